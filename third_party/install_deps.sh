@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs every Debian package caf-rdma needs to build, test and run its Soft-RoCE VM lane.
+# Idempotent: returns in about a second when everything is present.
+#
+#   bash third_party/install_deps.sh          # install what is missing (needs root or sudo)
+#   bash third_party/install_deps.sh --check  # only report what is missing; exit 1 if anything is
+set -euo pipefail
+
+kPackages=(
+  # build
+  bazel-bootstrap bazel-platforms bazel-rules-java g++ libcaf-dev libibverbs-dev librdmacm-dev
+  libgtest-dev
+  # run time + tools on real hosts and in the VM (ibv_devinfo, rdma, perftest)
+  rdma-core ibverbs-utils ibverbs-providers perftest iproute2
+  # the Soft-RoCE VM lane (tests/rxe_vm)
+  qemu-system-x86 busybox-static cpio kmod gzip
+  # benchmarks: plots
+  python3 python3-matplotlib
+)
+
+missing=()
+for p in "${kPackages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "${1:-}" = "--check" ]; then
+  echo "missing packages: ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "install_deps: installing ${missing[*]}" >&2
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install_deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  sudo_cmd=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get -o DPkg::Lock::Timeout=600 update -qq
+"${sudo_cmd[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install_deps: done" >&2
