@@ -1,0 +1,120 @@
+#include "primitives/device_context.h"
+
+#include <algorithm>
+#include <cerrno>
+
+#include "primitives/ibverbs_error.h"
+
+namespace caf_rdma {
+
+Result<std::shared_ptr<DeviceContext>> DeviceContext::open(const std::string& name) {
+  CAF_RDMA_ASSIGN_OR_RETURN(DeviceList list, DeviceList::get());
+  std::vector<DeviceDescription> names;
+  for (size_t i = 0; i < list.size(); ++i)
+    names.push_back(DeviceDescription{list.name(i), {}});
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list.name(i) != name)
+      continue;
+    errno = 0;
+    ibv_context* ctx = ibv_open_device(list.at(i));
+    if (ctx == nullptr)
+      return ibverbs_error("ibv_open_device", errno ? errno : ENODEV, "device " + name);
+    ibv_device_attr attr{};
+    if (int rc = ibv_query_device(ctx, &attr); rc != 0) {
+      ibv_close_device(ctx);
+      return ibverbs_error("ibv_query_device", rc, "device " + name);
+    }
+    return std::shared_ptr<DeviceContext>(new DeviceContext(ctx, name, attr));
+  }
+  if (list.empty())
+    return Error(ErrorCode::kNoDevice, "no RDMA device found while looking for '" + name +
+                                           "'. " + kNoDeviceHint);
+  std::string all;
+  for (const auto& n : list.names())
+    all += (all.empty() ? "" : ", ") + n;
+  return Error(ErrorCode::kDeviceNotFound,
+               "RDMA device '" + name + "' not found; devices: " + all);
+}
+
+Result<std::shared_ptr<DeviceContext>> DeviceContext::open_selected(const IbverbsConfig& config) {
+  CAF_RDMA_RETURN_IF_ERROR(config.validate());
+  CAF_RDMA_ASSIGN_OR_RETURN(DeviceList list, DeviceList::get());
+  auto devices = list.describe();
+  CAF_RDMA_ASSIGN_OR_RETURN(size_t index,
+                            select_device(devices, config.device_name, config.port_num));
+  return open(devices[index].name);
+}
+
+DeviceContext::~DeviceContext() {
+  ibv_close_device(context_);
+}
+
+Result<PortInfo> DeviceContext::query_port(uint8_t port_num) const {
+  if (port_num < 1 || port_num > attr_.phys_port_cnt)
+    return Error(ErrorCode::kDeviceNotFound,
+                 "device " + name_ + " has no port " + std::to_string(port_num) + " (it has " +
+                     std::to_string(attr_.phys_port_cnt) + ")");
+  ibv_port_attr pa{};
+  if (int rc = ibv_query_port(context_, port_num, &pa); rc != 0)
+    return ibverbs_error("ibv_query_port", rc, name_ + " port " + std::to_string(port_num));
+  PortInfo info;
+  info.port_num = port_num;
+  info.state = pa.state;
+  info.is_ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+  info.active_mtu = pa.active_mtu;
+  info.max_mtu = pa.max_mtu;
+  info.lid = pa.lid;
+  info.max_msg_sz = pa.max_msg_sz;
+  info.gid_tbl_len = pa.gid_tbl_len;
+  return info;
+}
+
+Result<DeviceLimits> DeviceContext::limits(uint8_t port_num) const {
+  CAF_RDMA_ASSIGN_OR_RETURN(PortInfo port, query_port(port_num));
+  DeviceLimits l;
+  l.max_qp_wr = static_cast<uint32_t>(attr_.max_qp_wr);
+  l.max_sge = static_cast<uint32_t>(attr_.max_sge);
+  l.max_qp_rd_atom = static_cast<uint32_t>(attr_.max_qp_rd_atom);
+  l.max_qp_init_rd_atom = static_cast<uint32_t>(attr_.max_qp_init_rd_atom);
+  l.max_cqe = static_cast<uint32_t>(attr_.max_cqe);
+  l.active_mtu = port.active_mtu;
+  l.max_msg_sz = port.max_msg_sz;
+  return l;
+}
+
+Result<std::vector<GidEntry>> DeviceContext::gid_table(uint8_t port_num) const {
+  CAF_RDMA_ASSIGN_OR_RETURN(PortInfo port, query_port(port_num));
+  size_t capacity = 0;
+  for (uint8_t p = 1; p <= attr_.phys_port_cnt; ++p) {
+    ibv_port_attr pa{};
+    if (ibv_query_port(context_, p, &pa) == 0)
+      capacity += static_cast<size_t>(pa.gid_tbl_len);
+  }
+  if (capacity == 0)
+    capacity = static_cast<size_t>(port.gid_tbl_len);
+  std::vector<ibv_gid_entry> raw(capacity > 0 ? capacity : 1);
+  ssize_t n = ibv_query_gid_table(context_, raw.data(), raw.size(), 0);
+  if (n < 0)
+    return ibverbs_error("ibv_query_gid_table", static_cast<int>(-n),
+                         name_ + " port " + std::to_string(port_num));
+  std::vector<GidEntry> out;
+  for (ssize_t i = 0; i < n; ++i) {
+    const auto& e = raw[static_cast<size_t>(i)];
+    if (e.port_num != port_num)
+      continue;
+    GidEntry g;
+    g.index = static_cast<int>(e.gid_index);
+    std::copy(std::begin(e.gid.raw), std::end(e.gid.raw), g.gid.begin());
+    switch (e.gid_type) {
+      case IBV_GID_TYPE_ROCE_V1: g.type = GidType::kRoceV1; break;
+      case IBV_GID_TYPE_ROCE_V2: g.type = GidType::kRoceV2; break;
+      default: g.type = GidType::kInfiniBand; break;
+    }
+    out.push_back(g);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const GidEntry& a, const GidEntry& b) { return a.index < b.index; });
+  return out;
+}
+
+}  // namespace caf_rdma

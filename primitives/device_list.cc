@@ -1,0 +1,147 @@
+#include "primitives/device_list.h"
+
+#include <cerrno>
+
+#include "primitives/ibverbs_error.h"
+
+namespace caf_rdma {
+
+const char* const kNoDeviceHint =
+    "To get one: run on a host with RDMA hardware (InfiniBand or RoCE NIC with rdma-core "
+    "installed), or inside the Soft-RoCE VM this project ships: "
+    "`bazel test --config=rxe //...` for the tests, `tests/rxe_vm/run_in_vm.sh COMMAND` for any "
+    "program; or use the fallback transport, which needs no device.";
+
+Result<DeviceList> DeviceList::get() {
+  int count = 0;
+  errno = 0;
+  ibv_device** devices = ibv_get_device_list(&count);
+  if (devices == nullptr) {
+    // ENOSYS: the kernel has no RDMA support at all; treat as "no device" with the errno.
+    int err = errno;
+    if (err == ENOSYS || err == 0 || err == ENOENT)
+      return DeviceList(nullptr, 0);
+    return ibverbs_error("ibv_get_device_list", err, "this host");
+  }
+  return DeviceList(devices, count);
+}
+
+DeviceList::DeviceList(DeviceList&& other) noexcept
+  : devices_(other.devices_), count_(other.count_) {
+  other.devices_ = nullptr;
+  other.count_ = 0;
+}
+
+DeviceList& DeviceList::operator=(DeviceList&& other) noexcept {
+  if (this != &other) {
+    if (devices_ != nullptr)
+      ibv_free_device_list(devices_);
+    devices_ = other.devices_;
+    count_ = other.count_;
+    other.devices_ = nullptr;
+    other.count_ = 0;
+  }
+  return *this;
+}
+
+DeviceList::~DeviceList() {
+  if (devices_ != nullptr)
+    ibv_free_device_list(devices_);
+}
+
+std::string DeviceList::name(size_t i) const {
+  return ibv_get_device_name(devices_[i]);
+}
+
+std::vector<std::string> DeviceList::names() const {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < size(); ++i)
+    out.push_back(name(i));
+  return out;
+}
+
+std::vector<DeviceDescription> DeviceList::describe() const {
+  std::vector<DeviceDescription> out;
+  for (size_t i = 0; i < size(); ++i) {
+    DeviceDescription d;
+    d.name = name(i);
+    if (ibv_context* ctx = ibv_open_device(devices_[i]); ctx != nullptr) {
+      ibv_device_attr attr{};
+      if (ibv_query_device(ctx, &attr) == 0) {
+        for (uint8_t p = 1; p <= attr.phys_port_cnt; ++p) {
+          ibv_port_attr pa{};
+          if (ibv_query_port(ctx, p, &pa) != 0)
+            continue;
+          PortInfo info;
+          info.port_num = p;
+          info.state = pa.state;
+          info.is_ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+          info.active_mtu = pa.active_mtu;
+          info.max_mtu = pa.max_mtu;
+          info.lid = pa.lid;
+          info.max_msg_sz = pa.max_msg_sz;
+          info.gid_tbl_len = pa.gid_tbl_len;
+          d.ports.push_back(info);
+        }
+      }
+      ibv_close_device(ctx);
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+namespace {
+
+std::string describe_devices(const std::vector<DeviceDescription>& devices) {
+  std::string out;
+  for (const auto& d : devices) {
+    if (!out.empty())
+      out += ", ";
+    out += d.name + " (";
+    if (d.ports.empty())
+      out += "could not be opened";
+    for (size_t i = 0; i < d.ports.size(); ++i) {
+      if (i > 0)
+        out += ", ";
+      out += "port " + std::to_string(d.ports[i].port_num) + " " +
+             ibv_port_state_str(d.ports[i].state);
+    }
+    out += ")";
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<size_t> select_device(const std::vector<DeviceDescription>& devices,
+                             const std::string& name, uint8_t port_num) {
+  if (devices.empty())
+    return Error(ErrorCode::kNoDevice,
+                 std::string("no RDMA device found (ibv_get_device_list returned no devices). ") +
+                     kNoDeviceHint);
+  if (!name.empty()) {
+    for (size_t i = 0; i < devices.size(); ++i) {
+      if (devices[i].name != name)
+        continue;
+      for (const auto& p : devices[i].ports)
+        if (p.port_num == port_num)
+          return i;
+      return Error(ErrorCode::kDeviceNotFound,
+                   "RDMA device '" + name + "' has no port " + std::to_string(port_num) +
+                       "; devices: " + describe_devices(devices));
+    }
+    return Error(ErrorCode::kDeviceNotFound, "RDMA device '" + name +
+                                                 "' not found; devices: " +
+                                                 describe_devices(devices));
+  }
+  for (size_t i = 0; i < devices.size(); ++i)
+    for (const auto& p : devices[i].ports)
+      if (p.port_num == port_num && p.state == IBV_PORT_ACTIVE)
+        return i;
+  return Error(ErrorCode::kDeviceNotFound, "no RDMA device has an ACTIVE port " +
+                                               std::to_string(port_num) +
+                                               "; devices: " + describe_devices(devices));
+}
+
+}  // namespace caf_rdma

@@ -1,0 +1,84 @@
+// IbverbsConfig: every knob of device selection and queue-pair setup, with Monarch's defaults.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "primitives/status.h"
+
+namespace caf_rdma {
+
+/// Environment variables read by `IbverbsConfig::from_env` (documented in README.md).
+constexpr const char* kEnvDevice = "CAF_RDMA_DEVICE";        ///< device name, e.g. "mlx5_0"
+constexpr const char* kEnvPort = "CAF_RDMA_PORT";            ///< port number, 1-based
+constexpr const char* kEnvGidIndex = "CAF_RDMA_GID_INDEX";   ///< GID table index
+
+/// What a device and port allow; `IbverbsConfig::clamped` fits a config into these.
+struct DeviceLimits {
+  uint32_t max_qp_wr = 0;
+  uint32_t max_sge = 0;
+  uint32_t max_qp_rd_atom = 0;       ///< outstanding RDMA READ/atomic as initiator
+  uint32_t max_qp_init_rd_atom = 0;  ///< outstanding RDMA READ/atomic as responder
+  uint32_t max_cqe = 0;
+  ibv_mtu active_mtu = IBV_MTU_1024;
+  uint32_t max_msg_sz = 0;
+};
+
+struct IbverbsConfig {
+  /// Device name; empty selects the first device whose port `port_num` is ACTIVE.
+  std::string device_name;
+  /// Port number (1-based).
+  uint8_t port_num = 1;
+  /// GID index; -1 selects automatically (see `select_gid_index`).
+  int gid_index = -1;
+  uint32_t max_send_wr = 512;
+  uint32_t max_recv_wr = 512;
+  uint32_t max_send_sge = 30;
+  uint32_t max_recv_sge = 30;
+  /// Completion queue depth; 0 derives it from max_send_wr + max_recv_wr.
+  uint32_t cq_entries = 0;
+  /// Requested path MTU; clamped to the port's active MTU.
+  ibv_mtu path_mtu = IBV_MTU_4096;
+  uint8_t retry_cnt = 7;
+  uint8_t rnr_retry = 7;
+  /// Local ACK timeout exponent: 4.096 us * 2^qp_timeout (14 = about 67 ms).
+  uint8_t qp_timeout = 14;
+  /// RNR NAK timer code (12 = 0.64 ms).
+  uint8_t min_rnr_timer = 12;
+  /// Outstanding RDMA READ/atomic operations, initiator side; clamped to device caps.
+  uint8_t max_rd_atomic = 16;
+  /// Outstanding RDMA READ/atomic operations, responder side; clamped to device caps.
+  uint8_t max_dest_rd_atomic = 16;
+  uint16_t pkey_index = 0;
+  /// Hop limit for routed (GRH) traffic.
+  uint8_t hop_limit = 64;
+  uint8_t traffic_class = 0;
+
+  /// Checks every field against its valid range; the error names the field and the value.
+  Status validate() const;
+
+  /// A copy fitted into what the device allows (MTU, work requests, SGEs, rd_atomic, CQ).
+  IbverbsConfig clamped(const DeviceLimits& limits) const;
+
+  /// The completion queue depth to use (cq_entries, or derived).
+  uint32_t effective_cq_entries() const;
+
+  /// Applies CAF_RDMA_DEVICE, CAF_RDMA_PORT, CAF_RDMA_GID_INDEX (when set) on top of `base`
+  /// and validates. A malformed value is an error naming the variable.
+  /// `getenv_fn` replaces std::getenv (tests).
+  static Result<IbverbsConfig> from_env(
+      IbverbsConfig base, const std::function<const char*(const char*)>& getenv_fn = nullptr);
+  /// from_env on top of the defaults.
+  static Result<IbverbsConfig> from_env();
+};
+
+/// Bytes of an ibv_mtu value (IBV_MTU_1024 -> 1024); 0 for an invalid value.
+uint32_t mtu_bytes(ibv_mtu mtu);
+
+/// A random packet sequence number (24 bits).
+uint32_t random_psn();
+
+}  // namespace caf_rdma

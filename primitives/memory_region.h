@@ -1,0 +1,65 @@
+// MemoryRegion: RAII owner of a registered memory region (ibv_mr).
+//
+// Destruction order: the MR holds a shared_ptr to its ProtectionDomain and is deregistered
+// before it. The memory itself belongs to the caller and must outlive the MR.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "primitives/protection_domain.h"
+
+namespace caf_rdma {
+
+/// Access rights for a registration.
+enum class Access : uint8_t {
+  kReadOnly,   ///< remote peers may RDMA READ (and local writes into it by RDMA READ replies
+               ///< are not allowed either: local-write is off)
+  kReadWrite,  ///< remote READ, WRITE and atomics; local writes
+};
+
+/// ibv_access_flags for an Access value.
+int access_flags(Access access);
+
+class MemoryRegion {
+public:
+  /// Registers [addr, addr + length) with `access`.
+  static Result<std::shared_ptr<MemoryRegion>> register_memory(std::shared_ptr<ProtectionDomain> pd,
+                                                               void* addr, size_t length,
+                                                               Access access);
+
+  /// Registers a dmabuf (GPU memory exported by its driver): `offset` into the dmabuf `fd`
+  /// mapped at `iova` (the device pointer).
+  static Result<std::shared_ptr<MemoryRegion>> register_dmabuf(std::shared_ptr<ProtectionDomain> pd,
+                                                               uint64_t offset, size_t length,
+                                                               uint64_t iova, int fd,
+                                                               Access access);
+
+  MemoryRegion(const MemoryRegion&) = delete;
+  MemoryRegion& operator=(const MemoryRegion&) = delete;
+  ~MemoryRegion();
+
+  ibv_mr* get() const { return mr_; }
+  uint64_t addr() const { return reinterpret_cast<uint64_t>(mr_->addr); }
+  size_t length() const { return mr_->length; }
+  uint32_t lkey() const { return mr_->lkey; }
+  uint32_t rkey() const { return mr_->rkey; }
+  Access access() const { return access_; }
+  const std::shared_ptr<ProtectionDomain>& pd() const { return pd_; }
+
+  /// True when [addr, addr + length) lies inside this region.
+  bool covers(uint64_t addr, size_t length) const;
+
+private:
+  MemoryRegion(std::shared_ptr<ProtectionDomain> pd, ibv_mr* mr, Access access)
+    : pd_(std::move(pd)), mr_(mr), access_(access) {}
+
+  std::shared_ptr<ProtectionDomain> pd_;
+  ibv_mr* mr_;
+  Access access_;
+};
+
+}  // namespace caf_rdma

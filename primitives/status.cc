@@ -1,0 +1,30 @@
+#include "primitives/status.h"
+
+namespace caf_rdma {
+
+const char* to_string(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kNoDevice: return "no_device";
+    case ErrorCode::kDeviceNotFound: return "device_not_found";
+    case ErrorCode::kInvalidArgument: return "invalid_argument";
+    case ErrorCode::kIbverbsCall: return "ibverbs_call";
+    case ErrorCode::kWorkCompletion: return "work_completion";
+    case ErrorCode::kTimeout: return "timeout";
+    case ErrorCode::kOutOfBounds: return "out_of_bounds";
+    case ErrorCode::kReleased: return "released";
+    case ErrorCode::kPeerUnavailable: return "peer_unavailable";
+    case ErrorCode::kCuda: return "cuda";
+    case ErrorCode::kInternal: return "internal";
+  }
+  return "unknown";
+}
+
+std::string Error::to_string() const {
+  return std::string(caf_rdma::to_string(code_)) + ": " + message_;
+}
+
+Error Error::with_context(const std::string& prefix) const {
+  return Error(code_, prefix + ": " + message_);
+}
+
+}  // namespace caf_rdma

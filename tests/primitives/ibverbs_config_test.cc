@@ -1,0 +1,116 @@
+// IbverbsConfig: defaults, validation, clamping to device limits, environment overrides.
+#include "primitives/ibverbs_config.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+namespace caf_rdma {
+namespace {
+
+TEST(IbverbsConfig, DefaultsMatchMonarch) {
+  IbverbsConfig c;
+  EXPECT_EQ(c.port_num, 1);
+  EXPECT_EQ(c.max_send_wr, 512u);
+  EXPECT_EQ(c.max_recv_wr, 512u);
+  EXPECT_EQ(c.max_send_sge, 30u);
+  EXPECT_EQ(c.path_mtu, IBV_MTU_4096);
+  EXPECT_EQ(c.retry_cnt, 7);
+  EXPECT_EQ(c.rnr_retry, 7);
+  EXPECT_EQ(c.qp_timeout, 14);
+  EXPECT_EQ(c.min_rnr_timer, 12);
+  EXPECT_EQ(c.max_rd_atomic, 16);
+  EXPECT_EQ(c.pkey_index, 0);
+  EXPECT_TRUE(c.validate().ok());
+}
+
+TEST(IbverbsConfig, ValidationNamesFieldAndValue) {
+  IbverbsConfig c;
+  c.retry_cnt = 9;
+  Status st = c.validate();
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(st.error().message().find("retry_cnt = 9"), std::string::npos) << st.error().message();
+  EXPECT_NE(st.error().message().find("0..7"), std::string::npos);
+
+  c = IbverbsConfig{};
+  c.port_num = 0;
+  EXPECT_NE(c.validate().error().message().find("port_num = 0"), std::string::npos);
+  c = IbverbsConfig{};
+  c.max_send_wr = 0;
+  EXPECT_NE(c.validate().error().message().find("max_send_wr"), std::string::npos);
+  c = IbverbsConfig{};
+  c.path_mtu = static_cast<ibv_mtu>(9);
+  EXPECT_NE(c.validate().error().message().find("path_mtu"), std::string::npos);
+  c = IbverbsConfig{};
+  c.qp_timeout = 32;
+  EXPECT_NE(c.validate().error().message().find("qp_timeout = 32"), std::string::npos);
+}
+
+TEST(IbverbsConfig, ClampedToDeviceLimits) {
+  DeviceLimits limits;
+  limits.active_mtu = IBV_MTU_1024;
+  limits.max_qp_wr = 128;
+  limits.max_sge = 4;
+  limits.max_qp_rd_atom = 8;
+  limits.max_qp_init_rd_atom = 2;
+  limits.max_cqe = 200;
+  IbverbsConfig c = IbverbsConfig{}.clamped(limits);
+  EXPECT_EQ(c.path_mtu, IBV_MTU_1024);
+  EXPECT_EQ(c.max_send_wr, 128u);
+  EXPECT_EQ(c.max_recv_wr, 128u);
+  EXPECT_EQ(c.max_send_sge, 4u);
+  EXPECT_EQ(c.max_rd_atomic, 8);
+  EXPECT_EQ(c.max_dest_rd_atomic, 2);
+  EXPECT_EQ(c.cq_entries, 200u);
+  // A smaller request is kept.
+  IbverbsConfig small;
+  small.path_mtu = IBV_MTU_512;
+  small.max_send_wr = 16;
+  EXPECT_EQ(small.clamped(limits).path_mtu, IBV_MTU_512);
+  EXPECT_EQ(small.clamped(limits).max_send_wr, 16u);
+}
+
+TEST(IbverbsConfig, EnvironmentOverrides) {
+  std::map<std::string, std::string> env{
+      {kEnvDevice, "mlx5_3"}, {kEnvPort, "2"}, {kEnvGidIndex, "5"}};
+  auto get = [&](const char* name) -> const char* {
+    auto i = env.find(name);
+    return i == env.end() ? nullptr : i->second.c_str();
+  };
+  auto c = IbverbsConfig::from_env(IbverbsConfig{}, get);
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  EXPECT_EQ(c->device_name, "mlx5_3");
+  EXPECT_EQ(c->port_num, 2);
+  EXPECT_EQ(c->gid_index, 5);
+
+  env[kEnvPort] = "two";
+  auto bad = IbverbsConfig::from_env(IbverbsConfig{}, get);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("CAF_RDMA_PORT='two'"), std::string::npos)
+      << bad.error().message();
+
+  env[kEnvPort] = "1";
+  env[kEnvGidIndex] = "-3";
+  bad = IbverbsConfig::from_env(IbverbsConfig{}, get);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("CAF_RDMA_GID_INDEX"), std::string::npos);
+}
+
+TEST(IbverbsConfig, RandomPsnIs24Bits) {
+  uint32_t all_or = 0;
+  bool differ = false;
+  uint32_t first = random_psn();
+  for (int i = 0; i < 1000; ++i) {
+    uint32_t p = random_psn();
+    EXPECT_LE(p, 0xffffffu);
+    all_or |= p;
+    differ |= p != first;
+  }
+  EXPECT_TRUE(differ);
+  EXPECT_GT(all_or, 0x7fffffu);  // the top bit of 24 is used
+}
+
+}  // namespace
+}  // namespace caf_rdma

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (README quick start, second command):
+#   1. installs missing Debian packages (third_party/install_deps.sh) and builds the VM image;
+#   2. native lane:  `bazel test //...`  (rdma-tagged tests report a visible SKIP without a device);
+#   3. VM lane:      `bazel test --config=rxe //...`  (the rdma-tagged tests, inside the Soft-RoCE
+#                    VM, one VM boot per test binary; a skip there is a failure);
+#   4. prints every test case of both lanes and the totals.
+# Extra arguments go to both `bazel test` calls (e.g. --test_output=all).
+set -uo pipefail
+cd "$(dirname "$(realpath "$0")")/.."
+t0=$(date +%s)
+stamp() { echo "[run_tests $(( $(date +%s) - t0 ))s] $*"; }
+
+stamp "installing dependencies"
+bash third_party/install_deps.sh || { echo "run_tests: dependency installation failed" >&2; exit 1; }
+stamp "building the Soft-RoCE VM image"
+bash tests/rxe_vm/build_image.sh || { echo "run_tests: VM image build failed" >&2; exit 1; }
+
+stamp "native lane: bazel test //..."
+bazel test "$@" //...
+native_rc=$?
+logs=$(bazel info bazel-testlogs 2>/dev/null)
+python3 tests/summarize.py native "$logs" > /tmp/caf_rdma_native_summary.$$
+native_sum_rc=$?
+
+stamp "VM lane: bazel test --config=rxe //..."
+bazel test --config=rxe "$@" //...
+rxe_rc=$?
+rdma_targets=$(bazel query 'attr(tags, "[\[ ]rdma[,\]]", tests(//...))' 2>/dev/null)
+python3 tests/summarize.py rxe-vm "$logs" $rdma_targets > /tmp/caf_rdma_rxe_summary.$$
+rxe_sum_rc=$?
+
+echo
+echo "================ test cases ================"
+cat /tmp/caf_rdma_native_summary.$$ /tmp/caf_rdma_rxe_summary.$$ | grep -v '^lane '
+echo "================ totals ================"
+grep -h '^lane ' /tmp/caf_rdma_native_summary.$$ /tmp/caf_rdma_rxe_summary.$$
+rm -f /tmp/caf_rdma_native_summary.$$ /tmp/caf_rdma_rxe_summary.$$
+stamp "done: native bazel exit $native_rc, VM lane bazel exit $rxe_rc"
+if [ $native_rc -ne 0 ] || [ $rxe_rc -ne 0 ] || [ $native_sum_rc -ne 0 ] || [ $rxe_sum_rc -ne 0 ]; then
+  echo "run_tests: FAILED" >&2
+  exit 1
+fi
+echo "run_tests: all passed"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Bazel --run_under wrapper for `bazel test --config=rxe`: runs one test binary (with its
+# arguments) inside the Soft-RoCE VM: one VM boot per test binary.
+#
+# Bazel's test runner has already set the test environment and the working directory (the
+# runfiles tree); this forwards them into the VM and shares read-write what the test writes:
+# TEST_TMPDIR and the directory of XML_OUTPUT_FILE (test.xml, undeclared outputs).
+# A VM that fails to boot makes the test fail (exit 125), never pass.
+set -uo pipefail
+here=$(dirname "$(realpath "$0")")
+[ $# -ge 1 ] || { echo "usage: run_under.sh TEST_BINARY [ARGS...]" >&2; exit 2; }
+
+export GTEST_COLOR=no  # the VM console is a tty; keep the logs plain
+args=()
+for v in $(compgen -e); do
+  case $v in
+    TEST_*|XML_OUTPUT_FILE|GTEST_*|RUNFILES_*|CAF_RDMA_*|HOME|TZ|LANG|USER|BUILD_*|PYTHONPATH)
+      args+=(-e "$v") ;;
+  esac
+done
+shares=()
+[ -n "${TEST_TMPDIR:-}" ] && mkdir -p "$TEST_TMPDIR" && shares+=(-s "$TEST_TMPDIR")
+if [ -n "${XML_OUTPUT_FILE:-}" ]; then
+  mkdir -p "$(dirname "$XML_OUTPUT_FILE")"; shares+=(-s "$(dirname "$XML_OUTPUT_FILE")")
+fi
+[ ${#shares[@]} -gt 0 ] || shares=(-s "${TMPDIR:-/tmp}")
+# Leave the VM 15 s less than Bazel's own limit, so a hang is reported as ours (exit 124).
+limit=${TEST_TIMEOUT:-900}
+[ "$limit" -gt 60 ] && limit=$((limit - 15))
+echo "run_under: running $(basename "$1") inside the Soft-RoCE VM (rxe0 + rxe1), limit ${limit}s" >&2
+exec "$here/run_in_vm.sh" -t "$limit" "${shares[@]}" "${args[@]}" -- "$@"
