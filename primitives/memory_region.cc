@@ -35,8 +35,12 @@ MemoryRegion::register_memory(std::shared_ptr<ProtectionDomain> pd, void* addr, 
     return Error(ErrorCode::kInvalidArgument,
                  "cannot register " + range_text(reinterpret_cast<uint64_t>(addr), length) +
                      ": address must be non-null and size non-zero");
+  int flags = access_flags(access);
+  // Devices without atomics refuse IBV_ACCESS_REMOTE_ATOMIC; atomics then fail at the peer.
+  if (pd->context()->device_attr().atomic_cap == IBV_ATOMIC_NONE)
+    flags &= ~IBV_ACCESS_REMOTE_ATOMIC;
   errno = 0;
-  ibv_mr* mr = ibv_reg_mr(pd->get(), addr, length, access_flags(access));
+  ibv_mr* mr = ibv_reg_mr(pd->get(), addr, length, flags);
   if (mr == nullptr)
     return ibverbs_error("ibv_reg_mr(" + range_text(reinterpret_cast<uint64_t>(addr), length) +
                              ")",

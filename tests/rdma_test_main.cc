@@ -27,6 +27,11 @@ const std::string& rdma_skip_reason() {
   return skip_reason;
 }
 
+bool rdma_required() {
+  const char* require = std::getenv("CAF_RDMA_REQUIRE_DEVICE");
+  return require != nullptr && std::strcmp(require, "1") == 0;
+}
+
 }  // namespace caf_rdma::testing
 
 int main(int argc, char** argv) {
@@ -43,8 +48,7 @@ int main(int argc, char** argv) {
       names = list->names();
   }
   if (!reason.empty()) {
-    const char* require = std::getenv("CAF_RDMA_REQUIRE_DEVICE");
-    if (require != nullptr && std::strcmp(require, "1") == 0) {
+    if (caf_rdma::testing::rdma_required()) {
       std::fprintf(stderr, "FAILED: CAF_RDMA_REQUIRE_DEVICE=1 but %s\n", reason.c_str());
       return 1;
     }

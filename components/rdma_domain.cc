@@ -1,0 +1,78 @@
+#include "components/rdma_domain.h"
+
+namespace caf_rdma {
+
+Result<std::shared_ptr<RdmaDomain>> RdmaDomain::open(const IbverbsConfig& config) {
+  CAF_RDMA_RETURN_IF_ERROR(config.validate());
+  std::shared_ptr<RdmaDomain> d(new RdmaDomain());
+  CAF_RDMA_ASSIGN_OR_RETURN(d->context_, DeviceContext::open_selected(config));
+  CAF_RDMA_ASSIGN_OR_RETURN(d->port_, d->context_->query_port(config.port_num));
+  CAF_RDMA_ASSIGN_OR_RETURN(DeviceLimits limits, d->context_->limits(config.port_num));
+  d->config_ = config.clamped(limits);
+  d->config_.device_name = d->context_->name();
+  CAF_RDMA_ASSIGN_OR_RETURN(auto table, d->context_->gid_table(config.port_num));
+  std::string where = d->context_->name() + " port " + std::to_string(config.port_num);
+  CAF_RDMA_ASSIGN_OR_RETURN(d->gid_index_, select_gid_index(table, d->port_.is_ethernet,
+                                                            config.gid_index, where));
+  for (const auto& e : table)
+    if (e.index == d->gid_index_)
+      d->gid_ = e.gid;
+  d->config_.gid_index = d->gid_index_;
+  CAF_RDMA_ASSIGN_OR_RETURN(d->pd_, ProtectionDomain::allocate(d->context_));
+  return d;
+}
+
+Result<RdmaBuffer> RdmaDomain::register_buffer(void* addr, uint64_t size, Access access) {
+  uint64_t a = reinterpret_cast<uint64_t>(addr);
+  std::lock_guard<std::mutex> guard(mu_);
+  // Look for a live region that covers the range with enough access. Regions are keyed by
+  // base address, so only those starting at or below `a` can cover it.
+  for (auto it = regions_.upper_bound(a); it != regions_.begin();) {
+    --it;
+    auto region = it->second.lock();
+    if (!region) {
+      it = regions_.erase(it);
+      continue;
+    }
+    bool access_ok = region->access() == Access::kReadWrite || access == Access::kReadOnly;
+    if (access_ok && region->covers(a, size)) {
+      ++cache_hits_;
+      return RdmaBuffer(std::move(region), a, size, access, device_name());
+    }
+  }
+  CAF_RDMA_ASSIGN_OR_RETURN(auto region, MemoryRegion::register_memory(pd_, addr, size, access));
+  ++registrations_;
+  regions_.emplace(a, region);
+  return RdmaBuffer(std::move(region), a, size, access, device_name());
+}
+
+RegistrationStats RdmaDomain::registration_stats() const {
+  std::lock_guard<std::mutex> guard(mu_);
+  RegistrationStats s;
+  for (const auto& [base, weak] : regions_) {
+    if (auto r = weak.lock()) {
+      ++s.live_regions;
+      s.registered_bytes += r->length();
+    }
+  }
+  s.cache_hits = cache_hits_;
+  s.registrations = registrations_;
+  return s;
+}
+
+std::string RdmaDomain::describe() const {
+  return device_name() + " port " + std::to_string(config_.port_num) + " (" +
+         (port_.is_ethernet ? "RoCE" : "InfiniBand") + ", GID[" + std::to_string(gid_index_) +
+         "] " + to_string(gid_) + ", MTU " + std::to_string(mtu_bytes(config_.path_mtu)) + ")";
+}
+
+QpInfo RdmaDomain::port_qp_info() const {
+  QpInfo info;
+  info.lid = port_.lid;
+  info.gid = gid_;
+  info.mtu = static_cast<uint8_t>(config_.path_mtu);
+  info.is_ethernet = port_.is_ethernet;
+  return info;
+}
+
+}  // namespace caf_rdma

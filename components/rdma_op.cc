@@ -1,0 +1,68 @@
+#include "components/rdma_op.h"
+
+namespace caf_rdma {
+
+const char* to_string(OpKind kind) {
+  switch (kind) {
+    case OpKind::kWrite: return "RDMA WRITE";
+    case OpKind::kRead: return "RDMA READ";
+    case OpKind::kSend: return "SEND";
+    case OpKind::kRecv: return "RECV";
+    case OpKind::kFetchAdd: return "ATOMIC FETCH_ADD";
+    case OpKind::kCompareSwap: return "ATOMIC CMP_SWAP";
+  }
+  return "?";
+}
+
+uint64_t RdmaOp::local_length() const {
+  uint64_t n = 0;
+  for (const auto& s : local)
+    n += s.length;
+  return n;
+}
+
+RdmaOp RdmaOp::write(LocalSlice src, RemoteBuffer dst, uint64_t dst_offset) {
+  RdmaOp op;
+  op.kind = OpKind::kWrite;
+  op.local.push_back(std::move(src));
+  op.remote = std::move(dst);
+  op.remote_offset = dst_offset;
+  return op;
+}
+
+RdmaOp RdmaOp::read(LocalSlice dst, RemoteBuffer src, uint64_t src_offset) {
+  RdmaOp op = write(std::move(dst), std::move(src), src_offset);
+  op.kind = OpKind::kRead;
+  return op;
+}
+
+RdmaOp RdmaOp::send(LocalSlice src) {
+  RdmaOp op;
+  op.kind = OpKind::kSend;
+  op.local.push_back(std::move(src));
+  return op;
+}
+
+RdmaOp RdmaOp::recv(LocalSlice dst) {
+  RdmaOp op = send(std::move(dst));
+  op.kind = OpKind::kRecv;
+  return op;
+}
+
+RdmaOp RdmaOp::fetch_add(RemoteBuffer dst, uint64_t offset, uint64_t add) {
+  RdmaOp op;
+  op.kind = OpKind::kFetchAdd;
+  op.remote = std::move(dst);
+  op.remote_offset = offset;
+  op.compare_add = add;
+  return op;
+}
+
+RdmaOp RdmaOp::compare_swap(RemoteBuffer dst, uint64_t offset, uint64_t compare, uint64_t swap) {
+  RdmaOp op = fetch_add(std::move(dst), offset, compare);
+  op.kind = OpKind::kCompareSwap;
+  op.swap = swap;
+  return op;
+}
+
+}  // namespace caf_rdma

@@ -1,0 +1,66 @@
+// RdmaOp: one operation on a queue pair (write, read, send, recv, atomics) and its result.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "components/rdma_buffer.h"
+#include "primitives/status.h"
+
+namespace caf_rdma {
+
+enum class OpKind : uint8_t {
+  kWrite,        ///< RDMA WRITE: local slices -> remote range
+  kRead,         ///< RDMA READ: remote range -> local slices
+  kSend,         ///< SEND: local slices -> the peer's next posted receive
+  kRecv,         ///< RECV: post local slices for the peer's next SEND
+  kFetchAdd,     ///< 64-bit atomic fetch-and-add on the remote word; result = old value
+  kCompareSwap,  ///< 64-bit atomic compare-and-swap on the remote word; result = old value
+};
+
+/// "RDMA WRITE", "RDMA READ", "SEND", "RECV", "ATOMIC FETCH_ADD", "ATOMIC CMP_SWAP".
+const char* to_string(OpKind kind);
+
+/// A range of a local registered buffer. The op holds a copy of the buffer, so the region
+/// stays registered until the op has completed even if the caller releases its handle.
+struct LocalSlice {
+  RdmaBuffer buffer;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+struct RdmaOp {
+  OpKind kind = OpKind::kWrite;
+  /// Gather list (write, send) or scatter list (read, recv); unused by atomics.
+  std::vector<LocalSlice> local;
+  /// Remote side of write, read and atomics.
+  RemoteBuffer remote;
+  uint64_t remote_offset = 0;
+  /// Atomics: the addend (fetch-add) or the compare value (compare-swap).
+  uint64_t compare_add = 0;
+  /// Atomics: the swap value (compare-swap).
+  uint64_t swap = 0;
+
+  /// Total bytes of the local slices.
+  uint64_t local_length() const;
+
+  static RdmaOp write(LocalSlice src, RemoteBuffer dst, uint64_t dst_offset = 0);
+  static RdmaOp read(LocalSlice dst, RemoteBuffer src, uint64_t src_offset = 0);
+  static RdmaOp send(LocalSlice src);
+  static RdmaOp recv(LocalSlice dst);
+  static RdmaOp fetch_add(RemoteBuffer dst, uint64_t offset, uint64_t add);
+  static RdmaOp compare_swap(RemoteBuffer dst, uint64_t offset, uint64_t compare, uint64_t swap);
+};
+
+/// How an op ended. Every submitted op completes exactly once.
+struct OpResult {
+  Status status;
+  uint64_t bytes = 0;         ///< bytes moved (recv: bytes received)
+  uint64_t atomic_value = 0;  ///< atomics: the remote word's value before the operation
+};
+
+using OpCallback = std::function<void(OpResult)>;
+
+}  // namespace caf_rdma

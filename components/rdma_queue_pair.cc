@@ -1,0 +1,846 @@
+#include "components/rdma_queue_pair.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "primitives/ibverbs_error.h"
+
+namespace caf_rdma {
+
+namespace {
+
+constexpr uint64_t kRecvBit = uint64_t{1} << 63;
+constexpr int kAtomicSlots = 64;
+constexpr int kPollBatch = 32;
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+struct RdmaQueuePair::Op {
+  uint64_t id = 0;
+  RdmaOp op;
+  OpCallback done;
+  std::vector<PlannedWorkRequest> wrs;
+  size_t posted = 0;        ///< work requests posted so far
+  size_t in_flight = 0;     ///< posted and not yet retired
+  bool aborted = false;     ///< no more of its work requests will be posted
+  int atomic_slot = -1;
+  uint64_t bytes = 0;
+  std::optional<Error> error;
+};
+
+// -- construction ----------------------------------------------------------------------------
+
+RdmaQueuePair::RdmaQueuePair(std::shared_ptr<RdmaDomain> domain, Options options)
+  : domain_(std::move(domain)), options_(options) {}
+
+Result<std::unique_ptr<RdmaQueuePair>> RdmaQueuePair::create(std::shared_ptr<RdmaDomain> domain) {
+  return create(std::move(domain), Options{});
+}
+
+Result<std::unique_ptr<RdmaQueuePair>> RdmaQueuePair::create(std::shared_ptr<RdmaDomain> domain,
+                                                             Options options) {
+  std::unique_ptr<RdmaQueuePair> q(new RdmaQueuePair(domain, options));
+  const IbverbsConfig& config = domain->config();
+  CAF_RDMA_ASSIGN_OR_RETURN(
+      q->cq_, CompletionQueue::create(domain->context(),
+                                      static_cast<int>(config.effective_cq_entries()), false));
+  CAF_RDMA_ASSIGN_OR_RETURN(q->qp_, QueuePair::create(domain->pd(), q->cq_, q->cq_, config));
+  uint64_t port_max = domain->max_message_size() ? domain->max_message_size() : (1ull << 31);
+  q->max_message_ = options.max_message_bytes ? std::min(options.max_message_bytes, port_max)
+                                              : port_max;
+  uint32_t max_wr = q->qp_->caps().max_send_wr;
+  q->signal_interval_ = options.signal_interval ? options.signal_interval
+                                                : std::max<uint32_t>(1, max_wr / 4);
+  q->atomic_scratch_.assign(kAtomicSlots, 0);
+  CAF_RDMA_ASSIGN_OR_RETURN(q->atomic_buffer_,
+                            domain->register_buffer(q->atomic_scratch_.data(),
+                                                    q->atomic_scratch_.size() * sizeof(uint64_t),
+                                                    Access::kReadWrite));
+  for (int i = kAtomicSlots - 1; i >= 0; --i)
+    q->free_atomic_slots_.push_back(i);
+  q->local_psn_ = random_psn();
+  return q;
+}
+
+RdmaQueuePair::~RdmaQueuePair() {
+  Done done;
+  {
+    std::lock_guard<std::mutex> poll_guard(poll_mu_);
+    std::lock_guard<std::mutex> guard(mu_);
+    // Destroying the QP guarantees the NIC no longer accesses any buffer of ours.
+    qp_.reset();
+    fail_all_locked(Error(ErrorCode::kPeerUnavailable,
+                          "queue pair destroyed with the op outstanding"),
+                    done);
+  }
+  run(done);
+}
+
+std::string RdmaQueuePair::describe() const {
+  return qp_ ? qp_->describe() : domain_->device_name() + " QP (destroyed)";
+}
+
+QpInfo RdmaQueuePair::local_info() const {
+  std::lock_guard<std::mutex> guard(mu_);
+  QpInfo info = domain_->port_qp_info();
+  info.qp_num = qp_->qp_num();
+  info.psn = local_psn_;
+  return info;
+}
+
+bool RdmaQueuePair::connected() const {
+  std::lock_guard<std::mutex> guard(mu_);
+  return connected_;
+}
+
+// -- connection --------------------------------------------------------------------------------
+
+Status RdmaQueuePair::connect_locked(const QpInfo& remote) {
+  Status st = qp_->connect(domain_->config(), remote, local_psn_, domain_->gid_index());
+  if (!st.ok())
+    return st;
+  remote_ = remote;
+  connected_ = true;
+  error_ = false;
+  error_cause_.clear();
+  return {};
+}
+
+Status RdmaQueuePair::connect(const QpInfo& remote, ReconnectFn reconnect) {
+  std::lock_guard<std::mutex> guard(mu_);
+  if (connected_)
+    return Error(ErrorCode::kInvalidArgument, describe() + " is already connected to " +
+                                                  to_string(remote_));
+  reconnect_ = std::move(reconnect);
+  return connect_locked(remote);
+}
+
+Status RdmaQueuePair::connect_loopback() {
+  QpInfo self = local_info();
+  std::lock_guard<std::mutex> guard(mu_);
+  loopback_ = true;
+  return connect_locked(self);
+}
+
+Status RdmaQueuePair::connect_pair(RdmaQueuePair& a, RdmaQueuePair& b) {
+  QpInfo ai = a.local_info();
+  QpInfo bi = b.local_info();
+  CAF_RDMA_RETURN_IF_ERROR(a.connect(bi, [&b](const QpInfo& local) {
+    return b.accept_reconnect(local);
+  }));
+  return b.connect(ai, [&a](const QpInfo& local) { return a.accept_reconnect(local); });
+}
+
+// -- validation --------------------------------------------------------------------------------
+
+Status RdmaQueuePair::validate(const RdmaOp& op) const {
+  const char* what = to_string(op.kind);
+  bool atomic = op.kind == OpKind::kFetchAdd || op.kind == OpKind::kCompareSwap;
+  if (atomic) {
+    if (!op.local.empty())
+      return Error(ErrorCode::kInvalidArgument,
+                   std::string(what) + " takes no local slices (the result is returned)");
+    CAF_RDMA_RETURN_IF_ERROR(op.remote.check_range(op.remote_offset, 8, what));
+    if ((op.remote.addr + op.remote_offset) % 8 != 0)
+      return Error(ErrorCode::kInvalidArgument,
+                   std::string(what) + ": remote word at offset " +
+                       std::to_string(op.remote_offset) + " of " + op.remote.describe() +
+                       " is not 8-byte aligned");
+    return {};
+  }
+  if (op.local.empty())
+    return Error(ErrorCode::kInvalidArgument, std::string(what) + " without local memory");
+  bool local_is_destination = op.kind == OpKind::kRead || op.kind == OpKind::kRecv;
+  for (const auto& s : op.local) {
+    CAF_RDMA_RETURN_IF_ERROR(s.buffer.check_range(
+        s.offset, s.length, local_is_destination ? "local destination" : "local source"));
+    if (s.buffer.region()->pd() != domain_->pd())
+      return Error(ErrorCode::kInvalidArgument,
+                   std::string(what) + ": " + s.buffer.describe() +
+                       " is registered with another domain than " + describe());
+    if (local_is_destination && s.buffer.access() != Access::kReadWrite)
+      return Error(ErrorCode::kInvalidArgument, std::string(what) + ": " + s.buffer.describe() +
+                                                    " is read-only and cannot be written");
+  }
+  uint64_t length = op.local_length();
+  size_t max_sge = op.kind == OpKind::kRecv ? qp_->caps().max_recv_sge : qp_->caps().max_send_sge;
+  if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
+    if (length > max_message_)
+      return Error(ErrorCode::kInvalidArgument,
+                   std::string(what) + " of " + std::to_string(length) +
+                       " bytes exceeds the maximum message size " +
+                       std::to_string(max_message_) + " of " + describe());
+    if (op.local.size() > max_sge)
+      return Error(ErrorCode::kInvalidArgument, std::string(what) + " with " +
+                                                    std::to_string(op.local.size()) +
+                                                    " slices exceeds max SGE " +
+                                                    std::to_string(max_sge));
+    return {};
+  }
+  return op.remote.check_range(op.remote_offset, length,
+                               op.kind == OpKind::kWrite ? "remote destination" : "remote source");
+}
+
+// -- submission and posting --------------------------------------------------------------------
+
+Status RdmaQueuePair::submit(RdmaOp op, OpCallback done) {
+  return submit_internal(std::move(op), std::move(done), nullptr);
+}
+
+Status RdmaQueuePair::submit_internal(RdmaOp op, OpCallback done, uint64_t* id_out) {
+  {
+    std::lock_guard<std::mutex> guard(mu_);
+    if (!connected_)
+      return Error(ErrorCode::kInvalidArgument,
+                   describe() + " is not connected; cannot " + to_string(op.kind));
+  }
+  CAF_RDMA_RETURN_IF_ERROR(validate(op));
+  auto rec = std::make_unique<Op>();
+  rec->op = std::move(op);
+  rec->done = std::move(done);
+  const RdmaOp& o = rec->op;
+  if (o.kind == OpKind::kFetchAdd || o.kind == OpKind::kCompareSwap) {
+    PlannedWorkRequest wr;
+    wr.remote_addr = o.remote.addr + o.remote_offset;
+    wr.length = 8;
+    rec->wrs.push_back(wr);
+  } else {
+    std::vector<LocalSegment> segs;
+    for (const auto& s : o.local)
+      segs.push_back(LocalSegment{s.buffer.addr() + s.offset, s.length, s.buffer.lkey()});
+    uint64_t remote_addr = o.remote.addr + o.remote_offset;
+    bool single = o.kind == OpKind::kSend || o.kind == OpKind::kRecv;
+    uint32_t sge = single ? static_cast<uint32_t>(segs.size())
+                          : static_cast<uint32_t>(qp_->caps().max_send_sge);
+    CAF_RDMA_ASSIGN_OR_RETURN(
+        rec->wrs, plan_work_requests(segs, remote_addr, single ? ~uint64_t{0} : max_message_,
+                                     std::max<uint32_t>(1, sge)));
+  }
+  Done done_now;
+  {
+    std::lock_guard<std::mutex> guard(mu_);
+    rec->id = next_op_id_++;
+    if (id_out != nullptr)
+      *id_out = rec->id;
+    pending_.push_back(rec->id);
+    ops_.emplace(rec->id, std::move(rec));
+    pump_locked(done_now);
+  }
+  run(done_now);
+  return {};
+}
+
+void RdmaQueuePair::pump_locked(Done& done) {
+  if (!qp_ || error_ || !connected_)
+    return;
+  const uint32_t max_send = qp_->caps().max_send_wr;
+  const uint32_t max_recv = qp_->caps().max_recv_wr;
+  // Build one chain of send work requests across as many queued ops as slots allow.
+  std::vector<ibv_send_wr> chain;
+  std::vector<std::vector<ibv_sge>> chain_sges;
+  std::vector<uint64_t> chain_ops;
+  chain.reserve(std::min<size_t>(max_send, 64));
+  auto flush_chain = [&]() {
+    if (chain.empty())
+      return;
+    for (size_t i = 0; i < chain.size(); ++i) {
+      chain[i].sg_list = chain_sges[i].empty() ? nullptr : chain_sges[i].data();
+      chain[i].next = i + 1 < chain.size() ? &chain[i + 1] : nullptr;
+    }
+    chain.back().send_flags |= IBV_SEND_SIGNALED;
+    ibv_send_wr* bad = nullptr;
+    int rc = ibv_post_send(qp_->get(), chain.data(), &bad);
+    size_t ok = rc == 0 ? chain.size() : static_cast<size_t>(bad - chain.data());
+    if (ok > 0 && rc != 0) {
+      // The accepted prefix must end signaled, or its slots would never be retired: there is
+      // no way to change a posted request, so move the QP to ERR; everything flushes.
+      enter_error_locked("ibv_post_send accepted only part of a chain");
+    }
+    for (size_t i = 0; i < chain.size(); ++i) {
+      auto it = ops_.find(chain_ops[i]);
+      if (i < ok) {
+        ++stats_.work_requests;
+        if (chain[i].send_flags & IBV_SEND_SIGNALED)
+          ++stats_.signaled;
+        continue;
+      }
+      // Not posted: undo the accounting for this request and fail its op.
+      send_in_flight_.pop_back();
+      if (it != ops_.end()) {
+        Op& op = *it->second;
+        --op.in_flight;
+        --op.posted;
+        op.aborted = true;
+        if (!op.error)
+          op.error = ibverbs_error("ibv_post_send", rc, describe());
+      }
+    }
+    if (rc != 0) {
+      for (size_t i = ok; i < chain.size(); ++i)
+        maybe_finish_locked(chain_ops[i], done);
+    }
+    chain.clear();
+    chain_sges.clear();
+    chain_ops.clear();
+  };
+  while (!pending_.empty() && !error_) {
+    auto it = ops_.find(pending_.front());
+    if (it == ops_.end()) {
+      pending_.pop_front();
+      continue;
+    }
+    Op& op = *it->second;
+    if (op.aborted) {
+      pending_.pop_front();
+      maybe_finish_locked(op.id, done);
+      continue;
+    }
+    if (op.op.kind == OpKind::kRecv) {
+      if (recv_in_flight_.size() >= max_recv)
+        break;
+      std::vector<ibv_sge> sges;
+      for (const auto& s : op.wrs.front().sges)
+        sges.push_back(ibv_sge{s.addr, s.length, s.lkey});
+      ibv_recv_wr wr{};
+      uint64_t seq = next_wr_seq_++;
+      wr.wr_id = seq | kRecvBit;
+      wr.sg_list = sges.data();
+      wr.num_sge = static_cast<int>(sges.size());
+      ibv_recv_wr* bad = nullptr;
+      if (int rc = ibv_post_recv(qp_->get(), &wr, &bad); rc != 0) {
+        op.error = ibverbs_error("ibv_post_recv", rc, describe());
+        op.aborted = true;
+      } else {
+        recv_in_flight_.push_back(PostedWr{seq, op.id});
+        op.posted = 1;
+        ++op.in_flight;
+      }
+      pending_.pop_front();
+      maybe_finish_locked(op.id, done);
+      continue;
+    }
+    bool atomic = op.op.kind == OpKind::kFetchAdd || op.op.kind == OpKind::kCompareSwap;
+    if (atomic && op.atomic_slot < 0) {
+      if (free_atomic_slots_.empty())
+        break;
+      op.atomic_slot = free_atomic_slots_.back();
+      free_atomic_slots_.pop_back();
+    }
+    bool progressed = false;
+    while (op.posted < op.wrs.size() && send_in_flight_.size() < max_send) {
+      const PlannedWorkRequest& p = op.wrs[op.posted];
+      ibv_send_wr wr{};
+      uint64_t seq = next_wr_seq_++;
+      wr.wr_id = seq;
+      std::vector<ibv_sge> sges;
+      switch (op.op.kind) {
+        case OpKind::kWrite:
+        case OpKind::kRead:
+          wr.opcode = op.op.kind == OpKind::kWrite ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+          wr.wr.rdma.remote_addr = p.remote_addr;
+          wr.wr.rdma.rkey = op.op.remote.rkey;
+          for (const auto& s : p.sges)
+            sges.push_back(ibv_sge{s.addr, s.length, s.lkey});
+          break;
+        case OpKind::kSend:
+          wr.opcode = IBV_WR_SEND;
+          for (const auto& s : p.sges)
+            sges.push_back(ibv_sge{s.addr, s.length, s.lkey});
+          break;
+        default:  // atomics
+          wr.opcode = op.op.kind == OpKind::kFetchAdd ? IBV_WR_ATOMIC_FETCH_AND_ADD
+                                                      : IBV_WR_ATOMIC_CMP_AND_SWP;
+          wr.wr.atomic.remote_addr = p.remote_addr;
+          wr.wr.atomic.rkey = op.op.remote.rkey;
+          wr.wr.atomic.compare_add = op.op.compare_add;
+          wr.wr.atomic.swap = op.op.swap;
+          sges.push_back(ibv_sge{atomic_buffer_.addr() +
+                                     static_cast<uint64_t>(op.atomic_slot) * sizeof(uint64_t),
+                                 sizeof(uint64_t), atomic_buffer_.lkey()});
+          break;
+      }
+      wr.num_sge = static_cast<int>(sges.size());
+      // Signal periodically so long chains retire slots before they end.
+      if ((seq % signal_interval_) == 0)
+        wr.send_flags |= IBV_SEND_SIGNALED;
+      chain.push_back(wr);
+      chain_sges.push_back(std::move(sges));
+      chain_ops.push_back(op.id);
+      send_in_flight_.push_back(PostedWr{seq, op.id});
+      ++op.posted;
+      ++op.in_flight;
+      progressed = true;
+    }
+    if (op.posted == op.wrs.size()) {
+      pending_.pop_front();
+      continue;
+    }
+    if (!progressed || send_in_flight_.size() >= max_send)
+      break;
+  }
+  flush_chain();
+}
+
+// -- completions -------------------------------------------------------------------------------
+
+int RdmaQueuePair::progress() {
+  std::unique_lock<std::mutex> poll_guard(poll_mu_, std::try_to_lock);
+  if (!poll_guard.owns_lock())
+    return 0;
+  ibv_wc wcs[kPollBatch];
+  auto n = cq_->poll(wcs, kPollBatch);
+  Done done;
+  {
+    std::lock_guard<std::mutex> guard(mu_);
+    if (!n.ok()) {
+      enter_error_locked(n.error().message());
+      fail_all_locked(n.error(), done);
+    } else {
+      for (int i = 0; i < *n; ++i)
+        handle_completion_locked(wcs[i], done);
+      stats_.completions += static_cast<uint64_t>(*n);
+      pump_locked(done);
+    }
+  }
+  poll_guard.unlock();
+  run(done);
+  return n.ok() ? *n : 0;
+}
+
+void RdmaQueuePair::handle_completion_locked(const ibv_wc& wc, Done& done) {
+  if (wc.wr_id & kRecvBit) {
+    uint64_t seq = wc.wr_id & ~kRecvBit;
+    while (!recv_in_flight_.empty() && recv_in_flight_.front().seq <= seq) {
+      PostedWr w = recv_in_flight_.front();
+      recv_in_flight_.pop_front();
+      auto it = ops_.find(w.op_id);
+      if (it == ops_.end())
+        continue;
+      retire_locked(*it->second, w.seq == seq ? &wc : nullptr, done);
+    }
+    return;
+  }
+  // RC completes send work requests in order: this completion retires every earlier one.
+  while (!send_in_flight_.empty() && send_in_flight_.front().seq <= wc.wr_id) {
+    PostedWr w = send_in_flight_.front();
+    send_in_flight_.pop_front();
+    auto it = ops_.find(w.op_id);
+    if (it == ops_.end())
+      continue;
+    retire_locked(*it->second, w.seq == wc.wr_id ? &wc : nullptr, done);
+  }
+}
+
+void RdmaQueuePair::retire_locked(Op& op, const ibv_wc* wc, Done& done) {
+  --op.in_flight;
+  if (wc != nullptr && wc->status != IBV_WC_SUCCESS) {
+    if (!error_) {
+      enter_error_locked(completion_error(*wc, describe()).message());
+    }
+    if (!op.error) {
+      if (wc->status == IBV_WC_WR_FLUSH_ERR) {
+        op.error = Error(ErrorCode::kWorkCompletion,
+                         std::string(to_string(op.op.kind)) + " flushed (IBV_WC_WR_FLUSH_ERR): " +
+                             describe() + " entered ERR: " + error_cause_);
+      } else {
+        Error e = completion_error(*wc, describe());
+        std::string hint;
+        if (wc->status == IBV_WC_REM_ACCESS_ERR)
+          hint = "; the remote region " + op.op.remote.describe() +
+                 " rejected the access (wrong rkey, deregistered or released region, or "
+                 "missing remote permission)";
+        else if (wc->status == IBV_WC_RETRY_EXC_ERR)
+          hint = "; the peer did not answer (peer QP gone, or no route to " +
+                 to_string(remote_.gid) + ")";
+        op.error = Error(e.code(), std::string(to_string(op.op.kind)) + " failed: " +
+                                       e.message() + hint);
+      }
+    }
+    op.aborted = true;
+  } else if (wc != nullptr && op.op.kind == OpKind::kRecv) {
+    op.bytes = wc->byte_len;
+  }
+  maybe_finish_locked(op.id, done);
+}
+
+void RdmaQueuePair::maybe_finish_locked(uint64_t op_id, Done& done) {
+  auto it = ops_.find(op_id);
+  if (it == ops_.end())
+    return;
+  Op& op = *it->second;
+  if (op.in_flight > 0 || (!op.aborted && op.posted < op.wrs.size()))
+    return;
+  OpResult result;
+  if (op.error) {
+    result.status = *op.error;
+    ++stats_.ops_failed;
+  } else {
+    if (op.op.kind == OpKind::kFetchAdd || op.op.kind == OpKind::kCompareSwap)
+      result.atomic_value = atomic_scratch_[static_cast<size_t>(op.atomic_slot)];
+    result.bytes = op.op.kind == OpKind::kRecv ? op.bytes
+                   : (op.op.kind == OpKind::kFetchAdd || op.op.kind == OpKind::kCompareSwap)
+                       ? 8
+                       : op.op.local_length();
+    stats_.bytes += result.bytes;
+    ++stats_.ops_completed;
+  }
+  if (op.atomic_slot >= 0)
+    free_atomic_slots_.push_back(op.atomic_slot);
+  auto pit = std::find(pending_.begin(), pending_.end(), op_id);
+  if (pit != pending_.end())
+    pending_.erase(pit);
+  done.emplace_back(std::move(op.done), std::move(result));
+  ops_.erase(it);
+}
+
+void RdmaQueuePair::run(Done& done) {
+  for (auto& [cb, result] : done)
+    if (cb)
+      cb(std::move(result));
+  done.clear();
+}
+
+// -- errors and recovery ------------------------------------------------------------------------
+
+void RdmaQueuePair::enter_error_locked(const std::string& cause) {
+  if (!error_) {
+    error_ = true;
+    error_cause_ = cause;
+  }
+  if (qp_)
+    (void) qp_->to_error();
+  // Ops not posted at all yet stay queued: they are posted after recovery. Partly posted ops
+  // cannot be resumed on a reset QP: they fail.
+  for (uint64_t id : pending_) {
+    auto it = ops_.find(id);
+    if (it == ops_.end() || it->second->posted == 0)
+      continue;
+    Op& op = *it->second;
+    op.aborted = true;
+    if (!op.error)
+      op.error = Error(ErrorCode::kWorkCompletion, std::string(to_string(op.op.kind)) +
+                                                       " interrupted: " + describe() +
+                                                       " entered ERR: " + cause);
+  }
+}
+
+void RdmaQueuePair::fail_all_locked(const Error& error, Done& done) {
+  send_in_flight_.clear();
+  recv_in_flight_.clear();
+  pending_.clear();
+  std::vector<uint64_t> ids;
+  for (auto& [id, op] : ops_)
+    ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (uint64_t id : ids) {
+    Op& op = *ops_[id];
+    op.in_flight = 0;
+    op.aborted = true;
+    if (!op.error)
+      op.error = Error(error.code(), std::string(to_string(op.op.kind)) + " on " + describe() +
+                                         ": " + error.message());
+    maybe_finish_locked(id, done);
+  }
+}
+
+Status RdmaQueuePair::abort(const std::string& reason) {
+  std::lock_guard<std::mutex> guard(mu_);
+  if (!qp_)
+    return Error(ErrorCode::kInternal, describe() + " has no QP");
+  enter_error_locked(reason);
+  return {};
+}
+
+Status RdmaQueuePair::drain(std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (true) {
+    {
+      std::lock_guard<std::mutex> guard(mu_);
+      if (send_in_flight_.empty() && recv_in_flight_.empty())
+        return {};
+    }
+    if (Clock::now() > deadline) {
+      std::lock_guard<std::mutex> guard(mu_);
+      return Error(ErrorCode::kTimeout,
+                   describe() + ": " + std::to_string(send_in_flight_.size()) +
+                       " send and " + std::to_string(recv_in_flight_.size()) +
+                       " receive work requests still outstanding after " +
+                       std::to_string(timeout.count()) + " ms");
+    }
+    if (progress() == 0)
+      std::this_thread::yield();
+  }
+}
+
+bool RdmaQueuePair::needs_recovery() const {
+  std::lock_guard<std::mutex> guard(mu_);
+  return error_;
+}
+
+Status RdmaQueuePair::reset_locked() {
+  CAF_RDMA_RETURN_IF_ERROR(qp_->reset());
+  local_psn_ = random_psn();
+  return {};
+}
+
+Status RdmaQueuePair::recreate_qp_locked() {
+  // Destroying the QP discards its outstanding work requests: the NIC no longer touches them.
+  qp_.reset();
+  CAF_RDMA_ASSIGN_OR_RETURN(qp_, QueuePair::create(domain_->pd(), cq_, cq_, domain_->config()));
+  local_psn_ = random_psn();
+  return {};
+}
+
+Status RdmaQueuePair::recover() {
+  std::lock_guard<std::mutex> recover_guard(recover_mu_);
+  if (!needs_recovery())
+    return {};
+  std::string cause;
+  bool loopback;
+  ReconnectFn reconnect;
+  {
+    std::lock_guard<std::mutex> guard(mu_);
+    cause = error_cause_;
+    loopback = loopback_;
+    reconnect = reconnect_;
+  }
+  if (!loopback && !reconnect)
+    return Error(ErrorCode::kInternal,
+                 describe() + " is in ERR (" + cause + ") and has no way to reconnect");
+  Status drained = drain(options_.drain_timeout);
+  Done done;
+  QpInfo local;
+  {
+    std::lock_guard<std::mutex> poll_guard(poll_mu_);
+    std::lock_guard<std::mutex> guard(mu_);
+    if (!drained.ok()) {
+      CAF_RDMA_RETURN_IF_ERROR(recreate_qp_locked());
+      Error e(ErrorCode::kTimeout, "QP destroyed after a failed drain: " + drained.error().message());
+      // Only ops with posted work requests fail; queued ones survive.
+      for (auto& [id, op] : ops_)
+        if (op->posted > 0) {
+          op->in_flight = 0;
+          op->aborted = true;
+          if (!op->error)
+            op->error = e;
+        }
+      send_in_flight_.clear();
+      recv_in_flight_.clear();
+      std::vector<uint64_t> ids;
+      for (auto& [id, op] : ops_)
+        ids.push_back(id);
+      for (uint64_t id : ids)
+        maybe_finish_locked(id, done);
+    } else {
+      CAF_RDMA_RETURN_IF_ERROR(reset_locked());
+    }
+    connected_ = false;
+    local = domain_->port_qp_info();
+    local.qp_num = qp_->qp_num();
+    local.psn = local_psn_;
+  }
+  run(done);
+  QpInfo remote = local;
+  if (!loopback) {
+    auto r = reconnect(local);
+    if (!r.ok())
+      return r.error().with_context("recovering " + describe() + " after: " + cause);
+    remote = *r;
+  }
+  {
+    std::lock_guard<std::mutex> guard(mu_);
+    Status st = connect_locked(remote);
+    if (!st.ok()) {
+      error_ = true;
+      return st.error().with_context("recovering " + describe());
+    }
+    ++stats_.recoveries;
+    pump_locked(done);
+  }
+  run(done);
+  return {};
+}
+
+Result<QpInfo> RdmaQueuePair::accept_reconnect(const QpInfo& remote) {
+  std::lock_guard<std::mutex> recover_guard(recover_mu_);
+  {
+    // Stop posting while we drain, so the reset discards nothing.
+    std::lock_guard<std::mutex> guard(mu_);
+    if (!error_) {
+      error_ = true;
+      error_cause_ = "peer " + to_string(remote_) + " is reconnecting";
+    }
+  }
+  Status drained = drain(options_.drain_timeout);
+  Done done;
+  QpInfo local;
+  {
+    std::lock_guard<std::mutex> poll_guard(poll_mu_);
+    std::lock_guard<std::mutex> guard(mu_);
+    if (!drained.ok()) {
+      CAF_RDMA_RETURN_IF_ERROR(recreate_qp_locked());
+      fail_all_locked(drained.error(), done);
+    } else {
+      CAF_RDMA_RETURN_IF_ERROR(reset_locked());
+    }
+    Status st = connect_locked(remote);
+    if (!st.ok()) {
+      error_ = true;
+      return st.error();
+    }
+    ++stats_.recoveries;
+    local = domain_->port_qp_info();
+    local.qp_num = qp_->qp_num();
+    local.psn = local_psn_;
+    pump_locked(done);
+  }
+  run(done);
+  return local;
+}
+
+// -- blocking interface -------------------------------------------------------------------------
+
+std::vector<OpResult> RdmaQueuePair::execute_batch(std::vector<RdmaOp> ops,
+                                                   std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  // Shared with the callbacks, which may outlive this call only if a callback was lost.
+  struct Shared {
+    std::mutex mu;
+    size_t remaining = 0;
+    std::vector<OpResult> results;
+    std::vector<bool> finished;
+  };
+  auto shared = std::make_shared<Shared>();
+  shared->results.resize(ops.size());
+  shared->finished.assign(ops.size(), false);
+  if (ops.empty())
+    return {};
+  if (needs_recovery()) {
+    Status st = recover();
+    if (!st.ok()) {
+      for (auto& r : shared->results)
+        r.status = st;
+      return shared->results;
+    }
+  }
+  std::vector<std::string> names(ops.size());
+  std::vector<uint64_t> ids;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    bool atomic = ops[i].kind == OpKind::kFetchAdd || ops[i].kind == OpKind::kCompareSwap;
+    names[i] = std::string(to_string(ops[i].kind)) + " of " +
+               std::to_string(atomic ? 8 : ops[i].local_length()) + " bytes";
+    {
+      std::lock_guard<std::mutex> g(shared->mu);
+      ++shared->remaining;
+    }
+    uint64_t id = 0;
+    Status st = submit_internal(std::move(ops[i]), [shared, i](OpResult r) {
+      std::lock_guard<std::mutex> g(shared->mu);
+      shared->results[i] = std::move(r);
+      shared->finished[i] = true;
+      --shared->remaining;
+    }, &id);
+    if (st.ok())
+      ids.push_back(id);
+    if (!st.ok()) {
+      std::lock_guard<std::mutex> g(shared->mu);
+      shared->results[i].status = st;
+      shared->finished[i] = true;
+      --shared->remaining;
+    }
+  }
+  auto remaining = [&] {
+    std::lock_guard<std::mutex> g(shared->mu);
+    return shared->remaining;
+  };
+  std::vector<bool> finished_in_time;
+  while (remaining() > 0) {
+    if (progress() == 0) {
+      if (needs_recovery() && outstanding_work_requests() == 0) {
+        // Another op's failure put the QP in ERR while ours wait to be posted.
+        (void) recover();
+      }
+      std::this_thread::yield();
+    }
+    if (finished_in_time.empty() && Clock::now() > deadline) {
+      {
+        std::lock_guard<std::mutex> g(shared->mu);
+        finished_in_time = shared->finished;
+      }
+      withdraw_after_timeout(timeout, ids);
+      deadline = Clock::now() + options_.drain_timeout * 2;
+    } else if (!finished_in_time.empty() && Clock::now() > deadline) {
+      break;  // defensive: never hang even if a completion were lost
+    }
+  }
+  std::lock_guard<std::mutex> g(shared->mu);
+  if (!finished_in_time.empty()) {
+    for (size_t i = 0; i < shared->results.size(); ++i) {
+      if (finished_in_time[i])
+        continue;
+      shared->results[i].status = Error(
+          ErrorCode::kTimeout,
+          names[i] + " on " + describe() + " did not complete within " +
+              std::to_string(timeout.count()) +
+              " ms; the queue pair was moved to ERR and drained, so the NIC no longer "
+              "accesses the buffers; it reconnects on next use");
+    }
+  }
+  return shared->results;
+}
+
+void RdmaQueuePair::withdraw_after_timeout(std::chrono::milliseconds timeout,
+                                           const std::vector<uint64_t>& ids) {
+  // Flush everything outstanding, then wait (bounded) for the flush to retire it.
+  (void) abort("an op timed out after " + std::to_string(timeout.count()) + " ms");
+  Status drained = drain(options_.drain_timeout);
+  Done done;
+  {
+    std::lock_guard<std::mutex> poll_guard(poll_mu_);
+    std::lock_guard<std::mutex> guard(mu_);
+    if (!drained.ok()) {
+      // The device did not flush in time: destroying the QP is the only way to be sure.
+      Status recreated = recreate_qp_locked();
+      fail_all_locked(Error(ErrorCode::kTimeout,
+                            "QP destroyed after " + drained.error().message() +
+                                (recreated.ok() ? "" : "; " + recreated.error().message())),
+                      done);
+      error_ = true;
+    }
+    // Our ops that were only queued (never posted) are withdrawn too; other callers' queued
+    // ops stay and are posted after recovery.
+    std::vector<uint64_t> queued;
+    for (uint64_t id : ids) {
+      auto it = ops_.find(id);
+      if (it != ops_.end() && it->second->posted == 0) {
+        it->second->aborted = true;
+        if (!it->second->error)
+          it->second->error = Error(ErrorCode::kTimeout, "withdrawn after a timeout");
+        queued.push_back(id);
+      }
+    }
+    for (uint64_t id : queued)
+      maybe_finish_locked(id, done);
+  }
+  run(done);
+}
+
+OpResult RdmaQueuePair::execute(RdmaOp op, std::chrono::milliseconds timeout) {
+  std::vector<RdmaOp> ops;
+  ops.push_back(std::move(op));
+  return std::move(execute_batch(std::move(ops), timeout).front());
+}
+
+RdmaQueuePair::Stats RdmaQueuePair::stats() const {
+  std::lock_guard<std::mutex> guard(mu_);
+  return stats_;
+}
+
+size_t RdmaQueuePair::outstanding_work_requests() const {
+  std::lock_guard<std::mutex> guard(mu_);
+  return send_in_flight_.size();
+}
+
+}  // namespace caf_rdma

@@ -1,0 +1,182 @@
+// RdmaQueuePair: a reliable-connected queue pair with flow control, selective signaling,
+// batched completion polling, timeouts that flush, and recovery from the ERR state.
+//
+// Invariants:
+//  1. Every op accepted by `submit` completes exactly once through its callback, with the
+//     first error any of its work requests met (or success); an op rejected by `submit`
+//     (validation error) never touches the NIC and its callback is never called.
+//  2. Bounds, liveness ("released") and access of every buffer are checked before posting.
+//  3. At most `max_send_wr` send work requests are outstanding; more ops wait in a software
+//     queue, in submission order, and are posted as completions free slots. Ops larger than the
+//     port's maximum message size are split into several work requests.
+//  4. Only the last work request of each posted chain (and every `signal_interval`-th) is
+//     signaled; RC completes in order, so one completion retires every earlier request.
+//  5. An op that times out moves the QP to ERR and is drained before `execute` returns, so the
+//     NIC cannot touch its buffers afterwards. A QP in ERR (timeout, remote access error, peer
+//     error) is recovered, reset and reconnected through the reconnect function, before the next
+//     op is posted: errors do not stick to the pair (Monarch issue #3759).
+//  6. Thread-safe: any number of threads may submit, execute and progress at once.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "components/rdma_domain.h"
+#include "components/rdma_op.h"
+#include "components/work_request_plan.h"
+#include "primitives/completion_queue.h"
+#include "primitives/queue_pair.h"
+
+namespace caf_rdma {
+
+class RdmaQueuePair {
+public:
+  struct Options {
+    /// Largest message per work request; 0 = the port's max_msg_sz. Smaller values split
+    /// transfers into more requests (used by tests to exercise splitting).
+    uint64_t max_message_bytes = 0;
+    /// Signal at least every this many send work requests; 0 = max_send_wr / 4.
+    uint32_t signal_interval = 0;
+    /// How long flushing a QP in ERR may take before the QP is destroyed and recreated.
+    std::chrono::milliseconds drain_timeout{5000};
+  };
+
+  /// Called by `recover` with this side's fresh connection info (same QP number, new PSN, QP
+  /// in RESET); must have the peer drain, reset and connect its QP to it (see
+  /// `accept_reconnect`) and return the peer's new info. Must itself time out.
+  using ReconnectFn = std::function<Result<QpInfo>(const QpInfo& local)>;
+
+  struct Stats {
+    uint64_t ops_completed = 0;
+    uint64_t ops_failed = 0;
+    uint64_t bytes = 0;
+    uint64_t work_requests = 0;
+    uint64_t signaled = 0;
+    uint64_t completions = 0;
+    uint64_t recoveries = 0;
+  };
+
+  static Result<std::unique_ptr<RdmaQueuePair>> create(std::shared_ptr<RdmaDomain> domain,
+                                                       Options options);
+  static Result<std::unique_ptr<RdmaQueuePair>> create(std::shared_ptr<RdmaDomain> domain);
+
+  /// Destroys the QP; ops still outstanding complete with an error saying so.
+  ~RdmaQueuePair();
+
+  RdmaQueuePair(const RdmaQueuePair&) = delete;
+  RdmaQueuePair& operator=(const RdmaQueuePair&) = delete;
+
+  const std::shared_ptr<RdmaDomain>& domain() const { return domain_; }
+  /// "rxe0 QP 17".
+  std::string describe() const;
+  /// This side's connection info (send to the peer).
+  QpInfo local_info() const;
+  bool connected() const;
+
+  /// Connects to the peer described by `remote`; `reconnect` is used by `recover`.
+  Status connect(const QpInfo& remote, ReconnectFn reconnect);
+  /// Connects the QP to itself (same-process loopback), recoverable without a peer.
+  Status connect_loopback();
+  /// Connects two QPs of this process to each other; each recovers through the other.
+  static Status connect_pair(RdmaQueuePair& a, RdmaQueuePair& b);
+
+  // -- asynchronous interface --------------------------------------------------------------
+
+  /// Validates and queues `op`; `done` is called exactly once from a thread calling
+  /// `progress` (or from the destructor). Validation errors are returned here instead.
+  Status submit(RdmaOp op, OpCallback done);
+
+  /// Polls completions in batches, runs callbacks, posts queued work. Returns the number of
+  /// completions handled. Never blocks on another thread's poll (returns 0 instead).
+  int progress();
+
+  // -- blocking interface ------------------------------------------------------------------
+
+  /// Runs one op to completion or until `timeout` (then kTimeout, with the QP flushed).
+  /// Recovers the QP first if it is in ERR.
+  OpResult execute(RdmaOp op, std::chrono::milliseconds timeout);
+
+  /// Submits all ops together (one posted chain where slots allow) and waits for all; one
+  /// result per op, in order. A failing op does not hide the others' results.
+  std::vector<OpResult> execute_batch(std::vector<RdmaOp> ops, std::chrono::milliseconds timeout);
+
+  // -- error handling ----------------------------------------------------------------------
+
+  /// Moves the QP to ERR: every outstanding op completes with an error. `reason` is recorded
+  /// and put into those ops' errors.
+  Status abort(const std::string& reason);
+  /// Progresses until no work request is outstanding, or fails with kTimeout.
+  Status drain(std::chrono::milliseconds timeout);
+  /// True when the QP hit an error and must be recovered before more work is posted.
+  bool needs_recovery() const;
+  /// Drains, resets, and reconnects through the reconnect function (or to itself).
+  Status recover();
+  /// The peer side of `recover`: drains, resets with a new PSN, connects to `remote`, and
+  /// returns this side's new info.
+  Result<QpInfo> accept_reconnect(const QpInfo& remote);
+
+  Stats stats() const;
+  /// Send work requests currently posted and not yet retired.
+  size_t outstanding_work_requests() const;
+
+private:
+  struct Op;
+  struct PostedWr {
+    uint64_t seq;
+    uint64_t op_id;
+  };
+  using Done = std::vector<std::pair<OpCallback, OpResult>>;
+
+  RdmaQueuePair(std::shared_ptr<RdmaDomain> domain, Options options);
+
+  Status validate(const RdmaOp& op) const;
+  void pump_locked(Done& done);
+  void handle_completion_locked(const ibv_wc& wc, Done& done);
+  void retire_locked(Op& op, const ibv_wc* wc, Done& done);
+  void maybe_finish_locked(uint64_t op_id, Done& done);
+  void enter_error_locked(const std::string& cause);
+  void fail_all_locked(const Error& error, Done& done);
+  static void run(Done& done);
+  Status connect_locked(const QpInfo& remote);
+  Status reset_locked();
+  Status recreate_qp_locked();
+  void withdraw_after_timeout(std::chrono::milliseconds timeout, const std::vector<uint64_t>& ids);
+  Status submit_internal(RdmaOp op, OpCallback done, uint64_t* id_out);
+
+  std::shared_ptr<RdmaDomain> domain_;
+  Options options_;
+  uint64_t max_message_ = 0;
+  uint32_t signal_interval_ = 1;
+  std::shared_ptr<CompletionQueue> cq_;
+  std::unique_ptr<QueuePair> qp_;
+
+  mutable std::mutex mu_;
+  std::mutex poll_mu_;
+  std::mutex recover_mu_;
+  bool connected_ = false;
+  bool loopback_ = false;
+  bool error_ = false;
+  std::string error_cause_;
+  uint32_t local_psn_ = 0;
+  QpInfo remote_;
+  ReconnectFn reconnect_;
+  uint64_t next_op_id_ = 1;
+  uint64_t next_wr_seq_ = 1;
+  std::unordered_map<uint64_t, std::unique_ptr<Op>> ops_;
+  std::deque<uint64_t> pending_;
+  std::deque<PostedWr> send_in_flight_;
+  std::deque<PostedWr> recv_in_flight_;
+  std::vector<uint64_t> atomic_scratch_;
+  RdmaBuffer atomic_buffer_;
+  std::vector<int> free_atomic_slots_;
+  Stats stats_;
+};
+
+}  // namespace caf_rdma
