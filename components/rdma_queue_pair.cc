@@ -838,6 +838,11 @@ RdmaQueuePair::Stats RdmaQueuePair::stats() const {
   return stats_;
 }
 
+bool RdmaQueuePair::idle() const {
+  std::lock_guard<std::mutex> guard(mu_);
+  return ops_.empty();
+}
+
 size_t RdmaQueuePair::outstanding_work_requests() const {
   std::lock_guard<std::mutex> guard(mu_);
   return send_in_flight_.size();

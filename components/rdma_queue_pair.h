@@ -125,6 +125,8 @@ public:
   Stats stats() const;
   /// Send work requests currently posted and not yet retired.
   size_t outstanding_work_requests() const;
+  /// True when no accepted op is waiting for completion.
+  bool idle() const;
 
 private:
   struct Op;

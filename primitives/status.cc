@@ -14,6 +14,8 @@ const char* to_string(ErrorCode code) {
     case ErrorCode::kReleased: return "released";
     case ErrorCode::kPeerUnavailable: return "peer_unavailable";
     case ErrorCode::kCuda: return "cuda";
+    case ErrorCode::kUnknownBuffer: return "unknown_buffer";
+    case ErrorCode::kSizeMismatch: return "size_mismatch";
     case ErrorCode::kInternal: return "internal";
   }
   return "unknown";

@@ -36,6 +36,10 @@ enum class ErrorCode : uint8_t {
   kPeerUnavailable,
   /// The CUDA driver or a CUDA call failed.
   kCuda,
+  /// A buffer id that this manager never handed out.
+  kUnknownBuffer,
+  /// Transfer sizes that do not match (e.g. a read whose local span is smaller than the remote).
+  kSizeMismatch,
   /// Anything that does not fit the codes above (message explains).
   kInternal,
 };

@@ -1,0 +1,164 @@
+// Internal state of an RdmaManagerActor (actors/rdma_manager_actor.cc builds the behavior).
+//
+// Invariants:
+//  1. Buffer ids are never reused; a released id stays known as released.
+//  2. A buffer released while transfers use it is refused to new transfers at once, and its
+//     release reply (after which the caller may free the memory) waits until those transfers
+//     have finished: no byte moves into memory the caller already freed.
+//  3. For each peer manager, this manager initiates at most one queue pair (created by one
+//     handshake; concurrent first transfers wait for it) and accepts at most one from that peer
+//     (a new handshake from the peer replaces it). Ops are only posted on initiated QPs.
+//  4. A queue pair in ERR is dropped (destroyed, so the NIC stops) and the next transfer to that
+//     peer makes a new one.
+//  5. Every transfer gets exactly one reply: success, or an error naming what was wrong; its
+//     timeout flushes the RDMA work still outstanding before the reply.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <map>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/rdma_errors.h"
+#include "actors/rdma_manager_actor.h"
+#include "components/completion_poller.h"
+#include "components/rdma_domain.h"
+#include "components/rdma_queue_pair.h"
+
+namespace caf_rdma::detail {
+
+struct LocalBuffer {
+  uint64_t addr = 0;
+  uint64_t size = 0;
+  BufferAccess access = BufferAccess::kReadWrite;
+  RdmaBuffer rdma;      ///< empty without a device
+  uint32_t in_use = 0;  ///< transfers currently using it
+  bool released = false;
+  std::vector<caf::typed_response_promise<uint64_t>> release_waiters;
+};
+
+enum class OpPath : uint8_t { kNone, kRdma, kFallback };
+
+struct OpTrack {
+  TransferOp op;
+  uint64_t length = 0;
+  OpPath path = OpPath::kNone;
+  caf::actor_addr peer;                ///< the remote owner
+  std::weak_ptr<RdmaQueuePair> qp;     ///< rdma: the QP it was posted on (peers own QPs)
+  bool holds_local = false;            ///< counted in the local buffer's in_use
+  bool done = false;
+  // fallback progress
+  uint64_t next_offset = 0;
+  uint64_t bytes_done = 0;
+  uint32_t in_flight = 0;
+};
+
+struct Transfer {
+  bool batch = false;
+  caf::typed_response_promise<TransferReply> single;
+  caf::typed_response_promise<std::vector<TransferOutcome>> many;
+  std::vector<OpTrack> ops;
+  std::vector<TransferOutcome> outcomes;
+  size_t remaining = 0;
+  uint32_t timeout_ms = 0;
+  bool timed_out = false;
+};
+
+struct Peer {
+  caf::actor manager;
+  std::string name;
+  std::shared_ptr<RdmaQueuePair> initiated;
+  std::shared_ptr<RdmaQueuePair> accepted;
+  bool handshaking = false;
+  std::vector<std::pair<uint64_t, uint32_t>> waiting;  ///< (ticket, op) waiting for the QP
+  bool monitored = false;
+  std::string down_reason;  ///< non-empty once the peer is gone
+};
+
+struct DirWaiter {
+  uint64_t id;
+  caf::typed_response_promise<BufferHandle> rp;
+};
+
+struct Counters {
+  uint64_t rdma_ops = 0, rdma_bytes = 0, fallback_ops = 0, fallback_bytes = 0, errors = 0;
+  uint64_t handshakes = 0, served_fallback_bytes = 0;
+};
+
+class ManagerState {
+public:
+  static inline const char* name = "rdma_manager";
+
+  using Self = rdma_manager_actor::stateful_pointer<ManagerState>;
+
+  void init(Self self, ManagerOptions options, std::shared_ptr<RdmaDomain> domain,
+            std::string no_rdma_reason);
+  ~ManagerState();
+
+  // -- buffers (manager_buffers.cc) --
+  caf::result<BufferHandle> request_buffer(uint64_t addr, uint64_t size, uint8_t access);
+  caf::result<uint64_t> release_buffer(uint64_t id);
+  caf::result<std::vector<uint8_t>> fetch(uint64_t id, uint64_t offset, uint64_t length);
+  caf::result<uint64_t> store(uint64_t id, uint64_t offset, const std::vector<uint8_t>& bytes);
+  /// The live local buffer named by a handle, or an error naming what is wrong.
+  Result<LocalBuffer*> local_buffer(const BufferHandle& h, const char* role);
+  /// Buffer by id for owner-side checks (fetch, store, local copies).
+  Result<LocalBuffer*> owned_buffer(uint64_t id, const char* role);
+  void buffer_done(uint64_t id);
+  ManagerStats stats() const;
+
+  // -- transfers (manager_transfers.cc) --
+  caf::result<TransferReply> transfer(TransferOp op, uint32_t timeout_ms);
+  caf::result<std::vector<TransferOutcome>> batch(std::vector<TransferOp> ops, uint32_t timeout_ms);
+  void op_done(uint64_t ticket, uint32_t index, TransferOutcome outcome);
+  void op_timeout(uint64_t ticket, uint32_t stage);
+
+  // -- peers and queue pairs (manager_peers.cc) --
+  caf::result<QpInfoMsg> accept_connect(QpInfoMsg remote);
+  void on_down(const caf::down_msg& msg);
+
+  // -- directory (rdma_manager_actor.cc) --
+  caf::result<bool> dir_put(std::string key, BufferHandle h);
+  caf::result<BufferHandle> dir_get(std::string key, uint32_t wait_ms);
+  void dir_timeout(const std::string& key, uint64_t id);
+
+private:
+  uint64_t new_transfer(Transfer t);
+  void start_op(uint64_t ticket, uint32_t index);
+  void finish_op(uint64_t ticket, uint32_t index, TransferOutcome outcome);
+  void fail_op(uint64_t ticket, uint32_t index, const caf::error& err);
+  void maybe_reply(uint64_t ticket);
+  // rdma path
+  void start_rdma(uint64_t ticket, uint32_t index);
+  void post_rdma(uint64_t ticket, uint32_t index, const std::shared_ptr<RdmaQueuePair>& qp);
+  Peer& peer_for(const caf::actor& manager, const std::string& name);
+  void handshake(const caf::actor_addr& key);
+  void drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp);
+  Result<std::shared_ptr<RdmaQueuePair>> loopback_qp();
+  void fail_waiting(Peer& peer, const caf::error& err);
+  QpInfoMsg to_msg(const QpInfo& info) const;
+  // fallback path
+  void start_fallback(uint64_t ticket, uint32_t index);
+  void pump_fallback(uint64_t ticket, uint32_t index);
+  std::string peer_name(const caf::actor_addr& key) const;
+
+  Self self_ = nullptr;
+  ManagerOptions options_;
+  std::shared_ptr<RdmaDomain> domain_;
+  std::string no_rdma_reason_;
+  std::unique_ptr<CompletionPoller> poller_;
+  std::shared_ptr<RdmaQueuePair> loopback_;
+  uint64_t next_buffer_id_ = 1;
+  std::unordered_map<uint64_t, LocalBuffer> buffers_;
+  uint64_t next_ticket_ = 1;
+  std::unordered_map<uint64_t, Transfer> transfers_;
+  std::map<caf::actor_addr, Peer> peers_;
+  std::map<std::string, BufferHandle> directory_;
+  std::map<std::string, std::vector<DirWaiter>> dir_waiters_;
+  uint64_t next_dir_waiter_ = 1;
+  Counters counters_;
+};
+
+}  // namespace caf_rdma::detail

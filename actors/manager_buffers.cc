@@ -1,0 +1,173 @@
+// RdmaManagerActor: buffer registration, release, owner-side fallback access, counters.
+#include <cstring>
+
+#include "actors/detail/manager_state.h"
+
+namespace caf_rdma::detail {
+
+caf::result<BufferHandle> ManagerState::request_buffer(uint64_t addr, uint64_t size,
+                                                       uint8_t access) {
+  if (addr == 0 || size == 0)
+    return make_rdma_error(ErrorCode::kInvalidArgument,
+                           "buffer request with " +
+                               std::string(addr == 0 ? "a null address" : "size 0") +
+                               ": address must be non-null and size non-zero");
+  if (access > static_cast<uint8_t>(BufferAccess::kReadWrite))
+    return make_rdma_error(ErrorCode::kInvalidArgument,
+                           "buffer access " + std::to_string(access) +
+                               " is neither read-only (0) nor read-write (1)");
+  LocalBuffer entry;
+  entry.addr = addr;
+  entry.size = size;
+  entry.access = static_cast<BufferAccess>(access);
+  BufferHandle h;
+  if (domain_) {
+    auto b = domain_->register_buffer(reinterpret_cast<void*>(addr), size,
+                                      entry.access == BufferAccess::kReadOnly ? Access::kReadOnly
+                                                                              : Access::kReadWrite);
+    if (!b.ok())
+      return to_caf_error(b.error());
+    entry.rdma = *b;
+    h.rkey = b->rkey();
+    h.device = domain_->device_name();
+    h.gid.assign(domain_->gid().begin(), domain_->gid().end());
+    h.ethernet = domain_->port().is_ethernet;
+  }
+  h.id = next_buffer_id_++;
+  h.addr = addr;
+  h.size = size;
+  h.access = access;
+  h.owner = caf::actor_cast<caf::actor>(self_);
+  h.owner_name = options_.name;
+  buffers_.emplace(h.id, std::move(entry));
+  return h;
+}
+
+Result<LocalBuffer*> ManagerState::owned_buffer(uint64_t id, const char* role) {
+  auto it = buffers_.find(id);
+  if (it == buffers_.end()) {
+    if (id != 0 && id < next_buffer_id_)
+      return Error(ErrorCode::kReleased, std::string(role) + " buffer " + std::to_string(id) +
+                                             " of " + options_.name + " was released");
+    return Error(ErrorCode::kUnknownBuffer, std::string(role) + " buffer id " +
+                                                std::to_string(id) + " is unknown to " +
+                                                options_.name);
+  }
+  if (it->second.released)
+    return Error(ErrorCode::kReleased, std::string(role) + " buffer " + std::to_string(id) +
+                                           " of " + options_.name + " was released");
+  return &it->second;
+}
+
+Result<LocalBuffer*> ManagerState::local_buffer(const BufferHandle& h, const char* role) {
+  if (!h.owner || h.owner.address() != self_->address())
+    return Error(ErrorCode::kInvalidArgument,
+                 std::string(role) + " " + describe(h) + " is not owned by " + options_.name +
+                     ": send the request to the manager that owns the local buffer");
+  CAF_RDMA_ASSIGN_OR_RETURN(LocalBuffer * b, owned_buffer(h.id, role));
+  if (b->addr != h.addr || b->size != h.size)
+    return Error(ErrorCode::kInvalidArgument, std::string(role) + " " + describe(h) +
+                                                  " does not match the registered buffer " +
+                                                  std::to_string(h.id) + " (stale or forged)");
+  return b;
+}
+
+caf::result<uint64_t> ManagerState::release_buffer(uint64_t id) {
+  auto b = owned_buffer(id, "released");
+  if (!b.ok())
+    return to_caf_error(b.error());
+  LocalBuffer* buf = *b;
+  buf->released = true;
+  buf->rdma.release();  // the op's own copies keep the region until they complete
+  uint64_t size = buf->size;
+  if (buf->in_use == 0) {
+    buffers_.erase(id);
+    return size;
+  }
+  auto rp = self_->make_response_promise<uint64_t>();
+  buf->release_waiters.push_back(rp);
+  return rp;
+}
+
+void ManagerState::buffer_done(uint64_t id) {
+  auto it = buffers_.find(id);
+  if (it == buffers_.end())
+    return;
+  LocalBuffer& b = it->second;
+  if (b.in_use > 0)
+    --b.in_use;
+  if (b.released && b.in_use == 0) {
+    for (auto& rp : b.release_waiters)
+      rp.deliver(b.size);
+    buffers_.erase(it);
+  }
+}
+
+namespace {
+
+Status check_span(const LocalBuffer& b, uint64_t id, uint64_t offset, uint64_t length,
+                  const std::string& owner) {
+  if (length == 0)
+    return Error(ErrorCode::kInvalidArgument, "zero-length access to buffer " +
+                                                  std::to_string(id) + " of " + owner);
+  if (offset > b.size || length > b.size - offset)
+    return Error(ErrorCode::kOutOfBounds, "offset " + std::to_string(offset) + " length " +
+                                              std::to_string(length) +
+                                              " does not fit buffer " + std::to_string(id) +
+                                              " of " + owner + " (size " +
+                                              std::to_string(b.size) + ")");
+  return {};
+}
+
+}  // namespace
+
+caf::result<std::vector<uint8_t>> ManagerState::fetch(uint64_t id, uint64_t offset,
+                                                      uint64_t length) {
+  auto b = owned_buffer(id, "remote");
+  if (!b.ok())
+    return to_caf_error(b.error());
+  if (Status st = check_span(**b, id, offset, length, options_.name); !st.ok())
+    return to_caf_error(st.error());
+  const uint8_t* p = reinterpret_cast<const uint8_t*>((*b)->addr) + offset;
+  counters_.served_fallback_bytes += length;
+  return std::vector<uint8_t>(p, p + length);
+}
+
+caf::result<uint64_t> ManagerState::store(uint64_t id, uint64_t offset,
+                                          const std::vector<uint8_t>& bytes) {
+  auto b = owned_buffer(id, "remote");
+  if (!b.ok())
+    return to_caf_error(b.error());
+  if ((*b)->access != BufferAccess::kReadWrite)
+    return make_rdma_error(ErrorCode::kInvalidArgument, "remote buffer " + std::to_string(id) +
+                                                            " of " + options_.name +
+                                                            " is read-only");
+  if (Status st = check_span(**b, id, offset, bytes.size(), options_.name); !st.ok())
+    return to_caf_error(st.error());
+  std::memcpy(reinterpret_cast<uint8_t*>((*b)->addr) + offset, bytes.data(), bytes.size());
+  counters_.served_fallback_bytes += bytes.size();
+  return static_cast<uint64_t>(bytes.size());
+}
+
+ManagerStats ManagerState::stats() const {
+  ManagerStats s;
+  s.device = domain_ ? domain_->device_name() : "";
+  s.transport = to_string(options_.mode);
+  s.rdma_ops = counters_.rdma_ops;
+  s.rdma_bytes = counters_.rdma_bytes;
+  s.fallback_ops = counters_.fallback_ops;
+  s.fallback_bytes = counters_.fallback_bytes;
+  s.errors = counters_.errors;
+  s.handshakes = counters_.handshakes;
+  s.served_fallback_bytes = counters_.served_fallback_bytes;
+  for (const auto& [key, peer] : peers_)
+    s.live_qps += (peer.initiated ? 1 : 0) + (peer.accepted ? 1 : 0);
+  s.live_qps += loopback_ ? 1 : 0;
+  for (const auto& [id, b] : buffers_)
+    s.registered_buffers += b.released ? 0 : 1;
+  if (domain_)
+    s.registered_bytes = domain_->registration_stats().registered_bytes;
+  return s;
+}
+
+}  // namespace caf_rdma::detail

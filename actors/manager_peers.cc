@@ -1,0 +1,196 @@
+// RdmaManagerActor: peers — lazy one-round-trip queue-pair handshakes, monitoring, teardown.
+#include "actors/detail/manager_state.h"
+
+namespace caf_rdma::detail {
+
+namespace {
+
+QpInfo from_msg(const QpInfoMsg& m) {
+  QpInfo info;
+  info.qp_num = m.qp_num;
+  info.lid = m.lid;
+  std::copy(m.gid.begin(), m.gid.end(), info.gid.begin());
+  info.psn = m.psn;
+  info.mtu = m.mtu;
+  info.is_ethernet = m.ethernet;
+  return info;
+}
+
+}  // namespace
+
+QpInfoMsg ManagerState::to_msg(const QpInfo& info) const {
+  QpInfoMsg m;
+  m.qp_num = info.qp_num;
+  m.lid = info.lid;
+  m.gid.assign(info.gid.begin(), info.gid.end());
+  m.psn = info.psn;
+  m.mtu = info.mtu;
+  m.ethernet = info.is_ethernet;
+  m.device = domain_ ? domain_->device_name() : "";
+  m.manager = caf::actor_cast<caf::actor>(self_);
+  return m;
+}
+
+std::string ManagerState::peer_name(const caf::actor_addr& key) const {
+  auto it = peers_.find(key);
+  return it != peers_.end() ? it->second.name : caf::to_string(key);
+}
+
+Peer& ManagerState::peer_for(const caf::actor& manager, const std::string& name) {
+  auto key = manager.address();
+  auto it = peers_.find(key);
+  if (it == peers_.end()) {
+    Peer p;
+    p.manager = manager;
+    p.name = name.empty() ? caf::to_string(manager) : name;
+    it = peers_.emplace(key, std::move(p)).first;
+  }
+  if (!it->second.monitored) {
+    self_->monitor(manager);
+    it->second.monitored = true;
+  }
+  return it->second;
+}
+
+Result<std::shared_ptr<RdmaQueuePair>> ManagerState::loopback_qp() {
+  if (loopback_ && !loopback_->needs_recovery())
+    return loopback_;
+  if (loopback_) {
+    poller_->remove(loopback_.get());
+    loopback_.reset();
+  }
+  RdmaQueuePair::Options o;
+  o.drain_timeout = options_.drain_timeout;
+  CAF_RDMA_ASSIGN_OR_RETURN(auto qp, RdmaQueuePair::create(domain_, o));
+  std::shared_ptr<RdmaQueuePair> shared(std::move(qp));
+  CAF_RDMA_RETURN_IF_ERROR(shared->connect_loopback());
+  poller_->add(shared);
+  loopback_ = shared;
+  return shared;
+}
+
+void ManagerState::fail_waiting(Peer& peer, const caf::error& err) {
+  auto waiting = std::move(peer.waiting);
+  peer.waiting.clear();
+  for (auto [ticket, index] : waiting)
+    fail_op(ticket, index, err);
+}
+
+void ManagerState::drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp) {
+  if (!qp)
+    return;
+  if (poller_)
+    poller_->remove(qp.get());
+  // Keep it alive until both references are gone; the last one destroys the QP (the NIC
+  // stops, and anything still outstanding completes with an error).
+  auto keep = qp;
+  if (peer.initiated == qp)
+    peer.initiated.reset();
+  if (peer.accepted == qp)
+    peer.accepted.reset();
+}
+
+void ManagerState::handshake(const caf::actor_addr& key) {
+  Peer& p = peers_.at(key);
+  RdmaQueuePair::Options o;
+  o.drain_timeout = options_.drain_timeout;
+  auto created = RdmaQueuePair::create(domain_, o);
+  if (!created.ok())
+    return fail_waiting(p, to_caf_error(created.error().with_context(
+                               "creating a queue pair for peer " + p.name)));
+  std::shared_ptr<RdmaQueuePair> qp(std::move(*created));
+  p.handshaking = true;
+  ++counters_.handshakes;
+  auto timeout = options_.handshake_timeout;
+  self_->request(p.manager, timeout, qp_connect_atom::value, to_msg(qp->local_info()))
+      .then(
+          [this, key, qp](QpInfoMsg& remote) {
+            auto it = peers_.find(key);
+            if (it == peers_.end())
+              return;
+            Peer& p = it->second;
+            p.handshaking = false;
+            if (!p.down_reason.empty())
+              return fail_waiting(p, make_rdma_error(ErrorCode::kPeerUnavailable,
+                                                     "peer manager " + p.name + " is down (" +
+                                                         p.down_reason + ")"));
+            if (remote.gid.size() != 16)
+              return fail_waiting(p, make_rdma_error(ErrorCode::kInternal,
+                                                     "peer " + p.name +
+                                                         " answered the handshake without a GID"));
+            Status st = qp->connect(from_msg(remote), nullptr);
+            if (!st.ok())
+              return fail_waiting(p, to_caf_error(st.error().with_context(
+                                         "connecting to peer " + p.name + " (" +
+                                         remote.device + ")")));
+            p.initiated = qp;
+            poller_->add(qp);
+            auto waiting = std::move(p.waiting);
+            p.waiting.clear();
+            for (auto [ticket, index] : waiting)
+              post_rdma(ticket, index, qp);
+          },
+          [this, key, timeout](caf::error& err) {
+            auto it = peers_.find(key);
+            if (it == peers_.end())
+              return;
+            Peer& p = it->second;
+            p.handshaking = false;
+            bool timed_out = err == caf::sec::request_timeout;
+            fail_waiting(p, make_rdma_error(timed_out ? ErrorCode::kTimeout
+                                                      : ErrorCode::kPeerUnavailable,
+                                            "queue-pair handshake with peer manager " + p.name +
+                                                (timed_out ? " timed out after " +
+                                                                 std::to_string(timeout.count()) +
+                                                                 " ms"
+                                                           : " failed: " + error_message(err))));
+          });
+}
+
+caf::result<QpInfoMsg> ManagerState::accept_connect(QpInfoMsg remote) {
+  if (!domain_)
+    return make_rdma_error(ErrorCode::kNoDevice, "manager " + options_.name +
+                                                     " has no RDMA device: " + no_rdma_reason_);
+  if (!remote.manager || remote.gid.size() != 16)
+    return make_rdma_error(ErrorCode::kInvalidArgument,
+                           "queue-pair handshake without a manager or a 16-byte GID");
+  Peer& p = peer_for(remote.manager, "");
+  RdmaQueuePair::Options o;
+  o.drain_timeout = options_.drain_timeout;
+  auto created = RdmaQueuePair::create(domain_, o);
+  if (!created.ok())
+    return to_caf_error(created.error());
+  std::shared_ptr<RdmaQueuePair> qp(std::move(*created));
+  Status st = qp->connect(from_msg(remote), nullptr);
+  if (!st.ok())
+    return to_caf_error(st.error().with_context("accepting a queue pair from " + p.name));
+  if (p.accepted)
+    drop_qp(p, p.accepted);  // the peer replaced its QP: ours is stale
+  p.accepted = qp;
+  return to_msg(qp->local_info());
+}
+
+void ManagerState::on_down(const caf::down_msg& msg) {
+  auto it = peers_.find(msg.source);
+  if (it == peers_.end())
+    return;
+  Peer& p = it->second;
+  p.down_reason = caf::to_string(msg.reason);
+  auto err = make_rdma_error(ErrorCode::kPeerUnavailable,
+                             "peer manager " + p.name + " is down (" + p.down_reason + ")");
+  fail_waiting(p, err);
+  // Destroy its queue pairs: outstanding RDMA ops complete with errors (reported by op_done
+  // with the peer's name).
+  drop_qp(p, p.initiated);
+  drop_qp(p, p.accepted);
+  // Fallback ops to it will get no answer: fail them now.
+  std::vector<std::pair<uint64_t, uint32_t>> victims;
+  for (auto& [ticket, t] : transfers_)
+    for (uint32_t i = 0; i < t.ops.size(); ++i)
+      if (!t.ops[i].done && t.ops[i].path == OpPath::kFallback && t.ops[i].peer == msg.source)
+        victims.emplace_back(ticket, i);
+  for (auto [ticket, index] : victims)
+    fail_op(ticket, index, err);
+}
+
+}  // namespace caf_rdma::detail

@@ -1,0 +1,488 @@
+// RdmaManagerActor: transfers — validation, choice of path, the RDMA path, the fallback path,
+// completion, timeouts.
+#include <cstring>
+
+#include "actors/detail/manager_state.h"
+
+namespace caf_rdma::detail {
+
+namespace {
+
+TransferOutcome outcome_of(const caf::error& err) {
+  TransferOutcome o;
+  o.code = static_cast<uint8_t>(error_code(err));
+  if (err.category() == caf::atom("system")) {
+    auto sec = static_cast<caf::sec>(err.code());
+    if (sec == caf::sec::request_timeout)
+      o.code = static_cast<uint8_t>(ErrorCode::kTimeout);
+    else if (sec == caf::sec::request_receiver_down || sec == caf::sec::remote_linking_failed)
+      o.code = static_cast<uint8_t>(ErrorCode::kPeerUnavailable);
+  }
+  o.message = error_message(err);
+  return o;
+}
+
+TransferOutcome outcome_of(const Error& err) {
+  TransferOutcome o;
+  o.code = static_cast<uint8_t>(err.code());
+  o.message = err.message();
+  return o;
+}
+
+const char* kind_name(uint8_t kind) {
+  return kind == static_cast<uint8_t>(TransferKind::kRead) ? "read" : "write";
+}
+
+}  // namespace
+
+// -- requests ----------------------------------------------------------------------------------
+
+uint64_t ManagerState::new_transfer(Transfer t) {
+  uint64_t ticket = next_ticket_++;
+  t.remaining = t.ops.size();
+  t.outcomes.resize(t.ops.size());
+  uint32_t timeout_ms = t.timeout_ms;
+  transfers_.emplace(ticket, std::move(t));
+  self_->delayed_send(self_, std::chrono::milliseconds(timeout_ms), op_timeout_atom::value, ticket,
+                      uint32_t{0});
+  return ticket;
+}
+
+caf::result<TransferReply> ManagerState::transfer(TransferOp op, uint32_t timeout_ms) {
+  if (timeout_ms == 0)
+    return make_rdma_error(ErrorCode::kInvalidArgument, "transfer timeout must be > 0 ms");
+  Transfer t;
+  t.single = self_->make_response_promise<TransferReply>();
+  auto rp = t.single;
+  t.timeout_ms = timeout_ms;
+  OpTrack track;
+  track.op = std::move(op);
+  t.ops.push_back(std::move(track));
+  uint64_t ticket = new_transfer(std::move(t));
+  start_op(ticket, 0);
+  return rp;
+}
+
+caf::result<std::vector<TransferOutcome>> ManagerState::batch(std::vector<TransferOp> ops,
+                                                             uint32_t timeout_ms) {
+  if (timeout_ms == 0)
+    return make_rdma_error(ErrorCode::kInvalidArgument, "batch timeout must be > 0 ms");
+  if (ops.empty())
+    return std::vector<TransferOutcome>{};
+  Transfer t;
+  t.batch = true;
+  t.many = self_->make_response_promise<std::vector<TransferOutcome>>();
+  auto rp = t.many;
+  t.timeout_ms = timeout_ms;
+  for (auto& op : ops) {
+    OpTrack track;
+    track.op = std::move(op);
+    t.ops.push_back(std::move(track));
+  }
+  uint64_t ticket = new_transfer(std::move(t));
+  for (uint32_t i = 0; i < ops.size(); ++i) {
+    if (transfers_.count(ticket) == 0)
+      break;
+    start_op(ticket, i);
+  }
+  return rp;
+}
+
+// -- validation and path choice ----------------------------------------------------------------
+
+void ManagerState::start_op(uint64_t ticket, uint32_t index) {
+  Transfer& t = transfers_.at(ticket);
+  OpTrack& o = t.ops[index];
+  const TransferOp& op = o.op;
+  auto fail = [&](ErrorCode code, const std::string& msg) {
+    fail_op(ticket, index, make_rdma_error(code, msg));
+  };
+  if (op.kind > static_cast<uint8_t>(TransferKind::kWrite))
+    return fail(ErrorCode::kInvalidArgument,
+                "transfer kind " + std::to_string(op.kind) + " is neither read (0) nor write (1)");
+  bool is_read = op.kind == static_cast<uint8_t>(TransferKind::kRead);
+  auto lb = local_buffer(op.local, "local");
+  if (!lb.ok())
+    return fail_op(ticket, index, to_caf_error(lb.error()));
+  if (!op.remote.owner)
+    return fail(ErrorCode::kInvalidArgument, "remote " + describe(op.remote) +
+                                                 " names no owner manager");
+  LocalBuffer& local = **lb;
+  if (op.local_offset > local.size)
+    return fail(ErrorCode::kOutOfBounds,
+                "local offset " + std::to_string(op.local_offset) + " is beyond " +
+                    describe(op.local) + " (size " + std::to_string(local.size) + ")");
+  if (op.remote_offset > op.remote.size)
+    return fail(ErrorCode::kOutOfBounds,
+                "remote offset " + std::to_string(op.remote_offset) + " is beyond " +
+                    describe(op.remote) + " (size " + std::to_string(op.remote.size) + ")");
+  uint64_t local_span = local.size - op.local_offset;
+  uint64_t remote_span = op.remote.size - op.remote_offset;
+  uint64_t length = op.length;
+  if (length == kWholeSpan) {
+    // Monarch's rules: a read moves the remote span, a write the local span.
+    length = is_read ? remote_span : local_span;
+    if (is_read && local_span < remote_span)
+      return fail(ErrorCode::kSizeMismatch,
+                  "read needs the local span (" + std::to_string(local_span) + " bytes of " +
+                      describe(op.local) + " from offset " + std::to_string(op.local_offset) +
+                      ") >= the remote span (" + std::to_string(remote_span) + " bytes of " +
+                      describe(op.remote) + ")");
+    if (!is_read && remote_span < local_span)
+      return fail(ErrorCode::kSizeMismatch,
+                  "write needs the local span (" + std::to_string(local_span) + " bytes of " +
+                      describe(op.local) + ") <= the remote span (" +
+                      std::to_string(remote_span) + " bytes of " + describe(op.remote) +
+                      " from offset " + std::to_string(op.remote_offset) + ")");
+  } else {
+    if (length > local_span)
+      return fail(ErrorCode::kOutOfBounds,
+                  std::string(kind_name(op.kind)) + " of " + std::to_string(length) +
+                      " bytes at local offset " + std::to_string(op.local_offset) +
+                      " does not fit " + describe(op.local) + " (size " +
+                      std::to_string(local.size) + ")");
+    if (length > remote_span)
+      return fail(ErrorCode::kOutOfBounds,
+                  std::string(kind_name(op.kind)) + " of " + std::to_string(length) +
+                      " bytes at remote offset " + std::to_string(op.remote_offset) +
+                      " does not fit " + describe(op.remote) + " (size " +
+                      std::to_string(op.remote.size) + ")");
+  }
+  if (length == 0)
+    return fail(ErrorCode::kInvalidArgument, std::string("zero-size ") + kind_name(op.kind) +
+                                                 " between " + describe(op.local) + " and " +
+                                                 describe(op.remote));
+  if (is_read && local.access != BufferAccess::kReadWrite)
+    return fail(ErrorCode::kInvalidArgument,
+                "cannot read into read-only " + describe(op.local));
+  if (!is_read && op.remote.access != static_cast<uint8_t>(BufferAccess::kReadWrite))
+    return fail(ErrorCode::kInvalidArgument,
+                "cannot write into read-only " + describe(op.remote));
+  o.length = length;
+  o.peer = op.remote.owner.address();
+  ++local.in_use;
+  o.holds_local = true;
+  bool remote_rdma = op.remote.has_rdma();
+  bool same_fabric = domain_ && remote_rdma && op.remote.ethernet == domain_->port().is_ethernet;
+  if (options_.mode != TransportMode::kFallback && same_fabric)
+    return start_rdma(ticket, index);
+  if (options_.mode == TransportMode::kRdma) {
+    std::string why = !domain_ ? "this manager has no RDMA device (" + no_rdma_reason_ + ")"
+                      : !remote_rdma ? "the owner " + op.remote.owner_name +
+                                           " registered " + describe(op.remote) +
+                                           " without an RDMA device"
+                                     : "the owner is on another kind of fabric (RoCE vs "
+                                       "InfiniBand)";
+    return fail(ErrorCode::kNoDevice, std::string(kEnvTransport) + "=rdma forbids the fallback, "
+                                                                    "but " + why);
+  }
+  start_fallback(ticket, index);
+}
+
+// -- completion --------------------------------------------------------------------------------
+
+void ManagerState::fail_op(uint64_t ticket, uint32_t index, const caf::error& err) {
+  finish_op(ticket, index, outcome_of(err));
+}
+
+void ManagerState::finish_op(uint64_t ticket, uint32_t index, TransferOutcome outcome) {
+  auto it = transfers_.find(ticket);
+  if (it == transfers_.end())
+    return;
+  Transfer& t = it->second;
+  OpTrack& o = t.ops[index];
+  if (o.done)
+    return;
+  o.done = true;
+  if (outcome.ok()) {
+    outcome.bytes = o.length;
+    outcome.path = o.path == OpPath::kRdma ? kPathRdma : kPathFallback;
+    if (o.path == OpPath::kRdma) {
+      ++counters_.rdma_ops;
+      counters_.rdma_bytes += o.length;
+    } else {
+      ++counters_.fallback_ops;
+      counters_.fallback_bytes += o.length;
+    }
+  } else {
+    ++counters_.errors;
+    if (o.path != OpPath::kNone)
+      outcome.path = o.path == OpPath::kRdma ? kPathRdma : kPathFallback;
+  }
+  t.outcomes[index] = std::move(outcome);
+  bool holds_local = o.holds_local;
+  uint64_t local_id = o.op.local.id;
+  o.holds_local = false;
+  --t.remaining;
+  // Reply first: a release waiting for this buffer must be answered after the transfer.
+  maybe_reply(ticket);
+  if (holds_local)
+    buffer_done(local_id);
+}
+
+void ManagerState::maybe_reply(uint64_t ticket) {
+  auto it = transfers_.find(ticket);
+  if (it == transfers_.end() || it->second.remaining > 0)
+    return;
+  Transfer t = std::move(it->second);
+  transfers_.erase(it);
+  if (t.batch) {
+    t.many.deliver(std::move(t.outcomes));
+    return;
+  }
+  TransferOutcome& o = t.outcomes.front();
+  if (o.ok())
+    t.single.deliver(TransferReply{o.bytes, o.path});
+  else
+    t.single.deliver(make_rdma_error(static_cast<ErrorCode>(o.code), std::move(o.message)));
+}
+
+void ManagerState::op_done(uint64_t ticket, uint32_t index, TransferOutcome outcome) {
+  auto it = transfers_.find(ticket);
+  if (it == transfers_.end())
+    return;
+  Transfer& t = it->second;
+  OpTrack& o = t.ops[index];
+  if (o.done)
+    return;
+  if (!outcome.ok()) {
+    // A QP in ERR is replaced, not reused (the next transfer makes a new one).
+    if (auto qp = o.qp.lock(); qp && qp->needs_recovery()) {
+      if (qp == loopback_) {
+        poller_->remove(qp.get());
+        loopback_.reset();
+      } else if (auto p = peers_.find(o.peer); p != peers_.end()) {
+        drop_qp(p->second, qp);
+      }
+    }
+    auto p = peers_.find(o.peer);
+    if (p != peers_.end() && !p->second.down_reason.empty()) {
+      outcome.code = static_cast<uint8_t>(ErrorCode::kPeerUnavailable);
+      outcome.message = std::string(kind_name(o.op.kind)) + " failed: peer manager " +
+                        p->second.name + " is down (" + p->second.down_reason + ")";
+    } else if (t.timed_out) {
+      outcome.code = static_cast<uint8_t>(ErrorCode::kTimeout);
+      outcome.message = std::string(kind_name(o.op.kind)) + " of " + std::to_string(o.length) +
+                        " bytes between " + describe(o.op.local) + " and " +
+                        describe(o.op.remote) + " did not complete within " +
+                        std::to_string(t.timeout_ms) +
+                        " ms; its queue pair was flushed, so the NIC no longer accesses the "
+                        "buffers";
+    }
+  }
+  finish_op(ticket, index, std::move(outcome));
+}
+
+void ManagerState::op_timeout(uint64_t ticket, uint32_t stage) {
+  auto it = transfers_.find(ticket);
+  if (it == transfers_.end())
+    return;
+  it->second.timed_out = true;
+  const uint32_t timeout_ms = it->second.timeout_ms;
+  const size_t n = it->second.ops.size();
+  std::string text = "timed out after " + std::to_string(timeout_ms) + " ms";
+  bool flushing = false;
+  for (uint32_t i = 0; i < n; ++i) {
+    // finish_op may complete (and erase) the transfer: look it up every time.
+    auto cur = transfers_.find(ticket);
+    if (cur == transfers_.end())
+      return;
+    OpTrack& o = cur->second.ops[i];
+    if (o.done)
+      continue;
+    auto qp = o.qp.lock();
+    if (o.path == OpPath::kRdma && qp) {
+      if (stage == 0) {
+        // Flush: every outstanding request completes (with an error), then we reply.
+        (void) qp->abort("a transfer " + text);
+        flushing = true;
+        continue;
+      }
+      // The flush did not finish in time: destroy the QP so the NIC stops for sure.
+      if (auto p = peers_.find(o.peer); p != peers_.end())
+        drop_qp(p->second, qp);
+      if (qp == loopback_) {
+        poller_->remove(qp.get());
+        loopback_.reset();
+      }
+    }
+    TransferOutcome out;
+    out.code = static_cast<uint8_t>(ErrorCode::kTimeout);
+    out.message = std::string(kind_name(o.op.kind)) + " of " + std::to_string(o.length) +
+                  " bytes between " + describe(o.op.local) + " and " + describe(o.op.remote) +
+                  " " + text + (qp ? "; its queue pair was destroyed" : "");
+    finish_op(ticket, i, std::move(out));
+  }
+  if (flushing) {
+    poller_->wake();
+    self_->delayed_send(self_, options_.drain_timeout, op_timeout_atom::value, ticket,
+                        uint32_t{1});
+  }
+}
+
+// -- RDMA path ---------------------------------------------------------------------------------
+
+void ManagerState::start_rdma(uint64_t ticket, uint32_t index) {
+  OpTrack& o = transfers_.at(ticket).ops[index];
+  o.path = OpPath::kRdma;
+  if (o.peer == self_->address()) {
+    auto qp = loopback_qp();
+    if (!qp.ok())
+      return fail_op(ticket, index, to_caf_error(qp.error()));
+    return post_rdma(ticket, index, *qp);
+  }
+  Peer& p = peer_for(o.op.remote.owner, o.op.remote.owner_name);
+  if (!p.down_reason.empty())
+    return fail_op(ticket, index,
+                   make_rdma_error(ErrorCode::kPeerUnavailable,
+                                   "peer manager " + p.name + " is down (" + p.down_reason + ")"));
+  if (p.initiated && p.initiated->needs_recovery())
+    drop_qp(p, p.initiated);
+  if (p.initiated)
+    return post_rdma(ticket, index, p.initiated);
+  p.waiting.emplace_back(ticket, index);
+  if (!p.handshaking)
+    handshake(o.peer);
+}
+
+void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
+                             const std::shared_ptr<RdmaQueuePair>& qp) {
+  auto it = transfers_.find(ticket);
+  if (it == transfers_.end() || it->second.ops[index].done)
+    return;
+  OpTrack& o = it->second.ops[index];
+  const TransferOp& op = o.op;
+  LocalBuffer& local = buffers_.at(op.local.id);
+  if (local.released)
+    return fail_op(ticket, index,
+                   make_rdma_error(ErrorCode::kReleased,
+                                   "local " + describe(op.local) +
+                                       " was released before the transfer could start"));
+  RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device};
+  LocalSlice slice{local.rdma, op.local_offset, o.length};
+  RdmaOp rop = op.kind == static_cast<uint8_t>(TransferKind::kRead)
+                   ? RdmaOp::read(std::move(slice), std::move(remote), op.remote_offset)
+                   : RdmaOp::write(std::move(slice), std::move(remote), op.remote_offset);
+  caf::actor_addr me = self_->address();
+  Status st = qp->submit(std::move(rop), [me, ticket, index](OpResult r) {
+    TransferOutcome out;
+    if (!r.status.ok()) {
+      out.code = static_cast<uint8_t>(r.status.error().code());
+      out.message = r.status.error().message();
+    }
+    // Runs on the poller thread: report to the manager if it still exists.
+    if (auto h = caf::actor_cast<caf::actor>(me))
+      caf::anon_send(h, op_done_atom::value, ticket, index, std::move(out));
+  });
+  if (!st.ok())
+    return fail_op(ticket, index, to_caf_error(st.error()));
+  o.qp = qp;
+  poller_->wake();
+}
+
+// -- fallback path -----------------------------------------------------------------------------
+
+void ManagerState::start_fallback(uint64_t ticket, uint32_t index) {
+  OpTrack& o = transfers_.at(ticket).ops[index];
+  o.path = OpPath::kFallback;
+  const TransferOp& op = o.op;
+  bool is_read = op.kind == static_cast<uint8_t>(TransferKind::kRead);
+  if (o.peer == self_->address()) {
+    // Both buffers are ours: the owner's checks, then a copy.
+    auto rb = owned_buffer(op.remote.id, "remote");
+    if (!rb.ok())
+      return fail_op(ticket, index, to_caf_error(rb.error()));
+    LocalBuffer& remote = **rb;
+    if (op.remote_offset + o.length > remote.size)
+      return fail_op(ticket, index,
+                     make_rdma_error(ErrorCode::kOutOfBounds,
+                                     "remote " + describe(op.remote) + " is only " +
+                                         std::to_string(remote.size) + " bytes"));
+    if (!is_read && remote.access != BufferAccess::kReadWrite)
+      return fail_op(ticket, index, make_rdma_error(ErrorCode::kInvalidArgument,
+                                                    "cannot write into read-only " +
+                                                        describe(op.remote)));
+    LocalBuffer& local = buffers_.at(op.local.id);
+    auto* l = reinterpret_cast<uint8_t*>(local.addr) + op.local_offset;
+    auto* r = reinterpret_cast<uint8_t*>(remote.addr) + op.remote_offset;
+    if (is_read)
+      std::memmove(l, r, o.length);
+    else
+      std::memmove(r, l, o.length);
+    return finish_op(ticket, index, TransferOutcome{});
+  }
+  Peer& p = peer_for(op.remote.owner, op.remote.owner_name);
+  if (!p.down_reason.empty())
+    return fail_op(ticket, index,
+                   make_rdma_error(ErrorCode::kPeerUnavailable,
+                                   "peer manager " + p.name + " is down (" + p.down_reason + ")"));
+  pump_fallback(ticket, index);
+}
+
+void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
+  auto it = transfers_.find(ticket);
+  if (it == transfers_.end())
+    return;
+  Transfer& t = it->second;
+  OpTrack& o = t.ops[index];
+  const TransferOp& op = o.op;
+  bool is_read = op.kind == static_cast<uint8_t>(TransferKind::kRead);
+  auto timeout = std::chrono::milliseconds(t.timeout_ms);
+  auto on_error = [this, ticket, index](caf::error& err) {
+    auto it = transfers_.find(ticket);
+    if (it == transfers_.end() || it->second.ops[index].done)
+      return;
+    OpTrack& o = it->second.ops[index];
+    TransferOutcome out = outcome_of(err);
+    if (out.code == static_cast<uint8_t>(ErrorCode::kPeerUnavailable) ||
+        err.category() == caf::atom("system"))
+      out.message = std::string(kind_name(o.op.kind)) + " via the fallback to " +
+                    describe(o.op.remote) + " failed: " + out.message;
+    finish_op(ticket, index, std::move(out));
+  };
+  while (o.in_flight < options_.fallback_window && o.next_offset < o.length) {
+    uint64_t off = o.next_offset;
+    uint64_t n = std::min<uint64_t>(options_.fallback_chunk_bytes, o.length - off);
+    o.next_offset += n;
+    ++o.in_flight;
+    LocalBuffer& local = buffers_.at(op.local.id);
+    uint8_t* l = reinterpret_cast<uint8_t*>(local.addr) + op.local_offset + off;
+    auto chunk_done = [this, ticket, index](uint64_t bytes) {
+      auto it = transfers_.find(ticket);
+      if (it == transfers_.end() || it->second.ops[index].done)
+        return;
+      OpTrack& o = it->second.ops[index];
+      --o.in_flight;
+      o.bytes_done += bytes;
+      if (o.bytes_done >= o.length)
+        return finish_op(ticket, index, TransferOutcome{});
+      pump_fallback(ticket, index);
+    };
+    if (is_read) {
+      self_->request(op.remote.owner, timeout, fetch_atom::value, op.remote.id,
+                     op.remote_offset + off, n)
+          .then(
+              [this, ticket, index, l, n, chunk_done](std::vector<uint8_t>& data) {
+                auto it = transfers_.find(ticket);
+                if (it == transfers_.end() || it->second.ops[index].done)
+                  return;  // timed out or failed: drop late data
+                if (data.size() != n)
+                  return finish_op(ticket, index,
+                                   outcome_of(Error(ErrorCode::kInternal,
+                                                    "fallback read chunk of " +
+                                                        std::to_string(n) + " bytes came back with " +
+                                                        std::to_string(data.size()))));
+                std::memcpy(l, data.data(), n);
+                chunk_done(n);
+              },
+              on_error);
+    } else {
+      std::vector<uint8_t> bytes(l, l + n);
+      self_->request(op.remote.owner, timeout, store_atom::value, op.remote.id,
+                     op.remote_offset + off, std::move(bytes))
+          .then([chunk_done](uint64_t stored) { chunk_done(stored); }, on_error);
+    }
+  }
+}
+
+}  // namespace caf_rdma::detail

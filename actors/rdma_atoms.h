@@ -1,0 +1,35 @@
+// Every atom of the RdmaManagerActor interface (CAF 0.17: at most 10 characters).
+#pragma once
+
+#include <caf/atom.hpp>
+
+namespace caf_rdma {
+
+/// Register a buffer: (addr, size, access) -> BufferHandle.
+using request_buffer_atom = caf::atom_constant<caf::atom("req_buf")>;
+/// Release a buffer: (id) -> bytes released.
+using release_buffer_atom = caf::atom_constant<caf::atom("rel_buf")>;
+/// One read or write: (TransferOp, timeout ms) -> TransferReply.
+using transfer_atom = caf::atom_constant<caf::atom("transfer")>;
+/// Several reads/writes: (vector<TransferOp>, timeout ms) -> vector<TransferOutcome>.
+using batch_atom = caf::atom_constant<caf::atom("batch")>;
+/// Manager-to-manager queue pair handshake: (QpInfoMsg) -> QpInfoMsg.
+using qp_connect_atom = caf::atom_constant<caf::atom("qp_conn")>;
+/// Fallback transport, owner side: (id, offset, length) -> bytes.
+using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
+/// Fallback transport, owner side: (id, offset, bytes) -> bytes stored.
+using store_atom = caf::atom_constant<caf::atom("store")>;
+/// Counters: () -> ManagerStats.
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
+/// Directory: (name, BufferHandle) -> bool; lets processes exchange handles by name.
+using dir_put_atom = caf::atom_constant<caf::atom("dir_put")>;
+/// Directory: (name, wait ms) -> BufferHandle, waiting up to `wait ms` for the name to appear.
+using dir_get_atom = caf::atom_constant<caf::atom("dir_get")>;
+/// Internal: completion of one op, sent by the completion poller thread.
+using op_done_atom = caf::atom_constant<caf::atom("op_done")>;
+/// Internal: a transfer's timeout, or the drain deadline after it.
+using op_timeout_atom = caf::atom_constant<caf::atom("op_tmo")>;
+/// Internal: a directory wait expired.
+using dir_timeout_atom = caf::atom_constant<caf::atom("dir_tmo")>;
+
+}  // namespace caf_rdma

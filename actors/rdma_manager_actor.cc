@@ -1,0 +1,176 @@
+// RdmaManagerActor: spawning, the behavior (a handler per message, each calling the state), and
+// the handle directory.
+#include "actors/rdma_manager_actor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "actors/detail/manager_state.h"
+
+namespace caf_rdma {
+
+const char* to_string(TransportMode mode) {
+  switch (mode) {
+    case TransportMode::kAuto: return "auto";
+    case TransportMode::kRdma: return "rdma";
+    case TransportMode::kFallback: return "fallback";
+  }
+  return "?";
+}
+
+Result<ManagerOptions> ManagerOptions::from_env() {
+  ManagerOptions o;
+  CAF_RDMA_ASSIGN_OR_RETURN(o.ibverbs, IbverbsConfig::from_env());
+  if (const char* v = std::getenv(kEnvTransport); v != nullptr && *v != '\0') {
+    if (std::strcmp(v, "auto") == 0)
+      o.mode = TransportMode::kAuto;
+    else if (std::strcmp(v, "rdma") == 0)
+      o.mode = TransportMode::kRdma;
+    else if (std::strcmp(v, "fallback") == 0)
+      o.mode = TransportMode::kFallback;
+    else
+      return Error(ErrorCode::kInvalidArgument, std::string("environment variable ") +
+                                                    kEnvTransport + "='" + v +
+                                                    "' must be auto, rdma or fallback");
+  }
+  return o;
+}
+
+namespace {
+
+rdma_manager_actor::behavior_type manager(detail::ManagerState::Self self, ManagerOptions options,
+                                          std::shared_ptr<RdmaDomain> domain,
+                                          std::string no_rdma_reason) {
+  self->state.init(self, std::move(options), std::move(domain), std::move(no_rdma_reason));
+  self->set_down_handler([=](caf::down_msg& msg) { self->state.on_down(msg); });
+  return {
+      [=](request_buffer_atom, uint64_t addr, uint64_t size, uint8_t access) {
+        return self->state.request_buffer(addr, size, access);
+      },
+      [=](release_buffer_atom, uint64_t id) { return self->state.release_buffer(id); },
+      [=](transfer_atom, TransferOp op, uint32_t timeout_ms) {
+        return self->state.transfer(std::move(op), timeout_ms);
+      },
+      [=](batch_atom, std::vector<TransferOp> ops, uint32_t timeout_ms) {
+        return self->state.batch(std::move(ops), timeout_ms);
+      },
+      [=](qp_connect_atom, QpInfoMsg remote) {
+        return self->state.accept_connect(std::move(remote));
+      },
+      [=](fetch_atom, uint64_t id, uint64_t offset, uint64_t length) {
+        return self->state.fetch(id, offset, length);
+      },
+      [=](store_atom, uint64_t id, uint64_t offset, std::vector<uint8_t> bytes) {
+        return self->state.store(id, offset, bytes);
+      },
+      [=](stats_atom) -> caf::result<ManagerStats> { return self->state.stats(); },
+      [=](dir_put_atom, std::string key, BufferHandle h) {
+        return self->state.dir_put(std::move(key), std::move(h));
+      },
+      [=](dir_get_atom, std::string key, uint32_t wait_ms) {
+        return self->state.dir_get(std::move(key), wait_ms);
+      },
+      [=](op_done_atom, uint64_t ticket, uint32_t index, TransferOutcome outcome) {
+        self->state.op_done(ticket, index, std::move(outcome));
+      },
+      [=](op_timeout_atom, uint64_t ticket, uint32_t stage) {
+        self->state.op_timeout(ticket, stage);
+      },
+      [=](dir_timeout_atom, std::string key, uint64_t id) { self->state.dir_timeout(key, id); },
+  };
+}
+
+}  // namespace
+
+Result<rdma_manager_actor> spawn_manager(caf::actor_system& sys, ManagerOptions options) {
+  CAF_RDMA_RETURN_IF_ERROR(options.ibverbs.validate());
+  if (options.fallback_chunk_bytes == 0 || options.fallback_window == 0)
+    return Error(ErrorCode::kInvalidArgument,
+                 "ManagerOptions: fallback_chunk_bytes and fallback_window must be > 0");
+  std::shared_ptr<RdmaDomain> domain;
+  std::string reason;
+  if (options.mode == TransportMode::kFallback) {
+    reason = std::string("RDMA disabled (") + kEnvTransport + "=fallback)";
+  } else {
+    auto d = RdmaDomain::open(options.ibverbs);
+    if (d.ok()) {
+      domain = *d;
+    } else if (options.mode == TransportMode::kRdma) {
+      return d.error().with_context(std::string(kEnvTransport) +
+                                    "=rdma forbids the fallback, but no RDMA device can be used");
+    } else {
+      reason = d.error().message();
+    }
+  }
+  if (options.name.empty())
+    options.name = "node " + to_string(sys.node()).substr(0, 12);
+  return sys.spawn(manager, std::move(options), std::move(domain), std::move(reason));
+}
+
+namespace detail {
+
+void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaDomain> domain,
+                        std::string no_rdma_reason) {
+  self_ = self;
+  options_ = std::move(options);
+  domain_ = std::move(domain);
+  no_rdma_reason_ = std::move(no_rdma_reason);
+  if (domain_)
+    poller_ = std::make_unique<CompletionPoller>();
+}
+
+ManagerState::~ManagerState() {
+  // Stop polling first; then the QPs go (their destructors fail what is left, whose
+  // callbacks find the actor gone and do nothing).
+  poller_.reset();
+  peers_.clear();
+  loopback_.reset();
+}
+
+// -- directory ---------------------------------------------------------------------------------
+
+caf::result<bool> ManagerState::dir_put(std::string key, BufferHandle h) {
+  auto waiters = dir_waiters_.find(key);
+  if (waiters != dir_waiters_.end()) {
+    for (auto& w : waiters->second)
+      w.rp.deliver(h);
+    dir_waiters_.erase(waiters);
+  }
+  directory_[std::move(key)] = std::move(h);
+  return true;
+}
+
+caf::result<BufferHandle> ManagerState::dir_get(std::string key, uint32_t wait_ms) {
+  auto it = directory_.find(key);
+  if (it != directory_.end())
+    return it->second;
+  if (wait_ms == 0)
+    return make_rdma_error(ErrorCode::kTimeout, "no buffer handle named '" + key +
+                                                    "' in the directory of " + options_.name);
+  auto rp = self_->make_response_promise<BufferHandle>();
+  uint64_t id = next_dir_waiter_++;
+  dir_waiters_[key].push_back(DirWaiter{id, rp});
+  self_->delayed_send(self_, std::chrono::milliseconds(wait_ms), dir_timeout_atom::value, key, id);
+  return rp;
+}
+
+void ManagerState::dir_timeout(const std::string& key, uint64_t id) {
+  auto it = dir_waiters_.find(key);
+  if (it == dir_waiters_.end())
+    return;
+  auto& ws = it->second;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    if (ws[i].id != id)
+      continue;
+    ws[i].rp.deliver(make_rdma_error(ErrorCode::kTimeout, "no buffer handle named '" + key +
+                                                              "' appeared in the directory of " +
+                                                              options_.name + " in time"));
+    ws.erase(ws.begin() + static_cast<long>(i));
+    break;
+  }
+  if (ws.empty())
+    dir_waiters_.erase(it);
+}
+
+}  // namespace detail
+}  // namespace caf_rdma

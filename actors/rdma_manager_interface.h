@@ -1,0 +1,73 @@
+// The RdmaManagerActor interface: one manager per actor system (node). Actors send their
+// requests to their own node's manager; the manager initiates one-sided RDMA (or moves the bytes
+// in CAF messages on the fallback path) and replies when the data is in place.
+//
+// Every error reply is a caf::error of category "caf_rdma" whose code is an ErrorCode
+// (`error_code(err)`) and whose message (`error_message(err)`) names what was wrong.
+#pragma once
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <string>
+#include <vector>
+
+#include "actors/rdma_atoms.h"
+#include "actors/rdma_messages.h"
+
+namespace caf_rdma {
+
+using rdma_manager_actor = caf::typed_actor<
+  /// Registers [addr, addr + size) with `access` (BufferAccess) and returns its handle.
+  /// The memory must stay valid until the buffer is released. Errors: invalid_argument (null,
+  /// zero size, bad access), ibverbs_call (ibv_reg_mr, with errno).
+  caf::replies_to<request_buffer_atom, uint64_t, uint64_t, uint8_t>::with<BufferHandle>,
+
+  /// Releases buffer `id`: its region is deregistered (when no other buffer shares it); any
+  /// later transfer naming it fails with `released`. Replies with the buffer's size.
+  /// Errors: unknown_buffer, released.
+  caf::replies_to<release_buffer_atom, uint64_t>::with<uint64_t>,
+
+  /// Runs one read or write; `op.local` must be owned by this manager. The last argument is
+  /// the timeout in milliseconds. Replies when the bytes are in place, with the path used.
+  /// Errors: unknown_buffer, released, out_of_bounds, size_mismatch, invalid_argument
+  /// (zero length, read-only destination, local buffer owned elsewhere), timeout,
+  /// peer_unavailable (the owner is down or unreachable; names it), work_completion
+  /// (ibverbs status string), no_device (RDMA forced without a device).
+  caf::replies_to<transfer_atom, TransferOp, uint32_t>::with<TransferReply>,
+
+  /// Runs several transfers together; one outcome per op, in order.
+  caf::replies_to<batch_atom, std::vector<TransferOp>, uint32_t>::with<std::vector<TransferOutcome>>,
+
+  /// Manager to manager: creates (or replaces) the queue pair for the sender's manager,
+  /// connects it to the sender's info and replies with ours.
+  caf::replies_to<qp_connect_atom, QpInfoMsg>::with<QpInfoMsg>,
+
+  /// Manager to manager (fallback transport): the owner reads `length` bytes at `offset` of
+  /// buffer `id`. Errors as for transfers, checked by the owner.
+  caf::replies_to<fetch_atom, uint64_t, uint64_t, uint64_t>::with<std::vector<uint8_t>>,
+
+  /// Manager to manager (fallback transport): the owner writes the bytes at `offset` of buffer
+  /// `id` (which must be read-write). Replies with the number of bytes stored.
+  caf::replies_to<store_atom, uint64_t, uint64_t, std::vector<uint8_t>>::with<uint64_t>,
+
+  /// Counters of this manager.
+  caf::replies_to<stats_atom>::with<ManagerStats>,
+
+  /// Directory: stores a handle under a name (overwrites), so other processes can find it.
+  caf::replies_to<dir_put_atom, std::string, BufferHandle>::with<bool>,
+
+  /// Directory: the handle stored under `name`, waiting up to the given milliseconds for it to
+  /// appear. Errors: timeout.
+  caf::replies_to<dir_get_atom, std::string, uint32_t>::with<BufferHandle>,
+
+  /// Internal (completion poller -> manager): op `index` of transfer `ticket` completed.
+  caf::reacts_to<op_done_atom, uint64_t, uint32_t, TransferOutcome>,
+
+  /// Internal: transfer `ticket` hit its timeout (stage 0) or its drain deadline (stage 1).
+  caf::reacts_to<op_timeout_atom, uint64_t, uint32_t>,
+
+  /// Internal: a directory wait expired.
+  caf::reacts_to<dir_timeout_atom, std::string, uint64_t>>;
+
+}  // namespace caf_rdma

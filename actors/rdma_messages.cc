@@ -1,0 +1,47 @@
+#include "actors/rdma_messages.h"
+
+#include <cstdio>
+
+namespace caf_rdma {
+
+std::string describe(const BufferHandle& h) {
+  char range[64];
+  std::snprintf(range, sizeof(range), "0x%llx+%llu", static_cast<unsigned long long>(h.addr),
+                static_cast<unsigned long long>(h.size));
+  return "buffer " + std::to_string(h.id) + " (" + range + " owned by " +
+         (h.owner_name.empty() ? std::string("?") : h.owner_name) + ")";
+}
+
+TransferOp make_read(BufferHandle local, BufferHandle remote, uint64_t length,
+                     uint64_t local_offset, uint64_t remote_offset) {
+  TransferOp op;
+  op.kind = static_cast<uint8_t>(TransferKind::kRead);
+  op.local = std::move(local);
+  op.remote = std::move(remote);
+  op.length = length;
+  op.local_offset = local_offset;
+  op.remote_offset = remote_offset;
+  return op;
+}
+
+TransferOp make_write(BufferHandle local, BufferHandle remote, uint64_t length,
+                      uint64_t local_offset, uint64_t remote_offset) {
+  TransferOp op = make_read(std::move(local), std::move(remote), length, local_offset,
+                            remote_offset);
+  op.kind = static_cast<uint8_t>(TransferKind::kWrite);
+  return op;
+}
+
+void add_message_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<BufferHandle>("caf_rdma::BufferHandle");
+  cfg.add_message_type<TransferOp>("caf_rdma::TransferOp");
+  cfg.add_message_type<std::vector<TransferOp>>("std::vector<caf_rdma::TransferOp>");
+  cfg.add_message_type<TransferReply>("caf_rdma::TransferReply");
+  cfg.add_message_type<TransferOutcome>("caf_rdma::TransferOutcome");
+  cfg.add_message_type<std::vector<TransferOutcome>>("std::vector<caf_rdma::TransferOutcome>");
+  cfg.add_message_type<QpInfoMsg>("caf_rdma::QpInfoMsg");
+  cfg.add_message_type<ManagerStats>("caf_rdma::ManagerStats");
+  cfg.add_message_type<std::vector<uint8_t>>("std::vector<uint8_t>");
+}
+
+}  // namespace caf_rdma

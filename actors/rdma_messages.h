@@ -1,0 +1,151 @@
+// The values RdmaManagerActors exchange with actors and with each other. All serializable
+// (CAF 0.17 inspect), registered by `add_message_types`, which every process must call.
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace caf_rdma {
+
+/// Buffer access rights (as uint8_t on the wire).
+enum class BufferAccess : uint8_t { kReadOnly = 0, kReadWrite = 1 };
+
+/// A registered buffer, as handed out by its owner manager. Send it to any actor anywhere:
+/// it names the owner, so any manager can read from or write into it.
+struct BufferHandle {
+  uint64_t id = 0;        ///< owner-local id, never reused by that owner
+  uint64_t addr = 0;      ///< first byte in the owner's address space
+  uint64_t size = 0;      ///< bytes
+  uint8_t access = 1;     ///< BufferAccess
+  uint32_t rkey = 0;      ///< remote key; 0 when the owner has no RDMA registration
+  std::string device;     ///< owner's device ("" without RDMA)
+  std::vector<uint8_t> gid;  ///< owner's port GID (16 bytes, "" without RDMA)
+  bool ethernet = true;   ///< owner's link layer (RoCE) or InfiniBand
+  caf::actor owner;       ///< the owner's RdmaManagerActor
+  std::string owner_name; ///< "host:port" or node id of the owner, for messages
+
+  bool has_rdma() const { return !device.empty() && gid.size() == 16; }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, BufferHandle& x) {
+  return f(caf::meta::type_name("caf_rdma::BufferHandle"), x.id, x.addr, x.size, x.access, x.rkey,
+           x.device, x.gid, x.ethernet, x.owner, x.owner_name);
+}
+
+/// "buffer 7 (0x7f..+4096 at node-or-host:port)".
+std::string describe(const BufferHandle& h);
+
+enum class TransferKind : uint8_t {
+  kRead = 0,   ///< remote -> local (RDMA READ)
+  kWrite = 1,  ///< local -> remote (RDMA WRITE)
+};
+
+/// `length` value meaning "the whole span", with Monarch's size rules: a read moves the remote
+/// span and needs local span >= remote span; a write moves the local span and needs
+/// local span <= remote span.
+constexpr uint64_t kWholeSpan = std::numeric_limits<uint64_t>::max();
+
+/// One read or write, sent to the manager that owns `local`.
+struct TransferOp {
+  uint8_t kind = 0;  ///< TransferKind
+  BufferHandle local;
+  uint64_t local_offset = 0;
+  BufferHandle remote;
+  uint64_t remote_offset = 0;
+  uint64_t length = kWholeSpan;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TransferOp& x) {
+  return f(caf::meta::type_name("caf_rdma::TransferOp"), x.kind, x.local, x.local_offset, x.remote,
+           x.remote_offset, x.length);
+}
+
+TransferOp make_read(BufferHandle local, BufferHandle remote, uint64_t length = kWholeSpan,
+                     uint64_t local_offset = 0, uint64_t remote_offset = 0);
+TransferOp make_write(BufferHandle local, BufferHandle remote, uint64_t length = kWholeSpan,
+                      uint64_t local_offset = 0, uint64_t remote_offset = 0);
+
+/// Which path moved the bytes.
+constexpr const char* kPathRdma = "rdma";
+constexpr const char* kPathFallback = "fallback";
+
+/// Reply to a successful transfer.
+struct TransferReply {
+  uint64_t bytes = 0;
+  std::string path;  ///< kPathRdma or kPathFallback
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TransferReply& x) {
+  return f(caf::meta::type_name("caf_rdma::TransferReply"), x.bytes, x.path);
+}
+
+/// Result of one op of a batch (errors do not hide the other ops' results).
+struct TransferOutcome {
+  uint8_t code = 0;     ///< 0 = success, else an ErrorCode
+  std::string message;  ///< the error message ("" on success)
+  uint64_t bytes = 0;
+  std::string path;
+
+  bool ok() const { return code == 0; }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TransferOutcome& x) {
+  return f(caf::meta::type_name("caf_rdma::TransferOutcome"), x.code, x.message, x.bytes, x.path);
+}
+
+/// One side of a queue-pair handshake between managers.
+struct QpInfoMsg {
+  uint32_t qp_num = 0;
+  uint16_t lid = 0;
+  std::vector<uint8_t> gid;
+  uint32_t psn = 0;
+  uint8_t mtu = 0;
+  bool ethernet = true;
+  std::string device;
+  caf::actor manager;  ///< the sender's manager
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, QpInfoMsg& x) {
+  return f(caf::meta::type_name("caf_rdma::QpInfoMsg"), x.qp_num, x.lid, x.gid, x.psn, x.mtu,
+           x.ethernet, x.device, x.manager);
+}
+
+/// Per-manager counters.
+struct ManagerStats {
+  std::string device;  ///< "" when the manager has no RDMA device
+  std::string transport;  ///< "auto", "rdma" or "fallback"
+  uint64_t rdma_ops = 0;
+  uint64_t rdma_bytes = 0;
+  uint64_t fallback_ops = 0;
+  uint64_t fallback_bytes = 0;
+  uint64_t errors = 0;
+  uint64_t live_qps = 0;
+  uint64_t handshakes = 0;
+  uint64_t registered_buffers = 0;
+  uint64_t registered_bytes = 0;  ///< bytes in live memory regions
+  uint64_t served_fallback_bytes = 0;  ///< bytes this manager served as owner on the fallback
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
+  return f(caf::meta::type_name("caf_rdma::ManagerStats"), x.device, x.transport, x.rdma_ops,
+           x.rdma_bytes, x.fallback_ops, x.fallback_bytes, x.errors, x.live_qps, x.handshakes,
+           x.registered_buffers, x.registered_bytes, x.served_fallback_bytes);
+}
+
+/// Registers every message type above. Call on the config of every actor system that talks
+/// to a manager (forgetting it makes remote requests fail with `unexpected_message`).
+void add_message_types(caf::actor_system_config& cfg);
+
+}  // namespace caf_rdma

@@ -1,0 +1,79 @@
+#include "components/completion_poller.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace caf_rdma {
+
+CompletionPoller::CompletionPoller() : thread_([this] { run(); }) {}
+
+CompletionPoller::~CompletionPoller() {
+  {
+    std::lock_guard<std::mutex> guard(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void CompletionPoller::add(std::shared_ptr<RdmaQueuePair> qp) {
+  {
+    std::lock_guard<std::mutex> guard(mu_);
+    qps_.push_back(std::move(qp));
+    ++generation_;
+    woken_ = true;
+  }
+  cv_.notify_all();
+}
+
+void CompletionPoller::remove(const RdmaQueuePair* qp) {
+  std::lock_guard<std::mutex> guard(mu_);
+  qps_.erase(std::remove_if(qps_.begin(), qps_.end(),
+                            [qp](const std::shared_ptr<RdmaQueuePair>& p) { return p.get() == qp; }),
+             qps_.end());
+  ++generation_;
+}
+
+void CompletionPoller::wake() {
+  {
+    std::lock_guard<std::mutex> guard(mu_);
+    woken_ = true;
+  }
+  cv_.notify_all();
+}
+
+void CompletionPoller::run() {
+  std::vector<std::shared_ptr<RdmaQueuePair>> local;
+  uint64_t seen = ~uint64_t{0};
+  while (true) {
+    {
+      std::unique_lock<std::mutex> guard(mu_);
+      if (stop_)
+        return;
+      if (seen != generation_) {
+        local = qps_;
+        seen = generation_;
+      }
+      woken_ = false;
+    }
+    int handled = 0;
+    bool busy = false;
+    for (auto& qp : local) {
+      handled += qp->progress();
+      busy = busy || !qp->idle();
+    }
+    if (handled > 0)
+      continue;
+    if (busy) {
+      std::this_thread::yield();
+      continue;
+    }
+    // Idle: drop our references (removed QPs may be destroyed), then sleep until woken.
+    local.clear();
+    seen = ~uint64_t{0};
+    std::unique_lock<std::mutex> guard(mu_);
+    cv_.wait_for(guard, std::chrono::milliseconds(1), [this] { return woken_ || stop_; });
+  }
+}
+
+}  // namespace caf_rdma

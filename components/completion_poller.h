@@ -1,0 +1,47 @@
+// CompletionPoller: one thread that drives `progress()` of a set of queue pairs, so callers
+// (e.g. an actor) never block on a completion queue.
+//
+// Invariants:
+//  1. While any registered queue pair has an op outstanding, the thread polls without sleeping
+//     (yielding between empty polls); when all are idle it sleeps until `wake()` or 1 ms.
+//  2. A queue pair removed with `remove` is no longer polled after `remove` returns, and stays
+//     alive while a poll on it is running (shared ownership).
+//  3. The destructor stops and joins the thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "components/rdma_queue_pair.h"
+
+namespace caf_rdma {
+
+class CompletionPoller {
+public:
+  CompletionPoller();
+  ~CompletionPoller();
+  CompletionPoller(const CompletionPoller&) = delete;
+  CompletionPoller& operator=(const CompletionPoller&) = delete;
+
+  void add(std::shared_ptr<RdmaQueuePair> qp);
+  void remove(const RdmaQueuePair* qp);
+  /// Call after submitting work, so an idle poller starts polling at once.
+  void wake();
+
+private:
+  void run();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::shared_ptr<RdmaQueuePair>> qps_;
+  uint64_t generation_ = 0;
+  bool woken_ = false;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace caf_rdma

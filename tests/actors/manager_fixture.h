@@ -1,0 +1,130 @@
+// Test helpers for RdmaManagerActor: nodes, registered memory, blocking requests.
+//
+// The transport under test comes from CAF_RDMA_TRANSPORT, set per test target: "fallback"
+// (native lane) or "rdma" (rdma-tagged targets, in the VM: the fallback is forbidden, so every
+// transfer must take the RDMA path).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/rdma_errors.h"
+#include "actors/rdma_node.h"
+
+namespace caf_rdma::testing {
+
+using namespace std::chrono_literals;
+
+inline std::string expected_path() {
+  const char* t = std::getenv(kEnvTransport);
+  return t != nullptr && std::strcmp(t, "rdma") == 0 ? kPathRdma : kPathFallback;
+}
+
+inline uint8_t pattern(uint64_t i, uint32_t seed) {
+  return static_cast<uint8_t>((i * 2654435761u + seed) >> 11);
+}
+
+/// Memory owned by a test, filled with a pattern (seed 0: zeros).
+struct Memory {
+  explicit Memory(uint64_t n, uint32_t seed = 0) : bytes(n) {
+    for (uint64_t i = 0; i < n; ++i)
+      bytes[i] = seed == 0 ? 0 : pattern(i, seed);
+  }
+  uint64_t addr() const { return reinterpret_cast<uint64_t>(bytes.data()); }
+  std::vector<uint8_t> bytes;
+};
+
+/// A node plus a blocking requester in its actor system.
+class TestNode {
+public:
+  explicit TestNode(std::unique_ptr<RdmaNode> node) : node_(std::move(node)) {
+    self_ = std::make_unique<caf::scoped_actor>(node_->system());
+  }
+  ~TestNode() {
+    self_.reset();  // scoped actors die before their system
+    node_.reset();
+  }
+
+  RdmaNode& node() { return *node_; }
+  const rdma_manager_actor& manager() { return node_->manager(); }
+
+  caf::expected<BufferHandle> request_buffer(const Memory& m, BufferAccess a = BufferAccess::kReadWrite) {
+    return request_buffer(m.addr(), m.bytes.size(), a);
+  }
+  caf::expected<BufferHandle> request_buffer(uint64_t addr, uint64_t size,
+                                             BufferAccess a = BufferAccess::kReadWrite) {
+    caf::expected<BufferHandle> out{caf::error{}};
+    (*self_)->request(manager(), 10s, request_buffer_atom::value, addr, size, uint8_t(a))
+        .receive([&](BufferHandle& h) { out = std::move(h); },
+                 [&](caf::error& e) { out = std::move(e); });
+    return out;
+  }
+  caf::expected<uint64_t> release(uint64_t id) {
+    caf::expected<uint64_t> out{caf::error{}};
+    (*self_)->request(manager(), 10s, release_buffer_atom::value, id)
+        .receive([&](uint64_t n) { out = n; }, [&](caf::error& e) { out = std::move(e); });
+    return out;
+  }
+  caf::expected<TransferReply> transfer(const TransferOp& op, uint32_t timeout_ms = 20000) {
+    caf::expected<TransferReply> out{caf::error{}};
+    (*self_)->request(manager(), std::chrono::milliseconds(timeout_ms + 10000),
+                      transfer_atom::value, op, timeout_ms)
+        .receive([&](TransferReply& r) { out = std::move(r); },
+                 [&](caf::error& e) { out = std::move(e); });
+    return out;
+  }
+  caf::expected<std::vector<TransferOutcome>> batch(const std::vector<TransferOp>& ops,
+                                                    uint32_t timeout_ms = 20000) {
+    caf::expected<std::vector<TransferOutcome>> out{caf::error{}};
+    (*self_)->request(manager(), std::chrono::milliseconds(timeout_ms + 10000), batch_atom::value,
+                      ops, timeout_ms)
+        .receive([&](std::vector<TransferOutcome>& r) { out = std::move(r); },
+                 [&](caf::error& e) { out = std::move(e); });
+    return out;
+  }
+  ManagerStats stats() {
+    ManagerStats out;
+    (*self_)->request(manager(), 10s, stats_atom::value)
+        .receive([&](ManagerStats& s) { out = std::move(s); }, [&](caf::error&) {});
+    return out;
+  }
+
+private:
+  std::unique_ptr<RdmaNode> node_;
+  std::unique_ptr<caf::scoped_actor> self_;
+};
+
+inline std::unique_ptr<TestNode> start_node(ManagerOptions extra = {}) {
+  NodeOptions o;
+  auto env = ManagerOptions::from_env();
+  EXPECT_TRUE(env.ok()) << env.error().to_string();
+  o.manager = env.ok() ? *env : ManagerOptions{};
+  o.manager.handshake_timeout = extra.handshake_timeout;
+  o.manager.fallback_chunk_bytes = extra.fallback_chunk_bytes;
+  if (!extra.ibverbs.device_name.empty())
+    o.manager.ibverbs.device_name = extra.ibverbs.device_name;
+  auto n = RdmaNode::start(o);
+  EXPECT_TRUE(n.ok()) << n.error().to_string();
+  return n.ok() ? std::make_unique<TestNode>(std::move(*n)) : nullptr;
+}
+
+/// Asserts that `e` failed with `code` and its message contains every fragment.
+#define EXPECT_RDMA_ERROR(e, code, ...)                                                   \
+  do {                                                                                    \
+    ASSERT_FALSE(e) << "expected an error";                                               \
+    EXPECT_EQ(::caf_rdma::error_code(e.error()), code)                                    \
+        << ::caf_rdma::error_message(e.error());                                          \
+    for (const char* frag : {__VA_ARGS__})                                                \
+      EXPECT_NE(::caf_rdma::error_message(e.error()).find(frag), std::string::npos)        \
+          << "'" << frag << "' not in: " << ::caf_rdma::error_message(e.error());          \
+  } while (false)
+
+}  // namespace caf_rdma::testing

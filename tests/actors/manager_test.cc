@@ -1,0 +1,394 @@
+// RdmaManagerActor, two nodes in one process talking over TCP loopback (handles cross the
+// network: serialized, owner arriving as a proxy). Built twice: `manager_fallback_test`
+// (native, CAF_RDMA_TRANSPORT=fallback) and `manager_rdma_test` (rdma-tagged, in the VM,
+// CAF_RDMA_TRANSPORT=rdma so the fallback is forbidden). Every transfer checks the path taken.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "tests/actors/manager_fixture.h"
+#include "tests/rdma_test.h"
+
+namespace caf_rdma::testing {
+namespace {
+
+class ManagerTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (expected_path() == kPathRdma && !rdma_skip_reason().empty())
+      GTEST_SKIP() << rdma_skip_reason();
+    owner_ = start_node();
+    user_ = start_node();
+    ASSERT_TRUE(owner_ && user_);
+  }
+  void TearDown() override {
+    user_.reset();
+    owner_.reset();
+  }
+
+  /// Registers `m` at the owner and returns its handle as the user node sees it: fetched from
+  /// the owner's directory through a network proxy.
+  BufferHandle owner_buffer(const Memory& m, const std::string& name,
+                            BufferAccess a = BufferAccess::kReadWrite) {
+    auto h = owner_->request_buffer(m, a);
+    EXPECT_TRUE(h) << error_message(h.error());
+    if (!h)
+      return {};
+    auto remote = user_->node().remote_manager("127.0.0.1", owner_->node().port());
+    EXPECT_TRUE(remote.ok()) << remote.error().to_string();
+    caf::scoped_actor self{user_->node().system()};
+    BufferHandle out;
+    self->request(*remote, 10s, dir_put_atom::value, name, *h).receive([](bool) {},
+                                                                       [](caf::error&) {});
+    self->request(*remote, 10s, dir_get_atom::value, name, uint32_t{1000})
+        .receive([&](BufferHandle& x) { out = std::move(x); },
+                 [&](caf::error& e) { ADD_FAILURE() << error_message(e); });
+    return out;
+  }
+
+  std::unique_ptr<TestNode> owner_, user_;
+};
+
+TEST_F(ManagerTest, WriteThenReadBackThroughHandles) {
+  for (uint64_t size : {uint64_t{1}, uint64_t{4096}, uint64_t{3} << 20}) {
+    SCOPED_TRACE("size " + std::to_string(size));
+    Memory remote_mem(size), src(size, 17), back(size);
+    BufferHandle remote = owner_buffer(remote_mem, "r" + std::to_string(size));
+    ASSERT_NE(remote.id, 0u);
+    EXPECT_NE(remote.owner.node(), user_->node().system().node()) << "owner is a remote proxy";
+    auto local = user_->request_buffer(src);
+    auto local_back = user_->request_buffer(back);
+    ASSERT_TRUE(local && local_back);
+    auto w = user_->transfer(make_write(*local, remote));
+    ASSERT_TRUE(w) << error_message(w.error());
+    EXPECT_EQ(w->bytes, size);
+    EXPECT_EQ(w->path, expected_path());
+    EXPECT_EQ(remote_mem.bytes, src.bytes);
+    auto r = user_->transfer(make_read(*local_back, remote));
+    ASSERT_TRUE(r) << error_message(r.error());
+    EXPECT_EQ(r->path, expected_path());
+    EXPECT_EQ(back.bytes, src.bytes);
+  }
+  auto s = user_->stats();
+  if (expected_path() == kPathRdma) {
+    EXPECT_EQ(s.rdma_ops, 6u);
+    EXPECT_FALSE(s.device.empty());
+  } else {
+    EXPECT_EQ(s.fallback_ops, 6u);
+  }
+}
+
+TEST_F(ManagerTest, OffsetsAndLengths) {
+  Memory remote_mem(10000), src(4000, 3);
+  BufferHandle remote = owner_buffer(remote_mem, "off");
+  auto local = user_->request_buffer(src);
+  ASSERT_TRUE(local);
+  auto w = user_->transfer(make_write(*local, remote, 1000, 500, 7000));
+  ASSERT_TRUE(w) << error_message(w.error());
+  EXPECT_EQ(std::memcmp(remote_mem.bytes.data() + 7000, src.bytes.data() + 500, 1000), 0);
+  EXPECT_EQ(remote_mem.bytes[6999], 0);
+  EXPECT_EQ(remote_mem.bytes[8000], 0);
+}
+
+TEST_F(ManagerTest, BatchReportsEveryOp) {
+  Memory remote_mem(8192), src(8192, 5);
+  BufferHandle remote = owner_buffer(remote_mem, "batch");
+  auto local = user_->request_buffer(src);
+  ASSERT_TRUE(local);
+  std::vector<TransferOp> ops{make_write(*local, remote, 4096, 0, 0),
+                              make_write(*local, remote, 4096, 0, 6000),  // out of range
+                              make_write(*local, remote, 4096, 4096, 4096)};
+  auto out = user_->batch(ops);
+  ASSERT_TRUE(out) << error_message(out.error());
+  ASSERT_EQ(out->size(), 3u);
+  EXPECT_TRUE((*out)[0].ok()) << (*out)[0].message;
+  EXPECT_EQ((*out)[1].code, uint8_t(ErrorCode::kOutOfBounds));
+  EXPECT_NE((*out)[1].message.find("remote offset 6000"), std::string::npos) << (*out)[1].message;
+  EXPECT_TRUE((*out)[2].ok()) << (*out)[2].message;
+  EXPECT_EQ((*out)[2].path, expected_path());
+  EXPECT_EQ(remote_mem.bytes, src.bytes);
+}
+
+TEST_F(ManagerTest, ConcurrentFirstTransfersMakeOneQueuePair) {
+  Memory remote_mem(64 * 1024), src(64 * 1024, 9);
+  BufferHandle remote = owner_buffer(remote_mem, "conc");
+  auto local = user_->request_buffer(src);
+  ASSERT_TRUE(local);
+  constexpr int kN = 16;
+  std::vector<caf::expected<TransferReply>> replies(kN, caf::expected<TransferReply>{caf::error{}});
+  {
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kN; ++i)
+      threads.emplace_back([&, i] {
+        caf::scoped_actor s{user_->node().system()};
+        s->request(user_->manager(), 30s, transfer_atom::value,
+                   make_write(*local, remote, 4096, uint64_t(i) * 4096, uint64_t(i) * 4096),
+                   uint32_t{20000})
+            .receive([&](TransferReply& r) { replies[i] = r; },
+                     [&](caf::error& e) { replies[i] = e; });
+      });
+    for (auto& t : threads)
+      t.join();
+  }
+  for (int i = 0; i < kN; ++i)
+    ASSERT_TRUE(replies[i]) << i << ": " << error_message(replies[i].error());
+  EXPECT_EQ(remote_mem.bytes, src.bytes);
+  auto s = user_->stats();
+  if (expected_path() == kPathRdma) {
+    EXPECT_EQ(s.handshakes, 1u) << "one queue pair for the peer";
+    EXPECT_EQ(s.live_qps, 1u);
+    EXPECT_EQ(owner_->stats().live_qps, 1u);
+  } else {
+    EXPECT_EQ(s.handshakes, 0u);
+  }
+}
+
+TEST_F(ManagerTest, BadRequestsAreClearErrors) {
+  Memory remote_mem(4096), small(100, 1), src(4096, 2);
+  BufferHandle remote = owner_buffer(remote_mem, "bad");
+  auto local = user_->request_buffer(src);
+  auto local_small = user_->request_buffer(small);
+  ASSERT_TRUE(local && local_small);
+
+  // Unknown buffer id.
+  BufferHandle bogus = *local;
+  bogus.id = 999;
+  EXPECT_RDMA_ERROR(user_->transfer(make_write(bogus, remote)), ErrorCode::kUnknownBuffer,
+                    "999", "unknown");
+  // Size mismatch: a whole-span read needs local >= remote.
+  EXPECT_RDMA_ERROR(user_->transfer(make_read(*local_small, remote)), ErrorCode::kSizeMismatch,
+                    "local span (100 bytes", "remote span (4096 bytes");
+  // Out-of-range offset.
+  EXPECT_RDMA_ERROR(user_->transfer(make_write(*local, remote, 10, 0, 4090)),
+                    ErrorCode::kOutOfBounds, "remote offset 4090", "size 4096");
+  EXPECT_RDMA_ERROR(user_->transfer(make_write(*local, remote, kWholeSpan, 5000)),
+                    ErrorCode::kOutOfBounds, "local offset 5000");
+  // Zero size.
+  EXPECT_RDMA_ERROR(user_->transfer(make_write(*local, remote, 0)), ErrorCode::kInvalidArgument,
+                    "zero-size");
+  EXPECT_RDMA_ERROR(user_->request_buffer(src.addr(), 0), ErrorCode::kInvalidArgument,
+                    "size 0");
+  // A local buffer must belong to the manager asked.
+  EXPECT_RDMA_ERROR(user_->transfer(make_write(remote, *local)), ErrorCode::kInvalidArgument,
+                    "not owned by");
+  // Read-only destination.
+  Memory ro_mem(4096);
+  BufferHandle ro = owner_buffer(ro_mem, "ro", BufferAccess::kReadOnly);
+  EXPECT_RDMA_ERROR(user_->transfer(make_write(*local, ro)), ErrorCode::kInvalidArgument,
+                    "read-only");
+  auto ok_read = user_->transfer(make_read(*local, ro));
+  EXPECT_TRUE(ok_read) << error_message(ok_read.error());
+  // Released buffers: local and remote.
+  ASSERT_TRUE(user_->release(local_small->id));
+  EXPECT_RDMA_ERROR(user_->transfer(make_write(*local_small, remote, 10)), ErrorCode::kReleased,
+                    "released");
+  EXPECT_RDMA_ERROR(user_->release(local_small->id), ErrorCode::kReleased, "released");
+  ASSERT_TRUE(owner_->release(remote.id));
+  auto stale = user_->transfer(make_write(*local, remote));
+  ASSERT_FALSE(stale);
+  if (expected_path() == kPathFallback) {
+    EXPECT_EQ(error_code(stale.error()), ErrorCode::kReleased) << error_message(stale.error());
+  } else {
+    // One-sided: the owner's CPU is not involved; its NIC rejects the dead rkey.
+    EXPECT_EQ(error_code(stale.error()), ErrorCode::kWorkCompletion);
+    EXPECT_NE(error_message(stale.error()).find("remote access error"), std::string::npos)
+        << error_message(stale.error());
+  }
+  EXPECT_EQ(remote_mem.bytes, std::vector<uint8_t>(4096, 0)) << "nothing written after release";
+  // The pair still works after the error.
+  Memory other(4096);
+  BufferHandle other_h = owner_buffer(other, "other");
+  auto again = user_->transfer(make_write(*local, other_h));
+  ASSERT_TRUE(again) << error_message(again.error());
+  EXPECT_EQ(other.bytes, src.bytes);
+}
+
+TEST_F(ManagerTest, LoopbackWithinOneManager) {
+  Memory a(65536, 4), b(65536);
+  auto ha = user_->request_buffer(a);
+  auto hb = user_->request_buffer(b);
+  ASSERT_TRUE(ha && hb);
+  auto w = user_->transfer(make_write(*ha, *hb));
+  ASSERT_TRUE(w) << error_message(w.error());
+  EXPECT_EQ(w->path, expected_path());
+  EXPECT_EQ(a.bytes, b.bytes);
+}
+
+caf::behavior silent(caf::event_based_actor*) {
+  return {[](fetch_atom, uint64_t, uint64_t, uint64_t) -> caf::result<std::vector<uint8_t>> {
+            return caf::delegated<std::vector<uint8_t>>();  // never answers
+          },
+          [](store_atom, uint64_t, uint64_t, std::vector<uint8_t>) -> caf::result<uint64_t> {
+            return caf::delegated<uint64_t>();
+          },
+          [](qp_connect_atom, QpInfoMsg) -> caf::result<QpInfoMsg> {
+            return caf::delegated<QpInfoMsg>();
+          }};
+}
+
+TEST_F(ManagerTest, TimeoutWhenTheOwnerDoesNotAnswer) {
+  Memory src(4096, 1), fake_mem(4096);
+  auto local = user_->request_buffer(src);
+  ASSERT_TRUE(local);
+  // A handle whose "owner" never answers (fallback requests and handshakes hang there).
+  auto mute = user_->node().system().spawn(silent);
+  BufferHandle h = *local;
+  h.id = 1;
+  h.addr = fake_mem.addr();
+  h.owner = mute;
+  h.owner_name = "mute-owner";
+  auto t0 = std::chrono::steady_clock::now();
+  auto w = user_->transfer(make_write(*local, h), 300);
+  auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_RDMA_ERROR(w, ErrorCode::kTimeout, "300 ms");
+  EXPECT_LT(took, 5s);
+  caf::anon_send_exit(mute, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(ManagerTest, ThirtyTwoActorsAtOnce) {
+  constexpr int kActors = 32, kRounds = 4;
+  constexpr uint64_t kSlice = 16 * 1024;
+  Memory remote_mem(kActors * kSlice), src(kActors * kSlice, 23), back(kActors * kSlice);
+  BufferHandle remote = owner_buffer(remote_mem, "many");
+  auto hs = user_->request_buffer(src);
+  auto hb = user_->request_buffer(back);
+  ASSERT_TRUE(hs && hb);
+  std::atomic<int> ok{0}, bad{0};
+  const uint8_t* src_bytes = src.bytes.data();
+  const uint8_t* back_bytes = back.bytes.data();
+  auto worker = [&](caf::event_based_actor* self, int id) -> caf::behavior {
+    auto round = std::make_shared<int>(0);
+    auto step = std::make_shared<std::function<void()>>();
+    *step = [=, &ok, &bad] {
+      uint64_t off = uint64_t(id) * kSlice;
+      self->request(user_->manager(), 60s, transfer_atom::value,
+                    make_write(*hs, remote, kSlice, off, off), uint32_t{30000})
+          .then(
+              [=, &ok, &bad](TransferReply&) {
+                self->request(user_->manager(), 60s, transfer_atom::value,
+                              make_read(*hb, remote, kSlice, off, off), uint32_t{30000})
+                    .then(
+                        [=, &ok, &bad](TransferReply& r) {
+                          bool same =
+                              std::memcmp(back_bytes + off, src_bytes + off, kSlice) == 0;
+                          if (same && r.path == expected_path())
+                            ++ok;
+                          else
+                            ++bad;
+                          if (++*round < kRounds)
+                            (*step)();
+                          else
+                            self->quit();
+                        },
+                        [=, &bad](caf::error&) {
+                          ++bad;
+                          self->quit();
+                        });
+              },
+              [=, &bad](caf::error&) {
+                ++bad;
+                self->quit();
+              });
+    };
+    (*step)();
+    return {};
+  };
+  for (int i = 0; i < kActors; ++i)
+    user_->node().system().spawn(worker, i);
+  auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (ok + bad < kActors * kRounds && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(ok.load(), kActors * kRounds);
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(remote_mem.bytes, src.bytes);
+}
+
+TEST_F(ManagerTest, PeerKilledFailsPendingOpsWithItsName) {
+  Memory remote_mem(8 << 20), src(8 << 20, 7);
+  BufferHandle remote = owner_buffer(remote_mem, "victim");
+  auto local = user_->request_buffer(src);
+  ASSERT_TRUE(local);
+  ASSERT_TRUE(user_->transfer(make_write(*local, remote, 4096)));  // connected
+  // Fire many transfers, kill the owner's manager while they run.
+  std::vector<caf::expected<TransferReply>> replies;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&] {
+      caf::scoped_actor s{user_->node().system()};
+      for (int k = 0; k < 20; ++k) {
+        caf::expected<TransferReply> r{caf::error{}};
+        s->request(user_->manager(), 60s, transfer_atom::value, make_write(*local, remote),
+                   uint32_t{20000})
+            .receive([&](TransferReply& x) { r = x; }, [&](caf::error& e) { r = e; });
+        std::lock_guard<std::mutex> g(mu);
+        replies.push_back(r);
+        if (!r)
+          break;
+      }
+    });
+  std::this_thread::sleep_for(50ms);
+  caf::anon_send_exit(owner_->manager(), caf::exit_reason::kill);
+  auto t0 = std::chrono::steady_clock::now();
+  for (auto& t : threads)
+    t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 25s) << "no hang";
+  int errors = 0;
+  for (auto& r : replies) {
+    if (r)
+      continue;
+    ++errors;
+    EXPECT_EQ(error_code(r.error()), ErrorCode::kPeerUnavailable) << error_message(r.error());
+    EXPECT_NE(error_message(r.error()).find(remote.owner_name), std::string::npos)
+        << error_message(r.error());
+  }
+  EXPECT_GT(errors, 0);
+  // Afterwards: immediate, named error.
+  auto after = user_->transfer(make_write(*local, remote, 16));
+  EXPECT_RDMA_ERROR(after, ErrorCode::kPeerUnavailable, remote.owner_name.c_str(), "down");
+}
+
+// Invariant 2 of actors/detail/manager_state.h: after the release reply the caller may free the
+// memory, so the reply must wait for the transfer that uses the buffer.
+TEST_F(ManagerTest, ReleaseWaitsForTransfersUsingTheBuffer) {
+  Memory remote_mem(32 << 20), src(32 << 20, 8);
+  BufferHandle remote = owner_buffer(remote_mem, "rel");
+  auto local = user_->request_buffer(src);
+  ASSERT_TRUE(local);
+  auto order = std::make_shared<std::vector<std::string>>();
+  auto mu = std::make_shared<std::mutex>();
+  auto push = [order, mu](std::string what) {
+    std::lock_guard<std::mutex> g(*mu);
+    order->push_back(std::move(what));
+  };
+  auto mgr = user_->manager();
+  BufferHandle h = *local;
+  // One sender, so the manager sees the transfer before the release.
+  user_->node().system().spawn([=](caf::event_based_actor* self) {
+    self->request(mgr, 60s, transfer_atom::value, make_write(h, remote), uint32_t{30000})
+        .then([=](TransferReply&) { push("transfer"); },
+              [=](caf::error& e) { push("transfer failed: " + error_message(e)); });
+    self->request(mgr, 60s, release_buffer_atom::value, h.id)
+        .then([=](uint64_t) { push("release"); },
+              [=](caf::error& e) { push("release failed: " + error_message(e)); });
+  });
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    {
+      std::lock_guard<std::mutex> g(*mu);
+      if (order->size() == 2)
+        break;
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  std::lock_guard<std::mutex> g(*mu);
+  ASSERT_EQ(order->size(), 2u);
+  EXPECT_EQ((*order)[0], "transfer");
+  EXPECT_EQ((*order)[1], "release");
+  EXPECT_EQ(remote_mem.bytes, src.bytes);
+}
+
+}  // namespace
+}  // namespace caf_rdma::testing
