@@ -77,8 +77,9 @@ caf::result<uint64_t> ManagerState::release_buffer(uint64_t id) {
   if (!b.ok())
     return to_caf_error(b.error());
   LocalBuffer* buf = *b;
+  // New transfers are refused from now on; transfers accepted before still complete, with the
+  // region registered, and the reply waits for them.
   buf->released = true;
-  buf->rdma.release();  // the op's own copies keep the region until they complete
   uint64_t size = buf->size;
   if (buf->in_use == 0) {
     buffers_.erase(id);

@@ -352,12 +352,8 @@ void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
     return;
   OpTrack& o = it->second.ops[index];
   const TransferOp& op = o.op;
+  // Accepted before any release of the buffer: the entry (and its region) lives until we finish.
   LocalBuffer& local = buffers_.at(op.local.id);
-  if (local.released)
-    return fail_op(ticket, index,
-                   make_rdma_error(ErrorCode::kReleased,
-                                   "local " + describe(op.local) +
-                                       " was released before the transfer could start"));
   RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device};
   LocalSlice slice{local.rdma, op.local_offset, o.length};
   RdmaOp rop = op.kind == static_cast<uint8_t>(TransferKind::kRead)
