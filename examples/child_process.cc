@@ -1,0 +1,131 @@
+#include "examples/child_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <thread>
+
+namespace caf_rdma {
+
+std::string self_executable() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0)
+    return "";
+  buf[n] = '\0';
+  return buf;
+}
+
+Result<ChildProcess> ChildProcess::start(const std::vector<std::string>& argv,
+                                         const std::vector<std::string>& env) {
+  if (argv.empty())
+    return Error(ErrorCode::kInvalidArgument, "ChildProcess::start without argv");
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    return Error(ErrorCode::kInternal, std::string("pipe2 failed: ") + std::strerror(errno));
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return Error(ErrorCode::kInternal, std::string("fork failed: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    ::dup2(fds[1], STDOUT_FILENO);
+    for (const auto& e : env)
+      ::putenv(const_cast<char*>(e.c_str()));
+    std::vector<char*> args;
+    for (const auto& a : argv)
+      args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    std::fprintf(stderr, "exec %s failed: %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  ChildProcess c;
+  c.pid_ = pid;
+  c.stdout_fd_ = fds[0];
+  c.name_ = argv[0].substr(argv[0].rfind('/') + 1);
+  for (size_t i = 1; i < argv.size(); ++i)
+    c.name_ += " " + argv[i];
+  return c;
+}
+
+ChildProcess::ChildProcess(ChildProcess&& other) noexcept { *this = std::move(other); }
+
+ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
+  std::swap(pid_, other.pid_);
+  std::swap(stdout_fd_, other.stdout_fd_);
+  std::swap(name_, other.name_);
+  std::swap(buffer_, other.buffer_);
+  std::swap(exit_code_, other.exit_code_);
+  return *this;
+}
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0 && !exit_code_) {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  if (stdout_fd_ >= 0)
+    ::close(stdout_fd_);
+}
+
+Result<std::string> ChildProcess::read_line(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    auto nl = buffer_.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = buffer_.substr(0, nl);
+      buffer_.erase(0, nl + 1);
+      return line;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return Error(ErrorCode::kTimeout, "no line from '" + name_ + "' within " +
+                                            std::to_string(timeout.count()) + " ms");
+    pollfd p{stdout_fd_, POLLIN, 0};
+    int rc = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (rc < 0 && errno != EINTR)
+      return Error(ErrorCode::kInternal, std::string("poll failed: ") + std::strerror(errno));
+    if (rc <= 0)
+      continue;
+    char buf[4096];
+    ssize_t n = ::read(stdout_fd_, buf, sizeof(buf));
+    if (n <= 0)
+      return Error(ErrorCode::kPeerUnavailable, "'" + name_ + "' closed its output (exited?)");
+    buffer_.append(buf, static_cast<size_t>(n));
+  }
+}
+
+std::optional<int> ChildProcess::wait_for(std::chrono::milliseconds timeout) {
+  if (exit_code_)
+    return exit_code_;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    int status = 0;
+    pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return exit_code_;
+    }
+    if (std::chrono::steady_clock::now() >= deadline)
+      return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+void ChildProcess::kill(int signal) {
+  if (pid_ > 0 && !exit_code_)
+    ::kill(pid_, signal);
+}
+
+}  // namespace caf_rdma

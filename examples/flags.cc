@@ -1,0 +1,56 @@
+#include "examples/flags.h"
+
+namespace caf_rdma {
+
+Result<Flags> Flags::parse(int argc, char** argv, const std::set<std::string>& valued,
+                           const std::set<std::string>& switches) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (valued.count(a)) {
+      if (i + 1 >= argc)
+        return Error(ErrorCode::kInvalidArgument, a + " needs a value");
+      f.values_[a] = argv[++i];
+    } else if (switches.count(a)) {
+      f.switches_.insert(a);
+    } else {
+      return Error(ErrorCode::kInvalidArgument, "unknown argument '" + a + "' (try --help)");
+    }
+  }
+  return f;
+}
+
+bool Flags::has(const std::string& name) const {
+  return switches_.count(name) > 0 || values_.count(name) > 0;
+}
+
+std::string Flags::get(const std::string& name, const std::string& fallback) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? fallback : it->second;
+}
+
+Result<uint64_t> Flags::get_u64(const std::string& name, uint64_t fallback) const {
+  auto it = values_.find(name);
+  if (it == values_.end())
+    return fallback;
+  const std::string& v = it->second;
+  size_t used = 0;
+  uint64_t n = 0;
+  try {
+    n = std::stoull(v, &used);
+  } catch (const std::exception&) {
+    return Error(ErrorCode::kInvalidArgument, name + " '" + v + "' is not a number");
+  }
+  std::string suffix = v.substr(used);
+  if (suffix == "K" || suffix == "k")
+    n <<= 10;
+  else if (suffix == "M" || suffix == "m")
+    n <<= 20;
+  else if (suffix == "G" || suffix == "g")
+    n <<= 30;
+  else if (!suffix.empty())
+    return Error(ErrorCode::kInvalidArgument, name + " '" + v + "' has an unknown suffix");
+  return n;
+}
+
+}  // namespace caf_rdma

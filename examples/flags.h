@@ -1,0 +1,29 @@
+// Minimal command-line flags for the examples: "--name value" pairs and bare "--switch"es.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+
+#include "primitives/status.h"
+
+namespace caf_rdma {
+
+class Flags {
+public:
+  /// `valued` lists the flags that take a value; any other "--x" is a switch.
+  static Result<Flags> parse(int argc, char** argv, const std::set<std::string>& valued,
+                             const std::set<std::string>& switches);
+
+  bool has(const std::string& name) const;
+  std::string get(const std::string& name, const std::string& fallback) const;
+  /// The value as an unsigned integer (accepts K/M/G suffixes); errors name the flag.
+  Result<uint64_t> get_u64(const std::string& name, uint64_t fallback) const;
+
+private:
+  std::map<std::string, std::string> values_;
+  std::set<std::string> switches_;
+};
+
+}  // namespace caf_rdma
