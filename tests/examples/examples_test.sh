@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Runs the multi-process examples end to end and checks that they verified every byte on the
+# expected path: CAF_RDMA_TRANSPORT=fallback (native lane) or rdma (rdma-tagged, in the VM).
+# Writes one test case per example run into $XML_OUTPUT_FILE, so skips and failures show up in
+# tests/run_tests.sh's listing.
+set -uo pipefail
+mode=${CAF_RDMA_TRANSPORT:-fallback}
+bin=${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-caf_rdma}/examples
+xml=${XML_OUTPUT_FILE:-/dev/null}
+cases=()
+failures=0
+skipped=0
+
+record() {  # name status(passed|failed|skipped) message
+  local body=""
+  case $2 in
+    failed) body="<failure message=\"$(printf '%s' "$3" | sed 's/&/\&amp;/g; s/"/\&quot;/g; s/</\&lt;/g')\"/>" ;;
+    skipped) body="<skipped message=\"$3\"/>" ;;
+  esac
+  cases+=("<testcase classname=\"Examples_${mode}\" name=\"$1\" status=\"run\" result=\"$2\">$body</testcase>")
+}
+
+write_xml() {
+  {
+    echo '<?xml version="1.0" encoding="UTF-8"?>'
+    echo "<testsuites tests=\"${#cases[@]}\" failures=\"$failures\" skipped=\"$skipped\">"
+    echo "<testsuite name=\"Examples_${mode}\" tests=\"${#cases[@]}\" failures=\"$failures\" skipped=\"$skipped\">"
+    printf '%s\n' "${cases[@]}"
+    echo "</testsuite></testsuites>"
+  } > "$xml"
+}
+
+if [ "$mode" = rdma ] && [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
+  reason="no RDMA device on this host (run bazel test --config=rxe //... for the Soft-RoCE VM)"
+  if [ "${CAF_RDMA_REQUIRE_DEVICE:-}" = 1 ]; then
+    echo "FAILED: CAF_RDMA_REQUIRE_DEVICE=1 but $reason"
+    exit 1
+  fi
+  echo "*** SKIPPED: $reason ***"
+  skipped=2
+  record ping_pong skipped "$reason"
+  record parameter_server skipped "$reason"
+  write_xml
+  exit 0
+fi
+
+run() {  # name expected-line command...
+  local name=$1 expect=$2; shift 2
+  echo "=== $name: $*"
+  local out
+  out=$(timeout 300 "$@" 2>&1)
+  local rc=$?
+  echo "$out"
+  if [ $rc -ne 0 ]; then
+    failures=$((failures + 1)); record "$name" failed "exit code $rc"
+  elif ! grep -q -- "$expect" <<<"$out"; then
+    failures=$((failures + 1)); record "$name" failed "output lacks '$expect'"
+  else
+    record "$name" passed ""
+  fi
+}
+
+run ping_pong "(path $mode), read them back (path $mode): verified" "$bin/ping_pong" --size 4M
+run parameter_server "parameter_server: OK" "$bin/parameter_server" --workers 3 --steps 4 --size 1M
+if [ $failures -eq 0 ] && ! grep -q "path $mode" <<<"$("$bin/parameter_server" --workers 2 --steps 2 --size 64K 2>&1)"; then
+  failures=$((failures + 1)); record parameter_server_path failed "workers did not report path $mode"
+else
+  record parameter_server_path passed ""
+fi
+write_xml
+echo "examples ($mode): $failures failed"
+[ $failures -eq 0 ]
