@@ -2,6 +2,7 @@
 // the handle directory.
 #include "actors/rdma_manager_actor.h"
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -33,6 +34,24 @@ Result<ManagerOptions> ManagerOptions::from_env() {
                                                     kEnvTransport + "='" + v +
                                                     "' must be auto, rdma or fallback");
   }
+  auto number = [](const char* var, uint64_t lo, uint64_t hi, uint64_t& out) -> Status {
+    const char* v = std::getenv(var);
+    if (v == nullptr || *v == '\0')
+      return {};
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long n = std::strtoull(v, &end, 10);
+    if (errno != 0 || *end != '\0' || n < lo || n > hi)
+      return Error(ErrorCode::kInvalidArgument, std::string("environment variable ") + var +
+                                                    "='" + v + "' is not an integer in " +
+                                                    std::to_string(lo) + ".." + std::to_string(hi));
+    out = n;
+    return {};
+  };
+  uint64_t window = o.fallback_window;
+  CAF_RDMA_RETURN_IF_ERROR(number(kEnvFallbackChunk, 4096, 1ull << 30, o.fallback_chunk_bytes));
+  CAF_RDMA_RETURN_IF_ERROR(number(kEnvFallbackWindow, 1, 1024, window));
+  o.fallback_window = static_cast<uint32_t>(window);
   return o;
 }
 

@@ -14,6 +14,9 @@ namespace caf_rdma {
 
 /// Environment variable choosing the transport: "auto" (default), "rdma", "fallback".
 constexpr const char* kEnvTransport = "CAF_RDMA_TRANSPORT";
+/// Fallback transport: bytes per CAF message (default 4 MiB) and messages in flight (8).
+constexpr const char* kEnvFallbackChunk = "CAF_RDMA_FALLBACK_CHUNK";
+constexpr const char* kEnvFallbackWindow = "CAF_RDMA_FALLBACK_WINDOW";
 
 enum class TransportMode : uint8_t {
   kAuto,      ///< RDMA where both sides have a device on the same kind of fabric, else fallback
@@ -36,7 +39,8 @@ struct ManagerOptions {
   /// How this manager names itself in handles and messages (e.g. "host:port").
   std::string name;
 
-  /// Defaults, then CAF_RDMA_TRANSPORT and the IbverbsConfig variables (CAF_RDMA_DEVICE, ...).
+  /// Defaults, then CAF_RDMA_TRANSPORT, CAF_RDMA_FALLBACK_CHUNK, CAF_RDMA_FALLBACK_WINDOW and
+  /// the IbverbsConfig variables (CAF_RDMA_DEVICE, ...).
   static Result<ManagerOptions> from_env();
 };
 

@@ -33,13 +33,16 @@ Result<uint64_t> Flags::get_u64(const std::string& name, uint64_t fallback) cons
   auto it = values_.find(name);
   if (it == values_.end())
     return fallback;
-  const std::string& v = it->second;
+  return parse_u64(it->second, name);
+}
+
+Result<uint64_t> Flags::parse_u64(const std::string& v, const std::string& what) {
   size_t used = 0;
   uint64_t n = 0;
   try {
     n = std::stoull(v, &used);
   } catch (const std::exception&) {
-    return Error(ErrorCode::kInvalidArgument, name + " '" + v + "' is not a number");
+    return Error(ErrorCode::kInvalidArgument, what + " '" + v + "' is not a number");
   }
   std::string suffix = v.substr(used);
   if (suffix == "K" || suffix == "k")
@@ -49,7 +52,7 @@ Result<uint64_t> Flags::get_u64(const std::string& name, uint64_t fallback) cons
   else if (suffix == "G" || suffix == "g")
     n <<= 30;
   else if (!suffix.empty())
-    return Error(ErrorCode::kInvalidArgument, name + " '" + v + "' has an unknown suffix");
+    return Error(ErrorCode::kInvalidArgument, what + " '" + v + "' has an unknown suffix");
   return n;
 }
 

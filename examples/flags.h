@@ -21,6 +21,9 @@ public:
   /// The value as an unsigned integer (accepts K/M/G suffixes); errors name the flag.
   Result<uint64_t> get_u64(const std::string& name, uint64_t fallback) const;
 
+  /// "64K" -> 65536; `what` names the value in errors.
+  static Result<uint64_t> parse_u64(const std::string& text, const std::string& what);
+
 private:
   std::map<std::string, std::string> values_;
   std::set<std::string> switches_;

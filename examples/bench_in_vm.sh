@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs inside the Soft-RoCE VM (see run_bench.sh): perftest, then rdma_bench, raw outputs to OUT.
+set -uo pipefail
+mode=$1 out=$2 bin=$3
+if [ "$mode" = long ]; then
+  sizes="4096 16384 65536 262144 1048576 4194304 16777216 67108864"; bw_bytes=$((512 << 20)); lat_iters=1000
+else
+  sizes="65536 1048576"; bw_bytes=$((64 << 20)); lat_iters=300
+fi
+server_ip=10.99.0.1
+perf_pair() {  # tool args... ; server on rxe0, client on rxe1
+  local tool=$1; shift
+  timeout 300 "$tool" -d rxe0 -x 1 -F "$@" > "$out/srv.log" 2>&1 &
+  local spid=$!
+  sleep 1
+  timeout 300 "$tool" -d rxe1 -x 1 -F "$@" $server_ip
+  wait $spid
+}
+: > "$out/perftest.txt"
+for s in $sizes; do
+  n=$(( bw_bytes / s )); [ $n -lt 20 ] && n=20; [ $n -gt 5000 ] && n=5000
+  echo "== ib_write_bw $s" >> "$out/perftest.txt"
+  perf_pair ib_write_bw -s "$s" -n "$n" >> "$out/perftest.txt" 2>&1
+  echo "== ib_read_bw $s" >> "$out/perftest.txt"
+  perf_pair ib_read_bw -s "$s" -n "$n" >> "$out/perftest.txt" 2>&1
+done
+echo "== ib_read_lat 8" >> "$out/perftest.txt"
+perf_pair ib_read_lat -s 8 -n "$lat_iters" >> "$out/perftest.txt" 2>&1
+echo "== ib_write_lat 8" >> "$out/perftest.txt"
+perf_pair ib_write_lat -s 8 -n "$lat_iters" >> "$out/perftest.txt" 2>&1
+csv_sizes=$(echo $sizes | tr ' ' ',')
+CAF_RDMA_DEVICE=rxe1 /usr/bin/time -v "$bin" --paths components,actor,fallback,tcp --sizes "$csv_sizes" \
+  --bytes-per-size "$bw_bytes" --lat-iters "$lat_iters" --peer-device rxe0 \
+  > "$out/rdma_bench.txt" 2> "$out/rdma_bench.err"
+rc=$?
+cat "$out/rdma_bench.txt"
+grep -E "Maximum resident|Elapsed" "$out/rdma_bench.err" || true
+[ $rc -eq 0 ] || { echo "rdma_bench failed:"; tail -20 "$out/rdma_bench.err"; }
+exit $rc

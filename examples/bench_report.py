@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Turns the raw outputs of bench_in_vm.sh into a table, ratio lines, a CSV and a PNG plot.
+
+usage: bench_report.py OUTDIR   (reads perftest.txt and rdma_bench.txt there)
+"""
+import csv
+import os
+import sys
+
+
+def parse_perftest(path):
+    bw = {}   # (op, size) -> MB/s
+    lat = {}  # op -> (typical_us, p99_us)
+    tool = None
+    for line in open(path, errors="replace"):
+        if line.startswith("== "):
+            tool = line.split()[1]
+            continue
+        parts = line.split()
+        if len(parts) < 5 or not parts[0].isdigit():
+            continue
+        size = int(parts[0])
+        if tool in ("ib_write_bw", "ib_read_bw"):
+            bw[(tool[3:].split("_")[0], size)] = float(parts[3])  # BW average [MB/sec]
+        elif tool in ("ib_read_lat", "ib_write_lat") and len(parts) >= 8:
+            # bytes iters t_min t_max t_typical t_avg t_stdev 99% 99.9%
+            lat[tool[3:].split("_")[0]] = (float(parts[4]), float(parts[7]))
+    return bw, lat
+
+
+def parse_bench(path):
+    bw, lat, extra = {}, {}, {}
+    for line in open(path):
+        p = line.split()
+        if not p:
+            continue
+        if p[0] == "bw":
+            bw[(p[1], p[2], int(p[3]))] = float(p[4])
+        elif p[0] == "lat":
+            lat[(p[1], p[2])] = (float(p[4]), float(p[5]))
+        elif p[0] == "reg":
+            extra["reg_first_us"] = float(p[3])
+            extra["reg_cached_us"] = float(p[5])
+        elif p[0] == "peak_rss_kb":
+            extra["peak_rss_kb"] = int(p[1])
+        elif p[0] == "registered_bytes":
+            extra["registered_bytes_" + p[1]] = int(p[2])
+    return bw, lat, extra
+
+
+def human(n):
+    for unit, div in (("M", 1 << 20), ("K", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div}{unit}"
+    return str(n)
+
+
+def main():
+    out = sys.argv[1]
+    pbw, plat = parse_perftest(os.path.join(out, "perftest.txt"))
+    bw, lat, extra = parse_bench(os.path.join(out, "rdma_bench.txt"))
+    rows = []
+    ratios = []
+    sizes = sorted({s for (_, _, s) in bw})
+    print(f"{'op':6} {'size':>6} {'perftest':>10} {'components':>11} {'actor':>9} {'fallback':>9} "
+          f"{'tcp':>8}  {'comp/pt':>7} {'actor/pt':>8} {'fb/tcp':>7}   (MB/s)")
+    for op in ("write", "read"):
+        for s in sizes:
+            ref = pbw.get((op, s))
+            c = bw.get(("components", op, s))
+            a = bw.get(("actor", op, s))
+            f = bw.get(("fallback", op, s))
+            t = bw.get(("tcp", "write", s))
+            r = lambda x, y: (x / y) if (x and y) else None
+            fmt = lambda v: f"{v:.1f}" if v is not None else "-"
+            fr = lambda v: f"{v:.2f}" if v is not None else "-"
+            print(f"{op:6} {human(s):>6} {fmt(ref):>10} {fmt(c):>11} {fmt(a):>9} {fmt(f):>9} "
+                  f"{fmt(t):>8}  {fr(r(c, ref)):>7} {fr(r(a, ref)):>8} {fr(r(f, t)):>7}")
+            rows.append({"op": op, "size": s, "perftest_MBps": ref, "components_MBps": c,
+                         "actor_MBps": a, "fallback_MBps": f, "tcp_MBps": t})
+            if a and ref and s >= 65536:
+                ratios.append((f"actor_{op}_bw_{human(s)}_vs_ib_{op}_bw", a / ref))
+            if f and t and s == max(sizes):
+                ratios.append((f"fallback_{op}_bw_{human(s)}_vs_tcp_loopback", f / t))
+    print()
+    print(f"{'latency 8 B':28} {'median us':>10} {'p99 us':>8}")
+    for op in ("read", "write"):
+        if op in plat:
+            print(f"{'ib_' + op + '_lat (typical)':28} {plat[op][0]:>10.2f} {plat[op][1]:>8.2f}")
+        for path in ("components", "actor", "fallback"):
+            if (path, op) in lat:
+                m, p = lat[(path, op)]
+                print(f"{path + ' ' + op:28} {m:>10.2f} {p:>8.2f}")
+                if op in plat:
+                    ratios.append((f"{path}_{op}_lat_median_vs_ib_{op}_lat", m / plat[op][0]))
+    if "reg_first_us" in extra:
+        print(f"\nregistration of 64 MiB: first {extra['reg_first_us']:.1f} us, "
+              f"cached {extra['reg_cached_us']:.3f} us")
+        ratios.append(("registration_first_vs_cached_speedup",
+                       extra["reg_first_us"] / max(extra["reg_cached_us"], 1e-3)))
+    for k, v in sorted(extra.items()):
+        if k.startswith("registered_bytes") or k == "peak_rss_kb":
+            print(f"{k} {v}")
+    with open(os.path.join(out, "bench.csv"), "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()) if rows else ["op"])
+        w.writeheader()
+        w.writerows(rows)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        for ax, op in zip(axes, ("write", "read")):
+            for key, label in (("perftest_MBps", f"ib_{op}_bw"), ("components_MBps", "components"),
+                               ("actor_MBps", "actor"), ("fallback_MBps", "fallback"),
+                               ("tcp_MBps", "raw TCP loopback")):
+                pts = [(r["size"], r[key]) for r in rows if r["op"] == op and r[key]]
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("message size (bytes)")
+            ax.set_ylabel("MB/s")
+            ax.set_title(f"RDMA {op.upper()} bandwidth (Soft-RoCE in TCG VM)")
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "bench.png"), dpi=110)
+        print(f"\nplot: {os.path.join(out, 'bench.png')}  csv: {os.path.join(out, 'bench.csv')}")
+    except ImportError:
+        print("\n(matplotlib missing: no plot)")
+    print()
+    for name, value in ratios:
+        print(f"ratio {name} {value:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,392 @@
+// rdma_bench: bandwidth and latency of caf-rdma's three paths, plus the references they are
+// compared with (bench/run_bench.sh runs perftest in the same VM boot).
+//
+// Paths:
+//   components  RdmaQueuePair directly: ops submitted asynchronously, completions polled here
+//   actor       requests through RdmaManagerActor (two nodes, handles over TCP loopback)
+//   fallback    the same requests with CAF_RDMA_TRANSPORT=fallback (bytes in CAF messages)
+//   tcp         a raw TCP stream over loopback (the fallback's reference)
+// Output: one line per figure, machine-readable:
+//   bw <path> <write|read> <bytes> <MB/s>
+//   lat <path> <read|write> 8 <median_us> <p99_us>
+//   reg <bytes> first_us <x> cached_us <y>
+//   registered_bytes <path> <n>          (after all iterations: bounded, not growing)
+//   peak_rss_kb <n>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "actors/rdma_client.h"
+#include "actors/rdma_node.h"
+#include "components/rdma_domain.h"
+#include "components/rdma_queue_pair.h"
+#include "examples/flags.h"
+
+using namespace caf_rdma;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: rdma_bench [--paths components,actor,fallback,tcp] [--sizes 4K,64K,1M,64M]\n"
+    "                  [--bytes-per-size BYTES] [--lat-iters N] [--peer-device NAME]\n"
+    "  Bandwidth (RDMA WRITE and READ) per message size and 8-byte latency (median, p99) for\n"
+    "  each path; registration cache timing; peak RSS. The local side uses CAF_RDMA_DEVICE\n"
+    "  (default: first active device), the remote side --peer-device (default: the same).\n"
+    "  Defaults: all paths, sizes 4K..64M by powers of 4, 256 MiB per size, 1000 latency iters.\n";
+
+struct Options {
+  std::vector<std::string> paths{"components", "actor", "fallback", "tcp"};
+  std::vector<uint64_t> sizes{4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20,
+                              16 << 20, 64 << 20};
+  uint64_t bytes_per_size = 256ull << 20;
+  uint32_t lat_iters = 1000;
+  std::string peer_device;
+};
+
+double mbps(uint64_t bytes, Clock::duration d) {
+  return double(bytes) / 1e6 / std::chrono::duration<double>(d).count();
+}
+
+uint64_t iterations(const Options& o, uint64_t size) {
+  return std::max<uint64_t>(4, o.bytes_per_size / size);
+}
+
+void print_lat(const char* path, const char* op, std::vector<double>& us) {
+  std::sort(us.begin(), us.end());
+  double median = us[us.size() / 2];
+  double p99 = us[std::min(us.size() - 1, us.size() * 99 / 100)];
+  std::printf("lat %s %s 8 %.2f %.2f\n", path, op, median, p99);
+  std::fflush(stdout);
+}
+
+// -- components --------------------------------------------------------------------------------
+
+int bench_components(const Options& o) {
+  auto config = IbverbsConfig::from_env();
+  if (!config.ok())
+    return std::fprintf(stderr, "%s\n", config.error().to_string().c_str()), 1;
+  auto local = RdmaDomain::open(*config);
+  IbverbsConfig peer_config = *config;
+  if (!o.peer_device.empty())
+    peer_config.device_name = o.peer_device;
+  auto peer = RdmaDomain::open(peer_config);
+  if (!local.ok() || !peer.ok())
+    return std::fprintf(stderr, "components: %s\n",
+                        (!local.ok() ? local.error() : peer.error()).to_string().c_str()), 1;
+  auto a = RdmaQueuePair::create(*local);
+  auto b = RdmaQueuePair::create(*peer);
+  if (!a.ok() || !b.ok() || !RdmaQueuePair::connect_pair(**a, **b).ok())
+    return std::fprintf(stderr, "components: queue pair setup failed\n"), 1;
+  uint64_t max_size = *std::max_element(o.sizes.begin(), o.sizes.end());
+  std::vector<uint8_t> src(max_size, 1), dst(max_size, 0);
+  auto hs = (*local)->register_buffer(src.data(), max_size);
+  auto hd = (*peer)->register_buffer(dst.data(), max_size);
+  if (!hs.ok() || !hd.ok())
+    return std::fprintf(stderr, "components: registration failed\n"), 1;
+  for (const char* op : {"write", "read"}) {
+    for (uint64_t size : o.sizes) {
+      uint64_t n = iterations(o, size);
+      std::atomic<uint64_t> done{0}, failed{0};
+      auto t0 = Clock::now();
+      for (uint64_t i = 0; i < n; ++i) {
+        RdmaOp rop = std::strcmp(op, "write") == 0
+                         ? RdmaOp::write({*hs, 0, size}, hd->remote())
+                         : RdmaOp::read({*hs, 0, size}, hd->remote());
+        Status st = (*a)->submit(std::move(rop), [&](OpResult r) {
+          if (!r.status.ok())
+            ++failed;
+          ++done;
+        });
+        if (!st.ok())
+          return std::fprintf(stderr, "components: %s\n", st.error().to_string().c_str()), 1;
+        // Keep completions flowing while submitting.
+        if ((i & 15) == 15)
+          (*a)->progress();
+      }
+      while (done < n)
+        (*a)->progress();
+      auto dt = Clock::now() - t0;
+      if (failed > 0)
+        return std::fprintf(stderr, "components: %llu ops failed\n",
+                            static_cast<unsigned long long>(failed.load())), 1;
+      std::printf("bw components %s %llu %.1f\n", op, static_cast<unsigned long long>(size),
+                  mbps(n * size, dt));
+      std::fflush(stdout);
+    }
+  }
+  for (const char* op : {"read", "write"}) {
+    std::vector<double> us;
+    for (uint32_t i = 0; i < o.lat_iters + 10; ++i) {
+      RdmaOp rop = std::strcmp(op, "read") == 0 ? RdmaOp::read({*hs, 0, 8}, hd->remote())
+                                                : RdmaOp::write({*hs, 0, 8}, hd->remote());
+      auto t0 = Clock::now();
+      OpResult r = (*a)->execute(std::move(rop), std::chrono::seconds(10));
+      auto dt = Clock::now() - t0;
+      if (!r.status.ok())
+        return std::fprintf(stderr, "components: %s\n", r.status.error().to_string().c_str()), 1;
+      if (i >= 10)
+        us.push_back(std::chrono::duration<double, std::micro>(dt).count());
+    }
+    print_lat("components", op, us);
+  }
+  // Registration cache: a first registration of fresh memory vs. one inside a live region.
+  std::vector<uint8_t> fresh(64 << 20, 3);
+  auto t0 = Clock::now();
+  auto first = (*local)->register_buffer(fresh.data(), fresh.size());
+  auto t1 = Clock::now();
+  double cached_us = 0;
+  for (int i = 0; i < 1000; ++i) {
+    auto c0 = Clock::now();
+    auto again = (*local)->register_buffer(fresh.data() + 4096 * (i % 100), 1 << 20);
+    cached_us += std::chrono::duration<double, std::micro>(Clock::now() - c0).count();
+    if (!again.ok() || again->rkey() != first->rkey())
+      return std::fprintf(stderr, "components: cache miss on a covered range\n"), 1;
+  }
+  std::printf("reg %zu first_us %.1f cached_us %.3f\n", fresh.size(),
+              std::chrono::duration<double, std::micro>(t1 - t0).count(), cached_us / 1000);
+  std::printf("registered_bytes components %llu\n",
+              static_cast<unsigned long long>((*local)->registration_stats().registered_bytes));
+  std::fflush(stdout);
+  return 0;
+}
+
+// -- actor and fallback ------------------------------------------------------------------------
+
+int bench_manager(const Options& o, bool fallback) {
+  const char* path = fallback ? "fallback" : "actor";
+  auto base = ManagerOptions::from_env();
+  if (!base.ok())
+    return std::fprintf(stderr, "%s\n", base.error().to_string().c_str()), 1;
+  uint64_t max_size = *std::max_element(o.sizes.begin(), o.sizes.end());
+  std::vector<uint8_t> src(max_size, 1), dst(max_size, 0);  // outlive the nodes
+  NodeOptions user_opts, owner_opts;
+  user_opts.manager = *base;
+  owner_opts.manager = *base;
+  if (!o.peer_device.empty())
+    owner_opts.manager.ibverbs.device_name = o.peer_device;
+  auto mode = fallback ? TransportMode::kFallback : TransportMode::kRdma;
+  user_opts.manager.mode = owner_opts.manager.mode = mode;
+  auto owner = RdmaNode::start(owner_opts);
+  auto user = RdmaNode::start(user_opts);
+  if (!owner.ok() || !user.ok())
+    return std::fprintf(stderr, "%s: %s\n", path,
+                        (!owner.ok() ? owner.error() : user.error()).to_string().c_str()), 1;
+  auto owner_proxy = (*user)->remote_manager("127.0.0.1", (*owner)->port());
+  if (!owner_proxy.ok())
+    return std::fprintf(stderr, "%s: %s\n", path, owner_proxy.error().to_string().c_str()), 1;
+  RdmaClient owner_client((*owner)->system(), (*owner)->manager());
+  RdmaClient remote((*user)->system(), *owner_proxy);
+  RdmaClient me((*user)->system(), (*user)->manager());
+  auto hd = owner_client.request_buffer(dst.data(), max_size);
+  if (!hd.ok() || !owner_client.put("dst", *hd).ok())
+    return std::fprintf(stderr, "%s: owner registration failed\n", path), 1;
+  auto target = remote.get("dst", 5000);
+  auto hs = me.request_buffer(src.data(), max_size);
+  if (!target.ok() || !hs.ok())
+    return std::fprintf(stderr, "%s: setup failed\n", path), 1;
+  // Warm up: the handshake happens here, not in the measurement.
+  if (auto w = me.write(*hs, *target, 30000, 8); !w.ok() || w->path != (fallback ? kPathFallback : kPathRdma))
+    return std::fprintf(stderr, "%s: warm-up failed: %s\n", path,
+                        w.ok() ? ("path " + w->path).c_str() : w.error().to_string().c_str()), 1;
+  for (const char* op : {"write", "read"}) {
+    for (uint64_t size : o.sizes) {
+      uint64_t n = iterations(o, size);
+      if (fallback)
+        n = std::max<uint64_t>(2, std::min<uint64_t>(n, (512ull << 20) / size));
+      // Batches of up to 64 ops keep the pipe full, as ib_write_bw's tx-depth does.
+      uint64_t per_batch = std::min<uint64_t>(64, n);
+      auto t0 = Clock::now();
+      uint64_t sent = 0;
+      while (sent < n) {
+        uint64_t k = std::min(per_batch, n - sent);
+        std::vector<TransferOp> ops;
+        for (uint64_t i = 0; i < k; ++i)
+          ops.push_back(std::strcmp(op, "write") == 0 ? make_write(*hs, *target, size)
+                                                      : make_read(*hs, *target, size));
+        auto r = me.batch(ops, 120000);
+        if (!r.ok())
+          return std::fprintf(stderr, "%s: %s\n", path, r.error().to_string().c_str()), 1;
+        for (auto& out : *r)
+          if (!out.ok())
+            return std::fprintf(stderr, "%s: %s\n", path, out.message.c_str()), 1;
+        sent += k;
+      }
+      auto dt = Clock::now() - t0;
+      std::printf("bw %s %s %llu %.1f\n", path, op, static_cast<unsigned long long>(size),
+                  mbps(n * size, dt));
+      std::fflush(stdout);
+    }
+  }
+  for (const char* op : {"read", "write"}) {
+    std::vector<double> us;
+    uint32_t iters = fallback ? std::min<uint32_t>(o.lat_iters, 300) : o.lat_iters;
+    for (uint32_t i = 0; i < iters + 10; ++i) {
+      auto t0 = Clock::now();
+      auto r = std::strcmp(op, "read") == 0 ? me.read(*hs, *target, 10000, 8)
+                                            : me.write(*hs, *target, 10000, 8);
+      auto dt = Clock::now() - t0;
+      if (!r.ok())
+        return std::fprintf(stderr, "%s: %s\n", path, r.error().to_string().c_str()), 1;
+      if (i >= 10)
+        us.push_back(std::chrono::duration<double, std::micro>(dt).count());
+    }
+    print_lat(path, op, us);
+  }
+  auto stats = me.stats();
+  if (stats.ok())
+    std::printf("registered_bytes %s %llu\n", path,
+                static_cast<unsigned long long>(stats->registered_bytes));
+  std::fflush(stdout);
+  return 0;
+}
+
+// -- raw TCP -----------------------------------------------------------------------------------
+
+int bench_tcp(const Options& o) {
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(listener, 1) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    return std::fprintf(stderr, "tcp: cannot listen on loopback\n"), 1;
+  for (uint64_t size : o.sizes) {
+    if (size < (1 << 20))
+      continue;
+    uint64_t n = std::max<uint64_t>(4, std::min<uint64_t>(iterations(o, size), (1ull << 30) / size));
+    std::thread receiver([&] {
+      int c = ::accept(listener, nullptr, nullptr);
+      std::vector<uint8_t> buf(size);
+      uint64_t total = 0;
+      while (total < n * size) {
+        ssize_t r = ::recv(c, buf.data(), std::min<uint64_t>(buf.size(), n * size - total), 0);
+        if (r <= 0)
+          break;
+        total += static_cast<uint64_t>(r);
+      }
+      ::send(c, "k", 1, 0);
+      ::close(c);
+    });
+    int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0)
+      return std::fprintf(stderr, "tcp: connect failed\n"), 1;
+    std::vector<uint8_t> buf(size, 7);
+    auto t0 = Clock::now();
+    for (uint64_t i = 0; i < n; ++i) {
+      uint64_t sent = 0;
+      while (sent < size) {
+        ssize_t w = ::send(s, buf.data() + sent, size - sent, 0);
+        if (w <= 0)
+          return std::fprintf(stderr, "tcp: send failed\n"), 1;
+        sent += static_cast<uint64_t>(w);
+      }
+    }
+    char ack;
+    (void) ::recv(s, &ack, 1, 0);
+    auto dt = Clock::now() - t0;
+    ::close(s);
+    receiver.join();
+    std::printf("bw tcp write %llu %.1f\n", static_cast<unsigned long long>(size),
+                mbps(n * size, dt));
+    std::fflush(stdout);
+  }
+  ::close(listener);
+  return 0;
+}
+
+Result<std::vector<std::string>> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty())
+      out.push_back(item);
+  if (out.empty())
+    return Error(ErrorCode::kInvalidArgument, "empty list '" + text + "'");
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto flags = Flags::parse(argc, argv,
+                            {"--paths", "--sizes", "--bytes-per-size", "--lat-iters",
+                             "--peer-device"},
+                            {"--help", "-h"});
+  if (!flags.ok()) {
+    std::fprintf(stderr, "rdma_bench: %s\n%s", flags.error().message().c_str(), kUsage);
+    return 2;
+  }
+  if (flags->has("--help") || flags->has("-h")) {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  Options o;
+  if (flags->has("--paths")) {
+    auto paths = split(flags->get("--paths", ""));
+    if (!paths.ok()) {
+      std::fprintf(stderr, "rdma_bench: --paths: %s\n", paths.error().message().c_str());
+      return 2;
+    }
+    o.paths = *paths;
+  }
+  if (flags->has("--sizes")) {
+    auto sizes = split(flags->get("--sizes", ""));
+    if (!sizes.ok()) {
+      std::fprintf(stderr, "rdma_bench: --sizes: %s\n", sizes.error().message().c_str());
+      return 2;
+    }
+    o.sizes.clear();
+    for (const auto& text : *sizes) {
+      auto v = Flags::parse_u64(text, "--sizes");
+      if (!v.ok() || *v == 0) {
+        std::fprintf(stderr, "rdma_bench: bad size '%s'\n", text.c_str());
+        return 2;
+      }
+      o.sizes.push_back(*v);
+    }
+  }
+  auto bps = flags->get_u64("--bytes-per-size", o.bytes_per_size);
+  auto lat = flags->get_u64("--lat-iters", o.lat_iters);
+  if (!bps.ok() || !lat.ok() || *lat == 0) {
+    std::fprintf(stderr, "rdma_bench: bad --bytes-per-size or --lat-iters\n");
+    return 2;
+  }
+  o.bytes_per_size = *bps;
+  o.lat_iters = static_cast<uint32_t>(*lat);
+  o.peer_device = flags->get("--peer-device", "");
+  int rc = 0;
+  for (const auto& p : o.paths) {
+    if (p == "components")
+      rc |= bench_components(o);
+    else if (p == "actor")
+      rc |= bench_manager(o, false);
+    else if (p == "fallback")
+      rc |= bench_manager(o, true);
+    else if (p == "tcp")
+      rc |= bench_tcp(o);
+    else {
+      std::fprintf(stderr, "rdma_bench: unknown path '%s'\n", p.c_str());
+      return 2;
+    }
+  }
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  std::printf("peak_rss_kb %ld\n", ru.ru_maxrss);
+  return rc;
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Benchmarks caf-rdma against perftest in ONE Soft-RoCE VM boot, and prints a table of figures
+# and ratios (lines "ratio <metric> <value>" at the end), a CSV and a PNG plot.
+#
+#   bash examples/run_bench.sh [--short|--long] [OUTDIR]
+#
+# In the VM: ib_write_bw / ib_read_bw / ib_read_lat between rxe1 (client) and rxe0 (server) over
+# the veth wire, then examples/rdma_bench with the same devices (components, actor, fallback
+# paths) and a raw TCP loopback stream (the fallback's reference). Absolute numbers inside the
+# TCG-emulated VM are meaningless; the ratios, measured in the same run, are the point.
+set -euo pipefail
+cd "$(dirname "$(realpath "$0")")/.."
+mode=short
+[ "${1:-}" = --long ] && { mode=long; shift; }
+[ "${1:-}" = --short ] && { mode=short; shift; }
+out=${1:-$PWD/.bench/$mode}
+mkdir -p "$out"
+out=$(realpath "$out")
+bash third_party/install_deps.sh
+bazel build //examples:rdma_bench >&2
+bin=$PWD/bazel-bin/examples/rdma_bench
+echo "run_bench: $mode mode, results in $out" >&2
+tests/rxe_vm/run_in_vm.sh -t 3000 -s "$out" -- bash examples/bench_in_vm.sh "$mode" "$out" "$bin"
+/usr/bin/python3 examples/bench_report.py "$out"  # Debian python3 has python3-matplotlib
