@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include "actors/rdma_errors.h"
 #include "actors/rdma_messages.h"
 
@@ -45,6 +47,8 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(NodeOptions options) {
   node->config_->load<caf::io::middleman>();
   if (options.scheduler_threads > 0)
     node->config_->set("scheduler.max-threads", options.scheduler_threads);
+  if (const char* policy = std::getenv("CAF_RDMA_SCHEDULER"); policy != nullptr && *policy)
+    node->config_->set("scheduler.policy", caf::atom_from_string(policy));
   node->system_ = std::make_unique<caf::actor_system>(*node->config_);
   node->host_ = options.host;
   if (options.port == 0) {
