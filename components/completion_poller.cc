@@ -5,6 +5,12 @@
 
 namespace caf_rdma {
 
+namespace {
+
+constexpr uint32_t kSpinsBeforeYield = 256;
+
+}  // namespace
+
 CompletionPoller::CompletionPoller() : thread_([this] { run(); }) {}
 
 CompletionPoller::~CompletionPoller() {
@@ -45,6 +51,7 @@ void CompletionPoller::wake() {
 void CompletionPoller::run() {
   std::vector<std::shared_ptr<RdmaQueuePair>> local;
   uint64_t seen = ~uint64_t{0};
+  uint32_t idle_polls = 0;
   while (true) {
     {
       std::unique_lock<std::mutex> guard(mu_);
@@ -62,10 +69,16 @@ void CompletionPoller::run() {
       handled += qp->progress();
       busy = busy || !qp->idle();
     }
-    if (handled > 0)
+    if (handled > 0) {
+      idle_polls = 0;
       continue;
+    }
     if (busy) {
-      std::this_thread::yield();
+      // Busy-poll; yield (a system call) only now and then.
+      if (++idle_polls >= kSpinsBeforeYield) {
+        idle_polls = 0;
+        std::this_thread::yield();
+      }
       continue;
     }
     // Idle: drop our references (removed QPs may be destroyed), then sleep until woken.

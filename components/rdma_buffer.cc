@@ -13,23 +13,26 @@ std::string range_string(uint64_t addr, uint64_t size) {
 
 namespace {
 
+// The description is built only when the check fails: this runs before every work request.
+template <class Describe>
 Status check(uint64_t offset, uint64_t length, uint64_t size, const char* what,
-             const std::string& who) {
+             Describe&& describe) {
   if (length == 0)
     return Error(ErrorCode::kInvalidArgument,
-                 std::string(what) + ": zero-length transfer on " + who);
+                 std::string(what) + ": zero-length transfer on " + describe());
   if (offset > size || length > size - offset)
     return Error(ErrorCode::kOutOfBounds, std::string(what) + ": range offset " +
                                               std::to_string(offset) + " length " +
-                                              std::to_string(length) + " does not fit " + who +
-                                              " (size " + std::to_string(size) + ")");
+                                              std::to_string(length) + " does not fit " +
+                                              describe() + " (size " + std::to_string(size) +
+                                              ")");
   return {};
 }
 
 }  // namespace
 
 Status RemoteBuffer::check_range(uint64_t offset, uint64_t length, const char* what) const {
-  return check(offset, length, size, what, describe());
+  return check(offset, length, size, what, [this] { return describe(); });
 }
 
 std::string RemoteBuffer::describe() const {
@@ -47,7 +50,7 @@ Status RdmaBuffer::check_range(uint64_t offset, uint64_t length, const char* wha
   if (released())
     return Error(ErrorCode::kReleased,
                  std::string(what) + ": " + describe() + " was released");
-  return check(offset, length, size_, what, describe());
+  return check(offset, length, size_, what, [this] { return describe(); });
 }
 
 std::string RdmaBuffer::describe() const {

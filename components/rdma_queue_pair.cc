@@ -12,6 +12,7 @@ namespace {
 constexpr uint64_t kRecvBit = uint64_t{1} << 63;
 constexpr int kAtomicSlots = 64;
 constexpr int kPollBatch = 32;
+constexpr uint32_t kSpinsBeforeYield = 512;
 
 using Clock = std::chrono::steady_clock;
 
@@ -237,16 +238,22 @@ void RdmaQueuePair::pump_locked(Done& done) {
     return;
   const uint32_t max_send = qp_->caps().max_send_wr;
   const uint32_t max_recv = qp_->caps().max_recv_wr;
-  // Build one chain of send work requests across as many queued ops as slots allow.
-  std::vector<ibv_send_wr> chain;
-  std::vector<std::vector<ibv_sge>> chain_sges;
-  std::vector<uint64_t> chain_ops;
-  chain.reserve(std::min<size_t>(max_send, 64));
+  // Build one chain of send work requests across as many queued ops as slots allow. The
+  // scratch vectors are members, reused from call to call (this is the hot path).
+  std::vector<ibv_send_wr>& chain = chain_;
+  std::vector<ibv_sge>& chain_sges = chain_sges_;
+  std::vector<std::pair<uint32_t, uint32_t>>& chain_sge_spans = chain_sge_spans_;
+  std::vector<uint64_t>& chain_ops = chain_ops_;
+  chain.clear();
+  chain_sges.clear();
+  chain_sge_spans.clear();
+  chain_ops.clear();
   auto flush_chain = [&]() {
     if (chain.empty())
       return;
     for (size_t i = 0; i < chain.size(); ++i) {
-      chain[i].sg_list = chain_sges[i].empty() ? nullptr : chain_sges[i].data();
+      chain[i].sg_list = chain_sge_spans[i].second == 0 ? nullptr
+                                                        : chain_sges.data() + chain_sge_spans[i].first;
       chain[i].next = i + 1 < chain.size() ? &chain[i + 1] : nullptr;
     }
     chain.back().send_flags |= IBV_SEND_SIGNALED;
@@ -283,6 +290,7 @@ void RdmaQueuePair::pump_locked(Done& done) {
     }
     chain.clear();
     chain_sges.clear();
+    chain_sge_spans.clear();
     chain_ops.clear();
   };
   while (!pending_.empty() && !error_) {
@@ -334,7 +342,7 @@ void RdmaQueuePair::pump_locked(Done& done) {
       ibv_send_wr wr{};
       uint64_t seq = next_wr_seq_++;
       wr.wr_id = seq;
-      std::vector<ibv_sge> sges;
+      auto first_sge = static_cast<uint32_t>(chain_sges.size());
       switch (op.op.kind) {
         case OpKind::kWrite:
         case OpKind::kRead:
@@ -342,12 +350,12 @@ void RdmaQueuePair::pump_locked(Done& done) {
           wr.wr.rdma.remote_addr = p.remote_addr;
           wr.wr.rdma.rkey = op.op.remote.rkey;
           for (const auto& s : p.sges)
-            sges.push_back(ibv_sge{s.addr, s.length, s.lkey});
+            chain_sges.push_back(ibv_sge{s.addr, s.length, s.lkey});
           break;
         case OpKind::kSend:
           wr.opcode = IBV_WR_SEND;
           for (const auto& s : p.sges)
-            sges.push_back(ibv_sge{s.addr, s.length, s.lkey});
+            chain_sges.push_back(ibv_sge{s.addr, s.length, s.lkey});
           break;
         default:  // atomics
           wr.opcode = op.op.kind == OpKind::kFetchAdd ? IBV_WR_ATOMIC_FETCH_AND_ADD
@@ -356,17 +364,18 @@ void RdmaQueuePair::pump_locked(Done& done) {
           wr.wr.atomic.rkey = op.op.remote.rkey;
           wr.wr.atomic.compare_add = op.op.compare_add;
           wr.wr.atomic.swap = op.op.swap;
-          sges.push_back(ibv_sge{atomic_buffer_.addr() +
-                                     static_cast<uint64_t>(op.atomic_slot) * sizeof(uint64_t),
-                                 sizeof(uint64_t), atomic_buffer_.lkey()});
+          chain_sges.push_back(ibv_sge{atomic_buffer_.addr() + static_cast<uint64_t>(op.atomic_slot) *
+                                                                  sizeof(uint64_t),
+                                       sizeof(uint64_t), atomic_buffer_.lkey()});
           break;
       }
-      wr.num_sge = static_cast<int>(sges.size());
+      auto sge_count = static_cast<uint32_t>(chain_sges.size()) - first_sge;
+      wr.num_sge = static_cast<int>(sge_count);
       // Signal periodically so long chains retire slots before they end.
       if ((seq % signal_interval_) == 0)
         wr.send_flags |= IBV_SEND_SIGNALED;
       chain.push_back(wr);
-      chain_sges.push_back(std::move(sges));
+      chain_sge_spans.emplace_back(first_sge, sge_count);
       chain_ops.push_back(op.id);
       send_in_flight_.push_back(PostedWr{seq, op.id});
       ++op.posted;
@@ -725,12 +734,13 @@ std::vector<OpResult> RdmaQueuePair::execute_batch(std::vector<RdmaOp> ops,
       return shared->results;
     }
   }
-  std::vector<std::string> names(ops.size());
+  // Kind and size of each op, for timeout messages (built only if one is needed).
+  std::vector<std::pair<OpKind, uint64_t>> shapes(ops.size());
   std::vector<uint64_t> ids;
+  ids.reserve(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) {
     bool atomic = ops[i].kind == OpKind::kFetchAdd || ops[i].kind == OpKind::kCompareSwap;
-    names[i] = std::string(to_string(ops[i].kind)) + " of " +
-               std::to_string(atomic ? 8 : ops[i].local_length()) + " bytes";
+    shapes[i] = {ops[i].kind, atomic ? 8 : ops[i].local_length()};
     {
       std::lock_guard<std::mutex> g(shared->mu);
       ++shared->remaining;
@@ -756,8 +766,13 @@ std::vector<OpResult> RdmaQueuePair::execute_batch(std::vector<RdmaOp> ops,
     return shared->remaining;
   };
   std::vector<bool> finished_in_time;
+  uint32_t idle_polls = 0;
   while (remaining() > 0) {
-    if (progress() == 0) {
+    if (progress() > 0) {
+      idle_polls = 0;
+    } else if (++idle_polls >= kSpinsBeforeYield) {
+      // Busy-poll first (a yield is a system call, slow to come back from); then be polite.
+      idle_polls = 0;
       if (needs_recovery() && outstanding_work_requests() == 0) {
         // Another op's failure put the QP in ERR while ours wait to be posted.
         (void) recover();
@@ -782,7 +797,8 @@ std::vector<OpResult> RdmaQueuePair::execute_batch(std::vector<RdmaOp> ops,
         continue;
       shared->results[i].status = Error(
           ErrorCode::kTimeout,
-          names[i] + " on " + describe() + " did not complete within " +
+          std::string(to_string(shapes[i].first)) + " of " + std::to_string(shapes[i].second) +
+              " bytes on " + describe() + " did not complete within " +
               std::to_string(timeout.count()) +
               " ms; the queue pair was moved to ERR and drained, so the NIC no longer "
               "accesses the buffers; it reconnects on next use");

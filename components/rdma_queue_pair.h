@@ -178,6 +178,11 @@ private:
   std::vector<uint64_t> atomic_scratch_;
   RdmaBuffer atomic_buffer_;
   std::vector<int> free_atomic_slots_;
+  // Scratch for pump_locked (guarded by mu_): one posted chain of send work requests.
+  std::vector<ibv_send_wr> chain_;
+  std::vector<ibv_sge> chain_sges_;
+  std::vector<std::pair<uint32_t, uint32_t>> chain_sge_spans_;  ///< (first SGE, count) per WR
+  std::vector<uint64_t> chain_ops_;
   Stats stats_;
 };
 
