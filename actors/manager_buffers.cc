@@ -122,8 +122,7 @@ Status check_span(const LocalBuffer& b, uint64_t id, uint64_t offset, uint64_t l
 
 }  // namespace
 
-caf::result<std::vector<uint8_t>> ManagerState::fetch(uint64_t id, uint64_t offset,
-                                                      uint64_t length) {
+caf::result<ByteChunk> ManagerState::fetch(uint64_t id, uint64_t offset, uint64_t length) {
   auto b = owned_buffer(id, "remote");
   if (!b.ok())
     return to_caf_error(b.error());
@@ -131,11 +130,11 @@ caf::result<std::vector<uint8_t>> ManagerState::fetch(uint64_t id, uint64_t offs
     return to_caf_error(st.error());
   const uint8_t* p = reinterpret_cast<const uint8_t*>((*b)->addr) + offset;
   counters_.served_fallback_bytes += length;
-  return std::vector<uint8_t>(p, p + length);
+  // A copy: the reply may be serialized after the buffer was released and freed.
+  return ByteChunk::copy_of(p, length);
 }
 
-caf::result<uint64_t> ManagerState::store(uint64_t id, uint64_t offset,
-                                          const std::vector<uint8_t>& bytes) {
+caf::result<uint64_t> ManagerState::store(uint64_t id, uint64_t offset, const ByteChunk& bytes) {
   auto b = owned_buffer(id, "remote");
   if (!b.ok())
     return to_caf_error(b.error());
@@ -143,11 +142,11 @@ caf::result<uint64_t> ManagerState::store(uint64_t id, uint64_t offset,
     return make_rdma_error(ErrorCode::kInvalidArgument, "remote buffer " + std::to_string(id) +
                                                             " of " + options_.name +
                                                             " is read-only");
-  if (Status st = check_span(**b, id, offset, bytes.size(), options_.name); !st.ok())
+  if (Status st = check_span(**b, id, offset, bytes.size, options_.name); !st.ok())
     return to_caf_error(st.error());
-  std::memcpy(reinterpret_cast<uint8_t*>((*b)->addr) + offset, bytes.data(), bytes.size());
-  counters_.served_fallback_bytes += bytes.size();
-  return static_cast<uint64_t>(bytes.size());
+  std::memcpy(reinterpret_cast<uint8_t*>((*b)->addr) + offset, bytes.data, bytes.size);
+  counters_.served_fallback_bytes += bytes.size;
+  return bytes.size;
 }
 
 ManagerStats ManagerState::stats() const {

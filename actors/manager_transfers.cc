@@ -458,25 +458,39 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
       self_->request(op.remote.owner, timeout, fetch_atom::value, op.remote.id,
                      op.remote_offset + off, n)
           .then(
-              [this, ticket, index, l, n, chunk_done](std::vector<uint8_t>& data) {
+              [this, ticket, index, l, n, chunk_done](ByteChunk& data) {
                 auto it = transfers_.find(ticket);
                 if (it == transfers_.end() || it->second.ops[index].done)
                   return;  // timed out or failed: drop late data
-                if (data.size() != n)
+                if (data.size != n)
                   return finish_op(ticket, index,
                                    outcome_of(Error(ErrorCode::kInternal,
                                                     "fallback read chunk of " +
                                                         std::to_string(n) + " bytes came back with " +
-                                                        std::to_string(data.size()))));
-                std::memcpy(l, data.data(), n);
+                                                        std::to_string(data.size))));
+                std::memcpy(l, data.data, n);
                 chunk_done(n);
               },
               on_error);
     } else {
-      std::vector<uint8_t> bytes(l, l + n);
+      // Zero-copy: the chunk points into the local buffer, which stays in use (so its release
+      // waits) until this chunk's reply or error, i.e. until it has been serialized and sent.
+      ByteChunk bytes;
+      bytes.data = l;
+      bytes.size = n;
+      ++local.in_use;
+      uint64_t local_id = op.local.id;
       self_->request(op.remote.owner, timeout, store_atom::value, op.remote.id,
                      op.remote_offset + off, std::move(bytes))
-          .then([chunk_done](uint64_t stored) { chunk_done(stored); }, on_error);
+          .then(
+              [this, chunk_done, local_id](uint64_t stored) {
+                buffer_done(local_id);
+                chunk_done(stored);
+              },
+              [this, on_error, local_id](caf::error& err) {
+                buffer_done(local_id);
+                on_error(err);
+              });
     }
   }
 }

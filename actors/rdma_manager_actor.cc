@@ -79,7 +79,7 @@ rdma_manager_actor::behavior_type manager(detail::ManagerState::Self self, Manag
       [=](fetch_atom, uint64_t id, uint64_t offset, uint64_t length) {
         return self->state.fetch(id, offset, length);
       },
-      [=](store_atom, uint64_t id, uint64_t offset, std::vector<uint8_t> bytes) {
+      [=](store_atom, uint64_t id, uint64_t offset, const ByteChunk& bytes) {
         return self->state.store(id, offset, bytes);
       },
       [=](stats_atom) -> caf::result<ManagerStats> { return self->state.stats(); },

@@ -14,7 +14,7 @@ namespace caf_rdma {
 
 /// Environment variable choosing the transport: "auto" (default), "rdma", "fallback".
 constexpr const char* kEnvTransport = "CAF_RDMA_TRANSPORT";
-/// Fallback transport: bytes per CAF message (default 4 MiB) and messages in flight (8).
+/// Fallback transport: bytes per CAF message (default 256 KiB) and messages in flight (32).
 constexpr const char* kEnvFallbackChunk = "CAF_RDMA_FALLBACK_CHUNK";
 constexpr const char* kEnvFallbackWindow = "CAF_RDMA_FALLBACK_WINDOW";
 
@@ -34,8 +34,8 @@ struct ManagerOptions {
   /// After a timeout, how long the flush of the queue pair may take before it is destroyed.
   std::chrono::milliseconds drain_timeout{5000};
   /// Fallback transport: bytes per CAF message and messages in flight per transfer.
-  uint64_t fallback_chunk_bytes = 4 << 20;
-  uint32_t fallback_window = 8;
+  uint64_t fallback_chunk_bytes = 256 << 10;
+  uint32_t fallback_window = 32;
   /// How this manager names itself in handles and messages (e.g. "host:port").
   std::string name;
 

@@ -45,11 +45,11 @@ using rdma_manager_actor = caf::typed_actor<
 
   /// Manager to manager (fallback transport): the owner reads `length` bytes at `offset` of
   /// buffer `id`. Errors as for transfers, checked by the owner.
-  caf::replies_to<fetch_atom, uint64_t, uint64_t, uint64_t>::with<std::vector<uint8_t>>,
+  caf::replies_to<fetch_atom, uint64_t, uint64_t, uint64_t>::with<ByteChunk>,
 
   /// Manager to manager (fallback transport): the owner writes the bytes at `offset` of buffer
   /// `id` (which must be read-write). Replies with the number of bytes stored.
-  caf::replies_to<store_atom, uint64_t, uint64_t, std::vector<uint8_t>>::with<uint64_t>,
+  caf::replies_to<store_atom, uint64_t, uint64_t, ByteChunk>::with<uint64_t>,
 
   /// Counters of this manager.
   caf::replies_to<stats_atom>::with<ManagerStats>,

@@ -1,6 +1,7 @@
 #include "actors/rdma_messages.h"
 
 #include <cstdio>
+#include <cstring>
 
 namespace caf_rdma {
 
@@ -32,6 +33,16 @@ TransferOp make_write(BufferHandle local, BufferHandle remote, uint64_t length,
   return op;
 }
 
+ByteChunk ByteChunk::copy_of(const uint8_t* p, uint64_t n) {
+  ByteChunk c;
+  c.owned.reset(new uint8_t[n > 0 ? n : 1]);
+  if (n > 0)
+    std::memcpy(c.owned.get(), p, n);
+  c.data = c.owned.get();
+  c.size = n;
+  return c;
+}
+
 void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<BufferHandle>("caf_rdma::BufferHandle");
   cfg.add_message_type<TransferOp>("caf_rdma::TransferOp");
@@ -41,7 +52,7 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<TransferOutcome>>("std::vector<caf_rdma::TransferOutcome>");
   cfg.add_message_type<QpInfoMsg>("caf_rdma::QpInfoMsg");
   cfg.add_message_type<ManagerStats>("caf_rdma::ManagerStats");
-  cfg.add_message_type<std::vector<uint8_t>>("std::vector<uint8_t>");
+  cfg.add_message_type<ByteChunk>("caf_rdma::ByteChunk");
 }
 
 }  // namespace caf_rdma

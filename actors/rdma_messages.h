@@ -4,11 +4,15 @@
 
 #include <caf/actor.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/deserializer.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/serializer.hpp>
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace caf_rdma {
@@ -119,6 +123,45 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, QpInfoMsg& x) {
   return f(caf::meta::type_name("caf_rdma::QpInfoMsg"), x.qp_num, x.lid, x.gid, x.psn, x.mtu,
            x.ethernet, x.device, x.manager);
+}
+
+/// The bytes of one fallback chunk. The sender points `data` at memory it keeps alive until the
+/// chunk's reply (its registered buffer: no copy before serialization); a deserialized chunk
+/// owns its bytes (one allocation, no zero-fill). On the wire: a length-prefixed byte sequence.
+struct ByteChunk {
+  const uint8_t* data = nullptr;
+  uint64_t size = 0;
+  std::shared_ptr<uint8_t[]> owned;
+
+  /// A chunk that owns a copy of [p, p + n).
+  static ByteChunk copy_of(const uint8_t* p, uint64_t n);
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ByteChunk& x) {
+  if constexpr (std::is_base_of<caf::serializer, Inspector>::value) {
+    size_t n = x.size;
+    return caf::error::eval([&] { return f.begin_sequence(n); },
+                            [&] {
+                              return n > 0 ? f.apply_raw(n, const_cast<uint8_t*>(x.data))
+                                           : caf::error{};
+                            },
+                            [&] { return f.end_sequence(); });
+  } else if constexpr (std::is_base_of<caf::deserializer, Inspector>::value) {
+    size_t n = 0;
+    if (auto err = f.begin_sequence(n))
+      return err;
+    x.owned.reset(new uint8_t[n > 0 ? n : 1]);
+    x.data = x.owned.get();
+    x.size = n;
+    if (n > 0)
+      if (auto err = f.apply_raw(n, x.owned.get()))
+        return err;
+    return f.end_sequence();
+  } else {
+    // Other inspectors (e.g. to_string) see the size only.
+    return f(caf::meta::type_name("caf_rdma::ByteChunk"), x.size);
+  }
 }
 
 /// Per-manager counters.

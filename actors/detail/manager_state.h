@@ -34,7 +34,7 @@ struct LocalBuffer {
   uint64_t size = 0;
   BufferAccess access = BufferAccess::kReadWrite;
   RdmaBuffer rdma;      ///< empty without a device
-  uint32_t in_use = 0;  ///< transfers currently using it
+  uint32_t in_use = 0;  ///< transfers (and fallback chunks in flight) currently using it
   bool released = false;
   std::vector<caf::typed_response_promise<uint64_t>> release_waiters;
 };
@@ -100,8 +100,8 @@ public:
   // -- buffers (manager_buffers.cc) --
   caf::result<BufferHandle> request_buffer(uint64_t addr, uint64_t size, uint8_t access);
   caf::result<uint64_t> release_buffer(uint64_t id);
-  caf::result<std::vector<uint8_t>> fetch(uint64_t id, uint64_t offset, uint64_t length);
-  caf::result<uint64_t> store(uint64_t id, uint64_t offset, const std::vector<uint8_t>& bytes);
+  caf::result<ByteChunk> fetch(uint64_t id, uint64_t offset, uint64_t length);
+  caf::result<uint64_t> store(uint64_t id, uint64_t offset, const ByteChunk& bytes);
   /// The live local buffer named by a handle, or an error naming what is wrong.
   Result<LocalBuffer*> local_buffer(const BufferHandle& h, const char* role);
   /// Buffer by id for owner-side checks (fetch, store, local copies).

@@ -217,10 +217,10 @@ TEST_F(ManagerTest, LoopbackWithinOneManager) {
 }
 
 caf::behavior silent(caf::event_based_actor*) {
-  return {[](fetch_atom, uint64_t, uint64_t, uint64_t) -> caf::result<std::vector<uint8_t>> {
-            return caf::delegated<std::vector<uint8_t>>();  // never answers
+  return {[](fetch_atom, uint64_t, uint64_t, uint64_t) -> caf::result<ByteChunk> {
+            return caf::delegated<ByteChunk>();  // never answers
           },
-          [](store_atom, uint64_t, uint64_t, std::vector<uint8_t>) -> caf::result<uint64_t> {
+          [](store_atom, uint64_t, uint64_t, ByteChunk) -> caf::result<uint64_t> {
             return caf::delegated<uint64_t>();
           },
           [](qp_connect_atom, QpInfoMsg) -> caf::result<QpInfoMsg> {
