@@ -116,9 +116,19 @@ int bench_components(const Options& o) {
         if ((i & 15) == 15)
           (*a)->progress();
       }
-      while (done < n)
+      // Every wait has a limit: a stalled device is reported, not waited on forever.
+      auto deadline = Clock::now() + std::chrono::seconds(120);
+      while (done < n && Clock::now() < deadline)
         (*a)->progress();
       auto dt = Clock::now() - t0;
+      if (done < n)
+        return std::fprintf(stderr,
+                            "components: %s of %llu bytes stalled: %llu of %llu ops completed "
+                            "in 120 s (outstanding work requests: %zu)\n",
+                            op, static_cast<unsigned long long>(size),
+                            static_cast<unsigned long long>(done.load()),
+                            static_cast<unsigned long long>(n),
+                            (*a)->outstanding_work_requests()), 1;
       if (failed > 0)
         return std::fprintf(stderr, "components: %llu ops failed\n",
                             static_cast<unsigned long long>(failed.load())), 1;
