@@ -85,6 +85,10 @@ std::string RdmaQueuePair::describe() const {
 
 QpInfo RdmaQueuePair::local_info() const {
   std::lock_guard<std::mutex> guard(mu_);
+  return local_info_locked();
+}
+
+QpInfo RdmaQueuePair::local_info_locked() const {
   QpInfo info = domain_->port_qp_info();
   info.qp_num = qp_->qp_num();
   info.psn = local_psn_;
@@ -646,9 +650,7 @@ Status RdmaQueuePair::recover() {
       CAF_RDMA_RETURN_IF_ERROR(reset_locked());
     }
     connected_ = false;
-    local = domain_->port_qp_info();
-    local.qp_num = qp_->qp_num();
-    local.psn = local_psn_;
+    local = local_info_locked();
   }
   run(done);
   QpInfo remote = local;
@@ -700,9 +702,7 @@ Result<QpInfo> RdmaQueuePair::accept_reconnect(const QpInfo& remote) {
       return st.error();
     }
     ++stats_.recoveries;
-    local = domain_->port_qp_info();
-    local.qp_num = qp_->qp_num();
-    local.psn = local_psn_;
+    local = local_info_locked();
     pump_locked(done);
   }
   run(done);

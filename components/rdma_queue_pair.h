@@ -147,6 +147,7 @@ private:
   void fail_all_locked(const Error& error, Done& done);
   static void run(Done& done);
   Status connect_locked(const QpInfo& remote);
+  QpInfo local_info_locked() const;
   Status reset_locked();
   Status recreate_qp_locked();
   void withdraw_after_timeout(std::chrono::milliseconds timeout, const std::vector<uint64_t>& ids);

@@ -57,16 +57,7 @@ Result<PortInfo> DeviceContext::query_port(uint8_t port_num) const {
   ibv_port_attr pa{};
   if (int rc = ibv_query_port(context_, port_num, &pa); rc != 0)
     return ibverbs_error("ibv_query_port", rc, name_ + " port " + std::to_string(port_num));
-  PortInfo info;
-  info.port_num = port_num;
-  info.state = pa.state;
-  info.is_ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
-  info.active_mtu = pa.active_mtu;
-  info.max_mtu = pa.max_mtu;
-  info.lid = pa.lid;
-  info.max_msg_sz = pa.max_msg_sz;
-  info.gid_tbl_len = pa.gid_tbl_len;
-  return info;
+  return port_info_from(pa, port_num);
 }
 
 Result<DeviceLimits> DeviceContext::limits(uint8_t port_num) const {

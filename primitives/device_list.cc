@@ -12,6 +12,19 @@ const char* const kNoDeviceHint =
     "`bazel test --config=rxe //...` for the tests, `tests/rxe_vm/run_in_vm.sh COMMAND` for any "
     "program; or use the fallback transport, which needs no device.";
 
+PortInfo port_info_from(const ibv_port_attr& attr, uint8_t port_num) {
+  PortInfo info;
+  info.port_num = port_num;
+  info.state = attr.state;
+  info.is_ethernet = attr.link_layer == IBV_LINK_LAYER_ETHERNET;
+  info.active_mtu = attr.active_mtu;
+  info.max_mtu = attr.max_mtu;
+  info.lid = attr.lid;
+  info.max_msg_sz = attr.max_msg_sz;
+  info.gid_tbl_len = attr.gid_tbl_len;
+  return info;
+}
+
 Result<DeviceList> DeviceList::get() {
   int count = 0;
   errno = 0;
@@ -72,16 +85,7 @@ std::vector<DeviceDescription> DeviceList::describe() const {
           ibv_port_attr pa{};
           if (ibv_query_port(ctx, p, &pa) != 0)
             continue;
-          PortInfo info;
-          info.port_num = p;
-          info.state = pa.state;
-          info.is_ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
-          info.active_mtu = pa.active_mtu;
-          info.max_mtu = pa.max_mtu;
-          info.lid = pa.lid;
-          info.max_msg_sz = pa.max_msg_sz;
-          info.gid_tbl_len = pa.gid_tbl_len;
-          d.ports.push_back(info);
+          d.ports.push_back(port_info_from(pa, p));
         }
       }
       ibv_close_device(ctx);

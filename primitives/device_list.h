@@ -25,6 +25,9 @@ struct PortInfo {
   int gid_tbl_len = 0;
 };
 
+/// A PortInfo from what ibv_query_port returned for port `port_num`.
+PortInfo port_info_from(const ibv_port_attr& attr, uint8_t port_num);
+
 /// Name and ports of one device, enough to choose among devices.
 struct DeviceDescription {
   std::string name;
