@@ -606,6 +606,35 @@ Status RdmaQueuePair::recreate_qp_locked() {
   return {};
 }
 
+Status RdmaQueuePair::restart_locked(const Status& drained, bool keep_queued, Done& done) {
+  if (drained.ok())
+    return reset_locked();
+  // The device did not flush in time: destroy the QP (the NIC stops for sure) and fail the ops
+  // whose work requests went with it.
+  CAF_RDMA_RETURN_IF_ERROR(recreate_qp_locked());
+  if (!keep_queued) {
+    fail_all_locked(drained.error(), done);
+    return {};
+  }
+  // Only ops with posted work requests fail; queued ones survive and are posted later.
+  Error e(ErrorCode::kTimeout, "QP destroyed after a failed drain: " + drained.error().message());
+  for (auto& [id, op] : ops_)
+    if (op->posted > 0) {
+      op->in_flight = 0;
+      op->aborted = true;
+      if (!op->error)
+        op->error = e;
+    }
+  send_in_flight_.clear();
+  recv_in_flight_.clear();
+  std::vector<uint64_t> ids;
+  for (auto& [id, op] : ops_)
+    ids.push_back(id);
+  for (uint64_t id : ids)
+    maybe_finish_locked(id, done);
+  return {};
+}
+
 Status RdmaQueuePair::recover() {
   std::lock_guard<std::mutex> recover_guard(recover_mu_);
   if (!needs_recovery())
@@ -628,27 +657,7 @@ Status RdmaQueuePair::recover() {
   {
     std::lock_guard<std::mutex> poll_guard(poll_mu_);
     std::lock_guard<std::mutex> guard(mu_);
-    if (!drained.ok()) {
-      CAF_RDMA_RETURN_IF_ERROR(recreate_qp_locked());
-      Error e(ErrorCode::kTimeout, "QP destroyed after a failed drain: " + drained.error().message());
-      // Only ops with posted work requests fail; queued ones survive.
-      for (auto& [id, op] : ops_)
-        if (op->posted > 0) {
-          op->in_flight = 0;
-          op->aborted = true;
-          if (!op->error)
-            op->error = e;
-        }
-      send_in_flight_.clear();
-      recv_in_flight_.clear();
-      std::vector<uint64_t> ids;
-      for (auto& [id, op] : ops_)
-        ids.push_back(id);
-      for (uint64_t id : ids)
-        maybe_finish_locked(id, done);
-    } else {
-      CAF_RDMA_RETURN_IF_ERROR(reset_locked());
-    }
+    CAF_RDMA_RETURN_IF_ERROR(restart_locked(drained, /*keep_queued=*/true, done));
     connected_ = false;
     local = local_info_locked();
   }
@@ -690,12 +699,7 @@ Result<QpInfo> RdmaQueuePair::accept_reconnect(const QpInfo& remote) {
   {
     std::lock_guard<std::mutex> poll_guard(poll_mu_);
     std::lock_guard<std::mutex> guard(mu_);
-    if (!drained.ok()) {
-      CAF_RDMA_RETURN_IF_ERROR(recreate_qp_locked());
-      fail_all_locked(drained.error(), done);
-    } else {
-      CAF_RDMA_RETURN_IF_ERROR(reset_locked());
-    }
+    CAF_RDMA_RETURN_IF_ERROR(restart_locked(drained, /*keep_queued=*/false, done));
     Status st = connect_locked(remote);
     if (!st.ok()) {
       error_ = true;

@@ -150,6 +150,9 @@ private:
   QpInfo local_info_locked() const;
   Status reset_locked();
   Status recreate_qp_locked();
+  /// After a drain: RESET the QP, or, if the drain failed, recreate it and fail the ops whose
+  /// work requests it discarded (all ops, or with `keep_queued` only those with posted work).
+  Status restart_locked(const Status& drained, bool keep_queued, Done& done);
   void withdraw_after_timeout(std::chrono::milliseconds timeout, const std::vector<uint64_t>& ids);
   Status submit_internal(RdmaOp op, OpCallback done, uint64_t* id_out);
 
