@@ -28,6 +28,8 @@ enum class rdma_errc : uint8_t {
   unknown_buffer = static_cast<uint8_t>(ErrorCode::kUnknownBuffer),
   size_mismatch = static_cast<uint8_t>(ErrorCode::kSizeMismatch),
   internal = static_cast<uint8_t>(ErrorCode::kInternal),
+  not_found = static_cast<uint8_t>(ErrorCode::kNotFound),
+  resource_exhausted = static_cast<uint8_t>(ErrorCode::kResourceExhausted),
 };
 
 /// Converts a lower-layer error.

@@ -49,6 +49,8 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(NodeOptions options) {
     node->config_->set("scheduler.max-threads", options.scheduler_threads);
   if (const char* policy = std::getenv("CAF_RDMA_SCHEDULER"); policy != nullptr && *policy)
     node->config_->set("scheduler.policy", caf::atom_from_string(policy));
+  if (options.configure)
+    options.configure(*node->config_);
   node->system_ = std::make_unique<caf::actor_system>(*node->config_);
   node->host_ = options.host;
   if (options.port == 0) {

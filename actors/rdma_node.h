@@ -6,6 +6,7 @@
 #include <caf/actor_system_config.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -21,6 +22,9 @@ struct NodeOptions {
   ManagerOptions manager;
   /// CAF scheduler threads (0 = CAF's default).
   size_t scheduler_threads = 0;
+  /// Called on the actor system's config before the system starts: add the message types
+  /// (and settings) of the application's own actors here.
+  std::function<void(caf::actor_system_config&)> configure;
 };
 
 class RdmaNode {

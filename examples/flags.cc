@@ -3,11 +3,16 @@
 namespace caf_rdma {
 
 Result<Flags> Flags::parse(int argc, char** argv, const std::set<std::string>& valued,
-                           const std::set<std::string>& switches) {
+                           const std::set<std::string>& switches, bool positional) {
   Flags f;
+  bool rest = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (valued.count(a)) {
+    if (positional && (rest || a.empty() || a[0] != '-')) {
+      f.positionals_.push_back(a);
+    } else if (positional && a == "--") {
+      rest = true;
+    } else if (valued.count(a)) {
       if (i + 1 >= argc)
         return Error(ErrorCode::kInvalidArgument, a + " needs a value");
       f.values_[a] = argv[++i];

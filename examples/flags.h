@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "primitives/status.h"
 
@@ -13,8 +14,12 @@ namespace caf_rdma {
 class Flags {
 public:
   /// `valued` lists the flags that take a value; any other "--x" is a switch.
+  /// With `positional`, other arguments not starting with "-" (and all after "--") are kept
+  /// in order in positionals(); otherwise they are errors.
   static Result<Flags> parse(int argc, char** argv, const std::set<std::string>& valued,
-                             const std::set<std::string>& switches);
+                             const std::set<std::string>& switches, bool positional = false);
+
+  const std::vector<std::string>& positionals() const { return positionals_; }
 
   bool has(const std::string& name) const;
   std::string get(const std::string& name, const std::string& fallback) const;
@@ -27,6 +32,7 @@ public:
 private:
   std::map<std::string, std::string> values_;
   std::set<std::string> switches_;
+  std::vector<std::string> positionals_;
 };
 
 }  // namespace caf_rdma

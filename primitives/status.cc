@@ -17,6 +17,8 @@ const char* to_string(ErrorCode code) {
     case ErrorCode::kUnknownBuffer: return "unknown_buffer";
     case ErrorCode::kSizeMismatch: return "size_mismatch";
     case ErrorCode::kInternal: return "internal";
+    case ErrorCode::kNotFound: return "not_found";
+    case ErrorCode::kResourceExhausted: return "resource_exhausted";
   }
   return "unknown";
 }

@@ -42,6 +42,10 @@ enum class ErrorCode : uint8_t {
   kSizeMismatch,
   /// Anything that does not fit the codes above (message explains).
   kInternal,
+  /// A named thing (key, peer rank, ...) that does not exist.
+  kNotFound,
+  /// A pool, queue or limit has no room left (message names it and its size).
+  kResourceExhausted,
 };
 
 /// Short stable name of an error code, e.g. "no_device".

@@ -1,0 +1,190 @@
+#include "examples/kv_store/kv_client.h"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include <cstring>
+#include <functional>
+#include <unordered_map>
+
+#include "actors/rdma_client.h"
+#include "actors/rdma_errors.h"
+
+namespace caf_rdma::kv {
+
+namespace {
+
+struct GatewayState {
+  static inline const char* name = "kv_gateway";
+  server_actor server;
+  std::string server_name;
+  uint64_t next_id = 0;
+  std::unordered_map<uint64_t, std::function<void(const caf::error&)>> pending;
+  caf::error gone;  // why the server is gone, once it is
+};
+
+// Forwards one request to the server; fails it when the server dies first.
+template <class T, class... Ts>
+caf::result<T> forward(server_actor::stateful_pointer<GatewayState> self,
+                       std::chrono::milliseconds timeout, Ts... xs) {
+  auto& st = self->state;
+  if (st.gone)
+    return st.gone;
+  auto rp = self->template make_response_promise<T>();
+  uint64_t id = ++st.next_id;
+  st.pending.emplace(id, [rp](const caf::error& e) mutable { rp.deliver(e); });
+  self->request(st.server, timeout, xs...)
+      .then(
+        [=](T& value) mutable {
+          if (self->state.pending.erase(id) > 0)
+            rp.deliver(std::move(value));
+        },
+        [=](caf::error& err) mutable {
+          if (self->state.pending.erase(id) > 0)
+            rp.deliver(std::move(err));
+        });
+  return rp;
+}
+
+server_actor::behavior_type gateway(server_actor::stateful_pointer<GatewayState> self,
+                                    server_actor server, std::string server_name,
+                                    uint32_t timeout_ms) {
+  self->state.server = server;
+  self->state.server_name = server_name;
+  self->monitor(server);
+  self->set_down_handler([=](const caf::down_msg& dm) {
+    auto& st = self->state;
+    st.gone = make_rdma_error(ErrorCode::kPeerUnavailable, "kv_server at " + st.server_name +
+                                                      " is gone (" + to_string(dm.reason) + ")");
+    auto pending = std::move(st.pending);
+    st.pending.clear();
+    for (auto& [id, fail] : pending)
+      fail(st.gone);
+  });
+  // The server bounds its transfers by its own limit; allow that plus the round trip.
+  auto t = std::chrono::milliseconds(timeout_ms) + std::chrono::seconds(40);
+  return {
+    [=](put_atom a, std::string& k, BufferHandle& h, uint64_t off, uint64_t n) {
+      return forward<ValueInfo>(self, t, a, std::move(k), std::move(h), off, n);
+    },
+    [=](get_atom a, std::string& k, BufferHandle& h, uint64_t off) {
+      return forward<ValueInfo>(self, t, a, std::move(k), std::move(h), off);
+    },
+    [=](delete_atom a, std::string& k) { return forward<uint64_t>(self, t, a, std::move(k)); },
+    [=](stats_atom a) { return forward<ServerStats>(self, t, a); },
+  };
+}
+
+Error to_error(const caf::error& err) {
+  ErrorCode code = error_code(err);
+  if (err == caf::sec::request_timeout)
+    code = ErrorCode::kTimeout;
+  return Error(code, error_message(err));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<KvClient>> KvClient::connect(KvClientOptions options) {
+  auto hp = parse_host_port(options.server);
+  if (!hp.ok())
+    return hp.error().with_context("kv server address");
+  if (options.slots == 0 || options.buffer_bytes < options.slots)
+    return Error(ErrorCode::kInvalidArgument,
+                 "a buffer of " + std::to_string(options.buffer_bytes) + " bytes cannot hold " +
+                     std::to_string(options.slots) + " slots");
+  std::unique_ptr<KvClient> client(new KvClient());
+  client->options_ = options;
+  client->slot_bytes_ = options.buffer_bytes / options.slots;
+  client->memory_.reset(new (std::nothrow) uint8_t[options.buffer_bytes]);
+  if (!client->memory_)
+    return Error(ErrorCode::kInvalidArgument, "cannot allocate a client buffer of " +
+                                                  std::to_string(options.buffer_bytes) + " bytes");
+  NodeOptions no;
+  no.manager = options.manager;
+  no.configure = add_kv_message_types;
+  CAF_RDMA_ASSIGN_OR_RETURN(client->node_, RdmaNode::start(no));
+  auto& sys = client->node_->system();
+  auto server = sys.middleman().remote_actor<server_actor>(hp->first, hp->second);
+  if (!server)
+    return Error(ErrorCode::kPeerUnavailable, "cannot reach kv_server at " + options.server +
+                                                  ": " + sys.render(server.error()));
+  {
+    RdmaClient rc(sys, client->node_->manager());
+    auto h = rc.request_buffer(client->memory_.get(), options.buffer_bytes);
+    if (!h.ok())
+      return h.error().with_context("registering the client buffer");
+    client->buffer_ = *h;
+  }
+  client->gateway_ = sys.spawn(gateway, *server, options.server, options.timeout_ms);
+  return client;
+}
+
+KvClient::~KvClient() {
+  if (gateway_)
+    caf::anon_send_exit(gateway_, caf::exit_reason::user_shutdown);
+  gateway_ = nullptr;
+  node_.reset();
+}
+
+std::unique_ptr<KvSession> KvClient::session(uint32_t slot) {
+  if (slot >= options_.slots)
+    return nullptr;
+  return std::unique_ptr<KvSession>(new KvSession(this, slot));
+}
+
+Result<ServerStats> KvClient::server_stats() {
+  auto s = session(0);
+  return s->call<ServerStats>(stats_atom::value);
+}
+
+KvSession::KvSession(KvClient* client, uint32_t slot)
+  : client_(client), offset_(uint64_t(slot) * client->slot_bytes_),
+    data_(client->memory_.get() + offset_),
+    self_(std::make_unique<caf::scoped_actor>(client->node_->system())) {}
+
+KvSession::~KvSession() = default;
+
+template <class T, class... Ts>
+Result<T> KvSession::call(Ts&&... xs) {
+  std::optional<Result<T>> out;
+  auto limit = std::chrono::milliseconds(client_->options_.timeout_ms) + std::chrono::seconds(60);
+  (*self_)->request(client_->gateway_, limit, std::forward<Ts>(xs)...)
+      .receive([&](T& v) { out.emplace(std::move(v)); },
+               [&](caf::error& e) { out.emplace(to_error(e)); });
+  if (!out)
+    return Error(ErrorCode::kInternal, "no reply from the kv gateway");
+  return std::move(*out);
+}
+
+Result<ValueInfo> KvSession::put(const std::string& key, const void* data, uint64_t size) {
+  if (size > slot_bytes())
+    return Error(ErrorCode::kSizeMismatch,
+                 "put '" + key + "': value of " + std::to_string(size) +
+                     " bytes is larger than the client's buffer slot (" +
+                     std::to_string(slot_bytes()) + " bytes; see --buffer-mb)");
+  if (size > 0)
+    std::memcpy(data_, data, size);
+  return put_from_slot(key, size);
+}
+
+Result<ValueInfo> KvSession::put_from_slot(const std::string& key, uint64_t size) {
+  if (size > slot_bytes())
+    return Error(ErrorCode::kInvalidArgument, "put_from_slot: " + std::to_string(size) +
+                                                  " bytes exceed the slot's " +
+                                                  std::to_string(slot_bytes()));
+  return call<ValueInfo>(put_atom::value, key, client_->buffer_, offset_, size);
+}
+
+Result<ValueInfo> KvSession::get(const std::string& key) {
+  BufferHandle slot = client_->buffer_;
+  // The server checks the value against the space left in the buffer from our offset, so
+  // trim the handle to end at the slot's end.
+  slot.size = offset_ + slot_bytes();
+  return call<ValueInfo>(get_atom::value, key, slot, offset_);
+}
+
+Result<uint64_t> KvSession::remove(const std::string& key) {
+  return call<uint64_t>(delete_atom::value, key);
+}
+
+}  // namespace caf_rdma::kv

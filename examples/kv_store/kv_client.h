@@ -1,0 +1,91 @@
+// KvClient: connects to a kv_server, registers one receive/send buffer with its own node's
+// manager, and hands out sessions (one per thread), each using its own slot of that buffer.
+// Values move by RDMA between the slot and the server's pool; the client only sends the key
+// and its buffer's handle. All calls block with a timeout; errors are `Error`s whose message
+// names the key, sizes and peer; codes as listed in kv_protocol.h.
+#pragma once
+
+#include <caf/scoped_actor.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "actors/rdma_node.h"
+#include "examples/kv_store/kv_protocol.h"
+#include "primitives/status.h"
+
+namespace caf_rdma::kv {
+
+struct KvClientOptions {
+  std::string server;  ///< "host:port" of the kv_server
+  uint64_t buffer_bytes = 64 << 20;
+  /// Slots the buffer is split into (at most this many sessions run at once).
+  uint32_t slots = 1;
+  uint32_t timeout_ms = 30000;
+  ManagerOptions manager;
+};
+
+class KvSession;
+
+class KvClient {
+public:
+  /// Starts the client's node, registers the buffer, reaches the server. Errors: the server is
+  /// unreachable (names host:port and why), the buffer cannot be registered.
+  static Result<std::unique_ptr<KvClient>> connect(KvClientOptions options);
+  ~KvClient();
+
+  /// Session `slot` (0 <= slot < slots()); use each from one thread at a time.
+  std::unique_ptr<KvSession> session(uint32_t slot);
+
+  uint32_t slots() const { return options_.slots; }
+  uint64_t slot_bytes() const { return slot_bytes_; }
+  const std::string& server() const { return options_.server; }
+  /// The client's RDMA device, "" on the fallback.
+  const std::string& device() const { return buffer_.device; }
+  RdmaNode& node() { return *node_; }
+
+  Result<ServerStats> server_stats();
+
+private:
+  friend class KvSession;
+  KvClient() = default;
+
+  KvClientOptions options_;
+  std::unique_ptr<uint8_t[]> memory_;  // freed after the node is gone
+  uint64_t slot_bytes_ = 0;
+  std::unique_ptr<RdmaNode> node_;
+  BufferHandle buffer_;
+  server_actor gateway_;  // local actor forwarding to the server, failing requests if it dies
+};
+
+class KvSession {
+public:
+  ~KvSession();
+
+  /// Stores `size` bytes under `key` (copied into the slot first).
+  Result<ValueInfo> put(const std::string& key, const void* data, uint64_t size);
+  /// Stores the first `size` bytes already in `slot_data()` under `key` (no copy).
+  Result<ValueInfo> put_from_slot(const std::string& key, uint64_t size);
+  /// Fetches `key` into the slot; the value is at slot_data() until the next call.
+  Result<ValueInfo> get(const std::string& key);
+  /// Removes `key`; returns the removed value's length.
+  Result<uint64_t> remove(const std::string& key);
+
+  uint8_t* slot_data() { return data_; }
+  uint64_t slot_bytes() const { return client_->slot_bytes_; }
+
+private:
+  friend class KvClient;
+  KvSession(KvClient* client, uint32_t slot);
+  template <class T, class... Ts>
+  Result<T> call(Ts&&... xs);
+
+  KvClient* client_;
+  uint64_t offset_;
+  uint8_t* data_;
+  std::unique_ptr<caf::scoped_actor> self_;
+};
+
+}  // namespace caf_rdma::kv

@@ -1,0 +1,52 @@
+// KvServer: an RdmaNode whose manager registers one memory pool, once, plus the store actor
+// (published at the server's address) that keeps the key index and moves values with RDMA
+// through its manager: PUT = RDMA READ from the client's buffer into a fresh pool block, GET =
+// RDMA WRITE from the value's block into the client's buffer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "actors/rdma_node.h"
+#include "examples/kv_store/kv_protocol.h"
+#include "primitives/status.h"
+
+namespace caf_rdma::kv {
+
+struct KvServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;  ///< 0 picks a free port (see KvServer::port())
+  uint64_t memory_bytes = 64 << 20;
+  /// Limit of each value transfer the server runs.
+  uint32_t transfer_timeout_ms = 30000;
+  /// Transport and device (CAF_RDMA_TRANSPORT, CAF_RDMA_DEVICE, ...).
+  ManagerOptions manager;
+};
+
+class KvServer {
+public:
+  /// Allocates and registers the pool, starts the node and publishes the store actor.
+  static Result<std::unique_ptr<KvServer>> start(KvServerOptions options);
+  /// Stops the store actor and the node, then frees the pool.
+  ~KvServer();
+
+  uint16_t port() const { return port_; }
+  std::string address() const { return host_ + ":" + std::to_string(port_); }
+  /// The server's RDMA device, "" when values move on the fallback.
+  const std::string& device() const { return device_; }
+  const server_actor& actor() const { return actor_; }
+  RdmaNode& node() { return *node_; }
+
+private:
+  KvServer() = default;
+
+  std::unique_ptr<uint8_t[]> memory_;  // declared first: freed after the node is gone
+  std::unique_ptr<RdmaNode> node_;
+  server_actor actor_;
+  std::string host_;
+  uint16_t port_ = 0;
+  std::string device_;
+};
+
+}  // namespace caf_rdma::kv

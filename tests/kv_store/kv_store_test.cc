@@ -1,0 +1,287 @@
+// kv_store end to end: server and clients in this process (each with its own node), plus a
+// kv_server process for the "server gone mid-request" case. Built twice: fallback (native)
+// and rdma (rdma-tagged, in the VM, where every value must move by RDMA).
+#include <gtest/gtest.h>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include <signal.h>
+
+#include <atomic>
+#include <thread>
+
+#include "actors/rdma_client.h"
+#include "actors/rdma_errors.h"
+#include "examples/child_process.h"
+#include "examples/kv_store/kv_client.h"
+#include "examples/kv_store/kv_server.h"
+#include "tests/actors/manager_fixture.h"
+#include "tests/rdma_test.h"
+
+namespace caf_rdma::kv {
+namespace {
+
+using caf_rdma::testing::expected_path;
+using caf_rdma::testing::pattern;
+using namespace std::chrono_literals;
+
+std::vector<uint8_t> value_of(uint64_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  for (uint64_t i = 0; i < n; ++i)
+    v[i] = pattern(i, seed);
+  return v;
+}
+
+#define EXPECT_ERROR(r, want, fragment)                                                   \
+  do {                                                                                    \
+    ASSERT_FALSE(r.ok()) << "expected " << to_string(want);                              \
+    EXPECT_EQ(r.error().code(), want) << r.error().to_string();                           \
+    EXPECT_NE(r.error().message().find(fragment), std::string::npos)                      \
+        << "'" << fragment << "' not in: " << r.error().message();                        \
+  } while (false)
+
+class KvStoreTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (expected_path() == kPathRdma && !caf_rdma::testing::rdma_skip_reason().empty())
+      CAF_RDMA_SKIP_OR_FAIL(caf_rdma::testing::rdma_skip_reason());
+    auto mo = ManagerOptions::from_env();
+    ASSERT_TRUE(mo.ok()) << mo.error().to_string();
+    manager_ = *mo;
+    KvServerOptions so;
+    so.memory_bytes = 64 << 20;
+    so.manager = manager_;
+    auto s = KvServer::start(so);
+    ASSERT_TRUE(s.ok()) << s.error().to_string();
+    server_ = std::move(*s);
+  }
+
+  std::unique_ptr<KvClient> connect(uint64_t buffer_bytes = 32 << 20, uint32_t slots = 1) {
+    KvClientOptions o;
+    o.server = server_->address();
+    o.buffer_bytes = buffer_bytes;
+    o.slots = slots;
+    o.manager = manager_;
+    auto c = KvClient::connect(o);
+    EXPECT_TRUE(c.ok()) << c.error().to_string();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  void expect_value(KvSession& s, const std::string& key, const std::vector<uint8_t>& v) {
+    auto r = s.get(key);
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    ASSERT_EQ(r->length, v.size());
+    if (!v.empty()) {
+      EXPECT_EQ(r->path, expected_path());
+      EXPECT_EQ(std::memcmp(s.slot_data(), v.data(), v.size()), 0) << "value of " << key;
+    }
+  }
+
+  ManagerOptions manager_;
+  std::unique_ptr<KvServer> server_;
+};
+
+TEST_F(KvStoreTest, PutGetDeleteRoundTripsOnTheExpectedPath) {
+  auto client = connect();
+  ASSERT_TRUE(client);
+  auto s = client->session(0);
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> kv = {
+    {"one-byte", value_of(1, 1)}, {"page", value_of(4096, 2)},
+    {"odd/size", value_of((1 << 20) + 3, 3)}, {"empty", {}}};
+  for (auto& [k, v] : kv) {
+    auto r = s->put(k, v.data(), v.size());
+    ASSERT_TRUE(r.ok()) << k << ": " << r.error().to_string();
+    EXPECT_EQ(r->length, v.size());
+    if (!v.empty())
+      EXPECT_EQ(r->path, expected_path());
+  }
+  // The slot's bytes are overwritten by every get: values come from the server's pool.
+  for (auto& [k, v] : kv)
+    expect_value(*s, k, v);
+  auto replaced = value_of(777, 9);
+  ASSERT_TRUE(s->put("page", replaced.data(), replaced.size()).ok());
+  expect_value(*s, "page", replaced);
+  auto stats = client->server_stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->keys, 4u);
+  EXPECT_EQ(stats->device.empty(), expected_path() == kPathFallback);
+  auto removed = s->remove("page");
+  ASSERT_TRUE(removed.ok()) << removed.error().to_string();
+  EXPECT_EQ(*removed, 777u);
+  EXPECT_ERROR(s->get("page"), ErrorCode::kNotFound, "get 'page': no such key");
+  EXPECT_ERROR(s->remove("page"), ErrorCode::kNotFound, "delete 'page': no such key");
+  expect_value(*s, "odd/size", kv[2].second);
+}
+
+TEST_F(KvStoreTest, LargeValuesRoundTrip) {
+  auto client = connect(32 << 20);
+  ASSERT_TRUE(client);
+  auto s = client->session(0);
+  auto big = value_of(24 << 20, 11);
+  auto r = s->put("big", big.data(), big.size());
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->path, expected_path());
+  std::memset(s->slot_data(), 0, s->slot_bytes());
+  expect_value(*s, "big", big);
+  auto big2 = value_of(16 << 20, 12);  // replacing needs room for both copies: 40 of 64 MiB
+  ASSERT_TRUE(s->put("big", big2.data(), big2.size()).ok());
+  expect_value(*s, "big", big2);
+  auto stats = client->server_stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->used_bytes, uint64_t(16) << 20) << "the replaced value's block was not freed";
+}
+
+TEST_F(KvStoreTest, EightConcurrentClientsEachSeeTheirOwnValues) {
+  constexpr int kClients = 8, kRounds = 6;
+  constexpr uint64_t kValue = 96 << 10;
+  std::vector<std::unique_ptr<KvClient>> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.push_back(connect(1 << 20, 2));
+    ASSERT_TRUE(clients.back());
+  }
+  std::vector<std::string> errors(kClients);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c)
+    threads.emplace_back([&, c] {
+      auto s = clients[c]->session(c % 2);
+      for (int round = 0; round < kRounds && errors[c].empty(); ++round) {
+        std::string key = "client/" + std::to_string(c) + "/" + std::to_string(round % 3);
+        auto v = value_of(kValue - c * 100, c * 100 + round);
+        auto p = s->put(key, v.data(), v.size());
+        if (!p.ok() || p->path != expected_path()) {
+          errors[c] = "put " + key + ": " + (p.ok() ? "path " + p->path : p.error().to_string());
+          break;
+        }
+        auto g = s->get(key);
+        if (!g.ok() || g->length != v.size() || std::memcmp(s->slot_data(), v.data(), v.size()) != 0)
+          errors[c] = "get " + key + ": " + (g.ok() ? "wrong bytes" : g.error().to_string());
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  for (int c = 0; c < kClients; ++c)
+    EXPECT_TRUE(errors[c].empty()) << "client " << c << ": " << errors[c];
+  auto stats = clients[0]->server_stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->keys, uint64_t(kClients) * 3);
+  EXPECT_EQ(stats->errors, 0u);
+}
+
+TEST_F(KvStoreTest, ValueLargerThanTheClientBufferIsRefusedOnBothSides) {
+  auto big_client = connect(8 << 20);
+  auto small_client = connect(1 << 20);
+  ASSERT_TRUE(big_client && small_client);
+  auto v = value_of(3 << 20, 4);
+  ASSERT_TRUE(big_client->session(0)->put("three-mib", v.data(), v.size()).ok());
+  auto s = small_client->session(0);
+  EXPECT_ERROR(s->get("three-mib"), ErrorCode::kSizeMismatch,
+               "the value has 3145728 bytes, the client's buffer");
+  EXPECT_ERROR(s->put("three-mib", v.data(), v.size()), ErrorCode::kSizeMismatch,
+               "larger than the client's buffer slot (1048576 bytes");
+  expect_value(*big_client->session(0), "three-mib", v);
+}
+
+TEST_F(KvStoreTest, PoolFullLeavesTheOldValueIntact) {
+  auto client = connect(48 << 20);
+  ASSERT_TRUE(client);
+  auto s = client->session(0);
+  auto a = value_of(40 << 20, 5);
+  ASSERT_TRUE(s->put("a", a.data(), a.size()).ok());
+  auto b = value_of(30 << 20, 6);  // 40 + 30 > 64 MiB: no room for the new copy
+  EXPECT_ERROR(s->put("a", b.data(), b.size()), ErrorCode::kResourceExhausted,
+               "pool full: the value needs 31457280 bytes");
+  expect_value(*s, "a", a);
+  EXPECT_ERROR(s->put("", a.data(), 1), ErrorCode::kInvalidArgument, "key of 0 bytes");
+}
+
+TEST_F(KvStoreTest, FailedTransferLeavesTheOldValueIntactAndFreesTheNewBlock) {
+  auto client = connect(1 << 20);
+  ASSERT_TRUE(client);
+  auto s = client->session(0);
+  auto v = value_of(5000, 7);
+  ASSERT_TRUE(s->put("k", v.data(), v.size()).ok());
+  auto before = client->server_stats();
+  ASSERT_TRUE(before.ok());
+  // A PUT whose source range lies outside the client's registered buffer: the server's
+  // transfer fails, and nothing of it may reach the index.
+  std::vector<uint8_t> other(4096);
+  auto reg = RdmaClient(client->node().system(), client->node().manager())
+                 .request_buffer(other.data(), other.size());
+  ASSERT_TRUE(reg.ok()) << reg.error().to_string();
+  caf::scoped_actor self{client->node().system()};
+  auto remote = client->node().system().middleman().remote_actor<server_actor>(
+      "127.0.0.1", server_->port());
+  ASSERT_TRUE(remote);
+  caf::error err;
+  self->request(*remote, 30s, put_atom::value, std::string("k"), *reg, uint64_t(4000),
+                uint64_t(1000))
+      .receive([](ValueInfo&) {}, [&](caf::error& e) { err = e; });
+  ASSERT_TRUE(err) << "a PUT past the end of the client's buffer succeeded";
+  EXPECT_EQ(error_code(err), ErrorCode::kOutOfBounds) << error_message(err);
+  EXPECT_NE(error_message(err).find("put 'k' from buffer"), std::string::npos)
+      << error_message(err);
+  expect_value(*s, "k", v);
+  auto after = client->server_stats();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->used_bytes, before->used_bytes);
+}
+
+TEST_F(KvStoreTest, UnreachableServerIsAClearError) {
+  auto port = server_->port();
+  server_.reset();  // nobody listens there any more
+  KvClientOptions o;
+  o.server = "127.0.0.1:" + std::to_string(port);
+  o.manager = manager_;
+  auto c = KvClient::connect(o);
+  EXPECT_ERROR(c, ErrorCode::kPeerUnavailable, "cannot reach kv_server at " + o.server);
+}
+
+std::string server_binary() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* ws = std::getenv("TEST_WORKSPACE");
+  if (srcdir && ws)
+    return std::string(srcdir) + "/" + ws + "/examples/kv_store/kv_server";
+  return "examples/kv_store/kv_server";
+}
+
+TEST_F(KvStoreTest, ServerGoneMidRequestFailsTheRequestNamingTheServer) {
+  auto proc = ChildProcess::start({server_binary(), "--listen", "127.0.0.1:0", "--memory-mb", "8"});
+  ASSERT_TRUE(proc.ok()) << proc.error().to_string();
+  auto line = proc->read_line(60s);
+  ASSERT_TRUE(line.ok()) << line.error().to_string();
+  auto at = line->find("listening on ");
+  ASSERT_NE(at, std::string::npos) << *line;
+  std::string address = line->substr(at + 13, line->find(',', at) - at - 13);
+  KvClientOptions o;
+  o.server = address;
+  o.buffer_bytes = 1 << 20;
+  o.timeout_ms = 60000;
+  o.manager = manager_;
+  auto c = KvClient::connect(o);
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  auto s = (*c)->session(0);
+  auto v = value_of(1000, 8);
+  ASSERT_TRUE(s->put("x", v.data(), v.size()).ok());
+  // Freeze the server, so the GET is certainly in flight, then kill it.
+  proc->kill(SIGSTOP);
+  std::atomic<bool> done{false};
+  Result<ValueInfo> got = Error(ErrorCode::kInternal, "not run");
+  auto t0 = std::chrono::steady_clock::now();
+  std::thread getter([&] {
+    got = s->get("x");
+    done = true;
+  });
+  std::this_thread::sleep_for(500ms);
+  EXPECT_FALSE(done) << "the GET finished against a stopped server";
+  proc->kill(SIGKILL);
+  getter.join();
+  auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_ERROR(got, ErrorCode::kPeerUnavailable, "kv_server at " + address + " is gone");
+  EXPECT_LT(took, 20s) << "the failure was noticed by the timeout, not by the server's death";
+  // Later requests fail at once with the same reason.
+  EXPECT_ERROR(s->remove("x"), ErrorCode::kPeerUnavailable, "is gone");
+}
+
+}  // namespace
+}  // namespace caf_rdma::kv
