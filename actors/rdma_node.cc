@@ -15,10 +15,6 @@
 
 namespace caf_rdma {
 
-namespace {
-
-// A free TCP port on `host` (the kernel's choice), so the manager can be named host:port before
-// it is published. Another process could take it in between; publish then fails loudly.
 Result<uint16_t> free_port(const std::string& host) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0)
@@ -37,8 +33,6 @@ Result<uint16_t> free_port(const std::string& host) {
   ::close(fd);
   return ntohs(addr.sin_port);
 }
-
-}  // namespace
 
 Result<std::unique_ptr<RdmaNode>> RdmaNode::start(NodeOptions options) {
   std::unique_ptr<RdmaNode> node(new RdmaNode());

@@ -1,0 +1,482 @@
+#include "examples/collectives/group_member.h"
+
+#include <caf/all.hpp>
+
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "actors/rdma_errors.h"
+
+namespace caf_rdma::group {
+
+namespace {
+
+enum Deadline : uint8_t { kSendDeadline = 0, kRecvDeadline = 1, kCollDeadline = 2, kFormDeadline = 3 };
+
+struct PendingSend {
+  uint64_t id;
+  uint64_t len;
+  bool last;
+  caf::response_promise rp;
+};
+
+struct Note {
+  uint64_t len;
+  bool last;
+};
+
+struct Peer {
+  caf::actor actor;
+  bool connected = false;
+  bool hello = false;
+  BufferHandle mailbox;  // theirs: where our messages go
+  BufferHandle coll;     // theirs: where our collective data goes
+  bool alive = true;
+  caf::error gone;
+  uint32_t credits = 1;  // their mailbox for us is free
+  bool sending = false;  // a write into their mailbox is in flight
+  std::deque<PendingSend> sends;
+  std::deque<Note> notes;
+  std::optional<std::pair<uint64_t, caf::response_promise>> receiver;
+};
+
+struct Collective {
+  bool active = false;
+  uint64_t epoch = 0;
+  bool bcast = false;
+  uint32_t root = 0;
+  uint64_t len = 0;  // broadcast bytes, or all-to-all block bytes
+  std::set<uint32_t> targets;   // ranks we write to
+  std::set<uint32_t> started;   // writes issued
+  uint32_t writes_left = 0;
+  std::set<uint32_t> awaiting;  // ranks whose data we wait for
+  std::string path;
+  caf::response_promise rp;
+};
+
+struct MemberState {
+  static inline const char* name = "group_member";
+  rdma_manager_actor manager;
+  MemberConfig cfg;
+  MemberBuffers buf;
+  std::vector<Peer> peers;
+  uint32_t hellos = 0;
+  std::vector<std::pair<uint64_t, caf::response_promise>> formed_waiters;
+  Collective coll;
+  std::map<uint64_t, std::set<uint32_t>> early_ready;
+  std::map<uint64_t, std::string> early_abort;
+  uint64_t next_id = 0;
+
+  uint32_t size() const { return static_cast<uint32_t>(cfg.addresses.size()); }
+  std::string who(uint32_t j) const {
+    return "rank " + std::to_string(j) + " (" + cfg.addresses[j] + ")";
+  }
+  bool formed() const {
+    for (uint32_t j = 0; j < size(); ++j)
+      if (j != cfg.rank && !(peers[j].connected && peers[j].hello))
+        return false;
+    return true;
+  }
+};
+
+using Self = caf::stateful_actor<MemberState>;
+
+caf::error transfer_error(const caf::error& err, const std::string& what) {
+  ErrorCode code = error_code(err);
+  if (err == caf::sec::request_timeout)
+    code = ErrorCode::kTimeout;
+  return make_rdma_error(code, what + ": " + error_message(err));
+}
+
+void arm(Self* self, Deadline kind, uint64_t key, uint64_t id) {
+  self->delayed_send(self, self->state.cfg.timeout, deadline_atom::value, uint8_t(kind), key, id);
+}
+
+std::chrono::milliseconds request_limit(Self* self) {
+  return self->state.cfg.timeout + std::chrono::seconds(10);
+}
+
+// Fails the running collective; with `propagate` the other live members are told to abort it
+// too, so nobody waits for data that will not come.
+void fail_collective(Self* self, const caf::error& err, bool propagate) {
+  auto& c = self->state.coll;
+  if (!c.active)
+    return;
+  c.active = false;
+  c.rp.deliver(err);
+  if (!propagate)
+    return;
+  for (uint32_t j = 0; j < self->state.size(); ++j) {
+    auto& p = self->state.peers[j];
+    if (j != self->state.cfg.rank && p.alive && p.connected)
+      self->send(p.actor, abort_atom::value, c.epoch, self->state.cfg.rank, error_message(err));
+  }
+}
+
+void check_collective(Self* self) {
+  auto& st = self->state;
+  auto& c = st.coll;
+  if (!c.active || c.writes_left > 0 || !c.awaiting.empty())
+    return;
+  c.active = false;
+  c.rp.deliver(c.path);
+}
+
+void start_write(Self* self, uint32_t j) {
+  auto& st = self->state;
+  auto& c = st.coll;
+  c.started.insert(j);
+  uint64_t local = c.bcast ? 0 : uint64_t(j) * c.len;
+  uint64_t remote = c.bcast ? 0 : uint64_t(st.cfg.rank) * c.len;
+  uint64_t epoch = c.epoch;
+  auto op = make_write(st.buf.coll_send, st.peers[j].coll, c.len, local, remote);
+  self->request(st.manager, request_limit(self), transfer_atom::value, op,
+                uint32_t(st.cfg.timeout.count()))
+      .then(
+        [=](TransferReply& r) {
+          auto& c = self->state.coll;
+          if (!c.active || c.epoch != epoch)
+            return;
+          c.path = r.path;
+          if (--c.writes_left > 0)
+            return;
+          // All our writes are in place: only now tell the targets, so that a collective either
+          // completes everywhere or fails everywhere.
+          for (uint32_t t : c.targets)
+            self->send(self->state.peers[t].actor, written_atom::value, epoch,
+                       self->state.cfg.rank, c.path);
+          check_collective(self);
+        },
+        [=](caf::error& err) {
+          auto& c = self->state.coll;
+          if (c.active && c.epoch == epoch)
+            fail_collective(self, transfer_error(err, "writing to " + self->state.who(j)), true);
+        });
+}
+
+void pump_sends(Self* self, uint32_t j) {
+  auto& st = self->state;
+  auto& p = st.peers[j];
+  if (p.sending || p.credits == 0 || p.sends.empty())
+    return;
+  PendingSend s = std::move(p.sends.front());
+  p.sends.pop_front();
+  --p.credits;
+  auto notify = [self, j, s](const std::string& path) mutable {
+    auto& p = self->state.peers[j];
+    self->send(p.actor, chunk_atom::value, self->state.cfg.rank, s.len, s.last);
+    s.rp.deliver(path);
+  };
+  if (s.len == 0) {
+    notify("");
+    return;
+  }
+  p.sending = true;
+  auto op = make_write(st.buf.staging[j], p.mailbox, s.len);
+  self->request(st.manager, request_limit(self), transfer_atom::value, op,
+                uint32_t(st.cfg.timeout.count()))
+      .then(
+        [=](TransferReply& r) mutable {
+          self->state.peers[j].sending = false;
+          notify(r.path);
+          pump_sends(self, j);
+        },
+        [=](caf::error& err) mutable {
+          auto& p = self->state.peers[j];
+          p.sending = false;
+          ++p.credits;  // the peer never saw this chunk
+          s.rp.deliver(transfer_error(err, "send to " + self->state.who(j)));
+          pump_sends(self, j);
+        });
+}
+
+caf::error bad_peer(Self* self, uint32_t j, const char* op) {
+  auto& st = self->state;
+  if (j >= st.size() || j == st.cfg.rank)
+    return make_rdma_error(ErrorCode::kInvalidArgument,
+                           std::string(op) + ": rank " + std::to_string(j) +
+                               " is not another member (group of " + std::to_string(st.size()) +
+                               ", this is rank " + std::to_string(st.cfg.rank) + ")");
+  if (!st.peers[j].alive)
+    return st.peers[j].gone;
+  return {};
+}
+
+caf::result<std::string> start_collective(Self* self, bool bcast, uint64_t epoch, uint32_t root,
+                                          uint64_t len) {
+  auto& st = self->state;
+  auto& c = st.coll;
+  uint32_t me = st.cfg.rank;
+  if (c.active)
+    return make_rdma_error(ErrorCode::kInvalidArgument,
+                           "collective " + std::to_string(epoch) + " started while collective " +
+                               std::to_string(c.epoch) + " still runs");
+  if (bcast && root >= st.size())
+    return make_rdma_error(ErrorCode::kInvalidArgument, "broadcast root " + std::to_string(root) +
+                                                            " is not a rank of this group of " +
+                                                            std::to_string(st.size()));
+  c = Collective{};
+  c.active = true;
+  c.epoch = epoch;
+  c.bcast = bcast;
+  c.root = root;
+  c.len = len;
+  c.rp = self->make_response_promise();
+  for (uint32_t j = 0; j < st.size(); ++j) {
+    if (j == me)
+      continue;
+    if (!bcast || me == root)
+      c.targets.insert(j);
+    if (!bcast || j == root)
+      c.awaiting.insert(j);
+  }
+  c.writes_left = static_cast<uint32_t>(c.targets.size());
+  if (auto it = st.early_abort.find(epoch); it != st.early_abort.end()) {
+    std::string why = it->second;
+    st.early_abort.erase(st.early_abort.begin(), std::next(it));
+    fail_collective(self, make_rdma_error(ErrorCode::kPeerUnavailable, why), false);
+    return caf::delegated<std::string>();
+  }
+  for (uint32_t j : c.targets)
+    if (!st.peers[j].alive) {
+      fail_collective(self, st.peers[j].gone, true);
+      return caf::delegated<std::string>();
+    }
+  for (uint32_t j : c.awaiting) {
+    if (!st.peers[j].alive) {
+      fail_collective(self, st.peers[j].gone, true);
+      return caf::delegated<std::string>();
+    }
+    // Our receive buffer is free (the previous collective was copied out): let j write.
+    self->send(st.peers[j].actor, ready_atom::value, epoch, me);
+  }
+  auto early = st.early_ready.find(epoch);
+  if (early != st.early_ready.end()) {
+    for (uint32_t j : early->second)
+      if (c.targets.count(j))
+        start_write(self, j);
+  }
+  st.early_ready.erase(st.early_ready.begin(), st.early_ready.upper_bound(epoch));
+  arm(self, kCollDeadline, epoch, 0);
+  check_collective(self);
+  return caf::delegated<std::string>();
+}
+
+caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg,
+                     MemberBuffers buf) {
+  auto& st = self->state;
+  st.manager = std::move(manager);
+  st.cfg = std::move(cfg);
+  st.buf = std::move(buf);
+  st.peers.resize(st.size());
+  self->set_down_handler([=](const caf::down_msg& dm) {
+    auto& st = self->state;
+    for (uint32_t j = 0; j < st.size(); ++j) {
+      auto& p = st.peers[j];
+      if (!p.connected || p.actor.address() != dm.source || !p.alive)
+        continue;
+      p.alive = false;
+      p.gone = make_rdma_error(ErrorCode::kPeerUnavailable,
+                               st.who(j) + " is gone (" + to_string(dm.reason) + ")");
+      for (auto& s : p.sends)
+        s.rp.deliver(p.gone);
+      p.sends.clear();
+      if (p.receiver) {
+        p.receiver->second.deliver(p.gone);
+        p.receiver.reset();
+      }
+      for (auto& w : st.formed_waiters)
+        w.second.deliver(p.gone);
+      st.formed_waiters.clear();
+      auto& c = st.coll;
+      if (c.active && (c.awaiting.count(j) || (c.targets.count(j) && c.writes_left > 0)))
+        fail_collective(self, p.gone, true);
+    }
+  });
+  return {
+    [=](peer_atom, uint32_t j, caf::actor& a) {
+      auto& st = self->state;
+      if (j >= st.size() || j == st.cfg.rank || st.peers[j].connected)
+        return;
+      st.peers[j].actor = a;
+      st.peers[j].connected = true;
+      self->monitor(a);
+      self->send(a, hello_atom::value, st.cfg.rank, st.buf.mailbox[j], st.buf.coll_recv);
+    },
+    [=](hello_atom, uint32_t from, BufferHandle& mailbox, BufferHandle& coll) {
+      auto& st = self->state;
+      if (from >= st.size() || from == st.cfg.rank || st.peers[from].hello)
+        return;
+      st.peers[from].mailbox = std::move(mailbox);
+      st.peers[from].coll = std::move(coll);
+      st.peers[from].hello = true;
+      if (st.formed()) {
+        for (auto& w : st.formed_waiters)
+          w.second.deliver(true);
+        st.formed_waiters.clear();
+      }
+    },
+    [=](formed_atom) -> caf::result<bool> {
+      auto& st = self->state;
+      for (uint32_t j = 0; j < st.size(); ++j)
+        if (j != st.cfg.rank && !st.peers[j].alive)
+          return st.peers[j].gone;
+      if (st.formed())
+        return true;
+      uint64_t id = ++st.next_id;
+      st.formed_waiters.emplace_back(id, self->make_response_promise());
+      arm(self, kFormDeadline, 0, id);
+      return caf::delegated<bool>();
+    },
+    [=](send_atom, uint32_t j, uint64_t len, bool last) -> caf::result<std::string> {
+      if (auto err = bad_peer(self, j, "send"))
+        return err;
+      auto& st = self->state;
+      if (len > st.buf.staging[j].size)
+        return make_rdma_error(ErrorCode::kInvalidArgument,
+                               "send: chunk of " + std::to_string(len) + " bytes > mailbox of " +
+                                   std::to_string(st.buf.staging[j].size));
+      uint64_t id = ++st.next_id;
+      st.peers[j].sends.push_back(PendingSend{id, len, last, self->make_response_promise()});
+      arm(self, kSendDeadline, j, id);
+      pump_sends(self, j);
+      return caf::delegated<std::string>();
+    },
+    [=](recv_atom, uint32_t j) -> caf::result<uint64_t, bool> {
+      auto& st = self->state;
+      if (j < st.size() && j != st.cfg.rank && !st.peers[j].notes.empty()) {
+        Note n = st.peers[j].notes.front();
+        st.peers[j].notes.pop_front();
+        return {n.len, n.last};
+      }
+      if (auto err = bad_peer(self, j, "recv"))
+        return err;
+      auto& p = st.peers[j];
+      if (p.receiver)
+        return make_rdma_error(ErrorCode::kInvalidArgument,
+                               "recv from " + st.who(j) + ": another recv is waiting");
+      uint64_t id = ++st.next_id;
+      p.receiver.emplace(id, self->make_response_promise());
+      arm(self, kRecvDeadline, j, id);
+      return caf::delegated<uint64_t, bool>();
+    },
+    [=](recv_done_atom, uint32_t j) {
+      auto& st = self->state;
+      if (j < st.size() && st.peers[j].alive)
+        self->send(st.peers[j].actor, credit_atom::value, st.cfg.rank);
+    },
+    [=](chunk_atom, uint32_t from, uint64_t len, bool last) {
+      auto& st = self->state;
+      if (from >= st.size())
+        return;
+      auto& p = st.peers[from];
+      if (p.receiver) {
+        p.receiver->second.deliver(len, last);
+        p.receiver.reset();
+      } else {
+        p.notes.push_back(Note{len, last});
+      }
+    },
+    [=](credit_atom, uint32_t from) {
+      if (from < self->state.size()) {
+        ++self->state.peers[from].credits;
+        pump_sends(self, from);
+      }
+    },
+    [=](bcast_atom, uint64_t epoch, uint32_t root, uint64_t len) {
+      return start_collective(self, true, epoch, root, len);
+    },
+    [=](a2a_atom, uint64_t epoch, uint64_t block) {
+      return start_collective(self, false, epoch, 0, block);
+    },
+    [=](ready_atom, uint64_t epoch, uint32_t from) {
+      auto& c = self->state.coll;
+      if (c.active && epoch == c.epoch) {
+        if (c.targets.count(from) && !c.started.count(from))
+          start_write(self, from);
+      } else if (epoch > c.epoch) {  // we have not entered that collective yet
+        self->state.early_ready[epoch].insert(from);
+      }
+    },
+    [=](written_atom, uint64_t epoch, uint32_t from, std::string& path) {
+      auto& c = self->state.coll;
+      if (c.active && epoch == c.epoch && c.awaiting.erase(from) > 0) {
+        if (c.path.empty())
+          c.path = path;
+        check_collective(self);
+      }
+    },
+    [=](abort_atom, uint64_t epoch, uint32_t from, std::string& why) {
+      auto& st = self->state;
+      std::string msg = "collective " + std::to_string(epoch) + " aborted by " +
+                        (from < st.size() ? st.who(from) : "?") + ": " + why;
+      if (st.coll.active && epoch == st.coll.epoch)
+        fail_collective(self, make_rdma_error(ErrorCode::kPeerUnavailable, msg), false);
+      else if (epoch > st.coll.epoch)
+        st.early_abort.emplace(epoch, msg);
+    },
+    [=](deadline_atom, uint8_t kind, uint64_t key, uint64_t id) {
+      auto& st = self->state;
+      std::string after = " within " + std::to_string(st.cfg.timeout.count()) + " ms";
+      if (kind == kSendDeadline && key < st.size()) {
+        auto& q = st.peers[key].sends;
+        for (auto it = q.begin(); it != q.end(); ++it)
+          if (it->id == id) {
+            it->rp.deliver(make_rdma_error(ErrorCode::kTimeout,
+                                           "send to " + st.who(key) +
+                                               ": its mailbox was not freed" + after +
+                                               " (is it receiving?)"));
+            q.erase(it);
+            break;
+          }
+      } else if (kind == kRecvDeadline && key < st.size()) {
+        auto& r = st.peers[key].receiver;
+        if (r && r->first == id) {
+          r->second.deliver(make_rdma_error(ErrorCode::kTimeout,
+                                            "recv from " + st.who(key) + ": no message" + after));
+          r.reset();
+        }
+      } else if (kind == kCollDeadline) {
+        auto& c = st.coll;
+        if (!c.active || c.epoch != key)
+          return;
+        std::string missing;
+        for (uint32_t j : c.targets)
+          if (!c.started.count(j))
+            missing += " ready from rank " + std::to_string(j) + ";";
+        for (uint32_t j : c.awaiting)
+          missing += " data from rank " + std::to_string(j) + ";";
+        fail_collective(self,
+                        make_rdma_error(ErrorCode::kTimeout,
+                                        "collective " + std::to_string(key) + " did not finish" +
+                                            after + "; waiting for" + missing),
+                        true);
+      } else if (kind == kFormDeadline) {
+        auto& w = st.formed_waiters;
+        for (auto it = w.begin(); it != w.end(); ++it)
+          if (it->first == id) {
+            std::string missing;
+            for (uint32_t j = 0; j < st.size(); ++j)
+              if (j != st.cfg.rank && !(st.peers[j].connected && st.peers[j].hello))
+                missing += " " + st.who(j);
+            it->second.deliver(make_rdma_error(ErrorCode::kTimeout,
+                                               "group not formed" + after + "; no hello from" +
+                                                   missing));
+            w.erase(it);
+            break;
+          }
+      }
+    },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_group_member(caf::actor_system& sys, rdma_manager_actor manager,
+                              MemberConfig config, MemberBuffers buffers) {
+  return sys.spawn(member, std::move(manager), std::move(config), std::move(buffers));
+}
+
+}  // namespace caf_rdma::group

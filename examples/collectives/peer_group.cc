@@ -1,0 +1,275 @@
+#include "examples/collectives/peer_group.h"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "actors/rdma_client.h"
+#include "actors/rdma_errors.h"
+#include "examples/collectives/group_member.h"
+
+namespace caf_rdma::group {
+
+namespace {
+
+Error from_caf(const caf::error& err) {
+  ErrorCode code = error_code(err);
+  if (err == caf::sec::request_timeout)
+    code = ErrorCode::kTimeout;
+  return Error(code, error_message(err));
+}
+
+}  // namespace
+
+Status PeerGroup::track(Status s) {
+  if (!s.ok()) {
+    std::lock_guard<std::mutex> guard(last_mutex_);
+    last_error_ = s.error();
+  }
+  return s;
+}
+
+std::optional<Error> PeerGroup::last_error() const {
+  std::lock_guard<std::mutex> guard(last_mutex_);
+  return last_error_;
+}
+
+std::string PeerGroup::last_path() const {
+  std::lock_guard<std::mutex> guard(last_mutex_);
+  return last_path_;
+}
+
+Result<std::unique_ptr<PeerGroup>> PeerGroup::form(PeerGroupOptions o) {
+  uint32_t n = static_cast<uint32_t>(o.members.size());
+  if (n < 2 || o.rank >= n)
+    return Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(o.rank) + " of a group of " +
+                                                  std::to_string(n) + " members (need >= 2)");
+  if (o.mailbox_bytes == 0 || o.collective_bytes < n)
+    return Error(ErrorCode::kInvalidArgument,
+                 "mailbox_bytes must be > 0 and collective_bytes >= the group size");
+  std::vector<std::pair<std::string, uint16_t>> addr;
+  for (const auto& m : o.members) {
+    auto hp = parse_host_port(m);
+    if (!hp.ok())
+      return hp.error().with_context("group member address");
+    addr.push_back(*hp);
+  }
+  std::unique_ptr<PeerGroup> g(new PeerGroup());
+  g->options_ = o;
+  uint64_t bytes = 2 * uint64_t(n) * o.mailbox_bytes + 2 * o.collective_bytes;
+  g->memory_.reset(new (std::nothrow) uint8_t[bytes]);
+  if (!g->memory_)
+    return Error(ErrorCode::kInvalidArgument,
+                 "cannot allocate " + std::to_string(bytes) + " bytes of group buffers");
+  NodeOptions no;
+  no.host = addr[o.rank].first;
+  no.manager = o.manager;
+  CAF_RDMA_ASSIGN_OR_RETURN(g->node_, RdmaNode::start(no));
+  auto& sys = g->node_->system();
+  MemberBuffers buf;
+  buf.mailbox.resize(n);
+  buf.staging.resize(n);
+  {
+    RdmaClient rc(sys, g->node_->manager());
+    auto reg = [&](uint8_t* p, uint64_t size, const std::string& what) -> Result<BufferHandle> {
+      auto h = rc.request_buffer(p, size);
+      if (!h.ok())
+        return h.error().with_context("registering " + what);
+      return *h;
+    };
+    for (uint32_t j = 0; j < n; ++j) {
+      if (j == o.rank)
+        continue;
+      CAF_RDMA_ASSIGN_OR_RETURN(buf.mailbox[j], reg(g->mailbox(j), o.mailbox_bytes, "a mailbox"));
+      CAF_RDMA_ASSIGN_OR_RETURN(buf.staging[j],
+                                reg(g->staging(j), o.mailbox_bytes, "a send buffer"));
+    }
+    CAF_RDMA_ASSIGN_OR_RETURN(buf.coll_recv,
+                              reg(g->coll_recv(), o.collective_bytes, "the collective buffer"));
+    CAF_RDMA_ASSIGN_OR_RETURN(buf.coll_send,
+                              reg(g->coll_send(), o.collective_bytes, "the collective buffer"));
+  }
+  MemberConfig mc;
+  mc.rank = o.rank;
+  mc.addresses = o.members;
+  mc.timeout = std::chrono::milliseconds(o.timeout_ms);
+  g->member_ = spawn_group_member(sys, g->node_->manager(), mc, buf);
+  auto self = g->lease();
+  auto port = sys.middleman().publish(g->member_, addr[o.rank].second,
+                                      addr[o.rank].first.c_str(), true);
+  if (!port)
+    return Error(ErrorCode::kPeerUnavailable, "rank " + std::to_string(o.rank) +
+                                                  ": cannot listen on " + o.members[o.rank] +
+                                                  ": " + sys.render(port.error()));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(o.timeout_ms);
+  for (uint32_t j = 0; j < n; ++j) {
+    if (j == o.rank)
+      continue;
+    while (true) {  // the peer may not be up yet
+      auto a = sys.middleman().remote_actor(addr[j].first, addr[j].second);
+      if (a) {
+        (*self)->send(g->member_, peer_atom::value, j, *a);
+        break;
+      }
+      if (std::chrono::steady_clock::now() >= deadline)
+        return Error(ErrorCode::kPeerUnavailable,
+                     "cannot reach rank " + std::to_string(j) + " at " + o.members[j] +
+                         " within " + std::to_string(o.timeout_ms) + " ms: " +
+                         sys.render(a.error()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  std::optional<Error> failed;
+  (*self)->request(g->member_, std::chrono::milliseconds(o.timeout_ms) + std::chrono::seconds(10),
+                       formed_atom::value)
+      .receive([](bool) {}, [&](caf::error& e) { failed = from_caf(e); });
+  g->give_back(std::move(self));
+  if (failed)
+    return failed->with_context("forming the group at rank " + std::to_string(o.rank));
+  return g;
+}
+
+std::unique_ptr<caf::scoped_actor> PeerGroup::lease() {
+  {
+    std::lock_guard<std::mutex> guard(idle_mutex_);
+    if (!idle_.empty()) {
+      auto self = std::move(idle_.back());
+      idle_.pop_back();
+      return self;
+    }
+  }
+  return std::make_unique<caf::scoped_actor>(node_->system());
+}
+
+void PeerGroup::give_back(std::unique_ptr<caf::scoped_actor> self) {
+  std::lock_guard<std::mutex> guard(idle_mutex_);
+  idle_.push_back(std::move(self));
+}
+
+PeerGroup::~PeerGroup() {
+  idle_.clear();  // scoped actors go before their system
+  if (member_)
+    caf::anon_send_exit(member_, caf::exit_reason::user_shutdown);
+  member_ = nullptr;
+  node_.reset();
+}
+
+template <class... Ts>
+Result<std::string> PeerGroup::ask(Ts&&... xs) {
+  std::optional<Result<std::string>> out;
+  auto limit = std::chrono::milliseconds(options_.timeout_ms) + std::chrono::seconds(10);
+  auto self = lease();
+  (*self)->request(member_, limit, std::forward<Ts>(xs)...)
+      .receive([&](std::string& path) { out.emplace(std::move(path)); },
+               [&](caf::error& e) { out.emplace(from_caf(e)); });
+  give_back(std::move(self));
+  if (!out)
+    return Error(ErrorCode::kInternal, "no reply from the group member");
+  if (out->ok() && !(*out)->empty()) {
+    std::lock_guard<std::mutex> guard(last_mutex_);
+    last_path_ = **out;
+  }
+  return std::move(*out);
+}
+
+Status PeerGroup::send(uint32_t peer, const void* data, uint64_t size) {
+  if (peer >= this->size() || peer == rank())
+    return track(Error(ErrorCode::kInvalidArgument,
+                       "send: rank " + std::to_string(peer) + " is not another member"));
+  auto* p = static_cast<const uint8_t*>(data);
+  uint64_t off = 0;
+  do {
+    uint64_t len = std::min(options_.mailbox_bytes, size - off);
+    if (len > 0)
+      std::memcpy(staging(peer), p + off, len);
+    off += len;
+    auto r = ask(send_atom::value, peer, len, off == size);
+    if (!r.ok())
+      return track(r.error());
+  } while (off < size);
+  return {};
+}
+
+Result<std::vector<uint8_t>> PeerGroup::recv(uint32_t peer) {
+  if (peer >= size() || peer == rank()) {
+    return track(Error(ErrorCode::kInvalidArgument,
+                       "recv: rank " + std::to_string(peer) + " is not another member"));
+  }
+  std::vector<uint8_t> out;
+  auto limit = std::chrono::milliseconds(options_.timeout_ms) + std::chrono::seconds(10);
+  bool last = false;
+  auto self = lease();
+  while (!last) {
+    std::optional<Error> err;
+    uint64_t len = 0;
+    (*self)->request(member_, limit, recv_atom::value, peer)
+        .receive(
+          [&](uint64_t n, bool l) {
+            len = n;
+            last = l;
+          },
+          [&](caf::error& e) { err = from_caf(e); });
+    if (err) {
+      give_back(std::move(self));
+      return track(*err);
+    }
+    if (len > options_.mailbox_bytes) {
+      give_back(std::move(self));
+      return track(Error(ErrorCode::kInternal, "recv: chunk larger than the mailbox"));
+    }
+    out.insert(out.end(), mailbox(peer), mailbox(peer) + len);
+    // The mailbox is copied out: the sender may write the next piece.
+    (*self)->send(member_, recv_done_atom::value, peer);
+  }
+  give_back(std::move(self));
+  return out;
+}
+
+Status PeerGroup::broadcast(uint32_t root, void* data, uint64_t size) {
+  if (root >= this->size())
+    return track(Error(ErrorCode::kInvalidArgument,
+                       "broadcast: root " + std::to_string(root) + " is not a rank of this group"));
+  auto* p = static_cast<uint8_t*>(data);
+  for (uint64_t off = 0; off < size; off += options_.collective_bytes) {
+    uint64_t len = std::min(options_.collective_bytes, size - off);
+    if (rank() == root)
+      std::memcpy(coll_send(), p + off, len);
+    auto r = ask(bcast_atom::value, ++epoch_, root, len);
+    if (!r.ok())
+      return track(r.error().with_context("broadcast from rank " + std::to_string(root)));
+    if (rank() != root)
+      std::memcpy(p + off, coll_recv(), len);
+  }
+  return {};
+}
+
+Status PeerGroup::all_to_all(const void* send, void* recv, uint64_t block_size) {
+  auto* in = static_cast<const uint8_t*>(send);
+  auto* out = static_cast<uint8_t*>(recv);
+  uint32_t n = size();
+  uint64_t piece = std::min<uint64_t>(block_size, options_.collective_bytes / n);
+  for (uint64_t off = 0; off < block_size; off += piece) {
+    uint64_t len = std::min(piece, block_size - off);
+    for (uint32_t j = 0; j < n; ++j)
+      if (j != rank())
+        std::memcpy(coll_send() + j * len, in + j * block_size + off, len);
+    auto r = ask(a2a_atom::value, ++epoch_, len);
+    if (!r.ok())
+      return track(r.error().with_context("all_to_all"));
+    for (uint32_t i = 0; i < n; ++i)
+      std::memcpy(out + i * block_size + off,
+                  i == rank() ? in + i * block_size + off : coll_recv() + i * len, len);
+  }
+  return {};
+}
+
+Status PeerGroup::barrier() {
+  std::vector<uint8_t> in(size(), 1), out(size(), 0);
+  Status s = all_to_all(in.data(), out.data(), 1);
+  return s.ok() ? s : track(s.error().with_context("barrier"));
+}
+
+}  // namespace caf_rdma::group

@@ -1,0 +1,99 @@
+// PeerGroup: N processes (ranks 0..N-1, each with its own RdmaNode) that exchange data with
+// two-sided send/recv and with collectives (broadcast, all-to-all, barrier), the actor way:
+// each process runs a group member actor that coordinates with the others over CAF messages
+// while the bytes move by RDMA WRITE between pre-registered buffers (fallback without a
+// device). Buffers are registered once, when the group forms, and reused by every call.
+//
+// Every call blocks with a timeout and returns an error value instead of crashing: a member
+// that is gone (its process died) is named ("rank 2 (127.0.0.1:4711) is gone ..."), and a
+// collective fails on every member when it fails on one (the failing member tells the others).
+// Collectives must be called in the same order, with the same sizes, by every member, one at a
+// time. Threads may call send and recv concurrently as long as each (peer, direction) has one
+// caller at a time (e.g. one thread sending to rank 1 while another receives from rank 2).
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/rdma_node.h"
+#include "primitives/status.h"
+
+namespace caf_rdma::group {
+
+struct PeerGroupOptions {
+  uint32_t rank = 0;
+  /// "host:port" where each rank's member actor listens; entry `rank` is this process's.
+  std::vector<std::string> members;
+  /// Per peer and direction: the largest piece of a message moved at once.
+  uint64_t mailbox_bytes = 1 << 20;
+  /// Receive (and send staging) buffer of the collectives; larger calls run in rounds.
+  uint64_t collective_bytes = 16 << 20;
+  /// Limit of forming the group and of each call.
+  uint32_t timeout_ms = 30000;
+  ManagerOptions manager;
+};
+
+class PeerGroup {
+public:
+  /// Starts this rank's node, registers its buffers, publishes its member actor at
+  /// members[rank] and connects to every other member (retrying until they are up), then waits
+  /// until all have exchanged buffer handles. Errors name the member that could not be reached.
+  static Result<std::unique_ptr<PeerGroup>> form(PeerGroupOptions options);
+  ~PeerGroup();
+
+  uint32_t rank() const { return options_.rank; }
+  uint32_t size() const { return static_cast<uint32_t>(options_.members.size()); }
+
+  /// Sends one message to `peer` (ordered per pair). Returns once the message is in the peer's
+  /// mailbox; a message larger than mailbox_bytes needs the peer to be receiving meanwhile.
+  Status send(uint32_t peer, const void* data, uint64_t size);
+  /// The next message from `peer`.
+  Result<std::vector<uint8_t>> recv(uint32_t peer);
+  /// Copies root's `size` bytes at `data` into `data` on every member.
+  Status broadcast(uint32_t root, void* data, uint64_t size);
+  /// Block j of `send` (block_size bytes each, size() blocks) goes to rank j; block i of `recv`
+  /// comes from rank i.
+  Status all_to_all(const void* send, void* recv, uint64_t block_size);
+  /// Returns once every member has called barrier().
+  Status barrier();
+
+  /// The error of the last failed call, if any.
+  std::optional<Error> last_error() const;
+  /// The path ("rdma" or "fallback") of the last call that moved bytes.
+  std::string last_path() const;
+  RdmaNode& node() { return *node_; }
+
+private:
+  PeerGroup() = default;
+  Status track(Status s);
+  Error track(Error e) { return track(Status(e)).error(); }
+  template <class... Ts>
+  Result<std::string> ask(Ts&&... xs);
+  /// A blocking actor for one call (CAF's scoped actors serve one thread at a time).
+  std::unique_ptr<caf::scoped_actor> lease();
+  void give_back(std::unique_ptr<caf::scoped_actor> self);
+  uint8_t* mailbox(uint32_t j) { return memory_.get() + uint64_t(j) * options_.mailbox_bytes; }
+  uint8_t* staging(uint32_t j) { return mailbox(size() + j); }
+  uint8_t* coll_recv() { return mailbox(2 * size()); }
+  uint8_t* coll_send() { return coll_recv() + options_.collective_bytes; }
+
+  PeerGroupOptions options_;
+  std::unique_ptr<uint8_t[]> memory_;  // freed after the node is gone
+  std::unique_ptr<RdmaNode> node_;
+  caf::actor member_;
+  std::mutex idle_mutex_;
+  std::vector<std::unique_ptr<caf::scoped_actor>> idle_;
+  uint64_t epoch_ = 0;
+  mutable std::mutex last_mutex_;
+  std::optional<Error> last_error_;
+  std::string last_path_;
+};
+
+}  // namespace caf_rdma::group

@@ -1,0 +1,198 @@
+// PeerGroup with three members in this process (each its own node and actor system), built
+// twice: fallback (native lane) and rdma (rdma-tagged, in the VM: every call must move its
+// bytes by RDMA). Small buffers force messages and collectives to run in several rounds.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <thread>
+
+#include "examples/collectives/peer_group.h"
+#include "tests/actors/manager_fixture.h"
+#include "tests/rdma_test.h"
+
+namespace caf_rdma::group {
+namespace {
+
+using caf_rdma::testing::expected_path;
+using caf_rdma::testing::pattern;
+
+std::vector<uint8_t> bytes_of(uint64_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  for (uint64_t i = 0; i < n; ++i)
+    v[i] = pattern(i, seed);
+  return v;
+}
+
+class PeerGroupTest : public ::testing::Test {
+protected:
+  static constexpr uint32_t kMembers = 3;
+
+  void SetUp() override {
+    if (expected_path() == kPathRdma && !caf_rdma::testing::rdma_skip_reason().empty())
+      CAF_RDMA_SKIP_OR_FAIL(caf_rdma::testing::rdma_skip_reason());
+  }
+
+  /// Forms the group (all members at once, as separate processes would).
+  void form(uint32_t timeout_ms = 20000) {
+    std::vector<std::string> members;
+    for (uint32_t r = 0; r < kMembers; ++r) {
+      auto p = free_port("127.0.0.1");
+      ASSERT_TRUE(p.ok());
+      members.push_back("127.0.0.1:" + std::to_string(*p));
+    }
+    auto mo = ManagerOptions::from_env();
+    ASSERT_TRUE(mo.ok());
+    groups_.resize(kMembers);
+    std::vector<std::string> errors(kMembers);
+    std::vector<std::thread> threads;
+    for (uint32_t r = 0; r < kMembers; ++r)
+      threads.emplace_back([&, r] {
+        PeerGroupOptions o;
+        o.rank = r;
+        o.members = members;
+        o.mailbox_bytes = 64 << 10;
+        o.collective_bytes = 96 << 10;
+        o.timeout_ms = timeout_ms;
+        o.manager = *mo;
+        auto g = PeerGroup::form(o);
+        if (g.ok())
+          groups_[r] = std::move(*g);
+        else
+          errors[r] = g.error().to_string();
+      });
+    for (auto& t : threads)
+      t.join();
+    for (uint32_t r = 0; r < kMembers; ++r)
+      ASSERT_TRUE(groups_[r]) << "rank " << r << ": " << errors[r];
+  }
+
+  /// Runs fn(rank, group) on every member at once; returns each one's error text ("" = ok).
+  std::vector<std::string> on_all(const std::function<std::string(uint32_t, PeerGroup&)>& fn) {
+    std::vector<std::string> out(kMembers);
+    std::vector<std::thread> threads;
+    for (uint32_t r = 0; r < kMembers; ++r)
+      if (groups_[r])
+        threads.emplace_back([&, r] { out[r] = fn(r, *groups_[r]); });
+    for (auto& t : threads)
+      t.join();
+    return out;
+  }
+
+  std::vector<std::unique_ptr<PeerGroup>> groups_;
+};
+
+TEST_F(PeerGroupTest, SendRecvKeepsOrderAndBoundariesAcrossManyMailboxRounds) {
+  form();
+  const std::vector<uint64_t> sizes = {0, 1000, 300 << 10, 64 << 10, 7};
+  auto errors = on_all([&](uint32_t r, PeerGroup& g) -> std::string {
+    uint32_t to = (r + 1) % kMembers, from = (r + kMembers - 1) % kMembers;
+    // Send everything first: only the large message needs the receiver to be draining, and the
+    // receiver thread runs concurrently.
+    std::thread sender([&] {
+      for (size_t m = 0; m < sizes.size(); ++m) {
+        auto v = bytes_of(sizes[m], r * 100 + m);
+        if (!g.send(to, v.data(), v.size()).ok())
+          return;
+      }
+    });
+    std::string problem;
+    for (size_t m = 0; m < sizes.size() && problem.empty(); ++m) {
+      auto got = g.recv(from);
+      if (!got.ok())
+        problem = got.error().to_string();
+      else if (*got != bytes_of(sizes[m], from * 100 + m))
+        problem = "message " + std::to_string(m) + " from rank " + std::to_string(from) +
+                  " has " + std::to_string(got->size()) + " bytes or wrong contents";
+    }
+    sender.join();
+    if (problem.empty() && g.last_path() != expected_path())
+      problem = "path " + g.last_path();
+    return problem;
+  });
+  for (uint32_t r = 0; r < kMembers; ++r)
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+TEST_F(PeerGroupTest, CollectivesLargerThanTheirBuffersRunInRoundsAndAreVerified) {
+  form();
+  constexpr uint64_t kBcast = (1 << 20) + 12345;  // > 10 rounds of 96 KiB
+  constexpr uint64_t kBlock = (100 << 10) + 3;    // pieces of 32 KiB per round
+  auto errors = on_all([&](uint32_t r, PeerGroup& g) -> std::string {
+    std::vector<uint8_t> data = r == 1 ? bytes_of(kBcast, 77) : std::vector<uint8_t>(kBcast, 0);
+    if (Status s = g.broadcast(1, data.data(), data.size()); !s.ok())
+      return s.error().to_string();
+    if (data != bytes_of(kBcast, 77))
+      return "broadcast data differs";
+    if (g.last_path() != expected_path())
+      return "broadcast path " + g.last_path();
+    std::vector<uint8_t> in(kBlock * kMembers), out(kBlock * kMembers, 0);
+    for (uint32_t j = 0; j < kMembers; ++j) {
+      auto b = bytes_of(kBlock, 1000 + r * 10 + j);
+      std::copy(b.begin(), b.end(), in.begin() + j * kBlock);
+    }
+    if (Status s = g.all_to_all(in.data(), out.data(), kBlock); !s.ok())
+      return s.error().to_string();
+    for (uint32_t i = 0; i < kMembers; ++i)
+      if (!std::equal(out.begin() + i * kBlock, out.begin() + (i + 1) * kBlock,
+                      bytes_of(kBlock, 1000 + i * 10 + r).begin()))
+        return "all-to-all block from rank " + std::to_string(i) + " differs";
+    if (Status s = g.barrier(); !s.ok())
+      return s.error().to_string();
+    return "";
+  });
+  for (uint32_t r = 0; r < kMembers; ++r)
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+TEST_F(PeerGroupTest, BadRanksAndSilentPeersAreErrorsNotHangs) {
+  form(700);
+  PeerGroup& g = *groups_[0];
+  Status s = g.send(0, "x", 1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.error().message().find("rank 0 is not another member"), std::string::npos);
+  auto r = g.recv(9);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
+  auto t0 = std::chrono::steady_clock::now();
+  r = g.recv(2);  // rank 2 never sends
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kTimeout) << r.error().to_string();
+  EXPECT_NE(r.error().message().find("recv from rank 2 (127.0.0.1:"), std::string::npos)
+      << r.error().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  ASSERT_TRUE(g.last_error().has_value());
+  EXPECT_EQ(g.last_error()->code(), ErrorCode::kTimeout);
+  // A collective that only rank 0 enters times out on rank 0, naming whom it waited for.
+  std::vector<uint8_t> in(3), out(3);
+  Status c = g.all_to_all(in.data(), out.data(), 1);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().code(), ErrorCode::kTimeout) << c.error().to_string();
+  EXPECT_NE(c.error().message().find("data from rank 1"), std::string::npos)
+      << c.error().message();
+}
+
+TEST_F(PeerGroupTest, AMemberGoneBeforeACollectiveFailsItOnEveryOtherMemberNamingIt) {
+  form(20000);
+  std::string gone_address = "rank 2 (127.0.0.1:";
+  groups_[2].reset();  // its node shuts down: connections close
+  auto t0 = std::chrono::steady_clock::now();
+  auto errors = on_all([&](uint32_t r, PeerGroup& g) -> std::string {
+    std::vector<uint8_t> in(3 * 1000, uint8_t(r)), out(3 * 1000);
+    Status s = g.all_to_all(in.data(), out.data(), 1000);
+    return s.ok() ? "" : s.error().to_string();
+  });
+  for (uint32_t r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[r].find(gone_address), std::string::npos) << "rank " << r << ": " << errors[r];
+    EXPECT_NE(errors[r].find("is gone"), std::string::npos) << errors[r];
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(15))
+      << "noticed by the timeout instead of the member's departure";
+  // Point to point with the departed member fails at once, too.
+  Status s = groups_[0]->send(2, "x", 1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code(), ErrorCode::kPeerUnavailable);
+}
+
+}  // namespace
+}  // namespace caf_rdma::group
