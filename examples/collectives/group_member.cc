@@ -297,6 +297,7 @@ caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg,
   });
   return {
     [=](peer_atom, uint32_t j, caf::actor& a) {
+      // We connected to j (a lower rank): introduce ourselves.
       auto& st = self->state;
       if (j >= st.size() || j == st.cfg.rank || st.peers[j].connected)
         return;
@@ -309,9 +310,18 @@ caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg,
       auto& st = self->state;
       if (from >= st.size() || from == st.cfg.rank || st.peers[from].hello)
         return;
-      st.peers[from].mailbox = std::move(mailbox);
-      st.peers[from].coll = std::move(coll);
-      st.peers[from].hello = true;
+      auto& p = st.peers[from];
+      if (!p.connected) {
+        // A higher rank connected to us: answer over its connection (one connection per pair;
+        // two nodes dialing each other at once can make CAF drop one of the two).
+        p.actor = caf::actor_cast<caf::actor>(self->current_sender());
+        p.connected = true;
+        self->monitor(p.actor);
+        self->send(p.actor, hello_atom::value, st.cfg.rank, st.buf.mailbox[from], st.buf.coll_recv);
+      }
+      p.mailbox = std::move(mailbox);
+      p.coll = std::move(coll);
+      p.hello = true;
       if (st.formed()) {
         for (auto& w : st.formed_waiters)
           w.second.deliver(true);

@@ -18,7 +18,7 @@
 namespace caf_rdma::group {
 
 // Front end -> member.
-using peer_atom = caf::atom_constant<caf::atom("pg_peer")>;      // (rank, actor): connect
+using peer_atom = caf::atom_constant<caf::atom("pg_peer")>;      // (rank, actor): connected
 using formed_atom = caf::atom_constant<caf::atom("pg_formed")>;  // () -> bool, all hellos in
 using send_atom = caf::atom_constant<caf::atom("pg_send")>;      // (peer, len, last) -> path
 using recv_atom = caf::atom_constant<caf::atom("pg_recv")>;      // (peer) -> (len, last)

@@ -105,9 +105,9 @@ Result<std::unique_ptr<PeerGroup>> PeerGroup::form(PeerGroupOptions o) {
                                                   ": cannot listen on " + o.members[o.rank] +
                                                   ": " + sys.render(port.error()));
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(o.timeout_ms);
-  for (uint32_t j = 0; j < n; ++j) {
-    if (j == o.rank)
-      continue;
+  // Each member dials the lower ranks; higher ranks dial us (their hello arrives over their
+  // connection). One connection per pair.
+  for (uint32_t j = 0; j < o.rank; ++j) {
     while (true) {  // the peer may not be up yet
       auto a = sys.middleman().remote_actor(addr[j].first, addr[j].second);
       if (a) {

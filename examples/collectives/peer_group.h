@@ -43,7 +43,8 @@ struct PeerGroupOptions {
 class PeerGroup {
 public:
   /// Starts this rank's node, registers its buffers, publishes its member actor at
-  /// members[rank] and connects to every other member (retrying until they are up), then waits
+  /// members[rank], dials the lower ranks (retrying until they are up) and waits for the higher
+  /// ranks to dial it (one connection per pair), then waits
   /// until all have exchanged buffer handles. Errors name the member that could not be reached.
   static Result<std::unique_ptr<PeerGroup>> form(PeerGroupOptions options);
   ~PeerGroup();

@@ -37,9 +37,10 @@ if [ "$mode" = rdma ] && [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
     exit 1
   fi
   echo "*** SKIPPED: $reason ***"
-  skipped=2
   record ping_pong skipped "$reason"
   record parameter_server skipped "$reason"
+  record kv_store_cli skipped "$reason"
+  skipped=3
   write_xml
   exit 0
 fi
@@ -67,6 +68,45 @@ if [ $failures -eq 0 ] && ! grep -q "path $mode" <<<"$("$bin/parameter_server" -
 else
   record parameter_server_path passed ""
 fi
+# kv_store from the command line: the documented commands, exit codes and the path.
+kv_cli() {
+  local dir log port out rc problem=""
+  dir=$(mktemp -d)
+  "$bin/kv_store/kv_server" --listen 127.0.0.1:0 --memory-mb 16 > "$dir/server.log" 2>&1 &
+  local server=$!
+  for _ in $(seq 100); do grep -q "listening on" "$dir/server.log" && break; sleep 0.1; done
+  port=$(grep -o '127.0.0.1:[0-9]*' "$dir/server.log" | head -1)
+  local c=("$bin/kv_store/kv_client" --server "$port" --buffer-mb 4)
+  echo "=== kv_store_cli: kv_server at $port"
+  out=$("${c[@]}" put greeting "hello rdma" 2>&1) || problem="put failed: $out"
+  echo "$out"
+  grep -q "(path $mode)" <<<"$out" || problem=${problem:-"put did not report path $mode: $out"}
+  out=$("${c[@]}" get greeting 2>/dev/null)
+  [ "$out" = "hello rdma" ] || problem=${problem:-"get returned '$out'"}
+  "${c[@]}" get missing > /dev/null 2> "$dir/err"; rc=$?
+  cat "$dir/err"
+  [ $rc -eq 3 ] && grep -q "no such key" "$dir/err" || problem=${problem:-"missing key: exit $rc"}
+  head -c 6000000 /dev/urandom > "$dir/big"
+  "${c[@]}" put big --value-file "$dir/big" 2> "$dir/err"; rc=$?
+  cat "$dir/err"
+  [ $rc -eq 1 ] && grep -q "larger than the client's buffer" "$dir/err" || problem=${problem:-"too large: exit $rc"}
+  out=$("${c[@]}" delete greeting 2>&1) || problem=${problem:-"delete failed: $out"}
+  echo "$out"
+  out=$("${c[@]}" bench --ops 400 --value-size 16384 --concurrency 4 2>&1) || problem=${problem:-"bench failed: $out"}
+  echo "$out"
+  grep -q "get .*(path $mode)" <<<"$out" && grep -q "verified 400 values" <<<"$out" || problem=${problem:-"bench output"}
+  kill "$server"; wait "$server" 2>/dev/null
+  "${c[@]}" get greeting 2> "$dir/err"; rc=$?
+  cat "$dir/err"
+  [ $rc -eq 1 ] && grep -q "cannot reach kv_server at $port" "$dir/err" || problem=${problem:-"unreachable: exit $rc"}
+  rm -rf "$dir"
+  if [ -n "$problem" ]; then
+    failures=$((failures + 1)); record kv_store_cli failed "$problem"; echo "kv_store_cli: $problem"
+  else
+    record kv_store_cli passed ""
+  fi
+}
+kv_cli
 write_xml
 echo "examples ($mode): $failures failed"
 [ $failures -eq 0 ]
