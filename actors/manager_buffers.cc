@@ -20,19 +20,40 @@ caf::result<BufferHandle> ManagerState::request_buffer(uint64_t addr, uint64_t s
   entry.addr = addr;
   entry.size = size;
   entry.access = static_cast<BufferAccess>(access);
+  Access mr_access =
+      entry.access == BufferAccess::kReadOnly ? Access::kReadOnly : Access::kReadWrite;
+  PointerInfo where;
+  if (options_.device_memory)
+    where = options_.device_memory->classify(addr, size);
   BufferHandle h;
-  if (domain_) {
-    auto b = domain_->register_buffer(reinterpret_cast<void*>(addr), size,
-                                      entry.access == BufferAccess::kReadOnly ? Access::kReadOnly
-                                                                              : Access::kReadWrite);
+  if (where.on_gpu()) {
+    entry.gpu = where.device;
+    entry.memory = BufferMemory::kGpuStaged;
+    if (domain_) {
+      // GPUDirect when the NIC can register GPU memory; otherwise transfers stage through
+      // host bounce buffers (reported as path rdma-staged).
+      auto mr = options_.device_memory->register_direct(domain_->pd(), where, addr, size,
+                                                        mr_access);
+      if (mr.ok()) {
+        entry.rdma = domain_->adopt_region(std::move(*mr), addr, size, mr_access);
+        entry.memory = BufferMemory::kGpuDirect;
+        h.rkey = entry.rdma.rkey();
+      }
+    }
+  } else if (domain_) {
+    auto b = domain_->register_buffer(reinterpret_cast<void*>(addr), size, mr_access);
     if (!b.ok())
       return to_caf_error(b.error());
     entry.rdma = *b;
     h.rkey = b->rkey();
+  }
+  if (domain_) {
     h.device = domain_->device_name();
     h.gid.assign(domain_->gid().begin(), domain_->gid().end());
     h.ethernet = domain_->port().is_ethernet;
   }
+  h.memory = static_cast<uint8_t>(entry.memory);
+  h.gpu = entry.gpu;
   h.id = next_buffer_id_++;
   h.addr = addr;
   h.size = size;
@@ -122,16 +143,41 @@ Status check_span(const LocalBuffer& b, uint64_t id, uint64_t offset, uint64_t l
 
 }  // namespace
 
+Status ManagerState::copy_out(const LocalBuffer& b, uint64_t offset, void* dst,
+                              uint64_t n) const {
+  if (b.memory == BufferMemory::kHost) {
+    std::memcpy(dst, reinterpret_cast<const uint8_t*>(b.addr) + offset, n);
+    return {};
+  }
+  return options_.device_memory->copy_to_host(dst, b.addr + offset, n, b.gpu);
+}
+
+Status ManagerState::copy_in(const LocalBuffer& b, uint64_t offset, const void* src,
+                             uint64_t n) const {
+  if (b.memory == BufferMemory::kHost) {
+    std::memcpy(reinterpret_cast<uint8_t*>(b.addr) + offset, src, n);
+    return {};
+  }
+  return options_.device_memory->copy_to_device(b.addr + offset, src, n, b.gpu);
+}
+
 caf::result<ByteChunk> ManagerState::fetch(uint64_t id, uint64_t offset, uint64_t length) {
   auto b = owned_buffer(id, "remote");
   if (!b.ok())
     return to_caf_error(b.error());
   if (Status st = check_span(**b, id, offset, length, options_.name); !st.ok())
     return to_caf_error(st.error());
-  const uint8_t* p = reinterpret_cast<const uint8_t*>((*b)->addr) + offset;
   counters_.served_fallback_bytes += length;
   // A copy: the reply may be serialized after the buffer was released and freed.
-  return ByteChunk::copy_of(p, length);
+  if ((*b)->memory == BufferMemory::kHost)
+    return ByteChunk::copy_of(reinterpret_cast<const uint8_t*>((*b)->addr) + offset, length);
+  ByteChunk c;
+  c.owned.reset(new uint8_t[length > 0 ? length : 1]);
+  c.data = c.owned.get();
+  c.size = length;
+  if (Status st = copy_out(**b, offset, c.owned.get(), length); !st.ok())
+    return to_caf_error(st.error());
+  return c;
 }
 
 caf::result<uint64_t> ManagerState::store(uint64_t id, uint64_t offset, const ByteChunk& bytes) {
@@ -144,7 +190,8 @@ caf::result<uint64_t> ManagerState::store(uint64_t id, uint64_t offset, const By
                                                             " is read-only");
   if (Status st = check_span(**b, id, offset, bytes.size, options_.name); !st.ok())
     return to_caf_error(st.error());
-  std::memcpy(reinterpret_cast<uint8_t*>((*b)->addr) + offset, bytes.data, bytes.size);
+  if (Status st = copy_in(**b, offset, bytes.data, bytes.size); !st.ok())
+    return to_caf_error(st.error());
   counters_.served_fallback_bytes += bytes.size;
   return bytes.size;
 }

@@ -163,14 +163,22 @@ void ManagerState::start_op(uint64_t ticket, uint32_t index) {
   ++local.in_use;
   o.holds_local = true;
   bool remote_rdma = op.remote.has_rdma();
+  // GPU memory its owner's NIC cannot register is only reachable through its owner.
+  bool remote_staged = op.remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged);
   bool same_fabric = domain_ && remote_rdma && op.remote.ethernet == domain_->port().is_ethernet;
-  if (options_.mode != TransportMode::kFallback && same_fabric)
+  if (options_.mode != TransportMode::kFallback && same_fabric && !remote_staged) {
+    if (local.memory == BufferMemory::kGpuStaged)
+      return start_staged(ticket, index);
     return start_rdma(ticket, index);
+  }
   if (options_.mode == TransportMode::kRdma) {
     std::string why = !domain_ ? "this manager has no RDMA device (" + no_rdma_reason_ + ")"
                       : !remote_rdma ? "the owner " + op.remote.owner_name +
                                            " registered " + describe(op.remote) +
                                            " without an RDMA device"
+                      : remote_staged ? "the owner " + op.remote.owner_name + "'s NIC cannot "
+                                        "register the GPU memory of " + describe(op.remote) +
+                                        ", so only its owner can move it"
                                      : "the owner is on another kind of fabric (RoCE vs "
                                        "InfiniBand)";
     return fail(ErrorCode::kNoDevice, std::string(kEnvTransport) + "=rdma forbids the fallback, "
@@ -194,9 +202,17 @@ void ManagerState::finish_op(uint64_t ticket, uint32_t index, TransferOutcome ou
   if (o.done)
     return;
   o.done = true;
+  const char* path = o.path == OpPath::kFallback ? kPathFallback
+                     : o.staged                   ? kPathRdmaStaged
+                                                  : kPathRdma;
+  if (o.slot >= 0) {
+    int slot = o.slot;
+    o.slot = -1;
+    release_slot(slot);  // the NIC is done with it: the op completed or was flushed
+  }
   if (outcome.ok()) {
     outcome.bytes = o.length;
-    outcome.path = o.path == OpPath::kRdma ? kPathRdma : kPathFallback;
+    outcome.path = path;
     if (o.path == OpPath::kRdma) {
       ++counters_.rdma_ops;
       counters_.rdma_bytes += o.length;
@@ -207,7 +223,7 @@ void ManagerState::finish_op(uint64_t ticket, uint32_t index, TransferOutcome ou
   } else {
     ++counters_.errors;
     if (o.path != OpPath::kNone)
-      outcome.path = o.path == OpPath::kRdma ? kPathRdma : kPathFallback;
+      outcome.path = path;
   }
   t.outcomes[index] = std::move(outcome);
   bool holds_local = o.holds_local;
@@ -245,6 +261,25 @@ void ManagerState::op_done(uint64_t ticket, uint32_t index, TransferOutcome outc
   OpTrack& o = t.ops[index];
   if (o.done)
     return;
+  if (outcome.ok() && o.staged && !t.timed_out) {
+    // One chunk moved between the bounce buffer and the peer: finish it on the GPU side and
+    // go on with the next one.
+    const StagingChunk& c = o.chunks[o.next_chunk];
+    if (o.op.kind == static_cast<uint8_t>(TransferKind::kRead)) {
+      Status st = copy_in(buffers_.at(o.op.local.id), o.op.local_offset + c.offset,
+                          staging_[o.slot].memory.get(), c.length);
+      if (!st.ok())
+        return fail_op(ticket, index, to_caf_error(st.error().with_context(
+                                          "rdma-staged read into " + describe(o.op.local))));
+    }
+    if (++o.next_chunk < o.chunks.size()) {
+      if (auto qp = o.qp.lock(); qp && !qp->needs_recovery())
+        return post_rdma(ticket, index, qp);
+      return fail_op(ticket, index, make_rdma_error(ErrorCode::kPeerUnavailable,
+                                                    "the queue pair of an rdma-staged transfer "
+                                                    "to " + o.op.remote.owner_name + " is gone"));
+    }
+  }
   if (!outcome.ok()) {
     // A QP in ERR is replaced, not reused (the next transfer makes a new one).
     if (auto qp = o.qp.lock(); qp && qp->needs_recovery()) {
@@ -356,9 +391,23 @@ void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
   LocalBuffer& local = buffers_.at(op.local.id);
   RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device};
   LocalSlice slice{local.rdma, op.local_offset, o.length};
+  uint64_t remote_offset = op.remote_offset;
+  if (o.staged) {
+    // The chunk goes through our bounce buffer; a write copies it out of the GPU first.
+    const StagingChunk& c = o.chunks[o.next_chunk];
+    StagingSlot& slot = staging_[o.slot];
+    if (op.kind == static_cast<uint8_t>(TransferKind::kWrite)) {
+      Status st = copy_out(local, op.local_offset + c.offset, slot.memory.get(), c.length);
+      if (!st.ok())
+        return fail_op(ticket, index, to_caf_error(st.error().with_context(
+                                          "rdma-staged write from " + describe(op.local))));
+    }
+    slice = LocalSlice{slot.rdma, 0, c.length};
+    remote_offset += c.offset;
+  }
   RdmaOp rop = op.kind == static_cast<uint8_t>(TransferKind::kRead)
-                   ? RdmaOp::read(std::move(slice), std::move(remote), op.remote_offset)
-                   : RdmaOp::write(std::move(slice), std::move(remote), op.remote_offset);
+                   ? RdmaOp::read(std::move(slice), std::move(remote), remote_offset)
+                   : RdmaOp::write(std::move(slice), std::move(remote), remote_offset);
   caf::actor_addr me = self_->address();
   Status st = qp->submit(std::move(rop), [me, ticket, index](OpResult r) {
     TransferOutcome out;
@@ -374,6 +423,55 @@ void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
     return fail_op(ticket, index, to_caf_error(st.error()));
   o.qp = qp;
   poller_->wake();
+}
+
+// -- rdma-staged path --------------------------------------------------------------------------
+
+void ManagerState::start_staged(uint64_t ticket, uint32_t index) {
+  OpTrack& o = transfers_.at(ticket).ops[index];
+  o.staged = true;
+  o.path = OpPath::kRdma;
+  int free_slot = -1;
+  for (size_t i = 0; i < staging_.size() && free_slot < 0; ++i)
+    if (!staging_[i].busy)
+      free_slot = static_cast<int>(i);
+  if (free_slot < 0 && staging_.size() < options_.staging_buffers) {
+    StagingSlot slot;
+    slot.memory.reset(new (std::nothrow) uint8_t[options_.staging_bytes]);
+    if (!slot.memory)
+      return fail_op(ticket, index, make_rdma_error(ErrorCode::kResourceExhausted,
+                                                    "cannot allocate a staging buffer of " +
+                                                        std::to_string(options_.staging_bytes) +
+                                                        " bytes"));
+    auto b = domain_->register_buffer(slot.memory.get(), options_.staging_bytes);
+    if (!b.ok())
+      return fail_op(ticket, index,
+                     to_caf_error(b.error().with_context("registering a staging buffer")));
+    slot.rdma = *b;
+    staging_.push_back(std::move(slot));
+    free_slot = static_cast<int>(staging_.size() - 1);
+  }
+  if (free_slot < 0) {
+    staging_waiters_.emplace_back(ticket, index);  // its timeout still runs
+    return;
+  }
+  staging_[free_slot].busy = true;
+  o.slot = free_slot;
+  o.chunks = plan_staging(o.length, options_.staging_bytes);
+  o.next_chunk = 0;
+  start_rdma(ticket, index);
+}
+
+void ManagerState::release_slot(int slot) {
+  staging_[slot].busy = false;
+  while (!staging_waiters_.empty()) {
+    auto [ticket, index] = staging_waiters_.front();
+    staging_waiters_.erase(staging_waiters_.begin());
+    auto it = transfers_.find(ticket);
+    if (it == transfers_.end() || it->second.ops[index].done)
+      continue;  // finished (timed out) while waiting
+    return start_staged(ticket, index);
+  }
 }
 
 // -- fallback path -----------------------------------------------------------------------------
@@ -399,12 +497,21 @@ void ManagerState::start_fallback(uint64_t ticket, uint32_t index) {
                                                     "cannot write into read-only " +
                                                         describe(op.remote)));
     LocalBuffer& local = buffers_.at(op.local.id);
-    auto* l = reinterpret_cast<uint8_t*>(local.addr) + op.local_offset;
-    auto* r = reinterpret_cast<uint8_t*>(remote.addr) + op.remote_offset;
-    if (is_read)
-      std::memmove(l, r, o.length);
-    else
-      std::memmove(r, l, o.length);
+    const LocalBuffer& src = is_read ? remote : local;
+    const LocalBuffer& dst = is_read ? local : remote;
+    uint64_t src_off = is_read ? op.remote_offset : op.local_offset;
+    uint64_t dst_off = is_read ? op.local_offset : op.remote_offset;
+    if (src.memory == BufferMemory::kHost && dst.memory == BufferMemory::kHost) {
+      std::memmove(reinterpret_cast<uint8_t*>(dst.addr) + dst_off,
+                   reinterpret_cast<uint8_t*>(src.addr) + src_off, o.length);
+    } else {
+      std::vector<uint8_t> tmp(o.length);  // GPU memory on either side: through the host
+      Status st = copy_out(src, src_off, tmp.data(), o.length);
+      if (st.ok())
+        st = copy_in(dst, dst_off, tmp.data(), o.length);
+      if (!st.ok())
+        return fail_op(ticket, index, to_caf_error(st.error()));
+    }
     return finish_op(ticket, index, TransferOutcome{});
   }
   Peer& p = peer_for(op.remote.owner, op.remote.owner_name);
@@ -442,7 +549,7 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
     o.next_offset += n;
     ++o.in_flight;
     LocalBuffer& local = buffers_.at(op.local.id);
-    uint8_t* l = reinterpret_cast<uint8_t*>(local.addr) + op.local_offset + off;
+    uint64_t local_off = op.local_offset + off;
     auto chunk_done = [this, ticket, index](uint64_t bytes) {
       auto it = transfers_.find(ticket);
       if (it == transfers_.end() || it->second.ops[index].done)
@@ -458,7 +565,7 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
       self_->request(op.remote.owner, timeout, fetch_atom::value, op.remote.id,
                      op.remote_offset + off, n)
           .then(
-              [this, ticket, index, l, n, chunk_done](ByteChunk& data) {
+              [this, ticket, index, local_off, n, chunk_done](ByteChunk& data) {
                 auto it = transfers_.find(ticket);
                 if (it == transfers_.end() || it->second.ops[index].done)
                   return;  // timed out or failed: drop late data
@@ -468,7 +575,10 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
                                                     "fallback read chunk of " +
                                                         std::to_string(n) + " bytes came back with " +
                                                         std::to_string(data.size))));
-                std::memcpy(l, data.data, n);
+                auto& o = transfers_.at(ticket).ops[index];
+                Status st = copy_in(buffers_.at(o.op.local.id), local_off, data.data, n);
+                if (!st.ok())
+                  return finish_op(ticket, index, outcome_of(st.error()));
                 chunk_done(n);
               },
               on_error);
@@ -476,8 +586,18 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
       // Zero-copy: the chunk points into the local buffer, which stays in use (so its release
       // waits) until this chunk's reply or error, i.e. until it has been serialized and sent.
       ByteChunk bytes;
-      bytes.data = l;
-      bytes.size = n;
+      if (local.memory == BufferMemory::kHost) {
+        bytes.data = reinterpret_cast<uint8_t*>(local.addr) + local_off;
+        bytes.size = n;
+      } else {  // GPU memory: copied to the host first
+        bytes.owned.reset(new uint8_t[n]);
+        bytes.data = bytes.owned.get();
+        bytes.size = n;
+        if (Status st = copy_out(local, local_off, bytes.owned.get(), n); !st.ok()) {
+          --o.in_flight;
+          return finish_op(ticket, index, outcome_of(st.error()));
+        }
+      }
       ++local.in_use;
       uint64_t local_id = op.local.id;
       self_->request(op.remote.owner, timeout, store_atom::value, op.remote.id,

@@ -2,6 +2,8 @@
 // the handle directory.
 #include "actors/rdma_manager_actor.h"
 
+#include "primitives/cuda_driver.h"
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -52,6 +54,17 @@ Result<ManagerOptions> ManagerOptions::from_env() {
   CAF_RDMA_RETURN_IF_ERROR(number(kEnvFallbackChunk, 4096, 1ull << 30, o.fallback_chunk_bytes));
   CAF_RDMA_RETURN_IF_ERROR(number(kEnvFallbackWindow, 1, 1024, window));
   o.fallback_window = static_cast<uint32_t>(window);
+  if (const char* v = std::getenv(kEnvGpu); v != nullptr && *v != '\0') {
+    uint64_t gpu = 0;
+    CAF_RDMA_RETURN_IF_ERROR(number(kEnvGpu, 0, 1023, gpu));
+    auto cuda = CudaDriver::get();
+    if (!cuda.ok())
+      return cuda.error().with_context(std::string(kEnvGpu) + "=" + v);
+    auto bus = (*cuda)->pci_bus_id(static_cast<int>(gpu));
+    if (!bus.ok())
+      return bus.error().with_context(std::string(kEnvGpu) + "=" + v);
+    o.ibverbs.near_pci_device = *bus;
+  }
   return o;
 }
 
@@ -121,6 +134,11 @@ Result<rdma_manager_actor> spawn_manager(caf::actor_system& sys, ManagerOptions 
       reason = d.error().message();
     }
   }
+  if (options.staging_bytes == 0 || options.staging_buffers == 0)
+    return Error(ErrorCode::kInvalidArgument,
+                 "ManagerOptions: staging_bytes and staging_buffers must be > 0");
+  if (!options.device_memory)
+    options.device_memory = cuda_device_memory();  // null without CUDA: all memory is host
   if (options.name.empty())
     options.name = "node " + to_string(sys.node()).substr(0, 12);
   return sys.spawn(manager, std::move(options), std::move(domain), std::move(reason));

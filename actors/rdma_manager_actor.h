@@ -7,6 +7,7 @@
 #include <string>
 
 #include "actors/rdma_manager_interface.h"
+#include "components/device_memory.h"
 #include "primitives/ibverbs_config.h"
 #include "primitives/status.h"
 
@@ -17,6 +18,8 @@ constexpr const char* kEnvTransport = "CAF_RDMA_TRANSPORT";
 /// Fallback transport: bytes per CAF message (default 256 KiB) and messages in flight (32).
 constexpr const char* kEnvFallbackChunk = "CAF_RDMA_FALLBACK_CHUNK";
 constexpr const char* kEnvFallbackWindow = "CAF_RDMA_FALLBACK_WINDOW";
+/// CUDA device ordinal whose memory this node moves: picks the NIC closest to that GPU.
+constexpr const char* kEnvGpu = "CAF_RDMA_GPU";
 
 enum class TransportMode : uint8_t {
   kAuto,      ///< RDMA where both sides have a device on the same kind of fabric, else fallback
@@ -38,9 +41,16 @@ struct ManagerOptions {
   uint32_t fallback_window = 32;
   /// How this manager names itself in handles and messages (e.g. "host:port").
   std::string name;
+  /// GPU memory support; null: the CUDA driver when this build and host have one (else every
+  /// buffer is host memory). Tests without a GPU put a fake here.
+  std::shared_ptr<DeviceMemory> device_memory;
+  /// GPU memory the NIC cannot register moves through host bounce buffers of this size, at
+  /// most `staging_buffers` of them (transfers beyond that wait for one).
+  uint64_t staging_bytes = 4 << 20;
+  uint32_t staging_buffers = 4;
 
-  /// Defaults, then CAF_RDMA_TRANSPORT, CAF_RDMA_FALLBACK_CHUNK, CAF_RDMA_FALLBACK_WINDOW and
-  /// the IbverbsConfig variables (CAF_RDMA_DEVICE, ...).
+  /// Defaults, then CAF_RDMA_TRANSPORT, CAF_RDMA_FALLBACK_CHUNK, CAF_RDMA_FALLBACK_WINDOW,
+  /// CAF_RDMA_GPU and the IbverbsConfig variables (CAF_RDMA_DEVICE, ...).
   static Result<ManagerOptions> from_env();
 };
 

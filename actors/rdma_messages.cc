@@ -9,7 +9,8 @@ std::string describe(const BufferHandle& h) {
   char range[64];
   std::snprintf(range, sizeof(range), "0x%llx+%llu", static_cast<unsigned long long>(h.addr),
                 static_cast<unsigned long long>(h.size));
-  return "buffer " + std::to_string(h.id) + " (" + range + " owned by " +
+  std::string where = h.on_gpu() ? " on GPU " + std::to_string(h.gpu) : "";
+  return "buffer " + std::to_string(h.id) + " (" + range + where + " owned by " +
          (h.owner_name.empty() ? std::string("?") : h.owner_name) + ")";
 }
 

@@ -20,6 +20,13 @@ namespace caf_rdma {
 /// Buffer access rights (as uint8_t on the wire).
 enum class BufferAccess : uint8_t { kReadOnly = 0, kReadWrite = 1 };
 
+/// Where a buffer's memory is, as its owner registered it (uint8_t on the wire).
+enum class BufferMemory : uint8_t {
+  kHost = 0,       ///< host memory
+  kGpuDirect = 1,  ///< GPU memory the owner's NIC registered (GPUDirect): one-sided access
+  kGpuStaged = 2,  ///< GPU memory the owner's NIC cannot reach: moved through host staging
+};
+
 /// A registered buffer, as handed out by its owner manager. Send it to any actor anywhere:
 /// it names the owner, so any manager can read from or write into it.
 struct BufferHandle {
@@ -33,14 +40,17 @@ struct BufferHandle {
   bool ethernet = true;   ///< owner's link layer (RoCE) or InfiniBand
   caf::actor owner;       ///< the owner's RdmaManagerActor
   std::string owner_name; ///< "host:port" or node id of the owner, for messages
+  uint8_t memory = 0;     ///< BufferMemory
+  int32_t gpu = -1;       ///< CUDA device ordinal of GPU memory, -1 for host memory
 
   bool has_rdma() const { return !device.empty() && gid.size() == 16; }
+  bool on_gpu() const { return memory != static_cast<uint8_t>(BufferMemory::kHost); }
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BufferHandle& x) {
   return f(caf::meta::type_name("caf_rdma::BufferHandle"), x.id, x.addr, x.size, x.access, x.rkey,
-           x.device, x.gid, x.ethernet, x.owner, x.owner_name);
+           x.device, x.gid, x.ethernet, x.owner, x.owner_name, x.memory, x.gpu);
 }
 
 /// "buffer 7 (0x7f..+4096 at node-or-host:port)".
@@ -77,8 +87,11 @@ TransferOp make_read(BufferHandle local, BufferHandle remote, uint64_t length = 
 TransferOp make_write(BufferHandle local, BufferHandle remote, uint64_t length = kWholeSpan,
                       uint64_t local_offset = 0, uint64_t remote_offset = 0);
 
-/// Which path moved the bytes.
+/// Which path moved the bytes: one-sided RDMA between the registered buffers themselves
+/// ("rdma", host memory or GPUDirect), RDMA through a host bounce buffer for GPU memory the NIC
+/// cannot register ("rdma-staged"), or CAF messages between the managers ("fallback").
 constexpr const char* kPathRdma = "rdma";
+constexpr const char* kPathRdmaStaged = "rdma-staged";
 constexpr const char* kPathFallback = "fallback";
 
 /// Reply to a successful transfer.

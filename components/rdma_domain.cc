@@ -46,6 +46,11 @@ Result<RdmaBuffer> RdmaDomain::register_buffer(void* addr, uint64_t size, Access
   return RdmaBuffer(std::move(region), a, size, access, device_name());
 }
 
+RdmaBuffer RdmaDomain::adopt_region(std::shared_ptr<MemoryRegion> region, uint64_t addr,
+                                    uint64_t size, Access access) const {
+  return RdmaBuffer(std::move(region), addr, size, access, device_name());
+}
+
 RegistrationStats RdmaDomain::registration_stats() const {
   std::lock_guard<std::mutex> guard(mu_);
   RegistrationStats s;

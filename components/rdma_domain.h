@@ -52,6 +52,11 @@ public:
   /// Errors: kInvalidArgument for null/zero, kIbverbsCall from ibv_reg_mr with errno.
   Result<RdmaBuffer> register_buffer(void* addr, uint64_t size, Access access = Access::kReadWrite);
 
+  /// A buffer over a region registered elsewhere (GPU memory, see gpu_registration.h); not
+  /// cached, deregistered when the last buffer using it goes.
+  RdmaBuffer adopt_region(std::shared_ptr<MemoryRegion> region, uint64_t addr, uint64_t size,
+                          Access access) const;
+
   RegistrationStats registration_stats() const;
 
   /// "rxe0 port 1 (RoCE, GID[1] ::ffff:10.99.0.1, MTU 1024)".

@@ -1,5 +1,7 @@
 #include "primitives/device_context.h"
 
+#include "primitives/pcie_topology.h"
+
 #include <algorithm>
 #include <cerrno>
 
@@ -40,6 +42,18 @@ Result<std::shared_ptr<DeviceContext>> DeviceContext::open_selected(const Ibverb
   CAF_RDMA_RETURN_IF_ERROR(config.validate());
   CAF_RDMA_ASSIGN_OR_RETURN(DeviceList list, DeviceList::get());
   auto devices = list.describe();
+  if (config.device_name.empty() && !config.near_pci_device.empty() && !devices.empty()) {
+    std::vector<std::string> names;
+    for (const auto& d : devices)
+      names.push_back(d.name);
+    // The closest NIC to the GPU whose port is active; none active: the usual error below.
+    for (const auto& nic : rank_nics_by_distance("/sys", config.near_pci_device, names))
+      for (const auto& d : devices)
+        if (d.name == nic.name)
+          for (const auto& p : d.ports)
+            if (p.port_num == config.port_num && p.state == IBV_PORT_ACTIVE)
+              return open(nic.name);
+  }
   CAF_RDMA_ASSIGN_OR_RETURN(size_t index,
                             select_device(devices, config.device_name, config.port_num));
   return open(devices[index].name);

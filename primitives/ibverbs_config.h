@@ -28,8 +28,12 @@ struct DeviceLimits {
 };
 
 struct IbverbsConfig {
-  /// Device name; empty selects the first device whose port `port_num` is ACTIVE.
+  /// Device name; empty selects the first device whose port `port_num` is ACTIVE (or, with
+  /// `near_pci_device`, the active one closest to that PCI device).
   std::string device_name;
+  /// PCI bus id ("0000:3b:00.0") of a GPU whose memory this domain will register: without a
+  /// device name, the NIC closest to it on the PCIe tree is chosen (ties by name).
+  std::string near_pci_device;
   /// Port number (1-based).
   uint8_t port_num = 1;
   /// GID index; -1 selects automatically (see `select_gid_index`).

@@ -51,8 +51,11 @@ MemoryRegion::register_memory(std::shared_ptr<ProtectionDomain> pd, void* addr, 
 Result<std::shared_ptr<MemoryRegion>>
 MemoryRegion::register_dmabuf(std::shared_ptr<ProtectionDomain> pd, uint64_t offset,
                               size_t length, uint64_t iova, int fd, Access access) {
+  int flags = access_flags(access);
+  if (pd->context()->device_attr().atomic_cap == IBV_ATOMIC_NONE)
+    flags &= ~IBV_ACCESS_REMOTE_ATOMIC;
   errno = 0;
-  ibv_mr* mr = ibv_reg_dmabuf_mr(pd->get(), offset, length, iova, fd, access_flags(access));
+  ibv_mr* mr = ibv_reg_dmabuf_mr(pd->get(), offset, length, iova, fd, flags);
   if (mr == nullptr)
     return ibverbs_error("ibv_reg_dmabuf_mr(fd " + std::to_string(fd) + ", " +
                              range_text(iova, length) + ")",

@@ -26,6 +26,7 @@
 #include "components/completion_poller.h"
 #include "components/rdma_domain.h"
 #include "components/rdma_queue_pair.h"
+#include "components/staging_plan.h"
 
 namespace caf_rdma::detail {
 
@@ -33,6 +34,8 @@ struct LocalBuffer {
   uint64_t addr = 0;
   uint64_t size = 0;
   BufferAccess access = BufferAccess::kReadWrite;
+  BufferMemory memory = BufferMemory::kHost;
+  int gpu = -1;  ///< CUDA device of GPU memory
   RdmaBuffer rdma;      ///< empty without a device
   uint32_t in_use = 0;  ///< transfers (and fallback chunks in flight) currently using it
   bool released = false;
@@ -49,6 +52,11 @@ struct OpTrack {
   std::weak_ptr<RdmaQueuePair> qp;     ///< rdma: the QP it was posted on (peers own QPs)
   bool holds_local = false;            ///< counted in the local buffer's in_use
   bool done = false;
+  // rdma-staged progress (local GPU memory the NIC cannot register)
+  bool staged = false;
+  int slot = -1;                        ///< staging buffer held, -1 while waiting for one
+  std::vector<StagingChunk> chunks;
+  size_t next_chunk = 0;                ///< the chunk in flight (or next)
   // fallback progress
   uint64_t next_offset = 0;
   uint64_t bytes_done = 0;
@@ -75,6 +83,13 @@ struct Peer {
   std::vector<std::pair<uint64_t, uint32_t>> waiting;  ///< (ticket, op) waiting for the QP
   bool monitored = false;
   std::string down_reason;  ///< non-empty once the peer is gone
+};
+
+/// A registered host bounce buffer for rdma-staged transfers.
+struct StagingSlot {
+  std::unique_ptr<uint8_t[]> memory;
+  RdmaBuffer rdma;
+  bool busy = false;
 };
 
 struct DirWaiter {
@@ -139,6 +154,12 @@ private:
   Result<std::shared_ptr<RdmaQueuePair>> loopback_qp();
   void fail_waiting(Peer& peer, const caf::error& err);
   QpInfoMsg to_msg(const QpInfo& info) const;
+  // rdma-staged path
+  void start_staged(uint64_t ticket, uint32_t index);
+  void release_slot(int slot);
+  /// Copies between a local buffer (host or GPU memory) and host memory.
+  Status copy_out(const LocalBuffer& b, uint64_t offset, void* dst, uint64_t n) const;
+  Status copy_in(const LocalBuffer& b, uint64_t offset, const void* src, uint64_t n) const;
   // fallback path
   void start_fallback(uint64_t ticket, uint32_t index);
   void pump_fallback(uint64_t ticket, uint32_t index);
@@ -159,6 +180,8 @@ private:
   std::map<std::string, std::vector<DirWaiter>> dir_waiters_;
   uint64_t next_dir_waiter_ = 1;
   Counters counters_;
+  std::vector<StagingSlot> staging_;
+  std::vector<std::pair<uint64_t, uint32_t>> staging_waiters_;  ///< (ticket, op)
 };
 
 }  // namespace caf_rdma::detail

@@ -1,0 +1,51 @@
+// CudaDriver: the CUDA driver API (libcuda.so.1), loaded at run time with dlopen, so one binary
+// runs on hosts with and without GPUs. Compiled against /usr/local/cuda's cuda.h under
+// `--config=cuda`; without it every call reports that CUDA support was not built.
+//
+// All calls are thread-safe. Calls that need a context make the device's primary context
+// current in the calling thread first.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "primitives/memory_kind.h"
+#include "primitives/status.h"
+
+namespace caf_rdma {
+
+class CudaDriver {
+public:
+  /// The process-wide driver, loaded and initialized (cuInit) on first use. Errors (kCuda):
+  /// built without --config=cuda; libcuda.so.1 not found (no NVIDIA driver); cuInit failed (e.g.
+  /// no GPU), with CUDA's error name and string.
+  static Result<CudaDriver*> get();
+  /// True when this build contains the CUDA paths (--config=cuda).
+  static bool built_with_cuda();
+
+  /// Kind, GPU and allocation range of `p` (kHost for memory CUDA does not know).
+  Result<PointerInfo> pointer_info(const void* p) const;
+  /// A dmabuf file descriptor for [base, base + size) of device memory (the caller closes it).
+  Result<int> dmabuf_fd(uint64_t base, uint64_t size) const;
+  /// Copies between device and host memory on a stream of `device`, waiting for the copy.
+  Status copy_to_host(void* dst, uint64_t src, uint64_t n, int device) const;
+  Status copy_to_device(uint64_t dst, const void* src, uint64_t n, int device) const;
+  int device_count() const;
+  /// PCI bus id of `device`, e.g. "0000:3b:00.0" (lower case).
+  Result<std::string> pci_bus_id(int device) const;
+
+  // Allocation, for tests and examples.
+  Result<uint64_t> alloc_device(uint64_t n, int device) const;
+  Result<uint64_t> alloc_managed(uint64_t n, int device) const;
+  Status free_device(uint64_t p) const;
+
+  struct Api;  // the loaded entry points (cuda_driver.cc)
+  ~CudaDriver();
+
+private:
+  CudaDriver() = default;
+  std::unique_ptr<Api> api_;
+};
+
+}  // namespace caf_rdma

@@ -1,0 +1,174 @@
+// The manager with GPU memory, using FakeDeviceMemory (tests/fake_device_memory.h) so it runs
+// without a GPU: staging through bounce buffers (path rdma-staged in the VM lane, fallback
+// natively), GPUDirect registration when the NIC accepts GPU memory, owner-assisted access to a
+// remote GPU buffer its NIC cannot register, queueing for bounce buffers, copy errors. The real
+// CUDA path is tests/gpu/cuda_gpu_test.cc (tag gpu).
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "tests/actors/manager_fixture.h"
+#include "tests/fake_device_memory.h"
+#include "tests/rdma_test.h"
+
+namespace caf_rdma::testing {
+namespace {
+
+class GpuMemoryTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (expected_path() == kPathRdma && !rdma_skip_reason().empty())
+      CAF_RDMA_SKIP_OR_FAIL(rdma_skip_reason());
+  }
+
+  /// A node whose manager sees `gpu` as its GPU support; small bounce buffers force chunking.
+  std::unique_ptr<TestNode> node(std::shared_ptr<FakeDeviceMemory> gpu,
+                                 std::optional<TransportMode> mode = std::nullopt) {
+    NodeOptions o;
+    auto env = ManagerOptions::from_env();
+    EXPECT_TRUE(env.ok());
+    o.manager = *env;
+    if (mode)
+      o.manager.mode = *mode;
+    o.manager.device_memory = std::move(gpu);
+    o.manager.staging_bytes = 64 << 10;
+    o.manager.staging_buffers = 2;
+    auto n = RdmaNode::start(o);
+    EXPECT_TRUE(n.ok()) << n.error().to_string();
+    return n.ok() ? std::make_unique<TestNode>(std::move(*n)) : nullptr;
+  }
+
+  std::string staged_path() const {
+    return expected_path() == kPathRdma ? kPathRdmaStaged : kPathFallback;
+  }
+};
+
+TEST_F(GpuMemoryTest, GpuBufferTheNicCannotRegisterIsStagedInChunksBothWays) {
+  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  auto a = node(gpu), b = node(nullptr);
+  ASSERT_TRUE(a && b);
+  constexpr uint64_t kSize = (1 << 20) + 5;  // 17 chunks of 64 KiB
+  Memory device_mem(kSize, 3), host(kSize, 0);
+  gpu->add_gpu_range(device_mem.bytes.data(), kSize, 0);
+  auto g = a->request_buffer(device_mem);
+  auto h = b->request_buffer(host);
+  ASSERT_TRUE(g && h) << (g ? "" : error_message(g.error()));
+  EXPECT_EQ(g->memory, static_cast<uint8_t>(BufferMemory::kGpuStaged));
+  EXPECT_EQ(g->gpu, 0);
+  EXPECT_NE(describe(*g).find("on GPU 0"), std::string::npos) << describe(*g);
+  // GPU -> remote host.
+  auto w = a->transfer(make_write(*g, *h));
+  ASSERT_TRUE(w) << error_message(w.error());
+  EXPECT_EQ(w->path, staged_path());
+  EXPECT_EQ(w->bytes, kSize);
+  EXPECT_EQ(host.bytes, device_mem.bytes);
+  EXPECT_GE(gpu->to_host_bytes.load(), kSize) << "the GPU memory was not copied out";
+  // Remote host -> GPU, at offsets.
+  Memory fresh(kSize, 9);
+  std::copy(fresh.bytes.begin(), fresh.bytes.end(), host.bytes.begin());
+  auto r = a->transfer(make_read(*g, *h, kSize - 1000, 500, 1000));
+  ASSERT_TRUE(r) << error_message(r.error());
+  EXPECT_EQ(r->path, staged_path());
+  EXPECT_TRUE(std::equal(device_mem.bytes.begin() + 500, device_mem.bytes.begin() + 500 + kSize - 1000,
+                         fresh.bytes.begin() + 1000));
+  EXPECT_EQ(device_mem.bytes[499], pattern(499, 3)) << "bytes before the offset were touched";
+  EXPECT_GE(gpu->to_device_bytes.load(), kSize - 1000);
+}
+
+TEST_F(GpuMemoryTest, GpuDirectRegistrationMovesBytesOneSided) {
+  if (expected_path() != kPathRdma)
+    GTEST_SKIP() << "GPUDirect needs an RDMA device; the fallback lane covers staging only";
+  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/true);
+  auto a = node(gpu), b = node(nullptr);
+  ASSERT_TRUE(a && b);
+  Memory device_mem(256 << 10, 4), host(256 << 10, 0);
+  gpu->add_gpu_range(device_mem.bytes.data(), device_mem.bytes.size(), 1);
+  auto g = a->request_buffer(device_mem);
+  auto h = b->request_buffer(host);
+  ASSERT_TRUE(g && h);
+  EXPECT_EQ(g->memory, static_cast<uint8_t>(BufferMemory::kGpuDirect));
+  EXPECT_NE(g->rkey, 0u);
+  // The host side reads the GPU buffer one-sided: no copies by the GPU's manager.
+  auto r = b->transfer(make_read(*h, *g));
+  ASSERT_TRUE(r) << error_message(r.error());
+  EXPECT_EQ(r->path, kPathRdma);
+  EXPECT_EQ(host.bytes, device_mem.bytes);
+  EXPECT_EQ(gpu->to_host_bytes.load(), 0u);
+}
+
+TEST_F(GpuMemoryTest, RemoteGpuBufferItsNicCannotRegisterIsReachedThroughItsOwner) {
+  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  auto owner = node(gpu, TransportMode::kAuto), peer = node(nullptr, TransportMode::kAuto);
+  ASSERT_TRUE(owner && peer);
+  Memory device_mem(300 << 10, 5), host(300 << 10, 0);
+  gpu->add_gpu_range(device_mem.bytes.data(), device_mem.bytes.size(), 0);
+  auto g = owner->request_buffer(device_mem);
+  auto h = peer->request_buffer(host);
+  ASSERT_TRUE(g && h);
+  auto r = peer->transfer(make_read(*h, *g));
+  ASSERT_TRUE(r) << error_message(r.error());
+  EXPECT_EQ(r->path, kPathFallback);
+  EXPECT_EQ(host.bytes, device_mem.bytes);
+  Memory back(300 << 10, 6);
+  auto hb = peer->request_buffer(back);
+  ASSERT_TRUE(hb);
+  auto w = peer->transfer(make_write(*hb, *g));
+  ASSERT_TRUE(w) << error_message(w.error());
+  EXPECT_EQ(device_mem.bytes, back.bytes);
+  EXPECT_GE(gpu->to_device_bytes.load(), uint64_t(300) << 10);
+  if (expected_path() == kPathRdma) {
+    // With the fallback forbidden, the error says why the owner's help is needed.
+    auto strict = node(nullptr, TransportMode::kRdma);
+    ASSERT_TRUE(strict);
+    auto hs = strict->request_buffer(host);
+    ASSERT_TRUE(hs);
+    auto e = strict->transfer(make_read(*hs, *g));
+    EXPECT_RDMA_ERROR(e, ErrorCode::kNoDevice, "cannot register the GPU memory of buffer");
+  }
+}
+
+TEST_F(GpuMemoryTest, MoreStagedTransfersThanBounceBuffersQueueAndAllComplete) {
+  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  auto a = node(gpu), b = node(nullptr);
+  ASSERT_TRUE(a && b);
+  constexpr int kOps = 8;  // 2 bounce buffers
+  std::vector<std::unique_ptr<Memory>> devs, hosts;
+  std::vector<TransferOp> ops;
+  for (int i = 0; i < kOps; ++i) {
+    devs.push_back(std::make_unique<Memory>(200 << 10, 20 + i));
+    hosts.push_back(std::make_unique<Memory>(200 << 10, 0));
+    gpu->add_gpu_range(devs.back()->bytes.data(), devs.back()->bytes.size(), 0);
+    auto g = a->request_buffer(*devs.back());
+    auto h = b->request_buffer(*hosts.back());
+    ASSERT_TRUE(g && h);
+    ops.push_back(make_write(*g, *h));
+  }
+  auto out = a->batch(ops, 60000);
+  ASSERT_TRUE(out) << error_message(out.error());
+  for (int i = 0; i < kOps; ++i) {
+    EXPECT_TRUE((*out)[i].ok()) << i << ": " << (*out)[i].message;
+    EXPECT_EQ((*out)[i].path, staged_path());
+    EXPECT_EQ(hosts[i]->bytes, devs[i]->bytes) << "op " << i;
+  }
+}
+
+TEST_F(GpuMemoryTest, AFailingGpuCopyIsAnErrorNamingTheBuffer) {
+  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  auto a = node(gpu), b = node(nullptr);
+  ASSERT_TRUE(a && b);
+  Memory device_mem(100 << 10, 7), host(100 << 10, 0);
+  gpu->add_gpu_range(device_mem.bytes.data(), device_mem.bytes.size(), 0);
+  auto g = a->request_buffer(device_mem);
+  auto h = b->request_buffer(host);
+  ASSERT_TRUE(g && h);
+  gpu->fail_copies(true);
+  auto w = a->transfer(make_write(*g, *h));
+  EXPECT_RDMA_ERROR(w, ErrorCode::kCuda, "fake cuMemcpyDtoHAsync failed");
+  gpu->fail_copies(false);
+  auto ok = a->transfer(make_write(*g, *h));  // the manager is not stuck
+  ASSERT_TRUE(ok) << error_message(ok.error());
+  EXPECT_EQ(host.bytes, device_mem.bytes);
+}
+
+}  // namespace
+}  // namespace caf_rdma::testing
