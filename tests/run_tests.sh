@@ -4,7 +4,10 @@
 #   2. native lane:  `bazel test //...`  (rdma-tagged tests report a visible SKIP without a device);
 #   3. VM lane:      `bazel test --config=rxe //...`  (the rdma-tagged tests, inside the Soft-RoCE
 #                    VM, one VM boot per test binary; a skip there is a failure);
-#   4. prints every test case of both lanes and the totals.
+#   4. cuda lane:    `bazel build --config=cuda //...` (everything compiled against /usr/local/cuda)
+#                    and `bazel test --config=cuda //tests/gpu/...` (gpu-tagged: they run on a
+#                    host with a GPU, and report a visible SKIP with the reason elsewhere);
+#   5. prints every test case of all lanes and the totals.
 # Extra arguments go to both `bazel test` calls (e.g. --test_output=all).
 set -uo pipefail
 cd "$(dirname "$(realpath "$0")")/.."
@@ -30,14 +33,24 @@ rdma_targets=$(bazel query 'attr(tags, "[\[ ]rdma[,\]]", tests(//...))' 2>/dev/n
 python3 tests/summarize.py rxe-vm "$logs" $rdma_targets > /tmp/caf_rdma_rxe_summary.$$
 rxe_sum_rc=$?
 
+stamp "cuda lane: bazel build --config=cuda //... && bazel test --config=cuda //tests/gpu/..."
+bazel build --config=cuda "$@" //... && bazel test --config=cuda "$@" //tests/gpu/...
+cuda_rc=$?
+cuda_logs=$(bazel info --config=cuda bazel-testlogs 2>/dev/null)
+python3 tests/summarize.py cuda "$cuda_logs" $(bazel query 'tests(//tests/gpu/...)' 2>/dev/null) \
+  > /tmp/caf_rdma_cuda_summary.$$
+cuda_sum_rc=$?
+
+sums="/tmp/caf_rdma_native_summary.$$ /tmp/caf_rdma_rxe_summary.$$ /tmp/caf_rdma_cuda_summary.$$"
 echo
 echo "================ test cases ================"
-cat /tmp/caf_rdma_native_summary.$$ /tmp/caf_rdma_rxe_summary.$$ | grep -v '^lane '
+cat $sums | grep -v '^lane '
 echo "================ totals ================"
-grep -h '^lane ' /tmp/caf_rdma_native_summary.$$ /tmp/caf_rdma_rxe_summary.$$
-rm -f /tmp/caf_rdma_native_summary.$$ /tmp/caf_rdma_rxe_summary.$$
-stamp "done: native bazel exit $native_rc, VM lane bazel exit $rxe_rc"
-if [ $native_rc -ne 0 ] || [ $rxe_rc -ne 0 ] || [ $native_sum_rc -ne 0 ] || [ $rxe_sum_rc -ne 0 ]; then
+grep -h '^lane ' $sums
+rm -f $sums
+stamp "done: native bazel exit $native_rc, VM lane bazel exit $rxe_rc, cuda lane exit $cuda_rc"
+if [ $native_rc -ne 0 ] || [ $rxe_rc -ne 0 ] || [ $native_sum_rc -ne 0 ] || [ $rxe_sum_rc -ne 0 ] ||
+   [ $cuda_rc -ne 0 ] || [ $cuda_sum_rc -ne 0 ]; then
   echo "run_tests: FAILED" >&2
   exit 1
 fi
