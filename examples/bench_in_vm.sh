@@ -3,7 +3,7 @@
 set -uo pipefail
 mode=$1 out=$2 bin=$3
 if [ "$mode" = long ]; then
-  sizes="4096 16384 65536 262144 1048576 4194304 16777216 67108864"; bw_bytes=$((128 << 20)); lat_iters=1000
+  sizes="4096 16384 65536 262144 1048576 4194304 16777216 67108864"; bw_bytes=$((64 << 20)); lat_iters=1000
 else
   sizes="65536 1048576"; bw_bytes=$((64 << 20)); lat_iters=300
 fi

@@ -93,8 +93,9 @@ TEST_F(KvStoreTest, PutGetDeleteRoundTripsOnTheExpectedPath) {
     auto r = s->put(k, v.data(), v.size());
     ASSERT_TRUE(r.ok()) << k << ": " << r.error().to_string();
     EXPECT_EQ(r->length, v.size());
-    if (!v.empty())
+    if (!v.empty()) {
       EXPECT_EQ(r->path, expected_path());
+    }
   }
   // The slot's bytes are overwritten by every get: values come from the server's pool.
   for (auto& [k, v] : kv)
