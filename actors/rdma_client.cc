@@ -18,14 +18,7 @@ Result<T> RdmaClient::call(std::chrono::milliseconds timeout, Ts&&... xs) {
   std::optional<Result<T>> out;
   (*self_)->request(manager_, timeout, std::forward<Ts>(xs)...)
       .receive([&](T& value) { out.emplace(std::move(value)); },
-               [&](caf::error& err) {
-                 ErrorCode code = error_code(err);
-                 if (err == caf::sec::request_timeout)
-                   code = ErrorCode::kTimeout;
-                 else if (err == caf::sec::request_receiver_down)
-                   code = ErrorCode::kPeerUnavailable;
-                 out.emplace(Error(code, error_message(err)));
-               });
+               [&](caf::error& err) { out.emplace(to_error(err)); });
   if (!out)
     return Error(ErrorCode::kInternal, "no reply from the manager");
   return std::move(*out);

@@ -20,6 +20,18 @@ ErrorCode error_code(const caf::error& error) {
   return static_cast<ErrorCode>(error.code());
 }
 
+ErrorCode request_error_code(const caf::error& error) {
+  if (error == caf::sec::request_timeout)
+    return ErrorCode::kTimeout;
+  if (error == caf::sec::request_receiver_down)
+    return ErrorCode::kPeerUnavailable;
+  return error_code(error);
+}
+
+Error to_error(const caf::error& error) {
+  return Error(request_error_code(error), error_message(error));
+}
+
 std::string error_message(const caf::error& error) {
   if (!error)
     return "no error";

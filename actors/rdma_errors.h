@@ -40,6 +40,11 @@ caf::error make_rdma_error(ErrorCode code, std::string message);
 ErrorCode error_code(const caf::error& error);
 /// The message of an rdma error; for other errors CAF's rendering of code and context.
 std::string error_message(const caf::error& error);
+/// The ErrorCode of any error a request can end with: rdma errors keep theirs, CAF's request
+/// timeout is kTimeout, a receiver that is down is kPeerUnavailable, anything else kInternal.
+ErrorCode request_error_code(const caf::error& error);
+/// The lower-layer Error for a request's error (code as request_error_code, error_message).
+Error to_error(const caf::error& error);
 
 }  // namespace caf_rdma
 

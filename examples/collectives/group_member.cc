@@ -84,10 +84,7 @@ struct MemberState {
 using Self = caf::stateful_actor<MemberState>;
 
 caf::error transfer_error(const caf::error& err, const std::string& what) {
-  ErrorCode code = error_code(err);
-  if (err == caf::sec::request_timeout)
-    code = ErrorCode::kTimeout;
-  return make_rdma_error(code, what + ": " + error_message(err));
+  return make_rdma_error(request_error_code(err), what + ": " + error_message(err));
 }
 
 void arm(Self* self, Deadline kind, uint64_t key, uint64_t id) {

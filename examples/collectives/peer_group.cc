@@ -13,17 +13,6 @@
 
 namespace caf_rdma::group {
 
-namespace {
-
-Error from_caf(const caf::error& err) {
-  ErrorCode code = error_code(err);
-  if (err == caf::sec::request_timeout)
-    code = ErrorCode::kTimeout;
-  return Error(code, error_message(err));
-}
-
-}  // namespace
-
 Status PeerGroup::track(Status s) {
   if (!s.ok()) {
     std::lock_guard<std::mutex> guard(last_mutex_);
@@ -125,7 +114,7 @@ Result<std::unique_ptr<PeerGroup>> PeerGroup::form(PeerGroupOptions o) {
   std::optional<Error> failed;
   (*self)->request(g->member_, std::chrono::milliseconds(o.timeout_ms) + std::chrono::seconds(10),
                        formed_atom::value)
-      .receive([](bool) {}, [&](caf::error& e) { failed = from_caf(e); });
+      .receive([](bool) {}, [&](caf::error& e) { failed = to_error(e); });
   g->give_back(std::move(self));
   if (failed)
     return failed->with_context("forming the group at rank " + std::to_string(o.rank));
@@ -164,7 +153,7 @@ Result<std::string> PeerGroup::ask(Ts&&... xs) {
   auto self = lease();
   (*self)->request(member_, limit, std::forward<Ts>(xs)...)
       .receive([&](std::string& path) { out.emplace(std::move(path)); },
-               [&](caf::error& e) { out.emplace(from_caf(e)); });
+               [&](caf::error& e) { out.emplace(to_error(e)); });
   give_back(std::move(self));
   if (!out)
     return Error(ErrorCode::kInternal, "no reply from the group member");
@@ -211,7 +200,7 @@ Result<std::vector<uint8_t>> PeerGroup::recv(uint32_t peer) {
             len = n;
             last = l;
           },
-          [&](caf::error& e) { err = from_caf(e); });
+          [&](caf::error& e) { err = to_error(e); });
     if (err) {
       give_back(std::move(self));
       return track(*err);

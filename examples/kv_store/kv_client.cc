@@ -75,13 +75,6 @@ server_actor::behavior_type gateway(server_actor::stateful_pointer<GatewayState>
   };
 }
 
-Error to_error(const caf::error& err) {
-  ErrorCode code = error_code(err);
-  if (err == caf::sec::request_timeout)
-    code = ErrorCode::kTimeout;
-  return Error(code, error_message(err));
-}
-
 }  // namespace
 
 Result<std::unique_ptr<KvClient>> KvClient::connect(KvClientOptions options) {

@@ -37,10 +37,7 @@ caf::error check_key(const std::string& key) {
 
 // Prefixes a transfer error with the operation and key, keeping its category and code.
 caf::error in_op(const caf::error& err, const std::string& what) {
-  ErrorCode code = error_code(err);
-  if (err == caf::sec::request_timeout)
-    code = ErrorCode::kTimeout;
-  return make_rdma_error(code, what + ": " + error_message(err));
+  return make_rdma_error(request_error_code(err), what + ": " + error_message(err));
 }
 
 server_actor::behavior_type store(server_actor::stateful_pointer<StoreState> self,

@@ -19,11 +19,7 @@ namespace caf_rdma::testing {
 namespace {
 
 std::string peer_binary() {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* ws = std::getenv("TEST_WORKSPACE");
-  if (srcdir && ws)
-    return std::string(srcdir) + "/" + ws + "/tests/actors/peer_node";
-  return "tests/actors/peer_node";
+  return runfile("tests/actors/peer_node");
 }
 
 class CrossProcessTest : public ::testing::Test {

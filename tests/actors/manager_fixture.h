@@ -28,6 +28,15 @@ inline std::string expected_path() {
   return t != nullptr && std::strcmp(t, "rdma") == 0 ? kPathRdma : kPathFallback;
 }
 
+/// Path of the workspace file `path` (a data dependency) in the test's runfiles.
+inline std::string runfile(const std::string& path) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* ws = std::getenv("TEST_WORKSPACE");
+  if (srcdir && ws)
+    return std::string(srcdir) + "/" + ws + "/" + path;
+  return path;
+}
+
 inline uint8_t pattern(uint64_t i, uint32_t seed) {
   return static_cast<uint8_t>((i * 2654435761u + seed) >> 11);
 }

@@ -8,41 +8,9 @@ mode=${CAF_RDMA_TRANSPORT:-fallback}
 bin=${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-caf_rdma}/examples/collectives/collectives
 xml=${XML_OUTPUT_FILE:-/dev/null}
 suite="Collectives_${mode}"
-cases=()
-failures=0
-skipped=0
-
-record() {  # name passed|failed|skipped message
-  local body=""
-  case $2 in
-    failed) body="<failure message=\"$(printf '%s' "$3" | sed 's/&/\&amp;/g; s/"/\&quot;/g; s/</\&lt;/g')\"/>" ;;
-    skipped) body="<skipped message=\"$3\"/>" ;;
-  esac
-  cases+=("<testcase classname=\"$suite\" name=\"$1\" status=\"run\" result=\"$2\">$body</testcase>")
-}
-
-write_xml() {
-  {
-    echo '<?xml version="1.0" encoding="UTF-8"?>'
-    echo "<testsuites tests=\"${#cases[@]}\" failures=\"$failures\" skipped=\"$skipped\">"
-    echo "<testsuite name=\"$suite\" tests=\"${#cases[@]}\" failures=\"$failures\" skipped=\"$skipped\">"
-    printf '%s\n' "${cases[@]}"
-    echo "</testsuite></testsuites>"
-  } > "$xml"
-}
-
-names=(four_ranks_verified root_dies_others_name_it member_dies_others_name_it eight_ranks_verified)
-if [ "$mode" = rdma ] && [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
-  reason="no RDMA device on this host (run bazel test --config=rxe //... for the Soft-RoCE VM)"
-  if [ "${CAF_RDMA_REQUIRE_DEVICE:-}" = 1 ]; then
-    echo "FAILED: CAF_RDMA_REQUIRE_DEVICE=1 but $reason"
-    exit 1
-  fi
-  echo "*** SKIPPED: $reason ***"
-  for n in "${names[@]}"; do record "$n" skipped "$reason"; skipped=$((skipped + 1)); done
-  write_xml
-  exit 0
-fi
+source "$(dirname "$0")/../sh_test_lib.sh"
+skip_without_device four_ranks_verified root_dies_others_name_it member_dies_others_name_it \
+  eight_ranks_verified
 
 run() {  # name expected-line... -- args
   local name=$1; shift
@@ -55,11 +23,11 @@ run() {  # name expected-line... -- args
   rc=$?
   echo "$out"
   if [ $rc -ne 0 ]; then
-    failures=$((failures + 1)); record "$name" failed "exit code $rc"; return
+    record "$name" failed "exit code $rc"; return
   fi
   for e in "${expects[@]}"; do
     if ! grep -q -- "$e" <<<"$out"; then
-      failures=$((failures + 1)); record "$name" failed "output lacks '$e'"; return
+      record "$name" failed "output lacks '$e'"; return
     fi
   done
   record "$name" passed ""

@@ -7,43 +7,9 @@ set -uo pipefail
 mode=${CAF_RDMA_TRANSPORT:-fallback}
 bin=${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-caf_rdma}/examples
 xml=${XML_OUTPUT_FILE:-/dev/null}
-cases=()
-failures=0
-skipped=0
-
-record() {  # name status(passed|failed|skipped) message
-  local body=""
-  case $2 in
-    failed) body="<failure message=\"$(printf '%s' "$3" | sed 's/&/\&amp;/g; s/"/\&quot;/g; s/</\&lt;/g')\"/>" ;;
-    skipped) body="<skipped message=\"$3\"/>" ;;
-  esac
-  cases+=("<testcase classname=\"Examples_${mode}\" name=\"$1\" status=\"run\" result=\"$2\">$body</testcase>")
-}
-
-write_xml() {
-  {
-    echo '<?xml version="1.0" encoding="UTF-8"?>'
-    echo "<testsuites tests=\"${#cases[@]}\" failures=\"$failures\" skipped=\"$skipped\">"
-    echo "<testsuite name=\"Examples_${mode}\" tests=\"${#cases[@]}\" failures=\"$failures\" skipped=\"$skipped\">"
-    printf '%s\n' "${cases[@]}"
-    echo "</testsuite></testsuites>"
-  } > "$xml"
-}
-
-if [ "$mode" = rdma ] && [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
-  reason="no RDMA device on this host (run bazel test --config=rxe //... for the Soft-RoCE VM)"
-  if [ "${CAF_RDMA_REQUIRE_DEVICE:-}" = 1 ]; then
-    echo "FAILED: CAF_RDMA_REQUIRE_DEVICE=1 but $reason"
-    exit 1
-  fi
-  echo "*** SKIPPED: $reason ***"
-  record ping_pong skipped "$reason"
-  record parameter_server skipped "$reason"
-  record kv_store_cli skipped "$reason"
-  skipped=3
-  write_xml
-  exit 0
-fi
+suite="Examples_${mode}"
+source "$(dirname "$0")/../sh_test_lib.sh"
+skip_without_device ping_pong parameter_server kv_store_cli
 
 run() {  # name expected-line command...
   local name=$1 expect=$2; shift 2
@@ -53,9 +19,9 @@ run() {  # name expected-line command...
   local rc=$?
   echo "$out"
   if [ $rc -ne 0 ]; then
-    failures=$((failures + 1)); record "$name" failed "exit code $rc"
+    record "$name" failed "exit code $rc"
   elif ! grep -q -- "$expect" <<<"$out"; then
-    failures=$((failures + 1)); record "$name" failed "output lacks '$expect'"
+    record "$name" failed "output lacks '$expect'"
   else
     record "$name" passed ""
   fi
@@ -64,7 +30,7 @@ run() {  # name expected-line command...
 run ping_pong "(path $mode), read them back (path $mode): verified" "$bin/ping_pong" --size 4M
 run parameter_server "parameter_server: OK" "$bin/parameter_server" --workers 3 --steps 4 --size 1M
 if [ $failures -eq 0 ] && ! grep -q "path $mode" <<<"$("$bin/parameter_server" --workers 2 --steps 2 --size 64K 2>&1)"; then
-  failures=$((failures + 1)); record parameter_server_path failed "workers did not report path $mode"
+  record parameter_server_path failed "workers did not report path $mode"
 else
   record parameter_server_path passed ""
 fi
@@ -101,7 +67,7 @@ kv_cli() {
   [ $rc -eq 1 ] && grep -q "cannot reach kv_server at $port" "$dir/err" || problem=${problem:-"unreachable: exit $rc"}
   rm -rf "$dir"
   if [ -n "$problem" ]; then
-    failures=$((failures + 1)); record kv_store_cli failed "$problem"; echo "kv_store_cli: $problem"
+    record kv_store_cli failed "$problem"; echo "kv_store_cli: $problem"
   else
     record kv_store_cli passed ""
   fi

@@ -239,11 +239,7 @@ TEST_F(KvStoreTest, UnreachableServerIsAClearError) {
 }
 
 std::string server_binary() {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* ws = std::getenv("TEST_WORKSPACE");
-  if (srcdir && ws)
-    return std::string(srcdir) + "/" + ws + "/examples/kv_store/kv_server";
-  return "examples/kv_store/kv_server";
+  return caf_rdma::testing::runfile("examples/kv_store/kv_server");
 }
 
 TEST_F(KvStoreTest, ServerGoneMidRequestFailsTheRequestNamingTheServer) {

@@ -1,0 +1,44 @@
+# Helpers for sh_tests that report one test case per scenario (sourced, not run):
+#   suite=Name_mode; xml=$XML_OUTPUT_FILE; source tests/sh_test_lib.sh
+#   record NAME passed|failed|skipped MESSAGE   adds a test case (failures/skipped are counted)
+#   write_xml                                   writes them to $xml for run_tests.sh's listing
+#   skip_without_device NAME...                 in rdma mode on a host without an RDMA device:
+#                                               records every NAME as skipped with the reason and
+#                                               exits 0 (exits 1 under CAF_RDMA_REQUIRE_DEVICE=1)
+cases=()
+failures=0
+skipped=0
+
+record() {
+  local body=""
+  case $2 in
+    failed) failures=$((failures + 1))
+            body="<failure message=\"$(printf '%s' "$3" | sed 's/&/\&amp;/g; s/"/\&quot;/g; s/</\&lt;/g')\"/>" ;;
+    skipped) skipped=$((skipped + 1)); body="<skipped message=\"$3\"/>" ;;
+  esac
+  cases+=("<testcase classname=\"$suite\" name=\"$1\" status=\"run\" result=\"$2\">$body</testcase>")
+}
+
+write_xml() {
+  {
+    echo '<?xml version="1.0" encoding="UTF-8"?>'
+    echo "<testsuites tests=\"${#cases[@]}\" failures=\"$failures\" skipped=\"$skipped\">"
+    echo "<testsuite name=\"$suite\" tests=\"${#cases[@]}\" failures=\"$failures\" skipped=\"$skipped\">"
+    printf '%s\n' "${cases[@]}"
+    echo "</testsuite></testsuites>"
+  } > "$xml"
+}
+
+skip_without_device() {
+  [ "$mode" = rdma ] && [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ] || return 0
+  local reason="no RDMA device on this host (run bazel test --config=rxe //... for the Soft-RoCE VM)"
+  if [ "${CAF_RDMA_REQUIRE_DEVICE:-}" = 1 ]; then
+    echo "FAILED: CAF_RDMA_REQUIRE_DEVICE=1 but $reason"
+    exit 1
+  fi
+  echo "*** SKIPPED: $reason ***"
+  local n
+  for n in "$@"; do record "$n" skipped "$reason"; done
+  write_xml
+  exit 0
+}
