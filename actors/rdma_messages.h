@@ -88,9 +88,10 @@ TransferOp make_write(BufferHandle local, BufferHandle remote, uint64_t length =
                       uint64_t local_offset = 0, uint64_t remote_offset = 0);
 
 /// Which path moved the bytes: one-sided RDMA between the registered buffers themselves
-/// ("rdma", host memory or GPUDirect), RDMA through a host bounce buffer for GPU memory the NIC
-/// cannot register ("rdma-staged"), or CAF messages between the managers ("fallback").
-constexpr const char* kPathRdma = "rdma";
+/// ("rdma-direct": host memory, or GPU memory with GPUDirect), RDMA through a host bounce buffer
+/// for GPU memory the NIC cannot register ("rdma-staged"), or CAF messages between the managers
+/// ("fallback").
+constexpr const char* kPathRdma = "rdma-direct";
 constexpr const char* kPathRdmaStaged = "rdma-staged";
 constexpr const char* kPathFallback = "fallback";
 

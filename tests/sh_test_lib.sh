@@ -1,10 +1,13 @@
 # Helpers for sh_tests that report one test case per scenario (sourced, not run):
-#   suite=Name_mode; xml=$XML_OUTPUT_FILE; source tests/sh_test_lib.sh
+#   mode=rdma|fallback; suite=Name_mode; xml=$XML_OUTPUT_FILE; source tests/sh_test_lib.sh
+#   $path                                       the reply path expected in this mode
 #   record NAME passed|failed|skipped MESSAGE   adds a test case (failures/skipped are counted)
 #   write_xml                                   writes them to $xml for run_tests.sh's listing
 #   skip_without_device NAME...                 in rdma mode on a host without an RDMA device:
 #                                               records every NAME as skipped with the reason and
 #                                               exits 0 (exits 1 under CAF_RDMA_REQUIRE_DEVICE=1)
+# The path replies name in this mode.
+path=$([ "${mode:-fallback}" = rdma ] && echo rdma-direct || echo fallback)
 cases=()
 failures=0
 skipped=0

@@ -67,7 +67,7 @@ public:
 
   /// The error of the last failed call, if any.
   std::optional<Error> last_error() const;
-  /// The path ("rdma" or "fallback") of the last call that moved bytes.
+  /// The path ("rdma-direct", "rdma-staged" or "fallback") of the last call that moved bytes.
   std::string last_path() const;
   RdmaNode& node() { return *node_; }
 

@@ -35,7 +35,7 @@ constexpr uint64_t kMaxKeyBytes = 1024;
 /// What a PUT stored or a GET delivered.
 struct ValueInfo {
   uint64_t length = 0;
-  std::string path;  ///< "rdma" or "fallback"; "" for an empty value (no bytes moved)
+  std::string path;  ///< "rdma-direct" or "fallback"; "" for an empty value (no bytes moved)
 };
 
 template <class Inspector>

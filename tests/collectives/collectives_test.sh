@@ -33,14 +33,14 @@ run() {  # name expected-line... -- args
   record "$name" passed ""
 }
 
-run four_ranks_verified "collectives: OK: 4 ranks" "rank 3: all-to-all .*(path $mode) verified x2" \
-  "rank 1: broadcast .*(path $mode) verified x2" "rank 2: send/recv .*(path $mode) verified x2" \
+run four_ranks_verified "collectives: OK: 4 ranks" "rank 3: all-to-all .*(path $path) verified x2" \
+  "rank 1: broadcast .*(path $path) verified x2" "rank 2: send/recv .*(path $path) verified x2" \
   -- --ranks 4 --size 2M --iters 2
 run root_dies_others_name_it "each of the 3 others reported an error naming rank 0" \
   -- --ranks 4 --size 256K --iters 1 --kill-rank 0 --timeout-ms 20000
 run member_dies_others_name_it "each of the 3 others reported an error naming rank 2" \
   -- --ranks 4 --size 256K --iters 1 --kill-rank 2 --timeout-ms 20000
-run eight_ranks_verified "collectives: OK: 8 ranks" "rank 7: all-to-all .*(path $mode) verified x1" \
+run eight_ranks_verified "collectives: OK: 8 ranks" "rank 7: all-to-all .*(path $path) verified x1" \
   -- --ranks 8 --size 512K --iters 1
 write_xml
 echo "collectives ($mode): $failures failed"

@@ -27,10 +27,10 @@ run() {  # name expected-line command...
   fi
 }
 
-run ping_pong "(path $mode), read them back (path $mode): verified" "$bin/ping_pong" --size 4M
+run ping_pong "(path $path), read them back (path $path): verified" "$bin/ping_pong" --size 4M
 run parameter_server "parameter_server: OK" "$bin/parameter_server" --workers 3 --steps 4 --size 1M
-if [ $failures -eq 0 ] && ! grep -q "path $mode" <<<"$("$bin/parameter_server" --workers 2 --steps 2 --size 64K 2>&1)"; then
-  record parameter_server_path failed "workers did not report path $mode"
+if [ $failures -eq 0 ] && ! grep -q "path $path" <<<"$("$bin/parameter_server" --workers 2 --steps 2 --size 64K 2>&1)"; then
+  record parameter_server_path failed "workers did not report path $path"
 else
   record parameter_server_path passed ""
 fi
@@ -46,7 +46,7 @@ kv_cli() {
   echo "=== kv_store_cli: kv_server at $port"
   out=$("${c[@]}" put greeting "hello rdma" 2>&1) || problem="put failed: $out"
   echo "$out"
-  grep -q "(path $mode)" <<<"$out" || problem=${problem:-"put did not report path $mode: $out"}
+  grep -q "(path $path)" <<<"$out" || problem=${problem:-"put did not report path $path: $out"}
   out=$("${c[@]}" get greeting 2>/dev/null)
   [ "$out" = "hello rdma" ] || problem=${problem:-"get returned '$out'"}
   "${c[@]}" get missing > /dev/null 2> "$dir/err"; rc=$?
@@ -60,7 +60,7 @@ kv_cli() {
   echo "$out"
   out=$("${c[@]}" bench --ops 400 --value-size 16384 --concurrency 4 2>&1) || problem=${problem:-"bench failed: $out"}
   echo "$out"
-  grep -q "get .*(path $mode)" <<<"$out" && grep -q "verified 400 values" <<<"$out" || problem=${problem:-"bench output"}
+  grep -q "get .*(path $path)" <<<"$out" && grep -q "verified 400 values" <<<"$out" || problem=${problem:-"bench output"}
   kill "$server"; wait "$server" 2>/dev/null
   "${c[@]}" get greeting 2> "$dir/err"; rc=$?
   cat "$dir/err"
