@@ -36,7 +36,8 @@ public:
   static Result<std::unique_ptr<KvClient>> connect(KvClientOptions options);
   ~KvClient();
 
-  /// Session `slot` (0 <= slot < slots()); use each from one thread at a time.
+  /// Session `slot` (0 <= slot < slots()); use each from one thread at a time, and destroy it
+  /// before the client (it holds an actor of the client's actor system).
   std::unique_ptr<KvSession> session(uint32_t slot);
 
   uint32_t slots() const { return options_.slots; }
