@@ -8,6 +8,9 @@ namespace caf_rdma {
 namespace {
 
 constexpr uint32_t kSpinsBeforeYield = 256;
+// Outstanding work but no completion for this long: nap between polls instead of spinning.
+constexpr auto kSpinBudget = std::chrono::microseconds(200);
+constexpr auto kBusyNap = std::chrono::microseconds(20);
 
 }  // namespace
 
@@ -52,6 +55,7 @@ void CompletionPoller::run() {
   std::vector<std::shared_ptr<RdmaQueuePair>> local;
   uint64_t seen = ~uint64_t{0};
   uint32_t idle_polls = 0;
+  std::chrono::steady_clock::time_point spin_start{};
   while (true) {
     {
       std::unique_lock<std::mutex> guard(mu_);
@@ -71,16 +75,26 @@ void CompletionPoller::run() {
     }
     if (handled > 0) {
       idle_polls = 0;
+      spin_start = std::chrono::steady_clock::time_point{};
       continue;
     }
     if (busy) {
-      // Busy-poll; yield (a system call) only now and then.
+      // Busy-poll; yield (a system call) only now and then. A long wait (large transfers, a slow
+      // peer) sleeps in short naps instead, leaving the CPU to the rest of the process and to
+      // software devices (rxe) that need it to make progress.
       if (++idle_polls >= kSpinsBeforeYield) {
         idle_polls = 0;
-        std::this_thread::yield();
+        auto now = std::chrono::steady_clock::now();
+        if (spin_start == std::chrono::steady_clock::time_point{})
+          spin_start = now;
+        if (now - spin_start > kSpinBudget)
+          std::this_thread::sleep_for(kBusyNap);
+        else
+          std::this_thread::yield();
       }
       continue;
     }
+    spin_start = std::chrono::steady_clock::time_point{};
     // Idle: drop our references (removed QPs may be destroyed), then sleep until woken.
     local.clear();
     seen = ~uint64_t{0};
