@@ -168,13 +168,9 @@ caf::result<ByteChunk> ManagerState::fetch(uint64_t id, uint64_t offset, uint64_
   if (Status st = check_span(**b, id, offset, length, options_.name); !st.ok())
     return to_caf_error(st.error());
   counters_.served_fallback_bytes += length;
-  // A copy: the reply may be serialized after the buffer was released and freed.
-  if ((*b)->memory == BufferMemory::kHost)
-    return ByteChunk::copy_of(reinterpret_cast<const uint8_t*>((*b)->addr) + offset, length);
-  ByteChunk c;
-  c.owned.reset(new uint8_t[length > 0 ? length : 1]);
-  c.data = c.owned.get();
-  c.size = length;
+  // A copy (out of host or GPU memory): the reply may be serialized after the buffer was
+  // released and freed.
+  ByteChunk c = ByteChunk::allocate(length);
   if (Status st = copy_out(**b, offset, c.owned.get(), length); !st.ok())
     return to_caf_error(st.error());
   return c;

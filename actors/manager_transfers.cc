@@ -590,9 +590,7 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
         bytes.data = reinterpret_cast<uint8_t*>(local.addr) + local_off;
         bytes.size = n;
       } else {  // GPU memory: copied to the host first
-        bytes.owned.reset(new uint8_t[n]);
-        bytes.data = bytes.owned.get();
-        bytes.size = n;
+        bytes = ByteChunk::allocate(n);
         if (Status st = copy_out(local, local_off, bytes.owned.get(), n); !st.ok()) {
           --o.in_flight;
           return finish_op(ticket, index, outcome_of(st.error()));

@@ -34,13 +34,18 @@ TransferOp make_write(BufferHandle local, BufferHandle remote, uint64_t length,
   return op;
 }
 
-ByteChunk ByteChunk::copy_of(const uint8_t* p, uint64_t n) {
+ByteChunk ByteChunk::allocate(uint64_t n) {
   ByteChunk c;
   c.owned.reset(new uint8_t[n > 0 ? n : 1]);
-  if (n > 0)
-    std::memcpy(c.owned.get(), p, n);
   c.data = c.owned.get();
   c.size = n;
+  return c;
+}
+
+ByteChunk ByteChunk::copy_of(const uint8_t* p, uint64_t n) {
+  ByteChunk c = allocate(n);
+  if (n > 0)
+    std::memcpy(c.owned.get(), p, n);
   return c;
 }
 

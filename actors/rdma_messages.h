@@ -147,6 +147,8 @@ struct ByteChunk {
   uint64_t size = 0;
   std::shared_ptr<uint8_t[]> owned;
 
+  /// A chunk that owns `n` bytes, not initialized (one allocation, no zero-fill).
+  static ByteChunk allocate(uint64_t n);
   /// A chunk that owns a copy of [p, p + n).
   static ByteChunk copy_of(const uint8_t* p, uint64_t n);
 };
@@ -165,9 +167,7 @@ typename Inspector::result_type inspect(Inspector& f, ByteChunk& x) {
     size_t n = 0;
     if (auto err = f.begin_sequence(n))
       return err;
-    x.owned.reset(new uint8_t[n > 0 ? n : 1]);
-    x.data = x.owned.get();
-    x.size = n;
+    x = ByteChunk::allocate(n);
     if (n > 0)
       if (auto err = f.apply_raw(n, x.owned.get()))
         return err;
