@@ -86,7 +86,7 @@ Result<std::unique_ptr<PeerGroup>> PeerGroup::form(PeerGroupOptions o) {
   mc.addresses = o.members;
   mc.timeout = std::chrono::milliseconds(o.timeout_ms);
   g->member_ = spawn_group_member(sys, g->node_->manager(), mc, buf);
-  auto self = g->lease();
+  Lease self(g.get());
   auto port = sys.middleman().publish(g->member_, addr[o.rank].second,
                                       addr[o.rank].first.c_str(), true);
   if (!port)
@@ -115,27 +115,26 @@ Result<std::unique_ptr<PeerGroup>> PeerGroup::form(PeerGroupOptions o) {
   (*self)->request(g->member_, std::chrono::milliseconds(o.timeout_ms) + std::chrono::seconds(10),
                        formed_atom::value)
       .receive([](bool) {}, [&](caf::error& e) { failed = to_error(e); });
-  g->give_back(std::move(self));
   if (failed)
     return failed->with_context("forming the group at rank " + std::to_string(o.rank));
   return g;
 }
 
-std::unique_ptr<caf::scoped_actor> PeerGroup::lease() {
+PeerGroup::Lease::Lease(PeerGroup* group) : group_(group) {
   {
-    std::lock_guard<std::mutex> guard(idle_mutex_);
-    if (!idle_.empty()) {
-      auto self = std::move(idle_.back());
-      idle_.pop_back();
-      return self;
+    std::lock_guard<std::mutex> guard(group_->idle_mutex_);
+    if (!group_->idle_.empty()) {
+      actor_ = std::move(group_->idle_.back());
+      group_->idle_.pop_back();
+      return;
     }
   }
-  return std::make_unique<caf::scoped_actor>(node_->system());
+  actor_ = std::make_unique<caf::scoped_actor>(group_->node_->system());
 }
 
-void PeerGroup::give_back(std::unique_ptr<caf::scoped_actor> self) {
-  std::lock_guard<std::mutex> guard(idle_mutex_);
-  idle_.push_back(std::move(self));
+PeerGroup::Lease::~Lease() {
+  std::lock_guard<std::mutex> guard(group_->idle_mutex_);
+  group_->idle_.push_back(std::move(actor_));
 }
 
 PeerGroup::~PeerGroup() {
@@ -150,11 +149,10 @@ template <class... Ts>
 Result<std::string> PeerGroup::ask(Ts&&... xs) {
   std::optional<Result<std::string>> out;
   auto limit = std::chrono::milliseconds(options_.timeout_ms) + std::chrono::seconds(10);
-  auto self = lease();
+  Lease self(this);
   (*self)->request(member_, limit, std::forward<Ts>(xs)...)
       .receive([&](std::string& path) { out.emplace(std::move(path)); },
                [&](caf::error& e) { out.emplace(to_error(e)); });
-  give_back(std::move(self));
   if (!out)
     return Error(ErrorCode::kInternal, "no reply from the group member");
   if (out->ok() && !(*out)->empty()) {
@@ -190,7 +188,7 @@ Result<std::vector<uint8_t>> PeerGroup::recv(uint32_t peer) {
   std::vector<uint8_t> out;
   auto limit = std::chrono::milliseconds(options_.timeout_ms) + std::chrono::seconds(10);
   bool last = false;
-  auto self = lease();
+  Lease self(this);
   while (!last) {
     std::optional<Error> err;
     uint64_t len = 0;
@@ -201,19 +199,14 @@ Result<std::vector<uint8_t>> PeerGroup::recv(uint32_t peer) {
             last = l;
           },
           [&](caf::error& e) { err = to_error(e); });
-    if (err) {
-      give_back(std::move(self));
+    if (err)
       return track(*err);
-    }
-    if (len > options_.mailbox_bytes) {
-      give_back(std::move(self));
+    if (len > options_.mailbox_bytes)
       return track(Error(ErrorCode::kInternal, "recv: chunk larger than the mailbox"));
-    }
     out.insert(out.end(), mailbox(peer), mailbox(peer) + len);
     // The mailbox is copied out: the sender may write the next piece.
     (*self)->send(member_, recv_done_atom::value, peer);
   }
-  give_back(std::move(self));
   return out;
 }
 

@@ -77,9 +77,18 @@ private:
   Error track(Error e) { return track(Status(e)).error(); }
   template <class... Ts>
   Result<std::string> ask(Ts&&... xs);
-  /// A blocking actor for one call (CAF's scoped actors serve one thread at a time).
-  std::unique_ptr<caf::scoped_actor> lease();
-  void give_back(std::unique_ptr<caf::scoped_actor> self);
+  /// A blocking actor for one call (CAF's scoped actors serve one thread at a time), taken from
+  /// the idle ones (or made) and returned to them when the lease ends.
+  class Lease {
+  public:
+    explicit Lease(PeerGroup* group);
+    ~Lease();
+    caf::scoped_actor& operator*() { return *actor_; }
+
+  private:
+    PeerGroup* group_;
+    std::unique_ptr<caf::scoped_actor> actor_;
+  };
   uint8_t* mailbox(uint32_t j) { return memory_.get() + uint64_t(j) * options_.mailbox_bytes; }
   uint8_t* staging(uint32_t j) { return mailbox(size() + j); }
   uint8_t* coll_recv() { return mailbox(2 * size()); }
