@@ -49,10 +49,8 @@ Result<std::shared_ptr<DeviceContext>> DeviceContext::open_selected(const Ibverb
     // The closest NIC to the GPU whose port is active; none active: the usual error below.
     for (const auto& nic : rank_nics_by_distance("/sys", config.near_pci_device, names))
       for (const auto& d : devices)
-        if (d.name == nic.name)
-          for (const auto& p : d.ports)
-            if (p.port_num == config.port_num && p.state == IBV_PORT_ACTIVE)
-              return open(nic.name);
+        if (d.name == nic.name && has_active_port(d, config.port_num))
+          return open(nic.name);
   }
   CAF_RDMA_ASSIGN_OR_RETURN(size_t index,
                             select_device(devices, config.device_name, config.port_num));

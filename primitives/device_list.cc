@@ -118,6 +118,13 @@ std::string describe_devices(const std::vector<DeviceDescription>& devices) {
 
 }  // namespace
 
+bool has_active_port(const DeviceDescription& device, uint8_t port_num) {
+  for (const auto& p : device.ports)
+    if (p.port_num == port_num && p.state == IBV_PORT_ACTIVE)
+      return true;
+  return false;
+}
+
 Result<size_t> select_device(const std::vector<DeviceDescription>& devices,
                              const std::string& name, uint8_t port_num) {
   if (devices.empty())
@@ -140,9 +147,8 @@ Result<size_t> select_device(const std::vector<DeviceDescription>& devices,
                                                  describe_devices(devices));
   }
   for (size_t i = 0; i < devices.size(); ++i)
-    for (const auto& p : devices[i].ports)
-      if (p.port_num == port_num && p.state == IBV_PORT_ACTIVE)
-        return i;
+    if (has_active_port(devices[i], port_num))
+      return i;
   return Error(ErrorCode::kDeviceNotFound, "no RDMA device has an ACTIVE port " +
                                                std::to_string(port_num) +
                                                "; devices: " + describe_devices(devices));

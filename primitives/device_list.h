@@ -34,6 +34,9 @@ struct DeviceDescription {
   std::vector<PortInfo> ports;
 };
 
+/// True when `device` has port `port_num` in state ACTIVE.
+bool has_active_port(const DeviceDescription& device, uint8_t port_num);
+
 /// Chooses a device: by `name` when it is not empty (it must exist and have port `port_num`),
 /// else the first device whose port `port_num` is ACTIVE. Returns its index in `devices`.
 /// Errors: kNoDevice (empty list, with kNoDeviceHint), kDeviceNotFound (naming what exists and
