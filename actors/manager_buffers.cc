@@ -161,12 +161,20 @@ Status ManagerState::copy_in(const LocalBuffer& b, uint64_t offset, const void* 
   return options_.device_memory->copy_to_device(b.addr + offset, src, n, b.gpu);
 }
 
+Result<LocalBuffer*> ManagerState::owner_access(uint64_t id, uint64_t offset, uint64_t length,
+                                                bool write) {
+  CAF_RDMA_ASSIGN_OR_RETURN(LocalBuffer * b, owned_buffer(id, "remote"));
+  if (write && b->access != BufferAccess::kReadWrite)
+    return Error(ErrorCode::kInvalidArgument,
+                 "remote buffer " + std::to_string(id) + " of " + options_.name + " is read-only");
+  CAF_RDMA_RETURN_IF_ERROR(check_span(*b, id, offset, length, options_.name));
+  return b;
+}
+
 caf::result<ByteChunk> ManagerState::fetch(uint64_t id, uint64_t offset, uint64_t length) {
-  auto b = owned_buffer(id, "remote");
+  auto b = owner_access(id, offset, length, false);
   if (!b.ok())
     return to_caf_error(b.error());
-  if (Status st = check_span(**b, id, offset, length, options_.name); !st.ok())
-    return to_caf_error(st.error());
   counters_.served_fallback_bytes += length;
   // A copy (out of host or GPU memory): the reply may be serialized after the buffer was
   // released and freed.
@@ -177,15 +185,9 @@ caf::result<ByteChunk> ManagerState::fetch(uint64_t id, uint64_t offset, uint64_
 }
 
 caf::result<uint64_t> ManagerState::store(uint64_t id, uint64_t offset, const ByteChunk& bytes) {
-  auto b = owned_buffer(id, "remote");
+  auto b = owner_access(id, offset, bytes.size, true);
   if (!b.ok())
     return to_caf_error(b.error());
-  if ((*b)->access != BufferAccess::kReadWrite)
-    return make_rdma_error(ErrorCode::kInvalidArgument, "remote buffer " + std::to_string(id) +
-                                                            " of " + options_.name +
-                                                            " is read-only");
-  if (Status st = check_span(**b, id, offset, bytes.size, options_.name); !st.ok())
-    return to_caf_error(st.error());
   if (Status st = copy_in(**b, offset, bytes.data, bytes.size); !st.ok())
     return to_caf_error(st.error());
   counters_.served_fallback_bytes += bytes.size;
@@ -203,6 +205,7 @@ ManagerStats ManagerState::stats() const {
   s.errors = counters_.errors;
   s.handshakes = counters_.handshakes;
   s.served_fallback_bytes = counters_.served_fallback_bytes;
+  s.stream_ops = counters_.stream_ops;
   for (const auto& [key, peer] : peers_)
     s.live_qps += (peer.initiated ? 1 : 0) + (peer.accepted ? 1 : 0);
   s.live_qps += loopback_ ? 1 : 0;

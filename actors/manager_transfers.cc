@@ -519,6 +519,8 @@ void ManagerState::start_fallback(uint64_t ticket, uint32_t index) {
     return fail_op(ticket, index,
                    make_rdma_error(ErrorCode::kPeerUnavailable,
                                    "peer manager " + p.name + " is down (" + p.down_reason + ")"));
+  if (wants_stream(o, buffers_.at(op.local.id), p))
+    return start_stream(ticket, index);
   pump_fallback(ticket, index);
 }
 

@@ -19,6 +19,14 @@ using qp_connect_atom = caf::atom_constant<caf::atom("qp_conn")>;
 using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
 /// Fallback transport, owner side: (id, offset, bytes) -> bytes stored.
 using store_atom = caf::atom_constant<caf::atom("store")>;
+/// Fallback transport, owner side: (id, offset, length, kind, timeout ms) -> StreamGrantMsg.
+using stream_grant_atom = caf::atom_constant<caf::atom("str_grant")>;
+/// Internal: a stream transfer this manager requested ended (client thread -> manager).
+using stream_done_atom = caf::atom_constant<caf::atom("str_done")>;
+/// Internal: a stream grant this manager made was used (server thread -> manager).
+using stream_served_atom = caf::atom_constant<caf::atom("str_served")>;
+/// Internal: a stream grant's deadline passed: withdraw it if nobody claimed it.
+using stream_expire_atom = caf::atom_constant<caf::atom("str_exp")>;
 /// Counters: () -> ManagerStats.
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
 /// Directory: (name, BufferHandle) -> bool; lets processes exchange handles by name.

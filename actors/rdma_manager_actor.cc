@@ -54,6 +54,7 @@ Result<ManagerOptions> ManagerOptions::from_env() {
   CAF_RDMA_RETURN_IF_ERROR(number(kEnvFallbackChunk, 4096, 1ull << 30, o.fallback_chunk_bytes));
   CAF_RDMA_RETURN_IF_ERROR(number(kEnvFallbackWindow, 1, 1024, window));
   o.fallback_window = static_cast<uint32_t>(window);
+  CAF_RDMA_RETURN_IF_ERROR(number(kEnvStreamMin, 0, 1ull << 40, o.stream_min_bytes));
   if (const char* v = std::getenv(kEnvGpu); v != nullptr && *v != '\0') {
     uint64_t gpu = 0;
     CAF_RDMA_RETURN_IF_ERROR(number(kEnvGpu, 0, 1023, gpu));
@@ -108,6 +109,18 @@ rdma_manager_actor::behavior_type manager(detail::ManagerState::Self self, Manag
       [=](op_timeout_atom, uint64_t ticket, uint32_t stage) {
         self->state.op_timeout(ticket, stage);
       },
+      [=](stream_grant_atom, uint64_t id, uint64_t offset, uint64_t length, uint8_t kind,
+          uint32_t timeout_ms) {
+        return self->state.stream_grant(id, offset, length, kind, timeout_ms);
+      },
+      [=](stream_done_atom, uint64_t ticket, uint32_t index, uint64_t local_id,
+          TransferOutcome outcome) {
+        self->state.stream_done(ticket, index, local_id, std::move(outcome));
+      },
+      [=](stream_served_atom, uint64_t id, uint64_t token, uint64_t bytes) {
+        self->state.stream_served(id, token, bytes);
+      },
+      [=](stream_expire_atom, uint64_t id, uint64_t token) { self->state.stream_expire(id, token); },
       [=](dir_timeout_atom, std::string key, uint64_t id) { self->state.dir_timeout(key, id); },
   };
 }
@@ -154,12 +167,22 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
   no_rdma_reason_ = std::move(no_rdma_reason);
   if (domain_)
     poller_ = std::make_unique<CompletionPoller>();
+  if (!options_.stream_host.empty() && options_.stream_min_bytes > 0 &&
+      options_.mode != TransportMode::kRdma) {
+    // Without a stream channel (e.g. the address cannot be bound) the fallback uses CAF chunks.
+    if (auto server = StreamServer::start(options_.stream_host); server.ok())
+      stream_server_ = std::move(*server);
+    stream_client_ = std::make_unique<StreamClient>(options_.stream_threads);
+  }
 }
 
 ManagerState::~ManagerState() {
   // Stop polling first; then the QPs go (their destructors fail what is left, whose
   // callbacks find the actor gone and do nothing).
   poller_.reset();
+  // Stream threads stop before the buffers go (their callbacks find the actor gone).
+  stream_client_.reset();
+  stream_server_.reset();
   peers_.clear();
   loopback_.reset();
 }

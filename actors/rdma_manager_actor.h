@@ -18,6 +18,8 @@ constexpr const char* kEnvTransport = "CAF_RDMA_TRANSPORT";
 /// Fallback transport: bytes per CAF message (default 256 KiB) and messages in flight (32).
 constexpr const char* kEnvFallbackChunk = "CAF_RDMA_FALLBACK_CHUNK";
 constexpr const char* kEnvFallbackWindow = "CAF_RDMA_FALLBACK_WINDOW";
+/// Fallback transfers of at least this many bytes use the stream channel (0: never).
+constexpr const char* kEnvStreamMin = "CAF_RDMA_STREAM_MIN";
 /// CUDA device ordinal whose memory this node moves: picks the NIC closest to that GPU.
 constexpr const char* kEnvGpu = "CAF_RDMA_GPU";
 
@@ -39,6 +41,16 @@ struct ManagerOptions {
   /// Fallback transport: bytes per CAF message and messages in flight per transfer.
   uint64_t fallback_chunk_bytes = 256 << 10;
   uint32_t fallback_window = 32;
+  /// Fallback transfers of host memory of at least this many bytes move over the stream
+  /// channel: the owner grants the range over CAF, then the bytes go over a plain TCP
+  /// connection straight between the two registered buffers (no copies in user space).
+  /// 0: always CAF chunks.
+  uint64_t stream_min_bytes = 256 << 10;
+  /// IPv4 address this manager's stream channel listens on and announces to peers; empty: no
+  /// stream channel (RdmaNode sets its host here unless that is a wildcard).
+  std::string stream_host;
+  /// Stream transfers this manager runs at once as requester (more wait).
+  uint32_t stream_threads = 4;
   /// How this manager names itself in handles and messages (e.g. "host:port").
   std::string name;
   /// GPU memory support; null: the CUDA driver when this build and host have one (else every
@@ -50,6 +62,7 @@ struct ManagerOptions {
   uint32_t staging_buffers = 4;
 
   /// Defaults, then CAF_RDMA_TRANSPORT, CAF_RDMA_FALLBACK_CHUNK, CAF_RDMA_FALLBACK_WINDOW,
+  /// CAF_RDMA_STREAM_MIN,
   /// CAF_RDMA_GPU and the IbverbsConfig variables (CAF_RDMA_DEVICE, ...).
   static Result<ManagerOptions> from_env();
 };

@@ -51,6 +51,13 @@ using rdma_manager_actor = caf::typed_actor<
   /// `id` (which must be read-write). Replies with the number of bytes stored.
   caf::replies_to<store_atom, uint64_t, uint64_t, ByteChunk>::with<uint64_t>,
 
+  /// Manager to manager (fallback transport, transfers of at least `stream_min_bytes`): the
+  /// owner checks `length` bytes at `offset` of buffer `id` for a read (kind 0) or write (1),
+  /// holds the buffer, and grants one stream transfer of them within `timeout ms`. Errors as
+  /// for fetch/store.
+  caf::replies_to<stream_grant_atom, uint64_t, uint64_t, uint64_t, uint8_t, uint32_t>::with<
+      StreamGrantMsg>,
+
   /// Counters of this manager.
   caf::replies_to<stats_atom>::with<ManagerStats>,
 
@@ -66,6 +73,15 @@ using rdma_manager_actor = caf::typed_actor<
 
   /// Internal: transfer `ticket` hit its timeout (stage 0) or its drain deadline (stage 1).
   caf::reacts_to<op_timeout_atom, uint64_t, uint32_t>,
+
+  /// Internal: the stream transfer of op `index` of transfer `ticket` (local buffer id) ended.
+  caf::reacts_to<stream_done_atom, uint64_t, uint32_t, uint64_t, TransferOutcome>,
+
+  /// Internal: stream grant `token` on buffer `id` was used; the bytes moved (0 on failure).
+  caf::reacts_to<stream_served_atom, uint64_t, uint64_t, uint64_t>,
+
+  /// Internal: stream grant `token` on buffer `id` reached its deadline.
+  caf::reacts_to<stream_expire_atom, uint64_t, uint64_t>,
 
   /// Internal: a directory wait expired.
   caf::reacts_to<dir_timeout_atom, std::string, uint64_t>>;

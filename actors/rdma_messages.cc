@@ -59,6 +59,7 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<QpInfoMsg>("caf_rdma::QpInfoMsg");
   cfg.add_message_type<ManagerStats>("caf_rdma::ManagerStats");
   cfg.add_message_type<ByteChunk>("caf_rdma::ByteChunk");
+  cfg.add_message_type<StreamGrantMsg>("caf_rdma::StreamGrantMsg");
 }
 
 }  // namespace caf_rdma

@@ -139,6 +139,20 @@ typename Inspector::result_type inspect(Inspector& f, QpInfoMsg& x) {
            x.ethernet, x.device, x.manager);
 }
 
+/// An owner's permission to move one byte range over its stream channel (fallback transport,
+/// large transfers): connect to host:port and present the token. Port 0: the owner has no
+/// stream channel (or not for this buffer's memory); use fetch/store chunks instead.
+struct StreamGrantMsg {
+  uint64_t token = 0;
+  std::string host;
+  uint16_t port = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StreamGrantMsg& x) {
+  return f(caf::meta::type_name("caf_rdma::StreamGrantMsg"), x.token, x.host, x.port);
+}
+
 /// The bytes of one fallback chunk. The sender points `data` at memory it keeps alive until the
 /// chunk's reply (its registered buffer: no copy before serialization); a deserialized chunk
 /// owns its bytes (one allocation, no zero-fill). On the wire: a length-prefixed byte sequence.
@@ -192,13 +206,14 @@ struct ManagerStats {
   uint64_t registered_buffers = 0;
   uint64_t registered_bytes = 0;  ///< bytes in live memory regions
   uint64_t served_fallback_bytes = 0;  ///< bytes this manager served as owner on the fallback
+  uint64_t stream_ops = 0;  ///< fallback ops (counted in fallback_ops) moved over the stream channel
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
   return f(caf::meta::type_name("caf_rdma::ManagerStats"), x.device, x.transport, x.rdma_ops,
            x.rdma_bytes, x.fallback_ops, x.fallback_bytes, x.errors, x.live_qps, x.handshakes,
-           x.registered_buffers, x.registered_bytes, x.served_fallback_bytes);
+           x.registered_buffers, x.registered_bytes, x.served_fallback_bytes, x.stream_ops);
 }
 
 /// Registers every message type above. Call on the config of every actor system that talks

@@ -53,6 +53,9 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(NodeOptions options) {
   ManagerOptions mo = options.manager;
   if (mo.name.empty())
     mo.name = options.host + ":" + std::to_string(options.port);
+  // The stream channel announces the node's address; a wildcard is no address a peer can use.
+  if (mo.stream_host.empty() && options.host != "0.0.0.0" && !options.host.empty())
+    mo.stream_host = options.host == "localhost" ? "127.0.0.1" : options.host;
   auto mgr = spawn_manager(*node->system_, mo);
   if (!mgr.ok())
     return mgr.error();

@@ -27,6 +27,8 @@
 #include "components/rdma_domain.h"
 #include "components/rdma_queue_pair.h"
 #include "components/staging_plan.h"
+#include "components/stream_client.h"
+#include "components/stream_server.h"
 
 namespace caf_rdma::detail {
 
@@ -83,6 +85,7 @@ struct Peer {
   std::vector<std::pair<uint64_t, uint32_t>> waiting;  ///< (ticket, op) waiting for the QP
   bool monitored = false;
   std::string down_reason;  ///< non-empty once the peer is gone
+  bool no_stream = false;   ///< its owner answered a stream grant with port 0: use chunks
 };
 
 /// A registered host bounce buffer for rdma-staged transfers.
@@ -99,7 +102,7 @@ struct DirWaiter {
 
 struct Counters {
   uint64_t rdma_ops = 0, rdma_bytes = 0, fallback_ops = 0, fallback_bytes = 0, errors = 0;
-  uint64_t handshakes = 0, served_fallback_bytes = 0;
+  uint64_t handshakes = 0, served_fallback_bytes = 0, stream_ops = 0;
 };
 
 class ManagerState {
@@ -121,6 +124,9 @@ public:
   Result<LocalBuffer*> local_buffer(const BufferHandle& h, const char* role);
   /// Buffer by id for owner-side checks (fetch, store, local copies).
   Result<LocalBuffer*> owned_buffer(uint64_t id, const char* role);
+  /// Owner-side checks of a peer's access (fetch, store, stream grants): the buffer is live,
+  /// writable for a write, and [offset, offset + length) fits it.
+  Result<LocalBuffer*> owner_access(uint64_t id, uint64_t offset, uint64_t length, bool write);
   void buffer_done(uint64_t id);
   ManagerStats stats() const;
 
@@ -129,6 +135,13 @@ public:
   caf::result<std::vector<TransferOutcome>> batch(std::vector<TransferOp> ops, uint32_t timeout_ms);
   void op_done(uint64_t ticket, uint32_t index, TransferOutcome outcome);
   void op_timeout(uint64_t ticket, uint32_t stage);
+
+  // -- stream channel of the fallback (manager_streams.cc) --
+  caf::result<StreamGrantMsg> stream_grant(uint64_t id, uint64_t offset, uint64_t length,
+                                           uint8_t kind, uint32_t timeout_ms);
+  void stream_done(uint64_t ticket, uint32_t index, uint64_t local_id, TransferOutcome outcome);
+  void stream_served(uint64_t id, uint64_t token, uint64_t bytes);
+  void stream_expire(uint64_t id, uint64_t token);
 
   // -- peers and queue pairs (manager_peers.cc) --
   caf::result<QpInfoMsg> accept_connect(QpInfoMsg remote);
@@ -163,6 +176,9 @@ private:
   // fallback path
   void start_fallback(uint64_t ticket, uint32_t index);
   void pump_fallback(uint64_t ticket, uint32_t index);
+  /// Whether op `o` (remote, host memory on both sides) should take the stream channel.
+  bool wants_stream(const OpTrack& o, const LocalBuffer& local, const Peer& peer) const;
+  void start_stream(uint64_t ticket, uint32_t index);
   std::string peer_name(const caf::actor_addr& key) const;
 
   Self self_ = nullptr;
@@ -170,6 +186,8 @@ private:
   std::shared_ptr<RdmaDomain> domain_;
   std::string no_rdma_reason_;
   std::unique_ptr<CompletionPoller> poller_;
+  std::unique_ptr<StreamServer> stream_server_;  ///< null: no stream channel here
+  std::unique_ptr<StreamClient> stream_client_;
   std::shared_ptr<RdmaQueuePair> loopback_;
   uint64_t next_buffer_id_ = 1;
   std::unordered_map<uint64_t, LocalBuffer> buffers_;

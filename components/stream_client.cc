@@ -1,0 +1,135 @@
+// The requester's side of the stream channel (see stream_client.h).
+#include "components/stream_client.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+
+namespace caf_rdma {
+
+StreamClient::StreamClient(size_t threads) {
+  for (size_t i = 0; i < std::max<size_t>(threads, 1); ++i)
+    workers_.emplace_back([this] { work(); });
+}
+
+StreamClient::~StreamClient() {
+  std::deque<StreamJob> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    left.swap(queue_);
+    for (int fd : busy_fds_)
+      ::shutdown(fd, SHUT_RDWR);
+  }
+  ready_.notify_all();
+  for (auto& job : left)
+    job.done(Error(ErrorCode::kPeerUnavailable, "stream transfer cancelled: its manager stopped"));
+  for (auto& w : workers_)
+    w.join();
+}
+
+void StreamClient::submit(StreamJob job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) {
+      queue_.push_back(std::move(job));
+      ready_.notify_one();
+      return;
+    }
+  }
+  job.done(Error(ErrorCode::kPeerUnavailable, "stream transfer refused: its manager stopped"));
+}
+
+size_t StreamClient::idle_connections() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& [endpoint, sockets] : idle_)
+    n += sockets.size();
+  return n;
+}
+
+void StreamClient::work() {
+  for (;;) {
+    StreamJob job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_)
+        return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    Status st = run(job);
+    if (!st.ok())
+      st = st.error().with_context("stream " + std::string(to_string(job.direction)) + " at " +
+                                   job.host + ":" + std::to_string(job.port));
+    job.done(std::move(st));
+  }
+}
+
+Result<Socket> StreamClient::take_connection(const StreamJob& job, bool& pooled) {
+  std::string endpoint = job.host + ":" + std::to_string(job.port);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = idle_.find(endpoint);
+    if (it != idle_.end() && !it->second.empty()) {
+      Socket s = std::move(it->second.back());
+      it->second.pop_back();
+      busy_fds_.insert(s.fd());
+      pooled = true;
+      return s;
+    }
+  }
+  pooled = false;
+  CAF_RDMA_ASSIGN_OR_RETURN(Socket s, connect_tcp(job.host, job.port, job.deadline));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_)
+    return Error(ErrorCode::kPeerUnavailable, "stream transfer cancelled: its manager stopped");
+  busy_fds_.insert(s.fd());
+  return s;
+}
+
+void StreamClient::give_back(const std::string& endpoint, Socket s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  busy_fds_.erase(s.fd());
+  if (!stopping_)
+    idle_[endpoint].push_back(std::move(s));
+}
+
+Status StreamClient::run(const StreamJob& job) {
+  std::string endpoint = job.host + ":" + std::to_string(job.port);
+  bool pooled = false;
+  CAF_RDMA_ASSIGN_OR_RETURN(Socket s, take_connection(job, pooled));
+  auto fail = [&](Status st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_fds_.erase(s.fd());
+    if (pooled)
+      idle_.erase(endpoint);  // the others may be just as dead
+    return st;
+  };
+  Status st = write_request(s, StreamRequest{job.direction, job.token, job.length}, job.deadline);
+  if (!st.ok())
+    return fail(st);
+  auto go = read_status(s, job.deadline, "stream answer");
+  if (!go.ok())
+    return fail(go.error());
+  if (!go->ok()) {
+    give_back(endpoint, std::move(s));  // the owner refused; the connection is still in sync
+    return *go;
+  }
+  if (job.direction == StreamDirection::kIntoOwner) {
+    st = send_all(s, job.addr, job.length, job.deadline, "stream data");
+    if (st.ok()) {
+      auto stored = read_status(s, job.deadline, "stream confirmation");
+      st = stored.ok() ? *stored : Status(stored.error());
+    }
+  } else {
+    st = recv_all(s, job.addr, job.length, job.deadline, "stream data");
+  }
+  if (!st.ok())
+    return fail(st);
+  give_back(endpoint, std::move(s));
+  return {};
+}
+
+}  // namespace caf_rdma

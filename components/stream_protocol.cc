@@ -1,0 +1,90 @@
+// Wire format of the stream channel (see stream_protocol.h).
+#include "components/stream_protocol.h"
+
+#include <algorithm>
+#include <string>
+
+namespace caf_rdma {
+
+namespace {
+
+constexpr uint32_t kMagic = 0x31535243;  // "CRS1" little-endian
+
+void put(uint8_t* p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i)
+    p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+uint64_t get(const uint8_t* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i)
+    v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+
+}  // namespace
+
+const char* to_string(StreamDirection d) {
+  switch (d) {
+    case StreamDirection::kIntoOwner: return "into the owner";
+    case StreamDirection::kOutOfOwner: return "out of the owner";
+  }
+  return "?";
+}
+
+Status write_request(const Socket& s, const StreamRequest& r, Deadline deadline) {
+  uint8_t b[24];
+  put(b, kMagic, 4);
+  put(b + 4, static_cast<uint32_t>(r.direction), 4);
+  put(b + 8, r.token, 8);
+  put(b + 16, r.length, 8);
+  return send_all(s, b, sizeof(b), deadline, "stream request");
+}
+
+Result<StreamRequest> read_request(const Socket& s, Deadline deadline) {
+  uint8_t b[24];
+  CAF_RDMA_RETURN_IF_ERROR(recv_all(s, b, sizeof(b), deadline, "stream request"));
+  if (get(b, 4) != kMagic)
+    return Error(ErrorCode::kInvalidArgument,
+                 "not a caf-rdma stream request (bad magic): is another program connecting?");
+  uint64_t dir = get(b + 4, 4);
+  if (dir != static_cast<uint32_t>(StreamDirection::kIntoOwner) &&
+      dir != static_cast<uint32_t>(StreamDirection::kOutOfOwner))
+    return Error(ErrorCode::kInvalidArgument,
+                 "stream request with unknown direction " + std::to_string(dir));
+  StreamRequest r;
+  r.direction = static_cast<StreamDirection>(dir);
+  r.token = get(b + 8, 8);
+  r.length = get(b + 16, 8);
+  return r;
+}
+
+Status write_status(const Socket& s, const Status& st, Deadline deadline) {
+  std::string msg = st.ok() ? std::string() : st.error().message();
+  if (msg.size() > kMaxStatusMessage)
+    msg.resize(kMaxStatusMessage);
+  uint8_t b[8];
+  put(b, st.ok() ? 0 : static_cast<uint32_t>(st.error().code()), 4);
+  put(b + 4, msg.size(), 4);
+  CAF_RDMA_RETURN_IF_ERROR(send_all(s, b, sizeof(b), deadline, "stream status"));
+  return send_all(s, msg.data(), msg.size(), deadline, "stream status");
+}
+
+Result<Status> read_status(const Socket& s, Deadline deadline, const std::string& what) {
+  uint8_t b[8];
+  CAF_RDMA_RETURN_IF_ERROR(recv_all(s, b, sizeof(b), deadline, what));
+  uint64_t code = get(b, 4);
+  uint64_t n = get(b + 4, 4);
+  if (n > kMaxStatusMessage)
+    return Error(ErrorCode::kInternal, what + ": status message of " + std::to_string(n) +
+                                           " bytes (garbled stream)");
+  std::string msg(n, '\0');
+  CAF_RDMA_RETURN_IF_ERROR(recv_all(s, msg.data(), n, deadline, what));
+  if (code == 0)
+    return Status{};
+  if (code > static_cast<uint32_t>(ErrorCode::kResourceExhausted))
+    code = static_cast<uint32_t>(ErrorCode::kInternal);
+  return Status(Error(static_cast<ErrorCode>(code), msg));
+}
+
+}  // namespace caf_rdma

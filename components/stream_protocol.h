@@ -1,0 +1,42 @@
+// Wire format of the fallback's stream channel (one TCP connection carries one transfer at a
+// time; connections are reused).
+//
+//   client -> owner   request: magic "CRS1", direction (u32), token (u64), length (u64)
+//   owner  -> client  status:  code (u32, 0 = go ahead), message length (u32), message
+//   then, into the owner:     client sends `length` bytes, owner answers a final status
+//         out of the owner:   owner sends `length` bytes
+//
+// Integers are little-endian. A token names one grant the owner made (buffer range, direction,
+// length, deadline), is random and single-use.
+#pragma once
+
+#include <cstdint>
+
+#include "components/socket_io.h"
+
+namespace caf_rdma {
+
+enum class StreamDirection : uint32_t {
+  kIntoOwner = 1,   ///< a write: the client sends, the owner stores into its buffer
+  kOutOfOwner = 2,  ///< a read: the owner sends from its buffer
+};
+
+const char* to_string(StreamDirection d);
+
+struct StreamRequest {
+  StreamDirection direction = StreamDirection::kIntoOwner;
+  uint64_t token = 0;
+  uint64_t length = 0;
+};
+
+/// Longest status message sent (longer ones are cut).
+constexpr uint32_t kMaxStatusMessage = 4096;
+
+Status write_request(const Socket& s, const StreamRequest& r, Deadline deadline);
+/// Reads a request; an unknown magic or direction is an invalid_argument error.
+Result<StreamRequest> read_request(const Socket& s, Deadline deadline);
+Status write_status(const Socket& s, const Status& st, Deadline deadline);
+/// The outer Result fails when the connection does; the inner Status is the owner's answer.
+Result<Status> read_status(const Socket& s, Deadline deadline, const std::string& what);
+
+}  // namespace caf_rdma

@@ -1,0 +1,303 @@
+// The fallback's stream channel without the manager: grants, both directions, refusals, reuse
+// of connections, deadlines against a stalled peer, and shutdown while transfers run.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <thread>
+#include <vector>
+
+#include "components/stream_client.h"
+#include "components/stream_server.h"
+
+namespace caf_rdma {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+std::vector<uint8_t> pattern(uint64_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  for (uint64_t i = 0; i < n; ++i)
+    v[i] = static_cast<uint8_t>((i * 2654435761u + seed) >> 13);
+  return v;
+}
+
+/// What a grant's done callback reported.
+struct Served {
+  std::promise<std::pair<Status, uint64_t>> promise;
+  StreamServer::DoneFn fn() {
+    return [this](Status st, uint64_t bytes) { promise.set_value({std::move(st), bytes}); };
+  }
+  std::pair<Status, uint64_t> wait() {
+    auto f = promise.get_future();
+    EXPECT_EQ(f.wait_for(10s), std::future_status::ready) << "grant never finished";
+    return f.get();
+  }
+};
+
+/// Runs one job and waits (bounded) for its result.
+Status run_job(StreamClient& client, StreamJob job) {
+  std::promise<Status> p;
+  auto f = p.get_future();
+  job.done = [&p](Status st) { p.set_value(std::move(st)); };
+  client.submit(std::move(job));
+  EXPECT_EQ(f.wait_for(20s), std::future_status::ready) << "stream job never finished";
+  return f.get();
+}
+
+StreamJob job_for(const StreamServer& server, uint64_t token, StreamDirection dir, uint8_t* addr,
+                  uint64_t length, std::chrono::milliseconds limit = 10s) {
+  StreamJob j;
+  j.host = server.host();
+  j.port = server.port();
+  j.token = token;
+  j.direction = dir;
+  j.addr = addr;
+  j.length = length;
+  j.deadline = Clock::now() + limit;
+  return j;
+}
+
+class StreamChannelTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    auto s = StreamServer::start("127.0.0.1");
+    ASSERT_TRUE(s.ok()) << s.error().to_string();
+    server_ = std::move(*s);
+    ASSERT_NE(server_->port(), 0);
+  }
+  std::unique_ptr<StreamServer> server_;
+};
+
+TEST_F(StreamChannelTest, WriteIntoTheOwnerAndReadOutOfItOverOneReusedConnection) {
+  constexpr uint64_t kSize = (3 << 20) + 5;
+  auto owner = pattern(kSize + 100, 1);
+  auto src = pattern(kSize, 2);
+  StreamClient client(1);
+  Served in;
+  uint64_t t1 = server_->grant(owner.data() + 100, kSize, StreamDirection::kIntoOwner,
+                               Clock::now() + 10s, in.fn());
+  ASSERT_TRUE(run_job(client, job_for(*server_, t1, StreamDirection::kIntoOwner, src.data(),
+                                      kSize)).ok());
+  auto [st, bytes] = in.wait();
+  EXPECT_TRUE(st.ok());
+  EXPECT_EQ(bytes, kSize);
+  EXPECT_TRUE(std::equal(src.begin(), src.end(), owner.begin() + 100));
+  EXPECT_EQ(owner[99], pattern(100, 1)[99]) << "bytes before the range were touched";
+
+  std::vector<uint8_t> back(kSize, 0);
+  Served out;
+  uint64_t t2 = server_->grant(owner.data() + 100, kSize, StreamDirection::kOutOfOwner,
+                               Clock::now() + 10s, out.fn());
+  EXPECT_NE(t1, t2);
+  ASSERT_TRUE(run_job(client, job_for(*server_, t2, StreamDirection::kOutOfOwner, back.data(),
+                                      kSize)).ok());
+  EXPECT_EQ(out.wait().second, kSize);
+  EXPECT_EQ(back, src);
+  EXPECT_EQ(client.idle_connections(), 1u) << "both jobs should have used one connection";
+  EXPECT_EQ(server_->pending_grants(), 0u);
+}
+
+TEST_F(StreamChannelTest, TokensAreSingleUseAndRevocable) {
+  std::vector<uint8_t> owner(4096), mine(4096, 9);
+  StreamClient client(1);
+  Served s;
+  uint64_t t = server_->grant(owner.data(), owner.size(), StreamDirection::kIntoOwner,
+                              Clock::now() + 10s, s.fn());
+  ASSERT_TRUE(run_job(client, job_for(*server_, t, StreamDirection::kIntoOwner, mine.data(),
+                                      mine.size())).ok());
+  s.wait();
+  // Used once: a second use is refused, naming the grant; the connection stays usable.
+  Status again = run_job(client, job_for(*server_, t, StreamDirection::kIntoOwner, mine.data(),
+                                         mine.size()));
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code(), ErrorCode::kNotFound);
+  EXPECT_NE(again.error().message().find("stream grant " + std::to_string(t) + " is unknown"),
+            std::string::npos) << again.error().message();
+  EXPECT_EQ(client.idle_connections(), 1u);
+
+  // Withdrawn before use: revoke says so once; the client is refused.
+  uint64_t t2 = server_->grant(owner.data(), owner.size(), StreamDirection::kOutOfOwner,
+                               Clock::now() + 10s, [](Status, uint64_t) {
+                                 ADD_FAILURE() << "a revoked grant reported completion";
+                               });
+  EXPECT_EQ(server_->pending_grants(), 1u);
+  EXPECT_TRUE(server_->revoke(t2));
+  EXPECT_FALSE(server_->revoke(t2));
+  Status late = run_job(client, job_for(*server_, t2, StreamDirection::kOutOfOwner, mine.data(),
+                                        mine.size()));
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.error().code(), ErrorCode::kNotFound);
+}
+
+TEST_F(StreamChannelTest, ARequestThatDoesNotMatchItsGrantIsRefusedAndReported) {
+  std::vector<uint8_t> owner(8192, 3), mine(8192, 4);
+  StreamClient client(1);
+  Served s;
+  uint64_t t = server_->grant(owner.data(), 4096, StreamDirection::kOutOfOwner,
+                              Clock::now() + 10s, s.fn());
+  // Wrong direction (a write against a read grant): the owner's memory must stay untouched.
+  Status st = run_job(client, job_for(*server_, t, StreamDirection::kIntoOwner, mine.data(), 4096));
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(st.error().message().find("does not match its grant (out of the owner, 4096 bytes)"),
+            std::string::npos) << st.error().message();
+  auto [served, bytes] = s.wait();
+  EXPECT_FALSE(served.ok());
+  EXPECT_EQ(bytes, 0u);
+  EXPECT_EQ(owner, std::vector<uint8_t>(8192, 3));
+}
+
+TEST_F(StreamChannelTest, AStalledClientTimesOutAtTheGrantsDeadline) {
+  // A peer that sends the request and half the bytes, then nothing: the owner's connection
+  // thread gives up at the grant's deadline and reports the grant failed (memory released).
+  std::vector<uint8_t> owner(1 << 20);
+  Served s;
+  auto t0 = Clock::now();
+  uint64_t t = server_->grant(owner.data(), owner.size(), StreamDirection::kIntoOwner,
+                              t0 + 300ms, s.fn());
+  auto sock = connect_tcp("127.0.0.1", server_->port(), t0 + 5s);
+  ASSERT_TRUE(sock.ok()) << sock.error().to_string();
+  ASSERT_TRUE(write_request(*sock, StreamRequest{StreamDirection::kIntoOwner, t, owner.size()},
+                            t0 + 5s).ok());
+  auto go = read_status(*sock, t0 + 5s, "go");
+  ASSERT_TRUE(go.ok() && go->ok());
+  std::vector<uint8_t> half(owner.size() / 2, 1);
+  ASSERT_TRUE(send_all(*sock, half.data(), half.size(), t0 + 5s, "half").ok());
+  auto [st, bytes] = s.wait();
+  auto waited = Clock::now() - t0;
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), ErrorCode::kTimeout) << st.error().to_string();
+  EXPECT_NE(st.error().message().find("of 1048576 bytes"), std::string::npos)
+      << st.error().message();
+  EXPECT_EQ(bytes, 0u);
+  EXPECT_GE(waited, 290ms);
+  EXPECT_LT(waited, 5s);
+}
+
+TEST_F(StreamChannelTest, AClientWaitingOnASilentOwnerTimesOutAtItsDeadline) {
+  // A listener that accepts and never answers stands in for a stopped owner.
+  auto silent = listen_tcp("127.0.0.1", 0);
+  ASSERT_TRUE(silent.ok());
+  auto port = local_port(*silent);
+  ASSERT_TRUE(port.ok());
+  StreamClient client(1);
+  std::vector<uint8_t> mine(1 << 20);
+  StreamJob j;
+  j.host = "127.0.0.1";
+  j.port = *port;
+  j.token = 42;
+  j.direction = StreamDirection::kOutOfOwner;
+  j.addr = mine.data();
+  j.length = mine.size();
+  j.deadline = Clock::now() + 300ms;
+  auto t0 = Clock::now();
+  Status st = run_job(client, std::move(j));
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), ErrorCode::kTimeout) << st.error().to_string();
+  EXPECT_NE(st.error().message().find("127.0.0.1:" + std::to_string(*port)), std::string::npos)
+      << st.error().message();
+  EXPECT_LT(Clock::now() - t0, 5s);
+}
+
+TEST_F(StreamChannelTest, NobodyListeningIsPeerUnavailableNamingTheEndpoint) {
+  uint16_t port = server_->port();
+  server_.reset();  // nothing listens there any more
+  StreamClient client(1);
+  std::vector<uint8_t> mine(4096);
+  StreamJob j;
+  j.host = "127.0.0.1";
+  j.port = port;
+  j.token = 1;
+  j.addr = mine.data();
+  j.length = mine.size();
+  j.deadline = Clock::now() + 5s;
+  Status st = run_job(client, std::move(j));
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), ErrorCode::kPeerUnavailable) << st.error().to_string();
+  EXPECT_NE(st.error().message().find("127.0.0.1:" + std::to_string(port)), std::string::npos)
+      << st.error().message();
+}
+
+TEST_F(StreamChannelTest, StoppingTheOwnerFailsATransferInFlightAtOnce) {
+  // The client reads from an owner whose grant is huge; the owner stops mid-way (its connection
+  // threads are woken and joined): the client's job fails quickly, long before its deadline.
+  constexpr uint64_t kSize = 256ull << 20;
+  std::vector<uint8_t> owner(kSize), mine(kSize);
+  std::atomic<bool> reported{false};
+  uint64_t t = server_->grant(owner.data(), kSize, StreamDirection::kOutOfOwner,
+                              Clock::now() + 60s,
+                              [&](Status, uint64_t) { reported = true; });
+  StreamClient client(1);
+  std::promise<Status> p;
+  auto f = p.get_future();
+  StreamJob j = job_for(*server_, t, StreamDirection::kOutOfOwner, mine.data(), kSize, 60s);
+  j.done = [&p](Status st) { p.set_value(std::move(st)); };
+  client.submit(std::move(j));
+  std::this_thread::sleep_for(20ms);
+  auto t0 = Clock::now();
+  server_.reset();
+  EXPECT_TRUE(reported) << "the claimed grant must be reported before the server is gone";
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  Status st = f.get();
+  EXPECT_LT(Clock::now() - t0, 10s);
+  if (!st.ok()) {  // a fast machine may have finished the 256 MiB in 20 ms: nothing to see
+    EXPECT_EQ(st.error().code(), ErrorCode::kPeerUnavailable) << st.error().to_string();
+  }
+}
+
+TEST_F(StreamChannelTest, StoppingTheClientFailsQueuedJobs) {
+  std::vector<uint8_t> owner(4096), mine(4096);
+  auto client = std::make_unique<StreamClient>(1);
+  // A job that will sit on a silent endpoint, and one queued behind it.
+  auto silent = listen_tcp("127.0.0.1", 0);
+  ASSERT_TRUE(silent.ok());
+  StreamJob first;
+  first.host = "127.0.0.1";
+  first.port = *local_port(*silent);
+  first.addr = mine.data();
+  first.length = mine.size();
+  first.deadline = Clock::now() + 60s;
+  std::promise<Status> p1, p2;
+  first.done = [&p1](Status st) { p1.set_value(std::move(st)); };
+  StreamJob second = first;
+  second.done = [&p2](Status st) { p2.set_value(std::move(st)); };
+  client->submit(std::move(first));
+  client->submit(std::move(second));
+  std::this_thread::sleep_for(50ms);
+  auto t0 = Clock::now();
+  client.reset();
+  EXPECT_LT(Clock::now() - t0, 5s) << "stopping must not wait for the 60 s deadline";
+  auto f1 = p1.get_future(), f2 = p2.get_future();
+  ASSERT_EQ(f1.wait_for(1s), std::future_status::ready);
+  ASSERT_EQ(f2.wait_for(1s), std::future_status::ready);
+  EXPECT_FALSE(f1.get().ok());
+  Status s2 = f2.get();
+  ASSERT_FALSE(s2.ok());
+  EXPECT_NE(s2.error().message().find("cancelled"), std::string::npos) << s2.error().message();
+}
+
+TEST(StreamProtocolTest, AForeignClientIsToldWhatIsWrong) {
+  auto server = StreamServer::start("127.0.0.1");
+  ASSERT_TRUE(server.ok());
+  auto sock = connect_tcp("127.0.0.1", (*server)->port(), Clock::now() + 5s);
+  ASSERT_TRUE(sock.ok());
+  const char junk[] = "GET / HTTP/1.0\r\n\r\n......";
+  ASSERT_TRUE(send_all(*sock, junk, 24, Clock::now() + 5s, "junk").ok());
+  // The answer says why, then the server drops the connection (it cannot be in sync any more).
+  auto answer = read_status(*sock, Clock::now() + 5s, "answer");
+  ASSERT_TRUE(answer.ok()) << answer.error().to_string();
+  ASSERT_FALSE(answer->ok());
+  EXPECT_EQ(answer->error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(answer->error().message().find("not a caf-rdma stream request"), std::string::npos);
+  char b;
+  Status st = recv_all(*sock, &b, 1, Clock::now() + 5s, "after the answer");
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), ErrorCode::kPeerUnavailable) << st.error().to_string();
+  EXPECT_FALSE(StreamServer::start("not-an-address").ok());
+}
+
+}  // namespace
+}  // namespace caf_rdma
