@@ -1,0 +1,199 @@
+// The fallback's stream channel through the manager: large fallback transfers of host memory
+// move over TCP straight between the registered buffers; the owner's checks still apply; small
+// ones and owners without a stream channel use CAF chunks. Native lane only (the transport is
+// forced to the fallback).
+#include "actors/rdma_client.h"
+#include "tests/actors/manager_fixture.h"
+
+namespace caf_rdma::testing {
+namespace {
+
+std::unique_ptr<TestNode> fallback_node(uint64_t stream_min_bytes) {
+  NodeOptions o;
+  o.manager.mode = TransportMode::kFallback;
+  o.manager.stream_min_bytes = stream_min_bytes;
+  auto n = RdmaNode::start(o);
+  EXPECT_TRUE(n.ok()) << n.error().to_string();
+  return n.ok() ? std::make_unique<TestNode>(std::move(*n)) : nullptr;
+}
+
+/// `owner`'s buffer as seen by `user` (through the owner's directory, over the network).
+BufferHandle handle_via_directory(TestNode& owner, TestNode& user, const BufferHandle& h) {
+  RdmaClient(owner.node().system(), owner.manager()).put("b", h);
+  auto mgr = user.node().remote_manager("127.0.0.1", owner.node().port());
+  EXPECT_TRUE(mgr.ok());
+  auto got = RdmaClient(user.node().system(), *mgr).get("b", 5000);
+  EXPECT_TRUE(got.ok());
+  return got.ok() ? *got : BufferHandle{};
+}
+
+class StreamTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    owner_ = fallback_node(256 << 10);
+    user_ = fallback_node(256 << 10);
+    ASSERT_TRUE(owner_ && user_);
+  }
+  std::unique_ptr<TestNode> owner_, user_;
+};
+
+TEST_F(StreamTest, LargeTransfersTakeTheStreamAndLandExactly) {
+  constexpr uint64_t kSize = (6 << 20) + 7, kLen = (4 << 20) + 1;
+  Memory theirs(kSize, 3), mine(kSize, 4), back(kSize);
+  auto ht = owner_->request_buffer(theirs);
+  auto hm = user_->request_buffer(mine);
+  auto hb = user_->request_buffer(back);
+  ASSERT_TRUE(ht && hm && hb);
+  BufferHandle remote = handle_via_directory(*owner_, *user_, *ht);
+
+  auto w = user_->transfer(make_write(*hm, remote, kLen, /*local_offset=*/3, /*remote_offset=*/5));
+  ASSERT_TRUE(w) << error_message(w.error());
+  EXPECT_EQ(w->path, kPathFallback);
+  EXPECT_EQ(w->bytes, kLen);
+  Memory original(kSize, 3);
+  EXPECT_TRUE(std::equal(mine.bytes.begin() + 3, mine.bytes.begin() + 3 + kLen,
+                         theirs.bytes.begin() + 5));
+  EXPECT_TRUE(std::equal(original.bytes.begin(), original.bytes.begin() + 5, theirs.bytes.begin()))
+      << "bytes before the range were written";
+  EXPECT_TRUE(std::equal(original.bytes.begin() + 5 + kLen, original.bytes.end(),
+                         theirs.bytes.begin() + 5 + kLen))
+      << "bytes after the range were written";
+
+  auto r = user_->transfer(make_read(*hb, remote, kLen, /*local_offset=*/11, /*remote_offset=*/5));
+  ASSERT_TRUE(r) << error_message(r.error());
+  EXPECT_TRUE(std::equal(back.bytes.begin() + 11, back.bytes.begin() + 11 + kLen,
+                         mine.bytes.begin() + 3));
+  EXPECT_EQ(back.bytes[10], 0);
+  EXPECT_EQ(back.bytes[11 + kLen], 0);
+
+  ManagerStats us = user_->stats(), them = owner_->stats();
+  EXPECT_EQ(us.stream_ops, 2u);
+  EXPECT_EQ(us.fallback_ops, 2u);
+  EXPECT_EQ(them.served_fallback_bytes, 2 * kLen);
+
+  // Below stream_min_bytes: CAF chunks (counted as fallback, not stream).
+  auto small = user_->transfer(make_write(*hm, remote, 64 << 10));
+  ASSERT_TRUE(small) << error_message(small.error());
+  EXPECT_EQ(user_->stats().stream_ops, 2u);
+  EXPECT_EQ(user_->stats().fallback_ops, 3u);
+  EXPECT_TRUE(std::equal(mine.bytes.begin(), mine.bytes.begin() + (64 << 10),
+                         theirs.bytes.begin()));
+}
+
+TEST_F(StreamTest, ManyConcurrentStreamsEachLandInTheirOwnRange) {
+  // 24 ops of 1 MiB + 1 in one batch: more than the 4 stream threads, so most wait their turn.
+  constexpr uint64_t kPiece = (1 << 20) + 1, kN = 24;
+  Memory theirs(kPiece * kN), mine(kPiece * kN, 8), back(kPiece * kN);
+  auto ht = owner_->request_buffer(theirs);
+  auto hm = user_->request_buffer(mine);
+  auto hb = user_->request_buffer(back);
+  ASSERT_TRUE(ht && hm && hb);
+  BufferHandle remote = handle_via_directory(*owner_, *user_, *ht);
+  std::vector<TransferOp> writes, reads;
+  for (uint64_t i = 0; i < kN; ++i) {
+    writes.push_back(make_write(*hm, remote, kPiece, i * kPiece, (kN - 1 - i) * kPiece));
+    reads.push_back(make_read(*hb, remote, kPiece, i * kPiece, i * kPiece));
+  }
+  auto w = user_->batch(writes);
+  ASSERT_TRUE(w) << error_message(w.error());
+  for (auto& o : *w)
+    ASSERT_TRUE(o.ok()) << o.message;
+  auto r = user_->batch(reads);
+  ASSERT_TRUE(r) << error_message(r.error());
+  for (auto& o : *r)
+    ASSERT_TRUE(o.ok()) << o.message;
+  for (uint64_t i = 0; i < kN; ++i)
+    ASSERT_TRUE(std::equal(mine.bytes.begin() + i * kPiece, mine.bytes.begin() + (i + 1) * kPiece,
+                           back.bytes.begin() + (kN - 1 - i) * kPiece))
+        << "piece " << i;
+  EXPECT_EQ(user_->stats().stream_ops, 2 * kN);
+}
+
+TEST_F(StreamTest, TheOwnersChecksStillApply) {
+  constexpr uint64_t kSize = 2 << 20;
+  Memory ro(kSize, 1), rw(kSize, 2), mine(kSize, 3);
+  auto hro = owner_->request_buffer(ro, BufferAccess::kReadOnly);
+  auto hrw = owner_->request_buffer(rw);
+  auto hm = user_->request_buffer(mine);
+  ASSERT_TRUE(hro && hrw && hm);
+  BufferHandle remote_ro = handle_via_directory(*owner_, *user_, *hro);
+  BufferHandle remote_rw = handle_via_directory(*owner_, *user_, *hrw);
+
+  // A handle claiming write access to a read-only buffer: the owner refuses the grant.
+  BufferHandle forged = remote_ro;
+  forged.access = static_cast<uint8_t>(BufferAccess::kReadWrite);
+  auto w = user_->transfer(make_write(*hm, forged));
+  const std::string named = "remote buffer " + std::to_string(hro->id) + " of 127.0.0.1:";
+  EXPECT_RDMA_ERROR(w, ErrorCode::kInvalidArgument, "is read-only", named.c_str());
+  EXPECT_EQ(ro.bytes, Memory(kSize, 1).bytes);
+
+  // A handle claiming more bytes than the owner registered.
+  BufferHandle bigger = remote_rw;
+  bigger.size = 2 * kSize;
+  Memory big(2 * kSize);
+  auto hbig = user_->request_buffer(big);
+  ASSERT_TRUE(hbig);
+  auto r = user_->transfer(make_read(*hbig, bigger));
+  const std::string size = "(size " + std::to_string(kSize) + ")";
+  EXPECT_RDMA_ERROR(r, ErrorCode::kOutOfBounds, "does not fit buffer", size.c_str());
+
+  // A released buffer.
+  ASSERT_TRUE(owner_->release(hrw->id));
+  auto gone = user_->transfer(make_read(*hm, remote_rw));
+  EXPECT_RDMA_ERROR(gone, ErrorCode::kReleased, "was released");
+  EXPECT_EQ(user_->stats().stream_ops, 0u);
+  EXPECT_EQ(owner_->stats().served_fallback_bytes, 0u);
+}
+
+TEST_F(StreamTest, AnOwnerWithoutAStreamChannelIsServedInChunks) {
+  auto plain = fallback_node(0);  // stream_min_bytes 0: no stream channel at all
+  ASSERT_TRUE(plain);
+  constexpr uint64_t kSize = 3 << 20;
+  Memory theirs(kSize, 5), mine(kSize);
+  auto ht = plain->request_buffer(theirs);
+  auto hm = user_->request_buffer(mine);
+  ASSERT_TRUE(ht && hm);
+  BufferHandle remote = handle_via_directory(*plain, *user_, *ht);
+  for (int i = 0; i < 2; ++i) {
+    auto r = user_->transfer(make_read(*hm, remote));
+    ASSERT_TRUE(r) << error_message(r.error());
+    EXPECT_EQ(r->path, kPathFallback);
+  }
+  EXPECT_EQ(mine.bytes, theirs.bytes);
+  EXPECT_EQ(user_->stats().stream_ops, 0u);
+  EXPECT_EQ(user_->stats().fallback_ops, 2u);
+  EXPECT_EQ(plain->stats().served_fallback_bytes, 2 * kSize);
+}
+
+TEST_F(StreamTest, ReleaseWaitsForAStreamInFlight) {
+  // The release reply (after which the memory may be freed) comes only once the stream no
+  // longer touches the buffer: ask for it right after starting a 64 MiB read.
+  constexpr uint64_t kSize = 64 << 20;
+  Memory theirs(kSize, 6);
+  auto mine = std::make_unique<Memory>(kSize);
+  auto ht = owner_->request_buffer(theirs);
+  auto hm = user_->request_buffer(*mine);
+  ASSERT_TRUE(ht && hm);
+  BufferHandle remote = handle_via_directory(*owner_, *user_, *ht);
+  caf::scoped_actor self{user_->node().system()};
+  bool transferred = false, released = false, release_after_transfer = false;
+  self->send(user_->manager(), transfer_atom::value, make_read(*hm, remote), uint32_t{30000});
+  self->send(user_->manager(), release_buffer_atom::value, hm->id);
+  for (int i = 0; i < 2; ++i)
+    self->receive(
+        [&](TransferReply&) { transferred = true; },
+        [&](uint64_t n) {
+          EXPECT_EQ(n, kSize);
+          released = true;
+          release_after_transfer = transferred;
+        },
+        [&](caf::error& e) { ADD_FAILURE() << error_message(e); },
+        caf::after(std::chrono::seconds(60)) >> [&] { ADD_FAILURE() << "no reply"; });
+  EXPECT_TRUE(transferred && released);
+  EXPECT_TRUE(release_after_transfer);
+  EXPECT_EQ(mine->bytes, theirs.bytes);
+  mine.reset();  // allowed now
+}
+
+}  // namespace
+}  // namespace caf_rdma::testing
