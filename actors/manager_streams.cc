@@ -17,6 +17,10 @@ bool is_read(const TransferOp& op) { return op.kind == static_cast<uint8_t>(Tran
 caf::result<StreamGrantMsg> ManagerState::stream_grant(uint64_t id, uint64_t offset,
                                                        uint64_t length, uint8_t kind,
                                                        uint32_t timeout_ms) {
+  if (kind > static_cast<uint8_t>(TransferKind::kWrite))
+    return make_rdma_error(ErrorCode::kInvalidArgument,
+                           "stream grant of kind " + std::to_string(kind) +
+                               " is neither read (0) nor write (1)");
   bool write = kind == static_cast<uint8_t>(TransferKind::kWrite);
   auto b = owner_access(id, offset, length, write);
   if (!b.ok())

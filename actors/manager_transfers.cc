@@ -1,5 +1,6 @@
 // RdmaManagerActor: transfers — validation, choice of path, the RDMA path, the fallback path,
 // completion, timeouts.
+#include <atomic>
 #include <cstring>
 
 #include "actors/detail/manager_state.h"
@@ -409,19 +410,32 @@ void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
                    ? RdmaOp::read(std::move(slice), std::move(remote), remote_offset)
                    : RdmaOp::write(std::move(slice), std::move(remote), remote_offset);
   caf::actor_addr me = self_->address();
-  Status st = qp->submit(std::move(rop), [me, ticket, index](OpResult r) {
+  auto landed = std::make_shared<std::atomic<bool>>(false);
+  Status st = qp->submit(std::move(rop), [me, ticket, index, landed](OpResult r) {
     TransferOutcome out;
     if (!r.status.ok()) {
       out.code = static_cast<uint8_t>(r.status.error().code());
       out.message = r.status.error().message();
     }
-    // Runs on the poller thread: report to the manager if it still exists.
+    // Runs on the poller thread (or ours, polling inline): report to the manager if it still
+    // exists.
     if (auto h = caf::actor_cast<caf::actor>(me))
       caf::anon_send(h, op_done_atom::value, ticket, index, std::move(out));
+    landed->store(true, std::memory_order_release);
   });
   if (!st.ok())
     return fail_op(ticket, index, to_caf_error(st.error()));
   o.qp = qp;
+  // A single small transfer: poll for its completion here for a moment, sparing the hop
+  // through the poller thread (op_done then waits in our own mailbox, handled right after).
+  if (options_.inline_poll.count() > 0 && !it->second.batch && !o.staged &&
+      o.length <= kInlinePollMaxBytes) {
+    auto until = std::chrono::steady_clock::now() + options_.inline_poll;
+    while (!landed->load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until)
+      qp->progress();
+    if (landed->load(std::memory_order_acquire))
+      return;
+  }
   poller_->wake();
 }
 

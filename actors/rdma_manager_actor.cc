@@ -55,6 +55,9 @@ Result<ManagerOptions> ManagerOptions::from_env() {
   CAF_RDMA_RETURN_IF_ERROR(number(kEnvFallbackWindow, 1, 1024, window));
   o.fallback_window = static_cast<uint32_t>(window);
   CAF_RDMA_RETURN_IF_ERROR(number(kEnvStreamMin, 0, 1ull << 40, o.stream_min_bytes));
+  uint64_t inline_us = static_cast<uint64_t>(o.inline_poll.count());
+  CAF_RDMA_RETURN_IF_ERROR(number(kEnvInlinePoll, 0, 100000, inline_us));
+  o.inline_poll = std::chrono::microseconds(inline_us);
   if (const char* v = std::getenv(kEnvGpu); v != nullptr && *v != '\0') {
     uint64_t gpu = 0;
     CAF_RDMA_RETURN_IF_ERROR(number(kEnvGpu, 0, 1023, gpu));

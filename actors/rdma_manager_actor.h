@@ -20,6 +20,10 @@ constexpr const char* kEnvFallbackChunk = "CAF_RDMA_FALLBACK_CHUNK";
 constexpr const char* kEnvFallbackWindow = "CAF_RDMA_FALLBACK_WINDOW";
 /// Fallback transfers of at least this many bytes use the stream channel (0: never).
 constexpr const char* kEnvStreamMin = "CAF_RDMA_STREAM_MIN";
+/// Microseconds the manager polls inline for the completion of a single small RDMA transfer.
+constexpr const char* kEnvInlinePoll = "CAF_RDMA_INLINE_POLL_US";
+/// Transfers up to this size are polled inline (see ManagerOptions::inline_poll).
+constexpr uint64_t kInlinePollMaxBytes = 4096;
 /// CUDA device ordinal whose memory this node moves: picks the NIC closest to that GPU.
 constexpr const char* kEnvGpu = "CAF_RDMA_GPU";
 
@@ -38,6 +42,10 @@ struct ManagerOptions {
   std::chrono::milliseconds handshake_timeout{30000};
   /// After a timeout, how long the flush of the queue pair may take before it is destroyed.
   std::chrono::milliseconds drain_timeout{5000};
+  /// A single RDMA transfer of at most kInlinePollMaxBytes: the manager polls for its
+  /// completion itself this long before leaving it to the poller thread (one thread hop less
+  /// on the latency path, at the cost of holding a scheduler thread that long). 0: never.
+  std::chrono::microseconds inline_poll{20};
   /// Fallback transport: bytes per CAF message and messages in flight per transfer.
   uint64_t fallback_chunk_bytes = 256 << 10;
   uint32_t fallback_window = 32;
@@ -62,7 +70,7 @@ struct ManagerOptions {
   uint32_t staging_buffers = 4;
 
   /// Defaults, then CAF_RDMA_TRANSPORT, CAF_RDMA_FALLBACK_CHUNK, CAF_RDMA_FALLBACK_WINDOW,
-  /// CAF_RDMA_STREAM_MIN,
+  /// CAF_RDMA_STREAM_MIN, CAF_RDMA_INLINE_POLL_US,
   /// CAF_RDMA_GPU and the IbverbsConfig variables (CAF_RDMA_DEVICE, ...).
   static Result<ManagerOptions> from_env();
 };

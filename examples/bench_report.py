@@ -87,7 +87,7 @@ def main():
     for op in ("read", "write"):
         if op in plat:
             print(f"{'ib_' + op + '_lat (typical)':28} {plat[op][0]:>10.2f} {plat[op][1]:>8.2f}")
-        for path in ("components", "actor", "fallback"):
+        for path in ("components", "actor", "actor-async", "fallback", "fallback-async"):
             if (path, op) in lat:
                 m, p = lat[(path, op)]
                 print(f"{path + ' ' + op:28} {m:>10.2f} {p:>8.2f}")

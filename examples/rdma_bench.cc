@@ -24,11 +24,16 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <future>
 #include <sstream>
 #include <thread>
 #include <vector>
 
+#include <caf/all.hpp>
+
 #include "actors/rdma_client.h"
+#include "actors/rdma_errors.h"
 #include "actors/rdma_node.h"
 #include "components/rdma_domain.h"
 #include "components/rdma_queue_pair.h"
@@ -175,6 +180,54 @@ int bench_components(const Options& o) {
 
 // -- actor and fallback ------------------------------------------------------------------------
 
+/// 8-byte transfers issued one after the other by an event-based actor of the requester's
+/// actor system (how actors use the manager: request, then the next on the reply), in us.
+/// Empty on error (printed).
+std::vector<double> latency_from_actor(caf::actor_system& sys, const rdma_manager_actor& manager,
+                                       const TransferOp& op, uint32_t iters) {
+  struct Run {
+    std::vector<double> us;
+    std::promise<bool> finished;
+  };
+  auto run = std::make_shared<Run>();
+  auto finished = run->finished.get_future();
+  sys.spawn([run, manager, op, iters](caf::event_based_actor* self) {
+    // One request at a time; the reply handler issues the next one (and keeps the chain
+    // alive: the function itself holds only a weak reference to itself).
+    auto next = std::make_shared<std::function<void(uint32_t)>>();
+    std::weak_ptr<std::function<void(uint32_t)>> weak = next;
+    *next = [self, run, manager, op, iters, weak](uint32_t i) {
+      if (i == iters + 10) {
+        self->quit();
+        run->finished.set_value(true);
+        return;
+      }
+      auto again = weak.lock();
+      auto t0 = Clock::now();
+      self->request(manager, std::chrono::seconds(10), transfer_atom::value, op, uint32_t{10000})
+          .then(
+              [run, again, i, t0](TransferReply&) {
+                if (i >= 10)  // warm-up excluded
+                  run->us.push_back(
+                      std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+                (*again)(i + 1);
+              },
+              [self, run](caf::error& e) {
+                std::fprintf(stderr, "latency from an actor: %s\n", error_message(e).c_str());
+                run->us.clear();
+                self->quit();
+                run->finished.set_value(false);
+              });
+    };
+    (*next)(0);
+  });
+  if (finished.wait_for(std::chrono::seconds(600)) != std::future_status::ready) {
+    std::fprintf(stderr, "latency from an actor: no result in 600 s\n");
+    return {};
+  }
+  return finished.get() ? run->us : std::vector<double>{};
+}
+
 int bench_manager(const Options& o, bool fallback) {
   const char* path = fallback ? "fallback" : "actor";
   auto base = ManagerOptions::from_env();
@@ -254,6 +307,13 @@ int bench_manager(const Options& o, bool fallback) {
         us.push_back(std::chrono::duration<double, std::micro>(dt).count());
     }
     print_lat(path, op, us);
+    // The same from an actor (no blocking client thread in the loop).
+    auto op_msg = std::strcmp(op, "read") == 0 ? make_read(*hs, *target, 8)
+                                               : make_write(*hs, *target, 8);
+    auto from_actor = latency_from_actor((*user)->system(), (*user)->manager(), op_msg, iters);
+    if (from_actor.empty())
+      return 1;
+    print_lat(fallback ? "fallback-async" : "actor-async", op, from_actor);
   }
   auto stats = me.stats();
   if (stats.ok())
