@@ -42,11 +42,39 @@ uint64_t ManagerState::new_transfer(Transfer t) {
   uint64_t ticket = next_ticket_++;
   t.remaining = t.ops.size();
   t.outcomes.resize(t.ops.size());
-  uint32_t timeout_ms = t.timeout_ms;
+  auto due = std::chrono::steady_clock::now() + std::chrono::milliseconds(t.timeout_ms);
+  t.deadline = deadlines_.emplace(due, ticket);
   transfers_.emplace(ticket, std::move(t));
-  self_->delayed_send(self_, std::chrono::milliseconds(timeout_ms), op_timeout_atom::value, ticket,
-                      uint32_t{0});
+  arm_deadline_tick(due);
   return ticket;
+}
+
+void ManagerState::arm_deadline_tick(std::chrono::steady_clock::time_point deadline) {
+  if (next_tick_ <= deadline + kDeadlineSlack)
+    return;  // a sweep is due soon enough
+  next_tick_ = deadline;
+  auto delay = std::max(deadline - std::chrono::steady_clock::now(),
+                        std::chrono::steady_clock::duration::zero());
+  self_->delayed_send(self_, std::chrono::duration_cast<std::chrono::microseconds>(delay) +
+                                 std::chrono::microseconds(1),
+                      op_tick_atom::value,
+                      static_cast<int64_t>(deadline.time_since_epoch().count()));
+}
+
+void ManagerState::deadline_tick(int64_t at) {
+  if (next_tick_.time_since_epoch().count() == at)
+    next_tick_ = std::chrono::steady_clock::time_point::max();
+  auto now = std::chrono::steady_clock::now();
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    uint64_t ticket = deadlines_.begin()->second;
+    auto it = transfers_.find(ticket);
+    if (it != transfers_.end())
+      it->second.deadline = deadlines_.end();
+    deadlines_.erase(deadlines_.begin());
+    op_timeout(ticket, 0);
+  }
+  if (!deadlines_.empty())
+    arm_deadline_tick(deadlines_.begin()->first);
 }
 
 caf::result<TransferReply> ManagerState::transfer(TransferOp op, uint32_t timeout_ms) {
@@ -243,6 +271,8 @@ void ManagerState::maybe_reply(uint64_t ticket) {
     return;
   Transfer t = std::move(it->second);
   transfers_.erase(it);
+  if (t.deadline != deadlines_.end())
+    deadlines_.erase(t.deadline);
   if (t.batch) {
     t.many.deliver(std::move(t.outcomes));
     return;

@@ -37,6 +37,8 @@ using dir_get_atom = caf::atom_constant<caf::atom("dir_get")>;
 using op_done_atom = caf::atom_constant<caf::atom("op_done")>;
 /// Internal: a transfer's timeout, or the drain deadline after it.
 using op_timeout_atom = caf::atom_constant<caf::atom("op_tmo")>;
+/// Internal: a sweep of transfer deadlines.
+using op_tick_atom = caf::atom_constant<caf::atom("op_tick")>;
 /// Internal: a directory wait expired.
 using dir_timeout_atom = caf::atom_constant<caf::atom("dir_tmo")>;
 

@@ -124,6 +124,7 @@ rdma_manager_actor::behavior_type manager(detail::ManagerState::Self self, Manag
         self->state.stream_served(id, token, bytes);
       },
       [=](stream_expire_atom, uint64_t id, uint64_t token) { self->state.stream_expire(id, token); },
+      [=](op_tick_atom, int64_t at) { self->state.deadline_tick(at); },
       [=](dir_timeout_atom, std::string key, uint64_t id) { self->state.dir_timeout(key, id); },
   };
 }

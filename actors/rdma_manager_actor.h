@@ -24,6 +24,8 @@ constexpr const char* kEnvStreamMin = "CAF_RDMA_STREAM_MIN";
 constexpr const char* kEnvInlinePoll = "CAF_RDMA_INLINE_POLL_US";
 /// Transfers up to this size are polled inline (see ManagerOptions::inline_poll).
 constexpr uint64_t kInlinePollMaxBytes = 4096;
+/// How late a transfer's timeout may fire (its deadline sweep is shared with other transfers).
+constexpr std::chrono::milliseconds kDeadlineSlack{10};
 /// CUDA device ordinal whose memory this node moves: picks the NIC closest to that GPU.
 constexpr const char* kEnvGpu = "CAF_RDMA_GPU";
 

@@ -71,8 +71,11 @@ using rdma_manager_actor = caf::typed_actor<
   /// Internal (completion poller -> manager): op `index` of transfer `ticket` completed.
   caf::reacts_to<op_done_atom, uint64_t, uint32_t, TransferOutcome>,
 
-  /// Internal: transfer `ticket` hit its timeout (stage 0) or its drain deadline (stage 1).
+  /// Internal: transfer `ticket` hit its drain deadline after a timeout (stage 1).
   caf::reacts_to<op_timeout_atom, uint64_t, uint32_t>,
+
+  /// Internal: sweep of the transfers' deadlines scheduled for the given steady-clock time.
+  caf::reacts_to<op_tick_atom, int64_t>,
 
   /// Internal: the stream transfer of op `index` of transfer `ticket` (local buffer id) ended.
   caf::reacts_to<stream_done_atom, uint64_t, uint32_t, uint64_t, TransferOutcome>,

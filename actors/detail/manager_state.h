@@ -74,6 +74,7 @@ struct Transfer {
   size_t remaining = 0;
   uint32_t timeout_ms = 0;
   bool timed_out = false;
+  std::multimap<std::chrono::steady_clock::time_point, uint64_t>::iterator deadline;
 };
 
 struct Peer {
@@ -135,6 +136,8 @@ public:
   caf::result<std::vector<TransferOutcome>> batch(std::vector<TransferOp> ops, uint32_t timeout_ms);
   void op_done(uint64_t ticket, uint32_t index, TransferOutcome outcome);
   void op_timeout(uint64_t ticket, uint32_t stage);
+  /// A deadline sweep scheduled for `at` (steady clock, ns): times out every transfer due.
+  void deadline_tick(int64_t at);
 
   // -- stream channel of the fallback (manager_streams.cc) --
   caf::result<StreamGrantMsg> stream_grant(uint64_t id, uint64_t offset, uint64_t length,
@@ -154,6 +157,8 @@ public:
 
 private:
   uint64_t new_transfer(Transfer t);
+  /// Makes sure a deadline sweep runs no later than `deadline` + kDeadlineSlack.
+  void arm_deadline_tick(std::chrono::steady_clock::time_point deadline);
   void start_op(uint64_t ticket, uint32_t index);
   void finish_op(uint64_t ticket, uint32_t index, TransferOutcome outcome);
   void fail_op(uint64_t ticket, uint32_t index, const caf::error& err);
@@ -193,6 +198,10 @@ private:
   std::unordered_map<uint64_t, LocalBuffer> buffers_;
   uint64_t next_ticket_ = 1;
   std::unordered_map<uint64_t, Transfer> transfers_;
+  /// Deadlines of live transfers. One timer message serves many transfers (no timer per
+  /// transfer: scheduling one wakes CAF's clock thread, which costs the latency path).
+  std::multimap<std::chrono::steady_clock::time_point, uint64_t> deadlines_;
+  std::chrono::steady_clock::time_point next_tick_ = std::chrono::steady_clock::time_point::max();
   std::map<caf::actor_addr, Peer> peers_;
   std::map<std::string, BufferHandle> directory_;
   std::map<std::string, std::vector<DirWaiter>> dir_waiters_;

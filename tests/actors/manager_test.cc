@@ -247,6 +247,48 @@ TEST_F(ManagerTest, TimeoutWhenTheOwnerDoesNotAnswer) {
   caf::anon_send_exit(mute, caf::exit_reason::user_shutdown);
 }
 
+TEST_F(ManagerTest, TimeoutsOfConcurrentTransfersEachFireOnTime) {
+  // Transfers with different timeouts, all to an owner that never answers, started together
+  // (their deadlines share one sweep timer): each fails with its own timeout, in time.
+  Memory src(4096, 1), fake_mem(4096);
+  auto local = user_->request_buffer(src);
+  ASSERT_TRUE(local);
+  auto mute = user_->node().system().spawn(silent);
+  BufferHandle h = *local;
+  h.id = 1;
+  h.addr = fake_mem.addr();
+  h.owner = mute;
+  h.owner_name = "mute-owner";
+  const std::vector<uint32_t> timeouts{900, 150, 500, 300};
+  std::vector<std::thread> threads;
+  std::vector<std::string> messages(timeouts.size());
+  std::vector<std::chrono::milliseconds> took(timeouts.size());
+  for (size_t i = 0; i < timeouts.size(); ++i)
+    threads.emplace_back([&, i] {
+      caf::scoped_actor self{user_->node().system()};
+      auto t0 = std::chrono::steady_clock::now();
+      self->request(user_->manager(), 20s, transfer_atom::value, make_write(*local, h),
+                    timeouts[i])
+          .receive([&](TransferReply&) { messages[i] = "unexpected success"; },
+                   [&](caf::error& e) {
+                     messages[i] = error_code(e) == ErrorCode::kTimeout ? error_message(e)
+                                                                       : "other error: " +
+                                                                             error_message(e);
+                   });
+      took[i] = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - t0);
+    });
+  for (auto& t : threads)
+    t.join();
+  for (size_t i = 0; i < timeouts.size(); ++i) {
+    EXPECT_NE(messages[i].find(std::to_string(timeouts[i]) + " ms"), std::string::npos)
+        << messages[i];
+    EXPECT_GE(took[i].count(), timeouts[i] - 5) << "timeout " << timeouts[i];
+    EXPECT_LT(took[i].count(), timeouts[i] + 3000) << "timeout " << timeouts[i];
+  }
+  caf::anon_send_exit(mute, caf::exit_reason::user_shutdown);
+}
+
 TEST_F(ManagerTest, ThirtyTwoActorsAtOnce) {
   constexpr int kActors = 32, kRounds = 4;
   constexpr uint64_t kSlice = 16 * 1024;
