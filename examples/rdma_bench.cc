@@ -47,10 +47,12 @@ namespace {
 constexpr const char* kUsage =
     "usage: rdma_bench [--paths components,actor,fallback,tcp] [--sizes 4K,64K,1M,64M]\n"
     "                  [--bytes-per-size BYTES] [--lat-iters N] [--peer-device NAME]\n"
+    "                  [--scheduler-threads N]\n"
     "  Bandwidth (RDMA WRITE and READ) per message size and 8-byte latency (median, p99) for\n"
     "  each path; registration cache timing; peak RSS. The local side uses CAF_RDMA_DEVICE\n"
     "  (default: first active device), the remote side --peer-device (default: the same).\n"
-    "  Defaults: all paths, sizes 4K..64M by powers of 4, 256 MiB per size, 1000 latency iters.\n";
+    "  Defaults: all paths, sizes 4K..64M by powers of 4, 256 MiB per size, 1000 latency iters,\n"
+    "  CAF's default number of scheduler threads per node.\n";
 
 struct Options {
   std::vector<std::string> paths{"components", "actor", "fallback", "tcp"};
@@ -59,6 +61,7 @@ struct Options {
   uint64_t bytes_per_size = 256ull << 20;
   uint32_t lat_iters = 1000;
   std::string peer_device;
+  size_t scheduler_threads = 0;
 };
 
 double mbps(uint64_t bytes, Clock::duration d) {
@@ -238,6 +241,7 @@ int bench_manager(const Options& o, bool fallback) {
   NodeOptions user_opts, owner_opts;
   user_opts.manager = *base;
   owner_opts.manager = *base;
+  user_opts.scheduler_threads = owner_opts.scheduler_threads = o.scheduler_threads;
   if (!o.peer_device.empty())
     owner_opts.manager.ibverbs.device_name = o.peer_device;
   auto mode = fallback ? TransportMode::kFallback : TransportMode::kRdma;
@@ -440,6 +444,12 @@ int main(int argc, char** argv) {
   o.bytes_per_size = *bps;
   o.lat_iters = static_cast<uint32_t>(*lat);
   o.peer_device = flags->get("--peer-device", "");
+  auto threads = flags->get_u64("--scheduler-threads", 0);
+  if (!threads.ok() || *threads > 256) {
+    std::fprintf(stderr, "rdma_bench: bad --scheduler-threads\n");
+    return 2;
+  }
+  o.scheduler_threads = *threads;
   int rc = 0;
   for (const auto& p : o.paths) {
     if (p == "components")
