@@ -400,7 +400,7 @@ Result<std::vector<std::string>> split(const std::string& text) {
 int main(int argc, char** argv) {
   auto flags = Flags::parse(argc, argv,
                             {"--paths", "--sizes", "--bytes-per-size", "--lat-iters",
-                             "--peer-device"},
+                             "--peer-device", "--scheduler-threads"},
                             {"--help", "-h"});
   if (!flags.ok()) {
     std::fprintf(stderr, "rdma_bench: %s\n%s", flags.error().message().c_str(), kUsage);
