@@ -47,7 +47,7 @@ struct ManagerOptions {
   /// A single RDMA transfer of at most kInlinePollMaxBytes: the manager polls for its
   /// completion itself this long before leaving it to the poller thread (one thread hop less
   /// on the latency path, at the cost of holding a scheduler thread that long). 0: never.
-  std::chrono::microseconds inline_poll{20};
+  std::chrono::microseconds inline_poll{50};
   /// Fallback transport: bytes per CAF message and messages in flight per transfer.
   uint64_t fallback_chunk_bytes = 256 << 10;
   uint32_t fallback_window = 32;
