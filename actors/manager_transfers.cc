@@ -1,5 +1,6 @@
 // RdmaManagerActor: transfers — validation, choice of path, the RDMA path, the fallback path,
 // completion, timeouts.
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -109,11 +110,18 @@ caf::result<std::vector<TransferOutcome>> ManagerState::batch(std::vector<Transf
     t.ops.push_back(std::move(track));
   }
   uint64_t ticket = new_transfer(std::move(t));
+  batching_ = true;
   for (uint32_t i = 0; i < ops.size(); ++i) {
     if (transfers_.count(ticket) == 0)
       break;
     start_op(ticket, i);
   }
+  batching_ = false;
+  for (auto& qp : queued_on_)
+    qp->post_queued();
+  if (!queued_on_.empty())
+    poller_->wake();
+  queued_on_.clear();
   return rp;
 }
 
@@ -441,7 +449,7 @@ void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
                    : RdmaOp::write(std::move(slice), std::move(remote), remote_offset);
   caf::actor_addr me = self_->address();
   auto landed = std::make_shared<std::atomic<bool>>(false);
-  Status st = qp->submit(std::move(rop), [me, ticket, index, landed](OpResult r) {
+  auto callback = [me, ticket, index, landed](OpResult r) {
     TransferOutcome out;
     if (!r.status.ok()) {
       out.code = static_cast<uint8_t>(r.status.error().code());
@@ -452,7 +460,18 @@ void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
     if (auto h = caf::actor_cast<caf::actor>(me))
       caf::anon_send(h, op_done_atom::value, ticket, index, std::move(out));
     landed->store(true, std::memory_order_release);
-  });
+  };
+  if (batching_) {
+    // Posted with the rest of the batch (see batch()).
+    Status st = qp->submit_queued(std::move(rop), std::move(callback));
+    if (!st.ok())
+      return fail_op(ticket, index, to_caf_error(st.error()));
+    o.qp = qp;
+    if (std::find(queued_on_.begin(), queued_on_.end(), qp) == queued_on_.end())
+      queued_on_.push_back(qp);
+    return;
+  }
+  Status st = qp->submit(std::move(rop), std::move(callback));
   if (!st.ok())
     return fail_op(ticket, index, to_caf_error(st.error()));
   o.qp = qp;

@@ -194,7 +194,21 @@ Status RdmaQueuePair::submit(RdmaOp op, OpCallback done) {
   return submit_internal(std::move(op), std::move(done), nullptr);
 }
 
-Status RdmaQueuePair::submit_internal(RdmaOp op, OpCallback done, uint64_t* id_out) {
+Status RdmaQueuePair::submit_queued(RdmaOp op, OpCallback done) {
+  return submit_internal(std::move(op), std::move(done), nullptr, false);
+}
+
+void RdmaQueuePair::post_queued() {
+  Done done;
+  {
+    std::lock_guard<std::mutex> guard(mu_);
+    pump_locked(done);
+  }
+  run(done);
+}
+
+Status RdmaQueuePair::submit_internal(RdmaOp op, OpCallback done, uint64_t* id_out,
+                                      bool post_now) {
   {
     std::lock_guard<std::mutex> guard(mu_);
     if (!connected_)
@@ -231,7 +245,8 @@ Status RdmaQueuePair::submit_internal(RdmaOp op, OpCallback done, uint64_t* id_o
       *id_out = rec->id;
     pending_.push_back(rec->id);
     ops_.emplace(rec->id, std::move(rec));
-    pump_locked(done_now);
+    if (post_now)
+      pump_locked(done_now);
   }
   run(done_now);
   return {};

@@ -92,6 +92,12 @@ public:
   /// Validates and queues `op`; `done` is called exactly once from a thread calling
   /// `progress` (or from the destructor). Validation errors are returned here instead.
   Status submit(RdmaOp op, OpCallback done);
+  /// Like submit, but leaves the op queued until `post_queued()` (or the next `progress` or
+  /// submit): ops queued together are posted as one chain of work requests (one doorbell, one
+  /// signaled completion).
+  Status submit_queued(RdmaOp op, OpCallback done);
+  /// Posts what `submit_queued` left queued (as far as the send queue has room).
+  void post_queued();
 
   /// Polls completions in batches, runs callbacks, posts queued work. Returns the number of
   /// completions handled. Never blocks on another thread's poll (returns 0 instead).
@@ -154,7 +160,7 @@ private:
   /// work requests it discarded (all ops, or with `keep_queued` only those with posted work).
   Status restart_locked(const Status& drained, bool keep_queued, Done& done);
   void withdraw_after_timeout(std::chrono::milliseconds timeout, const std::vector<uint64_t>& ids);
-  Status submit_internal(RdmaOp op, OpCallback done, uint64_t* id_out);
+  Status submit_internal(RdmaOp op, OpCallback done, uint64_t* id_out, bool post_now = true);
 
   std::shared_ptr<RdmaDomain> domain_;
   Options options_;

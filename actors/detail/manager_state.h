@@ -191,6 +191,10 @@ private:
   std::shared_ptr<RdmaDomain> domain_;
   std::string no_rdma_reason_;
   std::unique_ptr<CompletionPoller> poller_;
+  /// While a batch starts its ops: RDMA ops are queued on their QPs (listed here) and posted
+  /// together afterwards, one chain of work requests per QP.
+  bool batching_ = false;
+  std::vector<std::shared_ptr<RdmaQueuePair>> queued_on_;
   std::unique_ptr<StreamServer> stream_server_;  ///< null: no stream channel here
   std::unique_ptr<StreamClient> stream_client_;
   std::shared_ptr<RdmaQueuePair> loopback_;

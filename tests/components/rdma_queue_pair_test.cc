@@ -123,6 +123,31 @@ TEST_F(QueuePairTest, ThousandsOfAsyncOpsCompleteExactlyOnce) {
   EXPECT_LT(a_->stats().signaled, uint64_t(kOps)) << "batched posts signal once per chain";
 }
 
+TEST_F(QueuePairTest, QueuedOpsWaitForPostQueuedAndGoAsOneChain) {
+  constexpr int kOps = 40;
+  Registered src = make(kOps * 4096, 13);
+  Registered dst = make(kOps * 4096, 0);
+  std::atomic<int> ok{0}, failed{0};
+  for (int i = 0; i < kOps; ++i) {
+    Status st = a_->submit_queued(RdmaOp::write({src.buffer, uint64_t(i) * 4096, 4096},
+                                                dst.buffer.remote(), uint64_t(i) * 4096),
+                                  [&](OpResult r) { (r.status.ok() ? ok : failed)++; });
+    ASSERT_TRUE(st.ok()) << st.error().to_string();
+  }
+  auto before = a_->stats();
+  EXPECT_EQ(a_->outstanding_work_requests(), 0u) << "queued ops are not posted yet";
+  a_->post_queued();
+  auto after = a_->stats();
+  EXPECT_EQ(after.work_requests - before.work_requests, uint64_t(kOps));
+  EXPECT_EQ(after.signaled - before.signaled, 1u) << "one chain, one signaled request";
+  auto deadline = std::chrono::steady_clock::now() + kTimeout;
+  while (ok + failed < kOps && std::chrono::steady_clock::now() < deadline)
+    a_->progress();
+  EXPECT_EQ(ok.load(), kOps);
+  EXPECT_EQ(failed.load(), 0);
+  expect_same(src, dst, kOps * 4096);
+}
+
 // Invariant 6.
 TEST_F(QueuePairTest, ManyThreadsAtOnce) {
   constexpr int kThreads = 6, kOpsPerThread = 100, kChunk = 4096;
