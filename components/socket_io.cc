@@ -163,62 +163,48 @@ Result<Socket> accept_tcp(const Socket& listener, int stop_fd) {
   }
 }
 
-Status send_all(const Socket& s, const void* data, uint64_t n, Deadline deadline,
-                const std::string& what) {
-  auto p = static_cast<const uint8_t*>(data);
+namespace {
+
+/// Sends (or receives) exactly n bytes at p before the deadline.
+Status move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline deadline,
+                const std::string& what, bool sending) {
   uint64_t done = 0;
+  auto progress = [&] {
+    return std::to_string(done) + " of " + std::to_string(n) + " bytes";
+  };
   while (done < n) {
-    ssize_t w = ::send(s.fd(), p + done, n - done, MSG_NOSIGNAL);
-    if (w > 0) {
-      done += static_cast<uint64_t>(w);
+    ssize_t k = sending ? ::send(s.fd(), p + done, n - done, MSG_NOSIGNAL)
+                        : ::recv(s.fd(), p + done, n - done, 0);
+    if (k > 0) {
+      done += static_cast<uint64_t>(k);
       continue;
     }
-    if (w < 0 && errno == EINTR)
+    if (k == 0)
+      return Error(ErrorCode::kPeerUnavailable,
+                   what + ": connection closed by the peer after " + progress());
+    if (errno == EINTR)
       continue;
-    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      CAF_RDMA_ASSIGN_OR_RETURN(bool ready, wait_ready(s.fd(), POLLOUT, deadline));
-      if (!ready)
-        return Error(ErrorCode::kTimeout, what + ": timed out after sending " +
-                                              std::to_string(done) + " of " +
-                                              std::to_string(n) + " bytes");
-      continue;
-    }
-    return errno_error(what + " (after " + std::to_string(done) + " of " + std::to_string(n) +
-                           " bytes)",
-                       w < 0 ? errno : EPIPE);
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+      return errno_error(what + " (after " + progress() + ")", errno);
+    CAF_RDMA_ASSIGN_OR_RETURN(bool ready,
+                              wait_ready(s.fd(), sending ? POLLOUT : POLLIN, deadline));
+    if (!ready)
+      return Error(ErrorCode::kTimeout, what + ": timed out after " +
+                                            (sending ? "sending " : "receiving ") + progress());
   }
   return {};
 }
 
+}  // namespace
+
+Status send_all(const Socket& s, const void* data, uint64_t n, Deadline deadline,
+                const std::string& what) {
+  return move_all(s, static_cast<uint8_t*>(const_cast<void*>(data)), n, deadline, what, true);
+}
+
 Status recv_all(const Socket& s, void* data, uint64_t n, Deadline deadline,
                 const std::string& what) {
-  auto p = static_cast<uint8_t*>(data);
-  uint64_t done = 0;
-  while (done < n) {
-    ssize_t r = ::recv(s.fd(), p + done, n - done, 0);
-    if (r > 0) {
-      done += static_cast<uint64_t>(r);
-      continue;
-    }
-    if (r == 0)
-      return Error(ErrorCode::kPeerUnavailable,
-                   what + ": connection closed by the peer after " + std::to_string(done) +
-                       " of " + std::to_string(n) + " bytes");
-    if (errno == EINTR)
-      continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      CAF_RDMA_ASSIGN_OR_RETURN(bool ready, wait_ready(s.fd(), POLLIN, deadline));
-      if (!ready)
-        return Error(ErrorCode::kTimeout, what + ": timed out after receiving " +
-                                              std::to_string(done) + " of " +
-                                              std::to_string(n) + " bytes");
-      continue;
-    }
-    return errno_error(what + " (after " + std::to_string(done) + " of " + std::to_string(n) +
-                           " bytes)",
-                       errno);
-  }
-  return {};
+  return move_all(s, static_cast<uint8_t*>(data), n, deadline, what, false);
 }
 
 }  // namespace caf_rdma

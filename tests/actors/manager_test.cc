@@ -228,17 +228,23 @@ caf::behavior silent(caf::event_based_actor*) {
           }};
 }
 
+/// A handle like `local` whose "owner" is `mute`, which never answers (fallback requests and
+/// handshakes hang there).
+BufferHandle owned_by_mute(const BufferHandle& local, const caf::actor& mute, const Memory& mem) {
+  BufferHandle h = local;
+  h.id = 1;
+  h.addr = mem.addr();
+  h.owner = mute;
+  h.owner_name = "mute-owner";
+  return h;
+}
+
 TEST_F(ManagerTest, TimeoutWhenTheOwnerDoesNotAnswer) {
   Memory src(4096, 1), fake_mem(4096);
   auto local = user_->request_buffer(src);
   ASSERT_TRUE(local);
-  // A handle whose "owner" never answers (fallback requests and handshakes hang there).
   auto mute = user_->node().system().spawn(silent);
-  BufferHandle h = *local;
-  h.id = 1;
-  h.addr = fake_mem.addr();
-  h.owner = mute;
-  h.owner_name = "mute-owner";
+  BufferHandle h = owned_by_mute(*local, mute, fake_mem);
   auto t0 = std::chrono::steady_clock::now();
   auto w = user_->transfer(make_write(*local, h), 300);
   auto took = std::chrono::steady_clock::now() - t0;
@@ -254,11 +260,7 @@ TEST_F(ManagerTest, TimeoutsOfConcurrentTransfersEachFireOnTime) {
   auto local = user_->request_buffer(src);
   ASSERT_TRUE(local);
   auto mute = user_->node().system().spawn(silent);
-  BufferHandle h = *local;
-  h.id = 1;
-  h.addr = fake_mem.addr();
-  h.owner = mute;
-  h.owner_name = "mute-owner";
+  BufferHandle h = owned_by_mute(*local, mute, fake_mem);
   const std::vector<uint32_t> timeouts{900, 150, 500, 300};
   std::vector<std::thread> threads;
   std::vector<std::string> messages(timeouts.size());
