@@ -68,7 +68,9 @@ bool ManagerState::wants_stream(const OpTrack& o, const LocalBuffer& local,
 void ManagerState::start_stream(uint64_t ticket, uint32_t index) {
   Transfer& t = transfers_.at(ticket);
   const TransferOp& op = t.ops[index].op;
-  auto timeout = std::chrono::milliseconds(t.timeout_ms);
+  // The transfer's own deadline (the sweep) is what times it out, with its message; CAF's
+  // request timeout only backs it up.
+  auto timeout = std::chrono::milliseconds(t.timeout_ms) + kRequestBackstop;
   auto fail_with = [this, ticket, index](TransferOutcome out) {
     auto it = transfers_.find(ticket);
     if (it == transfers_.end() || it->second.ops[index].done)

@@ -595,7 +595,9 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
   OpTrack& o = t.ops[index];
   const TransferOp& op = o.op;
   bool is_read = op.kind == static_cast<uint8_t>(TransferKind::kRead);
-  auto timeout = std::chrono::milliseconds(t.timeout_ms);
+  // The transfer's own deadline (the sweep) is what times it out, with its message; CAF's
+  // request timeout only backs it up.
+  auto timeout = std::chrono::milliseconds(t.timeout_ms) + kRequestBackstop;
   auto on_error = [this, ticket, index](caf::error& err) {
     auto it = transfers_.find(ticket);
     if (it == transfers_.end() || it->second.ops[index].done)

@@ -32,6 +32,9 @@
 
 namespace caf_rdma::detail {
 
+/// Extra time CAF requests to peer managers get beyond their transfer's timeout.
+constexpr std::chrono::seconds kRequestBackstop{1};
+
 struct LocalBuffer {
   uint64_t addr = 0;
   uint64_t size = 0;
