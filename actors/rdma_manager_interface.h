@@ -1,6 +1,7 @@
 // The RdmaManagerActor interface: one manager per actor system (node). Actors send their
-// requests to their own node's manager; the manager initiates one-sided RDMA (or moves the bytes
-// in CAF messages on the fallback path) and replies when the data is in place.
+// requests to their own node's manager; the manager initiates one-sided RDMA (or, on the
+// fallback path, moves the bytes in CAF messages, or over its stream channel for large host
+// transfers) and replies when the data is in place.
 //
 // Every error reply is a caf::error of category "caf_rdma" whose code is an ErrorCode
 // (`error_code(err)`) and whose message (`error_message(err)`) names what was wrong.
