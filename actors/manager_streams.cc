@@ -6,12 +6,6 @@
 
 namespace caf_rdma::detail {
 
-namespace {
-
-bool is_read(const TransferOp& op) { return op.kind == static_cast<uint8_t>(TransferKind::kRead); }
-
-}  // namespace
-
 // -- owner side ---------------------------------------------------------------------------------
 
 caf::result<StreamGrantMsg> ManagerState::stream_grant(uint64_t id, uint64_t offset,
@@ -35,17 +29,16 @@ caf::result<StreamGrantMsg> ManagerState::stream_grant(uint64_t id, uint64_t off
       reinterpret_cast<uint8_t*>(buf.addr) + offset, length,
       write ? StreamDirection::kIntoOwner : StreamDirection::kOutOfOwner, deadline,
       [me, id](Status, uint64_t bytes) {
-        // token 0: the grant was claimed (its token is no longer needed here)
         if (auto h = caf::actor_cast<caf::actor>(me))
-          caf::anon_send(h, stream_served_atom::value, id, uint64_t{0}, bytes);
+          caf::anon_send(h, stream_served_atom::value, id, bytes);
       });
   // Withdrawn if nobody claims it in time (the requester timed out or died).
-  self_->delayed_send(self_, std::chrono::milliseconds(timeout_ms) + std::chrono::seconds(1),
+  self_->delayed_send(self_, std::chrono::milliseconds(timeout_ms) + kRequestBackstop,
                       stream_expire_atom::value, id, token);
   return StreamGrantMsg{token, stream_server_->host(), stream_server_->port()};
 }
 
-void ManagerState::stream_served(uint64_t id, uint64_t, uint64_t bytes) {
+void ManagerState::stream_served(uint64_t id, uint64_t bytes) {
   counters_.served_fallback_bytes += bytes;
   buffer_done(id);
 }
@@ -68,15 +61,13 @@ bool ManagerState::wants_stream(const OpTrack& o, const LocalBuffer& local,
 void ManagerState::start_stream(uint64_t ticket, uint32_t index) {
   Transfer& t = transfers_.at(ticket);
   const TransferOp& op = t.ops[index].op;
-  // The transfer's own deadline (the sweep) is what times it out, with its message; CAF's
-  // request timeout only backs it up.
-  auto timeout = std::chrono::milliseconds(t.timeout_ms) + kRequestBackstop;
+  auto timeout = request_timeout(t);
   auto fail_with = [this, ticket, index](TransferOutcome out) {
     auto it = transfers_.find(ticket);
     if (it == transfers_.end() || it->second.ops[index].done)
       return;
     const TransferOp& op = it->second.ops[index].op;
-    out.message = std::string(is_read(op) ? "read" : "write") + " via the fallback to " +
+    out.message = std::string(kind_name(op.kind)) + " via the fallback to " +
                   describe(op.remote) + " failed: " + out.message;
     finish_op(ticket, index, std::move(out));
   };
@@ -99,8 +90,9 @@ void ManagerState::start_stream(uint64_t ticket, uint32_t index) {
             job.host = grant.host;
             job.port = grant.port;
             job.token = grant.token;
-            job.direction = is_read(o.op) ? StreamDirection::kOutOfOwner
-                                          : StreamDirection::kIntoOwner;
+            job.direction = o.op.kind == static_cast<uint8_t>(TransferKind::kRead)
+                                ? StreamDirection::kOutOfOwner
+                                : StreamDirection::kIntoOwner;
             job.addr = reinterpret_cast<uint8_t*>(local.addr) + o.op.local_offset;
             job.length = o.length;
             job.deadline = std::chrono::steady_clock::now() +
@@ -108,24 +100,14 @@ void ManagerState::start_stream(uint64_t ticket, uint32_t index) {
             caf::actor_addr me = self_->address();
             uint64_t local_id = o.op.local.id;
             job.done = [me, ticket, index, local_id](Status st) {
-              TransferOutcome out;
-              if (!st.ok()) {
-                out.code = static_cast<uint8_t>(st.error().code());
-                out.message = st.error().message();
-              }
+              TransferOutcome out = st.ok() ? TransferOutcome{} : outcome_of(st.error());
               if (auto h = caf::actor_cast<caf::actor>(me))
                 caf::anon_send(h, stream_done_atom::value, ticket, index, local_id,
                                std::move(out));
             };
             stream_client_->submit(std::move(job));
           },
-          [fail_with](caf::error& err) {
-            TransferOutcome out;
-            Error e = to_error(err);
-            out.code = static_cast<uint8_t>(e.code());
-            out.message = e.message();
-            fail_with(std::move(out));
-          });
+          [fail_with](caf::error& err) { fail_with(outcome_of(to_error(err))); });
 }
 
 void ManagerState::stream_done(uint64_t ticket, uint32_t index, uint64_t local_id,
@@ -143,7 +125,7 @@ void ManagerState::stream_done(uint64_t ticket, uint32_t index, uint64_t local_i
         outcome.message += " (peer manager " + p->second.name + " is down: " +
                            p->second.down_reason + ")";
       }
-      outcome.message = std::string(is_read(o.op) ? "read" : "write") + " via the fallback to " +
+      outcome.message = std::string(kind_name(o.op.kind)) + " via the fallback to " +
                         describe(o.op.remote) + " failed: " + outcome.message;
       finish_op(ticket, index, std::move(outcome));
     }

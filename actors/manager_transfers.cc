@@ -8,8 +8,6 @@
 
 namespace caf_rdma::detail {
 
-namespace {
-
 TransferOutcome outcome_of(const caf::error& err) {
   TransferOutcome o;
   o.code = static_cast<uint8_t>(error_code(err));
@@ -35,9 +33,13 @@ const char* kind_name(uint8_t kind) {
   return kind == static_cast<uint8_t>(TransferKind::kRead) ? "read" : "write";
 }
 
-}  // namespace
-
 // -- requests ----------------------------------------------------------------------------------
+
+std::chrono::milliseconds request_timeout(const Transfer& t) {
+  // The transfer's own deadline (the sweep) is what times it out, with its message; CAF's
+  // request timeout only backs it up.
+  return std::chrono::milliseconds(t.timeout_ms) + kRequestBackstop;
+}
 
 uint64_t ManagerState::new_transfer(Transfer t) {
   uint64_t ticket = next_ticket_++;
@@ -448,7 +450,12 @@ void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
                    ? RdmaOp::read(std::move(slice), std::move(remote), remote_offset)
                    : RdmaOp::write(std::move(slice), std::move(remote), remote_offset);
   caf::actor_addr me = self_->address();
-  auto landed = std::make_shared<std::atomic<bool>>(false);
+  // A single small transfer is polled for here (below); `landed` tells when it completed.
+  bool poll_inline = options_.inline_poll.count() > 0 && !it->second.batch &&
+                     !o.staged && o.length <= kInlinePollMaxBytes;
+  std::shared_ptr<std::atomic<bool>> landed;
+  if (poll_inline)
+    landed = std::make_shared<std::atomic<bool>>(false);
   auto callback = [me, ticket, index, landed](OpResult r) {
     TransferOutcome out;
     if (!r.status.ok()) {
@@ -459,7 +466,8 @@ void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
     // exists.
     if (auto h = caf::actor_cast<caf::actor>(me))
       caf::anon_send(h, op_done_atom::value, ticket, index, std::move(out));
-    landed->store(true, std::memory_order_release);
+    if (landed)
+      landed->store(true, std::memory_order_release);
   };
   if (batching_) {
     // Posted with the rest of the batch (see batch()).
@@ -477,8 +485,7 @@ void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
   o.qp = qp;
   // A single small transfer: poll for its completion here for a moment, sparing the hop
   // through the poller thread (op_done then waits in our own mailbox, handled right after).
-  if (options_.inline_poll.count() > 0 && !it->second.batch && !o.staged &&
-      o.length <= kInlinePollMaxBytes) {
+  if (poll_inline) {
     auto until = std::chrono::steady_clock::now() + options_.inline_poll;
     while (!landed->load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until)
       qp->progress();
@@ -595,9 +602,7 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
   OpTrack& o = t.ops[index];
   const TransferOp& op = o.op;
   bool is_read = op.kind == static_cast<uint8_t>(TransferKind::kRead);
-  // The transfer's own deadline (the sweep) is what times it out, with its message; CAF's
-  // request timeout only backs it up.
-  auto timeout = std::chrono::milliseconds(t.timeout_ms) + kRequestBackstop;
+  auto timeout = request_timeout(t);
   auto on_error = [this, ticket, index](caf::error& err) {
     auto it = transfers_.find(ticket);
     if (it == transfers_.end() || it->second.ops[index].done)

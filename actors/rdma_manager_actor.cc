@@ -120,8 +120,8 @@ rdma_manager_actor::behavior_type manager(detail::ManagerState::Self self, Manag
           TransferOutcome outcome) {
         self->state.stream_done(ticket, index, local_id, std::move(outcome));
       },
-      [=](stream_served_atom, uint64_t id, uint64_t token, uint64_t bytes) {
-        self->state.stream_served(id, token, bytes);
+      [=](stream_served_atom, uint64_t id, uint64_t bytes) {
+        self->state.stream_served(id, bytes);
       },
       [=](stream_expire_atom, uint64_t id, uint64_t token) { self->state.stream_expire(id, token); },
       [=](op_tick_atom, int64_t at) { self->state.deadline_tick(at); },

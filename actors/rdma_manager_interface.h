@@ -81,8 +81,8 @@ using rdma_manager_actor = caf::typed_actor<
   /// Internal: the stream transfer of op `index` of transfer `ticket` (local buffer id) ended.
   caf::reacts_to<stream_done_atom, uint64_t, uint32_t, uint64_t, TransferOutcome>,
 
-  /// Internal: stream grant `token` on buffer `id` was used; the bytes moved (0 on failure).
-  caf::reacts_to<stream_served_atom, uint64_t, uint64_t, uint64_t>,
+  /// Internal: a stream grant on buffer `id` was used; the bytes moved (0 on failure).
+  caf::reacts_to<stream_served_atom, uint64_t, uint64_t>,
 
   /// Internal: stream grant `token` on buffer `id` reached its deadline.
   caf::reacts_to<stream_expire_atom, uint64_t, uint64_t>,

@@ -7,10 +7,7 @@
 
 namespace caf_rdma {
 
-StreamClient::StreamClient(size_t threads) {
-  for (size_t i = 0; i < std::max<size_t>(threads, 1); ++i)
-    workers_.emplace_back([this] { work(); });
-}
+StreamClient::StreamClient(size_t threads) : threads_(std::max<size_t>(threads, 1)) {}
 
 StreamClient::~StreamClient() {
   std::deque<StreamJob> left;
@@ -32,6 +29,8 @@ void StreamClient::submit(StreamJob job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stopping_) {
+      while (workers_.size() < threads_)
+        workers_.emplace_back([this] { work(); });
       queue_.push_back(std::move(job));
       ready_.notify_one();
       return;

@@ -32,7 +32,8 @@ struct StreamJob {
 
 class StreamClient {
 public:
-  /// `threads` transfers run at once; more wait in order.
+  /// `threads` transfers run at once; more wait in order. The threads start with the first
+  /// transfer (a node that never needs the stream channel runs none).
   explicit StreamClient(size_t threads = 4);
   /// Fails queued jobs, wakes running ones (their sockets are shut down) and joins the workers.
   ~StreamClient();
@@ -56,7 +57,8 @@ private:
   std::deque<StreamJob> queue_;
   std::map<std::string, std::vector<Socket>> idle_;  ///< "host:port" -> connections
   std::set<int> busy_fds_;                           ///< sockets a worker is using
-  std::vector<std::thread> workers_;
+  const size_t threads_;
+  std::vector<std::thread> workers_;  ///< started by the first submit
 };
 
 }  // namespace caf_rdma

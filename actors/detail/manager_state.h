@@ -109,6 +109,15 @@ struct Counters {
   uint64_t handshakes = 0, served_fallback_bytes = 0, stream_ops = 0;
 };
 
+/// A failed request's or lower layer's error as a transfer outcome (CAF's request timeout is
+/// `timeout`, an unreachable or gone receiver `peer_unavailable`).
+TransferOutcome outcome_of(const caf::error& err);
+TransferOutcome outcome_of(const Error& err);
+/// "read" or "write".
+const char* kind_name(uint8_t kind);
+/// How long a transfer's requests to peer managers may take: its timeout plus kRequestBackstop.
+std::chrono::milliseconds request_timeout(const Transfer& t);
+
 class ManagerState {
 public:
   static inline const char* name = "rdma_manager";
@@ -146,7 +155,7 @@ public:
   caf::result<StreamGrantMsg> stream_grant(uint64_t id, uint64_t offset, uint64_t length,
                                            uint8_t kind, uint32_t timeout_ms);
   void stream_done(uint64_t ticket, uint32_t index, uint64_t local_id, TransferOutcome outcome);
-  void stream_served(uint64_t id, uint64_t token, uint64_t bytes);
+  void stream_served(uint64_t id, uint64_t bytes);
   void stream_expire(uint64_t id, uint64_t token);
 
   // -- peers and queue pairs (manager_peers.cc) --
