@@ -60,6 +60,8 @@ caf::result<BufferHandle> ManagerState::request_buffer(uint64_t addr, uint64_t s
   h.access = access;
   h.owner = caf::actor_cast<caf::actor>(self_);
   h.owner_name = options_.name;
+  if (!entry.rdma.released() && entry.memory != BufferMemory::kGpuStaged)
+    registry_->add(h.id, entry.rdma, size, entry.access);
   buffers_.emplace(h.id, std::move(entry));
   return h;
 }
@@ -100,9 +102,12 @@ caf::result<uint64_t> ManagerState::release_buffer(uint64_t id) {
   LocalBuffer* buf = *b;
   // New transfers are refused from now on; transfers accepted before still complete, with the
   // region registered, and the reply waits for them.
+  // Direct lanes, too: they may not start an op on it from now on, and the reply waits for
+  // the ops they have running.
   buf->released = true;
+  bool lanes_idle = registry_->release(id);
   uint64_t size = buf->size;
-  if (buf->in_use == 0) {
+  if (buf->in_use == 0 && lanes_idle) {
     buffers_.erase(id);
     return size;
   }
@@ -115,14 +120,23 @@ void ManagerState::buffer_done(uint64_t id) {
   auto it = buffers_.find(id);
   if (it == buffers_.end())
     return;
+  if (it->second.in_use > 0)
+    --it->second.in_use;
+  maybe_finish_release(id);
+}
+
+void ManagerState::lane_idle(uint64_t id) { maybe_finish_release(id); }
+
+void ManagerState::maybe_finish_release(uint64_t id) {
+  auto it = buffers_.find(id);
+  if (it == buffers_.end())
+    return;
   LocalBuffer& b = it->second;
-  if (b.in_use > 0)
-    --b.in_use;
-  if (b.released && b.in_use == 0) {
-    for (auto& rp : b.release_waiters)
-      rp.deliver(b.size);
-    buffers_.erase(it);
-  }
+  if (!b.released || b.in_use > 0 || registry_->busy(id))
+    return;
+  for (auto& rp : b.release_waiters)
+    rp.deliver(b.size);
+  buffers_.erase(it);
 }
 
 namespace {
@@ -206,6 +220,14 @@ ManagerStats ManagerState::stats() const {
   s.handshakes = counters_.handshakes;
   s.served_fallback_bytes = counters_.served_fallback_bytes;
   s.stream_ops = counters_.stream_ops;
+  auto direct = registry_->counters();
+  s.rdma_ops += direct.ops;
+  s.rdma_bytes += direct.bytes;
+  s.errors += direct.errors;
+  s.direct_ops = direct.ops;
+  s.lanes = lanes_.size();
+  for (const auto& [key, peer] : peers_)
+    s.lanes += peer.lanes.size();
   for (const auto& [key, peer] : peers_)
     s.live_qps += (peer.initiated ? 1 : 0) + (peer.accepted ? 1 : 0);
   s.live_qps += loopback_ ? 1 : 0;

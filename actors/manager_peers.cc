@@ -3,8 +3,6 @@
 
 namespace caf_rdma::detail {
 
-namespace {
-
 QpInfo from_msg(const QpInfoMsg& m) {
   QpInfo info;
   info.qp_num = m.qp_num;
@@ -16,9 +14,7 @@ QpInfo from_msg(const QpInfoMsg& m) {
   return info;
 }
 
-}  // namespace
-
-QpInfoMsg ManagerState::to_msg(const QpInfo& info) const {
+QpInfoMsg ManagerState::to_msg(const QpInfo& info, uint64_t lane) const {
   QpInfoMsg m;
   m.qp_num = info.qp_num;
   m.lid = info.lid;
@@ -28,6 +24,7 @@ QpInfoMsg ManagerState::to_msg(const QpInfo& info) const {
   m.ethernet = info.is_ethernet;
   m.device = domain_ ? domain_->device_name() : "";
   m.manager = caf::actor_cast<caf::actor>(self_);
+  m.lane = lane;
   return m;
 }
 
@@ -155,6 +152,12 @@ caf::result<QpInfoMsg> ManagerState::accept_connect(QpInfoMsg remote) {
     return make_rdma_error(ErrorCode::kInvalidArgument,
                            "queue-pair handshake without a manager or a 16-byte GID");
   Peer& p = peer_for(remote.manager, "");
+  if (remote.lane != 0) {
+    auto info = accept_lane(p, remote);
+    if (!info.ok())
+      return to_caf_error(info.error());
+    return *info;
+  }
   RdmaQueuePair::Options o;
   o.drain_timeout = options_.drain_timeout;
   auto created = RdmaQueuePair::create(domain_, o);
@@ -170,6 +173,13 @@ caf::result<QpInfoMsg> ManagerState::accept_connect(QpInfoMsg remote) {
   return to_msg(qp->local_info());
 }
 
+caf::result<std::string> ManagerState::peer_state(const caf::actor& peer) const {
+  if (!peer)
+    return std::string();
+  auto it = peers_.find(peer.address());
+  return it == peers_.end() ? std::string() : it->second.down_reason;
+}
+
 void ManagerState::on_down(const caf::down_msg& msg) {
   auto it = peers_.find(msg.source);
   if (it == peers_.end())
@@ -183,6 +193,7 @@ void ManagerState::on_down(const caf::down_msg& msg) {
   // with the peer's name).
   drop_qp(p, p.initiated);
   drop_qp(p, p.accepted);
+  p.lanes.clear();  // its side of the lanes is gone with it
   // Fallback ops to it will get no answer: fail them now.
   std::vector<std::pair<uint64_t, uint32_t>> victims;
   for (auto& [ticket, t] : transfers_)

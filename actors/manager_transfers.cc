@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "actors/detail/manager_state.h"
+#include "actors/transfer_checks.h"
 
 namespace caf_rdma::detail {
 
@@ -27,10 +28,6 @@ TransferOutcome outcome_of(const Error& err) {
   o.code = static_cast<uint8_t>(err.code());
   o.message = err.message();
   return o;
-}
-
-const char* kind_name(uint8_t kind) {
-  return kind == static_cast<uint8_t>(TransferKind::kRead) ? "read" : "write";
 }
 
 // -- requests ----------------------------------------------------------------------------------
@@ -136,67 +133,14 @@ void ManagerState::start_op(uint64_t ticket, uint32_t index) {
   auto fail = [&](ErrorCode code, const std::string& msg) {
     fail_op(ticket, index, make_rdma_error(code, msg));
   };
-  if (op.kind > static_cast<uint8_t>(TransferKind::kWrite))
-    return fail(ErrorCode::kInvalidArgument,
-                "transfer kind " + std::to_string(op.kind) + " is neither read (0) nor write (1)");
-  bool is_read = op.kind == static_cast<uint8_t>(TransferKind::kRead);
   auto lb = local_buffer(op.local, "local");
   if (!lb.ok())
     return fail_op(ticket, index, to_caf_error(lb.error()));
-  if (!op.remote.owner)
-    return fail(ErrorCode::kInvalidArgument, "remote " + describe(op.remote) +
-                                                 " names no owner manager");
   LocalBuffer& local = **lb;
-  if (op.local_offset > local.size)
-    return fail(ErrorCode::kOutOfBounds,
-                "local offset " + std::to_string(op.local_offset) + " is beyond " +
-                    describe(op.local) + " (size " + std::to_string(local.size) + ")");
-  if (op.remote_offset > op.remote.size)
-    return fail(ErrorCode::kOutOfBounds,
-                "remote offset " + std::to_string(op.remote_offset) + " is beyond " +
-                    describe(op.remote) + " (size " + std::to_string(op.remote.size) + ")");
-  uint64_t local_span = local.size - op.local_offset;
-  uint64_t remote_span = op.remote.size - op.remote_offset;
-  uint64_t length = op.length;
-  if (length == kWholeSpan) {
-    // Monarch's rules: a read moves the remote span, a write the local span.
-    length = is_read ? remote_span : local_span;
-    if (is_read && local_span < remote_span)
-      return fail(ErrorCode::kSizeMismatch,
-                  "read needs the local span (" + std::to_string(local_span) + " bytes of " +
-                      describe(op.local) + " from offset " + std::to_string(op.local_offset) +
-                      ") >= the remote span (" + std::to_string(remote_span) + " bytes of " +
-                      describe(op.remote) + ")");
-    if (!is_read && remote_span < local_span)
-      return fail(ErrorCode::kSizeMismatch,
-                  "write needs the local span (" + std::to_string(local_span) + " bytes of " +
-                      describe(op.local) + ") <= the remote span (" +
-                      std::to_string(remote_span) + " bytes of " + describe(op.remote) +
-                      " from offset " + std::to_string(op.remote_offset) + ")");
-  } else {
-    if (length > local_span)
-      return fail(ErrorCode::kOutOfBounds,
-                  std::string(kind_name(op.kind)) + " of " + std::to_string(length) +
-                      " bytes at local offset " + std::to_string(op.local_offset) +
-                      " does not fit " + describe(op.local) + " (size " +
-                      std::to_string(local.size) + ")");
-    if (length > remote_span)
-      return fail(ErrorCode::kOutOfBounds,
-                  std::string(kind_name(op.kind)) + " of " + std::to_string(length) +
-                      " bytes at remote offset " + std::to_string(op.remote_offset) +
-                      " does not fit " + describe(op.remote) + " (size " +
-                      std::to_string(op.remote.size) + ")");
-  }
-  if (length == 0)
-    return fail(ErrorCode::kInvalidArgument, std::string("zero-size ") + kind_name(op.kind) +
-                                                 " between " + describe(op.local) + " and " +
-                                                 describe(op.remote));
-  if (is_read && local.access != BufferAccess::kReadWrite)
-    return fail(ErrorCode::kInvalidArgument,
-                "cannot read into read-only " + describe(op.local));
-  if (!is_read && op.remote.access != static_cast<uint8_t>(BufferAccess::kReadWrite))
-    return fail(ErrorCode::kInvalidArgument,
-                "cannot write into read-only " + describe(op.remote));
+  auto checked = checked_length(op, local.size, local.access);
+  if (!checked.ok())
+    return fail_op(ticket, index, to_caf_error(checked.error()));
+  uint64_t length = *checked;
   o.length = length;
   o.peer = op.remote.owner.address();
   ++local.in_use;
@@ -338,12 +282,7 @@ void ManagerState::op_done(uint64_t ticket, uint32_t index, TransferOutcome outc
                         p->second.name + " is down (" + p->second.down_reason + ")";
     } else if (t.timed_out) {
       outcome.code = static_cast<uint8_t>(ErrorCode::kTimeout);
-      outcome.message = std::string(kind_name(o.op.kind)) + " of " + std::to_string(o.length) +
-                        " bytes between " + describe(o.op.local) + " and " +
-                        describe(o.op.remote) + " did not complete within " +
-                        std::to_string(t.timeout_ms) +
-                        " ms; its queue pair was flushed, so the NIC no longer accesses the "
-                        "buffers";
+      outcome.message = timeout_message(o.op, o.length, t.timeout_ms);
     }
   }
   finish_op(ticket, index, std::move(outcome));

@@ -39,6 +39,17 @@ using op_done_atom = caf::atom_constant<caf::atom("op_done")>;
 using op_timeout_atom = caf::atom_constant<caf::atom("op_tmo")>;
 /// Internal: a sweep of transfer deadlines.
 using op_tick_atom = caf::atom_constant<caf::atom("op_tick")>;
+/// Direct lanes: (remote handle, timeout ms) -> LaneGrant, a queue pair of its own to the
+/// handle's owner for a thread of this process (RdmaClient).
+using lane_open_atom = caf::atom_constant<caf::atom("lane_open")>;
+/// Internal: a lane this manager opened is gone (lane id).
+using lane_close_atom = caf::atom_constant<caf::atom("lane_close")>;
+/// Manager to manager: the initiator closed a lane (lane id, initiator).
+using lane_drop_atom = caf::atom_constant<caf::atom("lane_drop")>;
+/// Internal: a lane's last use of a released buffer ended (buffer id).
+using lane_idle_atom = caf::atom_constant<caf::atom("lane_idle")>;
+/// Why a peer manager is down: (peer) -> reason, "" while it is up.
+using peer_state_atom = caf::atom_constant<caf::atom("peer_state")>;
 /// Internal: a directory wait expired.
 using dir_timeout_atom = caf::atom_constant<caf::atom("dir_tmo")>;
 

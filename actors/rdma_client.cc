@@ -2,14 +2,37 @@
 
 #include <caf/all.hpp>
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
 #include "actors/rdma_errors.h"
+#include "actors/transfer_checks.h"
 
 namespace caf_rdma {
 
+namespace {
+
+bool direct_from_env() {
+  const char* v = std::getenv(kEnvDirect);
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
+/// Extra time a request to the manager gets beyond the transfer's own timeout.
+constexpr std::chrono::seconds kLaneBackstop{1};
+
+}  // namespace
+
 RdmaClient::RdmaClient(caf::actor_system& sys, rdma_manager_actor manager,
                        std::chrono::milliseconds reply_timeout)
+  : RdmaClient(sys, std::move(manager), direct_from_env(), reply_timeout) {}
+
+RdmaClient::RdmaClient(caf::actor_system& sys, rdma_manager_actor manager, bool direct,
+                       std::chrono::milliseconds reply_timeout)
   : sys_(sys), manager_(std::move(manager)), reply_timeout_(reply_timeout),
-    self_(std::make_unique<caf::scoped_actor>(sys)) {}
+    self_(std::make_unique<caf::scoped_actor>(sys)),
+    // A lane is memory of this process: only this process's manager can hand one out.
+    direct_(direct && manager_ && manager_.node() == sys.node()) {}
 
 RdmaClient::~RdmaClient() = default;
 
@@ -34,7 +57,77 @@ Result<uint64_t> RdmaClient::release(uint64_t id) {
   return call<uint64_t>(reply_timeout_, release_buffer_atom::value, id);
 }
 
+size_t RdmaClient::lanes() const {
+  size_t n = 0;
+  for (const auto& [owner, slot] : lanes_)
+    n += slot.lane ? 1 : 0;
+  return n;
+}
+
+DirectLane* RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
+                                 std::optional<Error>* failed) {
+  if (!direct_ || timeout_ms == 0 || !op.remote.owner || !op.remote.has_rdma() ||
+      op.remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged) || !op.local.owner ||
+      op.local.owner.address() != manager_.address())
+    return nullptr;
+  auto now = std::chrono::steady_clock::now();
+  LaneSlot& slot = lanes_[op.remote.owner.address()];
+  if (slot.lane && slot.lane->broken())
+    slot.lane.reset();  // its destructor has the manager close the owner's side
+  if (slot.lane)
+    return slot.lane.get();
+  if (now < slot.retry_after)
+    return nullptr;
+  auto grant = call<LaneGrant>(std::chrono::milliseconds(timeout_ms) + kLaneBackstop,
+                               lane_open_atom::value, op.remote, timeout_ms);
+  if (grant.ok() && grant->lane) {
+    slot.lane = grant->lane;
+    return slot.lane.get();
+  }
+  Error e = grant.ok() ? Error(ErrorCode::kInternal, "empty lane grant") : grant.error();
+  if (e.code() == ErrorCode::kTimeout) {
+    // The owner did not answer the handshake in time: the transfer's time is up.
+    *failed = Error(ErrorCode::kTimeout, std::string(kind_name(op.kind)) + " between " +
+                                             describe(op.local) + " and " + describe(op.remote) +
+                                             " did not complete within " +
+                                             std::to_string(timeout_ms) + " ms: " + e.message());
+    return nullptr;
+  }
+  // No lane there (no device, fallback, other fabric: for good; else try again later): the
+  // manager moves these bytes, or names what is wrong.
+  slot.retry_after = e.code() == ErrorCode::kNoDevice
+                         ? std::chrono::steady_clock::time_point::max()
+                         : now + std::chrono::seconds(1);
+  return nullptr;
+}
+
+Error RdmaClient::lane_error(const TransferOp& op, Error error) {
+  auto it = lanes_.find(op.remote.owner.address());
+  if (it != lanes_.end() && it->second.lane && it->second.lane->broken())
+    it->second.lane.reset();
+  if (error.code() != ErrorCode::kWorkCompletion && error.code() != ErrorCode::kTimeout)
+    return error;
+  // The NIC gave up on the owner: if its manager is known to be down, say so.
+  auto down = call<std::string>(reply_timeout_, peer_state_atom::value, op.remote.owner);
+  if (down.ok() && !down->empty())
+    return Error(ErrorCode::kPeerUnavailable, std::string(kind_name(op.kind)) +
+                                                  " failed: peer manager " +
+                                                  op.remote.owner_name + " is down (" + *down +
+                                                  ")");
+  return error;
+}
+
 Result<TransferReply> RdmaClient::transfer(const TransferOp& op, uint32_t timeout_ms) {
+  std::optional<Error> failed;
+  if (DirectLane* lane = lane_for(op, timeout_ms, &failed)) {
+    if (auto r = lane->transfer(op, timeout_ms)) {
+      if (r->ok())
+        return std::move(*r);
+      return lane_error(op, r->error());
+    }
+  } else if (failed) {
+    return *failed;
+  }
   // The manager answers within timeout_ms (plus a flush); wait a little longer than that.
   return call<TransferReply>(std::chrono::milliseconds(timeout_ms) + reply_timeout_,
                              transfer_atom::value, op, timeout_ms);
@@ -54,6 +147,27 @@ Result<TransferReply> RdmaClient::read(const BufferHandle& local, const BufferHa
 
 Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<TransferOp>& ops,
                                                        uint32_t timeout_ms) {
+  // One owner for all ops: one lane runs them as one chain.
+  bool one_owner = !ops.empty() && std::all_of(ops.begin(), ops.end(), [&](const TransferOp& op) {
+    return op.remote.owner && op.remote.owner.address() == ops.front().remote.owner.address();
+  });
+  std::optional<Error> failed;
+  DirectLane* lane = one_owner ? lane_for(ops.front(), timeout_ms, &failed) : nullptr;
+  if (failed)
+    return *failed;
+  if (lane) {
+    if (auto outcomes = lane->batch(ops, timeout_ms)) {
+      for (size_t i = 0; i < outcomes->size(); ++i) {
+        TransferOutcome& o = (*outcomes)[i];
+        if (o.ok())
+          continue;
+        Error e = lane_error(ops[i], Error(static_cast<ErrorCode>(o.code), o.message));
+        o.code = static_cast<uint8_t>(e.code());
+        o.message = e.message();
+      }
+      return std::move(*outcomes);
+    }
+  }
   return call<std::vector<TransferOutcome>>(std::chrono::milliseconds(timeout_ms) + reply_timeout_,
                                             batch_atom::value, ops, timeout_ms);
 }

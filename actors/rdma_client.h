@@ -1,13 +1,21 @@
 // RdmaClient: a blocking front end to a manager for code that is not an actor (main(), tests,
 // command-line tools). Every call waits for the reply with a timeout; errors come back as
 // `Error` (code + message from the manager). Never use it inside an actor's handler.
+//
+// Reads and writes between NIC-registered buffers go over direct lanes (actors/direct_lane.h):
+// the first transfer to an owner asks the manager for a queue pair of this client's own to it;
+// from then on the calling thread posts and polls itself, with no message per op. Everything
+// else (fallback, rdma-staged GPU memory, errors about unknown or released buffers) goes
+// through the manager as before. CAF_RDMA_DIRECT=0 (or `direct = false`) turns lanes off.
 #pragma once
 
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 
 #include <chrono>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,10 +24,16 @@
 
 namespace caf_rdma {
 
+/// Environment variable: "0" turns direct lanes off for clients that do not choose.
+constexpr const char* kEnvDirect = "CAF_RDMA_DIRECT";
+
 class RdmaClient {
 public:
   /// Talks to `manager` (this node's, or a remote proxy for directory calls) from `sys`.
+  /// Direct lanes: as CAF_RDMA_DIRECT says (default on); only with this process's manager.
   RdmaClient(caf::actor_system& sys, rdma_manager_actor manager,
+             std::chrono::milliseconds reply_timeout = std::chrono::seconds(60));
+  RdmaClient(caf::actor_system& sys, rdma_manager_actor manager, bool direct,
              std::chrono::milliseconds reply_timeout = std::chrono::seconds(60));
   ~RdmaClient();
 
@@ -41,14 +55,32 @@ public:
   Status put(const std::string& name, const BufferHandle& handle);
   Result<BufferHandle> get(const std::string& name, uint32_t wait_ms);
 
+  /// Whether transfers may take direct lanes.
+  bool direct() const { return direct_; }
+  /// Direct lanes this client holds (one per owner manager it moved bytes with).
+  size_t lanes() const;
+
 private:
+  struct LaneSlot {
+    std::shared_ptr<DirectLane> lane;
+    /// No lane to this owner before then (the manager refused one): use the manager.
+    std::chrono::steady_clock::time_point retry_after{};
+  };
+
   template <class T, class... Ts>
   Result<T> call(std::chrono::milliseconds timeout, Ts&&... xs);
+  /// The lane for ops to `remote`'s owner, opened on first use; null: go through the manager.
+  /// A lane that could not be opened within the timeout sets `failed` (the transfer's error).
+  DirectLane* lane_for(const TransferOp& op, uint32_t timeout_ms, std::optional<Error>* failed);
+  /// After a lane op failed: drops a broken lane, names a peer that is down.
+  Error lane_error(const TransferOp& op, Error error);
 
   caf::actor_system& sys_;
   rdma_manager_actor manager_;
   std::chrono::milliseconds reply_timeout_;
   std::unique_ptr<caf::scoped_actor> self_;
+  bool direct_ = false;
+  std::map<caf::actor_addr, LaneSlot> lanes_;
 };
 
 }  // namespace caf_rdma

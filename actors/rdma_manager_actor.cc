@@ -99,6 +99,15 @@ rdma_manager_actor::behavior_type manager(detail::ManagerState::Self self, Manag
       [=](store_atom, uint64_t id, uint64_t offset, const ByteChunk& bytes) {
         return self->state.store(id, offset, bytes);
       },
+      [=](lane_open_atom, BufferHandle remote, uint32_t timeout_ms) {
+        return self->state.open_lane(std::move(remote), timeout_ms);
+      },
+      [=](lane_drop_atom, uint64_t lane, caf::actor initiator) {
+        self->state.drop_lane(lane, initiator);
+      },
+      [=](peer_state_atom, caf::actor peer) -> caf::result<std::string> {
+        return self->state.peer_state(peer);
+      },
       [=](stats_atom) -> caf::result<ManagerStats> { return self->state.stats(); },
       [=](dir_put_atom, std::string key, BufferHandle h) {
         return self->state.dir_put(std::move(key), std::move(h));
@@ -125,6 +134,8 @@ rdma_manager_actor::behavior_type manager(detail::ManagerState::Self self, Manag
       },
       [=](stream_expire_atom, uint64_t id, uint64_t token) { self->state.stream_expire(id, token); },
       [=](op_tick_atom, int64_t at) { self->state.deadline_tick(at); },
+      [=](lane_close_atom, uint64_t lane) { self->state.close_lane(lane); },
+      [=](lane_idle_atom, uint64_t id) { self->state.lane_idle(id); },
       [=](dir_timeout_atom, std::string key, uint64_t id) { self->state.dir_timeout(key, id); },
   };
 }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/direct_lane.h"
 #include "actors/rdma_atoms.h"
 #include "actors/rdma_messages.h"
 
@@ -59,6 +60,19 @@ using rdma_manager_actor = caf::typed_actor<
   caf::replies_to<stream_grant_atom, uint64_t, uint64_t, uint64_t, uint8_t, uint32_t>::with<
       StreamGrantMsg>,
 
+  /// A direct lane to the owner of `remote` (same process only: the grant holds the lane):
+  /// a queue pair of its own, connected within the timeout (ms), that the calling thread
+  /// drives itself (RdmaClient does). Errors: no_device (no RDMA here, fallback mode, the
+  /// owner has no RDMA or is on another fabric), timeout, peer_unavailable,
+  /// resource_exhausted (the owner has too many lanes from us).
+  caf::replies_to<lane_open_atom, BufferHandle, uint32_t>::with<LaneGrant>,
+
+  /// Manager to manager: the initiator closed its direct lane `id`; drop our side.
+  caf::reacts_to<lane_drop_atom, uint64_t, caf::actor>,
+
+  /// Why the peer manager is down ("" while it is up or unknown).
+  caf::replies_to<peer_state_atom, caf::actor>::with<std::string>,
+
   /// Counters of this manager.
   caf::replies_to<stats_atom>::with<ManagerStats>,
 
@@ -86,6 +100,12 @@ using rdma_manager_actor = caf::typed_actor<
 
   /// Internal: stream grant `token` on buffer `id` reached its deadline.
   caf::reacts_to<stream_expire_atom, uint64_t, uint64_t>,
+
+  /// Internal: direct lane `id` of this manager is gone.
+  caf::reacts_to<lane_close_atom, uint64_t>,
+
+  /// Internal: a direct lane ended its last use of released buffer `id`.
+  caf::reacts_to<lane_idle_atom, uint64_t>,
 
   /// Internal: a directory wait expired.
   caf::reacts_to<dir_timeout_atom, std::string, uint64_t>>;

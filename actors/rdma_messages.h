@@ -131,12 +131,13 @@ struct QpInfoMsg {
   bool ethernet = true;
   std::string device;
   caf::actor manager;  ///< the sender's manager
+  uint64_t lane = 0;   ///< 0: the managers' queue pair; else the initiator's direct lane id
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, QpInfoMsg& x) {
   return f(caf::meta::type_name("caf_rdma::QpInfoMsg"), x.qp_num, x.lid, x.gid, x.psn, x.mtu,
-           x.ethernet, x.device, x.manager);
+           x.ethernet, x.device, x.manager, x.lane);
 }
 
 /// An owner's permission to move one byte range over its stream channel (fallback transport,
@@ -207,13 +208,16 @@ struct ManagerStats {
   uint64_t registered_bytes = 0;  ///< bytes in live memory regions
   uint64_t served_fallback_bytes = 0;  ///< bytes this manager served as owner on the fallback
   uint64_t stream_ops = 0;  ///< fallback ops (counted in fallback_ops) moved over the stream channel
+  uint64_t direct_ops = 0;  ///< RDMA ops (counted in rdma_ops) run by direct lanes, not the actor
+  uint64_t lanes = 0;       ///< direct lanes open: opened here plus accepted from peers
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
   return f(caf::meta::type_name("caf_rdma::ManagerStats"), x.device, x.transport, x.rdma_ops,
            x.rdma_bytes, x.fallback_ops, x.fallback_bytes, x.errors, x.live_qps, x.handshakes,
-           x.registered_buffers, x.registered_bytes, x.served_fallback_bytes, x.stream_ops);
+           x.registered_buffers, x.registered_bytes, x.served_fallback_bytes, x.stream_ops,
+           x.direct_ops, x.lanes);
 }
 
 /// Registers every message type above. Call on the config of every actor system that talks

@@ -23,6 +23,8 @@
 
 #include "actors/rdma_errors.h"
 #include "actors/rdma_manager_actor.h"
+#include "actors/transfer_checks.h"
+#include "actors/direct_registry.h"
 #include "components/completion_poller.h"
 #include "components/rdma_domain.h"
 #include "components/rdma_queue_pair.h"
@@ -90,7 +92,11 @@ struct Peer {
   bool monitored = false;
   std::string down_reason;  ///< non-empty once the peer is gone
   bool no_stream = false;   ///< its owner answered a stream grant with port 0: use chunks
+  std::map<uint64_t, std::shared_ptr<RdmaQueuePair>> lanes;  ///< accepted direct lanes, by id
 };
+
+/// At most this many direct lanes from one peer manager are accepted at once.
+constexpr size_t kMaxLanesPerPeer = 256;
 
 /// A registered host bounce buffer for rdma-staged transfers.
 struct StagingSlot {
@@ -113,8 +119,8 @@ struct Counters {
 /// `timeout`, an unreachable or gone receiver `peer_unavailable`).
 TransferOutcome outcome_of(const caf::error& err);
 TransferOutcome outcome_of(const Error& err);
-/// "read" or "write".
-const char* kind_name(uint8_t kind);
+/// The queue-pair info a peer sent in a handshake.
+QpInfo from_msg(const QpInfoMsg& m);
 /// How long a transfer's requests to peer managers may take: its timeout plus kRequestBackstop.
 std::chrono::milliseconds request_timeout(const Transfer& t);
 
@@ -141,6 +147,8 @@ public:
   /// writable for a write, and [offset, offset + length) fits it.
   Result<LocalBuffer*> owner_access(uint64_t id, uint64_t offset, uint64_t length, bool write);
   void buffer_done(uint64_t id);
+  /// A direct lane's last use of released buffer `id` ended.
+  void lane_idle(uint64_t id);
   ManagerStats stats() const;
 
   // -- transfers (manager_transfers.cc) --
@@ -160,6 +168,12 @@ public:
 
   // -- peers and queue pairs (manager_peers.cc) --
   caf::result<QpInfoMsg> accept_connect(QpInfoMsg remote);
+  caf::result<std::string> peer_state(const caf::actor& peer) const;
+
+  // -- direct lanes (manager_lanes.cc) --
+  caf::result<LaneGrant> open_lane(BufferHandle remote, uint32_t timeout_ms);
+  void close_lane(uint64_t lane);
+  void drop_lane(uint64_t lane, const caf::actor& initiator);
   void on_down(const caf::down_msg& msg);
 
   // -- directory (rdma_manager_actor.cc) --
@@ -183,7 +197,7 @@ private:
   void drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp);
   Result<std::shared_ptr<RdmaQueuePair>> loopback_qp();
   void fail_waiting(Peer& peer, const caf::error& err);
-  QpInfoMsg to_msg(const QpInfo& info) const;
+  QpInfoMsg to_msg(const QpInfo& info, uint64_t lane = 0) const;
   // rdma-staged path
   void start_staged(uint64_t ticket, uint32_t index);
   void release_slot(int slot);
@@ -197,6 +211,12 @@ private:
   bool wants_stream(const OpTrack& o, const LocalBuffer& local, const Peer& peer) const;
   void start_stream(uint64_t ticket, uint32_t index);
   std::string peer_name(const caf::actor_addr& key) const;
+
+  /// Finishes the release of `id` once no transfer and no direct lane uses it.
+  void maybe_finish_release(uint64_t id);
+  Result<QpInfoMsg> accept_lane(Peer& peer, const QpInfoMsg& remote);
+  /// Tells a peer manager to drop its side of our direct lane `lane`.
+  void send_lane_drop(const caf::actor& peer, uint64_t lane);
 
   Self self_ = nullptr;
   ManagerOptions options_;
@@ -223,6 +243,12 @@ private:
   std::map<std::string, std::vector<DirWaiter>> dir_waiters_;
   uint64_t next_dir_waiter_ = 1;
   Counters counters_;
+  /// Local buffers direct lanes may use (shared with the lanes).
+  std::shared_ptr<DirectRegistry> registry_ = std::make_shared<DirectRegistry>();
+  uint64_t next_lane_ = 1;
+  /// Direct lanes this manager opened and that are still alive: lane id -> owner (peer key,
+  /// or our own address for loopback lanes).
+  std::map<uint64_t, caf::actor_addr> lanes_;
   std::vector<StagingSlot> staging_;
   std::vector<std::pair<uint64_t, uint32_t>> staging_waiters_;  ///< (ticket, op)
 };

@@ -125,6 +125,54 @@ inline std::unique_ptr<TestNode> start_node(ManagerOptions extra = {}) {
   return n.ok() ? std::make_unique<TestNode>(std::move(*n)) : nullptr;
 }
 
+/// Registers `m` at `owner` and returns its handle as `user` sees it: put into the owner's
+/// directory and fetched through a network proxy (serialized, the owner arriving as a proxy).
+inline BufferHandle remote_view(TestNode& owner, TestNode& user, const Memory& m,
+                                const std::string& name,
+                                BufferAccess a = BufferAccess::kReadWrite) {
+  auto h = owner.request_buffer(m, a);
+  EXPECT_TRUE(h) << error_message(h.error());
+  if (!h)
+    return {};
+  auto remote = user.node().remote_manager("127.0.0.1", owner.node().port());
+  EXPECT_TRUE(remote.ok()) << remote.error().to_string();
+  if (!remote.ok())
+    return {};
+  caf::scoped_actor self{user.node().system()};
+  BufferHandle out;
+  self->request(*remote, 10s, dir_put_atom::value, name, *h).receive([](bool) {},
+                                                                     [](caf::error&) {});
+  self->request(*remote, 10s, dir_get_atom::value, name, uint32_t{1000})
+      .receive([&](BufferHandle& x) { out = std::move(x); },
+               [&](caf::error& e) { ADD_FAILURE() << error_message(e); });
+  return out;
+}
+
+/// A stand-in owner manager that never answers fetch, store or handshakes.
+inline caf::behavior silent(caf::event_based_actor*) {
+  return {[](fetch_atom, uint64_t, uint64_t, uint64_t) -> caf::result<ByteChunk> {
+            return caf::delegated<ByteChunk>();  // never answers
+          },
+          [](store_atom, uint64_t, uint64_t, ByteChunk) -> caf::result<uint64_t> {
+            return caf::delegated<uint64_t>();
+          },
+          [](qp_connect_atom, QpInfoMsg) -> caf::result<QpInfoMsg> {
+            return caf::delegated<QpInfoMsg>();
+          }};
+}
+
+/// A handle like `local` whose "owner" is `mute`, which never answers (fallback requests and
+/// handshakes hang there).
+inline BufferHandle owned_by_mute(const BufferHandle& local, const caf::actor& mute,
+                                  const Memory& mem) {
+  BufferHandle h = local;
+  h.id = 1;
+  h.addr = mem.addr();
+  h.owner = mute;
+  h.owner_name = "mute-owner";
+  return h;
+}
+
 /// Asserts that `e` failed with `code` and its message contains every fragment.
 #define EXPECT_RDMA_ERROR(e, code, ...)                                                   \
   do {                                                                                    \

@@ -32,20 +32,7 @@ protected:
   /// the owner's directory through a network proxy.
   BufferHandle owner_buffer(const Memory& m, const std::string& name,
                             BufferAccess a = BufferAccess::kReadWrite) {
-    auto h = owner_->request_buffer(m, a);
-    EXPECT_TRUE(h) << error_message(h.error());
-    if (!h)
-      return {};
-    auto remote = user_->node().remote_manager("127.0.0.1", owner_->node().port());
-    EXPECT_TRUE(remote.ok()) << remote.error().to_string();
-    caf::scoped_actor self{user_->node().system()};
-    BufferHandle out;
-    self->request(*remote, 10s, dir_put_atom::value, name, *h).receive([](bool) {},
-                                                                       [](caf::error&) {});
-    self->request(*remote, 10s, dir_get_atom::value, name, uint32_t{1000})
-        .receive([&](BufferHandle& x) { out = std::move(x); },
-                 [&](caf::error& e) { ADD_FAILURE() << error_message(e); });
-    return out;
+    return remote_view(*owner_, *user_, m, name, a);
   }
 
   std::unique_ptr<TestNode> owner_, user_;
@@ -214,29 +201,6 @@ TEST_F(ManagerTest, LoopbackWithinOneManager) {
   ASSERT_TRUE(w) << error_message(w.error());
   EXPECT_EQ(w->path, expected_path());
   EXPECT_EQ(a.bytes, b.bytes);
-}
-
-caf::behavior silent(caf::event_based_actor*) {
-  return {[](fetch_atom, uint64_t, uint64_t, uint64_t) -> caf::result<ByteChunk> {
-            return caf::delegated<ByteChunk>();  // never answers
-          },
-          [](store_atom, uint64_t, uint64_t, ByteChunk) -> caf::result<uint64_t> {
-            return caf::delegated<uint64_t>();
-          },
-          [](qp_connect_atom, QpInfoMsg) -> caf::result<QpInfoMsg> {
-            return caf::delegated<QpInfoMsg>();
-          }};
-}
-
-/// A handle like `local` whose "owner" is `mute`, which never answers (fallback requests and
-/// handshakes hang there).
-BufferHandle owned_by_mute(const BufferHandle& local, const caf::actor& mute, const Memory& mem) {
-  BufferHandle h = local;
-  h.id = 1;
-  h.addr = mem.addr();
-  h.owner = mute;
-  h.owner_name = "mute-owner";
-  return h;
 }
 
 TEST_F(ManagerTest, TimeoutWhenTheOwnerDoesNotAnswer) {

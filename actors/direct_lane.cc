@@ -1,0 +1,131 @@
+// DirectLane: reads and writes posted and polled by the calling thread on a leased queue pair.
+#include "actors/direct_lane.h"
+
+#include <caf/send.hpp>
+
+#include <chrono>
+
+#include "actors/rdma_atoms.h"
+#include "actors/transfer_checks.h"
+
+namespace caf_rdma {
+
+DirectLane::DirectLane(uint64_t id, std::shared_ptr<RdmaQueuePair> qp,
+                       std::shared_ptr<DirectRegistry> registry, caf::actor manager,
+                       caf::actor owner, std::string owner_name)
+  : id_(id), qp_(std::move(qp)), registry_(std::move(registry)), manager_(std::move(manager)),
+    owner_(std::move(owner)), owner_name_(std::move(owner_name)) {}
+
+DirectLane::~DirectLane() {
+  qp_.reset();  // our side first: nothing of ours is outstanding on the owner's side then
+  if (manager_)
+    caf::anon_send(manager_, lane_close_atom::value, id_);
+}
+
+bool DirectLane::broken() const { return qp_->needs_recovery(); }
+
+std::optional<Result<DirectLane::Prepared>> DirectLane::prepare(const TransferOp& op) {
+  if (!op.local.owner || op.local.owner.address() != manager_.address() || !op.remote.owner ||
+      op.remote.owner.address() != owner_.address() || !op.remote.has_rdma() ||
+      op.remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged))
+    return std::nullopt;
+  auto entry = registry_->acquire(op.local.id);
+  if (!entry)
+    return std::nullopt;  // unknown, released or not NIC-registered: the manager answers
+  if (entry->rdma.addr() != op.local.addr || entry->size != op.local.size) {
+    registry_->done(op.local.id);
+    return std::nullopt;  // stale or forged handle: the manager names it
+  }
+  auto length = checked_length(op, entry->size, entry->access);
+  if (!length.ok()) {
+    if (registry_->done(op.local.id))
+      caf::anon_send(manager_, lane_idle_atom::value, op.local.id);
+    return Result<Prepared>(length.error());
+  }
+  RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device};
+  LocalSlice slice{std::move(entry->rdma), op.local_offset, *length};
+  Prepared p;
+  p.op = op.kind == static_cast<uint8_t>(TransferKind::kRead)
+             ? RdmaOp::read(std::move(slice), std::move(remote), op.remote_offset)
+             : RdmaOp::write(std::move(slice), std::move(remote), op.remote_offset);
+  p.local_id = op.local.id;
+  p.length = *length;
+  return Result<Prepared>(std::move(p));
+}
+
+TransferOutcome DirectLane::finish(const TransferOp& op, const Prepared& p, const OpResult& r,
+                                   uint32_t timeout_ms) {
+  // The op is over (completed, or flushed after a timeout): the buffer may be released now.
+  if (registry_->done(p.local_id))
+    caf::anon_send(manager_, lane_idle_atom::value, p.local_id);
+  registry_->count(r.status.ok(), p.length);
+  TransferOutcome out;
+  if (r.status.ok()) {
+    out.bytes = p.length;
+    out.path = kPathRdma;
+    return out;
+  }
+  const Error& e = r.status.error();
+  out.code = static_cast<uint8_t>(e.code());
+  out.path = kPathRdma;
+  out.message = e.code() == ErrorCode::kTimeout ? timeout_message(op, p.length, timeout_ms)
+                                                : e.message();
+  return out;
+}
+
+std::optional<Result<TransferReply>> DirectLane::transfer(const TransferOp& op,
+                                                          uint32_t timeout_ms) {
+  if (timeout_ms == 0)
+    return std::nullopt;  // the manager's error
+  auto prepared = prepare(op);
+  if (!prepared)
+    return std::nullopt;
+  if (!prepared->ok())
+    return Result<TransferReply>(prepared->error());
+  Prepared& p = **prepared;
+  RdmaOp rop = p.op;  // p keeps its copy of the buffer until finish()
+  OpResult r = qp_->execute(std::move(rop), std::chrono::milliseconds(timeout_ms));
+  TransferOutcome out = finish(op, p, r, timeout_ms);
+  if (!out.ok())
+    return Result<TransferReply>(Error(static_cast<ErrorCode>(out.code), out.message));
+  return Result<TransferReply>(TransferReply{out.bytes, out.path});
+}
+
+std::optional<std::vector<TransferOutcome>> DirectLane::batch(const std::vector<TransferOp>& ops,
+                                                              uint32_t timeout_ms) {
+  if (timeout_ms == 0 || ops.empty())
+    return std::nullopt;
+  std::vector<std::optional<Result<Prepared>>> prepared;
+  prepared.reserve(ops.size());
+  for (const auto& op : ops) {
+    prepared.push_back(prepare(op));
+    if (prepared.back())
+      continue;
+    // Not all ours: undo what was acquired; the manager runs the whole batch.
+    prepared.pop_back();
+    for (size_t i = 0; i < prepared.size(); ++i)
+      if (prepared[i]->ok() && registry_->done((*prepared[i])->local_id))
+        caf::anon_send(manager_, lane_idle_atom::value, (*prepared[i])->local_id);
+    return std::nullopt;
+  }
+  std::vector<TransferOutcome> outcomes(ops.size());
+  std::vector<RdmaOp> posted;
+  std::vector<size_t> index;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (!prepared[i]->ok()) {
+      outcomes[i].code = static_cast<uint8_t>(prepared[i]->error().code());
+      outcomes[i].message = prepared[i]->error().message();
+      continue;
+    }
+    posted.push_back((*prepared[i])->op);
+    index.push_back(i);
+  }
+  if (!posted.empty()) {
+    auto results = qp_->execute_batch(std::move(posted), std::chrono::milliseconds(timeout_ms));
+    for (size_t k = 0; k < index.size(); ++k)
+      outcomes[index[k]] = finish(ops[index[k]], **prepared[index[k]], results[k], timeout_ms);
+  }
+  return outcomes;
+}
+
+}  // namespace caf_rdma

@@ -1,0 +1,87 @@
+// DirectLane: a queue pair of its own to one owner manager, opened by this node's manager for
+// a thread that is not an actor (RdmaClient). That thread posts its reads and writes and polls
+// their completions itself: no message and no thread hop per op. (Monarch's design: the
+// manager hands out the queue pair, the caller drives it.)
+//
+// Invariants:
+//  1. A lane runs only what it can check without the manager: a local buffer listed in the
+//     manager's DirectRegistry (live, registered with the NIC) and a remote handle of the
+//     lane's owner with an RDMA registration. For anything else `transfer` returns nothing and
+//     the caller asks the manager, which gives the answer (unknown or released buffer, rdma-
+//     staged GPU memory, ...).
+//  2. The checks and their error texts are the manager's (actors/transfer_checks.h). A timeout
+//     flushes the queue pair before `transfer` returns, so the NIC no longer touches the
+//     buffers; a release of a local buffer replies only after the lane's op on it ended.
+//  3. A lane whose queue pair failed is `broken()`: drop it; its destructor tells the manager,
+//     which has the owner close its side. A new lane is a new handshake.
+//  4. One thread at a time (like RdmaClient).
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/direct_registry.h"
+#include "actors/rdma_messages.h"
+#include "components/rdma_queue_pair.h"
+#include "primitives/status.h"
+
+namespace caf_rdma {
+
+class DirectLane {
+public:
+  DirectLane(uint64_t id, std::shared_ptr<RdmaQueuePair> qp,
+             std::shared_ptr<DirectRegistry> registry, caf::actor manager, caf::actor owner,
+             std::string owner_name);
+  /// Tells the manager the lane is gone (it closes the owner's side).
+  ~DirectLane();
+
+  DirectLane(const DirectLane&) = delete;
+  DirectLane& operator=(const DirectLane&) = delete;
+
+  /// Runs one transfer; nothing when the lane cannot run it (ask the manager instead).
+  std::optional<Result<TransferReply>> transfer(const TransferOp& op, uint32_t timeout_ms);
+  /// Runs a batch as one chain of work requests; nothing unless the lane can run every op.
+  std::optional<std::vector<TransferOutcome>> batch(const std::vector<TransferOp>& ops,
+                                                    uint32_t timeout_ms);
+
+  /// The queue pair failed (remote access error, timeout, the owner vanished): drop the lane.
+  bool broken() const;
+  uint64_t id() const { return id_; }
+  const caf::actor& owner() const { return owner_; }
+  const std::string& owner_name() const { return owner_name_; }
+
+private:
+  struct Prepared {
+    RdmaOp op;
+    uint64_t local_id = 0;
+    uint64_t length = 0;
+  };
+
+  /// Nothing: not this lane's op (nothing acquired). An error: a check failed (nothing held).
+  std::optional<Result<Prepared>> prepare(const TransferOp& op);
+  /// Ends the op's use of its local buffer and turns the result into an outcome.
+  TransferOutcome finish(const TransferOp& op, const Prepared& p, const OpResult& r,
+                         uint32_t timeout_ms);
+
+  uint64_t id_;
+  std::shared_ptr<RdmaQueuePair> qp_;
+  std::shared_ptr<DirectRegistry> registry_;
+  caf::actor manager_;
+  caf::actor owner_;
+  std::string owner_name_;
+};
+
+/// The manager's answer to a lane request (local messages only: it holds the lane itself).
+struct LaneGrant {
+  std::shared_ptr<DirectLane> lane;
+};
+
+}  // namespace caf_rdma
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::LaneGrant)

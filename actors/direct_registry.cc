@@ -1,0 +1,67 @@
+// DirectRegistry: local buffers shared between a manager and its direct lanes.
+#include "actors/direct_registry.h"
+
+namespace caf_rdma {
+
+void DirectRegistry::add(uint64_t id, RdmaBuffer rdma, uint64_t size, BufferAccess access) {
+  std::lock_guard<std::mutex> g(mu_);
+  Slot slot;
+  slot.entry = Entry{std::move(rdma), size, access};
+  slots_[id] = std::move(slot);
+}
+
+std::optional<DirectRegistry::Entry> DirectRegistry::acquire(uint64_t id) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = slots_.find(id);
+  if (it == slots_.end() || it->second.released)
+    return std::nullopt;
+  ++it->second.active;
+  return it->second.entry;
+}
+
+bool DirectRegistry::done(uint64_t id) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = slots_.find(id);
+  if (it == slots_.end() || it->second.active == 0)
+    return false;
+  if (--it->second.active > 0 || !it->second.released)
+    return false;
+  slots_.erase(it);
+  return true;
+}
+
+bool DirectRegistry::release(uint64_t id) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = slots_.find(id);
+  if (it == slots_.end())
+    return true;
+  if (it->second.active == 0) {
+    slots_.erase(it);
+    return true;
+  }
+  it->second.released = true;
+  return false;
+}
+
+bool DirectRegistry::busy(uint64_t id) const {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = slots_.find(id);
+  return it != slots_.end() && it->second.active > 0;
+}
+
+void DirectRegistry::count(bool ok, uint64_t bytes) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (ok) {
+    ++counters_.ops;
+    counters_.bytes += bytes;
+  } else {
+    ++counters_.errors;
+  }
+}
+
+DirectRegistry::Counters DirectRegistry::counters() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return counters_;
+}
+
+}  // namespace caf_rdma

@@ -1,0 +1,67 @@
+// DirectRegistry: the local buffers that direct lanes (actors/direct_lane.h) may use, shared
+// by a manager (which adds and releases them) and the lanes it opened (threads that are not
+// actors, which use them without a message per op).
+//
+// Invariants:
+//  1. Only buffers the NIC registered directly (host memory, GPUDirect) are listed; every other
+//     buffer is unknown here and its transfers go through the manager.
+//  2. A lane uses a buffer only between `acquire` and `done`. `release` refuses later acquires
+//     at once and says whether a lane still uses the buffer; `done` says when the last use of
+//     a released buffer ended: the manager's release reply (after which the caller may free
+//     the memory) waits for lanes exactly as for its own transfers.
+//  3. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include "actors/rdma_messages.h"
+#include "components/rdma_buffer.h"
+
+namespace caf_rdma {
+
+class DirectRegistry {
+public:
+  /// What a lane needs of a local buffer: its region (kept registered while the copy lives),
+  /// and its size and access as registered.
+  struct Entry {
+    RdmaBuffer rdma;
+    uint64_t size = 0;
+    BufferAccess access = BufferAccess::kReadWrite;
+  };
+
+  /// Counts of ops lanes ran (they count as RDMA ops of the manager).
+  struct Counters {
+    uint64_t ops = 0;
+    uint64_t bytes = 0;
+    uint64_t errors = 0;
+  };
+
+  void add(uint64_t id, RdmaBuffer rdma, uint64_t size, BufferAccess access);
+  /// The buffer for one op, or nothing when it is unknown here or released.
+  std::optional<Entry> acquire(uint64_t id);
+  /// Ends a use; true when it was the last use of a released buffer.
+  bool done(uint64_t id);
+  /// Refuses later acquires; true when no lane uses the buffer (false: wait for `done`).
+  bool release(uint64_t id);
+  /// True while a lane uses the buffer.
+  bool busy(uint64_t id) const;
+
+  void count(bool ok, uint64_t bytes);
+  Counters counters() const;
+
+private:
+  struct Slot {
+    Entry entry;
+    uint32_t active = 0;
+    bool released = false;
+  };
+
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, Slot> slots_;
+  Counters counters_;
+};
+
+}  // namespace caf_rdma

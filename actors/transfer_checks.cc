@@ -1,0 +1,77 @@
+// Transfer checks shared by the manager and the direct lanes.
+#include "actors/transfer_checks.h"
+
+namespace caf_rdma {
+
+const char* kind_name(uint8_t kind) {
+  return kind == static_cast<uint8_t>(TransferKind::kRead) ? "read" : "write";
+}
+
+Result<uint64_t> checked_length(const TransferOp& op, uint64_t local_size,
+                                BufferAccess local_access) {
+  if (op.kind > static_cast<uint8_t>(TransferKind::kWrite))
+    return Error(ErrorCode::kInvalidArgument,
+                 "transfer kind " + std::to_string(op.kind) + " is neither read (0) nor write (1)");
+  bool is_read = op.kind == static_cast<uint8_t>(TransferKind::kRead);
+  if (!op.remote.owner)
+    return Error(ErrorCode::kInvalidArgument,
+                 "remote " + describe(op.remote) + " names no owner manager");
+  if (op.local_offset > local_size)
+    return Error(ErrorCode::kOutOfBounds, "local offset " + std::to_string(op.local_offset) +
+                                              " is beyond " + describe(op.local) + " (size " +
+                                              std::to_string(local_size) + ")");
+  if (op.remote_offset > op.remote.size)
+    return Error(ErrorCode::kOutOfBounds, "remote offset " + std::to_string(op.remote_offset) +
+                                              " is beyond " + describe(op.remote) + " (size " +
+                                              std::to_string(op.remote.size) + ")");
+  uint64_t local_span = local_size - op.local_offset;
+  uint64_t remote_span = op.remote.size - op.remote_offset;
+  uint64_t length = op.length;
+  if (length == kWholeSpan) {
+    // Monarch's rules: a read moves the remote span, a write the local span.
+    length = is_read ? remote_span : local_span;
+    if (is_read && local_span < remote_span)
+      return Error(ErrorCode::kSizeMismatch,
+                   "read needs the local span (" + std::to_string(local_span) + " bytes of " +
+                       describe(op.local) + " from offset " + std::to_string(op.local_offset) +
+                       ") >= the remote span (" + std::to_string(remote_span) + " bytes of " +
+                       describe(op.remote) + ")");
+    if (!is_read && remote_span < local_span)
+      return Error(ErrorCode::kSizeMismatch,
+                   "write needs the local span (" + std::to_string(local_span) + " bytes of " +
+                       describe(op.local) + ") <= the remote span (" + std::to_string(remote_span) +
+                       " bytes of " + describe(op.remote) + " from offset " +
+                       std::to_string(op.remote_offset) + ")");
+  } else {
+    if (length > local_span)
+      return Error(ErrorCode::kOutOfBounds, std::string(kind_name(op.kind)) + " of " +
+                                                std::to_string(length) + " bytes at local offset " +
+                                                std::to_string(op.local_offset) + " does not fit " +
+                                                describe(op.local) + " (size " +
+                                                std::to_string(local_size) + ")");
+    if (length > remote_span)
+      return Error(ErrorCode::kOutOfBounds,
+                   std::string(kind_name(op.kind)) + " of " + std::to_string(length) +
+                       " bytes at remote offset " + std::to_string(op.remote_offset) +
+                       " does not fit " + describe(op.remote) + " (size " +
+                       std::to_string(op.remote.size) + ")");
+  }
+  if (length == 0)
+    return Error(ErrorCode::kInvalidArgument, std::string("zero-size ") + kind_name(op.kind) +
+                                                  " between " + describe(op.local) + " and " +
+                                                  describe(op.remote));
+  if (is_read && local_access != BufferAccess::kReadWrite)
+    return Error(ErrorCode::kInvalidArgument, "cannot read into read-only " + describe(op.local));
+  if (!is_read && op.remote.access != static_cast<uint8_t>(BufferAccess::kReadWrite))
+    return Error(ErrorCode::kInvalidArgument, "cannot write into read-only " + describe(op.remote));
+  return length;
+}
+
+std::string timeout_message(const TransferOp& op, uint64_t length, uint32_t timeout_ms) {
+  return std::string(kind_name(op.kind)) + " of " + std::to_string(length) + " bytes between " +
+         describe(op.local) + " and " + describe(op.remote) + " did not complete within " +
+         std::to_string(timeout_ms) +
+         " ms; its queue pair was flushed, so the NIC no longer accesses the buffers";
+}
+
+}  // namespace caf_rdma

@@ -1,0 +1,295 @@
+// Direct lanes (actors/direct_lane.h) through RdmaClient: two nodes in one process, the owner's
+// handles arriving through a network proxy. Built twice: `direct_lane_rdma_test` (rdma-tagged,
+// in the VM: transfers take a lane) and `direct_lane_fallback_test` (native: no lane can be
+// had, RdmaClient goes through the manager and nothing changes for the caller).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <thread>
+
+#include "actors/rdma_client.h"
+#include "tests/actors/manager_fixture.h"
+#include "tests/rdma_test.h"
+
+namespace caf_rdma::testing {
+namespace {
+
+bool rdma_lane() { return expected_path() == kPathRdma; }
+
+class DirectLaneTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (rdma_lane() && !rdma_skip_reason().empty())
+      GTEST_SKIP() << rdma_skip_reason();
+    owner_ = start_node();
+    user_ = start_node();
+    ASSERT_TRUE(owner_ && user_);
+  }
+  void TearDown() override {
+    user_.reset();
+    owner_.reset();
+  }
+
+  std::unique_ptr<RdmaClient> client(bool direct = true) {
+    return std::make_unique<RdmaClient>(user_->node().system(), user_->manager(), direct);
+  }
+
+  /// Polls `pred` for up to 10 s.
+  template <class Pred>
+  bool eventually(Pred pred) {
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (pred())
+        return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return pred();
+  }
+
+  std::unique_ptr<TestNode> owner_, user_;
+};
+
+TEST_F(DirectLaneTest, ReadsAndWritesGoOverOneLaneOfTheClient) {
+  constexpr uint64_t kSize = (3 << 20) + 5;
+  Memory remote_mem(kSize), src(kSize, 31), back(kSize);
+  BufferHandle remote = remote_view(*owner_, *user_, remote_mem, "lane");
+  auto hs = user_->request_buffer(src);
+  auto hb = user_->request_buffer(back);
+  ASSERT_TRUE(hs && hb);
+  auto c = client();
+  uint64_t handshakes_before = user_->stats().handshakes;
+  uint64_t ops = 0;
+  for (uint64_t len : {uint64_t{1}, uint64_t{4096}, kSize - 100}) {
+    SCOPED_TRACE("length " + std::to_string(len));
+    // At offsets: the bytes around the range must stay as they were.
+    uint64_t off = kSize - len - 7 < 50 ? 0 : 50;
+    auto w = c->write(*hs, remote, 20000, len, off, off);
+    ASSERT_TRUE(w.ok()) << w.error().to_string();
+    EXPECT_EQ(w->bytes, len);
+    EXPECT_EQ(w->path, expected_path());
+    auto r = c->read(*hb, remote, 20000, len, off, off);
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    EXPECT_EQ(r->bytes, len);
+    ops += 2;
+    for (uint64_t i = 0; i < kSize; i += (i < off + len + 64 ? 1 : 4093)) {
+      bool inside = i >= off && i < off + len;
+      ASSERT_EQ(remote_mem.bytes[i], inside ? src.bytes[i] : 0) << i;
+      ASSERT_EQ(back.bytes[i], inside ? src.bytes[i] : 0) << i;
+    }
+    std::fill(remote_mem.bytes.begin(), remote_mem.bytes.end(), 0);
+    std::fill(back.bytes.begin(), back.bytes.end(), 0);
+  }
+  auto s = user_->stats();
+  if (rdma_lane()) {
+    EXPECT_EQ(c->lanes(), 1u);
+    EXPECT_EQ(s.direct_ops, ops) << "every op ran on the lane, none through the manager";
+    EXPECT_EQ(s.rdma_ops, ops) << "lane ops count as the manager's RDMA ops";
+    EXPECT_EQ(s.handshakes - handshakes_before, 1u) << "one handshake: the lane's";
+    EXPECT_EQ(s.lanes, 1u);
+    EXPECT_TRUE(eventually([&] { return owner_->stats().lanes == 1; }));
+  } else {
+    EXPECT_EQ(c->lanes(), 0u);
+    EXPECT_EQ(s.direct_ops, 0u);
+    EXPECT_EQ(s.fallback_ops, ops);
+  }
+  // Dropping the client closes the lane on both sides.
+  c.reset();
+  EXPECT_TRUE(eventually([&] { return user_->stats().lanes == 0; }));
+  EXPECT_TRUE(eventually([&] { return owner_->stats().lanes == 0; }));
+}
+
+TEST_F(DirectLaneTest, BatchRunsAsOneChainOnTheLane) {
+  constexpr uint64_t kSlice = 64 << 10;
+  constexpr int kOps = 40;
+  Memory remote_mem(kOps * kSlice), src(kOps * kSlice, 5), back(kOps * kSlice);
+  BufferHandle remote = remote_view(*owner_, *user_, remote_mem, "batch");
+  auto hs = user_->request_buffer(src);
+  auto hb = user_->request_buffer(back);
+  ASSERT_TRUE(hs && hb);
+  auto c = client();
+  for (bool write : {true, false}) {
+    std::vector<TransferOp> ops;
+    for (int i = 0; i < kOps; ++i) {
+      // Reverse order of offsets, so a mix-up of ranges shows.
+      uint64_t off = (kOps - 1 - i) * kSlice;
+      ops.push_back(write ? make_write(*hs, remote, kSlice, off, off)
+                          : make_read(*hb, remote, kSlice, off, off));
+    }
+    auto r = c->batch(ops, 30000);
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    ASSERT_EQ(r->size(), ops.size());
+    for (auto& o : *r) {
+      EXPECT_TRUE(o.ok()) << o.message;
+      EXPECT_EQ(o.bytes, kSlice);
+      EXPECT_EQ(o.path, expected_path());
+    }
+  }
+  EXPECT_EQ(remote_mem.bytes, src.bytes);
+  EXPECT_EQ(back.bytes, src.bytes);
+  EXPECT_EQ(user_->stats().direct_ops, rdma_lane() ? 2u * kOps : 0u);
+}
+
+TEST_F(DirectLaneTest, ErrorsAreTheManagersAndTheLaneSurvivesThem) {
+  // The same bad requests through a lane and through the manager: same code, same message.
+  Memory remote_mem(8192), ro_mem(4096), src(8192, 3), small(100), gone(4096);
+  BufferHandle remote = remote_view(*owner_, *user_, remote_mem, "bad");
+  BufferHandle read_only = remote_view(*owner_, *user_, ro_mem, "ro", BufferAccess::kReadOnly);
+  auto hs = user_->request_buffer(src);
+  auto hsmall = user_->request_buffer(small);
+  auto hro = user_->request_buffer(gone, BufferAccess::kReadOnly);
+  auto hgone = user_->request_buffer(gone);
+  ASSERT_TRUE(hs && hsmall && hro && hgone);
+  ASSERT_TRUE(user_->release(hgone->id));
+  auto lane = client();
+  auto plain = client(false);
+  ASSERT_TRUE(lane->write(*hs, remote, 20000, 16).ok());  // opens the lane
+  uint64_t handshakes = user_->stats().handshakes;
+  BufferHandle forged = *hs;
+  forged.size += 4096;
+  BufferHandle unknown = *hs;
+  unknown.id = 999999;
+  struct Case {
+    const char* what;
+    TransferOp op;
+    ErrorCode code;
+  };
+  std::vector<Case> cases{
+      {"beyond the remote end", make_write(*hs, remote, 4096, 0, 8000), ErrorCode::kOutOfBounds},
+      {"beyond the local end", make_write(*hs, remote, 4096, 8000, 0), ErrorCode::kOutOfBounds},
+      {"remote offset past the end", make_read(*hs, remote, kWholeSpan, 0, 9000),
+       ErrorCode::kOutOfBounds},
+      {"read into a smaller buffer", make_read(*hsmall, remote), ErrorCode::kSizeMismatch},
+      {"write into read-only", make_write(*hs, read_only, 16), ErrorCode::kInvalidArgument},
+      {"read into read-only", make_read(*hro, remote, 16), ErrorCode::kInvalidArgument},
+      {"zero length", make_write(*hs, remote, 0), ErrorCode::kInvalidArgument},
+      {"released local buffer", make_write(*hgone, remote, 16), ErrorCode::kReleased},
+      {"unknown local buffer", make_write(unknown, remote, 16), ErrorCode::kUnknownBuffer},
+      {"forged local handle", make_write(forged, remote, 16), ErrorCode::kInvalidArgument},
+  };
+  for (auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    auto a = lane->transfer(c.op, 20000);
+    auto b = plain->transfer(c.op, 20000);
+    ASSERT_FALSE(a.ok());
+    ASSERT_FALSE(b.ok());
+    EXPECT_EQ(a.error().code(), c.code) << a.error().to_string();
+    EXPECT_EQ(a.error().code(), b.error().code());
+    EXPECT_EQ(a.error().message(), b.error().message());
+  }
+  // Nothing moved, and the lane is still the same one.
+  EXPECT_EQ(remote_mem.bytes[8000], 0);
+  auto ok = lane->write(*hs, remote, 20000);
+  ASSERT_TRUE(ok.ok()) << ok.error().to_string();
+  EXPECT_EQ(remote_mem.bytes, src.bytes);
+  EXPECT_EQ(user_->stats().handshakes, handshakes);
+  EXPECT_EQ(lane->lanes(), rdma_lane() ? 1u : 0u);
+}
+
+TEST_F(DirectLaneTest, LoopbackLaneWithinOneNode) {
+  Memory a(1 << 20, 9), b(1 << 20);
+  auto ha = user_->request_buffer(a);
+  auto hb = user_->request_buffer(b);
+  ASSERT_TRUE(ha && hb);
+  auto c = client();
+  auto w = c->write(*ha, *hb, 20000);
+  ASSERT_TRUE(w.ok()) << w.error().to_string();
+  EXPECT_EQ(b.bytes, a.bytes);
+  EXPECT_EQ(c->lanes(), rdma_lane() ? 1u : 0u);
+  EXPECT_EQ(user_->stats().direct_ops, rdma_lane() ? 1u : 0u);
+}
+
+TEST_F(DirectLaneTest, OwnerThatNeverAnswersTimesOutOnTime) {
+  Memory src(4096, 1), fake_mem(4096);
+  auto local = user_->request_buffer(src);
+  ASSERT_TRUE(local);
+  auto mute = user_->node().system().spawn(silent);
+  BufferHandle h = owned_by_mute(*local, mute, fake_mem);
+  auto c = client();
+  auto t0 = std::chrono::steady_clock::now();
+  auto w = c->write(*local, h, 400);
+  auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().code(), ErrorCode::kTimeout) << w.error().to_string();
+  EXPECT_NE(w.error().message().find("400 ms"), std::string::npos) << w.error().to_string();
+  EXPECT_NE(w.error().message().find("mute-owner"), std::string::npos) << w.error().to_string();
+  EXPECT_GE(took, 395ms);
+  EXPECT_LT(took, 4s);
+  EXPECT_EQ(c->lanes(), 0u);
+  caf::anon_send_exit(mute, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(DirectLaneTest, ReleaseWaitsForTheLanesTransfer) {
+  // Invariant 2 of actors/direct_lane.h: after the release reply the caller may free the
+  // memory, so it must come after the lane's op on that buffer ended.
+  constexpr uint64_t kSize = 32 << 20;
+  Memory remote_mem(kSize), src(kSize, 8);
+  BufferHandle remote = remote_view(*owner_, *user_, remote_mem, "rel");
+  auto hs = user_->request_buffer(src);
+  ASSERT_TRUE(hs);
+  auto c = client();
+  ASSERT_TRUE(c->write(*hs, remote, 20000, 8).ok());  // the lane is open
+  std::atomic<int64_t> transfer_done{0};
+  Result<TransferReply> big = Error(ErrorCode::kInternal, "not run");
+  std::thread t([&] {
+    big = c->write(*hs, remote, 60000);
+    transfer_done = std::chrono::steady_clock::now().time_since_epoch().count();
+  });
+  std::this_thread::sleep_for(rdma_lane() ? 300ms : 20ms);
+  auto released = user_->release(hs->id);
+  int64_t release_done = std::chrono::steady_clock::now().time_since_epoch().count();
+  t.join();
+  ASSERT_TRUE(released) << error_message(released.error());
+  ASSERT_TRUE(big.ok()) << "the transfer started before the release: " << big.error().to_string();
+  EXPECT_LE(transfer_done.load(), release_done) << "release replied while the lane still wrote";
+  EXPECT_EQ(remote_mem.bytes, src.bytes);
+  auto after = c->write(*hs, remote, 20000, 8);
+  ASSERT_FALSE(after.ok());
+  EXPECT_EQ(after.error().code(), ErrorCode::kReleased) << after.error().to_string();
+}
+
+TEST_F(DirectLaneTest, OwnerGoneFailsWithItsNameAndTheLaneIsDropped) {
+  Memory remote_mem(1 << 20), src(1 << 20, 4);
+  BufferHandle remote = remote_view(*owner_, *user_, remote_mem, "victim");
+  auto hs = user_->request_buffer(src);
+  ASSERT_TRUE(hs);
+  auto c = client();
+  ASSERT_TRUE(c->write(*hs, remote, 20000).ok());
+  owner_.reset();  // its node stops: manager, queue pairs, memory registrations
+  caf::scoped_actor self{user_->node().system()};
+  ASSERT_TRUE(eventually([&] {
+    std::string why;
+    self->request(user_->manager(), 5s, peer_state_atom::value, remote.owner)
+        .receive([&](std::string& s) { why = s; }, [](caf::error&) {});
+    return !why.empty();
+  })) << "the user's manager learns that the owner is down";
+  auto t0 = std::chrono::steady_clock::now();
+  auto w = c->write(*hs, remote, 20000);
+  ASSERT_FALSE(w.ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 21s) << "no hang";
+  EXPECT_EQ(w.error().code(), ErrorCode::kPeerUnavailable) << w.error().to_string();
+  EXPECT_NE(w.error().message().find(remote.owner_name), std::string::npos)
+      << w.error().to_string();
+  EXPECT_EQ(c->lanes(), 0u) << "a failed lane is dropped";
+}
+
+TEST_F(DirectLaneTest, EnvironmentTurnsLanesOff) {
+  auto& sys = user_->node().system();
+  ::setenv(kEnvDirect, "0", 1);
+  RdmaClient off(sys, user_->manager());
+  // The explicit constructor argument wins over the environment.
+  RdmaClient forced(sys, user_->manager(), true);
+  ::unsetenv(kEnvDirect);
+  RdmaClient on(sys, user_->manager());
+  EXPECT_FALSE(off.direct());
+  EXPECT_TRUE(forced.direct());
+  EXPECT_TRUE(on.direct());
+  // A client of another node's manager (a network proxy) never takes lanes.
+  auto proxy = user_->node().remote_manager("127.0.0.1", owner_->node().port());
+  ASSERT_TRUE(proxy.ok());
+  RdmaClient remote_client(user_->node().system(), *proxy, true);
+  EXPECT_FALSE(remote_client.direct());
+}
+
+}  // namespace
+}  // namespace caf_rdma::testing
