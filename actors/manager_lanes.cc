@@ -36,7 +36,7 @@ caf::result<LaneGrant> ManagerState::open_lane(BufferHandle remote, uint32_t tim
     Status st = qp->connect_loopback();
     if (!st.ok())
       return to_caf_error(st.error().with_context("connecting a loopback direct lane"));
-    lanes_.emplace(id, self_->address());
+    lanes_.emplace(id, LaneRecord{self_->address(), qp});
     return LaneGrant{std::make_shared<DirectLane>(id, std::move(qp), registry_, me, remote.owner,
                                                   options_.name)};
   }
@@ -63,7 +63,7 @@ caf::result<LaneGrant> ManagerState::open_lane(BufferHandle remote, uint32_t tim
                   "connecting a direct lane to peer " + name + " (" + info.device + ")")));
               return;
             }
-            lanes_.emplace(id, key);
+            lanes_.emplace(id, LaneRecord{key, qp});
             rp.deliver(LaneGrant{std::make_shared<DirectLane>(id, std::move(qp), registry_, me,
                                                               owner, name)});
           },
@@ -110,7 +110,7 @@ void ManagerState::close_lane(uint64_t lane) {
   auto it = lanes_.find(lane);
   if (it == lanes_.end())
     return;
-  auto key = it->second;
+  auto key = it->second.owner;
   lanes_.erase(it);
   if (key == self_->address())
     return;

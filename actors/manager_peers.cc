@@ -194,6 +194,11 @@ void ManagerState::on_down(const caf::down_msg& msg) {
   drop_qp(p, p.initiated);
   drop_qp(p, p.accepted);
   p.lanes.clear();  // its side of the lanes is gone with it
+  // Our lanes to it: flush them, so their clients fail now, not at their timeouts.
+  for (auto& [id, lane] : lanes_)
+    if (lane.owner == msg.source)
+      if (auto qp = lane.qp.lock())
+        (void) qp->abort("peer manager " + p.name + " is down (" + p.down_reason + ")");
   // Fallback ops to it will get no answer: fail them now.
   std::vector<std::pair<uint64_t, uint32_t>> victims;
   for (auto& [ticket, t] : transfers_)

@@ -95,6 +95,12 @@ struct Peer {
   std::map<uint64_t, std::shared_ptr<RdmaQueuePair>> lanes;  ///< accepted direct lanes, by id
 };
 
+/// A direct lane this manager opened (the lane itself belongs to its client).
+struct LaneRecord {
+  caf::actor_addr owner;             ///< peer key, or our own address for a loopback lane
+  std::weak_ptr<RdmaQueuePair> qp;   ///< aborted when the owner goes down
+};
+
 /// At most this many direct lanes from one peer manager are accepted at once.
 constexpr size_t kMaxLanesPerPeer = 256;
 
@@ -246,9 +252,8 @@ private:
   /// Local buffers direct lanes may use (shared with the lanes).
   std::shared_ptr<DirectRegistry> registry_ = std::make_shared<DirectRegistry>();
   uint64_t next_lane_ = 1;
-  /// Direct lanes this manager opened and that are still alive: lane id -> owner (peer key,
-  /// or our own address for loopback lanes).
-  std::map<uint64_t, caf::actor_addr> lanes_;
+  /// Direct lanes this manager opened and that are still alive, by lane id.
+  std::map<uint64_t, LaneRecord> lanes_;
   std::vector<StagingSlot> staging_;
   std::vector<std::pair<uint64_t, uint32_t>> staging_waiters_;  ///< (ticket, op)
 };
