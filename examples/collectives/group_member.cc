@@ -67,6 +67,9 @@ struct MemberState {
   Collective coll;
   std::map<uint64_t, std::set<uint32_t>> early_ready;
   std::map<uint64_t, std::string> early_abort;
+  /// Set once a member is gone, or a collective that completed here failed elsewhere: the
+  /// members no longer agree, so every later collective fails at once with this reason.
+  std::optional<std::string> broken;
   uint64_t next_id = 0;
 
   uint32_t size() const { return static_cast<uint32_t>(cfg.addresses.size()); }
@@ -230,6 +233,14 @@ caf::result<std::string> start_collective(Self* self, bool bcast, uint64_t epoch
       c.awaiting.insert(j);
   }
   c.writes_left = static_cast<uint32_t>(c.targets.size());
+  if (st.broken) {
+    fail_collective(self,
+                    make_rdma_error(ErrorCode::kPeerUnavailable,
+                                    "collective " + std::to_string(epoch) +
+                                        ": the group is broken: " + *st.broken),
+                    false);
+    return caf::delegated<std::string>();
+  }
   if (auto it = st.early_abort.find(epoch); it != st.early_abort.end()) {
     std::string why = it->second;
     st.early_abort.erase(st.early_abort.begin(), std::next(it));
@@ -287,9 +298,11 @@ caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg,
       for (auto& w : st.formed_waiters)
         w.second.deliver(p.gone);
       st.formed_waiters.clear();
-      auto& c = st.coll;
-      if (c.active && (c.awaiting.count(j) || (c.targets.count(j) && c.writes_left > 0)))
-        fail_collective(self, p.gone, true);
+      if (!st.broken)
+        st.broken = error_message(p.gone);
+      // Even a collective j has no part in fails: the members that do wait for j may have given
+      // up on it already, and a broadcast from a root that did would never arrive.
+      fail_collective(self, p.gone, true);
     }
   });
   return {
@@ -423,6 +436,8 @@ caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg,
         fail_collective(self, make_rdma_error(ErrorCode::kPeerUnavailable, msg), false);
       else if (epoch > st.coll.epoch)
         st.early_abort.emplace(epoch, msg);
+      else if (!st.broken)  // it completed here but failed there
+        st.broken = msg;
     },
     [=](deadline_atom, uint8_t kind, uint64_t key, uint64_t id) {
       auto& st = self->state;

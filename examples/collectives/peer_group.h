@@ -7,6 +7,9 @@
 // Every call blocks with a timeout and returns an error value instead of crashing: a member
 // that is gone (its process died) is named ("rank 2 (127.0.0.1:4711) is gone ..."), and a
 // collective fails on every member when it fails on one (the failing member tells the others).
+// Once a member is gone, the group is broken for collectives, as an NCCL communicator after an
+// error: the running one and every later one fail at once with that reason, even those the
+// departed member has no part in; send and recv between the live members keep working.
 // Collectives must be called in the same order, with the same sizes, by every member, one at a
 // time. Threads may call send and recv concurrently as long as each (peer, direction) has one
 // caller at a time (e.g. one thread sending to rank 1 while another receives from rank 2).

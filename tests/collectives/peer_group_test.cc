@@ -194,5 +194,45 @@ TEST_F(PeerGroupTest, AMemberGoneBeforeACollectiveFailsItOnEveryOtherMemberNamin
   EXPECT_EQ(s.error().code(), ErrorCode::kPeerUnavailable);
 }
 
+TEST_F(PeerGroupTest, AfterAMemberIsGoneEvenCollectivesWithoutItFailAtOnceNamingIt) {
+  // Rank 0 gave up earlier (here: it just never calls); rank 1 waits for a broadcast from it.
+  // Rank 2, which has no part in that broadcast, dies: rank 1 must fail naming rank 2, at once,
+  // not time out on rank 0 (or blame rank 0 when it exits in turn).
+  form(20000);
+  std::string gone_address = "rank 2 (127.0.0.1:";
+  std::vector<uint8_t> data(1000);
+  Status s;
+  std::thread waiter([&] { s = groups_[1]->broadcast(0, data.data(), data.size()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto t0 = std::chrono::steady_clock::now();
+  groups_[2].reset();
+  waiter.join();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code(), ErrorCode::kPeerUnavailable) << s.error().to_string();
+  EXPECT_NE(s.error().message().find(gone_address), std::string::npos) << s.error().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  // Every later collective fails at once with the same reason, on both live members.
+  t0 = std::chrono::steady_clock::now();
+  auto errors = on_all([&](uint32_t, PeerGroup& g) -> std::string {
+    Status b = g.barrier();
+    return b.ok() ? "" : b.error().to_string();
+  });
+  for (uint32_t r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[r].find("the group is broken"), std::string::npos) << "rank " << r << ": "
+                                                                       << errors[r];
+    EXPECT_NE(errors[r].find(gone_address), std::string::npos) << errors[r];
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  // Point to point between the live members still works.
+  auto msg = bytes_of(3000, 9);
+  Result<std::vector<uint8_t>> got = Error(ErrorCode::kInternal, "not received");
+  std::thread receiver([&] { got = groups_[1]->recv(0); });
+  Status sent = groups_[0]->send(1, msg.data(), msg.size());
+  receiver.join();
+  ASSERT_TRUE(sent.ok()) << sent.error().to_string();
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  EXPECT_EQ(*got, msg);
+}
+
 }  // namespace
 }  // namespace caf_rdma::group
