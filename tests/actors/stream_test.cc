@@ -21,7 +21,8 @@ std::unique_ptr<TestNode> fallback_node(uint64_t stream_min_bytes) {
 
 /// `owner`'s buffer as seen by `user` (through the owner's directory, over the network).
 BufferHandle handle_via_directory(TestNode& owner, TestNode& user, const BufferHandle& h) {
-  RdmaClient(owner.node().system(), owner.manager()).put("b", h);
+  Status put = RdmaClient(owner.node().system(), owner.manager()).put("b", h);
+  EXPECT_TRUE(put.ok()) << put.error().to_string();
   auto mgr = user.node().remote_manager("127.0.0.1", owner.node().port());
   EXPECT_TRUE(mgr.ok());
   auto got = RdmaClient(user.node().system(), *mgr).get("b", 5000);
