@@ -83,8 +83,8 @@ std::optional<Result<TransferReply>> DirectLane::transfer(const TransferOp& op,
   if (!prepared->ok())
     return Result<TransferReply>(prepared->error());
   Prepared& p = **prepared;
-  RdmaOp rop = p.op;  // p keeps its copy of the buffer until finish()
-  OpResult r = qp_->execute(std::move(rop), std::chrono::milliseconds(timeout_ms));
+  // The queue pair's copy of the op holds the local buffer until the op is over.
+  OpResult r = qp_->execute(std::move(p.op), std::chrono::milliseconds(timeout_ms));
   TransferOutcome out = finish(op, p, r, timeout_ms);
   if (!out.ok())
     return Result<TransferReply>(Error(static_cast<ErrorCode>(out.code), out.message));
@@ -117,7 +117,7 @@ std::optional<std::vector<TransferOutcome>> DirectLane::batch(const std::vector<
       outcomes[i].message = prepared[i]->error().message();
       continue;
     }
-    posted.push_back((*prepared[i])->op);
+    posted.push_back(std::move((*prepared[i])->op));
     index.push_back(i);
   }
   if (!posted.empty()) {

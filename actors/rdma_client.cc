@@ -136,13 +136,33 @@ Result<TransferReply> RdmaClient::transfer(const TransferOp& op, uint32_t timeou
 Result<TransferReply> RdmaClient::write(const BufferHandle& local, const BufferHandle& remote,
                                         uint32_t timeout_ms, uint64_t length,
                                         uint64_t local_offset, uint64_t remote_offset) {
-  return transfer(make_write(local, remote, length, local_offset, remote_offset), timeout_ms);
+  return transfer_scratch(TransferKind::kWrite, local, remote, timeout_ms, length, local_offset,
+                          remote_offset);
 }
 
 Result<TransferReply> RdmaClient::read(const BufferHandle& local, const BufferHandle& remote,
                                        uint32_t timeout_ms, uint64_t length,
                                        uint64_t local_offset, uint64_t remote_offset) {
-  return transfer(make_read(local, remote, length, local_offset, remote_offset), timeout_ms);
+  return transfer_scratch(TransferKind::kRead, local, remote, timeout_ms, length, local_offset,
+                          remote_offset);
+}
+
+Result<TransferReply> RdmaClient::transfer_scratch(TransferKind kind, const BufferHandle& local,
+                                                   const BufferHandle& remote, uint32_t timeout_ms,
+                                                   uint64_t length, uint64_t local_offset,
+                                                   uint64_t remote_offset) {
+  // Assigning into the reused op keeps the handles' strings and GID vectors allocated: the
+  // latency path makes no copies of its own.
+  scratch_.kind = static_cast<uint8_t>(kind);
+  scratch_.local = local;
+  scratch_.local_offset = local_offset;
+  scratch_.remote = remote;
+  scratch_.remote_offset = remote_offset;
+  scratch_.length = length;
+  auto result = transfer(scratch_, timeout_ms);
+  scratch_.local.owner = nullptr;  // hold no reference to either manager between calls
+  scratch_.remote.owner = nullptr;
+  return result;
 }
 
 Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<TransferOp>& ops,

@@ -74,6 +74,11 @@ private:
   DirectLane* lane_for(const TransferOp& op, uint32_t timeout_ms, std::optional<Error>* failed);
   /// After a lane op failed: drops a broken lane, names a peer that is down.
   Error lane_error(const TransferOp& op, Error error);
+  /// read() and write(): `transfer` of scratch_ filled in place.
+  Result<TransferReply> transfer_scratch(TransferKind kind, const BufferHandle& local,
+                                         const BufferHandle& remote, uint32_t timeout_ms,
+                                         uint64_t length, uint64_t local_offset,
+                                         uint64_t remote_offset);
 
   caf::actor_system& sys_;
   rdma_manager_actor manager_;
@@ -81,6 +86,7 @@ private:
   std::unique_ptr<caf::scoped_actor> self_;
   bool direct_ = false;
   std::map<caf::actor_addr, LaneSlot> lanes_;
+  TransferOp scratch_;
 };
 
 }  // namespace caf_rdma

@@ -225,6 +225,16 @@ Status RdmaQueuePair::submit_internal(RdmaOp op, OpCallback done, uint64_t* id_o
     wr.remote_addr = o.remote.addr + o.remote_offset;
     wr.length = 8;
     rec->wrs.push_back(wr);
+  } else if (o.local.size() == 1 && o.local[0].length > 0 && o.local[0].length <= max_message_ &&
+             o.local[0].length <= (uint64_t{1} << 31)) {
+    // One slice that fits one work request (the common case): no plan needed.
+    const LocalSlice& s = o.local[0];
+    PlannedWorkRequest wr;
+    wr.remote_addr = o.remote.addr + o.remote_offset;
+    wr.length = s.length;
+    wr.sges.push_back(
+        PlannedSge{s.buffer.addr() + s.offset, static_cast<uint32_t>(s.length), s.buffer.lkey()});
+    rec->wrs.push_back(std::move(wr));
   } else {
     std::vector<LocalSegment> segs;
     for (const auto& s : o.local)
@@ -730,6 +740,43 @@ Result<QpInfo> RdmaQueuePair::accept_reconnect(const QpInfo& remote) {
 
 // -- blocking interface -------------------------------------------------------------------------
 
+std::string RdmaQueuePair::timeout_message(OpKind kind, uint64_t bytes,
+                                           std::chrono::milliseconds timeout) const {
+  return std::string(to_string(kind)) + " of " + std::to_string(bytes) + " bytes on " +
+         describe() + " did not complete within " + std::to_string(timeout.count()) +
+         " ms; the queue pair was moved to ERR and drained, so the NIC no longer accesses the "
+         "buffers; it reconnects on next use";
+}
+
+bool RdmaQueuePair::wait_for(const std::function<bool()>& finished, Clock::time_point deadline,
+                             std::chrono::milliseconds timeout, const uint64_t* ids,
+                             size_t id_count, const std::function<void()>& at_deadline) {
+  bool timed_out = false;
+  uint32_t idle_polls = 0;
+  while (!finished()) {
+    if (progress() > 0) {
+      idle_polls = 0;
+    } else if (++idle_polls >= kSpinsBeforeYield) {
+      // Busy-poll first (a yield is a system call, slow to come back from); then be polite.
+      idle_polls = 0;
+      if (needs_recovery() && outstanding_work_requests() == 0) {
+        // Another op's failure put the QP in ERR while ours wait to be posted.
+        (void) recover();
+      }
+      std::this_thread::yield();
+    }
+    if (!timed_out && Clock::now() > deadline) {
+      timed_out = true;
+      at_deadline();
+      withdraw_after_timeout(timeout, std::vector<uint64_t>(ids, ids + id_count));
+      deadline = Clock::now() + options_.drain_timeout * 2;
+    } else if (timed_out && Clock::now() > deadline) {
+      break;  // defensive: never hang even if a completion were lost
+    }
+  }
+  return timed_out;
+}
+
 std::vector<OpResult> RdmaQueuePair::execute_batch(std::vector<RdmaOp> ops,
                                                    std::chrono::milliseconds timeout) {
   auto deadline = Clock::now() + timeout;
@@ -750,7 +797,7 @@ std::vector<OpResult> RdmaQueuePair::execute_batch(std::vector<RdmaOp> ops,
     if (!st.ok()) {
       for (auto& r : shared->results)
         r.status = st;
-      return shared->results;
+      return std::move(shared->results);
     }
   }
   // Kind and size of each op, for timeout messages (built only if one is needed).
@@ -780,50 +827,24 @@ std::vector<OpResult> RdmaQueuePair::execute_batch(std::vector<RdmaOp> ops,
       --shared->remaining;
     }
   }
-  auto remaining = [&] {
-    std::lock_guard<std::mutex> g(shared->mu);
-    return shared->remaining;
-  };
   std::vector<bool> finished_in_time;
-  uint32_t idle_polls = 0;
-  while (remaining() > 0) {
-    if (progress() > 0) {
-      idle_polls = 0;
-    } else if (++idle_polls >= kSpinsBeforeYield) {
-      // Busy-poll first (a yield is a system call, slow to come back from); then be polite.
-      idle_polls = 0;
-      if (needs_recovery() && outstanding_work_requests() == 0) {
-        // Another op's failure put the QP in ERR while ours wait to be posted.
-        (void) recover();
-      }
-      std::this_thread::yield();
-    }
-    if (finished_in_time.empty() && Clock::now() > deadline) {
-      {
+  bool timed_out = wait_for(
+      [&] {
+        std::lock_guard<std::mutex> g(shared->mu);
+        return shared->remaining == 0;
+      },
+      deadline, timeout, ids.data(), ids.size(),
+      [&] {
         std::lock_guard<std::mutex> g(shared->mu);
         finished_in_time = shared->finished;
-      }
-      withdraw_after_timeout(timeout, ids);
-      deadline = Clock::now() + options_.drain_timeout * 2;
-    } else if (!finished_in_time.empty() && Clock::now() > deadline) {
-      break;  // defensive: never hang even if a completion were lost
-    }
-  }
+      });
   std::lock_guard<std::mutex> g(shared->mu);
-  if (!finished_in_time.empty()) {
-    for (size_t i = 0; i < shared->results.size(); ++i) {
-      if (finished_in_time[i])
-        continue;
-      shared->results[i].status = Error(
-          ErrorCode::kTimeout,
-          std::string(to_string(shapes[i].first)) + " of " + std::to_string(shapes[i].second) +
-              " bytes on " + describe() + " did not complete within " +
-              std::to_string(timeout.count()) +
-              " ms; the queue pair was moved to ERR and drained, so the NIC no longer "
-              "accesses the buffers; it reconnects on next use");
-    }
-  }
-  return shared->results;
+  if (timed_out)
+    for (size_t i = 0; i < shared->results.size(); ++i)
+      if (!finished_in_time[i])
+        shared->results[i].status =
+            Error(ErrorCode::kTimeout, timeout_message(shapes[i].first, shapes[i].second, timeout));
+  return std::move(shared->results);
 }
 
 void RdmaQueuePair::withdraw_after_timeout(std::chrono::milliseconds timeout,
@@ -863,9 +884,38 @@ void RdmaQueuePair::withdraw_after_timeout(std::chrono::milliseconds timeout,
 }
 
 OpResult RdmaQueuePair::execute(RdmaOp op, std::chrono::milliseconds timeout) {
-  std::vector<RdmaOp> ops;
-  ops.push_back(std::move(op));
-  return std::move(execute_batch(std::move(ops), timeout).front());
+  // execute_batch for one op, without its per-op vectors and locks (the latency path).
+  auto deadline = Clock::now() + timeout;
+  if (needs_recovery()) {
+    Status st = recover();
+    if (!st.ok())
+      return OpResult{st};
+  }
+  // Shared with the callback, which may outlive this call only if a completion was lost.
+  struct Waiter {
+    std::atomic<bool> finished{false};
+    OpResult result;
+  };
+  auto waiter = std::make_shared<Waiter>();
+  OpKind kind = op.kind;
+  bool atomic = kind == OpKind::kFetchAdd || kind == OpKind::kCompareSwap;
+  uint64_t bytes = atomic ? 8 : op.local_length();
+  uint64_t id = 0;
+  Status st = submit_internal(std::move(op), [waiter](OpResult r) {
+    waiter->result = std::move(r);
+    waiter->finished.store(true, std::memory_order_release);
+  }, &id);
+  if (!st.ok())
+    return OpResult{st};
+  bool finished_in_time = true;
+  bool timed_out = wait_for(
+      [&] { return waiter->finished.load(std::memory_order_acquire); }, deadline, timeout, &id, 1,
+      [&] { finished_in_time = waiter->finished.load(std::memory_order_acquire); });
+  if (timed_out && !finished_in_time)
+    return OpResult{Error(ErrorCode::kTimeout, timeout_message(kind, bytes, timeout))};
+  if (!waiter->finished.load(std::memory_order_acquire))
+    return OpResult{Error(ErrorCode::kInternal, timeout_message(kind, bytes, timeout))};
+  return std::move(waiter->result);
 }
 
 RdmaQueuePair::Stats RdmaQueuePair::stats() const {

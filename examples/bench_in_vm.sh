@@ -4,8 +4,9 @@ set -uo pipefail
 mode=$1 out=$2 bin=$3
 if [ "$mode" = long ]; then
   sizes="4096 16384 65536 262144 1048576 4194304 16777216 67108864"; bw_bytes=$((64 << 20)); lat_iters=1000
+  lat_rounds=5
 else
-  sizes="65536 1048576"; bw_bytes=$((64 << 20)); lat_iters=300
+  sizes="65536 1048576"; bw_bytes=$((64 << 20)); lat_iters=300; lat_rounds=3
 fi
 server_ip=10.99.0.1
 perf_pair() {  # tool args... ; server on rxe0, client on rxe1
@@ -29,11 +30,23 @@ perf_pair ib_read_lat -s 8 -n "$lat_iters" >> "$out/perftest.txt" 2>&1
 echo "== ib_write_lat 8" >> "$out/perftest.txt"
 perf_pair ib_write_lat -s 8 -n "$lat_iters" >> "$out/perftest.txt" 2>&1
 csv_sizes=$(echo $sizes | tr ' ' ',')
-CAF_RDMA_DEVICE=rxe1 /usr/bin/time -v "$bin" --paths components,actor,fallback,tcp --sizes "$csv_sizes" \
+CAF_RDMA_DEVICE=rxe1 /usr/bin/time -v "$bin" --paths components,actor,direct,fallback,tcp --sizes "$csv_sizes" \
   --bytes-per-size "$bw_bytes" --lat-iters "$lat_iters" --peer-device rxe0 \
   > "$out/rdma_bench.txt" 2> "$out/rdma_bench.err"
 rc=$?
 cat "$out/rdma_bench.txt"
 grep -E "Maximum resident|Elapsed" "$out/rdma_bench.err" || true
 [ $rc -eq 0 ] || { echo "rdma_bench failed:"; tail -20 "$out/rdma_bench.err"; }
+# Latency in paired rounds: ib_read_lat/ib_write_lat, then caf-rdma's latency paths, right after
+# each other, several times. The emulated machine's speed drifts by 2x within minutes; a ratio
+# of two figures taken seconds apart drifts much less (bench_report.py takes the median).
+rm -f "$out"/lat_round_*
+for r in $(seq 1 "$lat_rounds"); do
+  { echo "== ib_read_lat 8"; perf_pair ib_read_lat -s 8 -n "$lat_iters"
+    echo "== ib_write_lat 8"; perf_pair ib_write_lat -s 8 -n "$lat_iters"; } > "$out/lat_round_$r.perftest" 2>&1
+  CAF_RDMA_DEVICE=rxe1 timeout 600 "$bin" --paths components,actor,direct --lat-only \
+    --lat-iters "$lat_iters" --peer-device rxe0 > "$out/lat_round_$r.bench" 2>> "$out/rdma_bench.err" ||
+    { echo "latency round $r failed"; rc=1; }
+  echo "latency round $r:"; cat "$out/lat_round_$r.bench"
+done
 exit $rc

@@ -62,37 +62,71 @@ def main():
     rows = []
     ratios = []
     sizes = sorted({s for (_, _, s) in bw})
-    print(f"{'op':6} {'size':>6} {'perftest':>10} {'components':>11} {'actor':>9} {'fallback':>9} "
-          f"{'tcp':>8}  {'comp/pt':>7} {'actor/pt':>8} {'fb/tcp':>7}   (MB/s)")
+    print(f"{'op':6} {'size':>6} {'perftest':>10} {'components':>11} {'actor':>9} {'direct':>9} "
+          f"{'fallback':>9} {'tcp':>8}  {'comp/pt':>7} {'actor/pt':>8} {'dir/pt':>7} "
+          f"{'fb/tcp':>7}   (MB/s)")
     for op in ("write", "read"):
         for s in sizes:
             ref = pbw.get((op, s))
             c = bw.get(("components", op, s))
             a = bw.get(("actor", op, s))
+            d = bw.get(("direct", op, s))
             f = bw.get(("fallback", op, s))
             t = bw.get(("tcp", "write", s))
             r = lambda x, y: (x / y) if (x and y) else None
             fmt = lambda v: f"{v:.1f}" if v is not None else "-"
             fr = lambda v: f"{v:.2f}" if v is not None else "-"
-            print(f"{op:6} {human(s):>6} {fmt(ref):>10} {fmt(c):>11} {fmt(a):>9} {fmt(f):>9} "
-                  f"{fmt(t):>8}  {fr(r(c, ref)):>7} {fr(r(a, ref)):>8} {fr(r(f, t)):>7}")
+            print(f"{op:6} {human(s):>6} {fmt(ref):>10} {fmt(c):>11} {fmt(a):>9} {fmt(d):>9} "
+                  f"{fmt(f):>9} {fmt(t):>8}  {fr(r(c, ref)):>7} {fr(r(a, ref)):>8} "
+                  f"{fr(r(d, ref)):>7} {fr(r(f, t)):>7}")
             rows.append({"op": op, "size": s, "perftest_MBps": ref, "components_MBps": c,
-                         "actor_MBps": a, "fallback_MBps": f, "tcp_MBps": t})
-            if a and ref and s >= 65536:
-                ratios.append((f"actor_{op}_bw_{human(s)}_vs_ib_{op}_bw", a / ref))
+                         "actor_MBps": a, "direct_MBps": d, "fallback_MBps": f, "tcp_MBps": t})
+            for name, v in (("actor", a), ("direct", d)):
+                if v and ref and s >= 65536:
+                    ratios.append((f"{name}_{op}_bw_{human(s)}_vs_ib_{op}_bw", v / ref))
             if f and t and s == max(sizes):
                 ratios.append((f"fallback_{op}_bw_{human(s)}_vs_tcp_loopback", f / t))
     print()
-    print(f"{'latency 8 B':28} {'median us':>10} {'p99 us':>8}")
+    # Paired rounds (bench_in_vm.sh): perftest and caf-rdma latency taken right after each other.
+    rounds = []
+    r = 1
+    while os.path.exists(os.path.join(out, f"lat_round_{r}.bench")):
+        _, rplat = parse_perftest(os.path.join(out, f"lat_round_{r}.perftest"))
+        _, rlat, _ = parse_bench(os.path.join(out, f"lat_round_{r}.bench"))
+        rounds.append((rplat, rlat))
+        r += 1
+    paired = {}  # (path, op) -> median over rounds of (path median / perftest typical)
+    main_suffix = "_main_run" if rounds else ""
+    print(f"{'latency 8 B (main run)':28} {'median us':>10} {'p99 us':>8}")
     for op in ("read", "write"):
         if op in plat:
             print(f"{'ib_' + op + '_lat (typical)':28} {plat[op][0]:>10.2f} {plat[op][1]:>8.2f}")
-        for path in ("components", "actor", "actor-async", "fallback", "fallback-async"):
+        for path in ("components", "actor", "actor-async", "direct", "fallback",
+                     "fallback-async"):
             if (path, op) in lat:
                 m, p = lat[(path, op)]
                 print(f"{path + ' ' + op:28} {m:>10.2f} {p:>8.2f}")
                 if op in plat:
-                    ratios.append((f"{path}_{op}_lat_median_vs_ib_{op}_lat", m / plat[op][0]))
+                    ratios.append((f"{path}_{op}_lat_median_vs_ib_{op}_lat{main_suffix}",
+                                   m / plat[op][0]))
+    if rounds:
+        print(f"\nlatency 8 B in {len(rounds)} paired rounds (median us; ratio to perftest "
+              f"of the same round)")
+        for op in ("read", "write"):
+            for path in ("components", "actor", "actor-async", "direct"):
+                cells, rs = [], []
+                for rplat, rlat in rounds:
+                    if op in rplat and (path, op) in rlat:
+                        v, ref = rlat[(path, op)][0], rplat[op][0]
+                        cells.append(f"{v:8.1f}/{ref:6.1f}={v / ref:5.2f}")
+                        rs.append(v / ref)
+                if rs:
+                    rs.sort()
+                    med = rs[len(rs) // 2] if len(rs) % 2 else (rs[len(rs) // 2 - 1] + rs[len(rs) // 2]) / 2
+                    paired[(path, op)] = med
+                    print(f"  {path + ' ' + op:20} " + "  ".join(cells) + f"   median {med:.2f}")
+        for (path, op), v in paired.items():
+            ratios.append((f"{path}_{op}_lat_median_vs_ib_{op}_lat", v))
     if "reg_first_us" in extra:
         print(f"\nregistration of 64 MiB: first {extra['reg_first_us']:.1f} us, "
               f"cached {extra['reg_cached_us']:.3f} us")
@@ -112,7 +146,8 @@ def main():
         fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
         for ax, op in zip(axes, ("write", "read")):
             for key, label in (("perftest_MBps", f"ib_{op}_bw"), ("components_MBps", "components"),
-                               ("actor_MBps", "actor"), ("fallback_MBps", "fallback"),
+                               ("actor_MBps", "actor"), ("direct_MBps", "direct lanes"),
+                               ("fallback_MBps", "fallback"),
                                ("tcp_MBps", "raw TCP loopback")):
                 pts = [(r["size"], r[key]) for r in rows if r["op"] == op and r[key]]
                 if pts:

@@ -3,8 +3,12 @@
 //
 // Paths:
 //   components  RdmaQueuePair directly: ops submitted asynchronously, completions polled here
-//   actor       requests through RdmaManagerActor (two nodes, handles over TCP loopback)
-//   fallback    the same requests with CAF_RDMA_TRANSPORT=fallback (bytes in CAF messages)
+//   actor       every op a request to RdmaManagerActor (two nodes, handles over TCP loopback);
+//               RdmaClient with direct lanes off, as an actor sees the manager
+//   direct      RdmaClient's default: one request opens a direct lane (a queue pair of the
+//               client's own to the owner, connected by the managers), then the calling thread
+//               posts and polls with no message per op
+//   fallback    the manager's requests with CAF_RDMA_TRANSPORT=fallback (bytes in CAF messages)
 //   tcp         a raw TCP stream over loopback (the fallback's reference)
 // Output: one line per figure, machine-readable:
 //   bw <path> <write|read> <bytes> <MB/s>
@@ -45,23 +49,25 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr const char* kUsage =
-    "usage: rdma_bench [--paths components,actor,fallback,tcp] [--sizes 4K,64K,1M,64M]\n"
+    "usage: rdma_bench [--paths components,actor,direct,fallback,tcp] [--sizes 4K,64K,1M]\n"
     "                  [--bytes-per-size BYTES] [--lat-iters N] [--peer-device NAME]\n"
-    "                  [--scheduler-threads N]\n"
+    "                  [--scheduler-threads N] [--lat-only]\n"
     "  Bandwidth (RDMA WRITE and READ) per message size and 8-byte latency (median, p99) for\n"
     "  each path; registration cache timing; peak RSS. The local side uses CAF_RDMA_DEVICE\n"
     "  (default: first active device), the remote side --peer-device (default: the same).\n"
     "  Defaults: all paths, sizes 4K..64M by powers of 4, 256 MiB per size, 1000 latency iters,\n"
-    "  CAF's default number of scheduler threads per node.\n";
+    "  CAF's default number of scheduler threads per node. --lat-only: only the latency figures\n"
+    "  (run_bench.sh alternates such rounds with ib_read_lat to pair the ratios in time).\n";
 
 struct Options {
-  std::vector<std::string> paths{"components", "actor", "fallback", "tcp"};
+  std::vector<std::string> paths{"components", "actor", "direct", "fallback", "tcp"};
   std::vector<uint64_t> sizes{4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20,
                               16 << 20, 64 << 20};
   uint64_t bytes_per_size = 256ull << 20;
   uint32_t lat_iters = 1000;
   std::string peer_device;
   size_t scheduler_threads = 0;
+  bool lat_only = false;
 };
 
 double mbps(uint64_t bytes, Clock::duration d) {
@@ -105,7 +111,7 @@ int bench_components(const Options& o) {
   if (!hs.ok() || !hd.ok())
     return std::fprintf(stderr, "components: registration failed\n"), 1;
   for (const char* op : {"write", "read"}) {
-    for (uint64_t size : o.sizes) {
+    for (uint64_t size : o.lat_only ? std::vector<uint64_t>{} : o.sizes) {
       uint64_t n = iterations(o, size);
       std::atomic<uint64_t> done{0}, failed{0};
       auto t0 = Clock::now();
@@ -160,6 +166,8 @@ int bench_components(const Options& o) {
     }
     print_lat("components", op, us);
   }
+  if (o.lat_only)
+    return 0;
   // Registration cache: a first registration of fresh memory vs. one inside a live region.
   std::vector<uint8_t> fresh(64 << 20, 3);
   auto t0 = Clock::now();
@@ -231,8 +239,12 @@ std::vector<double> latency_from_actor(caf::actor_system& sys, const rdma_manage
   return finished.get() ? run->us : std::vector<double>{};
 }
 
-int bench_manager(const Options& o, bool fallback) {
-  const char* path = fallback ? "fallback" : "actor";
+// `path`: "actor" (every op a request to the manager), "direct" (RdmaClient's direct lanes) or
+// "fallback" (requests to managers in fallback mode).
+int bench_manager(const Options& o, const std::string& path_name) {
+  const char* path = path_name.c_str();
+  bool fallback = path_name == "fallback";
+  bool direct = path_name == "direct";
   auto base = ManagerOptions::from_env();
   if (!base.ok())
     return std::fprintf(stderr, "%s\n", base.error().to_string().c_str()), 1;
@@ -256,7 +268,7 @@ int bench_manager(const Options& o, bool fallback) {
     return std::fprintf(stderr, "%s: %s\n", path, owner_proxy.error().to_string().c_str()), 1;
   RdmaClient owner_client((*owner)->system(), (*owner)->manager());
   RdmaClient remote((*user)->system(), *owner_proxy);
-  RdmaClient me((*user)->system(), (*user)->manager());
+  RdmaClient me((*user)->system(), (*user)->manager(), direct);
   auto hd = owner_client.request_buffer(dst.data(), max_size);
   if (!hd.ok() || !owner_client.put("dst", *hd).ok())
     return std::fprintf(stderr, "%s: owner registration failed\n", path), 1;
@@ -268,8 +280,10 @@ int bench_manager(const Options& o, bool fallback) {
   if (auto w = me.write(*hs, *target, 30000, 8); !w.ok() || w->path != (fallback ? kPathFallback : kPathRdma))
     return std::fprintf(stderr, "%s: warm-up failed: %s\n", path,
                         w.ok() ? ("path " + w->path).c_str() : w.error().to_string().c_str()), 1;
+  if (me.lanes() != (direct ? 1u : 0u))
+    return std::fprintf(stderr, "%s: %zu direct lanes after the warm-up\n", path, me.lanes()), 1;
   for (const char* op : {"write", "read"}) {
-    for (uint64_t size : o.sizes) {
+    for (uint64_t size : o.lat_only ? std::vector<uint64_t>{} : o.sizes) {
       uint64_t n = iterations(o, size);
       if (fallback)
         n = std::max<uint64_t>(2, std::min<uint64_t>(n, (512ull << 20) / size));
@@ -311,6 +325,8 @@ int bench_manager(const Options& o, bool fallback) {
         us.push_back(std::chrono::duration<double, std::micro>(dt).count());
     }
     print_lat(path, op, us);
+    if (direct)
+      continue;  // an actor asks the manager: that is actor-async
     // The same from an actor (no blocking client thread in the loop).
     auto op_msg = std::strcmp(op, "read") == 0 ? make_read(*hs, *target, 8)
                                                : make_write(*hs, *target, 8);
@@ -320,9 +336,15 @@ int bench_manager(const Options& o, bool fallback) {
     print_lat(fallback ? "fallback-async" : "actor-async", op, from_actor);
   }
   auto stats = me.stats();
-  if (stats.ok())
-    std::printf("registered_bytes %s %llu\n", path,
-                static_cast<unsigned long long>(stats->registered_bytes));
+  if (!stats.ok())
+    return std::fprintf(stderr, "%s: %s\n", path, stats.error().to_string().c_str()), 1;
+  // The figures are only this path's if its ops went where they should.
+  if (direct ? stats->direct_ops < stats->rdma_ops : stats->direct_ops != 0)
+    return std::fprintf(stderr, "%s: %llu of %llu rdma ops went over direct lanes\n", path,
+                        static_cast<unsigned long long>(stats->direct_ops),
+                        static_cast<unsigned long long>(stats->rdma_ops)), 1;
+  std::printf("registered_bytes %s %llu\n", path,
+              static_cast<unsigned long long>(stats->registered_bytes));
   std::fflush(stdout);
   return 0;
 }
@@ -330,6 +352,8 @@ int bench_manager(const Options& o, bool fallback) {
 // -- raw TCP -----------------------------------------------------------------------------------
 
 int bench_tcp(const Options& o) {
+  if (o.lat_only)
+    return 0;
   int listener = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -401,7 +425,7 @@ int main(int argc, char** argv) {
   auto flags = Flags::parse(argc, argv,
                             {"--paths", "--sizes", "--bytes-per-size", "--lat-iters",
                              "--peer-device", "--scheduler-threads"},
-                            {"--help", "-h"});
+                            {"--help", "-h", "--lat-only"});
   if (!flags.ok()) {
     std::fprintf(stderr, "rdma_bench: %s\n%s", flags.error().message().c_str(), kUsage);
     return 2;
@@ -450,14 +474,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.scheduler_threads = *threads;
+  o.lat_only = flags->has("--lat-only");
   int rc = 0;
   for (const auto& p : o.paths) {
     if (p == "components")
       rc |= bench_components(o);
-    else if (p == "actor")
-      rc |= bench_manager(o, false);
-    else if (p == "fallback")
-      rc |= bench_manager(o, true);
+    else if (p == "actor" || p == "direct" || p == "fallback")
+      rc |= bench_manager(o, p);
     else if (p == "tcp")
       rc |= bench_tcp(o);
     else {

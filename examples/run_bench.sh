@@ -5,7 +5,7 @@
 #   bash examples/run_bench.sh [--short|--long] [OUTDIR]
 #
 # In the VM: ib_write_bw / ib_read_bw / ib_read_lat between rxe1 (client) and rxe0 (server) over
-# the veth wire, then examples/rdma_bench with the same devices (components, actor, fallback
+# the veth wire, then examples/rdma_bench with the same devices (components, actor, direct, fallback
 # paths) and a raw TCP loopback stream (the fallback's reference). Absolute numbers inside the
 # TCG-emulated VM are meaningless; the ratios, measured in the same run, are the point.
 set -euo pipefail
