@@ -11,6 +11,8 @@ constexpr uint32_t kSpinsBeforeYield = 256;
 // Outstanding work but no completion for this long: nap between polls instead of spinning.
 constexpr auto kSpinBudget = std::chrono::microseconds(200);
 constexpr auto kBusyNap = std::chrono::microseconds(20);
+constexpr auto kIdleWait = std::chrono::milliseconds(10);      // idle QPs: safety net
+constexpr auto kIdleWaitEmpty = std::chrono::seconds(1);     // no QPs: add() wakes us
 
 }  // namespace
 
@@ -95,11 +97,15 @@ void CompletionPoller::run() {
       continue;
     }
     spin_start = std::chrono::steady_clock::time_point{};
-    // Idle: drop our references (removed QPs may be destroyed), then sleep until woken.
+    // Idle: drop our references (removed QPs may be destroyed), then sleep until woken. Work
+    // is submitted with a wake(); the timed wake-up is only a safety net, and rare, because each
+    // wake-up of an idle thread takes CPU from the threads that do work (direct lanes poll in
+    // their caller's thread; rxe runs in the kernel on the same few CPUs).
+    bool none = local.empty();
     local.clear();
     seen = ~uint64_t{0};
     std::unique_lock<std::mutex> guard(mu_);
-    cv_.wait_for(guard, std::chrono::milliseconds(1), [this] { return woken_ || stop_; });
+    cv_.wait_for(guard, none ? kIdleWaitEmpty : kIdleWait, [this] { return woken_ || stop_; });
   }
 }
 

@@ -5,7 +5,8 @@
 //  1. While any registered queue pair has an op outstanding, the thread polls (yielding now and
 //     then); after 200 us without a completion it naps 20 us between polls, so a long wait does
 //     not take a CPU from the rest of the process (or from a software device such as rxe, which
-//     needs it to make progress). When all are idle it sleeps until `wake()` or 1 ms.
+//     needs it to make progress). When all are idle it sleeps until `wake()` (or 10 ms; 1 s
+//     without queue pairs): submitters wake it, the timed wake-up is a safety net.
 //  2. A queue pair removed with `remove` is no longer polled after `remove` returns, and stays
 //     alive while a poll on it is running (shared ownership).
 //  3. The destructor stops and joins the thread.

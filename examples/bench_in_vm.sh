@@ -49,4 +49,8 @@ for r in $(seq 1 "$lat_rounds"); do
     { echo "latency round $r failed"; rc=1; }
   echo "latency round $r:"; cat "$out/lat_round_$r.bench"
 done
+if [ "$mode" = long ]; then
+  echo "instructions per op (callgrind):"
+  bash "$(dirname "$0")/count_instructions.sh" "$out" "$bin" || echo "instruction count failed"
+fi
 exit $rc

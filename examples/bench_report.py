@@ -127,6 +127,13 @@ def main():
                     print(f"  {path + ' ' + op:20} " + "  ".join(cells) + f"   median {med:.2f}")
         for (path, op), v in paired.items():
             ratios.append((f"{path}_{op}_lat_median_vs_ib_{op}_lat", v))
+    ins = os.path.join(out, "instructions.txt")
+    if os.path.exists(ins):
+        print("\nuser-space instructions per 8-byte op (callgrind, read and write averaged):")
+        for line in open(ins):
+            p = line.split()
+            if len(p) == 3 and p[0] == "instructions":
+                print(f"  {p[1]:12} {int(p[2]):>8}")
     if "reg_first_us" in extra:
         print(f"\nregistration of 64 MiB: first {extra['reg_first_us']:.1f} us, "
               f"cached {extra['reg_cached_us']:.3f} us")
