@@ -10,6 +10,7 @@
 
 #include "actors/rdma_client.h"
 #include "tests/actors/manager_fixture.h"
+#include "tests/actors/two_node_test.h"
 #include "tests/rdma_test.h"
 
 namespace caf_rdma::testing {
@@ -17,19 +18,8 @@ namespace {
 
 bool rdma_lane() { return expected_path() == kPathRdma; }
 
-class DirectLaneTest : public ::testing::Test {
+class DirectLaneTest : public TwoNodeTest {
 protected:
-  void SetUp() override {
-    if (rdma_lane() && !rdma_skip_reason().empty())
-      GTEST_SKIP() << rdma_skip_reason();
-    owner_ = start_node();
-    user_ = start_node();
-    ASSERT_TRUE(owner_ && user_);
-  }
-  void TearDown() override {
-    user_.reset();
-    owner_.reset();
-  }
 
   std::unique_ptr<RdmaClient> client(bool direct = true) {
     return std::make_unique<RdmaClient>(user_->node().system(), user_->manager(), direct);
@@ -46,8 +36,6 @@ protected:
     }
     return pred();
   }
-
-  std::unique_ptr<TestNode> owner_, user_;
 };
 
 TEST_F(DirectLaneTest, ReadsAndWritesGoOverOneLaneOfTheClient) {

@@ -9,33 +9,20 @@
 #include <thread>
 
 #include "tests/actors/manager_fixture.h"
+#include "tests/actors/two_node_test.h"
 #include "tests/rdma_test.h"
 
 namespace caf_rdma::testing {
 namespace {
 
-class ManagerTest : public ::testing::Test {
+class ManagerTest : public TwoNodeTest {
 protected:
-  void SetUp() override {
-    if (expected_path() == kPathRdma && !rdma_skip_reason().empty())
-      GTEST_SKIP() << rdma_skip_reason();
-    owner_ = start_node();
-    user_ = start_node();
-    ASSERT_TRUE(owner_ && user_);
-  }
-  void TearDown() override {
-    user_.reset();
-    owner_.reset();
-  }
-
   /// Registers `m` at the owner and returns its handle as the user node sees it: fetched from
   /// the owner's directory through a network proxy.
   BufferHandle owner_buffer(const Memory& m, const std::string& name,
                             BufferAccess a = BufferAccess::kReadWrite) {
     return remote_view(*owner_, *user_, m, name, a);
   }
-
-  std::unique_ptr<TestNode> owner_, user_;
 };
 
 TEST_F(ManagerTest, WriteThenReadBackThroughHandles) {
