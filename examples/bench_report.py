@@ -28,6 +28,18 @@ def parse_perftest(path):
     return bw, lat
 
 
+# What each path's 8-byte latency is compared with. An RDMA READ is a round trip, and so is a
+# WRITE that waits for its completion (the responder's ACK): that is what the bench times. Yet
+# ib_read_lat reports the read's round trip while ib_write_lat reports HALF of its ping-pong
+# round trip (one-way latency), so writes are compared with twice its figure.
+REF_FACTOR = {"read": 1.0, "write": 2.0}
+REF_SUFFIX = {"read": "", "write": "_round_trip"}
+
+
+def ref_lat(plat, op):
+    return plat[op][0] * REF_FACTOR[op]
+
+
 def parse_bench(path):
     bw, lat, extra = {}, {}, {}
     for line in open(path):
@@ -101,23 +113,26 @@ def main():
     for op in ("read", "write"):
         if op in plat:
             print(f"{'ib_' + op + '_lat (typical)':28} {plat[op][0]:>10.2f} {plat[op][1]:>8.2f}")
+            if REF_FACTOR[op] != 1.0:
+                print(f"{'  x2: round trip':28} {ref_lat(plat, op):>10.2f} "
+                      f"{plat[op][1] * REF_FACTOR[op]:>8.2f}   (what write ratios use)")
         for path in ("components", "actor", "actor-async", "direct", "fallback",
                      "fallback-async"):
             if (path, op) in lat:
                 m, p = lat[(path, op)]
                 print(f"{path + ' ' + op:28} {m:>10.2f} {p:>8.2f}")
                 if op in plat:
-                    ratios.append((f"{path}_{op}_lat_median_vs_ib_{op}_lat{main_suffix}",
-                                   m / plat[op][0]))
+                    ratios.append((f"{path}_{op}_lat_median_vs_ib_{op}_lat{REF_SUFFIX[op]}"
+                                   f"{main_suffix}", m / ref_lat(plat, op)))
     if rounds:
         print(f"\nlatency 8 B in {len(rounds)} paired rounds (median us; ratio to perftest "
-              f"of the same round)")
+              f"of the same round: ib_read_lat, and 2 x ib_write_lat for writes)")
         for op in ("read", "write"):
             for path in ("components", "actor", "actor-async", "direct"):
                 cells, rs = [], []
                 for rplat, rlat in rounds:
                     if op in rplat and (path, op) in rlat:
-                        v, ref = rlat[(path, op)][0], rplat[op][0]
+                        v, ref = rlat[(path, op)][0], ref_lat(rplat, op)
                         cells.append(f"{v:8.1f}/{ref:6.1f}={v / ref:5.2f}")
                         rs.append(v / ref)
                 if rs:
@@ -126,7 +141,7 @@ def main():
                     paired[(path, op)] = med
                     print(f"  {path + ' ' + op:20} " + "  ".join(cells) + f"   median {med:.2f}")
         for (path, op), v in paired.items():
-            ratios.append((f"{path}_{op}_lat_median_vs_ib_{op}_lat", v))
+            ratios.append((f"{path}_{op}_lat_median_vs_ib_{op}_lat{REF_SUFFIX[op]}", v))
     ins = os.path.join(out, "instructions.txt")
     if os.path.exists(ins):
         print("\nuser-space instructions per 8-byte op (callgrind, read and write averaged):")

@@ -20,7 +20,6 @@ bool rdma_lane() { return expected_path() == kPathRdma; }
 
 class DirectLaneTest : public TwoNodeTest {
 protected:
-
   std::unique_ptr<RdmaClient> client(bool direct = true) {
     return std::make_unique<RdmaClient>(user_->node().system(), user_->manager(), direct);
   }
