@@ -5,6 +5,7 @@ usage: bench_report.py OUTDIR   (reads perftest.txt and rdma_bench.txt there)
 """
 import csv
 import os
+import statistics
 import sys
 
 
@@ -136,8 +137,7 @@ def main():
                         cells.append(f"{v:8.1f}/{ref:6.1f}={v / ref:5.2f}")
                         rs.append(v / ref)
                 if rs:
-                    rs.sort()
-                    med = rs[len(rs) // 2] if len(rs) % 2 else (rs[len(rs) // 2 - 1] + rs[len(rs) // 2]) / 2
+                    med = statistics.median(rs)
                     paired[(path, op)] = med
                     print(f"  {path + ' ' + op:20} " + "  ".join(cells) + f"   median {med:.2f}")
         for (path, op), v in paired.items():

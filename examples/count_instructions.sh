@@ -2,8 +2,9 @@
 # Runs inside the Soft-RoCE VM (bench_in_vm.sh, long mode): user-space instructions per 8-byte
 # RDMA READ/WRITE, counted by callgrind, for caf-rdma's components and direct paths (perftest's
 # own count is not measurable this way: its start-up varies more than its loop costs). Timings
-# in the emulated VM drift by 2x within minutes; instruction counts do not. Each program runs twice with a different number of iterations; the difference divided
-# by the difference in ops is the cost of one op (start-up and set-up cancel out).
+# in the emulated VM drift by 2x within minutes; instruction counts do not. Each program runs
+# twice with a different number of iterations; the difference divided by the difference in ops
+# is the cost of one op (start-up and set-up cancel out).
 #   count_instructions.sh OUT BIN     -> OUT/instructions.txt: "instructions <path> <per_op>"
 set -uo pipefail
 out=$1 bin=$2
