@@ -452,7 +452,7 @@ void ManagerState::start_staged(uint64_t ticket, uint32_t index) {
                                                     "cannot allocate a staging buffer of " +
                                                         std::to_string(options_.staging_bytes) +
                                                         " bytes"));
-    auto b = domain_->register_buffer(slot.memory.get(), options_.staging_bytes);
+    auto b = domain_->register_local(slot.memory.get(), options_.staging_bytes);
     if (!b.ok())
       return fail_op(ticket, index,
                      to_caf_error(b.error().with_context("registering a staging buffer")));

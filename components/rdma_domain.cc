@@ -1,5 +1,8 @@
 #include "components/rdma_domain.h"
 
+#include <algorithm>
+#include <iterator>
+
 namespace caf_rdma {
 
 Result<std::shared_ptr<RdmaDomain>> RdmaDomain::open(const IbverbsConfig& config) {
@@ -24,26 +27,48 @@ Result<std::shared_ptr<RdmaDomain>> RdmaDomain::open(const IbverbsConfig& config
 
 Result<RdmaBuffer> RdmaDomain::register_buffer(void* addr, uint64_t size, Access access) {
   uint64_t a = reinterpret_cast<uint64_t>(addr);
+  // Outside the lock: ibv_reg_mr pins pages and may take milliseconds.
+  CAF_RDMA_ASSIGN_OR_RETURN(auto region, MemoryRegion::register_memory(pd_, addr, size, access));
   std::lock_guard<std::mutex> guard(mu_);
-  // Look for a live region that covers the range with enough access. Regions are keyed by
-  // base address, so only those starting at or below `a` can cover it.
-  for (auto it = regions_.upper_bound(a); it != regions_.begin();) {
+  ++registrations_;
+  regions_.emplace(a, region);
+  sweep_expired();
+  return RdmaBuffer(std::move(region), a, size, access, device_name());
+}
+
+Result<RdmaBuffer> RdmaDomain::register_local(void* addr, uint64_t size) {
+  uint64_t a = reinterpret_cast<uint64_t>(addr);
+  std::lock_guard<std::mutex> guard(mu_);
+  // Look for a live local region that covers the range. Regions are keyed by base address,
+  // so only those starting at or below `a` can cover it.
+  for (auto it = local_.upper_bound(a); it != local_.begin();) {
     --it;
     auto region = it->second.lock();
     if (!region) {
-      it = regions_.erase(it);
+      it = local_.erase(it);
       continue;
     }
-    bool access_ok = region->access() == Access::kReadWrite || access == Access::kReadOnly;
-    if (access_ok && region->covers(a, size)) {
+    if (region->covers(a, size)) {
       ++cache_hits_;
-      return RdmaBuffer(std::move(region), a, size, access, device_name());
+      return RdmaBuffer(std::move(region), a, size, Access::kLocalWrite, device_name());
     }
   }
-  CAF_RDMA_ASSIGN_OR_RETURN(auto region, MemoryRegion::register_memory(pd_, addr, size, access));
+  CAF_RDMA_ASSIGN_OR_RETURN(auto region,
+                            MemoryRegion::register_memory(pd_, addr, size, Access::kLocalWrite));
   ++registrations_;
   regions_.emplace(a, region);
-  return RdmaBuffer(std::move(region), a, size, access, device_name());
+  local_.emplace(a, region);
+  sweep_expired();
+  return RdmaBuffer(std::move(region), a, size, Access::kLocalWrite, device_name());
+}
+
+void RdmaDomain::sweep_expired() {
+  if (++inserted_ < std::max<uint64_t>(64, regions_.size() / 2))
+    return;
+  inserted_ = 0;
+  for (auto* m : {&regions_, &local_})
+    for (auto it = m->begin(); it != m->end();)
+      it = it->second.expired() ? m->erase(it) : std::next(it);
 }
 
 RdmaBuffer RdmaDomain::adopt_region(std::shared_ptr<MemoryRegion> region, uint64_t addr,

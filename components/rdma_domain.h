@@ -1,12 +1,15 @@
-// RdmaDomain: one opened device port (context + protection domain) and memory registration
-// with a range cache.
+// RdmaDomain: one opened device port (context + protection domain) and memory registration.
 //
 // Invariants:
 //  1. The config is validated, then clamped to the device's limits, once, at `open`.
-//  2. Registering a range that an existing live region (with enough access) covers reuses that
-//     region; the region stays registered while any RdmaBuffer uses it and is deregistered when
-//     the last one is released or destroyed (reference counted by shared_ptr).
-//  3. Thread-safe.
+//  2. Revocation: `register_buffer` makes a memory region of its own for every call, so every
+//     buffer a peer may address has a remote key no other buffer shares; releasing the buffer
+//     (and its copies) deregisters that region, which kills the key. Never one rkey for two
+//     handles: a released handle grants nothing, whatever else is registered over its memory.
+//  3. Only local-only memory (`register_local`: no remote access, its rkey grants nothing) is
+//     served from a cache of live regions covering the range; such a region stays registered
+//     while any buffer uses it (reference counted by shared_ptr).
+//  4. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +30,7 @@ namespace caf_rdma {
 struct RegistrationStats {
   uint64_t live_regions = 0;      ///< memory regions currently registered
   uint64_t registered_bytes = 0;  ///< their total length
-  uint64_t cache_hits = 0;        ///< registrations served by an existing region
+  uint64_t cache_hits = 0;        ///< local registrations served by an existing region
   uint64_t registrations = 0;     ///< ibv_reg_mr calls that succeeded
 };
 
@@ -48,9 +51,14 @@ public:
   /// Largest message one work request may carry on this port.
   uint64_t max_message_size() const { return port_.max_msg_sz; }
 
-  /// Registers [addr, addr + size) (or reuses a live region covering it) and returns a buffer.
-  /// Errors: kInvalidArgument for null/zero, kIbverbsCall from ibv_reg_mr with errno.
+  /// Registers [addr, addr + size) as a region of its own (own rkey, see invariant 2) and
+  /// returns a buffer over it. Errors: kInvalidArgument for null/zero, kIbverbsCall from
+  /// ibv_reg_mr with errno (ENOMEM: see `ulimit -l`).
   Result<RdmaBuffer> register_buffer(void* addr, uint64_t size, Access access = Access::kReadWrite);
+
+  /// Registers [addr, addr + size) for local use only (Access::kLocalWrite: the local side of
+  /// work requests, never addressed by a peer), reusing a live local region that covers it.
+  Result<RdmaBuffer> register_local(void* addr, uint64_t size);
 
   /// A buffer over a region registered elsewhere (GPU memory, see gpu_registration.h); not
   /// cached, deregistered when the last buffer using it goes.
@@ -76,8 +84,13 @@ private:
   Gid gid_{};
 
   mutable std::mutex mu_;
-  /// Live regions by base address (weak: buffers own them).
+  /// Live regions by base address (weak: buffers own them); `local_` of them may be shared.
   std::multimap<uint64_t, std::weak_ptr<MemoryRegion>> regions_;
+  std::multimap<uint64_t, std::weak_ptr<MemoryRegion>> local_;
+  uint64_t inserted_ = 0;  ///< regions added since the last sweep of expired entries
+
+  /// Drops expired entries now and then, so the maps stay as large as the live regions.
+  void sweep_expired();
   uint64_t cache_hits_ = 0;
   uint64_t registrations_ = 0;
 };

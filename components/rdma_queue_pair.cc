@@ -56,9 +56,8 @@ Result<std::unique_ptr<RdmaQueuePair>> RdmaQueuePair::create(std::shared_ptr<Rdm
                                                 : std::max<uint32_t>(1, max_wr / 4);
   q->atomic_scratch_.assign(kAtomicSlots, 0);
   CAF_RDMA_ASSIGN_OR_RETURN(q->atomic_buffer_,
-                            domain->register_buffer(q->atomic_scratch_.data(),
-                                                    q->atomic_scratch_.size() * sizeof(uint64_t),
-                                                    Access::kReadWrite));
+                            domain->register_local(q->atomic_scratch_.data(),
+                                                   q->atomic_scratch_.size() * sizeof(uint64_t)));
   for (int i = kAtomicSlots - 1; i >= 0; --i)
     q->free_atomic_slots_.push_back(i);
   q->local_psn_ = random_psn();
@@ -165,7 +164,7 @@ Status RdmaQueuePair::validate(const RdmaOp& op) const {
       return Error(ErrorCode::kInvalidArgument,
                    std::string(what) + ": " + s.buffer.describe() +
                        " is registered with another domain than " + describe());
-    if (local_is_destination && s.buffer.access() != Access::kReadWrite)
+    if (local_is_destination && s.buffer.access() == Access::kReadOnly)
       return Error(ErrorCode::kInvalidArgument, std::string(what) + ": " + s.buffer.describe() +
                                                     " is read-only and cannot be written");
   }

@@ -14,6 +14,8 @@ int access_flags(Access access) {
     case Access::kReadWrite:
       return IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
              IBV_ACCESS_REMOTE_ATOMIC;
+    case Access::kLocalWrite:
+      return IBV_ACCESS_LOCAL_WRITE;
   }
   return 0;
 }

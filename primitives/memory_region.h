@@ -19,6 +19,8 @@ enum class Access : uint8_t {
   kReadOnly,   ///< remote peers may RDMA READ (and local writes into it by RDMA READ replies
                ///< are not allowed either: local-write is off)
   kReadWrite,  ///< remote READ, WRITE and atomics; local writes
+  kLocalWrite, ///< local access only (no remote access at all): bounce buffers, scratch space;
+               ///< its rkey grants nothing
 };
 
 /// ibv_access_flags for an Access value.

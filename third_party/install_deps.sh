@@ -13,7 +13,7 @@ kPackages=(
   # run time + tools on real hosts and in the VM (ibv_devinfo, rdma, perftest)
   rdma-core ibverbs-utils ibverbs-providers perftest iproute2
   # the Soft-RoCE VM lane (tests/rxe_vm)
-  qemu-system-x86 busybox-static cpio kmod gzip
+  qemu-system-x86 busybox-static cpio kmod gzip xz-utils
   # benchmarks: plots
   python3 python3-matplotlib
 )

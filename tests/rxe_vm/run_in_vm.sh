@@ -13,8 +13,12 @@
 #   -m MB     guest memory (default 2048)        -c N    vCPUs (default: host cores, at most 4)
 #   -t SEC    overall timeout (default 900)      -k      keep the run directory (console log)
 #   -v        print the guest console (kernel log) to stderr at the end
-# Exit code: COMMAND's; 124 = timed out; 125 = the VM failed to boot or set up (with its console tail).
-# The image is built on demand by build_image.sh (cached in $CAF_RDMA_VM_CACHE).
+# Exit code: COMMAND's; 124 = timed out; 125 = the VM failed to boot or set up (with its console tail);
+# 126 = COMMAND succeeded but the guest kernel logged a WARNING, BUG or oops (printed): a green
+# run over a kernel warning is not green (CAF_RDMA_VM_ALLOW_WARN=1 only reports them).
+# After every run it prints the rxe ports' non-zero hw_counters and the kernel it booted.
+# The image is built on demand by build_image.sh (cached in $CAF_RDMA_VM_CACHE); the kernel is
+# CAF_RDMA_VM_KERNEL=6.12 (default) or 6.1 (its rxe returns bad READ data under load).
 set -uo pipefail
 here=$(dirname "$(realpath "$0")")
 cache=${CAF_RDMA_VM_CACHE:-/var/tmp/caf-rdma-rxe-vm}
@@ -33,7 +37,7 @@ shift $((OPTIND-1))
 [ $# -ge 1 ] || usage
 [ ${#shares[@]} -gt 0 ] || shares=("$PWD")
 command -v qemu-system-x86_64 >/dev/null || { echo "run_in_vm: qemu-system-x86_64 not found: run third_party/install_deps.sh" >&2; exit 125; }
-"$here/build_image.sh" || { echo "run_in_vm: building the VM image failed" >&2; exit 125; }
+image=$("$here/build_image.sh") || { echo "run_in_vm: building the VM image failed" >&2; exit 125; }
 
 mkdir -p "$cache/runs"
 run=$(mktemp -d "$cache/runs/run.XXXXXX")
@@ -59,7 +63,7 @@ done
 # TCG: KVM hangs on the machines this was built on.
 timeout -k 5 "$timeout_s" qemu-system-x86_64 -nodefaults -no-user-config -display none \
   -accel tcg -cpu max -m "$mem" -smp "$cpus" -no-reboot \
-  -kernel "$cache/vmlinuz" -initrd "$cache/initramfs.cpio.gz" \
+  -kernel "$image/vmlinuz" -initrd "$image/initramfs.cpio.gz" \
   -append "console=ttyS0 quiet loglevel=4 panic=-1 mitigations=off tsc=reliable" \
   -serial "file:$run/console.log" -serial stdio "${fs[@]}" < /dev/null
 qrc=$?
@@ -73,5 +77,23 @@ fi
 rc=$(cat "$run/rc")
 if [ "$rc" = 125 ] && grep -q FATAL "$run/console.log"; then
   echo "run_in_vm: VM setup failed:" >&2; grep FATAL "$run/console.log" >&2
+fi
+if [ -f "$run/hw_counters" ]; then
+  echo "run_in_vm: kernel $(cat "$image/kernel.version" 2>/dev/null); rxe hw_counters (non-zero):" >&2
+  sed 's/^/run_in_vm:   /' "$run/hw_counters" >&2
+fi
+# The guest kernel's own verdict: rxe (or anything else) hitting a WARN_ON or an oops means the
+# run cannot be trusted, whatever COMMAND concluded.
+kernel_bad='WARNING:|BUG:|Oops|general protection fault|Kernel panic|UBSAN:|KASAN:|refcount_t:'
+if [ -f "$run/dmesg" ] && grep -Eq "$kernel_bad" "$run/dmesg"; then
+  echo "run_in_vm: the guest kernel logged warnings or errors:" >&2
+  grep -E "$kernel_bad|rdma_rxe|rxe[0-9]" "$run/dmesg" | head -40 | sed 's/^/run_in_vm:   /' >&2
+  if [ "$rc" = 0 ] && [ "${CAF_RDMA_VM_ALLOW_WARN:-0}" != 1 ]; then
+    echo "run_in_vm: failing the run (exit 126): a kernel warning makes its results untrustworthy" >&2
+    rc=126
+  fi
+elif [ -f "$run/dmesg" ] && grep -Eqi 'rdma_rxe.*(fail|err)' "$run/dmesg"; then
+  n=$(grep -Eci 'rdma_rxe.*(fail|err)' "$run/dmesg")
+  echo "run_in_vm: guest kernel: $n rdma_rxe error lines, last: $(grep -Ei 'rdma_rxe.*(fail|err)' "$run/dmesg" | tail -1)" >&2
 fi
 exit "$rc"
