@@ -74,7 +74,7 @@ TransferOutcome DirectLane::finish(const TransferOp& op, const Prepared& p, cons
 }
 
 std::optional<Result<TransferReply>> DirectLane::transfer(const TransferOp& op,
-                                                          uint32_t timeout_ms) {
+                                                          uint32_t timeout_ms, OpFault* fault) {
   if (timeout_ms == 0)
     return std::nullopt;  // the manager's error
   auto prepared = prepare(op);
@@ -85,6 +85,8 @@ std::optional<Result<TransferReply>> DirectLane::transfer(const TransferOp& op,
   Prepared& p = **prepared;
   // The queue pair's copy of the op holds the local buffer until the op is over.
   OpResult r = qp_->execute(std::move(p.op), std::chrono::milliseconds(timeout_ms));
+  if (fault != nullptr)
+    *fault = r.fault;
   TransferOutcome out = finish(op, p, r, timeout_ms);
   if (!out.ok())
     return Result<TransferReply>(Error(static_cast<ErrorCode>(out.code), out.message));
@@ -92,7 +94,8 @@ std::optional<Result<TransferReply>> DirectLane::transfer(const TransferOp& op,
 }
 
 std::optional<std::vector<TransferOutcome>> DirectLane::batch(const std::vector<TransferOp>& ops,
-                                                              uint32_t timeout_ms) {
+                                                              uint32_t timeout_ms,
+                                                              std::vector<OpFault>* faults) {
   if (timeout_ms == 0 || ops.empty())
     return std::nullopt;
   std::vector<std::optional<Result<Prepared>>> prepared;
@@ -109,6 +112,8 @@ std::optional<std::vector<TransferOutcome>> DirectLane::batch(const std::vector<
     return std::nullopt;
   }
   std::vector<TransferOutcome> outcomes(ops.size());
+  if (faults != nullptr)
+    faults->assign(ops.size(), OpFault::kNone);
   std::vector<RdmaOp> posted;
   std::vector<size_t> index;
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -122,8 +127,11 @@ std::optional<std::vector<TransferOutcome>> DirectLane::batch(const std::vector<
   }
   if (!posted.empty()) {
     auto results = qp_->execute_batch(std::move(posted), std::chrono::milliseconds(timeout_ms));
-    for (size_t k = 0; k < index.size(); ++k)
+    for (size_t k = 0; k < index.size(); ++k) {
       outcomes[index[k]] = finish(ops[index[k]], **prepared[index[k]], results[k], timeout_ms);
+      if (faults != nullptr)
+        (*faults)[index[k]] = results[k].fault;
+    }
   }
   return outcomes;
 }

@@ -45,10 +45,14 @@ public:
   DirectLane& operator=(const DirectLane&) = delete;
 
   /// Runs one transfer; nothing when the lane cannot run it (ask the manager instead).
-  std::optional<Result<TransferReply>> transfer(const TransferOp& op, uint32_t timeout_ms);
+  /// `fault` (optional) tells what kind of failure a failed op met.
+  std::optional<Result<TransferReply>> transfer(const TransferOp& op, uint32_t timeout_ms,
+                                                OpFault* fault = nullptr);
   /// Runs a batch as one chain of work requests; nothing unless the lane can run every op.
+  /// `faults` (optional) gets one OpFault per op.
   std::optional<std::vector<TransferOutcome>> batch(const std::vector<TransferOp>& ops,
-                                                    uint32_t timeout_ms);
+                                                    uint32_t timeout_ms,
+                                                    std::vector<OpFault>* faults = nullptr);
 
   /// The queue pair failed (remote access error, timeout, the owner vanished): drop the lane.
   bool broken() const;
@@ -80,6 +84,7 @@ private:
 /// The manager's answer to a lane request (local messages only: it holds the lane itself).
 struct LaneGrant {
   std::shared_ptr<DirectLane> lane;
+  bool verify = false;  ///< the manager's verify mode: its client checks every lane op too
 };
 
 }  // namespace caf_rdma

@@ -1,5 +1,9 @@
 // RdmaManagerActor: buffer registration, release, owner-side fallback access, counters.
 #include <cstring>
+#include <memory>
+#include <new>
+
+#include "components/checksum.h"
 
 #include "actors/detail/manager_state.h"
 
@@ -206,6 +210,35 @@ caf::result<uint64_t> ManagerState::store(uint64_t id, uint64_t offset, const By
     return to_caf_error(st.error());
   counters_.served_fallback_bytes += bytes.size;
   return bytes.size;
+}
+
+TransferOutcome ManagerState::check_access(uint64_t id, uint64_t offset, uint64_t length,
+                                           uint8_t kind) {
+  bool write = kind == static_cast<uint8_t>(TransferKind::kWrite);
+  auto b = owner_access(id, offset, length, write);
+  return b.ok() ? TransferOutcome{} : outcome_of(b.error());
+}
+
+Result<uint64_t> ManagerState::local_checksum(const LocalBuffer& b, uint64_t offset,
+                                              uint64_t n) const {
+  if (b.memory == BufferMemory::kHost)
+    return range_checksum(reinterpret_cast<const uint8_t*>(b.addr) + offset, n);
+  std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[n]);
+  if (!tmp)
+    return Error(ErrorCode::kResourceExhausted,
+                 "cannot allocate " + std::to_string(n) + " bytes to checksum GPU memory");
+  CAF_RDMA_RETURN_IF_ERROR(copy_out(b, offset, tmp.get(), n));
+  return range_checksum(tmp.get(), n);
+}
+
+caf::result<uint64_t> ManagerState::checksum(uint64_t id, uint64_t offset, uint64_t length) {
+  auto b = owner_access(id, offset, length, false);
+  if (!b.ok())
+    return to_caf_error(b.error());
+  auto sum = local_checksum(**b, offset, length);
+  if (!sum.ok())
+    return to_caf_error(sum.error());
+  return *sum;
 }
 
 ManagerStats ManagerState::stats() const {

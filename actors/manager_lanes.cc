@@ -38,7 +38,8 @@ caf::result<LaneGrant> ManagerState::open_lane(BufferHandle remote, uint32_t tim
       return to_caf_error(st.error().with_context("connecting a loopback direct lane"));
     lanes_.emplace(id, LaneRecord{self_->address(), qp});
     return LaneGrant{std::make_shared<DirectLane>(id, std::move(qp), registry_, me, remote.owner,
-                                                  options_.name)};
+                                                  options_.name),
+                     options_.verify};
   }
   Peer& p = peer_for(remote.owner, remote.owner_name);
   if (!p.down_reason.empty())
@@ -65,7 +66,8 @@ caf::result<LaneGrant> ManagerState::open_lane(BufferHandle remote, uint32_t tim
             }
             lanes_.emplace(id, LaneRecord{key, qp});
             rp.deliver(LaneGrant{std::make_shared<DirectLane>(id, std::move(qp), registry_, me,
-                                                              owner, name)});
+                                                              owner, name),
+                                 options_.verify});
           },
           [this, rp, key, id, owner = remote.owner, timeout](caf::error& err) mutable {
             // It may still have made its side: have it drop that.

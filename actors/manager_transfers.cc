@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cstring>
 
+#include <cstdio>
+
 #include "actors/detail/manager_state.h"
 #include "actors/transfer_checks.h"
 
@@ -238,7 +240,8 @@ void ManagerState::maybe_reply(uint64_t ticket) {
     t.single.deliver(make_rdma_error(static_cast<ErrorCode>(o.code), std::move(o.message)));
 }
 
-void ManagerState::op_done(uint64_t ticket, uint32_t index, TransferOutcome outcome) {
+void ManagerState::op_done(uint64_t ticket, uint32_t index, TransferOutcome outcome,
+                           OpFault fault) {
   auto it = transfers_.find(ticket);
   if (it == transfers_.end())
     return;
@@ -283,9 +286,91 @@ void ManagerState::op_done(uint64_t ticket, uint32_t index, TransferOutcome outc
     } else if (t.timed_out) {
       outcome.code = static_cast<uint8_t>(ErrorCode::kTimeout);
       outcome.message = timeout_message(o.op, o.length, t.timeout_ms);
+    } else if (fault == OpFault::kFlushed && !o.retried && !o.staged) {
+      // Not this op's fault: another op on the queue pair failed and took the QP to ERR.
+      // Reads and writes are idempotent: run it once more, on a new queue pair.
+      o.retried = true;
+      o.qp.reset();
+      return start_rdma(ticket, index);
+    } else if (fault == OpFault::kRemoteAccess) {
+      return explain_refusal(ticket, index, std::move(outcome));
     }
+  } else if (options_.verify && o.path == OpPath::kRdma && !o.staged) {
+    return verify_op(ticket, index, std::move(outcome));
   }
   finish_op(ticket, index, std::move(outcome));
+}
+
+void ManagerState::explain_refusal(uint64_t ticket, uint32_t index, TransferOutcome outcome) {
+  OpTrack& o = transfers_.at(ticket).ops[index];
+  const TransferOp& op = o.op;
+  auto owner_said = [op](TransferOutcome owner) {
+    owner.message = std::string(kind_name(op.kind)) + " refused by the owner of " +
+                    describe(op.remote) + ": " + owner.message;
+    return owner;
+  };
+  if (o.peer == self_->address()) {
+    TransferOutcome owner = check_access(op.remote.id, op.remote_offset, o.length, op.kind);
+    return finish_op(ticket, index, owner.ok() ? std::move(outcome) : owner_said(owner));
+  }
+  // The answer comes well before the transfer's deadline, or the deadline ends the op.
+  o.awaiting_owner = true;
+  auto fallback = std::make_shared<TransferOutcome>(std::move(outcome));
+  self_->request(op.remote.owner, request_timeout(transfers_.at(ticket)), buf_check_atom::value,
+                 op.remote.id, op.remote_offset, o.length, op.kind)
+      .then(
+          [this, ticket, index, fallback, owner_said](TransferOutcome& owner) {
+            finish_op(ticket, index, owner.ok() ? std::move(*fallback) : owner_said(owner));
+          },
+          [this, ticket, index, fallback](caf::error& err) {
+            fallback->message += "; its owner did not say why (" + error_message(err) + ")";
+            finish_op(ticket, index, std::move(*fallback));
+          });
+}
+
+void ManagerState::verify_op(uint64_t ticket, uint32_t index, TransferOutcome outcome) {
+  OpTrack& o = transfers_.at(ticket).ops[index];
+  const TransferOp& op = o.op;
+  auto mine = local_checksum(buffers_.at(op.local.id), op.local_offset, o.length);
+  if (!mine.ok())
+    return finish_op(ticket, index, outcome_of(mine.error()));
+  std::string qp_text;
+  if (auto qp = o.qp.lock())
+    qp_text = qp->describe();
+  auto compare = [this, ticket, index, op, qp_text, length = o.length,
+                  local = *mine](uint64_t remote) {
+    if (local == remote)
+      return finish_op(ticket, index, TransferOutcome{});
+    char sums[96];
+    std::snprintf(sums, sizeof(sums), "requester checksum 0x%llx, owner checksum 0x%llx",
+                  static_cast<unsigned long long>(local), static_cast<unsigned long long>(remote));
+    TransferOutcome bad;
+    bad.code = static_cast<uint8_t>(ErrorCode::kDataMismatch);
+    bad.message = std::string(kind_name(op.kind)) + " of " + std::to_string(length) +
+                  " bytes completed, but the bytes differ: local " + describe(op.local) +
+                  " offset " + std::to_string(op.local_offset) + " vs remote " +
+                  describe(op.remote) + " offset " + std::to_string(op.remote_offset) + " (" +
+                  sums + ") on " + (qp_text.empty() ? op.local.device : qp_text);
+    finish_op(ticket, index, std::move(bad));
+  };
+  if (o.peer == self_->address()) {
+    auto rb = owned_buffer(op.remote.id, "remote");
+    if (!rb.ok())
+      return finish_op(ticket, index, outcome_of(rb.error()));
+    auto theirs = local_checksum(**rb, op.remote_offset, o.length);
+    if (!theirs.ok())
+      return finish_op(ticket, index, outcome_of(theirs.error()));
+    return compare(*theirs);
+  }
+  o.awaiting_owner = true;
+  self_->request(op.remote.owner, request_timeout(transfers_.at(ticket)), checksum_atom::value,
+                 op.remote.id, op.remote_offset, o.length)
+      .then(compare, [this, ticket, index, op](caf::error& err) {
+        TransferOutcome out = outcome_of(err);
+        out.message = "verifying " + std::string(kind_name(op.kind)) + " with the owner of " +
+                      describe(op.remote) + " failed: " + out.message;
+        finish_op(ticket, index, std::move(out));
+      });
 }
 
 void ManagerState::op_timeout(uint64_t ticket, uint32_t stage) {
@@ -305,7 +390,8 @@ void ManagerState::op_timeout(uint64_t ticket, uint32_t stage) {
     OpTrack& o = cur->second.ops[i];
     if (o.done)
       continue;
-    auto qp = o.qp.lock();
+    // An op whose RDMA is over and that waits for its owner's answer has nothing to flush.
+    auto qp = o.awaiting_owner ? nullptr : o.qp.lock();
     if (o.path == OpPath::kRdma && qp) {
       if (stage == 0) {
         // Flush: every outstanding request completes (with an error), then we reply.
@@ -404,7 +490,8 @@ void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
     // Runs on the poller thread (or ours, polling inline): report to the manager if it still
     // exists.
     if (auto h = caf::actor_cast<caf::actor>(me))
-      caf::anon_send(h, op_done_atom::value, ticket, index, std::move(out));
+      caf::anon_send(h, op_done_atom::value, ticket, index, std::move(out),
+                     static_cast<uint8_t>(r.fault));
     if (landed)
       landed->store(true, std::memory_order_release);
   };

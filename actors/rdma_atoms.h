@@ -50,6 +50,11 @@ using lane_drop_atom = caf::atom_constant<caf::atom("lane_drop")>;
 using lane_idle_atom = caf::atom_constant<caf::atom("lane_idle")>;
 /// Why a peer manager is down: (peer) -> reason, "" while it is up.
 using peer_state_atom = caf::atom_constant<caf::atom("peer_state")>;
+/// Manager to manager: the owner's view of an access to one of its buffers (after the NIC
+/// refused it): (id, offset, length, kind) -> TransferOutcome.
+using buf_check_atom = caf::atom_constant<caf::atom("buf_check")>;
+/// Manager to manager (verify mode): checksum of a range of the owner's buffer.
+using checksum_atom = caf::atom_constant<caf::atom("buf_sum")>;
 /// Internal: a directory wait expired.
 using dir_timeout_atom = caf::atom_constant<caf::atom("dir_tmo")>;
 

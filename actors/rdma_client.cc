@@ -8,6 +8,7 @@
 
 #include "actors/rdma_errors.h"
 #include "actors/transfer_checks.h"
+#include "components/checksum.h"
 
 namespace caf_rdma {
 
@@ -47,6 +48,17 @@ Result<T> RdmaClient::call(std::chrono::milliseconds timeout, Ts&&... xs) {
   return std::move(*out);
 }
 
+template <class T, class Dest, class... Ts>
+Result<T> RdmaClient::call_to(const Dest& dest, std::chrono::milliseconds timeout, Ts&&... xs) {
+  std::optional<Result<T>> out;
+  (*self_)->request(dest, timeout, std::forward<Ts>(xs)...)
+      .receive([&](T& value) { out.emplace(std::move(value)); },
+               [&](caf::error& err) { out.emplace(to_error(err)); });
+  if (!out)
+    return Error(ErrorCode::kInternal, "no reply from " + caf::to_string(dest.address()));
+  return std::move(*out);
+}
+
 Result<BufferHandle> RdmaClient::request_buffer(const void* addr, uint64_t size,
                                                 BufferAccess access) {
   return call<BufferHandle>(reply_timeout_, request_buffer_atom::value,
@@ -82,6 +94,7 @@ DirectLane* RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
                                lane_open_atom::value, op.remote, timeout_ms);
   if (grant.ok() && grant->lane) {
     slot.lane = grant->lane;
+    slot.verify = grant->verify;
     return slot.lane.get();
   }
   Error e = grant.ok() ? Error(ErrorCode::kInternal, "empty lane grant") : grant.error();
@@ -101,33 +114,104 @@ DirectLane* RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
   return nullptr;
 }
 
-Error RdmaClient::lane_error(const TransferOp& op, Error error) {
+Error RdmaClient::lane_error(const TransferOp& op, Error error, OpFault fault,
+                             uint32_t timeout_ms) {
   auto it = lanes_.find(op.remote.owner.address());
   if (it != lanes_.end() && it->second.lane && it->second.lane->broken())
     it->second.lane.reset();
   if (error.code() != ErrorCode::kWorkCompletion && error.code() != ErrorCode::kTimeout)
     return error;
+  const std::string kind = kind_name(op.kind);
   // The NIC gave up on the owner: if its manager is known to be down, say so.
   auto down = call<std::string>(reply_timeout_, peer_state_atom::value, op.remote.owner);
   if (down.ok() && !down->empty())
-    return Error(ErrorCode::kPeerUnavailable, std::string(kind_name(op.kind)) +
-                                                  " failed: peer manager " +
+    return Error(ErrorCode::kPeerUnavailable, kind + " failed: peer manager " +
                                                   op.remote.owner_name + " is down (" + *down +
                                                   ")");
+  // Ask the owner itself (bounded): it says why it refused an access, and its silence says
+  // it is gone (our manager may not have noticed yet).
+  uint64_t length = op.length != kWholeSpan            ? op.length
+                    : op.remote.size > op.remote_offset ? op.remote.size - op.remote_offset
+                                                        : 1;
+  auto bound = std::min(reply_timeout_, std::chrono::milliseconds(std::max<uint32_t>(timeout_ms, 2000)));
+  auto owner = call_to<TransferOutcome>(op.remote.owner, bound, buf_check_atom::value,
+                                        op.remote.id, op.remote_offset, length, op.kind);
+  if (!owner.ok()) {
+    if (owner.error().code() == ErrorCode::kPeerUnavailable ||
+        owner.error().code() == ErrorCode::kTimeout)
+      return Error(ErrorCode::kPeerUnavailable,
+                   kind + " failed: the owner " + op.remote.owner_name +
+                       " of " + describe(op.remote) + " does not answer (" +
+                       owner.error().message() + "); the NIC said: " + error.message());
+    return error;
+  }
+  if (!owner->ok() && (fault == OpFault::kRemoteAccess || fault == OpFault::kFlushed))
+    return Error(static_cast<ErrorCode>(owner->code),
+                 kind + " refused by the owner of " + describe(op.remote) + ": " +
+                     owner->message);
   return error;
+}
+
+Status RdmaClient::verify_lane_op(const TransferOp& op, uint64_t length) {
+  Result<uint64_t> mine = Error(ErrorCode::kInternal, "");
+  if (op.local.memory == static_cast<uint8_t>(BufferMemory::kHost))
+    mine = range_checksum(reinterpret_cast<const uint8_t*>(op.local.addr) + op.local_offset,
+                          length);
+  else  // GPU memory: its manager copies it out
+    mine = call<uint64_t>(reply_timeout_, checksum_atom::value, op.local.id, op.local_offset,
+                          length);
+  if (!mine.ok())
+    return mine.error().with_context("verifying " + describe(op.local));
+  auto theirs = call_to<uint64_t>(op.remote.owner, reply_timeout_, checksum_atom::value,
+                                  op.remote.id, op.remote_offset, length);
+  if (!theirs.ok())
+    return theirs.error().with_context("verifying with the owner of " + describe(op.remote));
+  if (*mine == *theirs)
+    return {};
+  char sums[96];
+  std::snprintf(sums, sizeof(sums), "requester checksum 0x%llx, owner checksum 0x%llx",
+                static_cast<unsigned long long>(*mine), static_cast<unsigned long long>(*theirs));
+  return Error(ErrorCode::kDataMismatch,
+               std::string(kind_name(op.kind)) + " of " + std::to_string(length) +
+                   " bytes completed, but the bytes differ: local " + describe(op.local) +
+                   " offset " + std::to_string(op.local_offset) + " vs remote " +
+                   describe(op.remote) + " offset " + std::to_string(op.remote_offset) + " (" +
+                   sums + ") on a direct lane of " + op.local.device);
+}
+
+std::optional<Result<TransferReply>> RdmaClient::lane_transfer(const TransferOp& op,
+                                                               uint32_t timeout_ms,
+                                                               std::optional<Error>* failed) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    DirectLane* lane = lane_for(op, timeout_ms, failed);
+    if (lane == nullptr)
+      return std::nullopt;
+    OpFault fault = OpFault::kNone;
+    auto r = lane->transfer(op, timeout_ms, &fault);
+    if (!r)
+      return std::nullopt;
+    if (r->ok()) {
+      if (lanes_[op.remote.owner.address()].verify)
+        if (Status st = verify_lane_op(op, (*r)->bytes); !st.ok())
+          return Result<TransferReply>(st.error());
+      return r;
+    }
+    // Flushed by another op's error on this lane: once more on a new lane.
+    if (fault == OpFault::kFlushed && attempt == 0 && lane->broken()) {
+      lanes_[op.remote.owner.address()].lane.reset();
+      continue;
+    }
+    return Result<TransferReply>(lane_error(op, r->error(), fault, timeout_ms));
+  }
+  return std::nullopt;
 }
 
 Result<TransferReply> RdmaClient::transfer(const TransferOp& op, uint32_t timeout_ms) {
   std::optional<Error> failed;
-  if (DirectLane* lane = lane_for(op, timeout_ms, &failed)) {
-    if (auto r = lane->transfer(op, timeout_ms)) {
-      if (r->ok())
-        return std::move(*r);
-      return lane_error(op, r->error());
-    }
-  } else if (failed) {
+  if (auto r = lane_transfer(op, timeout_ms, &failed))
+    return std::move(*r);
+  if (failed)
     return *failed;
-  }
   // The manager answers within timeout_ms (plus a flush); wait a little longer than that.
   return call<TransferReply>(std::chrono::milliseconds(timeout_ms) + reply_timeout_,
                              transfer_atom::value, op, timeout_ms);
@@ -176,12 +260,37 @@ Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<Transfe
   if (failed)
     return *failed;
   if (lane) {
-    if (auto outcomes = lane->batch(ops, timeout_ms)) {
+    std::vector<OpFault> faults;
+    bool verify = lanes_[ops.front().remote.owner.address()].verify;
+    if (auto outcomes = lane->batch(ops, timeout_ms, &faults)) {
       for (size_t i = 0; i < outcomes->size(); ++i) {
         TransferOutcome& o = (*outcomes)[i];
-        if (o.ok())
+        if (o.ok()) {
+          if (verify)
+            if (Status st = verify_lane_op(ops[i], o.bytes); !st.ok()) {
+              o = TransferOutcome{};
+              o.code = static_cast<uint8_t>(st.error().code());
+              o.message = st.error().message();
+              o.path = kPathRdma;
+            }
           continue;
-        Error e = lane_error(ops[i], Error(static_cast<ErrorCode>(o.code), o.message));
+        }
+        if (faults[i] == OpFault::kFlushed) {
+          // Another op of the batch took the queue pair down: this one runs once more alone
+          // (on a new lane, or through the manager).
+          auto again = transfer(ops[i], timeout_ms);
+          if (again.ok()) {
+            o = TransferOutcome{};
+            o.bytes = again->bytes;
+            o.path = again->path;
+            continue;
+          }
+          o.code = static_cast<uint8_t>(again.error().code());
+          o.message = again.error().message();
+          continue;
+        }
+        Error e = lane_error(ops[i], Error(static_cast<ErrorCode>(o.code), o.message), faults[i],
+                             timeout_ms);
         o.code = static_cast<uint8_t>(e.code());
         o.message = e.message();
       }

@@ -63,17 +63,28 @@ public:
 private:
   struct LaneSlot {
     std::shared_ptr<DirectLane> lane;
+    bool verify = false;  ///< the manager's verify mode, given with the lane
     /// No lane to this owner before then (the manager refused one): use the manager.
     std::chrono::steady_clock::time_point retry_after{};
   };
 
   template <class T, class... Ts>
   Result<T> call(std::chrono::milliseconds timeout, Ts&&... xs);
+  /// A request to another actor than our manager (an owner manager).
+  template <class T, class Dest, class... Ts>
+  Result<T> call_to(const Dest& dest, std::chrono::milliseconds timeout, Ts&&... xs);
   /// The lane for ops to `remote`'s owner, opened on first use; null: go through the manager.
   /// A lane that could not be opened within the timeout sets `failed` (the transfer's error).
   DirectLane* lane_for(const TransferOp& op, uint32_t timeout_ms, std::optional<Error>* failed);
-  /// After a lane op failed: drops a broken lane, names a peer that is down.
-  Error lane_error(const TransferOp& op, Error error);
+  /// After a lane op failed: drops a broken lane and names the cause: a peer that is down or
+  /// does not answer (peer_unavailable), or the owner's reason for refusing the access
+  /// (released, unknown_buffer, out_of_bounds, ...).
+  Error lane_error(const TransferOp& op, Error error, OpFault fault, uint32_t timeout_ms);
+  /// Verify mode, after a lane op: this side's checksum against the owner's.
+  Status verify_lane_op(const TransferOp& op, uint64_t length);
+  /// One lane attempt (and one more after a flush caused by another op); nothing: not a lane op.
+  std::optional<Result<TransferReply>> lane_transfer(const TransferOp& op, uint32_t timeout_ms,
+                                                     std::optional<Error>* failed);
   /// read() and write(): `transfer` of scratch_ filled in place.
   Result<TransferReply> transfer_scratch(TransferKind kind, const BufferHandle& local,
                                          const BufferHandle& remote, uint32_t timeout_ms,

@@ -30,6 +30,7 @@ enum class rdma_errc : uint8_t {
   internal = static_cast<uint8_t>(ErrorCode::kInternal),
   not_found = static_cast<uint8_t>(ErrorCode::kNotFound),
   resource_exhausted = static_cast<uint8_t>(ErrorCode::kResourceExhausted),
+  data_mismatch = static_cast<uint8_t>(ErrorCode::kDataMismatch),
 };
 
 /// Converts a lower-layer error.

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 
 #include "actors/detail/manager_state.h"
@@ -58,6 +59,9 @@ Result<ManagerOptions> ManagerOptions::from_env() {
   uint64_t inline_us = static_cast<uint64_t>(o.inline_poll.count());
   CAF_RDMA_RETURN_IF_ERROR(number(kEnvInlinePoll, 0, 100000, inline_us));
   o.inline_poll = std::chrono::microseconds(inline_us);
+  uint64_t verify = o.verify ? 1 : 0;
+  CAF_RDMA_RETURN_IF_ERROR(number(kEnvVerify, 0, 1, verify));
+  o.verify = verify == 1;
   if (const char* v = std::getenv(kEnvGpu); v != nullptr && *v != '\0') {
     uint64_t gpu = 0;
     CAF_RDMA_RETURN_IF_ERROR(number(kEnvGpu, 0, 1023, gpu));
@@ -115,8 +119,14 @@ rdma_manager_actor::behavior_type manager(detail::ManagerState::Self self, Manag
       [=](dir_get_atom, std::string key, uint32_t wait_ms) {
         return self->state.dir_get(std::move(key), wait_ms);
       },
-      [=](op_done_atom, uint64_t ticket, uint32_t index, TransferOutcome outcome) {
-        self->state.op_done(ticket, index, std::move(outcome));
+      [=](op_done_atom, uint64_t ticket, uint32_t index, TransferOutcome outcome, uint8_t fault) {
+        self->state.op_done(ticket, index, std::move(outcome), static_cast<OpFault>(fault));
+      },
+      [=](buf_check_atom, uint64_t id, uint64_t offset, uint64_t length, uint8_t kind) {
+        return self->state.check_access(id, offset, length, kind);
+      },
+      [=](checksum_atom, uint64_t id, uint64_t offset, uint64_t length) {
+        return self->state.checksum(id, offset, length);
       },
       [=](op_timeout_atom, uint64_t ticket, uint32_t stage) {
         self->state.op_timeout(ticket, stage);
@@ -155,6 +165,8 @@ Result<rdma_manager_actor> spawn_manager(caf::actor_system& sys, ManagerOptions 
     auto d = RdmaDomain::open(options.ibverbs);
     if (d.ok()) {
       domain = *d;
+      if (!domain->warning().empty())
+        std::fprintf(stderr, "caf-rdma: WARNING: %s\n", domain->warning().c_str());
     } else if (options.mode == TransportMode::kRdma) {
       return d.error().with_context(std::string(kEnvTransport) +
                                     "=rdma forbids the fallback, but no RDMA device can be used");

@@ -26,6 +26,8 @@ constexpr const char* kEnvInlinePoll = "CAF_RDMA_INLINE_POLL_US";
 constexpr uint64_t kInlinePollMaxBytes = 4096;
 /// How late a transfer's timeout may fire (its deadline sweep is shared with other transfers).
 constexpr std::chrono::milliseconds kDeadlineSlack{10};
+/// "1": verify mode (ManagerOptions::verify).
+constexpr const char* kEnvVerify = "CAF_RDMA_VERIFY";
 /// CUDA device ordinal whose memory this node moves: picks the NIC closest to that GPU.
 constexpr const char* kEnvGpu = "CAF_RDMA_GPU";
 
@@ -70,9 +72,16 @@ struct ManagerOptions {
   /// most `staging_buffers` of them (transfers beyond that wait for one).
   uint64_t staging_bytes = 4 << 20;
   uint32_t staging_buffers = 4;
+  /// Verify mode, for chasing a bad NIC, driver or fabric (like perftest's --data_validation):
+  /// after every RDMA transfer the requester compares a checksum of its side with one its owner
+  /// computes of the same range (one extra message per transfer) and reports a difference as
+  /// `data_mismatch` naming buffers, range, device and queue pair. RdmaClient's direct lanes
+  /// follow their manager's setting. Off by default. Concurrent writers to the same range make
+  /// the two sides differ legitimately: verify only transfers nobody else touches meanwhile.
+  bool verify = false;
 
   /// Defaults, then CAF_RDMA_TRANSPORT, CAF_RDMA_FALLBACK_CHUNK, CAF_RDMA_FALLBACK_WINDOW,
-  /// CAF_RDMA_STREAM_MIN, CAF_RDMA_INLINE_POLL_US,
+  /// CAF_RDMA_STREAM_MIN, CAF_RDMA_INLINE_POLL_US, CAF_RDMA_VERIFY,
   /// CAF_RDMA_GPU and the IbverbsConfig variables (CAF_RDMA_DEVICE, ...).
   static Result<ManagerOptions> from_env();
 };

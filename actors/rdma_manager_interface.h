@@ -35,7 +35,11 @@ using rdma_manager_actor = caf::typed_actor<
   /// Errors: unknown_buffer, released, out_of_bounds, size_mismatch, invalid_argument
   /// (zero length, read-only destination, local buffer owned elsewhere), timeout,
   /// peer_unavailable (the owner is down or unreachable; names it), work_completion
-  /// (ibverbs status string), no_device (RDMA forced without a device).
+  /// (ibverbs status string; when the NIC refused the remote access, the owner is asked why
+  /// and its answer is the error: released, unknown_buffer, out_of_bounds), no_device (RDMA
+  /// forced without a device), data_mismatch (verify mode: the two sides differ after the
+  /// transfer). An op that failed only because its queue pair entered ERR for another op's
+  /// error is retried once on a new queue pair.
   caf::replies_to<transfer_atom, TransferOp, uint32_t>::with<TransferReply>,
 
   /// Runs several transfers together; one outcome per op, in order.
@@ -70,6 +74,17 @@ using rdma_manager_actor = caf::typed_actor<
   /// Manager to manager: the initiator closed its direct lane `id`; drop our side.
   caf::reacts_to<lane_drop_atom, uint64_t, caf::actor>,
 
+  /// Manager to manager (and RdmaClient to an owner): would the owner allow a `kind`
+  /// (TransferKind) access to [offset, offset + length) of its buffer `id`? Asked after the NIC
+  /// refused one (remote access error), so the requester can report `released`,
+  /// `unknown_buffer`, `out_of_bounds` or `invalid_argument` (read-only) naming the buffer
+  /// instead of the bare work-completion status. Success: the owner sees nothing wrong.
+  caf::replies_to<buf_check_atom, uint64_t, uint64_t, uint64_t, uint8_t>::with<TransferOutcome>,
+
+  /// Manager to manager (verify mode): the owner's checksum (`range_checksum`) of
+  /// [offset, offset + length) of its buffer `id`. Errors as for fetch.
+  caf::replies_to<checksum_atom, uint64_t, uint64_t, uint64_t>::with<uint64_t>,
+
   /// Why the peer manager is down ("" while it is up or unknown).
   caf::replies_to<peer_state_atom, caf::actor>::with<std::string>,
 
@@ -84,7 +99,8 @@ using rdma_manager_actor = caf::typed_actor<
   caf::replies_to<dir_get_atom, std::string, uint32_t>::with<BufferHandle>,
 
   /// Internal (completion poller -> manager): op `index` of transfer `ticket` completed.
-  caf::reacts_to<op_done_atom, uint64_t, uint32_t, TransferOutcome>,
+  /// The last value is the OpFault of a failed op (retry on a new QP, or ask the owner).
+  caf::reacts_to<op_done_atom, uint64_t, uint32_t, TransferOutcome, uint8_t>,
 
   /// Internal: transfer `ticket` hit its drain deadline after a timeout (stage 1).
   caf::reacts_to<op_timeout_atom, uint64_t, uint32_t>,

@@ -1,9 +1,27 @@
 #include "components/rdma_domain.h"
 
+#include <sys/utsname.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <iterator>
 
 namespace caf_rdma {
+
+std::string known_device_problem(const std::string& device, uint32_t vendor_id,
+                                 const std::string& kernel_release) {
+  constexpr uint32_t kRxeVendorId = 0xFFFFFF;
+  bool rxe = vendor_id == kRxeVendorId || device.rfind("rxe", 0) == 0;
+  int major = 0, minor = 0;
+  if (!rxe || std::sscanf(kernel_release.c_str(), "%d.%d", &major, &minor) != 2)
+    return "";
+  if (major > 6 || (major == 6 && minor >= 2))
+    return "";
+  return "device " + device + " is Soft-RoCE (rxe) on Linux " + kernel_release +
+         ": rxe before 6.2 is known to complete RDMA READs as successful whose data never "
+         "arrived (under load; kernel log: WARNING in rxe_completer). Use kernel 6.2 or newer, "
+         "or verify mode (CAF_RDMA_VERIFY=1) to catch it";
+}
 
 Result<std::shared_ptr<RdmaDomain>> RdmaDomain::open(const IbverbsConfig& config) {
   CAF_RDMA_RETURN_IF_ERROR(config.validate());
@@ -21,6 +39,10 @@ Result<std::shared_ptr<RdmaDomain>> RdmaDomain::open(const IbverbsConfig& config
     if (e.index == d->gid_index_)
       d->gid_ = e.gid;
   d->config_.gid_index = d->gid_index_;
+  utsname un{};
+  if (::uname(&un) == 0)
+    d->warning_ = known_device_problem(d->context_->name(),
+                                       d->context_->device_attr().vendor_id, un.release);
   CAF_RDMA_ASSIGN_OR_RETURN(d->pd_, ProtectionDomain::allocate(d->context_));
   return d;
 }

@@ -26,6 +26,13 @@
 
 namespace caf_rdma {
 
+/// The warning for a device on a kernel release (e.g. "6.1.0-31-amd64"): non-empty for
+/// Soft-RoCE (`rxe`, vendor id 0xFFFFFF) on kernels before 6.2, whose rxe completes RDMA READs
+/// with SUCCESS that moved no data under load (fixed by the rxe responder/completer rework
+/// merged in 6.2).
+std::string known_device_problem(const std::string& device, uint32_t vendor_id,
+                                 const std::string& kernel_release);
+
 /// Counters of the registration cache.
 struct RegistrationStats {
   uint64_t live_regions = 0;      ///< memory regions currently registered
@@ -47,6 +54,10 @@ public:
   const Gid& gid() const { return gid_; }
   const std::shared_ptr<DeviceContext>& context() const { return context_; }
   const std::shared_ptr<ProtectionDomain>& pd() const { return pd_; }
+
+  /// A known problem of this device on this host that users must hear of ("" if none): Soft-RoCE
+  /// (rxe) on a kernel older than 6.2 can complete RDMA READs whose data never arrived.
+  const std::string& warning() const { return warning_; }
 
   /// Largest message one work request may carry on this port.
   uint64_t max_message_size() const { return port_.max_msg_sz; }
@@ -82,6 +93,7 @@ private:
   PortInfo port_;
   int gid_index_ = -1;
   Gid gid_{};
+  std::string warning_;
 
   mutable std::mutex mu_;
   /// Live regions by base address (weak: buffers own them); `local_` of them may be shared.

@@ -54,9 +54,20 @@ struct RdmaOp {
   static RdmaOp compare_swap(RemoteBuffer dst, uint64_t offset, uint64_t compare, uint64_t swap);
 };
 
+/// What kind of failure ended an op, for callers that react to it (retry, ask the owner).
+enum class OpFault : uint8_t {
+  kNone,          ///< succeeded, or failed before reaching the NIC (see status)
+  kFlushed,       ///< flushed or interrupted because the queue pair entered ERR for another
+                  ///< op's error: this op did nothing wrong, it may be retried on a new QP
+  kRemoteAccess,  ///< the responder refused the access (IBV_WC_REM_ACCESS_ERR or
+                  ///< IBV_WC_REM_INV_REQ_ERR): wrong or dead rkey, out of the region's bounds
+  kOther,         ///< any other completion error (retries exhausted, local errors, ...)
+};
+
 /// How an op ended. Every submitted op completes exactly once.
 struct OpResult {
   Status status;
+  OpFault fault = OpFault::kNone;
   uint64_t bytes = 0;         ///< bytes moved (recv: bytes received)
   uint64_t atomic_value = 0;  ///< atomics: the remote word's value before the operation
 };

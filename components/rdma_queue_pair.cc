@@ -29,6 +29,7 @@ struct RdmaQueuePair::Op {
   int atomic_slot = -1;
   uint64_t bytes = 0;
   std::optional<Error> error;
+  OpFault fault = OpFault::kNone;  ///< with `error`: what kind of failure
 };
 
 // -- construction ----------------------------------------------------------------------------
@@ -478,11 +479,15 @@ void RdmaQueuePair::retire_locked(Op& op, const ibv_wc* wc, Done& done) {
     }
     if (!op.error) {
       if (wc->status == IBV_WC_WR_FLUSH_ERR) {
+        op.fault = OpFault::kFlushed;
         op.error = Error(ErrorCode::kWorkCompletion,
                          std::string(to_string(op.op.kind)) + " flushed (IBV_WC_WR_FLUSH_ERR): " +
                              describe() + " entered ERR: " + error_cause_);
       } else {
         Error e = completion_error(*wc, describe());
+        op.fault = wc->status == IBV_WC_REM_ACCESS_ERR || wc->status == IBV_WC_REM_INV_REQ_ERR
+                       ? OpFault::kRemoteAccess
+                       : OpFault::kOther;
         std::string hint;
         if (wc->status == IBV_WC_REM_ACCESS_ERR)
           hint = "; the remote region " + op.op.remote.describe() +
@@ -512,6 +517,7 @@ void RdmaQueuePair::maybe_finish_locked(uint64_t op_id, Done& done) {
   OpResult result;
   if (op.error) {
     result.status = *op.error;
+    result.fault = op.fault;
     ++stats_.ops_failed;
   } else {
     if (op.op.kind == OpKind::kFetchAdd || op.op.kind == OpKind::kCompareSwap)
@@ -556,10 +562,12 @@ void RdmaQueuePair::enter_error_locked(const std::string& cause) {
       continue;
     Op& op = *it->second;
     op.aborted = true;
-    if (!op.error)
+    if (!op.error) {
+      op.fault = OpFault::kFlushed;
       op.error = Error(ErrorCode::kWorkCompletion, std::string(to_string(op.op.kind)) +
                                                        " interrupted: " + describe() +
                                                        " entered ERR: " + cause);
+    }
   }
 }
 

@@ -19,6 +19,7 @@ const char* to_string(ErrorCode code) {
     case ErrorCode::kInternal: return "internal";
     case ErrorCode::kNotFound: return "not_found";
     case ErrorCode::kResourceExhausted: return "resource_exhausted";
+    case ErrorCode::kDataMismatch: return "data_mismatch";
   }
   return "unknown";
 }

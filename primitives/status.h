@@ -46,6 +46,8 @@ enum class ErrorCode : uint8_t {
   kNotFound,
   /// A pool, queue or limit has no room left (message names it and its size).
   kResourceExhausted,
+  /// Verification found different bytes on the two sides of a completed transfer.
+  kDataMismatch,
 };
 
 /// Short stable name of an error code, e.g. "no_device".

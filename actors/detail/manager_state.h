@@ -59,6 +59,8 @@ struct OpTrack {
   std::weak_ptr<RdmaQueuePair> qp;     ///< rdma: the QP it was posted on (peers own QPs)
   bool holds_local = false;            ///< counted in the local buffer's in_use
   bool done = false;
+  bool retried = false;                ///< flushed once (another op's error) and posted again
+  bool awaiting_owner = false;         ///< the NIC is done; waiting for the owner's answer
   // rdma-staged progress (local GPU memory the NIC cannot register)
   bool staged = false;
   int slot = -1;                        ///< staging buffer held, -1 while waiting for one
@@ -145,6 +147,10 @@ public:
   caf::result<uint64_t> release_buffer(uint64_t id);
   caf::result<ByteChunk> fetch(uint64_t id, uint64_t offset, uint64_t length);
   caf::result<uint64_t> store(uint64_t id, uint64_t offset, const ByteChunk& bytes);
+  /// The owner's view of a peer's access (after its NIC refused one): ok, or why not.
+  TransferOutcome check_access(uint64_t id, uint64_t offset, uint64_t length, uint8_t kind);
+  /// Verify mode: range_checksum of a range of buffer `id`.
+  caf::result<uint64_t> checksum(uint64_t id, uint64_t offset, uint64_t length);
   /// The live local buffer named by a handle, or an error naming what is wrong.
   Result<LocalBuffer*> local_buffer(const BufferHandle& h, const char* role);
   /// Buffer by id for owner-side checks (fetch, store, local copies).
@@ -160,7 +166,7 @@ public:
   // -- transfers (manager_transfers.cc) --
   caf::result<TransferReply> transfer(TransferOp op, uint32_t timeout_ms);
   caf::result<std::vector<TransferOutcome>> batch(std::vector<TransferOp> ops, uint32_t timeout_ms);
-  void op_done(uint64_t ticket, uint32_t index, TransferOutcome outcome);
+  void op_done(uint64_t ticket, uint32_t index, TransferOutcome outcome, OpFault fault);
   void op_timeout(uint64_t ticket, uint32_t stage);
   /// A deadline sweep scheduled for `at` (steady clock, ns): times out every transfer due.
   void deadline_tick(int64_t at);
@@ -193,6 +199,13 @@ private:
   void arm_deadline_tick(std::chrono::steady_clock::time_point deadline);
   void start_op(uint64_t ticket, uint32_t index);
   void finish_op(uint64_t ticket, uint32_t index, TransferOutcome outcome);
+  /// A failed RDMA op whose remote access the NIC refused: asks the owner why (one bounded
+  /// request) and finishes the op with the owner's reason, or `outcome` if it sees none.
+  void explain_refusal(uint64_t ticket, uint32_t index, TransferOutcome outcome);
+  /// Verify mode: compares both sides' checksums of a completed RDMA op, then finishes it.
+  void verify_op(uint64_t ticket, uint32_t index, TransferOutcome outcome);
+  /// range_checksum of [offset, offset + n) of a local buffer (host or GPU memory).
+  Result<uint64_t> local_checksum(const LocalBuffer& b, uint64_t offset, uint64_t n) const;
   void fail_op(uint64_t ticket, uint32_t index, const caf::error& err);
   void maybe_reply(uint64_t ticket);
   // rdma path

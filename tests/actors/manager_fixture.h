@@ -118,6 +118,7 @@ inline std::unique_ptr<TestNode> start_node(ManagerOptions extra = {}) {
   o.manager = env.ok() ? *env : ManagerOptions{};
   o.manager.handshake_timeout = extra.handshake_timeout;
   o.manager.fallback_chunk_bytes = extra.fallback_chunk_bytes;
+  o.manager.verify = o.manager.verify || extra.verify;
   if (!extra.ibverbs.device_name.empty())
     o.manager.ibverbs.device_name = extra.ibverbs.device_name;
   auto n = RdmaNode::start(o);
