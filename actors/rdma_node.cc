@@ -47,30 +47,39 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(NodeOptions options) {
     options.configure(*node->config_);
   node->system_ = std::make_unique<caf::actor_system>(*node->config_);
   node->host_ = options.host;
-  if (options.port == 0) {
-    CAF_RDMA_ASSIGN_OR_RETURN(options.port, free_port(options.host));
-  }
-  ManagerOptions mo = options.manager;
-  if (mo.name.empty())
-    mo.name = options.host + ":" + std::to_string(options.port);
-  // The stream channel announces the node's address; a wildcard is no address a peer can use.
-  if (mo.stream_host.empty() && options.host != "0.0.0.0" && !options.host.empty())
-    mo.stream_host = options.host == "localhost" ? "127.0.0.1" : options.host;
-  auto mgr = spawn_manager(*node->system_, mo);
-  if (!mgr.ok())
-    return mgr.error();
-  node->manager_ = *mgr;
-  auto port = node->system_->middleman().publish(node->manager_, options.port,
-                                                 options.host.c_str(), true);
-  if (!port) {
+  // The manager names itself host:port, so the port is chosen before it is published. A port
+  // picked by us (port 0) can be taken by another process before we bind it: then we pick
+  // another one, a few times, rather than fail.
+  const bool pick_port = options.port == 0;
+  constexpr int kPortAttempts = 5;
+  for (int attempt = 1;; ++attempt) {
+    uint16_t port_wanted = options.port;
+    if (pick_port) {
+      CAF_RDMA_ASSIGN_OR_RETURN(port_wanted, free_port(options.host));
+    }
+    ManagerOptions mo = options.manager;
+    if (mo.name.empty())
+      mo.name = options.host + ":" + std::to_string(port_wanted);
+    // The stream channel announces the node's address; a wildcard is no address a peer can use.
+    if (mo.stream_host.empty() && options.host != "0.0.0.0" && !options.host.empty())
+      mo.stream_host = options.host == "localhost" ? "127.0.0.1" : options.host;
+    auto mgr = spawn_manager(*node->system_, mo);
+    if (!mgr.ok())
+      return mgr.error();
+    node->manager_ = *mgr;
+    auto port = node->system_->middleman().publish(node->manager_, port_wanted,
+                                                   options.host.c_str(), true);
+    if (port) {
+      node->port_ = *port;
+      return node;
+    }
     caf::anon_send_exit(node->manager_, caf::exit_reason::user_shutdown);
-    return Error(ErrorCode::kPeerUnavailable,
-                 "publishing the RDMA manager on " + options.host + ":" +
-                     std::to_string(options.port) + " failed: " +
-                     node->system_->render(port.error()));
+    if (!pick_port || attempt == kPortAttempts)
+      return Error(ErrorCode::kPeerUnavailable,
+                   "publishing the RDMA manager on " + options.host + ":" +
+                       std::to_string(port_wanted) + " failed: " +
+                       node->system_->render(port.error()));
   }
-  node->port_ = *port;
-  return node;
 }
 
 RdmaNode::~RdmaNode() {

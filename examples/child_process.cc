@@ -26,17 +26,25 @@ Result<ChildProcess> ChildProcess::start(const std::vector<std::string>& argv,
                                          const std::vector<std::string>& env) {
   if (argv.empty())
     return Error(ErrorCode::kInvalidArgument, "ChildProcess::start without argv");
-  int fds[2];
+  int fds[2], in[2];
   if (::pipe2(fds, O_CLOEXEC) != 0)
     return Error(ErrorCode::kInternal, std::string("pipe2 failed: ") + std::strerror(errno));
+  if (::pipe2(in, O_CLOEXEC) != 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return Error(ErrorCode::kInternal, std::string("pipe2 failed: ") + std::strerror(errno));
+  }
   pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fds[0]);
     ::close(fds[1]);
+    ::close(in[0]);
+    ::close(in[1]);
     return Error(ErrorCode::kInternal, std::string("fork failed: ") + std::strerror(errno));
   }
   if (pid == 0) {
     ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(in[0], STDIN_FILENO);
     for (const auto& e : env)
       ::putenv(const_cast<char*>(e.c_str()));
     std::vector<char*> args;
@@ -48,9 +56,11 @@ Result<ChildProcess> ChildProcess::start(const std::vector<std::string>& argv,
     ::_exit(127);
   }
   ::close(fds[1]);
+  ::close(in[0]);
   ChildProcess c;
   c.pid_ = pid;
   c.stdout_fd_ = fds[0];
+  c.stdin_fd_ = in[1];
   c.name_ = argv[0].substr(argv[0].rfind('/') + 1);
   for (size_t i = 1; i < argv.size(); ++i)
     c.name_ += " " + argv[i];
@@ -62,6 +72,7 @@ ChildProcess::ChildProcess(ChildProcess&& other) noexcept { *this = std::move(ot
 ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
   std::swap(pid_, other.pid_);
   std::swap(stdout_fd_, other.stdout_fd_);
+  std::swap(stdin_fd_, other.stdin_fd_);
   std::swap(name_, other.name_);
   std::swap(buffer_, other.buffer_);
   std::swap(exit_code_, other.exit_code_);
@@ -76,6 +87,22 @@ ChildProcess::~ChildProcess() {
   }
   if (stdout_fd_ >= 0)
     ::close(stdout_fd_);
+  if (stdin_fd_ >= 0)
+    ::close(stdin_fd_);
+}
+
+Status ChildProcess::write_line(const std::string& line) {
+  std::string text = line + "\n";
+  for (size_t done = 0; done < text.size();) {
+    ssize_t n = ::write(stdin_fd_, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return Error(ErrorCode::kPeerUnavailable,
+                   name_ + ": cannot write to its stdin: " + std::strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+  return {};
 }
 
 Result<std::string> ChildProcess::read_line(std::chrono::milliseconds timeout) {

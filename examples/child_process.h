@@ -16,8 +16,8 @@ namespace caf_rdma {
 
 class ChildProcess {
 public:
-  /// Starts argv[0] (a path) with `argv`; its stdout is a pipe read by `read_line`, its stderr
-  /// is inherited. `env` entries ("NAME=value") are added to this process's environment.
+  /// Starts argv[0] (a path) with `argv`; its stdout is a pipe read by `read_line`, its stdin a
+  /// pipe written by `write_line` (EOF when this object goes), its stderr is inherited. `env` entries ("NAME=value") are added to this process's environment.
   static Result<ChildProcess> start(const std::vector<std::string>& argv,
                                     const std::vector<std::string>& env = {});
 
@@ -35,6 +35,9 @@ public:
   /// kPeerUnavailable when the child closed its stdout (exited).
   Result<std::string> read_line(std::chrono::milliseconds timeout);
 
+  /// Writes `line` and a newline to the child's stdin. Errors: kPeerUnavailable (it exited).
+  Status write_line(const std::string& line);
+
   /// Waits up to `timeout` for the child to exit; returns its exit code (128 + signal when
   /// killed), or nullopt if it still runs.
   std::optional<int> wait_for(std::chrono::milliseconds timeout);
@@ -46,6 +49,7 @@ private:
 
   pid_t pid_ = -1;
   int stdout_fd_ = -1;
+  int stdin_fd_ = -1;
   std::string name_;
   std::string buffer_;
   std::optional<int> exit_code_;
