@@ -309,7 +309,8 @@ void Child::worker(int t) {
       if (out[2].ok())
         check(q, o3, lr, out[2].path);
     } else {  // a write through a handle its owner released: must be refused, change nothing
-      RdmaClient dir(node_->system(), p->manager, false);
+      // A short reply timeout: a peer that died without our knowing must not hold us long.
+      RdmaClient dir(node_->system(), p->manager, false, std::chrono::seconds(5));
       auto h = dir.get("released", 1);
       if (!h.ok())
         continue;  // none published yet (or the peer is gone: the next op says so)
