@@ -41,6 +41,10 @@ Peer& ManagerState::peer_for(const caf::actor& manager, const std::string& name)
     p.manager = manager;
     p.name = name.empty() ? caf::to_string(manager) : name;
     it = peers_.emplace(key, std::move(p)).first;
+  } else if (!name.empty() && it->second.name != name) {
+    // Known from its handshake only (named by its actor id): a handle tells its name
+    // (host:port), which is what errors must say.
+    it->second.name = name;
   }
   if (!it->second.monitored) {
     self_->monitor(manager);
