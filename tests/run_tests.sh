@@ -7,7 +7,8 @@
 #   4. cuda lane:    `bazel build --config=cuda //...` (everything compiled against /usr/local/cuda)
 #                    and `bazel test --config=cuda //tests/gpu/...` (gpu-tagged: they run on a
 #                    host with a GPU, and report a visible SKIP with the reason elsewhere);
-#   5. prints every test case of all lanes and the totals.
+#   5. the stress tool (examples/rdma_stress) in short mode, natively and in the VM;
+#   6. prints every test case of all lanes and the totals.
 # Extra arguments go to both `bazel test` calls (e.g. --test_output=all).
 set -uo pipefail
 cd "$(dirname "$(realpath "$0")")/.."
@@ -41,6 +42,22 @@ python3 tests/summarize.py cuda "$cuda_logs" $(bazel query 'tests(//tests/gpu/..
   > /tmp/caf_rdma_cuda_summary.$$
 cuda_sum_rc=$?
 
+# The stress tool (examples/rdma_stress), short mode: every byte checked, release churn and
+# released-handle writes, one process killed natively; on the rdma path inside the VM.
+stamp "stress: rdma_stress short mode, native (fallback) and in the Soft-RoCE VM (rdma)"
+stress_rc=0
+if bazel build "$@" //examples:rdma_stress; then
+  CAF_RDMA_TRANSPORT=fallback timeout 300 bazel-bin/examples/rdma_stress --procs 8 --threads 2 \
+    --seconds 20 --max-size 1M --kill 2>&1 | tail -12 || stress_rc=1
+  [ "${PIPESTATUS[0]}" = 0 ] || stress_rc=1
+  CAF_RDMA_TRANSPORT=rdma tests/rxe_vm/run_in_vm.sh -t 420 -m 6144 -e CAF_RDMA_TRANSPORT -s /tmp \
+    bazel-bin/examples/rdma_stress --procs 8 --threads 2 --seconds 45 --max-size 1M 2>&1 | tail -16
+  [ "${PIPESTATUS[0]}" = 0 ] || stress_rc=1
+else
+  stress_rc=1
+fi
+stamp "stress done: exit $stress_rc"
+
 sums="/tmp/caf_rdma_native_summary.$$ /tmp/caf_rdma_rxe_summary.$$ /tmp/caf_rdma_cuda_summary.$$"
 echo
 echo "================ test cases ================"
@@ -48,9 +65,9 @@ cat $sums | grep -v '^lane '
 echo "================ totals ================"
 grep -h '^lane ' $sums
 rm -f $sums
-stamp "done: native bazel exit $native_rc, VM lane bazel exit $rxe_rc, cuda lane exit $cuda_rc"
+stamp "done: native bazel exit $native_rc, VM lane bazel exit $rxe_rc, cuda lane exit $cuda_rc, stress exit $stress_rc"
 if [ $native_rc -ne 0 ] || [ $rxe_rc -ne 0 ] || [ $native_sum_rc -ne 0 ] || [ $rxe_sum_rc -ne 0 ] ||
-   [ $cuda_rc -ne 0 ] || [ $cuda_sum_rc -ne 0 ]; then
+   [ $cuda_rc -ne 0 ] || [ $cuda_sum_rc -ne 0 ] || [ $stress_rc -ne 0 ]; then
   echo "run_tests: FAILED" >&2
   exit 1
 fi
