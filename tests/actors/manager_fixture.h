@@ -128,10 +128,10 @@ inline std::unique_ptr<TestNode> start_node(ManagerOptions extra = {}) {
 
 /// Registers `m` at `owner` and returns its handle as `user` sees it: put into the owner's
 /// directory and fetched through a network proxy (serialized, the owner arriving as a proxy).
-inline BufferHandle remote_view(TestNode& owner, TestNode& user, const Memory& m,
+inline BufferHandle remote_view(TestNode& owner, TestNode& user, uint64_t addr, uint64_t size,
                                 const std::string& name,
                                 BufferAccess a = BufferAccess::kReadWrite) {
-  auto h = owner.request_buffer(m, a);
+  auto h = owner.request_buffer(addr, size, a);
   EXPECT_TRUE(h) << error_message(h.error());
   if (!h)
     return {};
@@ -147,6 +147,12 @@ inline BufferHandle remote_view(TestNode& owner, TestNode& user, const Memory& m
       .receive([&](BufferHandle& x) { out = std::move(x); },
                [&](caf::error& e) { ADD_FAILURE() << error_message(e); });
   return out;
+}
+
+inline BufferHandle remote_view(TestNode& owner, TestNode& user, const Memory& m,
+                                const std::string& name,
+                                BufferAccess a = BufferAccess::kReadWrite) {
+  return remote_view(owner, user, m.addr(), m.bytes.size(), name, a);
 }
 
 /// A stand-in owner manager that never answers fetch, store or handshakes.

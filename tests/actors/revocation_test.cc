@@ -20,22 +20,7 @@ class RevocationTest : public TwoNodeTest {
 protected:
   /// Registers [addr, addr + size) at the owner and returns the handle as the user sees it.
   BufferHandle publish(uint64_t addr, uint64_t size, const std::string& name) {
-    auto h = owner_->request_buffer(addr, size);
-    EXPECT_TRUE(h) << error_message(h.error());
-    if (!h)
-      return {};
-    auto remote = user_->node().remote_manager("127.0.0.1", owner_->node().port());
-    EXPECT_TRUE(remote.ok());
-    if (!remote.ok())
-      return {};
-    caf::scoped_actor self{user_->node().system()};
-    BufferHandle out;
-    self->request(*remote, 10s, dir_put_atom::value, name, *h).receive([](bool) {},
-                                                                       [](caf::error&) {});
-    self->request(*remote, 10s, dir_get_atom::value, name, uint32_t{1000})
-        .receive([&](BufferHandle& x) { out = std::move(x); },
-                 [&](caf::error& e) { ADD_FAILURE() << error_message(e); });
-    return out;
+    return remote_view(*owner_, *user_, addr, size, name);
   }
 
   std::unique_ptr<RdmaClient> client(bool direct) {
