@@ -184,17 +184,71 @@ caf::result<std::string> ManagerState::peer_state(const caf::actor& peer) const 
   return it == peers_.end() ? std::string() : it->second.down_reason;
 }
 
+caf::error ManagerState::peer_down_error(const Peer& p) const {
+  return make_rdma_error(ErrorCode::kPeerUnavailable,
+                         "peer manager " + p.name + " is down (" + p.down_reason + ")");
+}
+
+std::function<void(const caf::error&)> ManagerState::take_question(const caf::actor_addr& key,
+                                                                   uint64_t q) {
+  auto p = peers_.find(key);
+  if (p == peers_.end())
+    return {};
+  auto it = p->second.questions.find(q);
+  if (it == p->second.questions.end())
+    return {};
+  auto f = std::move(it->second);
+  p->second.questions.erase(it);
+  return f;
+}
+
+caf::result<TransferOutcome> ManagerState::ask_owner_check(const BufferHandle& remote,
+                                                           uint64_t offset, uint64_t length,
+                                                           uint8_t kind) {
+  if (!remote.owner)
+    return make_rdma_error(ErrorCode::kInvalidArgument, "handle " + describe(remote) +
+                                                            " names no owner");
+  if (remote.owner.address() == self_->address())
+    return check_access(remote.id, offset, length, kind);
+  auto rp = self_->make_response_promise<TransferOutcome>();
+  ask_peer<TransferOutcome>(
+      remote.owner, remote.owner_name, options_.handshake_timeout,
+      [rp](TransferOutcome& x) mutable { rp.deliver(std::move(x)); },
+      [rp](const caf::error& e) mutable { rp.deliver(e); }, buf_check_atom::value, remote.id,
+      offset, length, kind);
+  return rp;
+}
+
+caf::result<uint64_t> ManagerState::ask_owner_checksum(const BufferHandle& remote,
+                                                       uint64_t offset, uint64_t length) {
+  if (!remote.owner)
+    return make_rdma_error(ErrorCode::kInvalidArgument, "handle " + describe(remote) +
+                                                            " names no owner");
+  if (remote.owner.address() == self_->address())
+    return checksum(remote.id, offset, length);
+  auto rp = self_->make_response_promise<uint64_t>();
+  ask_peer<uint64_t>(
+      remote.owner, remote.owner_name, options_.handshake_timeout,
+      [rp](uint64_t& x) mutable { rp.deliver(x); },
+      [rp](const caf::error& e) mutable { rp.deliver(e); }, checksum_atom::value, remote.id,
+      offset, length);
+  return rp;
+}
+
 void ManagerState::on_down(const caf::down_msg& msg) {
   auto it = peers_.find(msg.source);
   if (it == peers_.end())
     return;
   Peer& p = it->second;
   p.down_reason = caf::to_string(msg.reason);
-  auto err = make_rdma_error(ErrorCode::kPeerUnavailable,
-                             "peer manager " + p.name + " is down (" + p.down_reason + ")");
+  auto err = peer_down_error(p);
   fail_waiting(p, err);
-  // Destroy its queue pairs: outstanding RDMA ops complete with errors (reported by op_done
-  // with the peer's name).
+  // Questions it will never answer (why it refused an access, its checksum): fail them now.
+  auto questions = std::move(p.questions);
+  p.questions.clear();
+  for (auto& [q, fail] : questions)
+    fail(err);
+  // Destroy its queue pairs: the NIC stops, and nothing polls their completions any more.
   drop_qp(p, p.initiated);
   drop_qp(p, p.accepted);
   p.lanes.clear();  // its side of the lanes is gone with it
@@ -203,11 +257,12 @@ void ManagerState::on_down(const caf::down_msg& msg) {
     if (lane.owner == msg.source)
       if (auto qp = lane.qp.lock())
         (void) qp->abort("peer manager " + p.name + " is down (" + p.down_reason + ")");
-  // Fallback ops to it will get no answer: fail them now.
+  // Every op still open with it (RDMA ops on the destroyed queue pairs, fallback ops, ops
+  // waiting for its answer) gets no completion and no answer: fail them now.
   std::vector<std::pair<uint64_t, uint32_t>> victims;
   for (auto& [ticket, t] : transfers_)
     for (uint32_t i = 0; i < t.ops.size(); ++i)
-      if (!t.ops[i].done && t.ops[i].path == OpPath::kFallback && t.ops[i].peer == msg.source)
+      if (!t.ops[i].done && t.ops[i].path != OpPath::kNone && t.ops[i].peer == msg.source)
         victims.emplace_back(ticket, i);
   for (auto [ticket, index] : victims)
     fail_op(ticket, index, err);

@@ -316,16 +316,18 @@ void ManagerState::explain_refusal(uint64_t ticket, uint32_t index, TransferOutc
   // The answer comes well before the transfer's deadline, or the deadline ends the op.
   o.awaiting_owner = true;
   auto fallback = std::make_shared<TransferOutcome>(std::move(outcome));
-  self_->request(op.remote.owner, request_timeout(transfers_.at(ticket)), buf_check_atom::value,
-                 op.remote.id, op.remote_offset, o.length, op.kind)
-      .then(
-          [this, ticket, index, fallback, owner_said](TransferOutcome& owner) {
-            finish_op(ticket, index, owner.ok() ? std::move(*fallback) : owner_said(owner));
-          },
-          [this, ticket, index, fallback](caf::error& err) {
-            fallback->message += "; its owner did not say why (" + error_message(err) + ")";
-            finish_op(ticket, index, std::move(*fallback));
-          });
+  ask_peer<TransferOutcome>(
+      op.remote.owner, op.remote.owner_name, request_timeout(transfers_.at(ticket)),
+      [this, ticket, index, fallback, owner_said](TransferOutcome& owner) {
+        finish_op(ticket, index, owner.ok() ? std::move(*fallback) : owner_said(owner));
+      },
+      [this, ticket, index, fallback](const caf::error& err) {
+        if (error_code(err) == ErrorCode::kPeerUnavailable)
+          return fail_op(ticket, index, err);  // it died: that is why
+        fallback->message += "; its owner did not say why (" + error_message(err) + ")";
+        finish_op(ticket, index, std::move(*fallback));
+      },
+      buf_check_atom::value, op.remote.id, op.remote_offset, o.length, op.kind);
 }
 
 void ManagerState::verify_op(uint64_t ticket, uint32_t index, TransferOutcome outcome) {
@@ -363,14 +365,16 @@ void ManagerState::verify_op(uint64_t ticket, uint32_t index, TransferOutcome ou
     return compare(*theirs);
   }
   o.awaiting_owner = true;
-  self_->request(op.remote.owner, request_timeout(transfers_.at(ticket)), checksum_atom::value,
-                 op.remote.id, op.remote_offset, o.length)
-      .then(compare, [this, ticket, index, op](caf::error& err) {
+  ask_peer<uint64_t>(
+      op.remote.owner, op.remote.owner_name, request_timeout(transfers_.at(ticket)),
+      [compare](uint64_t& remote) { compare(remote); },
+      [this, ticket, index, op](const caf::error& err) {
         TransferOutcome out = outcome_of(err);
         out.message = "verifying " + std::string(kind_name(op.kind)) + " with the owner of " +
                       describe(op.remote) + " failed: " + out.message;
         finish_op(ticket, index, std::move(out));
-      });
+      },
+      checksum_atom::value, op.remote.id, op.remote_offset, o.length);
 }
 
 void ManagerState::op_timeout(uint64_t ticket, uint32_t stage) {

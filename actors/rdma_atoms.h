@@ -55,6 +55,11 @@ using peer_state_atom = caf::atom_constant<caf::atom("peer_state")>;
 using buf_check_atom = caf::atom_constant<caf::atom("buf_check")>;
 /// Manager to manager (verify mode): checksum of a range of the owner's buffer.
 using checksum_atom = caf::atom_constant<caf::atom("buf_sum")>;
+/// RdmaClient to its manager: ask the owner of a handle about a refused access (as
+/// buf_check) or for its checksum of a range (as buf_sum), failing with peer_unavailable as soon
+/// as the owner is known to be down.
+using ask_check_atom = caf::atom_constant<caf::atom("ask_check")>;
+using ask_sum_atom = caf::atom_constant<caf::atom("ask_sum")>;
 /// Internal: a directory wait expired.
 using dir_timeout_atom = caf::atom_constant<caf::atom("dir_tmo")>;
 

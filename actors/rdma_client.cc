@@ -48,17 +48,6 @@ Result<T> RdmaClient::call(std::chrono::milliseconds timeout, Ts&&... xs) {
   return std::move(*out);
 }
 
-template <class T, class Dest, class... Ts>
-Result<T> RdmaClient::call_to(const Dest& dest, std::chrono::milliseconds timeout, Ts&&... xs) {
-  std::optional<Result<T>> out;
-  (*self_)->request(dest, timeout, std::forward<Ts>(xs)...)
-      .receive([&](T& value) { out.emplace(std::move(value)); },
-               [&](caf::error& err) { out.emplace(to_error(err)); });
-  if (!out)
-    return Error(ErrorCode::kInternal, "no reply from " + caf::to_string(dest.address()));
-  return std::move(*out);
-}
-
 Result<BufferHandle> RdmaClient::request_buffer(const void* addr, uint64_t size,
                                                 BufferAccess access) {
   return call<BufferHandle>(reply_timeout_, request_buffer_atom::value,
@@ -134,8 +123,8 @@ Error RdmaClient::lane_error(const TransferOp& op, Error error, OpFault fault,
                     : op.remote.size > op.remote_offset ? op.remote.size - op.remote_offset
                                                         : 1;
   auto bound = std::min(reply_timeout_, std::chrono::milliseconds(std::max<uint32_t>(timeout_ms, 2000)));
-  auto owner = call_to<TransferOutcome>(op.remote.owner, bound, buf_check_atom::value,
-                                        op.remote.id, op.remote_offset, length, op.kind);
+  auto owner = call<TransferOutcome>(bound, ask_check_atom::value, op.remote,
+                                     op.remote_offset, length, op.kind);
   if (!owner.ok()) {
     if (owner.error().code() == ErrorCode::kPeerUnavailable ||
         owner.error().code() == ErrorCode::kTimeout)
@@ -162,8 +151,8 @@ Status RdmaClient::verify_lane_op(const TransferOp& op, uint64_t length) {
                           length);
   if (!mine.ok())
     return mine.error().with_context("verifying " + describe(op.local));
-  auto theirs = call_to<uint64_t>(op.remote.owner, reply_timeout_, checksum_atom::value,
-                                  op.remote.id, op.remote_offset, length);
+  auto theirs = call<uint64_t>(reply_timeout_, ask_sum_atom::value, op.remote,
+                               op.remote_offset, length);
   if (!theirs.ok())
     return theirs.error().with_context("verifying with the owner of " + describe(op.remote));
   if (*mine == *theirs)

@@ -70,9 +70,6 @@ private:
 
   template <class T, class... Ts>
   Result<T> call(std::chrono::milliseconds timeout, Ts&&... xs);
-  /// A request to another actor than our manager (an owner manager).
-  template <class T, class Dest, class... Ts>
-  Result<T> call_to(const Dest& dest, std::chrono::milliseconds timeout, Ts&&... xs);
   /// The lane for ops to `remote`'s owner, opened on first use; null: go through the manager.
   /// A lane that could not be opened within the timeout sets `failed` (the transfer's error).
   DirectLane* lane_for(const TransferOp& op, uint32_t timeout_ms, std::optional<Error>* failed);

@@ -128,6 +128,11 @@ rdma_manager_actor::behavior_type manager(detail::ManagerState::Self self, Manag
       [=](checksum_atom, uint64_t id, uint64_t offset, uint64_t length) {
         return self->state.checksum(id, offset, length);
       },
+      [=](ask_check_atom, const BufferHandle& remote, uint64_t offset, uint64_t length,
+          uint8_t kind) { return self->state.ask_owner_check(remote, offset, length, kind); },
+      [=](ask_sum_atom, const BufferHandle& remote, uint64_t offset, uint64_t length) {
+        return self->state.ask_owner_checksum(remote, offset, length);
+      },
       [=](op_timeout_atom, uint64_t ticket, uint32_t stage) {
         self->state.op_timeout(ticket, stage);
       },

@@ -85,6 +85,13 @@ using rdma_manager_actor = caf::typed_actor<
   /// [offset, offset + length) of its buffer `id`. Errors as for fetch.
   caf::replies_to<checksum_atom, uint64_t, uint64_t, uint64_t>::with<uint64_t>,
 
+  /// RdmaClient to its manager (after a direct lane's op): the owner of `remote` answers as
+  /// for buf_check / buf_sum; peer_unavailable naming the owner as soon as it is known to be
+  /// down (not at the timeout).
+  caf::replies_to<ask_check_atom, BufferHandle, uint64_t, uint64_t, uint8_t>::with<
+      TransferOutcome>,
+  caf::replies_to<ask_sum_atom, BufferHandle, uint64_t, uint64_t>::with<uint64_t>,
+
   /// Why the peer manager is down ("" while it is up or unknown).
   caf::replies_to<peer_state_atom, caf::actor>::with<std::string>,
 

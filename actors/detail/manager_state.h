@@ -16,6 +16,7 @@
 
 #include <caf/all.hpp>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <unordered_map>
@@ -95,6 +96,9 @@ struct Peer {
   std::string down_reason;  ///< non-empty once the peer is gone
   bool no_stream = false;   ///< its owner answered a stream grant with port 0: use chunks
   std::map<uint64_t, std::shared_ptr<RdmaQueuePair>> lanes;  ///< accepted direct lanes, by id
+  /// Questions asked of it (ask_peer) and not yet answered: each fails with peer_unavailable
+  /// when it goes down, not at its timeout.
+  std::map<uint64_t, std::function<void(const caf::error&)>> questions;
 };
 
 /// A direct lane this manager opened (the lane itself belongs to its client).
@@ -181,6 +185,13 @@ public:
   // -- peers and queue pairs (manager_peers.cc) --
   caf::result<QpInfoMsg> accept_connect(QpInfoMsg remote);
   caf::result<std::string> peer_state(const caf::actor& peer) const;
+  /// For a client of this process (RdmaClient's lanes): asks the owner of `remote` about an
+  /// access its NIC refused (buf_check) or for its checksum of a range (verify mode). Fails
+  /// with peer_unavailable naming the owner as soon as it is known to be down.
+  caf::result<TransferOutcome> ask_owner_check(const BufferHandle& remote, uint64_t offset,
+                                               uint64_t length, uint8_t kind);
+  caf::result<uint64_t> ask_owner_checksum(const BufferHandle& remote, uint64_t offset,
+                                           uint64_t length);
 
   // -- direct lanes (manager_lanes.cc) --
   caf::result<LaneGrant> open_lane(BufferHandle remote, uint32_t timeout_ms);
@@ -216,6 +227,34 @@ private:
   void drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp);
   Result<std::shared_ptr<RdmaQueuePair>> loopback_qp();
   void fail_waiting(Peer& peer, const caf::error& err);
+  /// The error of every operation on a peer that is down.
+  caf::error peer_down_error(const Peer& p) const;
+  /// Sends a request to peer manager `peer` (named `name`) and calls `ok` with its answer or
+  /// `fail` with its error, exactly once: with peer_unavailable at once if the peer is down or
+  /// goes down before it answers, with the request's error at `timeout`.
+  template <class T, class... Ts>
+  void ask_peer(const caf::actor& peer, const std::string& name, std::chrono::milliseconds timeout,
+                std::function<void(T&)> ok, std::function<void(const caf::error&)> fail,
+                Ts&&... xs) {
+    Peer& p = peer_for(peer, name);
+    if (!p.down_reason.empty())
+      return fail(peer_down_error(p));
+    const uint64_t q = next_question_++;
+    p.questions.emplace(q, std::move(fail));
+    auto key = peer.address();
+    self_->request(peer, timeout, std::forward<Ts>(xs)...)
+        .then(
+            [this, key, q, ok](T& answer) {
+              if (take_question(key, q))
+                ok(answer);
+            },
+            [this, key, q](caf::error& err) {
+              if (auto f = take_question(key, q))
+                f(err);
+            });
+  }
+  /// The fail callback of question `q` to peer `key`, removed; empty if already answered.
+  std::function<void(const caf::error&)> take_question(const caf::actor_addr& key, uint64_t q);
   QpInfoMsg to_msg(const QpInfo& info, uint64_t lane = 0) const;
   // rdma-staged path
   void start_staged(uint64_t ticket, uint32_t index);
@@ -265,6 +304,7 @@ private:
   /// Local buffers direct lanes may use (shared with the lanes).
   std::shared_ptr<DirectRegistry> registry_ = std::make_shared<DirectRegistry>();
   uint64_t next_lane_ = 1;
+  uint64_t next_question_ = 1;
   /// Direct lanes this manager opened and that are still alive, by lane id.
   std::map<uint64_t, LaneRecord> lanes_;
   std::vector<StagingSlot> staging_;

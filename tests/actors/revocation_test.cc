@@ -4,9 +4,12 @@
 //  - a transfer refused because the owner released the buffer fails with `released` naming it
 //    (the owner is asked why the NIC refused), not with a bare work-completion status;
 //  - ops that only shared a queue pair with a failing op are retried and succeed;
+//  - an owner that dies while it is asked (why it refused, its checksum) is named at once;
 //  - verify mode (checksums of both sides) passes correct transfers.
 // Built twice: revocation_fallback_test (native) and revocation_rdma_test (in the VM).
 #include <gtest/gtest.h>
+
+#include <future>
 
 #include "actors/rdma_client.h"
 #include "tests/actors/manager_fixture.h"
@@ -125,6 +128,57 @@ TEST_F(RevocationTest, OpsBesideARefusedOneSucceed) {
     EXPECT_EQ(back.bytes, c.bytes);
     for (uint64_t i = 0; i < kSize; ++i)
       ASSERT_EQ(b.bytes[i], 0) << "byte " << i << " of the released buffer changed";
+  }
+}
+
+// An owner that dies while the requester waits for its answer (why the NIC refused an access,
+// its checksum in verify mode): the requester's manager fails the question with
+// peer_unavailable naming the owner as soon as it sees the owner go, not at the question's
+// timeout. The owner here is a fake: an actor that takes the question and never answers.
+TEST_F(RevocationTest, AQuestionToAnOwnerThatDiesFailsWithPeerUnavailable) {
+  auto& sys = user_->node().system();
+  for (bool checksum : {false, true}) {
+    SCOPED_TRACE(checksum ? "checksum" : "access check");
+    auto asked = std::make_shared<std::promise<void>>();
+    auto asked_future = asked->get_future();
+    auto silent = sys.spawn([asked](caf::event_based_actor* self) -> caf::behavior {
+      auto held = std::make_shared<std::vector<caf::response_promise>>();
+      auto take = [self, held, asked] {
+        held->push_back(self->make_response_promise());
+        asked->set_value();
+      };
+      return {
+          [take](buf_check_atom, uint64_t, uint64_t, uint64_t, uint8_t) { take(); },
+          [take](checksum_atom, uint64_t, uint64_t, uint64_t) { take(); },
+      };
+    });
+    BufferHandle h;
+    h.id = 7;
+    h.addr = 4096;
+    h.size = 4096;
+    h.owner = silent;
+    h.owner_name = "silent-owner:1";
+    caf::scoped_actor self{sys};
+    std::optional<caf::error> got;
+    // Asks, waits until the owner holds the question, kills the owner, takes the reply.
+    auto ask = [&](auto handle, auto on_value) {
+      if (asked_future.wait_for(std::chrono::seconds(30)) != std::future_status::ready)
+        return;  // got stays empty: the question never reached the owner
+      caf::anon_send_exit(silent, caf::exit_reason::kill);
+      handle.receive(on_value, [&](caf::error& e) { got = e; });
+    };
+    if (checksum)
+      ask(self->request(user_->manager(), std::chrono::seconds(120), ask_sum_atom::value, h,
+                        uint64_t{0}, uint64_t{16}),
+          [&](uint64_t) { got.emplace(); });
+    else
+      ask(self->request(user_->manager(), std::chrono::seconds(120), ask_check_atom::value, h,
+                        uint64_t{0}, uint64_t{16}, uint8_t{0}),
+          [&](TransferOutcome&) { got.emplace(); });
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(error_code(*got), ErrorCode::kPeerUnavailable) << error_message(*got);
+    EXPECT_NE(error_message(*got).find("silent-owner:1"), std::string::npos)
+        << error_message(*got);
   }
 }
 
