@@ -52,13 +52,17 @@ struct Options {
   uint64_t max_size = 4 << 20;
   bool kill = false;
   bool verify = true;
+  int read_pct = 40;        // single reads among ops; the rest: writes, batches, released
+  bool fixed_size = false;  // every single op moves exactly max_size bytes
+  std::vector<std::string> devices;  // child r opens devices[r % n] (CAF_RDMA_DEVICE)
   uint64_t seed = 0;
   int child = -1;  // rank when running as a child
 };
 
 const char* kUsage =
     "usage: rdma_stress [--procs N] [--threads M] [--seconds S] [--max-size BYTES] [--kill]\n"
-    "                   [--no-verify] [--seed X]\n"
+    "                   [--no-verify] [--seed X] [--read-pct P] [--fixed-size]\n"
+    "                   [--devices DEV1,DEV2,...]\n"
     "  N processes (default 8) x M threads (default 2) do random reads, writes and batches of\n"
     "  1 B .. --max-size (default 4M) at random offsets into the other processes' registered\n"
     "  buffers for S seconds (default 60), through direct lanes (even threads) and the manager\n"
@@ -69,7 +73,12 @@ const char* kUsage =
     "  peer_unavailable naming it and go on. Verify mode (CAF_RDMA_VERIFY=1) is on unless\n"
     "  --no-verify. Prints ops, bytes, errors by code and `corrupt N`; exit 0 only if nothing\n"
     "  was corrupt, every released-handle write was refused and every error was expected.\n"
-    "  The transport is whatever CAF_RDMA_TRANSPORT / the host gives (rdma or fallback).\n";
+    "  The transport is whatever CAF_RDMA_TRANSPORT / the host gives (rdma or fallback).\n"
+    "  --read-pct P: share of single reads among the ops (default 40; the rest are writes,\n"
+    "  batches and released-handle writes, 8:3:1). --fixed-size: single reads and writes move\n"
+    "  exactly --max-size bytes (e.g. --read-pct 70 --fixed-size --max-size 1M: the READ-heavy\n"
+    "  load that broke Soft-RoCE on Linux 6.1). --devices rxe0,rxe1: process r opens device\n"
+    "  r mod n (CAF_RDMA_DEVICE), so transfers cross devices.\n";
 
 uint8_t pattern(uint32_t writer, uint64_t seq, uint64_t offset) {
   uint64_t x = offset * 0x9E3779B97F4A7C15ull ^ (writer + 1) * 0xC2B2AE3D27D4EB4Full ^
@@ -205,6 +214,8 @@ void Child::worker(int t) {
   uint64_t seq = 0;
   auto rand_size = [&](uint64_t cap) {
     // Log-uniform 1 B .. cap: as many small ops as large ones.
+    if (o_.fixed_size)
+      return cap;
     double e = std::uniform_real_distribution<double>(0, std::log2(static_cast<double>(cap)))(rng);
     return std::max<uint64_t>(1, std::min<uint64_t>(cap, static_cast<uint64_t>(std::exp2(e))));
   };
@@ -254,8 +265,11 @@ void Child::worker(int t) {
     if (p == nullptr)
       break;
     size_t q = static_cast<size_t>(p->rank);
+    // Thresholds: reads [0, r), writes [r, w), batches [w, b), released-handle writes [b, 100).
+    const unsigned r_end = static_cast<unsigned>(o_.read_pct);
+    const unsigned w_end = r_end + (100 - r_end) * 2 / 3, b_end = w_end + (100 - r_end) / 4;
     unsigned dice = rng() % 100;
-    if (dice < 40) {  // write
+    if (dice >= r_end && dice < w_end) {  // write
       uint64_t len = rand_size(region_), off = rng() % (region_ - len + 1);
       fill(0, off, len);
       auto r = client.transfer(make_write(*hs, p->target, len, 0, base + off), kTimeoutMs);
@@ -264,7 +278,7 @@ void Child::worker(int t) {
         count(len);
       else
         on_error(*p, r.error(), "write");
-    } else if (dice < 80) {  // read into poisoned memory
+    } else if (dice < r_end) {  // read into poisoned memory
       uint64_t len = rand_size(region_), off = rng() % (region_ - len + 1);
       std::memset(dst.data(), 0xA5 ^ static_cast<uint8_t>(seq), len);
       auto r = client.transfer(make_read(*hd, p->target, len, 0, base + off), kTimeoutMs);
@@ -274,7 +288,7 @@ void Child::worker(int t) {
       } else {
         on_error(*p, r.error(), "read");
       }
-    } else if (dice < 95) {  // batch: two writes and a read, on disjoint thirds of the region
+    } else if (dice < b_end) {  // batch: two writes and a read, on disjoint thirds of the region
       uint64_t third = region_ / 3;
       uint64_t lw1 = rand_size(third), lw2 = rand_size(third), lr = rand_size(third);
       uint64_t o1 = rng() % (third - lw1 + 1), o2 = third + rng() % (third - lw2 + 1),
@@ -465,15 +479,20 @@ uint64_t field(const std::string& line, const std::string& key) {
 int parent_main(const Options& o) {
   ::signal(SIGPIPE, SIG_IGN);
   std::vector<ChildProcess> kids;
-  std::vector<std::string> env;
-  if (o.verify)
-    env.push_back("CAF_RDMA_VERIFY=1");
   for (int r = 0; r < o.procs; ++r) {
-    auto c = ChildProcess::start(
-        {self_executable(), "--child", std::to_string(r), "--procs", std::to_string(o.procs),
-         "--threads", std::to_string(o.threads), "--seconds", std::to_string(o.seconds),
-         "--max-size", std::to_string(o.max_size), "--seed", std::to_string(o.seed)},
-        env);
+    std::vector<std::string> env;
+    if (o.verify)
+      env.push_back("CAF_RDMA_VERIFY=1");
+    if (!o.devices.empty())
+      env.push_back("CAF_RDMA_DEVICE=" + o.devices[r % o.devices.size()]);
+    std::vector<std::string> args{
+        self_executable(), "--child",   std::to_string(r),          "--procs",
+        std::to_string(o.procs), "--threads", std::to_string(o.threads), "--seconds",
+        std::to_string(o.seconds), "--max-size", std::to_string(o.max_size), "--seed",
+        std::to_string(o.seed), "--read-pct", std::to_string(o.read_pct)};
+    if (o.fixed_size)
+      args.push_back("--fixed-size");
+    auto c = ChildProcess::start(args, env);
     if (!c.ok())
       return std::fprintf(stderr, "rdma_stress: %s\n", c.error().to_string().c_str()), 2;
     kids.push_back(std::move(*c));
@@ -592,8 +611,9 @@ int parent_main(const Options& o) {
 
 int main(int argc, char** argv) {
   auto flags = Flags::parse(argc, argv,
-                            {"--procs", "--threads", "--seconds", "--max-size", "--seed", "--child"},
-                            {"--kill", "--no-verify", "--help", "-h"});
+                            {"--procs", "--threads", "--seconds", "--max-size", "--seed", "--child",
+                             "--read-pct", "--devices"},
+                            {"--kill", "--no-verify", "--fixed-size", "--help", "-h"});
   if (!flags.ok()) {
     std::fprintf(stderr, "rdma_stress: %s\n%s", flags.error().message().c_str(), kUsage);
     return 2;
@@ -619,10 +639,18 @@ int main(int argc, char** argv) {
   o.child = flags->has("--child") ? static_cast<int>(num("--child", 0)) : -1;
   o.kill = flags->has("--kill");
   o.verify = !flags->has("--no-verify");
+  o.read_pct = static_cast<int>(num("--read-pct", 40));
+  o.fixed_size = flags->has("--fixed-size");
+  {
+    std::istringstream in(flags->get("--devices", ""));
+    for (std::string d; std::getline(in, d, ',');)
+      if (!d.empty())
+        o.devices.push_back(d);
+  }
   if (o.procs < 2 || o.procs > 64 || o.threads < 1 || o.threads > 16 || o.max_size < 3 ||
-      o.seconds <= 0) {
+      o.seconds <= 0 || o.read_pct > 100) {
     std::fprintf(stderr, "rdma_stress: need 2 <= --procs <= 64, 1 <= --threads <= 16, "
-                         "--max-size >= 3, --seconds > 0\n%s",
+                         "--max-size >= 3, --seconds > 0, --read-pct <= 100\n%s",
                  kUsage);
     return 2;
   }
