@@ -11,6 +11,7 @@ QpInfo from_msg(const QpInfoMsg& m) {
   info.psn = m.psn;
   info.mtu = m.mtu;
   info.is_ethernet = m.ethernet;
+  info.max_dest_rd_atomic = m.max_dest_rd_atomic;
   return info;
 }
 
@@ -22,6 +23,7 @@ QpInfoMsg ManagerState::to_msg(const QpInfo& info, uint64_t lane) const {
   m.psn = info.psn;
   m.mtu = info.mtu;
   m.ethernet = info.is_ethernet;
+  m.max_dest_rd_atomic = info.max_dest_rd_atomic;
   m.device = domain_ ? domain_->device_name() : "";
   m.manager = caf::actor_cast<caf::actor>(self_);
   m.lane = lane;

@@ -132,12 +132,13 @@ struct QpInfoMsg {
   std::string device;
   caf::actor manager;  ///< the sender's manager
   uint64_t lane = 0;   ///< 0: the managers' queue pair; else the initiator's direct lane id
+  uint8_t max_dest_rd_atomic = 0;  ///< READs its responder takes outstanding (QpInfo)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, QpInfoMsg& x) {
   return f(caf::meta::type_name("caf_rdma::QpInfoMsg"), x.qp_num, x.lid, x.gid, x.psn, x.mtu,
-           x.ethernet, x.device, x.manager, x.lane);
+           x.ethernet, x.device, x.manager, x.lane, x.max_dest_rd_atomic);
 }
 
 /// An owner's permission to move one byte range over its stream channel (fallback transport,

@@ -124,6 +124,7 @@ QpInfo RdmaDomain::port_qp_info() const {
   info.gid = gid_;
   info.mtu = static_cast<uint8_t>(config_.path_mtu);
   info.is_ethernet = port_.is_ethernet;
+  info.max_dest_rd_atomic = config_.max_dest_rd_atomic;
   return info;
 }
 

@@ -77,8 +77,10 @@ IbverbsConfig IbverbsConfig::clamped(const DeviceLimits& limits) const {
   out.max_recv_wr = clamp_u32(out.max_recv_wr, limits.max_qp_wr);
   out.max_send_sge = clamp_u32(out.max_send_sge, limits.max_sge);
   out.max_recv_sge = clamp_u32(out.max_recv_sge, limits.max_sge);
-  out.max_rd_atomic = clamp_u8(out.max_rd_atomic, limits.max_qp_rd_atom);
-  out.max_dest_rd_atomic = clamp_u8(out.max_dest_rd_atomic, limits.max_qp_init_rd_atom);
+  // As initiator a QP may have max_qp_init_rd_atom READs/atomics outstanding; as responder it
+  // takes max_qp_rd_atom of them (ibv_query_device(3)).
+  out.max_rd_atomic = clamp_u8(out.max_rd_atomic, limits.max_qp_init_rd_atom);
+  out.max_dest_rd_atomic = clamp_u8(out.max_dest_rd_atomic, limits.max_qp_rd_atom);
   out.cq_entries = clamp_u32(out.effective_cq_entries(), limits.max_cqe);
   return out;
 }

@@ -18,6 +18,9 @@ struct QpInfo {
   uint32_t psn = 0;        ///< initial packet sequence number (24 bits)
   uint8_t mtu = IBV_MTU_1024;  ///< ibv_mtu this side can use (its clamped path MTU)
   bool is_ethernet = true; ///< link layer of this side's port (RoCE needs a GRH)
+  /// READs/atomics this side's responder accepts outstanding (its max_dest_rd_atomic); the
+  /// other side initiates at most that many. 0: unknown (then only its own limit counts).
+  uint8_t max_dest_rd_atomic = 0;
 };
 
 /// "qp 17 lid 0 gid ::ffff:10.99.0.1 psn 0xabc mtu 1024".

@@ -115,7 +115,11 @@ Status QueuePair::connect(const IbverbsConfig& config, const QpInfo& remote, uin
   attr.timeout = config.qp_timeout;
   attr.retry_cnt = config.retry_cnt;
   attr.rnr_retry = config.rnr_retry;
-  attr.max_rd_atomic = config.max_rd_atomic;
+  // Never more READs in flight than the peer's responder takes: beyond that a NIC drops or
+  // NAKs them (retries, then a QP in ERR).
+  attr.max_rd_atomic = remote.max_dest_rd_atomic == 0
+                           ? config.max_rd_atomic
+                           : std::min(config.max_rd_atomic, remote.max_dest_rd_atomic);
   return modify(attr,
                 IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
                     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC,
@@ -140,6 +144,14 @@ Result<ibv_qp_state> QueuePair::state() const {
   if (int rc = ibv_query_qp(qp_, &attr, IBV_QP_STATE, &init); rc != 0)
     return ibverbs_error("ibv_query_qp", rc, describe());
   return attr.qp_state;
+}
+
+Result<uint8_t> QueuePair::max_rd_atomic() const {
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  if (int rc = ibv_query_qp(qp_, &attr, IBV_QP_MAX_QP_RD_ATOMIC, &init); rc != 0)
+    return ibverbs_error("ibv_query_qp", rc, describe());
+  return attr.max_rd_atomic;
 }
 
 Status QueuePair::post_send(ibv_send_wr* wr) {

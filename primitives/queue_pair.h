@@ -51,6 +51,9 @@ public:
   /// Current state (ibv_query_qp).
   Result<ibv_qp_state> state() const;
 
+  /// READs/atomics this QP may have outstanding as initiator (ibv_query_qp max_rd_atomic).
+  Result<uint8_t> max_rd_atomic() const;
+
   /// ibv_post_send; the error names the failing work request id.
   Status post_send(ibv_send_wr* wr);
 

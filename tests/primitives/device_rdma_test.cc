@@ -1,5 +1,6 @@
 // On a real device (rxe0 in the VM lane): port and GID queries, and two RC queue pairs built
-// from the primitives, connected to each other, moving 1 MiB with one RDMA WRITE.
+// from the primitives, connected to each other, moving 1 MiB with one RDMA WRITE; the
+// initiator depth (max_rd_atomic) follows the peer's responder depth.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -86,31 +87,40 @@ ibv_wc wait_completion(CompletionQueue& cq, std::chrono::seconds timeout) {
   return wc;
 }
 
-TEST_F(DevicePrimitives, TwoConnectedQueuePairsWrite1MiB) {
-  auto ctx = open_default();
-  ASSERT_TRUE(ctx);
-  auto limits = ctx->limits(1);
+/// Two RC queue pairs on the default device, each with a 1 MiB registered buffer, connected
+/// to each other with configs `config[0]` and `config[1]` (clamped to the device).
+struct Pair {
+  std::shared_ptr<DeviceContext> ctx;
+  IbverbsConfig config[2];
+  Side s[2];
+};
+
+constexpr size_t kSize = 1 << 20;
+
+void connect_pair(Pair& p, IbverbsConfig want0, IbverbsConfig want1) {
+  p.ctx = open_default();
+  ASSERT_TRUE(p.ctx);
+  auto limits = p.ctx->limits(1);
   ASSERT_TRUE(limits.ok());
-  IbverbsConfig config = IbverbsConfig{}.clamped(*limits);
-  auto port = ctx->query_port(1);
-  auto table = ctx->gid_table(1);
+  p.config[0] = want0.clamped(*limits);
+  p.config[1] = want1.clamped(*limits);
+  auto port = p.ctx->query_port(1);
+  auto table = p.ctx->gid_table(1);
   ASSERT_TRUE(port.ok() && table.ok());
-  auto gid_index = select_gid_index(*table, port->is_ethernet, -1, ctx->name());
+  auto gid_index = select_gid_index(*table, port->is_ethernet, -1, p.ctx->name());
   ASSERT_TRUE(gid_index.ok()) << gid_index.error().to_string();
   Gid gid{};
   for (const auto& e : *table)
     if (e.index == *gid_index)
       gid = e.gid;
-
-  auto pd = ProtectionDomain::allocate(ctx);
+  auto pd = ProtectionDomain::allocate(p.ctx);
   ASSERT_TRUE(pd.ok()) << pd.error().to_string();
-  constexpr size_t kSize = 1 << 20;
-  Side s[2];
-  for (auto& side : s) {
-    auto cq = CompletionQueue::create(ctx, 64, false);
+  for (int k = 0; k < 2; ++k) {
+    Side& side = p.s[k];
+    auto cq = CompletionQueue::create(p.ctx, 64, false);
     ASSERT_TRUE(cq.ok()) << cq.error().to_string();
     side.cq = *cq;
-    auto qp = QueuePair::create(*pd, side.cq, side.cq, config);
+    auto qp = QueuePair::create(*pd, side.cq, side.cq, p.config[k]);
     ASSERT_TRUE(qp.ok()) << qp.error().to_string();
     side.qp = std::move(*qp);
     side.buf.assign(kSize, 0);
@@ -119,20 +129,28 @@ TEST_F(DevicePrimitives, TwoConnectedQueuePairsWrite1MiB) {
     side.mr = *mr;
     side.psn = random_psn();
   }
-  auto info = [&](const Side& side) {
+  auto info = [&](int k) {
     QpInfo i;
-    i.qp_num = side.qp->qp_num();
+    i.qp_num = p.s[k].qp->qp_num();
     i.lid = port->lid;
     i.gid = gid;
-    i.psn = side.psn;
-    i.mtu = config.path_mtu;
+    i.psn = p.s[k].psn;
+    i.mtu = p.config[k].path_mtu;
     i.is_ethernet = port->is_ethernet;
+    i.max_dest_rd_atomic = p.config[k].max_dest_rd_atomic;
     return i;
   };
-  Status c0 = s[0].qp->connect(config, info(s[1]), s[0].psn, *gid_index);
-  ASSERT_TRUE(c0.ok()) << c0.error().to_string();
-  Status c1 = s[1].qp->connect(config, info(s[0]), s[1].psn, *gid_index);
-  ASSERT_TRUE(c1.ok()) << c1.error().to_string();
+  for (int k = 0; k < 2; ++k) {
+    Status c = p.s[k].qp->connect(p.config[k], info(1 - k), p.s[k].psn, *gid_index);
+    ASSERT_TRUE(c.ok()) << c.error().to_string();
+  }
+}
+
+TEST_F(DevicePrimitives, TwoConnectedQueuePairsWrite1MiB) {
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(p, IbverbsConfig{}, IbverbsConfig{}));
+  auto& s = p.s;
+  auto& ctx = p.ctx;
   auto state = s[0].qp->state();
   ASSERT_TRUE(state.ok());
   EXPECT_EQ(*state, IBV_QPS_RTS);
@@ -157,6 +175,22 @@ TEST_F(DevicePrimitives, TwoConnectedQueuePairsWrite1MiB) {
   EXPECT_EQ(wc.opcode, IBV_WC_RDMA_WRITE);
   EXPECT_EQ(s[0].buf, s[1].buf);
   std::printf("RDMA WRITE of %zu bytes on %s verified\n", kSize, ctx->name().c_str());
+}
+
+// An initiator never has more READs in flight than its peer's responder accepts: its
+// max_rd_atomic follows the peer's max_dest_rd_atomic (exchanged in QpInfo).
+TEST_F(DevicePrimitives, InitiatorDepthFollowsThePeersResponderDepth) {
+  IbverbsConfig deep, shallow;
+  deep.max_rd_atomic = 16;
+  shallow.max_dest_rd_atomic = 2;
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(p, deep, shallow));
+  auto depth = p.s[0].qp->max_rd_atomic();
+  ASSERT_TRUE(depth.ok()) << depth.error().to_string();
+  EXPECT_EQ(*depth, std::min<uint8_t>(p.config[0].max_rd_atomic, 2));
+  auto other = p.s[1].qp->max_rd_atomic();
+  ASSERT_TRUE(other.ok()) << other.error().to_string();
+  EXPECT_EQ(*other, std::min(p.config[1].max_rd_atomic, p.config[0].max_dest_rd_atomic));
 }
 
 }  // namespace

@@ -61,8 +61,9 @@ TEST(IbverbsConfig, ClampedToDeviceLimits) {
   EXPECT_EQ(c.max_send_wr, 128u);
   EXPECT_EQ(c.max_recv_wr, 128u);
   EXPECT_EQ(c.max_send_sge, 4u);
-  EXPECT_EQ(c.max_rd_atomic, 8);
-  EXPECT_EQ(c.max_dest_rd_atomic, 2);
+  // Initiator depth by max_qp_init_rd_atom, responder depth by max_qp_rd_atom.
+  EXPECT_EQ(c.max_rd_atomic, 2);
+  EXPECT_EQ(c.max_dest_rd_atomic, 8);
   EXPECT_EQ(c.cq_entries, 200u);
   // A smaller request is kept.
   IbverbsConfig small;
