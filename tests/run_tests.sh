@@ -43,7 +43,8 @@ python3 tests/summarize.py cuda "$cuda_logs" $(bazel query 'tests(//tests/gpu/..
 cuda_sum_rc=$?
 
 # The stress tool (examples/rdma_stress), short mode: every byte checked, release churn and
-# released-handle writes, one process killed natively; on the rdma path inside the VM.
+# released-handle writes, one process killed; natively (fallback) and on the rdma path inside the
+# VM (READ-heavier, processes spread over rxe0 and rxe1).
 stamp "stress: rdma_stress short mode, native (fallback) and in the Soft-RoCE VM (rdma)"
 stress_rc=0
 if bazel build "$@" //examples:rdma_stress; then
@@ -51,7 +52,8 @@ if bazel build "$@" //examples:rdma_stress; then
     --seconds 20 --max-size 1M --kill 2>&1 | tail -12 || stress_rc=1
   [ "${PIPESTATUS[0]}" = 0 ] || stress_rc=1
   CAF_RDMA_TRANSPORT=rdma tests/rxe_vm/run_in_vm.sh -t 420 -m 6144 -e CAF_RDMA_TRANSPORT -s /tmp \
-    bazel-bin/examples/rdma_stress --procs 8 --threads 2 --seconds 45 --max-size 1M 2>&1 | tail -16
+    bazel-bin/examples/rdma_stress --procs 8 --threads 2 --seconds 45 --max-size 1M --read-pct 60 \
+    --devices rxe0,rxe1 --kill 2>&1 | tail -16
   [ "${PIPESTATUS[0]}" = 0 ] || stress_rc=1
 else
   stress_rc=1
