@@ -264,8 +264,10 @@ ManagerStats ManagerState::stats() const {
   for (const auto& [key, peer] : peers_)
     s.live_qps += (peer.initiated ? 1 : 0) + (peer.accepted ? 1 : 0);
   s.live_qps += loopback_ ? 1 : 0;
-  for (const auto& [id, b] : buffers_)
+  for (const auto& [id, b] : buffers_) {
     s.registered_buffers += b.released ? 0 : 1;
+    s.busy_buffers += b.in_use > 0 || registry_->busy(id) ? 1 : 0;
+  }
   if (domain_)
     s.registered_bytes = domain_->registration_stats().registered_bytes;
   return s;

@@ -60,6 +60,9 @@ using checksum_atom = caf::atom_constant<caf::atom("buf_sum")>;
 /// as the owner is known to be down.
 using ask_check_atom = caf::atom_constant<caf::atom("ask_check")>;
 using ask_sum_atom = caf::atom_constant<caf::atom("ask_sum")>;
+/// RdmaNode -> its manager, right after publishing it on a port the OS picked: its name
+/// (host:port). Taken once; later ones are ignored.
+using set_name_atom = caf::atom_constant<caf::atom("set_name")>;
 /// Internal: a directory wait expired.
 using dir_timeout_atom = caf::atom_constant<caf::atom("dir_tmo")>;
 

@@ -113,6 +113,7 @@ rdma_manager_actor::behavior_type manager(detail::ManagerState::Self self, Manag
         return self->state.peer_state(peer);
       },
       [=](stats_atom) -> caf::result<ManagerStats> { return self->state.stats(); },
+      [=](set_name_atom, std::string& name) { self->state.set_name(std::move(name)); },
       [=](dir_put_atom, std::string key, BufferHandle h) {
         return self->state.dir_put(std::move(key), std::move(h));
       },

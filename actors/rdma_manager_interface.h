@@ -95,6 +95,10 @@ using rdma_manager_actor = caf::typed_actor<
   /// Why the peer manager is down ("" while it is up or unknown).
   caf::replies_to<peer_state_atom, caf::actor>::with<std::string>,
 
+  /// RdmaNode to its manager, once, before anyone can know its port: the name (host:port) it
+  /// gives in handles and errors. Ignored after the first.
+  caf::reacts_to<set_name_atom, std::string>,
+
   /// Counters of this manager.
   caf::replies_to<stats_atom>::with<ManagerStats>,
 

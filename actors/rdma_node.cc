@@ -3,36 +3,12 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <cstdlib>
 
 #include "actors/rdma_errors.h"
 #include "actors/rdma_messages.h"
 
 namespace caf_rdma {
-
-Result<uint16_t> free_port(const std::string& host) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0)
-    return Error(ErrorCode::kInternal, "socket() failed while looking for a free port");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = 0;
-  if (inet_pton(AF_INET, host == "localhost" ? "127.0.0.1" : host.c_str(), &addr.sin_addr) != 1)
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  socklen_t len = sizeof(addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ::close(fd);
-    return Error(ErrorCode::kInternal, "cannot bind a free port on " + host);
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 Result<std::unique_ptr<RdmaNode>> RdmaNode::start(NodeOptions options) {
   std::unique_ptr<RdmaNode> node(new RdmaNode());
@@ -47,39 +23,30 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(NodeOptions options) {
     options.configure(*node->config_);
   node->system_ = std::make_unique<caf::actor_system>(*node->config_);
   node->host_ = options.host;
-  // The manager names itself host:port, so the port is chosen before it is published. A port
-  // picked by us (port 0) can be taken by another process before we bind it: then we pick
-  // another one, a few times, rather than fail.
-  const bool pick_port = options.port == 0;
-  constexpr int kPortAttempts = 5;
-  for (int attempt = 1;; ++attempt) {
-    uint16_t port_wanted = options.port;
-    if (pick_port) {
-      CAF_RDMA_ASSIGN_OR_RETURN(port_wanted, free_port(options.host));
-    }
-    ManagerOptions mo = options.manager;
-    if (mo.name.empty())
-      mo.name = options.host + ":" + std::to_string(port_wanted);
-    // The stream channel announces the node's address; a wildcard is no address a peer can use.
-    if (mo.stream_host.empty() && options.host != "0.0.0.0" && !options.host.empty())
-      mo.stream_host = options.host == "localhost" ? "127.0.0.1" : options.host;
-    auto mgr = spawn_manager(*node->system_, mo);
-    if (!mgr.ok())
-      return mgr.error();
-    node->manager_ = *mgr;
-    auto port = node->system_->middleman().publish(node->manager_, port_wanted,
-                                                   options.host.c_str(), true);
-    if (port) {
-      node->port_ = *port;
-      return node;
-    }
+  // Published first (port 0: the OS picks one, no one else can take it in between), then named
+  // host:port: the name reaches the manager before anyone can know the port.
+  ManagerOptions mo = options.manager;
+  const bool name_it = mo.name.empty();
+  // The stream channel announces the node's address; a wildcard is no address a peer can use.
+  if (mo.stream_host.empty() && options.host != "0.0.0.0" && !options.host.empty())
+    mo.stream_host = options.host == "localhost" ? "127.0.0.1" : options.host;
+  auto mgr = spawn_manager(*node->system_, mo);
+  if (!mgr.ok())
+    return mgr.error();
+  node->manager_ = *mgr;
+  auto port =
+      node->system_->middleman().publish(node->manager_, options.port, options.host.c_str(), true);
+  if (!port) {
     caf::anon_send_exit(node->manager_, caf::exit_reason::user_shutdown);
-    if (!pick_port || attempt == kPortAttempts)
-      return Error(ErrorCode::kPeerUnavailable,
-                   "publishing the RDMA manager on " + options.host + ":" +
-                       std::to_string(port_wanted) + " failed: " +
-                       node->system_->render(port.error()));
+    return Error(ErrorCode::kPeerUnavailable,
+                 "publishing the RDMA manager on " + options.host + ":" +
+                     std::to_string(options.port) + " failed: " +
+                     node->system_->render(port.error()));
   }
+  node->port_ = *port;
+  if (name_it)
+    caf::anon_send(node->manager_, set_name_atom::value, node->address());
+  return node;
 }
 
 RdmaNode::~RdmaNode() {

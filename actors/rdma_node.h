@@ -56,11 +56,6 @@ private:
   uint16_t port_ = 0;
 };
 
-/// A TCP port on `host` that is free now (the kernel's choice), so a node can be named
-/// host:port before it is published. Another process could take it in between; publishing
-/// then fails with an error naming the port.
-Result<uint16_t> free_port(const std::string& host);
-
 /// Splits "host:port"; errors name the text.
 Result<std::pair<std::string, uint16_t>> parse_host_port(const std::string& text);
 

@@ -166,6 +166,13 @@ public:
   /// A direct lane's last use of released buffer `id` ended.
   void lane_idle(uint64_t id);
   ManagerStats stats() const;
+  /// The name given by its node once it listens (first call only).
+  void set_name(std::string name) {
+    if (named_ || name.empty())
+      return;
+    named_ = true;
+    options_.name = std::move(name);
+  }
 
   // -- transfers (manager_transfers.cc) --
   caf::result<TransferReply> transfer(TransferOp op, uint32_t timeout_ms);
@@ -278,6 +285,7 @@ private:
 
   Self self_ = nullptr;
   ManagerOptions options_;
+  bool named_ = false;  ///< set_name was taken
   std::shared_ptr<RdmaDomain> domain_;
   std::string no_rdma_reason_;
   std::unique_ptr<CompletionPoller> poller_;

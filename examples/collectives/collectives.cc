@@ -28,7 +28,10 @@ constexpr const char* kUsage =
     "  collective's average time and bandwidth (BYTES per rank / time) and the path.\n"
     "  --kill-rank R: rank R dies after the first barrier; the others must report an error\n"
     "  naming it. Transport: CAF_RDMA_TRANSPORT=auto|rdma|fallback; device: CAF_RDMA_DEVICE.\n"
-    "  Internal role: --role member --rank R --members HOST:PORT,HOST:PORT,...\n";
+    "  Member role (one process of a group): --role member --rank R and either\n"
+    "  --members HOST:PORT,HOST:PORT,... (every rank's address, e.g. across hosts) or --ranks N\n"
+    "  (listen on a port the OS picks, print `listening HOST:PORT`, read `members LIST` from\n"
+    "  stdin: what the launcher does).\n";
 
 uint8_t pattern(uint64_t i, uint64_t seed) {
   return static_cast<uint8_t>(((i + seed * 2654435761u) * 2654435761u) >> 13);
@@ -46,13 +49,27 @@ bool check(const uint8_t* p, uint64_t n, uint64_t seed) {
   return true;
 }
 
+std::vector<std::string> split_commas(const std::string& list) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at <= list.size();) {
+    size_t comma = list.find(',', at);
+    if (comma == std::string::npos)
+      comma = list.size();
+    out.push_back(list.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
 struct Timing {
   double total_ms = 0;
   uint32_t runs = 0;
 };
 
-int member(uint32_t rank, const std::vector<std::string>& members, uint64_t size, uint32_t iters,
-           bool die, uint32_t timeout_ms) {
+/// One rank. Without `members` (launched): it listens on a port the OS picks, reports it on
+/// stdout and reads everyone's from stdin.
+int member(uint32_t rank, uint32_t ranks, const std::vector<std::string>& members, uint64_t size,
+           uint32_t iters, bool die, uint32_t timeout_ms) {
   std::string me = "rank " + std::to_string(rank);
   auto fail = [&](const std::string& what, const Error& e) {
     std::printf("%s: %s failed: %s\n", me.c_str(), what.c_str(), e.to_string().c_str());
@@ -63,6 +80,22 @@ int member(uint32_t rank, const std::vector<std::string>& members, uint64_t size
   o.rank = rank;
   o.members = members;
   o.timeout_ms = timeout_ms;
+  if (members.empty()) {
+    o.members.assign(ranks, "127.0.0.1:0");
+    o.rendezvous = [](const std::string& address) -> Result<std::vector<std::string>> {
+      std::printf("listening %s\n", address.c_str());
+      std::fflush(stdout);
+      char line[8192];
+      if (std::fgets(line, sizeof(line), stdin) == nullptr)
+        return Error(ErrorCode::kPeerUnavailable, "the launcher closed stdin before the members");
+      std::string text(line);
+      while (!text.empty() && (text.back() == '\n' || text.back() == '\r'))
+        text.pop_back();
+      if (text.rfind("members ", 0) != 0)
+        return Error(ErrorCode::kInvalidArgument, "expected 'members LIST', got '" + text + "'");
+      return split_commas(text.substr(8));
+    };
+  }
   auto mo = ManagerOptions::from_env();
   if (!mo.ok())
     return fail("configuration", mo.error());
@@ -75,7 +108,7 @@ int member(uint32_t rank, const std::vector<std::string>& members, uint64_t size
   if (Status s = group.barrier(); !s.ok())
     return fail("barrier", s.error());
   std::printf("%s: joined a group of %u at %s (path %s)\n", me.c_str(), n,
-              members[rank].c_str(), group.last_path().c_str());
+              group.address(rank).c_str(), group.last_path().c_str());
   std::fflush(stdout);
   if (die) {
     std::printf("%s: dying now (--kill-rank)\n", me.c_str());
@@ -151,24 +184,12 @@ int member(uint32_t rank, const std::vector<std::string>& members, uint64_t size
 
 int launch(uint32_t ranks, const std::vector<std::string>& common, int kill_rank,
            uint32_t timeout_ms) {
-  std::vector<std::string> members;
-  for (uint32_t r = 0; r < ranks; ++r) {
-    auto p = free_port("127.0.0.1");
-    if (!p.ok()) {
-      std::printf("collectives: %s\n", p.error().to_string().c_str());
-      return 1;
-    }
-    members.push_back("127.0.0.1:" + std::to_string(*p));
-  }
-  std::string list;
-  for (const auto& m : members)
-    list += (list.empty() ? "" : ",") + m;
-  std::printf("collectives: %u ranks at %s\n", ranks, list.c_str());
-  std::fflush(stdout);
+  // Each member listens on a port the OS picks and reports it; then all get the list.
   std::vector<ChildProcess> procs;
   for (uint32_t r = 0; r < ranks; ++r) {
-    std::vector<std::string> argv{self_executable(), "--role", "member", "--rank",
-                                  std::to_string(r), "--members", list};
+    std::vector<std::string> argv{self_executable(), "--role",  "member",
+                                  "--rank",          std::to_string(r), "--ranks",
+                                  std::to_string(ranks)};
     argv.insert(argv.end(), common.begin(), common.end());
     if (int(r) == kill_rank)
       argv.push_back("--die");
@@ -179,6 +200,26 @@ int launch(uint32_t ranks, const std::vector<std::string>& common, int kill_rank
     }
     procs.push_back(std::move(*c));
   }
+  std::vector<std::string> members;
+  for (uint32_t r = 0; r < ranks; ++r) {
+    auto line = procs[r].read_line(std::chrono::milliseconds(timeout_ms) + 60s);
+    if (!line.ok() || line->rfind("listening ", 0) != 0) {
+      std::printf("collectives: rank %u did not report its address: %s\n", r,
+                  line.ok() ? line->c_str() : line.error().to_string().c_str());
+      return 1;
+    }
+    members.push_back(line->substr(10));
+  }
+  std::string list;
+  for (const auto& m : members)
+    list += (list.empty() ? "" : ",") + m;
+  std::printf("collectives: %u ranks at %s\n", ranks, list.c_str());
+  std::fflush(stdout);
+  for (auto& p : procs)
+    if (Status st = p.write_line("members " + list); !st.ok()) {
+      std::printf("collectives: %s\n", st.error().to_string().c_str());
+      return 1;
+    }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms) * 4 + 60s;
   int problems = 0;
   std::string gone = "rank " + std::to_string(kill_rank) + " (" +
@@ -257,17 +298,13 @@ int main(int argc, char** argv) {
   std::vector<std::string> common{"--size", std::to_string(*size), "--iters",
                                   std::to_string(*iters), "--timeout-ms", std::to_string(*timeout)};
   if (flags->get("--role", "") == "member") {
-    std::vector<std::string> members;
     std::string list = flags->get("--members", "");
-    for (size_t at = 0; at <= list.size();) {
-      size_t comma = list.find(',', at);
-      if (comma == std::string::npos)
-        comma = list.size();
-      members.push_back(list.substr(at, comma - at));
-      at = comma + 1;
-    }
-    return member(static_cast<uint32_t>(*rank), members, *size, static_cast<uint32_t>(*iters),
-                  flags->has("--die"), static_cast<uint32_t>(*timeout));
+    std::vector<std::string> members;
+    if (!list.empty())
+      members = split_commas(list);
+    return member(static_cast<uint32_t>(*rank), static_cast<uint32_t>(*ranks), members, *size,
+                  static_cast<uint32_t>(*iters), flags->has("--die"),
+                  static_cast<uint32_t>(*timeout));
   }
   int kill_rank = -1;
   if (flags->has("--kill-rank")) {

@@ -34,6 +34,8 @@ struct Peer {
   BufferHandle mailbox;  // theirs: where our messages go
   BufferHandle coll;     // theirs: where our collective data goes
   bool alive = true;
+  bool left = false;         // it announced its leave
+  std::string left_because;  // why the group broke, as it saw it ("": it was not broken there)
   caf::error gone;
   uint32_t credits = 1;  // their mailbox for us is free
   bool sending = false;  // a write into their mailbox is in flight
@@ -72,10 +74,8 @@ struct MemberState {
   std::optional<std::string> broken;
   uint64_t next_id = 0;
 
-  uint32_t size() const { return static_cast<uint32_t>(cfg.addresses.size()); }
-  std::string who(uint32_t j) const {
-    return "rank " + std::to_string(j) + " (" + cfg.addresses[j] + ")";
-  }
+  uint32_t size() const { return cfg.size; }
+  std::string who(uint32_t j) const { return cfg.names->who(j); }
   bool formed() const {
     for (uint32_t j = 0; j < size(); ++j)
       if (j != cfg.rank && !(peers[j].connected && peers[j].hello))
@@ -286,8 +286,11 @@ caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg,
       if (!p.connected || p.actor.address() != dm.source || !p.alive)
         continue;
       p.alive = false;
-      p.gone = make_rdma_error(ErrorCode::kPeerUnavailable,
-                               st.who(j) + " is gone (" + to_string(dm.reason) + ")");
+      p.gone = make_rdma_error(
+          ErrorCode::kPeerUnavailable,
+          !p.left_because.empty() ? st.who(j) + " left the broken group (" + p.left_because + ")"
+          : p.left                ? st.who(j) + " is gone (it left the group)"
+                                  : st.who(j) + " is gone (" + to_string(dm.reason) + ")");
       for (auto& s : p.sends)
         s.rp.deliver(p.gone);
       p.sends.clear();
@@ -298,11 +301,12 @@ caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg,
       for (auto& w : st.formed_waiters)
         w.second.deliver(p.gone);
       st.formed_waiters.clear();
+      // The first departure is the cause; members that leave because of it are not new ones.
       if (!st.broken)
-        st.broken = error_message(p.gone);
+        st.broken = p.left_because.empty() ? error_message(p.gone) : p.left_because;
       // Even a collective j has no part in fails: the members that do wait for j may have given
       // up on it already, and a broadcast from a root that did would never arrive.
-      fail_collective(self, p.gone, true);
+      fail_collective(self, make_rdma_error(ErrorCode::kPeerUnavailable, *st.broken), true);
     }
   });
   return {
@@ -427,6 +431,40 @@ caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg,
           c.path = path;
         check_collective(self);
       }
+    },
+    [=](left_atom, uint32_t from, std::string& cause) {
+      auto& st = self->state;
+      if (from < st.size() && from != st.cfg.rank) {
+        st.peers[from].left = true;
+        st.peers[from].left_because = cause;
+      }
+      if (!cause.empty() && !st.broken)
+        st.broken = cause;
+      return true;
+    },
+    [=](leave_atom) -> caf::result<bool> {
+      // Tell every live member we go, and why the group broke if it did, before our node goes:
+      // our departure must not look like a new cause. Each answer is awaited a few seconds.
+      auto& st = self->state;
+      std::string cause = st.broken.value_or("");
+      auto waiting = std::make_shared<uint32_t>(0);
+      auto rp = self->make_response_promise<bool>();
+      for (uint32_t j = 0; j < st.size(); ++j) {
+        auto& p = st.peers[j];
+        if (j == st.cfg.rank || !p.alive || !p.connected)
+          continue;
+        ++*waiting;
+        auto answered = [waiting, rp]() mutable {
+          if (--*waiting == 0)
+            rp.deliver(true);
+        };
+        self->request(p.actor, std::chrono::seconds(3), left_atom::value, st.cfg.rank, cause)
+            .then([answered](bool) mutable { answered(); },
+                  [answered](caf::error&) mutable { answered(); });
+      }
+      if (*waiting == 0)
+        rp.deliver(true);
+      return rp;
     },
     [=](abort_atom, uint64_t epoch, uint32_t from, std::string& why) {
       auto& st = self->state;

@@ -10,6 +10,8 @@
 #include <caf/atom.hpp>
 
 #include <chrono>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,12 @@ using credit_atom = caf::atom_constant<caf::atom("pg_credit")>;  // (from)
 using ready_atom = caf::atom_constant<caf::atom("pg_ready")>;    // (epoch, from)
 using written_atom = caf::atom_constant<caf::atom("pg_written")>;  // (epoch, from)
 using abort_atom = caf::atom_constant<caf::atom("pg_abort")>;    // (epoch, from, reason)
+// (from, cause) -> bool: `from` leaves the group; a non-empty cause is why the group broke (its
+// origin), so that its departure is not taken for a new cause.
+using left_atom = caf::atom_constant<caf::atom("pg_left")>;
+// Front end -> member: () -> bool, tells the live members we leave (and why, if the group is
+// broken), each answer awaited for at most a few seconds.
+using leave_atom = caf::atom_constant<caf::atom("pg_leave")>;
 // Member -> itself.
 using deadline_atom = caf::atom_constant<caf::atom("pg_dline")>;  // (kind, key, id)
 
@@ -43,9 +51,33 @@ struct MemberBuffers {
   BufferHandle coll_send;             ///< collectives: we write from here
 };
 
+/// "host:port" of every rank, for error messages. Filled in by the front end once known (a
+/// rank listening on a port the OS picked learns the others' at its rendezvous); until then a
+/// rank is named by its number only.
+class MemberNames {
+public:
+  explicit MemberNames(std::vector<std::string> names) : names_(std::move(names)) {}
+  void set(std::vector<std::string> names) {
+    std::lock_guard<std::mutex> g(mu_);
+    names_ = std::move(names);
+  }
+  /// "rank 2 (127.0.0.1:4711)", or "rank 2" while its address is unknown.
+  std::string who(uint32_t rank) const {
+    std::lock_guard<std::mutex> g(mu_);
+    std::string addr = rank < names_.size() ? names_[rank] : "";
+    bool known = !addr.empty() && addr.size() > 2 && addr.compare(addr.size() - 2, 2, ":0") != 0;
+    return "rank " + std::to_string(rank) + (known ? " (" + addr + ")" : "");
+  }
+
+private:
+  mutable std::mutex mu_;
+  std::vector<std::string> names_;
+};
+
 struct MemberConfig {
   uint32_t rank = 0;
-  std::vector<std::string> addresses;  ///< "host:port" of every rank, for error messages
+  uint32_t size = 0;
+  std::shared_ptr<MemberNames> names;
   std::chrono::milliseconds timeout{30000};
 };
 

@@ -39,12 +39,19 @@ Result<std::unique_ptr<PeerGroup>> PeerGroup::form(PeerGroupOptions o) {
   if (o.mailbox_bytes == 0 || o.collective_bytes < n)
     return Error(ErrorCode::kInvalidArgument,
                  "mailbox_bytes must be > 0 and collective_bytes >= the group size");
-  std::vector<std::pair<std::string, uint16_t>> addr;
-  for (const auto& m : o.members) {
+  std::vector<std::pair<std::string, uint16_t>> addr(n);
+  for (uint32_t j = 0; j < n; ++j) {
+    const std::string& m = o.members[j];
+    if (o.rendezvous && j != o.rank)
+      continue;  // learnt at the rendezvous
+    if (o.rendezvous && m.size() > 2 && m.compare(m.size() - 2, 2, ":0") == 0) {
+      addr[j] = {m.substr(0, m.size() - 2), 0};  // the OS picks our port
+      continue;
+    }
     auto hp = parse_host_port(m);
     if (!hp.ok())
       return hp.error().with_context("group member address");
-    addr.push_back(*hp);
+    addr[j] = *hp;
   }
   std::unique_ptr<PeerGroup> g(new PeerGroup());
   g->options_ = o;
@@ -83,7 +90,8 @@ Result<std::unique_ptr<PeerGroup>> PeerGroup::form(PeerGroupOptions o) {
   }
   MemberConfig mc;
   mc.rank = o.rank;
-  mc.addresses = o.members;
+  mc.size = n;
+  mc.names = std::make_shared<MemberNames>(o.members);
   mc.timeout = std::chrono::milliseconds(o.timeout_ms);
   g->member_ = spawn_group_member(sys, g->node_->manager(), mc, buf);
   Lease self(g.get());
@@ -93,6 +101,32 @@ Result<std::unique_ptr<PeerGroup>> PeerGroup::form(PeerGroupOptions o) {
     return Error(ErrorCode::kPeerUnavailable, "rank " + std::to_string(o.rank) +
                                                   ": cannot listen on " + o.members[o.rank] +
                                                   ": " + sys.render(port.error()));
+  if (o.rendezvous) {
+    std::string me = addr[o.rank].first + ":" + std::to_string(*port);
+    auto all = o.rendezvous(me);
+    if (!all.ok())
+      return all.error().with_context("rank " + std::to_string(o.rank) + " at its rendezvous");
+    if (all->size() != n || (*all)[o.rank] != me)
+      return Error(ErrorCode::kInvalidArgument,
+                   "rank " + std::to_string(o.rank) + ": the rendezvous returned " +
+                       std::to_string(all->size()) + " members, entry " +
+                       std::to_string(o.rank) + " '" +
+                       (o.rank < all->size() ? (*all)[o.rank] : "") + "', expected " +
+                       std::to_string(n) + " with '" + me + "'");
+    for (uint32_t j = 0; j < n; ++j) {
+      auto hp = parse_host_port((*all)[j]);
+      if (!hp.ok())
+        return hp.error().with_context("group member address from the rendezvous");
+      addr[j] = *hp;
+    }
+    g->options_.members = *all;
+    o.members = *all;
+    mc.names->set(*all);
+  } else if (addr[o.rank].second == 0) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "rank " + std::to_string(o.rank) + ": members[" + std::to_string(o.rank) +
+                     "] has port 0, which needs a rendezvous to tell the others");
+  }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(o.timeout_ms);
   // Each member dials the lower ranks; higher ranks dial us (their hello arrives over their
   // connection). One connection per pair.
@@ -138,6 +172,12 @@ PeerGroup::Lease::~Lease() {
 }
 
 PeerGroup::~PeerGroup() {
+  if (member_) {
+    // The others learn that we leave, and why the group broke if it did, before our node goes.
+    Lease self(this);
+    (*self)->request(member_, std::chrono::seconds(10), leave_atom::value)
+        .receive([](bool) {}, [](caf::error&) {});
+  }
   idle_.clear();  // scoped actors go before their system
   if (member_)
     caf::anon_send_exit(member_, caf::exit_reason::user_shutdown);

@@ -19,6 +19,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -32,8 +33,14 @@ namespace caf_rdma::group {
 
 struct PeerGroupOptions {
   uint32_t rank = 0;
-  /// "host:port" where each rank's member actor listens; entry `rank` is this process's.
+  /// "host:port" where each rank's member actor listens; entry `rank` is this process's. With a
+  /// `rendezvous`, entry `rank` may have port 0 (the OS picks one when this rank listens) and
+  /// the others are placeholders: their addresses come from the rendezvous.
   std::vector<std::string> members;
+  /// Called once this rank listens, with its "host:port"; returns every rank's address (as many
+  /// as `members`, entry `rank` this one), e.g. gathered by a launcher from each process's
+  /// report. No port is ever picked by one process and bound later by another.
+  std::function<Result<std::vector<std::string>>(const std::string&)> rendezvous;
   /// Per peer and direction: the largest piece of a message moved at once.
   uint64_t mailbox_bytes = 1 << 20;
   /// Receive (and send staging) buffer of the collectives; larger calls run in rounds.
@@ -46,7 +53,7 @@ struct PeerGroupOptions {
 class PeerGroup {
 public:
   /// Starts this rank's node, registers its buffers, publishes its member actor at
-  /// members[rank], dials the lower ranks (retrying until they are up) and waits for the higher
+  /// members[rank] (then meets the others at the rendezvous, if any), dials the lower ranks (retrying until they are up) and waits for the higher
   /// ranks to dial it (one connection per pair), then waits
   /// until all have exchanged buffer handles. Errors name the member that could not be reached.
   static Result<std::unique_ptr<PeerGroup>> form(PeerGroupOptions options);
@@ -54,6 +61,8 @@ public:
 
   uint32_t rank() const { return options_.rank; }
   uint32_t size() const { return static_cast<uint32_t>(options_.members.size()); }
+  /// "host:port" of a member (after a rendezvous: the port it listens on).
+  const std::string& address(uint32_t rank) const { return options_.members.at(rank); }
 
   /// Sends one message to `peer` (ordered per pair). Returns once the message is in the peer's
   /// mailbox; a message larger than mailbox_bytes needs the peer to be receiving meanwhile.

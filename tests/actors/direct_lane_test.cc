@@ -219,7 +219,11 @@ TEST_F(DirectLaneTest, ReleaseWaitsForTheLanesTransfer) {
   ASSERT_TRUE(c->read(*hd, remote, 20000, 8).ok());  // the lane is open
   Result<TransferReply> big = Error(ErrorCode::kInternal, "not run");
   std::thread t([&] { big = c->read(*hd, remote, 60000); });
-  std::this_thread::sleep_for(rdma_lane() ? 300ms : 20ms);
+  // Released while the read uses the buffer (observed, not guessed with a sleep).
+  if (!user_->wait_busy()) {
+    t.join();
+    FAIL() << "the read never started";
+  }
   auto released = user_->release(hd->id);
   // Right after the reply, before the reader returns: every byte is in place.
   bool complete = dst.bytes == remote_mem.bytes;
@@ -250,7 +254,8 @@ TEST_F(DirectLaneTest, OwnerGoneFailsWithItsNameAndTheLaneIsDropped) {
         break;
     }
   });
-  std::this_thread::sleep_for(rdma_lane() ? 300ms : 50ms);
+  bool running = user_->wait_busy();  // the writes run (observed, not guessed)
+  EXPECT_TRUE(running) << "the writes never started";
   auto killed = std::chrono::steady_clock::now();
   owner_.reset();
   t.join();

@@ -99,11 +99,22 @@ public:
                  [&](caf::error& e) { out = std::move(e); });
     return out;
   }
+  /// The manager's counters; a failed request fails the test (no zeros to compare against).
   ManagerStats stats() {
     ManagerStats out;
     (*self_)->request(manager(), 10s, stats_atom::value)
-        .receive([&](ManagerStats& s) { out = std::move(s); }, [&](caf::error&) {});
+        .receive([&](ManagerStats& s) { out = std::move(s); },
+                 [&](caf::error& e) { ADD_FAILURE() << "stats: " << error_message(e); });
     return out;
+  }
+
+  /// Waits (up to `limit`) until a transfer or a direct lane uses one of this node's buffers.
+  bool wait_busy(std::chrono::milliseconds limit = std::chrono::milliseconds(20000)) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline)
+      if (stats().busy_buffers > 0)
+        return true;
+    return false;
   }
 
 private:

@@ -322,7 +322,7 @@ TEST_F(ManagerTest, PeerKilledFailsPendingOpsWithItsName) {
           break;
       }
     });
-  std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(user_->wait_busy()) << "the transfers never started";
   caf::anon_send_exit(owner_->manager(), caf::exit_reason::kill);
   auto t0 = std::chrono::steady_clock::now();
   for (auto& t : threads)

@@ -3,7 +3,9 @@
 // bytes by RDMA). Small buffers force messages and collectives to run in several rounds.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <thread>
 
 #include "examples/collectives/peer_group.h"
@@ -32,14 +34,13 @@ protected:
       CAF_RDMA_SKIP_OR_FAIL(caf_rdma::testing::rdma_skip_reason());
   }
 
-  /// Forms the group (all members at once, as separate processes would).
+  /// Forms the group (all members at once, as separate processes would): each listens on a
+  /// port the OS picks and learns the others' at a rendezvous (as a launcher's would be).
   void form(uint32_t timeout_ms = 20000) {
-    std::vector<std::string> members;
-    for (uint32_t r = 0; r < kMembers; ++r) {
-      auto p = free_port("127.0.0.1");
-      ASSERT_TRUE(p.ok());
-      members.push_back("127.0.0.1:" + std::to_string(*p));
-    }
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::string> addresses(kMembers);
+    uint32_t reported = 0;
     auto mo = ManagerOptions::from_env();
     ASSERT_TRUE(mo.ok());
     groups_.resize(kMembers);
@@ -49,7 +50,17 @@ protected:
       threads.emplace_back([&, r] {
         PeerGroupOptions o;
         o.rank = r;
-        o.members = members;
+        o.members.assign(kMembers, "127.0.0.1:0");
+        o.rendezvous = [&, r](const std::string& me) -> Result<std::vector<std::string>> {
+          std::unique_lock<std::mutex> g(mu);
+          addresses[r] = me;
+          ++reported;
+          cv.notify_all();
+          if (!cv.wait_for(g, std::chrono::milliseconds(timeout_ms),
+                           [&] { return reported == kMembers; }))
+            return Error(ErrorCode::kTimeout, "not every member reported its address");
+          return addresses;
+        };
         o.mailbox_bytes = 64 << 10;
         o.collective_bytes = 96 << 10;
         o.timeout_ms = timeout_ms;
