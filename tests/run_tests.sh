@@ -31,7 +31,7 @@ stamp "VM lane: bazel test --config=rxe //..."
 bazel test --config=rxe "$@" //...
 rxe_rc=$?
 rdma_targets=$(bazel query 'attr(tags, "[\[ ]rdma[,\]]", tests(//...))' 2>/dev/null)
-python3 tests/summarize.py rxe-vm "$logs" $rdma_targets > /tmp/caf_rdma_rxe_summary.$$
+python3 tests/summarize.py --fail-on-skip rxe-vm "$logs" $rdma_targets > /tmp/caf_rdma_rxe_summary.$$
 rxe_sum_rc=$?
 
 stamp "cuda lane: bazel build --config=cuda //... && bazel test --config=cuda //tests/gpu/..."

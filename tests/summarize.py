@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
 """Prints what a `bazel test` run did, test case by test case, from bazel-testlogs/**/test.xml.
 
-Usage: summarize.py LANE TESTLOGS_DIR [TARGET ...]
+Usage: summarize.py [--fail-on-skip] LANE TESTLOGS_DIR [TARGET ...]
 With TARGETs (labels like //tests/x:y_test), only those binaries are summarized.
-Prints one line per test case (PASSED / FAILED / SKIPPED with the reason) and a totals line:
+Prints one line per test case (PASSED / FAILED / SKIPPED with the reason / NOTRUN) and a totals
+line:
   lane <LANE>: <binaries> binaries, <cases> test cases: <p> passed, <f> failed, <s> skipped
-Exits 1 when a case failed.
+A case passes only when it ran and completed (gtest status="run", result "completed" or
+"passed"); a case that was not run (status="notrun", e.g. disabled) is listed as NOTRUN and
+counted as skipped; a binary that ran no test case at all (zero cases, or only
+--gtest_list_tests) counts as failed. With --fail-on-skip (the VM lane, where every rdma test
+must run) a skipped or not-run case counts as failed too.
+Exits 1 when anything failed.
 """
 import glob
 import os
@@ -15,8 +21,11 @@ import xml.etree.ElementTree as ET
 
 
 def main():
-    lane, logs = sys.argv[1], sys.argv[2]
-    only = set(sys.argv[3:])
+    args = sys.argv[1:]
+    fail_on_skip = "--fail-on-skip" in args
+    args = [a for a in args if a != "--fail-on-skip"]
+    lane, logs = args[0], args[1]
+    only = set(args[2:])
     binaries = cases = passed = failed = skipped = 0
     for xml_path in sorted(glob.glob(os.path.join(logs, "**", "test.xml"), recursive=True)):
         if re.search(r"/(run|shard)_\d+_of_\d+/", xml_path):
@@ -32,22 +41,42 @@ def main():
             failed += 1
             continue
         binaries += 1
+        ran = 0
         for tc in root.iter("testcase"):
             cases += 1
             name = f"{tc.get('classname')}.{tc.get('name')}"
             fail = tc.find("failure")
             skip = tc.find("skipped")
-            if fail is not None or tc.find("error") is not None:
+            status, result = tc.get("status"), tc.get("result")
+            if fail is not None or tc.find("error") is not None or result == "failed":
                 failed += 1
+                ran += 1
                 print(f"  {lane}  FAILED   {target} {name}")
-            elif skip is not None or tc.get("result") == "skipped":
-                skipped += 1
+            elif skip is not None or result == "skipped":
+                ran += 1
                 reason = (skip.get("message") if skip is not None else "") or ""
                 reason = reason.strip().splitlines()[-1] if reason.strip() else "no reason given"
-                print(f"  {lane}  SKIPPED  {target} {name}: {reason[:160]}")
-            else:
+                if fail_on_skip:
+                    failed += 1
+                    print(f"  {lane}  FAILED   {target} {name}: skipped in a lane where it must run: {reason[:160]}")
+                else:
+                    skipped += 1
+                    print(f"  {lane}  SKIPPED  {target} {name}: {reason[:160]}")
+            elif status == "run" and result in (None, "completed", "passed"):
                 passed += 1
+                ran += 1
                 print(f"  {lane}  PASSED   {target} {name}")
+            else:
+                what = f"status {status!r}, result {result!r}"
+                if fail_on_skip:
+                    failed += 1
+                    print(f"  {lane}  FAILED   {target} {name}: not run ({what})")
+                else:
+                    skipped += 1
+                    print(f"  {lane}  NOTRUN   {target} {name}: {what}")
+        if ran == 0:
+            failed += 1
+            print(f"  {lane}  FAILED   {target}: ran no test case")
     if only and binaries != len(only):
         print(f"  {lane}  MISSING  {len(only) - binaries} of {len(only)} expected binaries left no test.xml")
         failed += 1

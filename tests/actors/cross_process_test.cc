@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 
@@ -37,8 +38,14 @@ protected:
     if (expected_path() == kPathRdma)
       env.push_back("CAF_RDMA_DEVICE=rxe1");  // the other end of the wire, when it exists
     auto list = DeviceList::get();
-    if (!(list.ok() && list->size() >= 2))
+    if (!env.empty() && !(list.ok() && list->size() >= 2)) {
+      // One device: both processes use it (no wire crossed). The VM has two: there it is an error.
+      const char* require = std::getenv("CAF_RDMA_REQUIRE_DEVICE");
+      EXPECT_FALSE(require != nullptr && std::string(require) == "1")
+          << "rxe1 missing: the peer would share this process's device";
+      std::printf("note: one RDMA device only, the peer shares it (no second device to cross to)\n");
       env.clear();
+    }
     auto c = ChildProcess::start({peer_binary(), std::to_string(size), std::to_string(seed)}, env);
     EXPECT_TRUE(c.ok()) << c.error().to_string();
     if (!c.ok())
@@ -82,8 +89,8 @@ TEST_F(CrossProcessTest, ReadWriteAcrossProcessesThenSurviveThePeersDeath) {
   auto r = node_->transfer(make_read(*hm, remote));
   ASSERT_TRUE(r) << error_message(r.error());
   EXPECT_EQ(r->path, expected_path());
-  for (uint64_t i = 0; i < kSize; i += 4093)
-    ASSERT_EQ(mine.bytes[i], static_cast<uint8_t>(i * 7 + 5)) << i;
+  for (uint64_t i = 0; i < kSize; ++i)
+    ASSERT_EQ(mine.bytes[i], static_cast<uint8_t>(i * 7 + 5)) << "byte " << i;
   auto w = node_->transfer(make_write(*hs, remote));
   ASSERT_TRUE(w) << error_message(w.error());
   ASSERT_TRUE(node_->transfer(make_read(*hb, remote)));
@@ -112,7 +119,7 @@ TEST_F(CrossProcessTest, ReadWriteAcrossProcessesThenSurviveThePeersDeath) {
           break;
       }
     });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(node_->wait_busy()) << "the writes never started";
   peer->kill(SIGKILL);
   auto t0 = std::chrono::steady_clock::now();
   for (auto& th : threads)
@@ -135,7 +142,8 @@ TEST_F(CrossProcessTest, ReadWriteAcrossProcessesThenSurviveThePeersDeath) {
   auto r2 = node_->transfer(make_read(*hm, remote2));
   ASSERT_TRUE(r2) << error_message(r2.error());
   EXPECT_EQ(r2->path, expected_path());
-  EXPECT_EQ(mine.bytes[1], static_cast<uint8_t>(7 + 9));
+  for (uint64_t i = 0; i < kSize; ++i)
+    ASSERT_EQ(mine.bytes[i], static_cast<uint8_t>(i * 7 + 9)) << "byte " << i;
 }
 
 }  // namespace

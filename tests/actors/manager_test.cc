@@ -134,6 +134,11 @@ TEST_F(ManagerTest, BadRequestsAreClearErrors) {
   // Size mismatch: a whole-span read needs local >= remote.
   EXPECT_RDMA_ERROR(user_->transfer(make_read(*local_small, remote)), ErrorCode::kSizeMismatch,
                     "local span (100 bytes", "remote span (4096 bytes");
+  // And a whole-span write needs local <= remote: 4096 bytes do not go into the last 96.
+  EXPECT_RDMA_ERROR(user_->transfer(make_write(*local, remote, kWholeSpan, 0, 4000)),
+                    ErrorCode::kSizeMismatch, "local span (4096 bytes", "remote span (96 bytes");
+  for (uint8_t byte : remote_mem.bytes)
+    ASSERT_EQ(byte, 0) << "a refused write changed the remote buffer";
   // Out-of-range offset.
   EXPECT_RDMA_ERROR(user_->transfer(make_write(*local, remote, 10, 0, 4090)),
                     ErrorCode::kOutOfBounds, "remote offset 4090", "size 4096");

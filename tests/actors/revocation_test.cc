@@ -72,9 +72,11 @@ TEST_F(RevocationTest, AReleasedHandleInsideALiveBufferGrantsNothing) {
     ASSERT_TRUE(ok.ok()) << ok.error().to_string();
     EXPECT_EQ(ok->path, expected_path());
     EXPECT_EQ(std::memcmp(mem.bytes.data() + kSubOffset, src.bytes.data(), kSubSize), 0);
-    for (uint64_t i = 0; i < kSize; ++i)
-      if (i < kSubOffset || i >= kSubOffset + kSubSize)
+    for (uint64_t i = 0; i < kSize; ++i) {
+      if (i < kSubOffset || i >= kSubOffset + kSubSize) {
         ASSERT_EQ(mem.bytes[i], 0) << "byte " << i;
+      }
+    }
   }
 }
 

@@ -273,7 +273,7 @@ TEST_F(QueuePairTest, OutOfBoundsIsRefusedBeforePosting) {
 }
 
 TEST_F(QueuePairTest, ReadOnlyBufferCannotBeAReadDestination) {
-  Registered ro = make(4096, 0, Access::kReadOnly);
+  Registered ro = make(4096, 5, Access::kReadOnly);
   Registered src = make(4096, 3);
   OpResult r = a_->execute(RdmaOp::read({ro.buffer, 0, 4096}, src.buffer.remote()), kTimeout);
   ASSERT_FALSE(r.status.ok());
@@ -282,6 +282,7 @@ TEST_F(QueuePairTest, ReadOnlyBufferCannotBeAReadDestination) {
   Registered out = make(4096, 0);
   OpResult ok = a_->execute(RdmaOp::read({out.buffer, 0, 4096}, ro.buffer.remote()), kTimeout);
   ASSERT_TRUE(ok.status.ok()) << ok.status.error().to_string();
+  expect_same(ro, out, 4096);
 }
 
 TEST_F(QueuePairTest, DeregisteredRegionsFailCleanly) {
@@ -367,8 +368,10 @@ TEST_F(QueuePairTest, LoopbackQueuePair) {
   RemoteBuffer bad = dst.buffer.remote();
   bad.rkey += 1;
   EXPECT_FALSE(q->execute(RdmaOp::write({src.buffer, 0, 16}, bad), kTimeout).status.ok());
+  std::memset(dst.bytes.get(), 0, 65536);  // what the read brings back must arrive
   OpResult again = q->execute(RdmaOp::read({dst.buffer, 0, 65536}, src.buffer.remote()), kTimeout);
   ASSERT_TRUE(again.status.ok()) << again.status.error().to_string();
+  expect_same(src, dst, 65536);
 }
 
 TEST_F(QueuePairTest, UnconnectedQueuePairRefusesWork) {

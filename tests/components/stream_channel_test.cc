@@ -2,6 +2,8 @@
 // of connections, deadlines against a stalled peer, and shutdown while transfers run.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "components/stream_client.h"
+#include "components/stream_protocol.h"
 #include "components/stream_server.h"
 
 namespace caf_rdma {
@@ -222,30 +225,80 @@ TEST_F(StreamChannelTest, NobodyListeningIsPeerUnavailableNamingTheEndpoint) {
 }
 
 TEST_F(StreamChannelTest, StoppingTheOwnerFailsATransferInFlightAtOnce) {
-  // The client reads from an owner whose grant is huge; the owner stops mid-way (its connection
-  // threads are woken and joined): the client's job fails quickly, long before its deadline.
+  // Owner side: a client claims a 256 MiB read and then reads nothing, so the owner's
+  // connection thread is blocked sending (in flight, for sure). Stopping the owner must wake
+  // and join that thread at once and report the grant failed.
   constexpr uint64_t kSize = 256ull << 20;
-  std::vector<uint8_t> owner(kSize), mine(kSize);
-  std::atomic<bool> reported{false};
+  std::vector<uint8_t> owner(kSize);
+  std::promise<std::pair<Status, uint64_t>> outcome;
   uint64_t t = server_->grant(owner.data(), kSize, StreamDirection::kOutOfOwner,
-                              Clock::now() + 60s,
-                              [&](Status, uint64_t) { reported = true; });
+                              Clock::now() + 60s, [&](Status st, uint64_t bytes) {
+                                outcome.set_value({std::move(st), bytes});
+                              });
+  auto s = connect_tcp(server_->host(), server_->port(), Clock::now() + 10s);
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  ASSERT_TRUE(write_request(*s, {StreamDirection::kOutOfOwner, t, kSize}, Clock::now() + 10s).ok());
+  auto go = read_status(*s, Clock::now() + 10s, "the grant");
+  ASSERT_TRUE(go.ok() && go->ok()) << "the owner did not start the transfer";
+  EXPECT_EQ(server_->pending_grants(), 0u);
+  auto stopped = std::async(std::launch::async, [this] { server_.reset(); });
+  auto ready = stopped.wait_for(10s);
+  if (ready != std::future_status::ready)
+    s->close();  // unblocks the owner's thread, so the test ends (failed)
+  ASSERT_EQ(ready, std::future_status::ready)
+      << "stopping the owner did not interrupt its transfer in flight";
+  auto done = outcome.get_future();
+  ASSERT_EQ(done.wait_for(0s), std::future_status::ready)
+      << "the claimed grant must be reported before the server is gone";
+  auto [st, bytes] = done.get();
+  EXPECT_FALSE(st.ok()) << "a transfer stopped half-way was reported complete";
+  EXPECT_LT(bytes, kSize);
+}
+
+TEST_F(StreamChannelTest, AnOwnerThatStopsMidTransferFailsTheClientsJob) {
+  // Client side: a fake owner (a raw socket) accepts the request, says go, sends half of the
+  // bytes and hangs up. The job fails at once with peer_unavailable; it is not reported done.
+  constexpr uint64_t kSize = 4 << 20;
+  auto listener = listen_tcp("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok());
+  auto port = local_port(*listener);
+  ASSERT_TRUE(port.ok());
+  int stopper[2];
+  ASSERT_EQ(::pipe(stopper), 0);
+  std::thread fake_owner([&] {
+    auto c = accept_tcp(*listener, stopper[0]);  // bounded: the test wakes it below
+    if (!c.ok() || !c->valid())
+      return;
+    auto req = read_request(*c, Clock::now() + 10s);
+    if (!req.ok() || !write_status(*c, Status{}, Clock::now() + 10s).ok())
+      return;
+    std::vector<uint8_t> half(kSize / 2, 0x5A);
+    (void) send_all(*c, half.data(), half.size(), Clock::now() + 10s, "half");
+    c->close();  // the owner is gone mid-way
+  });
+  std::vector<uint8_t> mine(kSize, 0);
   StreamClient client(1);
   std::promise<Status> p;
   auto f = p.get_future();
-  StreamJob j = job_for(*server_, t, StreamDirection::kOutOfOwner, mine.data(), kSize, 60s);
+  StreamJob j;
+  j.host = "127.0.0.1";
+  j.port = *port;
+  j.token = 42;
+  j.direction = StreamDirection::kOutOfOwner;
+  j.addr = mine.data();
+  j.length = kSize;
+  j.deadline = Clock::now() + 60s;
   j.done = [&p](Status st) { p.set_value(std::move(st)); };
   client.submit(std::move(j));
-  std::this_thread::sleep_for(20ms);
-  auto t0 = Clock::now();
-  server_.reset();
-  EXPECT_TRUE(reported) << "the claimed grant must be reported before the server is gone";
-  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  auto ready = f.wait_for(10s);
+  (void) ::write(stopper[1], "x", 1);
+  fake_owner.join();
+  ::close(stopper[0]);
+  ::close(stopper[1]);
+  ASSERT_EQ(ready, std::future_status::ready) << "the job waited for its deadline";
   Status st = f.get();
-  EXPECT_LT(Clock::now() - t0, 10s);
-  if (!st.ok()) {  // a fast machine may have finished the 256 MiB in 20 ms: nothing to see
-    EXPECT_EQ(st.error().code(), ErrorCode::kPeerUnavailable) << st.error().to_string();
-  }
+  ASSERT_FALSE(st.ok()) << "half a transfer was reported complete";
+  EXPECT_EQ(st.error().code(), ErrorCode::kPeerUnavailable) << st.error().to_string();
 }
 
 TEST_F(StreamChannelTest, StoppingTheClientFailsQueuedJobs) {

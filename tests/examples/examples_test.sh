@@ -9,46 +9,54 @@ bin=${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-caf_rdma}/examples
 xml=${XML_OUTPUT_FILE:-/dev/null}
 suite="Examples_${mode}"
 source "$(dirname "$0")/../sh_test_lib.sh"
-skip_without_device ping_pong parameter_server kv_store_cli
+skip_without_device ping_pong parameter_server parameter_server_small kv_store_cli
 
-run() {  # name expected-line command...
-  local name=$1 expect=$2; shift 2
+run() {  # name expected-line... -- command...
+  local name=$1; shift
+  local expects=()
+  while [ "$1" != -- ]; do expects+=("$1"); shift; done
+  shift
   echo "=== $name: $*"
-  local out
+  local out rc e
   out=$(timeout 300 "$@" 2>&1)
-  local rc=$?
+  rc=$?
   echo "$out"
   if [ $rc -ne 0 ]; then
-    record "$name" failed "exit code $rc"
-  elif ! grep -q -- "$expect" <<<"$out"; then
-    record "$name" failed "output lacks '$expect'"
-  else
-    record "$name" passed ""
+    record "$name" failed "exit code $rc"; return
   fi
+  for e in "${expects[@]}"; do
+    if ! grep -q -- "$e" <<<"$out"; then
+      record "$name" failed "output lacks '$e'"; return
+    fi
+  done
+  record "$name" passed ""
 }
 
-run ping_pong "(path $path), read them back (path $path): verified" "$bin/ping_pong" --size 4M
-run parameter_server "parameter_server: OK" "$bin/parameter_server" --workers 3 --steps 4 --size 1M
-if [ $failures -eq 0 ] && ! grep -q "path $path" <<<"$("$bin/parameter_server" --workers 2 --steps 2 --size 64K 2>&1)"; then
-  record parameter_server_path failed "workers did not report path $path"
-else
-  record parameter_server_path passed ""
-fi
+run ping_pong "(path $path), read them back (path $path): verified" -- "$bin/ping_pong" --size 4M
+run parameter_server "parameter_server: OK" "steps verified, .* path $path, " -- \
+  "$bin/parameter_server" --workers 3 --steps 4 --size 1M
+run parameter_server_small "parameter_server: OK" "steps verified, .* path $path, " -- \
+  "$bin/parameter_server" --workers 2 --steps 2 --size 64K
 # kv_store from the command line: the documented commands, exit codes and the path.
 kv_cli() {
   local dir log port out rc problem=""
   dir=$(mktemp -d)
   "$bin/kv_store/kv_server" --listen 127.0.0.1:0 --memory-mb 16 > "$dir/server.log" 2>&1 &
   local server=$!
-  for _ in $(seq 100); do grep -q "listening on" "$dir/server.log" && break; sleep 0.1; done
-  port=$(grep -o '127.0.0.1:[0-9]*' "$dir/server.log" | head -1)
+  # Wait for its report (bounded): the port is the one it bound, read from its own line.
+  for _ in $(seq 300); do grep -q "listening on" "$dir/server.log" && break; sleep 0.1; done
+  port=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$dir/server.log" | head -1 | cut -d' ' -f3)
+  if [ -z "$port" ]; then
+    kill "$server" 2>/dev/null; cat "$dir/server.log"
+    record kv_store_cli failed "kv_server did not report its address within 30 s"; return
+  fi
   local c=("$bin/kv_store/kv_client" --server "$port" --buffer-mb 4)
   echo "=== kv_store_cli: kv_server at $port"
   out=$("${c[@]}" put greeting "hello rdma" 2>&1) || problem="put failed: $out"
   echo "$out"
   grep -q "(path $path)" <<<"$out" || problem=${problem:-"put did not report path $path: $out"}
-  out=$("${c[@]}" get greeting 2>/dev/null)
-  [ "$out" = "hello rdma" ] || problem=${problem:-"get returned '$out'"}
+  out=$("${c[@]}" get greeting 2>/dev/null); rc=$?
+  [ $rc -eq 0 ] && [ "$out" = "hello rdma" ] || problem=${problem:-"get returned '$out' (exit $rc)"}
   "${c[@]}" get missing > /dev/null 2> "$dir/err"; rc=$?
   cat "$dir/err"
   [ $rc -eq 3 ] && grep -q "no such key" "$dir/err" || problem=${problem:-"missing key: exit $rc"}

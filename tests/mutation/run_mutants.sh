@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Mutation check: breaks one production line at a time in a scratch copy of the tree (a git
+# worktree of HEAD plus the working tree's changes) and runs the native tests that should catch
+# it. Every mutant must make them fail; a mutant that survives is a blind spot of the suite.
+# Usage: tests/mutation/run_mutants.sh [MUTANT_NAME...]   (default: all; list: --list)
+# Takes a few minutes per mutant (an incremental build of the scratch copy).
+set -uo pipefail
+cd "$(dirname "$(realpath "$0")")/../.."
+root=$PWD
+
+# name | file | exact line (substring) | replacement | test targets that must fail
+mutants=(
+  "write_span_check|actors/transfer_checks.cc|    if (!is_read && remote_span < local_span)|    if (false)|//tests/actors:manager_fallback_test"
+  "read_span_check|actors/transfer_checks.cc|    if (is_read && local_span < remote_span)|    if (false)|//tests/actors:manager_fallback_test"
+  "stream_stop_no_wake|components/stream_server.cc|      c.socket.shutdown_both();|      (void) c;|//tests/components:stream_channel_test"
+  "released_is_live|actors/manager_buffers.cc|  if (it->second.released)|  if (false)|//tests/actors:revocation_fallback_test //tests/actors:manager_fallback_test"
+  "peer_down_keeps_questions|actors/manager_peers.cc|    fail(err);|    (void) fail;|//tests/actors:revocation_fallback_test"
+  "release_does_not_wait|actors/manager_buffers.cc|  if (buf->in_use == 0 && lanes_idle) {|  if (true) {|//tests/actors:manager_fallback_test //tests/actors:direct_lane_fallback_test"
+)
+
+if [ "${1:-}" = --list ]; then
+  for m in "${mutants[@]}"; do echo "${m%%|*}"; done
+  exit 0
+fi
+want=("$@")
+scratch=$(mktemp -d /tmp/caf-rdma-mutants.XXXXXX)
+trap 'git -C "$root" worktree remove --force "$scratch/tree" >/dev/null 2>&1; rm -rf "$scratch"' EXIT
+git worktree add -q --detach "$scratch/tree" HEAD || exit 2
+git diff HEAD | git -C "$scratch/tree" apply --allow-empty 2>/dev/null || git diff HEAD | (cd "$scratch/tree" && patch -p1 -s)
+cd "$scratch/tree"
+survived=0; caught=0
+for m in "${mutants[@]}"; do
+  IFS='|' read -r name file line repl targets <<<"$m"
+  if [ ${#want[@]} -gt 0 ] && [[ ! " ${want[*]} " =~ " $name " ]]; then continue; fi
+  if ! grep -qF -- "$line" "$file"; then
+    echo "mutant $name: line not found in $file (the code moved: update this script)"; survived=$((survived + 1)); continue
+  fi
+  cp "$file" "$scratch/orig"
+  python3 - "$file" "$line" "$repl" <<'PY'
+import sys
+path, line, repl = sys.argv[1:]
+s = open(path).read()
+i = s.index(line)
+j = s.index("\n", i)
+open(path, "w").write(s[:i] + repl + s[j:])
+PY
+  echo "=== mutant $name: $file: '$(echo "$line" | sed 's/^ *//')' -> '$(echo "$repl" | sed 's/^ *//')'"
+  # shellcheck disable=SC2086
+  if bazel test --test_output=summary $targets > "$scratch/$name.log" 2>&1; then
+    echo "mutant $name SURVIVED: $targets passed"; survived=$((survived + 1))
+  elif grep -q "FAILED TO BUILD\|Build did NOT complete" "$scratch/$name.log"; then
+    echo "mutant $name: does not build (not a valid mutant: update this script)"; survived=$((survived + 1))
+  else
+    echo "mutant $name caught: $(grep -E 'FAILED|TIMEOUT' "$scratch/$name.log" | grep '//' | tr -s ' ' | head -3 | tr '\n' ' ')"
+    caught=$((caught + 1))
+  fi
+  cp "$scratch/orig" "$file"
+done
+echo "mutants: $caught caught, $survived survived"
+[ $survived -eq 0 ]
