@@ -17,6 +17,8 @@ out=${1:-$PWD/.bench/$mode}
 mkdir -p "$out"
 out=$(realpath "$out")
 bash third_party/install_deps.sh
+# CAF_RDMA_BAZEL_OUTPUT_ROOT: Bazel's output root for this run (as tests/run_tests.sh).
+bazel() { command bazel ${CAF_RDMA_BAZEL_OUTPUT_ROOT:+--output_user_root="$CAF_RDMA_BAZEL_OUTPUT_ROOT"} "$@"; }
 bazel build //examples:rdma_bench >&2
 bin=$PWD/bazel-bin/examples/rdma_bench
 echo "run_bench: $mode mode, results in $out" >&2

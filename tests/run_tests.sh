@@ -14,6 +14,11 @@ set -uo pipefail
 cd "$(dirname "$(realpath "$0")")/.."
 t0=$(date +%s)
 stamp() { echo "[run_tests $(( $(date +%s) - t0 ))s] $*"; }
+# CAF_RDMA_BAZEL_OUTPUT_ROOT: Bazel's output root for this run (e.g. an empty one: a cold build).
+bazel() { command bazel ${CAF_RDMA_BAZEL_OUTPUT_ROOT:+--output_user_root="$CAF_RDMA_BAZEL_OUTPUT_ROOT"} "$@"; }
+durations=""
+lane_start() { lane_t=$(date +%s); }
+lane_end() { durations+=" $1 $(( $(date +%s) - lane_t ))s"; }
 
 stamp "installing dependencies"
 bash third_party/install_deps.sh || { echo "run_tests: dependency installation failed" >&2; exit 1; }
@@ -21,20 +26,25 @@ stamp "building the Soft-RoCE VM image"
 bash tests/rxe_vm/build_image.sh || { echo "run_tests: VM image build failed" >&2; exit 1; }
 
 stamp "native lane: bazel test //..."
+lane_start
 bazel test "$@" //...
 native_rc=$?
 logs=$(bazel info bazel-testlogs 2>/dev/null)
 python3 tests/summarize.py native "$logs" > /tmp/caf_rdma_native_summary.$$
 native_sum_rc=$?
 
+lane_end native
 stamp "VM lane: bazel test --config=rxe //..."
+lane_start
 bazel test --config=rxe "$@" //...
 rxe_rc=$?
 rdma_targets=$(bazel query 'attr(tags, "[\[ ]rdma[,\]]", tests(//...))' 2>/dev/null)
 python3 tests/summarize.py --fail-on-skip rxe-vm "$logs" $rdma_targets > /tmp/caf_rdma_rxe_summary.$$
 rxe_sum_rc=$?
 
+lane_end vm
 stamp "cuda lane: bazel build --config=cuda //... && bazel test --config=cuda //tests/gpu/..."
+lane_start
 bazel build --config=cuda "$@" //... && bazel test --config=cuda "$@" //tests/gpu/...
 cuda_rc=$?
 cuda_logs=$(bazel info --config=cuda bazel-testlogs 2>/dev/null)
@@ -45,6 +55,8 @@ cuda_sum_rc=$?
 # The stress tool (examples/rdma_stress), short mode: every byte checked, release churn and
 # released-handle writes, one process killed; natively (fallback) and on the rdma path inside the
 # VM (READ-heavier, processes spread over rxe0 and rxe1).
+lane_end cuda
+lane_start
 stamp "stress: rdma_stress short mode, native (fallback) and in the Soft-RoCE VM (rdma)"
 stress_rc=0
 if bazel build "$@" //examples:rdma_stress; then
@@ -58,6 +70,7 @@ if bazel build "$@" //examples:rdma_stress; then
 else
   stress_rc=1
 fi
+lane_end stress
 stamp "stress done: exit $stress_rc"
 
 sums="/tmp/caf_rdma_native_summary.$$ /tmp/caf_rdma_rxe_summary.$$ /tmp/caf_rdma_cuda_summary.$$"
@@ -67,6 +80,7 @@ cat $sums | grep -v '^lane '
 echo "================ totals ================"
 grep -h '^lane ' $sums
 rm -f $sums
+stamp "lane durations:$durations"
 stamp "done: native bazel exit $native_rc, VM lane bazel exit $rxe_rc, cuda lane exit $cuda_rc, stress exit $stress_rc"
 if [ $native_rc -ne 0 ] || [ $rxe_rc -ne 0 ] || [ $native_sum_rc -ne 0 ] || [ $rxe_sum_rc -ne 0 ] ||
    [ $cuda_rc -ne 0 ] || [ $cuda_sum_rc -ne 0 ] || [ $stress_rc -ne 0 ]; then

@@ -371,20 +371,29 @@ TEST_F(ManagerTest, ReleaseWaitsForTransfersUsingTheBuffer) {
     self->request(mgr, 60s, release_buffer_atom::value, h.id)
         .then([=](uint64_t) { push("release"); },
               [=](caf::error& e) { push("release failed: " + error_message(e)); });
+    // Asked after the release (same sender, so in this order), while the release waits: the
+    // buffer is refused at once, even though its entry still exists.
+    self->request(mgr, 60s, transfer_atom::value, make_write(h, remote, 16), uint32_t{30000})
+        .then([=](TransferReply&) { push("late transfer accepted"); },
+              [=](caf::error& e) {
+                push(error_code(e) == ErrorCode::kReleased ? "late transfer: released"
+                                                           : "late transfer: " + error_message(e));
+              });
   });
   auto deadline = std::chrono::steady_clock::now() + 60s;
   while (std::chrono::steady_clock::now() < deadline) {
     {
       std::lock_guard<std::mutex> g(*mu);
-      if (order->size() == 2)
+      if (order->size() == 3)
         break;
     }
     std::this_thread::sleep_for(5ms);
   }
   std::lock_guard<std::mutex> g(*mu);
-  ASSERT_EQ(order->size(), 2u);
-  EXPECT_EQ((*order)[0], "transfer");
-  EXPECT_EQ((*order)[1], "release");
+  ASSERT_EQ(order->size(), 3u);
+  EXPECT_EQ((*order)[0], "late transfer: released");
+  EXPECT_EQ((*order)[1], "transfer");
+  EXPECT_EQ((*order)[2], "release");
   EXPECT_EQ(remote_mem.bytes, src.bytes);
 }
 
