@@ -13,7 +13,9 @@ std::string to_string(const QpInfo& info) {
   std::snprintf(psn, sizeof(psn), "0x%06x", info.psn);
   return "qp " + std::to_string(info.qp_num) + " lid " + std::to_string(info.lid) + " gid " +
          to_string(info.gid) + " psn " + psn + " mtu " +
-         std::to_string(mtu_bytes(static_cast<ibv_mtu>(info.mtu))) +
+         (info.mtu >= IBV_MTU_256 && info.mtu <= IBV_MTU_4096
+              ? std::to_string(mtu_bytes(static_cast<ibv_mtu>(info.mtu)))
+              : "code " + std::to_string(info.mtu) + " (invalid)") +
          (info.is_ethernet ? " (RoCE)" : " (IB)");
 }
 
@@ -70,6 +72,10 @@ Status QueuePair::modify(ibv_qp_attr& attr, int mask, const char* what) {
 
 Status QueuePair::connect(const IbverbsConfig& config, const QpInfo& remote, uint32_t local_psn,
                           int gid_index) {
+  if (remote.mtu < IBV_MTU_256 || remote.mtu > IBV_MTU_4096)
+    return Error(ErrorCode::kInvalidArgument,
+                 "connecting " + describe() + ": the peer's MTU code " +
+                     std::to_string(remote.mtu) + " is no ibv_mtu (1..5)");
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_INIT;
   attr.pkey_index = config.pkey_index;

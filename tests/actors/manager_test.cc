@@ -259,7 +259,10 @@ TEST_F(ManagerTest, ThirtyTwoActorsAtOnce) {
   auto worker = [&](caf::event_based_actor* self, int id) -> caf::behavior {
     auto round = std::make_shared<int>(0);
     auto step = std::make_shared<std::function<void()>>();
+    // The function holds itself weakly (no cycle, no leak); the pending replies hold it.
+    std::weak_ptr<std::function<void()>> weak = step;
     *step = [=, &ok, &bad] {
+      auto again = weak.lock();
       uint64_t off = uint64_t(id) * kSlice;
       self->request(user_->manager(), 60s, transfer_atom::value,
                     make_write(*hs, remote, kSlice, off, off), uint32_t{30000})
@@ -276,7 +279,7 @@ TEST_F(ManagerTest, ThirtyTwoActorsAtOnce) {
                           else
                             ++bad;
                           if (++*round < kRounds)
-                            (*step)();
+                            (*again)();
                           else
                             self->quit();
                         },
