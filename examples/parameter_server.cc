@@ -8,6 +8,8 @@
 //
 //   gradient of worker w at step s, element i:  (w + 1) * (s + 1) + i % 7
 //   weights after steps 0..s, element i:        N(N+1)/2 * (s+1)(s+2)/2 + N * (s+1) * (i % 7)
+#include <signal.h>
+
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
@@ -301,6 +303,12 @@ int run_all(const Params& p, const std::vector<std::string>& common) {
   };
   for (uint32_t w = 0; w < p.workers; ++w)
     drain(workers[w], "worker " + std::to_string(w));
+  if (failures > 0) {
+    // The server would wait for the failed workers' steps until its timeout: stop it now.
+    std::printf("parameter_server: stopping the server (a worker failed)\n");
+    server->kill(SIGKILL);
+    limit = std::chrono::milliseconds(10000);
+  }
   drain(*server, "server");
   std::fflush(stdout);
   if (failures > 0) {

@@ -18,7 +18,8 @@ run() {  # name expected-line... -- command...
   shift
   echo "=== $name: $*"
   local out rc e
-  out=$(timeout 300 "$@" 2>&1)
+  # Well inside the test's own limit, so a hang is recorded with its output.
+  out=$(timeout 120 "$@" 2>&1)
   rc=$?
   echo "$out"
   if [ $rc -ne 0 ]; then
