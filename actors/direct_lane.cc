@@ -13,8 +13,12 @@ namespace caf_rdma {
 DirectLane::DirectLane(uint64_t id, std::shared_ptr<RdmaQueuePair> qp,
                        std::shared_ptr<DirectRegistry> registry, caf::actor manager,
                        caf::actor owner, std::string owner_name)
-  : id_(id), qp_(std::move(qp)), registry_(std::move(registry)), manager_(std::move(manager)),
-    owner_(std::move(owner)), owner_name_(std::move(owner_name)) {}
+    : id_(id),
+      qp_(std::move(qp)),
+      registry_(std::move(registry)),
+      manager_(std::move(manager)),
+      owner_(std::move(owner)),
+      owner_name_(std::move(owner_name)) {}
 
 DirectLane::~DirectLane() {
   qp_.reset();  // our side first: nothing of ours is outstanding on the owner's side then
@@ -22,7 +26,9 @@ DirectLane::~DirectLane() {
     caf::anon_send(manager_, lane_close_atom::value, id_);
 }
 
-bool DirectLane::broken() const { return qp_->needs_recovery(); }
+bool DirectLane::broken() const {
+  return qp_->needs_recovery();
+}
 
 std::optional<Result<DirectLane::Prepared>> DirectLane::prepare(const TransferOp& op) {
   if (!op.local.owner || op.local.owner.address() != manager_.address() || !op.remote.owner ||
@@ -68,13 +74,13 @@ TransferOutcome DirectLane::finish(const TransferOp& op, const Prepared& p, cons
   const Error& e = r.status.error();
   out.code = static_cast<uint8_t>(e.code());
   out.path = kPathRdma;
-  out.message = e.code() == ErrorCode::kTimeout ? timeout_message(op, p.length, timeout_ms)
-                                                : e.message();
+  out.message =
+      e.code() == ErrorCode::kTimeout ? timeout_message(op, p.length, timeout_ms) : e.message();
   return out;
 }
 
-std::optional<Result<TransferReply>> DirectLane::transfer(const TransferOp& op,
-                                                          uint32_t timeout_ms, OpFault* fault) {
+std::optional<Result<TransferReply>> DirectLane::transfer(const TransferOp& op, uint32_t timeout_ms,
+                                                          OpFault* fault) {
   if (timeout_ms == 0)
     return std::nullopt;  // the manager's error
   auto prepared = prepare(op);

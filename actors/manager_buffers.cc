@@ -17,9 +17,9 @@ caf::result<BufferHandle> ManagerState::request_buffer(uint64_t addr, uint64_t s
                                std::string(addr == 0 ? "a null address" : "size 0") +
                                ": address must be non-null and size non-zero");
   if (access > static_cast<uint8_t>(BufferAccess::kReadWrite))
-    return make_rdma_error(ErrorCode::kInvalidArgument,
-                           "buffer access " + std::to_string(access) +
-                               " is neither read-only (0) nor read-write (1)");
+    return make_rdma_error(
+        ErrorCode::kInvalidArgument,
+        "buffer access " + std::to_string(access) + " is neither read-only (0) nor read-write (1)");
   LocalBuffer entry;
   entry.addr = addr;
   entry.size = size;
@@ -36,8 +36,8 @@ caf::result<BufferHandle> ManagerState::request_buffer(uint64_t addr, uint64_t s
     if (domain_) {
       // GPUDirect when the NIC can register GPU memory; otherwise transfers stage through
       // host bounce buffers (reported as path rdma-staged).
-      auto mr = options_.device_memory->register_direct(domain_->pd(), where, addr, size,
-                                                        mr_access);
+      auto mr =
+          options_.device_memory->register_direct(domain_->pd(), where, addr, size, mr_access);
       if (mr.ok()) {
         entry.rdma = domain_->adopt_region(std::move(*mr), addr, size, mr_access);
         entry.memory = BufferMemory::kGpuDirect;
@@ -76,9 +76,8 @@ Result<LocalBuffer*> ManagerState::owned_buffer(uint64_t id, const char* role) {
     if (id != 0 && id < next_buffer_id_)
       return Error(ErrorCode::kReleased, std::string(role) + " buffer " + std::to_string(id) +
                                              " of " + options_.name + " was released");
-    return Error(ErrorCode::kUnknownBuffer, std::string(role) + " buffer id " +
-                                                std::to_string(id) + " is unknown to " +
-                                                options_.name);
+    return Error(ErrorCode::kUnknownBuffer, std::string(role) + " buffer id " + std::to_string(id) +
+                                                " is unknown to " + options_.name);
   }
   if (it->second.released)
     return Error(ErrorCode::kReleased, std::string(role) + " buffer " + std::to_string(id) +
@@ -129,7 +128,9 @@ void ManagerState::buffer_done(uint64_t id) {
   maybe_finish_release(id);
 }
 
-void ManagerState::lane_idle(uint64_t id) { maybe_finish_release(id); }
+void ManagerState::lane_idle(uint64_t id) {
+  maybe_finish_release(id);
+}
 
 void ManagerState::maybe_finish_release(uint64_t id) {
   auto it = buffers_.find(id);
@@ -148,21 +149,19 @@ namespace {
 Status check_span(const LocalBuffer& b, uint64_t id, uint64_t offset, uint64_t length,
                   const std::string& owner) {
   if (length == 0)
-    return Error(ErrorCode::kInvalidArgument, "zero-length access to buffer " +
-                                                  std::to_string(id) + " of " + owner);
+    return Error(ErrorCode::kInvalidArgument,
+                 "zero-length access to buffer " + std::to_string(id) + " of " + owner);
   if (offset > b.size || length > b.size - offset)
     return Error(ErrorCode::kOutOfBounds, "offset " + std::to_string(offset) + " length " +
-                                              std::to_string(length) +
-                                              " does not fit buffer " + std::to_string(id) +
-                                              " of " + owner + " (size " +
+                                              std::to_string(length) + " does not fit buffer " +
+                                              std::to_string(id) + " of " + owner + " (size " +
                                               std::to_string(b.size) + ")");
   return {};
 }
 
 }  // namespace
 
-Status ManagerState::copy_out(const LocalBuffer& b, uint64_t offset, void* dst,
-                              uint64_t n) const {
+Status ManagerState::copy_out(const LocalBuffer& b, uint64_t offset, void* dst, uint64_t n) const {
   if (b.memory == BufferMemory::kHost) {
     std::memcpy(dst, reinterpret_cast<const uint8_t*>(b.addr) + offset, n);
     return {};

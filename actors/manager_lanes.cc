@@ -6,8 +6,8 @@ namespace caf_rdma::detail {
 
 caf::result<LaneGrant> ManagerState::open_lane(BufferHandle remote, uint32_t timeout_ms) {
   auto refuse = [&](const std::string& why) {
-    return make_rdma_error(ErrorCode::kNoDevice, "no direct lane to the owner of " +
-                                                     describe(remote) + ": " + why);
+    return make_rdma_error(ErrorCode::kNoDevice,
+                           "no direct lane to the owner of " + describe(remote) + ": " + why);
   };
   if (options_.mode == TransportMode::kFallback)
     return refuse("this manager runs the fallback transport only");
@@ -37,9 +37,9 @@ caf::result<LaneGrant> ManagerState::open_lane(BufferHandle remote, uint32_t tim
     if (!st.ok())
       return to_caf_error(st.error().with_context("connecting a loopback direct lane"));
     lanes_.emplace(id, LaneRecord{self_->address(), qp});
-    return LaneGrant{std::make_shared<DirectLane>(id, std::move(qp), registry_, me, remote.owner,
-                                                  options_.name),
-                     options_.verify};
+    return LaneGrant{
+        std::make_shared<DirectLane>(id, std::move(qp), registry_, me, remote.owner, options_.name),
+        options_.verify};
   }
   Peer& p = peer_for(remote.owner, remote.owner_name);
   if (!p.down_reason.empty())
@@ -60,14 +60,14 @@ caf::result<LaneGrant> ManagerState::open_lane(BufferHandle remote, uint32_t tim
                                            "peer " + name + " answered without a GID"));
             if (!st.ok()) {
               send_lane_drop(owner, id);
-              rp.deliver(to_caf_error(st.error().with_context(
-                  "connecting a direct lane to peer " + name + " (" + info.device + ")")));
+              rp.deliver(to_caf_error(st.error().with_context("connecting a direct lane to peer " +
+                                                              name + " (" + info.device + ")")));
               return;
             }
             lanes_.emplace(id, LaneRecord{key, qp});
-            rp.deliver(LaneGrant{std::make_shared<DirectLane>(id, std::move(qp), registry_, me,
-                                                              owner, name),
-                                 options_.verify});
+            rp.deliver(LaneGrant{
+                std::make_shared<DirectLane>(id, std::move(qp), registry_, me, owner, name),
+                options_.verify});
           },
           [this, rp, key, id, owner = remote.owner, timeout](caf::error& err) mutable {
             // It may still have made its side: have it drop that.
@@ -75,27 +75,24 @@ caf::result<LaneGrant> ManagerState::open_lane(BufferHandle remote, uint32_t tim
             std::string name = peer_name(key);
             bool timed_out = err == caf::sec::request_timeout;
             if (!timed_out && error_code(err) != ErrorCode::kInternal) {
-              rp.deliver(make_rdma_error(error_code(err),
-                                         "direct lane to peer manager " + name +
-                                             " refused: " + error_message(err)));
+              rp.deliver(make_rdma_error(error_code(err), "direct lane to peer manager " + name +
+                                                              " refused: " + error_message(err)));
               return;
             }
-            rp.deliver(make_rdma_error(timed_out ? ErrorCode::kTimeout
-                                                 : ErrorCode::kPeerUnavailable,
-                                       "queue-pair handshake with peer manager " + name +
-                                           (timed_out ? " timed out after " +
-                                                            std::to_string(timeout.count()) +
-                                                            " ms"
-                                                      : " failed: " + error_message(err))));
+            rp.deliver(make_rdma_error(
+                timed_out ? ErrorCode::kTimeout : ErrorCode::kPeerUnavailable,
+                "queue-pair handshake with peer manager " + name +
+                    (timed_out ? " timed out after " + std::to_string(timeout.count()) + " ms"
+                               : " failed: " + error_message(err))));
           });
   return rp;
 }
 
 Result<QpInfoMsg> ManagerState::accept_lane(Peer& p, const QpInfoMsg& remote) {
   if (p.lanes.size() >= kMaxLanesPerPeer && p.lanes.count(remote.lane) == 0)
-    return Error(ErrorCode::kResourceExhausted,
-                 options_.name + " already has " + std::to_string(kMaxLanesPerPeer) +
-                     " direct lanes from " + p.name);
+    return Error(ErrorCode::kResourceExhausted, options_.name + " already has " +
+                                                    std::to_string(kMaxLanesPerPeer) +
+                                                    " direct lanes from " + p.name);
   RdmaQueuePair::Options o;
   o.drain_timeout = options_.drain_timeout;
   CAF_RDMA_ASSIGN_OR_RETURN(auto created, RdmaQueuePair::create(domain_, o));

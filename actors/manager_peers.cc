@@ -99,8 +99,8 @@ void ManagerState::handshake(const caf::actor_addr& key) {
   o.drain_timeout = options_.drain_timeout;
   auto created = RdmaQueuePair::create(domain_, o);
   if (!created.ok())
-    return fail_waiting(p, to_caf_error(created.error().with_context(
-                               "creating a queue pair for peer " + p.name)));
+    return fail_waiting(
+        p, to_caf_error(created.error().with_context("creating a queue pair for peer " + p.name)));
   std::shared_ptr<RdmaQueuePair> qp(std::move(*created));
   p.handshaking = true;
   ++counters_.handshakes;
@@ -118,14 +118,14 @@ void ManagerState::handshake(const caf::actor_addr& key) {
                                                      "peer manager " + p.name + " is down (" +
                                                          p.down_reason + ")"));
             if (remote.gid.size() != 16)
-              return fail_waiting(p, make_rdma_error(ErrorCode::kInternal,
-                                                     "peer " + p.name +
-                                                         " answered the handshake without a GID"));
+              return fail_waiting(
+                  p, make_rdma_error(ErrorCode::kInternal,
+                                     "peer " + p.name + " answered the handshake without a GID"));
             Status st = qp->connect(from_msg(remote), nullptr);
             if (!st.ok())
-              return fail_waiting(p, to_caf_error(st.error().with_context(
-                                         "connecting to peer " + p.name + " (" +
-                                         remote.device + ")")));
+              return fail_waiting(
+                  p, to_caf_error(st.error().with_context("connecting to peer " + p.name + " (" +
+                                                          remote.device + ")")));
             p.initiated = qp;
             poller_->add(qp);
             auto waiting = std::move(p.waiting);
@@ -140,20 +140,19 @@ void ManagerState::handshake(const caf::actor_addr& key) {
             Peer& p = it->second;
             p.handshaking = false;
             bool timed_out = err == caf::sec::request_timeout;
-            fail_waiting(p, make_rdma_error(timed_out ? ErrorCode::kTimeout
-                                                      : ErrorCode::kPeerUnavailable,
-                                            "queue-pair handshake with peer manager " + p.name +
-                                                (timed_out ? " timed out after " +
-                                                                 std::to_string(timeout.count()) +
-                                                                 " ms"
-                                                           : " failed: " + error_message(err))));
+            fail_waiting(
+                p, make_rdma_error(timed_out ? ErrorCode::kTimeout : ErrorCode::kPeerUnavailable,
+                                   "queue-pair handshake with peer manager " + p.name +
+                                       (timed_out ? " timed out after " +
+                                                        std::to_string(timeout.count()) + " ms"
+                                                  : " failed: " + error_message(err))));
           });
 }
 
 caf::result<QpInfoMsg> ManagerState::accept_connect(QpInfoMsg remote) {
   if (!domain_)
-    return make_rdma_error(ErrorCode::kNoDevice, "manager " + options_.name +
-                                                     " has no RDMA device: " + no_rdma_reason_);
+    return make_rdma_error(ErrorCode::kNoDevice,
+                           "manager " + options_.name + " has no RDMA device: " + no_rdma_reason_);
   if (!remote.manager || remote.gid.size() != 16)
     return make_rdma_error(ErrorCode::kInvalidArgument,
                            "queue-pair handshake without a manager or a 16-byte GID");
@@ -208,8 +207,8 @@ caf::result<TransferOutcome> ManagerState::ask_owner_check(const BufferHandle& r
                                                            uint64_t offset, uint64_t length,
                                                            uint8_t kind) {
   if (!remote.owner)
-    return make_rdma_error(ErrorCode::kInvalidArgument, "handle " + describe(remote) +
-                                                            " names no owner");
+    return make_rdma_error(ErrorCode::kInvalidArgument,
+                           "handle " + describe(remote) + " names no owner");
   if (remote.owner.address() == self_->address())
     return check_access(remote.id, offset, length, kind);
   auto rp = self_->make_response_promise<TransferOutcome>();
@@ -221,19 +220,19 @@ caf::result<TransferOutcome> ManagerState::ask_owner_check(const BufferHandle& r
   return rp;
 }
 
-caf::result<uint64_t> ManagerState::ask_owner_checksum(const BufferHandle& remote,
-                                                       uint64_t offset, uint64_t length) {
+caf::result<uint64_t> ManagerState::ask_owner_checksum(const BufferHandle& remote, uint64_t offset,
+                                                       uint64_t length) {
   if (!remote.owner)
-    return make_rdma_error(ErrorCode::kInvalidArgument, "handle " + describe(remote) +
-                                                            " names no owner");
+    return make_rdma_error(ErrorCode::kInvalidArgument,
+                           "handle " + describe(remote) + " names no owner");
   if (remote.owner.address() == self_->address())
     return checksum(remote.id, offset, length);
   auto rp = self_->make_response_promise<uint64_t>();
   ask_peer<uint64_t>(
       remote.owner, remote.owner_name, options_.handshake_timeout,
       [rp](uint64_t& x) mutable { rp.deliver(x); },
-      [rp](const caf::error& e) mutable { rp.deliver(e); }, checksum_atom::value, remote.id,
-      offset, length);
+      [rp](const caf::error& e) mutable { rp.deliver(e); }, checksum_atom::value, remote.id, offset,
+      length);
   return rp;
 }
 
@@ -258,7 +257,7 @@ void ManagerState::on_down(const caf::down_msg& msg) {
   for (auto& [id, lane] : lanes_)
     if (lane.owner == msg.source)
       if (auto qp = lane.qp.lock())
-        (void) qp->abort("peer manager " + p.name + " is down (" + p.down_reason + ")");
+        (void)qp->abort("peer manager " + p.name + " is down (" + p.down_reason + ")");
   // Every op still open with it (RDMA ops on the destroyed queue pairs, fallback ops, ops
   // waiting for its answer) gets no completion and no answer: fail them now.
   std::vector<std::pair<uint64_t, uint32_t>> victims;

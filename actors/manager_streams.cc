@@ -12,9 +12,9 @@ caf::result<StreamGrantMsg> ManagerState::stream_grant(uint64_t id, uint64_t off
                                                        uint64_t length, uint8_t kind,
                                                        uint32_t timeout_ms) {
   if (kind > static_cast<uint8_t>(TransferKind::kWrite))
-    return make_rdma_error(ErrorCode::kInvalidArgument,
-                           "stream grant of kind " + std::to_string(kind) +
-                               " is neither read (0) nor write (1)");
+    return make_rdma_error(
+        ErrorCode::kInvalidArgument,
+        "stream grant of kind " + std::to_string(kind) + " is neither read (0) nor write (1)");
   bool write = kind == static_cast<uint8_t>(TransferKind::kWrite);
   auto b = owner_access(id, offset, length, write);
   if (!b.ok())
@@ -22,16 +22,16 @@ caf::result<StreamGrantMsg> ManagerState::stream_grant(uint64_t id, uint64_t off
   LocalBuffer& buf = **b;
   if (!stream_server_ || buf.memory != BufferMemory::kHost)
     return StreamGrantMsg{};  // port 0: use fetch/store chunks
-  ++buf.in_use;  // released only after the grant was used or withdrawn
+  ++buf.in_use;               // released only after the grant was used or withdrawn
   caf::actor_addr me = self_->address();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  uint64_t token = stream_server_->grant(
-      reinterpret_cast<uint8_t*>(buf.addr) + offset, length,
-      write ? StreamDirection::kIntoOwner : StreamDirection::kOutOfOwner, deadline,
-      [me, id](Status, uint64_t bytes) {
-        if (auto h = caf::actor_cast<caf::actor>(me))
-          caf::anon_send(h, stream_served_atom::value, id, bytes);
-      });
+  uint64_t token =
+      stream_server_->grant(reinterpret_cast<uint8_t*>(buf.addr) + offset, length,
+                            write ? StreamDirection::kIntoOwner : StreamDirection::kOutOfOwner,
+                            deadline, [me, id](Status, uint64_t bytes) {
+                              if (auto h = caf::actor_cast<caf::actor>(me))
+                                caf::anon_send(h, stream_served_atom::value, id, bytes);
+                            });
   // Withdrawn if nobody claims it in time (the requester timed out or died).
   self_->delayed_send(self_, std::chrono::milliseconds(timeout_ms) + kRequestBackstop,
                       stream_expire_atom::value, id, token);
@@ -52,9 +52,8 @@ void ManagerState::stream_expire(uint64_t id, uint64_t token) {
 
 bool ManagerState::wants_stream(const OpTrack& o, const LocalBuffer& local,
                                 const Peer& peer) const {
-  return stream_client_ && options_.stream_min_bytes > 0 &&
-         o.length >= options_.stream_min_bytes && !peer.no_stream &&
-         local.memory == BufferMemory::kHost &&
+  return stream_client_ && options_.stream_min_bytes > 0 && o.length >= options_.stream_min_bytes &&
+         !peer.no_stream && local.memory == BufferMemory::kHost &&
          o.op.remote.memory == static_cast<uint8_t>(BufferMemory::kHost);
 }
 
@@ -67,12 +66,13 @@ void ManagerState::start_stream(uint64_t ticket, uint32_t index) {
     if (it == transfers_.end() || it->second.ops[index].done)
       return;
     const TransferOp& op = it->second.ops[index].op;
-    out.message = std::string(kind_name(op.kind)) + " via the fallback to " +
-                  describe(op.remote) + " failed: " + out.message;
+    out.message = std::string(kind_name(op.kind)) + " via the fallback to " + describe(op.remote) +
+                  " failed: " + out.message;
     finish_op(ticket, index, std::move(out));
   };
-  self_->request(op.remote.owner, timeout, stream_grant_atom::value, op.remote.id,
-                 op.remote_offset, t.ops[index].length, op.kind, t.timeout_ms)
+  self_
+      ->request(op.remote.owner, timeout, stream_grant_atom::value, op.remote.id, op.remote_offset,
+                t.ops[index].length, op.kind, t.timeout_ms)
       .then(
           [this, ticket, index](StreamGrantMsg& grant) {
             auto it = transfers_.find(ticket);
@@ -95,15 +95,14 @@ void ManagerState::start_stream(uint64_t ticket, uint32_t index) {
                                 : StreamDirection::kIntoOwner;
             job.addr = reinterpret_cast<uint8_t*>(local.addr) + o.op.local_offset;
             job.length = o.length;
-            job.deadline = std::chrono::steady_clock::now() +
-                           std::chrono::milliseconds(it->second.timeout_ms);
+            job.deadline =
+                std::chrono::steady_clock::now() + std::chrono::milliseconds(it->second.timeout_ms);
             caf::actor_addr me = self_->address();
             uint64_t local_id = o.op.local.id;
             job.done = [me, ticket, index, local_id](Status st) {
               TransferOutcome out = st.ok() ? TransferOutcome{} : outcome_of(st.error());
               if (auto h = caf::actor_cast<caf::actor>(me))
-                caf::anon_send(h, stream_done_atom::value, ticket, index, local_id,
-                               std::move(out));
+                caf::anon_send(h, stream_done_atom::value, ticket, index, local_id, std::move(out));
             };
             stream_client_->submit(std::move(job));
           },
@@ -122,8 +121,8 @@ void ManagerState::stream_done(uint64_t ticket, uint32_t index, uint64_t local_i
       auto p = peers_.find(o.peer);
       if (p != peers_.end() && !p->second.down_reason.empty()) {
         outcome.code = static_cast<uint8_t>(ErrorCode::kPeerUnavailable);
-        outcome.message += " (peer manager " + p->second.name + " is down: " +
-                           p->second.down_reason + ")";
+        outcome.message +=
+            " (peer manager " + p->second.name + " is down: " + p->second.down_reason + ")";
       }
       outcome.message = std::string(kind_name(o.op.kind)) + " via the fallback to " +
                         describe(o.op.remote) + " failed: " + outcome.message;

@@ -57,10 +57,10 @@ void ManagerState::arm_deadline_tick(std::chrono::steady_clock::time_point deadl
   next_tick_ = deadline;
   auto delay = std::max(deadline - std::chrono::steady_clock::now(),
                         std::chrono::steady_clock::duration::zero());
-  self_->delayed_send(self_, std::chrono::duration_cast<std::chrono::microseconds>(delay) +
-                                 std::chrono::microseconds(1),
-                      op_tick_atom::value,
-                      static_cast<int64_t>(deadline.time_since_epoch().count()));
+  self_->delayed_send(
+      self_,
+      std::chrono::duration_cast<std::chrono::microseconds>(delay) + std::chrono::microseconds(1),
+      op_tick_atom::value, static_cast<int64_t>(deadline.time_since_epoch().count()));
 }
 
 void ManagerState::deadline_tick(int64_t at) {
@@ -95,7 +95,7 @@ caf::result<TransferReply> ManagerState::transfer(TransferOp op, uint32_t timeou
 }
 
 caf::result<std::vector<TransferOutcome>> ManagerState::batch(std::vector<TransferOp> ops,
-                                                             uint32_t timeout_ms) {
+                                                              uint32_t timeout_ms) {
   if (timeout_ms == 0)
     return make_rdma_error(ErrorCode::kInvalidArgument, "batch timeout must be > 0 ms");
   if (ops.empty())
@@ -157,17 +157,19 @@ void ManagerState::start_op(uint64_t ticket, uint32_t index) {
     return start_rdma(ticket, index);
   }
   if (options_.mode == TransportMode::kRdma) {
-    std::string why = !domain_ ? "this manager has no RDMA device (" + no_rdma_reason_ + ")"
-                      : !remote_rdma ? "the owner " + op.remote.owner_name +
-                                           " registered " + describe(op.remote) +
-                                           " without an RDMA device"
-                      : remote_staged ? "the owner " + op.remote.owner_name + "'s NIC cannot "
-                                        "register the GPU memory of " + describe(op.remote) +
-                                        ", so only its owner can move it"
-                                     : "the owner is on another kind of fabric (RoCE vs "
-                                       "InfiniBand)";
-    return fail(ErrorCode::kNoDevice, std::string(kEnvTransport) + "=rdma forbids the fallback, "
-                                                                    "but " + why);
+    std::string why = !domain_       ? "this manager has no RDMA device (" + no_rdma_reason_ + ")"
+                      : !remote_rdma ? "the owner " + op.remote.owner_name + " registered " +
+                                           describe(op.remote) + " without an RDMA device"
+                      : remote_staged ? "the owner " + op.remote.owner_name +
+                                            "'s NIC cannot "
+                                            "register the GPU memory of " +
+                                            describe(op.remote) + ", so only its owner can move it"
+                                      : "the owner is on another kind of fabric (RoCE vs "
+                                        "InfiniBand)";
+    return fail(ErrorCode::kNoDevice, std::string(kEnvTransport) +
+                                          "=rdma forbids the fallback, "
+                                          "but " +
+                                          why);
   }
   start_fallback(ticket, index);
 }
@@ -188,8 +190,8 @@ void ManagerState::finish_op(uint64_t ticket, uint32_t index, TransferOutcome ou
     return;
   o.done = true;
   const char* path = o.path == OpPath::kFallback ? kPathFallback
-                     : o.staged                   ? kPathRdmaStaged
-                                                  : kPathRdma;
+                     : o.staged                  ? kPathRdmaStaged
+                                                 : kPathRdma;
   if (o.slot >= 0) {
     int slot = o.slot;
     o.slot = -1;
@@ -257,15 +259,18 @@ void ManagerState::op_done(uint64_t ticket, uint32_t index, TransferOutcome outc
       Status st = copy_in(buffers_.at(o.op.local.id), o.op.local_offset + c.offset,
                           staging_[o.slot].memory.get(), c.length);
       if (!st.ok())
-        return fail_op(ticket, index, to_caf_error(st.error().with_context(
-                                          "rdma-staged read into " + describe(o.op.local))));
+        return fail_op(
+            ticket, index,
+            to_caf_error(st.error().with_context("rdma-staged read into " + describe(o.op.local))));
     }
     if (++o.next_chunk < o.chunks.size()) {
       if (auto qp = o.qp.lock(); qp && !qp->needs_recovery())
         return post_rdma(ticket, index, qp);
-      return fail_op(ticket, index, make_rdma_error(ErrorCode::kPeerUnavailable,
-                                                    "the queue pair of an rdma-staged transfer "
-                                                    "to " + o.op.remote.owner_name + " is gone"));
+      return fail_op(ticket, index,
+                     make_rdma_error(ErrorCode::kPeerUnavailable,
+                                     "the queue pair of an rdma-staged transfer "
+                                     "to " +
+                                         o.op.remote.owner_name + " is gone"));
     }
   }
   if (!outcome.ok()) {
@@ -399,7 +404,7 @@ void ManagerState::op_timeout(uint64_t ticket, uint32_t stage) {
     if (o.path == OpPath::kRdma && qp) {
       if (stage == 0) {
         // Flush: every outstanding request completes (with an error), then we reply.
-        (void) qp->abort("a transfer " + text);
+        (void)qp->abort("a transfer " + text);
         flushing = true;
         continue;
       }
@@ -414,14 +419,13 @@ void ManagerState::op_timeout(uint64_t ticket, uint32_t stage) {
     TransferOutcome out;
     out.code = static_cast<uint8_t>(ErrorCode::kTimeout);
     out.message = std::string(kind_name(o.op.kind)) + " of " + std::to_string(o.length) +
-                  " bytes between " + describe(o.op.local) + " and " + describe(o.op.remote) +
-                  " " + text + (qp ? "; its queue pair was destroyed" : "");
+                  " bytes between " + describe(o.op.local) + " and " + describe(o.op.remote) + " " +
+                  text + (qp ? "; its queue pair was destroyed" : "");
     finish_op(ticket, i, std::move(out));
   }
   if (flushing) {
     poller_->wake();
-    self_->delayed_send(self_, options_.drain_timeout, op_timeout_atom::value, ticket,
-                        uint32_t{1});
+    self_->delayed_send(self_, options_.drain_timeout, op_timeout_atom::value, ticket, uint32_t{1});
   }
 }
 
@@ -469,8 +473,9 @@ void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
     if (op.kind == static_cast<uint8_t>(TransferKind::kWrite)) {
       Status st = copy_out(local, op.local_offset + c.offset, slot.memory.get(), c.length);
       if (!st.ok())
-        return fail_op(ticket, index, to_caf_error(st.error().with_context(
-                                          "rdma-staged write from " + describe(op.local))));
+        return fail_op(
+            ticket, index,
+            to_caf_error(st.error().with_context("rdma-staged write from " + describe(op.local))));
     }
     slice = LocalSlice{slot.rdma, 0, c.length};
     remote_offset += c.offset;
@@ -480,8 +485,8 @@ void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
                    : RdmaOp::write(std::move(slice), std::move(remote), remote_offset);
   caf::actor_addr me = self_->address();
   // A single small transfer is polled for here (below); `landed` tells when it completed.
-  bool poll_inline = options_.inline_poll.count() > 0 && !it->second.batch &&
-                     !o.staged && o.length <= kInlinePollMaxBytes;
+  bool poll_inline = options_.inline_poll.count() > 0 && !it->second.batch && !o.staged &&
+                     o.length <= kInlinePollMaxBytes;
   std::shared_ptr<std::atomic<bool>> landed;
   if (poll_inline)
     landed = std::make_shared<std::atomic<bool>>(false);
@@ -539,10 +544,10 @@ void ManagerState::start_staged(uint64_t ticket, uint32_t index) {
     StagingSlot slot;
     slot.memory.reset(new (std::nothrow) uint8_t[options_.staging_bytes]);
     if (!slot.memory)
-      return fail_op(ticket, index, make_rdma_error(ErrorCode::kResourceExhausted,
-                                                    "cannot allocate a staging buffer of " +
-                                                        std::to_string(options_.staging_bytes) +
-                                                        " bytes"));
+      return fail_op(ticket, index,
+                     make_rdma_error(ErrorCode::kResourceExhausted,
+                                     "cannot allocate a staging buffer of " +
+                                         std::to_string(options_.staging_bytes) + " bytes"));
     auto b = domain_->register_local(slot.memory.get(), options_.staging_bytes);
     if (!b.ok())
       return fail_op(ticket, index,
@@ -588,14 +593,14 @@ void ManagerState::start_fallback(uint64_t ticket, uint32_t index) {
       return fail_op(ticket, index, to_caf_error(rb.error()));
     LocalBuffer& remote = **rb;
     if (op.remote_offset + o.length > remote.size)
-      return fail_op(ticket, index,
-                     make_rdma_error(ErrorCode::kOutOfBounds,
-                                     "remote " + describe(op.remote) + " is only " +
-                                         std::to_string(remote.size) + " bytes"));
+      return fail_op(
+          ticket, index,
+          make_rdma_error(ErrorCode::kOutOfBounds, "remote " + describe(op.remote) + " is only " +
+                                                       std::to_string(remote.size) + " bytes"));
     if (!is_read && remote.access != BufferAccess::kReadWrite)
-      return fail_op(ticket, index, make_rdma_error(ErrorCode::kInvalidArgument,
-                                                    "cannot write into read-only " +
-                                                        describe(op.remote)));
+      return fail_op(ticket, index,
+                     make_rdma_error(ErrorCode::kInvalidArgument,
+                                     "cannot write into read-only " + describe(op.remote)));
     LocalBuffer& local = buffers_.at(op.local.id);
     const LocalBuffer& src = is_read ? remote : local;
     const LocalBuffer& dst = is_read ? local : remote;
@@ -664,19 +669,20 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
       pump_fallback(ticket, index);
     };
     if (is_read) {
-      self_->request(op.remote.owner, timeout, fetch_atom::value, op.remote.id,
-                     op.remote_offset + off, n)
+      self_
+          ->request(op.remote.owner, timeout, fetch_atom::value, op.remote.id,
+                    op.remote_offset + off, n)
           .then(
               [this, ticket, index, local_off, n, chunk_done](ByteChunk& data) {
                 auto it = transfers_.find(ticket);
                 if (it == transfers_.end() || it->second.ops[index].done)
                   return;  // timed out or failed: drop late data
                 if (data.size != n)
-                  return finish_op(ticket, index,
-                                   outcome_of(Error(ErrorCode::kInternal,
-                                                    "fallback read chunk of " +
-                                                        std::to_string(n) + " bytes came back with " +
-                                                        std::to_string(data.size))));
+                  return finish_op(
+                      ticket, index,
+                      outcome_of(Error(ErrorCode::kInternal,
+                                       "fallback read chunk of " + std::to_string(n) +
+                                           " bytes came back with " + std::to_string(data.size))));
                 auto& o = transfers_.at(ticket).ops[index];
                 Status st = copy_in(buffers_.at(o.op.local.id), local_off, data.data, n);
                 if (!st.ok())
@@ -700,8 +706,9 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
       }
       ++local.in_use;
       uint64_t local_id = op.local.id;
-      self_->request(op.remote.owner, timeout, store_atom::value, op.remote.id,
-                     op.remote_offset + off, std::move(bytes))
+      self_
+          ->request(op.remote.owner, timeout, store_atom::value, op.remote.id,
+                    op.remote_offset + off, std::move(bytes))
           .then(
               [this, chunk_done, local_id](uint64_t stored) {
                 buffer_done(local_id);

@@ -26,21 +26,24 @@ constexpr std::chrono::seconds kLaneBackstop{1};
 
 RdmaClient::RdmaClient(caf::actor_system& sys, rdma_manager_actor manager,
                        std::chrono::milliseconds reply_timeout)
-  : RdmaClient(sys, std::move(manager), direct_from_env(), reply_timeout) {}
+    : RdmaClient(sys, std::move(manager), direct_from_env(), reply_timeout) {}
 
 RdmaClient::RdmaClient(caf::actor_system& sys, rdma_manager_actor manager, bool direct,
                        std::chrono::milliseconds reply_timeout)
-  : sys_(sys), manager_(std::move(manager)), reply_timeout_(reply_timeout),
-    self_(std::make_unique<caf::scoped_actor>(sys)),
-    // A lane is memory of this process: only this process's manager can hand one out.
-    direct_(direct && manager_ && manager_.node() == sys.node()) {}
+    : sys_(sys),
+      manager_(std::move(manager)),
+      reply_timeout_(reply_timeout),
+      self_(std::make_unique<caf::scoped_actor>(sys)),
+      // A lane is memory of this process: only this process's manager can hand one out.
+      direct_(direct && manager_ && manager_.node() == sys.node()) {}
 
 RdmaClient::~RdmaClient() = default;
 
 template <class T, class... Ts>
 Result<T> RdmaClient::call(std::chrono::milliseconds timeout, Ts&&... xs) {
   std::optional<Result<T>> out;
-  (*self_)->request(manager_, timeout, std::forward<Ts>(xs)...)
+  (*self_)
+      ->request(manager_, timeout, std::forward<Ts>(xs)...)
       .receive([&](T& value) { out.emplace(std::move(value)); },
                [&](caf::error& err) { out.emplace(to_error(err)); });
   if (!out)
@@ -97,9 +100,8 @@ DirectLane* RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
   }
   // No lane there (no device, fallback, other fabric: for good; else try again later): the
   // manager moves these bytes, or names what is wrong.
-  slot.retry_after = e.code() == ErrorCode::kNoDevice
-                         ? std::chrono::steady_clock::time_point::max()
-                         : now + std::chrono::seconds(1);
+  slot.retry_after = e.code() == ErrorCode::kNoDevice ? std::chrono::steady_clock::time_point::max()
+                                                      : now + std::chrono::seconds(1);
   return nullptr;
 }
 
@@ -114,45 +116,45 @@ Error RdmaClient::lane_error(const TransferOp& op, Error error, OpFault fault,
   // The NIC gave up on the owner: if its manager is known to be down, say so.
   auto down = call<std::string>(reply_timeout_, peer_state_atom::value, op.remote.owner);
   if (down.ok() && !down->empty())
-    return Error(ErrorCode::kPeerUnavailable, kind + " failed: peer manager " +
-                                                  op.remote.owner_name + " is down (" + *down +
-                                                  ")");
+    return Error(
+        ErrorCode::kPeerUnavailable,
+        kind + " failed: peer manager " + op.remote.owner_name + " is down (" + *down + ")");
   // Ask the owner itself (bounded): it says why it refused an access, and its silence says
   // it is gone (our manager may not have noticed yet).
-  uint64_t length = op.length != kWholeSpan            ? op.length
+  uint64_t length = op.length != kWholeSpan             ? op.length
                     : op.remote.size > op.remote_offset ? op.remote.size - op.remote_offset
                                                         : 1;
-  auto bound = std::min(reply_timeout_, std::chrono::milliseconds(std::max<uint32_t>(timeout_ms, 2000)));
-  auto owner = call<TransferOutcome>(bound, ask_check_atom::value, op.remote,
-                                     op.remote_offset, length, op.kind);
+  auto bound =
+      std::min(reply_timeout_, std::chrono::milliseconds(std::max<uint32_t>(timeout_ms, 2000)));
+  auto owner = call<TransferOutcome>(bound, ask_check_atom::value, op.remote, op.remote_offset,
+                                     length, op.kind);
   if (!owner.ok()) {
     if (owner.error().code() == ErrorCode::kPeerUnavailable ||
         owner.error().code() == ErrorCode::kTimeout)
       return Error(ErrorCode::kPeerUnavailable,
-                   kind + " failed: the owner " + op.remote.owner_name +
-                       " of " + describe(op.remote) + " does not answer (" +
-                       owner.error().message() + "); the NIC said: " + error.message());
+                   kind + " failed: the owner " + op.remote.owner_name + " of " +
+                       describe(op.remote) + " does not answer (" + owner.error().message() +
+                       "); the NIC said: " + error.message());
     return error;
   }
   if (!owner->ok() && (fault == OpFault::kRemoteAccess || fault == OpFault::kFlushed))
     return Error(static_cast<ErrorCode>(owner->code),
-                 kind + " refused by the owner of " + describe(op.remote) + ": " +
-                     owner->message);
+                 kind + " refused by the owner of " + describe(op.remote) + ": " + owner->message);
   return error;
 }
 
 Status RdmaClient::verify_lane_op(const TransferOp& op, uint64_t length) {
   Result<uint64_t> mine = Error(ErrorCode::kInternal, "");
   if (op.local.memory == static_cast<uint8_t>(BufferMemory::kHost))
-    mine = range_checksum(reinterpret_cast<const uint8_t*>(op.local.addr) + op.local_offset,
-                          length);
+    mine =
+        range_checksum(reinterpret_cast<const uint8_t*>(op.local.addr) + op.local_offset, length);
   else  // GPU memory: its manager copies it out
-    mine = call<uint64_t>(reply_timeout_, checksum_atom::value, op.local.id, op.local_offset,
-                          length);
+    mine =
+        call<uint64_t>(reply_timeout_, checksum_atom::value, op.local.id, op.local_offset, length);
   if (!mine.ok())
     return mine.error().with_context("verifying " + describe(op.local));
-  auto theirs = call<uint64_t>(reply_timeout_, ask_sum_atom::value, op.remote,
-                               op.remote_offset, length);
+  auto theirs =
+      call<uint64_t>(reply_timeout_, ask_sum_atom::value, op.remote, op.remote_offset, length);
   if (!theirs.ok())
     return theirs.error().with_context("verifying with the owner of " + describe(op.remote));
   if (*mine == *theirs)
@@ -207,15 +209,15 @@ Result<TransferReply> RdmaClient::transfer(const TransferOp& op, uint32_t timeou
 }
 
 Result<TransferReply> RdmaClient::write(const BufferHandle& local, const BufferHandle& remote,
-                                        uint32_t timeout_ms, uint64_t length,
-                                        uint64_t local_offset, uint64_t remote_offset) {
+                                        uint32_t timeout_ms, uint64_t length, uint64_t local_offset,
+                                        uint64_t remote_offset) {
   return transfer_scratch(TransferKind::kWrite, local, remote, timeout_ms, length, local_offset,
                           remote_offset);
 }
 
 Result<TransferReply> RdmaClient::read(const BufferHandle& local, const BufferHandle& remote,
-                                       uint32_t timeout_ms, uint64_t length,
-                                       uint64_t local_offset, uint64_t remote_offset) {
+                                       uint32_t timeout_ms, uint64_t length, uint64_t local_offset,
+                                       uint64_t remote_offset) {
   return transfer_scratch(TransferKind::kRead, local, remote, timeout_ms, length, local_offset,
                           remote_offset);
 }

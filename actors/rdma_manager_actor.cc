@@ -5,8 +5,8 @@
 #include "primitives/cuda_driver.h"
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "actors/detail/manager_state.h"
@@ -15,9 +15,12 @@ namespace caf_rdma {
 
 const char* to_string(TransportMode mode) {
   switch (mode) {
-    case TransportMode::kAuto: return "auto";
-    case TransportMode::kRdma: return "rdma";
-    case TransportMode::kFallback: return "fallback";
+    case TransportMode::kAuto:
+      return "auto";
+    case TransportMode::kRdma:
+      return "rdma";
+    case TransportMode::kFallback:
+      return "fallback";
   }
   return "?";
 }
@@ -45,8 +48,8 @@ Result<ManagerOptions> ManagerOptions::from_env() {
     errno = 0;
     unsigned long long n = std::strtoull(v, &end, 10);
     if (errno != 0 || *end != '\0' || n < lo || n > hi)
-      return Error(ErrorCode::kInvalidArgument, std::string("environment variable ") + var +
-                                                    "='" + v + "' is not an integer in " +
+      return Error(ErrorCode::kInvalidArgument, std::string("environment variable ") + var + "='" +
+                                                    v + "' is not an integer in " +
                                                     std::to_string(lo) + ".." + std::to_string(hi));
     out = n;
     return {};
@@ -148,7 +151,9 @@ rdma_manager_actor::behavior_type manager(detail::ManagerState::Self self, Manag
       [=](stream_served_atom, uint64_t id, uint64_t bytes) {
         self->state.stream_served(id, bytes);
       },
-      [=](stream_expire_atom, uint64_t id, uint64_t token) { self->state.stream_expire(id, token); },
+      [=](stream_expire_atom, uint64_t id, uint64_t token) {
+        self->state.stream_expire(id, token);
+      },
       [=](op_tick_atom, int64_t at) { self->state.deadline_tick(at); },
       [=](lane_close_atom, uint64_t lane) { self->state.close_lane(lane); },
       [=](lane_idle_atom, uint64_t id) { self->state.lane_idle(id); },

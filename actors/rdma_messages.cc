@@ -28,8 +28,8 @@ TransferOp make_read(BufferHandle local, BufferHandle remote, uint64_t length,
 
 TransferOp make_write(BufferHandle local, BufferHandle remote, uint64_t length,
                       uint64_t local_offset, uint64_t remote_offset) {
-  TransferOp op = make_read(std::move(local), std::move(remote), length, local_offset,
-                            remote_offset);
+  TransferOp op =
+      make_read(std::move(local), std::move(remote), length, local_offset, remote_offset);
   op.kind = static_cast<uint8_t>(TransferKind::kWrite);
   return op;
 }

@@ -30,18 +30,18 @@ enum class BufferMemory : uint8_t {
 /// A registered buffer, as handed out by its owner manager. Send it to any actor anywhere:
 /// it names the owner, so any manager can read from or write into it.
 struct BufferHandle {
-  uint64_t id = 0;        ///< owner-local id, never reused by that owner
-  uint64_t addr = 0;      ///< first byte in the owner's address space
-  uint64_t size = 0;      ///< bytes
-  uint8_t access = 1;     ///< BufferAccess
-  uint32_t rkey = 0;      ///< remote key; 0 when the owner has no RDMA registration
-  std::string device;     ///< owner's device ("" without RDMA)
+  uint64_t id = 0;           ///< owner-local id, never reused by that owner
+  uint64_t addr = 0;         ///< first byte in the owner's address space
+  uint64_t size = 0;         ///< bytes
+  uint8_t access = 1;        ///< BufferAccess
+  uint32_t rkey = 0;         ///< remote key; 0 when the owner has no RDMA registration
+  std::string device;        ///< owner's device ("" without RDMA)
   std::vector<uint8_t> gid;  ///< owner's port GID (16 bytes, "" without RDMA)
-  bool ethernet = true;   ///< owner's link layer (RoCE) or InfiniBand
-  caf::actor owner;       ///< the owner's RdmaManagerActor
-  std::string owner_name; ///< "host:port" or node id of the owner, for messages
-  uint8_t memory = 0;     ///< BufferMemory
-  int32_t gpu = -1;       ///< CUDA device ordinal of GPU memory, -1 for host memory
+  bool ethernet = true;      ///< owner's link layer (RoCE) or InfiniBand
+  caf::actor owner;          ///< the owner's RdmaManagerActor
+  std::string owner_name;    ///< "host:port" or node id of the owner, for messages
+  uint8_t memory = 0;        ///< BufferMemory
+  int32_t gpu = -1;          ///< CUDA device ordinal of GPU memory, -1 for host memory
 
   bool has_rdma() const { return !device.empty() && gid.size() == 16; }
   bool on_gpu() const { return memory != static_cast<uint8_t>(BufferMemory::kHost); }
@@ -173,12 +173,10 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ByteChunk& x) {
   if constexpr (std::is_base_of<caf::serializer, Inspector>::value) {
     size_t n = x.size;
-    return caf::error::eval([&] { return f.begin_sequence(n); },
-                            [&] {
-                              return n > 0 ? f.apply_raw(n, const_cast<uint8_t*>(x.data))
-                                           : caf::error{};
-                            },
-                            [&] { return f.end_sequence(); });
+    return caf::error::eval(
+        [&] { return f.begin_sequence(n); },
+        [&] { return n > 0 ? f.apply_raw(n, const_cast<uint8_t*>(x.data)) : caf::error{}; },
+        [&] { return f.end_sequence(); });
   } else if constexpr (std::is_base_of<caf::deserializer, Inspector>::value) {
     size_t n = 0;
     if (auto err = f.begin_sequence(n))
@@ -196,7 +194,7 @@ typename Inspector::result_type inspect(Inspector& f, ByteChunk& x) {
 
 /// Per-manager counters.
 struct ManagerStats {
-  std::string device;  ///< "" when the manager has no RDMA device
+  std::string device;     ///< "" when the manager has no RDMA device
   std::string transport;  ///< "auto", "rdma" or "fallback"
   uint64_t rdma_ops = 0;
   uint64_t rdma_bytes = 0;
@@ -206,11 +204,12 @@ struct ManagerStats {
   uint64_t live_qps = 0;
   uint64_t handshakes = 0;
   uint64_t registered_buffers = 0;
-  uint64_t registered_bytes = 0;  ///< bytes in live memory regions
+  uint64_t registered_bytes = 0;       ///< bytes in live memory regions
   uint64_t served_fallback_bytes = 0;  ///< bytes this manager served as owner on the fallback
-  uint64_t stream_ops = 0;  ///< fallback ops (counted in fallback_ops) moved over the stream channel
-  uint64_t direct_ops = 0;  ///< RDMA ops (counted in rdma_ops) run by direct lanes, not the actor
-  uint64_t lanes = 0;       ///< direct lanes open: opened here plus accepted from peers
+  uint64_t stream_ops =
+      0;  ///< fallback ops (counted in fallback_ops) moved over the stream channel
+  uint64_t direct_ops = 0;    ///< RDMA ops (counted in rdma_ops) run by direct lanes, not the actor
+  uint64_t lanes = 0;         ///< direct lanes open: opened here plus accepted from peers
   uint64_t busy_buffers = 0;  ///< local buffers a transfer or a direct lane is using now
 };
 

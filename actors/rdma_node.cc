@@ -38,10 +38,9 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(NodeOptions options) {
       node->system_->middleman().publish(node->manager_, options.port, options.host.c_str(), true);
   if (!port) {
     caf::anon_send_exit(node->manager_, caf::exit_reason::user_shutdown);
-    return Error(ErrorCode::kPeerUnavailable,
-                 "publishing the RDMA manager on " + options.host + ":" +
-                     std::to_string(options.port) + " failed: " +
-                     node->system_->render(port.error()));
+    return Error(ErrorCode::kPeerUnavailable, "publishing the RDMA manager on " + options.host +
+                                                  ":" + std::to_string(options.port) + " failed: " +
+                                                  node->system_->render(port.error()));
   }
   node->port_ = *port;
   if (name_it)

@@ -11,8 +11,8 @@ constexpr uint32_t kSpinsBeforeYield = 256;
 // Outstanding work but no completion for this long: nap between polls instead of spinning.
 constexpr auto kSpinBudget = std::chrono::microseconds(200);
 constexpr auto kBusyNap = std::chrono::microseconds(20);
-constexpr auto kIdleWait = std::chrono::milliseconds(10);      // idle QPs: safety net
-constexpr auto kIdleWaitEmpty = std::chrono::seconds(1);     // no QPs: add() wakes us
+constexpr auto kIdleWait = std::chrono::milliseconds(10);  // idle QPs: safety net
+constexpr auto kIdleWaitEmpty = std::chrono::seconds(1);   // no QPs: add() wakes us
 
 }  // namespace
 
@@ -39,9 +39,10 @@ void CompletionPoller::add(std::shared_ptr<RdmaQueuePair> qp) {
 
 void CompletionPoller::remove(const RdmaQueuePair* qp) {
   std::lock_guard<std::mutex> guard(mu_);
-  qps_.erase(std::remove_if(qps_.begin(), qps_.end(),
-                            [qp](const std::shared_ptr<RdmaQueuePair>& p) { return p.get() == qp; }),
-             qps_.end());
+  qps_.erase(
+      std::remove_if(qps_.begin(), qps_.end(),
+                     [qp](const std::shared_ptr<RdmaQueuePair>& p) { return p.get() == qp; }),
+      qps_.end());
   ++generation_;
 }
 

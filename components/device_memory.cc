@@ -28,9 +28,10 @@ public:
     return cuda_->copy_to_device(dst, src, n, device);
   }
 
-  Result<std::shared_ptr<MemoryRegion>>
-  register_direct(const std::shared_ptr<ProtectionDomain>& pd, const PointerInfo& info,
-                  uint64_t addr, uint64_t size, Access access) const override {
+  Result<std::shared_ptr<MemoryRegion>> register_direct(const std::shared_ptr<ProtectionDomain>& pd,
+                                                        const PointerInfo& info, uint64_t addr,
+                                                        uint64_t size,
+                                                        Access access) const override {
     char what[96];
     std::snprintf(what, sizeof(what), "GPU %d memory 0x%llx+%llu", info.device,
                   static_cast<unsigned long long>(addr), static_cast<unsigned long long>(size));

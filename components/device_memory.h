@@ -26,9 +26,9 @@ public:
   virtual Status copy_to_host(void* dst, uint64_t src, uint64_t n, int device) const = 0;
   virtual Status copy_to_device(uint64_t dst, const void* src, uint64_t n, int device) const = 0;
   /// Registers GPU memory with the NIC (dmabuf, then nvidia_peermem); the error names both.
-  virtual Result<std::shared_ptr<MemoryRegion>>
-  register_direct(const std::shared_ptr<ProtectionDomain>& pd, const PointerInfo& info,
-                  uint64_t addr, uint64_t size, Access access) const = 0;
+  virtual Result<std::shared_ptr<MemoryRegion>> register_direct(
+      const std::shared_ptr<ProtectionDomain>& pd, const PointerInfo& info, uint64_t addr,
+      uint64_t size, Access access) const = 0;
 };
 
 /// The CUDA driver's DeviceMemory, or nullptr (with the reason in `why`) when this build or

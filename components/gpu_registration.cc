@@ -6,9 +6,8 @@
 
 namespace caf_rdma {
 
-Result<std::shared_ptr<MemoryRegion>>
-register_first_that_works(const std::vector<RegistrationAttempt>& attempts,
-                          const std::string& what) {
+Result<std::shared_ptr<MemoryRegion>> register_first_that_works(
+    const std::vector<RegistrationAttempt>& attempts, const std::string& what) {
   std::string why;
   ErrorCode code = ErrorCode::kIbverbsCall;
   for (const auto& a : attempts) {
@@ -18,8 +17,8 @@ register_first_that_works(const std::vector<RegistrationAttempt>& attempts,
     why += (why.empty() ? "" : "; ") + a.name + ": " + r.error().to_string();
     code = r.error().code();
   }
-  return Error(code, "cannot register " + what + " with the NIC: " +
-                         (why.empty() ? std::string("no way to try") : why));
+  return Error(code, "cannot register " + what +
+                         " with the NIC: " + (why.empty() ? std::string("no way to try") : why));
 }
 
 std::vector<RegistrationAttempt> gpudirect_attempts(const CudaDriver& cuda,
@@ -27,21 +26,20 @@ std::vector<RegistrationAttempt> gpudirect_attempts(const CudaDriver& cuda,
                                                     const PointerInfo& info, uint64_t addr,
                                                     uint64_t size, Access access) {
   std::vector<RegistrationAttempt> out;
-  out.push_back({"dmabuf", [&cuda, pd, info, addr, size, access]()
-                               -> Result<std::shared_ptr<MemoryRegion>> {
-                   if (info.base == 0 || info.size == 0 || addr < info.base ||
-                       addr - info.base + size > info.size)
-                     return Error(ErrorCode::kCuda, "the allocation around the pointer is unknown");
-                   // Export the whole allocation (the driver wants page-aligned ranges), map the
-                   // requested part of it.
-                   long page = ::sysconf(_SC_PAGESIZE);
-                   uint64_t span = (info.size + page - 1) / page * page;
-                   CAF_RDMA_ASSIGN_OR_RETURN(int fd, cuda.dmabuf_fd(info.base, span));
-                   auto mr = MemoryRegion::register_dmabuf(pd, addr - info.base, size, addr, fd,
-                                                           access);
-                   ::close(fd);  // the region keeps its own reference to the dmabuf
-                   return mr;
-                 }});
+  out.push_back(
+      {"dmabuf", [&cuda, pd, info, addr, size, access]() -> Result<std::shared_ptr<MemoryRegion>> {
+         if (info.base == 0 || info.size == 0 || addr < info.base ||
+             addr - info.base + size > info.size)
+           return Error(ErrorCode::kCuda, "the allocation around the pointer is unknown");
+         // Export the whole allocation (the driver wants page-aligned ranges), map the
+         // requested part of it.
+         long page = ::sysconf(_SC_PAGESIZE);
+         uint64_t span = (info.size + page - 1) / page * page;
+         CAF_RDMA_ASSIGN_OR_RETURN(int fd, cuda.dmabuf_fd(info.base, span));
+         auto mr = MemoryRegion::register_dmabuf(pd, addr - info.base, size, addr, fd, access);
+         ::close(fd);  // the region keeps its own reference to the dmabuf
+         return mr;
+       }});
   out.push_back({"nvidia_peermem", [pd, addr, size, access]() {
                    return MemoryRegion::register_memory(pd, reinterpret_cast<void*>(addr), size,
                                                         access);

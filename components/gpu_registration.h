@@ -22,9 +22,8 @@ struct RegistrationAttempt {
 
 /// Runs `attempts` in order and returns the first region registered. Otherwise an error (code
 /// of the last attempt) "cannot register <what>: dmabuf: ...; nvidia_peermem: ...".
-Result<std::shared_ptr<MemoryRegion>>
-register_first_that_works(const std::vector<RegistrationAttempt>& attempts,
-                          const std::string& what);
+Result<std::shared_ptr<MemoryRegion>> register_first_that_works(
+    const std::vector<RegistrationAttempt>& attempts, const std::string& what);
 
 /// The GPUDirect attempts for [addr, addr + size) of GPU memory described by `info`.
 std::vector<RegistrationAttempt> gpudirect_attempts(const CudaDriver& cuda,

@@ -24,8 +24,7 @@ Status check(uint64_t offset, uint64_t length, uint64_t size, const char* what,
     return Error(ErrorCode::kOutOfBounds, std::string(what) + ": range offset " +
                                               std::to_string(offset) + " length " +
                                               std::to_string(length) + " does not fit " +
-                                              describe() + " (size " + std::to_string(size) +
-                                              ")");
+                                              describe() + " (size " + std::to_string(size) + ")");
   return {};
 }
 
@@ -48,14 +47,12 @@ RemoteBuffer RdmaBuffer::remote() const {
 
 Status RdmaBuffer::check_range(uint64_t offset, uint64_t length, const char* what) const {
   if (released())
-    return Error(ErrorCode::kReleased,
-                 std::string(what) + ": " + describe() + " was released");
+    return Error(ErrorCode::kReleased, std::string(what) + ": " + describe() + " was released");
   return check(offset, length, size_, what, [this] { return describe(); });
 }
 
 std::string RdmaBuffer::describe() const {
-  return "local buffer " + range_string(addr_, size_) + " on " +
-         (device_.empty() ? "?" : device_);
+  return "local buffer " + range_string(addr_, size_) + " on " + (device_.empty() ? "?" : device_);
 }
 
 }  // namespace caf_rdma

@@ -68,8 +68,11 @@ private:
   friend class RdmaDomain;
   RdmaBuffer(std::shared_ptr<MemoryRegion> region, uint64_t addr, uint64_t size, Access access,
              std::string device)
-    : region_(std::move(region)), addr_(addr), size_(size), access_(access),
-      device_(std::move(device)) {}
+      : region_(std::move(region)),
+        addr_(addr),
+        size_(size),
+        access_(access),
+        device_(std::move(device)) {}
 
   std::shared_ptr<MemoryRegion> region_;
   uint64_t addr_ = 0;

@@ -4,12 +4,18 @@ namespace caf_rdma {
 
 const char* to_string(OpKind kind) {
   switch (kind) {
-    case OpKind::kWrite: return "RDMA WRITE";
-    case OpKind::kRead: return "RDMA READ";
-    case OpKind::kSend: return "SEND";
-    case OpKind::kRecv: return "RECV";
-    case OpKind::kFetchAdd: return "ATOMIC FETCH_ADD";
-    case OpKind::kCompareSwap: return "ATOMIC CMP_SWAP";
+    case OpKind::kWrite:
+      return "RDMA WRITE";
+    case OpKind::kRead:
+      return "RDMA READ";
+    case OpKind::kSend:
+      return "SEND";
+    case OpKind::kRecv:
+      return "RECV";
+    case OpKind::kFetchAdd:
+      return "ATOMIC FETCH_ADD";
+    case OpKind::kCompareSwap:
+      return "ATOMIC CMP_SWAP";
   }
   return "?";
 }

@@ -23,9 +23,9 @@ struct RdmaQueuePair::Op {
   RdmaOp op;
   OpCallback done;
   std::vector<PlannedWorkRequest> wrs;
-  size_t posted = 0;        ///< work requests posted so far
-  size_t in_flight = 0;     ///< posted and not yet retired
-  bool aborted = false;     ///< no more of its work requests will be posted
+  size_t posted = 0;     ///< work requests posted so far
+  size_t in_flight = 0;  ///< posted and not yet retired
+  bool aborted = false;  ///< no more of its work requests will be posted
   int atomic_slot = -1;
   uint64_t bytes = 0;
   std::optional<Error> error;
@@ -35,7 +35,7 @@ struct RdmaQueuePair::Op {
 // -- construction ----------------------------------------------------------------------------
 
 RdmaQueuePair::RdmaQueuePair(std::shared_ptr<RdmaDomain> domain, Options options)
-  : domain_(std::move(domain)), options_(options) {}
+    : domain_(std::move(domain)), options_(options) {}
 
 Result<std::unique_ptr<RdmaQueuePair>> RdmaQueuePair::create(std::shared_ptr<RdmaDomain> domain) {
   return create(std::move(domain), Options{});
@@ -50,11 +50,11 @@ Result<std::unique_ptr<RdmaQueuePair>> RdmaQueuePair::create(std::shared_ptr<Rdm
                                       static_cast<int>(config.effective_cq_entries()), false));
   CAF_RDMA_ASSIGN_OR_RETURN(q->qp_, QueuePair::create(domain->pd(), q->cq_, q->cq_, config));
   uint64_t port_max = domain->max_message_size() ? domain->max_message_size() : (1ull << 31);
-  q->max_message_ = options.max_message_bytes ? std::min(options.max_message_bytes, port_max)
-                                              : port_max;
+  q->max_message_ =
+      options.max_message_bytes ? std::min(options.max_message_bytes, port_max) : port_max;
   uint32_t max_wr = q->qp_->caps().max_send_wr;
-  q->signal_interval_ = options.signal_interval ? options.signal_interval
-                                                : std::max<uint32_t>(1, max_wr / 4);
+  q->signal_interval_ =
+      options.signal_interval ? options.signal_interval : std::max<uint32_t>(1, max_wr / 4);
   q->atomic_scratch_.assign(kAtomicSlots, 0);
   CAF_RDMA_ASSIGN_OR_RETURN(q->atomic_buffer_,
                             domain->register_local(q->atomic_scratch_.data(),
@@ -72,9 +72,8 @@ RdmaQueuePair::~RdmaQueuePair() {
     std::lock_guard<std::mutex> guard(mu_);
     // Destroying the QP guarantees the NIC no longer accesses any buffer of ours.
     qp_.reset();
-    fail_all_locked(Error(ErrorCode::kPeerUnavailable,
-                          "queue pair destroyed with the op outstanding"),
-                    done);
+    fail_all_locked(
+        Error(ErrorCode::kPeerUnavailable, "queue pair destroyed with the op outstanding"), done);
   }
   run(done);
 }
@@ -116,8 +115,8 @@ Status RdmaQueuePair::connect_locked(const QpInfo& remote) {
 Status RdmaQueuePair::connect(const QpInfo& remote, ReconnectFn reconnect) {
   std::lock_guard<std::mutex> guard(mu_);
   if (connected_)
-    return Error(ErrorCode::kInvalidArgument, describe() + " is already connected to " +
-                                                  to_string(remote_));
+    return Error(ErrorCode::kInvalidArgument,
+                 describe() + " is already connected to " + to_string(remote_));
   reconnect_ = std::move(reconnect);
   return connect_locked(remote);
 }
@@ -132,9 +131,8 @@ Status RdmaQueuePair::connect_loopback() {
 Status RdmaQueuePair::connect_pair(RdmaQueuePair& a, RdmaQueuePair& b) {
   QpInfo ai = a.local_info();
   QpInfo bi = b.local_info();
-  CAF_RDMA_RETURN_IF_ERROR(a.connect(bi, [&b](const QpInfo& local) {
-    return b.accept_reconnect(local);
-  }));
+  CAF_RDMA_RETURN_IF_ERROR(
+      a.connect(bi, [&b](const QpInfo& local) { return b.accept_reconnect(local); }));
   return b.connect(ai, [&a](const QpInfo& local) { return a.accept_reconnect(local); });
 }
 
@@ -149,10 +147,10 @@ Status RdmaQueuePair::validate(const RdmaOp& op) const {
                    std::string(what) + " takes no local slices (the result is returned)");
     CAF_RDMA_RETURN_IF_ERROR(op.remote.check_range(op.remote_offset, 8, what));
     if ((op.remote.addr + op.remote_offset) % 8 != 0)
-      return Error(ErrorCode::kInvalidArgument,
-                   std::string(what) + ": remote word at offset " +
-                       std::to_string(op.remote_offset) + " of " + op.remote.describe() +
-                       " is not 8-byte aligned");
+      return Error(ErrorCode::kInvalidArgument, std::string(what) + ": remote word at offset " +
+                                                    std::to_string(op.remote_offset) + " of " +
+                                                    op.remote.describe() +
+                                                    " is not 8-byte aligned");
     return {};
   }
   if (op.local.empty())
@@ -162,9 +160,9 @@ Status RdmaQueuePair::validate(const RdmaOp& op) const {
     CAF_RDMA_RETURN_IF_ERROR(s.buffer.check_range(
         s.offset, s.length, local_is_destination ? "local destination" : "local source"));
     if (s.buffer.region()->pd() != domain_->pd())
-      return Error(ErrorCode::kInvalidArgument,
-                   std::string(what) + ": " + s.buffer.describe() +
-                       " is registered with another domain than " + describe());
+      return Error(ErrorCode::kInvalidArgument, std::string(what) + ": " + s.buffer.describe() +
+                                                    " is registered with another domain than " +
+                                                    describe());
     if (local_is_destination && s.buffer.access() == Access::kReadOnly)
       return Error(ErrorCode::kInvalidArgument, std::string(what) + ": " + s.buffer.describe() +
                                                     " is read-only and cannot be written");
@@ -175,13 +173,12 @@ Status RdmaQueuePair::validate(const RdmaOp& op) const {
     if (length > max_message_)
       return Error(ErrorCode::kInvalidArgument,
                    std::string(what) + " of " + std::to_string(length) +
-                       " bytes exceeds the maximum message size " +
-                       std::to_string(max_message_) + " of " + describe());
+                       " bytes exceeds the maximum message size " + std::to_string(max_message_) +
+                       " of " + describe());
     if (op.local.size() > max_sge)
-      return Error(ErrorCode::kInvalidArgument, std::string(what) + " with " +
-                                                    std::to_string(op.local.size()) +
-                                                    " slices exceeds max SGE " +
-                                                    std::to_string(max_sge));
+      return Error(ErrorCode::kInvalidArgument,
+                   std::string(what) + " with " + std::to_string(op.local.size()) +
+                       " slices exceeds max SGE " + std::to_string(max_sge));
     return {};
   }
   return op.remote.check_range(op.remote_offset, length,
@@ -207,8 +204,7 @@ void RdmaQueuePair::post_queued() {
   run(done);
 }
 
-Status RdmaQueuePair::submit_internal(RdmaOp op, OpCallback done, uint64_t* id_out,
-                                      bool post_now) {
+Status RdmaQueuePair::submit_internal(RdmaOp op, OpCallback done, uint64_t* id_out, bool post_now) {
   {
     std::lock_guard<std::mutex> guard(mu_);
     if (!connected_)
@@ -281,8 +277,8 @@ void RdmaQueuePair::pump_locked(Done& done) {
     if (chain.empty())
       return;
     for (size_t i = 0; i < chain.size(); ++i) {
-      chain[i].sg_list = chain_sge_spans[i].second == 0 ? nullptr
-                                                        : chain_sges.data() + chain_sge_spans[i].first;
+      chain[i].sg_list =
+          chain_sge_spans[i].second == 0 ? nullptr : chain_sges.data() + chain_sge_spans[i].first;
       chain[i].next = i + 1 < chain.size() ? &chain[i + 1] : nullptr;
     }
     chain.back().send_flags |= IBV_SEND_SIGNALED;
@@ -393,9 +389,9 @@ void RdmaQueuePair::pump_locked(Done& done) {
           wr.wr.atomic.rkey = op.op.remote.rkey;
           wr.wr.atomic.compare_add = op.op.compare_add;
           wr.wr.atomic.swap = op.op.swap;
-          chain_sges.push_back(ibv_sge{atomic_buffer_.addr() + static_cast<uint64_t>(op.atomic_slot) *
-                                                                  sizeof(uint64_t),
-                                       sizeof(uint64_t), atomic_buffer_.lkey()});
+          chain_sges.push_back(ibv_sge{
+              atomic_buffer_.addr() + static_cast<uint64_t>(op.atomic_slot) * sizeof(uint64_t),
+              sizeof(uint64_t), atomic_buffer_.lkey()});
           break;
       }
       auto sge_count = static_cast<uint32_t>(chain_sges.size()) - first_sge;
@@ -480,9 +476,10 @@ void RdmaQueuePair::retire_locked(Op& op, const ibv_wc* wc, Done& done) {
     if (!op.error) {
       if (wc->status == IBV_WC_WR_FLUSH_ERR) {
         op.fault = OpFault::kFlushed;
-        op.error = Error(ErrorCode::kWorkCompletion,
-                         std::string(to_string(op.op.kind)) + " flushed (IBV_WC_WR_FLUSH_ERR): " +
-                             describe() + " entered ERR: " + error_cause_);
+        op.error =
+            Error(ErrorCode::kWorkCompletion, std::string(to_string(op.op.kind)) +
+                                                  " flushed (IBV_WC_WR_FLUSH_ERR): " + describe() +
+                                                  " entered ERR: " + error_cause_);
       } else {
         Error e = completion_error(*wc, describe());
         op.fault = wc->status == IBV_WC_REM_ACCESS_ERR || wc->status == IBV_WC_REM_INV_REQ_ERR
@@ -496,8 +493,8 @@ void RdmaQueuePair::retire_locked(Op& op, const ibv_wc* wc, Done& done) {
         else if (wc->status == IBV_WC_RETRY_EXC_ERR)
           hint = "; the peer did not answer (peer QP gone, or no route to " +
                  to_string(remote_.gid) + ")";
-        op.error = Error(e.code(), std::string(to_string(op.op.kind)) + " failed: " +
-                                       e.message() + hint);
+        op.error =
+            Error(e.code(), std::string(to_string(op.op.kind)) + " failed: " + e.message() + hint);
       }
     }
     op.aborted = true;
@@ -553,7 +550,7 @@ void RdmaQueuePair::enter_error_locked(const std::string& cause) {
     error_cause_ = cause;
   }
   if (qp_)
-    (void) qp_->to_error();
+    (void)qp_->to_error();
   // Ops not posted at all yet stay queued: they are posted after recovery. Partly posted ops
   // cannot be resumed on a reset QP: they fail.
   for (uint64_t id : pending_) {
@@ -608,11 +605,10 @@ Status RdmaQueuePair::drain(std::chrono::milliseconds timeout) {
     }
     if (Clock::now() > deadline) {
       std::lock_guard<std::mutex> guard(mu_);
-      return Error(ErrorCode::kTimeout,
-                   describe() + ": " + std::to_string(send_in_flight_.size()) +
-                       " send and " + std::to_string(recv_in_flight_.size()) +
-                       " receive work requests still outstanding after " +
-                       std::to_string(timeout.count()) + " ms");
+      return Error(ErrorCode::kTimeout, describe() + ": " + std::to_string(send_in_flight_.size()) +
+                                            " send and " + std::to_string(recv_in_flight_.size()) +
+                                            " receive work requests still outstanding after " +
+                                            std::to_string(timeout.count()) + " ms");
     }
     if (progress() == 0)
       std::this_thread::yield();
@@ -749,8 +745,8 @@ Result<QpInfo> RdmaQueuePair::accept_reconnect(const QpInfo& remote) {
 
 std::string RdmaQueuePair::timeout_message(OpKind kind, uint64_t bytes,
                                            std::chrono::milliseconds timeout) const {
-  return std::string(to_string(kind)) + " of " + std::to_string(bytes) + " bytes on " +
-         describe() + " did not complete within " + std::to_string(timeout.count()) +
+  return std::string(to_string(kind)) + " of " + std::to_string(bytes) + " bytes on " + describe() +
+         " did not complete within " + std::to_string(timeout.count()) +
          " ms; the queue pair was moved to ERR and drained, so the NIC no longer accesses the "
          "buffers; it reconnects on next use";
 }
@@ -768,7 +764,7 @@ bool RdmaQueuePair::wait_for(const std::function<bool()>& finished, Clock::time_
       idle_polls = 0;
       if (needs_recovery() && outstanding_work_requests() == 0) {
         // Another op's failure put the QP in ERR while ours wait to be posted.
-        (void) recover();
+        (void)recover();
       }
       std::this_thread::yield();
     }
@@ -819,12 +815,15 @@ std::vector<OpResult> RdmaQueuePair::execute_batch(std::vector<RdmaOp> ops,
       ++shared->remaining;
     }
     uint64_t id = 0;
-    Status st = submit_internal(std::move(ops[i]), [shared, i](OpResult r) {
-      std::lock_guard<std::mutex> g(shared->mu);
-      shared->results[i] = std::move(r);
-      shared->finished[i] = true;
-      --shared->remaining;
-    }, &id);
+    Status st = submit_internal(
+        std::move(ops[i]),
+        [shared, i](OpResult r) {
+          std::lock_guard<std::mutex> g(shared->mu);
+          shared->results[i] = std::move(r);
+          shared->finished[i] = true;
+          --shared->remaining;
+        },
+        &id);
     if (st.ok())
       ids.push_back(id);
     if (!st.ok()) {
@@ -857,7 +856,7 @@ std::vector<OpResult> RdmaQueuePair::execute_batch(std::vector<RdmaOp> ops,
 void RdmaQueuePair::withdraw_after_timeout(std::chrono::milliseconds timeout,
                                            const std::vector<uint64_t>& ids) {
   // Flush everything outstanding, then wait (bounded) for the flush to retire it.
-  (void) abort("an op timed out after " + std::to_string(timeout.count()) + " ms");
+  (void)abort("an op timed out after " + std::to_string(timeout.count()) + " ms");
   Status drained = drain(options_.drain_timeout);
   Done done;
   {
@@ -908,10 +907,13 @@ OpResult RdmaQueuePair::execute(RdmaOp op, std::chrono::milliseconds timeout) {
   bool atomic = kind == OpKind::kFetchAdd || kind == OpKind::kCompareSwap;
   uint64_t bytes = atomic ? 8 : op.local_length();
   uint64_t id = 0;
-  Status st = submit_internal(std::move(op), [waiter](OpResult r) {
-    waiter->result = std::move(r);
-    waiter->finished.store(true, std::memory_order_release);
-  }, &id);
+  Status st = submit_internal(
+      std::move(op),
+      [waiter](OpResult r) {
+        waiter->result = std::move(r);
+        waiter->finished.store(true, std::memory_order_release);
+      },
+      &id);
   if (!st.ok())
     return OpResult{st};
   bool finished_in_time = true;

@@ -162,9 +162,9 @@ private:
   void withdraw_after_timeout(std::chrono::milliseconds timeout, const std::vector<uint64_t>& ids);
   /// The blocking calls' wait: polls until `finished()`; at `deadline` calls `at_deadline()`,
   /// flushes (withdraws `ids`) and waits, bounded, for the flush. True if the deadline passed.
-  bool wait_for(const std::function<bool()>& finished, std::chrono::steady_clock::time_point deadline,
-                std::chrono::milliseconds timeout, const uint64_t* ids, size_t id_count,
-                const std::function<void()>& at_deadline);
+  bool wait_for(const std::function<bool()>& finished,
+                std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout,
+                const uint64_t* ids, size_t id_count, const std::function<void()>& at_deadline);
   std::string timeout_message(OpKind kind, uint64_t bytes, std::chrono::milliseconds timeout) const;
   Status submit_internal(RdmaOp op, OpCallback done, uint64_t* id_out, bool post_now = true);
 

@@ -36,7 +36,9 @@ Result<sockaddr_in> ipv4(const std::string& host, uint16_t port) {
   return addr;
 }
 
-void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL, 0) | O_NONBLOCK); }
+void set_nonblocking(int fd) {
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL, 0) | O_NONBLOCK);
+}
 
 /// Milliseconds left until the deadline for poll(): -1 without one, 0 once passed.
 int poll_ms(Deadline deadline) {
@@ -166,12 +168,10 @@ Result<Socket> accept_tcp(const Socket& listener, int stop_fd) {
 namespace {
 
 /// Sends (or receives) exactly n bytes at p before the deadline.
-Status move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline deadline,
-                const std::string& what, bool sending) {
+Status move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline deadline, const std::string& what,
+                bool sending) {
   uint64_t done = 0;
-  auto progress = [&] {
-    return std::to_string(done) + " of " + std::to_string(n) + " bytes";
-  };
+  auto progress = [&] { return std::to_string(done) + " of " + std::to_string(n) + " bytes"; };
   while (done < n) {
     ssize_t k = sending ? ::send(s.fd(), p + done, n - done, MSG_NOSIGNAL)
                         : ::recv(s.fd(), p + done, n - done, 0);
@@ -186,8 +186,7 @@ Status move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline deadline,
       continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK)
       return errno_error(what + " (after " + progress() + ")", errno);
-    CAF_RDMA_ASSIGN_OR_RETURN(bool ready,
-                              wait_ready(s.fd(), sending ? POLLOUT : POLLIN, deadline));
+    CAF_RDMA_ASSIGN_OR_RETURN(bool ready, wait_ready(s.fd(), sending ? POLLOUT : POLLIN, deadline));
     if (!ready)
       return Error(ErrorCode::kTimeout, what + ": timed out after " +
                                             (sending ? "sending " : "receiving ") + progress());

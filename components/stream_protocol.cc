@@ -26,8 +26,10 @@ uint64_t get(const uint8_t* p, int bytes) {
 
 const char* to_string(StreamDirection d) {
   switch (d) {
-    case StreamDirection::kIntoOwner: return "into the owner";
-    case StreamDirection::kOutOfOwner: return "out of the owner";
+    case StreamDirection::kIntoOwner:
+      return "into the owner";
+    case StreamDirection::kOutOfOwner:
+      return "out of the owner";
   }
   return "?";
 }
@@ -76,8 +78,8 @@ Result<Status> read_status(const Socket& s, Deadline deadline, const std::string
   uint64_t code = get(b, 4);
   uint64_t n = get(b + 4, 4);
   if (n > kMaxStatusMessage)
-    return Error(ErrorCode::kInternal, what + ": status message of " + std::to_string(n) +
-                                           " bytes (garbled stream)");
+    return Error(ErrorCode::kInternal,
+                 what + ": status message of " + std::to_string(n) + " bytes (garbled stream)");
   std::string msg(n, '\0');
   CAF_RDMA_RETURN_IF_ERROR(recv_all(s, msg.data(), n, deadline, what));
   if (code == 0)

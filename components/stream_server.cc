@@ -16,7 +16,8 @@ Result<std::unique_ptr<StreamServer>> StreamServer::start(const std::string& hos
   CAF_RDMA_ASSIGN_OR_RETURN(uint16_t port, local_port(*listener));
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0)
-    return Error(ErrorCode::kInternal, std::string("stream channel: pipe: ") + std::strerror(errno));
+    return Error(ErrorCode::kInternal,
+                 std::string("stream channel: pipe: ") + std::strerror(errno));
   return std::unique_ptr<StreamServer>(
       new StreamServer(host, std::move(*listener), port, p[0], p[1]));
 }
@@ -40,7 +41,7 @@ StreamServer::~StreamServer() {
       c.socket.shutdown_both();
   }
   char b = 1;
-  (void) !::write(stop_write_, &b, 1);
+  (void)!::write(stop_write_, &b, 1);
   acceptor_.join();
   // No new connections now; the shut-down ones end their I/O at once.
   for (auto& c : connections_)
@@ -108,7 +109,7 @@ bool StreamServer::serve_one(const Socket& s) {
   const Deadline io_limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   if (!req.ok()) {
     if (req.error().code() == ErrorCode::kInvalidArgument)  // garbage: say why, then hang up
-      (void) write_status(s, req.error(), io_limit);
+      (void)write_status(s, req.error(), io_limit);
     return false;
   }
   Grant g;
@@ -117,11 +118,12 @@ bool StreamServer::serve_one(const Socket& s) {
     auto it = grants_.find(req->token);
     if (it == grants_.end()) {
       // Nothing was claimed: the connection stays usable.
-      return write_status(s, Error(ErrorCode::kNotFound,
-                                   "stream grant " + std::to_string(req->token) +
-                                       " is unknown to " + host_ + ":" + std::to_string(port_) +
-                                       " (expired, used or never made)"),
-                          io_limit)
+      return write_status(
+                 s,
+                 Error(ErrorCode::kNotFound,
+                       "stream grant " + std::to_string(req->token) + " is unknown to " + host_ +
+                           ":" + std::to_string(port_) + " (expired, used or never made)"),
+                 io_limit)
           .ok();
     }
     g = std::move(it->second);

@@ -17,7 +17,8 @@ namespace caf_rdma {
 class ChildProcess {
 public:
   /// Starts argv[0] (a path) with `argv`; its stdout is a pipe read by `read_line`, its stdin a
-  /// pipe written by `write_line` (EOF when this object goes), its stderr is inherited. `env` entries ("NAME=value") are added to this process's environment.
+  /// pipe written by `write_line` (EOF when this object goes), its stderr is inherited. `env`
+  /// entries ("NAME=value") are added to this process's environment.
   static Result<ChildProcess> start(const std::vector<std::string>& argv,
                                     const std::vector<std::string>& env = {});
 

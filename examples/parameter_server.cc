@@ -105,8 +105,8 @@ caf::behavior coordinator(caf::stateful_actor<CoordinatorState>* self, Params p,
         double g = (*grads)[w][i];
         if (g != gradient(w, step, i)) {
           problem = "step " + std::to_string(step) + ": gradient " + std::to_string(i) +
-                    " of worker " + std::to_string(w) + " is " + std::to_string(g) +
-                    ", expected " + std::to_string(gradient(w, step, i));
+                    " of worker " + std::to_string(w) + " is " + std::to_string(g) + ", expected " +
+                    std::to_string(gradient(w, step, i));
           break;
         }
         (*weights)[i] += g;
@@ -154,8 +154,9 @@ int run_server(const Params& p) {
   auto coord = (*node)->system().spawn(coordinator, p, &grads, &weights, finished);
   auto coord_port = (*node)->system().middleman().publish(coord, 0, "127.0.0.1");
   if (!coord_port)
-    return fail("server", Error(ErrorCode::kInternal, "publishing the coordinator failed: " +
-                                                          (*node)->system().render(coord_port.error())));
+    return fail("server",
+                Error(ErrorCode::kInternal, "publishing the coordinator failed: " +
+                                                (*node)->system().render(coord_port.error())));
   std::printf("READY %u %u\n", (*node)->port(), *coord_port);
   std::fflush(stdout);
   auto limit = std::chrono::milliseconds(uint64_t(p.timeout_ms) * (p.steps + 1));
@@ -170,16 +171,17 @@ int run_server(const Params& p) {
     return fail("server", Error(ErrorCode::kInternal, problem));
   for (uint64_t i = 0; i < p.elements; ++i)
     if (weights[i] != weight_after(p, p.steps - 1, i))
-      return fail("server", Error(ErrorCode::kInternal,
-                                  "final weight " + std::to_string(i) + " is " +
-                                      std::to_string(weights[i]) + ", expected " +
-                                      std::to_string(weight_after(p, p.steps - 1, i))));
+      return fail("server",
+                  Error(ErrorCode::kInternal, "final weight " + std::to_string(i) + " is " +
+                                                  std::to_string(weights[i]) + ", expected " +
+                                                  std::to_string(weight_after(p, p.steps - 1, i))));
   auto stats = client.stats();
-  std::printf("server: final weights verified against the closed form (%llu elements); "
-              "registered buffers %llu, device %s\n",
-              static_cast<unsigned long long>(p.elements),
-              static_cast<unsigned long long>(stats.ok() ? stats->registered_buffers : 0),
-              stats.ok() && !stats->device.empty() ? stats->device.c_str() : "none (fallback)");
+  std::printf(
+      "server: final weights verified against the closed form (%llu elements); "
+      "registered buffers %llu, device %s\n",
+      static_cast<unsigned long long>(p.elements),
+      static_cast<unsigned long long>(stats.ok() ? stats->registered_buffers : 0),
+      stats.ok() && !stats->device.empty() ? stats->device.c_str() : "none (fallback)");
   std::fflush(stdout);
   return 0;
 }
@@ -239,10 +241,10 @@ int run_worker(const Params& p, uint32_t rank, const std::string& server,
       return fail(me, r.error().with_context("step " + std::to_string(s) + " weights read"));
     for (uint64_t i = 0; i < p.elements; ++i)
       if (weights[i] != weight_after(p, s, i))
-        return fail(me, Error(ErrorCode::kInternal,
-                              "step " + std::to_string(s) + ": weight " + std::to_string(i) +
-                                  " is " + std::to_string(weights[i]) + ", expected " +
-                                  std::to_string(weight_after(p, s, i))));
+        return fail(me, Error(ErrorCode::kInternal, "step " + std::to_string(s) + ": weight " +
+                                                        std::to_string(i) + " is " +
+                                                        std::to_string(weights[i]) + ", expected " +
+                                                        std::to_string(weight_after(p, s, i))));
     path = w->path == r->path ? w->path : w->path + "/" + r->path;
   }
   // Tell the server we are done with its buffers.
@@ -269,15 +271,21 @@ int run_all(const Params& p, const std::vector<std::string>& common) {
                 ready.ok() ? Error(ErrorCode::kInternal, "server said: " + *ready) : ready.error());
   unsigned mgr_port = 0, coord_port = 0;
   std::sscanf(ready->c_str(), "READY %u %u", &mgr_port, &coord_port);
-  std::printf("parameter_server: server up (manager 127.0.0.1:%u, coordinator 127.0.0.1:%u), "
-              "starting %u workers\n",
-              mgr_port, coord_port, p.workers);
+  std::printf(
+      "parameter_server: server up (manager 127.0.0.1:%u, coordinator 127.0.0.1:%u), "
+      "starting %u workers\n",
+      mgr_port, coord_port, p.workers);
   std::fflush(stdout);
   std::vector<ChildProcess> workers;
   for (uint32_t w = 0; w < p.workers; ++w) {
-    std::vector<std::string> wargv{self_executable(), "--role", "worker", "--rank",
-                                   std::to_string(w), "--server",
-                                   "127.0.0.1:" + std::to_string(mgr_port), "--coordinator",
+    std::vector<std::string> wargv{self_executable(),
+                                   "--role",
+                                   "worker",
+                                   "--rank",
+                                   std::to_string(w),
+                                   "--server",
+                                   "127.0.0.1:" + std::to_string(mgr_port),
+                                   "--coordinator",
                                    "127.0.0.1:" + std::to_string(coord_port)};
     wargv.insert(wargv.end(), common.begin(), common.end());
     auto c = ChildProcess::start(wargv);
@@ -347,17 +355,18 @@ int main(int argc, char** argv) {
       return 2;
     }
   if (*workers < 1 || *workers > 64 || *steps < 1 || *size < 8 || *timeout < 1) {
-    std::fprintf(stderr, "parameter_server: need 1 <= --workers <= 64, --steps >= 1, "
-                         "--size >= 8, --timeout-ms >= 1\n");
+    std::fprintf(stderr,
+                 "parameter_server: need 1 <= --workers <= 64, --steps >= 1, "
+                 "--size >= 8, --timeout-ms >= 1\n");
     return 2;
   }
   p.workers = static_cast<uint32_t>(*workers);
   p.steps = static_cast<uint32_t>(*steps);
   p.elements = *size / 8;
   p.timeout_ms = static_cast<uint32_t>(*timeout);
-  std::vector<std::string> common{"--workers", std::to_string(p.workers), "--steps",
-                                  std::to_string(p.steps), "--size", std::to_string(*size),
-                                  "--timeout-ms", std::to_string(p.timeout_ms)};
+  std::vector<std::string> common{
+      "--workers", std::to_string(p.workers), "--steps",      std::to_string(p.steps),
+      "--size",    std::to_string(*size),     "--timeout-ms", std::to_string(p.timeout_ms)};
   std::string role = flags->get("--role", "");
   if (role == "server")
     return run_server(p);

@@ -106,7 +106,8 @@ int ping(const std::string& target, uint64_t size, uint32_t timeout_ms) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto flags = Flags::parse(argc, argv, {"--size", "--ping", "--timeout-ms"}, {"--pong", "--help", "-h"});
+  auto flags =
+      Flags::parse(argc, argv, {"--size", "--ping", "--timeout-ms"}, {"--pong", "--help", "-h"});
   if (!flags.ok()) {
     std::fprintf(stderr, "ping_pong: %s\n%s", flags.error().message().c_str(), kUsage);
     return 2;
@@ -118,9 +119,10 @@ int main(int argc, char** argv) {
   auto size = flags->get_u64("--size", 1 << 20);
   auto timeout = flags->get_u64("--timeout-ms", 30000);
   if (!size.ok() || !timeout.ok() || *size == 0) {
-    std::fprintf(stderr, "ping_pong: %s\n", !size.ok() ? size.error().message().c_str()
-                                            : !timeout.ok() ? timeout.error().message().c_str()
-                                                            : "--size must be > 0");
+    std::fprintf(stderr, "ping_pong: %s\n",
+                 !size.ok()      ? size.error().message().c_str()
+                 : !timeout.ok() ? timeout.error().message().c_str()
+                                 : "--size must be > 0");
     return 2;
   }
   if (flags->has("--pong"))
@@ -133,8 +135,8 @@ int main(int argc, char** argv) {
     return fail("ping_pong", child.error());
   auto line = child->read_line(std::chrono::seconds(60));
   if (!line.ok() || line->rfind("READY ", 0) != 0)
-    return fail("ping_pong", line.ok() ? Error(ErrorCode::kInternal, "pong said: " + *line)
-                                       : line.error());
+    return fail("ping_pong",
+                line.ok() ? Error(ErrorCode::kInternal, "pong said: " + *line) : line.error());
   int rc = ping("127.0.0.1:" + line->substr(6), *size, static_cast<uint32_t>(*timeout));
   auto pong_line = child->read_line(std::chrono::seconds(60));
   if (pong_line.ok())

@@ -61,8 +61,8 @@ constexpr const char* kUsage =
 
 struct Options {
   std::vector<std::string> paths{"components", "actor", "direct", "fallback", "tcp"};
-  std::vector<uint64_t> sizes{4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20,
-                              16 << 20, 64 << 20};
+  std::vector<uint64_t> sizes{4 << 10, 16 << 10, 64 << 10, 256 << 10,
+                              1 << 20, 4 << 20,  16 << 20, 64 << 20};
   uint64_t bytes_per_size = 256ull << 20;
   uint32_t lat_iters = 1000;
   std::string peer_device;
@@ -99,7 +99,8 @@ int bench_components(const Options& o) {
   auto peer = RdmaDomain::open(peer_config);
   if (!local.ok() || !peer.ok())
     return std::fprintf(stderr, "components: %s\n",
-                        (!local.ok() ? local.error() : peer.error()).to_string().c_str()), 1;
+                        (!local.ok() ? local.error() : peer.error()).to_string().c_str()),
+           1;
   auto a = RdmaQueuePair::create(*local);
   auto b = RdmaQueuePair::create(*peer);
   if (!a.ok() || !b.ok() || !RdmaQueuePair::connect_pair(**a, **b).ok())
@@ -116,9 +117,8 @@ int bench_components(const Options& o) {
       std::atomic<uint64_t> done{0}, failed{0};
       auto t0 = Clock::now();
       for (uint64_t i = 0; i < n; ++i) {
-        RdmaOp rop = std::strcmp(op, "write") == 0
-                         ? RdmaOp::write({*hs, 0, size}, hd->remote())
-                         : RdmaOp::read({*hs, 0, size}, hd->remote());
+        RdmaOp rop = std::strcmp(op, "write") == 0 ? RdmaOp::write({*hs, 0, size}, hd->remote())
+                                                   : RdmaOp::read({*hs, 0, size}, hd->remote());
         Status st = (*a)->submit(std::move(rop), [&](OpResult r) {
           if (!r.status.ok())
             ++failed;
@@ -141,11 +141,12 @@ int bench_components(const Options& o) {
                             "in 120 s (outstanding work requests: %zu)\n",
                             op, static_cast<unsigned long long>(size),
                             static_cast<unsigned long long>(done.load()),
-                            static_cast<unsigned long long>(n),
-                            (*a)->outstanding_work_requests()), 1;
+                            static_cast<unsigned long long>(n), (*a)->outstanding_work_requests()),
+               1;
       if (failed > 0)
         return std::fprintf(stderr, "components: %llu ops failed\n",
-                            static_cast<unsigned long long>(failed.load())), 1;
+                            static_cast<unsigned long long>(failed.load())),
+               1;
       std::printf("bw components %s %llu %.1f\n", op, static_cast<unsigned long long>(size),
                   mbps(n * size, dt));
       std::fflush(stdout);
@@ -277,7 +278,8 @@ int bench_manager(const Options& o, const std::string& path_name) {
   auto user = RdmaNode::start(user_opts);
   if (!owner.ok() || !user.ok())
     return std::fprintf(stderr, "%s: %s\n", path,
-                        (!owner.ok() ? owner.error() : user.error()).to_string().c_str()), 1;
+                        (!owner.ok() ? owner.error() : user.error()).to_string().c_str()),
+           1;
   auto owner_proxy = (*user)->remote_manager("127.0.0.1", (*owner)->port());
   if (!owner_proxy.ok())
     return std::fprintf(stderr, "%s: %s\n", path, owner_proxy.error().to_string().c_str()), 1;
@@ -292,9 +294,11 @@ int bench_manager(const Options& o, const std::string& path_name) {
   if (!target.ok() || !hs.ok())
     return std::fprintf(stderr, "%s: setup failed\n", path), 1;
   // Warm up: the handshake happens here, not in the measurement.
-  if (auto w = me.write(*hs, *target, 30000, 8); !w.ok() || w->path != (fallback ? kPathFallback : kPathRdma))
+  if (auto w = me.write(*hs, *target, 30000, 8);
+      !w.ok() || w->path != (fallback ? kPathFallback : kPathRdma))
     return std::fprintf(stderr, "%s: warm-up failed: %s\n", path,
-                        w.ok() ? ("path " + w->path).c_str() : w.error().to_string().c_str()), 1;
+                        w.ok() ? ("path " + w->path).c_str() : w.error().to_string().c_str()),
+           1;
   if (me.lanes() != (direct ? 1u : 0u))
     return std::fprintf(stderr, "%s: %zu direct lanes after the warm-up\n", path, me.lanes()), 1;
   for (const char* op : {"write", "read"}) {
@@ -347,8 +351,8 @@ int bench_manager(const Options& o, const std::string& path_name) {
     if (direct)
       continue;  // an actor asks the manager: that is actor-async
     // The same from an actor (no blocking client thread in the loop).
-    auto op_msg = std::strcmp(op, "read") == 0 ? make_read(*hs, *target, 8)
-                                               : make_write(*hs, *target, 8);
+    auto op_msg =
+        std::strcmp(op, "read") == 0 ? make_read(*hs, *target, 8) : make_write(*hs, *target, 8);
     auto from_actor = latency_from_actor((*user)->system(), (*user)->manager(), op_msg, iters);
     if (from_actor.empty())
       return 1;
@@ -361,7 +365,8 @@ int bench_manager(const Options& o, const std::string& path_name) {
   if (direct ? stats->direct_ops < stats->rdma_ops : stats->direct_ops != 0)
     return std::fprintf(stderr, "%s: %llu of %llu rdma ops went over direct lanes\n", path,
                         static_cast<unsigned long long>(stats->direct_ops),
-                        static_cast<unsigned long long>(stats->rdma_ops)), 1;
+                        static_cast<unsigned long long>(stats->rdma_ops)),
+           1;
   std::printf("registered_bytes %s %llu\n", path,
               static_cast<unsigned long long>(stats->registered_bytes));
   std::fflush(stdout);
@@ -385,7 +390,8 @@ int bench_tcp(const Options& o) {
   for (uint64_t size : o.sizes) {
     if (size < (1 << 20))
       continue;
-    uint64_t n = std::max<uint64_t>(4, std::min<uint64_t>(iterations(o, size), (1ull << 30) / size));
+    uint64_t n =
+        std::max<uint64_t>(4, std::min<uint64_t>(iterations(o, size), (1ull << 30) / size));
     std::thread receiver([&] {
       int c = ::accept(listener, nullptr, nullptr);
       std::vector<uint8_t> buf(size);
@@ -414,7 +420,7 @@ int bench_tcp(const Options& o) {
       }
     }
     char ack;
-    (void) ::recv(s, &ack, 1, 0);
+    (void)::recv(s, &ack, 1, 0);
     auto dt = Clock::now() - t0;
     ::close(s);
     receiver.join();

@@ -15,9 +15,10 @@ using namespace caf_rdma;
 
 int main(int argc, char** argv) {
   if (argc > 1 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
-    std::printf("usage: rdma_hello [--size BYTES]\n"
-                "  RDMA-WRITEs BYTES (default 1 MiB) between two queue pairs on one device and\n"
-                "  reads them back. Device: CAF_RDMA_DEVICE, else the first with an ACTIVE port.\n");
+    std::printf(
+        "usage: rdma_hello [--size BYTES]\n"
+        "  RDMA-WRITEs BYTES (default 1 MiB) between two queue pairs on one device and\n"
+        "  reads them back. Device: CAF_RDMA_DEVICE, else the first with an ACTIVE port.\n");
     return 0;
   }
   uint64_t size = 1 << 20;
@@ -37,8 +38,7 @@ int main(int argc, char** argv) {
   auto a = RdmaQueuePair::create(*domain);
   auto b = RdmaQueuePair::create(*domain);
   if (!a.ok() || !b.ok()) {
-    std::fprintf(stderr, "rdma_hello: %s\n",
-                 (!a.ok() ? a.error() : b.error()).to_string().c_str());
+    std::fprintf(stderr, "rdma_hello: %s\n", (!a.ok() ? a.error() : b.error()).to_string().c_str());
     return 1;
   }
   if (Status st = RdmaQueuePair::connect_pair(**a, **b); !st.ok()) {

@@ -52,8 +52,8 @@ struct Options {
   uint64_t max_size = 4 << 20;
   bool kill = false;
   bool verify = true;
-  int read_pct = 40;        // single reads among ops; the rest: writes, batches, released
-  bool fixed_size = false;  // every single op moves exactly max_size bytes
+  int read_pct = 40;                 // single reads among ops; the rest: writes, batches, released
+  bool fixed_size = false;           // every single op moves exactly max_size bytes
   std::vector<std::string> devices;  // child r opens devices[r % n] (CAF_RDMA_DEVICE)
   uint64_t seed = 0;
   int child = -1;  // rank when running as a child
@@ -109,7 +109,7 @@ struct Peer {
 class Child {
 public:
   Child(const Options& o, std::unique_ptr<RdmaNode> node)
-    : o_(o), node_(std::move(node)), region_(o.max_size) {}
+      : o_(o), node_(std::move(node)), region_(o.max_size) {}
 
   int run();
 
@@ -153,8 +153,8 @@ void Child::on_error(Peer& q, const Error& e, const char* what) {
   }
   ++c_.unexpected;
   if (c_.unexpected <= 10)
-    std::fprintf(stderr, "rdma_stress[%d]: unexpected error on %s to rank %d (%s): %s\n",
-                 o_.child, what, q.rank, q.name.c_str(), e.to_string().c_str());
+    std::fprintf(stderr, "rdma_stress[%d]: unexpected error on %s to rank %d (%s): %s\n", o_.child,
+                 what, q.rank, q.name.c_str(), e.to_string().c_str());
 }
 
 void Child::churner() {
@@ -303,8 +303,7 @@ void Child::worker(int t) {
       if (!r.ok() || r->size() != 3) {
         wrote(q, 0, o1, lw1, false);
         wrote(q, third, o2, lw2, false);
-        on_error(*p, r.ok() ? Error(ErrorCode::kInternal, "batch reply size") : r.error(),
-                 "batch");
+        on_error(*p, r.ok() ? Error(ErrorCode::kInternal, "batch reply size") : r.error(), "batch");
         continue;
       }
       {
@@ -442,7 +441,7 @@ int Child::run() {
   std::printf("%s\n", out.str().c_str());
   std::fflush(stdout);
   // Stay up (peers may still read our memory) until the parent says everyone is done.
-  (void) std::fgets(line, sizeof(line), stdin);
+  (void)std::fgets(line, sizeof(line), stdin);
   return c_.corrupt == 0 && c_.unexpected == 0 && c_.revoke_failures == 0 ? 0 : 1;
 }
 
@@ -486,10 +485,10 @@ int parent_main(const Options& o) {
     if (!o.devices.empty())
       env.push_back("CAF_RDMA_DEVICE=" + o.devices[r % o.devices.size()]);
     std::vector<std::string> args{
-        self_executable(), "--child",   std::to_string(r),          "--procs",
-        std::to_string(o.procs), "--threads", std::to_string(o.threads), "--seconds",
+        self_executable(),         "--child",    std::to_string(r),          "--procs",
+        std::to_string(o.procs),   "--threads",  std::to_string(o.threads),  "--seconds",
         std::to_string(o.seconds), "--max-size", std::to_string(o.max_size), "--seed",
-        std::to_string(o.seed), "--read-pct", std::to_string(o.read_pct)};
+        std::to_string(o.seed),    "--read-pct", std::to_string(o.read_pct)};
     if (o.fixed_size)
       args.push_back("--fixed-size");
     auto c = ChildProcess::start(args, env);
@@ -501,8 +500,8 @@ int parent_main(const Options& o) {
   for (auto& k : kids) {
     auto l = k.read_line(120s);
     if (!l.ok() || l->rfind("port ", 0) != 0)
-      return std::fprintf(stderr, "rdma_stress: %s did not report its port: %s\n",
-                          k.name().c_str(), l.ok() ? l->c_str() : l.error().to_string().c_str()),
+      return std::fprintf(stderr, "rdma_stress: %s did not report its port: %s\n", k.name().c_str(),
+                          l.ok() ? l->c_str() : l.error().to_string().c_str()),
              2;
     peers += " " + l->substr(5);
   }
@@ -552,7 +551,7 @@ int parent_main(const Options& o) {
   }
   for (int r = 0; r < o.procs; ++r)
     if (r != victim)
-      (void) kids[r].write_line("exit");
+      (void)kids[r].write_line("exit");
   uint64_t ops = 0, bytes = 0, corrupt = 0, unexpected = 0, refused = 0, tries = 0, revoke = 0,
            checked = 0;
   for (int r = 0; r < o.procs; ++r) {
@@ -577,8 +576,8 @@ int parent_main(const Options& o) {
       for (int x; in >> x;)
         found = found || x == victim;
       if (!found) {
-        std::fprintf(stderr, "rdma_stress: rank %d never reported peer_unavailable naming %s\n",
-                     r, names[victim].c_str());
+        std::fprintf(stderr, "rdma_stress: rank %d never reported peer_unavailable naming %s\n", r,
+                     names[victim].c_str());
         ok = false;
       }
     }
@@ -594,16 +593,16 @@ int parent_main(const Options& o) {
     }
   }
   ok = ok && corrupt == 0 && unexpected == 0 && revoke == 0;
-  std::printf("rdma_stress: %d processes x %d threads, %.0f s: ops %llu bytes %llu "
-              "reads_checked %llu released_writes %llu refused %llu revoke_failures %llu "
-              "unexpected %llu corrupt %llu%s => %s\n",
-              o.procs, o.threads, std::chrono::duration<double>(Clock::now() - t0).count(),
-              static_cast<unsigned long long>(ops), static_cast<unsigned long long>(bytes),
-              static_cast<unsigned long long>(checked), static_cast<unsigned long long>(tries),
-              static_cast<unsigned long long>(refused), static_cast<unsigned long long>(revoke),
-              static_cast<unsigned long long>(unexpected), static_cast<unsigned long long>(corrupt),
-              victim >= 0 ? (", killed rank " + std::to_string(victim)).c_str() : "",
-              ok ? "PASS" : "FAIL");
+  std::printf(
+      "rdma_stress: %d processes x %d threads, %.0f s: ops %llu bytes %llu "
+      "reads_checked %llu released_writes %llu refused %llu revoke_failures %llu "
+      "unexpected %llu corrupt %llu%s => %s\n",
+      o.procs, o.threads, std::chrono::duration<double>(Clock::now() - t0).count(),
+      static_cast<unsigned long long>(ops), static_cast<unsigned long long>(bytes),
+      static_cast<unsigned long long>(checked), static_cast<unsigned long long>(tries),
+      static_cast<unsigned long long>(refused), static_cast<unsigned long long>(revoke),
+      static_cast<unsigned long long>(unexpected), static_cast<unsigned long long>(corrupt),
+      victim >= 0 ? (", killed rank " + std::to_string(victim)).c_str() : "", ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
 }
 
@@ -649,8 +648,9 @@ int main(int argc, char** argv) {
   }
   if (o.procs < 2 || o.procs > 64 || o.threads < 1 || o.threads > 16 || o.max_size < 3 ||
       o.seconds <= 0 || o.read_pct > 100) {
-    std::fprintf(stderr, "rdma_stress: need 2 <= --procs <= 64, 1 <= --threads <= 16, "
-                         "--max-size >= 3, --seconds > 0, --read-pct <= 100\n%s",
+    std::fprintf(stderr,
+                 "rdma_stress: need 2 <= --procs <= 64, 1 <= --threads <= 16, "
+                 "--max-size >= 3, --seconds > 0, --read-pct <= 100\n%s",
                  kUsage);
     return 2;
   }

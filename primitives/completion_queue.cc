@@ -9,8 +9,8 @@
 
 namespace caf_rdma {
 
-Result<std::shared_ptr<CompletionQueue>>
-CompletionQueue::create(std::shared_ptr<DeviceContext> ctx, int entries, bool with_channel) {
+Result<std::shared_ptr<CompletionQueue>> CompletionQueue::create(std::shared_ptr<DeviceContext> ctx,
+                                                                 int entries, bool with_channel) {
   if (entries < 1)
     return Error(ErrorCode::kInvalidArgument,
                  "completion queue size " + std::to_string(entries) + " must be 1 or more");

@@ -18,7 +18,7 @@ public:
   /// Creates a CQ with at least `entries` entries; with `with_channel`, completions can also be
   /// waited for with `wait_event` instead of busy polling.
   static Result<std::shared_ptr<CompletionQueue>> create(std::shared_ptr<DeviceContext> ctx,
-                                                        int entries, bool with_channel);
+                                                         int entries, bool with_channel);
 
   CompletionQueue(const CompletionQueue&) = delete;
   CompletionQueue& operator=(const CompletionQueue&) = delete;
@@ -41,7 +41,7 @@ public:
 
 private:
   CompletionQueue(std::shared_ptr<DeviceContext> ctx, ibv_comp_channel* channel, ibv_cq* cq)
-    : context_(std::move(ctx)), channel_(channel), cq_(cq) {}
+      : context_(std::move(ctx)), channel_(channel), cq_(cq) {}
 
   std::shared_ptr<DeviceContext> context_;
   ibv_comp_channel* channel_;

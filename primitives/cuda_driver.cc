@@ -28,21 +28,42 @@ struct CudaDriver::Api {};
 
 namespace {
 Error not_built() {
-  return Error(ErrorCode::kCuda, "caf-rdma was built without CUDA support (build with "
-                                 "`bazel build --config=cuda` to use GPU memory)");
+  return Error(ErrorCode::kCuda,
+               "caf-rdma was built without CUDA support (build with "
+               "`bazel build --config=cuda` to use GPU memory)");
 }
 }  // namespace
 
-Result<CudaDriver*> CudaDriver::get() { return not_built(); }
-Result<PointerInfo> CudaDriver::pointer_info(const void*) const { return not_built(); }
-Result<int> CudaDriver::dmabuf_fd(uint64_t, uint64_t) const { return not_built(); }
-Status CudaDriver::copy_to_host(void*, uint64_t, uint64_t, int) const { return not_built(); }
-Status CudaDriver::copy_to_device(uint64_t, const void*, uint64_t, int) const { return not_built(); }
-int CudaDriver::device_count() const { return 0; }
-Result<std::string> CudaDriver::pci_bus_id(int) const { return not_built(); }
-Result<uint64_t> CudaDriver::alloc_device(uint64_t, int) const { return not_built(); }
-Result<uint64_t> CudaDriver::alloc_managed(uint64_t, int) const { return not_built(); }
-Status CudaDriver::free_device(uint64_t) const { return not_built(); }
+Result<CudaDriver*> CudaDriver::get() {
+  return not_built();
+}
+Result<PointerInfo> CudaDriver::pointer_info(const void*) const {
+  return not_built();
+}
+Result<int> CudaDriver::dmabuf_fd(uint64_t, uint64_t) const {
+  return not_built();
+}
+Status CudaDriver::copy_to_host(void*, uint64_t, uint64_t, int) const {
+  return not_built();
+}
+Status CudaDriver::copy_to_device(uint64_t, const void*, uint64_t, int) const {
+  return not_built();
+}
+int CudaDriver::device_count() const {
+  return 0;
+}
+Result<std::string> CudaDriver::pci_bus_id(int) const {
+  return not_built();
+}
+Result<uint64_t> CudaDriver::alloc_device(uint64_t, int) const {
+  return not_built();
+}
+Result<uint64_t> CudaDriver::alloc_managed(uint64_t, int) const {
+  return not_built();
+}
+Status CudaDriver::free_device(uint64_t) const {
+  return not_built();
+}
 CudaDriver::~CudaDriver() = default;
 
 #else  // CAF_RDMA_WITH_CUDA
@@ -72,7 +93,7 @@ struct CudaDriver::Api {
   int devices = 0;
   std::vector<CUcontext> contexts;  // primary context per device (retained lazily)
   std::vector<CUstream> streams;    // one copy stream per device
-  std::vector<std::unique_ptr<std::mutex>> device_mutex;
+  std::vector<std::unique_ptr<std::mutex> > device_mutex;
 
   Error error(const std::string& call, CUresult r) const {
     const char* name = nullptr;
@@ -89,8 +110,8 @@ struct CudaDriver::Api {
   Status use_device(int d) {
     if (d < 0 || d >= devices)
       return Error(ErrorCode::kInvalidArgument, "CUDA device " + std::to_string(d) +
-                                                    " does not exist (" +
-                                                    std::to_string(devices) + " devices)");
+                                                    " does not exist (" + std::to_string(devices) +
+                                                    " devices)");
     std::lock_guard<std::mutex> guard(*device_mutex[d]);
     if (contexts[d] == nullptr) {
       CUdevice dev = 0;
@@ -116,7 +137,7 @@ bool load(void* lib, const char* name, F& fn) {
   return fn != nullptr;
 }
 
-Result<std::unique_ptr<CudaDriver::Api>> load_api() {
+Result<std::unique_ptr<CudaDriver::Api> > load_api() {
   auto api = std::make_unique<CudaDriver::Api>();
   api->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (api->lib == nullptr)
@@ -140,7 +161,8 @@ Result<std::unique_ptr<CudaDriver::Api>> load_api() {
             load(api->lib, "cuMemAllocManaged", api->mem_alloc_managed) &&
             load(api->lib, "cuMemFree_v2", api->mem_free);
   if (!ok)
-    return Error(ErrorCode::kCuda, std::string("the CUDA driver lacks an entry point: ") + dlerror());
+    return Error(ErrorCode::kCuda,
+                 std::string("the CUDA driver lacks an entry point: ") + dlerror());
   // Optional (CUDA >= 11.7 drivers): without it, dmabuf registration is reported unsupported.
   load(api->lib, "cuMemGetHandleForAddressRange", api->mem_get_handle_for_address_range);
   if (CUresult r = api->init(0); r != CUDA_SUCCESS)
@@ -195,8 +217,9 @@ Result<PointerInfo> CudaDriver::pointer_info(const void* p) const {
 
 Result<int> CudaDriver::dmabuf_fd(uint64_t base, uint64_t size) const {
   if (api_->mem_get_handle_for_address_range == nullptr)
-    return Error(ErrorCode::kCuda, "this CUDA driver has no cuMemGetHandleForAddressRange "
-                                   "(dmabuf export needs a driver for CUDA 11.7 or later)");
+    return Error(ErrorCode::kCuda,
+                 "this CUDA driver has no cuMemGetHandleForAddressRange "
+                 "(dmabuf export needs a driver for CUDA 11.7 or later)");
   int fd = -1;
   CUresult r = api_->mem_get_handle_for_address_range(&fd, base, size,
                                                       CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);

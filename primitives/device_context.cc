@@ -29,13 +29,12 @@ Result<std::shared_ptr<DeviceContext>> DeviceContext::open(const std::string& na
     return std::shared_ptr<DeviceContext>(new DeviceContext(ctx, name, attr));
   }
   if (list.empty())
-    return Error(ErrorCode::kNoDevice, "no RDMA device found while looking for '" + name +
-                                           "'. " + kNoDeviceHint);
+    return Error(ErrorCode::kNoDevice,
+                 "no RDMA device found while looking for '" + name + "'. " + kNoDeviceHint);
   std::string all;
   for (const auto& n : list.names())
     all += (all.empty() ? "" : ", ") + n;
-  return Error(ErrorCode::kDeviceNotFound,
-               "RDMA device '" + name + "' not found; devices: " + all);
+  return Error(ErrorCode::kDeviceNotFound, "RDMA device '" + name + "' not found; devices: " + all);
 }
 
 Result<std::shared_ptr<DeviceContext>> DeviceContext::open_selected(const IbverbsConfig& config) {
@@ -63,9 +62,9 @@ DeviceContext::~DeviceContext() {
 
 Result<PortInfo> DeviceContext::query_port(uint8_t port_num) const {
   if (port_num < 1 || port_num > attr_.phys_port_cnt)
-    return Error(ErrorCode::kDeviceNotFound,
-                 "device " + name_ + " has no port " + std::to_string(port_num) + " (it has " +
-                     std::to_string(attr_.phys_port_cnt) + ")");
+    return Error(ErrorCode::kDeviceNotFound, "device " + name_ + " has no port " +
+                                                 std::to_string(port_num) + " (it has " +
+                                                 std::to_string(attr_.phys_port_cnt) + ")");
   ibv_port_attr pa{};
   if (int rc = ibv_query_port(context_, port_num, &pa); rc != 0)
     return ibverbs_error("ibv_query_port", rc, name_ + " port " + std::to_string(port_num));
@@ -109,9 +108,15 @@ Result<std::vector<GidEntry>> DeviceContext::gid_table(uint8_t port_num) const {
     g.index = static_cast<int>(e.gid_index);
     std::copy(std::begin(e.gid.raw), std::end(e.gid.raw), g.gid.begin());
     switch (e.gid_type) {
-      case IBV_GID_TYPE_ROCE_V1: g.type = GidType::kRoceV1; break;
-      case IBV_GID_TYPE_ROCE_V2: g.type = GidType::kRoceV2; break;
-      default: g.type = GidType::kInfiniBand; break;
+      case IBV_GID_TYPE_ROCE_V1:
+        g.type = GidType::kRoceV1;
+        break;
+      case IBV_GID_TYPE_ROCE_V2:
+        g.type = GidType::kRoceV2;
+        break;
+      default:
+        g.type = GidType::kInfiniBand;
+        break;
     }
     out.push_back(g);
   }

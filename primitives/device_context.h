@@ -46,7 +46,7 @@ public:
 
 private:
   DeviceContext(ibv_context* context, std::string name, const ibv_device_attr& attr)
-    : context_(context), name_(std::move(name)), attr_(attr) {}
+      : context_(context), name_(std::move(name)), attr_(attr) {}
 
   ibv_context* context_;
   std::string name_;

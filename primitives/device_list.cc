@@ -40,7 +40,7 @@ Result<DeviceList> DeviceList::get() {
 }
 
 DeviceList::DeviceList(DeviceList&& other) noexcept
-  : devices_(other.devices_), count_(other.count_) {
+    : devices_(other.devices_), count_(other.count_) {
   other.devices_ = nullptr;
   other.count_ = 0;
 }
@@ -125,8 +125,8 @@ bool has_active_port(const DeviceDescription& device, uint8_t port_num) {
   return false;
 }
 
-Result<size_t> select_device(const std::vector<DeviceDescription>& devices,
-                             const std::string& name, uint8_t port_num) {
+Result<size_t> select_device(const std::vector<DeviceDescription>& devices, const std::string& name,
+                             uint8_t port_num) {
   if (devices.empty())
     return Error(ErrorCode::kNoDevice,
                  std::string("no RDMA device found (ibv_get_device_list returned no devices). ") +
@@ -138,13 +138,12 @@ Result<size_t> select_device(const std::vector<DeviceDescription>& devices,
       for (const auto& p : devices[i].ports)
         if (p.port_num == port_num)
           return i;
-      return Error(ErrorCode::kDeviceNotFound,
-                   "RDMA device '" + name + "' has no port " + std::to_string(port_num) +
-                       "; devices: " + describe_devices(devices));
+      return Error(ErrorCode::kDeviceNotFound, "RDMA device '" + name + "' has no port " +
+                                                   std::to_string(port_num) +
+                                                   "; devices: " + describe_devices(devices));
     }
-    return Error(ErrorCode::kDeviceNotFound, "RDMA device '" + name +
-                                                 "' not found; devices: " +
-                                                 describe_devices(devices));
+    return Error(ErrorCode::kDeviceNotFound,
+                 "RDMA device '" + name + "' not found; devices: " + describe_devices(devices));
   }
   for (size_t i = 0; i < devices.size(); ++i)
     if (has_active_port(devices[i], port_num))

@@ -41,8 +41,8 @@ bool has_active_port(const DeviceDescription& device, uint8_t port_num);
 /// else the first device whose port `port_num` is ACTIVE. Returns its index in `devices`.
 /// Errors: kNoDevice (empty list, with kNoDeviceHint), kDeviceNotFound (naming what exists and
 /// each port's state).
-Result<size_t> select_device(const std::vector<DeviceDescription>& devices,
-                             const std::string& name, uint8_t port_num);
+Result<size_t> select_device(const std::vector<DeviceDescription>& devices, const std::string& name,
+                             uint8_t port_num);
 
 /// Owns the array from ibv_get_device_list. Contexts opened from it stay valid after it dies.
 class DeviceList {

@@ -9,9 +9,12 @@ namespace caf_rdma {
 
 const char* to_string(GidType type) {
   switch (type) {
-    case GidType::kInfiniBand: return "IB";
-    case GidType::kRoceV1: return "RoCE v1";
-    case GidType::kRoceV2: return "RoCE v2";
+    case GidType::kInfiniBand:
+      return "IB";
+    case GidType::kRoceV1:
+      return "RoCE v1";
+    case GidType::kRoceV2:
+      return "RoCE v2";
   }
   return "unknown";
 }
@@ -52,8 +55,8 @@ std::string describe_table(const std::vector<GidEntry>& table) {
     return "the GID table is empty";
   std::string out = "GID table:";
   for (const auto& e : table)
-    out += " [" + std::to_string(e.index) + "] " + to_string(e.gid) + " (" + to_string(e.type) +
-           ")";
+    out +=
+        " [" + std::to_string(e.index) + "] " + to_string(e.gid) + " (" + to_string(e.type) + ")";
   return out;
 }
 
@@ -80,21 +83,19 @@ Result<int> select_gid_index(const std::vector<GidEntry>& table, bool is_etherne
         return e.index;
     return -1;
   };
-  int idx = first([](const GidEntry& e) {
-    return e.type == GidType::kRoceV2 && is_ipv4_mapped(e.gid);
-  });
+  int idx =
+      first([](const GidEntry& e) { return e.type == GidType::kRoceV2 && is_ipv4_mapped(e.gid); });
   if (idx < 0)
-    idx = first([](const GidEntry& e) {
-      return e.type == GidType::kRoceV2 && !is_link_local(e.gid);
-    });
+    idx = first(
+        [](const GidEntry& e) { return e.type == GidType::kRoceV2 && !is_link_local(e.gid); });
   if (idx < 0)
     idx = first([](const GidEntry& e) { return e.type == GidType::kRoceV2; });
   if (idx < 0)
     idx = first([](const GidEntry& e) { return e.type == GidType::kRoceV1; });
   if (idx < 0)
-    return Error(ErrorCode::kDeviceNotFound,
-                 "no RoCE GID on Ethernet port " + where +
-                     " (is an IP address configured on its netdev?); " + describe_table(table));
+    return Error(ErrorCode::kDeviceNotFound, "no RoCE GID on Ethernet port " + where +
+                                                 " (is an IP address configured on its netdev?); " +
+                                                 describe_table(table));
   return idx;
 }
 

@@ -9,11 +9,16 @@ namespace caf_rdma {
 
 uint32_t mtu_bytes(ibv_mtu mtu) {
   switch (mtu) {
-    case IBV_MTU_256: return 256;
-    case IBV_MTU_512: return 512;
-    case IBV_MTU_1024: return 1024;
-    case IBV_MTU_2048: return 2048;
-    case IBV_MTU_4096: return 4096;
+    case IBV_MTU_256:
+      return 256;
+    case IBV_MTU_512:
+      return 512;
+    case IBV_MTU_1024:
+      return 1024;
+    case IBV_MTU_2048:
+      return 2048;
+    case IBV_MTU_4096:
+      return 4096;
   }
   return 0;
 }
@@ -103,10 +108,9 @@ Result<IbverbsConfig> IbverbsConfig::from_env(
     char* end = nullptr;
     long v = std::strtol(text, &end, 10);
     if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi)
-      return Error(ErrorCode::kInvalidArgument, std::string("environment variable ") + var +
-                                                    "='" + text + "' is not an integer in " +
-                                                    std::to_string(lo) + ".." +
-                                                    std::to_string(hi));
+      return Error(ErrorCode::kInvalidArgument, std::string("environment variable ") + var + "='" +
+                                                    text + "' is not an integer in " +
+                                                    std::to_string(lo) + ".." + std::to_string(hi));
     return v;
   };
   if (const char* v = get(kEnvDevice); v != nullptr && *v != '\0')

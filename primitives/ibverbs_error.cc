@@ -12,16 +12,26 @@ Error ibverbs_error(const std::string& call, int err, const std::string& where) 
 
 const char* wc_opcode_name(ibv_wc_opcode opcode) {
   switch (opcode) {
-    case IBV_WC_SEND: return "SEND";
-    case IBV_WC_RDMA_WRITE: return "RDMA_WRITE";
-    case IBV_WC_RDMA_READ: return "RDMA_READ";
-    case IBV_WC_COMP_SWAP: return "ATOMIC_CMP_AND_SWP";
-    case IBV_WC_FETCH_ADD: return "ATOMIC_FETCH_AND_ADD";
-    case IBV_WC_BIND_MW: return "BIND_MW";
-    case IBV_WC_LOCAL_INV: return "LOCAL_INV";
-    case IBV_WC_RECV: return "RECV";
-    case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV_RDMA_WITH_IMM";
-    default: return "OTHER";
+    case IBV_WC_SEND:
+      return "SEND";
+    case IBV_WC_RDMA_WRITE:
+      return "RDMA_WRITE";
+    case IBV_WC_RDMA_READ:
+      return "RDMA_READ";
+    case IBV_WC_COMP_SWAP:
+      return "ATOMIC_CMP_AND_SWP";
+    case IBV_WC_FETCH_ADD:
+      return "ATOMIC_FETCH_AND_ADD";
+    case IBV_WC_BIND_MW:
+      return "BIND_MW";
+    case IBV_WC_LOCAL_INV:
+      return "LOCAL_INV";
+    case IBV_WC_RECV:
+      return "RECV";
+    case IBV_WC_RECV_RDMA_WITH_IMM:
+      return "RECV_RDMA_WITH_IMM";
+    default:
+      return "OTHER";
   }
 }
 
@@ -29,11 +39,13 @@ Error completion_error(const ibv_wc& wc, const std::string& where) {
   std::string msg = std::string("work request ") + std::to_string(wc.wr_id) + " on " + where +
                     " (QP " + std::to_string(wc.qp_num) + ") completed with status " +
                     ibv_wc_status_str(wc.status) + " (" + std::to_string(wc.status) +
-                    ", vendor syndrome 0x" + [&] {
+                    ", vendor syndrome 0x" +
+                    [&] {
                       char buf[16];
                       std::snprintf(buf, sizeof(buf), "%x", wc.vendor_err);
                       return std::string(buf);
-                    }() + ")";
+                    }() +
+                    ")";
   // The opcode field is only valid on success, except for flush errors we still print it.
   if (wc.status == IBV_WC_SUCCESS)
     msg += std::string(", opcode ") + wc_opcode_name(wc.opcode);

@@ -4,10 +4,14 @@ namespace caf_rdma {
 
 const char* to_string(MemoryKind kind) {
   switch (kind) {
-    case MemoryKind::kHost: return "host";
-    case MemoryKind::kPinnedHost: return "pinned host";
-    case MemoryKind::kDevice: return "device";
-    case MemoryKind::kManaged: return "managed";
+    case MemoryKind::kHost:
+      return "host";
+    case MemoryKind::kPinnedHost:
+      return "pinned host";
+    case MemoryKind::kDevice:
+      return "device";
+    case MemoryKind::kManaged:
+      return "managed";
   }
   return "unknown";
 }

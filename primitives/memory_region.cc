@@ -30,9 +30,8 @@ std::string range_text(uint64_t addr, size_t length) {
 
 }  // namespace
 
-Result<std::shared_ptr<MemoryRegion>>
-MemoryRegion::register_memory(std::shared_ptr<ProtectionDomain> pd, void* addr, size_t length,
-                              Access access) {
+Result<std::shared_ptr<MemoryRegion>> MemoryRegion::register_memory(
+    std::shared_ptr<ProtectionDomain> pd, void* addr, size_t length, Access access) {
   if (addr == nullptr || length == 0)
     return Error(ErrorCode::kInvalidArgument,
                  "cannot register " + range_text(reinterpret_cast<uint64_t>(addr), length) +
@@ -44,24 +43,23 @@ MemoryRegion::register_memory(std::shared_ptr<ProtectionDomain> pd, void* addr, 
   errno = 0;
   ibv_mr* mr = ibv_reg_mr(pd->get(), addr, length, flags);
   if (mr == nullptr)
-    return ibverbs_error("ibv_reg_mr(" + range_text(reinterpret_cast<uint64_t>(addr), length) +
-                             ")",
+    return ibverbs_error("ibv_reg_mr(" + range_text(reinterpret_cast<uint64_t>(addr), length) + ")",
                          errno ? errno : ENOMEM, "device " + pd->context()->name());
   return std::shared_ptr<MemoryRegion>(new MemoryRegion(std::move(pd), mr, access));
 }
 
-Result<std::shared_ptr<MemoryRegion>>
-MemoryRegion::register_dmabuf(std::shared_ptr<ProtectionDomain> pd, uint64_t offset,
-                              size_t length, uint64_t iova, int fd, Access access) {
+Result<std::shared_ptr<MemoryRegion>> MemoryRegion::register_dmabuf(
+    std::shared_ptr<ProtectionDomain> pd, uint64_t offset, size_t length, uint64_t iova, int fd,
+    Access access) {
   int flags = access_flags(access);
   if (pd->context()->device_attr().atomic_cap == IBV_ATOMIC_NONE)
     flags &= ~IBV_ACCESS_REMOTE_ATOMIC;
   errno = 0;
   ibv_mr* mr = ibv_reg_dmabuf_mr(pd->get(), offset, length, iova, fd, flags);
   if (mr == nullptr)
-    return ibverbs_error("ibv_reg_dmabuf_mr(fd " + std::to_string(fd) + ", " +
-                             range_text(iova, length) + ")",
-                         errno ? errno : EOPNOTSUPP, "device " + pd->context()->name());
+    return ibverbs_error(
+        "ibv_reg_dmabuf_mr(fd " + std::to_string(fd) + ", " + range_text(iova, length) + ")",
+        errno ? errno : EOPNOTSUPP, "device " + pd->context()->name());
   return std::shared_ptr<MemoryRegion>(new MemoryRegion(std::move(pd), mr, access));
 }
 

@@ -16,11 +16,11 @@ namespace caf_rdma {
 
 /// Access rights for a registration.
 enum class Access : uint8_t {
-  kReadOnly,   ///< remote peers may RDMA READ (and local writes into it by RDMA READ replies
-               ///< are not allowed either: local-write is off)
-  kReadWrite,  ///< remote READ, WRITE and atomics; local writes
-  kLocalWrite, ///< local access only (no remote access at all): bounce buffers, scratch space;
-               ///< its rkey grants nothing
+  kReadOnly,    ///< remote peers may RDMA READ (and local writes into it by RDMA READ replies
+                ///< are not allowed either: local-write is off)
+  kReadWrite,   ///< remote READ, WRITE and atomics; local writes
+  kLocalWrite,  ///< local access only (no remote access at all): bounce buffers, scratch space;
+                ///< its rkey grants nothing
 };
 
 /// ibv_access_flags for an Access value.
@@ -57,7 +57,7 @@ public:
 
 private:
   MemoryRegion(std::shared_ptr<ProtectionDomain> pd, ibv_mr* mr, Access access)
-    : pd_(std::move(pd)), mr_(mr), access_(access) {}
+      : pd_(std::move(pd)), mr_(mr), access_(access) {}
 
   std::shared_ptr<ProtectionDomain> pd_;
   ibv_mr* mr_;

@@ -51,8 +51,8 @@ std::string pci_device_path(const std::string& sysfs_root, const std::string& bu
 std::string rdma_device_path(const std::string& sysfs_root, const std::string& name) {
   std::string path = resolve(sysfs_root + "/class/infiniband/" + name + "/device");
   // Software devices point at a network device or nowhere; only PCI functions count.
-  if (path.empty() || path.find("/virtual/") != std::string::npos ||
-      components(path).empty() || components(path).back().find(':') == std::string::npos)
+  if (path.empty() || path.find("/virtual/") != std::string::npos || components(path).empty() ||
+      components(path).back().find(':') == std::string::npos)
     return "";
   return path;
 }

@@ -6,8 +6,8 @@
 
 namespace caf_rdma {
 
-Result<std::shared_ptr<ProtectionDomain>>
-ProtectionDomain::allocate(std::shared_ptr<DeviceContext> ctx) {
+Result<std::shared_ptr<ProtectionDomain>> ProtectionDomain::allocate(
+    std::shared_ptr<DeviceContext> ctx) {
   errno = 0;
   ibv_pd* pd = ibv_alloc_pd(ctx->get());
   if (pd == nullptr)

@@ -25,7 +25,7 @@ public:
 
 private:
   ProtectionDomain(std::shared_ptr<DeviceContext> ctx, ibv_pd* pd)
-    : context_(std::move(ctx)), pd_(pd) {}
+      : context_(std::move(ctx)), pd_(pd) {}
 
   std::shared_ptr<DeviceContext> context_;
   ibv_pd* pd_;

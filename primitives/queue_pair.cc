@@ -21,14 +21,22 @@ std::string to_string(const QpInfo& info) {
 
 const char* to_string(ibv_qp_state state) {
   switch (state) {
-    case IBV_QPS_RESET: return "RESET";
-    case IBV_QPS_INIT: return "INIT";
-    case IBV_QPS_RTR: return "RTR";
-    case IBV_QPS_RTS: return "RTS";
-    case IBV_QPS_SQD: return "SQD";
-    case IBV_QPS_SQE: return "SQE";
-    case IBV_QPS_ERR: return "ERR";
-    default: return "UNKNOWN";
+    case IBV_QPS_RESET:
+      return "RESET";
+    case IBV_QPS_INIT:
+      return "INIT";
+    case IBV_QPS_RTR:
+      return "RTR";
+    case IBV_QPS_RTS:
+      return "RTS";
+    case IBV_QPS_SQD:
+      return "SQD";
+    case IBV_QPS_SQE:
+      return "SQE";
+    case IBV_QPS_ERR:
+      return "ERR";
+    default:
+      return "UNKNOWN";
   }
 }
 
@@ -80,12 +88,10 @@ Status QueuePair::connect(const IbverbsConfig& config, const QpInfo& remote, uin
   attr.qp_state = IBV_QPS_INIT;
   attr.pkey_index = config.pkey_index;
   attr.port_num = config.port_num;
-  attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                         IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-  CAF_RDMA_RETURN_IF_ERROR(modify(attr,
-                                  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                      IBV_QP_ACCESS_FLAGS,
-                                  "RESET->INIT"));
+  attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                         IBV_ACCESS_REMOTE_ATOMIC;
+  CAF_RDMA_RETURN_IF_ERROR(modify(
+      attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "RESET->INIT"));
   attr = {};
   attr.qp_state = IBV_QPS_RTR;
   attr.path_mtu = std::min(config.path_mtu, static_cast<ibv_mtu>(remote.mtu));
@@ -100,9 +106,9 @@ Status QueuePair::connect(const IbverbsConfig& config, const QpInfo& remote, uin
   // RoCE always needs a GRH; InfiniBand only across subnets (addressed by LID here).
   if (remote.is_ethernet || remote.lid == 0) {
     if (gid_index < 0)
-      return Error(ErrorCode::kInvalidArgument,
-                   "connecting " + describe() + " to " + to_string(remote) +
-                       " needs a GID index (RoCE), none was selected");
+      return Error(ErrorCode::kInvalidArgument, "connecting " + describe() + " to " +
+                                                    to_string(remote) +
+                                                    " needs a GID index (RoCE), none was selected");
     attr.ah_attr.is_global = 1;
     std::copy(remote.gid.begin(), remote.gid.end(), attr.ah_attr.grh.dgid.raw);
     attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid_index);
@@ -110,8 +116,8 @@ Status QueuePair::connect(const IbverbsConfig& config, const QpInfo& remote, uin
     attr.ah_attr.grh.traffic_class = config.traffic_class;
   }
   Status st = modify(attr,
-                     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                         IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+                     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
                      "INIT->RTR");
   if (!st.ok())
     return st.error().with_context("connecting to " + to_string(remote));

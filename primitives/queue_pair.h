@@ -63,8 +63,11 @@ public:
 private:
   QueuePair(std::shared_ptr<ProtectionDomain> pd, std::shared_ptr<CompletionQueue> send_cq,
             std::shared_ptr<CompletionQueue> recv_cq, ibv_qp* qp, const ibv_qp_cap& caps)
-    : pd_(std::move(pd)), send_cq_(std::move(send_cq)), recv_cq_(std::move(recv_cq)), qp_(qp),
-      caps_(caps) {}
+      : pd_(std::move(pd)),
+        send_cq_(std::move(send_cq)),
+        recv_cq_(std::move(recv_cq)),
+        qp_(qp),
+        caps_(caps) {}
 
   Status modify(ibv_qp_attr& attr, int mask, const char* what);
 

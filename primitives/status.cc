@@ -4,22 +4,38 @@ namespace caf_rdma {
 
 const char* to_string(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kNoDevice: return "no_device";
-    case ErrorCode::kDeviceNotFound: return "device_not_found";
-    case ErrorCode::kInvalidArgument: return "invalid_argument";
-    case ErrorCode::kIbverbsCall: return "ibverbs_call";
-    case ErrorCode::kWorkCompletion: return "work_completion";
-    case ErrorCode::kTimeout: return "timeout";
-    case ErrorCode::kOutOfBounds: return "out_of_bounds";
-    case ErrorCode::kReleased: return "released";
-    case ErrorCode::kPeerUnavailable: return "peer_unavailable";
-    case ErrorCode::kCuda: return "cuda";
-    case ErrorCode::kUnknownBuffer: return "unknown_buffer";
-    case ErrorCode::kSizeMismatch: return "size_mismatch";
-    case ErrorCode::kInternal: return "internal";
-    case ErrorCode::kNotFound: return "not_found";
-    case ErrorCode::kResourceExhausted: return "resource_exhausted";
-    case ErrorCode::kDataMismatch: return "data_mismatch";
+    case ErrorCode::kNoDevice:
+      return "no_device";
+    case ErrorCode::kDeviceNotFound:
+      return "device_not_found";
+    case ErrorCode::kInvalidArgument:
+      return "invalid_argument";
+    case ErrorCode::kIbverbsCall:
+      return "ibverbs_call";
+    case ErrorCode::kWorkCompletion:
+      return "work_completion";
+    case ErrorCode::kTimeout:
+      return "timeout";
+    case ErrorCode::kOutOfBounds:
+      return "out_of_bounds";
+    case ErrorCode::kReleased:
+      return "released";
+    case ErrorCode::kPeerUnavailable:
+      return "peer_unavailable";
+    case ErrorCode::kCuda:
+      return "cuda";
+    case ErrorCode::kUnknownBuffer:
+      return "unknown_buffer";
+    case ErrorCode::kSizeMismatch:
+      return "size_mismatch";
+    case ErrorCode::kInternal:
+      return "internal";
+    case ErrorCode::kNotFound:
+      return "not_found";
+    case ErrorCode::kResourceExhausted:
+      return "resource_exhausted";
+    case ErrorCode::kDataMismatch:
+      return "data_mismatch";
   }
   return "unknown";
 }

@@ -117,11 +117,11 @@ private:
 #define CAF_RDMA_CONCAT(a, b) CAF_RDMA_CONCAT_INNER(a, b)
 
 /// Returns the error of a failed `Status` / `Result` expression from the enclosing function.
-#define CAF_RDMA_RETURN_IF_ERROR(expr)              \
-  do {                                              \
-    auto&& caf_rdma_status_ = (expr);               \
-    if (!caf_rdma_status_.ok())                     \
-      return caf_rdma_status_.error();              \
+#define CAF_RDMA_RETURN_IF_ERROR(expr) \
+  do {                                 \
+    auto&& caf_rdma_status_ = (expr);  \
+    if (!caf_rdma_status_.ok())        \
+      return caf_rdma_status_.error(); \
   } while (false)
 
 /// `CAF_RDMA_ASSIGN_OR_RETURN(auto x, make_x());` declares x from a `Result`, or returns its error.

@@ -60,9 +60,10 @@ public:
     return {};
   }
 
-  Result<std::shared_ptr<MemoryRegion>>
-  register_direct(const std::shared_ptr<ProtectionDomain>& pd, const PointerInfo&, uint64_t addr,
-                  uint64_t size, Access access) const override {
+  Result<std::shared_ptr<MemoryRegion>> register_direct(const std::shared_ptr<ProtectionDomain>& pd,
+                                                        const PointerInfo&, uint64_t addr,
+                                                        uint64_t size,
+                                                        Access access) const override {
     if (!direct_)
       return Error(ErrorCode::kIbverbsCall,
                    "cannot register GPU memory with the NIC: dmabuf: not supported (fake); "

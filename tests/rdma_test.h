@@ -15,12 +15,12 @@ const std::string& rdma_skip_reason();
 bool rdma_required();
 
 /// Skips the current test with `reason`, or fails it when rdma_required(). Use with `return`.
-#define CAF_RDMA_SKIP_OR_FAIL(reason)                                      \
-  do {                                                                     \
-    if (::caf_rdma::testing::rdma_required())                              \
+#define CAF_RDMA_SKIP_OR_FAIL(reason)                                       \
+  do {                                                                      \
+    if (::caf_rdma::testing::rdma_required())                               \
       FAIL() << "cannot run under CAF_RDMA_REQUIRE_DEVICE=1: " << (reason); \
-    else                                                                   \
-      GTEST_SKIP() << (reason);                                            \
+    else                                                                    \
+      GTEST_SKIP() << (reason);                                             \
   } while (false)
 
 class RdmaTest : public ::testing::Test {

@@ -22,10 +22,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "actors/direct_registry.h"
 #include "actors/rdma_errors.h"
 #include "actors/rdma_manager_actor.h"
 #include "actors/transfer_checks.h"
-#include "actors/direct_registry.h"
 #include "components/completion_poller.h"
 #include "components/rdma_domain.h"
 #include "components/rdma_queue_pair.h"
@@ -43,7 +43,7 @@ struct LocalBuffer {
   uint64_t size = 0;
   BufferAccess access = BufferAccess::kReadWrite;
   BufferMemory memory = BufferMemory::kHost;
-  int gpu = -1;  ///< CUDA device of GPU memory
+  int gpu = -1;         ///< CUDA device of GPU memory
   RdmaBuffer rdma;      ///< empty without a device
   uint32_t in_use = 0;  ///< transfers (and fallback chunks in flight) currently using it
   bool released = false;
@@ -56,17 +56,17 @@ struct OpTrack {
   TransferOp op;
   uint64_t length = 0;
   OpPath path = OpPath::kNone;
-  caf::actor_addr peer;                ///< the remote owner
-  std::weak_ptr<RdmaQueuePair> qp;     ///< rdma: the QP it was posted on (peers own QPs)
-  bool holds_local = false;            ///< counted in the local buffer's in_use
+  caf::actor_addr peer;             ///< the remote owner
+  std::weak_ptr<RdmaQueuePair> qp;  ///< rdma: the QP it was posted on (peers own QPs)
+  bool holds_local = false;         ///< counted in the local buffer's in_use
   bool done = false;
-  bool retried = false;                ///< flushed once (another op's error) and posted again
-  bool awaiting_owner = false;         ///< the NIC is done; waiting for the owner's answer
+  bool retried = false;         ///< flushed once (another op's error) and posted again
+  bool awaiting_owner = false;  ///< the NIC is done; waiting for the owner's answer
   // rdma-staged progress (local GPU memory the NIC cannot register)
   bool staged = false;
-  int slot = -1;                        ///< staging buffer held, -1 while waiting for one
+  int slot = -1;  ///< staging buffer held, -1 while waiting for one
   std::vector<StagingChunk> chunks;
-  size_t next_chunk = 0;                ///< the chunk in flight (or next)
+  size_t next_chunk = 0;  ///< the chunk in flight (or next)
   // fallback progress
   uint64_t next_offset = 0;
   uint64_t bytes_done = 0;
@@ -103,8 +103,8 @@ struct Peer {
 
 /// A direct lane this manager opened (the lane itself belongs to its client).
 struct LaneRecord {
-  caf::actor_addr owner;             ///< peer key, or our own address for a loopback lane
-  std::weak_ptr<RdmaQueuePair> qp;   ///< aborted when the owner goes down
+  caf::actor_addr owner;            ///< peer key, or our own address for a loopback lane
+  std::weak_ptr<RdmaQueuePair> qp;  ///< aborted when the owner goes down
 };
 
 /// At most this many direct lanes from one peer manager are accepted at once.

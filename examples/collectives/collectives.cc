@@ -120,7 +120,8 @@ int member(uint32_t rank, uint32_t ranks, const std::vector<std::string>& member
   auto timed = [&](const std::string& name, auto&& fn) -> Status {
     auto a = std::chrono::steady_clock::now();
     Status s = fn();
-    t[name].total_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
+    t[name].total_ms +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
     ++t[name].runs;
     path[name] = group.last_path();
     return s;
@@ -137,8 +138,8 @@ int member(uint32_t rank, uint32_t ranks, const std::vector<std::string>& member
     if (!s.ok())
       return fail("broadcast", s.error());
     if (!check(bcast.data(), size, 50000 + it))
-      return fail("broadcast", Error(ErrorCode::kInternal, "data from root " +
-                                                               std::to_string(root) + " differs"));
+      return fail("broadcast", Error(ErrorCode::kInternal,
+                                     "data from root " + std::to_string(root) + " differs"));
     for (uint32_t j = 0; j < n; ++j)
       fill(a2a_in.data() + j * block, block, (rank * n + j) * 7 + it * 7919);
     std::memset(a2a_out.data(), 0, size);
@@ -147,8 +148,8 @@ int member(uint32_t rank, uint32_t ranks, const std::vector<std::string>& member
       return fail("all-to-all", s.error());
     for (uint32_t i = 0; i < n; ++i)
       if (!check(a2a_out.data() + i * block, block, (i * n + rank) * 7 + it * 7919))
-        return fail("all-to-all", Error(ErrorCode::kInternal, "block from rank " +
-                                                                  std::to_string(i) + " differs"));
+        return fail("all-to-all", Error(ErrorCode::kInternal,
+                                        "block from rank " + std::to_string(i) + " differs"));
     // Ring: even ranks send first, odd ranks receive first (no cycle of blocked senders).
     uint32_t to = (rank + 1) % n, from = (rank + n - 1) % n;
     fill(msg.data(), size, rank * 1000 + it);
@@ -169,8 +170,8 @@ int member(uint32_t rank, uint32_t ranks, const std::vector<std::string>& member
     if (!s.ok())
       return fail("send/recv", s.error());
     if (got->size() != size || !check(got->data(), size, from * 1000 + it))
-      return fail("send/recv", Error(ErrorCode::kInternal, "message from rank " +
-                                                               std::to_string(from) + " differs"));
+      return fail("send/recv", Error(ErrorCode::kInternal,
+                                     "message from rank " + std::to_string(from) + " differs"));
   }
   for (const char* name : {"broadcast", "all-to-all", "send/recv"}) {
     double avg = t[name].total_ms / std::max<uint32_t>(1, t[name].runs);
@@ -187,9 +188,9 @@ int launch(uint32_t ranks, const std::vector<std::string>& common, int kill_rank
   // Each member listens on a port the OS picks and reports it; then all get the list.
   std::vector<ChildProcess> procs;
   for (uint32_t r = 0; r < ranks; ++r) {
-    std::vector<std::string> argv{self_executable(), "--role",  "member",
-                                  "--rank",          std::to_string(r), "--ranks",
-                                  std::to_string(ranks)};
+    std::vector<std::string> argv{
+        self_executable(),    "--role", "member", "--rank", std::to_string(r), "--ranks",
+        std::to_string(ranks)};
     argv.insert(argv.end(), common.begin(), common.end());
     if (int(r) == kill_rank)
       argv.push_back("--die");
@@ -220,10 +221,12 @@ int launch(uint32_t ranks, const std::vector<std::string>& common, int kill_rank
       std::printf("collectives: %s\n", st.error().to_string().c_str());
       return 1;
     }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms) * 4 + 60s;
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms) * 4 + 60s;
   int problems = 0;
   std::string gone = "rank " + std::to_string(kill_rank) + " (" +
-                     (kill_rank >= 0 && uint32_t(kill_rank) < ranks ? members[kill_rank] : "") + ")";
+                     (kill_rank >= 0 && uint32_t(kill_rank) < ranks ? members[kill_rank] : "") +
+                     ")";
   for (uint32_t r = 0; r < ranks; ++r) {
     bool named_dead = false;
     while (true) {
@@ -258,9 +261,10 @@ int launch(uint32_t ranks, const std::vector<std::string>& common, int kill_rank
     return 1;
   }
   if (kill_rank >= 0)
-    std::printf("collectives: OK: rank %d died after the barrier; each of the %u others reported "
-                "an error naming %s\n",
-                kill_rank, ranks - 1, gone.c_str());
+    std::printf(
+        "collectives: OK: rank %d died after the barrier; each of the %u others reported "
+        "an error naming %s\n",
+        kill_rank, ranks - 1, gone.c_str());
   else
     std::printf("collectives: OK: %u ranks, every collective verified\n", ranks);
   return 0;
@@ -295,8 +299,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "collectives: need 2 <= --ranks <= 64, --size >= ranks, --iters >= 1\n");
     return 2;
   }
-  std::vector<std::string> common{"--size", std::to_string(*size), "--iters",
-                                  std::to_string(*iters), "--timeout-ms", std::to_string(*timeout)};
+  std::vector<std::string> common{"--size",       std::to_string(*size),
+                                  "--iters",      std::to_string(*iters),
+                                  "--timeout-ms", std::to_string(*timeout)};
   if (flags->get("--role", "") == "member") {
     std::string list = flags->get("--members", "");
     std::vector<std::string> members;

@@ -13,7 +13,12 @@ namespace caf_rdma::group {
 
 namespace {
 
-enum Deadline : uint8_t { kSendDeadline = 0, kRecvDeadline = 1, kCollDeadline = 2, kFormDeadline = 3 };
+enum Deadline : uint8_t {
+  kSendDeadline = 0,
+  kRecvDeadline = 1,
+  kCollDeadline = 2,
+  kFormDeadline = 3
+};
 
 struct PendingSend {
   uint64_t id;
@@ -49,9 +54,9 @@ struct Collective {
   uint64_t epoch = 0;
   bool bcast = false;
   uint32_t root = 0;
-  uint64_t len = 0;  // broadcast bytes, or all-to-all block bytes
-  std::set<uint32_t> targets;   // ranks we write to
-  std::set<uint32_t> started;   // writes issued
+  uint64_t len = 0;            // broadcast bytes, or all-to-all block bytes
+  std::set<uint32_t> targets;  // ranks we write to
+  std::set<uint32_t> started;  // writes issued
   uint32_t writes_left = 0;
   std::set<uint32_t> awaiting;  // ranks whose data we wait for
   std::string path;
@@ -135,25 +140,25 @@ void start_write(Self* self, uint32_t j) {
   self->request(st.manager, request_limit(self), transfer_atom::value, op,
                 uint32_t(st.cfg.timeout.count()))
       .then(
-        [=](TransferReply& r) {
-          auto& c = self->state.coll;
-          if (!c.active || c.epoch != epoch)
-            return;
-          c.path = r.path;
-          if (--c.writes_left > 0)
-            return;
-          // All our writes are in place: only now tell the targets, so that a collective either
-          // completes everywhere or fails everywhere.
-          for (uint32_t t : c.targets)
-            self->send(self->state.peers[t].actor, written_atom::value, epoch,
-                       self->state.cfg.rank, c.path);
-          check_collective(self);
-        },
-        [=](caf::error& err) {
-          auto& c = self->state.coll;
-          if (c.active && c.epoch == epoch)
-            fail_collective(self, transfer_error(err, "writing to " + self->state.who(j)), true);
-        });
+          [=](TransferReply& r) {
+            auto& c = self->state.coll;
+            if (!c.active || c.epoch != epoch)
+              return;
+            c.path = r.path;
+            if (--c.writes_left > 0)
+              return;
+            // All our writes are in place: only now tell the targets, so that a collective either
+            // completes everywhere or fails everywhere.
+            for (uint32_t t : c.targets)
+              self->send(self->state.peers[t].actor, written_atom::value, epoch,
+                         self->state.cfg.rank, c.path);
+            check_collective(self);
+          },
+          [=](caf::error& err) {
+            auto& c = self->state.coll;
+            if (c.active && c.epoch == epoch)
+              fail_collective(self, transfer_error(err, "writing to " + self->state.who(j)), true);
+          });
 }
 
 void pump_sends(Self* self, uint32_t j) {
@@ -178,18 +183,18 @@ void pump_sends(Self* self, uint32_t j) {
   self->request(st.manager, request_limit(self), transfer_atom::value, op,
                 uint32_t(st.cfg.timeout.count()))
       .then(
-        [=](TransferReply& r) mutable {
-          self->state.peers[j].sending = false;
-          notify(r.path);
-          pump_sends(self, j);
-        },
-        [=](caf::error& err) mutable {
-          auto& p = self->state.peers[j];
-          p.sending = false;
-          ++p.credits;  // the peer never saw this chunk
-          s.rp.deliver(transfer_error(err, "send to " + self->state.who(j)));
-          pump_sends(self, j);
-        });
+          [=](TransferReply& r) mutable {
+            self->state.peers[j].sending = false;
+            notify(r.path);
+            pump_sends(self, j);
+          },
+          [=](caf::error& err) mutable {
+            auto& p = self->state.peers[j];
+            p.sending = false;
+            ++p.credits;  // the peer never saw this chunk
+            s.rp.deliver(transfer_error(err, "send to " + self->state.who(j)));
+            pump_sends(self, j);
+          });
 }
 
 caf::error bad_peer(Self* self, uint32_t j, const char* op) {
@@ -234,11 +239,11 @@ caf::result<std::string> start_collective(Self* self, bool bcast, uint64_t epoch
   }
   c.writes_left = static_cast<uint32_t>(c.targets.size());
   if (st.broken) {
-    fail_collective(self,
-                    make_rdma_error(ErrorCode::kPeerUnavailable,
-                                    "collective " + std::to_string(epoch) +
-                                        ": the group is broken: " + *st.broken),
-                    false);
+    fail_collective(
+        self,
+        make_rdma_error(ErrorCode::kPeerUnavailable, "collective " + std::to_string(epoch) +
+                                                         ": the group is broken: " + *st.broken),
+        false);
     return caf::delegated<std::string>();
   }
   if (auto it = st.early_abort.find(epoch); it != st.early_abort.end()) {
@@ -272,8 +277,7 @@ caf::result<std::string> start_collective(Self* self, bool bcast, uint64_t epoch
   return caf::delegated<std::string>();
 }
 
-caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg,
-                     MemberBuffers buf) {
+caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg, MemberBuffers buf) {
   auto& st = self->state;
   st.manager = std::move(manager);
   st.cfg = std::move(cfg);
@@ -286,11 +290,11 @@ caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg,
       if (!p.connected || p.actor.address() != dm.source || !p.alive)
         continue;
       p.alive = false;
-      p.gone = make_rdma_error(
-          ErrorCode::kPeerUnavailable,
-          !p.left_because.empty() ? st.who(j) + " left the broken group (" + p.left_because + ")"
-          : p.left                ? st.who(j) + " is gone (it left the group)"
-                                  : st.who(j) + " is gone (" + to_string(dm.reason) + ")");
+      p.gone = make_rdma_error(ErrorCode::kPeerUnavailable,
+                               !p.left_because.empty()
+                                   ? st.who(j) + " left the broken group (" + p.left_because + ")"
+                               : p.left ? st.who(j) + " is gone (it left the group)"
+                                        : st.who(j) + " is gone (" + to_string(dm.reason) + ")");
       for (auto& s : p.sends)
         s.rp.deliver(p.gone);
       p.sends.clear();
@@ -310,225 +314,224 @@ caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg,
     }
   });
   return {
-    [=](peer_atom, uint32_t j, caf::actor& a) {
-      // We connected to j (a lower rank): introduce ourselves.
-      auto& st = self->state;
-      if (j >= st.size() || j == st.cfg.rank || st.peers[j].connected)
-        return;
-      st.peers[j].actor = a;
-      st.peers[j].connected = true;
-      self->monitor(a);
-      self->send(a, hello_atom::value, st.cfg.rank, st.buf.mailbox[j], st.buf.coll_recv);
-    },
-    [=](hello_atom, uint32_t from, BufferHandle& mailbox, BufferHandle& coll) {
-      auto& st = self->state;
-      if (from >= st.size() || from == st.cfg.rank || st.peers[from].hello)
-        return;
-      auto& p = st.peers[from];
-      if (!p.connected) {
-        // A higher rank connected to us: answer over its connection (one connection per pair;
-        // two nodes dialing each other at once can make CAF drop one of the two).
-        p.actor = caf::actor_cast<caf::actor>(self->current_sender());
-        p.connected = true;
-        self->monitor(p.actor);
-        self->send(p.actor, hello_atom::value, st.cfg.rank, st.buf.mailbox[from], st.buf.coll_recv);
-      }
-      p.mailbox = std::move(mailbox);
-      p.coll = std::move(coll);
-      p.hello = true;
-      if (st.formed()) {
-        for (auto& w : st.formed_waiters)
-          w.second.deliver(true);
-        st.formed_waiters.clear();
-      }
-    },
-    [=](formed_atom) -> caf::result<bool> {
-      auto& st = self->state;
-      for (uint32_t j = 0; j < st.size(); ++j)
-        if (j != st.cfg.rank && !st.peers[j].alive)
-          return st.peers[j].gone;
-      if (st.formed())
-        return true;
-      uint64_t id = ++st.next_id;
-      st.formed_waiters.emplace_back(id, self->make_response_promise());
-      arm(self, kFormDeadline, 0, id);
-      return caf::delegated<bool>();
-    },
-    [=](send_atom, uint32_t j, uint64_t len, bool last) -> caf::result<std::string> {
-      if (auto err = bad_peer(self, j, "send"))
-        return err;
-      auto& st = self->state;
-      if (len > st.buf.staging[j].size)
-        return make_rdma_error(ErrorCode::kInvalidArgument,
-                               "send: chunk of " + std::to_string(len) + " bytes > mailbox of " +
-                                   std::to_string(st.buf.staging[j].size));
-      uint64_t id = ++st.next_id;
-      st.peers[j].sends.push_back(PendingSend{id, len, last, self->make_response_promise()});
-      arm(self, kSendDeadline, j, id);
-      pump_sends(self, j);
-      return caf::delegated<std::string>();
-    },
-    [=](recv_atom, uint32_t j) -> caf::result<uint64_t, bool> {
-      auto& st = self->state;
-      if (j < st.size() && j != st.cfg.rank && !st.peers[j].notes.empty()) {
-        Note n = st.peers[j].notes.front();
-        st.peers[j].notes.pop_front();
-        return {n.len, n.last};
-      }
-      if (auto err = bad_peer(self, j, "recv"))
-        return err;
-      auto& p = st.peers[j];
-      if (p.receiver)
-        return make_rdma_error(ErrorCode::kInvalidArgument,
-                               "recv from " + st.who(j) + ": another recv is waiting");
-      uint64_t id = ++st.next_id;
-      p.receiver.emplace(id, self->make_response_promise());
-      arm(self, kRecvDeadline, j, id);
-      return caf::delegated<uint64_t, bool>();
-    },
-    [=](recv_done_atom, uint32_t j) {
-      auto& st = self->state;
-      if (j < st.size() && st.peers[j].alive)
-        self->send(st.peers[j].actor, credit_atom::value, st.cfg.rank);
-    },
-    [=](chunk_atom, uint32_t from, uint64_t len, bool last) {
-      auto& st = self->state;
-      if (from >= st.size())
-        return;
-      auto& p = st.peers[from];
-      if (p.receiver) {
-        p.receiver->second.deliver(len, last);
-        p.receiver.reset();
-      } else {
-        p.notes.push_back(Note{len, last});
-      }
-    },
-    [=](credit_atom, uint32_t from) {
-      if (from < self->state.size()) {
-        ++self->state.peers[from].credits;
-        pump_sends(self, from);
-      }
-    },
-    [=](bcast_atom, uint64_t epoch, uint32_t root, uint64_t len) {
-      return start_collective(self, true, epoch, root, len);
-    },
-    [=](a2a_atom, uint64_t epoch, uint64_t block) {
-      return start_collective(self, false, epoch, 0, block);
-    },
-    [=](ready_atom, uint64_t epoch, uint32_t from) {
-      auto& c = self->state.coll;
-      if (c.active && epoch == c.epoch) {
-        if (c.targets.count(from) && !c.started.count(from))
-          start_write(self, from);
-      } else if (epoch > c.epoch) {  // we have not entered that collective yet
-        self->state.early_ready[epoch].insert(from);
-      }
-    },
-    [=](written_atom, uint64_t epoch, uint32_t from, std::string& path) {
-      auto& c = self->state.coll;
-      if (c.active && epoch == c.epoch && c.awaiting.erase(from) > 0) {
-        if (c.path.empty())
-          c.path = path;
-        check_collective(self);
-      }
-    },
-    [=](left_atom, uint32_t from, std::string& cause) {
-      auto& st = self->state;
-      if (from < st.size() && from != st.cfg.rank) {
-        st.peers[from].left = true;
-        st.peers[from].left_because = cause;
-      }
-      if (!cause.empty() && !st.broken)
-        st.broken = cause;
-      return true;
-    },
-    [=](leave_atom) -> caf::result<bool> {
-      // Tell every live member we go, and why the group broke if it did, before our node goes:
-      // our departure must not look like a new cause. Each answer is awaited a few seconds.
-      auto& st = self->state;
-      std::string cause = st.broken.value_or("");
-      auto waiting = std::make_shared<uint32_t>(0);
-      auto rp = self->make_response_promise<bool>();
-      for (uint32_t j = 0; j < st.size(); ++j) {
-        auto& p = st.peers[j];
-        if (j == st.cfg.rank || !p.alive || !p.connected)
-          continue;
-        ++*waiting;
-        auto answered = [waiting, rp]() mutable {
-          if (--*waiting == 0)
-            rp.deliver(true);
-        };
-        self->request(p.actor, std::chrono::seconds(3), left_atom::value, st.cfg.rank, cause)
-            .then([answered](bool) mutable { answered(); },
-                  [answered](caf::error&) mutable { answered(); });
-      }
-      if (*waiting == 0)
-        rp.deliver(true);
-      return rp;
-    },
-    [=](abort_atom, uint64_t epoch, uint32_t from, std::string& why) {
-      auto& st = self->state;
-      std::string msg = "collective " + std::to_string(epoch) + " aborted by " +
-                        (from < st.size() ? st.who(from) : "?") + ": " + why;
-      if (st.coll.active && epoch == st.coll.epoch)
-        fail_collective(self, make_rdma_error(ErrorCode::kPeerUnavailable, msg), false);
-      else if (epoch > st.coll.epoch)
-        st.early_abort.emplace(epoch, msg);
-      else if (!st.broken)  // it completed here but failed there
-        st.broken = msg;
-    },
-    [=](deadline_atom, uint8_t kind, uint64_t key, uint64_t id) {
-      auto& st = self->state;
-      std::string after = " within " + std::to_string(st.cfg.timeout.count()) + " ms";
-      if (kind == kSendDeadline && key < st.size()) {
-        auto& q = st.peers[key].sends;
-        for (auto it = q.begin(); it != q.end(); ++it)
-          if (it->id == id) {
-            it->rp.deliver(make_rdma_error(ErrorCode::kTimeout,
-                                           "send to " + st.who(key) +
-                                               ": its mailbox was not freed" + after +
-                                               " (is it receiving?)"));
-            q.erase(it);
-            break;
-          }
-      } else if (kind == kRecvDeadline && key < st.size()) {
-        auto& r = st.peers[key].receiver;
-        if (r && r->first == id) {
-          r->second.deliver(make_rdma_error(ErrorCode::kTimeout,
-                                            "recv from " + st.who(key) + ": no message" + after));
-          r.reset();
-        }
-      } else if (kind == kCollDeadline) {
-        auto& c = st.coll;
-        if (!c.active || c.epoch != key)
+      [=](peer_atom, uint32_t j, caf::actor& a) {
+        // We connected to j (a lower rank): introduce ourselves.
+        auto& st = self->state;
+        if (j >= st.size() || j == st.cfg.rank || st.peers[j].connected)
           return;
-        std::string missing;
-        for (uint32_t j : c.targets)
-          if (!c.started.count(j))
-            missing += " ready from rank " + std::to_string(j) + ";";
-        for (uint32_t j : c.awaiting)
-          missing += " data from rank " + std::to_string(j) + ";";
-        fail_collective(self,
-                        make_rdma_error(ErrorCode::kTimeout,
-                                        "collective " + std::to_string(key) + " did not finish" +
-                                            after + "; waiting for" + missing),
-                        true);
-      } else if (kind == kFormDeadline) {
-        auto& w = st.formed_waiters;
-        for (auto it = w.begin(); it != w.end(); ++it)
-          if (it->first == id) {
-            std::string missing;
-            for (uint32_t j = 0; j < st.size(); ++j)
-              if (j != st.cfg.rank && !(st.peers[j].connected && st.peers[j].hello))
-                missing += " " + st.who(j);
-            it->second.deliver(make_rdma_error(ErrorCode::kTimeout,
-                                               "group not formed" + after + "; no hello from" +
-                                                   missing));
-            w.erase(it);
-            break;
+        st.peers[j].actor = a;
+        st.peers[j].connected = true;
+        self->monitor(a);
+        self->send(a, hello_atom::value, st.cfg.rank, st.buf.mailbox[j], st.buf.coll_recv);
+      },
+      [=](hello_atom, uint32_t from, BufferHandle& mailbox, BufferHandle& coll) {
+        auto& st = self->state;
+        if (from >= st.size() || from == st.cfg.rank || st.peers[from].hello)
+          return;
+        auto& p = st.peers[from];
+        if (!p.connected) {
+          // A higher rank connected to us: answer over its connection (one connection per pair;
+          // two nodes dialing each other at once can make CAF drop one of the two).
+          p.actor = caf::actor_cast<caf::actor>(self->current_sender());
+          p.connected = true;
+          self->monitor(p.actor);
+          self->send(p.actor, hello_atom::value, st.cfg.rank, st.buf.mailbox[from],
+                     st.buf.coll_recv);
+        }
+        p.mailbox = std::move(mailbox);
+        p.coll = std::move(coll);
+        p.hello = true;
+        if (st.formed()) {
+          for (auto& w : st.formed_waiters)
+            w.second.deliver(true);
+          st.formed_waiters.clear();
+        }
+      },
+      [=](formed_atom) -> caf::result<bool> {
+        auto& st = self->state;
+        for (uint32_t j = 0; j < st.size(); ++j)
+          if (j != st.cfg.rank && !st.peers[j].alive)
+            return st.peers[j].gone;
+        if (st.formed())
+          return true;
+        uint64_t id = ++st.next_id;
+        st.formed_waiters.emplace_back(id, self->make_response_promise());
+        arm(self, kFormDeadline, 0, id);
+        return caf::delegated<bool>();
+      },
+      [=](send_atom, uint32_t j, uint64_t len, bool last) -> caf::result<std::string> {
+        if (auto err = bad_peer(self, j, "send"))
+          return err;
+        auto& st = self->state;
+        if (len > st.buf.staging[j].size)
+          return make_rdma_error(ErrorCode::kInvalidArgument,
+                                 "send: chunk of " + std::to_string(len) + " bytes > mailbox of " +
+                                     std::to_string(st.buf.staging[j].size));
+        uint64_t id = ++st.next_id;
+        st.peers[j].sends.push_back(PendingSend{id, len, last, self->make_response_promise()});
+        arm(self, kSendDeadline, j, id);
+        pump_sends(self, j);
+        return caf::delegated<std::string>();
+      },
+      [=](recv_atom, uint32_t j) -> caf::result<uint64_t, bool> {
+        auto& st = self->state;
+        if (j < st.size() && j != st.cfg.rank && !st.peers[j].notes.empty()) {
+          Note n = st.peers[j].notes.front();
+          st.peers[j].notes.pop_front();
+          return {n.len, n.last};
+        }
+        if (auto err = bad_peer(self, j, "recv"))
+          return err;
+        auto& p = st.peers[j];
+        if (p.receiver)
+          return make_rdma_error(ErrorCode::kInvalidArgument,
+                                 "recv from " + st.who(j) + ": another recv is waiting");
+        uint64_t id = ++st.next_id;
+        p.receiver.emplace(id, self->make_response_promise());
+        arm(self, kRecvDeadline, j, id);
+        return caf::delegated<uint64_t, bool>();
+      },
+      [=](recv_done_atom, uint32_t j) {
+        auto& st = self->state;
+        if (j < st.size() && st.peers[j].alive)
+          self->send(st.peers[j].actor, credit_atom::value, st.cfg.rank);
+      },
+      [=](chunk_atom, uint32_t from, uint64_t len, bool last) {
+        auto& st = self->state;
+        if (from >= st.size())
+          return;
+        auto& p = st.peers[from];
+        if (p.receiver) {
+          p.receiver->second.deliver(len, last);
+          p.receiver.reset();
+        } else {
+          p.notes.push_back(Note{len, last});
+        }
+      },
+      [=](credit_atom, uint32_t from) {
+        if (from < self->state.size()) {
+          ++self->state.peers[from].credits;
+          pump_sends(self, from);
+        }
+      },
+      [=](bcast_atom, uint64_t epoch, uint32_t root, uint64_t len) {
+        return start_collective(self, true, epoch, root, len);
+      },
+      [=](a2a_atom, uint64_t epoch, uint64_t block) {
+        return start_collective(self, false, epoch, 0, block);
+      },
+      [=](ready_atom, uint64_t epoch, uint32_t from) {
+        auto& c = self->state.coll;
+        if (c.active && epoch == c.epoch) {
+          if (c.targets.count(from) && !c.started.count(from))
+            start_write(self, from);
+        } else if (epoch > c.epoch) {  // we have not entered that collective yet
+          self->state.early_ready[epoch].insert(from);
+        }
+      },
+      [=](written_atom, uint64_t epoch, uint32_t from, std::string& path) {
+        auto& c = self->state.coll;
+        if (c.active && epoch == c.epoch && c.awaiting.erase(from) > 0) {
+          if (c.path.empty())
+            c.path = path;
+          check_collective(self);
+        }
+      },
+      [=](left_atom, uint32_t from, std::string& cause) {
+        auto& st = self->state;
+        if (from < st.size() && from != st.cfg.rank) {
+          st.peers[from].left = true;
+          st.peers[from].left_because = cause;
+        }
+        if (!cause.empty() && !st.broken)
+          st.broken = cause;
+        return true;
+      },
+      [=](leave_atom) -> caf::result<bool> {
+        // Tell every live member we go, and why the group broke if it did, before our node goes:
+        // our departure must not look like a new cause. Each answer is awaited a few seconds.
+        auto& st = self->state;
+        std::string cause = st.broken.value_or("");
+        auto waiting = std::make_shared<uint32_t>(0);
+        auto rp = self->make_response_promise<bool>();
+        for (uint32_t j = 0; j < st.size(); ++j) {
+          auto& p = st.peers[j];
+          if (j == st.cfg.rank || !p.alive || !p.connected)
+            continue;
+          ++*waiting;
+          auto answered = [waiting, rp]() mutable {
+            if (--*waiting == 0)
+              rp.deliver(true);
+          };
+          self->request(p.actor, std::chrono::seconds(3), left_atom::value, st.cfg.rank, cause)
+              .then([answered](bool) mutable { answered(); },
+                    [answered](caf::error&) mutable { answered(); });
+        }
+        if (*waiting == 0)
+          rp.deliver(true);
+        return rp;
+      },
+      [=](abort_atom, uint64_t epoch, uint32_t from, std::string& why) {
+        auto& st = self->state;
+        std::string msg = "collective " + std::to_string(epoch) + " aborted by " +
+                          (from < st.size() ? st.who(from) : "?") + ": " + why;
+        if (st.coll.active && epoch == st.coll.epoch)
+          fail_collective(self, make_rdma_error(ErrorCode::kPeerUnavailable, msg), false);
+        else if (epoch > st.coll.epoch)
+          st.early_abort.emplace(epoch, msg);
+        else if (!st.broken)  // it completed here but failed there
+          st.broken = msg;
+      },
+      [=](deadline_atom, uint8_t kind, uint64_t key, uint64_t id) {
+        auto& st = self->state;
+        std::string after = " within " + std::to_string(st.cfg.timeout.count()) + " ms";
+        if (kind == kSendDeadline && key < st.size()) {
+          auto& q = st.peers[key].sends;
+          for (auto it = q.begin(); it != q.end(); ++it)
+            if (it->id == id) {
+              it->rp.deliver(make_rdma_error(
+                  ErrorCode::kTimeout, "send to " + st.who(key) + ": its mailbox was not freed" +
+                                           after + " (is it receiving?)"));
+              q.erase(it);
+              break;
+            }
+        } else if (kind == kRecvDeadline && key < st.size()) {
+          auto& r = st.peers[key].receiver;
+          if (r && r->first == id) {
+            r->second.deliver(make_rdma_error(ErrorCode::kTimeout,
+                                              "recv from " + st.who(key) + ": no message" + after));
+            r.reset();
           }
-      }
-    },
+        } else if (kind == kCollDeadline) {
+          auto& c = st.coll;
+          if (!c.active || c.epoch != key)
+            return;
+          std::string missing;
+          for (uint32_t j : c.targets)
+            if (!c.started.count(j))
+              missing += " ready from rank " + std::to_string(j) + ";";
+          for (uint32_t j : c.awaiting)
+            missing += " data from rank " + std::to_string(j) + ";";
+          fail_collective(self,
+                          make_rdma_error(ErrorCode::kTimeout, "collective " + std::to_string(key) +
+                                                                   " did not finish" + after +
+                                                                   "; waiting for" + missing),
+                          true);
+        } else if (kind == kFormDeadline) {
+          auto& w = st.formed_waiters;
+          for (auto it = w.begin(); it != w.end(); ++it)
+            if (it->first == id) {
+              std::string missing;
+              for (uint32_t j = 0; j < st.size(); ++j)
+                if (j != st.cfg.rank && !(st.peers[j].connected && st.peers[j].hello))
+                  missing += " " + st.who(j);
+              it->second.deliver(make_rdma_error(
+                  ErrorCode::kTimeout, "group not formed" + after + "; no hello from" + missing));
+              w.erase(it);
+              break;
+            }
+        }
+      },
   };
 }
 

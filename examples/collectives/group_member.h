@@ -20,20 +20,20 @@
 namespace caf_rdma::group {
 
 // Front end -> member.
-using peer_atom = caf::atom_constant<caf::atom("pg_peer")>;      // (rank, actor): connected
-using formed_atom = caf::atom_constant<caf::atom("pg_formed")>;  // () -> bool, all hellos in
-using send_atom = caf::atom_constant<caf::atom("pg_send")>;      // (peer, len, last) -> path
-using recv_atom = caf::atom_constant<caf::atom("pg_recv")>;      // (peer) -> (len, last)
+using peer_atom = caf::atom_constant<caf::atom("pg_peer")>;        // (rank, actor): connected
+using formed_atom = caf::atom_constant<caf::atom("pg_formed")>;    // () -> bool, all hellos in
+using send_atom = caf::atom_constant<caf::atom("pg_send")>;        // (peer, len, last) -> path
+using recv_atom = caf::atom_constant<caf::atom("pg_recv")>;        // (peer) -> (len, last)
 using recv_done_atom = caf::atom_constant<caf::atom("pg_rdone")>;  // (peer): mailbox free
-using bcast_atom = caf::atom_constant<caf::atom("pg_bcast")>;    // (epoch, root, len) -> path
-using a2a_atom = caf::atom_constant<caf::atom("pg_a2a")>;        // (epoch, block) -> path
+using bcast_atom = caf::atom_constant<caf::atom("pg_bcast")>;      // (epoch, root, len) -> path
+using a2a_atom = caf::atom_constant<caf::atom("pg_a2a")>;          // (epoch, block) -> path
 // Member <-> member.
-using hello_atom = caf::atom_constant<caf::atom("pg_hello")>;    // (rank, mailbox, coll buffer)
-using chunk_atom = caf::atom_constant<caf::atom("pg_chunk")>;    // (from, len, last)
-using credit_atom = caf::atom_constant<caf::atom("pg_credit")>;  // (from)
-using ready_atom = caf::atom_constant<caf::atom("pg_ready")>;    // (epoch, from)
+using hello_atom = caf::atom_constant<caf::atom("pg_hello")>;      // (rank, mailbox, coll buffer)
+using chunk_atom = caf::atom_constant<caf::atom("pg_chunk")>;      // (from, len, last)
+using credit_atom = caf::atom_constant<caf::atom("pg_credit")>;    // (from)
+using ready_atom = caf::atom_constant<caf::atom("pg_ready")>;      // (epoch, from)
 using written_atom = caf::atom_constant<caf::atom("pg_written")>;  // (epoch, from)
-using abort_atom = caf::atom_constant<caf::atom("pg_abort")>;    // (epoch, from, reason)
+using abort_atom = caf::atom_constant<caf::atom("pg_abort")>;      // (epoch, from, reason)
 // (from, cause) -> bool: `from` leaves the group; a non-empty cause is why the group broke (its
 // origin), so that its departure is not taken for a new cause.
 using left_atom = caf::atom_constant<caf::atom("pg_left")>;

@@ -95,12 +95,12 @@ Result<std::unique_ptr<PeerGroup>> PeerGroup::form(PeerGroupOptions o) {
   mc.timeout = std::chrono::milliseconds(o.timeout_ms);
   g->member_ = spawn_group_member(sys, g->node_->manager(), mc, buf);
   Lease self(g.get());
-  auto port = sys.middleman().publish(g->member_, addr[o.rank].second,
-                                      addr[o.rank].first.c_str(), true);
+  auto port =
+      sys.middleman().publish(g->member_, addr[o.rank].second, addr[o.rank].first.c_str(), true);
   if (!port)
     return Error(ErrorCode::kPeerUnavailable, "rank " + std::to_string(o.rank) +
-                                                  ": cannot listen on " + o.members[o.rank] +
-                                                  ": " + sys.render(port.error()));
+                                                  ": cannot listen on " + o.members[o.rank] + ": " +
+                                                  sys.render(port.error()));
   if (o.rendezvous) {
     std::string me = addr[o.rank].first + ":" + std::to_string(*port);
     auto all = o.rendezvous(me);
@@ -109,9 +109,8 @@ Result<std::unique_ptr<PeerGroup>> PeerGroup::form(PeerGroupOptions o) {
     if (all->size() != n || (*all)[o.rank] != me)
       return Error(ErrorCode::kInvalidArgument,
                    "rank " + std::to_string(o.rank) + ": the rendezvous returned " +
-                       std::to_string(all->size()) + " members, entry " +
-                       std::to_string(o.rank) + " '" +
-                       (o.rank < all->size() ? (*all)[o.rank] : "") + "', expected " +
+                       std::to_string(all->size()) + " members, entry " + std::to_string(o.rank) +
+                       " '" + (o.rank < all->size() ? (*all)[o.rank] : "") + "', expected " +
                        std::to_string(n) + " with '" + me + "'");
     for (uint32_t j = 0; j < n; ++j) {
       auto hp = parse_host_port((*all)[j]);
@@ -139,15 +138,15 @@ Result<std::unique_ptr<PeerGroup>> PeerGroup::form(PeerGroupOptions o) {
       }
       if (std::chrono::steady_clock::now() >= deadline)
         return Error(ErrorCode::kPeerUnavailable,
-                     "cannot reach rank " + std::to_string(j) + " at " + o.members[j] +
-                         " within " + std::to_string(o.timeout_ms) + " ms: " +
-                         sys.render(a.error()));
+                     "cannot reach rank " + std::to_string(j) + " at " + o.members[j] + " within " +
+                         std::to_string(o.timeout_ms) + " ms: " + sys.render(a.error()));
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
   std::optional<Error> failed;
-  (*self)->request(g->member_, std::chrono::milliseconds(o.timeout_ms) + std::chrono::seconds(10),
-                       formed_atom::value)
+  (*self)
+      ->request(g->member_, std::chrono::milliseconds(o.timeout_ms) + std::chrono::seconds(10),
+                formed_atom::value)
       .receive([](bool) {}, [&](caf::error& e) { failed = to_error(e); });
   if (failed)
     return failed->with_context("forming the group at rank " + std::to_string(o.rank));
@@ -175,7 +174,8 @@ PeerGroup::~PeerGroup() {
   if (member_) {
     // The others learn that we leave, and why the group broke if it did, before our node goes.
     Lease self(this);
-    (*self)->request(member_, std::chrono::seconds(10), leave_atom::value)
+    (*self)
+        ->request(member_, std::chrono::seconds(10), leave_atom::value)
         .receive([](bool) {}, [](caf::error&) {});
   }
   idle_.clear();  // scoped actors go before their system
@@ -190,7 +190,8 @@ Result<std::string> PeerGroup::ask(Ts&&... xs) {
   std::optional<Result<std::string>> out;
   auto limit = std::chrono::milliseconds(options_.timeout_ms) + std::chrono::seconds(10);
   Lease self(this);
-  (*self)->request(member_, limit, std::forward<Ts>(xs)...)
+  (*self)
+      ->request(member_, limit, std::forward<Ts>(xs)...)
       .receive([&](std::string& path) { out.emplace(std::move(path)); },
                [&](caf::error& e) { out.emplace(to_error(e)); });
   if (!out)
@@ -232,13 +233,14 @@ Result<std::vector<uint8_t>> PeerGroup::recv(uint32_t peer) {
   while (!last) {
     std::optional<Error> err;
     uint64_t len = 0;
-    (*self)->request(member_, limit, recv_atom::value, peer)
+    (*self)
+        ->request(member_, limit, recv_atom::value, peer)
         .receive(
-          [&](uint64_t n, bool l) {
-            len = n;
-            last = l;
-          },
-          [&](caf::error& e) { err = to_error(e); });
+            [&](uint64_t n, bool l) {
+              len = n;
+              last = l;
+            },
+            [&](caf::error& e) { err = to_error(e); });
     if (err)
       return track(*err);
     if (len > options_.mailbox_bytes)

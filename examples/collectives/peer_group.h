@@ -53,9 +53,10 @@ struct PeerGroupOptions {
 class PeerGroup {
 public:
   /// Starts this rank's node, registers its buffers, publishes its member actor at
-  /// members[rank] (then meets the others at the rendezvous, if any), dials the lower ranks (retrying until they are up) and waits for the higher
-  /// ranks to dial it (one connection per pair), then waits
-  /// until all have exchanged buffer handles. Errors name the member that could not be reached.
+  /// members[rank] (then meets the others at the rendezvous, if any), dials the lower ranks
+  /// (retrying until they are up) and waits for the higher ranks to dial it (one connection per
+  /// pair), then waits until all have exchanged buffer handles. Errors name the member that could
+  /// not be reached.
   static Result<std::unique_ptr<PeerGroup>> form(PeerGroupOptions options);
   ~PeerGroup();
 

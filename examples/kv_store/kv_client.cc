@@ -35,14 +35,14 @@ caf::result<T> forward(server_actor::stateful_pointer<GatewayState> self,
   st.pending.emplace(id, [rp](const caf::error& e) mutable { rp.deliver(e); });
   self->request(st.server, timeout, xs...)
       .then(
-        [=](T& value) mutable {
-          if (self->state.pending.erase(id) > 0)
-            rp.deliver(std::move(value));
-        },
-        [=](caf::error& err) mutable {
-          if (self->state.pending.erase(id) > 0)
-            rp.deliver(std::move(err));
-        });
+          [=](T& value) mutable {
+            if (self->state.pending.erase(id) > 0)
+              rp.deliver(std::move(value));
+          },
+          [=](caf::error& err) mutable {
+            if (self->state.pending.erase(id) > 0)
+              rp.deliver(std::move(err));
+          });
   return rp;
 }
 
@@ -54,8 +54,9 @@ server_actor::behavior_type gateway(server_actor::stateful_pointer<GatewayState>
   self->monitor(server);
   self->set_down_handler([=](const caf::down_msg& dm) {
     auto& st = self->state;
-    st.gone = make_rdma_error(ErrorCode::kPeerUnavailable, "kv_server at " + st.server_name +
-                                                      " is gone (" + to_string(dm.reason) + ")");
+    st.gone =
+        make_rdma_error(ErrorCode::kPeerUnavailable, "kv_server at " + st.server_name +
+                                                         " is gone (" + to_string(dm.reason) + ")");
     auto pending = std::move(st.pending);
     st.pending.clear();
     for (auto& [id, fail] : pending)
@@ -64,14 +65,14 @@ server_actor::behavior_type gateway(server_actor::stateful_pointer<GatewayState>
   // The server bounds its transfers by its own limit; allow that plus the round trip.
   auto t = std::chrono::milliseconds(timeout_ms) + std::chrono::seconds(40);
   return {
-    [=](put_atom a, std::string& k, BufferHandle& h, uint64_t off, uint64_t n) {
-      return forward<ValueInfo>(self, t, a, std::move(k), std::move(h), off, n);
-    },
-    [=](get_atom a, std::string& k, BufferHandle& h, uint64_t off) {
-      return forward<ValueInfo>(self, t, a, std::move(k), std::move(h), off);
-    },
-    [=](delete_atom a, std::string& k) { return forward<uint64_t>(self, t, a, std::move(k)); },
-    [=](stats_atom a) { return forward<ServerStats>(self, t, a); },
+      [=](put_atom a, std::string& k, BufferHandle& h, uint64_t off, uint64_t n) {
+        return forward<ValueInfo>(self, t, a, std::move(k), std::move(h), off, n);
+      },
+      [=](get_atom a, std::string& k, BufferHandle& h, uint64_t off) {
+        return forward<ValueInfo>(self, t, a, std::move(k), std::move(h), off);
+      },
+      [=](delete_atom a, std::string& k) { return forward<uint64_t>(self, t, a, std::move(k)); },
+      [=](stats_atom a) { return forward<ServerStats>(self, t, a); },
   };
 }
 
@@ -99,8 +100,8 @@ Result<std::unique_ptr<KvClient>> KvClient::connect(KvClientOptions options) {
   auto& sys = client->node_->system();
   auto server = sys.middleman().remote_actor<server_actor>(hp->first, hp->second);
   if (!server)
-    return Error(ErrorCode::kPeerUnavailable, "cannot reach kv_server at " + options.server +
-                                                  ": " + sys.render(server.error()));
+    return Error(ErrorCode::kPeerUnavailable,
+                 "cannot reach kv_server at " + options.server + ": " + sys.render(server.error()));
   {
     RdmaClient rc(sys, client->node_->manager());
     auto h = rc.request_buffer(client->memory_.get(), options.buffer_bytes);
@@ -131,9 +132,10 @@ Result<ServerStats> KvClient::server_stats() {
 }
 
 KvSession::KvSession(KvClient* client, uint32_t slot)
-  : client_(client), offset_(uint64_t(slot) * client->slot_bytes_),
-    data_(client->memory_.get() + offset_),
-    self_(std::make_unique<caf::scoped_actor>(client->node_->system())) {}
+    : client_(client),
+      offset_(uint64_t(slot) * client->slot_bytes_),
+      data_(client->memory_.get() + offset_),
+      self_(std::make_unique<caf::scoped_actor>(client->node_->system())) {}
 
 KvSession::~KvSession() = default;
 
@@ -141,7 +143,8 @@ template <class T, class... Ts>
 Result<T> KvSession::call(Ts&&... xs) {
   std::optional<Result<T>> out;
   auto limit = std::chrono::milliseconds(client_->options_.timeout_ms) + std::chrono::seconds(60);
-  (*self_)->request(client_->gateway_, limit, std::forward<Ts>(xs)...)
+  (*self_)
+      ->request(client_->gateway_, limit, std::forward<Ts>(xs)...)
       .receive([&](T& v) { out.emplace(std::move(v)); },
                [&](caf::error& e) { out.emplace(to_error(e)); });
   if (!out)
@@ -151,10 +154,10 @@ Result<T> KvSession::call(Ts&&... xs) {
 
 Result<ValueInfo> KvSession::put(const std::string& key, const void* data, uint64_t size) {
   if (size > slot_bytes())
-    return Error(ErrorCode::kSizeMismatch,
-                 "put '" + key + "': value of " + std::to_string(size) +
-                     " bytes is larger than the client's buffer slot (" +
-                     std::to_string(slot_bytes()) + " bytes; see --buffer-mb)");
+    return Error(ErrorCode::kSizeMismatch, "put '" + key + "': value of " + std::to_string(size) +
+                                               " bytes is larger than the client's buffer slot (" +
+                                               std::to_string(slot_bytes()) +
+                                               " bytes; see --buffer-mb)");
   if (size > 0)
     std::memcpy(data_, data, size);
   return put_from_slot(key, size);

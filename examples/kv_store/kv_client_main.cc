@@ -47,18 +47,22 @@ struct Latencies {
   std::vector<double> us;
   void print(const char* op, double secs, const std::string& path) {
     std::sort(us.begin(), us.end());
-    auto at = [&](double q) { return us.empty() ? 0.0 : us[std::min(us.size() - 1, size_t(q * us.size()))]; };
-    std::printf("  %-4s %8.0f ops/s   latency p50 %8.1f us   p99 %8.1f us   max %8.1f us   "
-                "(path %s)\n",
-                op, secs > 0 ? double(us.size()) / secs : 0.0, at(0.50), at(0.99),
-                us.empty() ? 0.0 : us.back(), path.c_str());
+    auto at = [&](double q) {
+      return us.empty() ? 0.0 : us[std::min(us.size() - 1, size_t(q * us.size()))];
+    };
+    std::printf(
+        "  %-4s %8.0f ops/s   latency p50 %8.1f us   p99 %8.1f us   max %8.1f us   "
+        "(path %s)\n",
+        op, secs > 0 ? double(us.size()) / secs : 0.0, at(0.50), at(0.99),
+        us.empty() ? 0.0 : us.back(), path.c_str());
   }
 };
 
 int bench(KvClient& client, uint64_t ops, uint64_t value_size, uint32_t threads) {
   if (value_size > client.slot_bytes()) {
-    std::fprintf(stderr, "kv_client: bench: --value-size %llu exceeds the buffer slot of %llu "
-                         "bytes (raise --buffer-mb or lower --concurrency)\n",
+    std::fprintf(stderr,
+                 "kv_client: bench: --value-size %llu exceeds the buffer slot of %llu "
+                 "bytes (raise --buffer-mb or lower --concurrency)\n",
                  static_cast<unsigned long long>(value_size),
                  static_cast<unsigned long long>(client.slot_bytes()));
     return 2;
@@ -90,7 +94,8 @@ int bench(KvClient& client, uint64_t ops, uint64_t value_size, uint32_t threads)
               s->slot_data()[b] = value_byte(b, seed);
           auto a = std::chrono::steady_clock::now();
           auto r = put ? s->put_from_slot(key, value_size) : s->get(key);
-          auto us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a).count();
+          auto us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a)
+                        .count();
           if (!r.ok()) {
             errors[t] = (put ? "put " : "get ") + key + ": " + r.error().to_string();
             break;
@@ -100,7 +105,8 @@ int bench(KvClient& client, uint64_t ops, uint64_t value_size, uint32_t threads)
           if (!put) {
             for (uint64_t b = 0; b < value_size; ++b)
               expect[b] = value_byte(b, seed);
-            if (r->length != value_size || std::memcmp(expect.data(), s->slot_data(), value_size) != 0) {
+            if (r->length != value_size ||
+                std::memcmp(expect.data(), s->slot_data(), value_size) != 0) {
               errors[t] = "get " + key + ": value differs from what was put";
               break;
             }
@@ -151,9 +157,10 @@ int main(int argc, char** argv) {
   }
   const auto& args = flags->positionals();
   std::string cmd = args.empty() ? "" : args[0];
-  size_t want = cmd == "put" ? (flags->has("--value-file") ? 2 : 3)
-                : cmd == "get" || cmd == "delete" ? 2
-                : cmd == "stats" || cmd == "bench" ? 1 : 0;
+  size_t want = cmd == "put"                       ? (flags->has("--value-file") ? 2 : 3)
+                : cmd == "get" || cmd == "delete"  ? 2
+                : cmd == "stats" || cmd == "bench" ? 1
+                                                   : 0;
   if (want == 0 || args.size() != want || !flags->has("--server")) {
     std::fprintf(stderr, "kv_client: %s\n%s",
                  !flags->has("--server") ? "--server HOST:PORT is required"
@@ -173,8 +180,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   if (*buffer_mb == 0 || *timeout == 0 || *conc == 0 || *conc > 256 || *ops == 0) {
-    std::fprintf(stderr, "kv_client: --buffer-mb, --timeout-ms, --ops must be positive, "
-                         "--concurrency 1..256\n");
+    std::fprintf(stderr,
+                 "kv_client: --buffer-mb, --timeout-ms, --ops must be positive, "
+                 "--concurrency 1..256\n");
     return 2;
   }
   KvClientOptions o;
@@ -196,13 +204,13 @@ int main(int argc, char** argv) {
     auto s = (*client)->server_stats();
     if (!s.ok())
       return failed("stats", s.error());
-    std::printf("keys %llu, pool %llu bytes, used %llu, largest free block %llu, puts %llu, gets "
-                "%llu, deletes %llu, errors %llu, device %s\n",
-                (unsigned long long)s->keys, (unsigned long long)s->pool_bytes,
-                (unsigned long long)s->used_bytes, (unsigned long long)s->largest_free,
-                (unsigned long long)s->puts, (unsigned long long)s->gets,
-                (unsigned long long)s->deletes, (unsigned long long)s->errors,
-                s->device.empty() ? "none (fallback)" : s->device.c_str());
+    std::printf(
+        "keys %llu, pool %llu bytes, used %llu, largest free block %llu, puts %llu, gets "
+        "%llu, deletes %llu, errors %llu, device %s\n",
+        (unsigned long long)s->keys, (unsigned long long)s->pool_bytes,
+        (unsigned long long)s->used_bytes, (unsigned long long)s->largest_free,
+        (unsigned long long)s->puts, (unsigned long long)s->gets, (unsigned long long)s->deletes,
+        (unsigned long long)s->errors, s->device.empty() ? "none (fallback)" : s->device.c_str());
     return 0;
   }
   const std::string& key = args[1];
@@ -211,9 +219,9 @@ int main(int argc, char** argv) {
     if (flags->has("--value-file")) {
       std::ifstream in(flags->get("--value-file", ""), std::ios::binary);
       if (!in)
-        return failed("put '" + key + "'", Error(ErrorCode::kInvalidArgument,
-                                                 "cannot read --value-file " +
-                                                     flags->get("--value-file", "")));
+        return failed("put '" + key + "'",
+                      Error(ErrorCode::kInvalidArgument,
+                            "cannot read --value-file " + flags->get("--value-file", "")));
       value.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     } else {
       value = args[2];

@@ -5,7 +5,7 @@
 namespace caf_rdma::kv {
 
 KvPool::KvPool(uint64_t capacity, uint64_t alignment)
-  : capacity_(capacity & ~(alignment - 1)), alignment_(alignment) {
+    : capacity_(capacity & ~(alignment - 1)), alignment_(alignment) {
   if (capacity_ > 0)
     free_.emplace(0, capacity_);
 }

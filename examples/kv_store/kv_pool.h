@@ -39,7 +39,7 @@ private:
 class KvBlock {
 public:
   KvBlock(std::shared_ptr<KvPool> pool, uint64_t offset, uint64_t length)
-    : pool_(std::move(pool)), offset_(offset), length_(length) {}
+      : pool_(std::move(pool)), offset_(offset), length_(length) {}
   ~KvBlock() {
     if (length_ > 0)
       pool_->free(offset_, length_);

@@ -59,15 +59,15 @@ typename Inspector::result_type inspect(Inspector& f, ServerStats& x) {
 }
 
 using server_actor = caf::typed_actor<
-  /// PUT: read `length` bytes at `offset` of the client's buffer and store them under `key`.
-  /// The old value (if any) stays readable until the new one is completely in the pool; a
-  /// failed PUT leaves it intact.
-  caf::replies_to<put_atom, std::string, BufferHandle, uint64_t, uint64_t>::with<ValueInfo>,
-  /// GET: write the value of `key` to `offset` of the client's buffer; replies with its length.
-  caf::replies_to<get_atom, std::string, BufferHandle, uint64_t>::with<ValueInfo>,
-  /// DELETE: replies with the length of the removed value.
-  caf::replies_to<delete_atom, std::string>::with<uint64_t>,
-  caf::replies_to<stats_atom>::with<ServerStats>>;
+    /// PUT: read `length` bytes at `offset` of the client's buffer and store them under `key`.
+    /// The old value (if any) stays readable until the new one is completely in the pool; a
+    /// failed PUT leaves it intact.
+    caf::replies_to<put_atom, std::string, BufferHandle, uint64_t, uint64_t>::with<ValueInfo>,
+    /// GET: write the value of `key` to `offset` of the client's buffer; replies with its length.
+    caf::replies_to<get_atom, std::string, BufferHandle, uint64_t>::with<ValueInfo>,
+    /// DELETE: replies with the length of the removed value.
+    caf::replies_to<delete_atom, std::string>::with<uint64_t>,
+    caf::replies_to<stats_atom>::with<ServerStats>>;
 
 /// Registers the kv message types (with caf_rdma's); pass as NodeOptions::configure.
 void add_kv_message_types(caf::actor_system_config& cfg);

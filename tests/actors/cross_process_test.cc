@@ -43,7 +43,8 @@ protected:
       const char* require = std::getenv("CAF_RDMA_REQUIRE_DEVICE");
       EXPECT_FALSE(require != nullptr && std::string(require) == "1")
           << "rxe1 missing: the peer would share this process's device";
-      std::printf("note: one RDMA device only, the peer shares it (no second device to cross to)\n");
+      std::printf(
+          "note: one RDMA device only, the peer shares it (no second device to cross to)\n");
       env.clear();
     }
     auto c = ChildProcess::start({peer_binary(), std::to_string(size), std::to_string(seed)}, env);

@@ -16,7 +16,9 @@
 namespace caf_rdma::testing {
 namespace {
 
-bool rdma_lane() { return expected_path() == kPathRdma; }
+bool rdma_lane() {
+  return expected_path() == kPathRdma;
+}
 
 class DirectLaneTest : public TwoNodeTest {
 protected:

@@ -69,10 +69,12 @@ TEST_F(GpuMemoryTest, GpuBufferTheNicCannotRegisterIsStagedInChunksBothWays) {
   auto r = a->transfer(make_read(*g, *h, kSize - 1000, 500, 1000));
   ASSERT_TRUE(r) << error_message(r.error());
   EXPECT_EQ(r->path, staged_path());
-  EXPECT_TRUE(std::equal(device_mem.bytes.begin() + 500, device_mem.bytes.begin() + 500 + kSize - 1000,
+  EXPECT_TRUE(std::equal(device_mem.bytes.begin() + 500,
+                         device_mem.bytes.begin() + 500 + kSize - 1000,
                          fresh.bytes.begin() + 1000));
   for (uint64_t i = 0; i < 500; ++i)
-    ASSERT_EQ(device_mem.bytes[i], pattern(i, 3)) << "byte " << i << " before the range was touched";
+    ASSERT_EQ(device_mem.bytes[i], pattern(i, 3))
+        << "byte " << i << " before the range was touched";
   for (uint64_t i = 500 + kSize - 1000; i < kSize; ++i)
     ASSERT_EQ(device_mem.bytes[i], pattern(i, 3)) << "byte " << i << " after the range was touched";
   EXPECT_GE(gpu->to_device_bytes.load(), kSize - 1000);

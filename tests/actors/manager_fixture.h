@@ -65,27 +65,31 @@ public:
   RdmaNode& node() { return *node_; }
   const rdma_manager_actor& manager() { return node_->manager(); }
 
-  caf::expected<BufferHandle> request_buffer(const Memory& m, BufferAccess a = BufferAccess::kReadWrite) {
+  caf::expected<BufferHandle> request_buffer(const Memory& m,
+                                             BufferAccess a = BufferAccess::kReadWrite) {
     return request_buffer(m.addr(), m.bytes.size(), a);
   }
   caf::expected<BufferHandle> request_buffer(uint64_t addr, uint64_t size,
                                              BufferAccess a = BufferAccess::kReadWrite) {
     caf::expected<BufferHandle> out{caf::error{}};
-    (*self_)->request(manager(), 10s, request_buffer_atom::value, addr, size, uint8_t(a))
+    (*self_)
+        ->request(manager(), 10s, request_buffer_atom::value, addr, size, uint8_t(a))
         .receive([&](BufferHandle& h) { out = std::move(h); },
                  [&](caf::error& e) { out = std::move(e); });
     return out;
   }
   caf::expected<uint64_t> release(uint64_t id) {
     caf::expected<uint64_t> out{caf::error{}};
-    (*self_)->request(manager(), 10s, release_buffer_atom::value, id)
+    (*self_)
+        ->request(manager(), 10s, release_buffer_atom::value, id)
         .receive([&](uint64_t n) { out = n; }, [&](caf::error& e) { out = std::move(e); });
     return out;
   }
   caf::expected<TransferReply> transfer(const TransferOp& op, uint32_t timeout_ms = 20000) {
     caf::expected<TransferReply> out{caf::error{}};
-    (*self_)->request(manager(), std::chrono::milliseconds(timeout_ms + 10000),
-                      transfer_atom::value, op, timeout_ms)
+    (*self_)
+        ->request(manager(), std::chrono::milliseconds(timeout_ms + 10000), transfer_atom::value,
+                  op, timeout_ms)
         .receive([&](TransferReply& r) { out = std::move(r); },
                  [&](caf::error& e) { out = std::move(e); });
     return out;
@@ -93,8 +97,9 @@ public:
   caf::expected<std::vector<TransferOutcome>> batch(const std::vector<TransferOp>& ops,
                                                     uint32_t timeout_ms = 20000) {
     caf::expected<std::vector<TransferOutcome>> out{caf::error{}};
-    (*self_)->request(manager(), std::chrono::milliseconds(timeout_ms + 10000), batch_atom::value,
-                      ops, timeout_ms)
+    (*self_)
+        ->request(manager(), std::chrono::milliseconds(timeout_ms + 10000), batch_atom::value, ops,
+                  timeout_ms)
         .receive([&](std::vector<TransferOutcome>& r) { out = std::move(r); },
                  [&](caf::error& e) { out = std::move(e); });
     return out;
@@ -102,7 +107,8 @@ public:
   /// The manager's counters; a failed request fails the test (no zeros to compare against).
   ManagerStats stats() {
     ManagerStats out;
-    (*self_)->request(manager(), 10s, stats_atom::value)
+    (*self_)
+        ->request(manager(), 10s, stats_atom::value)
         .receive([&](ManagerStats& s) { out = std::move(s); },
                  [&](caf::error& e) { ADD_FAILURE() << "stats: " << error_message(e); });
     return out;
@@ -152,8 +158,8 @@ inline BufferHandle remote_view(TestNode& owner, TestNode& user, uint64_t addr, 
     return {};
   caf::scoped_actor self{user.node().system()};
   BufferHandle out;
-  self->request(*remote, 10s, dir_put_atom::value, name, *h).receive([](bool) {},
-                                                                     [](caf::error&) {});
+  self->request(*remote, 10s, dir_put_atom::value, name, *h)
+      .receive([](bool) {}, [](caf::error&) {});
   self->request(*remote, 10s, dir_get_atom::value, name, uint32_t{1000})
       .receive([&](BufferHandle& x) { out = std::move(x); },
                [&](caf::error& e) { ADD_FAILURE() << error_message(e); });
@@ -192,14 +198,13 @@ inline BufferHandle owned_by_mute(const BufferHandle& local, const caf::actor& m
 }
 
 /// Asserts that `e` failed with `code` and its message contains every fragment.
-#define EXPECT_RDMA_ERROR(e, code, ...)                                                   \
-  do {                                                                                    \
-    ASSERT_FALSE(e) << "expected an error";                                               \
-    EXPECT_EQ(::caf_rdma::error_code(e.error()), code)                                    \
-        << ::caf_rdma::error_message(e.error());                                          \
-    for (const char* frag : {__VA_ARGS__})                                                \
-      EXPECT_NE(::caf_rdma::error_message(e.error()).find(frag), std::string::npos)        \
-          << "'" << frag << "' not in: " << ::caf_rdma::error_message(e.error());          \
+#define EXPECT_RDMA_ERROR(e, code, ...)                                                         \
+  do {                                                                                          \
+    ASSERT_FALSE(e) << "expected an error";                                                     \
+    EXPECT_EQ(::caf_rdma::error_code(e.error()), code) << ::caf_rdma::error_message(e.error()); \
+    for (const char* frag : {__VA_ARGS__})                                                      \
+      EXPECT_NE(::caf_rdma::error_message(e.error()).find(frag), std::string::npos)             \
+          << "'" << frag << "' not in: " << ::caf_rdma::error_message(e.error());               \
   } while (false)
 
 }  // namespace caf_rdma::testing

@@ -129,8 +129,8 @@ TEST_F(ManagerTest, BadRequestsAreClearErrors) {
   // Unknown buffer id.
   BufferHandle bogus = *local;
   bogus.id = 999;
-  EXPECT_RDMA_ERROR(user_->transfer(make_write(bogus, remote)), ErrorCode::kUnknownBuffer,
-                    "999", "unknown");
+  EXPECT_RDMA_ERROR(user_->transfer(make_write(bogus, remote)), ErrorCode::kUnknownBuffer, "999",
+                    "unknown");
   // Size mismatch: a whole-span read needs local >= remote.
   EXPECT_RDMA_ERROR(user_->transfer(make_read(*local_small, remote)), ErrorCode::kSizeMismatch,
                     "local span (100 bytes", "remote span (4096 bytes");
@@ -147,8 +147,7 @@ TEST_F(ManagerTest, BadRequestsAreClearErrors) {
   // Zero size.
   EXPECT_RDMA_ERROR(user_->transfer(make_write(*local, remote, 0)), ErrorCode::kInvalidArgument,
                     "zero-size");
-  EXPECT_RDMA_ERROR(user_->request_buffer(src.addr(), 0), ErrorCode::kInvalidArgument,
-                    "size 0");
+  EXPECT_RDMA_ERROR(user_->request_buffer(src.addr(), 0), ErrorCode::kInvalidArgument, "size 0");
   // A local buffer must belong to the manager asked.
   EXPECT_RDMA_ERROR(user_->transfer(make_write(remote, *local)), ErrorCode::kInvalidArgument,
                     "not owned by");
@@ -223,13 +222,12 @@ TEST_F(ManagerTest, TimeoutsOfConcurrentTransfersEachFireOnTime) {
     threads.emplace_back([&, i] {
       caf::scoped_actor self{user_->node().system()};
       auto t0 = std::chrono::steady_clock::now();
-      self->request(user_->manager(), 20s, transfer_atom::value, make_write(*local, h),
-                    timeouts[i])
+      self->request(user_->manager(), 20s, transfer_atom::value, make_write(*local, h), timeouts[i])
           .receive([&](TransferReply&) { messages[i] = "unexpected success"; },
                    [&](caf::error& e) {
-                     messages[i] = error_code(e) == ErrorCode::kTimeout ? error_message(e)
-                                                                       : "other error: " +
-                                                                             error_message(e);
+                     messages[i] = error_code(e) == ErrorCode::kTimeout
+                                       ? error_message(e)
+                                       : "other error: " + error_message(e);
                    });
       took[i] = std::chrono::duration_cast<std::chrono::milliseconds>(
           std::chrono::steady_clock::now() - t0);
@@ -272,8 +270,7 @@ TEST_F(ManagerTest, ThirtyTwoActorsAtOnce) {
                               make_read(*hb, remote, kSlice, off, off), uint32_t{30000})
                     .then(
                         [=, &ok, &bad](TransferReply& r) {
-                          bool same =
-                              std::memcmp(back_bytes + off, src_bytes + off, kSlice) == 0;
+                          bool same = std::memcmp(back_bytes + off, src_bytes + off, kSlice) == 0;
                           if (same && r.path == expected_path())
                             ++ok;
                           else

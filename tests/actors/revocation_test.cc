@@ -59,8 +59,8 @@ TEST_F(RevocationTest, AReleasedHandleInsideALiveBufferGrantsNothing) {
     ASSERT_TRUE(released) << error_message(released.error());
 
     auto w = run(make_write(*local, sub), direct);
-    ASSERT_FALSE(w.ok()) << "a write through a released handle was accepted (path "
-                         << w->path << ")";
+    ASSERT_FALSE(w.ok()) << "a write through a released handle was accepted (path " << w->path
+                         << ")";
     EXPECT_EQ(w.error().code(), ErrorCode::kReleased) << w.error().to_string();
     EXPECT_NE(w.error().message().find("buffer " + std::to_string(sub.id)), std::string::npos)
         << w.error().message();
@@ -179,8 +179,7 @@ TEST_F(RevocationTest, AQuestionToAnOwnerThatDiesFailsWithPeerUnavailable) {
           [&](TransferOutcome&) { got.emplace(); });
     ASSERT_TRUE(got.has_value());
     EXPECT_EQ(error_code(*got), ErrorCode::kPeerUnavailable) << error_message(*got);
-    EXPECT_NE(error_message(*got).find("silent-owner:1"), std::string::npos)
-        << error_message(*got);
+    EXPECT_NE(error_message(*got).find("silent-owner:1"), std::string::npos) << error_message(*got);
   }
 }
 
@@ -202,8 +201,8 @@ TEST_F(VerifyModeTest, CorrectTransfersPassTheComparison) {
     SCOPED_TRACE(direct ? "RdmaClient direct lane" : "manager");
     for (uint64_t size : {uint64_t{1}, uint64_t{4096}, uint64_t{1} << 20}) {
       Memory remote_mem(size), src(size, 13), back(size);
-      BufferHandle remote = publish(remote_mem.addr(), size,
-                                    "v" + std::to_string(size) + (direct ? "d" : "m"));
+      BufferHandle remote =
+          publish(remote_mem.addr(), size, "v" + std::to_string(size) + (direct ? "d" : "m"));
       auto local = user_->request_buffer(src);
       auto local_back = user_->request_buffer(back);
       ASSERT_TRUE(local && local_back);

@@ -54,8 +54,8 @@ TEST_F(StreamTest, LargeTransfersTakeTheStreamAndLandExactly) {
   EXPECT_EQ(w->path, kPathFallback);
   EXPECT_EQ(w->bytes, kLen);
   Memory original(kSize, 3);
-  EXPECT_TRUE(std::equal(mine.bytes.begin() + 3, mine.bytes.begin() + 3 + kLen,
-                         theirs.bytes.begin() + 5));
+  EXPECT_TRUE(
+      std::equal(mine.bytes.begin() + 3, mine.bytes.begin() + 3 + kLen, theirs.bytes.begin() + 5));
   EXPECT_TRUE(std::equal(original.bytes.begin(), original.bytes.begin() + 5, theirs.bytes.begin()))
       << "bytes before the range were written";
   EXPECT_TRUE(std::equal(original.bytes.begin() + 5 + kLen, original.bytes.end(),
@@ -64,8 +64,8 @@ TEST_F(StreamTest, LargeTransfersTakeTheStreamAndLandExactly) {
 
   auto r = user_->transfer(make_read(*hb, remote, kLen, /*local_offset=*/11, /*remote_offset=*/5));
   ASSERT_TRUE(r) << error_message(r.error());
-  EXPECT_TRUE(std::equal(back.bytes.begin() + 11, back.bytes.begin() + 11 + kLen,
-                         mine.bytes.begin() + 3));
+  EXPECT_TRUE(
+      std::equal(back.bytes.begin() + 11, back.bytes.begin() + 11 + kLen, mine.bytes.begin() + 3));
   EXPECT_EQ(back.bytes[10], 0);
   EXPECT_EQ(back.bytes[11 + kLen], 0);
 
@@ -84,8 +84,8 @@ TEST_F(StreamTest, LargeTransfersTakeTheStreamAndLandExactly) {
   ASSERT_TRUE(small) << error_message(small.error());
   EXPECT_EQ(user_->stats().stream_ops, 2u);
   EXPECT_EQ(user_->stats().fallback_ops, 3u);
-  EXPECT_TRUE(std::equal(mine.bytes.begin(), mine.bytes.begin() + (64 << 10),
-                         theirs.bytes.begin()));
+  EXPECT_TRUE(
+      std::equal(mine.bytes.begin(), mine.bytes.begin() + (64 << 10), theirs.bytes.begin()));
 }
 
 TEST_F(StreamTest, ManyConcurrentStreamsEachLandInTheirOwnRange) {
@@ -188,15 +188,14 @@ TEST_F(StreamTest, ReleaseWaitsForAStreamInFlight) {
   self->send(user_->manager(), transfer_atom::value, make_read(*hm, remote), uint32_t{30000});
   self->send(user_->manager(), release_buffer_atom::value, hm->id);
   for (int i = 0; i < 2; ++i)
-    self->receive(
-        [&](TransferReply&) { transferred = true; },
-        [&](uint64_t n) {
-          EXPECT_EQ(n, kSize);
-          released = true;
-          release_after_transfer = transferred;
-        },
-        [&](caf::error& e) { ADD_FAILURE() << error_message(e); },
-        caf::after(std::chrono::seconds(60)) >> [&] { ADD_FAILURE() << "no reply"; });
+    self->receive([&](TransferReply&) { transferred = true; },
+                  [&](uint64_t n) {
+                    EXPECT_EQ(n, kSize);
+                    released = true;
+                    release_after_transfer = transferred;
+                  },
+                  [&](caf::error& e) { ADD_FAILURE() << error_message(e); },
+                  caf::after(std::chrono::seconds(60)) >> [&] { ADD_FAILURE() << "no reply"; });
   EXPECT_TRUE(transferred && released);
   EXPECT_TRUE(release_after_transfer);
   EXPECT_EQ(mine->bytes, theirs.bytes);

@@ -112,8 +112,8 @@ TEST_F(PeerGroupTest, SendRecvKeepsOrderAndBoundariesAcrossManyMailboxRounds) {
       if (!got.ok())
         problem = got.error().to_string();
       else if (*got != bytes_of(sizes[m], from * 100 + m))
-        problem = "message " + std::to_string(m) + " from rank " + std::to_string(from) +
-                  " has " + std::to_string(got->size()) + " bytes or wrong contents";
+        problem = "message " + std::to_string(m) + " from rank " + std::to_string(from) + " has " +
+                  std::to_string(got->size()) + " bytes or wrong contents";
     }
     sender.join();
     if (problem.empty() && g.last_path() != expected_path())
@@ -179,8 +179,7 @@ TEST_F(PeerGroupTest, BadRanksAndSilentPeersAreErrorsNotHangs) {
   Status c = g.all_to_all(in.data(), out.data(), 1);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.error().code(), ErrorCode::kTimeout) << c.error().to_string();
-  EXPECT_NE(c.error().message().find("data from rank 1"), std::string::npos)
-      << c.error().message();
+  EXPECT_NE(c.error().message().find("data from rank 1"), std::string::npos) << c.error().message();
 }
 
 TEST_F(PeerGroupTest, AMemberGoneBeforeACollectiveFailsItOnEveryOtherMemberNamingIt) {
@@ -225,8 +224,8 @@ TEST_F(PeerGroupTest, AfterAMemberIsGoneEvenCollectivesWithoutItFailAtOnceNaming
     return b.ok() ? "" : b.error().to_string();
   });
   for (uint32_t r = 0; r < 2; ++r) {
-    EXPECT_NE(errors[r].find("the group is broken"), std::string::npos) << "rank " << r << ": "
-                                                                       << errors[r];
+    EXPECT_NE(errors[r].find("the group is broken"), std::string::npos)
+        << "rank " << r << ": " << errors[r];
     EXPECT_NE(errors[r].find(gone_address), std::string::npos) << errors[r];
   }
   // Point to point between the live members still works.

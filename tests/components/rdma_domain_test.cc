@@ -51,7 +51,8 @@ TEST_F(DomainTest, LocalRegistrationsShareCoveringLocalRegionsOnly) {
   ASSERT_TRUE(remote_visible.ok());
   auto whole = domain_->register_local(mem.data(), mem.size());
   ASSERT_TRUE(whole.ok()) << whole.error().to_string();
-  EXPECT_NE(whole->region(), remote_visible->region()) << "local keys never come from a handle's region";
+  EXPECT_NE(whole->region(), remote_visible->region())
+      << "local keys never come from a handle's region";
   EXPECT_EQ(whole->access(), Access::kLocalWrite);
   auto part = domain_->register_local(mem.data() + 4096, 8192);
   ASSERT_TRUE(part.ok());

@@ -97,13 +97,13 @@ TEST_F(QueuePairTest, ThousandsOfAsyncOpsCompleteExactlyOnce) {
   std::vector<std::atomic<int>> calls(kOps);
   std::atomic<int> failures{0};
   for (int i = 0; i < kOps; ++i) {
-    Status st = a_->submit(RdmaOp::write({src.buffer, uint64_t(i) * 64, 64},
-                                         dst.buffer.remote(), uint64_t(i) * 64),
-                           [&, i](OpResult r) {
-                             calls[i]++;
-                             if (!r.status.ok())
-                               failures++;
-                           });
+    Status st = a_->submit(
+        RdmaOp::write({src.buffer, uint64_t(i) * 64, 64}, dst.buffer.remote(), uint64_t(i) * 64),
+        [&, i](OpResult r) {
+          calls[i]++;
+          if (!r.status.ok())
+            failures++;
+        });
     ASSERT_TRUE(st.ok()) << st.error().to_string();
   }
   auto deadline = std::chrono::steady_clock::now() + kTimeout;
@@ -197,7 +197,7 @@ TEST_F(QueuePairTest, AtomicsFetchAddAndCompareSwap) {
   for (RdmaQueuePair* q : {a_.get(), b_.get()})
     threads.emplace_back([q, &word] {
       for (int i = 0; i < 200; ++i)
-        (void) q->execute(RdmaOp::fetch_add(word.buffer.remote(), 8, 1), kTimeout);
+        (void)q->execute(RdmaOp::fetch_add(word.buffer.remote(), 8, 1), kTimeout);
     });
   for (auto& t : threads)
     t.join();
@@ -260,8 +260,7 @@ TEST_F(QueuePairTest, OutOfBoundsIsRefusedBeforePosting) {
   ASSERT_FALSE(local.ok());
   EXPECT_EQ(local.error().code(), ErrorCode::kOutOfBounds);
   EXPECT_NE(local.error().message().find("local source"), std::string::npos);
-  Status remote =
-      a_->submit(RdmaOp::write({src.buffer, 0, 4096}, dst.buffer.remote(), 1), nullptr);
+  Status remote = a_->submit(RdmaOp::write({src.buffer, 0, 4096}, dst.buffer.remote(), 1), nullptr);
   ASSERT_FALSE(remote.ok());
   EXPECT_EQ(remote.error().code(), ErrorCode::kOutOfBounds);
   EXPECT_NE(remote.error().message().find("remote destination"), std::string::npos);
@@ -320,15 +319,14 @@ TEST_F(QueuePairTest, TimeoutFlushesAndTheNextOpSucceeds) {
   // x is connected to `dead`, which is destroyed: nobody answers x's requests. Recovery
   // reconnects x to `live`.
   QpInfo dead_info = dead->local_info();
-  ASSERT_TRUE(x->connect(dead_info, [&](const QpInfo& mine) {
-                 return live->accept_reconnect(mine);
-               }).ok());
+  ASSERT_TRUE(
+      x->connect(dead_info, [&](const QpInfo& mine) { return live->accept_reconnect(mine); }).ok());
   dead.reset();
   Registered src = make(1 << 20, 6);
   Registered dst = make(1 << 20, 0);
   auto t0 = std::chrono::steady_clock::now();
-  OpResult w = x->execute(RdmaOp::write({src.buffer, 0, 1 << 20}, dst.buffer.remote()),
-                          milliseconds(100));
+  OpResult w =
+      x->execute(RdmaOp::write({src.buffer, 0, 1 << 20}, dst.buffer.remote()), milliseconds(100));
   auto took = std::chrono::steady_clock::now() - t0;
   ASSERT_FALSE(w.status.ok());
   EXPECT_EQ(w.status.error().code(), ErrorCode::kTimeout) << w.status.error().to_string();
@@ -402,8 +400,7 @@ TEST_F(QueuePairTest, TwoDomainsOnTwoDevicesExchangeData) {
   auto d1 = RdmaDomain::open(c1);
   ASSERT_TRUE(d0.ok()) << d0.error().to_string();
   ASSERT_TRUE(d1.ok()) << d1.error().to_string();
-  std::printf("domain 0: %s\ndomain 1: %s\n", (*d0)->describe().c_str(),
-              (*d1)->describe().c_str());
+  std::printf("domain 0: %s\ndomain 1: %s\n", (*d0)->describe().c_str(), (*d1)->describe().c_str());
   EXPECT_NE((*d0)->gid(), (*d1)->gid());
   auto q0 = make_qp({}, *d0);
   auto q1 = make_qp({}, *d1);

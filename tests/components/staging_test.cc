@@ -28,18 +28,21 @@ TEST(StagingPlanTest, ChunksCoverTheTransferInOrderWithinTheBounceSize) {
 TEST(GpuRegistrationTest, FirstAttemptThatWorksWinsAndLaterOnesAreNotTried) {
   int calls = 0;
   std::vector<RegistrationAttempt> attempts = {
-    {"dmabuf", [&]() -> Result<std::shared_ptr<MemoryRegion>> {
-       ++calls;
-       return Error(ErrorCode::kIbverbsCall, "ibv_reg_dmabuf_mr: Operation not supported");
-     }},
-    {"nvidia_peermem", [&]() -> Result<std::shared_ptr<MemoryRegion>> {
-       ++calls;
-       return std::shared_ptr<MemoryRegion>();  // "registered"
-     }},
-    {"never", [&]() -> Result<std::shared_ptr<MemoryRegion>> {
-       ADD_FAILURE() << "tried after a success";
-       return Error(ErrorCode::kInternal, "x");
-     }},
+      {"dmabuf",
+       [&]() -> Result<std::shared_ptr<MemoryRegion>> {
+         ++calls;
+         return Error(ErrorCode::kIbverbsCall, "ibv_reg_dmabuf_mr: Operation not supported");
+       }},
+      {"nvidia_peermem",
+       [&]() -> Result<std::shared_ptr<MemoryRegion>> {
+         ++calls;
+         return std::shared_ptr<MemoryRegion>();  // "registered"
+       }},
+      {"never",
+       [&]() -> Result<std::shared_ptr<MemoryRegion>> {
+         ADD_FAILURE() << "tried after a success";
+         return Error(ErrorCode::kInternal, "x");
+       }},
   };
   auto r = register_first_that_works(attempts, "GPU 0 memory 0x1000+4096");
   EXPECT_TRUE(r.ok());
@@ -48,19 +51,28 @@ TEST(GpuRegistrationTest, FirstAttemptThatWorksWinsAndLaterOnesAreNotTried) {
 
 TEST(GpuRegistrationTest, WhenNothingWorksTheErrorNamesEveryAttemptAndWhy) {
   std::vector<RegistrationAttempt> attempts = {
-    {"dmabuf", [] { return Result<std::shared_ptr<MemoryRegion>>(
-                        Error(ErrorCode::kCuda, "cuMemGetHandleForAddressRange failed: "
-                                                "CUDA_ERROR_NOT_SUPPORTED")); }},
-    {"nvidia_peermem", [] { return Result<std::shared_ptr<MemoryRegion>>(
-                                Error(ErrorCode::kIbverbsCall, "ibv_reg_mr: Bad address")); }},
+      {"dmabuf",
+       [] {
+         return Result<std::shared_ptr<MemoryRegion>>(Error(ErrorCode::kCuda,
+                                                            "cuMemGetHandleForAddressRange failed: "
+                                                            "CUDA_ERROR_NOT_SUPPORTED"));
+       }},
+      {"nvidia_peermem",
+       [] {
+         return Result<std::shared_ptr<MemoryRegion>>(
+             Error(ErrorCode::kIbverbsCall, "ibv_reg_mr: Bad address"));
+       }},
   };
   auto r = register_first_that_works(attempts, "GPU 1 memory 0x7f00+65536");
   ASSERT_FALSE(r.ok());
   const std::string& m = r.error().message();
-  EXPECT_NE(m.find("cannot register GPU 1 memory 0x7f00+65536 with the NIC"), std::string::npos) << m;
+  EXPECT_NE(m.find("cannot register GPU 1 memory 0x7f00+65536 with the NIC"), std::string::npos)
+      << m;
   EXPECT_NE(m.find("dmabuf: cuda: cuMemGetHandleForAddressRange failed: CUDA_ERROR_NOT_SUPPORTED"),
-            std::string::npos) << m;
-  EXPECT_NE(m.find("nvidia_peermem: ibverbs_call: ibv_reg_mr: Bad address"), std::string::npos) << m;
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("nvidia_peermem: ibverbs_call: ibv_reg_mr: Bad address"), std::string::npos)
+      << m;
   EXPECT_LT(m.find("dmabuf"), m.find("nvidia_peermem")) << "dmabuf is tried first";
 }
 

@@ -82,8 +82,8 @@ TEST_F(StreamChannelTest, WriteIntoTheOwnerAndReadOutOfItOverOneReusedConnection
   Served in;
   uint64_t t1 = server_->grant(owner.data() + 100, kSize, StreamDirection::kIntoOwner,
                                Clock::now() + 10s, in.fn());
-  ASSERT_TRUE(run_job(client, job_for(*server_, t1, StreamDirection::kIntoOwner, src.data(),
-                                      kSize)).ok());
+  ASSERT_TRUE(
+      run_job(client, job_for(*server_, t1, StreamDirection::kIntoOwner, src.data(), kSize)).ok());
   auto [st, bytes] = in.wait();
   EXPECT_TRUE(st.ok());
   EXPECT_EQ(bytes, kSize);
@@ -95,8 +95,9 @@ TEST_F(StreamChannelTest, WriteIntoTheOwnerAndReadOutOfItOverOneReusedConnection
   uint64_t t2 = server_->grant(owner.data() + 100, kSize, StreamDirection::kOutOfOwner,
                                Clock::now() + 10s, out.fn());
   EXPECT_NE(t1, t2);
-  ASSERT_TRUE(run_job(client, job_for(*server_, t2, StreamDirection::kOutOfOwner, back.data(),
-                                      kSize)).ok());
+  ASSERT_TRUE(
+      run_job(client, job_for(*server_, t2, StreamDirection::kOutOfOwner, back.data(), kSize))
+          .ok());
   EXPECT_EQ(out.wait().second, kSize);
   EXPECT_EQ(back, src);
   EXPECT_EQ(client.idle_connections(), 1u) << "both jobs should have used one connection";
@@ -109,28 +110,29 @@ TEST_F(StreamChannelTest, TokensAreSingleUseAndRevocable) {
   Served s;
   uint64_t t = server_->grant(owner.data(), owner.size(), StreamDirection::kIntoOwner,
                               Clock::now() + 10s, s.fn());
-  ASSERT_TRUE(run_job(client, job_for(*server_, t, StreamDirection::kIntoOwner, mine.data(),
-                                      mine.size())).ok());
+  ASSERT_TRUE(
+      run_job(client, job_for(*server_, t, StreamDirection::kIntoOwner, mine.data(), mine.size()))
+          .ok());
   s.wait();
   // Used once: a second use is refused, naming the grant; the connection stays usable.
-  Status again = run_job(client, job_for(*server_, t, StreamDirection::kIntoOwner, mine.data(),
-                                         mine.size()));
+  Status again =
+      run_job(client, job_for(*server_, t, StreamDirection::kIntoOwner, mine.data(), mine.size()));
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.error().code(), ErrorCode::kNotFound);
   EXPECT_NE(again.error().message().find("stream grant " + std::to_string(t) + " is unknown"),
-            std::string::npos) << again.error().message();
+            std::string::npos)
+      << again.error().message();
   EXPECT_EQ(client.idle_connections(), 1u);
 
   // Withdrawn before use: revoke says so once; the client is refused.
-  uint64_t t2 = server_->grant(owner.data(), owner.size(), StreamDirection::kOutOfOwner,
-                               Clock::now() + 10s, [](Status, uint64_t) {
-                                 ADD_FAILURE() << "a revoked grant reported completion";
-                               });
+  uint64_t t2 = server_->grant(
+      owner.data(), owner.size(), StreamDirection::kOutOfOwner, Clock::now() + 10s,
+      [](Status, uint64_t) { ADD_FAILURE() << "a revoked grant reported completion"; });
   EXPECT_EQ(server_->pending_grants(), 1u);
   EXPECT_TRUE(server_->revoke(t2));
   EXPECT_FALSE(server_->revoke(t2));
-  Status late = run_job(client, job_for(*server_, t2, StreamDirection::kOutOfOwner, mine.data(),
-                                        mine.size()));
+  Status late = run_job(
+      client, job_for(*server_, t2, StreamDirection::kOutOfOwner, mine.data(), mine.size()));
   ASSERT_FALSE(late.ok());
   EXPECT_EQ(late.error().code(), ErrorCode::kNotFound);
 }
@@ -139,14 +141,15 @@ TEST_F(StreamChannelTest, ARequestThatDoesNotMatchItsGrantIsRefusedAndReported) 
   std::vector<uint8_t> owner(8192, 3), mine(8192, 4);
   StreamClient client(1);
   Served s;
-  uint64_t t = server_->grant(owner.data(), 4096, StreamDirection::kOutOfOwner,
-                              Clock::now() + 10s, s.fn());
+  uint64_t t =
+      server_->grant(owner.data(), 4096, StreamDirection::kOutOfOwner, Clock::now() + 10s, s.fn());
   // Wrong direction (a write against a read grant): the owner's memory must stay untouched.
   Status st = run_job(client, job_for(*server_, t, StreamDirection::kIntoOwner, mine.data(), 4096));
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.error().code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(st.error().message().find("does not match its grant (out of the owner, 4096 bytes)"),
-            std::string::npos) << st.error().message();
+            std::string::npos)
+      << st.error().message();
   auto [served, bytes] = s.wait();
   EXPECT_FALSE(served.ok());
   EXPECT_EQ(bytes, 0u);
@@ -159,12 +162,13 @@ TEST_F(StreamChannelTest, AStalledClientTimesOutAtTheGrantsDeadline) {
   std::vector<uint8_t> owner(1 << 20);
   Served s;
   auto t0 = Clock::now();
-  uint64_t t = server_->grant(owner.data(), owner.size(), StreamDirection::kIntoOwner,
-                              t0 + 300ms, s.fn());
+  uint64_t t =
+      server_->grant(owner.data(), owner.size(), StreamDirection::kIntoOwner, t0 + 300ms, s.fn());
   auto sock = connect_tcp("127.0.0.1", server_->port(), t0 + 5s);
   ASSERT_TRUE(sock.ok()) << sock.error().to_string();
-  ASSERT_TRUE(write_request(*sock, StreamRequest{StreamDirection::kIntoOwner, t, owner.size()},
-                            t0 + 5s).ok());
+  ASSERT_TRUE(
+      write_request(*sock, StreamRequest{StreamDirection::kIntoOwner, t, owner.size()}, t0 + 5s)
+          .ok());
   auto go = read_status(*sock, t0 + 5s, "go");
   ASSERT_TRUE(go.ok() && go->ok());
   std::vector<uint8_t> half(owner.size() / 2, 1);
@@ -231,8 +235,8 @@ TEST_F(StreamChannelTest, StoppingTheOwnerFailsATransferInFlightAtOnce) {
   constexpr uint64_t kSize = 256ull << 20;
   std::vector<uint8_t> owner(kSize);
   std::promise<std::pair<Status, uint64_t>> outcome;
-  uint64_t t = server_->grant(owner.data(), kSize, StreamDirection::kOutOfOwner,
-                              Clock::now() + 60s, [&](Status st, uint64_t bytes) {
+  uint64_t t = server_->grant(owner.data(), kSize, StreamDirection::kOutOfOwner, Clock::now() + 60s,
+                              [&](Status st, uint64_t bytes) {
                                 outcome.set_value({std::move(st), bytes});
                               });
   auto s = connect_tcp(server_->host(), server_->port(), Clock::now() + 10s);
@@ -273,7 +277,7 @@ TEST_F(StreamChannelTest, AnOwnerThatStopsMidTransferFailsTheClientsJob) {
     if (!req.ok() || !write_status(*c, Status{}, Clock::now() + 10s).ok())
       return;
     std::vector<uint8_t> half(kSize / 2, 0x5A);
-    (void) send_all(*c, half.data(), half.size(), Clock::now() + 10s, "half");
+    (void)send_all(*c, half.data(), half.size(), Clock::now() + 10s, "half");
     c->close();  // the owner is gone mid-way
   });
   std::vector<uint8_t> mine(kSize, 0);
@@ -291,7 +295,7 @@ TEST_F(StreamChannelTest, AnOwnerThatStopsMidTransferFailsTheClientsJob) {
   j.done = [&p](Status st) { p.set_value(std::move(st)); };
   client.submit(std::move(j));
   auto ready = f.wait_for(10s);
-  (void) ::write(stopper[1], "x", 1);
+  (void)::write(stopper[1], "x", 1);
   fake_owner.join();
   ::close(stopper[0]);
   ::close(stopper[1]);

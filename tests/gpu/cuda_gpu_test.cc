@@ -44,7 +44,7 @@ public:
   }
   void TearDown() override {
     for (uint64_t p : allocations_)
-      (void) cuda_->free_device(p);
+      (void)cuda_->free_device(p);
   }
 
   uint64_t gpu_alloc(uint64_t n, uint32_t seed) {
@@ -134,8 +134,8 @@ TEST_F(CudaGpuTest, ManagersMoveGpuMemoryDirectlyWhereTheNicCan) {
 
 TEST_F(CudaGpuTest, ManagersStageGpuMemoryWhenGpuDirectIsUnavailable) {
   auto staged = std::make_shared<NoDirect>(cuda_device_memory());
-  gpu_round_trips(this, node(staged), node(staged), &CudaGpuTest::gpu_alloc,
-                  &CudaGpuTest::gpu_read, "staged");
+  gpu_round_trips(this, node(staged), node(staged), &CudaGpuTest::gpu_alloc, &CudaGpuTest::gpu_read,
+                  "staged");
 }
 
 }  // namespace

@@ -33,12 +33,12 @@ std::vector<uint8_t> value_of(uint64_t n, uint32_t seed) {
   return v;
 }
 
-#define EXPECT_ERROR(r, want, fragment)                                                   \
-  do {                                                                                    \
-    ASSERT_FALSE(r.ok()) << "expected " << to_string(want);                              \
-    EXPECT_EQ(r.error().code(), want) << r.error().to_string();                           \
-    EXPECT_NE(r.error().message().find(fragment), std::string::npos)                      \
-        << "'" << fragment << "' not in: " << r.error().message();                        \
+#define EXPECT_ERROR(r, want, fragment)                              \
+  do {                                                               \
+    ASSERT_FALSE(r.ok()) << "expected " << to_string(want);          \
+    EXPECT_EQ(r.error().code(), want) << r.error().to_string();      \
+    EXPECT_NE(r.error().message().find(fragment), std::string::npos) \
+        << "'" << fragment << "' not in: " << r.error().message();   \
   } while (false)
 
 class KvStoreTest : public ::testing::Test {
@@ -87,8 +87,10 @@ TEST_F(KvStoreTest, PutGetDeleteRoundTripsOnTheExpectedPath) {
   ASSERT_TRUE(client);
   auto s = client->session(0);
   std::vector<std::pair<std::string, std::vector<uint8_t>>> kv = {
-    {"one-byte", value_of(1, 1)}, {"page", value_of(4096, 2)},
-    {"odd/size", value_of((1 << 20) + 3, 3)}, {"empty", {}}};
+      {"one-byte", value_of(1, 1)},
+      {"page", value_of(4096, 2)},
+      {"odd/size", value_of((1 << 20) + 3, 3)},
+      {"empty", {}}};
   for (auto& [k, v] : kv) {
     auto r = s->put(k, v.data(), v.size());
     ASSERT_TRUE(r.ok()) << k << ": " << r.error().to_string();
@@ -155,7 +157,8 @@ TEST_F(KvStoreTest, EightConcurrentClientsEachSeeTheirOwnValues) {
           break;
         }
         auto g = s->get(key);
-        if (!g.ok() || g->length != v.size() || std::memcmp(s->slot_data(), v.data(), v.size()) != 0)
+        if (!g.ok() || g->length != v.size() ||
+            std::memcmp(s->slot_data(), v.data(), v.size()) != 0)
           errors[c] = "get " + key + ": " + (g.ok() ? "wrong bytes" : g.error().to_string());
       }
     });
@@ -211,8 +214,8 @@ TEST_F(KvStoreTest, FailedTransferLeavesTheOldValueIntactAndFreesTheNewBlock) {
                  .request_buffer(other.data(), other.size());
   ASSERT_TRUE(reg.ok()) << reg.error().to_string();
   caf::scoped_actor self{client->node().system()};
-  auto remote = client->node().system().middleman().remote_actor<server_actor>(
-      "127.0.0.1", server_->port());
+  auto remote =
+      client->node().system().middleman().remote_actor<server_actor>("127.0.0.1", server_->port());
   ASSERT_TRUE(remote);
   caf::error err;
   self->request(*remote, 30s, put_atom::value, std::string("k"), *reg, uint64_t(4000),

@@ -43,8 +43,9 @@ TEST(PcieTopologyTest, DistanceCountsHopsThroughTheDeepestCommonBridge) {
   std::string root = "/sys/devices/pci0000:00/0000:00:01.0";
   EXPECT_EQ(pcie_distance(root + "/0000:01:00.0", root + "/0000:01:00.1"), 2);
   EXPECT_EQ(pcie_distance(root + "/0000:01:00.0/0000:02:00.0", root + "/0000:01:00.1"), 3);
-  EXPECT_EQ(pcie_distance(root + "/0000:01:00.0", "/sys/devices/pci0000:80/0000:80:02.0/0000:81:00.0"),
-            6);
+  EXPECT_EQ(
+      pcie_distance(root + "/0000:01:00.0", "/sys/devices/pci0000:80/0000:80:02.0/0000:81:00.0"),
+      6);
   EXPECT_EQ(pcie_distance(root, ""), -1);
 }
 
@@ -87,8 +88,8 @@ protected:
 };
 
 TEST_F(SysfsFixture, NicsRankClosestFirstTiesByNameSoftwareDevicesLast) {
-  auto ranked = rank_nics_by_distance(sys_, "0000:02:00.0",
-                                      {"rxe0", "mlx5_3", "mlx5_1", "mlx5_2", "mlx5_0"});
+  auto ranked =
+      rank_nics_by_distance(sys_, "0000:02:00.0", {"rxe0", "mlx5_3", "mlx5_1", "mlx5_2", "mlx5_0"});
   ASSERT_EQ(ranked.size(), 5u);
   EXPECT_EQ(ranked[0].name, "mlx5_0");  // same PCIe switch
   EXPECT_EQ(ranked[0].distance, 2);
