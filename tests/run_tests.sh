@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (README quick start, second command):
 #   1. installs missing Debian packages (third_party/install_deps.sh) and builds the VM image;
+#      checks the sources' layout (tests/lint/check_format.sh, .clang-format);
 #   2. native lane:  `bazel test //...`  (rdma-tagged tests report a visible SKIP without a device);
 #   3. VM lane:      `bazel test --config=rxe //...`  (the rdma-tagged tests, inside the Soft-RoCE
 #                    VM, one VM boot per test binary; a skip there is a failure);
@@ -24,6 +25,10 @@ stamp "installing dependencies"
 bash third_party/install_deps.sh || { echo "run_tests: dependency installation failed" >&2; exit 1; }
 stamp "building the Soft-RoCE VM image"
 bash tests/rxe_vm/build_image.sh || { echo "run_tests: VM image build failed" >&2; exit 1; }
+
+stamp "format: tests/lint/check_format.sh"
+bash tests/lint/check_format.sh
+format_rc=$?
 
 stamp "native lane: bazel test //..."
 lane_start
@@ -81,9 +86,9 @@ echo "================ totals ================"
 grep -h '^lane ' $sums
 rm -f $sums
 stamp "lane durations:$durations"
-stamp "done: native bazel exit $native_rc, VM lane bazel exit $rxe_rc, cuda lane exit $cuda_rc, stress exit $stress_rc"
+stamp "done: native bazel exit $native_rc, VM lane bazel exit $rxe_rc, cuda lane exit $cuda_rc, stress exit $stress_rc, format exit $format_rc"
 if [ $native_rc -ne 0 ] || [ $rxe_rc -ne 0 ] || [ $native_sum_rc -ne 0 ] || [ $rxe_sum_rc -ne 0 ] ||
-   [ $cuda_rc -ne 0 ] || [ $cuda_sum_rc -ne 0 ] || [ $stress_rc -ne 0 ]; then
+   [ $cuda_rc -ne 0 ] || [ $cuda_sum_rc -ne 0 ] || [ $stress_rc -ne 0 ] || [ $format_rc -ne 0 ]; then
   echo "run_tests: FAILED" >&2
   exit 1
 fi

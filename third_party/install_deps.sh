@@ -16,6 +16,8 @@ kPackages=(
   qemu-system-x86 busybox-static cpio kmod gzip xz-utils
   # benchmarks: plots
   python3 python3-matplotlib
+  # lint (tests/lint)
+  clang-format-14
 )
 
 missing=()
