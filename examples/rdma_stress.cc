@@ -395,22 +395,36 @@ int Child::run() {
     return fail("registering the target buffer: " + mine.error().to_string());
   if (Status st = me.put("target", *mine); !st.ok())
     return fail(st.error().to_string());
+  // Two CAF 0.17 nodes that dial each other at the same moment can lose both connections (each
+  // side drops one as redundant): first every rank dials the lower ranks only, and only when
+  // all have (the parent's "go") the higher ones, whose connections then exist already.
   for (int r = 0; r < o_.procs; ++r) {
     auto p = std::make_unique<Peer>();
     p->rank = r;
     p->name = "127.0.0.1:" + std::to_string(ports[r]);
-    if (r != o_.child) {
-      auto m = node_->remote_manager("127.0.0.1", ports[r]);
-      if (!m.ok())
-        return fail(m.error().to_string());
-      p->manager = *m;
-      auto h = RdmaClient(node_->system(), *m, false).get("target", kTimeoutMs);
-      if (!h.ok())
-        return fail("target of rank " + std::to_string(r) + ": " + h.error().to_string());
-      p->target = *h;
-    }
     peers_.push_back(std::move(p));
   }
+  auto meet = [&](int r) -> std::string {
+    auto m = node_->remote_manager("127.0.0.1", ports[r]);
+    if (!m.ok())
+      return m.error().to_string();
+    peers_[r]->manager = *m;
+    auto h = RdmaClient(node_->system(), *m, false).get("target", kTimeoutMs);
+    if (!h.ok())
+      return "target of rank " + std::to_string(r) + ": " + h.error().to_string();
+    peers_[r]->target = *h;
+    return "";
+  };
+  for (int r = 0; r < o_.child; ++r)
+    if (auto e = meet(r); !e.empty())
+      return fail(e);
+  std::printf("dialed\n");
+  std::fflush(stdout);
+  if (std::fgets(line, sizeof(line), stdin) == nullptr || std::string(line) != "go\n")
+    return fail("no go from the parent");
+  for (int r = o_.child + 1; r < o_.procs; ++r)
+    if (auto e = meet(r); !e.empty())
+      return fail(e);
   std::printf("ready\n");
   std::fflush(stdout);
   std::thread churn([this] { churner(); });
@@ -513,6 +527,17 @@ int parent_main(const Options& o) {
   }
   for (auto& k : kids)
     if (Status st = k.write_line(peers); !st.ok())
+      return std::fprintf(stderr, "rdma_stress: %s\n", st.error().to_string().c_str()), 2;
+  // Each dials the lower ranks, then, once all have, the higher ones (see Child::run).
+  for (auto& k : kids) {
+    auto l = k.read_line(300s);
+    if (!l.ok() || *l != "dialed")
+      return std::fprintf(stderr, "rdma_stress: %s did not reach the lower ranks: %s\n",
+                          k.name().c_str(), l.ok() ? l->c_str() : l.error().to_string().c_str()),
+             2;
+  }
+  for (auto& k : kids)
+    if (Status st = k.write_line("go"); !st.ok())
       return std::fprintf(stderr, "rdma_stress: %s\n", st.error().to_string().c_str()), 2;
   for (auto& k : kids) {
     auto l = k.read_line(300s);
