@@ -203,37 +203,29 @@ std::function<void(const caf::error&)> ManagerState::take_question(const caf::ac
   return f;
 }
 
+caf::error ManagerState::no_owner_error(const BufferHandle& remote) const {
+  return make_rdma_error(ErrorCode::kInvalidArgument,
+                         "handle " + describe(remote) + " names no owner");
+}
+
 caf::result<TransferOutcome> ManagerState::ask_owner_check(const BufferHandle& remote,
                                                            uint64_t offset, uint64_t length,
                                                            uint8_t kind) {
   if (!remote.owner)
-    return make_rdma_error(ErrorCode::kInvalidArgument,
-                           "handle " + describe(remote) + " names no owner");
+    return no_owner_error(remote);
   if (remote.owner.address() == self_->address())
     return check_access(remote.id, offset, length, kind);
-  auto rp = self_->make_response_promise<TransferOutcome>();
-  ask_peer<TransferOutcome>(
-      remote.owner, remote.owner_name, options_.handshake_timeout,
-      [rp](TransferOutcome& x) mutable { rp.deliver(std::move(x)); },
-      [rp](const caf::error& e) mutable { rp.deliver(e); }, buf_check_atom::value, remote.id,
-      offset, length, kind);
-  return rp;
+  return relay_to_owner<TransferOutcome>(remote, buf_check_atom::value, remote.id, offset, length,
+                                         kind);
 }
 
 caf::result<uint64_t> ManagerState::ask_owner_checksum(const BufferHandle& remote, uint64_t offset,
                                                        uint64_t length) {
   if (!remote.owner)
-    return make_rdma_error(ErrorCode::kInvalidArgument,
-                           "handle " + describe(remote) + " names no owner");
+    return no_owner_error(remote);
   if (remote.owner.address() == self_->address())
     return checksum(remote.id, offset, length);
-  auto rp = self_->make_response_promise<uint64_t>();
-  ask_peer<uint64_t>(
-      remote.owner, remote.owner_name, options_.handshake_timeout,
-      [rp](uint64_t& x) mutable { rp.deliver(x); },
-      [rp](const caf::error& e) mutable { rp.deliver(e); }, checksum_atom::value, remote.id, offset,
-      length);
-  return rp;
+  return relay_to_owner<uint64_t>(remote, checksum_atom::value, remote.id, offset, length);
 }
 
 void ManagerState::on_down(const caf::down_msg& msg) {

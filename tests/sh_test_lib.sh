@@ -3,6 +3,10 @@
 #   $path                                       the reply path expected in this mode
 #   record NAME passed|failed|skipped MESSAGE   adds a test case (failures/skipped are counted)
 #   write_xml                                   writes them to $xml for run_tests.sh's listing
+#   run_case NAME LIMIT EXPECTED... -- COMMAND...
+#                                               runs COMMAND (at most LIMIT seconds), prints its
+#                                               output, records NAME passed only if it exited 0
+#                                               and its output matches every EXPECTED (grep)
 #   skip_without_device NAME...                 in rdma mode on a host without an RDMA device:
 #                                               records every NAME as skipped with the reason and
 #                                               exits 0 (exits 1 under CAF_RDMA_REQUIRE_DEVICE=1)
@@ -30,6 +34,27 @@ write_xml() {
     printf '%s\n' "${cases[@]}"
     echo "</testsuite></testsuites>"
   } > "$xml"
+}
+
+run_case() {
+  local name=$1 limit=$2; shift 2
+  local expects=()
+  while [ "$1" != -- ]; do expects+=("$1"); shift; done
+  shift
+  echo "=== $name: $*"
+  local out rc e
+  out=$(timeout "$limit" "$@" 2>&1)
+  rc=$?
+  echo "$out"
+  if [ $rc -ne 0 ]; then
+    record "$name" failed "exit code $rc"; return
+  fi
+  for e in "${expects[@]}"; do
+    if ! grep -q -- "$e" <<<"$out"; then
+      record "$name" failed "output lacks '$e'"; return
+    fi
+  done
+  record "$name" passed ""
 }
 
 skip_without_device() {

@@ -260,6 +260,18 @@ private:
                 f(err);
             });
   }
+  /// Asks the owner of `remote` (a peer manager) with `xs` and relays its answer or error (as
+  /// ask_peer: peer_unavailable at once if it is or goes down).
+  template <class T, class... Ts>
+  caf::result<T> relay_to_owner(const BufferHandle& remote, Ts&&... xs) {
+    auto rp = self_->make_response_promise<T>();
+    ask_peer<T>(
+        remote.owner, remote.owner_name, options_.handshake_timeout,
+        [rp](T& x) mutable { rp.deliver(std::move(x)); },
+        [rp](const caf::error& e) mutable { rp.deliver(e); }, std::forward<Ts>(xs)...);
+    return rp;
+  }
+  caf::error no_owner_error(const BufferHandle& remote) const;
   /// The fail callback of question `q` to peer `key`, removed; empty if already answered.
   std::function<void(const caf::error&)> take_question(const caf::actor_addr& key, uint64_t q);
   QpInfoMsg to_msg(const QpInfo& info, uint64_t lane = 0) const;

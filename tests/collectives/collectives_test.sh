@@ -12,25 +12,12 @@ source "$(dirname "$0")/../sh_test_lib.sh"
 skip_without_device four_ranks_verified root_dies_others_name_it member_dies_others_name_it \
   eight_ranks_verified
 
-run() {  # name expected-line... -- args
+run() {  # name expected-line... -- collectives args
   local name=$1; shift
-  local expects=()
-  while [ "$1" != -- ]; do expects+=("$1"); shift; done
+  local args=()
+  while [ "$1" != -- ]; do args+=("$1"); shift; done
   shift
-  echo "=== $name: collectives $*"
-  local out rc
-  out=$(timeout 400 "$bin" "$@" 2>&1)
-  rc=$?
-  echo "$out"
-  if [ $rc -ne 0 ]; then
-    record "$name" failed "exit code $rc"; return
-  fi
-  for e in "${expects[@]}"; do
-    if ! grep -q -- "$e" <<<"$out"; then
-      record "$name" failed "output lacks '$e'"; return
-    fi
-  done
-  record "$name" passed ""
+  run_case "$name" 400 "${args[@]}" -- "$bin" "$@"
 }
 
 run four_ranks_verified "collectives: OK: 4 ranks" "rank 3: all-to-all .*(path $path) verified x2" \

@@ -50,17 +50,23 @@ Status run_job(StreamClient& client, StreamJob job) {
   return f.get();
 }
 
-StreamJob job_for(const StreamServer& server, uint64_t token, StreamDirection dir, uint8_t* addr,
-                  uint64_t length, std::chrono::milliseconds limit = 10s) {
+/// A job for grant `token` at host:port, due `limit` from now.
+StreamJob job_to(const std::string& host, uint16_t port, uint64_t token, StreamDirection dir,
+                 uint8_t* addr, uint64_t length, std::chrono::milliseconds limit) {
   StreamJob j;
-  j.host = server.host();
-  j.port = server.port();
+  j.host = host;
+  j.port = port;
   j.token = token;
   j.direction = dir;
   j.addr = addr;
   j.length = length;
   j.deadline = Clock::now() + limit;
   return j;
+}
+
+StreamJob job_for(const StreamServer& server, uint64_t token, StreamDirection dir, uint8_t* addr,
+                  uint64_t length, std::chrono::milliseconds limit = 10s) {
+  return job_to(server.host(), server.port(), token, dir, addr, length, limit);
 }
 
 class StreamChannelTest : public ::testing::Test {
@@ -192,16 +198,9 @@ TEST_F(StreamChannelTest, AClientWaitingOnASilentOwnerTimesOutAtItsDeadline) {
   ASSERT_TRUE(port.ok());
   StreamClient client(1);
   std::vector<uint8_t> mine(1 << 20);
-  StreamJob j;
-  j.host = "127.0.0.1";
-  j.port = *port;
-  j.token = 42;
-  j.direction = StreamDirection::kOutOfOwner;
-  j.addr = mine.data();
-  j.length = mine.size();
-  j.deadline = Clock::now() + 300ms;
   auto t0 = Clock::now();
-  Status st = run_job(client, std::move(j));
+  Status st = run_job(client, job_to("127.0.0.1", *port, 42, StreamDirection::kOutOfOwner,
+                                     mine.data(), mine.size(), 300ms));
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.error().code(), ErrorCode::kTimeout) << st.error().to_string();
   EXPECT_NE(st.error().message().find("127.0.0.1:" + std::to_string(*port)), std::string::npos)
@@ -284,14 +283,8 @@ TEST_F(StreamChannelTest, AnOwnerThatStopsMidTransferFailsTheClientsJob) {
   StreamClient client(1);
   std::promise<Status> p;
   auto f = p.get_future();
-  StreamJob j;
-  j.host = "127.0.0.1";
-  j.port = *port;
-  j.token = 42;
-  j.direction = StreamDirection::kOutOfOwner;
-  j.addr = mine.data();
-  j.length = kSize;
-  j.deadline = Clock::now() + 60s;
+  StreamJob j =
+      job_to("127.0.0.1", *port, 42, StreamDirection::kOutOfOwner, mine.data(), kSize, 60s);
   j.done = [&p](Status st) { p.set_value(std::move(st)); };
   client.submit(std::move(j));
   auto ready = f.wait_for(10s);
