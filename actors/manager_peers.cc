@@ -86,10 +86,12 @@ void ManagerState::drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp)
     poller_->remove(qp.get());
   // Keep it alive until both references are gone; the last one destroys the QP (the NIC
   // stops, and anything still outstanding completes with an error).
-  auto keep = qp;
-  if (peer.initiated == qp)
+  // `qp` may be one of the two members reset below; the copy keeps the QP alive and the
+  // comparisons valid (hence the NOLINT: the copy is the point).
+  std::shared_ptr<RdmaQueuePair> keep = qp;  // NOLINT(performance-unnecessary-copy-initialization)
+  if (peer.initiated == keep)
     peer.initiated.reset();
-  if (peer.accepted == qp)
+  if (peer.accepted == keep)
     peer.accepted.reset();
 }
 
@@ -149,7 +151,7 @@ void ManagerState::handshake(const caf::actor_addr& key) {
           });
 }
 
-caf::result<QpInfoMsg> ManagerState::accept_connect(QpInfoMsg remote) {
+caf::result<QpInfoMsg> ManagerState::accept_connect(const QpInfoMsg& remote) {
   if (!domain_)
     return make_rdma_error(ErrorCode::kNoDevice,
                            "manager " + options_.name + " has no RDMA device: " + no_rdma_reason_);

@@ -28,7 +28,7 @@ caf::result<StreamGrantMsg> ManagerState::stream_grant(uint64_t id, uint64_t off
   uint64_t token =
       stream_server_->grant(reinterpret_cast<uint8_t*>(buf.addr) + offset, length,
                             write ? StreamDirection::kIntoOwner : StreamDirection::kOutOfOwner,
-                            deadline, [me, id](Status, uint64_t bytes) {
+                            deadline, [me, id](const Status&, uint64_t bytes) {
                               if (auto h = caf::actor_cast<caf::actor>(me))
                                 caf::anon_send(h, stream_served_atom::value, id, bytes);
                             });
@@ -99,7 +99,7 @@ void ManagerState::start_stream(uint64_t ticket, uint32_t index) {
                 std::chrono::steady_clock::now() + std::chrono::milliseconds(it->second.timeout_ms);
             caf::actor_addr me = self_->address();
             uint64_t local_id = o.op.local.id;
-            job.done = [me, ticket, index, local_id](Status st) {
+            job.done = [me, ticket, index, local_id](const Status& st) {
               TransferOutcome out = st.ok() ? TransferOutcome{} : outcome_of(st.error());
               if (auto h = caf::actor_cast<caf::actor>(me))
                 caf::anon_send(h, stream_done_atom::value, ticket, index, local_id, std::move(out));

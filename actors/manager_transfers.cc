@@ -301,7 +301,7 @@ void ManagerState::op_done(uint64_t ticket, uint32_t index, TransferOutcome outc
       return explain_refusal(ticket, index, std::move(outcome));
     }
   } else if (options_.verify && o.path == OpPath::kRdma && !o.staged) {
-    return verify_op(ticket, index, std::move(outcome));
+    return verify_op(ticket, index);
   }
   finish_op(ticket, index, std::move(outcome));
 }
@@ -335,7 +335,7 @@ void ManagerState::explain_refusal(uint64_t ticket, uint32_t index, TransferOutc
       buf_check_atom::value, op.remote.id, op.remote_offset, o.length, op.kind);
 }
 
-void ManagerState::verify_op(uint64_t ticket, uint32_t index, TransferOutcome outcome) {
+void ManagerState::verify_op(uint64_t ticket, uint32_t index) {
   OpTrack& o = transfers_.at(ticket).ops[index];
   const TransferOp& op = o.op;
   auto mine = local_checksum(buffers_.at(op.local.id), op.local_offset, o.length);
@@ -490,7 +490,7 @@ void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
   std::shared_ptr<std::atomic<bool>> landed;
   if (poll_inline)
     landed = std::make_shared<std::atomic<bool>>(false);
-  auto callback = [me, ticket, index, landed](OpResult r) {
+  auto callback = [me, ticket, index, landed](const OpResult& r) {
     TransferOutcome out;
     if (!r.status.ok()) {
       out.code = static_cast<uint8_t>(r.status.error().code());

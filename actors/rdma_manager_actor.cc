@@ -97,9 +97,7 @@ rdma_manager_actor::behavior_type manager(detail::ManagerState::Self self, Manag
       [=](batch_atom, std::vector<TransferOp> ops, uint32_t timeout_ms) {
         return self->state.batch(std::move(ops), timeout_ms);
       },
-      [=](qp_connect_atom, QpInfoMsg remote) {
-        return self->state.accept_connect(std::move(remote));
-      },
+      [=](qp_connect_atom, const QpInfoMsg& remote) { return self->state.accept_connect(remote); },
       [=](fetch_atom, uint64_t id, uint64_t offset, uint64_t length) {
         return self->state.fetch(id, offset, length);
       },
@@ -109,10 +107,10 @@ rdma_manager_actor::behavior_type manager(detail::ManagerState::Self self, Manag
       [=](lane_open_atom, BufferHandle remote, uint32_t timeout_ms) {
         return self->state.open_lane(std::move(remote), timeout_ms);
       },
-      [=](lane_drop_atom, uint64_t lane, caf::actor initiator) {
+      [=](lane_drop_atom, uint64_t lane, const caf::actor& initiator) {
         self->state.drop_lane(lane, initiator);
       },
-      [=](peer_state_atom, caf::actor peer) -> caf::result<std::string> {
+      [=](peer_state_atom, const caf::actor& peer) -> caf::result<std::string> {
         return self->state.peer_state(peer);
       },
       [=](stats_atom) -> caf::result<ManagerStats> { return self->state.stats(); },
@@ -120,8 +118,8 @@ rdma_manager_actor::behavior_type manager(detail::ManagerState::Self self, Manag
       [=](dir_put_atom, std::string key, BufferHandle h) {
         return self->state.dir_put(std::move(key), std::move(h));
       },
-      [=](dir_get_atom, std::string key, uint32_t wait_ms) {
-        return self->state.dir_get(std::move(key), wait_ms);
+      [=](dir_get_atom, const std::string& key, uint32_t wait_ms) {
+        return self->state.dir_get(key, wait_ms);
       },
       [=](op_done_atom, uint64_t ticket, uint32_t index, TransferOutcome outcome, uint8_t fault) {
         self->state.op_done(ticket, index, std::move(outcome), static_cast<OpFault>(fault));
@@ -157,7 +155,9 @@ rdma_manager_actor::behavior_type manager(detail::ManagerState::Self self, Manag
       [=](op_tick_atom, int64_t at) { self->state.deadline_tick(at); },
       [=](lane_close_atom, uint64_t lane) { self->state.close_lane(lane); },
       [=](lane_idle_atom, uint64_t id) { self->state.lane_idle(id); },
-      [=](dir_timeout_atom, std::string key, uint64_t id) { self->state.dir_timeout(key, id); },
+      [=](dir_timeout_atom, const std::string& key, uint64_t id) {
+        self->state.dir_timeout(key, id);
+      },
   };
 }
 
@@ -238,7 +238,7 @@ caf::result<bool> ManagerState::dir_put(std::string key, BufferHandle h) {
   return true;
 }
 
-caf::result<BufferHandle> ManagerState::dir_get(std::string key, uint32_t wait_ms) {
+caf::result<BufferHandle> ManagerState::dir_get(const std::string& key, uint32_t wait_ms) {
   auto it = directory_.find(key);
   if (it != directory_.end())
     return it->second;

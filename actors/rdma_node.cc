@@ -10,7 +10,7 @@
 
 namespace caf_rdma {
 
-Result<std::unique_ptr<RdmaNode>> RdmaNode::start(NodeOptions options) {
+Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
   std::unique_ptr<RdmaNode> node(new RdmaNode());
   node->config_ = std::make_unique<caf::actor_system_config>();
   add_message_types(*node->config_);
@@ -18,7 +18,7 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(NodeOptions options) {
   if (options.scheduler_threads > 0)
     node->config_->set("scheduler.max-threads", options.scheduler_threads);
   if (const char* policy = std::getenv("CAF_RDMA_SCHEDULER"); policy != nullptr && *policy)
-    node->config_->set("scheduler.policy", caf::atom_from_string(policy));
+    node->config_->set("scheduler.policy", caf::atom_from_string(std::string(policy)));
   if (options.configure)
     options.configure(*node->config_);
   node->system_ = std::make_unique<caf::actor_system>(*node->config_);

@@ -31,7 +31,7 @@ class RdmaNode {
 public:
   /// Starts the node: actor system (with caf-rdma's message types and the io middleman),
   /// manager, and publication. Errors name the step that failed.
-  static Result<std::unique_ptr<RdmaNode>> start(NodeOptions options);
+  static Result<std::unique_ptr<RdmaNode>> start(const NodeOptions& options);
 
   /// Shuts the manager down, then the actor system.
   ~RdmaNode();

@@ -27,7 +27,7 @@ Result<std::shared_ptr<MemoryRegion>> register_first_that_works(
 
 /// The GPUDirect attempts for [addr, addr + size) of GPU memory described by `info`.
 std::vector<RegistrationAttempt> gpudirect_attempts(const CudaDriver& cuda,
-                                                    std::shared_ptr<ProtectionDomain> pd,
+                                                    const std::shared_ptr<ProtectionDomain>& pd,
                                                     const PointerInfo& info, uint64_t addr,
                                                     uint64_t size, Access access);
 

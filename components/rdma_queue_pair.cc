@@ -37,12 +37,13 @@ struct RdmaQueuePair::Op {
 RdmaQueuePair::RdmaQueuePair(std::shared_ptr<RdmaDomain> domain, Options options)
     : domain_(std::move(domain)), options_(options) {}
 
-Result<std::unique_ptr<RdmaQueuePair>> RdmaQueuePair::create(std::shared_ptr<RdmaDomain> domain) {
-  return create(std::move(domain), Options{});
+Result<std::unique_ptr<RdmaQueuePair>> RdmaQueuePair::create(
+    const std::shared_ptr<RdmaDomain>& domain) {
+  return create(domain, Options{});
 }
 
-Result<std::unique_ptr<RdmaQueuePair>> RdmaQueuePair::create(std::shared_ptr<RdmaDomain> domain,
-                                                             Options options) {
+Result<std::unique_ptr<RdmaQueuePair>> RdmaQueuePair::create(
+    const std::shared_ptr<RdmaDomain>& domain, Options options) {
   std::unique_ptr<RdmaQueuePair> q(new RdmaQueuePair(domain, options));
   const IbverbsConfig& config = domain->config();
   CAF_RDMA_ASSIGN_OR_RETURN(

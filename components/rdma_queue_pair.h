@@ -63,9 +63,9 @@ public:
     uint64_t recoveries = 0;
   };
 
-  static Result<std::unique_ptr<RdmaQueuePair>> create(std::shared_ptr<RdmaDomain> domain,
+  static Result<std::unique_ptr<RdmaQueuePair>> create(const std::shared_ptr<RdmaDomain>& domain,
                                                        Options options);
-  static Result<std::unique_ptr<RdmaQueuePair>> create(std::shared_ptr<RdmaDomain> domain);
+  static Result<std::unique_ptr<RdmaQueuePair>> create(const std::shared_ptr<RdmaDomain>& domain);
 
   /// Destroys the QP; ops still outstanding complete with an error saying so.
   ~RdmaQueuePair();

@@ -22,7 +22,7 @@ Error errno_error(const std::string& what, int err) {
                            err == EHOSTUNREACH || err == ENETUNREACH || err == ECONNABORTED
                        ? ErrorCode::kPeerUnavailable
                        : ErrorCode::kInternal;
-  return Error(code, what + ": " + std::strerror(err));
+  return Error(code, what + ": " + errno_string(err));
 }
 
 Result<sockaddr_in> ipv4(const std::string& host, uint16_t port) {
@@ -65,7 +65,7 @@ Result<bool> wait_ready(int fd, short events, Deadline deadline) {
       continue;
     }
     if (errno != EINTR)
-      return Error(ErrorCode::kInternal, std::string("poll: ") + std::strerror(errno));
+      return Error(ErrorCode::kInternal, std::string("poll: ") + errno_string(errno));
   }
 }
 

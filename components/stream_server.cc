@@ -16,8 +16,7 @@ Result<std::unique_ptr<StreamServer>> StreamServer::start(const std::string& hos
   CAF_RDMA_ASSIGN_OR_RETURN(uint16_t port, local_port(*listener));
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0)
-    return Error(ErrorCode::kInternal,
-                 std::string("stream channel: pipe: ") + std::strerror(errno));
+    return Error(ErrorCode::kInternal, std::string("stream channel: pipe: ") + errno_string(errno));
   return std::unique_ptr<StreamServer>(
       new StreamServer(host, std::move(*listener), port, p[0], p[1]));
 }

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -28,31 +29,51 @@ Result<ChildProcess> ChildProcess::start(const std::vector<std::string>& argv,
     return Error(ErrorCode::kInvalidArgument, "ChildProcess::start without argv");
   int fds[2], in[2];
   if (::pipe2(fds, O_CLOEXEC) != 0)
-    return Error(ErrorCode::kInternal, std::string("pipe2 failed: ") + std::strerror(errno));
+    return Error(ErrorCode::kInternal, std::string("pipe2 failed: ") + errno_string(errno));
   if (::pipe2(in, O_CLOEXEC) != 0) {
     ::close(fds[0]);
     ::close(fds[1]);
-    return Error(ErrorCode::kInternal, std::string("pipe2 failed: ") + std::strerror(errno));
+    return Error(ErrorCode::kInternal, std::string("pipe2 failed: ") + errno_string(errno));
   }
+  // Everything the child needs is built before fork: between fork and exec a child of a
+  // multithreaded process may only make async-signal-safe calls (no malloc, no stdio: another
+  // thread may have held their locks at the fork).
+  std::vector<char*> args;
+  args.reserve(argv.size() + 1);
+  for (const auto& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<std::string> env_entries;
+  env_entries.reserve(64 + env.size());
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry(*e);
+    std::string name = entry.substr(0, entry.find('='));
+    bool replaced = std::any_of(env.begin(), env.end(), [&](const std::string& x) {
+      return x.compare(0, name.size() + 1, name + "=") == 0;
+    });
+    if (!replaced)
+      env_entries.push_back(std::move(entry));
+  }
+  env_entries.insert(env_entries.end(), env.begin(), env.end());
+  std::vector<char*> envp;
+  envp.reserve(env_entries.size() + 1);
+  for (auto& e : env_entries)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const std::string exec_failed = "child_process: exec " + argv[0] + " failed\n";
   pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fds[0]);
     ::close(fds[1]);
     ::close(in[0]);
     ::close(in[1]);
-    return Error(ErrorCode::kInternal, std::string("fork failed: ") + std::strerror(errno));
+    return Error(ErrorCode::kInternal, std::string("fork failed: ") + errno_string(errno));
   }
   if (pid == 0) {
     ::dup2(fds[1], STDOUT_FILENO);
     ::dup2(in[0], STDIN_FILENO);
-    for (const auto& e : env)
-      ::putenv(const_cast<char*>(e.c_str()));
-    std::vector<char*> args;
-    for (const auto& a : argv)
-      args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    std::fprintf(stderr, "exec %s failed: %s\n", args[0], std::strerror(errno));
+    ::execve(args[0], args.data(), envp.data());
+    [[maybe_unused]] auto n = ::write(STDERR_FILENO, exec_failed.data(), exec_failed.size());
     ::_exit(127);
   }
   ::close(fds[1]);
@@ -101,7 +122,7 @@ Status ChildProcess::write_line(const std::string& line) {
       continue;
     if (n <= 0)
       return Error(ErrorCode::kPeerUnavailable,
-                   name_ + ": cannot write to its stdin: " + std::strerror(errno));
+                   name_ + ": cannot write to its stdin: " + errno_string(errno));
     done += static_cast<size_t>(n);
   }
   return {};
@@ -124,7 +145,7 @@ Result<std::string> ChildProcess::read_line(std::chrono::milliseconds timeout) {
     pollfd p{stdout_fd_, POLLIN, 0};
     int rc = ::poll(&p, 1, static_cast<int>(left.count()));
     if (rc < 0 && errno != EINTR)
-      return Error(ErrorCode::kInternal, std::string("poll failed: ") + std::strerror(errno));
+      return Error(ErrorCode::kInternal, std::string("poll failed: ") + errno_string(errno));
     if (rc <= 0)
       continue;
     char buf[4096];

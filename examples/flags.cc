@@ -1,5 +1,7 @@
 #include "examples/flags.h"
 
+#include <cstdint>
+
 namespace caf_rdma {
 
 Result<Flags> Flags::parse(int argc, char** argv, const std::set<std::string>& valued,
@@ -41,24 +43,27 @@ Result<uint64_t> Flags::get_u64(const std::string& name, uint64_t fallback) cons
   return parse_u64(it->second, name);
 }
 
-Result<uint64_t> Flags::parse_u64(const std::string& v, const std::string& what) {
+Result<uint64_t> Flags::parse_u64(const std::string& text, const std::string& what) {
   size_t used = 0;
   uint64_t n = 0;
   try {
-    n = std::stoull(v, &used);
+    n = std::stoull(text, &used);
   } catch (const std::exception&) {
-    return Error(ErrorCode::kInvalidArgument, what + " '" + v + "' is not a number");
+    return Error(ErrorCode::kInvalidArgument, what + " '" + text + "' is not a number");
   }
-  std::string suffix = v.substr(used);
+  std::string suffix = text.substr(used);
+  int shift = 0;
   if (suffix == "K" || suffix == "k")
-    n <<= 10;
+    shift = 10;
   else if (suffix == "M" || suffix == "m")
-    n <<= 20;
+    shift = 20;
   else if (suffix == "G" || suffix == "g")
-    n <<= 30;
+    shift = 30;
   else if (!suffix.empty())
-    return Error(ErrorCode::kInvalidArgument, what + " '" + v + "' has an unknown suffix");
-  return n;
+    return Error(ErrorCode::kInvalidArgument, what + " '" + text + "' has an unknown suffix");
+  if (n > (UINT64_MAX >> shift))
+    return Error(ErrorCode::kInvalidArgument, what + " '" + text + "' is too large");
+  return n << shift;
 }
 
 }  // namespace caf_rdma

@@ -80,7 +80,7 @@ struct CoordinatorState {
 
 caf::behavior coordinator(caf::stateful_actor<CoordinatorState>* self, Params p,
                           std::vector<std::vector<double>>* grads, std::vector<double>* weights,
-                          std::shared_ptr<std::promise<std::string>> finished) {
+                          const std::shared_ptr<std::promise<std::string>>& finished) {
   return {[=](step_atom, uint32_t worker, uint32_t step) -> caf::result<uint32_t> {
     auto& st = self->state;
     if (step == p.steps && st.step == p.steps && worker < p.workers) {
@@ -324,7 +324,7 @@ int run_all(const Params& p, const std::vector<std::string>& common) {
     return 1;
   }
   std::printf("parameter_server: OK: %u workers x %u steps x %llu bytes, every step verified\n",
-              p.workers, p.steps, static_cast<unsigned long long>(p.elements * sizeof(double)));
+              p.workers, p.steps, static_cast<unsigned long long>(p.elements) * sizeof(double));
   return 0;
 }
 

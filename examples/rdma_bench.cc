@@ -119,7 +119,7 @@ int bench_components(const Options& o) {
       for (uint64_t i = 0; i < n; ++i) {
         RdmaOp rop = std::strcmp(op, "write") == 0 ? RdmaOp::write({*hs, 0, size}, hd->remote())
                                                    : RdmaOp::read({*hs, 0, size}, hd->remote());
-        Status st = (*a)->submit(std::move(rop), [&](OpResult r) {
+        Status st = (*a)->submit(std::move(rop), [&](const OpResult& r) {
           if (!r.status.ok())
             ++failed;
           ++done;
@@ -181,7 +181,7 @@ int bench_components(const Options& o) {
   double cached_us = 0;
   for (int i = 0; i < 1000; ++i) {
     auto c0 = Clock::now();
-    auto again = (*local)->register_local(fresh.data() + 4096 * (i % 100), 1 << 20);
+    auto again = (*local)->register_local(fresh.data() + size_t{4096} * (i % 100), 1 << 20);
     cached_us += std::chrono::duration<double, std::micro>(Clock::now() - c0).count();
     if (!again.ok() || again->region() != first->region())
       return std::fprintf(stderr, "components: cache miss on a covered range\n"), 1;
@@ -190,7 +190,7 @@ int bench_components(const Options& o) {
   constexpr int kHandleRounds = 200;
   for (int i = 0; i < kHandleRounds; ++i) {
     auto c0 = Clock::now();
-    auto own = (*local)->register_buffer(fresh.data() + 4096 * (i % 100), 64 << 10);
+    auto own = (*local)->register_buffer(fresh.data() + size_t{4096} * (i % 100), 64 << 10);
     if (!own.ok() || own->rkey() == first->rkey())
       return std::fprintf(stderr, "components: a handle's region must be its own\n"), 1;
     own->release();  // the last reference: ibv_dereg_mr

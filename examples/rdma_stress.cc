@@ -194,7 +194,7 @@ void Child::churner() {
 void Child::worker(int t) {
   const bool direct = t % 2 == 0;
   RdmaClient client(node_->system(), node_->manager(), direct);
-  std::mt19937_64 rng(o_.seed * 1000003 + o_.child * 131 + t);
+  std::mt19937_64 rng(o_.seed * 1000003 + static_cast<uint64_t>(o_.child) * 131 + t);
   const uint32_t writer = static_cast<uint32_t>(o_.child * o_.threads + t);
   std::vector<uint8_t> src(region_), dst(region_);
   auto hs = client.request_buffer(src.data(), src.size());
@@ -429,6 +429,7 @@ int Child::run() {
   std::fflush(stdout);
   std::thread churn([this] { churner(); });
   std::vector<std::thread> workers;
+  workers.reserve(static_cast<size_t>(o_.threads));
   for (int t = 0; t < o_.threads; ++t)
     workers.emplace_back([this, t] { worker(t); });
   for (auto& w : workers)
@@ -651,7 +652,7 @@ int main(int argc, char** argv) {
     auto v = flags->get_u64(name, fallback);
     if (!v.ok()) {
       std::fprintf(stderr, "rdma_stress: %s\n", v.error().message().c_str());
-      std::exit(2);
+      std::exit(2);  // NOLINT(concurrency-mt-unsafe): flag parsing, no other thread yet
     }
     return *v;
   };

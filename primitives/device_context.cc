@@ -43,6 +43,7 @@ Result<std::shared_ptr<DeviceContext>> DeviceContext::open_selected(const Ibverb
   auto devices = list.describe();
   if (config.device_name.empty() && !config.near_pci_device.empty() && !devices.empty()) {
     std::vector<std::string> names;
+    names.reserve(devices.size());
     for (const auto& d : devices)
       names.push_back(d.name);
     // The closest NIC to the GPU whose port is active; none active: the usual error below.

@@ -5,7 +5,7 @@
 namespace caf_rdma {
 
 Error ibverbs_error(const std::string& call, int err, const std::string& where) {
-  std::string msg = call + " failed on " + where + ": " + std::strerror(err) + " (errno " +
+  std::string msg = call + " failed on " + where + ": " + errno_string(err) + " (errno " +
                     std::to_string(err) + ")";
   return Error(ErrorCode::kIbverbsCall, std::move(msg));
 }

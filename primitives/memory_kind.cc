@@ -19,14 +19,12 @@ const char* to_string(MemoryKind kind) {
 PointerInfo classify_pointer_attributes(unsigned memory_type, bool is_managed, int ordinal,
                                         uint64_t range_start, uint64_t range_size) {
   PointerInfo info;
-  if (is_managed)
+  if (is_managed || memory_type == kCuMemoryTypeUnified)
     info.kind = MemoryKind::kManaged;
   else if (memory_type == kCuMemoryTypeDevice || memory_type == kCuMemoryTypeArray)
     info.kind = MemoryKind::kDevice;
   else if (memory_type == kCuMemoryTypeHost)
     info.kind = MemoryKind::kPinnedHost;
-  else if (memory_type == kCuMemoryTypeUnified)
-    info.kind = MemoryKind::kManaged;
   else
     return info;  // unknown to CUDA: plain host memory
   info.device = info.kind == MemoryKind::kPinnedHost ? -1 : ordinal;

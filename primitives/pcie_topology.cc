@@ -62,6 +62,7 @@ std::vector<NicRank> rank_nics_by_distance(const std::string& sysfs_root,
                                            const std::vector<std::string>& nics) {
   std::string gpu = pci_device_path(sysfs_root, gpu_bus_id);
   std::vector<NicRank> out;
+  out.reserve(nics.size());
   for (const auto& n : nics)
     out.push_back(NicRank{n, pcie_distance(gpu, rdma_device_path(sysfs_root, n))});
   std::sort(out.begin(), out.end(), [](const NicRank& a, const NicRank& b) {

@@ -1,5 +1,7 @@
 #include "primitives/status.h"
 
+#include <cstring>
+
 namespace caf_rdma {
 
 const char* to_string(ErrorCode code) {
@@ -46,6 +48,12 @@ std::string Error::to_string() const {
 
 Error Error::with_context(const std::string& prefix) const {
   return Error(code_, prefix + ": " + message_);
+}
+
+std::string errno_string(int err) {
+  char buf[256];
+  // GNU strerror_r: returns the message, in buf or a static string.
+  return ::strerror_r(err, buf, sizeof(buf));
 }
 
 }  // namespace caf_rdma

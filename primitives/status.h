@@ -53,6 +53,10 @@ enum class ErrorCode : uint8_t {
 /// Short stable name of an error code, e.g. "no_device".
 const char* to_string(ErrorCode code);
 
+/// The text of an errno value ("Connection refused"), from any thread (strerror_r, not the
+/// shared buffer of strerror).
+std::string errno_string(int err);
+
 /// An error: a code plus a message with context.
 class Error {
 public:
@@ -127,8 +131,11 @@ private:
 /// `CAF_RDMA_ASSIGN_OR_RETURN(auto x, make_x());` declares x from a `Result`, or returns its error.
 #define CAF_RDMA_ASSIGN_OR_RETURN(lhs, expr) \
   CAF_RDMA_ASSIGN_OR_RETURN_IMPL(CAF_RDMA_CONCAT(caf_rdma_result_, __LINE__), lhs, expr)
+// NOLINTBEGIN(bugprone-macro-parentheses): `tmp` names a variable and `lhs` is a declaration
+// ("auto x"), neither can be parenthesized.
 #define CAF_RDMA_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                                   \
   if (!tmp.ok())                                       \
     return tmp.error();                                \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)

@@ -16,8 +16,10 @@ kPackages=(
   qemu-system-x86 busybox-static cpio kmod gzip xz-utils
   # benchmarks: plots
   python3 python3-matplotlib
-  # lint (tests/lint)
+  # lint (tests/lint); cmake builds the ThreadSanitizer CAF (tests/sanitizers)
   clang-format-14
+  clang-tidy-14
+  cmake
 )
 
 missing=()

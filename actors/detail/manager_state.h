@@ -190,7 +190,7 @@ public:
   void stream_expire(uint64_t id, uint64_t token);
 
   // -- peers and queue pairs (manager_peers.cc) --
-  caf::result<QpInfoMsg> accept_connect(QpInfoMsg remote);
+  caf::result<QpInfoMsg> accept_connect(const QpInfoMsg& remote);
   caf::result<std::string> peer_state(const caf::actor& peer) const;
   /// For a client of this process (RdmaClient's lanes): asks the owner of `remote` about an
   /// access its NIC refused (buf_check) or for its checksum of a range (verify mode). Fails
@@ -208,7 +208,7 @@ public:
 
   // -- directory (rdma_manager_actor.cc) --
   caf::result<bool> dir_put(std::string key, BufferHandle h);
-  caf::result<BufferHandle> dir_get(std::string key, uint32_t wait_ms);
+  caf::result<BufferHandle> dir_get(const std::string& key, uint32_t wait_ms);
   void dir_timeout(const std::string& key, uint64_t id);
 
 private:
@@ -221,7 +221,7 @@ private:
   /// request) and finishes the op with the owner's reason, or `outcome` if it sees none.
   void explain_refusal(uint64_t ticket, uint32_t index, TransferOutcome outcome);
   /// Verify mode: compares both sides' checksums of a completed RDMA op, then finishes it.
-  void verify_op(uint64_t ticket, uint32_t index, TransferOutcome outcome);
+  void verify_op(uint64_t ticket, uint32_t index);
   /// range_checksum of [offset, offset + n) of a local buffer (host or GPU memory).
   Result<uint64_t> local_checksum(const LocalBuffer& b, uint64_t offset, uint64_t n) const;
   void fail_op(uint64_t ticket, uint32_t index, const caf::error& err);

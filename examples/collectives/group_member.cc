@@ -525,8 +525,11 @@ caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg, M
               for (uint32_t j = 0; j < st.size(); ++j)
                 if (j != st.cfg.rank && !(st.peers[j].connected && st.peers[j].hello))
                   missing += " " + st.who(j);
-              it->second.deliver(make_rdma_error(
-                  ErrorCode::kTimeout, "group not formed" + after + "; no hello from" + missing));
+              std::string why = "group not formed";
+              why += after;
+              why += "; no hello from";
+              why += missing;
+              it->second.deliver(make_rdma_error(ErrorCode::kTimeout, why));
               w.erase(it);
               break;
             }

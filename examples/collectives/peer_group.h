@@ -87,7 +87,7 @@ public:
 private:
   PeerGroup() = default;
   Status track(Status s);
-  Error track(Error e) { return track(Status(e)).error(); }
+  Error track(Error e) { return track(Status(std::move(e))).error(); }
   template <class... Ts>
   Result<std::string> ask(Ts&&... xs);
   /// A blocking actor for one call (CAF's scoped actors serve one thread at a time), taken from

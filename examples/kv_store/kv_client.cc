@@ -47,10 +47,10 @@ caf::result<T> forward(server_actor::stateful_pointer<GatewayState> self,
 }
 
 server_actor::behavior_type gateway(server_actor::stateful_pointer<GatewayState> self,
-                                    server_actor server, std::string server_name,
+                                    const server_actor& server, std::string server_name,
                                     uint32_t timeout_ms) {
   self->state.server = server;
-  self->state.server_name = server_name;
+  self->state.server_name = std::move(server_name);
   self->monitor(server);
   self->set_down_handler([=](const caf::down_msg& dm) {
     auto& st = self->state;

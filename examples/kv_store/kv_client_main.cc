@@ -48,7 +48,9 @@ struct Latencies {
   void print(const char* op, double secs, const std::string& path) {
     std::sort(us.begin(), us.end());
     auto at = [&](double q) {
-      return us.empty() ? 0.0 : us[std::min(us.size() - 1, size_t(q * us.size()))];
+      return us.empty() ? 0.0
+                        : us[std::min(us.size() - 1,
+                                      static_cast<size_t>(q * static_cast<double>(us.size())))];
     };
     std::printf(
         "  %-4s %8.0f ops/s   latency p50 %8.1f us   p99 %8.1f us   max %8.1f us   "
@@ -88,7 +90,7 @@ int bench(KvClient& client, uint64_t ops, uint64_t value_size, uint32_t threads)
         for (uint64_t i = 0; i < n && errors[t].empty(); ++i) {
           uint64_t k = i % keys_per_thread;
           std::string key = "bench/" + std::to_string(t) + "/" + std::to_string(k);
-          uint64_t seed = t * 1000003 + k;
+          uint64_t seed = static_cast<uint64_t>(t) * 1000003 + k;
           if (put)
             for (uint64_t b = 0; b < value_size; ++b)
               s->slot_data()[b] = value_byte(b, seed);
@@ -132,7 +134,7 @@ int bench(KvClient& client, uint64_t ops, uint64_t value_size, uint32_t threads)
   }
   std::printf("kv_client bench: %llu ops x %llu B values, concurrency %u, %llu keys, server %s\n",
               static_cast<unsigned long long>(ops), static_cast<unsigned long long>(value_size),
-              threads, static_cast<unsigned long long>(keys_per_thread * threads),
+              threads, static_cast<unsigned long long>(keys_per_thread) * threads,
               client.server().c_str());
   puts.print("put", put_secs, paths[0]);
   gets.print("get", get_secs, paths[0]);

@@ -103,6 +103,7 @@ TEST_F(CrossProcessTest, ReadWriteAcrossProcessesThenSurviveThePeersDeath) {
   std::vector<caf::error> errors;
   std::atomic<int> ok{0};
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&] {
       caf::scoped_actor self{node_->node().system()};

@@ -276,11 +276,12 @@ TEST_F(DirectLaneTest, OwnerGoneFailsWithItsNameAndTheLaneIsDropped) {
 
 TEST_F(DirectLaneTest, EnvironmentTurnsLanesOff) {
   auto& sys = user_->node().system();
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): nothing else reads the environment meanwhile
   ::setenv(kEnvDirect, "0", 1);
   RdmaClient off(sys, user_->manager());
   // The explicit constructor argument wins over the environment.
   RdmaClient forced(sys, user_->manager(), true);
-  ::unsetenv(kEnvDirect);
+  ::unsetenv(kEnvDirect);  // NOLINT(concurrency-mt-unsafe): as setenv above
   RdmaClient on(sys, user_->manager());
   EXPECT_FALSE(off.direct());
   EXPECT_TRUE(forced.direct());

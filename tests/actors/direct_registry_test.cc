@@ -50,6 +50,7 @@ TEST(DirectRegistryTest, ExactlyOneLastUseUnderConcurrentLanes) {
     std::atomic<int> last{0};
     std::atomic<bool> go{false};
     std::vector<std::thread> lanes;
+    lanes.reserve(8);
     for (int t = 0; t < 8; ++t)
       lanes.emplace_back([&] {
         while (!go)

@@ -128,7 +128,7 @@ private:
   std::unique_ptr<caf::scoped_actor> self_;
 };
 
-inline std::unique_ptr<TestNode> start_node(ManagerOptions extra = {}) {
+inline std::unique_ptr<TestNode> start_node(const ManagerOptions& extra = {}) {
   NodeOptions o;
   auto env = ManagerOptions::from_env();
   EXPECT_TRUE(env.ok()) << env.error().to_string();
@@ -177,10 +177,10 @@ inline caf::behavior silent(caf::event_based_actor*) {
   return {[](fetch_atom, uint64_t, uint64_t, uint64_t) -> caf::result<ByteChunk> {
             return caf::delegated<ByteChunk>();  // never answers
           },
-          [](store_atom, uint64_t, uint64_t, ByteChunk) -> caf::result<uint64_t> {
+          [](store_atom, uint64_t, uint64_t, const ByteChunk&) -> caf::result<uint64_t> {
             return caf::delegated<uint64_t>();
           },
-          [](qp_connect_atom, QpInfoMsg) -> caf::result<QpInfoMsg> {
+          [](qp_connect_atom, const QpInfoMsg&) -> caf::result<QpInfoMsg> {
             return caf::delegated<QpInfoMsg>();
           }};
 }

@@ -86,7 +86,7 @@ TEST_F(ManagerTest, BatchReportsEveryOp) {
 }
 
 TEST_F(ManagerTest, ConcurrentFirstTransfersMakeOneQueuePair) {
-  Memory remote_mem(64 * 1024), src(64 * 1024, 9);
+  Memory remote_mem(uint64_t{64} * 1024), src(uint64_t{64} * 1024, 9);
   BufferHandle remote = owner_buffer(remote_mem, "conc");
   auto local = user_->request_buffer(src);
   ASSERT_TRUE(local);
@@ -94,6 +94,7 @@ TEST_F(ManagerTest, ConcurrentFirstTransfersMakeOneQueuePair) {
   std::vector<caf::expected<TransferReply>> replies(kN, caf::expected<TransferReply>{caf::error{}});
   {
     std::vector<std::thread> threads;
+    threads.reserve(kN);
     for (int i = 0; i < kN; ++i)
       threads.emplace_back([&, i] {
         caf::scoped_actor s{user_->node().system()};
@@ -245,7 +246,7 @@ TEST_F(ManagerTest, TimeoutsOfConcurrentTransfersEachFireOnTime) {
 
 TEST_F(ManagerTest, ThirtyTwoActorsAtOnce) {
   constexpr int kActors = 32, kRounds = 4;
-  constexpr uint64_t kSlice = 16 * 1024;
+  constexpr uint64_t kSlice = uint64_t{16} * 1024;
   Memory remote_mem(kActors * kSlice), src(kActors * kSlice, 23), back(kActors * kSlice);
   BufferHandle remote = owner_buffer(remote_mem, "many");
   auto hs = user_->request_buffer(src);
@@ -313,6 +314,7 @@ TEST_F(ManagerTest, PeerKilledFailsPendingOpsWithItsName) {
   std::vector<caf::expected<TransferReply>> replies;
   std::mutex mu;
   std::vector<std::thread> threads;
+  threads.reserve(8);
   for (int i = 0; i < 8; ++i)
     threads.emplace_back([&] {
       caf::scoped_actor s{user_->node().system()};

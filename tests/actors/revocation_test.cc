@@ -51,8 +51,9 @@ TEST_F(RevocationTest, AReleasedHandleInsideALiveBufferGrantsNothing) {
     BufferHandle sub = publish(mem.addr() + kSubOffset, kSubSize, direct ? "sub-d" : "sub-m");
     ASSERT_NE(whole.id, 0u);
     ASSERT_NE(sub.id, 0u);
-    if (expected_path() == kPathRdma)
+    if (expected_path() == kPathRdma) {
       EXPECT_NE(sub.rkey, whole.rkey) << "two handles must never share an rkey";
+    }
     auto local = user_->request_buffer(src);
     ASSERT_TRUE(local);
     auto released = owner_->release(sub.id);

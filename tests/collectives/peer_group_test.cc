@@ -101,7 +101,7 @@ TEST_F(PeerGroupTest, SendRecvKeepsOrderAndBoundariesAcrossManyMailboxRounds) {
     // receiver thread runs concurrently.
     std::thread sender([&] {
       for (size_t m = 0; m < sizes.size(); ++m) {
-        auto v = bytes_of(sizes[m], r * 100 + m);
+        auto v = bytes_of(sizes[m], uint64_t{r} * 100 + m);
         if (!g.send(to, v.data(), v.size()).ok())
           return;
       }
@@ -111,7 +111,7 @@ TEST_F(PeerGroupTest, SendRecvKeepsOrderAndBoundariesAcrossManyMailboxRounds) {
       auto got = g.recv(from);
       if (!got.ok())
         problem = got.error().to_string();
-      else if (*got != bytes_of(sizes[m], from * 100 + m))
+      else if (*got != bytes_of(sizes[m], uint64_t{from} * 100 + m))
         problem = "message " + std::to_string(m) + " from rank " + std::to_string(from) + " has " +
                   std::to_string(got->size()) + " bytes or wrong contents";
     }
@@ -139,12 +139,12 @@ TEST_F(PeerGroupTest, CollectivesLargerThanTheirBuffersRunInRoundsAndAreVerified
     std::vector<uint8_t> in(kBlock * kMembers), out(kBlock * kMembers, 0);
     for (uint32_t j = 0; j < kMembers; ++j) {
       auto b = bytes_of(kBlock, 1000 + r * 10 + j);
-      std::copy(b.begin(), b.end(), in.begin() + j * kBlock);
+      std::copy(b.begin(), b.end(), in.data() + j * kBlock);
     }
     if (Status s = g.all_to_all(in.data(), out.data(), kBlock); !s.ok())
       return s.error().to_string();
     for (uint32_t i = 0; i < kMembers; ++i)
-      if (!std::equal(out.begin() + i * kBlock, out.begin() + (i + 1) * kBlock,
+      if (!std::equal(out.data() + i * kBlock, out.data() + (i + 1) * kBlock,
                       bytes_of(kBlock, 1000 + i * 10 + r).begin()))
         return "all-to-all block from rank " + std::to_string(i) + " differs";
     if (Status s = g.barrier(); !s.ok())
@@ -187,7 +187,7 @@ TEST_F(PeerGroupTest, AMemberGoneBeforeACollectiveFailsItOnEveryOtherMemberNamin
   std::string gone_address = "rank 2 (127.0.0.1:";
   groups_[2].reset();  // its node shuts down: connections close
   auto errors = on_all([&](uint32_t r, PeerGroup& g) -> std::string {
-    std::vector<uint8_t> in(3 * 1000, uint8_t(r)), out(3 * 1000);
+    std::vector<uint8_t> in(size_t{3} * 1000, uint8_t(r)), out(size_t{3} * 1000);
     Status s = g.all_to_all(in.data(), out.data(), 1000);
     return s.ok() ? "" : s.error().to_string();
   });

@@ -42,7 +42,7 @@ protected:
   }
 
   Registered make(uint64_t size, uint32_t seed, Access access = Access::kReadWrite,
-                  std::shared_ptr<RdmaDomain> domain = nullptr) {
+                  const std::shared_ptr<RdmaDomain>& domain = nullptr) {
     Registered r;
     r.bytes.reset(new uint8_t[size]);
     r.size = size;
@@ -56,7 +56,7 @@ protected:
   }
 
   std::unique_ptr<RdmaQueuePair> make_qp(RdmaQueuePair::Options options = {},
-                                         std::shared_ptr<RdmaDomain> domain = nullptr) {
+                                         const std::shared_ptr<RdmaDomain>& domain = nullptr) {
     auto q = RdmaQueuePair::create(domain ? domain : domain_, options);
     EXPECT_TRUE(q.ok()) << q.error().to_string();
     return q.ok() ? std::move(*q) : nullptr;

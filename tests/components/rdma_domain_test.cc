@@ -85,13 +85,13 @@ TEST_F(DomainTest, ReadOnlyAndReadWriteBuffersAreSeparateRegions) {
 TEST_F(DomainTest, RegisteredBytesStayBoundedOverIterations) {
   std::vector<uint8_t> mem(4 << 20);
   for (int i = 0; i < 200; ++i) {
-    auto b = domain_->register_buffer(mem.data() + (i % 7) * 4096, 65536);
+    auto b = domain_->register_buffer(mem.data() + size_t{4096} * (i % 7), 65536);
     ASSERT_TRUE(b.ok());
   }
   EXPECT_EQ(domain_->registration_stats().live_regions, 0u);
   auto keep = domain_->register_buffer(mem.data(), mem.size());
   for (int i = 0; i < 200; ++i)
-    ASSERT_TRUE(domain_->register_buffer(mem.data() + i * 4096, 4096).ok());
+    ASSERT_TRUE(domain_->register_buffer(mem.data() + size_t{4096} * i, 4096).ok());
   auto s = domain_->registration_stats();
   EXPECT_EQ(s.live_regions, 1u);
   EXPECT_EQ(s.registered_bytes, mem.size());

@@ -92,14 +92,14 @@ TEST_F(QueuePairTest, SplitTransferNeedsMoreRequestsThanTheSendQueueHolds) {
 
 TEST_F(QueuePairTest, ThousandsOfAsyncOpsCompleteExactlyOnce) {
   constexpr int kOps = 3000;  // > max_send_wr (512)
-  Registered src = make(kOps * 64, 9);
-  Registered dst = make(kOps * 64, 0);
+  Registered src = make(uint64_t{kOps} * 64, 9);
+  Registered dst = make(uint64_t{kOps} * 64, 0);
   std::vector<std::atomic<int>> calls(kOps);
   std::atomic<int> failures{0};
   for (int i = 0; i < kOps; ++i) {
     Status st = a_->submit(
         RdmaOp::write({src.buffer, uint64_t(i) * 64, 64}, dst.buffer.remote(), uint64_t(i) * 64),
-        [&, i](OpResult r) {
+        [&, i](const OpResult& r) {
           calls[i]++;
           if (!r.status.ok())
             failures++;
@@ -119,19 +119,19 @@ TEST_F(QueuePairTest, ThousandsOfAsyncOpsCompleteExactlyOnce) {
   for (int i = 0; i < kOps; ++i)
     EXPECT_EQ(calls[i].load(), 1) << "op " << i;
   EXPECT_EQ(failures.load(), 0);
-  expect_same(src, dst, kOps * 64);
+  expect_same(src, dst, uint64_t{kOps} * 64);
   EXPECT_LT(a_->stats().signaled, uint64_t(kOps)) << "batched posts signal once per chain";
 }
 
 TEST_F(QueuePairTest, QueuedOpsWaitForPostQueuedAndGoAsOneChain) {
   constexpr int kOps = 40;
-  Registered src = make(kOps * 4096, 13);
-  Registered dst = make(kOps * 4096, 0);
+  Registered src = make(uint64_t{kOps} * 4096, 13);
+  Registered dst = make(uint64_t{kOps} * 4096, 0);
   std::atomic<int> ok{0}, failed{0};
   for (int i = 0; i < kOps; ++i) {
     Status st = a_->submit_queued(RdmaOp::write({src.buffer, uint64_t(i) * 4096, 4096},
                                                 dst.buffer.remote(), uint64_t(i) * 4096),
-                                  [&](OpResult r) { (r.status.ok() ? ok : failed)++; });
+                                  [&](const OpResult& r) { (r.status.ok() ? ok : failed)++; });
     ASSERT_TRUE(st.ok()) << st.error().to_string();
   }
   auto before = a_->stats();
@@ -145,17 +145,18 @@ TEST_F(QueuePairTest, QueuedOpsWaitForPostQueuedAndGoAsOneChain) {
     a_->progress();
   EXPECT_EQ(ok.load(), kOps);
   EXPECT_EQ(failed.load(), 0);
-  expect_same(src, dst, kOps * 4096);
+  expect_same(src, dst, uint64_t{kOps} * 4096);
 }
 
 // Invariant 6.
 TEST_F(QueuePairTest, ManyThreadsAtOnce) {
   constexpr int kThreads = 6, kOpsPerThread = 100, kChunk = 4096;
-  Registered src = make(kThreads * kOpsPerThread * kChunk, 21);
-  Registered dst = make(kThreads * kOpsPerThread * kChunk, 0);
-  Registered back = make(kThreads * kOpsPerThread * kChunk, 0);
+  Registered src = make(uint64_t{kThreads} * kOpsPerThread * kChunk, 21);
+  Registered dst = make(uint64_t{kThreads} * kOpsPerThread * kChunk, 0);
+  Registered back = make(uint64_t{kThreads} * kOpsPerThread * kChunk, 0);
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kOpsPerThread; ++i) {
@@ -339,8 +340,8 @@ TEST_F(QueuePairTest, TimeoutFlushesAndTheNextOpSucceeds) {
 }
 
 TEST_F(QueuePairTest, BatchReportsEachOpsResult) {
-  Registered src = make(3 * 4096, 12);
-  Registered dst = make(3 * 4096, 0);
+  Registered src = make(uint64_t{3} * 4096, 12);
+  Registered dst = make(uint64_t{3} * 4096, 0);
   std::vector<RdmaOp> ops;
   ops.push_back(RdmaOp::write({src.buffer, 0, 4096}, dst.buffer.remote(), 0));
   ops.push_back(RdmaOp::write({src.buffer, 4096, 4096}, dst.buffer.remote(), 9000));  // OOB

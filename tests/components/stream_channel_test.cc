@@ -133,7 +133,7 @@ TEST_F(StreamChannelTest, TokensAreSingleUseAndRevocable) {
   // Withdrawn before use: revoke says so once; the client is refused.
   uint64_t t2 = server_->grant(
       owner.data(), owner.size(), StreamDirection::kOutOfOwner, Clock::now() + 10s,
-      [](Status, uint64_t) { ADD_FAILURE() << "a revoked grant reported completion"; });
+      [](const Status&, uint64_t) { ADD_FAILURE() << "a revoked grant reported completion"; });
   EXPECT_EQ(server_->pending_grants(), 1u);
   EXPECT_TRUE(server_->revoke(t2));
   EXPECT_FALSE(server_->revoke(t2));

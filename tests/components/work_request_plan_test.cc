@@ -41,7 +41,8 @@ TEST(WorkRequestPlan, SplitsAtMaxMessageWithContiguousRemoteAddresses) {
 
 TEST(WorkRequestPlan, GatherListRespectsMaxSge) {
   std::vector<LocalSegment> segs;
-  for (int i = 0; i < 10; ++i)
+  segs.reserve(10);
+  for (uint64_t i = 0; i < 10; ++i)
     segs.push_back({0x1000u + i * 0x1000u, 100, 3});
   auto p = plan_work_requests(segs, 0, 1 << 20, 4);
   ASSERT_TRUE(p.ok());

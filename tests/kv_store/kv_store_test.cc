@@ -33,12 +33,12 @@ std::vector<uint8_t> value_of(uint64_t n, uint32_t seed) {
   return v;
 }
 
-#define EXPECT_ERROR(r, want, fragment)                              \
-  do {                                                               \
-    ASSERT_FALSE(r.ok()) << "expected " << to_string(want);          \
-    EXPECT_EQ(r.error().code(), want) << r.error().to_string();      \
-    EXPECT_NE(r.error().message().find(fragment), std::string::npos) \
-        << "'" << fragment << "' not in: " << r.error().message();   \
+#define EXPECT_ERROR(r, want, fragment)                                \
+  do {                                                                 \
+    ASSERT_FALSE((r).ok()) << "expected " << to_string(want);          \
+    EXPECT_EQ((r).error().code(), (want)) << (r).error().to_string();  \
+    EXPECT_NE((r).error().message().find(fragment), std::string::npos) \
+        << "'" << (fragment) << "' not in: " << (r).error().message(); \
   } while (false)
 
 class KvStoreTest : public ::testing::Test {
@@ -145,12 +145,13 @@ TEST_F(KvStoreTest, EightConcurrentClientsEachSeeTheirOwnValues) {
   }
   std::vector<std::string> errors(kClients);
   std::vector<std::thread> threads;
+  threads.reserve(kClients);
   for (int c = 0; c < kClients; ++c)
     threads.emplace_back([&, c] {
       auto s = clients[c]->session(c % 2);
       for (int round = 0; round < kRounds && errors[c].empty(); ++round) {
         std::string key = "client/" + std::to_string(c) + "/" + std::to_string(round % 3);
-        auto v = value_of(kValue - c * 100, c * 100 + round);
+        auto v = value_of(kValue - uint64_t{100} * c, uint64_t{100} * c + round);
         auto p = s->put(key, v.data(), v.size());
         if (!p.ok() || p->path != expected_path()) {
           errors[c] = "put " + key + ": " + (p.ok() ? "path " + p->path : p.error().to_string());

@@ -97,7 +97,7 @@ struct Pair {
 
 constexpr size_t kSize = 1 << 20;
 
-void connect_pair(Pair& p, IbverbsConfig want0, IbverbsConfig want1) {
+void connect_pair(Pair& p, const IbverbsConfig& want0, const IbverbsConfig& want1) {
   p.ctx = open_default();
   ASSERT_TRUE(p.ctx);
   auto limits = p.ctx->limits(1);

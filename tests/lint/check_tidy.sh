@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs clang-tidy-14 (.clang-tidy) over every C++ source of this repository with Bazel's own
+# compile commands (tests/lint/compile_commands.py); fails on any finding.
+# Usage: check_tidy.sh [bazel startup options...]   (run_tests.sh passes --output_user_root)
+# Needs the tree built once (`bazel build //...`: the execution root's external/ links).
+set -uo pipefail
+cd "$(dirname "$(realpath "$0")")/../.."
+command -v run-clang-tidy-14 >/dev/null ||
+  { echo "check_tidy: clang-tidy-14 missing: run third_party/install_deps.sh" >&2; exit 2; }
+python3 tests/lint/compile_commands.py "$@" || { echo "check_tidy: no compile commands" >&2; exit 2; }
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+run-clang-tidy-14 -quiet -p . -j "$(nproc)" "$PWD/(primitives|components|actors|examples|tests)/" \
+  2>&1 | sed 's/\x1b\[[0-9;]*m//g' >"$out"
+rc=${PIPESTATUS[0]}
+findings=$(grep -cE '^/.*: (warning|error):' "$out")
+if [ "$rc" -ne 0 ] || [ "$findings" -ne 0 ]; then
+  grep -E -A3 '^/.*: (warning|error):' "$out" | head -200
+  echo "check_tidy: $findings finding(s) (run-clang-tidy exit $rc)" >&2
+  exit 1
+fi
+echo "check_tidy: $(python3 -c 'import json;print(len(json.load(open("compile_commands.json"))))') sources, no findings"
