@@ -9,7 +9,11 @@
 #                    and `bazel test --config=cuda //tests/gpu/...` (gpu-tagged: they run on a
 #                    host with a GPU, and report a visible SKIP with the reason elsewhere);
 #   5. the stress tool (examples/rdma_stress) in short mode, natively and in the VM;
-#   6. prints every test case of all lanes and the totals.
+#   6. sanitizer lanes: the native lane under `--config=asan` (AddressSanitizer + UBSan) and
+#      under `--config=tsan` (ThreadSanitizer, with CAF itself built with it:
+#      tests/sanitizers/build_caf_tsan.sh, ~5 minutes once per machine);
+#   7. tidy: clang-tidy-14 over every source (tests/lint/check_tidy.sh, .clang-tidy);
+#   8. prints every test case of all lanes, the totals and each lane's duration.
 # Extra arguments go to both `bazel test` calls (e.g. --test_output=all).
 set -uo pipefail
 cd "$(dirname "$(realpath "$0")")/.."
@@ -78,7 +82,35 @@ fi
 lane_end stress
 stamp "stress done: exit $stress_rc"
 
-sums="/tmp/caf_rdma_native_summary.$$ /tmp/caf_rdma_rxe_summary.$$ /tmp/caf_rdma_cuda_summary.$$"
+# Sanitizer lanes: every native test again, instrumented; any report fails the test.
+lane_start
+stamp "asan lane: bazel test --config=asan //..."
+bazel test --config=asan "$@" //...
+asan_rc=$?
+python3 tests/summarize.py asan "$(bazel info --config=asan bazel-testlogs 2>/dev/null)" \
+  > /tmp/caf_rdma_asan_summary.$$ || asan_rc=1
+lane_end asan
+lane_start
+stamp "tsan lane: tests/sanitizers/build_caf_tsan.sh && bazel test --config=tsan //..."
+if bash tests/sanitizers/build_caf_tsan.sh; then
+  bazel test --config=tsan "$@" //...
+  tsan_rc=$?
+  python3 tests/summarize.py tsan "$(bazel info --config=tsan bazel-testlogs 2>/dev/null)" \
+    > /tmp/caf_rdma_tsan_summary.$$ || tsan_rc=1
+else
+  tsan_rc=1
+  : > /tmp/caf_rdma_tsan_summary.$$
+fi
+lane_end tsan
+
+lane_start
+stamp "tidy: tests/lint/check_tidy.sh"
+bash tests/lint/check_tidy.sh ${CAF_RDMA_BAZEL_OUTPUT_ROOT:+--output_user_root="$CAF_RDMA_BAZEL_OUTPUT_ROOT"}
+tidy_rc=$?
+lane_end tidy
+
+sums="/tmp/caf_rdma_native_summary.$$ /tmp/caf_rdma_rxe_summary.$$ /tmp/caf_rdma_cuda_summary.$$
+      /tmp/caf_rdma_asan_summary.$$ /tmp/caf_rdma_tsan_summary.$$"
 echo
 echo "================ test cases ================"
 cat $sums | grep -v '^lane '
@@ -86,9 +118,10 @@ echo "================ totals ================"
 grep -h '^lane ' $sums
 rm -f $sums
 stamp "lane durations:$durations"
-stamp "done: native bazel exit $native_rc, VM lane bazel exit $rxe_rc, cuda lane exit $cuda_rc, stress exit $stress_rc, format exit $format_rc"
+stamp "done: native bazel exit $native_rc, VM lane bazel exit $rxe_rc, cuda lane exit $cuda_rc, stress exit $stress_rc, asan exit $asan_rc, tsan exit $tsan_rc, format exit $format_rc, tidy exit $tidy_rc"
 if [ $native_rc -ne 0 ] || [ $rxe_rc -ne 0 ] || [ $native_sum_rc -ne 0 ] || [ $rxe_sum_rc -ne 0 ] ||
-   [ $cuda_rc -ne 0 ] || [ $cuda_sum_rc -ne 0 ] || [ $stress_rc -ne 0 ] || [ $format_rc -ne 0 ]; then
+   [ $cuda_rc -ne 0 ] || [ $cuda_sum_rc -ne 0 ] || [ $stress_rc -ne 0 ] || [ $format_rc -ne 0 ] ||
+   [ $asan_rc -ne 0 ] || [ $tsan_rc -ne 0 ] || [ $tidy_rc -ne 0 ]; then
   echo "run_tests: FAILED" >&2
   exit 1
 fi

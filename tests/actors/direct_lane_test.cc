@@ -66,6 +66,7 @@ TEST_F(DirectLaneTest, ReadsAndWritesGoOverOneLaneOfTheClient) {
       ASSERT_EQ(remote_mem.bytes[i], inside ? src.bytes[i] : 0) << i;
       ASSERT_EQ(back.bytes[i], inside ? src.bytes[i] : 0) << i;
     }
+    ASSERT_TRUE(owner_->wait_quiet()) << "the owner still serves a grant";
     std::fill(remote_mem.bytes.begin(), remote_mem.bytes.end(), 0);
     std::fill(back.bytes.begin(), back.bytes.end(), 0);
   }

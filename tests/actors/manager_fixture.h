@@ -123,6 +123,17 @@ public:
     return false;
   }
 
+  /// Waits (up to `limit`) until no transfer or lane uses this node's buffers: the stream
+  /// channel's server threads have reported every grant served, so this node may touch the
+  /// memory again (its release would wait for the same).
+  bool wait_quiet(std::chrono::milliseconds limit = std::chrono::milliseconds(20000)) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline)
+      if (stats().busy_buffers == 0)
+        return true;
+    return false;
+  }
+
 private:
   std::unique_ptr<RdmaNode> node_;
   std::unique_ptr<caf::scoped_actor> self_;

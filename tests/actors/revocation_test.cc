@@ -213,6 +213,7 @@ TEST_F(VerifyModeTest, CorrectTransfersPassTheComparison) {
       auto r = run(make_read(*local_back, remote), direct);
       ASSERT_TRUE(r.ok()) << r.error().to_string();
       EXPECT_EQ(back.bytes, src.bytes);
+      EXPECT_TRUE(owner_->release(remote.id));  // before remote_mem is freed
     }
   }
 }
