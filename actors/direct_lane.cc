@@ -5,7 +5,7 @@
 
 #include <chrono>
 
-#include "actors/rdma_atoms.h"
+#include "actors/detail/manager_events.h"
 #include "actors/transfer_checks.h"
 
 namespace caf_rdma {
@@ -23,7 +23,7 @@ DirectLane::DirectLane(uint64_t id, std::shared_ptr<RdmaQueuePair> qp,
 DirectLane::~DirectLane() {
   qp_.reset();  // our side first: nothing of ours is outstanding on the owner's side then
   if (manager_)
-    caf::anon_send(manager_, lane_close_atom::value, id_);
+    caf::anon_send(manager_, detail::LaneClosed{id_});
 }
 
 bool DirectLane::broken() const {
@@ -45,7 +45,7 @@ std::optional<Result<DirectLane::Prepared>> DirectLane::prepare(const TransferOp
   auto length = checked_length(op, entry->size, entry->access);
   if (!length.ok()) {
     if (registry_->done(op.local.id))
-      caf::anon_send(manager_, lane_idle_atom::value, op.local.id);
+      caf::anon_send(manager_, detail::LaneIdle{op.local.id});
     return Result<Prepared>(length.error());
   }
   RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device};
@@ -63,7 +63,7 @@ TransferOutcome DirectLane::finish(const TransferOp& op, const Prepared& p, cons
                                    uint32_t timeout_ms) {
   // The op is over (completed, or flushed after a timeout): the buffer may be released now.
   if (registry_->done(p.local_id))
-    caf::anon_send(manager_, lane_idle_atom::value, p.local_id);
+    caf::anon_send(manager_, detail::LaneIdle{p.local_id});
   registry_->count(r.status.ok(), p.length);
   TransferOutcome out;
   if (r.status.ok()) {
@@ -114,7 +114,7 @@ std::optional<std::vector<TransferOutcome>> DirectLane::batch(const std::vector<
     prepared.pop_back();
     for (size_t i = 0; i < prepared.size(); ++i)
       if (prepared[i]->ok() && registry_->done((*prepared[i])->local_id))
-        caf::anon_send(manager_, lane_idle_atom::value, (*prepared[i])->local_id);
+        caf::anon_send(manager_, detail::LaneIdle{(*prepared[i])->local_id});
     return std::nullopt;
   }
   std::vector<TransferOutcome> outcomes(ops.size());

@@ -4,6 +4,7 @@
 #include <new>
 
 #include "components/checksum.h"
+#include "components/secure_random.h"
 
 #include "actors/detail/manager_state.h"
 
@@ -16,6 +17,10 @@ caf::result<BufferHandle> ManagerState::request_buffer(uint64_t addr, uint64_t s
                            "buffer request with " +
                                std::string(addr == 0 ? "a null address" : "size 0") +
                                ": address must be non-null and size non-zero");
+  if (size > UINT64_MAX - addr)
+    return make_rdma_error(ErrorCode::kInvalidArgument,
+                           "buffer request at address " + std::to_string(addr) + " of " +
+                               std::to_string(size) + " bytes wraps around the address space");
   if (access > static_cast<uint8_t>(BufferAccess::kReadWrite))
     return make_rdma_error(
         ErrorCode::kInvalidArgument,
@@ -64,6 +69,10 @@ caf::result<BufferHandle> ManagerState::request_buffer(uint64_t addr, uint64_t s
   h.access = access;
   h.owner = caf::actor_cast<caf::actor>(self_);
   h.owner_name = options_.name;
+  secure_random(&entry.secret_hi, sizeof(entry.secret_hi));
+  secure_random(&entry.secret_lo, sizeof(entry.secret_lo));
+  h.secret_hi = entry.secret_hi;
+  h.secret_lo = entry.secret_lo;
   if (!entry.rdma.released() && entry.memory != BufferMemory::kGpuStaged)
     registry_->add(h.id, entry.rdma, size, entry.access);
   buffers_.emplace(h.id, std::move(entry));
@@ -91,7 +100,8 @@ Result<LocalBuffer*> ManagerState::local_buffer(const BufferHandle& h, const cha
                  std::string(role) + " " + describe(h) + " is not owned by " + options_.name +
                      ": send the request to the manager that owns the local buffer");
   CAF_RDMA_ASSIGN_OR_RETURN(LocalBuffer * b, owned_buffer(h.id, role));
-  if (b->addr != h.addr || b->size != h.size)
+  if (b->addr != h.addr || b->size != h.size ||
+      !secrets_equal(b->secret_hi, b->secret_lo, h.secret_hi, h.secret_lo))
     return Error(ErrorCode::kInvalidArgument, std::string(role) + " " + describe(h) +
                                                   " does not match the registered buffer " +
                                                   std::to_string(h.id) + " (stale or forged)");
@@ -178,9 +188,16 @@ Status ManagerState::copy_in(const LocalBuffer& b, uint64_t offset, const void* 
   return options_.device_memory->copy_to_device(b.addr + offset, src, n, b.gpu);
 }
 
-Result<LocalBuffer*> ManagerState::owner_access(uint64_t id, uint64_t offset, uint64_t length,
-                                                bool write) {
+Result<LocalBuffer*> ManagerState::owner_access(const BufferRef& ref, uint64_t offset,
+                                                uint64_t length, bool write) {
+  const uint64_t id = ref.id;
   CAF_RDMA_ASSIGN_OR_RETURN(LocalBuffer * b, owned_buffer(id, "remote"));
+  // Constant time: a peer learns nothing from how long a wrong secret takes to be refused.
+  if (!secrets_equal(b->secret_hi, b->secret_lo, ref.secret_hi, ref.secret_lo))
+    return Error(ErrorCode::kPermissionDenied,
+                 "access to buffer " + std::to_string(id) + " of " + options_.name +
+                     " refused: the handle's secret is not the one its owner issued (forged, or "
+                     "a handle of an earlier registration)");
   if (write && b->access != BufferAccess::kReadWrite)
     return Error(ErrorCode::kInvalidArgument,
                  "remote buffer " + std::to_string(id) + " of " + options_.name + " is read-only");
@@ -188,21 +205,31 @@ Result<LocalBuffer*> ManagerState::owner_access(uint64_t id, uint64_t offset, ui
   return b;
 }
 
-caf::result<ByteChunk> ManagerState::fetch(uint64_t id, uint64_t offset, uint64_t length) {
-  auto b = owner_access(id, offset, length, false);
+caf::result<ByteChunk> ManagerState::fetch(const BufferRef& ref, uint64_t offset, uint64_t length) {
+  auto b = owner_access(ref, offset, length, false);
   if (!b.ok())
     return to_caf_error(b.error());
-  counters_.served_fallback_bytes += length;
+  if (length > kMaxChunkBytes)
+    return make_rdma_error(ErrorCode::kInvalidArgument,
+                           "fetch of " + std::to_string(length) + " bytes of buffer " +
+                               std::to_string(ref.id) + " of " + options_.name +
+                               ": a chunk has at most kMaxChunkBytes (" +
+                               std::to_string(kMaxChunkBytes) + ")");
   // A copy (out of host or GPU memory): the reply may be serialized after the buffer was
   // released and freed.
   ByteChunk c = ByteChunk::allocate(length);
+  if (!c.owned)
+    return make_rdma_error(ErrorCode::kResourceExhausted,
+                           "no memory for a fetch chunk of " + std::to_string(length) + " bytes");
   if (Status st = copy_out(**b, offset, c.owned.get(), length); !st.ok())
     return to_caf_error(st.error());
+  counters_.served_fallback_bytes += length;
   return c;
 }
 
-caf::result<uint64_t> ManagerState::store(uint64_t id, uint64_t offset, const ByteChunk& bytes) {
-  auto b = owner_access(id, offset, bytes.size, true);
+caf::result<uint64_t> ManagerState::store(const BufferRef& ref, uint64_t offset,
+                                          const ByteChunk& bytes) {
+  auto b = owner_access(ref, offset, bytes.size, true);
   if (!b.ok())
     return to_caf_error(b.error());
   if (Status st = copy_in(**b, offset, bytes.data, bytes.size); !st.ok())
@@ -211,10 +238,10 @@ caf::result<uint64_t> ManagerState::store(uint64_t id, uint64_t offset, const By
   return bytes.size;
 }
 
-TransferOutcome ManagerState::check_access(uint64_t id, uint64_t offset, uint64_t length,
+TransferOutcome ManagerState::check_access(const BufferRef& ref, uint64_t offset, uint64_t length,
                                            uint8_t kind) {
   bool write = kind == static_cast<uint8_t>(TransferKind::kWrite);
-  auto b = owner_access(id, offset, length, write);
+  auto b = owner_access(ref, offset, length, write);
   return b.ok() ? TransferOutcome{} : outcome_of(b.error());
 }
 
@@ -230,8 +257,9 @@ Result<uint64_t> ManagerState::local_checksum(const LocalBuffer& b, uint64_t off
   return range_checksum(tmp.get(), n);
 }
 
-caf::result<uint64_t> ManagerState::checksum(uint64_t id, uint64_t offset, uint64_t length) {
-  auto b = owner_access(id, offset, length, false);
+caf::result<uint64_t> ManagerState::checksum(const BufferRef& ref, uint64_t offset,
+                                             uint64_t length) {
+  auto b = owner_access(ref, offset, length, false);
   if (!b.ok())
     return to_caf_error(b.error());
   auto sum = local_checksum(**b, offset, length);

@@ -24,6 +24,7 @@ caf::result<LaneGrant> ManagerState::open_lane(BufferHandle remote, uint32_t tim
     return refuse("the owner is on another kind of fabric (RoCE vs InfiniBand)");
   if (timeout_ms == 0)
     return make_rdma_error(ErrorCode::kInvalidArgument, "lane timeout must be > 0 ms");
+  timeout_ms = capped(timeout_ms);
   RdmaQueuePair::Options o;
   o.drain_timeout = options_.drain_timeout;
   auto created = RdmaQueuePair::create(domain_, o);
@@ -119,14 +120,15 @@ void ManagerState::close_lane(uint64_t lane) {
 }
 
 void ManagerState::send_lane_drop(const caf::actor& peer, uint64_t lane) {
-  self_->send(caf::actor_cast<rdma_manager_actor>(peer), lane_drop_atom::value, lane,
-              caf::actor_cast<caf::actor>(self_));
+  self_->send(caf::actor_cast<rdma_manager_actor>(peer), lane_drop_atom::value, lane);
 }
 
-void ManagerState::drop_lane(uint64_t lane, const caf::actor& initiator) {
-  if (!initiator)
+void ManagerState::drop_lane(uint64_t lane) {
+  // Only the lane's initiator (the sender) can drop it: lanes are kept per peer.
+  const auto& sender = self_->current_sender();
+  if (!sender)
     return;
-  auto p = peers_.find(initiator.address());
+  auto p = peers_.find(caf::actor_cast<caf::actor_addr>(sender));
   if (p != peers_.end())
     p->second.lanes.erase(lane);
 }

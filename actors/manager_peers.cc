@@ -155,10 +155,19 @@ caf::result<QpInfoMsg> ManagerState::accept_connect(const QpInfoMsg& remote) {
   if (!domain_)
     return make_rdma_error(ErrorCode::kNoDevice,
                            "manager " + options_.name + " has no RDMA device: " + no_rdma_reason_);
-  if (!remote.manager || remote.gid.size() != 16)
+  // The peer is the actor that sent the handshake, not one the message names: a peer cannot
+  // replace another's queue pair or lanes by naming it.
+  auto sender = caf::actor_cast<caf::actor>(self_->current_sender());
+  if (!sender || remote.gid.size() != 16)
     return make_rdma_error(ErrorCode::kInvalidArgument,
-                           "queue-pair handshake without a manager or a 16-byte GID");
-  Peer& p = peer_for(remote.manager, "");
+                           "queue-pair handshake from an anonymous sender or without a 16-byte "
+                           "GID");
+  if (remote.manager && remote.manager.address() != sender.address())
+    return make_rdma_error(ErrorCode::kPermissionDenied,
+                           "queue-pair handshake from " + caf::to_string(sender.address()) +
+                               " names another manager (" +
+                               caf::to_string(remote.manager.address()) + ") as its sender");
+  Peer& p = peer_for(sender, "");
   if (remote.lane != 0) {
     auto info = accept_lane(p, remote);
     if (!info.ok())
@@ -216,9 +225,9 @@ caf::result<TransferOutcome> ManagerState::ask_owner_check(const BufferHandle& r
   if (!remote.owner)
     return no_owner_error(remote);
   if (remote.owner.address() == self_->address())
-    return check_access(remote.id, offset, length, kind);
-  return relay_to_owner<TransferOutcome>(remote, buf_check_atom::value, remote.id, offset, length,
-                                         kind);
+    return check_access(ref_of(remote), offset, length, kind);
+  return relay_to_owner<TransferOutcome>(remote, buf_check_atom::value, ref_of(remote), offset,
+                                         length, kind);
 }
 
 caf::result<uint64_t> ManagerState::ask_owner_checksum(const BufferHandle& remote, uint64_t offset,
@@ -226,8 +235,8 @@ caf::result<uint64_t> ManagerState::ask_owner_checksum(const BufferHandle& remot
   if (!remote.owner)
     return no_owner_error(remote);
   if (remote.owner.address() == self_->address())
-    return checksum(remote.id, offset, length);
-  return relay_to_owner<uint64_t>(remote, checksum_atom::value, remote.id, offset, length);
+    return checksum(ref_of(remote), offset, length);
+  return relay_to_owner<uint64_t>(remote, checksum_atom::value, ref_of(remote), offset, length);
 }
 
 void ManagerState::on_down(const caf::down_msg& msg) {

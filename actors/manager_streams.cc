@@ -8,44 +8,83 @@ namespace caf_rdma::detail {
 
 // -- owner side ---------------------------------------------------------------------------------
 
-caf::result<StreamGrantMsg> ManagerState::stream_grant(uint64_t id, uint64_t offset,
+caf::result<StreamGrantMsg> ManagerState::stream_grant(const BufferRef& ref, uint64_t offset,
                                                        uint64_t length, uint8_t kind,
                                                        uint32_t timeout_ms) {
   if (kind > static_cast<uint8_t>(TransferKind::kWrite))
     return make_rdma_error(
         ErrorCode::kInvalidArgument,
         "stream grant of kind " + std::to_string(kind) + " is neither read (0) nor write (1)");
+  if (timeout_ms == 0)
+    return make_rdma_error(ErrorCode::kInvalidArgument, "stream grant timeout must be > 0 ms");
   bool write = kind == static_cast<uint8_t>(TransferKind::kWrite);
-  auto b = owner_access(id, offset, length, write);
+  auto b = owner_access(ref, offset, length, write);
   if (!b.ok())
     return to_caf_error(b.error());
   LocalBuffer& buf = **b;
   if (!stream_server_ || buf.memory != BufferMemory::kHost)
     return StreamGrantMsg{};  // port 0: use fetch/store chunks
-  ++buf.in_use;               // released only after the grant was used or withdrawn
+  // Counted per node (a node can speak through many actors).
+  const auto& sender = self_->current_sender();
+  caf::node_id peer = sender ? sender->node() : caf::node_id{};
+  uint32_t& peer_grants = grants_per_peer_[peer];
+  if (buf.grants >= kMaxGrantsPerBuffer || peer_grants >= kMaxGrantsPerPeer) {
+    if (peer_grants == 0)
+      grants_per_peer_.erase(peer);
+    return make_rdma_error(
+        ErrorCode::kResourceExhausted,
+        "stream grant on buffer " + std::to_string(ref.id) + " of " + options_.name + " refused: " +
+            (buf.grants >= kMaxGrantsPerBuffer
+                 ? "the buffer has " + std::to_string(kMaxGrantsPerBuffer) + " grants outstanding"
+                 : "the peer has " + std::to_string(kMaxGrantsPerPeer) + " grants outstanding"));
+  }
+  const uint32_t limit_ms = capped(timeout_ms);
   caf::actor_addr me = self_->address();
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limit_ms);
   uint64_t token =
       stream_server_->grant(reinterpret_cast<uint8_t*>(buf.addr) + offset, length,
                             write ? StreamDirection::kIntoOwner : StreamDirection::kOutOfOwner,
-                            deadline, [me, id](const Status&, uint64_t bytes) {
+                            deadline, [me](uint64_t token, const Status&, uint64_t bytes) {
                               if (auto h = caf::actor_cast<caf::actor>(me))
-                                caf::anon_send(h, stream_served_atom::value, id, bytes);
+                                caf::anon_send(h, StreamServed{token, bytes});
                             });
+  // Held (released only after the grant was used or withdrawn), by its token.
+  ++buf.in_use;
+  ++buf.grants;
+  ++peer_grants;
+  grants_.emplace(token, GrantHold{ref.id, peer});
   // Withdrawn if nobody claims it in time (the requester timed out or died).
-  self_->delayed_send(self_, std::chrono::milliseconds(timeout_ms) + kRequestBackstop,
-                      stream_expire_atom::value, id, token);
+  self_->delayed_send(self_, std::chrono::milliseconds(limit_ms) + kRequestBackstop,
+                      StreamExpire{token});
   return StreamGrantMsg{token, stream_server_->host(), stream_server_->port()};
 }
 
-void ManagerState::stream_served(uint64_t id, uint64_t bytes) {
-  counters_.served_fallback_bytes += bytes;
-  buffer_done(id);
+void ManagerState::end_grant(uint64_t token) {
+  auto it = grants_.find(token);
+  if (it == grants_.end())
+    return;
+  GrantHold hold = it->second;
+  grants_.erase(it);
+  auto p = grants_per_peer_.find(hold.peer);
+  if (p != grants_per_peer_.end() && --p->second == 0)
+    grants_per_peer_.erase(p);
+  if (auto b = buffers_.find(hold.buffer); b != buffers_.end() && b->second.grants > 0)
+    --b->second.grants;
+  buffer_done(hold.buffer);
 }
 
-void ManagerState::stream_expire(uint64_t id, uint64_t token) {
+void ManagerState::stream_served(uint64_t token, uint64_t bytes) {
+  if (grants_.count(token) == 0)
+    return;
+  counters_.served_fallback_bytes += bytes;
+  end_grant(token);
+}
+
+void ManagerState::stream_expire(uint64_t token) {
+  // Claimed grants end with StreamServed (the server calls `done` once it stops touching the
+  // memory); an unclaimed one is withdrawn here.
   if (stream_server_ && stream_server_->revoke(token))
-    buffer_done(id);
+    end_grant(token);
 }
 
 // -- requester side -----------------------------------------------------------------------------
@@ -71,8 +110,8 @@ void ManagerState::start_stream(uint64_t ticket, uint32_t index) {
     finish_op(ticket, index, std::move(out));
   };
   self_
-      ->request(op.remote.owner, timeout, stream_grant_atom::value, op.remote.id, op.remote_offset,
-                t.ops[index].length, op.kind, t.timeout_ms)
+      ->request(op.remote.owner, timeout, stream_grant_atom::value, ref_of(op.remote),
+                op.remote_offset, t.ops[index].length, op.kind, t.timeout_ms)
       .then(
           [this, ticket, index](StreamGrantMsg& grant) {
             auto it = transfers_.find(ticket);
@@ -95,25 +134,49 @@ void ManagerState::start_stream(uint64_t ticket, uint32_t index) {
                                 : StreamDirection::kIntoOwner;
             job.addr = reinterpret_cast<uint8_t*>(local.addr) + o.op.local_offset;
             job.length = o.length;
-            job.deadline =
-                std::chrono::steady_clock::now() + std::chrono::milliseconds(it->second.timeout_ms);
+            // The transfer's own deadline: the job stops by the time the transfer times out.
+            job.deadline = it->second.due;
+            o.job_tag = next_job_tag_++;
+            job.tag = o.job_tag;
+            o.streaming = true;  // a timeout reply waits for the job to stop (stream_done)
             caf::actor_addr me = self_->address();
             uint64_t local_id = o.op.local.id;
             job.done = [me, ticket, index, local_id](const Status& st) {
               TransferOutcome out = st.ok() ? TransferOutcome{} : outcome_of(st.error());
               if (auto h = caf::actor_cast<caf::actor>(me))
-                caf::anon_send(h, stream_done_atom::value, ticket, index, local_id, std::move(out));
+                caf::anon_send(h, StreamDone{ticket, index, local_id, std::move(out)});
             };
             stream_client_->submit(std::move(job));
           },
-          [fail_with](caf::error& err) { fail_with(outcome_of(to_error(err))); });
+          [this, ticket, index, fail_with](caf::error& err) {
+            if (error_code(err) == ErrorCode::kResourceExhausted) {
+              // The owner has enough grants out on that buffer or from us: chunks instead.
+              auto it = transfers_.find(ticket);
+              if (it != transfers_.end() && !it->second.ops[index].done)
+                pump_fallback(ticket, index);
+              return;
+            }
+            fail_with(outcome_of(to_error(err)));
+          });
 }
 
 void ManagerState::stream_done(uint64_t ticket, uint32_t index, uint64_t local_id,
                                TransferOutcome outcome) {
   auto it = transfers_.find(ticket);
+  if (it != transfers_.end())
+    it->second.ops[index].streaming = false;
   if (it != transfers_.end() && !it->second.ops[index].done) {
-    if (outcome.ok()) {
+    if (it->second.timed_out && !outcome.ok()) {
+      // Its transfer timed out and waited for the job to stop: that is the error.
+      OpTrack& o = it->second.ops[index];
+      outcome.code = static_cast<uint8_t>(ErrorCode::kTimeout);
+      outcome.message = std::string(kind_name(o.op.kind)) + " of " + std::to_string(o.length) +
+                        " bytes between " + describe(o.op.local) + " and " + describe(o.op.remote) +
+                        " over the fallback's stream channel did not " + "complete within " +
+                        std::to_string(it->second.timeout_ms) +
+                        " ms; the stream was stopped, so it no longer touches the buffers";
+      finish_op(ticket, index, std::move(outcome));
+    } else if (outcome.ok()) {
       ++counters_.stream_ops;
       finish_op(ticket, index, std::move(outcome));
     } else {

@@ -45,6 +45,7 @@ uint64_t ManagerState::new_transfer(Transfer t) {
   t.remaining = t.ops.size();
   t.outcomes.resize(t.ops.size());
   auto due = std::chrono::steady_clock::now() + std::chrono::milliseconds(t.timeout_ms);
+  t.due = due;
   t.deadline = deadlines_.emplace(due, ticket);
   transfers_.emplace(ticket, std::move(t));
   arm_deadline_tick(due);
@@ -60,7 +61,7 @@ void ManagerState::arm_deadline_tick(std::chrono::steady_clock::time_point deadl
   self_->delayed_send(
       self_,
       std::chrono::duration_cast<std::chrono::microseconds>(delay) + std::chrono::microseconds(1),
-      op_tick_atom::value, static_cast<int64_t>(deadline.time_since_epoch().count()));
+      OpTick{static_cast<int64_t>(deadline.time_since_epoch().count())});
 }
 
 void ManagerState::deadline_tick(int64_t at) {
@@ -85,7 +86,7 @@ caf::result<TransferReply> ManagerState::transfer(TransferOp op, uint32_t timeou
   Transfer t;
   t.single = self_->make_response_promise<TransferReply>();
   auto rp = t.single;
-  t.timeout_ms = timeout_ms;
+  t.timeout_ms = capped(timeout_ms);
   OpTrack track;
   track.op = std::move(op);
   t.ops.push_back(std::move(track));
@@ -104,7 +105,7 @@ caf::result<std::vector<TransferOutcome>> ManagerState::batch(std::vector<Transf
   t.batch = true;
   t.many = self_->make_response_promise<std::vector<TransferOutcome>>();
   auto rp = t.many;
-  t.timeout_ms = timeout_ms;
+  t.timeout_ms = capped(timeout_ms);
   for (auto& op : ops) {
     OpTrack track;
     track.op = std::move(op);
@@ -315,7 +316,7 @@ void ManagerState::explain_refusal(uint64_t ticket, uint32_t index, TransferOutc
     return owner;
   };
   if (o.peer == self_->address()) {
-    TransferOutcome owner = check_access(op.remote.id, op.remote_offset, o.length, op.kind);
+    TransferOutcome owner = check_access(ref_of(op.remote), op.remote_offset, o.length, op.kind);
     return finish_op(ticket, index, owner.ok() ? std::move(outcome) : owner_said(owner));
   }
   // The answer comes well before the transfer's deadline, or the deadline ends the op.
@@ -332,7 +333,7 @@ void ManagerState::explain_refusal(uint64_t ticket, uint32_t index, TransferOutc
         fallback->message += "; its owner did not say why (" + error_message(err) + ")";
         finish_op(ticket, index, std::move(*fallback));
       },
-      buf_check_atom::value, op.remote.id, op.remote_offset, o.length, op.kind);
+      buf_check_atom::value, ref_of(op.remote), op.remote_offset, o.length, op.kind);
 }
 
 void ManagerState::verify_op(uint64_t ticket, uint32_t index) {
@@ -361,7 +362,7 @@ void ManagerState::verify_op(uint64_t ticket, uint32_t index) {
     finish_op(ticket, index, std::move(bad));
   };
   if (o.peer == self_->address()) {
-    auto rb = owned_buffer(op.remote.id, "remote");
+    auto rb = owner_access(ref_of(op.remote), op.remote_offset, o.length, false);
     if (!rb.ok())
       return finish_op(ticket, index, outcome_of(rb.error()));
     auto theirs = local_checksum(**rb, op.remote_offset, o.length);
@@ -379,7 +380,7 @@ void ManagerState::verify_op(uint64_t ticket, uint32_t index) {
                       describe(op.remote) + " failed: " + out.message;
         finish_op(ticket, index, std::move(out));
       },
-      checksum_atom::value, op.remote.id, op.remote_offset, o.length);
+      checksum_atom::value, ref_of(op.remote), op.remote_offset, o.length);
 }
 
 void ManagerState::op_timeout(uint64_t ticket, uint32_t stage) {
@@ -399,6 +400,13 @@ void ManagerState::op_timeout(uint64_t ticket, uint32_t stage) {
     OpTrack& o = cur->second.ops[i];
     if (o.done)
       continue;
+    if (o.streaming) {
+      // A running stream job stops at this same deadline, a queued one is cancelled now;
+      // either way stream_done finishes the op once the job no longer touches the memory.
+      if (stage == 0 && stream_client_)
+        (void)stream_client_->cancel_queued(o.job_tag);
+      continue;
+    }
     // An op whose RDMA is over and that waits for its owner's answer has nothing to flush.
     auto qp = o.awaiting_owner ? nullptr : o.qp.lock();
     if (o.path == OpPath::kRdma && qp) {
@@ -425,7 +433,7 @@ void ManagerState::op_timeout(uint64_t ticket, uint32_t stage) {
   }
   if (flushing) {
     poller_->wake();
-    self_->delayed_send(self_, options_.drain_timeout, op_timeout_atom::value, ticket, uint32_t{1});
+    self_->delayed_send(self_, options_.drain_timeout, OpTimeout{ticket, 1});
   }
 }
 
@@ -499,8 +507,7 @@ void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
     // Runs on the poller thread (or ours, polling inline): report to the manager if it still
     // exists.
     if (auto h = caf::actor_cast<caf::actor>(me))
-      caf::anon_send(h, op_done_atom::value, ticket, index, std::move(out),
-                     static_cast<uint8_t>(r.fault));
+      caf::anon_send(h, OpDone{ticket, index, std::move(out), static_cast<uint8_t>(r.fault)});
     if (landed)
       landed->store(true, std::memory_order_release);
   };
@@ -592,6 +599,13 @@ void ManagerState::start_fallback(uint64_t ticket, uint32_t index) {
     if (!rb.ok())
       return fail_op(ticket, index, to_caf_error(rb.error()));
     LocalBuffer& remote = **rb;
+    if (!secrets_equal(remote.secret_hi, remote.secret_lo, op.remote.secret_hi,
+                       op.remote.secret_lo))
+      return fail_op(ticket, index,
+                     make_rdma_error(ErrorCode::kPermissionDenied,
+                                     "remote " + describe(op.remote) +
+                                         ": the handle's secret is not the one its owner issued "
+                                         "(forged, or a handle of an earlier registration)"));
     if (op.remote_offset + o.length > remote.size)
       return fail_op(
           ticket, index,
@@ -670,7 +684,7 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
     };
     if (is_read) {
       self_
-          ->request(op.remote.owner, timeout, fetch_atom::value, op.remote.id,
+          ->request(op.remote.owner, timeout, fetch_atom::value, ref_of(op.remote),
                     op.remote_offset + off, n)
           .then(
               [this, ticket, index, local_off, n, chunk_done](ByteChunk& data) {
@@ -692,11 +706,20 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
               on_error);
     } else {
       // Zero-copy: the chunk points into the local buffer, which stays in use (so its release
-      // waits) until this chunk's reply or error, i.e. until it has been serialized and sent.
+      // waits) until the last copy of the message carrying it is destroyed, i.e. until it has
+      // been serialized and sent (or dropped), whenever its reply comes: the pin's deleter tells
+      // us (ChunkSent).
       ByteChunk bytes;
+      uint64_t local_id = op.local.id;
       if (local.memory == BufferMemory::kHost) {
         bytes.data = reinterpret_cast<uint8_t*>(local.addr) + local_off;
         bytes.size = n;
+        ++local.in_use;
+        caf::actor_addr me = self_->address();
+        bytes.pin = std::shared_ptr<void>(nullptr, [me, local_id](void*) {
+          if (auto h = caf::actor_cast<caf::actor>(me))
+            caf::anon_send(h, ChunkSent{local_id});
+        });
       } else {  // GPU memory: copied to the host first
         bytes = ByteChunk::allocate(n);
         if (Status st = copy_out(local, local_off, bytes.owned.get(), n); !st.ok()) {
@@ -704,20 +727,10 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
           return finish_op(ticket, index, outcome_of(st.error()));
         }
       }
-      ++local.in_use;
-      uint64_t local_id = op.local.id;
       self_
-          ->request(op.remote.owner, timeout, store_atom::value, op.remote.id,
+          ->request(op.remote.owner, timeout, store_atom::value, ref_of(op.remote),
                     op.remote_offset + off, std::move(bytes))
-          .then(
-              [this, chunk_done, local_id](uint64_t stored) {
-                buffer_done(local_id);
-                chunk_done(stored);
-              },
-              [this, on_error, local_id](caf::error& err) {
-                buffer_done(local_id);
-                on_error(err);
-              });
+          .then([chunk_done](uint64_t stored) { chunk_done(stored); }, on_error);
     }
   }
 }

@@ -21,33 +21,17 @@ using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
 using store_atom = caf::atom_constant<caf::atom("store")>;
 /// Fallback transport, owner side: (id, offset, length, kind, timeout ms) -> StreamGrantMsg.
 using stream_grant_atom = caf::atom_constant<caf::atom("str_grant")>;
-/// Internal: a stream transfer this manager requested ended (client thread -> manager).
-using stream_done_atom = caf::atom_constant<caf::atom("str_done")>;
-/// Internal: a stream grant this manager made was used (server thread -> manager).
-using stream_served_atom = caf::atom_constant<caf::atom("str_served")>;
-/// Internal: a stream grant's deadline passed: withdraw it if nobody claimed it.
-using stream_expire_atom = caf::atom_constant<caf::atom("str_exp")>;
 /// Counters: () -> ManagerStats.
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
 /// Directory: (name, BufferHandle) -> bool; lets processes exchange handles by name.
 using dir_put_atom = caf::atom_constant<caf::atom("dir_put")>;
 /// Directory: (name, wait ms) -> BufferHandle, waiting up to `wait ms` for the name to appear.
 using dir_get_atom = caf::atom_constant<caf::atom("dir_get")>;
-/// Internal: completion of one op, sent by the completion poller thread.
-using op_done_atom = caf::atom_constant<caf::atom("op_done")>;
-/// Internal: a transfer's timeout, or the drain deadline after it.
-using op_timeout_atom = caf::atom_constant<caf::atom("op_tmo")>;
-/// Internal: a sweep of transfer deadlines.
-using op_tick_atom = caf::atom_constant<caf::atom("op_tick")>;
 /// Direct lanes: (remote handle, timeout ms) -> LaneGrant, a queue pair of its own to the
 /// handle's owner for a thread of this process (RdmaClient).
 using lane_open_atom = caf::atom_constant<caf::atom("lane_open")>;
-/// Internal: a lane this manager opened is gone (lane id).
-using lane_close_atom = caf::atom_constant<caf::atom("lane_close")>;
-/// Manager to manager: the initiator closed a lane (lane id, initiator).
+/// Manager to manager: the initiator (the sender) closed a lane (lane id).
 using lane_drop_atom = caf::atom_constant<caf::atom("lane_drop")>;
-/// Internal: a lane's last use of a released buffer ended (buffer id).
-using lane_idle_atom = caf::atom_constant<caf::atom("lane_idle")>;
 /// Why a peer manager is down: (peer) -> reason, "" while it is up.
 using peer_state_atom = caf::atom_constant<caf::atom("peer_state")>;
 /// Manager to manager: the owner's view of an access to one of its buffers (after the NIC
@@ -60,10 +44,5 @@ using checksum_atom = caf::atom_constant<caf::atom("buf_sum")>;
 /// as the owner is known to be down.
 using ask_check_atom = caf::atom_constant<caf::atom("ask_check")>;
 using ask_sum_atom = caf::atom_constant<caf::atom("ask_sum")>;
-/// RdmaNode -> its manager, right after publishing it on a port the OS picked: its name
-/// (host:port). Taken once; later ones are ignored.
-using set_name_atom = caf::atom_constant<caf::atom("set_name")>;
-/// Internal: a directory wait expired.
-using dir_timeout_atom = caf::atom_constant<caf::atom("dir_tmo")>;
 
 }  // namespace caf_rdma

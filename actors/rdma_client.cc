@@ -149,8 +149,8 @@ Status RdmaClient::verify_lane_op(const TransferOp& op, uint64_t length) {
     mine =
         range_checksum(reinterpret_cast<const uint8_t*>(op.local.addr) + op.local_offset, length);
   else  // GPU memory: its manager copies it out
-    mine =
-        call<uint64_t>(reply_timeout_, checksum_atom::value, op.local.id, op.local_offset, length);
+    mine = call<uint64_t>(reply_timeout_, checksum_atom::value, ref_of(op.local), op.local_offset,
+                          length);
   if (!mine.ok())
     return mine.error().with_context("verifying " + describe(op.local));
   auto theirs =

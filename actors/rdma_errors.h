@@ -31,6 +31,7 @@ enum class rdma_errc : uint8_t {
   not_found = static_cast<uint8_t>(ErrorCode::kNotFound),
   resource_exhausted = static_cast<uint8_t>(ErrorCode::kResourceExhausted),
   data_mismatch = static_cast<uint8_t>(ErrorCode::kDataMismatch),
+  permission_denied = static_cast<uint8_t>(ErrorCode::kPermissionDenied),
 };
 
 /// Converts a lower-layer error.

@@ -4,6 +4,7 @@
 
 #include "primitives/cuda_driver.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -55,7 +56,10 @@ Result<ManagerOptions> ManagerOptions::from_env() {
     return {};
   };
   uint64_t window = o.fallback_window;
-  CAF_RDMA_RETURN_IF_ERROR(number(kEnvFallbackChunk, 4096, 1ull << 30, o.fallback_chunk_bytes));
+  CAF_RDMA_RETURN_IF_ERROR(number(kEnvFallbackChunk, 4096, kMaxChunkBytes, o.fallback_chunk_bytes));
+  uint64_t max_timeout = static_cast<uint64_t>(o.max_timeout.count());
+  CAF_RDMA_RETURN_IF_ERROR(number(kEnvMaxTimeout, 1, UINT32_MAX, max_timeout));
+  o.max_timeout = std::chrono::milliseconds(max_timeout);
   CAF_RDMA_RETURN_IF_ERROR(number(kEnvFallbackWindow, 1, 1024, window));
   o.fallback_window = static_cast<uint32_t>(window);
   CAF_RDMA_RETURN_IF_ERROR(number(kEnvStreamMin, 0, 1ull << 40, o.stream_min_bytes));
@@ -81,83 +85,106 @@ Result<ManagerOptions> ManagerOptions::from_env() {
 
 namespace {
 
-rdma_manager_actor::behavior_type manager(detail::ManagerState::Self self, ManagerOptions options,
-                                          std::shared_ptr<RdmaDomain> domain,
-                                          std::string no_rdma_reason) {
+detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self self,
+                                                  ManagerOptions options,
+                                                  std::shared_ptr<RdmaDomain> domain,
+                                                  std::string no_rdma_reason) {
   self->state.init(self, std::move(options), std::move(domain), std::move(no_rdma_reason));
   self->set_down_handler([=](caf::down_msg& msg) { self->state.on_down(msg); });
+  // Requests that act on this node's memory: this node's actors only (invariant 6).
+  auto refused = [=](const char* request) -> caf::error {
+    Status st = self->state.local_only(request);
+    return st.ok() ? caf::error{} : to_caf_error(st.error());
+  };
   return {
-      [=](request_buffer_atom, uint64_t addr, uint64_t size, uint8_t access) {
+      // -- this node's actors only --
+      [=](request_buffer_atom, uint64_t addr, uint64_t size,
+          uint8_t access) -> caf::result<BufferHandle> {
+        if (auto err = refused("request_buffer"))
+          return err;
         return self->state.request_buffer(addr, size, access);
       },
-      [=](release_buffer_atom, uint64_t id) { return self->state.release_buffer(id); },
-      [=](transfer_atom, TransferOp op, uint32_t timeout_ms) {
+      [=](release_buffer_atom, uint64_t id) -> caf::result<uint64_t> {
+        if (auto err = refused("release_buffer"))
+          return err;
+        return self->state.release_buffer(id);
+      },
+      [=](transfer_atom, TransferOp op, uint32_t timeout_ms) -> caf::result<TransferReply> {
+        if (auto err = refused("transfer"))
+          return err;
         return self->state.transfer(std::move(op), timeout_ms);
       },
-      [=](batch_atom, std::vector<TransferOp> ops, uint32_t timeout_ms) {
+      [=](batch_atom, std::vector<TransferOp> ops,
+          uint32_t timeout_ms) -> caf::result<std::vector<TransferOutcome>> {
+        if (auto err = refused("batch"))
+          return err;
         return self->state.batch(std::move(ops), timeout_ms);
       },
-      [=](qp_connect_atom, const QpInfoMsg& remote) { return self->state.accept_connect(remote); },
-      [=](fetch_atom, uint64_t id, uint64_t offset, uint64_t length) {
-        return self->state.fetch(id, offset, length);
-      },
-      [=](store_atom, uint64_t id, uint64_t offset, const ByteChunk& bytes) {
-        return self->state.store(id, offset, bytes);
-      },
-      [=](lane_open_atom, BufferHandle remote, uint32_t timeout_ms) {
+      [=](lane_open_atom, BufferHandle remote, uint32_t timeout_ms) -> caf::result<LaneGrant> {
+        if (auto err = refused("lane_open"))
+          return err;
         return self->state.open_lane(std::move(remote), timeout_ms);
       },
-      [=](lane_drop_atom, uint64_t lane, const caf::actor& initiator) {
-        self->state.drop_lane(lane, initiator);
+      [=](ask_check_atom, const BufferHandle& remote, uint64_t offset, uint64_t length,
+          uint8_t kind) -> caf::result<TransferOutcome> {
+        if (auto err = refused("ask_check"))
+          return err;
+        return self->state.ask_owner_check(remote, offset, length, kind);
+      },
+      [=](ask_sum_atom, const BufferHandle& remote, uint64_t offset,
+          uint64_t length) -> caf::result<uint64_t> {
+        if (auto err = refused("ask_sum"))
+          return err;
+        return self->state.ask_owner_checksum(remote, offset, length);
+      },
+      [=](dir_put_atom, std::string key, BufferHandle h) -> caf::result<bool> {
+        if (auto err = refused("dir_put"))
+          return err;
+        return self->state.dir_put(std::move(key), std::move(h));
+      },
+      // -- anyone: read-only questions --
+      [=](dir_get_atom, const std::string& key, uint32_t wait_ms) {
+        return self->state.dir_get(key, wait_ms);
       },
       [=](peer_state_atom, const caf::actor& peer) -> caf::result<std::string> {
         return self->state.peer_state(peer);
       },
       [=](stats_atom) -> caf::result<ManagerStats> { return self->state.stats(); },
-      [=](set_name_atom, std::string& name) { self->state.set_name(std::move(name)); },
-      [=](dir_put_atom, std::string key, BufferHandle h) {
-        return self->state.dir_put(std::move(key), std::move(h));
+      // -- the peer protocol: buffers named by id and secret --
+      [=](qp_connect_atom, const QpInfoMsg& remote) { return self->state.accept_connect(remote); },
+      [=](fetch_atom, const BufferRef& ref, uint64_t offset, uint64_t length) {
+        return self->state.fetch(ref, offset, length);
       },
-      [=](dir_get_atom, const std::string& key, uint32_t wait_ms) {
-        return self->state.dir_get(key, wait_ms);
+      [=](store_atom, const BufferRef& ref, uint64_t offset, const ByteChunk& bytes) {
+        return self->state.store(ref, offset, bytes);
       },
-      [=](op_done_atom, uint64_t ticket, uint32_t index, TransferOutcome outcome, uint8_t fault) {
-        self->state.op_done(ticket, index, std::move(outcome), static_cast<OpFault>(fault));
-      },
-      [=](buf_check_atom, uint64_t id, uint64_t offset, uint64_t length, uint8_t kind) {
-        return self->state.check_access(id, offset, length, kind);
-      },
-      [=](checksum_atom, uint64_t id, uint64_t offset, uint64_t length) {
-        return self->state.checksum(id, offset, length);
-      },
-      [=](ask_check_atom, const BufferHandle& remote, uint64_t offset, uint64_t length,
-          uint8_t kind) { return self->state.ask_owner_check(remote, offset, length, kind); },
-      [=](ask_sum_atom, const BufferHandle& remote, uint64_t offset, uint64_t length) {
-        return self->state.ask_owner_checksum(remote, offset, length);
-      },
-      [=](op_timeout_atom, uint64_t ticket, uint32_t stage) {
-        self->state.op_timeout(ticket, stage);
-      },
-      [=](stream_grant_atom, uint64_t id, uint64_t offset, uint64_t length, uint8_t kind,
+      [=](stream_grant_atom, const BufferRef& ref, uint64_t offset, uint64_t length, uint8_t kind,
           uint32_t timeout_ms) {
-        return self->state.stream_grant(id, offset, length, kind, timeout_ms);
+        return self->state.stream_grant(ref, offset, length, kind, timeout_ms);
       },
-      [=](stream_done_atom, uint64_t ticket, uint32_t index, uint64_t local_id,
-          TransferOutcome outcome) {
-        self->state.stream_done(ticket, index, local_id, std::move(outcome));
+      [=](lane_drop_atom, uint64_t lane) { self->state.drop_lane(lane); },
+      [=](buf_check_atom, const BufferRef& ref, uint64_t offset, uint64_t length, uint8_t kind) {
+        return self->state.check_access(ref, offset, length, kind);
       },
-      [=](stream_served_atom, uint64_t id, uint64_t bytes) {
-        self->state.stream_served(id, bytes);
+      [=](checksum_atom, const BufferRef& ref, uint64_t offset, uint64_t length) {
+        return self->state.checksum(ref, offset, length);
       },
-      [=](stream_expire_atom, uint64_t id, uint64_t token) {
-        self->state.stream_expire(id, token);
+      // -- internal events (unserializable types: from this process only) --
+      [=](detail::OpDone& e) {
+        self->state.op_done(e.ticket, e.index, std::move(e.outcome), static_cast<OpFault>(e.fault));
       },
-      [=](op_tick_atom, int64_t at) { self->state.deadline_tick(at); },
-      [=](lane_close_atom, uint64_t lane) { self->state.close_lane(lane); },
-      [=](lane_idle_atom, uint64_t id) { self->state.lane_idle(id); },
-      [=](dir_timeout_atom, const std::string& key, uint64_t id) {
-        self->state.dir_timeout(key, id);
+      [=](const detail::OpTimeout& e) { self->state.op_timeout(e.ticket, e.stage); },
+      [=](const detail::OpTick& e) { self->state.deadline_tick(e.at); },
+      [=](detail::StreamDone& e) {
+        self->state.stream_done(e.ticket, e.index, e.local_id, std::move(e.outcome));
       },
+      [=](const detail::StreamServed& e) { self->state.stream_served(e.token, e.bytes); },
+      [=](const detail::StreamExpire& e) { self->state.stream_expire(e.token); },
+      [=](const detail::ChunkSent& e) { self->state.chunk_sent(e.id); },
+      [=](const detail::LaneClosed& e) { self->state.close_lane(e.id); },
+      [=](const detail::LaneIdle& e) { self->state.lane_idle(e.id); },
+      [=](const detail::DirTimeout& e) { self->state.dir_timeout(e.key, e.id); },
+      [=](detail::SetName& e) { self->state.set_name(std::move(e.name)); },
   };
 }
 
@@ -165,9 +192,14 @@ rdma_manager_actor::behavior_type manager(detail::ManagerState::Self self, Manag
 
 Result<rdma_manager_actor> spawn_manager(caf::actor_system& sys, ManagerOptions options) {
   CAF_RDMA_RETURN_IF_ERROR(options.ibverbs.validate());
-  if (options.fallback_chunk_bytes == 0 || options.fallback_window == 0)
+  if (options.fallback_chunk_bytes == 0 || options.fallback_window == 0 ||
+      options.fallback_chunk_bytes > kMaxChunkBytes)
     return Error(ErrorCode::kInvalidArgument,
-                 "ManagerOptions: fallback_chunk_bytes and fallback_window must be > 0");
+                 "ManagerOptions: fallback_chunk_bytes must be in 1.." +
+                     std::to_string(kMaxChunkBytes) + " and fallback_window > 0");
+  if (options.max_timeout.count() <= 0 || options.max_timeout.count() > UINT32_MAX)
+    return Error(ErrorCode::kInvalidArgument,
+                 "ManagerOptions: max_timeout must be in 1.." + std::to_string(UINT32_MAX) + " ms");
   std::shared_ptr<RdmaDomain> domain;
   std::string reason;
   if (options.mode == TransportMode::kFallback) {
@@ -192,7 +224,10 @@ Result<rdma_manager_actor> spawn_manager(caf::actor_system& sys, ManagerOptions 
     options.device_memory = cuda_device_memory();  // null without CUDA: all memory is host
   if (options.name.empty())
     options.name = "node " + to_string(sys.node()).substr(0, 12);
-  return sys.spawn(manager, std::move(options), std::move(domain), std::move(reason));
+  // The public handle: the internal events are not part of its interface.
+  rdma_manager_actor handle =
+      sys.spawn(manager, std::move(options), std::move(domain), std::move(reason));
+  return handle;
 }
 
 namespace detail {
@@ -225,30 +260,71 @@ ManagerState::~ManagerState() {
   loopback_.reset();
 }
 
+// -- trust and bounds --------------------------------------------------------------------------
+
+Status ManagerState::local_only(const char* request) const {
+  const auto& sender = self_->current_sender();
+  if (sender && sender->node() == self_->node())
+    return {};
+  return Error(ErrorCode::kPermissionDenied,
+               std::string(request) + " from " +
+                   (sender ? "actor " + std::to_string(sender->id()) + " of node " +
+                                 caf::to_string(sender->node())
+                           : std::string("an anonymous sender")) +
+                   " refused by " + options_.name +
+                   ": only actors of the manager's own node may make this request (send it to "
+                   "your node's manager)");
+}
+
+uint32_t ManagerState::capped(uint32_t timeout_ms) const {
+  return static_cast<uint32_t>(
+      std::min<int64_t>(timeout_ms, static_cast<int64_t>(options_.max_timeout.count())));
+}
+
 // -- directory ---------------------------------------------------------------------------------
 
 caf::result<bool> ManagerState::dir_put(std::string key, BufferHandle h) {
+  if (key.empty() || key.size() > kMaxDirectoryName)
+    return make_rdma_error(ErrorCode::kInvalidArgument,
+                           "directory name of " + std::to_string(key.size()) +
+                               " bytes: names have 1.." + std::to_string(kMaxDirectoryName));
+  auto putter = caf::actor_cast<caf::actor_addr>(self_->current_sender());
+  auto it = directory_.find(key);
+  if (it == directory_.end() && directory_.size() >= kMaxDirectoryEntries)
+    return make_rdma_error(ErrorCode::kResourceExhausted,
+                           "the directory of " + options_.name + " is full (" +
+                               std::to_string(kMaxDirectoryEntries) + " names)");
   auto waiters = dir_waiters_.find(key);
   if (waiters != dir_waiters_.end()) {
     for (auto& w : waiters->second)
       w.rp.deliver(h);
+    dir_waiter_count_ -= waiters->second.size();
     dir_waiters_.erase(waiters);
   }
-  directory_[std::move(key)] = std::move(h);
+  directory_[std::move(key)] = DirEntry{std::move(h), std::move(putter)};
   return true;
 }
 
 caf::result<BufferHandle> ManagerState::dir_get(const std::string& key, uint32_t wait_ms) {
   auto it = directory_.find(key);
   if (it != directory_.end())
-    return it->second;
+    return it->second.handle;
+  if (key.empty() || key.size() > kMaxDirectoryName)
+    return make_rdma_error(ErrorCode::kInvalidArgument,
+                           "directory name of " + std::to_string(key.size()) +
+                               " bytes: names have 1.." + std::to_string(kMaxDirectoryName));
   if (wait_ms == 0)
     return make_rdma_error(ErrorCode::kTimeout, "no buffer handle named '" + key +
                                                     "' in the directory of " + options_.name);
+  if (dir_waiter_count_ >= kMaxDirectoryWaiters)
+    return make_rdma_error(ErrorCode::kResourceExhausted,
+                           "the directory of " + options_.name + " already has " +
+                               std::to_string(kMaxDirectoryWaiters) + " waiting requests");
   auto rp = self_->make_response_promise<BufferHandle>();
   uint64_t id = next_dir_waiter_++;
   dir_waiters_[key].push_back(DirWaiter{id, rp});
-  self_->delayed_send(self_, std::chrono::milliseconds(wait_ms), dir_timeout_atom::value, key, id);
+  ++dir_waiter_count_;
+  self_->delayed_send(self_, std::chrono::milliseconds(capped(wait_ms)), DirTimeout{key, id});
   return rp;
 }
 
@@ -264,6 +340,7 @@ void ManagerState::dir_timeout(const std::string& key, uint64_t id) {
                                                               "' appeared in the directory of " +
                                                               options_.name + " in time"));
     ws.erase(ws.begin() + static_cast<long>(i));
+    --dir_waiter_count_;
     break;
   }
   if (ws.empty())

@@ -30,6 +30,19 @@ constexpr std::chrono::milliseconds kDeadlineSlack{10};
 constexpr const char* kEnvVerify = "CAF_RDMA_VERIFY";
 /// CUDA device ordinal whose memory this node moves: picks the NIC closest to that GPU.
 constexpr const char* kEnvGpu = "CAF_RDMA_GPU";
+/// Longest timeout in milliseconds any request may ask for (ManagerOptions::max_timeout).
+constexpr const char* kEnvMaxTimeout = "CAF_RDMA_MAX_TIMEOUT_MS";
+
+// Bounds on what one requester or peer can make a manager hold (README "Security model").
+/// Longest directory name, in bytes.
+constexpr size_t kMaxDirectoryName = 256;
+/// Names in one manager's directory.
+constexpr size_t kMaxDirectoryEntries = 65536;
+/// dir_get requests waiting at once for a name to appear.
+constexpr size_t kMaxDirectoryWaiters = 4096;
+/// Stream grants outstanding on one buffer, and from one peer manager.
+constexpr uint32_t kMaxGrantsPerBuffer = 64;
+constexpr uint32_t kMaxGrantsPerPeer = 1024;  // per peer node
 
 enum class TransportMode : uint8_t {
   kAuto,      ///< RDMA where both sides have a device on the same kind of fabric, else fallback
@@ -42,6 +55,10 @@ const char* to_string(TransportMode mode);
 struct ManagerOptions {
   IbverbsConfig ibverbs;
   TransportMode mode = TransportMode::kAuto;
+  /// The longest timeout any request gets: transfer, batch and lane timeouts, dir_get waits
+  /// and the stream grants peers ask for are cut to it (a peer cannot pin a buffer for 49
+  /// days). CAF_RDMA_MAX_TIMEOUT_MS.
+  std::chrono::milliseconds max_timeout{600000};
   /// Limit for the queue-pair handshake with a peer manager.
   std::chrono::milliseconds handshake_timeout{30000};
   /// After a timeout, how long the flush of the queue pair may take before it is destroyed.
@@ -50,7 +67,8 @@ struct ManagerOptions {
   /// completion itself this long before leaving it to the poller thread (one thread hop less
   /// on the latency path, at the cost of holding a scheduler thread that long). 0: never.
   std::chrono::microseconds inline_poll{50};
-  /// Fallback transport: bytes per CAF message and messages in flight per transfer.
+  /// Fallback transport: bytes per CAF message (at most kMaxChunkBytes) and messages in flight
+  /// per transfer.
   uint64_t fallback_chunk_bytes = 256 << 10;
   uint32_t fallback_window = 32;
   /// Fallback transfers of host memory of at least this many bytes move over the stream
@@ -82,7 +100,7 @@ struct ManagerOptions {
 
   /// Defaults, then CAF_RDMA_TRANSPORT, CAF_RDMA_FALLBACK_CHUNK, CAF_RDMA_FALLBACK_WINDOW,
   /// CAF_RDMA_STREAM_MIN, CAF_RDMA_INLINE_POLL_US, CAF_RDMA_VERIFY,
-  /// CAF_RDMA_GPU and the IbverbsConfig variables (CAF_RDMA_DEVICE, ...).
+  /// CAF_RDMA_GPU, CAF_RDMA_MAX_TIMEOUT_MS and the IbverbsConfig variables (CAF_RDMA_DEVICE, ...).
   static Result<ManagerOptions> from_env();
 };
 

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <new>
 
 namespace caf_rdma {
 
@@ -36,7 +37,11 @@ TransferOp make_write(BufferHandle local, BufferHandle remote, uint64_t length,
 
 ByteChunk ByteChunk::allocate(uint64_t n) {
   ByteChunk c;
-  c.owned.reset(new uint8_t[n > 0 ? n : 1]);
+  if (n > kMaxChunkBytes)
+    return c;
+  c.owned.reset(new (std::nothrow) uint8_t[n > 0 ? n : 1]);
+  if (!c.owned)
+    return c;
   c.data = c.owned.get();
   c.size = n;
   return c;
@@ -44,13 +49,14 @@ ByteChunk ByteChunk::allocate(uint64_t n) {
 
 ByteChunk ByteChunk::copy_of(const uint8_t* p, uint64_t n) {
   ByteChunk c = allocate(n);
-  if (n > 0)
+  if (n > 0 && c.owned)
     std::memcpy(c.owned.get(), p, n);
   return c;
 }
 
 void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<BufferHandle>("caf_rdma::BufferHandle");
+  cfg.add_message_type<BufferRef>("caf_rdma::BufferRef");
   cfg.add_message_type<TransferOp>("caf_rdma::TransferOp");
   cfg.add_message_type<std::vector<TransferOp>>("std::vector<caf_rdma::TransferOp>");
   cfg.add_message_type<TransferReply>("caf_rdma::TransferReply");

@@ -6,6 +6,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/deserializer.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/sec.hpp>
 #include <caf/serializer.hpp>
 
 #include <cstdint>
@@ -28,7 +29,10 @@ enum class BufferMemory : uint8_t {
 };
 
 /// A registered buffer, as handed out by its owner manager. Send it to any actor anywhere:
-/// it names the owner, so any manager can read from or write into it.
+/// it names the owner, so any manager can read from or write into it. It is a capability:
+/// whoever holds it may access the buffer (as `access` allows) until its owner releases it, so
+/// hand it only to whom may. Its owner checks the secret on every access it serves (fallback
+/// chunks, stream grants, checks); on the RDMA path the NIC checks the rkey.
 struct BufferHandle {
   uint64_t id = 0;           ///< owner-local id, never reused by that owner
   uint64_t addr = 0;         ///< first byte in the owner's address space
@@ -42,6 +46,8 @@ struct BufferHandle {
   std::string owner_name;    ///< "host:port" or node id of the owner, for messages
   uint8_t memory = 0;        ///< BufferMemory
   int32_t gpu = -1;          ///< CUDA device ordinal of GPU memory, -1 for host memory
+  uint64_t secret_hi = 0;    ///< 128-bit secret the owner drew at registration (getrandom)
+  uint64_t secret_lo = 0;
 
   bool has_rdma() const { return !device.empty() && gid.size() == 16; }
   bool on_gpu() const { return memory != static_cast<uint8_t>(BufferMemory::kHost); }
@@ -50,7 +56,25 @@ struct BufferHandle {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BufferHandle& x) {
   return f(caf::meta::type_name("caf_rdma::BufferHandle"), x.id, x.addr, x.size, x.access, x.rkey,
-           x.device, x.gid, x.ethernet, x.owner, x.owner_name, x.memory, x.gpu);
+           x.device, x.gid, x.ethernet, x.owner, x.owner_name, x.memory, x.gpu, x.secret_hi,
+           x.secret_lo);
+}
+
+/// How the peer protocol names a buffer to its owner: its id and the handle's secret.
+struct BufferRef {
+  uint64_t id = 0;
+  uint64_t secret_hi = 0;
+  uint64_t secret_lo = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, BufferRef& x) {
+  return f(caf::meta::type_name("caf_rdma::BufferRef"), x.id, x.secret_hi, x.secret_lo);
+}
+
+/// The reference to `h` for its owner.
+inline BufferRef ref_of(const BufferHandle& h) {
+  return BufferRef{h.id, h.secret_hi, h.secret_lo};
 }
 
 /// "buffer 7 (0x7f..+4096 at node-or-host:port)".
@@ -155,15 +179,23 @@ typename Inspector::result_type inspect(Inspector& f, StreamGrantMsg& x) {
   return f(caf::meta::type_name("caf_rdma::StreamGrantMsg"), x.token, x.host, x.port);
 }
 
-/// The bytes of one fallback chunk. The sender points `data` at memory it keeps alive until the
-/// chunk's reply (its registered buffer: no copy before serialization); a deserialized chunk
-/// owns its bytes (one allocation, no zero-fill). On the wire: a length-prefixed byte sequence.
+/// Largest fallback chunk (fetch length, store size, ByteChunk on the wire): what a peer can make
+/// an owner allocate with one message.
+constexpr uint64_t kMaxChunkBytes = 64ull << 20;
+
+/// The bytes of one fallback chunk. The sender points `data` at memory it keeps alive as long as
+/// `pin` lives (its registered buffer: no copy before serialization; `pin` is shared by every
+/// copy of the chunk, so the memory is held until the message carrying it is destroyed, i.e.
+/// serialized and sent, or dropped); a deserialized chunk owns its bytes (one allocation, no
+/// zero-fill). On the wire: a length-prefixed byte sequence of at most kMaxChunkBytes.
 struct ByteChunk {
   const uint8_t* data = nullptr;
   uint64_t size = 0;
   std::shared_ptr<uint8_t[]> owned;
+  std::shared_ptr<void> pin;  ///< keeps `data` valid (zero-copy chunks); may be null
 
-  /// A chunk that owns `n` bytes, not initialized (one allocation, no zero-fill).
+  /// A chunk that owns `n` bytes, not initialized (one allocation, no zero-fill). An empty
+  /// chunk (`owned` null, size 0) when `n` exceeds kMaxChunkBytes or the memory is not there.
   static ByteChunk allocate(uint64_t n);
   /// A chunk that owns a copy of [p, p + n).
   static ByteChunk copy_of(const uint8_t* p, uint64_t n);
@@ -181,7 +213,14 @@ typename Inspector::result_type inspect(Inspector& f, ByteChunk& x) {
     size_t n = 0;
     if (auto err = f.begin_sequence(n))
       return err;
+    // The length comes from the peer: checked before anything is allocated.
+    if (n > kMaxChunkBytes)
+      return caf::make_error(caf::sec::invalid_argument,
+                             "ByteChunk of " + std::to_string(n) + " bytes exceeds kMaxChunkBytes");
     x = ByteChunk::allocate(n);
+    if (n > 0 && !x.owned)
+      return caf::make_error(caf::sec::runtime_error,
+                             "no memory for a ByteChunk of " + std::to_string(n) + " bytes");
     if (n > 0)
       if (auto err = f.apply_raw(n, x.owned.get()))
         return err;

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "actors/detail/manager_events.h"
 #include "actors/rdma_errors.h"
 #include "actors/rdma_messages.h"
 
@@ -44,7 +45,7 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
   }
   node->port_ = *port;
   if (name_it)
-    caf::anon_send(node->manager_, set_name_atom::value, node->address());
+    caf::anon_send(caf::actor_cast<caf::actor>(node->manager_), detail::SetName{node->address()});
   return node;
 }
 

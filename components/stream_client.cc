@@ -39,6 +39,23 @@ void StreamClient::submit(StreamJob job) {
   job.done(Error(ErrorCode::kPeerUnavailable, "stream transfer refused: its manager stopped"));
 }
 
+bool StreamClient::cancel_queued(uint64_t tag) {
+  StreamJob job;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = std::find_if(queue_.begin(), queue_.end(),
+                           [tag](const StreamJob& j) { return j.tag == tag; });
+    if (it == queue_.end())
+      return false;
+    job = std::move(*it);
+    queue_.erase(it);
+  }
+  job.done(Error(ErrorCode::kTimeout,
+                 "stream transfer cancelled before it started: its deadline passed while it "
+                 "waited for a stream thread"));
+  return true;
+}
+
 size_t StreamClient::idle_connections() const {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;
@@ -107,13 +124,24 @@ Status StreamClient::run(const StreamJob& job) {
     return st;
   };
   Status st = write_request(s, StreamRequest{job.direction, job.token, job.length}, job.deadline);
-  if (!st.ok())
-    return fail(st);
-  auto go = read_status(s, job.deadline, "stream answer");
+  Result<Status> go =
+      st.ok() ? read_status(s, job.deadline, "stream answer") : Result<Status>(st.error());
+  if (!go.ok() && pooled && go.error().code() == ErrorCode::kPeerUnavailable) {
+    // The owner closed this idle connection (its header timeout) before it read our request:
+    // the grant is unclaimed, so ask once more on a new connection.
+    (void)fail(go.error());
+    bool again = false;
+    CAF_RDMA_ASSIGN_OR_RETURN(Socket fresh, take_connection(job, again));
+    s = std::move(fresh);
+    pooled = again;
+    st = write_request(s, StreamRequest{job.direction, job.token, job.length}, job.deadline);
+    go = st.ok() ? read_status(s, job.deadline, "stream answer") : Result<Status>(st.error());
+  }
   if (!go.ok())
     return fail(go.error());
   if (!go->ok()) {
-    give_back(endpoint, std::move(s));  // the owner refused; the connection is still in sync
+    // The owner refused (and closes the connection when the request named no grant).
+    (void)fail(Status{});
     return *go;
   }
   if (job.direction == StreamDirection::kIntoOwner) {

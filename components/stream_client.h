@@ -26,6 +26,7 @@ struct StreamJob {
   uint8_t* addr = nullptr;  ///< the requester's memory: sent from (into owner) or received into
   uint64_t length = 0;
   Deadline deadline = kNoDeadline;
+  uint64_t tag = 0;  ///< the submitter's name for it (cancel_queued)
   /// Called exactly once, after the last access to [addr, addr + length).
   std::function<void(Status)> done;
 };
@@ -42,6 +43,9 @@ public:
   StreamClient& operator=(const StreamClient&) = delete;
 
   void submit(StreamJob job);
+  /// Fails the job tagged `tag` with a timeout if it still waits for a thread (its `done` is
+  /// called here); false if it runs already (it stops at its deadline) or is unknown.
+  bool cancel_queued(uint64_t tag);
   /// Idle pooled connections (all endpoints).
   size_t idle_connections() const;
 

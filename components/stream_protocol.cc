@@ -44,8 +44,12 @@ Status write_request(const Socket& s, const StreamRequest& r, Deadline deadline)
 }
 
 Result<StreamRequest> read_request(const Socket& s, Deadline deadline) {
-  uint8_t b[24];
+  uint8_t b[kRequestBytes];
   CAF_RDMA_RETURN_IF_ERROR(recv_all(s, b, sizeof(b), deadline, "stream request"));
+  return parse_request(b);
+}
+
+Result<StreamRequest> parse_request(const uint8_t* b) {
   if (get(b, 4) != kMagic)
     return Error(ErrorCode::kInvalidArgument,
                  "not a caf-rdma stream request (bad magic): is another program connecting?");
@@ -84,7 +88,7 @@ Result<Status> read_status(const Socket& s, Deadline deadline, const std::string
   CAF_RDMA_RETURN_IF_ERROR(recv_all(s, msg.data(), n, deadline, what));
   if (code == 0)
     return Status{};
-  if (code > static_cast<uint32_t>(ErrorCode::kResourceExhausted))
+  if (code > static_cast<uint32_t>(ErrorCode::kPermissionDenied))
     code = static_cast<uint32_t>(ErrorCode::kInternal);
   return Status(Error(static_cast<ErrorCode>(code), msg));
 }

@@ -7,7 +7,7 @@
 //         out of the owner:   owner sends `length` bytes
 //
 // Integers are little-endian. A token names one grant the owner made (buffer range, direction,
-// length, deadline), is random and single-use.
+// length, deadline), comes from getrandom (unpredictable) and is single-use.
 #pragma once
 
 #include <cstdint>
@@ -33,8 +33,12 @@ struct StreamRequest {
 constexpr uint32_t kMaxStatusMessage = 4096;
 
 Status write_request(const Socket& s, const StreamRequest& r, Deadline deadline);
+/// Bytes of a request on the wire.
+constexpr size_t kRequestBytes = 24;
 /// Reads a request; an unknown magic or direction is an invalid_argument error.
 Result<StreamRequest> read_request(const Socket& s, Deadline deadline);
+/// Parses the kRequestBytes of a request (errors as read_request).
+Result<StreamRequest> parse_request(const uint8_t* b);
 Status write_status(const Socket& s, const Status& st, Deadline deadline);
 /// The outer Result fails when the connection does; the inner Status is the owner's answer.
 Result<Status> read_status(const Socket& s, Deadline deadline, const std::string& what);

@@ -1,53 +1,102 @@
 // The owner's side of the stream channel (see stream_server.h).
 #include "components/stream_server.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <system_error>
+
+#include "components/secure_random.h"
 
 namespace caf_rdma {
 
+namespace {
+
+Error errno_error(const std::string& what, int err) {
+  return Error(ErrorCode::kInternal, "stream channel: " + what + ": " + errno_string(err));
+}
+
+}  // namespace
+
 Result<std::unique_ptr<StreamServer>> StreamServer::start(const std::string& host) {
+  return start(host, Limits{});
+}
+
+Result<std::unique_ptr<StreamServer>> StreamServer::start(const std::string& host, Limits limits) {
+  if (limits.workers == 0 || limits.max_connections == 0 || limits.max_per_host == 0 ||
+      limits.header_timeout.count() <= 0)
+    return Error(ErrorCode::kInvalidArgument,
+                 "stream channel: workers, connection limits and header_timeout must be > 0");
   auto listener = listen_tcp(host, 0);
   if (!listener.ok())
     return listener.error().with_context("stream channel");
   CAF_RDMA_ASSIGN_OR_RETURN(uint16_t port, local_port(*listener));
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0)
-    return Error(ErrorCode::kInternal, std::string("stream channel: pipe: ") + errno_string(errno));
-  return std::unique_ptr<StreamServer>(
-      new StreamServer(host, std::move(*listener), port, p[0], p[1]));
+  std::unique_ptr<StreamServer> server(new StreamServer(host, std::move(*listener), port, limits));
+  CAF_RDMA_RETURN_IF_ERROR(server->start_threads());
+  return server;
 }
 
-StreamServer::StreamServer(std::string host, Socket listener, uint16_t port, int stop_read,
-                           int stop_write)
-    : host_(std::move(host)),
-      listener_(std::move(listener)),
-      port_(port),
-      stop_read_(stop_read),
-      stop_write_(stop_write),
-      random_(std::random_device{}()) {
-  acceptor_ = std::thread([this] { accept_loop(); });
+StreamServer::StreamServer(std::string host, Socket listener, uint16_t port, Limits limits)
+    : host_(std::move(host)), listener_(std::move(listener)), port_(port), limits_(limits) {}
+
+Status StreamServer::start_threads() {
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0)
+    return errno_error("epoll_create1", errno);
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0)
+    return errno_error("pipe", errno);
+  stop_read_ = p[0];
+  stop_write_ = p[1];
+  for (int fd : {listener_.fd(), stop_read_}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+      return errno_error("epoll_ctl", errno);
+  }
+  try {
+    events_ = std::thread([this] { event_loop(); });
+    for (size_t i = 0; i < limits_.workers; ++i)
+      workers_.emplace_back([this] { work(); });
+  } catch (const std::system_error& e) {
+    // The destructor stops and joins what did start.
+    return Error(ErrorCode::kResourceExhausted,
+                 std::string("stream channel: cannot start its threads: ") + e.what());
+  }
+  return {};
 }
 
 StreamServer::~StreamServer() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
-    for (auto& c : connections_)
-      c.socket.shutdown_both();
+    for (auto& [fd, c] : connections_)
+      if (c->busy)
+        c->socket.shutdown_both();  // its worker's I/O ends at once
   }
-  char b = 1;
-  (void)!::write(stop_write_, &b, 1);
-  acceptor_.join();
-  // No new connections now; the shut-down ones end their I/O at once.
-  for (auto& c : connections_)
-    if (c.thread.joinable())
-      c.thread.join();
-  ::close(stop_read_);
-  ::close(stop_write_);
+  ready_cv_.notify_all();
+  if (stop_write_ >= 0) {
+    char b = 1;
+    (void)!::write(stop_write_, &b, 1);
+  }
+  if (events_.joinable())
+    events_.join();
+  for (auto& w : workers_)
+    w.join();
+  connections_.clear();
+  ready_.clear();
+  for (int fd : {epoll_fd_, stop_read_, stop_write_})
+    if (fd >= 0)
+      ::close(fd);
 }
 
 uint64_t StreamServer::grant(uint8_t* addr, uint64_t length, StreamDirection direction,
@@ -55,7 +104,7 @@ uint64_t StreamServer::grant(uint8_t* addr, uint64_t length, StreamDirection dir
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t token = 0;
   while (token == 0 || grants_.count(token) != 0)
-    token = random_();
+    token = secure_random_u64();
   grants_.emplace(token, Grant{addr, length, direction, deadline, std::move(done)});
   return token;
 }
@@ -70,75 +119,229 @@ size_t StreamServer::pending_grants() const {
   return grants_.size();
 }
 
-void StreamServer::accept_loop() {
+size_t StreamServer::connections() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return connections_.size();
+}
+
+void StreamServer::close_locked(int fd) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end())
+    return;
+  (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  auto h = per_host_.find(it->second->peer_ip);
+  if (h != per_host_.end() && --h->second == 0)
+    per_host_.erase(h);
+  connections_.erase(it);  // closes the socket
+}
+
+void StreamServer::event_loop() {
+  bool accepting = true;
+  Deadline resume_at{};
+  epoll_event events[64];
   for (;;) {
-    auto s = accept_tcp(listener_, stop_read_);
-    if (!s.ok() || !s->valid())
-      return;  // stopping (or the listener broke: grants then expire at their owners)
+    // Wake for the earliest header deadline (or the end of an accept pause), at least once a
+    // second.
+    auto now = std::chrono::steady_clock::now();
+    Deadline wake = now + std::chrono::seconds(1);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& [fd, c] : connections_)
+        if (!c->busy)
+          wake = std::min(wake, c->header_deadline);
+    }
+    if (!accepting)
+      wake = std::min(wake, resume_at);
+    auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
+    int n = ::epoll_wait(epoll_fd_, events, 64, static_cast<int>(std::max<int64_t>(wait_ms, 0)));
+    if (n < 0 && errno != EINTR)
+      return;  // epoll broke: grants then expire at their owners
+    now = std::chrono::steady_clock::now();
+    for (int i = 0; i < std::max(n, 0); ++i) {
+      int fd = events[i].data.fd;
+      if (fd == stop_read_)
+        return;
+      if (fd == listener_.fd()) {
+        accept_all(now);
+        continue;
+      }
+      std::shared_ptr<Connection> c;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = connections_.find(fd);
+        if (it == connections_.end() || it->second->busy)
+          continue;
+        c = it->second;
+      }
+      if (!read_header(c)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        close_locked(fd);
+      }
+    }
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_)
       return;
-    // Reap connections whose threads have ended.
-    for (auto it = connections_.begin(); it != connections_.end();) {
-      if (it->finished) {
-        it->thread.join();
-        it = connections_.erase(it);
-      } else {
-        ++it;
-      }
+    // Connections that did not deliver their request in time are closed.
+    std::vector<int> late;
+    for (const auto& [fd, c] : connections_)
+      if (!c->busy && c->header_deadline <= now)
+        late.push_back(fd);
+    for (int fd : late)
+      close_locked(fd);
+    // The listener paused (out of fds or memory): resume when the pause is over.
+    if (!accepting && now >= resume_at) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.fd = listener_.fd();
+      accepting = ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listener_.fd(), &ev) == 0;
+      if (!accepting)
+        resume_at = now + limits_.accept_backoff;
     }
-    connections_.emplace_back();
-    Connection* c = &connections_.back();
-    c->socket = std::move(*s);
-    c->thread = std::thread([this, c] { serve(c); });
+    // accept_all pauses the listener by clearing its events; it tells us here.
+    if (accepting && listener_paused_) {
+      listener_paused_ = false;
+      accepting = false;
+      resume_at = now + limits_.accept_backoff;
+    }
   }
 }
 
-void StreamServer::serve(Connection* c) {
-  while (serve_one(c->socket)) {
+void StreamServer::accept_all(Deadline now) {
+  // Bounded per wake-up: a connect flood cannot keep this thread from its deadlines.
+  for (int n = 0; n < 64; ++n) {
+    sockaddr_in peer{};
+    socklen_t len = sizeof(peer);
+    int fd = ::accept4(listener_.fd(), reinterpret_cast<sockaddr*>(&peer), &len,
+                       SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED)
+        continue;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // No fd or memory for one now: stop listening for a moment (level-triggered epoll
+        // would otherwise spin), then resume (event_loop).
+        epoll_event ev{};
+        ev.events = 0;
+        ev.data.fd = listener_.fd();
+        (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listener_.fd(), &ev);
+        std::lock_guard<std::mutex> lock(mu_);
+        listener_paused_ = true;
+      }
+      return;  // EAGAIN: all accepted
+    }
+    Socket s(fd);
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    const uint32_t ip = peer.sin_family == AF_INET ? ntohl(peer.sin_addr.s_addr) : 0;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_)
+      return;
+    if (connections_.size() >= limits_.max_connections || per_host_[ip] >= limits_.max_per_host) {
+      if (per_host_[ip] == 0)
+        per_host_.erase(ip);
+      continue;  // over a limit: closed at once (s goes out of scope)
+    }
+    auto c = std::make_shared<Connection>();
+    c->peer_ip = ip;
+    c->header_deadline = now + limits_.header_timeout;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.fd = fd;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+      continue;
+    c->socket = std::move(s);
+    ++per_host_[ip];
+    connections_.emplace(fd, std::move(c));
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  c->socket.close();  // the client sees the end at once
-  c->finished = true;
 }
 
-bool StreamServer::serve_one(const Socket& s) {
-  // An idle connection waits without a deadline: the client reuses it, and shutdown wakes it.
-  auto req = read_request(s, kNoDeadline);
-  const Deadline io_limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+bool StreamServer::read_header(const std::shared_ptr<Connection>& c) {
+  // Only the event thread touches a connection that is not busy.
+  while (c->got < kRequestBytes) {
+    ssize_t k = ::recv(c->socket.fd(), c->header + c->got, kRequestBytes - c->got, 0);
+    if (k > 0) {
+      c->got += static_cast<size_t>(k);
+      continue;
+    }
+    if (k < 0 && errno == EINTR)
+      continue;
+    // EAGAIN: the rest comes later (or the header deadline closes it); else closed or broken.
+    return k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+  auto req = parse_request(c->header);
   if (!req.ok()) {
-    if (req.error().code() == ErrorCode::kInvalidArgument)  // garbage: say why, then hang up
-      (void)write_status(s, req.error(), io_limit);
+    // Garbage: say why (one non-blocking attempt), then hang up.
+    (void)write_status(c->socket, req.error(), std::chrono::steady_clock::now());
     return false;
   }
-  Grant g;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = grants_.find(req->token);
-    if (it == grants_.end()) {
-      // Nothing was claimed: the connection stays usable.
-      return write_status(
-                 s,
-                 Error(ErrorCode::kNotFound,
-                       "stream grant " + std::to_string(req->token) + " is unknown to " + host_ +
-                           ":" + std::to_string(port_) + " (expired, used or never made)"),
-                 io_limit)
-          .ok();
-    }
-    g = std::move(it->second);
-    grants_.erase(it);
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = grants_.find(req->token);
+  if (it == grants_.end()) {
+    lock.unlock();
+    // Nothing to claim: say so (one non-blocking attempt) and hang up; a worker is only ever
+    // given a claimed grant.
+    (void)write_status(
+        c->socket,
+        Error(ErrorCode::kNotFound, "stream grant " + std::to_string(req->token) +
+                                        " is unknown to " + host_ + ":" + std::to_string(port_) +
+                                        " (expired, used or never made)"),
+        std::chrono::steady_clock::now());
+    return false;
   }
+  c->grant = std::move(it->second);
+  grants_.erase(it);
+  (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->socket.fd(), nullptr);
+  c->request = *req;
+  c->busy = true;
+  ready_.push_back(c);
+  ready_cv_.notify_one();
+  return true;
+}
+
+void StreamServer::work() {
+  for (;;) {
+    std::shared_ptr<Connection> c;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ready_cv_.wait(lock, [this] { return stopping_ || !ready_.empty(); });
+      if (stopping_)
+        return;
+      c = std::move(ready_.front());
+      ready_.pop_front();
+    }
+    bool keep = serve(*c);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_)
+      continue;  // the destructor clears the connections
+    const int fd = c->socket.fd();
+    c->busy = false;
+    c->got = 0;
+    c->header_deadline = std::chrono::steady_clock::now() + limits_.header_timeout;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.fd = fd;
+    if (!keep || ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+      close_locked(fd);
+  }
+}
+
+bool StreamServer::serve(Connection& c) {
+  const Socket& s = c.socket;
+  const StreamRequest& req = c.request;
+  const Deadline io_limit =
+      std::min(std::chrono::steady_clock::now() + std::chrono::seconds(5), c.grant.deadline);
+  Grant g = std::move(c.grant);
+  c.grant = Grant{};
   Status verdict;
-  if (req->direction != g.direction || req->length != g.length)
+  if (req.direction != g.direction || req.length != g.length)
     verdict = Error(ErrorCode::kInvalidArgument,
-                    "stream request " + std::string(to_string(req->direction)) + " of " +
-                        std::to_string(req->length) + " bytes does not match its grant (" +
+                    "stream request " + std::string(to_string(req.direction)) + " of " +
+                        std::to_string(req.length) + " bytes does not match its grant (" +
                         to_string(g.direction) + ", " + std::to_string(g.length) + " bytes)");
   else if (std::chrono::steady_clock::now() >= g.deadline)
     verdict = Error(ErrorCode::kTimeout, "stream grant of " + std::to_string(g.length) +
                                              " bytes was claimed after its deadline");
   if (!verdict.ok()) {
-    g.done(verdict, 0);
+    g.done(req.token, verdict, 0);
     return write_status(s, verdict, io_limit).ok();
   }
   Status st = write_status(s, Status{}, g.deadline);
@@ -152,7 +355,7 @@ bool StreamServer::serve_one(const Socket& s) {
     }
   }
   // The memory is not touched after this point: the owner may release it.
-  g.done(st, st.ok() ? g.length : 0);
+  g.done(req.token, st, st.ok() ? g.length : 0);
   return st.ok();
 }
 

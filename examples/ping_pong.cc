@@ -1,5 +1,10 @@
 // ping_pong: two processes. "pong" registers a buffer and publishes its handle; "ping" writes a
-// pattern into it with one transfer and reads it back with another; both verify.
+// pattern into it with one transfer and reads it back with another; both verify. Ping tells
+// pong it is done on pong's stdin (a peer cannot put names into another node's directory).
+#include <poll.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -16,7 +21,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: ping_pong [--size BYTES] [--timeout-ms MS]\n"
     "         starts the pong process, then plays ping against it\n"
-    "       ping_pong --pong [--size BYTES]      owner side: prints 'READY <port>'\n"
+    "       ping_pong --pong [--size BYTES]      owner side: prints 'READY <port>', then checks\n"
+    "                                            its buffer when a line arrives on stdin\n"
     "       ping_pong --ping HOST:PORT [--size BYTES]\n"
     "  Transport: CAF_RDMA_TRANSPORT=auto|rdma|fallback (default auto: RDMA when both sides\n"
     "  have a device). Device: CAF_RDMA_DEVICE. Exit code 0 when every byte was verified.\n";
@@ -49,10 +55,16 @@ int pong(uint64_t size) {
     return fail("pong", st.error());
   std::printf("READY %u\n", (*node)->port());
   std::fflush(stdout);
-  // Wait for ping to say it is done, then check what landed in our memory.
-  auto done = client.get("ping-done", 120000);
-  if (!done.ok())
-    return fail("pong", done.error());
+  // Wait (bounded) for ping to say it is done (a line on stdin), then check what landed in our
+  // memory.
+  pollfd in{STDIN_FILENO, POLLIN, 0};
+  char line[64];
+  if (::poll(&in, 1, 120000) <= 0 || ::read(STDIN_FILENO, line, sizeof(line)) <= 0)
+    return fail("pong", Error(ErrorCode::kTimeout, "no 'done' line from ping on stdin in 120 s"));
+  // The owner's contract: touch registered memory again only after release returned (the
+  // channel's server may still be returning from the send of a READ's bytes).
+  if (auto released = client.release(h->id); !released.ok())
+    return fail("pong", released.error());
   for (uint64_t i = 0; i < size; ++i)
     if (buffer[i] != pattern(i)) {
       std::fprintf(stderr, "pong: byte %llu is %u, expected %u\n",
@@ -98,8 +110,6 @@ int ping(const std::string& target, uint64_t size, uint32_t timeout_ms) {
               static_cast<unsigned long long>(w->bytes), describe(*target_buf).c_str(),
               w->path.c_str(), r->path.c_str(), ok ? "verified" : "MISMATCH");
   std::fflush(stdout);
-  if (Status st = remote.put("ping-done", *hs); !st.ok())
-    return fail("ping", st.error());
   return ok ? 0 : 1;
 }
 
@@ -138,6 +148,8 @@ int main(int argc, char** argv) {
     return fail("ping_pong",
                 line.ok() ? Error(ErrorCode::kInternal, "pong said: " + *line) : line.error());
   int rc = ping("127.0.0.1:" + line->substr(6), *size, static_cast<uint32_t>(*timeout));
+  if (Status st = child->write_line("done"); !st.ok())
+    return fail("ping_pong", st.error());
   auto pong_line = child->read_line(std::chrono::seconds(60));
   if (pong_line.ok())
     std::printf("%s\n", pong_line->c_str());

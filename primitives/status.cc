@@ -38,6 +38,8 @@ const char* to_string(ErrorCode code) {
       return "resource_exhausted";
     case ErrorCode::kDataMismatch:
       return "data_mismatch";
+    case ErrorCode::kPermissionDenied:
+      return "permission_denied";
   }
   return "unknown";
 }

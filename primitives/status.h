@@ -48,6 +48,9 @@ enum class ErrorCode : uint8_t {
   kResourceExhausted,
   /// Verification found different bytes on the two sides of a completed transfer.
   kDataMismatch,
+  /// The sender may not do this: a request that only the node's own actors may make, or a
+  /// buffer handle whose secret is not the one its owner issued.
+  kPermissionDenied,
 };
 
 /// Short stable name of an error code, e.g. "no_device".

@@ -11,7 +11,13 @@
 //  4. A queue pair in ERR is dropped (destroyed, so the NIC stops) and the next transfer to that
 //     peer makes a new one.
 //  5. Every transfer gets exactly one reply: success, or an error naming what was wrong; its
-//     timeout flushes the RDMA work still outstanding before the reply.
+//     timeout flushes the RDMA work still outstanding, and waits for its stream job to stop,
+//     before the reply.
+//  6. Requests that act on this node's memory (request_buffer, release, transfer, batch,
+//     lane_open, ask_check, ask_sum, dir_put) are served only for actors of this node; peers
+//     reach the peer protocol, where every access names a buffer by id *and* secret.
+//  7. Everything a peer can make us hold is bounded: grant and wait timeouts (max_timeout),
+//     grants per buffer and per peer, directory names and waiters, chunk sizes.
 #pragma once
 
 #include <caf/all.hpp>
@@ -22,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "actors/detail/manager_events.h"
 #include "actors/direct_registry.h"
 #include "actors/rdma_errors.h"
 #include "actors/rdma_manager_actor.h"
@@ -29,6 +36,7 @@
 #include "components/completion_poller.h"
 #include "components/rdma_domain.h"
 #include "components/rdma_queue_pair.h"
+#include "components/secure_random.h"
 #include "components/staging_plan.h"
 #include "components/stream_client.h"
 #include "components/stream_server.h"
@@ -43,9 +51,11 @@ struct LocalBuffer {
   uint64_t size = 0;
   BufferAccess access = BufferAccess::kReadWrite;
   BufferMemory memory = BufferMemory::kHost;
-  int gpu = -1;         ///< CUDA device of GPU memory
-  RdmaBuffer rdma;      ///< empty without a device
-  uint32_t in_use = 0;  ///< transfers (and fallback chunks in flight) currently using it
+  int gpu = -1;                           ///< CUDA device of GPU memory
+  uint64_t secret_hi = 0, secret_lo = 0;  ///< the handle's secret (capability)
+  RdmaBuffer rdma;                        ///< empty without a device
+  uint32_t in_use = 0;  ///< transfers, grants and fallback chunks in flight currently using it
+  uint32_t grants = 0;  ///< stream grants outstanding on it (counted in in_use too)
   bool released = false;
   std::vector<caf::typed_response_promise<uint64_t>> release_waiters;
 };
@@ -60,6 +70,8 @@ struct OpTrack {
   std::weak_ptr<RdmaQueuePair> qp;  ///< rdma: the QP it was posted on (peers own QPs)
   bool holds_local = false;         ///< counted in the local buffer's in_use
   bool done = false;
+  bool streaming = false;       ///< its stream job runs (the reply waits for it to stop)
+  uint64_t job_tag = 0;         ///< its StreamJob's tag (to cancel it while queued)
   bool retried = false;         ///< flushed once (another op's error) and posted again
   bool awaiting_owner = false;  ///< the NIC is done; waiting for the owner's answer
   // rdma-staged progress (local GPU memory the NIC cannot register)
@@ -81,6 +93,7 @@ struct Transfer {
   std::vector<TransferOutcome> outcomes;
   size_t remaining = 0;
   uint32_t timeout_ms = 0;
+  std::chrono::steady_clock::time_point due;  ///< when it times out
   bool timed_out = false;
   std::multimap<std::chrono::steady_clock::time_point, uint64_t>::iterator deadline;
 };
@@ -109,6 +122,18 @@ struct LaneRecord {
 
 /// At most this many direct lanes from one peer manager are accepted at once.
 constexpr size_t kMaxLanesPerPeer = 256;
+
+/// A stream grant this manager made as owner, until it is used or withdrawn.
+struct GrantHold {
+  uint64_t buffer = 0;  ///< held (counted in its in_use and grants)
+  caf::node_id peer;    ///< whose node asked (counted in grants_per_peer_)
+};
+
+/// A directory entry and the (local) actor that put it, for diagnostics.
+struct DirEntry {
+  BufferHandle handle;
+  caf::actor_addr putter;
+};
 
 /// A registered host bounce buffer for rdma-staged transfers.
 struct StagingSlot {
@@ -140,7 +165,7 @@ class ManagerState {
 public:
   static inline const char* name = "rdma_manager";
 
-  using Self = rdma_manager_actor::stateful_pointer<ManagerState>;
+  using Self = manager_impl_actor::stateful_pointer<ManagerState>;
 
   void init(Self self, ManagerOptions options, std::shared_ptr<RdmaDomain> domain,
             std::string no_rdma_reason);
@@ -149,24 +174,33 @@ public:
   // -- buffers (manager_buffers.cc) --
   caf::result<BufferHandle> request_buffer(uint64_t addr, uint64_t size, uint8_t access);
   caf::result<uint64_t> release_buffer(uint64_t id);
-  caf::result<ByteChunk> fetch(uint64_t id, uint64_t offset, uint64_t length);
-  caf::result<uint64_t> store(uint64_t id, uint64_t offset, const ByteChunk& bytes);
+  caf::result<ByteChunk> fetch(const BufferRef& ref, uint64_t offset, uint64_t length);
+  caf::result<uint64_t> store(const BufferRef& ref, uint64_t offset, const ByteChunk& bytes);
   /// The owner's view of a peer's access (after its NIC refused one): ok, or why not.
-  TransferOutcome check_access(uint64_t id, uint64_t offset, uint64_t length, uint8_t kind);
-  /// Verify mode: range_checksum of a range of buffer `id`.
-  caf::result<uint64_t> checksum(uint64_t id, uint64_t offset, uint64_t length);
+  TransferOutcome check_access(const BufferRef& ref, uint64_t offset, uint64_t length,
+                               uint8_t kind);
+  /// Verify mode: range_checksum of a range of the buffer.
+  caf::result<uint64_t> checksum(const BufferRef& ref, uint64_t offset, uint64_t length);
+  /// Ok when the current message comes from an actor of this node; else permission_denied
+  /// naming `request` and the sender.
+  Status local_only(const char* request) const;
+  /// A timeout given by a caller or peer, cut to options_.max_timeout.
+  uint32_t capped(uint32_t timeout_ms) const;
   /// The live local buffer named by a handle, or an error naming what is wrong.
   Result<LocalBuffer*> local_buffer(const BufferHandle& h, const char* role);
   /// Buffer by id for owner-side checks (fetch, store, local copies).
   Result<LocalBuffer*> owned_buffer(uint64_t id, const char* role);
   /// Owner-side checks of a peer's access (fetch, store, stream grants): the buffer is live,
-  /// writable for a write, and [offset, offset + length) fits it.
-  Result<LocalBuffer*> owner_access(uint64_t id, uint64_t offset, uint64_t length, bool write);
+  /// the secret is its own, it is writable for a write, and [offset, offset + length) fits it.
+  Result<LocalBuffer*> owner_access(const BufferRef& ref, uint64_t offset, uint64_t length,
+                                    bool write);
+  /// A zero-copy store chunk's hold on local buffer `id` ended (ChunkSent).
+  void chunk_sent(uint64_t id) { buffer_done(id); }
   void buffer_done(uint64_t id);
   /// A direct lane's last use of released buffer `id` ended.
   void lane_idle(uint64_t id);
   ManagerStats stats() const;
-  /// The name given by its node once it listens (first call only).
+  /// The name given by its node once it listens (first call only; SetName is an internal event).
   void set_name(std::string name) {
     if (named_ || name.empty())
       return;
@@ -183,11 +217,13 @@ public:
   void deadline_tick(int64_t at);
 
   // -- stream channel of the fallback (manager_streams.cc) --
-  caf::result<StreamGrantMsg> stream_grant(uint64_t id, uint64_t offset, uint64_t length,
+  caf::result<StreamGrantMsg> stream_grant(const BufferRef& ref, uint64_t offset, uint64_t length,
                                            uint8_t kind, uint32_t timeout_ms);
   void stream_done(uint64_t ticket, uint32_t index, uint64_t local_id, TransferOutcome outcome);
-  void stream_served(uint64_t id, uint64_t bytes);
-  void stream_expire(uint64_t id, uint64_t token);
+  void stream_served(uint64_t token, uint64_t bytes);
+  void stream_expire(uint64_t token);
+  /// Ends grant `token`'s hold on its buffer (once).
+  void end_grant(uint64_t token);
 
   // -- peers and queue pairs (manager_peers.cc) --
   caf::result<QpInfoMsg> accept_connect(const QpInfoMsg& remote);
@@ -203,7 +239,8 @@ public:
   // -- direct lanes (manager_lanes.cc) --
   caf::result<LaneGrant> open_lane(BufferHandle remote, uint32_t timeout_ms);
   void close_lane(uint64_t lane);
-  void drop_lane(uint64_t lane, const caf::actor& initiator);
+  /// The sender (a peer manager) closed its lane `lane`.
+  void drop_lane(uint64_t lane);
   void on_down(const caf::down_msg& msg);
 
   // -- directory (rdma_manager_actor.cc) --
@@ -317,7 +354,12 @@ private:
   std::multimap<std::chrono::steady_clock::time_point, uint64_t> deadlines_;
   std::chrono::steady_clock::time_point next_tick_ = std::chrono::steady_clock::time_point::max();
   std::map<caf::actor_addr, Peer> peers_;
-  std::map<std::string, BufferHandle> directory_;
+  std::map<std::string, DirEntry> directory_;
+  /// Stream grants made as owner, by token.
+  std::unordered_map<uint64_t, GrantHold> grants_;
+  std::map<caf::node_id, uint32_t> grants_per_peer_;
+  size_t dir_waiter_count_ = 0;
+  uint64_t next_job_tag_ = 1;
   std::map<std::string, std::vector<DirWaiter>> dir_waiters_;
   uint64_t next_dir_waiter_ = 1;
   Counters counters_;

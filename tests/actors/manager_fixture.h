@@ -155,7 +155,8 @@ inline std::unique_ptr<TestNode> start_node(const ManagerOptions& extra = {}) {
 }
 
 /// Registers `m` at `owner` and returns its handle as `user` sees it: put into the owner's
-/// directory and fetched through a network proxy (serialized, the owner arriving as a proxy).
+/// directory (by the owner's own actor: only they may) and fetched through a network proxy
+/// (serialized, the owner arriving as a proxy).
 inline BufferHandle remote_view(TestNode& owner, TestNode& user, uint64_t addr, uint64_t size,
                                 const std::string& name,
                                 BufferAccess a = BufferAccess::kReadWrite) {
@@ -167,10 +168,16 @@ inline BufferHandle remote_view(TestNode& owner, TestNode& user, uint64_t addr, 
   EXPECT_TRUE(remote.ok()) << remote.error().to_string();
   if (!remote.ok())
     return {};
+  caf::scoped_actor putter{owner.node().system()};
+  putter->request(owner.manager(), 10s, dir_put_atom::value, name, *h)
+      .receive([](bool) {}, [](caf::error& e) { ADD_FAILURE() << error_message(e); });
   caf::scoped_actor self{user.node().system()};
   BufferHandle out;
   self->request(*remote, 10s, dir_put_atom::value, name, *h)
-      .receive([](bool) {}, [](caf::error&) {});
+      .receive([](bool) { ADD_FAILURE() << "a peer put a name into another node's directory"; },
+               [](caf::error& e) {
+                 EXPECT_EQ(error_code(e), ErrorCode::kPermissionDenied) << error_message(e);
+               });
   self->request(*remote, 10s, dir_get_atom::value, name, uint32_t{1000})
       .receive([&](BufferHandle& x) { out = std::move(x); },
                [&](caf::error& e) { ADD_FAILURE() << error_message(e); });
@@ -185,10 +192,10 @@ inline BufferHandle remote_view(TestNode& owner, TestNode& user, const Memory& m
 
 /// A stand-in owner manager that never answers fetch, store or handshakes.
 inline caf::behavior silent(caf::event_based_actor*) {
-  return {[](fetch_atom, uint64_t, uint64_t, uint64_t) -> caf::result<ByteChunk> {
+  return {[](fetch_atom, const BufferRef&, uint64_t, uint64_t) -> caf::result<ByteChunk> {
             return caf::delegated<ByteChunk>();  // never answers
           },
-          [](store_atom, uint64_t, uint64_t, const ByteChunk&) -> caf::result<uint64_t> {
+          [](store_atom, const BufferRef&, uint64_t, const ByteChunk&) -> caf::result<uint64_t> {
             return caf::delegated<uint64_t>();
           },
           [](qp_connect_atom, const QpInfoMsg&) -> caf::result<QpInfoMsg> {

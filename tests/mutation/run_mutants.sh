@@ -12,10 +12,14 @@ root=$PWD
 mutants=(
   "write_span_check|actors/transfer_checks.cc|    if (!is_read && remote_span < local_span)|    if (false)|//tests/actors:manager_fallback_test"
   "read_span_check|actors/transfer_checks.cc|    if (is_read && local_span < remote_span)|    if (false)|//tests/actors:manager_fallback_test"
-  "stream_stop_no_wake|components/stream_server.cc|      c.socket.shutdown_both();|      (void) c;|//tests/components:stream_channel_test"
+  "stream_stop_no_wake|components/stream_server.cc|        c->socket.shutdown_both();|        (void) c;|//tests/components:stream_channel_test"
   "released_is_live|actors/manager_buffers.cc|  if (it->second.released)|  if (false)|//tests/actors:revocation_fallback_test //tests/actors:manager_fallback_test"
   "peer_down_keeps_questions|actors/manager_peers.cc|    fail(err);|    (void) fail;|//tests/actors:revocation_fallback_test"
   "release_does_not_wait|actors/manager_buffers.cc|  if (buf->in_use == 0 && lanes_idle) {|  if (true) {|//tests/actors:manager_fallback_test //tests/actors:direct_lane_fallback_test"
+  "secret_unchecked|actors/manager_buffers.cc|  if (!secrets_equal(b->secret_hi, b->secret_lo, ref.secret_hi, ref.secret_lo))|  if (false)|//tests/security:hostile_peer_fallback_test"
+  "remote_is_local|actors/rdma_manager_actor.cc|  if (sender && sender->node() == self_->node())|  if (true)|//tests/security:hostile_peer_fallback_test"
+  "grant_timeout_uncapped|actors/manager_streams.cc|  const uint32_t limit_ms = capped(timeout_ms);|  const uint32_t limit_ms = timeout_ms;|//tests/security:hostile_peer_fallback_test"
+  "no_header_deadline|components/stream_server.cc|      if (!c->busy && c->header_deadline <= now)|      if (false)|//tests/security:stream_server_limits_test"
 )
 
 if [ "${1:-}" = --list ]; then

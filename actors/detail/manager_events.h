@@ -1,0 +1,114 @@
+// Internal events of an RdmaManagerActor: what its own threads (completion poller, stream
+// channel, direct lanes), its timers and its node tell it.
+//
+// Invariants:
+//  1. Each event is a type of its own, allowed as an *unsafe* (non-serializable) message type and
+//     never registered with `add_message_types`: it can only be sent from inside the manager's
+//     process. A peer cannot send one (its node cannot serialize it, and ours could not
+//     deserialize it), whatever it knows of the manager's address.
+//  2. None of them is in the public interface (`rdma_manager_actor`); the manager's own handle
+//     type (`manager_impl_actor`) adds them.
+//  3. A hold is named by what created it (transfer ticket, grant token), never by a bare buffer
+//     id: an event can end only the hold it was made for, once.
+#pragma once
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "actors/rdma_manager_interface.h"
+#include "actors/rdma_messages.h"
+
+namespace caf_rdma::detail {
+
+/// Completion poller (or inline poll) -> manager: op `index` of transfer `ticket` completed.
+/// `fault` is the OpFault of a failed op (retry on a new QP, or ask the owner).
+struct OpDone {
+  uint64_t ticket = 0;
+  uint32_t index = 0;
+  TransferOutcome outcome;
+  uint8_t fault = 0;
+};
+
+/// Timer: transfer `ticket` hit its drain deadline after a timeout (stage 1).
+struct OpTimeout {
+  uint64_t ticket = 0;
+  uint32_t stage = 0;
+};
+
+/// Timer: sweep of the transfers' deadlines scheduled for `at` (steady clock, ns).
+struct OpTick {
+  int64_t at = 0;
+};
+
+/// Stream client thread -> manager: the stream job of op `index` of transfer `ticket` ended and
+/// no longer touches local buffer `local_id`.
+struct StreamDone {
+  uint64_t ticket = 0;
+  uint32_t index = 0;
+  uint64_t local_id = 0;
+  TransferOutcome outcome;
+};
+
+/// Stream server thread -> manager: grant `token` was used; `bytes` moved (0 on failure).
+struct StreamServed {
+  uint64_t token = 0;
+  uint64_t bytes = 0;
+};
+
+/// Timer: grant `token` reached its deadline; withdraw it if nobody claimed it.
+struct StreamExpire {
+  uint64_t token = 0;
+};
+
+/// A fallback store chunk that pointed into local buffer `id` was destroyed (serialized and
+/// sent, or dropped): the buffer's memory is no longer referenced by it.
+struct ChunkSent {
+  uint64_t id = 0;
+};
+
+/// DirectLane -> manager: direct lane `id` of this manager is gone.
+struct LaneClosed {
+  uint64_t id = 0;
+};
+
+/// DirectLane -> manager: a lane ended its last use of released buffer `id`.
+struct LaneIdle {
+  uint64_t id = 0;
+};
+
+/// Timer: directory wait `id` for `key` expired.
+struct DirTimeout {
+  std::string key;
+  uint64_t id = 0;
+};
+
+/// RdmaNode -> its manager, once, right after publishing it on a port the OS picked: the name
+/// (host:port) it gives in handles and errors. Later ones are ignored.
+struct SetName {
+  std::string name;
+};
+
+/// The manager's own handle type: the public interface plus its internal events.
+using manager_impl_actor = rdma_manager_actor::extend<
+    caf::reacts_to<OpDone>, caf::reacts_to<OpTimeout>, caf::reacts_to<OpTick>,
+    caf::reacts_to<StreamDone>, caf::reacts_to<StreamServed>, caf::reacts_to<StreamExpire>,
+    caf::reacts_to<ChunkSent>, caf::reacts_to<LaneClosed>, caf::reacts_to<LaneIdle>,
+    caf::reacts_to<DirTimeout>, caf::reacts_to<SetName>>;
+
+}  // namespace caf_rdma::detail
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::OpDone)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::OpTimeout)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::OpTick)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::StreamDone)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::StreamServed)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::StreamExpire)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::ChunkSent)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::LaneClosed)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::LaneIdle)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::DirTimeout)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::SetName)

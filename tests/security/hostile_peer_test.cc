@@ -1,0 +1,347 @@
+// A hostile peer node against an ordinary node: each test reproduces one finding of the
+// security review (README "Security model") with only what a peer has — the victim's published
+// manager, the public messages, handles it was given, the stream channel's wire format — and
+// asserts the victim refuses, names why, changes no byte and keeps serving.
+//
+// Victim and attacker are separate actor systems (separate CAF nodes) in this process, talking
+// over TCP: every message between them is serialized, as between hosts.
+#include <gtest/gtest.h>
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/detail/manager_events.h"
+#include "components/stream_protocol.h"
+#include "tests/actors/manager_fixture.h"
+#include "tests/rdma_test.h"
+
+namespace caf_rdma::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Memory the victim never registered: what an attacker would like to read or overwrite.
+uint8_t g_secret[4096];
+
+std::unique_ptr<TestNode> victim_node(std::chrono::milliseconds max_timeout) {
+  NodeOptions o;
+  auto env = ManagerOptions::from_env();
+  EXPECT_TRUE(env.ok()) << env.error().to_string();
+  o.manager = env.ok() ? *env : ManagerOptions{};
+  // Auto: RDMA registrations where there is a device, and the fallback's stream channel.
+  o.manager.mode = TransportMode::kAuto;
+  o.manager.max_timeout = max_timeout;
+  auto n = RdmaNode::start(o);
+  EXPECT_TRUE(n.ok()) << n.error().to_string();
+  return n.ok() ? std::make_unique<TestNode>(std::move(*n)) : nullptr;
+}
+
+class HostilePeerTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (expected_path() == kPathRdma && !rdma_skip_reason().empty())
+      GTEST_SKIP() << rdma_skip_reason();
+    for (size_t i = 0; i < sizeof(g_secret); ++i)
+      g_secret[i] = pattern(i, 77);
+    victim_ = victim_node(std::chrono::milliseconds(2000));
+    attacker_ = victim_node(std::chrono::milliseconds(2000));
+    ASSERT_TRUE(victim_ && attacker_);
+    auto p = attacker_->node().remote_manager("127.0.0.1", victim_->node().port());
+    ASSERT_TRUE(p.ok()) << p.error().to_string();
+    proxy_ = caf::actor_cast<caf::actor>(*p);
+    self_ = std::make_unique<caf::scoped_actor>(attacker_->node().system());
+  }
+  void TearDown() override {
+    self_.reset();
+    proxy_ = nullptr;
+    attacker_.reset();
+    victim_.reset();
+  }
+
+  /// A request from the attacker's node to the victim's manager; the reply or the error.
+  template <class T, class... Ts>
+  caf::expected<T> ask(Ts&&... xs) {
+    caf::expected<T> out{caf::error{}};
+    (*self_)
+        ->request(proxy_, std::chrono::seconds(30), std::forward<Ts>(xs)...)
+        .receive([&](T& x) { out = std::move(x); }, [&](caf::error& e) { out = std::move(e); });
+    return out;
+  }
+
+  /// The victim registers `m` and publishes it; the attacker fetches the handle (as a peer
+  /// that was legitimately given it).
+  BufferHandle publish(const Memory& m, const std::string& name) {
+    auto h = victim_->request_buffer(m);
+    EXPECT_TRUE(h) << error_message(h.error());
+    caf::scoped_actor v{victim_->node().system()};
+    v->request(victim_->manager(), std::chrono::seconds(10), dir_put_atom::value, name, *h)
+        .receive([](bool) {}, [](caf::error& e) { ADD_FAILURE() << error_message(e); });
+    auto got = ask<BufferHandle>(dir_get_atom::value, name, uint32_t{1000});
+    EXPECT_TRUE(got) << error_message(got.error());
+    return got ? *got : BufferHandle{};
+  }
+
+  bool secret_intact() const {
+    for (size_t i = 0; i < sizeof(g_secret); ++i)
+      if (g_secret[i] != pattern(i, 77))
+        return false;
+    return true;
+  }
+
+  std::unique_ptr<TestNode> victim_, attacker_;
+  caf::actor proxy_;
+  std::unique_ptr<caf::scoped_actor> self_;
+};
+
+#define EXPECT_DENIED(x)                                                                          \
+  do {                                                                                            \
+    auto&& r_ = (x);                                                                              \
+    ASSERT_FALSE(r_) << "a hostile request succeeded";                                            \
+    EXPECT_EQ(error_code(r_.error()), ErrorCode::kPermissionDenied) << error_message(r_.error()); \
+  } while (false)
+
+// Finding 1: a peer sent request_buffer with an address of its choice to the victim's manager,
+// then fetch/store through the handle: it read and overwrote a global the victim never
+// registered (and a window over unmapped memory crashed the victim).
+TEST_F(HostilePeerTest, APeerCannotRegisterTheVictimsMemory) {
+  auto addr = reinterpret_cast<uint64_t>(g_secret);
+  EXPECT_DENIED(
+      ask<BufferHandle>(request_buffer_atom::value, addr, uint64_t{sizeof(g_secret)}, uint8_t{1}));
+  EXPECT_DENIED(ask<BufferHandle>(request_buffer_atom::value, uint64_t{0x1000}, uint64_t{1} << 40,
+                                  uint8_t{1}));
+  auto h = ask<BufferHandle>(request_buffer_atom::value, addr, uint64_t{16}, uint8_t{0});
+  ASSERT_FALSE(h);
+  EXPECT_NE(error_message(h.error()).find("request_buffer"), std::string::npos)
+      << error_message(h.error());
+  EXPECT_EQ(victim_->stats().registered_buffers, 0u);
+  // Nor can it run the victim's transfers, batches or lanes.
+  BufferHandle forged;
+  forged.id = 1;
+  forged.addr = addr;
+  forged.size = sizeof(g_secret);
+  forged.owner = proxy_;
+  EXPECT_DENIED(
+      ask<TransferReply>(transfer_atom::value, make_read(forged, forged), uint32_t{1000}));
+  EXPECT_DENIED(ask<std::vector<TransferOutcome>>(
+      batch_atom::value, std::vector<TransferOp>{make_write(forged, forged)}, uint32_t{1000}));
+  EXPECT_DENIED(
+      ask<TransferOutcome>(ask_check_atom::value, forged, uint64_t{0}, uint64_t{1}, uint8_t{0}));
+  caf::expected<bool> lane{caf::error{}};
+  (*self_)
+      ->request(proxy_, std::chrono::seconds(30), lane_open_atom::value, forged, uint32_t{1000})
+      .receive([&](caf::message&) { lane = true; }, [&](caf::error& e) { lane = std::move(e); });
+  EXPECT_DENIED(lane);
+  EXPECT_TRUE(secret_intact());
+  EXPECT_EQ(victim_->stats().registered_buffers, 0u);  // and the victim still answers
+}
+
+// Finding 3: buffer ids were credentials: fetch(1), store(1) and release(1) worked without a
+// handle, dir_put replaced a published name.
+TEST_F(HostilePeerTest, BufferIdsAreNotCredentials) {
+  Memory m(4096, 5);
+  auto h = victim_->request_buffer(m);
+  ASSERT_TRUE(h) << error_message(h.error());
+  caf::scoped_actor v{victim_->node().system()};
+  v->request(victim_->manager(), std::chrono::seconds(10), dir_put_atom::value,
+             std::string("weights"), *h)
+      .receive([](bool) {}, [](caf::error& e) { ADD_FAILURE() << error_message(e); });
+  for (uint64_t id = 1; id <= 3; ++id) {
+    SCOPED_TRACE("buffer id " + std::to_string(id));
+    BufferRef guess{id, 0, 0};
+    auto f = ask<ByteChunk>(fetch_atom::value, guess, uint64_t{0}, uint64_t{16});
+    ASSERT_FALSE(f);
+    EXPECT_TRUE(error_code(f.error()) == ErrorCode::kPermissionDenied ||
+                error_code(f.error()) == ErrorCode::kUnknownBuffer)
+        << error_message(f.error());
+    ByteChunk junk = ByteChunk::allocate(16);
+    std::memset(junk.owned.get(), 0xEE, 16);
+    auto s = ask<uint64_t>(store_atom::value, guess, uint64_t{0}, junk);
+    ASSERT_FALSE(s);
+    auto c = ask<uint64_t>(checksum_atom::value, guess, uint64_t{0}, uint64_t{16});
+    ASSERT_FALSE(c);
+    EXPECT_DENIED(ask<uint64_t>(release_buffer_atom::value, id));
+  }
+  // The right id with a secret off by one bit is as wrong as none.
+  BufferRef almost = ref_of(*h);
+  almost.secret_lo ^= 1;
+  EXPECT_DENIED(ask<ByteChunk>(fetch_atom::value, almost, uint64_t{0}, uint64_t{16}));
+  // The published name still names the victim's buffer.
+  BufferHandle other = *h;
+  other.addr = reinterpret_cast<uint64_t>(g_secret);
+  EXPECT_DENIED(ask<bool>(dir_put_atom::value, std::string("weights"), other));
+  auto got = ask<BufferHandle>(dir_get_atom::value, std::string("weights"), uint32_t{0});
+  ASSERT_TRUE(got) << error_message(got.error());
+  EXPECT_EQ(got->addr, m.addr());
+  // Nothing changed, and the buffer is still the victim's to release.
+  for (size_t i = 0; i < m.bytes.size(); ++i)
+    ASSERT_EQ(m.bytes[i], pattern(i, 5)) << "byte " << i;
+  auto released = victim_->release(h->id);
+  EXPECT_TRUE(released) << error_message(released.error());
+  // The holder of the real handle may read it (the capability works).
+  Memory m2(4096, 6);
+  auto h2 = publish(m2, "readable");
+  auto ok = ask<ByteChunk>(fetch_atom::value, ref_of(h2), uint64_t{0}, uint64_t{4096});
+  ASSERT_TRUE(ok) << error_message(ok.error());
+  ASSERT_EQ(ok->size, 4096u);
+  EXPECT_EQ(std::memcmp(ok->data, m2.bytes.data(), 4096), 0);
+  EXPECT_TRUE(victim_->release(h2.id));
+}
+
+// Finding 2: internal messages were public: a peer's stream_served(id, 0) lowered a buffer's use
+// count, so the victim's release replied while a grant was live and the peer then wrote into
+// memory the victim had reused. Now internal events cannot come from the network, and a hold
+// is ended only by the grant that made it.
+TEST_F(HostilePeerTest, APeerCannotEndTheVictimsHolds) {
+  constexpr uint64_t kSize = 1 << 20;
+  Memory m(kSize, 9);
+  auto h = publish(m, "target");
+  auto grant = ask<StreamGrantMsg>(stream_grant_atom::value, ref_of(h), uint64_t{0}, kSize,
+                                   uint8_t{1}, uint32_t{30000});
+  ASSERT_TRUE(grant) << error_message(grant.error());
+  ASSERT_NE(grant->port, 0) << "the victim has no stream channel";
+  ASSERT_EQ(victim_->stats().busy_buffers, 1u);
+  // Yesterday's internal message, as the atoms it was made of...
+  using old_served_atom = caf::atom_constant<caf::atom("str_served")>;
+  using old_expire_atom = caf::atom_constant<caf::atom("str_exp")>;
+  for (int i = 0; i < 3; ++i) {
+    (*self_)->send(proxy_, old_served_atom::value, h.id, uint64_t{0});
+    (*self_)->send(proxy_, old_expire_atom::value, h.id, grant->token);
+  }
+  // ...and today's event type (our node cannot even serialize it).
+  (*self_)->send(proxy_, detail::StreamServed{grant->token, 0});
+  // Messages from one sender arrive in order: once this is answered, the above were handled.
+  ASSERT_TRUE(ask<ManagerStats>(stats_atom::value));
+  EXPECT_EQ(victim_->stats().busy_buffers, 1u) << "a peer's message ended the grant's hold";
+  // The grant is still good; using it (as its holder) is what ends the hold.
+  std::vector<uint8_t> payload(kSize);
+  for (uint64_t i = 0; i < kSize; ++i)
+    payload[i] = pattern(i, 10);
+  auto s = connect_tcp(grant->host, grant->port, Clock::now() + 10s);
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  ASSERT_TRUE(
+      write_request(*s, {StreamDirection::kIntoOwner, grant->token, kSize}, Clock::now() + 10s)
+          .ok());
+  auto go = read_status(*s, Clock::now() + 10s, "grant");
+  ASSERT_TRUE(go.ok() && go->ok());
+  ASSERT_TRUE(send_all(*s, payload.data(), kSize, Clock::now() + 20s, "data").ok());
+  auto stored = read_status(*s, Clock::now() + 10s, "stored");
+  ASSERT_TRUE(stored.ok() && stored->ok());
+  auto released = victim_->release(h.id);  // waits for the grant's end, then replies
+  ASSERT_TRUE(released) << error_message(released.error());
+  EXPECT_EQ(m.bytes, payload);
+}
+
+// Finding 4: a fetch of 2^61 bytes threw bad_alloc and killed the manager; a chunk's wire length
+// was trusted up to 4 GiB.
+TEST_F(HostilePeerTest, HugeFetchesAndChunksAreRefusedAndTheNodeKeepsServing) {
+  Memory m(kMaxChunkBytes + 4096, 3);
+  auto h = publish(m, "big");
+  auto f = ask<ByteChunk>(fetch_atom::value, ref_of(h), uint64_t{0}, uint64_t{1} << 61);
+  ASSERT_FALSE(f);
+  EXPECT_EQ(error_code(f.error()), ErrorCode::kOutOfBounds) << error_message(f.error());
+  f = ask<ByteChunk>(fetch_atom::value, ref_of(h), uint64_t{0}, kMaxChunkBytes + 1);
+  ASSERT_FALSE(f);
+  EXPECT_EQ(error_code(f.error()), ErrorCode::kInvalidArgument) << error_message(f.error());
+  EXPECT_NE(error_message(f.error()).find("kMaxChunkBytes"), std::string::npos);
+  // A chunk longer than kMaxChunkBytes on the wire: the victim drops it before allocating.
+  ByteChunk huge;
+  huge.owned.reset(new uint8_t[kMaxChunkBytes + 1]);
+  std::memset(huge.owned.get(), 0xEE, kMaxChunkBytes + 1);
+  huge.data = huge.owned.get();
+  huge.size = kMaxChunkBytes + 1;
+  caf::expected<uint64_t> stored{caf::error{}};
+  (*self_)
+      ->request(proxy_, std::chrono::seconds(10), store_atom::value, ref_of(h), uint64_t{0}, huge)
+      .receive([&](uint64_t n) { stored = n; }, [&](caf::error& e) { stored = std::move(e); });
+  EXPECT_FALSE(stored) << "an oversized chunk was stored";
+  for (uint64_t i = 0; i < 4096; ++i)
+    ASSERT_EQ(m.bytes[i], pattern(i, 3)) << "byte " << i;
+  // The victim still serves an honest peer.
+  auto honest = victim_node(std::chrono::milliseconds(2000));
+  ASSERT_TRUE(honest);
+  auto p = honest->node().remote_manager("127.0.0.1", victim_->node().port());
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  caf::scoped_actor hs{honest->node().system()};
+  caf::expected<ByteChunk> ok{caf::error{}};
+  hs->request(*p, std::chrono::seconds(30), fetch_atom::value, ref_of(h), uint64_t{0},
+              uint64_t{4096})
+      .receive([&](ByteChunk& c) { ok = std::move(c); }, [&](caf::error& e) { ok = std::move(e); });
+  ASSERT_TRUE(ok) << error_message(ok.error());
+  EXPECT_EQ(std::memcmp(ok->data, m.bytes.data(), 4096), 0);
+  EXPECT_TRUE(victim_->release(h.id));
+}
+
+// Finding 4: a grant with a 2^32-1 ms timeout pinned a buffer so that its release timed out;
+// one buffer took unbounded grants. Timeouts are cut to max_timeout (2 s here), grants capped.
+TEST_F(HostilePeerTest, GrantsCannotPinABufferForLongOrWithoutBound) {
+  Memory m(1 << 20, 4);
+  auto h = publish(m, "pinned");
+  for (uint32_t i = 0; i < kMaxGrantsPerBuffer; ++i) {
+    auto g = ask<StreamGrantMsg>(stream_grant_atom::value, ref_of(h), uint64_t{0},
+                                 uint64_t{1} << 20, uint8_t{0}, UINT32_MAX);
+    ASSERT_TRUE(g) << "grant " << i << ": " << error_message(g.error());
+    ASSERT_NE(g->port, 0);
+  }
+  auto over = ask<StreamGrantMsg>(stream_grant_atom::value, ref_of(h), uint64_t{0},
+                                  uint64_t{1} << 20, uint8_t{0}, UINT32_MAX);
+  ASSERT_FALSE(over);
+  EXPECT_EQ(error_code(over.error()), ErrorCode::kResourceExhausted) << error_message(over.error());
+  // The release waits for the grants to expire (2 s + the 1 s backstop), not 49 days.
+  auto released = victim_->release(h.id);
+  ASSERT_TRUE(released) << error_message(released.error());
+  EXPECT_EQ(*released, uint64_t{1} << 20);
+}
+
+// Finding 4: 50k 49-day directory waits grew the victim's memory without bound.
+TEST_F(HostilePeerTest, DirectoryWaitsAreBoundedInNumberAndTime) {
+  for (size_t i = 0; i <= kMaxDirectoryWaiters; ++i)
+    (*self_)->send(proxy_, dir_get_atom::value, "absent-" + std::to_string(i), UINT32_MAX);
+  // The one beyond the limit is refused at once; the others end at max_timeout (2 s).
+  size_t exhausted = 0, timed_out = 0, other = 0;
+  for (size_t i = 0; i <= kMaxDirectoryWaiters; ++i) {
+    bool got = false;
+    (*self_)->receive(
+        [&](caf::error& e) {
+          got = true;
+          auto code = error_code(e);
+          (code == ErrorCode::kResourceExhausted ? exhausted
+           : code == ErrorCode::kTimeout         ? timed_out
+                                                 : other)++;
+        },
+        caf::after(std::chrono::seconds(30)) >> [] {});
+    ASSERT_TRUE(got) << "answer " << i << " never came";
+  }
+  EXPECT_EQ(exhausted, 1u);
+  EXPECT_EQ(timed_out, kMaxDirectoryWaiters);
+  EXPECT_EQ(other, 0u);
+  auto longname = ask<BufferHandle>(dir_get_atom::value, std::string(kMaxDirectoryName + 1, 'x'),
+                                    uint32_t{1000});
+  ASSERT_FALSE(longname);
+  EXPECT_EQ(error_code(longname.error()), ErrorCode::kInvalidArgument);
+}
+
+// Also found: a handshake named its sender's manager (a peer could replace another's queue
+// pair), lane drops named their initiator, request_buffer had no overflow check.
+TEST_F(HostilePeerTest, HandshakesAndDropsSpeakOnlyForTheirSender) {
+  QpInfoMsg m;
+  m.gid.assign(16, 0);
+  m.manager = caf::actor_cast<caf::actor>(victim_->manager());  // "I am someone else"
+  auto r = ask<QpInfoMsg>(qp_connect_atom::value, m);
+  ASSERT_FALSE(r);
+  // Without a device the victim has no queue pairs to give (no_device); with one it refuses the
+  // impersonation.
+  EXPECT_TRUE(error_code(r.error()) == ErrorCode::kPermissionDenied ||
+              error_code(r.error()) == ErrorCode::kNoDevice)
+      << error_message(r.error());
+  auto wrap = victim_->request_buffer(UINT64_MAX - 100, 4096);
+  ASSERT_FALSE(wrap);
+  EXPECT_EQ(error_code(wrap.error()), ErrorCode::kInvalidArgument) << error_message(wrap.error());
+}
+
+}  // namespace
+}  // namespace caf_rdma::testing
