@@ -299,30 +299,64 @@ TEST_F(HostilePeerTest, GrantsCannotPinABufferForLongOrWithoutBound) {
 
 // Finding 4: 50k 49-day directory waits grew the victim's memory without bound.
 TEST_F(HostilePeerTest, DirectoryWaitsAreBoundedInNumberAndTime) {
+  // Number: a victim whose waits outlive this test, so that no wait ends (whatever the load)
+  // before the one beyond the limit arrives. The attacker's requests reach it in order.
+  auto patient = victim_node(std::chrono::minutes(10));
+  ASSERT_TRUE(patient);
+  auto p = attacker_->node().remote_manager("127.0.0.1", patient->node().port());
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  auto patient_proxy = caf::actor_cast<caf::actor>(*p);
   for (size_t i = 0; i <= kMaxDirectoryWaiters; ++i)
-    (*self_)->send(proxy_, dir_get_atom::value, "absent-" + std::to_string(i), UINT32_MAX);
-  // The one beyond the limit is refused at once; the others end at max_timeout (2 s).
-  size_t exhausted = 0, timed_out = 0, other = 0;
-  for (size_t i = 0; i <= kMaxDirectoryWaiters; ++i) {
+    (*self_)->send(patient_proxy, dir_get_atom::value, std::string("absent"), UINT32_MAX);
+  // The one beyond the limit is refused at once; the others still wait.
+  bool refused = false;
+  (*self_)->receive(
+      [&](caf::error& e) {
+        refused = true;
+        EXPECT_EQ(error_code(e), ErrorCode::kResourceExhausted) << error_message(e);
+      },
+      [&](BufferHandle&) { ADD_FAILURE() << "a wait was answered before the name existed"; },
+      caf::after(std::chrono::seconds(30)) >> [] {});
+  ASSERT_TRUE(refused) << "the request beyond " << kMaxDirectoryWaiters << " waits was not refused";
+  // The victim publishes the name: every waiter gets it, none was dropped.
+  Memory m(4096, 0);
+  auto h = patient->request_buffer(m);
+  ASSERT_TRUE(h) << error_message(h.error());
+  caf::scoped_actor v{patient->node().system()};
+  v->request(patient->manager(), std::chrono::seconds(10), dir_put_atom::value,
+             std::string("absent"), *h)
+      .receive([](bool) {}, [](caf::error& e) { ADD_FAILURE() << error_message(e); });
+  size_t answered = 0;
+  for (size_t i = 0; i < kMaxDirectoryWaiters; ++i) {
     bool got = false;
     (*self_)->receive(
-        [&](caf::error& e) {
+        [&](BufferHandle& x) {
           got = true;
-          auto code = error_code(e);
-          (code == ErrorCode::kResourceExhausted ? exhausted
-           : code == ErrorCode::kTimeout         ? timed_out
-                                                 : other)++;
+          answered += x.id == h->id ? 1 : 0;
         },
+        [&](caf::error& e) { ADD_FAILURE() << error_message(e); },
         caf::after(std::chrono::seconds(30)) >> [] {});
     ASSERT_TRUE(got) << "answer " << i << " never came";
   }
-  EXPECT_EQ(exhausted, 1u);
-  EXPECT_EQ(timed_out, kMaxDirectoryWaiters);
-  EXPECT_EQ(other, 0u);
+  EXPECT_EQ(answered, kMaxDirectoryWaiters);
+  // Time: on the victim with max_timeout 2 s, a 49-day wait ends with `timeout` (uncapped, it
+  // would not end within the receive's 30 s).
+  (*self_)->send(proxy_, dir_get_atom::value, std::string("never"), UINT32_MAX);
+  bool timed_out = false;
+  (*self_)->receive(
+      [&](caf::error& e) {
+        timed_out = true;
+        EXPECT_EQ(error_code(e), ErrorCode::kTimeout) << error_message(e);
+      },
+      [&](BufferHandle&) { ADD_FAILURE() << "a name nobody published was found"; },
+      caf::after(std::chrono::seconds(30)) >> [] {});
+  EXPECT_TRUE(timed_out) << "a 49-day directory wait was not cut to max_timeout";
   auto longname = ask<BufferHandle>(dir_get_atom::value, std::string(kMaxDirectoryName + 1, 'x'),
                                     uint32_t{1000});
   ASSERT_FALSE(longname);
   EXPECT_EQ(error_code(longname.error()), ErrorCode::kInvalidArgument);
+  auto released = patient->release(h->id);
+  ASSERT_TRUE(released) << error_message(released.error());
 }
 
 // Also found: a handshake named its sender's manager (a peer could replace another's queue
