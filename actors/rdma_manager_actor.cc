@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <caf/actor_proxy.hpp>
+
 #include "actors/detail/manager_state.h"
 
 namespace caf_rdma {
@@ -264,16 +266,21 @@ ManagerState::~ManagerState() {
 
 Status ManagerState::local_only(const char* request) const {
   const auto& sender = self_->current_sender();
-  if (sender && sender->node() == self_->node())
+  // A proxy stands for an actor of another process: one claiming this node's id was made from a
+  // forged BASP handshake, so it is refused like any remote sender.
+  const bool proxy =
+      sender && dynamic_cast<caf::actor_proxy*>(caf::actor_cast<caf::abstract_actor*>(sender));
+  if (sender && sender->node() == self_->node() && !proxy)
     return {};
-  return Error(ErrorCode::kPermissionDenied,
-               std::string(request) + " from " +
-                   (sender ? "actor " + std::to_string(sender->id()) + " of node " +
-                                 caf::to_string(sender->node())
-                           : std::string("an anonymous sender")) +
-                   " refused by " + options_.name +
-                   ": only actors of the manager's own node may make this request (send it to "
-                   "your node's manager)");
+  return Error(
+      ErrorCode::kPermissionDenied,
+      std::string(request) + " from " +
+          (sender ? std::string(proxy ? "network proxy " : "actor ") +
+                        std::to_string(sender->id()) + " of node " + caf::to_string(sender->node())
+                  : std::string("an anonymous sender")) +
+          " refused by " + options_.name +
+          ": only actors of the manager's own node may make this request (send it to "
+          "your node's manager)");
 }
 
 uint32_t ManagerState::capped(uint32_t timeout_ms) const {

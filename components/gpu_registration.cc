@@ -1,5 +1,7 @@
 #include "components/gpu_registration.h"
 
+#include "components/dmabuf_span.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -31,12 +33,14 @@ std::vector<RegistrationAttempt> gpudirect_attempts(const CudaDriver& cuda,
          if (info.base == 0 || info.size == 0 || addr < info.base ||
              addr - info.base + size > info.size)
            return Error(ErrorCode::kCuda, "the allocation around the pointer is unknown");
-         // Export the whole allocation (the driver wants page-aligned ranges), map the
-         // requested part of it.
+         // Export only the pages of the requested range (the driver wants page-aligned ranges;
+         // the allocation's start is only 256-byte aligned), map the requested bytes of it.
          long page = ::sysconf(_SC_PAGESIZE);
-         uint64_t span = (info.size + page - 1) / page * page;
-         CAF_RDMA_ASSIGN_OR_RETURN(int fd, cuda.dmabuf_fd(info.base, span));
-         auto mr = MemoryRegion::register_dmabuf(pd, addr - info.base, size, addr, fd, access);
+         CAF_RDMA_ASSIGN_OR_RETURN(
+             DmabufSpan span,
+             dmabuf_span(addr, size, static_cast<uint64_t>(page > 0 ? page : 4096)));
+         CAF_RDMA_ASSIGN_OR_RETURN(int fd, cuda.dmabuf_fd(span.start, span.length));
+         auto mr = MemoryRegion::register_dmabuf(pd, span.offset, size, addr, fd, access);
          ::close(fd);  // the region keeps its own reference to the dmabuf
          return mr;
        }});

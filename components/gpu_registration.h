@@ -1,5 +1,6 @@
 // Registering GPU memory with the NIC (GPUDirect RDMA): dmabuf first (the GPU driver exports
-// the whole allocation as a dmabuf, ibv_reg_dmabuf_mr maps the requested range), then
+// the pages of the requested range as a dmabuf, see dmabuf_span.h; ibv_reg_dmabuf_mr maps the
+// requested bytes of it), then
 // ibv_reg_mr on the device pointer (works with the nvidia_peermem kernel module). When neither
 // works (Soft-RoCE, no GPUDirect) the error names both attempts and why each failed; callers
 // then stage through host memory (see staging_plan.h).

@@ -1,5 +1,7 @@
 #include "primitives/ibverbs_config.h"
 
+#include "primitives/pcie_topology.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -67,6 +69,10 @@ Status IbverbsConfig::validate() const {
     return bad_field("max_dest_rd_atomic", max_dest_rd_atomic, "1 or more");
   if (hop_limit < 1)
     return bad_field("hop_limit", hop_limit, "1..255");
+  if (!near_pci_device.empty() && normalize_pci_bus_id(near_pci_device).empty())
+    return Error(ErrorCode::kInvalidArgument,
+                 "IbverbsConfig.near_pci_device = '" + near_pci_device +
+                     "' is invalid; expected a PCI address like 0000:3b:00.0 (or 3b:00.0)");
   return {};
 }
 

@@ -11,6 +11,9 @@ A case passes only when it ran and completed (gtest status="run", result "comple
 counted as skipped; a binary that ran no test case at all (zero cases, or only
 --gtest_list_tests) counts as failed. With --fail-on-skip (the VM lane, where every rdma test
 must run) a skipped or not-run case counts as failed too.
+For a binary with a failed case, the first sanitizer report in its test.log (ThreadSanitizer,
+AddressSanitizer, LeakSanitizer, UBSan), with the test case it ran in, is printed shortened
+(frames as `#N function file:line`): CI keeps only the end of the output, where this summary is.
 Exits 1 when anything failed.
 """
 import glob
@@ -18,6 +21,45 @@ import os
 import re
 import sys
 import xml.etree.ElementTree as ET
+
+
+SANITIZER_START = re.compile(
+    r"WARNING: ThreadSanitizer|ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:")
+FRAME = re.compile(r"^\s*(#\d+) (?:0x[0-9a-f]+ in )?(.*?) (\S+:\d+)(?::\d+)? \(.*\)\s*$")
+
+
+def sanitizer_excerpt(log_path, max_lines=80, max_frames=16):
+    """The first sanitizer report of a test log, shortened; [] when there is none."""
+    try:
+        with open(log_path, errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    case = "before any test case"
+    for i, line in enumerate(lines):
+        if line.startswith("[ RUN      ]"):
+            case = line[len("[ RUN      ]"):].strip()
+        if SANITIZER_START.search(line):
+            out = [f"in test case {case}:"]
+            frames = 0  # of the current stack; its first max_frames are kept
+            for raw in lines[i:]:
+                m = FRAME.match(raw) or re.match(r"^\s*(#\d+) ()(.*)$", raw)
+                if m:
+                    frames += 1
+                    if frames > max_frames:
+                        continue
+                    func = m.group(2)
+                    func = func if len(func) <= 100 else func[:97] + "..."
+                    out.append(f"  {m.group(1)} {func} {os.path.basename(m.group(3))}"[:200])
+                    continue
+                if frames > max_frames:
+                    out.append(f"  ... {frames - max_frames} more frames")
+                frames = 0
+                out.append(raw[:200])
+                if len(out) >= max_lines or raw.startswith("SUMMARY:"):
+                    break
+            return out
+    return []
 
 
 def main():
@@ -42,6 +84,7 @@ def main():
             continue
         binaries += 1
         ran = 0
+        failed_before = failed
         for tc in root.iter("testcase"):
             cases += 1
             name = f"{tc.get('classname')}.{tc.get('name')}"
@@ -77,6 +120,9 @@ def main():
         if ran == 0:
             failed += 1
             print(f"  {lane}  FAILED   {target}: ran no test case")
+        if failed > failed_before:
+            for line in sanitizer_excerpt(os.path.join(os.path.dirname(xml_path), "test.log")):
+                print(f"  {lane}    | {line}")
     if only and binaries != len(only):
         print(f"  {lane}  MISSING  {len(only) - binaries} of {len(only)} expected binaries left no test.xml")
         failed += 1

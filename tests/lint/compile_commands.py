@@ -2,7 +2,8 @@
 """Writes compile_commands.json (at the repository root) from Bazel's own compile actions.
 
 Usage: compile_commands.py [bazel startup options...]
-Runs `bazel aquery 'mnemonic("CppCompile", //...)' --output=jsonproto` and keeps, for each of
+Builds //... (so every package and generated header is in the execution root), then runs
+`bazel aquery 'mnemonic("CppCompile", //...)' --output=jsonproto` and keeps, for each of
 this repository's sources, the exact gcc command Bazel uses, run from Bazel's execution root
 (where `external/...` and `bazel-out/...` resolve). GCC-only flags clang does not know are
 dropped (and /usr/include given as -isystem, see drop_system_dirs), so clang-tidy parses every
@@ -47,6 +48,10 @@ def main():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
     os.chdir(root)
     execroot = bazel(startup, "info", "execution_root").strip()
+    # Built first: Bazel links into the execution root only the packages the last build needed
+    # and writes generated headers only when built; after a partial build (a lane of a few
+    # targets) clang-tidy would find no 'examples/...' header.
+    bazel(startup, "build", "//...")
     actions = json.loads(bazel(startup, "aquery", 'mnemonic("CppCompile", //...)',
                                "--output=jsonproto"))["actions"]
     entries = {}

@@ -17,7 +17,8 @@ mutants=(
   "peer_down_keeps_questions|actors/manager_peers.cc|    fail(err);|    (void) fail;|//tests/actors:revocation_fallback_test"
   "release_does_not_wait|actors/manager_buffers.cc|  if (buf->in_use == 0 && lanes_idle) {|  if (true) {|//tests/actors:manager_fallback_test //tests/actors:direct_lane_fallback_test"
   "secret_unchecked|actors/manager_buffers.cc|  if (!secrets_equal(b->secret_hi, b->secret_lo, ref.secret_hi, ref.secret_lo))|  if (false)|//tests/security:hostile_peer_fallback_test"
-  "remote_is_local|actors/rdma_manager_actor.cc|  if (sender && sender->node() == self_->node())|  if (true)|//tests/security:hostile_peer_fallback_test"
+  "remote_is_local|actors/rdma_manager_actor.cc|  if (sender && sender->node() == self_->node() && !proxy)|  if (true)|//tests/security:hostile_peer_fallback_test"
+  "proxy_is_local|actors/rdma_manager_actor.cc|  if (sender && sender->node() == self_->node() && !proxy)|  if (sender && sender->node() == self_->node())|//tests/security:hostile_peer_fallback_test"
   "grant_timeout_uncapped|actors/manager_streams.cc|  const uint32_t limit_ms = capped(timeout_ms);|  const uint32_t limit_ms = timeout_ms;|//tests/security:hostile_peer_fallback_test"
   "no_header_deadline|components/stream_server.cc|      if (!c->busy && c->header_deadline <= now)|      if (false)|//tests/security:stream_server_limits_test"
 )

@@ -46,6 +46,13 @@ TEST(IbverbsConfig, ValidationNamesFieldAndValue) {
   c = IbverbsConfig{};
   c.qp_timeout = 32;
   EXPECT_NE(c.validate().error().message().find("qp_timeout = 32"), std::string::npos);
+  c = IbverbsConfig{};
+  c.near_pci_device = "GPU-3b";
+  ASSERT_FALSE(c.validate().ok());
+  EXPECT_NE(c.validate().error().message().find("near_pci_device = 'GPU-3b'"), std::string::npos)
+      << c.validate().error().message();
+  c.near_pci_device = "00000000:3B:00.0";  // as nvidia-smi prints it
+  EXPECT_TRUE(c.validate().ok()) << c.validate().error().message();
 }
 
 TEST(IbverbsConfig, ClampedToDeviceLimits) {

@@ -84,6 +84,10 @@ protected:
     link("class/infiniband/" + name + "/device", to);
   }
 
+  void numa(const std::string& path, int node) {
+    std::ofstream(sys_ + "/" + path + "/numa_node") << node << "\n";
+  }
+
   std::string sys_;
 };
 
@@ -106,6 +110,56 @@ TEST_F(SysfsFixture, NicsRankClosestFirstTiesByNameSoftwareDevicesLast) {
   auto unknown = rank_nics_by_distance(sys_, "0000:99:00.0", {"mlx5_1", "mlx5_0"});
   EXPECT_EQ(unknown[0].name, "mlx5_0");
   EXPECT_EQ(unknown[0].distance, -1);
+}
+
+// Two root complexes per socket, as on current servers: PCIe hops cannot tell mlx5_4 (another
+// root complex of the GPU's socket) from mlx5_1 (the other socket); numa_node can.
+TEST_F(SysfsFixture, NicsOnTheGpusNumaNodeRankBeforeTheOtherSocket) {
+  const std::string gpu = "devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0";
+  dev("devices/pci0000:17/0000:17:02.0/0000:18:00.0");
+  ib("mlx5_4", "devices/pci0000:17/0000:17:02.0/0000:18:00.0");
+  numa(gpu, 0);
+  numa("devices/pci0000:17/0000:17:02.0/0000:18:00.0", 0);
+  numa("devices/pci0000:80/0000:80:02.0/0000:81:00.0", 1);
+  const std::vector<std::string> nics{"mlx5_1", "mlx5_4", "mlx5_2", "mlx5_0"};
+  auto ranked = rank_nics_by_distance(sys_, "0000:02:00.0", nics);
+  ASSERT_EQ(ranked.size(), 4u);
+  EXPECT_EQ(ranked[0].name, "mlx5_0");
+  EXPECT_TRUE(ranked[0].same_root);
+  EXPECT_EQ(ranked[1].name, "mlx5_2");
+  EXPECT_TRUE(ranked[1].same_root);
+  EXPECT_EQ(ranked[2].name, "mlx5_4");
+  EXPECT_FALSE(ranked[2].same_root);
+  EXPECT_TRUE(ranked[2].same_numa);
+  EXPECT_EQ(ranked[3].name, "mlx5_1");
+  EXPECT_FALSE(ranked[3].same_numa);
+  EXPECT_EQ(ranked[2].distance, ranked[3].distance) << "PCIe hops alone tie";
+  // A machine whose sysfs gives no NUMA node (-1): distance, then name.
+  numa(gpu, -1);
+  auto flat = rank_nics_by_distance(sys_, "0000:02:00.0", nics);
+  EXPECT_EQ(flat[2].name, "mlx5_1");
+  EXPECT_EQ(flat[3].name, "mlx5_4");
+  EXPECT_FALSE(flat[2].same_numa);
+}
+
+TEST_F(SysfsFixture, PciIdsAreNormalizedToSysfsSpelling) {
+  EXPECT_EQ(normalize_pci_bus_id("0000:3B:00.0"), "0000:3b:00.0");      // CUDA
+  EXPECT_EQ(normalize_pci_bus_id("00000000:3B:00.0"), "0000:3b:00.0");  // nvidia-smi
+  EXPECT_EQ(normalize_pci_bus_id("3b:00.0"), "0000:3b:00.0");           // lspci
+  EXPECT_EQ(normalize_pci_bus_id("0000:3b:1f.7"), "0000:3b:1f.7");
+  EXPECT_EQ(normalize_pci_bus_id("10000:01:00.1"), "10000:01:00.1");  // a VMD domain
+  for (const char* bad : {"", "3b", "3b:00", "3b:00.", "3b:20.0", "3b:00.8", "zz:00.0", "1:2:3:4.0",
+                          "000000000:3b:00.0", "3b:00.0 ", "-1:00.0", "3b::00.0"})
+    EXPECT_EQ(normalize_pci_bus_id(bad), "") << "'" << bad << "'";
+  // The GPU named as CUDA or nvidia-smi print it is found in sysfs.
+  const std::string path = pci_device_path(sys_, "0000:02:00.0");
+  ASSERT_NE(path, "");
+  EXPECT_EQ(pci_device_path(sys_, "00000000:02:00.0"), path);
+  EXPECT_EQ(pci_device_path(sys_, "02:00.0"), path);
+  EXPECT_EQ(pci_device_path(sys_, "not a pci id"), "");
+  auto ranked = rank_nics_by_distance(sys_, "00000000:02:00.0", {"mlx5_1", "mlx5_0"});
+  EXPECT_EQ(ranked[0].name, "mlx5_0");
+  EXPECT_EQ(ranked[0].distance, 2);
 }
 
 }  // namespace

@@ -8,10 +8,14 @@
 #include <gtest/gtest.h>
 
 #include <caf/all.hpp>
+#include <caf/forwarding_actor_proxy.hpp>
+#include <caf/make_actor.hpp>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -138,6 +142,63 @@ TEST_F(HostilePeerTest, APeerCannotRegisterTheVictimsMemory) {
   EXPECT_DENIED(lane);
   EXPECT_TRUE(secret_intact());
   EXPECT_EQ(victim_->stats().registered_buffers, 0u);  // and the victim still answers
+}
+
+// Forged senders (CAF's BASP layer, README "Security model"): a peer whose handshake states the
+// victim's own node id gets, for any actor id it names, a network proxy claiming to be an actor of
+// the victim's node. The test makes such a proxy on the victim's system (its "broker" stands for
+// the attacker's connection: the proxy forwards the victim's replies there) and sends
+// request_buffer as it: refused, nothing registered, and an actor of the node still may.
+TEST_F(HostilePeerTest, AProxyClaimingTheVictimsNodeIsRefused) {
+  caf::actor_system& sys = victim_->node().system();
+  struct Wire {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<caf::message> replies;
+  };
+  auto wire = std::make_shared<Wire>();
+  auto connection = sys.spawn([wire](caf::event_based_actor*) -> caf::behavior {
+    return {
+        [wire](caf::forward_atom, caf::strong_actor_ptr&, std::vector<caf::strong_actor_ptr>&,
+               caf::strong_actor_ptr&, caf::message_id, caf::message& msg) {
+          std::lock_guard<std::mutex> g(wire->mu);
+          wire->replies.push_back(std::move(msg));
+          wire->cv.notify_all();
+        },
+        [](caf::monitor_atom, caf::strong_actor_ptr&) {},
+        [](caf::delete_atom, caf::node_id&, caf::actor_id) {},
+    };
+  });
+  caf::actor_config cfg;
+  auto forged = caf::make_actor<caf::forwarding_actor_proxy, caf::strong_actor_ptr>(
+      caf::actor_id{424242}, sys.node(), &sys, cfg, connection);
+  ASSERT_EQ(forged->node(), sys.node()) << "the proxy claims the victim's node";
+  auto addr = reinterpret_cast<uint64_t>(g_secret);
+  caf::actor_cast<caf::strong_actor_ptr>(victim_->manager())
+      ->enqueue(caf::make_mailbox_element(forged, caf::make_message_id(uint64_t{7}), {},
+                                          request_buffer_atom::value, addr,
+                                          uint64_t{sizeof(g_secret)}, uint8_t{1}),
+                nullptr);
+  caf::message reply;
+  {
+    std::unique_lock<std::mutex> g(wire->mu);
+    ASSERT_TRUE(wire->cv.wait_for(g, std::chrono::seconds(30), [&] {
+      return !wire->replies.empty();
+    })) << "the victim never answered the forged request";
+    reply = wire->replies.front();
+  }
+  ASSERT_TRUE(reply.match_elements<caf::error>()) << "not refused: " << caf::to_string(reply);
+  const auto& err = reply.get_as<caf::error>(0);
+  EXPECT_EQ(error_code(err), ErrorCode::kPermissionDenied) << error_message(err);
+  EXPECT_NE(error_message(err).find("network proxy 424242"), std::string::npos)
+      << error_message(err);
+  EXPECT_EQ(victim_->stats().registered_buffers, 0u);
+  // An actor of the victim's node still may.
+  Memory m(64);
+  auto h = victim_->request_buffer(m);
+  EXPECT_TRUE(h) << error_message(h.error());
+  EXPECT_TRUE(secret_intact());
+  caf::anon_send_exit(connection, caf::exit_reason::user_shutdown);
 }
 
 // Finding 3: buffer ids were credentials: fetch(1), store(1) and release(1) worked without a
