@@ -118,17 +118,17 @@ std::vector<NicRank> rank_nics_by_distance(const std::string& sysfs_root,
   std::string gpu = pci_device_path(sysfs_root, gpu_bus_id);
   const auto gpu_parts = components(gpu);
   const int gpu_numa = pci_numa_node(gpu);
+  // The GPU's root complex: its "pciDDDD:BB" component below "devices".
+  size_t root = 0;
+  while (root < gpu_parts.size() && gpu_parts[root].rfind("pci", 0) != 0)
+    ++root;
   std::vector<NicRank> out;
   out.reserve(nics.size());
   for (const auto& n : nics) {
     std::string nic = rdma_device_path(sysfs_root, n);
     NicRank r{n, pcie_distance(gpu, nic)};
     if (r.distance >= 0) {
-      // The root complex is the "pciDDDD:BB" component below "devices".
       auto nic_parts = components(nic);
-      size_t root = 0;
-      while (root < gpu_parts.size() && gpu_parts[root].rfind("pci", 0) != 0)
-        ++root;
       bool same = root < gpu_parts.size() && root < nic_parts.size();
       for (size_t k = 0; same && k <= root; ++k)
         same = gpu_parts[k] == nic_parts[k];
