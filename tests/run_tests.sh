@@ -9,10 +9,11 @@
 #                    and `bazel test --config=cuda //tests/gpu/...` (gpu-tagged: they run on a
 #                    host with a GPU, and report a visible SKIP with the reason elsewhere);
 #   5. the stress tool (examples/rdma_stress) in short mode, natively and in the VM;
-#   6. sanitizer lanes: the native lane under `--config=asan` (AddressSanitizer + UBSan) and
+#   6. tidy: clang-tidy-14 over every source (tests/lint/check_tidy.sh, .clang-tidy), right after
+#      the native lane, whose build it reuses;
+#   7. sanitizer lanes: the native lane under `--config=asan` (AddressSanitizer + UBSan) and
 #      under `--config=tsan` (ThreadSanitizer, with CAF itself built with it:
 #      tests/sanitizers/build_caf_tsan.sh, ~5 minutes once per machine);
-#   7. tidy: clang-tidy-14 over every source (tests/lint/check_tidy.sh, .clang-tidy);
 #   8. prints every test case of all lanes, the totals and each lane's duration.
 # Extra arguments go to both `bazel test` calls (e.g. --test_output=all).
 set -uo pipefail
@@ -43,6 +44,13 @@ python3 tests/summarize.py native "$logs" > /tmp/caf_rdma_native_summary.$$
 native_sum_rc=$?
 
 lane_end native
+# Tidy right after the native lane: its compile commands are the native build's, which is then
+# complete in the execution root (check_tidy's own `bazel build //...` finds nothing to do).
+lane_start
+stamp "tidy: tests/lint/check_tidy.sh"
+bash tests/lint/check_tidy.sh ${CAF_RDMA_BAZEL_OUTPUT_ROOT:+--output_user_root="$CAF_RDMA_BAZEL_OUTPUT_ROOT"}
+tidy_rc=$?
+lane_end tidy
 stamp "VM lane: bazel test --config=rxe //..."
 lane_start
 bazel test --config=rxe "$@" //...
@@ -102,12 +110,6 @@ else
   : > /tmp/caf_rdma_tsan_summary.$$
 fi
 lane_end tsan
-
-lane_start
-stamp "tidy: tests/lint/check_tidy.sh"
-bash tests/lint/check_tidy.sh ${CAF_RDMA_BAZEL_OUTPUT_ROOT:+--output_user_root="$CAF_RDMA_BAZEL_OUTPUT_ROOT"}
-tidy_rc=$?
-lane_end tidy
 
 sums="/tmp/caf_rdma_native_summary.$$ /tmp/caf_rdma_rxe_summary.$$ /tmp/caf_rdma_cuda_summary.$$
       /tmp/caf_rdma_asan_summary.$$ /tmp/caf_rdma_tsan_summary.$$"

@@ -7,7 +7,9 @@ set -uo pipefail
 cd "$(dirname "$(realpath "$0")")/../.."
 command -v run-clang-tidy-14 >/dev/null ||
   { echo "check_tidy: clang-tidy-14 missing: run third_party/install_deps.sh" >&2; exit 2; }
+t0=$(date +%s)
 python3 tests/lint/compile_commands.py "$@" || { echo "check_tidy: no compile commands" >&2; exit 2; }
+t1=$(date +%s)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 run-clang-tidy-14 -quiet -p . -j "$(nproc)" "$PWD/(primitives|components|actors|examples|tests)/" \
@@ -19,4 +21,5 @@ if [ "$rc" -ne 0 ] || [ "$findings" -ne 0 ]; then
   echo "check_tidy: $findings finding(s) (run-clang-tidy exit $rc)" >&2
   exit 1
 fi
-echo "check_tidy: $(python3 -c 'import json;print(len(json.load(open("compile_commands.json"))))') sources, no findings"
+echo "check_tidy: $(python3 -c 'import json;print(len(json.load(open("compile_commands.json"))))') sources, no findings" \
+  "(compile commands $((t1 - t0)) s, clang-tidy $(($(date +%s) - t1)) s)"
