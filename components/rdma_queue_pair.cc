@@ -50,10 +50,11 @@ Result<std::unique_ptr<RdmaQueuePair>> RdmaQueuePair::create(
       q->cq_, CompletionQueue::create(domain->context(),
                                       static_cast<int>(config.effective_cq_entries()), false));
   CAF_RDMA_ASSIGN_OR_RETURN(q->qp_, QueuePair::create(domain->pd(), q->cq_, q->cq_, config));
+  CAF_RDMA_RETURN_IF_ERROR(q->fit_queues_locked());  // not shared yet: no lock needed
   uint64_t port_max = domain->max_message_size() ? domain->max_message_size() : (1ull << 31);
   q->max_message_ =
       options.max_message_bytes ? std::min(options.max_message_bytes, port_max) : port_max;
-  uint32_t max_wr = q->qp_->caps().max_send_wr;
+  uint32_t max_wr = q->send_limit_;
   q->signal_interval_ =
       options.signal_interval ? options.signal_interval : std::max<uint32_t>(1, max_wr / 4);
   q->atomic_scratch_.assign(kAtomicSlots, 0);
@@ -262,8 +263,8 @@ Status RdmaQueuePair::submit_internal(RdmaOp op, OpCallback done, uint64_t* id_o
 void RdmaQueuePair::pump_locked(Done& done) {
   if (!qp_ || error_ || !connected_)
     return;
-  const uint32_t max_send = qp_->caps().max_send_wr;
-  const uint32_t max_recv = qp_->caps().max_recv_wr;
+  const uint32_t max_send = send_limit_;
+  const uint32_t max_recv = recv_limit_;
   // Build one chain of send work requests across as many queued ops as slots allow. The
   // scratch vectors are members, reused from call to call (this is the hot path).
   std::vector<ibv_send_wr>& chain = chain_;
@@ -297,6 +298,8 @@ void RdmaQueuePair::pump_locked(Done& done) {
         ++stats_.work_requests;
         if (chain[i].send_flags & IBV_SEND_SIGNALED)
           ++stats_.signaled;
+        if (chain[i].send_flags & IBV_SEND_INLINE)
+          ++stats_.inline_requests;
         continue;
       }
       // Not posted: undo the accounting for this request and fail its op.
@@ -397,6 +400,10 @@ void RdmaQueuePair::pump_locked(Done& done) {
       }
       auto sge_count = static_cast<uint32_t>(chain_sges.size()) - first_sge;
       wr.num_sge = static_cast<int>(sge_count);
+      // Small WRITEs and SENDs travel inside the work request: no DMA read of the source.
+      if ((op.op.kind == OpKind::kWrite || op.op.kind == OpKind::kSend) && p.length > 0 &&
+          p.length <= inline_limit_)
+        wr.send_flags |= IBV_SEND_INLINE;
       // Signal periodically so long chains retire slots before they end.
       if ((seq % signal_interval_) == 0)
         wr.send_flags |= IBV_SEND_SIGNALED;
@@ -632,6 +639,32 @@ Status RdmaQueuePair::recreate_qp_locked() {
   qp_.reset();
   CAF_RDMA_ASSIGN_OR_RETURN(qp_, QueuePair::create(domain_->pd(), cq_, cq_, domain_->config()));
   local_psn_ = random_psn();
+  return fit_queues_locked();
+}
+
+Status RdmaQueuePair::fit_queues_locked() {
+  const ibv_qp_cap& caps = qp_->caps();
+  send_limit_ = caps.max_send_wr;
+  recv_limit_ = caps.max_recv_wr;
+  inline_limit_ = caps.max_inline_data;
+  const uint64_t needed = uint64_t{send_limit_} + recv_limit_;
+  if (static_cast<uint64_t>(cq_->entries()) >= needed)
+    return {};
+  // A CQ that overflows loses completions (and errors the CQ and its QPs): grow it.
+  uint64_t max_cqe = domain_->context()->device_attr().max_cqe;
+  uint64_t want = max_cqe > 0 ? std::min(needed, max_cqe) : needed;
+  if (want > static_cast<uint64_t>(cq_->entries()) &&
+      cq_->resize(static_cast<int>(std::min<uint64_t>(want, INT32_MAX))).ok() &&
+      static_cast<uint64_t>(cq_->entries()) >= needed)
+    return {};
+  // It cannot hold them all: post no more than it holds.
+  auto cqe = static_cast<uint32_t>(cq_->entries());
+  recv_limit_ = std::min(recv_limit_, cqe / 2);
+  send_limit_ = std::min(send_limit_, cqe - recv_limit_);
+  if (send_limit_ == 0)
+    return Error(ErrorCode::kInvalidArgument,
+                 describe() + ": its completion queue of " + std::to_string(cqe) +
+                     " entries cannot hold one send completion");
   return {};
 }
 
@@ -940,6 +973,26 @@ bool RdmaQueuePair::idle() const {
 size_t RdmaQueuePair::outstanding_work_requests() const {
   std::lock_guard<std::mutex> guard(mu_);
   return send_in_flight_.size();
+}
+
+uint32_t RdmaQueuePair::inline_limit() const {
+  std::lock_guard<std::mutex> guard(mu_);
+  return inline_limit_;
+}
+
+int RdmaQueuePair::completion_queue_entries() const {
+  std::lock_guard<std::mutex> guard(mu_);
+  return cq_->entries();
+}
+
+uint32_t RdmaQueuePair::send_limit() const {
+  std::lock_guard<std::mutex> guard(mu_);
+  return send_limit_;
+}
+
+uint32_t RdmaQueuePair::receive_limit() const {
+  std::lock_guard<std::mutex> guard(mu_);
+  return recv_limit_;
 }
 
 }  // namespace caf_rdma

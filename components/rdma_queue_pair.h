@@ -16,6 +16,11 @@
 //     error) is recovered, reset and reconnected through the reconnect function, before the next
 //     op is posted: errors do not stick to the pair (Monarch issue #3759).
 //  6. Thread-safe: any number of threads may submit, execute and progress at once.
+//  7. The CQ holds a completion for every work request the QP may have outstanding: it is
+//     grown to the send and receive queues the device granted (providers round requests up,
+//     `cq_entries` may ask for less); where it cannot grow, fewer requests are posted.
+//  8. A WRITE or SEND work request no larger than the QP's granted inline size is posted
+//     inline (its bytes copied into the work request at post time; `Stats::inline_requests`).
 #pragma once
 
 #include <atomic>
@@ -61,6 +66,7 @@ public:
     uint64_t signaled = 0;
     uint64_t completions = 0;
     uint64_t recoveries = 0;
+    uint64_t inline_requests = 0;  ///< work requests posted with IBV_SEND_INLINE
   };
 
   static Result<std::unique_ptr<RdmaQueuePair>> create(const std::shared_ptr<RdmaDomain>& domain,
@@ -133,6 +139,13 @@ public:
   size_t outstanding_work_requests() const;
   /// True when no accepted op is waiting for completion.
   bool idle() const;
+  /// Largest WRITE/SEND work request posted inline, bytes (0: none; invariant 8).
+  uint32_t inline_limit() const;
+  /// Entries of the completion queue, and the most send and receive work requests posted at
+  /// once (invariant 7: entries >= send + receive).
+  int completion_queue_entries() const;
+  uint32_t send_limit() const;
+  uint32_t receive_limit() const;
 
 private:
   struct Op;
@@ -156,6 +169,9 @@ private:
   QpInfo local_info_locked() const;
   Status reset_locked();
   Status recreate_qp_locked();
+  /// Invariants 7 and 8 for a new QP: grows the CQ (or lowers the posting limits) and takes
+  /// the granted inline size.
+  Status fit_queues_locked();
   /// After a drain: RESET the QP, or, if the drain failed, recreate it and fail the ops whose
   /// work requests it discarded (all ops, or with `keep_queued` only those with posted work).
   Status restart_locked(const Status& drained, bool keep_queued, Done& done);
@@ -172,6 +188,9 @@ private:
   Options options_;
   uint64_t max_message_ = 0;
   uint32_t signal_interval_ = 1;
+  uint32_t send_limit_ = 0;    ///< send work requests outstanding at most (invariants 3, 7)
+  uint32_t recv_limit_ = 0;    ///< receive work requests outstanding at most
+  uint32_t inline_limit_ = 0;  ///< largest inline work request, bytes (invariant 8)
   std::shared_ptr<CompletionQueue> cq_;
   std::unique_ptr<QueuePair> qp_;
 

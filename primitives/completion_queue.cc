@@ -59,6 +59,15 @@ Status CompletionQueue::request_notify() {
   return {};
 }
 
+Status CompletionQueue::resize(int entries) {
+  const int before = cq_->cqe;
+  if (int rc = ibv_resize_cq(cq_, entries); rc != 0)
+    return ibverbs_error("ibv_resize_cq(" + std::to_string(before) + " -> " +
+                             std::to_string(entries) + " entries)",
+                         rc, "device " + context_->name());
+  return {};
+}
+
 Result<bool> CompletionQueue::wait_event(std::chrono::milliseconds timeout) {
   if (channel_ == nullptr)
     return Error(ErrorCode::kInvalidArgument, "wait_event on a CQ without a channel");

@@ -29,6 +29,10 @@ public:
   bool has_channel() const { return channel_ != nullptr; }
   const std::shared_ptr<DeviceContext>& context() const { return context_; }
 
+  /// Grows the CQ to at least `entries` (ibv_resize_cq); `entries()` is then what the device
+  /// granted. The error names the device and both sizes (some providers cannot resize).
+  Status resize(int entries);
+
   /// Takes up to `max` completions without blocking; returns how many were written to `out`.
   Result<int> poll(ibv_wc* out, int max);
 

@@ -59,8 +59,8 @@ Status IbverbsConfig::validate() const {
     return bad_field("retry_cnt", retry_cnt, "0..7");
   if (rnr_retry > 7)
     return bad_field("rnr_retry", rnr_retry, "0..7 (7 = retry forever)");
-  if (qp_timeout > 31)
-    return bad_field("qp_timeout", qp_timeout, "0..31");
+  if (qp_timeout < 1 || qp_timeout > 31)
+    return bad_field("qp_timeout", qp_timeout, "1..31 (0 would wait for an ACK forever)");
   if (min_rnr_timer > 31)
     return bad_field("min_rnr_timer", min_rnr_timer, "0..31");
   if (max_rd_atomic < 1)
@@ -69,6 +69,8 @@ Status IbverbsConfig::validate() const {
     return bad_field("max_dest_rd_atomic", max_dest_rd_atomic, "1 or more");
   if (hop_limit < 1)
     return bad_field("hop_limit", hop_limit, "1..255");
+  if (service_level > 15)
+    return bad_field("service_level", service_level, "0..15");
   if (!near_pci_device.empty() && normalize_pci_bus_id(near_pci_device).empty())
     return Error(ErrorCode::kInvalidArgument,
                  "IbverbsConfig.near_pci_device = '" + near_pci_device +
@@ -128,6 +130,18 @@ Result<IbverbsConfig> IbverbsConfig::from_env(
   if (const char* v = get(kEnvGidIndex); v != nullptr && *v != '\0') {
     CAF_RDMA_ASSIGN_OR_RETURN(long idx, parse_int(kEnvGidIndex, v, 0, 65535));
     base.gid_index = static_cast<int>(idx);
+  }
+  if (const char* v = get(kEnvTrafficClass); v != nullptr && *v != '\0') {
+    CAF_RDMA_ASSIGN_OR_RETURN(long tc, parse_int(kEnvTrafficClass, v, 0, 255));
+    base.traffic_class = static_cast<uint8_t>(tc);
+  }
+  if (const char* v = get(kEnvServiceLevel); v != nullptr && *v != '\0') {
+    CAF_RDMA_ASSIGN_OR_RETURN(long sl, parse_int(kEnvServiceLevel, v, 0, 15));
+    base.service_level = static_cast<uint8_t>(sl);
+  }
+  if (const char* v = get(kEnvTimeout); v != nullptr && *v != '\0') {
+    CAF_RDMA_ASSIGN_OR_RETURN(long t, parse_int(kEnvTimeout, v, 1, 31));
+    base.qp_timeout = static_cast<uint8_t>(t);
   }
   CAF_RDMA_RETURN_IF_ERROR(base.validate());
   return base;

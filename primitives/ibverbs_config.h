@@ -15,6 +15,9 @@ namespace caf_rdma {
 constexpr const char* kEnvDevice = "CAF_RDMA_DEVICE";       ///< device name, e.g. "mlx5_0"
 constexpr const char* kEnvPort = "CAF_RDMA_PORT";           ///< port number, 1-based
 constexpr const char* kEnvGidIndex = "CAF_RDMA_GID_INDEX";  ///< GID table index
+constexpr const char* kEnvTrafficClass = "CAF_RDMA_TC";    ///< GRH traffic class (DSCP << 2)
+constexpr const char* kEnvServiceLevel = "CAF_RDMA_SL";    ///< service level 0..15
+constexpr const char* kEnvTimeout = "CAF_RDMA_TIMEOUT";    ///< local ACK timeout exponent
 
 /// What a device and port allow; `IbverbsConfig::clamped` fits a config into these.
 struct DeviceLimits {
@@ -40,16 +43,25 @@ struct IbverbsConfig {
   int gid_index = -1;
   uint32_t max_send_wr = 512;
   uint32_t max_recv_wr = 512;
-  uint32_t max_send_sge = 30;
-  uint32_t max_recv_sge = 30;
-  /// Completion queue depth; 0 derives it from max_send_wr + max_recv_wr.
+  /// Scatter/gather entries per work request. Gather lists longer than this are split into
+  /// more work requests; every entry enlarges every WQE of the queue (mlx5: 16 bytes each).
+  uint32_t max_send_sge = 4;
+  uint32_t max_recv_sge = 4;
+  /// Bytes a WRITE or SEND may carry inside its work request (copied at post time, no DMA read
+  /// of the source): requests up to the size the device grants go inline. 0 disables; a
+  /// device that refuses inline data gets a QP without it.
+  uint32_t max_inline_data = 64;
+  /// Completion queue depth, at least; 0 derives it from max_send_wr + max_recv_wr. The queue
+  /// pair grows its CQ to what the device actually granted (providers round work requests up).
   uint32_t cq_entries = 0;
   /// Requested path MTU; clamped to the port's active MTU.
   ibv_mtu path_mtu = IBV_MTU_4096;
   uint8_t retry_cnt = 7;
   uint8_t rnr_retry = 7;
-  /// Local ACK timeout exponent: 4.096 us * 2^qp_timeout (14 = about 67 ms).
-  uint8_t qp_timeout = 14;
+  /// Local ACK timeout exponent: 4.096 us * 2^qp_timeout per attempt, retry_cnt + 1 attempts
+  /// before IBV_WC_RETRY_EXC_ERR (18 = about 1.07 s each, ~8.6 s in all, as NCCL; 14 = 67 ms
+  /// each gave up after ~0.5 s, shorter than a congested fabric or a switch failover stalls).
+  uint8_t qp_timeout = 18;
   /// RNR NAK timer code (12 = 0.64 ms).
   uint8_t min_rnr_timer = 12;
   /// Outstanding RDMA READ/atomic operations, initiator side; clamped to device caps.
@@ -59,7 +71,12 @@ struct IbverbsConfig {
   uint16_t pkey_index = 0;
   /// Hop limit for routed (GRH) traffic.
   uint8_t hop_limit = 64;
+  /// GRH traffic class (RoCE: DSCP << 2 | ECN bits, e.g. 106 = DSCP 26 with ECN): lossless
+  /// fabrics put PFC/ECN on one DSCP or priority, traffic with class 0 lands in the lossy one.
   uint8_t traffic_class = 0;
+  /// Service level 0..15 of the address vector (InfiniBand: selects the virtual lane; RoCE:
+  /// the priority where the provider maps it).
+  uint8_t service_level = 0;
 
   /// Checks every field against its valid range; the error names the field and the value.
   Status validate() const;
@@ -70,8 +87,8 @@ struct IbverbsConfig {
   /// The completion queue depth to use (cq_entries, or derived).
   uint32_t effective_cq_entries() const;
 
-  /// Applies CAF_RDMA_DEVICE, CAF_RDMA_PORT, CAF_RDMA_GID_INDEX (when set) on top of `base`
-  /// and validates. A malformed value is an error naming the variable.
+  /// Applies CAF_RDMA_DEVICE, CAF_RDMA_PORT, CAF_RDMA_GID_INDEX, CAF_RDMA_TC, CAF_RDMA_SL and
+  /// CAF_RDMA_TIMEOUT (when set) on top of `base` and validates. A malformed value is an error naming the variable.
   /// `getenv_fn` replaces std::getenv (tests).
   static Result<IbverbsConfig> from_env(
       IbverbsConfig base, const std::function<const char*(const char*)>& getenv_fn = nullptr);

@@ -1,5 +1,10 @@
 #include "primitives/memory_region.h"
 
+#include <linux/capability.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 
@@ -20,7 +25,36 @@ int access_flags(Access access) {
   return 0;
 }
 
+std::string memlock_hint(uint64_t length, uint64_t memlock_limit, bool has_ipc_lock) {
+  if (has_ipc_lock || memlock_limit == RLIM_INFINITY)
+    return {};
+  return "; the locked-memory limit of this process (RLIMIT_MEMLOCK, `ulimit -l`) is " +
+         std::to_string(memlock_limit / 1024) + " KiB and registering pins " +
+         std::to_string((length + 1023) / 1024) +
+         " KiB more: raise it (`ulimit -l unlimited` in the launching shell, "
+         "LimitMEMLOCK=infinity for a systemd service, `memlock` in "
+         "/etc/security/limits.conf, `--ulimit memlock=-1` for docker) or grant CAP_IPC_LOCK";
+}
+
 namespace {
+
+/// Whether this process may pin memory beyond RLIMIT_MEMLOCK (CAP_IPC_LOCK, effective).
+bool has_ipc_lock() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (syscall(SYS_capget, &header, data) != 0)
+    return false;
+  return (data[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK)) != 0;
+}
+
+std::string pin_failure_hint(int err, uint64_t length) {
+  if (err != ENOMEM)
+    return {};
+  rlimit lim{};
+  if (getrlimit(RLIMIT_MEMLOCK, &lim) != 0)
+    return {};
+  return memlock_hint(length, lim.rlim_cur, has_ipc_lock());
+}
 
 std::string range_text(uint64_t addr, size_t length) {
   char buf[64];
@@ -42,9 +76,13 @@ Result<std::shared_ptr<MemoryRegion>> MemoryRegion::register_memory(
     flags &= ~IBV_ACCESS_REMOTE_ATOMIC;
   errno = 0;
   ibv_mr* mr = ibv_reg_mr(pd->get(), addr, length, flags);
-  if (mr == nullptr)
-    return ibverbs_error("ibv_reg_mr(" + range_text(reinterpret_cast<uint64_t>(addr), length) + ")",
-                         errno ? errno : ENOMEM, "device " + pd->context()->name());
+  if (mr == nullptr) {
+    int err = errno ? errno : ENOMEM;
+    Error e = ibverbs_error(
+        "ibv_reg_mr(" + range_text(reinterpret_cast<uint64_t>(addr), length) + ")", err,
+        "device " + pd->context()->name());
+    return Error(e.code(), e.message() + pin_failure_hint(err, length));
+  }
   return std::shared_ptr<MemoryRegion>(new MemoryRegion(std::move(pd), mr, access));
 }
 

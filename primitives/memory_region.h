@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "primitives/protection_domain.h"
 
@@ -25,6 +26,11 @@ enum class Access : uint8_t {
 
 /// ibv_access_flags for an Access value.
 int access_flags(Access access);
+
+/// What to do when pinning `length` bytes failed with ENOMEM under a locked-memory limit of
+/// `memlock_limit` bytes (RLIM_INFINITY: none; `has_ipc_lock`: CAP_IPC_LOCK bypasses it):
+/// names the limit and how to raise it, or is empty when the limit cannot be the cause.
+std::string memlock_hint(uint64_t length, uint64_t memlock_limit, bool has_ipc_lock);
 
 class MemoryRegion {
 public:

@@ -53,10 +53,18 @@ Result<std::unique_ptr<QueuePair>> QueuePair::create(std::shared_ptr<ProtectionD
   init.cap.max_recv_wr = config.max_recv_wr;
   init.cap.max_send_sge = config.max_send_sge;
   init.cap.max_recv_sge = config.max_recv_sge;
+  init.cap.max_inline_data = config.max_inline_data;
   errno = 0;
   ibv_qp* qp = ibv_create_qp(pd->get(), &init);
+  if (qp == nullptr && config.max_inline_data > 0) {
+    // Some providers take no inline data (or less): such a QP simply posts everything by DMA.
+    init.cap.max_inline_data = 0;
+    errno = 0;
+    qp = ibv_create_qp(pd->get(), &init);
+  }
   if (qp == nullptr)
-    return ibverbs_error("ibv_create_qp(max_send_wr " + std::to_string(config.max_send_wr) +
+    return ibverbs_error("ibv_create_qp(RC, max_send_wr " + std::to_string(config.max_send_wr) +
+                             ", max_recv_wr " + std::to_string(config.max_recv_wr) +
                              ", max_send_sge " + std::to_string(config.max_send_sge) + ")",
                          errno ? errno : ENOMEM, "device " + pd->context()->name());
   // ibv_create_qp writes back the capabilities actually granted.
@@ -101,7 +109,7 @@ Status QueuePair::connect(const IbverbsConfig& config, const QpInfo& remote, uin
   attr.min_rnr_timer = config.min_rnr_timer;
   attr.ah_attr.port_num = config.port_num;
   attr.ah_attr.dlid = remote.lid;
-  attr.ah_attr.sl = 0;
+  attr.ah_attr.sl = config.service_level;
   attr.ah_attr.src_path_bits = 0;
   // RoCE always needs a GRH; InfiniBand only across subnets (addressed by LID here).
   if (remote.is_ethernet || remote.lid == 0) {

@@ -3,7 +3,8 @@
 // Destruction order: the QP is destroyed before the CQs and PD it holds shared_ptrs to.
 // Invariants:
 //  1. `connect` moves RESET -> INIT -> RTR -> RTS with the attributes of `IbverbsConfig`
-//     (already clamped by the caller) and the peer's `QpInfo`.
+//     (already clamped by the caller: timeout, retries, traffic class, service level) and the
+//     peer's `QpInfo`.
 //  2. `reset` returns the QP to RESET from any state (used to recover from ERR).
 #pragma once
 
@@ -21,7 +22,9 @@ namespace caf_rdma {
 
 class QueuePair {
 public:
-  /// Creates an RC QP with the work request and SGE limits of `config`.
+  /// Creates an RC QP with the work request, SGE and inline limits of `config` (without inline
+  /// data where the device refuses it); `caps()` holds what the device granted, which may be
+  /// more than requested.
   static Result<std::unique_ptr<QueuePair>> create(std::shared_ptr<ProtectionDomain> pd,
                                                    std::shared_ptr<CompletionQueue> send_cq,
                                                    std::shared_ptr<CompletionQueue> recv_cq,

@@ -2,8 +2,17 @@
 #include "components/rdma_domain.h"
 
 #include <gtest/gtest.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <csignal>
+#include <string>
+#include <vector>
 
 #include "tests/components/component_fixture.h"
 
@@ -111,6 +120,77 @@ TEST_F(DomainTest, BadRegistrationsAreClearErrors) {
   EXPECT_EQ(unmapped.error().code(), ErrorCode::kIbverbsCall);
   EXPECT_NE(unmapped.error().message().find("ibv_reg_mr"), std::string::npos);
   EXPECT_NE(unmapped.error().message().find(domain_->device_name()), std::string::npos);
+}
+
+// A registration beyond the locked-memory limit (a process without CAP_IPC_LOCK under a small
+// `ulimit -l`, the default for non-root users and containers) fails with ENOMEM; the error says
+// that the limit is the cause and how to raise it. Run in a child process, which drops
+// CAP_IPC_LOCK and lowers its own limit; it reports through a pipe.
+TEST_F(DomainTest, PinningBeyondTheLockedMemoryLimitSaysHowToRaiseIt) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(fds[0]);
+    auto report = [&](int code, const std::string& text) {
+      ssize_t w = write(fds[1], text.data(), text.size());
+      (void)w;
+      _exit(code);
+    };
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3] = {};
+    if (syscall(SYS_capget, &header, caps) != 0)
+      report(2, "capget failed");
+    for (auto& c : caps) {
+      c.effective &= ~CAP_TO_MASK(CAP_IPC_LOCK);
+      c.permitted &= ~CAP_TO_MASK(CAP_IPC_LOCK);
+    }
+    if (syscall(SYS_capset, &header, caps) != 0)
+      report(2, "capset (dropping CAP_IPC_LOCK) failed");
+    rlimit small{64 * 1024, 64 * 1024};
+    if (setrlimit(RLIMIT_MEMLOCK, &small) != 0)
+      report(2, "setrlimit(RLIMIT_MEMLOCK) failed");
+    auto config = IbverbsConfig::from_env();
+    if (!config.ok())
+      report(2, config.error().to_string());
+    auto domain = RdmaDomain::open(*config);
+    if (!domain.ok())
+      report(2, "opening the domain under the limit: " + domain.error().to_string());
+    std::vector<uint8_t> mem(4 << 20, 1);
+    auto b = (*domain)->register_buffer(mem.data(), mem.size());
+    if (b.ok())
+      report(1, "registered 4 MiB under a 64 KiB limit without CAP_IPC_LOCK");
+    report(0, b.error().to_string());
+  }
+  close(fds[1]);
+  // The pipe's end comes when the child exits (it never closes its end before): read to the
+  // end, or kill it after 60 s without a word.
+  std::string text;
+  pollfd pfd{fds[0], POLLIN, 0};
+  char buf[4096];
+  bool ended = false;
+  while (!ended && poll(&pfd, 1, 60000) == 1) {
+    ssize_t n = read(fds[0], buf, sizeof(buf));
+    ended = n <= 0;
+    if (n > 0)
+      text.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  int status = 0;
+  if (!ended) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    FAIL() << "the child did not finish within 60 s; it said: " << text;
+  }
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child: " << text;
+  EXPECT_NE(text.find("ibv_reg_mr"), std::string::npos) << text;
+  EXPECT_NE(text.find("errno 12"), std::string::npos) << text;  // ENOMEM
+  EXPECT_NE(text.find("ulimit -l"), std::string::npos) << text;
+  EXPECT_NE(text.find("is 64 KiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("pins 4096 KiB"), std::string::npos) << text;
+  std::printf("%s\n", text.c_str());
 }
 
 TEST_F(DomainTest, UnknownDeviceNameListsWhatExists) {

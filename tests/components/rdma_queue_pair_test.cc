@@ -123,6 +123,71 @@ TEST_F(QueuePairTest, ThousandsOfAsyncOpsCompleteExactlyOnce) {
   EXPECT_LT(a_->stats().signaled, uint64_t(kOps)) << "batched posts signal once per chain";
 }
 
+// Invariant 7: the CQ holds a completion for every work request the QP may have outstanding,
+// even when IbverbsConfig::cq_entries asks for fewer and the device grants more work requests
+// than asked (rxe: 64 -> 127). Every request is signaled here, so each makes a completion; an
+// overflowing CQ would lose them (the ops would time out) and error the QP.
+TEST_F(QueuePairTest, CompletionQueueHoldsEveryRequestTheQueuesTake) {
+  auto config = IbverbsConfig::from_env();
+  ASSERT_TRUE(config.ok()) << config.error().to_string();
+  config->cq_entries = 8;
+  config->max_send_wr = 64;
+  config->max_recv_wr = 64;
+  auto small = RdmaDomain::open(*config);
+  ASSERT_TRUE(small.ok()) << small.error().to_string();
+  RdmaQueuePair::Options every;
+  every.signal_interval = 1;
+  auto x = make_qp(every, *small);
+  auto y = make_qp(every, *small);
+  ASSERT_TRUE(x && y);
+  ASSERT_TRUE(RdmaQueuePair::connect_pair(*x, *y).ok());
+  EXPECT_GE(x->send_limit(), 64u);
+  EXPECT_GE(uint64_t(x->completion_queue_entries()),
+            uint64_t{x->send_limit()} + x->receive_limit())
+      << "CQ of " << x->completion_queue_entries() << " entries for " << x->send_limit()
+      << " sends and " << x->receive_limit() << " receives";
+  const uint32_t ops = x->send_limit();
+  Registered src = make(uint64_t{ops} * 100, 23, Access::kReadWrite, *small);
+  Registered dst = make(uint64_t{ops} * 100, 0, Access::kReadWrite, *small);
+  std::vector<RdmaOp> batch;
+  for (uint32_t i = 0; i < ops; ++i)
+    batch.push_back(RdmaOp::write({src.buffer, uint64_t{i} * 100, 100}, dst.buffer.remote(),
+                                  uint64_t{i} * 100));
+  std::vector<OpResult> results = x->execute_batch(std::move(batch), kTimeout);
+  ASSERT_EQ(results.size(), ops);
+  for (uint32_t i = 0; i < ops; ++i)
+    ASSERT_TRUE(results[i].status.ok()) << "op " << i << ": " << results[i].status.error().to_string();
+  expect_same(src, dst, uint64_t{ops} * 100);
+  EXPECT_EQ(x->stats().signaled, ops) << "every request signaled";
+  EXPECT_EQ(x->stats().recoveries, 0u);
+}
+
+// Invariant 8: WRITEs up to the granted inline size go inside the work request, larger ones by
+// DMA; both arrive whole, and nothing beyond them is touched.
+TEST_F(QueuePairTest, SmallWritesGoInline) {
+  const uint32_t limit = a_->inline_limit();
+  ASSERT_GE(limit, domain_->config().max_inline_data)
+      << "the device granted less inline data than IbverbsConfig::max_inline_data";
+  Registered src = make(limit + 1, 31);
+  Registered dst = make(limit + 1, 0);
+  uint64_t before = a_->stats().inline_requests;
+  for (uint64_t size : {uint64_t{1}, uint64_t{17}, uint64_t{limit}}) {
+    SCOPED_TRACE("size " + std::to_string(size));
+    std::memset(dst.bytes.get(), 0, limit + 1);
+    OpResult w = a_->execute(RdmaOp::write({src.buffer, 0, size}, dst.buffer.remote()), kTimeout);
+    ASSERT_TRUE(w.status.ok()) << w.status.error().to_string();
+    EXPECT_EQ(std::memcmp(src.bytes.get(), dst.bytes.get(), size), 0);
+    for (uint64_t i = size; i < limit + 1; ++i)
+      ASSERT_EQ(dst.bytes[i], 0) << "byte " << i << " beyond the write changed";
+  }
+  EXPECT_EQ(a_->stats().inline_requests - before, 3u);
+  OpResult big =
+      a_->execute(RdmaOp::write({src.buffer, 0, uint64_t{limit} + 1}, dst.buffer.remote()), kTimeout);
+  ASSERT_TRUE(big.status.ok()) << big.status.error().to_string();
+  expect_same(src, dst, uint64_t{limit} + 1);
+  EXPECT_EQ(a_->stats().inline_requests - before, 3u) << "one byte over the limit goes by DMA";
+}
+
 TEST_F(QueuePairTest, QueuedOpsWaitForPostQueuedAndGoAsOneChain) {
   constexpr int kOps = 40;
   Registered src = make(uint64_t{kOps} * 4096, 13);

@@ -193,5 +193,35 @@ TEST_F(DevicePrimitives, InitiatorDepthFollowsThePeersResponderDepth) {
   EXPECT_EQ(*other, std::min(p.config[1].max_rd_atomic, p.config[0].max_dest_rd_atomic));
 }
 
+// Traffic class, service level and the ACK timeout of the config reach the connected QP
+// (CAF_RDMA_TC / CAF_RDMA_SL / CAF_RDMA_TIMEOUT): a lossless class is only used if the QP's
+// address vector carries it.
+TEST_F(DevicePrimitives, FabricAttributesOfTheConfigReachTheQueuePair) {
+  IbverbsConfig want;
+  want.traffic_class = 106;  // DSCP 26, ECN-capable
+  want.service_level = 3;
+  want.qp_timeout = 20;
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(p, want, want));
+  for (int k = 0; k < 2; ++k) {
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    ASSERT_EQ(ibv_query_qp(p.s[k].qp->get(), &attr, IBV_QP_AV | IBV_QP_TIMEOUT, &init), 0);
+    EXPECT_EQ(attr.ah_attr.sl, 3) << "side " << k;
+    EXPECT_EQ(attr.timeout, 20) << "side " << k;
+    if (attr.ah_attr.is_global) {
+      EXPECT_EQ(attr.ah_attr.grh.traffic_class, 106) << "side " << k;
+    }
+  }
+  // And the defaults: timeout 18, class and level 0.
+  Pair d;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(d, IbverbsConfig{}, IbverbsConfig{}));
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(ibv_query_qp(d.s[0].qp->get(), &attr, IBV_QP_AV | IBV_QP_TIMEOUT, &init), 0);
+  EXPECT_EQ(attr.timeout, 18);
+  EXPECT_EQ(attr.ah_attr.sl, 0);
+}
+
 }  // namespace
 }  // namespace caf_rdma

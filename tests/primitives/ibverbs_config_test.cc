@@ -5,20 +5,25 @@
 
 #include <map>
 #include <string>
+#include <tuple>
 
 namespace caf_rdma {
 namespace {
 
-TEST(IbverbsConfig, DefaultsMatchMonarch) {
+TEST(IbverbsConfig, Defaults) {
   IbverbsConfig c;
   EXPECT_EQ(c.port_num, 1);
   EXPECT_EQ(c.max_send_wr, 512u);
   EXPECT_EQ(c.max_recv_wr, 512u);
-  EXPECT_EQ(c.max_send_sge, 30u);
+  EXPECT_EQ(c.max_send_sge, 4u);  // longer gather lists split; small WQEs
+  EXPECT_EQ(c.max_recv_sge, 4u);
+  EXPECT_EQ(c.max_inline_data, 64u);
   EXPECT_EQ(c.path_mtu, IBV_MTU_4096);
   EXPECT_EQ(c.retry_cnt, 7);
   EXPECT_EQ(c.rnr_retry, 7);
-  EXPECT_EQ(c.qp_timeout, 14);
+  EXPECT_EQ(c.qp_timeout, 18);  // ~1.07 s per attempt, as NCCL
+  EXPECT_EQ(c.traffic_class, 0);
+  EXPECT_EQ(c.service_level, 0);
   EXPECT_EQ(c.min_rnr_timer, 12);
   EXPECT_EQ(c.max_rd_atomic, 16);
   EXPECT_EQ(c.pkey_index, 0);
@@ -46,6 +51,14 @@ TEST(IbverbsConfig, ValidationNamesFieldAndValue) {
   c = IbverbsConfig{};
   c.qp_timeout = 32;
   EXPECT_NE(c.validate().error().message().find("qp_timeout = 32"), std::string::npos);
+  c = IbverbsConfig{};
+  c.qp_timeout = 0;  // an infinite ACK wait
+  EXPECT_NE(c.validate().error().message().find("qp_timeout = 0"), std::string::npos);
+  c = IbverbsConfig{};
+  c.service_level = 16;
+  ASSERT_FALSE(c.validate().ok());
+  EXPECT_NE(c.validate().error().message().find("service_level = 16"), std::string::npos);
+  EXPECT_NE(c.validate().error().message().find("0..15"), std::string::npos);
   c = IbverbsConfig{};
   c.near_pci_device = "GPU-3b";
   ASSERT_FALSE(c.validate().ok());
@@ -104,6 +117,34 @@ TEST(IbverbsConfig, EnvironmentOverrides) {
   bad = IbverbsConfig::from_env(IbverbsConfig{}, get);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message().find("CAF_RDMA_GID_INDEX"), std::string::npos);
+}
+
+TEST(IbverbsConfig, FabricKnobsFromTheEnvironment) {
+  std::map<std::string, std::string> env{
+      {kEnvTrafficClass, "106"}, {kEnvServiceLevel, "3"}, {kEnvTimeout, "20"}};
+  auto get = [&](const char* name) -> const char* {
+    auto i = env.find(name);
+    return i == env.end() ? nullptr : i->second.c_str();
+  };
+  auto c = IbverbsConfig::from_env(IbverbsConfig{}, get);
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  EXPECT_EQ(c->traffic_class, 106);  // DSCP 26 << 2 | ECN-capable
+  EXPECT_EQ(c->service_level, 3);
+  EXPECT_EQ(c->qp_timeout, 20);
+  // Out of range: the error names the variable, its value and the range.
+  for (auto [var, value, range] :
+       {std::tuple{kEnvTrafficClass, "256", "0..255"}, std::tuple{kEnvServiceLevel, "16", "0..15"},
+        std::tuple{kEnvTimeout, "0", "1..31"}, std::tuple{kEnvTimeout, "32", "1..31"},
+        std::tuple{kEnvServiceLevel, "high", "0..15"}}) {
+    auto saved = env;
+    env[var] = value;
+    auto bad = IbverbsConfig::from_env(IbverbsConfig{}, get);
+    env = saved;
+    ASSERT_FALSE(bad.ok()) << var << "=" << value;
+    EXPECT_NE(bad.error().message().find(std::string(var) + "='" + value + "'"), std::string::npos)
+        << bad.error().message();
+    EXPECT_NE(bad.error().message().find(range), std::string::npos) << bad.error().message();
+  }
 }
 
 TEST(IbverbsConfig, RandomPsnIs24Bits) {
