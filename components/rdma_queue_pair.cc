@@ -662,9 +662,9 @@ Status RdmaQueuePair::fit_queues_locked() {
   recv_limit_ = std::min(recv_limit_, cqe / 2);
   send_limit_ = std::min(send_limit_, cqe - recv_limit_);
   if (send_limit_ == 0)
-    return Error(ErrorCode::kInvalidArgument,
-                 describe() + ": its completion queue of " + std::to_string(cqe) +
-                     " entries cannot hold one send completion");
+    return Error(ErrorCode::kInvalidArgument, describe() + ": its completion queue of " +
+                                                  std::to_string(cqe) +
+                                                  " entries cannot hold one send completion");
   return {};
 }
 

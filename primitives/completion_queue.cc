@@ -62,9 +62,9 @@ Status CompletionQueue::request_notify() {
 Status CompletionQueue::resize(int entries) {
   const int before = cq_->cqe;
   if (int rc = ibv_resize_cq(cq_, entries); rc != 0)
-    return ibverbs_error("ibv_resize_cq(" + std::to_string(before) + " -> " +
-                             std::to_string(entries) + " entries)",
-                         rc, "device " + context_->name());
+    return ibverbs_error(
+        "ibv_resize_cq(" + std::to_string(before) + " -> " + std::to_string(entries) + " entries)",
+        rc, "device " + context_->name());
   return {};
 }
 

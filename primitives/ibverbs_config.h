@@ -15,9 +15,9 @@ namespace caf_rdma {
 constexpr const char* kEnvDevice = "CAF_RDMA_DEVICE";       ///< device name, e.g. "mlx5_0"
 constexpr const char* kEnvPort = "CAF_RDMA_PORT";           ///< port number, 1-based
 constexpr const char* kEnvGidIndex = "CAF_RDMA_GID_INDEX";  ///< GID table index
-constexpr const char* kEnvTrafficClass = "CAF_RDMA_TC";    ///< GRH traffic class (DSCP << 2)
-constexpr const char* kEnvServiceLevel = "CAF_RDMA_SL";    ///< service level 0..15
-constexpr const char* kEnvTimeout = "CAF_RDMA_TIMEOUT";    ///< local ACK timeout exponent
+constexpr const char* kEnvTrafficClass = "CAF_RDMA_TC";     ///< GRH traffic class (DSCP << 2)
+constexpr const char* kEnvServiceLevel = "CAF_RDMA_SL";     ///< service level 0..15
+constexpr const char* kEnvTimeout = "CAF_RDMA_TIMEOUT";     ///< local ACK timeout exponent
 
 /// What a device and port allow; `IbverbsConfig::clamped` fits a config into these.
 struct DeviceLimits {
@@ -88,8 +88,8 @@ struct IbverbsConfig {
   uint32_t effective_cq_entries() const;
 
   /// Applies CAF_RDMA_DEVICE, CAF_RDMA_PORT, CAF_RDMA_GID_INDEX, CAF_RDMA_TC, CAF_RDMA_SL and
-  /// CAF_RDMA_TIMEOUT (when set) on top of `base` and validates. A malformed value is an error naming the variable.
-  /// `getenv_fn` replaces std::getenv (tests).
+  /// CAF_RDMA_TIMEOUT (when set) on top of `base` and validates. A malformed value is an error
+  /// naming the variable. `getenv_fn` replaces std::getenv (tests).
   static Result<IbverbsConfig> from_env(
       IbverbsConfig base, const std::function<const char*(const char*)>& getenv_fn = nullptr);
   /// from_env on top of the defaults.

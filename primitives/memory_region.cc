@@ -78,9 +78,9 @@ Result<std::shared_ptr<MemoryRegion>> MemoryRegion::register_memory(
   ibv_mr* mr = ibv_reg_mr(pd->get(), addr, length, flags);
   if (mr == nullptr) {
     int err = errno ? errno : ENOMEM;
-    Error e = ibverbs_error(
-        "ibv_reg_mr(" + range_text(reinterpret_cast<uint64_t>(addr), length) + ")", err,
-        "device " + pd->context()->name());
+    Error e =
+        ibverbs_error("ibv_reg_mr(" + range_text(reinterpret_cast<uint64_t>(addr), length) + ")",
+                      err, "device " + pd->context()->name());
     return Error(e.code(), e.message() + pin_failure_hint(err, length));
   }
   return std::shared_ptr<MemoryRegion>(new MemoryRegion(std::move(pd), mr, access));

@@ -142,8 +142,7 @@ TEST_F(QueuePairTest, CompletionQueueHoldsEveryRequestTheQueuesTake) {
   ASSERT_TRUE(x && y);
   ASSERT_TRUE(RdmaQueuePair::connect_pair(*x, *y).ok());
   EXPECT_GE(x->send_limit(), 64u);
-  EXPECT_GE(uint64_t(x->completion_queue_entries()),
-            uint64_t{x->send_limit()} + x->receive_limit())
+  EXPECT_GE(uint64_t(x->completion_queue_entries()), uint64_t{x->send_limit()} + x->receive_limit())
       << "CQ of " << x->completion_queue_entries() << " entries for " << x->send_limit()
       << " sends and " << x->receive_limit() << " receives";
   const uint32_t ops = x->send_limit();
@@ -156,7 +155,8 @@ TEST_F(QueuePairTest, CompletionQueueHoldsEveryRequestTheQueuesTake) {
   std::vector<OpResult> results = x->execute_batch(std::move(batch), kTimeout);
   ASSERT_EQ(results.size(), ops);
   for (uint32_t i = 0; i < ops; ++i)
-    ASSERT_TRUE(results[i].status.ok()) << "op " << i << ": " << results[i].status.error().to_string();
+    ASSERT_TRUE(results[i].status.ok())
+        << "op " << i << ": " << results[i].status.error().to_string();
   expect_same(src, dst, uint64_t{ops} * 100);
   EXPECT_EQ(x->stats().signaled, ops) << "every request signaled";
   EXPECT_EQ(x->stats().recoveries, 0u);
@@ -181,8 +181,8 @@ TEST_F(QueuePairTest, SmallWritesGoInline) {
       ASSERT_EQ(dst.bytes[i], 0) << "byte " << i << " beyond the write changed";
   }
   EXPECT_EQ(a_->stats().inline_requests - before, 3u);
-  OpResult big =
-      a_->execute(RdmaOp::write({src.buffer, 0, uint64_t{limit} + 1}, dst.buffer.remote()), kTimeout);
+  OpResult big = a_->execute(
+      RdmaOp::write({src.buffer, 0, uint64_t{limit} + 1}, dst.buffer.remote()), kTimeout);
   ASSERT_TRUE(big.status.ok()) << big.status.error().to_string();
   expect_same(src, dst, uint64_t{limit} + 1);
   EXPECT_EQ(a_->stats().inline_requests - before, 3u) << "one byte over the limit goes by DMA";
