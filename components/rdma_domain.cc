@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <iterator>
 
+#include "primitives/completion_queue.h"
+#include "primitives/queue_pair.h"
+
 namespace caf_rdma {
 
 std::string known_device_problem(const std::string& device, uint32_t vendor_id,
@@ -23,6 +26,31 @@ std::string known_device_problem(const std::string& device, uint32_t vendor_id,
          "or verify mode (CAF_RDMA_VERIFY=1) to catch it";
 }
 
+namespace {
+
+/// A device without reliable-connected QPs (EFA offers SRD and UD only) opens, allocates and
+/// registers like any other, then fails every transfer: find out at open, so the error comes
+/// once, names the device, and auto mode takes the fallback.
+Status probe_reliable_connected(const std::shared_ptr<ProtectionDomain>& pd) {
+  CAF_RDMA_ASSIGN_OR_RETURN(auto cq, CompletionQueue::create(pd->context(), 2, false));
+  IbverbsConfig tiny;
+  tiny.max_send_wr = tiny.max_recv_wr = 1;
+  tiny.max_send_sge = tiny.max_recv_sge = 1;
+  tiny.max_inline_data = 0;
+  auto qp = QueuePair::create(pd, cq, cq, tiny);
+  if (!qp.ok())
+    return Error(ErrorCode::kDeviceNotFound,
+                 pd->context()->name() +
+                     " cannot create reliable-connected (RC) queue pairs, which caf-rdma needs "
+                     "(EFA, for one, offers only SRD and UD): " +
+                     qp.error().message() +
+                     "; choose another device (CAF_RDMA_DEVICE) or the fallback transport "
+                     "(CAF_RDMA_TRANSPORT=fallback or auto)");
+  return {};
+}
+
+}  // namespace
+
 Result<std::shared_ptr<RdmaDomain>> RdmaDomain::open(const IbverbsConfig& config) {
   CAF_RDMA_RETURN_IF_ERROR(config.validate());
   std::shared_ptr<RdmaDomain> d(new RdmaDomain());
@@ -34,7 +62,8 @@ Result<std::shared_ptr<RdmaDomain>> RdmaDomain::open(const IbverbsConfig& config
   CAF_RDMA_ASSIGN_OR_RETURN(auto table, d->context_->gid_table(config.port_num));
   std::string where = d->context_->name() + " port " + std::to_string(config.port_num);
   CAF_RDMA_ASSIGN_OR_RETURN(d->gid_index_,
-                            select_gid_index(table, d->port_.is_ethernet, config.gid_index, where));
+                            select_gid_index(table, d->port_.is_ethernet, config.gid_index, where,
+                                             config.netdev));
   for (const auto& e : table)
     if (e.index == d->gid_index_)
       d->gid_ = e.gid;
@@ -44,6 +73,7 @@ Result<std::shared_ptr<RdmaDomain>> RdmaDomain::open(const IbverbsConfig& config
     d->warning_ =
         known_device_problem(d->context_->name(), d->context_->device_attr().vendor_id, un.release);
   CAF_RDMA_ASSIGN_OR_RETURN(d->pd_, ProtectionDomain::allocate(d->context_));
+  CAF_RDMA_RETURN_IF_ERROR(probe_reliable_connected(d->pd_));
   return d;
 }
 

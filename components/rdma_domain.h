@@ -1,7 +1,8 @@
 // RdmaDomain: one opened device port (context + protection domain) and memory registration.
 //
 // Invariants:
-//  1. The config is validated, then clamped to the device's limits, once, at `open`.
+//  1. The config is validated, then clamped to the device's limits, once, at `open`. A device
+//     that cannot create RC queue pairs (EFA) is refused at `open`, naming it.
 //  2. Revocation: `register_buffer` makes a memory region of its own for every call, so every
 //     buffer a peer may address has a remote key no other buffer shares; releasing the buffer
 //     (and its copies) deregisters that region, which kills the key. Never one rkey for two

@@ -2,6 +2,8 @@
 
 #include "primitives/pcie_topology.h"
 
+#include <net/if.h>
+
 #include <algorithm>
 #include <cerrno>
 
@@ -119,6 +121,9 @@ Result<std::vector<GidEntry>> DeviceContext::gid_table(uint8_t port_num) const {
         g.type = GidType::kInfiniBand;
         break;
     }
+    char netdev[IF_NAMESIZE] = {};
+    if (e.ndev_ifindex != 0 && if_indextoname(e.ndev_ifindex, netdev) != nullptr)
+      g.netdev = netdev;
     out.push_back(g);
   }
   std::sort(out.begin(), out.end(),

@@ -55,15 +55,16 @@ std::string describe_table(const std::vector<GidEntry>& table) {
     return "the GID table is empty";
   std::string out = "GID table:";
   for (const auto& e : table)
-    out +=
-        " [" + std::to_string(e.index) + "] " + to_string(e.gid) + " (" + to_string(e.type) + ")";
+    out += " [" + std::to_string(e.index) + "] " + to_string(e.gid) + " (" + to_string(e.type) +
+           (e.netdev.empty() ? "" : ", " + e.netdev) + ")";
   return out;
 }
 
 }  // namespace
 
 Result<int> select_gid_index(const std::vector<GidEntry>& table, bool is_ethernet,
-                             int override_index, const std::string& where) {
+                             int override_index, const std::string& where,
+                             const std::string& netdev) {
   if (override_index >= 0) {
     for (const auto& e : table)
       if (e.index == override_index)
@@ -73,13 +74,26 @@ Result<int> select_gid_index(const std::vector<GidEntry>& table, bool is_etherne
                                                  describe_table(table));
   }
   if (!is_ethernet) {
+    if (!netdev.empty())
+      return Error(ErrorCode::kInvalidArgument,
+                   "a netdev ('" + netdev + "', CAF_RDMA_NETDEV) selects among RoCE GIDs, but " +
+                       where + " is InfiniBand");
     if (!table.empty())
       return table.front().index;
     return Error(ErrorCode::kDeviceNotFound, "no GID on " + where + "; " + describe_table(table));
   }
+  if (!netdev.empty()) {
+    bool any = false;
+    for (const auto& e : table)
+      any = any || e.netdev == netdev;
+    if (!any)
+      return Error(ErrorCode::kDeviceNotFound, "no GID of " + where + " belongs to netdev '" +
+                                                   netdev + "' (CAF_RDMA_NETDEV); " +
+                                                   describe_table(table));
+  }
   auto first = [&](auto pred) -> int {
     for (const auto& e : table)
-      if (pred(e))
+      if ((netdev.empty() || e.netdev == netdev) && pred(e))
         return e.index;
     return -1;
   };
@@ -94,6 +108,7 @@ Result<int> select_gid_index(const std::vector<GidEntry>& table, bool is_etherne
     idx = first([](const GidEntry& e) { return e.type == GidType::kRoceV1; });
   if (idx < 0)
     return Error(ErrorCode::kDeviceNotFound, "no RoCE GID on Ethernet port " + where +
+                                                 (netdev.empty() ? "" : " for netdev " + netdev) +
                                                  " (is an IP address configured on its netdev?); " +
                                                  describe_table(table));
   return idx;

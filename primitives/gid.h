@@ -28,6 +28,9 @@ struct GidEntry {
   int index = 0;
   Gid gid{};
   GidType type = GidType::kInfiniBand;
+  /// The network interface the entry belongs to (RoCE: its netdev or VLAN netdev, e.g.
+  /// "eth1", "eth1.100"); empty when the device names none (InfiniBand).
+  std::string netdev;
 };
 
 /// True when all 16 bytes are zero (an unused table slot).
@@ -52,8 +55,12 @@ Result<Gid> parse_gid(const std::string& text);
 ///   first RoCE v2 entry that is not link-local, else the first RoCE v2 entry, else the first
 ///   RoCE v1 entry.
 /// - InfiniBand: index 0 (connections address by LID; the GID is only used across subnets).
+/// - `netdev` (RoCE only; CAF_RDMA_NETDEV): the automatic choice above among the entries of
+///   that network interface only (a host with several interfaces or VLANs on one port has a
+///   RoCE v2 GID per address; the one of the network the peers are on must be used).
 /// Fails with kDeviceNotFound naming `where` and listing the table when nothing fits.
 Result<int> select_gid_index(const std::vector<GidEntry>& table, bool is_ethernet,
-                             int override_index, const std::string& where);
+                             int override_index, const std::string& where,
+                             const std::string& netdev = "");
 
 }  // namespace caf_rdma

@@ -38,6 +38,11 @@ Error bad_field(const char* field, long long value, const char* range) {
                                                 range);
 }
 
+/// An interface name as the kernel takes it: 1..15 bytes, no '/', ':' or white space.
+bool is_interface_name(const std::string& name) {
+  return !name.empty() && name.size() <= 15 && name.find_first_of("/: \t\n") == std::string::npos;
+}
+
 }  // namespace
 
 Status IbverbsConfig::validate() const {
@@ -71,6 +76,10 @@ Status IbverbsConfig::validate() const {
     return bad_field("hop_limit", hop_limit, "1..255");
   if (service_level > 15)
     return bad_field("service_level", service_level, "0..15");
+  if (!netdev.empty() && !is_interface_name(netdev))
+    return Error(ErrorCode::kInvalidArgument,
+                 "IbverbsConfig.netdev = '" + netdev +
+                     "' is invalid; expected a network interface name like eth1 or eth1.100");
   if (!near_pci_device.empty() && normalize_pci_bus_id(near_pci_device).empty())
     return Error(ErrorCode::kInvalidArgument,
                  "IbverbsConfig.near_pci_device = '" + near_pci_device +
@@ -130,6 +139,13 @@ Result<IbverbsConfig> IbverbsConfig::from_env(
   if (const char* v = get(kEnvGidIndex); v != nullptr && *v != '\0') {
     CAF_RDMA_ASSIGN_OR_RETURN(long idx, parse_int(kEnvGidIndex, v, 0, 65535));
     base.gid_index = static_cast<int>(idx);
+  }
+  if (const char* v = get(kEnvNetdev); v != nullptr && *v != '\0') {
+    if (!is_interface_name(v))
+      return Error(ErrorCode::kInvalidArgument,
+                   std::string("environment variable ") + kEnvNetdev + "='" + v +
+                       "' is not a network interface name (like eth1 or eth1.100)");
+    base.netdev = v;
   }
   if (const char* v = get(kEnvTrafficClass); v != nullptr && *v != '\0') {
     CAF_RDMA_ASSIGN_OR_RETURN(long tc, parse_int(kEnvTrafficClass, v, 0, 255));

@@ -18,6 +18,7 @@ constexpr const char* kEnvGidIndex = "CAF_RDMA_GID_INDEX";  ///< GID table index
 constexpr const char* kEnvTrafficClass = "CAF_RDMA_TC";     ///< GRH traffic class (DSCP << 2)
 constexpr const char* kEnvServiceLevel = "CAF_RDMA_SL";     ///< service level 0..15
 constexpr const char* kEnvTimeout = "CAF_RDMA_TIMEOUT";     ///< local ACK timeout exponent
+constexpr const char* kEnvNetdev = "CAF_RDMA_NETDEV";       ///< RoCE: the GID's interface
 
 /// What a device and port allow; `IbverbsConfig::clamped` fits a config into these.
 struct DeviceLimits {
@@ -41,6 +42,9 @@ struct IbverbsConfig {
   uint8_t port_num = 1;
   /// GID index; -1 selects automatically (see `select_gid_index`).
   int gid_index = -1;
+  /// RoCE: choose the GID automatically among those of this network interface (e.g. "eth1",
+  /// "eth1.100"); empty: any. Ignored when `gid_index` is given.
+  std::string netdev;
   uint32_t max_send_wr = 512;
   uint32_t max_recv_wr = 512;
   /// Scatter/gather entries per work request. Gather lists longer than this are split into
@@ -87,8 +91,8 @@ struct IbverbsConfig {
   /// The completion queue depth to use (cq_entries, or derived).
   uint32_t effective_cq_entries() const;
 
-  /// Applies CAF_RDMA_DEVICE, CAF_RDMA_PORT, CAF_RDMA_GID_INDEX, CAF_RDMA_TC, CAF_RDMA_SL and
-  /// CAF_RDMA_TIMEOUT (when set) on top of `base` and validates. A malformed value is an error
+  /// Applies CAF_RDMA_DEVICE, CAF_RDMA_PORT, CAF_RDMA_GID_INDEX, CAF_RDMA_NETDEV, CAF_RDMA_TC,
+  /// CAF_RDMA_SL and CAF_RDMA_TIMEOUT (when set) on top of `base` and validates. A malformed value is an error
   /// naming the variable. `getenv_fn` replaces std::getenv (tests).
   static Result<IbverbsConfig> from_env(
       IbverbsConfig base, const std::function<const char*(const char*)>& getenv_fn = nullptr);

@@ -193,6 +193,39 @@ TEST_F(DomainTest, PinningBeyondTheLockedMemoryLimitSaysHowToRaiseIt) {
   std::printf("%s\n", text.c_str());
 }
 
+// CAF_RDMA_NETDEV: the GID is chosen among those of one network interface. The device's own
+// interface gives the same GID as the automatic choice; an interface without GIDs on this
+// port (lo) is refused with the table in the error.
+TEST_F(DomainTest, NetdevChoosesTheGidOfThatInterface) {
+  auto table = domain_->context()->gid_table(domain_->config().port_num);
+  ASSERT_TRUE(table.ok()) << table.error().to_string();
+  std::string netdev;
+  for (const auto& e : *table)
+    if (e.index == domain_->gid_index())
+      netdev = e.netdev;
+  IbverbsConfig c = domain_->config();
+  c.gid_index = -1;
+  c.netdev = "lo";
+  auto on_lo = RdmaDomain::open(c);
+  ASSERT_FALSE(on_lo.ok());
+  if (!domain_->port().is_ethernet) {
+    EXPECT_NE(on_lo.error().message().find("InfiniBand"), std::string::npos);
+    return;
+  }
+  EXPECT_EQ(on_lo.error().code(), ErrorCode::kDeviceNotFound);
+  EXPECT_NE(on_lo.error().message().find("netdev 'lo'"), std::string::npos)
+      << on_lo.error().message();
+  EXPECT_NE(on_lo.error().message().find(", " + netdev + ")"), std::string::npos)
+      << "the table names each entry's interface: " << on_lo.error().message();
+  ASSERT_FALSE(netdev.empty()) << "the RoCE GID of " << domain_->describe() << " names no netdev";
+  c.netdev = netdev;
+  auto same = RdmaDomain::open(c);
+  ASSERT_TRUE(same.ok()) << same.error().to_string();
+  EXPECT_EQ((*same)->gid_index(), domain_->gid_index());
+  std::printf("%s: GID index %d on %s\n", domain_->device_name().c_str(), domain_->gid_index(),
+              netdev.c_str());
+}
+
 TEST_F(DomainTest, UnknownDeviceNameListsWhatExists) {
   IbverbsConfig c;
   c.device_name = "mlx5_77";

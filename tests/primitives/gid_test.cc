@@ -81,5 +81,48 @@ TEST(GidSelection, EmptyEthernetTableIsAClearError) {
   EXPECT_NE(bad.error().message().find("IP address"), std::string::npos);
 }
 
+// A port with two networks: the default interface and a VLAN on it, each with an IPv4
+// address. Without a netdev the first IPv4-mapped RoCE v2 entry wins, which is the wrong one
+// when the peers are on the VLAN; CAF_RDMA_NETDEV picks among that interface's entries.
+std::vector<GidEntry> two_network_table() {
+  return {{0, gid_of("fe80::1"), GidType::kRoceV1, "eth1"},
+          {1, gid_of("fe80::1"), GidType::kRoceV2, "eth1"},
+          {2, gid_of("::ffff:192.168.0.5"), GidType::kRoceV1, "eth1"},
+          {3, gid_of("::ffff:192.168.0.5"), GidType::kRoceV2, "eth1"},
+          {4, gid_of("fe80::1"), GidType::kRoceV1, "eth1.100"},
+          {5, gid_of("fe80::1"), GidType::kRoceV2, "eth1.100"},
+          {6, gid_of("::ffff:10.100.0.5"), GidType::kRoceV1, "eth1.100"},
+          {7, gid_of("::ffff:10.100.0.5"), GidType::kRoceV2, "eth1.100"}};
+}
+
+TEST(GidSelection, NetdevChoosesAmongThatInterfacesEntries) {
+  EXPECT_EQ(*select_gid_index(two_network_table(), true, -1, "mlx5_0 port 1"), 3);
+  EXPECT_EQ(*select_gid_index(two_network_table(), true, -1, "mlx5_0 port 1", "eth1.100"), 7);
+  EXPECT_EQ(*select_gid_index(two_network_table(), true, -1, "mlx5_0 port 1", "eth1"), 3);
+  // The rules still apply within the interface: no IPv4 address there -> its RoCE v2 entry.
+  auto t = two_network_table();
+  t.pop_back();
+  t.erase(t.begin() + 6);
+  EXPECT_EQ(*select_gid_index(t, true, -1, "x", "eth1.100"), 5);
+  // An explicit index wins.
+  EXPECT_EQ(*select_gid_index(two_network_table(), true, 2, "x", "eth1.100"), 2);
+}
+
+TEST(GidSelection, NetdevWithoutEntriesIsAClearError) {
+  auto bad = select_gid_index(two_network_table(), true, -1, "mlx5_0 port 1", "eth2");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code(), ErrorCode::kDeviceNotFound);
+  EXPECT_NE(bad.error().message().find("netdev 'eth2'"), std::string::npos)
+      << bad.error().message();
+  EXPECT_NE(bad.error().message().find("mlx5_0 port 1"), std::string::npos);
+  EXPECT_NE(bad.error().message().find("[7] ::ffff:10.100.0.5 (RoCE v2, eth1.100)"),
+            std::string::npos)
+      << bad.error().message();
+  std::vector<GidEntry> ib{{0, gid_of("fe80::2:c903:0:1"), GidType::kInfiniBand}};
+  auto on_ib = select_gid_index(ib, false, -1, "mlx5_1 port 1", "ib0");
+  ASSERT_FALSE(on_ib.ok());
+  EXPECT_NE(on_ib.error().message().find("InfiniBand"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace caf_rdma

@@ -120,8 +120,10 @@ TEST(IbverbsConfig, EnvironmentOverrides) {
 }
 
 TEST(IbverbsConfig, FabricKnobsFromTheEnvironment) {
-  std::map<std::string, std::string> env{
-      {kEnvTrafficClass, "106"}, {kEnvServiceLevel, "3"}, {kEnvTimeout, "20"}};
+  std::map<std::string, std::string> env{{kEnvTrafficClass, "106"},
+                                         {kEnvServiceLevel, "3"},
+                                         {kEnvTimeout, "20"},
+                                         {kEnvNetdev, "eth1.100"}};
   auto get = [&](const char* name) -> const char* {
     auto i = env.find(name);
     return i == env.end() ? nullptr : i->second.c_str();
@@ -131,11 +133,13 @@ TEST(IbverbsConfig, FabricKnobsFromTheEnvironment) {
   EXPECT_EQ(c->traffic_class, 106);  // DSCP 26 << 2 | ECN-capable
   EXPECT_EQ(c->service_level, 3);
   EXPECT_EQ(c->qp_timeout, 20);
+  EXPECT_EQ(c->netdev, "eth1.100");
   // Out of range: the error names the variable, its value and the range.
   for (auto [var, value, range] :
        {std::tuple{kEnvTrafficClass, "256", "0..255"}, std::tuple{kEnvServiceLevel, "16", "0..15"},
         std::tuple{kEnvTimeout, "0", "1..31"}, std::tuple{kEnvTimeout, "32", "1..31"},
-        std::tuple{kEnvServiceLevel, "high", "0..15"}}) {
+        std::tuple{kEnvServiceLevel, "high", "0..15"},
+        std::tuple{kEnvNetdev, "eth1/x", "network interface name"}}) {
     auto saved = env;
     env[var] = value;
     auto bad = IbverbsConfig::from_env(IbverbsConfig{}, get);
