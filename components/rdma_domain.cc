@@ -61,9 +61,9 @@ Result<std::shared_ptr<RdmaDomain>> RdmaDomain::open(const IbverbsConfig& config
   d->config_.device_name = d->context_->name();
   CAF_RDMA_ASSIGN_OR_RETURN(auto table, d->context_->gid_table(config.port_num));
   std::string where = d->context_->name() + " port " + std::to_string(config.port_num);
-  CAF_RDMA_ASSIGN_OR_RETURN(d->gid_index_,
-                            select_gid_index(table, d->port_.is_ethernet, config.gid_index, where,
-                                             config.netdev));
+  CAF_RDMA_ASSIGN_OR_RETURN(
+      d->gid_index_,
+      select_gid_index(table, d->port_.is_ethernet, config.gid_index, where, config.netdev));
   for (const auto& e : table)
     if (e.index == d->gid_index_)
       d->gid_ = e.gid;

@@ -92,8 +92,8 @@ struct IbverbsConfig {
   uint32_t effective_cq_entries() const;
 
   /// Applies CAF_RDMA_DEVICE, CAF_RDMA_PORT, CAF_RDMA_GID_INDEX, CAF_RDMA_NETDEV, CAF_RDMA_TC,
-  /// CAF_RDMA_SL and CAF_RDMA_TIMEOUT (when set) on top of `base` and validates. A malformed value is an error
-  /// naming the variable. `getenv_fn` replaces std::getenv (tests).
+  /// CAF_RDMA_SL and CAF_RDMA_TIMEOUT (when set) on top of `base` and validates. A malformed value
+  /// is an error naming the variable. `getenv_fn` replaces std::getenv (tests).
   static Result<IbverbsConfig> from_env(
       IbverbsConfig base, const std::function<const char*(const char*)>& getenv_fn = nullptr);
   /// from_env on top of the defaults.

@@ -148,7 +148,7 @@ TEST_F(DomainTest, PinningBeyondTheLockedMemoryLimitSaysHowToRaiseIt) {
     }
     if (syscall(SYS_capset, &header, caps) != 0)
       report(2, "capset (dropping CAP_IPC_LOCK) failed");
-    rlimit small{64 * 1024, 64 * 1024};
+    rlimit small{rlim_t{64} << 10, rlim_t{64} << 10};
     if (setrlimit(RLIMIT_MEMLOCK, &small) != 0)
       report(2, "setrlimit(RLIMIT_MEMLOCK) failed");
     auto config = IbverbsConfig::from_env();

@@ -12,7 +12,7 @@ namespace caf_rdma {
 namespace {
 
 TEST(MemlockHint, NamesTheLimitTheSizeAndHowToRaiseIt) {
-  std::string hint = memlock_hint(uint64_t{1} << 20, 64 * 1024, false);
+  std::string hint = memlock_hint(uint64_t{1} << 20, uint64_t{64} << 10, false);
   EXPECT_NE(hint.find("RLIMIT_MEMLOCK"), std::string::npos) << hint;
   EXPECT_NE(hint.find("ulimit -l"), std::string::npos) << hint;
   EXPECT_NE(hint.find("is 64 KiB"), std::string::npos) << hint;
@@ -25,7 +25,8 @@ TEST(MemlockHint, NamesTheLimitTheSizeAndHowToRaiseIt) {
 
 TEST(MemlockHint, SilentWhenTheLimitCannotBeTheCause) {
   EXPECT_EQ(memlock_hint(uint64_t{1} << 30, RLIM_INFINITY, false), "");
-  EXPECT_EQ(memlock_hint(uint64_t{1} << 30, 64 * 1024, true), "") << "CAP_IPC_LOCK bypasses it";
+  EXPECT_EQ(memlock_hint(uint64_t{1} << 30, uint64_t{64} << 10, true), "")
+      << "CAP_IPC_LOCK bypasses it";
 }
 
 TEST(AccessFlags, RemoteRightsFollowTheAccessKind) {
