@@ -1,4 +1,5 @@
 // RdmaManagerActor: buffer registration, release, owner-side fallback access, counters.
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -32,8 +33,14 @@ caf::result<BufferHandle> ManagerState::request_buffer(uint64_t addr, uint64_t s
   Access mr_access =
       entry.access == BufferAccess::kReadOnly ? Access::kReadOnly : Access::kReadWrite;
   PointerInfo where;
-  if (options_.device_memory)
-    where = options_.device_memory->classify(addr, size);
+  if (options_.device_memory) {
+    auto kind = options_.device_memory->classify(addr, size);
+    if (!kind.ok())
+      return to_caf_error(kind.error().with_context(
+          "buffer request at address " + std::to_string(addr) + " of " + std::to_string(size) +
+          " bytes: cannot tell host from GPU memory (" + options_.device_memory->name() + ")"));
+    where = *kind;
+  }
   BufferHandle h;
   if (where.on_gpu()) {
     entry.gpu = where.device;
@@ -47,6 +54,12 @@ caf::result<BufferHandle> ManagerState::request_buffer(uint64_t addr, uint64_t s
         entry.rdma = domain_->adopt_region(std::move(*mr), addr, size, mr_access);
         entry.memory = BufferMemory::kGpuDirect;
         h.rkey = entry.rdma.rkey();
+      } else if (staged_gpus_.emplace(where.device, mr.error().message()).second) {
+        // Staging works, but is slower: a host that expects GPUDirect must learn why not.
+        std::fprintf(stderr,
+                     "caf-rdma: %s: memory of GPU %d is staged through host bounce buffers "
+                     "(no GPUDirect): %s\n",
+                     options_.name.c_str(), where.device, mr.error().message().c_str());
       }
     }
   } else if (domain_) {

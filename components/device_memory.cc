@@ -15,9 +15,8 @@ public:
 
   std::string name() const override { return "cuda"; }
 
-  PointerInfo classify(uint64_t addr, uint64_t) const override {
-    auto info = cuda_->pointer_info(reinterpret_cast<const void*>(addr));
-    return info.ok() ? *info : PointerInfo{};
+  Result<PointerInfo> classify(uint64_t addr, uint64_t) const override {
+    return cuda_->pointer_info(reinterpret_cast<const void*>(addr));
   }
 
   Status copy_to_host(void* dst, uint64_t src, uint64_t n, int device) const override {
@@ -35,6 +34,9 @@ public:
     char what[96];
     std::snprintf(what, sizeof(what), "GPU %d memory 0x%llx+%llu", info.device,
                   static_cast<unsigned long long>(addr), static_cast<unsigned long long>(size));
+    // Without SYNC_MEMOPS the NIC may read bytes an asynchronous copy has not written yet.
+    if (Status st = cuda_->set_sync_memops(addr, info.device); !st.ok())
+      return st.error().with_context(std::string("cannot register ") + what + " with the NIC");
     return register_first_that_works(gpudirect_attempts(*cuda_, pd, info, addr, size, access),
                                      what);
   }

@@ -21,11 +21,14 @@ public:
   /// "cuda" for the real one.
   virtual std::string name() const = 0;
   /// What [addr, addr + size) is: host memory (any kind of host memory CUDA knows counts as
-  /// host for registration) or memory of a GPU.
-  virtual PointerInfo classify(uint64_t addr, uint64_t size) const = 0;
+  /// host for registration) or memory of a GPU. An error when the driver cannot tell (its
+  /// error, never "host" by default: registering GPU memory as host memory would fail later,
+  /// or pin the wrong pages).
+  virtual Result<PointerInfo> classify(uint64_t addr, uint64_t size) const = 0;
   virtual Status copy_to_host(void* dst, uint64_t src, uint64_t n, int device) const = 0;
   virtual Status copy_to_device(uint64_t dst, const void* src, uint64_t n, int device) const = 0;
-  /// Registers GPU memory with the NIC (dmabuf, then nvidia_peermem); the error names both.
+  /// Registers GPU memory with the NIC (dmabuf, then nvidia_peermem), with its memory
+  /// operations made synchronous first (SYNC_MEMOPS); the error names every attempt.
   virtual Result<std::shared_ptr<MemoryRegion>> register_direct(
       const std::shared_ptr<ProtectionDomain>& pd, const PointerInfo& info, uint64_t addr,
       uint64_t size, Access access) const = 0;

@@ -39,7 +39,7 @@ std::vector<RegistrationAttempt> gpudirect_attempts(const CudaDriver& cuda,
          CAF_RDMA_ASSIGN_OR_RETURN(
              DmabufSpan span,
              dmabuf_span(addr, size, static_cast<uint64_t>(page > 0 ? page : 4096)));
-         CAF_RDMA_ASSIGN_OR_RETURN(int fd, cuda.dmabuf_fd(span.start, span.length));
+         CAF_RDMA_ASSIGN_OR_RETURN(int fd, cuda.dmabuf_fd(span.start, span.length, info.device));
          auto mr = MemoryRegion::register_dmabuf(pd, span.offset, size, addr, fd, access);
          ::close(fd);  // the region keeps its own reference to the dmabuf
          return mr;

@@ -344,7 +344,14 @@ void Child::worker(int t) {
       } else if (r.error().code() == ErrorCode::kReleased) {
         ++c_.released_refused;
         ++c_.errors["released (expected)"];
-      } else if (!(r.error().code() == ErrorCode::kPeerUnavailable && p->dead)) {
+      } else if (r.error().code() == ErrorCode::kPeerUnavailable &&
+                 (p->dead || r.error().message().find(p->name) != std::string::npos)) {
+        // Its owner is gone (the killed rank; this write may be the first to learn it): no
+        // memory is left to protect, and the error names the owner, as for any op to it.
+        p->dead = true;
+        c_.named_dead[p->rank] = true;
+        ++c_.dead_codes[p->rank][to_string(r.error().code())];
+      } else {
         ++c_.revoke_failures;
         std::fprintf(stderr,
                      "rdma_stress[%d]: a write through a released handle failed with %s, not "
@@ -593,15 +600,22 @@ int parent_main(const Options& o) {
     refused += field(s, "released_refused");
     tries += field(s, "released_tries");
     revoke += field(s, "revoke_failures");
-    if (victim >= 0) {
-      // The survivor must have named the victim as unavailable.
+    {
+      // A survivor names the victim as unavailable, and no other rank: a peer_unavailable
+      // naming a live rank (e.g. instead of refusing a released handle) is a failure.
       auto pos = s.find(" named_dead");
       std::string named = s.substr(pos, s.find(" dead_codes") - pos);
       std::istringstream in(named.substr(11));
       bool found = false;
-      for (int x; in >> x;)
+      for (int x; in >> x;) {
         found = found || x == victim;
-      if (!found) {
+        if (x != victim) {
+          std::fprintf(stderr, "rdma_stress: rank %d reported rank %d unavailable, which lives\n",
+                       r, x);
+          ok = false;
+        }
+      }
+      if (victim >= 0 && !found) {
         std::fprintf(stderr, "rdma_stress: rank %d never reported peer_unavailable naming %s\n", r,
                      names[victim].c_str());
         ok = false;

@@ -40,7 +40,13 @@ Result<CudaDriver*> CudaDriver::get() {
 Result<PointerInfo> CudaDriver::pointer_info(const void*) const {
   return not_built();
 }
-Result<int> CudaDriver::dmabuf_fd(uint64_t, uint64_t) const {
+Result<int> CudaDriver::dmabuf_fd(uint64_t, uint64_t, int) const {
+  return not_built();
+}
+Status CudaDriver::set_sync_memops(uint64_t, int) const {
+  return not_built();
+}
+Result<bool> CudaDriver::sync_memops(uint64_t) const {
   return not_built();
 }
 Status CudaDriver::copy_to_host(void*, uint64_t, uint64_t, int) const {
@@ -80,6 +86,7 @@ struct CudaDriver::Api {
   decltype(&::cuDevicePrimaryCtxRetain) primary_ctx_retain = nullptr;
   decltype(&::cuCtxSetCurrent) ctx_set_current = nullptr;
   decltype(&::cuPointerGetAttributes) pointer_get_attributes = nullptr;
+  decltype(&::cuPointerSetAttribute) pointer_set_attribute = nullptr;
   decltype(&::cuMemGetAddressRange_v2) mem_get_address_range = nullptr;
   decltype(&::cuMemGetHandleForAddressRange) mem_get_handle_for_address_range = nullptr;
   decltype(&::cuStreamCreate) stream_create = nullptr;
@@ -152,6 +159,7 @@ Result<std::unique_ptr<CudaDriver::Api> > load_api() {
             load(api->lib, "cuDevicePrimaryCtxRetain", api->primary_ctx_retain) &&
             load(api->lib, "cuCtxSetCurrent", api->ctx_set_current) &&
             load(api->lib, "cuPointerGetAttributes", api->pointer_get_attributes) &&
+            load(api->lib, "cuPointerSetAttribute", api->pointer_set_attribute) &&
             load(api->lib, "cuMemGetAddressRange_v2", api->mem_get_address_range) &&
             load(api->lib, "cuStreamCreate", api->stream_create) &&
             load(api->lib, "cuStreamSynchronize", api->stream_synchronize) &&
@@ -215,17 +223,38 @@ Result<PointerInfo> CudaDriver::pointer_info(const void* p) const {
   return classify_pointer_attributes(memory_type, is_managed != 0, ordinal, start, size);
 }
 
-Result<int> CudaDriver::dmabuf_fd(uint64_t base, uint64_t size) const {
+Result<int> CudaDriver::dmabuf_fd(uint64_t base, uint64_t size, int device) const {
   if (api_->mem_get_handle_for_address_range == nullptr)
     return Error(ErrorCode::kCuda,
                  "this CUDA driver has no cuMemGetHandleForAddressRange "
                  "(dmabuf export needs a driver for CUDA 11.7 or later)");
+  CAF_RDMA_RETURN_IF_ERROR(api_->use_device(device));
   int fd = -1;
   CUresult r = api_->mem_get_handle_for_address_range(&fd, base, size,
                                                       CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
   if (r != CUDA_SUCCESS)
     return api_->error("cuMemGetHandleForAddressRange", r);
   return fd;
+}
+
+Status CudaDriver::set_sync_memops(uint64_t addr, int device) const {
+  CAF_RDMA_RETURN_IF_ERROR(api_->use_device(device));
+  unsigned int on = 1;
+  if (CUresult r = api_->pointer_set_attribute(&on, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
+                                               static_cast<CUdeviceptr>(addr));
+      r != CUDA_SUCCESS)
+    return api_->error("cuPointerSetAttribute(CU_POINTER_ATTRIBUTE_SYNC_MEMOPS)", r);
+  return {};
+}
+
+Result<bool> CudaDriver::sync_memops(uint64_t addr) const {
+  CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_SYNC_MEMOPS;
+  unsigned int on = 0;
+  void* data = &on;
+  if (CUresult r = api_->pointer_get_attributes(1, &attr, &data, static_cast<CUdeviceptr>(addr));
+      r != CUDA_SUCCESS)
+    return api_->error("cuPointerGetAttributes(CU_POINTER_ATTRIBUTE_SYNC_MEMOPS)", r);
+  return on != 0;
 }
 
 Status CudaDriver::copy_to_host(void* dst, uint64_t src, uint64_t n, int device) const {

@@ -26,8 +26,17 @@ public:
 
   /// Kind, GPU and allocation range of `p` (kHost for memory CUDA does not know).
   Result<PointerInfo> pointer_info(const void* p) const;
-  /// A dmabuf file descriptor for [base, base + size) of device memory (the caller closes it).
-  Result<int> dmabuf_fd(uint64_t base, uint64_t size) const;
+  /// A dmabuf file descriptor for [base, base + size) of memory of GPU `device` (the caller
+  /// closes it). Makes that GPU's context current first: the export needs one, and the
+  /// calling thread (an actor's worker) may have none.
+  Result<int> dmabuf_fd(uint64_t base, uint64_t size, int device) const;
+  /// Sets CU_POINTER_ATTRIBUTE_SYNC_MEMOPS on the allocation around `addr` (GPU `device`):
+  /// every CUDA memory operation on it then completes before the call returns, so a NIC
+  /// reading it after a cudaMemcpy/cudaMemset sees the bytes written (GPUDirect RDMA guide,
+  /// synchronization and memory ordering). Registered GPU memory always has it.
+  Status set_sync_memops(uint64_t addr, int device) const;
+  /// Whether SYNC_MEMOPS is set on the allocation around `addr` (tests).
+  Result<bool> sync_memops(uint64_t addr) const;
   /// Copies between device and host memory on a stream of `device`, waiting for the copy.
   Status copy_to_host(void* dst, uint64_t src, uint64_t n, int device) const;
   Status copy_to_device(uint64_t dst, const void* src, uint64_t n, int device) const;

@@ -25,17 +25,22 @@ public:
     ranges_[reinterpret_cast<uint64_t>(addr)] = {size, device};
   }
   void fail_copies(bool fail) { fail_copies_ = fail; }
+  /// Makes `classify` fail like a driver that cannot tell (e.g. deinitialized at exit).
+  void fail_classify(bool fail) { fail_classify_ = fail; }
 
   std::string name() const override { return "fake-gpu (test)"; }
 
-  PointerInfo classify(uint64_t addr, uint64_t) const override {
+  Result<PointerInfo> classify(uint64_t addr, uint64_t) const override {
+    if (fail_classify_)
+      return Error(ErrorCode::kCuda,
+                   "fake cuPointerGetAttributes failed: CUDA_ERROR_DEINITIALIZED (test)");
     std::lock_guard<std::mutex> g(mu_);
     auto it = ranges_.upper_bound(addr);
     if (it == ranges_.begin())
-      return {};
+      return PointerInfo{};
     --it;
     if (addr >= it->first + it->second.first)
-      return {};
+      return PointerInfo{};
     PointerInfo info;
     info.kind = MemoryKind::kDevice;
     info.device = it->second.second;
@@ -77,6 +82,7 @@ public:
 private:
   bool direct_;
   std::atomic<bool> fail_copies_{false};
+  std::atomic<bool> fail_classify_{false};
   mutable std::mutex mu_;
   std::map<uint64_t, std::pair<uint64_t, int>> ranges_;
 };

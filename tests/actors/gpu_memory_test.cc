@@ -175,5 +175,30 @@ TEST_F(GpuMemoryTest, AFailingGpuCopyIsAnErrorNamingTheBuffer) {
   EXPECT_EQ(host.bytes, device_mem.bytes);
 }
 
+// When the driver cannot tell host from GPU memory (cuPointerGetAttributes failing, e.g. a
+// deinitialized driver), the request fails naming the address and the driver's error; it is
+// not registered as host memory (which would pin the wrong pages, or fail later). Once the
+// driver answers again, the same memory is classified and registered normally.
+TEST_F(GpuMemoryTest, MemoryTheDriverCannotClassifyIsRefusedNotTakenForHost) {
+  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  auto a = node(gpu);
+  ASSERT_TRUE(a);
+  Memory device_mem(64 << 10, 5);
+  gpu->add_gpu_range(device_mem.bytes.data(), device_mem.bytes.size(), 0);
+  gpu->fail_classify(true);
+  auto refused = a->request_buffer(device_mem);
+  EXPECT_RDMA_ERROR(refused, ErrorCode::kCuda, "cannot tell host from GPU memory",
+                    "CUDA_ERROR_DEINITIALIZED");
+  std::string text = error_message(refused.error());
+  EXPECT_NE(text.find(std::to_string(reinterpret_cast<uint64_t>(device_mem.bytes.data()))),
+            std::string::npos)
+      << text;
+  gpu->fail_classify(false);
+  auto g = a->request_buffer(device_mem);
+  ASSERT_TRUE(g) << error_message(g.error());
+  EXPECT_EQ(g->memory, static_cast<uint8_t>(BufferMemory::kGpuStaged));
+  EXPECT_EQ(g->gpu, 0);
+}
+
 }  // namespace
 }  // namespace caf_rdma::testing

@@ -4,6 +4,10 @@
 // the reason, where CUDA is not built (--config=cuda), the driver is missing or there is no GPU.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <optional>
+#include <string>
+
 #include "primitives/cuda_driver.h"
 #include "tests/actors/manager_fixture.h"
 
@@ -15,7 +19,9 @@ class NoDirect : public DeviceMemory {
 public:
   explicit NoDirect(std::shared_ptr<DeviceMemory> real) : real_(std::move(real)) {}
   std::string name() const override { return "cuda without GPUDirect"; }
-  PointerInfo classify(uint64_t a, uint64_t n) const override { return real_->classify(a, n); }
+  Result<PointerInfo> classify(uint64_t a, uint64_t n) const override {
+    return real_->classify(a, n);
+  }
   Status copy_to_host(void* d, uint64_t s, uint64_t n, int g) const override {
     return real_->copy_to_host(d, s, n, g);
   }
@@ -97,10 +103,24 @@ TEST_F(CudaGpuTest, RealAllocationsAreClassified) {
   EXPECT_EQ(bus->size(), 12u) << *bus;  // "0000:3b:00.0"
 }
 
+/// The memory kind the GPU buffers must get: CAF_RDMA_EXPECT_GPU_PATH=direct (a host with
+/// GPUDirect: staging there would be a silent slowdown) or staged; unset: either.
+std::optional<BufferMemory> expected_gpu_memory() {
+  const char* v = std::getenv("CAF_RDMA_EXPECT_GPU_PATH");
+  if (v == nullptr || *v == '\0')
+    return std::nullopt;
+  if (std::string(v) == "direct")
+    return BufferMemory::kGpuDirect;
+  if (std::string(v) == "staged")
+    return BufferMemory::kGpuStaged;
+  ADD_FAILURE() << "CAF_RDMA_EXPECT_GPU_PATH='" << v << "' must be direct or staged";
+  return std::nullopt;
+}
+
 void gpu_round_trips(CudaGpuTest* t, std::unique_ptr<TestNode> a, std::unique_ptr<TestNode> b,
                      uint64_t (CudaGpuTest::*alloc)(uint64_t, uint32_t),
                      std::vector<uint8_t> (CudaGpuTest::*read)(uint64_t, uint64_t),
-                     const char* label) {
+                     const char* label, std::optional<BufferMemory> expect = std::nullopt) {
   ASSERT_TRUE(a && b);
   constexpr uint64_t kSize = (8 << 20) + 3;
   uint64_t ga = (t->*alloc)(kSize, 11), gb = (t->*alloc)(kSize, 0);
@@ -109,6 +129,16 @@ void gpu_round_trips(CudaGpuTest* t, std::unique_ptr<TestNode> a, std::unique_pt
   auto hb = b->request_buffer(gb, kSize);
   auto hh = b->request_buffer(host);
   ASSERT_TRUE(ha && hb && hh) << label;
+  if (expect) {
+    EXPECT_EQ(ha->memory, static_cast<uint8_t>(*expect)) << label << ": " << describe(*ha);
+    EXPECT_EQ(hb->memory, static_cast<uint8_t>(*expect)) << label << ": " << describe(*hb);
+  }
+  if (ha->memory == static_cast<uint8_t>(BufferMemory::kGpuDirect)) {
+    // Registered GPU memory has synchronous memory operations (GPUDirect RDMA guide).
+    auto sync = t->cuda_->sync_memops(ga);
+    ASSERT_TRUE(sync.ok()) << sync.error().to_string();
+    EXPECT_TRUE(*sync) << label << ": SYNC_MEMOPS not set on a GPUDirect buffer";
+  }
   // GPU (a) -> host (b), then GPU (a) -> GPU (b), then back into a's GPU from b's host.
   auto w = a->transfer(make_write(*ha, *hh), 60000);
   ASSERT_TRUE(w) << label << ": " << error_message(w.error());
@@ -129,13 +159,13 @@ TEST_F(CudaGpuTest, ManagersMoveGpuMemoryDirectlyWhereTheNicCan) {
   auto real = cuda_device_memory();
   ASSERT_TRUE(real);
   gpu_round_trips(this, node(real), node(real), &CudaGpuTest::gpu_alloc, &CudaGpuTest::gpu_read,
-                  "direct-or-staged");
+                  "direct-or-staged", expected_gpu_memory());
 }
 
 TEST_F(CudaGpuTest, ManagersStageGpuMemoryWhenGpuDirectIsUnavailable) {
   auto staged = std::make_shared<NoDirect>(cuda_device_memory());
   gpu_round_trips(this, node(staged), node(staged), &CudaGpuTest::gpu_alloc, &CudaGpuTest::gpu_read,
-                  "staged");
+                  "staged", BufferMemory::kGpuStaged);
 }
 
 }  // namespace

@@ -2,12 +2,16 @@
 # Runs clang-tidy-14 (.clang-tidy) over every C++ source of this repository with Bazel's own
 # compile commands (tests/lint/compile_commands.py); fails on any finding.
 # Usage: check_tidy.sh [bazel startup options...]   (run_tests.sh passes --output_user_root)
-# Needs the tree built once (`bazel build //...`: the execution root's external/ links).
+# Builds //... first (the execution root's links to every package); a no-op after the native lane.
 set -uo pipefail
 cd "$(dirname "$(realpath "$0")")/../.."
 command -v run-clang-tidy-14 >/dev/null ||
   { echo "check_tidy: clang-tidy-14 missing: run third_party/install_deps.sh" >&2; exit 2; }
 t0=$(date +%s)
+# Built from here, not from Python: the actions' environment includes PATH, which pyenv's
+# python3 changes, and a different PATH rebuilds the whole tree (twice: there and after).
+# After the native lane's `bazel test //...` this finds nothing to do.
+bazel "$@" build //... >/dev/null 2>&1 || { echo "check_tidy: bazel build //... failed" >&2; exit 2; }
 python3 tests/lint/compile_commands.py "$@" || { echo "check_tidy: no compile commands" >&2; exit 2; }
 t1=$(date +%s)
 out=$(mktemp)

@@ -2,7 +2,7 @@
 """Writes compile_commands.json (at the repository root) from Bazel's own compile actions.
 
 Usage: compile_commands.py [bazel startup options...]
-Builds //... (so every package and generated header is in the execution root), then runs
+Needs the tree built (`bazel build //...`, as check_tidy.sh does: see main()); runs
 `bazel aquery 'mnemonic("CppCompile", //...)' --output=jsonproto` and keeps, for each of
 this repository's sources, the exact gcc command Bazel uses, run from Bazel's execution root
 (where `external/...` and `bazel-out/...` resolve). GCC-only flags clang does not know are
@@ -38,6 +38,14 @@ def drop_system_dirs(args, execroot):
     return out
 
 
+def has_build_file(directory):
+    """True when `directory` or a directory below it is a Bazel package."""
+    for _, _, files in os.walk(directory):
+        if "BUILD.bazel" in files or "BUILD" in files:
+            return True
+    return False
+
+
 def bazel(startup, *args):
     return subprocess.run(["bazel", *startup, *args], check=True, stdout=subprocess.PIPE,
                           stderr=subprocess.DEVNULL, text=True).stdout
@@ -48,10 +56,18 @@ def main():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
     os.chdir(root)
     execroot = bazel(startup, "info", "execution_root").strip()
-    # Built first: Bazel links into the execution root only the packages the last build needed
-    # and writes generated headers only when built; after a partial build (a lane of a few
-    # targets) clang-tidy would find no 'examples/...' header.
-    bazel(startup, "build", "//...")
+    # Bazel links into the execution root only the top-level directories the last build
+    # needed: after a partial build (a lane of a few targets) clang-tidy would find no
+    # 'examples/...' header. The build is not run from here: Python (pyenv) changes PATH,
+    # which is part of every action's environment, so a build from here would rebuild the
+    # whole tree, and the next build from a shell all of it again. check_tidy.sh builds first.
+    missing = [d for d in sorted(os.listdir(root))
+               if not d.startswith((".", "bazel-")) and os.path.isdir(os.path.join(root, d))
+               and has_build_file(os.path.join(root, d))
+               and not os.path.exists(os.path.join(execroot, d))]
+    if missing:
+        sys.exit(f"compile_commands: {', '.join(missing)} not in Bazel's execution root; "
+                 "run `bazel build //...` first (tests/lint/check_tidy.sh does)")
     actions = json.loads(bazel(startup, "aquery", 'mnemonic("CppCompile", //...)',
                                "--output=jsonproto"))["actions"]
     entries = {}

@@ -38,10 +38,10 @@ TEST(Gid, Classification) {
 
 std::vector<GidEntry> roce_table() {
   // A typical mlx5 RoCE port: v1 and v2 entries for the link-local and the IPv4 address.
-  return {{0, gid_of("fe80::1"), GidType::kRoceV1},
-          {1, gid_of("fe80::1"), GidType::kRoceV2},
-          {2, gid_of("::ffff:10.0.0.5"), GidType::kRoceV1},
-          {3, gid_of("::ffff:10.0.0.5"), GidType::kRoceV2}};
+  return {{0, gid_of("fe80::1"), GidType::kRoceV1, ""},
+          {1, gid_of("fe80::1"), GidType::kRoceV2, ""},
+          {2, gid_of("::ffff:10.0.0.5"), GidType::kRoceV1, ""},
+          {3, gid_of("::ffff:10.0.0.5"), GidType::kRoceV2, ""}};
 }
 
 TEST(GidSelection, EthernetPrefersRoceV2Ipv4Mapped) {
@@ -54,12 +54,12 @@ TEST(GidSelection, EthernetFallsBackToRoceV2ThenV1) {
   auto t = roce_table();
   t.pop_back();  // no v2 IPv4 entry
   EXPECT_EQ(*select_gid_index(t, true, -1, "x"), 1);
-  std::vector<GidEntry> v1_only{{0, gid_of("fe80::1"), GidType::kRoceV1}};
+  std::vector<GidEntry> v1_only{{0, gid_of("fe80::1"), GidType::kRoceV1, ""}};
   EXPECT_EQ(*select_gid_index(v1_only, true, -1, "x"), 0);
 }
 
 TEST(GidSelection, InfiniBandUsesFirstEntry) {
-  std::vector<GidEntry> ib{{0, gid_of("fe80::2:c903:0:1"), GidType::kInfiniBand}};
+  std::vector<GidEntry> ib{{0, gid_of("fe80::2:c903:0:1"), GidType::kInfiniBand, ""}};
   EXPECT_EQ(*select_gid_index(ib, false, -1, "mlx5_1 port 1"), 0);
 }
 
@@ -118,7 +118,7 @@ TEST(GidSelection, NetdevWithoutEntriesIsAClearError) {
   EXPECT_NE(bad.error().message().find("[7] ::ffff:10.100.0.5 (RoCE v2, eth1.100)"),
             std::string::npos)
       << bad.error().message();
-  std::vector<GidEntry> ib{{0, gid_of("fe80::2:c903:0:1"), GidType::kInfiniBand}};
+  std::vector<GidEntry> ib{{0, gid_of("fe80::2:c903:0:1"), GidType::kInfiniBand, ""}};
   auto on_ib = select_gid_index(ib, false, -1, "mlx5_1 port 1", "ib0");
   ASSERT_FALSE(on_ib.ok());
   EXPECT_NE(on_ib.error().message().find("InfiniBand"), std::string::npos);
