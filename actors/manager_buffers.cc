@@ -54,7 +54,7 @@ caf::result<BufferHandle> ManagerState::request_buffer(uint64_t addr, uint64_t s
         entry.rdma = domain_->adopt_region(std::move(*mr), addr, size, mr_access);
         entry.memory = BufferMemory::kGpuDirect;
         h.rkey = entry.rdma.rkey();
-      } else if (staged_gpus_.emplace(where.device, mr.error().message()).second) {
+      } else if (staged_gpus_.insert(where.device).second) {
         // Staging works, but is slower: a host that expects GPUDirect must learn why not.
         std::fprintf(stderr,
                      "caf-rdma: %s: memory of GPU %d is staged through host bounce buffers "

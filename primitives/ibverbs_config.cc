@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <random>
+#include <type_traits>
 
 namespace caf_rdma {
 
@@ -132,14 +133,16 @@ Result<IbverbsConfig> IbverbsConfig::from_env(
   };
   if (const char* v = get(kEnvDevice); v != nullptr && *v != '\0')
     base.device_name = v;
-  if (const char* v = get(kEnvPort); v != nullptr && *v != '\0') {
-    CAF_RDMA_ASSIGN_OR_RETURN(long port, parse_int(kEnvPort, v, 1, 255));
-    base.port_num = static_cast<uint8_t>(port);
-  }
-  if (const char* v = get(kEnvGidIndex); v != nullptr && *v != '\0') {
-    CAF_RDMA_ASSIGN_OR_RETURN(long idx, parse_int(kEnvGidIndex, v, 0, 65535));
-    base.gid_index = static_cast<int>(idx);
-  }
+  // An integer variable, when set, into `field` (its range is checked first).
+  auto set_int = [&](const char* var, long lo, long hi, auto& field) -> Status {
+    if (const char* v = get(var); v != nullptr && *v != '\0') {
+      CAF_RDMA_ASSIGN_OR_RETURN(long value, parse_int(var, v, lo, hi));
+      field = static_cast<std::remove_reference_t<decltype(field)>>(value);
+    }
+    return {};
+  };
+  CAF_RDMA_RETURN_IF_ERROR(set_int(kEnvPort, 1, 255, base.port_num));
+  CAF_RDMA_RETURN_IF_ERROR(set_int(kEnvGidIndex, 0, 65535, base.gid_index));
   if (const char* v = get(kEnvNetdev); v != nullptr && *v != '\0') {
     if (!is_interface_name(v))
       return Error(ErrorCode::kInvalidArgument,
@@ -147,18 +150,9 @@ Result<IbverbsConfig> IbverbsConfig::from_env(
                        "' is not a network interface name (like eth1 or eth1.100)");
     base.netdev = v;
   }
-  if (const char* v = get(kEnvTrafficClass); v != nullptr && *v != '\0') {
-    CAF_RDMA_ASSIGN_OR_RETURN(long tc, parse_int(kEnvTrafficClass, v, 0, 255));
-    base.traffic_class = static_cast<uint8_t>(tc);
-  }
-  if (const char* v = get(kEnvServiceLevel); v != nullptr && *v != '\0') {
-    CAF_RDMA_ASSIGN_OR_RETURN(long sl, parse_int(kEnvServiceLevel, v, 0, 15));
-    base.service_level = static_cast<uint8_t>(sl);
-  }
-  if (const char* v = get(kEnvTimeout); v != nullptr && *v != '\0') {
-    CAF_RDMA_ASSIGN_OR_RETURN(long t, parse_int(kEnvTimeout, v, 1, 31));
-    base.qp_timeout = static_cast<uint8_t>(t);
-  }
+  CAF_RDMA_RETURN_IF_ERROR(set_int(kEnvTrafficClass, 0, 255, base.traffic_class));
+  CAF_RDMA_RETURN_IF_ERROR(set_int(kEnvServiceLevel, 0, 15, base.service_level));
+  CAF_RDMA_RETURN_IF_ERROR(set_int(kEnvTimeout, 1, 31, base.qp_timeout));
   CAF_RDMA_RETURN_IF_ERROR(base.validate());
   return base;
 }

@@ -25,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -348,7 +349,7 @@ private:
   uint64_t next_buffer_id_ = 1;
   std::unordered_map<uint64_t, LocalBuffer> buffers_;
   /// GPUs whose memory the NIC could not register (staged instead): said once each, with why.
-  std::map<int, std::string> staged_gpus_;
+  std::set<int> staged_gpus_;
   uint64_t next_ticket_ = 1;
   std::unordered_map<uint64_t, Transfer> transfers_;
   /// Deadlines of live transfers. One timer message serves many transfers (no timer per
