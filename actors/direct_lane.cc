@@ -35,6 +35,8 @@ std::optional<Result<DirectLane::Prepared>> DirectLane::prepare(const TransferOp
       op.remote.owner.address() != owner_.address() || !op.remote.has_rdma() ||
       op.remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged))
     return std::nullopt;
+  if (op.remote.incarnation != 0 && op.remote.incarnation != qp_->remote_incarnation())
+    return std::nullopt;  // a handle from before its owner's device came back: the manager
   auto entry = registry_->acquire(op.local.id);
   if (!entry)
     return std::nullopt;  // unknown, released or not NIC-registered: the manager answers
@@ -48,7 +50,8 @@ std::optional<Result<DirectLane::Prepared>> DirectLane::prepare(const TransferOp
       caf::anon_send(manager_, detail::LaneIdle{op.local.id});
     return Result<Prepared>(length.error());
   }
-  RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device};
+  RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device,
+                      op.remote.incarnation};
   LocalSlice slice{std::move(entry->rdma), op.local_offset, *length};
   Prepared p;
   p.op = op.kind == static_cast<uint8_t>(TransferKind::kRead)

@@ -13,10 +13,27 @@ void DirectRegistry::add(uint64_t id, RdmaBuffer rdma, uint64_t size, BufferAcce
 std::optional<DirectRegistry::Entry> DirectRegistry::acquire(uint64_t id) {
   std::lock_guard<std::mutex> g(mu_);
   auto it = slots_.find(id);
-  if (it == slots_.end() || it->second.released)
+  if (it == slots_.end() || it->second.released || it->second.lost)
     return std::nullopt;
   ++it->second.active;
   return it->second.entry;
+}
+
+void DirectRegistry::drop_registrations() {
+  std::lock_guard<std::mutex> g(mu_);
+  for (auto& [id, slot] : slots_) {
+    slot.entry.rdma = RdmaBuffer();
+    slot.lost = true;
+  }
+}
+
+void DirectRegistry::set_rdma(uint64_t id, RdmaBuffer rdma) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = slots_.find(id);
+  if (it != slots_.end() && !it->second.released) {
+    it->second.entry.rdma = std::move(rdma);
+    it->second.lost = false;
+  }
 }
 
 bool DirectRegistry::done(uint64_t id) {

@@ -46,6 +46,11 @@ public:
   bool done(uint64_t id);
   /// Refuses later acquires; true when no lane uses the buffer (false: wait for `done`).
   bool release(uint64_t id);
+  /// The device went away: every entry loses its registration; acquires fail (the manager
+  /// answers those ops) until `set_rdma`.
+  void drop_registrations();
+  /// The buffer was registered again (on a reopened device); nothing if unknown or released.
+  void set_rdma(uint64_t id, RdmaBuffer rdma);
   /// True while a lane uses the buffer.
   bool busy(uint64_t id) const;
 
@@ -57,6 +62,7 @@ private:
     Entry entry;
     uint32_t active = 0;
     bool released = false;
+    bool lost = false;  ///< its registration went with the device (until set_rdma)
   };
 
   mutable std::mutex mu_;

@@ -73,6 +73,7 @@ caf::result<BufferHandle> ManagerState::request_buffer(uint64_t addr, uint64_t s
     h.device = domain_->device_name();
     h.gid.assign(domain_->gid().begin(), domain_->gid().end());
     h.ethernet = domain_->port().is_ethernet;
+    h.incarnation = domain_->incarnation();
   }
   h.memory = static_cast<uint8_t>(entry.memory);
   h.gpu = entry.gpu;
@@ -310,6 +311,9 @@ ManagerStats ManagerState::stats() const {
   }
   if (domain_)
     s.registered_bytes = domain_->registration_stats().registered_bytes;
+  s.device_losses = device_losses_;
+  s.device_reopens = device_reopens_;
+  s.no_rdma_reason = domain_ ? "" : no_rdma_reason_;
   return s;
 }
 

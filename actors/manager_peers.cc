@@ -12,6 +12,7 @@ QpInfo from_msg(const QpInfoMsg& m) {
   info.mtu = m.mtu;
   info.is_ethernet = m.ethernet;
   info.max_dest_rd_atomic = m.max_dest_rd_atomic;
+  info.incarnation = m.incarnation;
   return info;
 }
 
@@ -24,6 +25,7 @@ QpInfoMsg ManagerState::to_msg(const QpInfo& info, uint64_t lane) const {
   m.mtu = info.mtu;
   m.ethernet = info.is_ethernet;
   m.max_dest_rd_atomic = info.max_dest_rd_atomic;
+  m.incarnation = info.incarnation;
   m.device = domain_ ? domain_->device_name() : "";
   m.manager = caf::actor_cast<caf::actor>(self_);
   m.lane = lane;
@@ -114,6 +116,13 @@ void ManagerState::handshake(const caf::actor_addr& key) {
             if (it == peers_.end())
               return;
             Peer& p = it->second;
+            if (!domain_ || qp->domain() != domain_) {
+              // Made on a device this manager lost meanwhile: its ops were failed; ops since
+              // wait for a handshake on the device we have now.
+              if (!p.handshaking && domain_ && !p.waiting.empty())
+                handshake(key);
+              return;
+            }
             p.handshaking = false;
             if (!p.down_reason.empty())
               return fail_waiting(p, make_rdma_error(ErrorCode::kPeerUnavailable,
@@ -135,12 +144,21 @@ void ManagerState::handshake(const caf::actor_addr& key) {
             for (auto [ticket, index] : waiting)
               post_rdma(ticket, index, qp);
           },
-          [this, key, timeout](caf::error& err) {
+          [this, key, timeout, qp](caf::error& err) {
             auto it = peers_.find(key);
-            if (it == peers_.end())
-              return;
+            if (it == peers_.end() || !domain_ || qp->domain() != domain_)
+              return;  // not found, or made on a device lost meanwhile (see above)
             Peer& p = it->second;
             p.handshaking = false;
+            if (error_code(err) == ErrorCode::kNoDevice && options_.mode != TransportMode::kRdma) {
+              // The owner has no RDMA device (now): its buffers move through it.
+              auto waiting = std::move(p.waiting);
+              p.waiting.clear();
+              for (auto [ticket, index] : waiting)
+                reroute(ticket, index,
+                        "peer manager " + p.name + " has no RDMA device: " + error_message(err));
+              return;
+            }
             bool timed_out = err == caf::sec::request_timeout;
             fail_waiting(
                 p, make_rdma_error(timed_out ? ErrorCode::kTimeout : ErrorCode::kPeerUnavailable,

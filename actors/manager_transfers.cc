@@ -152,13 +152,19 @@ void ManagerState::start_op(uint64_t ticket, uint32_t index) {
   // GPU memory its owner's NIC cannot register is only reachable through its owner.
   bool remote_staged = op.remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged);
   bool same_fabric = domain_ && remote_rdma && op.remote.ethernet == domain_->port().is_ethernet;
-  if (options_.mode != TransportMode::kFallback && same_fabric && !remote_staged) {
+  // Registered on the device (GPU memory a reopened device did not register again is not).
+  bool local_rdma = local.memory == BufferMemory::kGpuStaged || !local.rdma.released();
+  if (options_.mode != TransportMode::kFallback && same_fabric && !remote_staged &&
+      port_down_.empty() && local_rdma) {
     if (local.memory == BufferMemory::kGpuStaged)
       return start_staged(ticket, index);
     return start_rdma(ticket, index);
   }
   if (options_.mode == TransportMode::kRdma) {
-    std::string why = !domain_       ? "this manager has no RDMA device (" + no_rdma_reason_ + ")"
+    std::string why = !domain_ ? "this manager has no RDMA device (" + no_rdma_reason_ + ")"
+                      : !port_down_.empty() ? "its RDMA port is down (" + port_down_ + ")"
+                      : !local_rdma ? "the local " + describe(op.local) +
+                                          " has no registration on the reopened device"
                       : !remote_rdma ? "the owner " + op.remote.owner_name + " registered " +
                                            describe(op.remote) + " without an RDMA device"
                       : remote_staged ? "the owner " + op.remote.owner_name +
@@ -442,6 +448,10 @@ void ManagerState::op_timeout(uint64_t ticket, uint32_t stage) {
 void ManagerState::start_rdma(uint64_t ticket, uint32_t index) {
   OpTrack& o = transfers_.at(ticket).ops[index];
   o.path = OpPath::kRdma;
+  if (!domain_ || !port_down_.empty())  // lost (or port down) since the op started
+    return reroute(ticket, index,
+                   !domain_ ? "this manager's RDMA device is gone (" + no_rdma_reason_ + ")"
+                            : "its RDMA port is down (" + port_down_ + ")");
   if (o.peer == self_->address()) {
     auto qp = loopback_qp();
     if (!qp.ok())
@@ -469,9 +479,15 @@ void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
     return;
   OpTrack& o = it->second.ops[index];
   const TransferOp& op = o.op;
+  if (op.remote.incarnation != 0 && op.remote.incarnation != qp->remote_incarnation())
+    return reroute(ticket, index,
+                   "the owner " + op.remote.owner_name + "'s RDMA device went away and came "
+                   "back since " + describe(op.remote) + " was registered (its remote key is "
+                   "gone)");
   // Accepted before any release of the buffer: the entry (and its region) lives until we finish.
   LocalBuffer& local = buffers_.at(op.local.id);
-  RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device};
+  RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device,
+                      op.remote.incarnation};
   LocalSlice slice{local.rdma, op.local_offset, o.length};
   uint64_t remote_offset = op.remote_offset;
   if (o.staged) {

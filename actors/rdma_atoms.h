@@ -32,6 +32,8 @@ using dir_get_atom = caf::atom_constant<caf::atom("dir_get")>;
 using lane_open_atom = caf::atom_constant<caf::atom("lane_open")>;
 /// Manager to manager: the initiator (the sender) closed a lane (lane id).
 using lane_drop_atom = caf::atom_constant<caf::atom("lane_drop")>;
+/// Manager to manager: the sender's RDMA device went away (why).
+using device_gone_atom = caf::atom_constant<caf::atom("dev_gone")>;
 /// Why a peer manager is down: (peer) -> reason, "" while it is up.
 using peer_state_atom = caf::atom_constant<caf::atom("peer_state")>;
 /// Manager to manager: the owner's view of an access to one of its buffers (after the NIC

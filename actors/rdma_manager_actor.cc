@@ -165,6 +165,7 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
         return self->state.stream_grant(ref, offset, length, kind, timeout_ms);
       },
       [=](lane_drop_atom, uint64_t lane) { self->state.drop_lane(lane); },
+      [=](device_gone_atom, const std::string& what) { self->state.peer_device_gone(what); },
       [=](buf_check_atom, const BufferRef& ref, uint64_t offset, uint64_t length, uint8_t kind) {
         return self->state.check_access(ref, offset, length, kind);
       },
@@ -187,6 +188,8 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       [=](const detail::LaneIdle& e) { self->state.lane_idle(e.id); },
       [=](const detail::DirTimeout& e) { self->state.dir_timeout(e.key, e.id); },
       [=](detail::SetName& e) { self->state.set_name(std::move(e.name)); },
+      [=](const detail::DeviceChanged& e) { self->state.device_changed(e); },
+      [=](const detail::ReopenDevice& e) { self->state.reopen_device(e.attempt); },
   };
 }
 
@@ -240,8 +243,10 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
   options_ = std::move(options);
   domain_ = std::move(domain);
   no_rdma_reason_ = std::move(no_rdma_reason);
-  if (domain_)
+  if (domain_) {
     poller_ = std::make_unique<CompletionPoller>();
+    watch_device();
+  }
   if (!options_.stream_host.empty() && options_.stream_min_bytes > 0 &&
       options_.mode != TransportMode::kRdma) {
     // Without a stream channel (e.g. the address cannot be bound) the fallback uses CAF chunks.
@@ -252,6 +257,7 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
 }
 
 ManagerState::~ManagerState() {
+  monitor_.reset();
   // Stop polling first; then the QPs go (their destructors fail what is left, whose
   // callbacks find the actor gone and do nothing).
   poller_.reset();

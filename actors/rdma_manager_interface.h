@@ -113,6 +113,11 @@ using rdma_manager_actor = caf::typed_actor<
     /// The initiator (the sender) closed its direct lane `id`; drop our side.
     caf::reacts_to<lane_drop_atom, uint64_t>,
 
+    /// The sender's RDMA device went away (why): the queue pairs and direct lanes between us
+    /// are dead; ours are aborted at once (ops on them fail now, not after the ACK timeout).
+    /// It affects nothing but the sender's own connections.
+    caf::reacts_to<device_gone_atom, std::string>,
+
     /// Would the owner allow a `kind` (TransferKind) access to [offset, offset + length) of the
     /// buffer? Asked after the NIC refused one (remote access error), so the requester can
     /// report `released`, `unknown_buffer`, `out_of_bounds` or `invalid_argument` (read-only)

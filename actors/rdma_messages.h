@@ -48,6 +48,10 @@ struct BufferHandle {
   int32_t gpu = -1;          ///< CUDA device ordinal of GPU memory, -1 for host memory
   uint64_t secret_hi = 0;    ///< 128-bit secret the owner drew at registration (getrandom)
   uint64_t secret_lo = 0;
+  /// The owner's device opening (RdmaDomain::incarnation) that registered `rkey`; 0 without
+  /// RDMA. A handle from before its owner's device went away and came back moves through the
+  /// owner (fallback), never with its stale rkey.
+  uint64_t incarnation = 0;
 
   bool has_rdma() const { return !device.empty() && gid.size() == 16; }
   bool on_gpu() const { return memory != static_cast<uint8_t>(BufferMemory::kHost); }
@@ -57,7 +61,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BufferHandle& x) {
   return f(caf::meta::type_name("caf_rdma::BufferHandle"), x.id, x.addr, x.size, x.access, x.rkey,
            x.device, x.gid, x.ethernet, x.owner, x.owner_name, x.memory, x.gpu, x.secret_hi,
-           x.secret_lo);
+           x.secret_lo, x.incarnation);
 }
 
 /// How the peer protocol names a buffer to its owner: its id and the handle's secret.
@@ -157,12 +161,13 @@ struct QpInfoMsg {
   caf::actor manager;  ///< the sender's manager
   uint64_t lane = 0;   ///< 0: the managers' queue pair; else the initiator's direct lane id
   uint8_t max_dest_rd_atomic = 0;  ///< READs its responder takes outstanding (QpInfo)
+  uint64_t incarnation = 0;        ///< the sender's device opening (QpInfo)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, QpInfoMsg& x) {
   return f(caf::meta::type_name("caf_rdma::QpInfoMsg"), x.qp_num, x.lid, x.gid, x.psn, x.mtu,
-           x.ethernet, x.device, x.manager, x.lane, x.max_dest_rd_atomic);
+           x.ethernet, x.device, x.manager, x.lane, x.max_dest_rd_atomic, x.incarnation);
 }
 
 /// An owner's permission to move one byte range over its stream channel (fallback transport,
@@ -250,6 +255,9 @@ struct ManagerStats {
   uint64_t direct_ops = 0;    ///< RDMA ops (counted in rdma_ops) run by direct lanes, not the actor
   uint64_t lanes = 0;         ///< direct lanes open: opened here plus accepted from peers
   uint64_t busy_buffers = 0;  ///< local buffers a transfer or a direct lane is using now
+  uint64_t device_losses = 0;  ///< times the RDMA device went away while this manager used it
+  uint64_t device_reopens = 0;  ///< times it was opened again afterwards
+  std::string no_rdma_reason;   ///< why `device` is "" (no device, or lost and not back yet)
 };
 
 template <class Inspector>
@@ -257,7 +265,8 @@ typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
   return f(caf::meta::type_name("caf_rdma::ManagerStats"), x.device, x.transport, x.rdma_ops,
            x.rdma_bytes, x.fallback_ops, x.fallback_bytes, x.errors, x.live_qps, x.handshakes,
            x.registered_buffers, x.registered_bytes, x.served_fallback_bytes, x.stream_ops,
-           x.direct_ops, x.lanes, x.busy_buffers);
+           x.direct_ops, x.lanes, x.busy_buffers, x.device_losses, x.device_reopens,
+           x.no_rdma_reason);
 }
 
 /// Registers every message type above. Call on the config of every actor system that talks

@@ -24,6 +24,9 @@ struct RemoteBuffer {
   uint64_t size = 0;   ///< bytes
   uint32_t rkey = 0;   ///< remote key of the owner's memory region
   std::string device;  ///< the owner's device name (for messages)
+  /// The owner's RdmaDomain::incarnation when it registered the buffer; 0: not checked. A
+  /// queue pair refuses a remote buffer of another incarnation than the peer it reaches.
+  uint64_t incarnation = 0;
 
   /// Checks [offset, offset + length) against the buffer: kInvalidArgument for length 0,
   /// kOutOfBounds naming addr, size, offset and length when it does not fit.

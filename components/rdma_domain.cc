@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iterator>
 
+#include "components/secure_random.h"
 #include "primitives/completion_queue.h"
 #include "primitives/queue_pair.h"
 
@@ -74,6 +75,8 @@ Result<std::shared_ptr<RdmaDomain>> RdmaDomain::open(const IbverbsConfig& config
         known_device_problem(d->context_->name(), d->context_->device_attr().vendor_id, un.release);
   CAF_RDMA_ASSIGN_OR_RETURN(d->pd_, ProtectionDomain::allocate(d->context_));
   CAF_RDMA_RETURN_IF_ERROR(probe_reliable_connected(d->pd_));
+  while (d->incarnation_ == 0)
+    d->incarnation_ = secure_random_u64();
   return d;
 }
 
@@ -155,6 +158,7 @@ QpInfo RdmaDomain::port_qp_info() const {
   info.mtu = static_cast<uint8_t>(config_.path_mtu);
   info.is_ethernet = port_.is_ethernet;
   info.max_dest_rd_atomic = config_.max_dest_rd_atomic;
+  info.incarnation = incarnation_;
   return info;
 }
 

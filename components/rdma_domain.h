@@ -11,6 +11,9 @@
 //     served from a cache of live regions covering the range; such a region stays registered
 //     while any buffer uses it (reference counted by shared_ptr).
 //  4. Thread-safe.
+//  5. Each `open` draws a fresh non-zero `incarnation` (getrandom). A device that went away and
+//     came back is opened as a new domain, with a new incarnation: remote keys of the old one
+//     are never posted to the new one (RdmaQueuePair checks RemoteBuffer::incarnation).
 #pragma once
 
 #include <cstdint>
@@ -52,6 +55,8 @@ public:
   const std::string& device_name() const { return context_->name(); }
   const PortInfo& port() const { return port_; }
   int gid_index() const { return gid_index_; }
+  /// This opening of the device (invariant 5); in QpInfo and in buffer handles.
+  uint64_t incarnation() const { return incarnation_; }
   const Gid& gid() const { return gid_; }
   const std::shared_ptr<DeviceContext>& context() const { return context_; }
   const std::shared_ptr<ProtectionDomain>& pd() const { return pd_; }
@@ -95,6 +100,7 @@ private:
   int gid_index_ = -1;
   Gid gid_{};
   std::string warning_;
+  uint64_t incarnation_ = 0;
 
   mutable std::mutex mu_;
   /// Live regions by base address (weak: buffers own them); `local_` of them may be shared.

@@ -212,6 +212,14 @@ Status RdmaQueuePair::submit_internal(RdmaOp op, OpCallback done, uint64_t* id_o
     if (!connected_)
       return Error(ErrorCode::kInvalidArgument,
                    describe() + " is not connected; cannot " + to_string(op.kind));
+    // Invariant 9: a remote key of another opening of the peer's device never reaches the NIC.
+    if (op.remote.incarnation != 0 && remote_.incarnation != 0 &&
+        op.remote.incarnation != remote_.incarnation)
+      return Error(ErrorCode::kInvalidArgument,
+                   std::string(to_string(op.kind)) + ": " + op.remote.describe() +
+                       " was registered before its owner's device " + op.remote.device +
+                       " went away and came back; its remote key is gone (ask the owner for a "
+                       "new handle)");
   }
   CAF_RDMA_RETURN_IF_ERROR(validate(op));
   auto rec = std::make_unique<Op>();
@@ -621,6 +629,11 @@ Status RdmaQueuePair::drain(std::chrono::milliseconds timeout) {
     if (progress() == 0)
       std::this_thread::yield();
   }
+}
+
+uint64_t RdmaQueuePair::remote_incarnation() const {
+  std::lock_guard<std::mutex> guard(mu_);
+  return remote_.incarnation;
 }
 
 bool RdmaQueuePair::needs_recovery() const {

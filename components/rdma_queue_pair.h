@@ -21,6 +21,9 @@
 //     `cq_entries` may ask for less); where it cannot grow, fewer requests are posted.
 //  8. A WRITE or SEND work request no larger than the QP's granted inline size is posted
 //     inline (its bytes copied into the work request at post time; `Stats::inline_requests`).
+//  9. An op whose RemoteBuffer names an incarnation (RdmaDomain invariant 5) other than the one
+//     of the peer this QP is connected to is refused by `submit`: the owner's device was
+//     reopened since, and the old remote key might name someone else's memory.
 #pragma once
 
 #include <atomic>
@@ -128,6 +131,9 @@ public:
   Status drain(std::chrono::milliseconds timeout);
   /// True when the QP hit an error and must be recovered before more work is posted.
   bool needs_recovery() const;
+  /// The incarnation of the peer's domain this QP is connected to (0: not connected, or a peer
+  /// that did not say).
+  uint64_t remote_incarnation() const;
   /// Drains, resets, and reconnects through the reconnect function (or to itself).
   Status recover();
   /// The peer side of `recover`: drains, resets with a new PSN, connects to `remote`, and

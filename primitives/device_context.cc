@@ -28,7 +28,8 @@ Result<std::shared_ptr<DeviceContext>> DeviceContext::open(const std::string& na
       ibv_close_device(ctx);
       return ibverbs_error("ibv_query_device", rc, "device " + name);
     }
-    return std::shared_ptr<DeviceContext>(new DeviceContext(ctx, name, attr));
+    return std::shared_ptr<DeviceContext>(
+        new DeviceContext(ctx, name, attr, list.at(i)->dev_path));
   }
   if (list.empty())
     return Error(ErrorCode::kNoDevice,

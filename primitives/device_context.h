@@ -43,14 +43,20 @@ public:
 
   /// The valid entries of a port's GID table, with their types (one ibverbs call, no sysfs walk).
   Result<std::vector<GidEntry>> gid_table(uint8_t port_num) const;
+  /// The device's uverbs node in sysfs ("/sys/class/infiniband_verbs/uverbs0"): the kernel
+  /// removes it at once when the device is unregistered, even while this context is open.
+  const std::string& uverbs_path() const { return uverbs_path_; }
 
 private:
-  DeviceContext(ibv_context* context, std::string name, const ibv_device_attr& attr)
-      : context_(context), name_(std::move(name)), attr_(attr) {}
+  DeviceContext(ibv_context* context, std::string name, const ibv_device_attr& attr,
+                std::string uverbs_path)
+      : context_(context), name_(std::move(name)), attr_(attr),
+        uverbs_path_(std::move(uverbs_path)) {}
 
   ibv_context* context_;
   std::string name_;
   ibv_device_attr attr_;
+  std::string uverbs_path_;
 };
 
 }  // namespace caf_rdma

@@ -21,6 +21,9 @@ struct QpInfo {
   /// READs/atomics this side's responder accepts outstanding (its max_dest_rd_atomic); the
   /// other side initiates at most that many. 0: unknown (then only its own limit counts).
   uint8_t max_dest_rd_atomic = 0;
+  /// The opening of the device this QP lives on (RdmaDomain::incarnation): a device that went
+  /// away and came back is a new incarnation, and its old remote keys are meaningless.
+  uint64_t incarnation = 0;
 };
 
 /// "qp 17 lid 0 gid ::ffff:10.99.0.1 psn 0xabc mtu 1024".

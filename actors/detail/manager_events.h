@@ -92,12 +92,27 @@ struct SetName {
   std::string name;
 };
 
+/// DeviceMonitor thread -> manager: something happened to the RDMA device of domain
+/// `incarnation` (events of a domain already replaced are ignored).
+struct DeviceChanged {
+  uint64_t incarnation = 0;
+  uint8_t kind = 0;  ///< DeviceEventKind
+  uint8_t port = 0;
+  std::string what;
+};
+
+/// Timer: try to open the RDMA device again after it went away.
+struct ReopenDevice {
+  uint32_t attempt = 0;
+};
+
 /// The manager's own handle type: the public interface plus its internal events.
 using manager_impl_actor = rdma_manager_actor::extend<
     caf::reacts_to<OpDone>, caf::reacts_to<OpTimeout>, caf::reacts_to<OpTick>,
     caf::reacts_to<StreamDone>, caf::reacts_to<StreamServed>, caf::reacts_to<StreamExpire>,
     caf::reacts_to<ChunkSent>, caf::reacts_to<LaneClosed>, caf::reacts_to<LaneIdle>,
-    caf::reacts_to<DirTimeout>, caf::reacts_to<SetName>>;
+    caf::reacts_to<DirTimeout>, caf::reacts_to<SetName>, caf::reacts_to<DeviceChanged>,
+    caf::reacts_to<ReopenDevice>>;
 
 }  // namespace caf_rdma::detail
 
@@ -112,3 +127,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::LaneClosed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::LaneIdle)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::DirTimeout)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::SetName)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::DeviceChanged)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::ReopenDevice)

@@ -18,6 +18,13 @@
 //     reach the peer protocol, where every access names a buffer by id *and* secret.
 //  7. Everything a peer can make us hold is bounded: grant and wait timeouts (max_timeout),
 //     grants per buffer and per peer, directory names and waiters, chunk sizes.
+//  8. Device loss (manager_device.cc): when the DeviceMonitor says the device went away, every
+//     queue pair, registration and bounce buffer on it is dropped before any reply, the RDMA
+//     ops in flight fail at once (no_device, naming the device and why), and peers are told
+//     (device_gone). Until the device is opened again (retried with backoff) transfers take the
+//     fallback (auto) or fail naming why (rdma). Afterwards live host buffers are registered
+//     again; their old handles carry the old incarnation and move through the owner, so a
+//     stale remote key never reaches a NIC.
 #pragma once
 
 #include <caf/all.hpp>
@@ -35,6 +42,7 @@
 #include "actors/rdma_manager_actor.h"
 #include "actors/transfer_checks.h"
 #include "components/completion_poller.h"
+#include "components/device_monitor.h"
 #include "components/rdma_domain.h"
 #include "components/rdma_queue_pair.h"
 #include "components/secure_random.h"
@@ -242,6 +250,16 @@ public:
   void close_lane(uint64_t lane);
   /// The sender (a peer manager) closed its lane `lane`.
   void drop_lane(uint64_t lane);
+
+  // -- the device (manager_device.cc, invariant 8) --
+  /// Starts the monitor of `domain_`.
+  void watch_device();
+  void device_changed(const DeviceChanged& e);
+  /// Invariant 8: drops everything on the device, fails the RDMA ops in flight, tells peers.
+  void lose_device(const std::string& what);
+  void reopen_device(uint32_t attempt);
+  /// A peer manager (the sender) lost its device: abort our connections to it.
+  void peer_device_gone(const std::string& what);
   void on_down(const caf::down_msg& msg);
 
   // -- directory (rdma_manager_actor.cc) --
@@ -332,12 +350,19 @@ private:
   Result<QpInfoMsg> accept_lane(Peer& peer, const QpInfoMsg& remote);
   /// Tells a peer manager to drop its side of our direct lane `lane`.
   void send_lane_drop(const caf::actor& peer, uint64_t lane);
+  /// An RDMA op that cannot use RDMA after all (the owner's device went away, or was reopened
+  /// since its handle was made): through the owner (fallback), or, where the fallback is
+  /// forbidden or impossible, an error saying `why`.
+  void reroute(uint64_t ticket, uint32_t index, const std::string& why);
 
   Self self_ = nullptr;
   ManagerOptions options_;
   bool named_ = false;  ///< set_name was taken
   std::shared_ptr<RdmaDomain> domain_;
   std::string no_rdma_reason_;
+  std::unique_ptr<DeviceMonitor> monitor_;  ///< watches domain_ (null without one)
+  std::string port_down_;                   ///< non-empty while our port is down: why
+  uint64_t device_losses_ = 0, device_reopens_ = 0;
   std::unique_ptr<CompletionPoller> poller_;
   /// While a batch starts its ops: RDMA ops are queued on their QPs (listed here) and posted
   /// together afterwards, one chain of work requests per QP.

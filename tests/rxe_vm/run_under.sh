@@ -11,6 +11,8 @@ here=$(dirname "$(realpath "$0")")
 [ $# -ge 1 ] || { echo "usage: run_under.sh TEST_BINARY [ARGS...]" >&2; exit 2; }
 
 export GTEST_COLOR=no  # the VM console is a tty; keep the logs plain
+# Tests that delete and re-add rxe devices (tests/device_control.h) run only where this is set.
+export CAF_RDMA_IN_VM=1
 args=()
 for v in $(compgen -e); do
   case $v in
