@@ -313,7 +313,9 @@ ManagerStats ManagerState::stats() const {
     s.registered_bytes = domain_->registration_stats().registered_bytes;
   s.device_losses = device_losses_;
   s.device_reopens = device_reopens_;
-  s.no_rdma_reason = domain_ ? "" : no_rdma_reason_;
+  s.no_rdma_reason = !domain_             ? no_rdma_reason_
+                     : port_down_.empty() ? ""
+                                          : "RDMA port down: " + port_down_;
   return s;
 }
 

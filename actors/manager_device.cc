@@ -21,14 +21,16 @@ void ManagerState::watch_device() {
   caf::actor me = caf::actor_cast<caf::actor>(self_);
   uint64_t incarnation = domain_->incarnation();
   auto monitor = DeviceMonitor::start(domain_->context(), [me, incarnation](DeviceEvent e) {
-    caf::anon_send(me, DeviceChanged{incarnation, static_cast<uint8_t>(e.kind), e.port,
-                                     std::move(e.what)});
+    caf::anon_send(
+        me, DeviceChanged{incarnation, static_cast<uint8_t>(e.kind), e.port, std::move(e.what)});
   });
   if (monitor.ok())
     monitor_ = std::move(*monitor);
   else
-    std::fprintf(stderr, "caf-rdma: %s: the device cannot be watched (its loss would show as "
-                 "timeouts): %s\n", options_.name.c_str(), monitor.error().message().c_str());
+    std::fprintf(stderr,
+                 "caf-rdma: %s: the device cannot be watched (its loss would show as "
+                 "timeouts): %s\n",
+                 options_.name.c_str(), monitor.error().message().c_str());
 }
 
 void ManagerState::device_changed(const DeviceChanged& e) {
@@ -73,8 +75,9 @@ void ManagerState::lose_device(const std::string& what) {
                "caf-rdma: %s: RDMA device lost: %s. Its transfers in flight failed; %s until it "
                "is back\n",
                options_.name.c_str(), what.c_str(),
-               options_.mode == TransportMode::kRdma ? "new transfers fail (CAF_RDMA_TRANSPORT=rdma)"
-                                                     : "new transfers use the fallback");
+               options_.mode == TransportMode::kRdma
+                   ? "new transfers fail (CAF_RDMA_TRANSPORT=rdma)"
+                   : "new transfers use the fallback");
   monitor_.reset();
   std::string reason = "RDMA device lost: " + what;
   // 1. Every queue pair on the device goes: not polled any more, destroyed (the NIC stops
@@ -188,8 +191,7 @@ void ManagerState::peer_device_gone(const std::string& what) {
   if (it == peers_.end())
     return;
   Peer& p = it->second;
-  std::string reason =
-      "RDMA device of peer manager " + p.name + " lost: " + what.substr(0, 512);
+  std::string reason = "RDMA device of peer manager " + p.name + " lost: " + what.substr(0, 512);
   // Ops on these queue pairs fail now (flushed); a retry makes a new handshake, which the peer
   // refuses until its device is back (then the fallback) or answers with its new incarnation.
   for (auto* qp : {&p.initiated, &p.accepted})
@@ -209,14 +211,14 @@ void ManagerState::reroute(uint64_t ticket, uint32_t index, const std::string& w
     return;
   OpTrack& o = it->second.ops[index];
   if (options_.mode == TransportMode::kRdma || o.staged || o.slot >= 0)
-    return fail_op(ticket, index,
-                   make_rdma_error(ErrorCode::kNoDevice,
-                                   std::string(kind_name(o.op.kind)) + " with " +
-                                       describe(o.op.remote) + " cannot use RDMA: " + why +
-                                       (options_.mode == TransportMode::kRdma
-                                            ? std::string(" (") + kEnvTransport +
-                                                  "=rdma forbids the fallback)"
-                                            : std::string(" (rdma-staged GPU memory)"))));
+    return fail_op(
+        ticket, index,
+        make_rdma_error(ErrorCode::kNoDevice,
+                        std::string(kind_name(o.op.kind)) + " with " + describe(o.op.remote) +
+                            " cannot use RDMA: " + why +
+                            (options_.mode == TransportMode::kRdma
+                                 ? std::string(" (") + kEnvTransport + "=rdma forbids the fallback)"
+                                 : std::string(" (rdma-staged GPU memory)"))));
   o.qp.reset();
   o.path = OpPath::kNone;
   start_fallback(ticket, index);

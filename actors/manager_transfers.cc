@@ -163,7 +163,7 @@ void ManagerState::start_op(uint64_t ticket, uint32_t index) {
   if (options_.mode == TransportMode::kRdma) {
     std::string why = !domain_ ? "this manager has no RDMA device (" + no_rdma_reason_ + ")"
                       : !port_down_.empty() ? "its RDMA port is down (" + port_down_ + ")"
-                      : !local_rdma ? "the local " + describe(op.local) +
+                      : !local_rdma         ? "the local " + describe(op.local) +
                                           " has no registration on the reopened device"
                       : !remote_rdma ? "the owner " + op.remote.owner_name + " registered " +
                                            describe(op.remote) + " without an RDMA device"
@@ -481,9 +481,12 @@ void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
   const TransferOp& op = o.op;
   if (op.remote.incarnation != 0 && op.remote.incarnation != qp->remote_incarnation())
     return reroute(ticket, index,
-                   "the owner " + op.remote.owner_name + "'s RDMA device went away and came "
-                   "back since " + describe(op.remote) + " was registered (its remote key is "
-                   "gone)");
+                   "the owner " + op.remote.owner_name +
+                       "'s RDMA device went away and came "
+                       "back since " +
+                       describe(op.remote) +
+                       " was registered (its remote key is "
+                       "gone)");
   // Accepted before any release of the buffer: the entry (and its region) lives until we finish.
   LocalBuffer& local = buffers_.at(op.local.id);
   RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device,

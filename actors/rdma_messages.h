@@ -255,9 +255,11 @@ struct ManagerStats {
   uint64_t direct_ops = 0;    ///< RDMA ops (counted in rdma_ops) run by direct lanes, not the actor
   uint64_t lanes = 0;         ///< direct lanes open: opened here plus accepted from peers
   uint64_t busy_buffers = 0;  ///< local buffers a transfer or a direct lane is using now
-  uint64_t device_losses = 0;  ///< times the RDMA device went away while this manager used it
+  uint64_t device_losses = 0;   ///< times the RDMA device went away while this manager used it
   uint64_t device_reopens = 0;  ///< times it was opened again afterwards
-  std::string no_rdma_reason;   ///< why `device` is "" (no device, or lost and not back yet)
+  /// Why transfers cannot use RDMA now: `device` is "" (no device, or lost and not back yet),
+  /// or its port is down; "" when they can.
+  std::string no_rdma_reason;
 };
 
 template <class Inspector>

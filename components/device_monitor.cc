@@ -22,7 +22,9 @@ Result<std::unique_ptr<DeviceMonitor>> DeviceMonitor::start(std::shared_ptr<Devi
 
 DeviceMonitor::DeviceMonitor(std::shared_ptr<DeviceContext> context, Report report,
                              std::chrono::milliseconds interval, int stop_fd)
-    : context_(std::move(context)), report_(std::move(report)), interval_(interval),
+    : context_(std::move(context)),
+      report_(std::move(report)),
+      interval_(interval),
       stop_fd_(stop_fd) {
   thread_ = std::thread([this] { run(); });
 }
@@ -45,8 +47,7 @@ void DeviceMonitor::run() {
     fds[0].revents = fds[1].revents = 0;
     int n = ::poll(fds, 2, static_cast<int>(interval_.count()));
     if (n < 0 && errno != EINTR)
-      return lost("cannot be watched: poll on its async event fd failed: " +
-                  errno_string(errno));
+      return lost("cannot be watched: poll on its async event fd failed: " + errno_string(errno));
     if (fds[0].revents != 0)
       return;
     if (fds[1].revents & (POLLERR | POLLHUP | POLLNVAL))

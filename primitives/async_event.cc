@@ -96,7 +96,8 @@ Result<std::vector<AsyncEvent>> read_async_events(ibv_context* context) {
   }
   int err = errno;
   if (err != EAGAIN && err != EWOULDBLOCK && out.empty())
-    return ibverbs_error("ibv_get_async_event", err != 0 ? err : EIO, "the device's async event fd");
+    return ibverbs_error("ibv_get_async_event", err != 0 ? err : EIO,
+                         "the device's async event fd");
   return out;
 }
 

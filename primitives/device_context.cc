@@ -28,8 +28,7 @@ Result<std::shared_ptr<DeviceContext>> DeviceContext::open(const std::string& na
       ibv_close_device(ctx);
       return ibverbs_error("ibv_query_device", rc, "device " + name);
     }
-    return std::shared_ptr<DeviceContext>(
-        new DeviceContext(ctx, name, attr, list.at(i)->dev_path));
+    return std::shared_ptr<DeviceContext>(new DeviceContext(ctx, name, attr, list.at(i)->dev_path));
   }
   if (list.empty())
     return Error(ErrorCode::kNoDevice,

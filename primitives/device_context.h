@@ -50,7 +50,9 @@ public:
 private:
   DeviceContext(ibv_context* context, std::string name, const ibv_device_attr& attr,
                 std::string uverbs_path)
-      : context_(context), name_(std::move(name)), attr_(attr),
+      : context_(context),
+        name_(std::move(name)),
+        attr_(attr),
         uverbs_path_(std::move(uverbs_path)) {}
 
   ibv_context* context_;

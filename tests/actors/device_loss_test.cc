@@ -65,6 +65,13 @@ ManagerStats wait_stats(TestNode& n, Pred pred) {
   return s;
 }
 
+/// Waits (60 s at most) until `n` can use RDMA again (or not): its stats' no_rdma_reason.
+bool wait_rdma(TestNode& n, bool usable) {
+  return wait_stats(n, [usable](const ManagerStats& s) {
+           return s.no_rdma_reason.empty() == usable;
+         }).no_rdma_reason.empty() == usable;
+}
+
 class DeviceLossTest : public RdmaTest {
 protected:
   void SetUp() override {
@@ -86,11 +93,55 @@ protected:
     // Leave rxe0 as the VM made it, for the tests after this one.
     if (deleted_ && !added_)
       run_command({"/usr/bin/rdma", "link", "add", "rxe0", "type", "rxe", "netdev", "veth0"});
+    if (link_down_)
+      link_up();
+  }
+
+  /// veth1 up again, with the route to rxe0's address that taking it down deleted.
+  static int link_up() {
+    int rc = run_command({"/usr/sbin/ip", "link", "set", "veth1", "up"});
+    int route = run_command({"/usr/sbin/ip", "route", "replace", "10.99.0.1", "dev", "veth1", "src",
+                             "10.99.1.1", "table", "101"});
+    return rc != 0 ? rc : route;
   }
 
   std::unique_ptr<TestNode> a_, b_;
-  bool deleted_ = false, added_ = false;
+  bool deleted_ = false, added_ = false, link_down_ = false;
 };
+
+TEST_F(DeviceLossTest, PortDownMovesTransfersToTheFallbackAndBackToRdmaWhenItIsUp) {
+  Memory src(kRange, 5);  // at b
+  Memory dst(kRange);     // at a
+  BufferHandle src_at_b = remote_view(*b_, *a_, src, "src");
+  auto dst_local = a_->request_buffer(dst);
+  ASSERT_TRUE(dst_local) << error_message(dst_local.error());
+  auto read = a_->transfer(op_of(TransferKind::kRead, *dst_local, 0, src_at_b, 0, kRange));
+  ASSERT_TRUE(read) << error_message(read.error());
+  EXPECT_EQ(read->path, kPathRdma);
+  EXPECT_TRUE(holds_pattern(dst, 0, kRange, 5, 0));
+
+  // veth1 down: rxe1's port goes down, and rxe0's (its veth peer loses carrier).
+  ASSERT_EQ(run_command({"/usr/sbin/ip", "link", "set", "veth1", "down"}), 0);
+  link_down_ = true;
+  ASSERT_TRUE(wait_rdma(*a_, false)) << "a never heard its port went down";
+  EXPECT_NE(a_->stats().no_rdma_reason.find("rxe0 port 1"), std::string::npos)
+      << a_->stats().no_rdma_reason;
+  std::fill(dst.bytes.begin(), dst.bytes.end(), 0);
+  read = a_->transfer(op_of(TransferKind::kRead, *dst_local, 0, src_at_b, 0, kRange));
+  ASSERT_TRUE(read) << error_message(read.error());
+  EXPECT_EQ(read->path, kPathFallback);
+  EXPECT_TRUE(holds_pattern(dst, 0, kRange, 5, 0));
+
+  ASSERT_EQ(link_up(), 0);
+  link_down_ = false;
+  ASSERT_TRUE(wait_rdma(*a_, true)) << a_->stats().no_rdma_reason;
+  ASSERT_TRUE(wait_rdma(*b_, true)) << b_->stats().no_rdma_reason;
+  std::fill(dst.bytes.begin(), dst.bytes.end(), 0);
+  read = a_->transfer(op_of(TransferKind::kRead, *dst_local, 0, src_at_b, 0, kRange));
+  ASSERT_TRUE(read) << error_message(read.error());
+  EXPECT_EQ(read->path, kPathRdma);
+  EXPECT_TRUE(holds_pattern(dst, 0, kRange, 5, 0));
+}
 
 TEST_F(DeviceLossTest, DeviceRemovedMidTransferFailsAtOnceAndTheNodeWorksAgainAfterItReturns) {
   Memory src(kBytes, 7);  // at b
