@@ -48,10 +48,16 @@ void ManagerState::device_changed(const DeviceChanged& e) {
       // Ops on the port fail now, not after the ACK timeout x retries; they are retried once,
       // and a retry takes the fallback while the port is down (start_rdma).
       std::string reason = "RDMA port down: " + e.what;
-      for (auto& [key, p] : peers_)
+      for (auto& [key, p] : peers_) {
         for (auto* qp : {&p.initiated, &p.accepted})
           if (*qp)
             (void)(*qp)->abort(reason);
+        for (auto& [id, qp] : p.lanes)
+          (void)qp->abort(reason);
+      }
+      for (auto& [id, lane] : lanes_)
+        if (auto qp = lane.qp.lock())
+          (void)qp->abort(reason);
       if (loopback_)
         (void)loopback_->abort(reason);
       return;
@@ -100,9 +106,18 @@ void ManagerState::lose_device(const std::string& what) {
   }
   drop(loopback_);
   queued_on_.clear();
+  opening_.clear();  // handshakes in flight: their answers find nothing
   for (auto& [id, lane] : lanes_)
     if (auto qp = lane.qp.lock())
       (void)qp->abort(reason);
+  // From here on the manager has no device: whatever failing an op sets off (a freed bounce
+  // buffer going to a waiting op, a release reply) cannot reach the old one. `old` keeps the
+  // domain for the registrations still to drop below.
+  std::shared_ptr<RdmaDomain> old = std::move(domain_);
+  domain_.reset();
+  no_rdma_reason_ = reason + "; opening it again";
+  port_down_.clear();
+  staging_waiters_.clear();
   // 2. The RDMA ops in flight fail now: no_device, naming the device. (Their completions, if
   //    any still come, find them done.)
   std::vector<std::pair<uint64_t, uint32_t>> in_flight;
@@ -123,15 +138,17 @@ void ManagerState::lose_device(const std::string& what) {
   }
   for (auto& [key, p] : peers_)
     p.waiting.clear();
-  staging_waiters_.clear();
-  // 3. Registrations: bounce buffers, buffers, the lanes' registry.
+  // 3. Registrations: bounce buffers, buffers, the lanes' registry; then the device itself.
+  //    No op may give back a bounce buffer that is gone (one waiting for its owner's answer
+  //    after a refused access still holds its slot).
+  for (auto& [ticket, t] : transfers_)
+    for (auto& o : t.ops)
+      o.slot = -1;
   staging_.clear();
   for (auto& [id, b] : buffers_)
     b.rdma = RdmaBuffer();
   registry_->drop_registrations();
-  no_rdma_reason_ = reason + "; opening it again";
-  port_down_.clear();
-  domain_.reset();
+  old.reset();
   // 4. Peers: their queue pairs to us are dead; tell them now (or their ops wait for the ACK
   //    timeout x retries).
   for (auto& [key, p] : peers_)
@@ -205,23 +222,46 @@ void ManagerState::peer_device_gone(const std::string& what) {
         (void)qp->abort(reason);
 }
 
+uint64_t ManagerState::hold_opening(std::shared_ptr<RdmaQueuePair> qp) {
+  uint64_t n = next_opening_++;
+  opening_.emplace(n, std::move(qp));
+  return n;
+}
+
+std::shared_ptr<RdmaQueuePair> ManagerState::take_opening(uint64_t n) {
+  auto it = opening_.find(n);
+  if (it == opening_.end())
+    return nullptr;
+  auto qp = std::move(it->second);
+  opening_.erase(it);
+  return qp;
+}
+
 void ManagerState::reroute(uint64_t ticket, uint32_t index, const std::string& why) {
   auto it = transfers_.find(ticket);
   if (it == transfers_.end() || it->second.ops[index].done)
     return;
   OpTrack& o = it->second.ops[index];
-  if (options_.mode == TransportMode::kRdma || o.staged || o.slot >= 0)
-    return fail_op(
-        ticket, index,
-        make_rdma_error(ErrorCode::kNoDevice,
-                        std::string(kind_name(o.op.kind)) + " with " + describe(o.op.remote) +
-                            " cannot use RDMA: " + why +
-                            (options_.mode == TransportMode::kRdma
-                                 ? std::string(" (") + kEnvTransport + "=rdma forbids the fallback)"
-                                 : std::string(" (rdma-staged GPU memory)"))));
+  bool rdma_only = options_.mode == TransportMode::kRdma;
+  if (rdma_only || (o.staged && o.next_chunk > 0))
+    return fail_op(ticket, index,
+                   make_rdma_error(ErrorCode::kNoDevice,
+                                   std::string(kind_name(o.op.kind)) + " with " +
+                                       describe(o.op.remote) + " cannot use RDMA: " + why +
+                                       (rdma_only ? std::string(" (") + kEnvTransport +
+                                                        "=rdma forbids the fallback)"
+                                                  : std::string(" (an rdma-staged transfer "
+                                                                "had moved part of it)"))));
+  // Nothing was posted for it: the fallback moves all of it (GPU memory too, by copies).
+  int slot = o.slot;
+  o.slot = -1;
+  o.staged = false;
+  o.chunks.clear();
   o.qp.reset();
   o.path = OpPath::kNone;
   start_fallback(ticket, index);
+  if (slot >= 0)
+    release_slot(slot);  // after: a waiter it starts cannot take this op's place
 }
 
 }  // namespace caf_rdma::detail

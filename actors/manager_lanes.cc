@@ -13,6 +13,8 @@ caf::result<LaneGrant> ManagerState::open_lane(BufferHandle remote, uint32_t tim
     return refuse("this manager runs the fallback transport only");
   if (!domain_)
     return refuse("this manager has no RDMA device (" + no_rdma_reason_ + ")");
+  if (!port_down_.empty())
+    return refuse("its RDMA port is down (" + port_down_ + ")");
   if (!remote.owner)
     return make_rdma_error(ErrorCode::kInvalidArgument,
                            "remote " + describe(remote) + " names no owner manager");
@@ -50,11 +52,24 @@ caf::result<LaneGrant> ManagerState::open_lane(BufferHandle remote, uint32_t tim
   auto key = remote.owner.address();
   auto rp = self_->make_response_promise<LaneGrant>();
   auto timeout = std::min(options_.handshake_timeout, std::chrono::milliseconds(timeout_ms));
-  self_->request(p.manager, timeout, qp_connect_atom::value, to_msg(qp->local_info(), id))
+  QpInfoMsg mine = to_msg(qp->local_info(), id);
+  uint64_t held = hold_opening(std::move(qp));
+  self_->request(p.manager, timeout, qp_connect_atom::value, std::move(mine))
       .then(
-          [this, rp, key, qp, id, me, owner = remote.owner](QpInfoMsg& info) mutable {
+          [this, rp, key, held, id, me, owner = remote.owner](QpInfoMsg& info) mutable {
+            auto qp = take_opening(held);
             auto it = peers_.find(key);
             std::string name = it != peers_.end() ? it->second.name : caf::to_string(key);
+            if (!qp) {
+              // Made on a device this manager lost meanwhile.
+              send_lane_drop(owner, id);
+              rp.deliver(make_rdma_error(ErrorCode::kNoDevice,
+                                         "no direct lane to peer manager " + name +
+                                             ": this manager's RDMA device went away during "
+                                             "the handshake (" +
+                                             no_rdma_reason_ + ")"));
+              return;
+            }
             Status st = info.gid.size() == 16
                             ? qp->connect(from_msg(info), nullptr)
                             : Status(Error(ErrorCode::kInternal,
@@ -70,7 +85,8 @@ caf::result<LaneGrant> ManagerState::open_lane(BufferHandle remote, uint32_t tim
                 std::make_shared<DirectLane>(id, std::move(qp), registry_, me, owner, name),
                 options_.verify});
           },
-          [this, rp, key, id, owner = remote.owner, timeout](caf::error& err) mutable {
+          [this, rp, key, held, id, owner = remote.owner, timeout](caf::error& err) mutable {
+            (void)take_opening(held);
             // It may still have made its side: have it drop that.
             send_lane_drop(owner, id);
             std::string name = peer_name(key);

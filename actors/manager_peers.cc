@@ -105,18 +105,21 @@ void ManagerState::handshake(const caf::actor_addr& key) {
   if (!created.ok())
     return fail_waiting(
         p, to_caf_error(created.error().with_context("creating a queue pair for peer " + p.name)));
-  std::shared_ptr<RdmaQueuePair> qp(std::move(*created));
+  std::shared_ptr<RdmaQueuePair> created_qp(std::move(*created));
+  QpInfoMsg mine = to_msg(created_qp->local_info());
+  uint64_t held = hold_opening(std::move(created_qp));
   p.handshaking = true;
   ++counters_.handshakes;
   auto timeout = options_.handshake_timeout;
-  self_->request(p.manager, timeout, qp_connect_atom::value, to_msg(qp->local_info()))
+  self_->request(p.manager, timeout, qp_connect_atom::value, std::move(mine))
       .then(
-          [this, key, qp](QpInfoMsg& remote) {
+          [this, key, held](QpInfoMsg& remote) {
+            auto qp = take_opening(held);
             auto it = peers_.find(key);
             if (it == peers_.end())
               return;
             Peer& p = it->second;
-            if (!domain_ || qp->domain() != domain_) {
+            if (!qp) {
               // Made on a device this manager lost meanwhile: its ops were failed; ops since
               // wait for a handshake on the device we have now.
               if (!p.handshaking && domain_ && !p.waiting.empty())
@@ -144,9 +147,10 @@ void ManagerState::handshake(const caf::actor_addr& key) {
             for (auto [ticket, index] : waiting)
               post_rdma(ticket, index, qp);
           },
-          [this, key, timeout, qp](caf::error& err) {
+          [this, key, timeout, held](caf::error& err) {
+            auto qp = take_opening(held);
             auto it = peers_.find(key);
-            if (it == peers_.end() || !domain_ || qp->domain() != domain_)
+            if (it == peers_.end() || !qp)
               return;  // not found, or made on a device lost meanwhile (see above)
             Peer& p = it->second;
             p.handshaking = false;
@@ -173,6 +177,9 @@ caf::result<QpInfoMsg> ManagerState::accept_connect(const QpInfoMsg& remote) {
   if (!domain_)
     return make_rdma_error(ErrorCode::kNoDevice,
                            "manager " + options_.name + " has no RDMA device: " + no_rdma_reason_);
+  if (!port_down_.empty())
+    return make_rdma_error(ErrorCode::kNoDevice,
+                           "manager " + options_.name + "'s RDMA port is down: " + port_down_);
   // The peer is the actor that sent the handshake, not one the message names: a peer cannot
   // replace another's queue pair or lanes by naming it.
   auto sender = caf::actor_cast<caf::actor>(self_->current_sender());

@@ -98,10 +98,10 @@ DirectLane* RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
                                              std::to_string(timeout_ms) + " ms: " + e.message());
     return nullptr;
   }
-  // No lane there (no device, fallback, other fabric: for good; else try again later): the
-  // manager moves these bytes, or names what is wrong.
-  slot.retry_after = e.code() == ErrorCode::kNoDevice ? std::chrono::steady_clock::time_point::max()
-                                                      : now + std::chrono::seconds(1);
+  // No lane there (no device, which may come back, or fallback, other fabric; else try again
+  // soon): the manager moves these bytes, or names what is wrong.
+  slot.retry_after =
+      now + (e.code() == ErrorCode::kNoDevice ? std::chrono::seconds(5) : std::chrono::seconds(1));
   return nullptr;
 }
 

@@ -350,6 +350,10 @@ private:
   Result<QpInfoMsg> accept_lane(Peer& peer, const QpInfoMsg& remote);
   /// Tells a peer manager to drop its side of our direct lane `lane`.
   void send_lane_drop(const caf::actor& peer, uint64_t lane);
+  /// Keeps `qp` while its handshake is in flight (`opening_`); the number to take it back with.
+  uint64_t hold_opening(std::shared_ptr<RdmaQueuePair> qp);
+  /// The QP held under `n`, no longer held; null when a device loss dropped it meanwhile.
+  std::shared_ptr<RdmaQueuePair> take_opening(uint64_t n);
   /// An RDMA op that cannot use RDMA after all (the owner's device went away, or was reopened
   /// since its handle was made): through the owner (fallback), or, where the fallback is
   /// forbidden or impossible, an error saying `why`.
@@ -361,7 +365,12 @@ private:
   std::shared_ptr<RdmaDomain> domain_;
   std::string no_rdma_reason_;
   std::unique_ptr<DeviceMonitor> monitor_;  ///< watches domain_ (null without one)
-  std::string port_down_;                   ///< non-empty while our port is down: why
+  /// Queue pairs of handshakes in flight (the managers' QPs and direct lanes), by a number of
+  /// their own: the answer's callback holds only that number, so dropping these on a device
+  /// loss lets the device go at once (a late answer finds nothing and is ignored).
+  std::map<uint64_t, std::shared_ptr<RdmaQueuePair>> opening_;
+  uint64_t next_opening_ = 1;
+  std::string port_down_;  ///< non-empty while our port is down: why
   uint64_t device_losses_ = 0, device_reopens_ = 0;
   std::unique_ptr<CompletionPoller> poller_;
   /// While a batch starts its ops: RDMA ops are queued on their QPs (listed here) and posted
