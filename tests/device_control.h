@@ -36,6 +36,7 @@ inline Command start_command(const std::vector<std::string>& argv) {
   for (const auto& a : argv)
     c.text += (c.text.empty() ? "" : " ") + a;
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& a : argv)
     args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);

@@ -160,6 +160,9 @@ TEST_F(DeviceLossTest, DeviceRemovedMidTransferFailsAtOnceAndTheNodeWorksAgainAf
   EXPECT_EQ(warm->path, kPathRdma);
   EXPECT_TRUE(holds_pattern(dst, 0, kRange, 7, 0));
 
+  std::fill(dst.bytes.begin(), dst.bytes.end(), 0);
+  const uint64_t last = kRange - 1;
+  ASSERT_NE(pattern(last, 7), 0);
   // A long batch of reads (1 GiB; the same source range always lands in the same destination
   // range, so any range one successful op wrote must hold the pattern whatever else ran).
   std::vector<TransferOp> ops;
@@ -175,9 +178,16 @@ TEST_F(DeviceLossTest, DeviceRemovedMidTransferFailsAtOnceAndTheNodeWorksAgainAf
         .receive([&](std::vector<TransferOutcome>& r) { outcomes = std::move(r); },
                  [&](caf::error& e) { outcomes = std::move(e); });
   });
-  ASSERT_TRUE(a_->wait_busy()) << "the batch never started";
+  // (No ASSERT until the batch thread is joined.)
+  EXPECT_TRUE(a_->wait_busy()) << "the batch never started";
+  // Bytes are moving: the first op's last byte has landed (dst was zeroed; the NIC writes it).
+  auto landing = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (reinterpret_cast<volatile const uint8_t*>(dst.bytes.data())[last] != pattern(last, 7) &&
+         std::chrono::steady_clock::now() < landing)
+    std::this_thread::yield();
+  EXPECT_EQ(dst.bytes[last], pattern(last, 7)) << "no op of the batch landed within 60 s";
   Command del = start_command({"/usr/bin/rdma", "link", "delete", "rxe0"});
-  ASSERT_GT(del.pid, 0);
+  EXPECT_GT(del.pid, 0);
   deleted_ = true;
   batch.join();
 
