@@ -71,7 +71,8 @@ caf::result<BufferHandle> ManagerState::request_buffer(uint64_t addr, uint64_t s
   }
   if (domain_) {
     h.device = domain_->device_name();
-    h.gid.assign(domain_->gid().begin(), domain_->gid().end());
+    Gid gid = domain_->gid();
+    h.gid.assign(gid.begin(), gid.end());
     h.ethernet = domain_->port().is_ethernet;
     h.incarnation = domain_->incarnation();
   }

@@ -66,9 +66,33 @@ void ManagerState::device_changed(const DeviceChanged& e) {
       if (e.port == port)
         port_down_.clear();
       return;
+    case DeviceEventKind::kGidChange: {
+      if (e.port != port)
+        return;
+      // An address came, went or moved: choose the GID again. Queue pairs using the old one
+      // are aborted (their ops retried once, on new queue pairs with the new GID).
+      std::string before = domain_->describe();
+      auto changed = domain_->refresh_gid();
+      if (!changed.ok()) {
+        std::fprintf(stderr, "caf-rdma: %s: %s: no usable GID after a GID table change: %s\n",
+                     options_.name.c_str(), e.what.c_str(), changed.error().message().c_str());
+        return;
+      }
+      if (!*changed)
+        return;
+      std::fprintf(stderr, "caf-rdma: %s: GID table changed: %s is now %s\n", options_.name.c_str(),
+                   before.c_str(), domain_->describe().c_str());
+      std::string reason = "the local GID changed (" + e.what + ")";
+      for (auto& [key, p] : peers_)
+        for (auto* qp : {&p.initiated, &p.accepted})
+          if (*qp)
+            (void)(*qp)->abort(reason);
+      if (loopback_)
+        (void)loopback_->abort(reason);
+      return;
+    }
     default:
-      // GID changes, queue errors: the work completions of the ops concerned say what failed;
-      // new queue pairs are made with the table as it is then.
+      // Queue errors: the work completions of the ops concerned say what failed.
       return;
   }
 }

@@ -60,6 +60,7 @@ Result<std::shared_ptr<RdmaDomain>> RdmaDomain::open(const IbverbsConfig& config
   CAF_RDMA_ASSIGN_OR_RETURN(DeviceLimits limits, d->context_->limits(config.port_num));
   d->config_ = config.clamped(limits);
   d->config_.device_name = d->context_->name();
+  d->requested_gid_index_ = config.gid_index;
   CAF_RDMA_ASSIGN_OR_RETURN(auto table, d->context_->gid_table(config.port_num));
   std::string where = d->context_->name() + " port " + std::to_string(config.port_num);
   CAF_RDMA_ASSIGN_OR_RETURN(
@@ -78,6 +79,33 @@ Result<std::shared_ptr<RdmaDomain>> RdmaDomain::open(const IbverbsConfig& config
   while (d->incarnation_ == 0)
     d->incarnation_ = secure_random_u64();
   return d;
+}
+
+int RdmaDomain::gid_index() const {
+  std::lock_guard<std::mutex> guard(gid_mu_);
+  return gid_index_;
+}
+
+Gid RdmaDomain::gid() const {
+  std::lock_guard<std::mutex> guard(gid_mu_);
+  return gid_;
+}
+
+Result<bool> RdmaDomain::refresh_gid() {
+  CAF_RDMA_ASSIGN_OR_RETURN(auto table, context_->gid_table(config_.port_num));
+  std::string where = context_->name() + " port " + std::to_string(config_.port_num);
+  CAF_RDMA_ASSIGN_OR_RETURN(
+      int index,
+      select_gid_index(table, port_.is_ethernet, requested_gid_index_, where, config_.netdev));
+  Gid gid{};
+  for (const auto& e : table)
+    if (e.index == index)
+      gid = e.gid;
+  std::lock_guard<std::mutex> guard(gid_mu_);
+  bool changed = index != gid_index_ || gid != gid_;
+  gid_index_ = index;
+  gid_ = gid;
+  return changed;
 }
 
 Result<RdmaBuffer> RdmaDomain::register_buffer(void* addr, uint64_t size, Access access) {
@@ -146,6 +174,7 @@ RegistrationStats RdmaDomain::registration_stats() const {
 }
 
 std::string RdmaDomain::describe() const {
+  std::lock_guard<std::mutex> guard(gid_mu_);
   return device_name() + " port " + std::to_string(config_.port_num) + " (" +
          (port_.is_ethernet ? "RoCE" : "InfiniBand") + ", GID[" + std::to_string(gid_index_) +
          "] " + to_string(gid_) + ", MTU " + std::to_string(mtu_bytes(config_.path_mtu)) + ")";
@@ -154,7 +183,7 @@ std::string RdmaDomain::describe() const {
 QpInfo RdmaDomain::port_qp_info() const {
   QpInfo info;
   info.lid = port_.lid;
-  info.gid = gid_;
+  info.gid = gid();
   info.mtu = static_cast<uint8_t>(config_.path_mtu);
   info.is_ethernet = port_.is_ethernet;
   info.max_dest_rd_atomic = config_.max_dest_rd_atomic;

@@ -14,6 +14,8 @@
 //  5. Each `open` draws a fresh non-zero `incarnation` (getrandom). A device that went away and
 //     came back is opened as a new domain, with a new incarnation: remote keys of the old one
 //     are never posted to the new one (RdmaQueuePair checks RemoteBuffer::incarnation).
+//  6. The GID is chosen at `open` and again by `refresh_gid` (same rules, same requested index
+//     or netdev); readers get a consistent copy (index and GID under one lock).
 #pragma once
 
 #include <cstdint>
@@ -54,16 +56,22 @@ public:
   const IbverbsConfig& config() const { return config_; }
   const std::string& device_name() const { return context_->name(); }
   const PortInfo& port() const { return port_; }
-  int gid_index() const { return gid_index_; }
+  /// The GID this port uses now (invariant 6; `config().gid_index` is the choice at open).
+  int gid_index() const;
+  Gid gid() const;
   /// This opening of the device (invariant 5); in QpInfo and in buffer handles.
   uint64_t incarnation() const { return incarnation_; }
-  const Gid& gid() const { return gid_; }
   const std::shared_ptr<DeviceContext>& context() const { return context_; }
   const std::shared_ptr<ProtectionDomain>& pd() const { return pd_; }
 
   /// A known problem of this device on this host that users must hear of ("" if none): Soft-RoCE
   /// (rxe) on a kernel older than 6.2 can complete RDMA READs whose data never arrived.
   const std::string& warning() const { return warning_; }
+
+  /// Re-reads the port's GID table and chooses again by the rules of `open` (after an address
+  /// change: IBV_EVENT_GID_CHANGE). True when the choice changed; queue pairs made afterwards
+  /// use the new one. Errors as `open`'s GID choice (no usable entry left).
+  Result<bool> refresh_gid();
 
   /// Largest message one work request may carry on this port.
   uint64_t max_message_size() const { return port_.max_msg_sz; }
@@ -97,8 +105,10 @@ private:
   std::shared_ptr<DeviceContext> context_;
   std::shared_ptr<ProtectionDomain> pd_;
   PortInfo port_;
-  int gid_index_ = -1;
-  Gid gid_{};
+  int requested_gid_index_ = -1;  ///< config.gid_index as given to open (-1: automatic)
+  mutable std::mutex gid_mu_;
+  int gid_index_ = -1;  ///< guarded by gid_mu_
+  Gid gid_{};           ///< guarded by gid_mu_
   std::string warning_;
   uint64_t incarnation_ = 0;
 

@@ -3,6 +3,8 @@
 // added again. Works on rxe1 (veth1); skips outside the VM (it changes the host's devices).
 #include "components/device_monitor.h"
 
+#include "components/rdma_domain.h"
+
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -80,12 +82,19 @@ protected:
       run_command({"/usr/sbin/ip", "link", "set", "veth1", "up"});
     if (deleted_ && !added_)
       run_command({"/usr/bin/rdma", "link", "add", "rxe1", "type", "rxe", "netdev", "veth1"});
+    if (readdress_) {
+      // As the VM made it: 10.99.1.1 only, and the route whose source it is.
+      run_command({"/usr/sbin/ip", "addr", "add", "10.99.1.1/32", "dev", "veth1"});
+      run_command({"/usr/sbin/ip", "addr", "del", "10.99.1.7/32", "dev", "veth1"});
+      run_command({"/usr/sbin/ip", "route", "replace", "10.99.0.1", "dev", "veth1", "src",
+                   "10.99.1.1", "table", "101"});
+    }
   }
 
   std::shared_ptr<DeviceContext> context_;
   std::unique_ptr<DeviceMonitor> monitor_;
   Reports reports_;
-  bool link_down_ = false, deleted_ = false, added_ = false;
+  bool link_down_ = false, deleted_ = false, added_ = false, readdress_ = false;
 };
 
 TEST_F(DeviceMonitorTest, PortDownAndUpAreReported) {
@@ -107,6 +116,38 @@ TEST_F(DeviceMonitorTest, PortDownAndUpAreReported) {
   auto up = reports_.wait_for(DeviceEventKind::kPortUp, seen);
   ASSERT_TRUE(up) << "no port-up report within 30 s; reports: " << reports_.all();
   EXPECT_EQ(up->port, 1);
+}
+
+TEST_F(DeviceMonitorTest, AddressChangeIsReportedAndTheDomainChoosesTheGidAgain) {
+  IbverbsConfig config;
+  config.device_name = "rxe1";
+  auto domain = RdmaDomain::open(config);
+  ASSERT_TRUE(domain.ok()) << domain.error().to_string();
+  EXPECT_EQ(to_string((*domain)->gid()), "::ffff:10.99.1.1");
+  auto m = DeviceMonitor::start((*domain)->context(), reports_.sink());
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  monitor_ = std::move(*m);
+  // The address moves: 10.99.1.7 comes, 10.99.1.1 goes.
+  readdress_ = true;
+  ASSERT_EQ(run_command({"/usr/sbin/ip", "addr", "add", "10.99.1.7/32", "dev", "veth1"}), 0);
+  ASSERT_EQ(run_command({"/usr/sbin/ip", "addr", "del", "10.99.1.1/32", "dev", "veth1"}), 0);
+  // Each entry added or removed is an event; choose again after each until the table settles.
+  bool changed = false;
+  size_t seen = 0;
+  while (to_string((*domain)->gid()) != "::ffff:10.99.1.7") {
+    auto e = reports_.wait_for(DeviceEventKind::kGidChange, seen);
+    ASSERT_TRUE(e) << "no GID change report within 30 s; reports: " << reports_.all()
+                   << "; GID now " << to_string((*domain)->gid());
+    EXPECT_NE(e->what.find("rxe1 port 1"), std::string::npos) << e->what;
+    seen = reports_.size();
+    auto r = (*domain)->refresh_gid();
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    changed = changed || *r;
+  }
+  EXPECT_TRUE(changed);
+  EXPECT_NE((*domain)->describe().find("10.99.1.7"), std::string::npos) << (*domain)->describe();
+  EXPECT_EQ((*domain)->port_qp_info().gid, (*domain)->gid()) << "new QPs use the new GID";
+  monitor_.reset();
 }
 
 TEST_F(DeviceMonitorTest, RemovedDeviceIsReportedLostAndCanBeOpenedAgain) {
