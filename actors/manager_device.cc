@@ -246,6 +246,12 @@ void ManagerState::peer_device_gone(const std::string& what) {
         (void)qp->abort(reason);
 }
 
+void ManagerState::staging_freed() {
+  for (size_t i = 0; i < staging_.size(); ++i)
+    if (!staging_[i].busy)
+      release_slot(static_cast<int>(i));
+}
+
 uint64_t ManagerState::hold_opening(std::shared_ptr<RdmaQueuePair> qp) {
   uint64_t n = next_opening_++;
   opening_.emplace(n, std::move(qp));
@@ -284,8 +290,13 @@ void ManagerState::reroute(uint64_t ticket, uint32_t index, const std::string& w
   o.qp.reset();
   o.path = OpPath::kNone;
   start_fallback(ticket, index);
-  if (slot >= 0)
-    release_slot(slot);  // after: a waiter it starts cannot take this op's place
+  if (slot >= 0) {
+    // Freed now, handed to a waiter from the next message: handing it over here could nest
+    // (the waiter may be rerouted too, freeing it again) as deep as there are waiters.
+    staging_[slot].busy = false;
+    if (!staging_waiters_.empty())
+      self_->send(self_, StagingFreed{});
+  }
 }
 
 }  // namespace caf_rdma::detail

@@ -559,6 +559,10 @@ void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
 // -- rdma-staged path --------------------------------------------------------------------------
 
 void ManagerState::start_staged(uint64_t ticket, uint32_t index) {
+  if (!domain_ || !port_down_.empty())  // lost (or port down) while it waited for a slot
+    return reroute(ticket, index,
+                   !domain_ ? "this manager's RDMA device is gone (" + no_rdma_reason_ + ")"
+                            : "its RDMA port is down (" + port_down_ + ")");
   OpTrack& o = transfers_.at(ticket).ops[index];
   o.staged = true;
   o.path = OpPath::kRdma;
@@ -595,7 +599,8 @@ void ManagerState::start_staged(uint64_t ticket, uint32_t index) {
 
 void ManagerState::release_slot(int slot) {
   staging_[slot].busy = false;
-  while (!staging_waiters_.empty()) {
+  // A waiter may not take it (rerouted to the fallback): then the next one may.
+  while (!staging_waiters_.empty() && !staging_[slot].busy) {
     auto [ticket, index] = staging_waiters_.front();
     staging_waiters_.erase(staging_waiters_.begin());
     auto it = transfers_.find(ticket);

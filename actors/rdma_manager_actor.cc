@@ -190,6 +190,7 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       [=](detail::SetName& e) { self->state.set_name(std::move(e.name)); },
       [=](const detail::DeviceChanged& e) { self->state.device_changed(e); },
       [=](const detail::ReopenDevice& e) { self->state.reopen_device(e.attempt); },
+      [=](const detail::StagingFreed&) { self->state.staging_freed(); },
   };
 }
 

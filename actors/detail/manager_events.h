@@ -106,13 +106,16 @@ struct ReopenDevice {
   uint32_t attempt = 0;
 };
 
+/// Manager -> itself: a bounce buffer was freed outside release_slot; hand free ones to waiters.
+struct StagingFreed {};
+
 /// The manager's own handle type: the public interface plus its internal events.
 using manager_impl_actor = rdma_manager_actor::extend<
     caf::reacts_to<OpDone>, caf::reacts_to<OpTimeout>, caf::reacts_to<OpTick>,
     caf::reacts_to<StreamDone>, caf::reacts_to<StreamServed>, caf::reacts_to<StreamExpire>,
     caf::reacts_to<ChunkSent>, caf::reacts_to<LaneClosed>, caf::reacts_to<LaneIdle>,
     caf::reacts_to<DirTimeout>, caf::reacts_to<SetName>, caf::reacts_to<DeviceChanged>,
-    caf::reacts_to<ReopenDevice>>;
+    caf::reacts_to<ReopenDevice>, caf::reacts_to<StagingFreed>>;
 
 }  // namespace caf_rdma::detail
 
@@ -129,3 +132,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::DirTimeout)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::SetName)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::DeviceChanged)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::ReopenDevice)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::StagingFreed)

@@ -258,6 +258,8 @@ public:
   /// Invariant 8: drops everything on the device, fails the RDMA ops in flight, tells peers.
   void lose_device(const std::string& what);
   void reopen_device(uint32_t attempt);
+  /// StagingFreed: free bounce buffers go to the ops waiting for one.
+  void staging_freed();
   /// A peer manager (the sender) lost its device: abort our connections to it.
   void peer_device_gone(const std::string& what);
   void on_down(const caf::down_msg& msg);

@@ -80,6 +80,40 @@ TEST_F(GpuMemoryTest, GpuBufferTheNicCannotRegisterIsStagedInChunksBothWays) {
   EXPECT_GE(gpu->to_device_bytes.load(), kSize - 1000);
 }
 
+TEST_F(GpuMemoryTest, StagedOpsWithAHandleOfAnotherDeviceOpeningMoveThroughTheOwner) {
+  // Staged GPU memory, remote handles whose incarnation is not their owner's current one (its
+  // device went away and came back since; changed by hand here): each op took a bounce buffer,
+  // then finds the queue pair's peer is another opening, gives the bounce buffer back and moves
+  // through the owner (auto mode). More ops than bounce buffers: the waiters get them in turn.
+  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  auto a = node(gpu, TransportMode::kAuto), b = node(nullptr, TransportMode::kAuto);
+  ASSERT_TRUE(a && b);
+  constexpr uint64_t kSize = 100 << 10;
+  Memory device_mem(kSize * 5, 6), host(kSize * 5);
+  gpu->add_gpu_range(device_mem.bytes.data(), device_mem.bytes.size(), 0);
+  auto g = a->request_buffer(device_mem);
+  auto h = b->request_buffer(host);
+  ASSERT_TRUE(g && h);
+  BufferHandle stale = *h;
+  stale.incarnation ^= 0x5a5a5a5a5a5a5a5aull;
+  std::vector<TransferOp> ops;
+  for (uint64_t i = 0; i < 4; ++i)  // 2 bounce buffers
+    ops.push_back(make_write(*g, stale, kSize, i * kSize, i * kSize));
+  auto out = a->batch(ops);
+  ASSERT_TRUE(out) << error_message(out.error());
+  for (const auto& o : *out) {
+    ASSERT_TRUE(o.ok()) << o.message;
+    EXPECT_EQ(o.path, kPathFallback);
+  }
+  EXPECT_TRUE(
+      std::equal(host.bytes.begin(), host.bytes.begin() + 4 * kSize, device_mem.bytes.begin()));
+  // The bounce buffers were given back: a staged write with the true handle runs.
+  auto w = a->transfer(make_write(*g, *h, kSize, 4 * kSize, 4 * kSize));
+  ASSERT_TRUE(w) << error_message(w.error());
+  EXPECT_EQ(w->path, staged_path());
+  EXPECT_EQ(host.bytes, device_mem.bytes);
+}
+
 TEST_F(GpuMemoryTest, GpuDirectRegistrationMovesBytesOneSided) {
   if (expected_path() != kPathRdma)
     GTEST_SKIP() << "GPUDirect needs an RDMA device; the fallback lane covers staging only";

@@ -57,6 +57,32 @@ TEST_F(ManagerTest, WriteThenReadBackThroughHandles) {
   }
 }
 
+TEST_F(ManagerTest, HandleOfAnotherDeviceOpeningNeverReachesTheNic) {
+  // A handle names the opening (incarnation) of its owner's device that registered it; one of
+  // another opening (its owner's device went away and came back since) carries a remote key
+  // that may now name other memory: it must not be posted. Here the user changes it.
+  Memory remote_mem(64 << 10, 3), src(64 << 10, 21);
+  BufferHandle remote = owner_buffer(remote_mem, "inc");
+  ASSERT_NE(remote.id, 0u);
+  auto local = user_->request_buffer(src);
+  ASSERT_TRUE(local);
+  auto warm = user_->transfer(make_read(*local, remote, 1));  // the queue pair exists
+  ASSERT_TRUE(warm) << error_message(warm.error());
+  BufferHandle other = remote;
+  other.incarnation ^= 0x5a5a5a5a5a5a5a5aull;
+  auto w = user_->transfer(make_write(*local, other));
+  if (expected_path() == kPathRdma) {
+    // CAF_RDMA_TRANSPORT=rdma: no fallback to move it through its owner.
+    EXPECT_RDMA_ERROR(w, ErrorCode::kNoDevice, "went away and came back", "rdma forbids");
+    for (uint64_t i = 0; i < remote_mem.bytes.size(); ++i)
+      ASSERT_EQ(remote_mem.bytes[i], pattern(i, 3)) << "byte " << i << " was written";
+  } else {
+    ASSERT_TRUE(w) << error_message(w.error());
+    EXPECT_EQ(w->path, kPathFallback);
+    EXPECT_EQ(remote_mem.bytes, src.bytes);
+  }
+}
+
 TEST_F(ManagerTest, OffsetsAndLengths) {
   Memory remote_mem(10000), src(4000, 3);
   BufferHandle remote = owner_buffer(remote_mem, "off");
