@@ -376,6 +376,12 @@ TEST_F(ManagerTest, PeerKilledFailsPendingOpsWithItsName) {
   // Afterwards: immediate, named error.
   auto after = user_->transfer(make_write(*local, remote, 16));
   EXPECT_RDMA_ERROR(after, ErrorCode::kPeerUnavailable, remote.owner_name.c_str(), "down");
+  // `src` may be freed only after its release (invariant 2): the store chunks of writes that
+  // failed may still be on their way out of this process (CAF's middleman serializes them from
+  // `src`); the release reply waits until the last one is gone. (Freeing it without the release
+  // was the data race ThreadSanitizer reported once in CI.)
+  auto released = user_->release(local->id);
+  EXPECT_TRUE(released) << error_message(released.error());
 }
 
 // Invariant 2 of actors/detail/manager_state.h: after the release reply the caller may free the
