@@ -211,9 +211,11 @@ TEST_F(DeviceLossTest, DeviceRemovedMidTransferFailsAtOnceAndTheNodeWorksAgainAf
   std::printf("batch: %zu ops done before the loss, %zu failed at once: %s\n",
               outcomes->size() - failed, failed,
               failed > 0 ? outcomes->back().message.c_str() : "");
-  for (uint64_t r = 0; r < kRanges; ++r)
-    if (written[r])
+  for (uint64_t r = 0; r < kRanges; ++r) {
+    if (written[r]) {
       EXPECT_TRUE(holds_pattern(dst, r * kRange, kRange, 7, r * kRange)) << "range " << r;
+    }
+  }
 
   // 2. The kernel finished removing rxe0: nothing of this process holds it any more.
   EXPECT_EQ(wait_command(del, std::chrono::seconds(60)), 0)
