@@ -48,18 +48,7 @@ void ManagerState::device_changed(const DeviceChanged& e) {
       // Ops on the port fail now, not after the ACK timeout x retries; they are retried once,
       // and a retry takes the fallback while the port is down (start_rdma).
       std::string reason = "RDMA port down: " + e.what;
-      for (auto& [key, p] : peers_) {
-        for (auto* qp : {&p.initiated, &p.accepted})
-          if (*qp)
-            (void)(*qp)->abort(reason);
-        for (auto& [id, qp] : p.lanes)
-          (void)qp->abort(reason);
-      }
-      for (auto& [id, lane] : lanes_)
-        if (auto qp = lane.qp.lock())
-          (void)qp->abort(reason);
-      if (loopback_)
-        (void)loopback_->abort(reason);
+      abort_connections(reason);
       return;
     }
     case DeviceEventKind::kPortUp:
@@ -69,8 +58,8 @@ void ManagerState::device_changed(const DeviceChanged& e) {
     case DeviceEventKind::kGidChange: {
       if (e.port != port)
         return;
-      // An address came, went or moved: choose the GID again. Queue pairs using the old one
-      // are aborted (their ops retried once, on new queue pairs with the new GID).
+      // An address came, went or moved: choose the GID again. Queue pairs and lanes using the
+      // old one are aborted (their ops retried once, on new queue pairs with the new GID).
       std::string before = domain_->describe();
       auto changed = domain_->refresh_gid();
       if (!changed.ok()) {
@@ -83,12 +72,7 @@ void ManagerState::device_changed(const DeviceChanged& e) {
       std::fprintf(stderr, "caf-rdma: %s: GID table changed: %s is now %s\n", options_.name.c_str(),
                    before.c_str(), domain_->describe().c_str());
       std::string reason = "the local GID changed (" + e.what + ")";
-      for (auto& [key, p] : peers_)
-        for (auto* qp : {&p.initiated, &p.accepted})
-          if (*qp)
-            (void)(*qp)->abort(reason);
-      if (loopback_)
-        (void)loopback_->abort(reason);
+      abort_connections(reason);
       return;
     }
     default:
@@ -130,10 +114,8 @@ void ManagerState::lose_device(const std::string& what) {
   }
   drop(loopback_);
   queued_on_.clear();
-  opening_.clear();  // handshakes in flight: their answers find nothing
-  for (auto& [id, lane] : lanes_)
-    if (auto qp = lane.qp.lock())
-      (void)qp->abort(reason);
+  opening_.clear();           // handshakes in flight: their answers find nothing
+  abort_connections(reason);  // what is left: the lanes our clients hold
   // From here on the manager has no device: whatever failing an op sets off (a freed bounce
   // buffer going to a waiting op, a release reply) cannot reach the old one. `old` keeps the
   // domain for the registrations still to drop below.
@@ -235,15 +217,27 @@ void ManagerState::peer_device_gone(const std::string& what) {
   std::string reason = "RDMA device of peer manager " + p.name + " lost: " + what.substr(0, 512);
   // Ops on these queue pairs fail now (flushed); a retry makes a new handshake, which the peer
   // refuses until its device is back (then the fallback) or answers with its new incarnation.
-  for (auto* qp : {&p.initiated, &p.accepted})
-    if (*qp)
-      (void)(*qp)->abort(reason);
-  for (auto& [id, qp] : p.lanes)
-    (void)qp->abort(reason);
+  abort_connections(reason, &it->first);
+}
+
+void ManagerState::abort_connections(const std::string& reason, const caf::actor_addr* peer) {
+  auto abort = [&reason](const std::shared_ptr<RdmaQueuePair>& qp) {
+    if (qp)
+      (void)qp->abort(reason);
+  };
+  for (auto& [key, p] : peers_) {
+    if (peer != nullptr && key != *peer)
+      continue;
+    abort(p.initiated);
+    abort(p.accepted);
+    for (auto& [id, qp] : p.lanes)
+      abort(qp);
+  }
   for (auto& [id, lane] : lanes_)
-    if (lane.owner == it->first)
-      if (auto qp = lane.qp.lock())
-        (void)qp->abort(reason);
+    if (peer == nullptr || lane.owner == *peer)
+      abort(lane.qp.lock());
+  if (peer == nullptr)
+    abort(loopback_);
 }
 
 void ManagerState::staging_freed() {

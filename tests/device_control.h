@@ -14,7 +14,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "tests/rdma_test.h"
 
 namespace caf_rdma::testing {
 
@@ -23,6 +26,23 @@ inline bool in_test_vm() {
   const char* v = std::getenv("CAF_RDMA_IN_VM");
   return v != nullptr && std::strcmp(v, "1") == 0;
 }
+
+/// Base fixture of tests that change the machine's RDMA devices: skipped like any rdma test
+/// without a device, and outside the test VM skipped saying what it would have changed.
+class DeviceChangingTest : public RdmaTest {
+protected:
+  explicit DeviceChangingTest(std::string what) : what_(std::move(what)) {}
+  void SetUp() override {
+    RdmaTest::SetUp();
+    if (!IsSkipped() && !in_test_vm())
+      GTEST_SKIP() << what_
+                   << ": runs only inside the test VM (bazel test --config=rxe), never on a "
+                      "host's own devices";
+  }
+
+private:
+  std::string what_;
+};
 
 /// A started command: its pid and a pidfd to wait on (-1 when it could not start).
 struct Command {

@@ -262,6 +262,9 @@ public:
   void staging_freed();
   /// A peer manager (the sender) lost its device: abort our connections to it.
   void peer_device_gone(const std::string& what);
+  /// Aborts (their ops fail now, naming `reason`) the queue pairs and direct lanes between us
+  /// and `peer`'s manager, or, with none, all of them and the loopback queue pair.
+  void abort_connections(const std::string& reason, const caf::actor_addr* peer = nullptr);
   void on_down(const caf::down_msg& msg);
 
   // -- directory (rdma_manager_actor.cc) --

@@ -11,7 +11,6 @@
 
 #include "tests/actors/manager_fixture.h"
 #include "tests/device_control.h"
-#include "tests/rdma_test.h"
 
 namespace caf_rdma::testing {
 namespace {
@@ -32,18 +31,6 @@ std::unique_ptr<TestNode> start_on(const std::string& device) {
   return n.ok() ? std::make_unique<TestNode>(std::move(*n)) : nullptr;
 }
 
-TransferOp op_of(TransferKind kind, const BufferHandle& local, uint64_t local_offset,
-                 const BufferHandle& remote, uint64_t remote_offset, uint64_t length) {
-  TransferOp op;
-  op.kind = static_cast<uint8_t>(kind);
-  op.local = local;
-  op.local_offset = local_offset;
-  op.remote = remote;
-  op.remote_offset = remote_offset;
-  op.length = length;
-  return op;
-}
-
 /// Every byte of [offset, offset + n) of `m` is the pattern `seed` had there in `src_offset`.
 ::testing::AssertionResult holds_pattern(const Memory& m, uint64_t offset, uint64_t n,
                                          uint32_t seed, uint64_t src_offset) {
@@ -55,32 +42,19 @@ TransferOp op_of(TransferKind kind, const BufferHandle& local, uint64_t local_of
   return ::testing::AssertionSuccess();
 }
 
-/// Waits up to 60 s until `pred(stats)` holds; the last stats seen.
-template <class Pred>
-ManagerStats wait_stats(TestNode& n, Pred pred) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  ManagerStats s = n.stats();
-  while (!pred(s) && std::chrono::steady_clock::now() < deadline)
-    s = n.stats();
-  return s;
-}
-
 /// Waits (60 s at most) until `n` can use RDMA again (or not): its stats' no_rdma_reason.
 bool wait_rdma(TestNode& n, bool usable) {
-  return wait_stats(n, [usable](const ManagerStats& s) {
-           return s.no_rdma_reason.empty() == usable;
-         }).no_rdma_reason.empty() == usable;
+  auto reached = [usable](const ManagerStats& s) { return s.no_rdma_reason.empty() == usable; };
+  return reached(n.wait_stats(reached, std::chrono::seconds(60)));
 }
 
-class DeviceLossTest : public RdmaTest {
+class DeviceLossTest : public DeviceChangingTest {
 protected:
+  DeviceLossTest() : DeviceChangingTest("deletes and re-adds the Soft-RoCE device rxe0") {}
   void SetUp() override {
-    RdmaTest::SetUp();
+    DeviceChangingTest::SetUp();
     if (IsSkipped())
       return;
-    if (!in_test_vm())
-      GTEST_SKIP() << "deletes and re-adds the Soft-RoCE device rxe0: runs only inside the test "
-                      "VM (bazel test --config=rxe), never on a host's own devices";
     a_ = start_on("rxe0");
     b_ = start_on("rxe1");
     ASSERT_TRUE(a_ && b_);
@@ -115,7 +89,7 @@ TEST_F(DeviceLossTest, PortDownMovesTransfersToTheFallbackAndBackToRdmaWhenItIsU
   BufferHandle src_at_b = remote_view(*b_, *a_, src, "src");
   auto dst_local = a_->request_buffer(dst);
   ASSERT_TRUE(dst_local) << error_message(dst_local.error());
-  auto read = a_->transfer(op_of(TransferKind::kRead, *dst_local, 0, src_at_b, 0, kRange));
+  auto read = a_->transfer(make_read(*dst_local, src_at_b, kRange, 0, 0));
   ASSERT_TRUE(read) << error_message(read.error());
   EXPECT_EQ(read->path, kPathRdma);
   EXPECT_TRUE(holds_pattern(dst, 0, kRange, 5, 0));
@@ -127,7 +101,7 @@ TEST_F(DeviceLossTest, PortDownMovesTransfersToTheFallbackAndBackToRdmaWhenItIsU
   EXPECT_NE(a_->stats().no_rdma_reason.find("rxe0 port 1"), std::string::npos)
       << a_->stats().no_rdma_reason;
   std::fill(dst.bytes.begin(), dst.bytes.end(), 0);
-  read = a_->transfer(op_of(TransferKind::kRead, *dst_local, 0, src_at_b, 0, kRange));
+  read = a_->transfer(make_read(*dst_local, src_at_b, kRange, 0, 0));
   ASSERT_TRUE(read) << error_message(read.error());
   EXPECT_EQ(read->path, kPathFallback);
   EXPECT_TRUE(holds_pattern(dst, 0, kRange, 5, 0));
@@ -137,7 +111,7 @@ TEST_F(DeviceLossTest, PortDownMovesTransfersToTheFallbackAndBackToRdmaWhenItIsU
   ASSERT_TRUE(wait_rdma(*a_, true)) << a_->stats().no_rdma_reason;
   ASSERT_TRUE(wait_rdma(*b_, true)) << b_->stats().no_rdma_reason;
   std::fill(dst.bytes.begin(), dst.bytes.end(), 0);
-  read = a_->transfer(op_of(TransferKind::kRead, *dst_local, 0, src_at_b, 0, kRange));
+  read = a_->transfer(make_read(*dst_local, src_at_b, kRange, 0, 0));
   ASSERT_TRUE(read) << error_message(read.error());
   EXPECT_EQ(read->path, kPathRdma);
   EXPECT_TRUE(holds_pattern(dst, 0, kRange, 5, 0));
@@ -155,7 +129,7 @@ TEST_F(DeviceLossTest, DeviceRemovedMidTransferFailsAtOnceAndTheNodeWorksAgainAf
   ASSERT_NE(early_at_b.incarnation, 0u);
 
   // Warm-up: RDMA both ways works.
-  auto warm = a_->transfer(op_of(TransferKind::kRead, *dst_local, 0, src_at_b, 0, kRange));
+  auto warm = a_->transfer(make_read(*dst_local, src_at_b, kRange, 0, 0));
   ASSERT_TRUE(warm) << error_message(warm.error());
   EXPECT_EQ(warm->path, kPathRdma);
   EXPECT_TRUE(holds_pattern(dst, 0, kRange, 7, 0));
@@ -168,7 +142,7 @@ TEST_F(DeviceLossTest, DeviceRemovedMidTransferFailsAtOnceAndTheNodeWorksAgainAf
   std::vector<TransferOp> ops;
   for (uint64_t i = 0; i < 256; ++i) {
     uint64_t r = (i % kRanges) * kRange;
-    ops.push_back(op_of(TransferKind::kRead, *dst_local, r, src_at_b, r, kRange));
+    ops.push_back(make_read(*dst_local, src_at_b, kRange, r, r));
   }
   caf::expected<std::vector<TransferOutcome>> outcomes{caf::error{}};
   std::thread batch([&] {
@@ -227,7 +201,7 @@ TEST_F(DeviceLossTest, DeviceRemovedMidTransferFailsAtOnceAndTheNodeWorksAgainAf
 
   // 3. Without the device, both directions work through the fallback, every byte checked.
   std::fill(dst.bytes.begin(), dst.bytes.end(), 0);
-  auto read = a_->transfer(op_of(TransferKind::kRead, *dst_local, kRange, src_at_b, 0, kRange));
+  auto read = a_->transfer(make_read(*dst_local, src_at_b, kRange, kRange, 0));
   ASSERT_TRUE(read) << error_message(read.error());
   EXPECT_EQ(read->path, kPathFallback);
   EXPECT_TRUE(holds_pattern(dst, kRange, kRange, 7, 0));
@@ -236,7 +210,7 @@ TEST_F(DeviceLossTest, DeviceRemovedMidTransferFailsAtOnceAndTheNodeWorksAgainAf
   ASSERT_TRUE(wsrc_local) << error_message(wsrc_local.error());
   // b's queue pair to a was aborted when a said its device went away; the handshake for a new
   // one is refused (a has no device), so the write moves through a.
-  auto write = b_->transfer(op_of(TransferKind::kWrite, *wsrc_local, 0, early_at_b, 0, kRange));
+  auto write = b_->transfer(make_write(*wsrc_local, early_at_b, kRange, 0, 0));
   ASSERT_TRUE(write) << error_message(write.error());
   EXPECT_EQ(write->path, kPathFallback);
   EXPECT_TRUE(holds_pattern(early, 0, kRange, 9, 0));
@@ -248,13 +222,14 @@ TEST_F(DeviceLossTest, DeviceRemovedMidTransferFailsAtOnceAndTheNodeWorksAgainAf
   ASSERT_EQ(run_command({"/usr/bin/rdma", "link", "add", "rxe0", "type", "rxe", "netdev", "veth0"}),
             0);
   added_ = true;
-  ManagerStats back = wait_stats(*a_, [](const ManagerStats& s) { return !s.device.empty(); });
+  ManagerStats back = a_->wait_stats([](const ManagerStats& s) { return !s.device.empty(); },
+                                     std::chrono::seconds(60));
   ASSERT_EQ(back.device, "rxe0") << "not reopened within 60 s: " << back.no_rdma_reason;
   EXPECT_EQ(back.device_reopens, 1u);
 
   // 5. RDMA again: a reads with its buffer registered before the loss (registered again)...
   std::fill(dst.bytes.begin(), dst.bytes.end(), 0);
-  read = a_->transfer(op_of(TransferKind::kRead, *dst_local, 0, src_at_b, kRange, kRange));
+  read = a_->transfer(make_read(*dst_local, src_at_b, kRange, 0, kRange));
   ASSERT_TRUE(read) << error_message(read.error());
   EXPECT_EQ(read->path, kPathRdma);
   EXPECT_TRUE(holds_pattern(dst, 0, kRange, 7, kRange));
@@ -263,7 +238,7 @@ TEST_F(DeviceLossTest, DeviceRemovedMidTransferFailsAtOnceAndTheNodeWorksAgainAf
   BufferHandle fresh_at_b = remote_view(*a_, *b_, fresh, "fresh");
   EXPECT_NE(fresh_at_b.incarnation, 0u);
   EXPECT_NE(fresh_at_b.incarnation, src_at_b.incarnation);
-  write = b_->transfer(op_of(TransferKind::kWrite, *wsrc_local, 0, fresh_at_b, 0, kRange));
+  write = b_->transfer(make_write(*wsrc_local, fresh_at_b, kRange, 0, 0));
   ASSERT_TRUE(write) << error_message(write.error());
   EXPECT_EQ(write->path, kPathRdma);
   EXPECT_TRUE(holds_pattern(fresh, 0, kRange, 9, 0));
@@ -273,11 +248,11 @@ TEST_F(DeviceLossTest, DeviceRemovedMidTransferFailsAtOnceAndTheNodeWorksAgainAf
   Memory wsrc2(kRange, 11);  // at b
   auto wsrc2_local = b_->request_buffer(wsrc2);
   ASSERT_TRUE(wsrc2_local) << error_message(wsrc2_local.error());
-  write = b_->transfer(op_of(TransferKind::kWrite, *wsrc2_local, 0, early_at_b, 0, kRange));
+  write = b_->transfer(make_write(*wsrc2_local, early_at_b, kRange, 0, 0));
   ASSERT_TRUE(write) << error_message(write.error());
   EXPECT_EQ(write->path, kPathFallback);
   EXPECT_TRUE(holds_pattern(early, 0, kRange, 11, 0));
-  auto stale = a_->transfer(op_of(TransferKind::kRead, *dst_local, 0, early_at_b, 0, kRange));
+  auto stale = a_->transfer(make_read(*dst_local, early_at_b, kRange, 0, 0));
   ASSERT_TRUE(stale) << error_message(stale.error());
   EXPECT_TRUE(holds_pattern(dst, 0, kRange, 11, 0)) << "a's own stale handle, read locally";
 }

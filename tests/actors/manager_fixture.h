@@ -114,24 +114,29 @@ public:
     return out;
   }
 
+  /// Waits (up to `limit`) until `pred(stats())` holds; the last stats seen.
+  template <class Pred>
+  ManagerStats wait_stats(Pred pred,
+                          std::chrono::milliseconds limit = std::chrono::milliseconds(20000)) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    ManagerStats s = stats();
+    while (!pred(s) && std::chrono::steady_clock::now() < deadline)
+      s = stats();
+    return s;
+  }
+
   /// Waits (up to `limit`) until a transfer or a direct lane uses one of this node's buffers.
   bool wait_busy(std::chrono::milliseconds limit = std::chrono::milliseconds(20000)) {
-    auto deadline = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < deadline)
-      if (stats().busy_buffers > 0)
-        return true;
-    return false;
+    auto busy = [](const ManagerStats& s) { return s.busy_buffers > 0; };
+    return busy(wait_stats(busy, limit));
   }
 
   /// Waits (up to `limit`) until no transfer or lane uses this node's buffers: the stream
   /// channel's server threads have reported every grant served, so this node may touch the
   /// memory again (its release would wait for the same).
   bool wait_quiet(std::chrono::milliseconds limit = std::chrono::milliseconds(20000)) {
-    auto deadline = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < deadline)
-      if (stats().busy_buffers == 0)
-        return true;
-    return false;
+    auto quiet = [](const ManagerStats& s) { return s.busy_buffers == 0; };
+    return quiet(wait_stats(quiet, limit));
   }
 
 private:

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "tests/device_control.h"
-#include "tests/rdma_test.h"
 
 namespace caf_rdma::testing {
 namespace {
@@ -60,15 +59,14 @@ private:
   std::vector<DeviceEvent> events_;
 };
 
-class DeviceMonitorTest : public RdmaTest {
+class DeviceMonitorTest : public DeviceChangingTest {
 protected:
+  DeviceMonitorTest()
+      : DeviceChangingTest("takes the Soft-RoCE device rxe1 and its interface down") {}
   void SetUp() override {
-    RdmaTest::SetUp();
+    DeviceChangingTest::SetUp();
     if (IsSkipped())
       return;
-    if (!in_test_vm())
-      GTEST_SKIP() << "takes the Soft-RoCE device rxe1 and its interface down: runs only inside "
-                      "the test VM (bazel test --config=rxe), never on a host's own devices";
     auto c = DeviceContext::open("rxe1");
     ASSERT_TRUE(c.ok()) << c.error().to_string();
     context_ = *c;
