@@ -264,7 +264,7 @@ void ManagerState::op_done(uint64_t ticket, uint32_t index, TransferOutcome outc
     const StagingChunk& c = o.chunks[o.next_chunk];
     if (o.op.kind == static_cast<uint8_t>(TransferKind::kRead)) {
       Status st = copy_in(buffers_.at(o.op.local.id), o.op.local_offset + c.offset,
-                          staging_[o.slot].memory.get(), c.length);
+                          staging_[o.slot].memory->data(), c.length);
       if (!st.ok())
         return fail_op(
             ticket, index,
@@ -498,7 +498,7 @@ void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
     const StagingChunk& c = o.chunks[o.next_chunk];
     StagingSlot& slot = staging_[o.slot];
     if (op.kind == static_cast<uint8_t>(TransferKind::kWrite)) {
-      Status st = copy_out(local, op.local_offset + c.offset, slot.memory.get(), c.length);
+      Status st = copy_out(local, op.local_offset + c.offset, slot.memory->data(), c.length);
       if (!st.ok())
         return fail_op(
             ticket, index,
@@ -572,13 +572,20 @@ void ManagerState::start_staged(uint64_t ticket, uint32_t index) {
       free_slot = static_cast<int>(i);
   if (free_slot < 0 && staging_.size() < options_.staging_buffers) {
     StagingSlot slot;
-    slot.memory.reset(new (std::nothrow) uint8_t[options_.staging_bytes]);
-    if (!slot.memory)
+    int gpu = buffers_.at(o.op.local.id).gpu;
+    auto memory = BounceBuffer::allocate(options_.staging_bytes, options_.device_memory, gpu);
+    if (!memory.ok())
       return fail_op(ticket, index,
-                     make_rdma_error(ErrorCode::kResourceExhausted,
-                                     "cannot allocate a staging buffer of " +
-                                         std::to_string(options_.staging_bytes) + " bytes"));
-    auto b = domain_->register_local(slot.memory.get(), options_.staging_bytes);
+                     to_caf_error(memory.error().with_context("allocating a staging buffer")));
+    slot.memory = std::move(*memory);
+    if (!slot.memory->page_locked() && !staging_lock_reported_) {
+      staging_lock_reported_ = true;  // once: every buffer would say the same
+      std::fprintf(stderr,
+                   "caf-rdma: %s: staging buffers stay pageable, so GPU copies go through the "
+                   "driver's own staging (slower): %s\n",
+                   options_.name.c_str(), slot.memory->lock_error().c_str());
+    }
+    auto b = domain_->register_local(slot.memory->data(), options_.staging_bytes);
     if (!b.ok())
       return fail_op(ticket, index,
                      to_caf_error(b.error().with_context("registering a staging buffer")));

@@ -27,6 +27,14 @@ public:
     return cuda_->copy_to_device(dst, src, n, device);
   }
 
+  Status page_lock(void* p, uint64_t n, int device) const override {
+    return cuda_->host_register(p, n, device);
+  }
+
+  Status page_unlock(void* p, int device) const override {
+    return cuda_->host_unregister(p, device);
+  }
+
   Result<std::shared_ptr<MemoryRegion>> register_direct(const std::shared_ptr<ProtectionDomain>& pd,
                                                         const PointerInfo& info, uint64_t addr,
                                                         uint64_t size,

@@ -27,6 +27,11 @@ public:
   virtual Result<PointerInfo> classify(uint64_t addr, uint64_t size) const = 0;
   virtual Status copy_to_host(void* dst, uint64_t src, uint64_t n, int device) const = 0;
   virtual Status copy_to_device(uint64_t dst, const void* src, uint64_t n, int device) const = 0;
+  /// Page-locks host memory [p, p + n) for the GPUs' copy engines (bounce buffers): copies
+  /// between it and GPU memory then run as DMA, not through the driver's own staging copy.
+  /// `device` is the GPU whose context does it (the lock holds for every GPU).
+  virtual Status page_lock(void* p, uint64_t n, int device) const = 0;
+  virtual Status page_unlock(void* p, int device) const = 0;
   /// Registers GPU memory with the NIC (dmabuf, then nvidia_peermem), with its memory
   /// operations made synchronous first (SYNC_MEMOPS); the error names every attempt.
   virtual Result<std::shared_ptr<MemoryRegion>> register_direct(

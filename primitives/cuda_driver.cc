@@ -55,6 +55,12 @@ Status CudaDriver::copy_to_host(void*, uint64_t, uint64_t, int) const {
 Status CudaDriver::copy_to_device(uint64_t, const void*, uint64_t, int) const {
   return not_built();
 }
+Status CudaDriver::host_register(void*, uint64_t, int) const {
+  return not_built();
+}
+Status CudaDriver::host_unregister(void*, int) const {
+  return not_built();
+}
 int CudaDriver::device_count() const {
   return 0;
 }
@@ -96,6 +102,8 @@ struct CudaDriver::Api {
   decltype(&::cuMemAlloc_v2) mem_alloc = nullptr;
   decltype(&::cuMemAllocManaged) mem_alloc_managed = nullptr;
   decltype(&::cuMemFree_v2) mem_free = nullptr;
+  decltype(&::cuMemHostRegister_v2) mem_host_register = nullptr;
+  decltype(&::cuMemHostUnregister) mem_host_unregister = nullptr;
 
   int devices = 0;
   std::vector<CUcontext> contexts;  // primary context per device (retained lazily)
@@ -167,7 +175,9 @@ Result<std::unique_ptr<CudaDriver::Api> > load_api() {
             load(api->lib, "cuMemcpyHtoDAsync_v2", api->memcpy_htod_async) &&
             load(api->lib, "cuMemAlloc_v2", api->mem_alloc) &&
             load(api->lib, "cuMemAllocManaged", api->mem_alloc_managed) &&
-            load(api->lib, "cuMemFree_v2", api->mem_free);
+            load(api->lib, "cuMemFree_v2", api->mem_free) &&
+            load(api->lib, "cuMemHostRegister_v2", api->mem_host_register) &&
+            load(api->lib, "cuMemHostUnregister", api->mem_host_unregister);
   if (!ok)
     return Error(ErrorCode::kCuda,
                  std::string("the CUDA driver lacks an entry point: ") + dlerror());
@@ -276,6 +286,20 @@ Status CudaDriver::copy_to_device(uint64_t dst, const void* src, uint64_t n, int
     return api_->error("cuMemcpyHtoDAsync(" + std::to_string(n) + " bytes)", r);
   if (CUresult r = api_->stream_synchronize(s); r != CUDA_SUCCESS)
     return api_->error("cuStreamSynchronize", r);
+  return {};
+}
+
+Status CudaDriver::host_register(void* p, uint64_t n, int device) const {
+  CAF_RDMA_RETURN_IF_ERROR(api_->use_device(device));
+  if (CUresult r = api_->mem_host_register(p, n, CU_MEMHOSTREGISTER_PORTABLE); r != CUDA_SUCCESS)
+    return api_->error("cuMemHostRegister(" + std::to_string(n) + " bytes)", r);
+  return {};
+}
+
+Status CudaDriver::host_unregister(void* p, int device) const {
+  CAF_RDMA_RETURN_IF_ERROR(api_->use_device(device));
+  if (CUresult r = api_->mem_host_unregister(p); r != CUDA_SUCCESS)
+    return api_->error("cuMemHostUnregister", r);
   return {};
 }
 

@@ -40,6 +40,11 @@ public:
   /// Copies between device and host memory on a stream of `device`, waiting for the copy.
   Status copy_to_host(void* dst, uint64_t src, uint64_t n, int device) const;
   Status copy_to_device(uint64_t dst, const void* src, uint64_t n, int device) const;
+  /// Page-locks host memory [p, p + n) for every GPU (cuMemHostRegister, PORTABLE), with
+  /// `device`'s context current: copies between it and GPU memory then run as DMA, without the
+  /// driver's copy through its own pinned staging memory. Undone by host_unregister(p, device).
+  Status host_register(void* p, uint64_t n, int device) const;
+  Status host_unregister(void* p, int device) const;
   int device_count() const;
   /// PCI bus id of `device`, e.g. "0000:3b:00.0" (lower case).
   Result<std::string> pci_bus_id(int device) const;

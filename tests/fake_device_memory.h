@@ -3,11 +3,14 @@
 // in CI. "GPU memory" is host memory the test declares as such; copies are memcpy, counted, so
 // a test can prove the staging copies happened. `direct` decides whether the NIC "can" register
 // it: true registers the host pages with ibv_reg_mr (what nvidia_peermem does for real GPU
-// pages), false refuses like Soft-RoCE. The real CUDA path is tested by tests/gpu/ on GPU hosts.
+// pages), false refuses like Soft-RoCE. Page locks are recorded, and each copy counts its bytes
+// as pinned or pageable by its host side. The real CUDA path is tested by tests/gpu/ on GPU
+// hosts.
 #pragma once
 
 #include <atomic>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
 
@@ -25,6 +28,13 @@ public:
     ranges_[reinterpret_cast<uint64_t>(addr)] = {size, device};
   }
   void fail_copies(bool fail) { fail_copies_ = fail; }
+  /// Makes page_lock fail like a driver that refuses cuMemHostRegister.
+  void fail_locks(bool fail) { fail_locks_ = fail; }
+  /// Host ranges page-locked now.
+  size_t locked_buffers() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return locked_.size();
+  }
   /// Makes `classify` fail like a driver that cannot tell (e.g. deinitialized at exit).
   void fail_classify(bool fail) { fail_classify_ = fail; }
 
@@ -54,6 +64,7 @@ public:
       return Error(ErrorCode::kCuda, "fake cuMemcpyDtoHAsync failed (test)");
     std::memcpy(dst, reinterpret_cast<const void*>(src), n);
     to_host_bytes += n;
+    count_host_side(dst, n);
     return {};
   }
 
@@ -62,6 +73,26 @@ public:
       return Error(ErrorCode::kCuda, "fake cuMemcpyHtoDAsync failed (test)");
     std::memcpy(reinterpret_cast<void*>(dst), src, n);
     to_device_bytes += n;
+    count_host_side(src, n);
+    return {};
+  }
+
+  Status page_lock(void* p, uint64_t n, int) const override {
+    if (fail_locks_)
+      return Error(ErrorCode::kCuda,
+                   "fake cuMemHostRegister failed: CUDA_ERROR_NOT_PERMITTED (test)");
+    std::lock_guard<std::mutex> g(mu_);
+    if (!locked_.emplace(reinterpret_cast<uint64_t>(p), n).second)
+      return Error(ErrorCode::kCuda, "fake cuMemHostRegister: already locked (test)");
+    return {};
+  }
+
+  Status page_unlock(void* p, int) const override {
+    std::lock_guard<std::mutex> g(mu_);
+    if (locked_.erase(reinterpret_cast<uint64_t>(p)) == 0) {
+      ++bad_unlocks;
+      return Error(ErrorCode::kCuda, "fake cuMemHostUnregister: not locked (test)");
+    }
     return {};
   }
 
@@ -78,13 +109,27 @@ public:
 
   mutable std::atomic<uint64_t> to_host_bytes{0};
   mutable std::atomic<uint64_t> to_device_bytes{0};
+  /// Bytes copied with their host side in page-locked (pinned) or pageable memory.
+  mutable std::atomic<uint64_t> pinned_copy_bytes{0};
+  mutable std::atomic<uint64_t> pageable_copy_bytes{0};
+  mutable std::atomic<uint64_t> bad_unlocks{0};
 
 private:
+  void count_host_side(const void* p, uint64_t n) const {
+    auto a = reinterpret_cast<uint64_t>(p);
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = locked_.upper_bound(a);
+    bool pinned = it != locked_.begin() && a + n <= std::prev(it)->first + std::prev(it)->second;
+    (pinned ? pinned_copy_bytes : pageable_copy_bytes) += n;
+  }
+
   bool direct_;
   std::atomic<bool> fail_copies_{false};
+  std::atomic<bool> fail_locks_{false};
   std::atomic<bool> fail_classify_{false};
   mutable std::mutex mu_;
   std::map<uint64_t, std::pair<uint64_t, int>> ranges_;
+  mutable std::map<uint64_t, uint64_t> locked_;  // page-locked host ranges: start -> size
 };
 
 }  // namespace caf_rdma::testing

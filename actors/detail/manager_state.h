@@ -41,6 +41,7 @@
 #include "actors/rdma_errors.h"
 #include "actors/rdma_manager_actor.h"
 #include "actors/transfer_checks.h"
+#include "components/bounce_buffer.h"
 #include "components/completion_poller.h"
 #include "components/device_monitor.h"
 #include "components/rdma_domain.h"
@@ -146,7 +147,7 @@ struct DirEntry {
 
 /// A registered host bounce buffer for rdma-staged transfers.
 struct StagingSlot {
-  std::unique_ptr<uint8_t[]> memory;
+  std::unique_ptr<BounceBuffer> memory;  // destroyed after `rdma` (its registration)
   RdmaBuffer rdma;
   bool busy = false;
 };
@@ -389,6 +390,7 @@ private:
   std::unordered_map<uint64_t, LocalBuffer> buffers_;
   /// GPUs whose memory the NIC could not register (staged instead): said once each, with why.
   std::set<int> staged_gpus_;
+  bool staging_lock_reported_ = false;  // "staging buffers stay pageable" said once
   uint64_t next_ticket_ = 1;
   std::unordered_map<uint64_t, Transfer> transfers_;
   /// Deadlines of live transfers. One timer message serves many transfers (no timer per

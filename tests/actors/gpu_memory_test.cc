@@ -78,6 +78,36 @@ TEST_F(GpuMemoryTest, GpuBufferTheNicCannotRegisterIsStagedInChunksBothWays) {
   for (uint64_t i = 500 + kSize - 1000; i < kSize; ++i)
     ASSERT_EQ(device_mem.bytes[i], pattern(i, 3)) << "byte " << i << " after the range was touched";
   EXPECT_GE(gpu->to_device_bytes.load(), kSize - 1000);
+  if (staged_path() == kPathRdmaStaged) {
+    // Every GPU copy went through a page-locked bounce buffer (DMA, no driver staging copy),
+    // and the manager unlocks them all when it goes.
+    EXPECT_EQ(gpu->pageable_copy_bytes.load(), 0u);
+    EXPECT_GE(gpu->pinned_copy_bytes.load(), 2 * kSize - 1000);
+    EXPECT_GE(gpu->locked_buffers(), 1u);
+  }
+  a.reset();
+  EXPECT_EQ(gpu->locked_buffers(), 0u) << "bounce buffers left page-locked";
+  EXPECT_EQ(gpu->bad_unlocks.load(), 0u);
+}
+
+TEST_F(GpuMemoryTest, StagingStillMovesEveryByteWhenBounceBuffersCannotBePageLocked) {
+  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  gpu->fail_locks(true);
+  auto a = node(gpu), b = node(nullptr);
+  ASSERT_TRUE(a && b);
+  constexpr uint64_t kSize = (256 << 10) + 7;
+  Memory device_mem(kSize, 5), host(kSize, 0);
+  gpu->add_gpu_range(device_mem.bytes.data(), kSize, 0);
+  auto g = a->request_buffer(device_mem);
+  auto h = b->request_buffer(host);
+  ASSERT_TRUE(g && h);
+  auto w = a->transfer(make_write(*g, *h));
+  ASSERT_TRUE(w) << error_message(w.error());
+  EXPECT_EQ(w->path, staged_path());
+  EXPECT_EQ(host.bytes, device_mem.bytes);
+  EXPECT_EQ(gpu->pinned_copy_bytes.load(), 0u);
+  EXPECT_GE(gpu->pageable_copy_bytes.load(), kSize);
+  EXPECT_EQ(gpu->locked_buffers(), 0u);
 }
 
 TEST_F(GpuMemoryTest, StagedOpsWithAHandleOfAnotherDeviceOpeningMoveThroughTheOwner) {
