@@ -247,6 +247,8 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
   if (domain_) {
     poller_ = std::make_unique<CompletionPoller>();
     watch_device();
+    if (const std::string& note = domain_->context()->selection_note(); !note.empty())
+      std::fprintf(stderr, "caf-rdma: %s: %s\n", options_.name.c_str(), note.c_str());
   }
   if (!options_.stream_host.empty() && options_.stream_min_bytes > 0 &&
       options_.mode != TransportMode::kRdma) {

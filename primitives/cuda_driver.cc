@@ -308,7 +308,11 @@ int CudaDriver::device_count() const {
 }
 
 Result<std::string> CudaDriver::pci_bus_id(int device) const {
-  CAF_RDMA_RETURN_IF_ERROR(api_->use_device(device));
+  // No context needed (and none created: a primary context holds GPU memory).
+  if (device < 0 || device >= api_->devices)
+    return Error(ErrorCode::kInvalidArgument, "CUDA device " + std::to_string(device) +
+                                                  " does not exist (" +
+                                                  std::to_string(api_->devices) + " devices)");
   CUdevice dev = 0;
   if (CUresult r = api_->device_get(&dev, device); r != CUDA_SUCCESS)
     return api_->error("cuDeviceGet", r);

@@ -54,9 +54,24 @@ Result<std::shared_ptr<DeviceContext>> DeviceContext::open_selected(const Ibverb
         if (d.name == nic.name && has_active_port(d, config.port_num))
           return open(nic.name);
   }
-  CAF_RDMA_ASSIGN_OR_RETURN(size_t index,
-                            select_device(devices, config.device_name, config.port_num));
-  return open(devices[index].name);
+  CAF_RDMA_ASSIGN_OR_RETURN(
+      size_t index, select_device(devices, config.device_name, config.port_num, config.local_rank));
+  CAF_RDMA_ASSIGN_OR_RETURN(auto ctx, open(devices[index].name));
+  auto candidates = default_device_candidates(devices, config.port_num);
+  if (config.device_name.empty() && config.local_rank < 0 && candidates.size() > 1 &&
+      devices[candidates[0]].on_pci) {
+    std::string all;
+    for (size_t i : candidates)
+      all += (all.empty() ? "" : ", ") + devices[i].name;
+    ctx->selection_note_ = std::to_string(candidates.size()) +
+                           " RDMA devices have an active port " + std::to_string(config.port_num) +
+                           " (" + all + "); took " + devices[index].name +
+                           ", the first: every process that does not say otherwise takes it. "
+                           "Set CAF_RDMA_DEVICE, CAF_RDMA_GPU (the NIC closest to that GPU) or "
+                           "CAF_RDMA_LOCAL_RANK (or the launcher's LOCAL_RANK, "
+                           "OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID) to spread processes.";
+  }
+  return ctx;
 }
 
 DeviceContext::~DeviceContext() {

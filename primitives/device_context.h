@@ -22,7 +22,8 @@ public:
   /// Opens the device named `name`.
   static Result<std::shared_ptr<DeviceContext>> open(const std::string& name);
 
-  /// Opens the device `config` selects: `config.device_name`, else the first device whose port
+  /// Opens the device `config` selects: `config.device_name`, else the active one closest to
+  /// `config.near_pci_device`, else by `config.local_rank` among the devices whose port
   /// `config.port_num` is ACTIVE (see `select_device`). With no device on the host the error is
   /// kNoDevice and says how to get one.
   static Result<std::shared_ptr<DeviceContext>> open_selected(const IbverbsConfig& config);
@@ -46,6 +47,9 @@ public:
   /// The device's uverbs node in sysfs ("/sys/class/infiniband_verbs/uverbs0"): the kernel
   /// removes it at once when the device is unregistered, even while this context is open.
   const std::string& uverbs_path() const { return uverbs_path_; }
+  /// Set by open_selected when the choice was a guess worth telling the user: several hardware
+  /// devices had an active port and nothing (name, GPU, local rank) said which one to take.
+  const std::string& selection_note() const { return selection_note_; }
 
 private:
   DeviceContext(ibv_context* context, std::string name, const ibv_device_attr& attr,
@@ -59,6 +63,7 @@ private:
   std::string name_;
   ibv_device_attr attr_;
   std::string uverbs_path_;
+  std::string selection_note_;
 };
 
 }  // namespace caf_rdma

@@ -1,8 +1,11 @@
 #include "primitives/device_list.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 
 #include "primitives/ibverbs_error.h"
+#include "primitives/pcie_topology.h"
 
 namespace caf_rdma {
 
@@ -78,6 +81,7 @@ std::vector<DeviceDescription> DeviceList::describe() const {
   for (size_t i = 0; i < size(); ++i) {
     DeviceDescription d;
     d.name = name(i);
+    d.on_pci = !rdma_device_path("/sys", d.name).empty();
     if (ibv_context* ctx = ibv_open_device(devices_[i]); ctx != nullptr) {
       ibv_device_attr attr{};
       if (ibv_query_device(ctx, &attr) == 0) {
@@ -96,6 +100,37 @@ std::vector<DeviceDescription> DeviceList::describe() const {
 }
 
 namespace {
+
+// Name order with digit runs compared as numbers: mlx5_2 < mlx5_10.
+bool natural_less(const std::string& a, const std::string& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (std::isdigit(static_cast<unsigned char>(a[i])) &&
+        std::isdigit(static_cast<unsigned char>(b[j]))) {
+      size_t i2 = i, j2 = j;
+      while (i2 < a.size() && std::isdigit(static_cast<unsigned char>(a[i2])))
+        ++i2;
+      while (j2 < b.size() && std::isdigit(static_cast<unsigned char>(b[j2])))
+        ++j2;
+      // Equal-width comparison after stripping leading zeros.
+      std::string x = a.substr(i, i2 - i), y = b.substr(j, j2 - j);
+      x.erase(0, std::min(x.find_first_not_of('0'), x.size() - 1));
+      y.erase(0, std::min(y.find_first_not_of('0'), y.size() - 1));
+      if (x.size() != y.size())
+        return x.size() < y.size();
+      if (x != y)
+        return x < y;
+      i = i2;
+      j = j2;
+      continue;
+    }
+    if (a[i] != b[j])
+      return a[i] < b[j];
+    ++i;
+    ++j;
+  }
+  return a.size() - i < b.size() - j;
+}
 
 std::string describe_devices(const std::vector<DeviceDescription>& devices) {
   std::string out;
@@ -118,6 +153,20 @@ std::string describe_devices(const std::vector<DeviceDescription>& devices) {
 
 }  // namespace
 
+std::vector<size_t> default_device_candidates(const std::vector<DeviceDescription>& devices,
+                                              uint8_t port_num) {
+  std::vector<size_t> out;
+  bool any_pci = false;
+  for (const auto& d : devices)
+    any_pci = any_pci || (d.on_pci && has_active_port(d, port_num));
+  for (size_t i = 0; i < devices.size(); ++i)
+    if (has_active_port(devices[i], port_num) && (devices[i].on_pci || !any_pci))
+      out.push_back(i);
+  std::sort(out.begin(), out.end(),
+            [&](size_t a, size_t b) { return natural_less(devices[a].name, devices[b].name); });
+  return out;
+}
+
 bool has_active_port(const DeviceDescription& device, uint8_t port_num) {
   for (const auto& p : device.ports)
     if (p.port_num == port_num && p.state == IBV_PORT_ACTIVE)
@@ -126,7 +175,7 @@ bool has_active_port(const DeviceDescription& device, uint8_t port_num) {
 }
 
 Result<size_t> select_device(const std::vector<DeviceDescription>& devices, const std::string& name,
-                             uint8_t port_num) {
+                             uint8_t port_num, int local_rank) {
   if (devices.empty())
     return Error(ErrorCode::kNoDevice,
                  std::string("no RDMA device found (ibv_get_device_list returned no devices). ") +
@@ -145,9 +194,9 @@ Result<size_t> select_device(const std::vector<DeviceDescription>& devices, cons
     return Error(ErrorCode::kDeviceNotFound,
                  "RDMA device '" + name + "' not found; devices: " + describe_devices(devices));
   }
-  for (size_t i = 0; i < devices.size(); ++i)
-    if (has_active_port(devices[i], port_num))
-      return i;
+  auto candidates = default_device_candidates(devices, port_num);
+  if (!candidates.empty())
+    return candidates[local_rank < 0 ? 0 : static_cast<size_t>(local_rank) % candidates.size()];
   return Error(ErrorCode::kDeviceNotFound, "no RDMA device has an ACTIVE port " +
                                                std::to_string(port_num) +
                                                "; devices: " + describe_devices(devices));

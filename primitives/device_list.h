@@ -32,17 +32,26 @@ PortInfo port_info_from(const ibv_port_attr& attr, uint8_t port_num);
 struct DeviceDescription {
   std::string name;
   std::vector<PortInfo> ports;
+  bool on_pci = true;  ///< false for software devices (rxe, siw): no PCI function in sysfs
 };
 
 /// True when `device` has port `port_num` in state ACTIVE.
 bool has_active_port(const DeviceDescription& device, uint8_t port_num);
 
-/// Chooses a device: by `name` when it is not empty (it must exist and have port `port_num`),
-/// else the first device whose port `port_num` is ACTIVE. Returns its index in `devices`.
-/// Errors: kNoDevice (empty list, with kNoDeviceHint), kDeviceNotFound (naming what exists and
-/// each port's state).
+/// The devices a process may take by default: those whose port `port_num` is ACTIVE, devices on
+/// PCI (hardware) only when there is any, in natural name order (mlx5_2 before mlx5_10).
+/// Indexes into `devices`.
+std::vector<size_t> default_device_candidates(const std::vector<DeviceDescription>& devices,
+                                              uint8_t port_num);
+
+/// Chooses a device: by `name` when it is not empty (it must exist and have port `port_num`);
+/// else among default_device_candidates: the first, or with `local_rank` >= 0 (this process's
+/// rank among those of its host) the (local_rank mod n)-th, so the processes of a node with
+/// several NICs spread over them instead of all sharing the first. Returns its index in
+/// `devices`. Errors: kNoDevice (empty list, with kNoDeviceHint), kDeviceNotFound (naming what
+/// exists and each port's state).
 Result<size_t> select_device(const std::vector<DeviceDescription>& devices, const std::string& name,
-                             uint8_t port_num);
+                             uint8_t port_num, int local_rank = -1);
 
 /// Owns the array from ibv_get_device_list. Contexts opened from it stay valid after it dies.
 class DeviceList {

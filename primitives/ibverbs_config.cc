@@ -65,6 +65,8 @@ Status IbverbsConfig::validate() const {
     return bad_field("retry_cnt", retry_cnt, "0..7");
   if (rnr_retry > 7)
     return bad_field("rnr_retry", rnr_retry, "0..7 (7 = retry forever)");
+  if (local_rank < -1)
+    return bad_field("local_rank", local_rank, "-1 (none) or a rank 0 or more");
   if (qp_timeout < 1 || qp_timeout > 31)
     return bad_field("qp_timeout", qp_timeout, "1..31 (0 would wait for an ACK forever)");
   if (min_rnr_timer > 31)
@@ -153,6 +155,19 @@ Result<IbverbsConfig> IbverbsConfig::from_env(
   CAF_RDMA_RETURN_IF_ERROR(set_int(kEnvTrafficClass, 0, 255, base.traffic_class));
   CAF_RDMA_RETURN_IF_ERROR(set_int(kEnvServiceLevel, 0, 15, base.service_level));
   CAF_RDMA_RETURN_IF_ERROR(set_int(kEnvTimeout, 1, 31, base.qp_timeout));
+  // Our own variable must be valid; a launcher's that is not a rank is not ours to refuse.
+  CAF_RDMA_RETURN_IF_ERROR(set_int(kEnvLocalRank, 0, 1 << 20, base.local_rank));
+  if (const char* own = get(kEnvLocalRank); own == nullptr || *own == '\0') {
+    for (const char* var : kLauncherLocalRankVariables) {
+      const char* v = get(var);
+      if (v == nullptr || *v == '\0')
+        continue;
+      if (auto rank = parse_int(var, v, 0, 1 << 20); rank.ok()) {
+        base.local_rank = static_cast<int>(*rank);
+        break;
+      }
+    }
+  }
   CAF_RDMA_RETURN_IF_ERROR(base.validate());
   return base;
 }

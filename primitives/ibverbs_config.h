@@ -19,6 +19,11 @@ constexpr const char* kEnvTrafficClass = "CAF_RDMA_TC";     ///< GRH traffic cla
 constexpr const char* kEnvServiceLevel = "CAF_RDMA_SL";     ///< service level 0..15
 constexpr const char* kEnvTimeout = "CAF_RDMA_TIMEOUT";     ///< local ACK timeout exponent
 constexpr const char* kEnvNetdev = "CAF_RDMA_NETDEV";       ///< RoCE: the GID's interface
+/// The process's rank on its host: CAF_RDMA_LOCAL_RANK, else the first set of the launchers'
+/// variables (torchrun, Open MPI, Slurm, MPICH/Hydra).
+constexpr const char* kEnvLocalRank = "CAF_RDMA_LOCAL_RANK";
+constexpr const char* kLauncherLocalRankVariables[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                                       "SLURM_LOCALID", "MPI_LOCALRANKID"};
 
 /// What a device and port allow; `IbverbsConfig::clamped` fits a config into these.
 struct DeviceLimits {
@@ -38,6 +43,10 @@ struct IbverbsConfig {
   /// PCI bus id ("0000:3b:00.0") of a GPU whose memory this domain will register: without a
   /// device name, the NIC closest to it on the PCIe tree is chosen (ties by name).
   std::string near_pci_device;
+  /// This process's rank among the processes of its host, or -1. Without a device name or
+  /// near_pci_device, rank r takes the (r mod n)-th of the n devices with an active port (by
+  /// name, hardware only when there is any), so the processes of a node spread over its NICs.
+  int local_rank = -1;
   /// Port number (1-based).
   uint8_t port_num = 1;
   /// GID index; -1 selects automatically (see `select_gid_index`).

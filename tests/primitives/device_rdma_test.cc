@@ -8,6 +8,7 @@
 
 #include "primitives/completion_queue.h"
 #include "primitives/device_context.h"
+#include "primitives/device_list.h"
 #include "primitives/ibverbs_error.h"
 #include "primitives/memory_region.h"
 #include "primitives/protection_domain.h"
@@ -25,6 +26,22 @@ std::shared_ptr<DeviceContext> open_default() {
   auto ctx = DeviceContext::open_selected(*config);
   EXPECT_TRUE(ctx.ok()) << ctx.error().to_string();
   return ctx.ok() ? *ctx : nullptr;
+}
+
+TEST_F(DevicePrimitives, LocalRankChoosesAmongTheActiveDevices) {
+  auto list = DeviceList::get();
+  ASSERT_TRUE(list.ok());
+  auto devices = list->describe();
+  auto candidates = default_device_candidates(devices, 1);
+  ASSERT_FALSE(candidates.empty());
+  for (int rank = 0; rank < 3; ++rank) {
+    IbverbsConfig config;
+    config.local_rank = rank;
+    auto ctx = DeviceContext::open_selected(config);
+    ASSERT_TRUE(ctx.ok()) << ctx.error().to_string();
+    EXPECT_EQ((*ctx)->name(), devices[candidates[rank % candidates.size()]].name) << rank;
+    EXPECT_EQ((*ctx)->selection_note(), "");  // a rank said which one
+  }
 }
 
 TEST_F(DevicePrimitives, PortStateMtuAndGidTable) {

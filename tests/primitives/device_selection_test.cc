@@ -30,8 +30,34 @@ TEST(DeviceSelection, FirstActivePortWins) {
                                       {"mlx5_2", {port(1, IBV_PORT_ACTIVE)}}};
   EXPECT_EQ(*select_device(devs, "", 1), 1u);
   EXPECT_EQ(*select_device(devs, "mlx5_2", 1), 2u);
+  EXPECT_EQ(*select_device(devs, "", 1, 1), 2u);
   // By name even when its port is down: the caller asked for it.
   EXPECT_EQ(*select_device(devs, "mlx5_0", 1), 0u);
+}
+
+TEST(DeviceSelection, LocalRanksSpreadOverTheActiveNicsInNameOrder) {
+  std::vector<DeviceDescription> devs{{"rxe0", {port(1, IBV_PORT_ACTIVE)}, /*on_pci=*/false},
+                                      {"mlx5_10", {port(1, IBV_PORT_ACTIVE)}},
+                                      {"mlx5_1", {port(1, IBV_PORT_DOWN)}},
+                                      {"mlx5_2", {port(1, IBV_PORT_ACTIVE)}},
+                                      {"mlx5_0", {port(1, IBV_PORT_ACTIVE)}}};
+  // Hardware only (rxe0 is software), the down port left out, mlx5_2 before mlx5_10.
+  EXPECT_EQ(default_device_candidates(devs, 1), (std::vector<size_t>{4, 3, 1}));
+  EXPECT_EQ(*select_device(devs, "", 1), 4u);         // no rank: the first, mlx5_0
+  EXPECT_EQ(*select_device(devs, "", 1, 0), 4u);      // mlx5_0
+  EXPECT_EQ(*select_device(devs, "", 1, 1), 3u);      // mlx5_2
+  EXPECT_EQ(*select_device(devs, "", 1, 2), 1u);      // mlx5_10
+  EXPECT_EQ(*select_device(devs, "", 1, 7), 3u);      // 7 mod 3 = 1: mlx5_2
+  EXPECT_EQ(*select_device(devs, "rxe0", 1, 2), 0u);  // a name beats the rank
+}
+
+TEST(DeviceSelection, SoftwareDevicesOnlyWhereThereIsNoActiveHardware) {
+  std::vector<DeviceDescription> devs{{"rxe1", {port(1, IBV_PORT_ACTIVE)}, false},
+                                      {"rxe0", {port(1, IBV_PORT_ACTIVE)}, false},
+                                      {"mlx5_0", {port(1, IBV_PORT_DOWN)}}};
+  EXPECT_EQ(default_device_candidates(devs, 1), (std::vector<size_t>{1, 0}));
+  EXPECT_EQ(*select_device(devs, "", 1), 1u);     // rxe0
+  EXPECT_EQ(*select_device(devs, "", 1, 1), 0u);  // rxe1
 }
 
 TEST(DeviceSelection, UnknownNameListsDevicesAndStates) {

@@ -151,6 +151,31 @@ TEST(IbverbsConfig, FabricKnobsFromTheEnvironment) {
   }
 }
 
+TEST(IbverbsConfig, LocalRankFromOursOrTheLaunchersVariable) {
+  std::map<std::string, std::string> env;
+  auto get = [&](const char* name) -> const char* {
+    auto i = env.find(name);
+    return i == env.end() ? nullptr : i->second.c_str();
+  };
+  EXPECT_EQ(IbverbsConfig::from_env(IbverbsConfig{}, get)->local_rank, -1);
+  env["SLURM_LOCALID"] = "2";
+  EXPECT_EQ(IbverbsConfig::from_env(IbverbsConfig{}, get)->local_rank, 2);
+  env["LOCAL_RANK"] = "5";  // torchrun's comes before Slurm's
+  EXPECT_EQ(IbverbsConfig::from_env(IbverbsConfig{}, get)->local_rank, 5);
+  env["LOCAL_RANK"] = "five";  // not a rank: not ours to refuse, the next one counts
+  EXPECT_EQ(IbverbsConfig::from_env(IbverbsConfig{}, get)->local_rank, 2);
+  env[kEnvLocalRank] = "1";  // ours wins
+  EXPECT_EQ(IbverbsConfig::from_env(IbverbsConfig{}, get)->local_rank, 1);
+  env[kEnvLocalRank] = "-1";
+  auto bad = IbverbsConfig::from_env(IbverbsConfig{}, get);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("CAF_RDMA_LOCAL_RANK='-1'"), std::string::npos)
+      << bad.error().message();
+  IbverbsConfig c;
+  c.local_rank = -2;
+  EXPECT_FALSE(c.validate().ok());
+}
+
 TEST(IbverbsConfig, RandomPsnIs24Bits) {
   uint32_t all_or = 0;
   bool differ = false;
