@@ -2,6 +2,7 @@
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
 
 #include <cstdlib>
 
@@ -16,6 +17,32 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
   node->config_ = std::make_unique<caf::actor_system_config>();
   add_message_types(*node->config_);
   node->config_->load<caf::io::middleman>();
+  TlsCredentials tls = options.tls.any() ? options.tls : tls_credentials_from_env();
+  const char* plain_env = std::getenv(kEnvPlaintext);
+  bool plaintext_ok =
+      options.allow_plaintext || (plain_env != nullptr && std::string(plain_env) == "1");
+  if (tls.any()) {
+    if (Status st = check_tls_credentials(tls); !st.ok())
+      return st.error().with_context("starting a node with TLS on " + options.host);
+    node->config_->openssl_certificate = tls.certificate;
+    node->config_->openssl_key = tls.key;
+    node->config_->openssl_cafile = tls.cafile;
+    node->config_->openssl_passphrase = tls.passphrase;
+    node->config_->load<caf::openssl::manager>();
+    node->tls_ = true;
+    node->tls_credentials_ = tls;
+  } else if (!is_loopback_host(options.host) && !plaintext_ok) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "refusing to publish the RDMA manager on " + options.host +
+                     " without TLS: every process that reaches it could use the peer protocol "
+                     "and read or change the traffic. Give the node a certificate (" +
+                     kEnvTlsCertificate + ", " + kEnvTlsKey + ", " + kEnvTlsCaFile +
+                     ", or NodeOptions::tls), or accept plaintext on a trusted network (" +
+                     kEnvPlaintext + "=1 or NodeOptions::allow_plaintext)");
+  }
+  node->connect_timeout_ = options.connect_timeout;
+  // An automatic connection would open a second listener, plaintext, on every interface.
+  node->config_->set("middleman.enable-automatic-connections", false);
   if (options.scheduler_threads > 0)
     node->config_->set("scheduler.max-threads", options.scheduler_threads);
   if (const char* policy = std::getenv("CAF_RDMA_SCHEDULER"); policy != nullptr && *policy)
@@ -31,12 +58,16 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
   // The stream channel announces the node's address; a wildcard is no address a peer can use.
   if (mo.stream_host.empty() && options.host != "0.0.0.0" && !options.host.empty())
     mo.stream_host = options.host == "localhost" ? "127.0.0.1" : options.host;
+  if (node->tls_)
+    mo.stream_host.clear();  // plain TCP: with TLS the bulk bytes go in CAF messages instead
   auto mgr = spawn_manager(*node->system_, mo);
   if (!mgr.ok())
     return mgr.error();
   node->manager_ = *mgr;
-  auto port =
-      node->system_->middleman().publish(node->manager_, options.port, options.host.c_str(), true);
+  auto port = node->tls_
+                  ? caf::openssl::publish(node->manager_, options.port, options.host.c_str(), true)
+                  : node->system_->middleman().publish(node->manager_, options.port,
+                                                       options.host.c_str(), true);
   if (!port) {
     caf::anon_send_exit(node->manager_, caf::exit_reason::user_shutdown);
     return Error(ErrorCode::kPeerUnavailable, "publishing the RDMA manager on " + options.host +
@@ -62,12 +93,45 @@ std::string RdmaNode::address() const {
 }
 
 Result<rdma_manager_actor> RdmaNode::remote_manager(const std::string& host, uint16_t port) {
-  auto h = system_->middleman().remote_actor<rdma_manager_actor>(host, port);
-  if (!h)
-    return Error(ErrorCode::kPeerUnavailable, "cannot reach the RDMA manager at " + host + ":" +
-                                                  std::to_string(port) + ": " +
-                                                  system_->render(h.error()));
-  return *h;
+  // CAF's remote_actor waits without a bound; its middleman actor answers the same request.
+  caf::io::middleman_actor mm =
+      tls_ ? system_->openssl_manager().actor_handle() : system_->middleman().actor_handle();
+  std::string where = host + ":" + std::to_string(port) + (tls_ ? " (TLS)" : "");
+  Result<rdma_manager_actor> out =
+      Error(ErrorCode::kPeerUnavailable, "cannot reach the RDMA manager at " + where);
+  if (tls_) {
+    if (Status st = probe_tls_peer(host, port, tls_credentials_, connect_timeout_); !st.ok())
+      return Error(st.error().code() == ErrorCode::kTimeout ? ErrorCode::kTimeout
+                                                            : ErrorCode::kPeerUnavailable,
+                   "cannot reach the RDMA manager at " + where + ": " + st.error().message());
+  }
+  caf::scoped_actor self{*system_};
+  self->request(mm, connect_timeout_, caf::connect_atom::value, host, port)
+      .receive(
+          [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>& ifs) {
+            if (!ptr)
+              out = Error(ErrorCode::kPeerUnavailable, "no actor is published at " + where);
+            else if (!system_->assignable<rdma_manager_actor>(ifs))
+              out = Error(ErrorCode::kPeerUnavailable,
+                          "the actor published at " + where + " is not an RDMA manager");
+            else
+              out = caf::actor_cast<rdma_manager_actor>(std::move(ptr));
+          },
+          [&](caf::error& e) {
+            out =
+                Error(ErrorCode::kPeerUnavailable,
+                      "cannot reach the RDMA manager at " + where + ": " + system_->render(e) +
+                          (e == caf::sec::request_timeout
+                               ? " (no answer within " + std::to_string(connect_timeout_.count()) +
+                                     " ms: nothing listening that answers, or a peer that "
+                                     "turned our connection away)"
+                               : ""));
+          });
+  return out;
+}
+
+bool is_loopback_host(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
 Result<std::pair<std::string, uint16_t>> parse_host_port(const std::string& text) {

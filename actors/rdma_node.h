@@ -11,11 +11,16 @@
 #include <string>
 
 #include "actors/rdma_manager_actor.h"
+#include "components/tls_credentials.h"
 
 namespace caf_rdma {
 
+/// `CAF_RDMA_PLAINTEXT=1`: NodeOptions::allow_plaintext.
+constexpr const char* kEnvPlaintext = "CAF_RDMA_PLAINTEXT";
+
 struct NodeOptions {
-  /// Interface to publish the manager on ("127.0.0.1", "0.0.0.0", ...).
+  /// Interface to publish the manager on ("127.0.0.1", "0.0.0.0", ...). Without TLS only a
+  /// loopback address, unless allow_plaintext.
   std::string host = "127.0.0.1";
   /// TCP port; 0 picks a free one (see RdmaNode::port()).
   uint16_t port = 0;
@@ -25,6 +30,19 @@ struct NodeOptions {
   /// Called on the actor system's config before the system starts: add the message types
   /// (and settings) of the application's own actors here.
   std::function<void(caf::actor_system_config&)> configure;
+  /// Mutual TLS between nodes (CAF's OpenSSL module): this node's certificate and key and the
+  /// CA file of the authority that signs every node of the cluster; a peer without such a
+  /// certificate is turned away. None set here: CAF_RDMA_TLS_CERT, CAF_RDMA_TLS_KEY,
+  /// CAF_RDMA_TLS_CA (and CAF_RDMA_TLS_PASSPHRASE) when set. Checked at start (errors name the
+  /// file). With TLS the fallback's stream channel (plain TCP) is off: bulk bytes travel in CAF
+  /// messages over TLS.
+  TlsCredentials tls;
+  /// Without TLS, publishing on an address other than loopback is refused unless this is set
+  /// (or CAF_RDMA_PLAINTEXT=1): every process that reaches the port may then speak the peer
+  /// protocol, and anyone on the path can read and change the bytes. For one trusted network.
+  bool allow_plaintext = false;
+  /// How long remote_manager waits for the connection and CAF's handshake (TLS included).
+  std::chrono::milliseconds connect_timeout{30000};
 };
 
 class RdmaNode {
@@ -41,9 +59,15 @@ public:
   uint16_t port() const { return port_; }
   /// "host:port" of this node's manager.
   std::string address() const;
+  /// Whether this node speaks (mutual) TLS to other nodes.
+  bool uses_tls() const { return tls_; }
 
   /// The manager published at host:port (blocking; call from main() or a test thread, never
-  /// from inside an actor). Errors: peer_unavailable naming host:port and CAF's reason.
+  /// from inside an actor), over TLS when this node uses it: then a TLS handshake of our own
+  /// comes first (probe_tls_peer), so CAF connects only to a peer that just showed a
+  /// certificate of our CA. Errors: peer_unavailable naming host:port and the reason (a peer
+  /// that refuses our certificate, shows another CA's, or speaks another protocol), timeout
+  /// when nothing answers within connect_timeout.
   Result<rdma_manager_actor> remote_manager(const std::string& host, uint16_t port);
 
 private:
@@ -54,7 +78,13 @@ private:
   rdma_manager_actor manager_;
   std::string host_;
   uint16_t port_ = 0;
+  bool tls_ = false;
+  TlsCredentials tls_credentials_;  // for the probe before each TLS connection
+  std::chrono::milliseconds connect_timeout_{30000};
 };
+
+/// True for "localhost", 127.0.0.0/8 and ::1.
+bool is_loopback_host(const std::string& host);
 
 /// Splits "host:port"; errors name the text.
 Result<std::pair<std::string, uint16_t>> parse_host_port(const std::string& text);

@@ -30,7 +30,15 @@ perf_pair ib_read_lat -s 8 -n "$lat_iters" >> "$out/perftest.txt" 2>&1
 echo "== ib_write_lat 8" >> "$out/perftest.txt"
 perf_pair ib_write_lat -s 8 -n "$lat_iters" >> "$out/perftest.txt" 2>&1
 csv_sizes=$(echo $sizes | tr ' ' ',')
-CAF_RDMA_DEVICE=rxe1 /usr/bin/time -v "$bin" --paths components,actor,direct,fallback,tcp --sizes "$csv_sizes" \
+# What TLS costs: a cluster CA and one node certificate (both nodes show it) for fallback-tls.
+tls=$out/tls; mkdir -p "$tls"
+ec="-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+openssl req -x509 $ec -days 2 -subj /CN=bench-ca -keyout "$tls/ca.key" -out "$tls/ca.pem" 2>/dev/null &&
+  openssl req $ec -subj /CN=bench-node -keyout "$tls/node.key" -out "$tls/node.csr" 2>/dev/null &&
+  openssl x509 -req -days 2 -in "$tls/node.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" \
+    -set_serial 1 -out "$tls/node.pem" 2>/dev/null || echo "bench: cannot make TLS certificates"
+CAF_RDMA_DEVICE=rxe1 /usr/bin/time -v "$bin" --paths components,actor,direct,fallback,fallback-tls,tcp \
+  --sizes "$csv_sizes" --tls "$tls/node.pem,$tls/node.key,$tls/ca.pem" \
   --bytes-per-size "$bw_bytes" --lat-iters "$lat_iters" --peer-device rxe0 \
   > "$out/rdma_bench.txt" 2> "$out/rdma_bench.err"
 rc=$?

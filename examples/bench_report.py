@@ -101,6 +101,12 @@ def main():
                     ratios.append((f"{name}_{op}_bw_{human(s)}_vs_ib_{op}_bw", v / ref))
             if f and t and s == max(sizes):
                 ratios.append((f"fallback_{op}_bw_{human(s)}_vs_tcp_loopback", f / t))
+            ft = bw.get(("fallback-tls", op, s))
+            if ft:
+                print(f"{'':6} {'':>6} fallback over mutual TLS: {ft:.1f} MB/s"
+                      + (f" ({ft / f:.2f} of plaintext fallback)" if f else ""))
+                if f and s == max(sizes):
+                    ratios.append((f"fallback_tls_{op}_bw_{human(s)}_vs_fallback", ft / f))
     print()
     # Paired rounds (bench_in_vm.sh): perftest and caf-rdma latency taken right after each other.
     rounds = []
@@ -120,13 +126,17 @@ def main():
                 print(f"{'  x2: round trip':28} {ref_lat(plat, op):>10.2f} "
                       f"{plat[op][1] * REF_FACTOR[op]:>8.2f}   (what write ratios use)")
         for path in ("components", "actor", "actor-async", "direct", "fallback",
-                     "fallback-async"):
+                     "fallback-async", "fallback-tls", "fallback-tls-async"):
             if (path, op) in lat:
                 m, p = lat[(path, op)]
                 print(f"{path + ' ' + op:28} {m:>10.2f} {p:>8.2f}")
                 if op in plat:
                     ratios.append((f"{path}_{op}_lat_median_vs_ib_{op}_lat{REF_SUFFIX[op]}"
                                    f"{main_suffix}", m / ref_lat(plat, op)))
+    for op in ("read", "write"):
+        if ("fallback-tls", op) in lat and ("fallback", op) in lat:
+            ratios.append((f"fallback_tls_{op}_lat_median_vs_fallback",
+                           lat[("fallback-tls", op)][0] / lat[("fallback", op)][0]))
     if rounds:
         print(f"\nlatency 8 B in {len(rounds)} paired rounds (median us; ratio to perftest "
               f"of the same round: ib_read_lat, and 2 x ib_write_lat for writes)")

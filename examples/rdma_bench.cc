@@ -49,15 +49,18 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr const char* kUsage =
-    "usage: rdma_bench [--paths components,actor,direct,fallback,tcp] [--sizes 4K,64K,1M]\n"
-    "                  [--bytes-per-size BYTES] [--lat-iters N] [--peer-device NAME]\n"
-    "                  [--scheduler-threads N] [--lat-only]\n"
+    "usage: rdma_bench [--paths components,actor,direct,fallback,fallback-tls,tcp]\n"
+    "                  [--sizes 4K,64K,1M] [--bytes-per-size BYTES] [--lat-iters N]\n"
+    "                  [--peer-device NAME] [--scheduler-threads N] [--lat-only]\n"
+    "                  [--tls CERT,KEY,CAFILE]\n"
     "  Bandwidth (RDMA WRITE and READ) per message size and 8-byte latency (median, p99) for\n"
     "  each path; registration cache timing; peak RSS. The local side uses CAF_RDMA_DEVICE\n"
     "  (default: first active device), the remote side --peer-device (default: the same).\n"
     "  Defaults: all paths, sizes 4K..64M by powers of 4, 256 MiB per size, 1000 latency iters,\n"
     "  CAF's default number of scheduler threads per node. --lat-only: only the latency figures\n"
-    "  (run_bench.sh alternates such rounds with ib_read_lat to pair the ratios in time).\n";
+    "  (run_bench.sh alternates such rounds with ib_read_lat to pair the ratios in time).\n"
+    "  fallback-tls: the fallback path between nodes speaking mutual TLS with --tls's files\n"
+    "  (what TLS costs; not in the default paths).\n";
 
 struct Options {
   std::vector<std::string> paths{"components", "actor", "direct", "fallback", "tcp"};
@@ -68,6 +71,7 @@ struct Options {
   std::string peer_device;
   size_t scheduler_threads = 0;
   bool lat_only = false;
+  TlsCredentials tls;  // --tls, for the fallback-tls path
 };
 
 double mbps(uint64_t bytes, Clock::duration d) {
@@ -259,8 +263,11 @@ std::vector<double> latency_from_actor(caf::actor_system& sys, const rdma_manage
 // "fallback" (requests to managers in fallback mode).
 int bench_manager(const Options& o, const std::string& path_name) {
   const char* path = path_name.c_str();
-  bool fallback = path_name == "fallback";
+  bool tls = path_name == "fallback-tls";
+  bool fallback = path_name == "fallback" || tls;
   bool direct = path_name == "direct";
+  if (tls && !o.tls.any())
+    return std::fprintf(stderr, "fallback-tls: needs --tls CERT,KEY,CAFILE\n"), 1;
   auto base = ManagerOptions::from_env();
   if (!base.ok())
     return std::fprintf(stderr, "%s\n", base.error().to_string().c_str()), 1;
@@ -270,6 +277,8 @@ int bench_manager(const Options& o, const std::string& path_name) {
   user_opts.manager = *base;
   owner_opts.manager = *base;
   user_opts.scheduler_threads = owner_opts.scheduler_threads = o.scheduler_threads;
+  if (tls)
+    user_opts.tls = owner_opts.tls = o.tls;
   if (!o.peer_device.empty())
     owner_opts.manager.ibverbs.device_name = o.peer_device;
   auto mode = fallback ? TransportMode::kFallback : TransportMode::kRdma;
@@ -356,7 +365,10 @@ int bench_manager(const Options& o, const std::string& path_name) {
     auto from_actor = latency_from_actor((*user)->system(), (*user)->manager(), op_msg, iters);
     if (from_actor.empty())
       return 1;
-    print_lat(fallback ? "fallback-async" : "actor-async", op, from_actor);
+    print_lat(tls        ? "fallback-tls-async"
+              : fallback ? "fallback-async"
+                         : "actor-async",
+              op, from_actor);
   }
   auto stats = me.stats();
   if (!stats.ok())
@@ -449,7 +461,7 @@ Result<std::vector<std::string>> split(const std::string& text) {
 int main(int argc, char** argv) {
   auto flags = Flags::parse(argc, argv,
                             {"--paths", "--sizes", "--bytes-per-size", "--lat-iters",
-                             "--peer-device", "--scheduler-threads"},
+                             "--peer-device", "--scheduler-threads", "--tls"},
                             {"--help", "-h", "--lat-only"});
   if (!flags.ok()) {
     std::fprintf(stderr, "rdma_bench: %s\n%s", flags.error().message().c_str(), kUsage);
@@ -500,11 +512,19 @@ int main(int argc, char** argv) {
   }
   o.scheduler_threads = *threads;
   o.lat_only = flags->has("--lat-only");
+  if (flags->has("--tls")) {
+    auto files = split(flags->get("--tls", ""));
+    if (!files.ok() || files->size() != 3) {
+      std::fprintf(stderr, "rdma_bench: --tls wants CERT,KEY,CAFILE\n");
+      return 2;
+    }
+    o.tls = TlsCredentials{(*files)[0], (*files)[1], (*files)[2], ""};
+  }
   int rc = 0;
   for (const auto& p : o.paths) {
     if (p == "components")
       rc |= bench_components(o);
-    else if (p == "actor" || p == "direct" || p == "fallback")
+    else if (p == "actor" || p == "direct" || p == "fallback" || p == "fallback-tls")
       rc |= bench_manager(o, p);
     else if (p == "tcp")
       rc |= bench_tcp(o);

@@ -9,7 +9,9 @@ set -euo pipefail
 kPackages=(
   # build
   bazel-bootstrap bazel-platforms bazel-rules-java g++ libcaf-dev libibverbs-dev librdmacm-dev
-  libgtest-dev zlib1g-dev
+  libgtest-dev zlib1g-dev libssl-dev
+  # TLS between nodes: the tests make their certificates with the openssl tool
+  openssl
   # run time + tools on real hosts and in the VM (ibv_devinfo, rdma, perftest)
   rdma-core ibverbs-utils ibverbs-providers perftest iproute2
   # the Soft-RoCE VM lane (tests/rxe_vm)

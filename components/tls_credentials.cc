@@ -1,0 +1,211 @@
+#include "components/tls_credentials.h"
+
+#include "components/socket_io.h"
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+namespace caf_rdma {
+
+namespace {
+
+Error bad(const std::string& what) {
+  return Error(ErrorCode::kInvalidArgument, "TLS credentials: " + what);
+}
+
+// OpenSSL's queued errors as text (emptied).
+std::string ssl_errors() {
+  std::string out;
+  while (unsigned long e = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof(buf));
+    out += (out.empty() ? "" : "; ") + std::string(buf);
+  }
+  return out.empty() ? "no detail from OpenSSL" : out;
+}
+
+Status readable(const char* field, const std::string& path) {
+  if (path.empty())
+    return bad(std::string(field) +
+               " is not set (a certificate, its key and the cluster's CA "
+               "file are all needed: " +
+               kEnvTlsCertificate + ", " + kEnvTlsKey + ", " + kEnvTlsCaFile + ")");
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr)
+    return bad(std::string(field) + " '" + path + "' cannot be read: " + errno_string(errno));
+  std::fclose(f);
+  return {};
+}
+
+// The passphrase callback: the configured one, never a terminal prompt.
+int passphrase_cb(char* buf, int size, int, void* user) {
+  const auto* pass = static_cast<const std::string*>(user);
+  if (pass->empty() || static_cast<int>(pass->size()) >= size)
+    return -1;
+  std::copy(pass->begin(), pass->end(), buf);  // OpenSSL takes the length, no terminator
+  return static_cast<int>(pass->size());
+}
+
+struct CtxFree {
+  void operator()(SSL_CTX* c) const { SSL_CTX_free(c); }
+};
+struct SslFree {
+  void operator()(SSL* s) const { SSL_free(s); }
+};
+struct StoreCtxFree {
+  void operator()(X509_STORE_CTX* c) const { X509_STORE_CTX_free(c); }
+};
+
+}  // namespace
+
+TlsCredentials tls_credentials_from_env() {
+  auto get = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v == nullptr ? std::string() : std::string(v);
+  };
+  TlsCredentials c;
+  c.certificate = get(kEnvTlsCertificate);
+  c.key = get(kEnvTlsKey);
+  c.cafile = get(kEnvTlsCaFile);
+  c.passphrase = get(kEnvTlsPassphrase);
+  return c;
+}
+
+namespace {
+
+using CtxPtr = std::unique_ptr<SSL_CTX, CtxFree>;
+
+// An OpenSSL context with the node's certificate, key and CA file, as CAF loads them.
+Result<CtxPtr> load_context(const TlsCredentials& c) {
+  CAF_RDMA_RETURN_IF_ERROR(readable("certificate", c.certificate));
+  CAF_RDMA_RETURN_IF_ERROR(readable("key", c.key));
+  CAF_RDMA_RETURN_IF_ERROR(readable("CA file", c.cafile));
+  ERR_clear_error();
+  CtxPtr ctx(SSL_CTX_new(TLS_method()));
+  if (!ctx)
+    return bad("cannot create an OpenSSL context: " + ssl_errors());
+  if (SSL_CTX_use_certificate_chain_file(ctx.get(), c.certificate.c_str()) != 1)
+    return bad("certificate '" + c.certificate + "' is not a PEM certificate: " + ssl_errors());
+  // The key on its own first (no terminal prompt: the callback gives the passphrase or fails),
+  // so "cannot be read" and "belongs to another certificate" are told apart.
+  std::string pass = c.passphrase;
+  std::FILE* kf = std::fopen(c.key.c_str(), "rb");
+  if (kf == nullptr)
+    return bad("key '" + c.key + "' cannot be read: " + errno_string(errno));
+  EVP_PKEY* pkey = PEM_read_PrivateKey(kf, nullptr, passphrase_cb, &pass);
+  std::fclose(kf);
+  if (pkey == nullptr)
+    return bad("key '" + c.key + "' cannot be loaded" +
+               (c.passphrase.empty() ? std::string(" (if it is encrypted, set its passphrase: ") +
+                                           kEnvTlsPassphrase + ")"
+                                     : std::string(" (with the passphrase given)")) +
+               ": " + ssl_errors());
+  int used = SSL_CTX_use_PrivateKey(ctx.get(), pkey);
+  EVP_PKEY_free(pkey);
+  if (used != 1 || SSL_CTX_check_private_key(ctx.get()) != 1)
+    return bad("key '" + c.key + "' does not belong to certificate '" + c.certificate +
+               "': " + ssl_errors());
+  if (SSL_CTX_load_verify_locations(ctx.get(), c.cafile.c_str(), nullptr) != 1)
+    return bad("CA file '" + c.cafile + "' holds no PEM certificate: " + ssl_errors());
+  return ctx;
+}
+
+}  // namespace
+
+Status check_tls_credentials(const TlsCredentials& c) {
+  CAF_RDMA_ASSIGN_OR_RETURN(CtxPtr ctx, load_context(c));
+  // The node's own certificate must be one its peers (same CA file) will accept.
+  X509* cert = SSL_CTX_get0_certificate(ctx.get());
+  std::unique_ptr<X509_STORE_CTX, StoreCtxFree> vctx(X509_STORE_CTX_new());
+  STACK_OF(X509)* chain = nullptr;
+  SSL_CTX_get0_chain_certs(ctx.get(), &chain);
+  if (!vctx || X509_STORE_CTX_init(vctx.get(), SSL_CTX_get_cert_store(ctx.get()), cert, chain) != 1)
+    return bad("cannot verify certificate '" + c.certificate + "': " + ssl_errors());
+  if (X509_verify_cert(vctx.get()) != 1)
+    return bad("certificate '" + c.certificate + "' is not vouched for by CA file '" + c.cafile +
+               "': " + X509_verify_cert_error_string(X509_STORE_CTX_get_error(vctx.get())));
+  return {};
+}
+
+Status probe_tls_peer(const std::string& host, uint16_t port, const TlsCredentials& c,
+                      std::chrono::milliseconds timeout) {
+  Deadline deadline = std::chrono::steady_clock::now() + timeout;
+  std::string where = host + ":" + std::to_string(port);
+  // A name: its first IPv4 address (CAF resolves the same way).
+  std::string ip = host;
+  in_addr probe{};
+  if (host != "localhost" && ::inet_pton(AF_INET, host.c_str(), &probe) != 1) {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0 || res == nullptr)
+      return Error(ErrorCode::kPeerUnavailable,
+                   "cannot resolve '" + host + "': " + ::gai_strerror(rc));
+    char text[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, text,
+                sizeof(text));
+    ::freeaddrinfo(res);
+    ip = text;
+  }
+  CAF_RDMA_ASSIGN_OR_RETURN(CtxPtr ctx, load_context(c));
+  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  auto sock = connect_tcp(ip, port, deadline);
+  if (!sock.ok())
+    return Error(sock.error().code() == ErrorCode::kTimeout ? ErrorCode::kTimeout
+                                                            : ErrorCode::kPeerUnavailable,
+                 "TLS probe of " + where + ": " + sock.error().message());
+  std::unique_ptr<SSL, SslFree> ssl(SSL_new(ctx.get()));
+  if (!ssl || SSL_set_fd(ssl.get(), sock->fd()) != 1)
+    return Error(ErrorCode::kInternal, "TLS probe of " + where + ": " + ssl_errors());
+  for (;;) {
+    ERR_clear_error();
+    int r = SSL_connect(ssl.get());
+    if (r == 1)
+      break;
+    int err = SSL_get_error(ssl.get(), r);
+    short events = 0;
+    if (err == SSL_ERROR_WANT_READ)
+      events = POLLIN;
+    else if (err == SSL_ERROR_WANT_WRITE)
+      events = POLLOUT;
+    if (events == 0) {
+      long verify = SSL_get_verify_result(ssl.get());
+      return Error(ErrorCode::kPeerUnavailable,
+                   "TLS handshake with " + where + " failed: " +
+                       (verify != X509_V_OK
+                            ? std::string("its certificate is not vouched for by CA file '") +
+                                  c.cafile + "': " + X509_verify_cert_error_string(verify)
+                            : ssl_errors() + " (does it speak TLS?)"));
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{sock->fd(), events, 0};
+    int n = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
+    if (n == 0)
+      return Error(ErrorCode::kTimeout, "no TLS answer from " + where + " within " +
+                                            std::to_string(timeout.count()) + " ms");
+    if (n < 0 && errno != EINTR)
+      return Error(ErrorCode::kInternal,
+                   "TLS probe of " + where + ": poll: " + errno_string(errno));
+  }
+  SSL_shutdown(ssl.get());  // best effort: the socket closes either way
+  return {};
+}
+
+}  // namespace caf_rdma
