@@ -312,9 +312,10 @@ caf::result<bool> ManagerState::dir_put(std::string key, BufferHandle h) {
                                std::to_string(kMaxDirectoryEntries) + " names)");
   auto waiters = dir_waiters_.find(key);
   if (waiters != dir_waiters_.end()) {
-    for (auto& w : waiters->second)
+    for (auto& w : waiters->second) {
       w.rp.deliver(h);
-    dir_waiter_count_ -= waiters->second.size();
+      forget_dir_waiter(w);
+    }
     dir_waiters_.erase(waiters);
   }
   directory_[std::move(key)] = DirEntry{std::move(h), std::move(putter)};
@@ -336,12 +337,31 @@ caf::result<BufferHandle> ManagerState::dir_get(const std::string& key, uint32_t
     return make_rdma_error(ErrorCode::kResourceExhausted,
                            "the directory of " + options_.name + " already has " +
                                std::to_string(kMaxDirectoryWaiters) + " waiting requests");
+  const auto& sender = self_->current_sender();
+  caf::node_id node = sender ? sender->node() : caf::node_id{};
+  bool remote = node != self_->node();
+  if (remote && dir_waiters_per_node_[node] >= kMaxDirectoryWaitersPerNode)
+    return make_rdma_error(ErrorCode::kResourceExhausted,
+                           "the directory of " + options_.name + " already has " +
+                               std::to_string(kMaxDirectoryWaitersPerNode) +
+                               " waiting requests from node " + caf::to_string(node));
   auto rp = self_->make_response_promise<BufferHandle>();
   uint64_t id = next_dir_waiter_++;
-  dir_waiters_[key].push_back(DirWaiter{id, rp});
+  dir_waiters_[key].push_back(DirWaiter{id, rp, node, remote});
   ++dir_waiter_count_;
+  if (remote)
+    ++dir_waiters_per_node_[node];
   self_->delayed_send(self_, std::chrono::milliseconds(capped(wait_ms)), DirTimeout{key, id});
   return rp;
+}
+
+void ManagerState::forget_dir_waiter(const DirWaiter& w) {
+  --dir_waiter_count_;
+  if (w.counted) {
+    auto n = dir_waiters_per_node_.find(w.node);
+    if (n != dir_waiters_per_node_.end() && --n->second == 0)
+      dir_waiters_per_node_.erase(n);
+  }
 }
 
 void ManagerState::dir_timeout(const std::string& key, uint64_t id) {
@@ -355,8 +375,8 @@ void ManagerState::dir_timeout(const std::string& key, uint64_t id) {
     ws[i].rp.deliver(make_rdma_error(ErrorCode::kTimeout, "no buffer handle named '" + key +
                                                               "' appeared in the directory of " +
                                                               options_.name + " in time"));
+    forget_dir_waiter(ws[i]);
     ws.erase(ws.begin() + static_cast<long>(i));
-    --dir_waiter_count_;
     break;
   }
   if (ws.empty())

@@ -38,8 +38,10 @@ constexpr const char* kEnvMaxTimeout = "CAF_RDMA_MAX_TIMEOUT_MS";
 constexpr size_t kMaxDirectoryName = 256;
 /// Names in one manager's directory.
 constexpr size_t kMaxDirectoryEntries = 65536;
-/// dir_get requests waiting at once for a name to appear.
+/// dir_get requests waiting at once for a name to appear, and of those from one other node (so
+/// one peer cannot take every slot).
 constexpr size_t kMaxDirectoryWaiters = 4096;
+constexpr size_t kMaxDirectoryWaitersPerNode = 256;
 /// Stream grants outstanding on one buffer, and from one peer manager.
 constexpr uint32_t kMaxGrantsPerBuffer = 64;
 constexpr uint32_t kMaxGrantsPerPeer = 1024;  // per peer node

@@ -77,7 +77,8 @@ using rdma_manager_actor = caf::typed_actor<
     // -- anyone (local actors and peer nodes): read-only questions.
 
     /// Directory: the handle stored under `name`, waiting up to the given milliseconds (cut to
-    /// max_timeout) for it to appear. Errors: timeout, resource_exhausted (too many waiters).
+    /// max_timeout) for it to appear. Errors: timeout, resource_exhausted (kMaxDirectoryWaiters
+    /// waiting, or kMaxDirectoryWaitersPerNode from the requester's node).
     caf::replies_to<dir_get_atom, std::string, uint32_t>::with<BufferHandle>,
 
     /// Why the peer manager is down ("" while it is up or unknown).

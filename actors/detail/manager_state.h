@@ -155,6 +155,8 @@ struct StagingSlot {
 struct DirWaiter {
   uint64_t id;
   caf::typed_response_promise<BufferHandle> rp;
+  caf::node_id node;     // the requester's node: waits are capped per other node
+  bool counted = false;  // counted in dir_waiters_per_node_ (a request from another node)
 };
 
 struct Counters {
@@ -272,6 +274,7 @@ public:
   caf::result<bool> dir_put(std::string key, BufferHandle h);
   caf::result<BufferHandle> dir_get(const std::string& key, uint32_t wait_ms);
   void dir_timeout(const std::string& key, uint64_t id);
+  void forget_dir_waiter(const DirWaiter& w);
 
 private:
   uint64_t new_transfer(Transfer t);
@@ -403,6 +406,7 @@ private:
   std::unordered_map<uint64_t, GrantHold> grants_;
   std::map<caf::node_id, uint32_t> grants_per_peer_;
   size_t dir_waiter_count_ = 0;
+  std::map<caf::node_id, size_t> dir_waiters_per_node_;
   uint64_t next_job_tag_ = 1;
   std::map<std::string, std::vector<DirWaiter>> dir_waiters_;
   uint64_t next_dir_waiter_ = 1;

@@ -367,14 +367,34 @@ TEST_F(HostilePeerTest, DirectoryWaitsAreBoundedInNumberAndTime) {
   auto p = attacker_->node().remote_manager("127.0.0.1", patient->node().port());
   ASSERT_TRUE(p.ok()) << p.error().to_string();
   auto patient_proxy = caf::actor_cast<caf::actor>(*p);
-  for (size_t i = 0; i <= kMaxDirectoryWaiters; ++i)
+  // One peer node may hold kMaxDirectoryWaitersPerNode waits: the one beyond is refused at
+  // once, naming the node; the others still wait.
+  for (size_t i = 0; i <= kMaxDirectoryWaitersPerNode; ++i)
     (*self_)->send(patient_proxy, dir_get_atom::value, std::string("absent"), UINT32_MAX);
-  // The one beyond the limit is refused at once; the others still wait.
   bool refused = false;
   (*self_)->receive(
       [&](caf::error& e) {
         refused = true;
         EXPECT_EQ(error_code(e), ErrorCode::kResourceExhausted) << error_message(e);
+        EXPECT_NE(error_message(e).find("from node"), std::string::npos) << error_message(e);
+      },
+      [&](BufferHandle&) { ADD_FAILURE() << "a wait was answered before the name existed"; },
+      caf::after(std::chrono::seconds(30)) >> [] {});
+  ASSERT_TRUE(refused) << "the request beyond " << kMaxDirectoryWaitersPerNode
+                       << " waits of one node was not refused";
+  // The rest of the slots stay for others: the victim's own actors take them all, then the one
+  // beyond kMaxDirectoryWaiters is refused whoever asks.
+  caf::scoped_actor v{patient->node().system()};
+  for (size_t i = kMaxDirectoryWaitersPerNode; i <= kMaxDirectoryWaiters; ++i)
+    v->send(patient->manager(), dir_get_atom::value, std::string("absent"), UINT32_MAX);
+  refused = false;
+  v->receive(
+      [&](caf::error& e) {
+        refused = true;
+        EXPECT_EQ(error_code(e), ErrorCode::kResourceExhausted) << error_message(e);
+        EXPECT_NE(error_message(e).find(std::to_string(kMaxDirectoryWaiters) + " waiting"),
+                  std::string::npos)
+            << error_message(e);
       },
       [&](BufferHandle&) { ADD_FAILURE() << "a wait was answered before the name existed"; },
       caf::after(std::chrono::seconds(30)) >> [] {});
@@ -383,22 +403,25 @@ TEST_F(HostilePeerTest, DirectoryWaitsAreBoundedInNumberAndTime) {
   Memory m(4096, 0);
   auto h = patient->request_buffer(m);
   ASSERT_TRUE(h) << error_message(h.error());
-  caf::scoped_actor v{patient->node().system()};
   v->request(patient->manager(), std::chrono::seconds(10), dir_put_atom::value,
              std::string("absent"), *h)
       .receive([](bool) {}, [](caf::error& e) { ADD_FAILURE() << error_message(e); });
   size_t answered = 0;
-  for (size_t i = 0; i < kMaxDirectoryWaiters; ++i) {
-    bool got = false;
-    (*self_)->receive(
-        [&](BufferHandle& x) {
-          got = true;
-          answered += x.id == h->id ? 1 : 0;
-        },
-        [&](caf::error& e) { ADD_FAILURE() << error_message(e); },
-        caf::after(std::chrono::seconds(30)) >> [] {});
-    ASSERT_TRUE(got) << "answer " << i << " never came";
-  }
+  auto collect = [&](caf::scoped_actor& who, size_t n, const char* whose) {
+    for (size_t i = 0; i < n; ++i) {
+      bool got = false;
+      who->receive(
+          [&](BufferHandle& x) {
+            got = true;
+            answered += x.id == h->id ? 1 : 0;
+          },
+          [&](caf::error& e) { ADD_FAILURE() << error_message(e); },
+          caf::after(std::chrono::seconds(30)) >> [] {});
+      ASSERT_TRUE(got) << whose << " answer " << i << " never came";
+    }
+  };
+  collect(*self_, kMaxDirectoryWaitersPerNode, "the peer's");
+  collect(v, kMaxDirectoryWaiters - kMaxDirectoryWaitersPerNode, "the victim's");
   EXPECT_EQ(answered, kMaxDirectoryWaiters);
   // Time: on the victim with max_timeout 2 s, a 49-day wait ends with `timeout` (uncapped, it
   // would not end within the receive's 30 s).
