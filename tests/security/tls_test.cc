@@ -12,6 +12,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <stdlib.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -162,6 +164,32 @@ TEST_F(TlsTest, NodesWithoutTheClustersCertificateAreTurnedAwayAndTheNodeKeepsSe
   auto back = a->node().remote_manager("127.0.0.1", foreign->node().port());
   EXPECT_FALSE(back.ok()) << "a accepted a peer certificate of another CA";
   moves_bytes(*a, *b, 33);
+}
+
+TEST_F(TlsTest, CredentialsAndThePlaintextOptInFromTheEnvironment) {
+  // Set before any node of this test starts; no other thread reads the environment meanwhile.
+  TlsCredentials b = pki().node("b");
+  ::setenv(kEnvTlsCertificate, b.certificate.c_str(), 1);
+  ::setenv(kEnvTlsKey, b.key.c_str(), 1);
+  ::setenv(kEnvTlsCaFile, b.cafile.c_str(), 1);
+  auto from_env = RdmaNode::start(options(TlsCredentials{}));
+  ::unsetenv(kEnvTlsCertificate);
+  ::unsetenv(kEnvTlsKey);
+  ::unsetenv(kEnvTlsCaFile);
+  ASSERT_TRUE(from_env.ok()) << from_env.error().to_string();
+  EXPECT_TRUE((*from_env)->uses_tls());
+  auto a = node(pki().node("a"));
+  ASSERT_TRUE(a);
+  TestNode env_node(std::move(*from_env));
+  moves_bytes(*a, env_node, 35);
+
+  NodeOptions o = options(TlsCredentials{});
+  o.host = "0.0.0.0";
+  ::setenv(kEnvPlaintext, "1", 1);
+  auto plain = RdmaNode::start(o);
+  ::unsetenv(kEnvPlaintext);
+  ASSERT_TRUE(plain.ok()) << plain.error().to_string();
+  EXPECT_FALSE((*plain)->uses_tls());
 }
 
 TEST_F(TlsTest, BadCredentialsFailAtStartNamingTheFile) {
