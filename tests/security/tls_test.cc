@@ -71,6 +71,14 @@ std::string make_pki(Pki& p) {
   return "";
 }
 
+// The environment is changed only while no node of the test runs (nothing reads it meanwhile).
+void set_env(const char* name, const std::string& value) {
+  ::setenv(name, value.c_str(), 1);  // NOLINT(concurrency-mt-unsafe): see above
+}
+void unset_env(const char* name) {
+  ::unsetenv(name);  // NOLINT(concurrency-mt-unsafe): see above
+}
+
 const Pki& pki() {
   static Pki p;
   static std::string failed = make_pki(p);
@@ -167,15 +175,14 @@ TEST_F(TlsTest, NodesWithoutTheClustersCertificateAreTurnedAwayAndTheNodeKeepsSe
 }
 
 TEST_F(TlsTest, CredentialsAndThePlaintextOptInFromTheEnvironment) {
-  // Set before any node of this test starts; no other thread reads the environment meanwhile.
   TlsCredentials b = pki().node("b");
-  ::setenv(kEnvTlsCertificate, b.certificate.c_str(), 1);
-  ::setenv(kEnvTlsKey, b.key.c_str(), 1);
-  ::setenv(kEnvTlsCaFile, b.cafile.c_str(), 1);
+  set_env(kEnvTlsCertificate, b.certificate);
+  set_env(kEnvTlsKey, b.key);
+  set_env(kEnvTlsCaFile, b.cafile);
   auto from_env = RdmaNode::start(options(TlsCredentials{}));
-  ::unsetenv(kEnvTlsCertificate);
-  ::unsetenv(kEnvTlsKey);
-  ::unsetenv(kEnvTlsCaFile);
+  unset_env(kEnvTlsCertificate);
+  unset_env(kEnvTlsKey);
+  unset_env(kEnvTlsCaFile);
   ASSERT_TRUE(from_env.ok()) << from_env.error().to_string();
   EXPECT_TRUE((*from_env)->uses_tls());
   auto a = node(pki().node("a"));
@@ -185,9 +192,9 @@ TEST_F(TlsTest, CredentialsAndThePlaintextOptInFromTheEnvironment) {
 
   NodeOptions o = options(TlsCredentials{});
   o.host = "0.0.0.0";
-  ::setenv(kEnvPlaintext, "1", 1);
+  set_env(kEnvPlaintext, "1");
   auto plain = RdmaNode::start(o);
-  ::unsetenv(kEnvPlaintext);
+  unset_env(kEnvPlaintext);
   ASSERT_TRUE(plain.ok()) << plain.error().to_string();
   EXPECT_FALSE((*plain)->uses_tls());
 }
