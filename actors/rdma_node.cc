@@ -97,14 +97,14 @@ Result<rdma_manager_actor> RdmaNode::remote_manager(const std::string& host, uin
   caf::io::middleman_actor mm =
       tls_ ? system_->openssl_manager().actor_handle() : system_->middleman().actor_handle();
   std::string where = host + ":" + std::to_string(port) + (tls_ ? " (TLS)" : "");
-  Result<rdma_manager_actor> out =
-      Error(ErrorCode::kPeerUnavailable, "cannot reach the RDMA manager at " + where);
+  std::string cannot = "cannot reach the RDMA manager at " + where + ": ";
   if (tls_) {
     if (Status st = probe_tls_peer(host, port, tls_credentials_, connect_timeout_); !st.ok())
       return Error(st.error().code() == ErrorCode::kTimeout ? ErrorCode::kTimeout
                                                             : ErrorCode::kPeerUnavailable,
-                   "cannot reach the RDMA manager at " + where + ": " + st.error().message());
+                   cannot + st.error().message());
   }
+  Result<rdma_manager_actor> out = Error(ErrorCode::kPeerUnavailable, cannot + "no reply");
   caf::scoped_actor self{*system_};
   self->request(mm, connect_timeout_, caf::connect_atom::value, host, port)
       .receive(
@@ -118,13 +118,14 @@ Result<rdma_manager_actor> RdmaNode::remote_manager(const std::string& host, uin
               out = caf::actor_cast<rdma_manager_actor>(std::move(ptr));
           },
           [&](caf::error& e) {
-            out =
-                Error(ErrorCode::kPeerUnavailable,
-                      "cannot reach the RDMA manager at " + where + ": " + system_->render(e) +
-                          (e == caf::sec::request_timeout
-                               ? " (no answer within " + std::to_string(connect_timeout_.count()) +
-                                     " ms: nothing listening that answers, or a peer that "
-                                     "turned our connection away)"
+            // A timeout is `timeout`, as documented, on both paths (the probe's too).
+            bool timed_out = e == caf::sec::request_timeout;
+            out = Error(
+                timed_out ? ErrorCode::kTimeout : ErrorCode::kPeerUnavailable,
+                cannot + system_->render(e) +
+                    (timed_out ? " (no answer within " + std::to_string(connect_timeout_.count()) +
+                                     " ms: nothing listening that answers, or a peer "
+                                     "that turned our connection away)"
                                : ""));
           });
   return out;

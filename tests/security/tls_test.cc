@@ -270,6 +270,7 @@ TEST_F(TlsTest, ASilentListenerIsAnErrorAfterTheConnectTimeoutNotAHang) {
     auto p = (*n)->remote_manager("127.0.0.1", port);
     ASSERT_FALSE(p.ok());
     EXPECT_NE(p.error().message().find("within 1000 ms"), std::string::npos) << p.error().message();
+    EXPECT_EQ(p.error().code(), ErrorCode::kTimeout) << p.error().to_string();
   }
   ::close(fd);
 }
