@@ -31,7 +31,8 @@ bool DirectLane::broken() const {
 }
 
 std::optional<Result<DirectLane::Prepared>> DirectLane::prepare(const TransferOp& op) {
-  if (!op.local.owner || op.local.owner.address() != manager_.address() || !op.remote.owner ||
+  // A local buffer's handle names this node's facade (the manager's published stand-in).
+  if (!op.local.owner || op.local.owner.node() != manager_.node() || !op.remote.owner ||
       op.remote.owner.address() != owner_.address() || !op.remote.has_rdma() ||
       op.remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged))
     return std::nullopt;

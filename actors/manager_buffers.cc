@@ -82,7 +82,7 @@ caf::result<BufferHandle> ManagerState::request_buffer(uint64_t addr, uint64_t s
   h.addr = addr;
   h.size = size;
   h.access = access;
-  h.owner = caf::actor_cast<caf::actor>(self_);
+  h.owner = facade_;  // peers know the manager by its facade
   h.owner_name = options_.name;
   secure_random(&entry.secret_hi, sizeof(entry.secret_hi));
   secure_random(&entry.secret_lo, sizeof(entry.secret_lo));
@@ -110,7 +110,7 @@ Result<LocalBuffer*> ManagerState::owned_buffer(uint64_t id, const char* role) {
 }
 
 Result<LocalBuffer*> ManagerState::local_buffer(const BufferHandle& h, const char* role) {
-  if (!h.owner || h.owner.address() != self_->address())
+  if (!owns(h.owner))
     return Error(ErrorCode::kInvalidArgument,
                  std::string(role) + " " + describe(h) + " is not owned by " + options_.name +
                      ": send the request to the manager that owns the local buffer");

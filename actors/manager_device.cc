@@ -159,7 +159,7 @@ void ManagerState::lose_device(const std::string& what) {
   //    timeout x retries).
   for (auto& [key, p] : peers_)
     if (p.manager && p.down_reason.empty())
-      self_->send(caf::actor_cast<rdma_manager_actor>(p.manager), device_gone_atom::value, what);
+      peer_send(p.manager, device_gone_atom::value, what);
   if (options_.mode != TransportMode::kFallback)
     self_->delayed_send(self_, kReopenFirst, ReopenDevice{1});
 }

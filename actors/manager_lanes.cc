@@ -35,7 +35,7 @@ caf::result<LaneGrant> ManagerState::open_lane(BufferHandle remote, uint32_t tim
   std::shared_ptr<RdmaQueuePair> qp(std::move(*created));
   uint64_t id = next_lane_++;
   auto me = caf::actor_cast<caf::actor>(self_);
-  if (remote.owner.address() == self_->address()) {
+  if (owns(remote.owner)) {
     Status st = qp->connect_loopback();
     if (!st.ok())
       return to_caf_error(st.error().with_context("connecting a loopback direct lane"));
@@ -54,7 +54,7 @@ caf::result<LaneGrant> ManagerState::open_lane(BufferHandle remote, uint32_t tim
   auto timeout = std::min(options_.handshake_timeout, std::chrono::milliseconds(timeout_ms));
   QpInfoMsg mine = to_msg(qp->local_info(), id);
   uint64_t held = hold_opening(std::move(qp));
-  self_->request(p.manager, timeout, qp_connect_atom::value, std::move(mine))
+  peer_request(p.manager, timeout, qp_connect_atom::value, std::move(mine))
       .then(
           [this, rp, key, held, id, me, owner = remote.owner](QpInfoMsg& info) mutable {
             auto qp = take_opening(held);
@@ -136,7 +136,7 @@ void ManagerState::close_lane(uint64_t lane) {
 }
 
 void ManagerState::send_lane_drop(const caf::actor& peer, uint64_t lane) {
-  self_->send(caf::actor_cast<rdma_manager_actor>(peer), lane_drop_atom::value, lane);
+  peer_send(peer, lane_drop_atom::value, lane);
 }
 
 void ManagerState::drop_lane(uint64_t lane) {

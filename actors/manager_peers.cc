@@ -1,6 +1,8 @@
 // RdmaManagerActor: peers — lazy one-round-trip queue-pair handshakes, monitoring, teardown.
 #include "actors/detail/manager_state.h"
 
+#include <cstdio>
+
 namespace caf_rdma::detail {
 
 QpInfo from_msg(const QpInfoMsg& m) {
@@ -27,7 +29,7 @@ QpInfoMsg ManagerState::to_msg(const QpInfo& info, uint64_t lane) const {
   m.max_dest_rd_atomic = info.max_dest_rd_atomic;
   m.incarnation = info.incarnation;
   m.device = domain_ ? domain_->device_name() : "";
-  m.manager = caf::actor_cast<caf::actor>(self_);
+  m.manager = facade_;
   m.lane = lane;
   return m;
 }
@@ -111,7 +113,7 @@ void ManagerState::handshake(const caf::actor_addr& key) {
   p.handshaking = true;
   ++counters_.handshakes;
   auto timeout = options_.handshake_timeout;
-  self_->request(p.manager, timeout, qp_connect_atom::value, std::move(mine))
+  peer_request(p.manager, timeout, qp_connect_atom::value, std::move(mine))
       .then(
           [this, key, held](QpInfoMsg& remote) {
             auto qp = take_opening(held);
@@ -249,7 +251,7 @@ caf::result<TransferOutcome> ManagerState::ask_owner_check(const BufferHandle& r
                                                            uint8_t kind) {
   if (!remote.owner)
     return no_owner_error(remote);
-  if (remote.owner.address() == self_->address())
+  if (owns(remote.owner))
     return check_access(ref_of(remote), offset, length, kind);
   return relay_to_owner<TransferOutcome>(remote, buf_check_atom::value, ref_of(remote), offset,
                                          length, kind);
@@ -259,12 +261,20 @@ caf::result<uint64_t> ManagerState::ask_owner_checksum(const BufferHandle& remot
                                                        uint64_t length) {
   if (!remote.owner)
     return no_owner_error(remote);
-  if (remote.owner.address() == self_->address())
+  if (owns(remote.owner))
     return checksum(ref_of(remote), offset, length);
   return relay_to_owner<uint64_t>(remote, checksum_atom::value, ref_of(remote), offset, length);
 }
 
 void ManagerState::on_down(const caf::down_msg& msg) {
+  if (facade_ && msg.source == facade_.address()) {
+    // Only CAF's `kill` stops it (see peer_facade.h); this node's own actors are unaffected.
+    std::fprintf(stderr,
+                 "caf-rdma: %s: the published facade stopped (%s): other nodes can no longer "
+                 "reach this manager; its own node's actors still can\n",
+                 options_.name.c_str(), caf::to_string(msg.reason).c_str());
+    return;
+  }
   auto it = peers_.find(msg.source);
   if (it == peers_.end())
     return;

@@ -109,9 +109,8 @@ void ManagerState::start_stream(uint64_t ticket, uint32_t index) {
                   " failed: " + out.message;
     finish_op(ticket, index, std::move(out));
   };
-  self_
-      ->request(op.remote.owner, timeout, stream_grant_atom::value, ref_of(op.remote),
-                op.remote_offset, t.ops[index].length, op.kind, t.timeout_ms)
+  peer_request(op.remote.owner, timeout, stream_grant_atom::value, ref_of(op.remote),
+               op.remote_offset, t.ops[index].length, op.kind, t.timeout_ms)
       .then(
           [this, ticket, index](StreamGrantMsg& grant) {
             auto it = transfers_.find(ticket);

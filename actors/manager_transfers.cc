@@ -321,7 +321,7 @@ void ManagerState::explain_refusal(uint64_t ticket, uint32_t index, TransferOutc
                     describe(op.remote) + ": " + owner.message;
     return owner;
   };
-  if (o.peer == self_->address()) {
+  if (o.peer == facade_.address()) {
     TransferOutcome owner = check_access(ref_of(op.remote), op.remote_offset, o.length, op.kind);
     return finish_op(ticket, index, owner.ok() ? std::move(outcome) : owner_said(owner));
   }
@@ -367,7 +367,7 @@ void ManagerState::verify_op(uint64_t ticket, uint32_t index) {
                   sums + ") on " + (qp_text.empty() ? op.local.device : qp_text);
     finish_op(ticket, index, std::move(bad));
   };
-  if (o.peer == self_->address()) {
+  if (o.peer == facade_.address()) {
     auto rb = owner_access(ref_of(op.remote), op.remote_offset, o.length, false);
     if (!rb.ok())
       return finish_op(ticket, index, outcome_of(rb.error()));
@@ -452,7 +452,7 @@ void ManagerState::start_rdma(uint64_t ticket, uint32_t index) {
     return reroute(ticket, index,
                    !domain_ ? "this manager's RDMA device is gone (" + no_rdma_reason_ + ")"
                             : "its RDMA port is down (" + port_down_ + ")");
-  if (o.peer == self_->address()) {
+  if (o.peer == facade_.address()) {
     auto qp = loopback_qp();
     if (!qp.ok())
       return fail_op(ticket, index, to_caf_error(qp.error()));
@@ -624,7 +624,7 @@ void ManagerState::start_fallback(uint64_t ticket, uint32_t index) {
   o.path = OpPath::kFallback;
   const TransferOp& op = o.op;
   bool is_read = op.kind == static_cast<uint8_t>(TransferKind::kRead);
-  if (o.peer == self_->address()) {
+  if (o.peer == facade_.address()) {
     // Both buffers are ours: the owner's checks, then a copy.
     auto rb = owned_buffer(op.remote.id, "remote");
     if (!rb.ok())
@@ -714,9 +714,8 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
       pump_fallback(ticket, index);
     };
     if (is_read) {
-      self_
-          ->request(op.remote.owner, timeout, fetch_atom::value, ref_of(op.remote),
-                    op.remote_offset + off, n)
+      peer_request(op.remote.owner, timeout, fetch_atom::value, ref_of(op.remote),
+                   op.remote_offset + off, n)
           .then(
               [this, ticket, index, local_off, n, chunk_done](ByteChunk& data) {
                 auto it = transfers_.find(ticket);
@@ -758,9 +757,8 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
           return finish_op(ticket, index, outcome_of(st.error()));
         }
       }
-      self_
-          ->request(op.remote.owner, timeout, store_atom::value, ref_of(op.remote),
-                    op.remote_offset + off, std::move(bytes))
+      peer_request(op.remote.owner, timeout, store_atom::value, ref_of(op.remote),
+                   op.remote_offset + off, std::move(bytes))
           .then([chunk_done](uint64_t stored) { chunk_done(stored); }, on_error);
     }
   }

@@ -72,7 +72,7 @@ DirectLane* RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
                                  std::optional<Error>* failed) {
   if (!direct_ || timeout_ms == 0 || !op.remote.owner || !op.remote.has_rdma() ||
       op.remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged) || !op.local.owner ||
-      op.local.owner.address() != manager_.address())
+      op.local.owner.node() != manager_.node())  // local handles name the node's facade
     return nullptr;
   auto now = std::chrono::steady_clock::now();
   LaneSlot& slot = lanes_[op.remote.owner.address()];

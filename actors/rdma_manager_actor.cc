@@ -191,6 +191,7 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       [=](const detail::DeviceChanged& e) { self->state.device_changed(e); },
       [=](const detail::ReopenDevice& e) { self->state.reopen_device(e.attempt); },
       [=](const detail::StagingFreed&) { self->state.staging_freed(); },
+      [=](const detail::GetFacade&) -> caf::actor { return self->state.facade(); },
   };
 }
 
@@ -242,6 +243,9 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
                         std::string no_rdma_reason) {
   self_ = self;
   options_ = std::move(options);
+  // Peers reach this manager, and it reaches them, only through the facade (peer_facade.h).
+  facade_ = self_->spawn(peer_facade, caf::actor_cast<caf::actor>(self_), options_.name);
+  self_->monitor(facade_);
   domain_ = std::move(domain);
   no_rdma_reason_ = std::move(no_rdma_reason);
   if (domain_) {
@@ -279,7 +283,10 @@ Status ManagerState::local_only(const char* request) const {
   // forged BASP handshake, so it is refused like any remote sender.
   const bool proxy =
       sender && dynamic_cast<caf::actor_proxy*>(caf::actor_cast<caf::abstract_actor*>(sender));
-  if (sender && sender->node() == self_->node() && !proxy)
+  // The facade forwards none of these; anything it forwards came from the network.
+  const auto* element = self_->current_mailbox_element();
+  const bool via_facade = element != nullptr && !element->stages.empty();
+  if (sender && sender->node() == self_->node() && !proxy && !via_facade)
     return {};
   return Error(
       ErrorCode::kPermissionDenied,

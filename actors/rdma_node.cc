@@ -64,10 +64,23 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
   if (!mgr.ok())
     return mgr.error();
   node->manager_ = *mgr;
-  auto port = node->tls_
-                  ? caf::openssl::publish(node->manager_, options.port, options.host.c_str(), true)
-                  : node->system_->middleman().publish(node->manager_, options.port,
-                                                       options.host.c_str(), true);
+  // What peers see is the manager's facade (actors/peer_facade.h): the manager itself is never
+  // published nor serialized, so no message from the network can reach it.
+  rdma_manager_actor facade;
+  {
+    caf::scoped_actor self{*node->system_};
+    self->request(caf::actor_cast<caf::actor>(node->manager_), std::chrono::seconds(30),
+                  detail::GetFacade{})
+        .receive([&](caf::actor& f) { facade = caf::actor_cast<rdma_manager_actor>(std::move(f)); },
+                 [&](caf::error&) {});
+  }
+  if (!facade) {
+    caf::anon_send_exit(node->manager_, caf::exit_reason::user_shutdown);
+    return Error(ErrorCode::kInternal, "the RDMA manager did not name its facade");
+  }
+  auto port = node->tls_ ? caf::openssl::publish(facade, options.port, options.host.c_str(), true)
+                         : node->system_->middleman().publish(facade, options.port,
+                                                              options.host.c_str(), true);
   if (!port) {
     caf::anon_send_exit(node->manager_, caf::exit_reason::user_shutdown);
     return Error(ErrorCode::kPeerUnavailable, "publishing the RDMA manager on " + options.host +

@@ -92,6 +92,9 @@ struct SetName {
   std::string name;
 };
 
+/// RdmaNode -> its manager, once at start: which actor to publish (the manager's facade).
+struct GetFacade {};
+
 /// DeviceMonitor thread -> manager: something happened to the RDMA device of domain
 /// `incarnation` (events of a domain already replaced are ignored).
 struct DeviceChanged {
@@ -115,7 +118,8 @@ using manager_impl_actor = rdma_manager_actor::extend<
     caf::reacts_to<StreamDone>, caf::reacts_to<StreamServed>, caf::reacts_to<StreamExpire>,
     caf::reacts_to<ChunkSent>, caf::reacts_to<LaneClosed>, caf::reacts_to<LaneIdle>,
     caf::reacts_to<DirTimeout>, caf::reacts_to<SetName>, caf::reacts_to<DeviceChanged>,
-    caf::reacts_to<ReopenDevice>, caf::reacts_to<StagingFreed>>;
+    caf::reacts_to<ReopenDevice>, caf::reacts_to<StagingFreed>,
+    caf::replies_to<GetFacade>::with<caf::actor>>;
 
 }  // namespace caf_rdma::detail
 
@@ -133,3 +137,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::SetName)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::DeviceChanged)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::ReopenDevice)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::StagingFreed)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::GetFacade)

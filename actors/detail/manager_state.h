@@ -38,6 +38,7 @@
 
 #include "actors/detail/manager_events.h"
 #include "actors/direct_registry.h"
+#include "actors/peer_facade.h"
 #include "actors/rdma_errors.h"
 #include "actors/rdma_manager_actor.h"
 #include "actors/transfer_checks.h"
@@ -218,7 +219,10 @@ public:
       return;
     named_ = true;
     options_.name = std::move(name);
+    caf::anon_send(facade_, FacadeName{options_.name});
   }
+  /// The actor published in this manager's place (actors/peer_facade.h): peers see only it.
+  const caf::actor& facade() const { return facade_; }
 
   // -- transfers (manager_transfers.cc) --
   caf::result<TransferReply> transfer(TransferOp op, uint32_t timeout_ms);
@@ -314,7 +318,7 @@ private:
     const uint64_t q = next_question_++;
     p.questions.emplace(q, std::move(fail));
     auto key = peer.address();
-    self_->request(peer, timeout, std::forward<Ts>(xs)...)
+    peer_request(peer, timeout, std::forward<Ts>(xs)...)
         .then(
             [this, key, q, ok](T& answer) {
               if (take_question(key, q))
@@ -325,6 +329,22 @@ private:
                 f(err);
             });
   }
+  /// A request to peer manager `dest`, sent by the facade in its own name (the manager's
+  /// handle never leaves the process); its answer or error comes back as a request's would.
+  template <class... Ts>
+  auto peer_request(const caf::actor& dest, std::chrono::milliseconds timeout, Ts&&... xs) {
+    return self_->request(
+        facade_, timeout,
+        PeerCall{dest, timeout, caf::make_message(std::forward<Ts>(xs)...), true});
+  }
+  /// A message to peer manager `dest`, sent by the facade (after every earlier peer message).
+  template <class... Ts>
+  void peer_send(const caf::actor& dest, Ts&&... xs) {
+    caf::anon_send(facade_, PeerCall{dest, std::chrono::milliseconds(0),
+                                     caf::make_message(std::forward<Ts>(xs)...), false});
+  }
+  /// Whether `owner` (a handle's) is this manager, as peers know it: its facade.
+  bool owns(const caf::actor& owner) const { return owner && owner.address() == facade_.address(); }
   /// Asks the owner of `remote` (a peer manager) with `xs` and relays its answer or error (as
   /// ask_peer: peer_unavailable at once if it is or goes down).
   template <class T, class... Ts>
@@ -369,6 +389,8 @@ private:
   void reroute(uint64_t ticket, uint32_t index, const std::string& why);
 
   Self self_ = nullptr;
+  /// Published in the manager's place; every message to or from another node passes it.
+  caf::actor facade_;
   ManagerOptions options_;
   bool named_ = false;  ///< set_name was taken
   std::shared_ptr<RdmaDomain> domain_;

@@ -448,7 +448,7 @@ TEST_F(HostilePeerTest, DirectoryWaitsAreBoundedInNumberAndTime) {
 TEST_F(HostilePeerTest, HandshakesAndDropsSpeakOnlyForTheirSender) {
   QpInfoMsg m;
   m.gid.assign(16, 0);
-  m.manager = caf::actor_cast<caf::actor>(victim_->manager());  // "I am someone else"
+  m.manager = proxy_;  // "I am someone else": the victim itself, as peers know it
   auto r = ask<QpInfoMsg>(qp_connect_atom::value, m);
   ASSERT_FALSE(r);
   // Without a device the victim has no queue pairs to give (no_device); with one it refuses the
