@@ -3,6 +3,10 @@
 // fallback path, moves the bytes in CAF messages, or over its stream channel for large host
 // transfers) and replies when the data is in place.
 //
+// Other nodes know a manager by the facade its node publishes (actors/peer_facade.h), which
+// serves them the same interface: the peer protocol and the read-only questions go through to
+// the manager, the requests of the node's own actors are refused.
+//
 // Every error reply is a caf::error of category "caf_rdma" whose code is an ErrorCode
 // (`error_code(err)`) and whose message (`error_message(err)`) names what was wrong.
 #pragma once

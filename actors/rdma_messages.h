@@ -42,7 +42,7 @@ struct BufferHandle {
   std::string device;        ///< owner's device ("" without RDMA)
   std::vector<uint8_t> gid;  ///< owner's port GID (16 bytes, "" without RDMA)
   bool ethernet = true;      ///< owner's link layer (RoCE) or InfiniBand
-  caf::actor owner;          ///< the owner's RdmaManagerActor
+  caf::actor owner;          ///< the owner node's manager, as peers know it (its facade)
   std::string owner_name;    ///< "host:port" or node id of the owner, for messages
   uint8_t memory = 0;        ///< BufferMemory
   int32_t gpu = -1;          ///< CUDA device ordinal of GPU memory, -1 for host memory
@@ -158,7 +158,7 @@ struct QpInfoMsg {
   uint8_t mtu = 0;
   bool ethernet = true;
   std::string device;
-  caf::actor manager;  ///< the sender's manager
+  caf::actor manager;  ///< the sender's manager (its facade)
   uint64_t lane = 0;   ///< 0: the managers' queue pair; else the initiator's direct lane id
   uint8_t max_dest_rd_atomic = 0;  ///< READs its responder takes outstanding (QpInfo)
   uint64_t incarnation = 0;        ///< the sender's device opening (QpInfo)

@@ -55,6 +55,9 @@ public:
   ~RdmaNode();
 
   caf::actor_system& system() { return *system_; }
+  /// This node's manager, for this process's actors. Never send it to another node: other nodes
+  /// reach this one through the facade it publishes (remote_manager), which the node's buffer
+  /// handles name as their owner.
   const rdma_manager_actor& manager() const { return manager_; }
   uint16_t port() const { return port_; }
   /// "host:port" of this node's manager.

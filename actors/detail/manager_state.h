@@ -15,7 +15,10 @@
 //     before the reply.
 //  6. Requests that act on this node's memory (request_buffer, release, transfer, batch,
 //     lane_open, ask_check, ask_sum, dir_put) are served only for actors of this node; peers
-//     reach the peer protocol, where every access names a buffer by id *and* secret.
+//     reach the peer protocol, where every access names a buffer by id *and* secret. The
+//     manager's own handle never leaves the process: peers know it by its facade
+//     (peer_facade.h), which owns its handles and carries every message to and from other
+//     nodes (peer_request, peer_send), so no BASP frame can address the manager.
 //  7. Everything a peer can make us hold is bounded: grant and wait timeouts (max_timeout),
 //     grants per buffer and per peer, directory names and waiters, chunk sizes.
 //  8. Device loss (manager_device.cc): when the DeviceMonitor says the device went away, every
