@@ -257,9 +257,24 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
   if (!options_.stream_host.empty() && options_.stream_min_bytes > 0 &&
       options_.mode != TransportMode::kRdma) {
     // Without a stream channel (e.g. the address cannot be bound) the fallback uses CAF chunks.
-    if (auto server = StreamServer::start(options_.stream_host); server.ok())
-      stream_server_ = std::move(*server);
-    stream_client_ = std::make_unique<StreamClient>(options_.stream_threads);
+    TlsContext tls;
+    bool usable = true;
+    if (options_.stream_tls.any()) {
+      auto ctx = tls_stream_context(options_.stream_tls);
+      if (ctx.ok())
+        tls = *ctx;
+      else
+        std::fprintf(stderr,
+                     "caf-rdma: %s: no stream channel (fallback bytes go in CAF messages): %s\n",
+                     options_.name.c_str(), ctx.error().message().c_str());
+      usable = ctx.ok();
+    }
+    if (usable) {
+      if (auto server = StreamServer::start(options_.stream_host, StreamServer::Limits{}, tls);
+          server.ok())
+        stream_server_ = std::move(*server);
+      stream_client_ = std::make_unique<StreamClient>(options_.stream_threads, tls);
+    }
   }
 }
 

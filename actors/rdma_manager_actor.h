@@ -8,6 +8,7 @@
 
 #include "actors/rdma_manager_interface.h"
 #include "components/device_memory.h"
+#include "components/tls_credentials.h"
 #include "primitives/ibverbs_config.h"
 #include "primitives/status.h"
 
@@ -74,7 +75,7 @@ struct ManagerOptions {
   uint64_t fallback_chunk_bytes = 256 << 10;
   uint32_t fallback_window = 32;
   /// Fallback transfers of host memory of at least this many bytes move over the stream
-  /// channel: the owner grants the range over CAF, then the bytes go over a plain TCP
+  /// channel: the owner grants the range over CAF, then the bytes go over a TCP (or TLS)
   /// connection straight between the two registered buffers (no copies in user space).
   /// 0: always CAF chunks.
   uint64_t stream_min_bytes = 256 << 10;
@@ -83,6 +84,10 @@ struct ManagerOptions {
   std::string stream_host;
   /// Stream transfers this manager runs at once as requester (more wait).
   uint32_t stream_threads = 4;
+  /// The stream channel speaks TLS with these (RdmaNode sets its own when the nodes use TLS):
+  /// owner and requester verify each other's certificate against the CA file, and the bytes
+  /// travel encrypted. Empty: plain TCP.
+  TlsCredentials stream_tls;
   /// How this manager names itself in handles and messages (e.g. "host:port").
   std::string name;
   /// GPU memory support; null: the CUDA driver when this build and host have one (else every

@@ -59,7 +59,7 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
   if (mo.stream_host.empty() && options.host != "0.0.0.0" && !options.host.empty())
     mo.stream_host = options.host == "localhost" ? "127.0.0.1" : options.host;
   if (node->tls_)
-    mo.stream_host.clear();  // plain TCP: with TLS the bulk bytes go in CAF messages instead
+    mo.stream_tls = tls;  // the stream channel speaks TLS with the node's credentials
   auto mgr = spawn_manager(*node->system_, mo);
   if (!mgr.ok())
     return mgr.error();

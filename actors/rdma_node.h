@@ -34,8 +34,7 @@ struct NodeOptions {
   /// CA file of the authority that signs every node of the cluster; a peer without such a
   /// certificate is turned away. None set here: CAF_RDMA_TLS_CERT, CAF_RDMA_TLS_KEY,
   /// CAF_RDMA_TLS_CA (and CAF_RDMA_TLS_PASSPHRASE) when set. Checked at start (errors name the
-  /// file). With TLS the fallback's stream channel (plain TCP) is off: bulk bytes travel in CAF
-  /// messages over TLS.
+  /// file). With TLS the fallback's stream channel speaks TLS with the same credentials.
   TlsCredentials tls;
   /// Without TLS, publishing on an address other than loopback is refused unless this is set
   /// (or CAF_RDMA_PLAINTEXT=1): every process that reaches the port may then speak the peer

@@ -1,11 +1,17 @@
 // TCP sockets with deadlines (see socket_io.h).
 #include "components/socket_io.h"
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -74,21 +80,27 @@ Result<bool> wait_ready(int fd, short events, Deadline deadline) {
 Socket& Socket::operator=(Socket&& other) noexcept {
   if (this != &other) {
     close();
-    fd_ = other.release();
+    fd_ = other.fd_;
+    tls_ = other.tls_;
+    other.fd_ = -1;
+    other.tls_ = nullptr;
   }
   return *this;
 }
 
-int Socket::release() {
-  int fd = fd_;
-  fd_ = -1;
-  return fd;
-}
-
 void Socket::close() {
+  if (tls_ != nullptr)
+    SSL_free(tls_);  // no close_notify: the peer sees the connection end either way
+  tls_ = nullptr;
   if (fd_ >= 0)
     ::close(fd_);
   fd_ = -1;
+}
+
+void Socket::adopt_tls(ssl_st* tls) {
+  if (tls_ != nullptr)
+    SSL_free(tls_);
+  tls_ = tls;
 }
 
 void Socket::shutdown_both() const {
@@ -167,11 +179,110 @@ Result<Socket> accept_tcp(const Socket& listener, int stop_fd) {
 
 namespace {
 
+/// OpenSSL writes with write(2), which raises SIGPIPE on a connection the peer closed: while
+/// one is alive, SIGPIPE is blocked in this thread, and one it raised is taken back (the write
+/// fails with EPIPE instead of ending the process).
+class SigpipeGuard {
+public:
+  SigpipeGuard() {
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe, &old_);
+  }
+  ~SigpipeGuard() {
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    if (!was_pending_ && sigismember(&pending, SIGPIPE) == 1) {
+      timespec zero{};
+      while (sigtimedwait(&pipe, nullptr, &zero) < 0 && errno == EINTR) {
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeGuard(const SigpipeGuard&) = delete;
+  SigpipeGuard& operator=(const SigpipeGuard&) = delete;
+
+private:
+  sigset_t old_{};
+  bool was_pending_ = false;
+};
+
+// OpenSSL's queued errors as text (emptied).
+std::string ssl_errors() {
+  std::string out;
+  while (unsigned long e = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof(buf));
+    out += (out.empty() ? "" : "; ") + std::string(buf);
+  }
+  return out;
+}
+
+/// Why a TLS call failed (SSL_get_error's code), for an error message.
+std::string tls_failure(SSL* ssl, int code) {
+  if (code == SSL_ERROR_ZERO_RETURN)
+    return "the peer closed the TLS session";
+  long verify = SSL_get_verify_result(ssl);
+  if (verify != X509_V_OK)
+    return std::string("certificate check failed: ") + X509_verify_cert_error_string(verify);
+  std::string queued = ssl_errors();
+  if (code == SSL_ERROR_SYSCALL)
+    return queued.empty() ? (errno != 0 ? errno_string(errno) : "connection closed by the peer")
+                          : queued;
+  return queued.empty() ? "TLS error " + std::to_string(code) : queued;
+}
+
+/// One TLS read or write of up to n bytes: the count, 0 with `events` set to what to wait for,
+/// or an error (`closed` set when the peer ended the connection).
+Result<size_t> tls_io(SSL* ssl, uint8_t* p, size_t n, bool sending, short& events, bool& closed) {
+  SigpipeGuard guard;
+  ERR_clear_error();
+  errno = 0;
+  int k = sending ? SSL_write(ssl, p, static_cast<int>(std::min<size_t>(n, 1 << 30)))
+                  : SSL_read(ssl, p, static_cast<int>(std::min<size_t>(n, 1 << 30)));
+  if (k > 0)
+    return static_cast<size_t>(k);
+  int code = SSL_get_error(ssl, k);
+  if (code == SSL_ERROR_WANT_READ) {
+    events = POLLIN;
+    return size_t{0};
+  }
+  if (code == SSL_ERROR_WANT_WRITE) {
+    events = POLLOUT;
+    return size_t{0};
+  }
+  // Closed, reset, or ended by the peer's alert (e.g. it refused our certificate).
+  closed = code == SSL_ERROR_ZERO_RETURN || code == SSL_ERROR_SYSCALL;
+  return Error(ErrorCode::kPeerUnavailable, tls_failure(ssl, code));
+}
+
 /// Sends (or receives) exactly n bytes at p before the deadline.
 Status move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline deadline, const std::string& what,
                 bool sending) {
   uint64_t done = 0;
   auto progress = [&] { return std::to_string(done) + " of " + std::to_string(n) + " bytes"; };
+  while (done < n && s.tls() != nullptr) {
+    short events = 0;
+    bool closed = false;
+    auto k = tls_io(s.tls(), p + done, n - done, sending, events, closed);
+    if (!k.ok())
+      return Error(k.error().code(), what + ": " + (closed ? "connection closed: " : "") +
+                                         k.error().message() + " (after " + progress() + ")");
+    done += *k;
+    if (*k > 0)
+      continue;
+    CAF_RDMA_ASSIGN_OR_RETURN(bool ready, wait_ready(s.fd(), events, deadline));
+    if (!ready)
+      return Error(ErrorCode::kTimeout, what + ": timed out after " +
+                                            (sending ? "sending " : "receiving ") + progress());
+  }
   while (done < n) {
     ssize_t k = sending ? ::send(s.fd(), p + done, n - done, MSG_NOSIGNAL)
                         : ::recv(s.fd(), p + done, n - done, 0);
@@ -195,6 +306,99 @@ Status move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline deadline, cons
 }
 
 }  // namespace
+
+Status start_tls(Socket& s, const TlsContext& ctx, bool server, Deadline deadline,
+                 const std::string& what) {
+  SSL* ssl = ctx ? SSL_new(ctx.get()) : nullptr;
+  if (ssl == nullptr || SSL_set_fd(ssl, s.fd()) != 1) {
+    if (ssl != nullptr)
+      SSL_free(ssl);
+    return Error(ErrorCode::kInternal, what + ": cannot start TLS: " + ssl_errors());
+  }
+  s.adopt_tls(ssl);
+  if (server)
+    SSL_set_accept_state(ssl);
+  else
+    SSL_set_connect_state(ssl);
+  for (;;) {
+    short events = 0;
+    {
+      SigpipeGuard guard;
+      ERR_clear_error();
+      errno = 0;
+      int r = SSL_do_handshake(ssl);
+      if (r == 1)
+        return {};
+      int code = SSL_get_error(ssl, r);
+      if (code == SSL_ERROR_WANT_READ)
+        events = POLLIN;
+      else if (code == SSL_ERROR_WANT_WRITE)
+        events = POLLOUT;
+      else
+        return Error(ErrorCode::kPeerUnavailable,
+                     what + ": TLS handshake failed: " + tls_failure(ssl, code));
+    }
+    CAF_RDMA_ASSIGN_OR_RETURN(bool ready, wait_ready(s.fd(), events, deadline));
+    if (!ready)
+      return Error(ErrorCode::kTimeout, what + ": no TLS handshake before the deadline");
+  }
+}
+
+Status begin_tls_accept(Socket& s, const TlsContext& ctx) {
+  SSL* ssl = ctx ? SSL_new(ctx.get()) : nullptr;
+  if (ssl == nullptr || SSL_set_fd(ssl, s.fd()) != 1) {
+    if (ssl != nullptr)
+      SSL_free(ssl);
+    return Error(ErrorCode::kInternal, "stream channel: cannot start TLS: " + ssl_errors());
+  }
+  s.adopt_tls(ssl);
+  SSL_set_accept_state(ssl);
+  return {};
+}
+
+Result<bool> tls_accept_step(const Socket& s) {
+  SSL* ssl = s.tls();
+  if (ssl == nullptr)
+    return true;
+  SigpipeGuard guard;
+  ERR_clear_error();
+  errno = 0;
+  int r = SSL_do_handshake(ssl);
+  if (r == 1)
+    return true;
+  int code = SSL_get_error(ssl, r);
+  if (code == SSL_ERROR_WANT_READ)
+    return false;
+  // WANT_WRITE too: a handshake's few KiB fit any socket buffer, unless the peer never reads.
+  return Error(ErrorCode::kPeerUnavailable, "TLS handshake failed: " + tls_failure(ssl, code));
+}
+
+Result<size_t> recv_some(const Socket& s, void* data, size_t n) {
+  if (s.tls() != nullptr) {
+    short events = 0;
+    bool closed = false;
+    auto k = tls_io(s.tls(), static_cast<uint8_t*>(data), n, false, events, closed);
+    if (k.ok() && *k == 0 && events != POLLIN)
+      return Error(ErrorCode::kInternal, "TLS read wants to write first");
+    return k;
+  }
+  for (;;) {
+    ssize_t k = ::recv(s.fd(), data, n, 0);
+    if (k > 0)
+      return static_cast<size_t>(k);
+    if (k == 0)
+      return Error(ErrorCode::kPeerUnavailable, "connection closed by the peer");
+    if (errno == EINTR)
+      continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      return size_t{0};
+    return errno_error("recv", errno);
+  }
+}
+
+size_t tls_pending(const Socket& s) {
+  return s.tls() != nullptr ? static_cast<size_t>(SSL_pending(s.tls())) : 0;
+}
 
 Status send_all(const Socket& s, const void* data, uint64_t n, Deadline deadline,
                 const std::string& what) {

@@ -1,18 +1,26 @@
-// TCP sockets for the fallback's stream channel: an owning file descriptor and I/O with a
-// deadline. Every call is non-blocking underneath (poll with the time left), so no wait is
-// unbounded unless the caller asks for it (kNoDeadline, used only for idle connections, which
-// are woken by shutdown()).
+// TCP sockets for the fallback's stream channel: an owning file descriptor (with its TLS
+// session when the nodes speak TLS) and I/O with a deadline. Every call is non-blocking underneath
+// (poll with the time left), so no wait is unbounded unless the caller asks for it (kNoDeadline,
+// used only for idle connections, which are woken by shutdown()).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "primitives/status.h"
 
+struct ssl_st;      // OpenSSL's SSL
+struct ssl_ctx_st;  // OpenSSL's SSL_CTX
+
 namespace caf_rdma {
 
 using Deadline = std::chrono::steady_clock::time_point;
+
+/// A TLS context for the stream channel (OpenSSL's SSL_CTX, made by tls_stream_context in
+/// components/tls_credentials.h): null means plain TCP.
+using TlsContext = std::shared_ptr<ssl_ctx_st>;
 constexpr Deadline kNoDeadline = Deadline::max();
 
 /// Owns a socket; closes it on destruction. Move-only.
@@ -20,7 +28,10 @@ class Socket {
 public:
   Socket() = default;
   explicit Socket(int fd) : fd_(fd) {}
-  Socket(Socket&& other) noexcept : fd_(other.release()) {}
+  Socket(Socket&& other) noexcept : fd_(other.fd_), tls_(other.tls_) {
+    other.fd_ = -1;
+    other.tls_ = nullptr;
+  }
   Socket& operator=(Socket&& other) noexcept;
   Socket(const Socket&) = delete;
   Socket& operator=(const Socket&) = delete;
@@ -28,13 +39,18 @@ public:
 
   int fd() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
-  int release();
+  /// Closes the socket (and frees its TLS session).
   void close();
+  /// The TLS session on this socket (start_tls, begin_tls_accept), or null for plain TCP.
+  ssl_st* tls() const { return tls_; }
+  /// Takes ownership of a TLS session on this socket's fd.
+  void adopt_tls(ssl_st* tls);
   /// Wakes any thread blocked on this socket (its I/O fails with "connection shut down").
   void shutdown_both() const;
 
 private:
   int fd_ = -1;
+  ssl_st* tls_ = nullptr;
 };
 
 /// A listening socket on host (an IPv4 address or "localhost"), port 0 = the kernel's choice.
@@ -46,8 +62,25 @@ Result<Socket> connect_tcp(const std::string& host, uint16_t port, Deadline dead
 /// Accepts one connection, or returns an invalid Socket when `stop_fd` becomes readable.
 Result<Socket> accept_tcp(const Socket& listener, int stop_fd);
 
-/// Sends/receives exactly n bytes before the deadline. Errors: timeout, peer_unavailable (the
-/// peer closed or reset the connection), internal (other errno); `what` starts the message.
+/// Starts TLS on connected socket `s` as client (or server) with `ctx` and completes the
+/// handshake before the deadline; the peer must show a certificate the context's CA file
+/// vouches for. Errors: timeout, peer_unavailable (OpenSSL's reason, or the certificate
+/// check that failed); `what` starts the message.
+Status start_tls(Socket& s, const TlsContext& ctx, bool server, Deadline deadline,
+                 const std::string& what);
+/// Server side without blocking (an event loop): begin_tls_accept, then tls_accept_step each
+/// time the socket is readable until it says true (done); an error ends the connection.
+Status begin_tls_accept(Socket& s, const TlsContext& ctx);
+Result<bool> tls_accept_step(const Socket& s);
+/// Reads what is there, up to n bytes, without blocking: the count (0: nothing yet). Errors:
+/// peer_unavailable (closed), internal.
+Result<size_t> recv_some(const Socket& s, void* data, size_t n);
+/// Bytes a TLS session has read from the socket and not yet handed out (0 for plain TCP).
+size_t tls_pending(const Socket& s);
+
+/// Sends/receives exactly n bytes before the deadline (through TLS when the socket has it). Errors:
+/// timeout, peer_unavailable (the peer closed or reset the connection), internal (other errno);
+/// `what` starts the message.
 Status send_all(const Socket& s, const void* data, uint64_t n, Deadline deadline,
                 const std::string& what);
 Status recv_all(const Socket& s, void* data, uint64_t n, Deadline deadline,

@@ -7,7 +7,8 @@
 
 namespace caf_rdma {
 
-StreamClient::StreamClient(size_t threads) : threads_(std::max<size_t>(threads, 1)) {}
+StreamClient::StreamClient(size_t threads, TlsContext tls)
+    : tls_(std::move(tls)), threads_(std::max<size_t>(threads, 1)) {}
 
 StreamClient::~StreamClient() {
   std::deque<StreamJob> left;
@@ -98,10 +99,20 @@ Result<Socket> StreamClient::take_connection(const StreamJob& job, bool& pooled)
   }
   pooled = false;
   CAF_RDMA_ASSIGN_OR_RETURN(Socket s, connect_tcp(job.host, job.port, job.deadline));
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_)
-    return Error(ErrorCode::kPeerUnavailable, "stream transfer cancelled: its manager stopped");
-  busy_fds_.insert(s.fd());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_)
+      return Error(ErrorCode::kPeerUnavailable, "stream transfer cancelled: its manager stopped");
+    busy_fds_.insert(s.fd());  // from here the destructor can wake it
+  }
+  if (tls_) {
+    Status st = start_tls(s, tls_, false, job.deadline, "stream channel to " + endpoint);
+    if (!st.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      busy_fds_.erase(s.fd());
+      return st.error();
+    }
+  }
   return s;
 }
 

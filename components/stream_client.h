@@ -35,7 +35,9 @@ class StreamClient {
 public:
   /// `threads` transfers run at once; more wait in order. The threads start with the first
   /// transfer (a node that never needs the stream channel runs none).
-  explicit StreamClient(size_t threads = 4);
+  /// With `tls`, every connection is TLS: the owner must show a certificate the context's CA
+  /// file vouches for, and this node shows its own.
+  explicit StreamClient(size_t threads = 4, TlsContext tls = nullptr);
   /// Fails queued jobs, wakes running ones (their sockets are shut down) and joins the workers.
   ~StreamClient();
 
@@ -55,6 +57,7 @@ private:
   Result<Socket> take_connection(const StreamJob& job, bool& pooled);
   void give_back(const std::string& endpoint, Socket s);
 
+  const TlsContext tls_;  ///< null: plain TCP
   mutable std::mutex mu_;
   std::condition_variable ready_;
   bool stopping_ = false;

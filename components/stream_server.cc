@@ -31,6 +31,11 @@ Result<std::unique_ptr<StreamServer>> StreamServer::start(const std::string& hos
 }
 
 Result<std::unique_ptr<StreamServer>> StreamServer::start(const std::string& host, Limits limits) {
+  return start(host, limits, nullptr);
+}
+
+Result<std::unique_ptr<StreamServer>> StreamServer::start(const std::string& host, Limits limits,
+                                                          TlsContext tls) {
   if (limits.workers == 0 || limits.max_connections == 0 || limits.max_per_host == 0 ||
       limits.header_timeout.count() <= 0)
     return Error(ErrorCode::kInvalidArgument,
@@ -39,13 +44,19 @@ Result<std::unique_ptr<StreamServer>> StreamServer::start(const std::string& hos
   if (!listener.ok())
     return listener.error().with_context("stream channel");
   CAF_RDMA_ASSIGN_OR_RETURN(uint16_t port, local_port(*listener));
-  std::unique_ptr<StreamServer> server(new StreamServer(host, std::move(*listener), port, limits));
+  std::unique_ptr<StreamServer> server(
+      new StreamServer(host, std::move(*listener), port, limits, std::move(tls)));
   CAF_RDMA_RETURN_IF_ERROR(server->start_threads());
   return server;
 }
 
-StreamServer::StreamServer(std::string host, Socket listener, uint16_t port, Limits limits)
-    : host_(std::move(host)), listener_(std::move(listener)), port_(port), limits_(limits) {}
+StreamServer::StreamServer(std::string host, Socket listener, uint16_t port, Limits limits,
+                           TlsContext tls)
+    : host_(std::move(host)),
+      listener_(std::move(listener)),
+      port_(port),
+      limits_(limits),
+      tls_(std::move(tls)) {}
 
 Status StreamServer::start_threads() {
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
@@ -243,6 +254,11 @@ void StreamServer::accept_all(Deadline now) {
     auto c = std::make_shared<Connection>();
     c->peer_ip = ip;
     c->header_deadline = now + limits_.header_timeout;
+    if (tls_) {
+      if (!begin_tls_accept(s, tls_).ok())
+        continue;  // closed at once
+      c->handshaking = true;
+    }
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = fd;
@@ -256,16 +272,22 @@ void StreamServer::accept_all(Deadline now) {
 
 bool StreamServer::read_header(const std::shared_ptr<Connection>& c) {
   // Only the event thread touches a connection that is not busy.
+  if (c->handshaking) {
+    auto done = tls_accept_step(c->socket);
+    if (!done.ok())
+      return false;  // no certificate of the cluster, or not TLS: closed
+    if (!*done)
+      return true;  // more of the handshake later (or the header deadline closes it)
+    c->handshaking = false;
+    // The request may already sit in the TLS session's buffer: read on at once.
+  }
   while (c->got < kRequestBytes) {
-    ssize_t k = ::recv(c->socket.fd(), c->header + c->got, kRequestBytes - c->got, 0);
-    if (k > 0) {
-      c->got += static_cast<size_t>(k);
-      continue;
-    }
-    if (k < 0 && errno == EINTR)
-      continue;
-    // EAGAIN: the rest comes later (or the header deadline closes it); else closed or broken.
-    return k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    auto k = recv_some(c->socket, c->header + c->got, kRequestBytes - c->got);
+    if (!k.ok())
+      return false;  // closed or broken
+    if (*k == 0)
+      return true;  // the rest comes later (or the header deadline closes it)
+    c->got += *k;
   }
   auto req = parse_request(c->header);
   if (!req.ok()) {
@@ -319,7 +341,9 @@ void StreamServer::work() {
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = fd;
-    if (!keep || ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+    // A client sends its next request only after the last answer: bytes the TLS session read
+    // ahead (epoll would not see them) break the protocol.
+    if (!keep || tls_pending(c->socket) > 0 || ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
       close_locked(fd);
   }
 }

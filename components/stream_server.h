@@ -18,6 +18,10 @@
 //  4. Grant tokens come from getrandom (components/secure_random.h): a client cannot predict
 //     one from those it saw. A token is claimed once; a claimed grant's `done` runs exactly
 //     once, after the last byte of its memory was touched.
+//  5. With a TLS context (nodes speaking TLS) every connection completes a TLS handshake in
+//     which the client shows a certificate the CA file vouches for before its request is read;
+//     the handshake runs in the event thread without blocking, within `header_timeout`, and a
+//     client that fails it is closed. The bytes then travel encrypted.
 #pragma once
 
 #include <chrono>
@@ -54,6 +58,9 @@ public:
   /// workers. Errors name host and errno (or the thread that could not start).
   static Result<std::unique_ptr<StreamServer>> start(const std::string& host);
   static Result<std::unique_ptr<StreamServer>> start(const std::string& host, Limits limits);
+  /// With `tls`: every connection is TLS (invariant 5).
+  static Result<std::unique_ptr<StreamServer>> start(const std::string& host, Limits limits,
+                                                     TlsContext tls);
 
   /// Stops accepting, wakes and joins every thread (transfers in progress fail).
   ~StreamServer();
@@ -91,12 +98,13 @@ private:
     uint8_t header[kRequestBytes] = {};
     size_t got = 0;
     Deadline header_deadline;
-    bool busy = false;  ///< a worker has it (not in epoll)
+    bool handshaking = false;  ///< TLS: its handshake is not complete yet
+    bool busy = false;         ///< a worker has it (not in epoll)
     StreamRequest request;
     Grant grant;  ///< claimed by `request` (valid while busy)
   };
 
-  StreamServer(std::string host, Socket listener, uint16_t port, Limits limits);
+  StreamServer(std::string host, Socket listener, uint16_t port, Limits limits, TlsContext tls);
   Status start_threads();
   void event_loop();
   void accept_all(Deadline now);
@@ -111,6 +119,7 @@ private:
   Socket listener_;
   const uint16_t port_;
   const Limits limits_;
+  const TlsContext tls_;  ///< null: plain TCP
   int epoll_fd_ = -1;
   int stop_read_ = -1;
   int stop_write_ = -1;

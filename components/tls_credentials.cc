@@ -142,6 +142,21 @@ Status check_tls_credentials(const TlsCredentials& c) {
   return {};
 }
 
+Result<TlsContext> tls_stream_context(const TlsCredentials& c) {
+  CAF_RDMA_ASSIGN_OR_RETURN(CtxPtr ctx, load_context(c));
+  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  if (SSL_CTX_set_min_proto_version(ctx.get(), TLS1_3_VERSION) != 1)
+    return bad("OpenSSL refuses TLS 1.3: " + ssl_errors());
+  // Writes straight from registered buffers, record by record, retried where they stopped.
+  SSL_CTX_set_mode(ctx.get(), SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  // Connections are pooled, not resumed: no session tickets to make or keep.
+  SSL_CTX_set_num_tickets(ctx.get(), 0);
+  // Read what the socket has (up to 256 KiB) in one call, not a record (16 KiB) per wake-up.
+  SSL_CTX_set_read_ahead(ctx.get(), 1);
+  SSL_CTX_set_default_read_buffer_len(ctx.get(), 256 << 10);
+  return TlsContext(ctx.release(), CtxFree{});
+}
+
 Status probe_tls_peer(const std::string& host, uint16_t port, const TlsCredentials& c,
                       std::chrono::milliseconds timeout) {
   Deadline deadline = std::chrono::steady_clock::now() + timeout;

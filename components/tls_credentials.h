@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 
+#include "components/socket_io.h"
 #include "primitives/status.h"
 
 namespace caf_rdma {
@@ -43,6 +44,11 @@ TlsCredentials tls_credentials_from_env();
 /// does not match the certificate, a certificate the CA file does not vouch for (OpenSSL's
 /// reason, e.g. "unable to get local issuer certificate"), an expired certificate.
 Status check_tls_credentials(const TlsCredentials& c);
+
+/// The TLS context of the fallback's stream channel (server and client side): the node's
+/// certificate and key, peers verified against the CA file (a peer without a certificate is
+/// refused), TLS 1.3. Errors as check_tls_credentials (files unreadable, not PEM, ...).
+Result<TlsContext> tls_stream_context(const TlsCredentials& c);
 
 /// Completes a TLS handshake with host:port (IPv4 or a name that resolves to one) as a node
 /// would, with a deadline: the peer must speak TLS and show a certificate `c.cafile` vouches

@@ -14,8 +14,15 @@
 
 #include <stdlib.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <future>
+#include <memory>
 #include <string>
+
+#include "components/stream_client.h"
+#include "components/stream_server.h"
+#include "components/tls_credentials.h"
 
 #include "tests/actors/manager_fixture.h"
 #include "tests/rdma_test.h"
@@ -127,6 +134,9 @@ protected:
     auto r = b.transfer(make_read(*hb, *ha), 30000);
     ASSERT_TRUE(r) << error_message(r.error());
     EXPECT_EQ(back.bytes, src.bytes);
+    // On the fallback both went over the stream channel, which speaks TLS too.
+    if (expected_path() == kPathFallback)
+      EXPECT_EQ(b.stats().stream_ops, 2u) << "the bytes went in CAF messages, not the stream";
     EXPECT_TRUE(a.release(ha->id) && b.release(hs->id) && b.release(hb->id));
   }
 };
@@ -289,6 +299,111 @@ TEST_F(TlsTest, AConnectionThatNeverSpeaksDoesNotStopTheNodeServing) {
   ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   moves_bytes(*a, *b, 34);
   ::close(fd);
+}
+
+// The fallback's stream channel under TLS, on its own (no nodes): members move bytes both ways
+// encrypted; a client with another CA's certificate or none (plain TCP) cannot claim a grant,
+// and the owner keeps serving members; a client that never completes its handshake is closed
+// at the header deadline.
+namespace stream {
+
+/// Runs one stream job and returns its status (the job's done runs on a client thread).
+Status run_job(StreamClient& client, StreamJob job) {
+  auto result = std::make_shared<std::promise<Status>>();
+  auto future = result->get_future();
+  job.done = [result](Status st) { result->set_value(std::move(st)); };
+  client.submit(std::move(job));
+  if (future.wait_for(std::chrono::seconds(30)) != std::future_status::ready)
+    return Error(ErrorCode::kTimeout, "the stream job never finished");
+  return future.get();
+}
+
+StreamJob job(const StreamServer& server, uint64_t token, StreamDirection d, Memory& m) {
+  StreamJob j;
+  j.host = "127.0.0.1";
+  j.port = server.port();
+  j.token = token;
+  j.direction = d;
+  j.addr = m.bytes.data();
+  j.length = m.bytes.size();
+  j.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  return j;
+}
+
+TlsContext context(const TlsCredentials& c) {
+  auto ctx = tls_stream_context(c);
+  EXPECT_TRUE(ctx.ok()) << ctx.error().to_string();
+  return ctx.ok() ? *ctx : nullptr;
+}
+
+}  // namespace stream
+
+TEST_F(TlsTest, TheStreamChannelSpeaksTlsBetweenMembersOnly) {
+  TlsContext owner_tls = stream::context(pki().node("a"));
+  TlsContext member_tls = stream::context(pki().node("b"));
+  // Another CA signed its certificate; it trusts ours, so only the owner's check can refuse it.
+  TlsContext stranger_tls = stream::context(
+      TlsCredentials{pki().dir + "/stranger.pem", pki().dir + "/stranger.key", pki().ca, ""});
+  ASSERT_TRUE(owner_tls && member_tls && stranger_tls);
+  auto server = StreamServer::start("127.0.0.1", StreamServer::Limits{}, owner_tls);
+  ASSERT_TRUE(server.ok()) << server.error().to_string();
+  constexpr size_t kSize = (1 << 20) + 3;
+  Memory at_owner(kSize, 0), sent(kSize, 41), back(kSize, 0);
+  const Deadline later = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  auto no_done = [](uint64_t, const Status&, uint64_t) {};
+  // Members: into the owner, then out of it again; every byte checked.
+  StreamClient member(2, member_tls);
+  uint64_t in =
+      (*server)->grant(at_owner.bytes.data(), kSize, StreamDirection::kIntoOwner, later, no_done);
+  Status st = stream::run_job(member, stream::job(**server, in, StreamDirection::kIntoOwner, sent));
+  ASSERT_TRUE(st.ok()) << st.error().to_string();
+  EXPECT_EQ(at_owner.bytes, sent.bytes);
+  uint64_t out =
+      (*server)->grant(at_owner.bytes.data(), kSize, StreamDirection::kOutOfOwner, later, no_done);
+  st = stream::run_job(member, stream::job(**server, out, StreamDirection::kOutOfOwner, back));
+  ASSERT_TRUE(st.ok()) << st.error().to_string();
+  EXPECT_EQ(back.bytes, sent.bytes);
+  // One TLS connection carried both (pooled: no handshake per transfer).
+  EXPECT_EQ(member.idle_connections(), 1u);
+  EXPECT_EQ((*server)->connections(), 1u);
+  // Another CA's certificate, and no TLS at all: the grant stays unclaimed, no byte changes.
+  Memory forged(kSize, 99);
+  StreamClient stranger(1, stranger_tls), plain(1);
+  for (StreamClient* intruder : {&stranger, &plain}) {
+    uint64_t token =
+        (*server)->grant(at_owner.bytes.data(), kSize, StreamDirection::kIntoOwner, later, no_done);
+    st = stream::run_job(*intruder,
+                         stream::job(**server, token, StreamDirection::kIntoOwner, forged));
+    ASSERT_FALSE(st.ok()) << (intruder == &plain ? "plain TCP" : "another CA") << " was served";
+    std::printf("refused (%s): %s\n", intruder == &plain ? "plain TCP" : "another CA",
+                st.error().to_string().c_str());
+    EXPECT_TRUE((*server)->revoke(token)) << "the intruder claimed the grant";
+    EXPECT_EQ(at_owner.bytes, sent.bytes);
+  }
+  // The owner keeps serving members.
+  Memory again(kSize, 0);
+  out =
+      (*server)->grant(at_owner.bytes.data(), kSize, StreamDirection::kOutOfOwner, later, no_done);
+  st = stream::run_job(member, stream::job(**server, out, StreamDirection::kOutOfOwner, again));
+  ASSERT_TRUE(st.ok()) << st.error().to_string();
+  EXPECT_EQ(again.bytes, sent.bytes);
+}
+
+TEST_F(TlsTest, AStreamClientThatNeverCompletesItsHandshakeIsClosed) {
+  StreamServer::Limits limits;
+  limits.header_timeout = std::chrono::milliseconds(300);
+  auto server = StreamServer::start("127.0.0.1", limits, stream::context(pki().node("a")));
+  ASSERT_TRUE(server.ok()) << server.error().to_string();
+  const Deadline limit = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  auto silent = connect_tcp("127.0.0.1", (*server)->port(), limit);
+  ASSERT_TRUE(silent.ok()) << silent.error().to_string();
+  // Half a handshake: a few bytes that are no ClientHello's end.
+  const uint8_t partial[3] = {0x16, 0x03, 0x01};
+  ASSERT_TRUE(send_all(*silent, partial, sizeof(partial), limit, "partial hello").ok());
+  uint8_t b = 0;
+  Status st = recv_all(*silent, &b, 1, limit, "waiting for the owner to hang up");
+  ASSERT_FALSE(st.ok()) << "the owner answered a half handshake";
+  EXPECT_EQ(st.error().code(), ErrorCode::kPeerUnavailable) << st.error().to_string();
 }
 
 }  // namespace
