@@ -214,17 +214,6 @@ private:
   bool was_pending_ = false;
 };
 
-// OpenSSL's queued errors as text (emptied).
-std::string ssl_errors() {
-  std::string out;
-  while (unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    out += (out.empty() ? "" : "; ") + std::string(buf);
-  }
-  return out;
-}
-
 /// Why a TLS call failed (SSL_get_error's code), for an error message.
 std::string tls_failure(SSL* ssl, int code) {
   if (code == SSL_ERROR_ZERO_RETURN)
@@ -232,7 +221,7 @@ std::string tls_failure(SSL* ssl, int code) {
   long verify = SSL_get_verify_result(ssl);
   if (verify != X509_V_OK)
     return std::string("certificate check failed: ") + X509_verify_cert_error_string(verify);
-  std::string queued = ssl_errors();
+  std::string queued = tls_error_queue();
   if (code == SSL_ERROR_SYSCALL)
     return queued.empty() ? (errno != 0 ? errno_string(errno) : "connection closed by the peer")
                           : queued;
@@ -313,7 +302,7 @@ Status start_tls(Socket& s, const TlsContext& ctx, bool server, Deadline deadlin
   if (ssl == nullptr || SSL_set_fd(ssl, s.fd()) != 1) {
     if (ssl != nullptr)
       SSL_free(ssl);
-    return Error(ErrorCode::kInternal, what + ": cannot start TLS: " + ssl_errors());
+    return Error(ErrorCode::kInternal, what + ": cannot start TLS: " + tls_error_queue());
   }
   s.adopt_tls(ssl);
   if (server)
@@ -349,7 +338,7 @@ Status begin_tls_accept(Socket& s, const TlsContext& ctx) {
   if (ssl == nullptr || SSL_set_fd(ssl, s.fd()) != 1) {
     if (ssl != nullptr)
       SSL_free(ssl);
-    return Error(ErrorCode::kInternal, "stream channel: cannot start TLS: " + ssl_errors());
+    return Error(ErrorCode::kInternal, "stream channel: cannot start TLS: " + tls_error_queue());
   }
   s.adopt_tls(ssl);
   SSL_set_accept_state(ssl);
@@ -394,6 +383,16 @@ Result<size_t> recv_some(const Socket& s, void* data, size_t n) {
       return size_t{0};
     return errno_error("recv", errno);
   }
+}
+
+std::string tls_error_queue() {
+  std::string out;
+  while (unsigned long e = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof(buf));
+    out += (out.empty() ? "" : "; ") + std::string(buf);
+  }
+  return out;
 }
 
 size_t tls_pending(const Socket& s) {

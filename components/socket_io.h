@@ -75,6 +75,8 @@ Result<bool> tls_accept_step(const Socket& s);
 /// Reads what is there, up to n bytes, without blocking: the count (0: nothing yet). Errors:
 /// peer_unavailable (closed), internal.
 Result<size_t> recv_some(const Socket& s, void* data, size_t n);
+/// OpenSSL's queued errors of this thread as text, emptied ("" when there is none).
+std::string tls_error_queue();
 /// Bytes a TLS session has read from the socket and not yet handed out (0 for plain TCP).
 size_t tls_pending(const Socket& s);
 

@@ -30,12 +30,7 @@ Error bad(const std::string& what) {
 
 // OpenSSL's queued errors as text (emptied).
 std::string ssl_errors() {
-  std::string out;
-  while (unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    out += (out.empty() ? "" : "; ") + std::string(buf);
-  }
+  std::string out = tls_error_queue();
   return out.empty() ? "no detail from OpenSSL" : out;
 }
 

@@ -246,8 +246,10 @@ bool RawBaspClient::send_routed(const caf::node_id& src_node, caf::actor_id src_
   }
   if (!send_frame(kRoutedMessage, 0, mid.integer_value(), src_actor, dest, payload, error))
     return false;
-  std::string ignored;  // EOF etc. is recorded in peer_closed_.
-  drain(&ignored);
+  // Whatever the server sent meanwhile is kept for read_frame (an answer may be there already);
+  // EOF etc. is recorded in peer_closed_.
+  std::string ignored;
+  fill(false, Clock::now(), &ignored);
   return true;
 }
 
@@ -264,8 +266,10 @@ bool RawBaspClient::send_direct(caf::actor_id src_actor, caf::actor_id dest, caf
   }
   if (!send_frame(kDirectMessage, 0, mid.integer_value(), src_actor, dest, payload, error))
     return false;
-  std::string ignored;  // EOF etc. is recorded in peer_closed_.
-  drain(&ignored);
+  // Whatever the server sent meanwhile is kept for read_frame (an answer may be there already);
+  // EOF etc. is recorded in peer_closed_.
+  std::string ignored;
+  fill(false, Clock::now(), &ignored);
   return true;
 }
 
@@ -304,12 +308,9 @@ bool RawBaspClient::write_all(const std::vector<char>& bytes, std::string* error
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      // The server may be blocked writing to us: make room by draining.
+      // The server may be blocked writing to us: make room by reading (kept for read_frame).
       std::string ignored;
       fill(false, deadline, &ignored);
-      BaspFrame skipped;
-      while (pop_frame(&skipped))
-        ++discarded_frames_;
       int rc = poll_until(fd_, POLLOUT, deadline);
       if (rc < 0) {
         set_error(error, errno_text("poll(send)"));

@@ -35,8 +35,8 @@
 // Protocol flow: the server writes its server_handshake immediately after
 // accept(); the client answers with a client_handshake carrying its node id.
 // Afterwards either side may send messages. Frames the server sends us
-// (heartbeats, monitor messages, config-server lookups, ...) are read and
-// discarded.
+// (heartbeats, monitor messages, answers, ...) are kept until read_frame takes
+// them or drain() drops them.
 //
 // Every socket wait uses poll() with a timeout; nothing here sleeps.
 
@@ -108,8 +108,8 @@ public:
   // Sends one routed_message to actor `dest` on the server, claiming it comes
   // from actor `src_actor` of node `src_node` (which may be the server's own
   // node). Empty forwarding stack; `msg` is serialized with the actor
-  // system's binary_serializer. Afterwards drains (non-blocking) whatever the
-  // server sent us. Returns false only if building or writing the frame
+  // system's binary_serializer. Afterwards reads (non-blocking) whatever the
+  // server sent us, kept for read_frame. Returns false only if building or writing the frame
   // failed; the server closing the connection afterwards is reported via
   // peer_closed(), not as a failure of this call.
   bool send_routed(const caf::node_id& src_node, caf::actor_id src_actor, caf::actor_id dest,
