@@ -295,6 +295,7 @@ ManagerStats ManagerState::stats() const {
   s.handshakes = counters_.handshakes;
   s.served_fallback_bytes = counters_.served_fallback_bytes;
   s.stream_ops = counters_.stream_ops;
+  s.facade_dropped = facade_dropped_->load(std::memory_order_relaxed);
   auto direct = registry_->counters();
   s.rdma_ops += direct.ops;
   s.rdma_bytes += direct.bytes;

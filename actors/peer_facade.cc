@@ -3,6 +3,7 @@
 #include <caf/actor_proxy.hpp>
 #include <caf/all.hpp>
 
+#include <map>
 #include <memory>
 #include <utility>
 
@@ -103,60 +104,99 @@ void relay_answer(caf::scheduled_actor* self, caf::message_id id, caf::response_
 
 }  // namespace
 
-caf::behavior peer_facade(caf::event_based_actor* self, const caf::actor& manager,
-                          std::string name) {
+caf::behavior peer_facade(caf::event_based_actor* self, const caf::actor_addr& manager,
+                          std::string name, const std::shared_ptr<std::atomic<uint64_t>>& dropped) {
+  auto drop = [dropped] {
+    dropped->fetch_add(1, std::memory_order_relaxed);
+    return caf::delegated<caf::message>{};
+  };
   auto node = std::make_shared<std::string>(std::move(name));
   self->monitor(manager);
-  const caf::actor_addr manager_addr = manager.address();
-  self->set_down_handler([self, manager_addr](caf::down_msg& msg) {
-    if (msg.source == manager_addr)
+  self->set_down_handler([self, manager](caf::down_msg& msg) {
+    if (msg.source == manager)
       self->quit(msg.reason);
   });
   // Exit messages from the network do not end the facade (invariant 4); CAF's `kill` cannot be
   // ignored by any actor: see the README's security model.
   self->set_exit_handler([](caf::exit_msg&) {});
+  // Answers the facade owes (invariant 5): per (sender, request id) of a forwarded message the
+  // manager will answer, how many. Only these answers go out: a message or error nobody is
+  // owed (a peer's, or one that claims the facade itself as sender) is dropped, so no frame
+  // can make the facade answer itself (or another facade) in a loop.
+  using Key = std::pair<caf::actor_addr, uint64_t>;
+  auto owed = std::make_shared<std::map<Key, uint32_t>>();
+  auto key_of = [](const caf::mailbox_element& e) {
+    return Key{caf::actor_cast<caf::actor_addr>(e.sender), e.mid.request_id().integer_value()};
+  };
+  auto take_owed = [owed, key_of](const caf::mailbox_element* e) {
+    if (e == nullptr)
+      return false;
+    auto it = owed->find(key_of(*e));
+    if (it == owed->end())
+      return false;
+    if (--it->second == 0)
+      owed->erase(it);
+    return true;
+  };
   // An error as an ordinary message: the manager's error answer on its way back, or something a
-  // peer sent. Answered to whoever asked, never fatal.
-  self->set_error_handler([self](caf::error& err) {
-    if (self->current_mailbox_element() != nullptr)
+  // peer sent. Never fatal.
+  self->set_error_handler([self, take_owed, drop](caf::error& err) {
+    if (take_owed(self->current_mailbox_element()))
       self->make_response_promise().deliver(std::move(err));
+    else
+      drop();
   });
-  auto target = caf::actor_cast<caf::strong_actor_ptr>(manager);
-  self->set_default_handler([target, node](caf::scheduled_actor* me,
-                                           caf::message_view& view) -> caf::result<caf::message> {
+  self->set_default_handler([manager, node, owed, key_of, take_owed, drop](
+                                caf::scheduled_actor* me,
+                                caf::message_view& view) -> caf::result<caf::message> {
     auto* e = me->current_mailbox_element();
     caf::message m = view.move_content_to_message();
     const Classified c = classify(m);
+    // Refusals go only to a request's sender, never to the facade itself.
+    const bool answerable =
+        e->mid.is_request() && e->sender && e->sender != caf::actor_cast<caf::strong_actor_ptr>(me);
+    auto refuse = [&](ErrorCode code, const std::string& why) -> caf::result<caf::message> {
+      if (!answerable)
+        return drop();
+      return make_rdma_error(code, why);
+    };
     switch (c.kind) {
       case Kind::kAnswer:
-        // The manager answered a forwarded message: answer its sender in our name, as CAF
-        // answers (errors to asynchronous messages too). A peer sending such a message to
-        // us gets it back.
+        // The manager answered a forwarded message: answer its sender in our name.
+        if (!take_owed(e))
+          return drop();
         return m;
       case Kind::kLocalOnly:
-        return make_rdma_error(
-            ErrorCode::kPermissionDenied,
-            std::string(c.request) + " from " + describe(e->sender) + " refused by " + *node +
-                ": only actors of the manager's own node may make this request (send it to "
-                "your node's manager)");
+        return refuse(ErrorCode::kPermissionDenied,
+                      std::string(c.request) + " from " + describe(e->sender) + " refused by " +
+                          *node +
+                          ": only actors of the manager's own node may make this request (send "
+                          "it to your node's manager)");
       case Kind::kUnknown:
-        return make_rdma_error(ErrorCode::kInvalidArgument,
-                               "the RDMA manager of " + *node + " serves no '" +
-                                   caf::to_string(m.get_as<caf::atom_value>(0)) +
-                                   "' request of this shape: " + caf::to_string(m));
+        return refuse(ErrorCode::kInvalidArgument,
+                      "the RDMA manager of " + *node + " serves no '" +
+                          caf::to_string(m.get_as<caf::atom_value>(0)) +
+                          "' request of this shape: " + caf::to_string(m));
       case Kind::kPeer:
         // From another node (a proxy, or an actor of another actor system of this process).
         // What claims this node is a forged routed message or handshake: no manager of ours
         // speaks the peer protocol to its own facade.
         if (!e->sender || e->sender->node() == me->node())
-          return make_rdma_error(ErrorCode::kPermissionDenied,
-                                 std::string(c.request) + " from " + describe(e->sender) +
-                                     " refused by " + *node +
-                                     ": the peer protocol is for the managers of other nodes");
+          return refuse(ErrorCode::kPermissionDenied,
+                        std::string(c.request) + " from " + describe(e->sender) + " refused by " +
+                            *node + ": the peer protocol is for the managers of other nodes");
         break;
       case Kind::kQuestion:
         break;
     }
+    auto target = caf::actor_cast<caf::strong_actor_ptr>(manager);
+    if (!target)
+      return refuse(ErrorCode::kPeerUnavailable, "the RDMA manager of " + *node + " is gone");
+    // The manager answers every request, and asynchronous messages other than lane_drop and
+    // device_gone (their handlers return nothing).
+    if (e->mid.is_request() ||
+        (!shaped<lane_drop_atom, uint64_t>(m) && !shaped<device_gone_atom, std::string>(m)))
+      ++(*owed)[key_of(*e)];
     // Invariant 2: the sender and request id stay; the manager's answer comes back to us.
     target->enqueue(
         caf::make_mailbox_element(e->sender, e->mid, {caf::actor_cast<caf::strong_actor_ptr>(me)},

@@ -21,14 +21,21 @@
 //  3. The manager's messages to peers (PeerCall) leave in the order the manager sent them, with
 //     the facade as their sender; a request's answer, or its error, goes back to the manager
 //     once.
-//  4. The facade lives as long as its manager (it monitors it) and never quits for a message it
-//     receives (exit, error or down messages from the network are ignored or answered).
+//  4. The facade lives as long as its manager (it monitors it; it holds no strong reference to
+//     it) and never quits for a message it receives (exit, error or down messages from the
+//     network are ignored or answered).
+//  5. The facade answers only what it owes: a refusal to a request whose sender is not the
+//     facade itself, and the manager's answer to each message it forwarded, once. Any other
+//     answer or error that reaches it is dropped: no frame can make it answer itself, or another
+//     facade, in a loop.
 #pragma once
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/event_based_actor.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <string>
 
 namespace caf_rdma::detail {
@@ -49,8 +56,9 @@ struct FacadeName {
 };
 
 /// The facade's behavior; `manager` is the node's manager, `name` its name in errors.
-caf::behavior peer_facade(caf::event_based_actor* self, const caf::actor& manager,
-                          std::string name);
+/// `dropped` counts what it drops (invariant 5; ManagerStats::facade_dropped).
+caf::behavior peer_facade(caf::event_based_actor* self, const caf::actor_addr& manager,
+                          std::string name, const std::shared_ptr<std::atomic<uint64_t>>& dropped);
 
 }  // namespace caf_rdma::detail
 

@@ -244,7 +244,7 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
   self_ = self;
   options_ = std::move(options);
   // Peers reach this manager, and it reaches them, only through the facade (peer_facade.h).
-  facade_ = self_->spawn(peer_facade, caf::actor_cast<caf::actor>(self_), options_.name);
+  facade_ = self_->spawn(peer_facade, self_->address(), options_.name, facade_dropped_);
   self_->monitor(facade_);
   domain_ = std::move(domain);
   no_rdma_reason_ = std::move(no_rdma_reason);

@@ -257,6 +257,9 @@ struct ManagerStats {
   uint64_t busy_buffers = 0;  ///< local buffers a transfer or a direct lane is using now
   uint64_t device_losses = 0;   ///< times the RDMA device went away while this manager used it
   uint64_t device_reopens = 0;  ///< times it was opened again afterwards
+  /// Messages from the network its facade dropped: answers or errors nobody was owed, and
+  /// refusals it could not send back (a forged or asynchronous sender).
+  uint64_t facade_dropped = 0;
   /// Why transfers cannot use RDMA now: `device` is "" (no device, or lost and not back yet),
   /// or its port is down; "" when they can.
   std::string no_rdma_reason;
@@ -268,7 +271,7 @@ typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
            x.rdma_bytes, x.fallback_ops, x.fallback_bytes, x.errors, x.live_qps, x.handshakes,
            x.registered_buffers, x.registered_bytes, x.served_fallback_bytes, x.stream_ops,
            x.direct_ops, x.lanes, x.busy_buffers, x.device_losses, x.device_reopens,
-           x.no_rdma_reason);
+           x.facade_dropped, x.no_rdma_reason);
 }
 
 /// Registers every message type above. Call on the config of every actor system that talks

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 namespace caf_rdma {
 
@@ -230,8 +231,8 @@ std::string tls_failure(SSL* ssl, int code) {
 
 /// One TLS read or write of up to n bytes: the count, 0 with `events` set to what to wait for,
 /// or an error (`closed` set when the peer ended the connection).
+/// (The caller holds a SigpipeGuard.)
 Result<size_t> tls_io(SSL* ssl, uint8_t* p, size_t n, bool sending, short& events, bool& closed) {
-  SigpipeGuard guard;
   ERR_clear_error();
   errno = 0;
   int k = sending ? SSL_write(ssl, p, static_cast<int>(std::min<size_t>(n, 1 << 30)))
@@ -247,8 +248,10 @@ Result<size_t> tls_io(SSL* ssl, uint8_t* p, size_t n, bool sending, short& event
     events = POLLOUT;
     return size_t{0};
   }
-  // Closed, reset, or ended by the peer's alert (e.g. it refused our certificate).
-  closed = code == SSL_ERROR_ZERO_RETURN || code == SSL_ERROR_SYSCALL;
+  // Closed (with or without close_notify), reset, or ended by the peer's alert (e.g. it
+  // refused our certificate).
+  closed = code == SSL_ERROR_ZERO_RETURN || code == SSL_ERROR_SYSCALL ||
+           ERR_GET_REASON(ERR_peek_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING;
   return Error(ErrorCode::kPeerUnavailable, tls_failure(ssl, code));
 }
 
@@ -257,6 +260,9 @@ Status move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline deadline, cons
                 bool sending) {
   uint64_t done = 0;
   auto progress = [&] { return std::to_string(done) + " of " + std::to_string(n) + " bytes"; };
+  std::optional<SigpipeGuard> guard;
+  if (s.tls() != nullptr)
+    guard.emplace();
   while (done < n && s.tls() != nullptr) {
     short events = 0;
     bool closed = false;
@@ -364,6 +370,7 @@ Result<bool> tls_accept_step(const Socket& s) {
 
 Result<size_t> recv_some(const Socket& s, void* data, size_t n) {
   if (s.tls() != nullptr) {
+    SigpipeGuard guard;
     short events = 0;
     bool closed = false;
     auto k = tls_io(s.tls(), static_cast<uint8_t*>(data), n, false, events, closed);
@@ -396,7 +403,10 @@ std::string tls_error_queue() {
 }
 
 size_t tls_pending(const Socket& s) {
-  return s.tls() != nullptr ? static_cast<size_t>(SSL_pending(s.tls())) : 0;
+  if (s.tls() == nullptr)
+    return 0;
+  // Decrypted bytes, or (read-ahead) raw ones not yet processed.
+  return SSL_pending(s.tls()) > 0 || SSL_has_pending(s.tls()) == 1 ? 1 : 0;
 }
 
 Status send_all(const Socket& s, const void* data, uint64_t n, Deadline deadline,

@@ -77,7 +77,8 @@ Result<bool> tls_accept_step(const Socket& s);
 Result<size_t> recv_some(const Socket& s, void* data, size_t n);
 /// OpenSSL's queued errors of this thread as text, emptied ("" when there is none).
 std::string tls_error_queue();
-/// Bytes a TLS session has read from the socket and not yet handed out (0 for plain TCP).
+/// Non-zero when a TLS session holds bytes read from the socket and not yet handed out (0 for
+/// plain TCP).
 size_t tls_pending(const Socket& s);
 
 /// Sends/receives exactly n bytes before the deadline (through TLS when the socket has it). Errors:

@@ -146,9 +146,6 @@ Result<TlsContext> tls_stream_context(const TlsCredentials& c) {
   SSL_CTX_set_mode(ctx.get(), SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   // Connections are pooled, not resumed: no session tickets to make or keep.
   SSL_CTX_set_num_tickets(ctx.get(), 0);
-  // Read what the socket has (up to 256 KiB) in one call, not a record (16 KiB) per wake-up.
-  SSL_CTX_set_read_ahead(ctx.get(), 1);
-  SSL_CTX_set_default_read_buffer_len(ctx.get(), 256 << 10);
   return TlsContext(ctx.release(), CtxFree{});
 }
 

@@ -32,6 +32,7 @@
 
 #include <caf/all.hpp>
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -394,6 +395,9 @@ private:
   Self self_ = nullptr;
   /// Published in the manager's place; every message to or from another node passes it.
   caf::actor facade_;
+  /// What the facade dropped (ManagerStats::facade_dropped).
+  std::shared_ptr<std::atomic<uint64_t>> facade_dropped_ =
+      std::make_shared<std::atomic<uint64_t>>(0);
   ManagerOptions options_;
   bool named_ = false;  ///< set_name was taken
   std::shared_ptr<RdmaDomain> domain_;

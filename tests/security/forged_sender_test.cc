@@ -167,6 +167,33 @@ TEST_F(ForgedSenderTest, APeersRequestsOnTheVictimsMemoryAreRefusedByName) {
   EXPECT_TRUE(secret_intact());
 }
 
+// Frames claiming the facade itself as their sender: an answer, an error, a refused request
+// would each go back to the facade, which would answer itself again, without end. The facade
+// answers only what it owes: each is dropped once, counted, and nothing more happens.
+TEST_F(ForgedSenderTest, TheFacadeNeverAnswersItself) {
+  auto c = connect_raw();
+  ASSERT_TRUE(c);
+  std::string err;
+  const caf::node_id victim = c->server_node();
+  const caf::actor_id published = c->published_actor();
+  auto forge = [&](caf::message_id mid, const caf::message& m) {
+    ASSERT_TRUE(c->send_routed(victim, published, published, mid, m, &err)) << err;
+  };
+  const uint64_t before = victim_->stats().facade_dropped;
+  forge(caf::make_message_id(), caf::make_message(uint64_t{5}));  // an "answer"
+  forge(caf::make_message_id(), caf::make_message(make_rdma_error(ErrorCode::kInternal, "x")));
+  forge(caf::make_message_id(uint64_t{3}), caf::make_message(uint64_t{6}));
+  forge(caf::make_message_id(uint64_t{4}),
+        caf::make_message(request_buffer_atom::value, uint64_t{4096}, uint64_t{64}, uint8_t{1}));
+  forge(caf::make_message_id(),
+        caf::make_message(fetch_atom::value, BufferRef{}, uint64_t{0}, uint64_t{8}));
+  barrier(*c, 100);
+  EXPECT_EQ(victim_->stats().facade_dropped, before + 5);
+  barrier(*c, 101);  // a loop would go on dropping (or answering) after the first barrier
+  EXPECT_EQ(victim_->stats().facade_dropped, before + 5);
+  EXPECT_EQ(victim_->stats().registered_buffers, 0u);
+}
+
 // Exit messages from the network: an ordinary one does not stop the facade (it goes on
 // serving); CAF's `kill`, which no actor can ignore, stops the facade, but not the manager
 // behind it (the attacker cannot address it): the node's own actors keep working.
