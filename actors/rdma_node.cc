@@ -127,6 +127,8 @@ Result<rdma_manager_actor> RdmaNode::remote_manager(const std::string& host, uin
             else if (!system_->assignable<rdma_manager_actor>(ifs))
               out = Error(ErrorCode::kPeerUnavailable,
                           "the actor published at " + where + " is not an RDMA manager");
+            else if (ptr->node() == system_->node())
+              out = manager_;  // our own address: the manager, not the facade peers see
             else
               out = caf::actor_cast<rdma_manager_actor>(std::move(ptr));
           },

@@ -69,7 +69,8 @@ public:
   /// comes first (probe_tls_peer), so CAF connects only to a peer that just showed a
   /// certificate of our CA. Errors: peer_unavailable naming host:port and the reason (a peer
   /// that refuses our certificate, shows another CA's, or speaks another protocol), timeout
-  /// when nothing answers within connect_timeout.
+  /// when nothing answers within connect_timeout. This node's own address gives manager()
+  /// (programs that connect to every node of a list, their own included, get their manager).
   Result<rdma_manager_actor> remote_manager(const std::string& host, uint16_t port);
 
 private:

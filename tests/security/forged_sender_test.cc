@@ -235,6 +235,22 @@ TEST_F(ForgedSenderTest, ExitMessagesFromTheNetworkCannotStopTheManager) {
   EXPECT_EQ(a.bytes, b.bytes);
 }
 
+// A program that connects to every node of a list, its own included, gets its own manager for
+// its own address (not the facade, which refuses the node's own requests).
+TEST_F(ForgedSenderTest, TheNodesOwnAddressGivesItsManager) {
+  auto self_view = victim_->node().remote_manager("127.0.0.1", victim_->node().port());
+  ASSERT_TRUE(self_view.ok()) << self_view.error().to_string();
+  EXPECT_EQ(*self_view, victim_->manager());
+  Memory m(4096, 7);
+  caf::scoped_actor self{victim_->node().system()};
+  bool registered = false;
+  self->request(*self_view, std::chrono::seconds(10), request_buffer_atom::value, m.addr(),
+                uint64_t{m.bytes.size()}, uint8_t{1})
+      .receive([&](BufferHandle&) { registered = true; },
+               [](caf::error& e) { ADD_FAILURE() << error_message(e); });
+  EXPECT_TRUE(registered);
+}
+
 // The invariant behind both: after a node has done everything a node does with a peer (the
 // directory, transfers both ways, stats, peer state; with a device the queue-pair handshake),
 // neither node's manager is in its actor registry, i.e. it was never serialized.

@@ -146,6 +146,10 @@ TEST_F(TlsTest, NodesWithCertificatesOfTheClusterCaMoveBytes) {
   ASSERT_TRUE(a && b);
   EXPECT_TRUE(a->node().uses_tls() && b->node().uses_tls());
   moves_bytes(*a, *b, 31);
+  // Its own address (over TLS too) gives a node its own manager.
+  auto self_view = a->node().remote_manager("127.0.0.1", a->node().port());
+  ASSERT_TRUE(self_view.ok()) << self_view.error().to_string();
+  EXPECT_EQ(*self_view, a->manager());
 }
 
 TEST_F(TlsTest, AnEncryptedKeyWorksWithItsPassphrase) {
