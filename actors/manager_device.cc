@@ -121,6 +121,7 @@ void ManagerState::lose_device(const std::string& what) {
   // domain for the registrations still to drop below.
   std::shared_ptr<RdmaDomain> old = std::move(domain_);
   domain_.reset();
+  completions_.reset();  // its QPs went above; the last one takes the shared CQ along
   no_rdma_reason_ = reason + "; opening it again";
   port_down_.clear();
   staging_waiters_.clear();

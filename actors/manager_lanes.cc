@@ -27,6 +27,7 @@ caf::result<LaneGrant> ManagerState::open_lane(BufferHandle remote, uint32_t tim
   if (timeout_ms == 0)
     return make_rdma_error(ErrorCode::kInvalidArgument, "lane timeout must be > 0 ms");
   timeout_ms = capped(timeout_ms);
+  // The client polls its lane in its own threads: a CQ of its own, not the shared one.
   RdmaQueuePair::Options o;
   o.drain_timeout = options_.drain_timeout;
   auto created = RdmaQueuePair::create(domain_, o);
@@ -110,8 +111,7 @@ Result<QpInfoMsg> ManagerState::accept_lane(Peer& p, const QpInfoMsg& remote) {
     return Error(ErrorCode::kResourceExhausted, options_.name + " already has " +
                                                     std::to_string(kMaxLanesPerPeer) +
                                                     " direct lanes from " + p.name);
-  RdmaQueuePair::Options o;
-  o.drain_timeout = options_.drain_timeout;
+  CAF_RDMA_ASSIGN_OR_RETURN(auto o, shared_qp_options());
   CAF_RDMA_ASSIGN_OR_RETURN(auto created, RdmaQueuePair::create(domain_, o));
   std::shared_ptr<RdmaQueuePair> qp(std::move(created));
   Status st = qp->connect(from_msg(remote), nullptr);

@@ -59,6 +59,26 @@ Peer& ManagerState::peer_for(const caf::actor& manager, const std::string& name)
   return it->second;
 }
 
+Result<RdmaQueuePair::Options> ManagerState::shared_qp_options() {
+  RdmaQueuePair::Options o;
+  o.drain_timeout = options_.drain_timeout;
+  if (!completions_) {
+    // Room for 16 QPs' full send queues (each request holds an entry until retired); more
+    // queue their requests until entries come back. 1 MiB on mlx5 (64-byte entries).
+    constexpr uint64_t kSharedCqEntries = 16384;
+    uint64_t max_cqe = static_cast<uint64_t>(domain_->context()->device_attr().max_cqe);
+    auto entries =
+        static_cast<int>(max_cqe > 0 ? std::min(kSharedCqEntries, max_cqe) : kSharedCqEntries);
+    auto made = CompletionRouter::create(domain_->context(), entries);
+    if (!made.ok())
+      return made.error().with_context("creating the shared completion queue of " +
+                                       domain_->device_name());
+    completions_ = *made;
+  }
+  o.completions = completions_;
+  return o;
+}
+
 Result<std::shared_ptr<RdmaQueuePair>> ManagerState::loopback_qp() {
   if (loopback_ && !loopback_->needs_recovery())
     return loopback_;
@@ -66,8 +86,7 @@ Result<std::shared_ptr<RdmaQueuePair>> ManagerState::loopback_qp() {
     poller_->remove(loopback_.get());
     loopback_.reset();
   }
-  RdmaQueuePair::Options o;
-  o.drain_timeout = options_.drain_timeout;
+  CAF_RDMA_ASSIGN_OR_RETURN(auto o, shared_qp_options());
   CAF_RDMA_ASSIGN_OR_RETURN(auto qp, RdmaQueuePair::create(domain_, o));
   std::shared_ptr<RdmaQueuePair> shared(std::move(qp));
   CAF_RDMA_RETURN_IF_ERROR(shared->connect_loopback());
@@ -101,9 +120,9 @@ void ManagerState::drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp)
 
 void ManagerState::handshake(const caf::actor_addr& key) {
   Peer& p = peers_.at(key);
-  RdmaQueuePair::Options o;
-  o.drain_timeout = options_.drain_timeout;
-  auto created = RdmaQueuePair::create(domain_, o);
+  auto o = shared_qp_options();
+  auto created = o.ok() ? RdmaQueuePair::create(domain_, *o)
+                        : Result<std::unique_ptr<RdmaQueuePair>>(o.error());
   if (!created.ok())
     return fail_waiting(
         p, to_caf_error(created.error().with_context("creating a queue pair for peer " + p.name)));
@@ -201,9 +220,10 @@ caf::result<QpInfoMsg> ManagerState::accept_connect(const QpInfoMsg& remote) {
       return to_caf_error(info.error());
     return *info;
   }
-  RdmaQueuePair::Options o;
-  o.drain_timeout = options_.drain_timeout;
-  auto created = RdmaQueuePair::create(domain_, o);
+  auto o = shared_qp_options();
+  if (!o.ok())
+    return to_caf_error(o.error());
+  auto created = RdmaQueuePair::create(domain_, *o);
   if (!created.ok())
     return to_caf_error(created.error());
   std::shared_ptr<RdmaQueuePair> qp(std::move(*created));

@@ -260,6 +260,11 @@ struct ManagerStats {
   /// Messages from the network its facade dropped: answers or errors nobody was owed, and
   /// refusals it could not send back (a forged or asynchronous sender).
   uint64_t facade_dropped = 0;
+  /// Queue pairs on the device's shared completion queue (the managers' QPs with their peers
+  /// and the peer side of direct lanes; a lane's own QP has a CQ of its own).
+  uint64_t shared_cq_qps = 0;
+  /// Completion queues the manager's poller sweeps: 1 for all its peers on the shared CQ.
+  uint64_t polled_cqs = 0;
   /// Why transfers cannot use RDMA now: `device` is "" (no device, or lost and not back yet),
   /// or its port is down; "" when they can.
   std::string no_rdma_reason;
@@ -271,7 +276,7 @@ typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
            x.rdma_bytes, x.fallback_ops, x.fallback_bytes, x.errors, x.live_qps, x.handshakes,
            x.registered_buffers, x.registered_bytes, x.served_fallback_bytes, x.stream_ops,
            x.direct_ops, x.lanes, x.busy_buffers, x.device_losses, x.device_reopens,
-           x.facade_dropped, x.no_rdma_reason);
+           x.facade_dropped, x.shared_cq_qps, x.polled_cqs, x.no_rdma_reason);
 }
 
 /// Registers every message type above. Call on the config of every actor system that talks

@@ -46,6 +46,20 @@ void CompletionPoller::remove(const RdmaQueuePair* qp) {
   ++generation_;
 }
 
+size_t CompletionPoller::sources() const {
+  std::lock_guard<std::mutex> guard(mu_);
+  std::vector<const CompletionRouter*> routers;
+  size_t own = 0;
+  for (const auto& qp : qps_) {
+    const CompletionRouter* router = qp->router().get();
+    if (router == nullptr)
+      ++own;
+    else if (std::find(routers.begin(), routers.end(), router) == routers.end())
+      routers.push_back(router);
+  }
+  return own + routers.size();
+}
+
 void CompletionPoller::wake() {
   {
     std::lock_guard<std::mutex> guard(mu_);
@@ -55,7 +69,10 @@ void CompletionPoller::wake() {
 }
 
 void CompletionPoller::run() {
+  // What one sweep polls: each QP with a CQ of its own, and each shared CQ once, however many
+  // of the QPs share it (invariant 4).
   std::vector<std::shared_ptr<RdmaQueuePair>> local;
+  std::vector<std::shared_ptr<CompletionRouter>> routers;
   uint64_t seen = ~uint64_t{0};
   uint32_t idle_polls = 0;
   std::chrono::steady_clock::time_point spin_start{};
@@ -65,7 +82,15 @@ void CompletionPoller::run() {
       if (stop_)
         return;
       if (seen != generation_) {
-        local = qps_;
+        local.clear();
+        routers.clear();
+        for (const auto& qp : qps_) {
+          const auto& router = qp->router();
+          if (!router)
+            local.push_back(qp);
+          else if (std::find(routers.begin(), routers.end(), router) == routers.end())
+            routers.push_back(router);
+        }
         seen = generation_;
       }
       woken_ = false;
@@ -75,6 +100,10 @@ void CompletionPoller::run() {
     for (auto& qp : local) {
       handled += qp->progress();
       busy = busy || !qp->idle();
+    }
+    for (auto& router : routers) {
+      handled += router->poll();
+      busy = busy || !router->idle();
     }
     if (handled > 0) {
       idle_polls = 0;
@@ -102,8 +131,9 @@ void CompletionPoller::run() {
     // is submitted with a wake(); the timed wake-up is only a safety net, and rare, because each
     // wake-up of an idle thread takes CPU from the threads that do work (direct lanes poll in
     // their caller's thread; rxe runs in the kernel on the same few CPUs).
-    bool none = local.empty();
+    bool none = local.empty() && routers.empty();
     local.clear();
+    routers.clear();
     seen = ~uint64_t{0};
     std::unique_lock<std::mutex> guard(mu_);
     cv_.wait_for(guard, none ? kIdleWaitEmpty : kIdleWait, [this] { return woken_ || stop_; });

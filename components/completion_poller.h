@@ -10,6 +10,8 @@
 //  2. A queue pair removed with `remove` is no longer polled after `remove` returns, and stays
 //     alive while a poll on it is running (shared ownership).
 //  3. The destructor stops and joins the thread.
+//  4. Queue pairs on a shared completion queue (RdmaQueuePair invariant 10) are polled through
+//     it: one sweep polls each shared CQ once, whatever the number of its queue pairs.
 #pragma once
 
 #include <atomic>
@@ -34,11 +36,14 @@ public:
   void remove(const RdmaQueuePair* qp);
   /// Call after submitting work, so an idle poller starts polling at once.
   void wake();
+  /// Completion queues a sweep polls (invariant 4): the shared ones once each, plus the CQs of
+  /// the queue pairs that have their own.
+  size_t sources() const;
 
 private:
   void run();
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::shared_ptr<RdmaQueuePair>> qps_;
   uint64_t generation_ = 0;

@@ -34,7 +34,7 @@ struct RdmaQueuePair::Op {
 
 // -- construction ----------------------------------------------------------------------------
 
-RdmaQueuePair::RdmaQueuePair(std::shared_ptr<RdmaDomain> domain, Options options)
+RdmaQueuePair::RdmaQueuePair(std::shared_ptr<RdmaDomain> domain, const Options& options)
     : domain_(std::move(domain)), options_(options) {}
 
 Result<std::unique_ptr<RdmaQueuePair>> RdmaQueuePair::create(
@@ -43,14 +43,28 @@ Result<std::unique_ptr<RdmaQueuePair>> RdmaQueuePair::create(
 }
 
 Result<std::unique_ptr<RdmaQueuePair>> RdmaQueuePair::create(
-    const std::shared_ptr<RdmaDomain>& domain, Options options) {
+    const std::shared_ptr<RdmaDomain>& domain, const Options& options) {
+  if (options.completions &&
+      options.completions->completion_queue()->context()->get() != domain->context()->get())
+    return Error(ErrorCode::kInvalidArgument,
+                 "the shared completion queue given for a queue pair on " + domain->device_name() +
+                     " was made on another opening of a device (" +
+                     options.completions->completion_queue()->context()->name() +
+                     "): a QP and its CQ must share one device context");
   std::unique_ptr<RdmaQueuePair> q(new RdmaQueuePair(domain, options));
   const IbverbsConfig& config = domain->config();
-  CAF_RDMA_ASSIGN_OR_RETURN(
-      q->cq_, CompletionQueue::create(domain->context(),
-                                      static_cast<int>(config.effective_cq_entries()), false));
-  CAF_RDMA_ASSIGN_OR_RETURN(q->qp_, QueuePair::create(domain->pd(), q->cq_, q->cq_, config));
-  CAF_RDMA_RETURN_IF_ERROR(q->fit_queues_locked());  // not shared yet: no lock needed
+  if (options.completions) {
+    q->cq_ = options.completions->completion_queue();
+  } else {
+    CAF_RDMA_ASSIGN_OR_RETURN(
+        q->cq_, CompletionQueue::create(domain->context(),
+                                        static_cast<int>(config.effective_cq_entries()), false));
+  }
+  {
+    // Not shared yet: only the router's poll lock matters (attach).
+    std::lock_guard<std::mutex> poll_guard(q->poll_lock());
+    CAF_RDMA_RETURN_IF_ERROR(q->create_qp_locked());
+  }
   uint64_t port_max = domain->max_message_size() ? domain->max_message_size() : (1ull << 31);
   q->max_message_ =
       options.max_message_bytes ? std::min(options.max_message_bytes, port_max) : port_max;
@@ -70,14 +84,53 @@ Result<std::unique_ptr<RdmaQueuePair>> RdmaQueuePair::create(
 RdmaQueuePair::~RdmaQueuePair() {
   Done done;
   {
-    std::lock_guard<std::mutex> poll_guard(poll_mu_);
+    std::lock_guard<std::mutex> poll_guard(poll_lock());
     std::lock_guard<std::mutex> guard(mu_);
-    // Destroying the QP guarantees the NIC no longer accesses any buffer of ours.
+    // Destroying the QP guarantees the NIC no longer accesses any buffer of ours; once
+    // detached, no completion reaches this object (CompletionRouter invariant 2).
+    if (options_.completions && qp_)
+      options_.completions->detach(qp_->qp_num(), this);
     qp_.reset();
     fail_all_locked(
         Error(ErrorCode::kPeerUnavailable, "queue pair destroyed with the op outstanding"), done);
   }
   run(done);
+}
+
+std::mutex& RdmaQueuePair::poll_lock() {
+  return options_.completions ? options_.completions->poll_mutex() : poll_mu_;
+}
+
+Status RdmaQueuePair::create_qp_locked() {
+  CAF_RDMA_ASSIGN_OR_RETURN(qp_, QueuePair::create(domain_->pd(), cq_, cq_, domain_->config()));
+  if (options_.completions)
+    options_.completions->attach(qp_->qp_num(), this);
+  return fit_queues_locked();
+}
+
+uint64_t RdmaQueuePair::next_wr_id_locked() {
+  return options_.completions ? options_.completions->next_wr_id() : next_wr_seq_++;
+}
+
+bool RdmaQueuePair::take_credit_locked(uint32_t want) {
+  if (!options_.completions)
+    return true;
+  if (credit_ == 0) {
+    credit_ = options_.completions->acquire(std::max<uint32_t>(1, want));
+    if (credit_ == 0) {
+      options_.completions->wait_for_credit(this);
+      return false;
+    }
+  }
+  --credit_;
+  return true;
+}
+
+void RdmaQueuePair::clear_in_flight_locked() {
+  if (options_.completions)
+    options_.completions->release(send_in_flight_.size() + recv_in_flight_.size());
+  send_in_flight_.clear();
+  recv_in_flight_.clear();
 }
 
 std::string RdmaQueuePair::describe() const {
@@ -261,6 +314,8 @@ Status RdmaQueuePair::submit_internal(RdmaOp op, OpCallback done, uint64_t* id_o
       *id_out = rec->id;
     pending_.push_back(rec->id);
     ops_.emplace(rec->id, std::move(rec));
+    if (options_.completions)
+      options_.completions->op_started();
     if (post_now)
       pump_locked(done_now);
   }
@@ -312,6 +367,8 @@ void RdmaQueuePair::pump_locked(Done& done) {
       }
       // Not posted: undo the accounting for this request and fail its op.
       send_in_flight_.pop_back();
+      if (options_.completions)
+        ++credit_;  // returned at the end of pump_locked
       if (it != ops_.end()) {
         Op& op = *it->second;
         --op.in_flight;
@@ -343,13 +400,13 @@ void RdmaQueuePair::pump_locked(Done& done) {
       continue;
     }
     if (op.op.kind == OpKind::kRecv) {
-      if (recv_in_flight_.size() >= max_recv)
+      if (recv_in_flight_.size() >= max_recv || !take_credit_locked(1))
         break;
       std::vector<ibv_sge> sges;
       for (const auto& s : op.wrs.front().sges)
         sges.push_back(ibv_sge{s.addr, s.length, s.lkey});
       ibv_recv_wr wr{};
-      uint64_t seq = next_wr_seq_++;
+      uint64_t seq = next_wr_id_locked();
       wr.wr_id = seq | kRecvBit;
       wr.sg_list = sges.data();
       wr.num_sge = static_cast<int>(sges.size());
@@ -357,6 +414,8 @@ void RdmaQueuePair::pump_locked(Done& done) {
       if (int rc = ibv_post_recv(qp_->get(), &wr, &bad); rc != 0) {
         op.error = ibverbs_error("ibv_post_recv", rc, describe());
         op.aborted = true;
+        if (options_.completions)
+          ++credit_;  // not posted: its credit stays ours
       } else {
         recv_in_flight_.push_back(PostedWr{seq, op.id});
         op.posted = 1;
@@ -374,10 +433,15 @@ void RdmaQueuePair::pump_locked(Done& done) {
       free_atomic_slots_.pop_back();
     }
     bool progressed = false;
+    bool starved = false;
     while (op.posted < op.wrs.size() && send_in_flight_.size() < max_send) {
+      if (!take_credit_locked(max_send - static_cast<uint32_t>(send_in_flight_.size()))) {
+        starved = true;
+        break;
+      }
       const PlannedWorkRequest& p = op.wrs[op.posted];
       ibv_send_wr wr{};
-      uint64_t seq = next_wr_seq_++;
+      uint64_t seq = next_wr_id_locked();
       wr.wr_id = seq;
       auto first_sge = static_cast<uint32_t>(chain_sges.size());
       switch (op.op.kind) {
@@ -413,7 +477,7 @@ void RdmaQueuePair::pump_locked(Done& done) {
           p.length <= inline_limit_)
         wr.send_flags |= IBV_SEND_INLINE;
       // Signal periodically so long chains retire slots before they end.
-      if ((seq % signal_interval_) == 0)
+      if ((++posted_wrs_ % signal_interval_) == 0)
         wr.send_flags |= IBV_SEND_SIGNALED;
       chain.push_back(wr);
       chain_sge_spans.emplace_back(first_sge, sge_count);
@@ -427,15 +491,21 @@ void RdmaQueuePair::pump_locked(Done& done) {
       pending_.pop_front();
       continue;
     }
-    if (!progressed || send_in_flight_.size() >= max_send)
+    if (starved || !progressed || send_in_flight_.size() >= max_send)
       break;
   }
   flush_chain();
+  if (credit_ > 0) {
+    options_.completions->release(credit_);
+    credit_ = 0;
+  }
 }
 
 // -- completions -------------------------------------------------------------------------------
 
 int RdmaQueuePair::progress() {
+  if (options_.completions)
+    return options_.completions->poll();
   std::unique_lock<std::mutex> poll_guard(poll_mu_, std::try_to_lock);
   if (!poll_guard.owns_lock())
     return 0;
@@ -459,12 +529,33 @@ int RdmaQueuePair::progress() {
   return n.ok() ? *n : 0;
 }
 
+void RdmaQueuePair::take_completions(const ibv_wc* wcs, int count, Done& done) {
+  std::lock_guard<std::mutex> guard(mu_);
+  for (int i = 0; i < count; ++i)
+    handle_completion_locked(wcs[i], done);
+  stats_.completions += static_cast<uint64_t>(count);
+  pump_locked(done);
+}
+
+void RdmaQueuePair::take_poll_error(const Error& error, Done& done) {
+  std::lock_guard<std::mutex> guard(mu_);
+  enter_error_locked(error.message());
+  fail_all_locked(error, done);
+}
+
+void RdmaQueuePair::take_credit(Done& done) {
+  std::lock_guard<std::mutex> guard(mu_);
+  pump_locked(done);
+}
+
 void RdmaQueuePair::handle_completion_locked(const ibv_wc& wc, Done& done) {
   if (wc.wr_id & kRecvBit) {
     uint64_t seq = wc.wr_id & ~kRecvBit;
     while (!recv_in_flight_.empty() && recv_in_flight_.front().seq <= seq) {
       PostedWr w = recv_in_flight_.front();
       recv_in_flight_.pop_front();
+      if (options_.completions)
+        options_.completions->release(1);
       auto it = ops_.find(w.op_id);
       if (it == ops_.end())
         continue;
@@ -476,6 +567,8 @@ void RdmaQueuePair::handle_completion_locked(const ibv_wc& wc, Done& done) {
   while (!send_in_flight_.empty() && send_in_flight_.front().seq <= wc.wr_id) {
     PostedWr w = send_in_flight_.front();
     send_in_flight_.pop_front();
+    if (options_.completions)
+      options_.completions->release(1);
     auto it = ops_.find(w.op_id);
     if (it == ops_.end())
       continue;
@@ -542,6 +635,8 @@ void RdmaQueuePair::maybe_finish_locked(uint64_t op_id, Done& done) {
     stats_.bytes += result.bytes;
     ++stats_.ops_completed;
   }
+  if (options_.completions)
+    options_.completions->op_finished();
   if (op.atomic_slot >= 0)
     free_atomic_slots_.push_back(op.atomic_slot);
   auto pit = std::find(pending_.begin(), pending_.end(), op_id);
@@ -585,8 +680,7 @@ void RdmaQueuePair::enter_error_locked(const std::string& cause) {
 }
 
 void RdmaQueuePair::fail_all_locked(const Error& error, Done& done) {
-  send_in_flight_.clear();
-  recv_in_flight_.clear();
+  clear_in_flight_locked();
   pending_.clear();
   std::vector<uint64_t> ids;
   for (auto& [id, op] : ops_)
@@ -649,10 +743,13 @@ Status RdmaQueuePair::reset_locked() {
 
 Status RdmaQueuePair::recreate_qp_locked() {
   // Destroying the QP discards its outstanding work requests: the NIC no longer touches them.
+  // Completions of the old QP still in a shared CQ find no target (or, should its number come
+  // back, older ids than ours: CompletionRouter invariant 3).
+  if (options_.completions && qp_)
+    options_.completions->detach(qp_->qp_num(), this);
   qp_.reset();
-  CAF_RDMA_ASSIGN_OR_RETURN(qp_, QueuePair::create(domain_->pd(), cq_, cq_, domain_->config()));
   local_psn_ = random_psn();
-  return fit_queues_locked();
+  return create_qp_locked();
 }
 
 Status RdmaQueuePair::fit_queues_locked() {
@@ -660,6 +757,8 @@ Status RdmaQueuePair::fit_queues_locked() {
   send_limit_ = caps.max_send_wr;
   recv_limit_ = caps.max_recv_wr;
   inline_limit_ = caps.max_inline_data;
+  if (options_.completions)
+    return {};  // a shared CQ: credits bound what is posted (invariant 10)
   const uint64_t needed = uint64_t{send_limit_} + recv_limit_;
   if (static_cast<uint64_t>(cq_->entries()) >= needed)
     return {};
@@ -700,8 +799,7 @@ Status RdmaQueuePair::restart_locked(const Status& drained, bool keep_queued, Do
       if (!op->error)
         op->error = e;
     }
-  send_in_flight_.clear();
-  recv_in_flight_.clear();
+  clear_in_flight_locked();
   std::vector<uint64_t> ids;
   for (auto& [id, op] : ops_)
     ids.push_back(id);
@@ -730,7 +828,7 @@ Status RdmaQueuePair::recover() {
   Done done;
   QpInfo local;
   {
-    std::lock_guard<std::mutex> poll_guard(poll_mu_);
+    std::lock_guard<std::mutex> poll_guard(poll_lock());
     std::lock_guard<std::mutex> guard(mu_);
     CAF_RDMA_RETURN_IF_ERROR(restart_locked(drained, /*keep_queued=*/true, done));
     connected_ = false;
@@ -772,7 +870,7 @@ Result<QpInfo> RdmaQueuePair::accept_reconnect(const QpInfo& remote) {
   Done done;
   QpInfo local;
   {
-    std::lock_guard<std::mutex> poll_guard(poll_mu_);
+    std::lock_guard<std::mutex> poll_guard(poll_lock());
     std::lock_guard<std::mutex> guard(mu_);
     CAF_RDMA_RETURN_IF_ERROR(restart_locked(drained, /*keep_queued=*/false, done));
     Status st = connect_locked(remote);
@@ -907,7 +1005,7 @@ void RdmaQueuePair::withdraw_after_timeout(std::chrono::milliseconds timeout,
   Status drained = drain(options_.drain_timeout);
   Done done;
   {
-    std::lock_guard<std::mutex> poll_guard(poll_mu_);
+    std::lock_guard<std::mutex> poll_guard(poll_lock());
     std::lock_guard<std::mutex> guard(mu_);
     if (!drained.ok()) {
       // The device did not flush in time: destroying the QP is the only way to be sure.

@@ -24,6 +24,10 @@
 //  9. An op whose RemoteBuffer names an incarnation (RdmaDomain invariant 5) other than the one
 //     of the peer this QP is connected to is refused by `submit`: the owner's device was
 //     reopened since, and the old remote key might name someone else's memory.
+// 10. With `Options::completions`, the QP's completions go to a CQ shared with other QPs of the
+//     device (CompletionRouter): `progress` polls the shared CQ and may complete other QPs' ops;
+//     every posted work request holds one of the router's credits until it is retired, so the
+//     shared CQ cannot overflow. Without it, the QP has a CQ of its own (invariant 7).
 #pragma once
 
 #include <atomic>
@@ -36,6 +40,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "components/completion_router.h"
 #include "components/rdma_domain.h"
 #include "components/rdma_op.h"
 #include "components/work_request_plan.h"
@@ -44,7 +49,7 @@
 
 namespace caf_rdma {
 
-class RdmaQueuePair {
+class RdmaQueuePair : private CompletionTarget {
 public:
   struct Options {
     /// Largest message per work request; 0 = the port's max_msg_sz. Smaller values split
@@ -54,6 +59,9 @@ public:
     uint32_t signal_interval = 0;
     /// How long flushing a QP in ERR may take before the QP is destroyed and recreated.
     std::chrono::milliseconds drain_timeout{5000};
+    /// A completion queue shared with other QPs of the same device (invariant 10); null: the
+    /// QP gets a CQ of its own.
+    std::shared_ptr<CompletionRouter> completions;
   };
 
   /// Called by `recover` with this side's fresh connection info (same QP number, new PSN, QP
@@ -73,7 +81,7 @@ public:
   };
 
   static Result<std::unique_ptr<RdmaQueuePair>> create(const std::shared_ptr<RdmaDomain>& domain,
-                                                       Options options);
+                                                       const Options& options);
   static Result<std::unique_ptr<RdmaQueuePair>> create(const std::shared_ptr<RdmaDomain>& domain);
 
   /// Destroys the QP; ops still outstanding complete with an error saying so.
@@ -83,6 +91,8 @@ public:
   RdmaQueuePair& operator=(const RdmaQueuePair&) = delete;
 
   const std::shared_ptr<RdmaDomain>& domain() const { return domain_; }
+  /// The shared completion queue this QP's completions go to (null: a CQ of its own).
+  const std::shared_ptr<CompletionRouter>& router() const { return options_.completions; }
   /// "rxe0 QP 17".
   std::string describe() const;
   /// This side's connection info (send to the peer).
@@ -109,7 +119,8 @@ public:
   void post_queued();
 
   /// Polls completions in batches, runs callbacks, posts queued work. Returns the number of
-  /// completions handled. Never blocks on another thread's poll (returns 0 instead).
+  /// completions handled. Never blocks on another thread's poll (returns 0 instead). On a
+  /// shared CQ (invariant 10) this polls it for all its QPs.
   int progress();
 
   // -- blocking interface ------------------------------------------------------------------
@@ -159,9 +170,27 @@ private:
     uint64_t seq;
     uint64_t op_id;
   };
-  using Done = std::vector<std::pair<OpCallback, OpResult>>;
+  using Done = CompletedOps;
 
-  RdmaQueuePair(std::shared_ptr<RdmaDomain> domain, Options options);
+  RdmaQueuePair(std::shared_ptr<RdmaDomain> domain, const Options& options);
+
+  // CompletionTarget (invariant 10): called by the router with its poll mutex held.
+  void take_completions(const ibv_wc* wcs, int count, Done& done) override;
+  void take_poll_error(const Error& error, Done& done) override;
+  void take_credit(Done& done) override;
+
+  /// The lock that keeps polls out while the QP is reset or replaced: the router's poll mutex
+  /// on a shared CQ, this QP's own otherwise. Taken before `mu_`.
+  std::mutex& poll_lock();
+  /// Creates `qp_` on `cq_` and, on a shared CQ, attaches it (poll lock held, or not shared).
+  Status create_qp_locked();
+  /// The id of the next work request (invariant 10: from the router on a shared CQ).
+  uint64_t next_wr_id_locked();
+  /// One credit for the next work request (invariant 10); false: none left, the router calls
+  /// `take_credit` once there are.
+  bool take_credit_locked(uint32_t want);
+  /// Forgets every posted work request (their credits go back).
+  void clear_in_flight_locked();
 
   Status validate(const RdmaOp& op) const;
   void pump_locked(Done& done);
@@ -212,6 +241,8 @@ private:
   ReconnectFn reconnect_;
   uint64_t next_op_id_ = 1;
   uint64_t next_wr_seq_ = 1;
+  uint64_t posted_wrs_ = 0;  ///< send work requests posted (for the signal interval)
+  uint32_t credit_ = 0;      ///< router credits taken and not yet used (invariant 10)
   std::unordered_map<uint64_t, std::unique_ptr<Op>> ops_;
   std::deque<uint64_t> pending_;
   std::deque<PostedWr> send_in_flight_;

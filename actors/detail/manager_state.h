@@ -306,6 +306,10 @@ private:
   void handshake(const caf::actor_addr& key);
   void drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp);
   Result<std::shared_ptr<RdmaQueuePair>> loopback_qp();
+  /// Options of a new queue pair on domain_ whose completions go to the device's shared
+  /// completion queue (one poll per sweep for all peers; made here with the first). Direct
+  /// lanes' own QPs, polled by their client's threads, keep a CQ of their own.
+  Result<RdmaQueuePair::Options> shared_qp_options();
   void fail_waiting(Peer& peer, const caf::error& err);
   /// The error of every operation on a peer that is down.
   caf::error peer_down_error(const Peer& p) const;
@@ -411,6 +415,9 @@ private:
   std::string port_down_;  ///< non-empty while our port is down: why
   uint64_t device_losses_ = 0, device_reopens_ = 0;
   std::unique_ptr<CompletionPoller> poller_;
+  /// The shared completion queue of domain_'s queue pairs (made with the first; dropped with
+  /// the device: its QPs keep it alive until they go).
+  std::shared_ptr<CompletionRouter> completions_;
   /// While a batch starts its ops: RDMA ops are queued on their QPs (listed here) and posted
   /// together afterwards, one chain of work requests per QP.
   bool batching_ = false;

@@ -144,6 +144,10 @@ TEST_F(ManagerTest, ConcurrentFirstTransfersMakeOneQueuePair) {
     EXPECT_EQ(s.handshakes, 1u) << "one queue pair for the peer";
     EXPECT_EQ(s.live_qps, 1u);
     EXPECT_EQ(owner_->stats().live_qps, 1u);
+    // Both on their device's shared CQ; the user's poller sweeps that one CQ.
+    EXPECT_EQ(s.shared_cq_qps, 1u);
+    EXPECT_EQ(s.polled_cqs, 1u);
+    EXPECT_EQ(owner_->stats().shared_cq_qps, 1u);
   } else {
     EXPECT_EQ(s.handshakes, 0u);
   }

@@ -55,7 +55,7 @@ protected:
     return r;
   }
 
-  std::unique_ptr<RdmaQueuePair> make_qp(RdmaQueuePair::Options options = {},
+  std::unique_ptr<RdmaQueuePair> make_qp(const RdmaQueuePair::Options& options = {},
                                          const std::shared_ptr<RdmaDomain>& domain = nullptr) {
     auto q = RdmaQueuePair::create(domain ? domain : domain_, options);
     EXPECT_TRUE(q.ok()) << q.error().to_string();

@@ -1,5 +1,7 @@
 // RdmaQueuePair on a real device (rxe0/rxe1 in the VM lane). Every transfer is verified byte for
-// byte. Test names refer to the invariants in components/rdma_queue_pair.h.
+// byte. Test names refer to the invariants in components/rdma_queue_pair.h. Every test runs twice:
+// with a CQ per queue pair (OwnCq) and with the queue pairs of the test's domain on one shared CQ
+// (SharedCq, invariant 10).
 #include "components/rdma_queue_pair.h"
 
 #include <gtest/gtest.h>
@@ -14,12 +16,17 @@ namespace {
 
 constexpr milliseconds kTimeout{30000};
 
-class QueuePairTest : public ComponentTest {
+class QueuePairTest : public ComponentTest, public ::testing::WithParamInterface<bool> {
 protected:
   void SetUp() override {
     ComponentTest::SetUp();
     if (IsSkipped() || HasFatalFailure())
       return;
+    if (GetParam()) {
+      auto router = CompletionRouter::create(domain_->context(), 4096);
+      ASSERT_TRUE(router.ok()) << router.error().to_string();
+      router_ = *router;
+    }
     a_ = make_qp();
     b_ = make_qp();
     ASSERT_TRUE(a_ && b_);
@@ -29,8 +36,24 @@ protected:
   void TearDown() override {
     a_.reset();
     b_.reset();
+    if (router_) {
+      // Every credit came back: no work request is left holding a CQ entry.
+      auto stats = router_->stats();
+      EXPECT_EQ(stats.credits_free, stats.credits);
+      EXPECT_EQ(stats.attached, 0u);
+    }
   }
 
+  /// A queue pair on the test's domain: on the shared CQ in the SharedCq run. On another
+  /// domain, a CQ of its own.
+  std::unique_ptr<RdmaQueuePair> make_qp(RdmaQueuePair::Options options = {},
+                                         const std::shared_ptr<RdmaDomain>& domain = nullptr) {
+    if (!domain && router_ && !options.completions)
+      options.completions = router_;
+    return ComponentTest::make_qp(options, domain);
+  }
+
+  std::shared_ptr<CompletionRouter> router_;
   std::unique_ptr<RdmaQueuePair> a_, b_;
 };
 
@@ -38,7 +61,7 @@ void expect_same(const Registered& x, const Registered& y, uint64_t n) {
   ASSERT_EQ(std::memcmp(x.bytes.get(), y.bytes.get(), n), 0) << "data differs";
 }
 
-TEST_F(QueuePairTest, WriteAndReadRoundTripsAtSeveralSizes) {
+TEST_P(QueuePairTest, WriteAndReadRoundTripsAtSeveralSizes) {
   for (uint64_t size : {uint64_t{1}, uint64_t{4096}, uint64_t{1} << 20, uint64_t{64} << 20}) {
     SCOPED_TRACE("size " + std::to_string(size));
     Registered src = make(size, 11);
@@ -54,7 +77,7 @@ TEST_F(QueuePairTest, WriteAndReadRoundTripsAtSeveralSizes) {
   }
 }
 
-TEST_F(QueuePairTest, OffsetsAndGatherLists) {
+TEST_P(QueuePairTest, OffsetsAndGatherLists) {
   Registered src = make(8192, 5);
   Registered dst = make(16384, 0);
   RdmaOp op;
@@ -72,7 +95,7 @@ TEST_F(QueuePairTest, OffsetsAndGatherLists) {
 
 // Invariant 3: a transfer larger than the (forced small) maximum message size is split, and
 // more work requests than max_send_wr are queued in software and all complete.
-TEST_F(QueuePairTest, SplitTransferNeedsMoreRequestsThanTheSendQueueHolds) {
+TEST_P(QueuePairTest, SplitTransferNeedsMoreRequestsThanTheSendQueueHolds) {
   RdmaQueuePair::Options options;
   options.max_message_bytes = 16 << 10;
   auto x = make_qp(options);
@@ -90,7 +113,7 @@ TEST_F(QueuePairTest, SplitTransferNeedsMoreRequestsThanTheSendQueueHolds) {
   EXPECT_EQ(x->outstanding_work_requests(), 0u);
 }
 
-TEST_F(QueuePairTest, ThousandsOfAsyncOpsCompleteExactlyOnce) {
+TEST_P(QueuePairTest, ThousandsOfAsyncOpsCompleteExactlyOnce) {
   constexpr int kOps = 3000;  // > max_send_wr (512)
   Registered src = make(uint64_t{kOps} * 64, 9);
   Registered dst = make(uint64_t{kOps} * 64, 0);
@@ -127,7 +150,7 @@ TEST_F(QueuePairTest, ThousandsOfAsyncOpsCompleteExactlyOnce) {
 // even when IbverbsConfig::cq_entries asks for fewer and the device grants more work requests
 // than asked (rxe: 64 -> 127). Every request is signaled here, so each makes a completion; an
 // overflowing CQ would lose them (the ops would time out) and error the QP.
-TEST_F(QueuePairTest, CompletionQueueHoldsEveryRequestTheQueuesTake) {
+TEST_P(QueuePairTest, CompletionQueueHoldsEveryRequestTheQueuesTake) {
   auto config = IbverbsConfig::from_env();
   ASSERT_TRUE(config.ok()) << config.error().to_string();
   config->cq_entries = 8;
@@ -164,7 +187,7 @@ TEST_F(QueuePairTest, CompletionQueueHoldsEveryRequestTheQueuesTake) {
 
 // Invariant 8: WRITEs up to the granted inline size go inside the work request, larger ones by
 // DMA; both arrive whole, and nothing beyond them is touched.
-TEST_F(QueuePairTest, SmallWritesGoInline) {
+TEST_P(QueuePairTest, SmallWritesGoInline) {
   const uint32_t limit = a_->inline_limit();
   ASSERT_GE(limit, domain_->config().max_inline_data)
       << "the device granted less inline data than IbverbsConfig::max_inline_data";
@@ -188,7 +211,7 @@ TEST_F(QueuePairTest, SmallWritesGoInline) {
   EXPECT_EQ(a_->stats().inline_requests - before, 3u) << "one byte over the limit goes by DMA";
 }
 
-TEST_F(QueuePairTest, QueuedOpsWaitForPostQueuedAndGoAsOneChain) {
+TEST_P(QueuePairTest, QueuedOpsWaitForPostQueuedAndGoAsOneChain) {
   constexpr int kOps = 40;
   Registered src = make(uint64_t{kOps} * 4096, 13);
   Registered dst = make(uint64_t{kOps} * 4096, 0);
@@ -214,7 +237,7 @@ TEST_F(QueuePairTest, QueuedOpsWaitForPostQueuedAndGoAsOneChain) {
 }
 
 // Invariant 6.
-TEST_F(QueuePairTest, ManyThreadsAtOnce) {
+TEST_P(QueuePairTest, ManyThreadsAtOnce) {
   constexpr int kThreads = 6, kOpsPerThread = 100, kChunk = 4096;
   Registered src = make(uint64_t{kThreads} * kOpsPerThread * kChunk, 21);
   Registered dst = make(uint64_t{kThreads} * kOpsPerThread * kChunk, 0);
@@ -242,7 +265,7 @@ TEST_F(QueuePairTest, ManyThreadsAtOnce) {
   expect_same(src, back, src.size);
 }
 
-TEST_F(QueuePairTest, AtomicsFetchAddAndCompareSwap) {
+TEST_P(QueuePairTest, AtomicsFetchAddAndCompareSwap) {
   Registered word = make(64, 0);
   uint64_t* value = reinterpret_cast<uint64_t*>(word.bytes.get() + 8);
   *value = 40;
@@ -273,7 +296,7 @@ TEST_F(QueuePairTest, AtomicsFetchAddAndCompareSwap) {
   EXPECT_NE(misaligned.error().message().find("not 8-byte aligned"), std::string::npos);
 }
 
-TEST_F(QueuePairTest, SendAndReceive) {
+TEST_P(QueuePairTest, SendAndReceive) {
   Registered msg = make(3000, 4);
   Registered inbox = make(4096, 0);
   std::atomic<bool> got{false};
@@ -294,7 +317,7 @@ TEST_F(QueuePairTest, SendAndReceive) {
 }
 
 // Invariant 5: a remote access error is reported clearly and does not stick to the pair.
-TEST_F(QueuePairTest, WrongRkeyIsAClearErrorAndThePairRecovers) {
+TEST_P(QueuePairTest, WrongRkeyIsAClearErrorAndThePairRecovers) {
   Registered src = make(4096, 8);
   Registered dst = make(4096, 0);
   RemoteBuffer bad = dst.buffer.remote();
@@ -318,7 +341,7 @@ TEST_F(QueuePairTest, WrongRkeyIsAClearErrorAndThePairRecovers) {
 }
 
 // Invariant 2: nothing is posted for a request that does not fit.
-TEST_F(QueuePairTest, OutOfBoundsIsRefusedBeforePosting) {
+TEST_P(QueuePairTest, OutOfBoundsIsRefusedBeforePosting) {
   Registered src = make(4096, 1);
   Registered dst = make(4096, 0);
   uint64_t before = a_->stats().work_requests;
@@ -337,7 +360,7 @@ TEST_F(QueuePairTest, OutOfBoundsIsRefusedBeforePosting) {
   EXPECT_FALSE(a_->needs_recovery());
 }
 
-TEST_F(QueuePairTest, ReadOnlyBufferCannotBeAReadDestination) {
+TEST_P(QueuePairTest, ReadOnlyBufferCannotBeAReadDestination) {
   Registered ro = make(4096, 5, Access::kReadOnly);
   Registered src = make(4096, 3);
   OpResult r = a_->execute(RdmaOp::read({ro.buffer, 0, 4096}, src.buffer.remote()), kTimeout);
@@ -350,7 +373,7 @@ TEST_F(QueuePairTest, ReadOnlyBufferCannotBeAReadDestination) {
   expect_same(ro, out, 4096);
 }
 
-TEST_F(QueuePairTest, DeregisteredRegionsFailCleanly) {
+TEST_P(QueuePairTest, DeregisteredRegionsFailCleanly) {
   Registered src = make(4096, 2);
   Registered dst = make(4096, 0);
   RemoteBuffer remote = dst.buffer.remote();
@@ -377,7 +400,7 @@ TEST_F(QueuePairTest, DeregisteredRegionsFailCleanly) {
 }
 
 // Invariant 5: a timeout flushes and returns; the QP is recovered on next use.
-TEST_F(QueuePairTest, TimeoutFlushesAndTheNextOpSucceeds) {
+TEST_P(QueuePairTest, TimeoutFlushesAndTheNextOpSucceeds) {
   auto x = make_qp();
   auto dead = make_qp();
   auto live = make_qp();
@@ -404,7 +427,7 @@ TEST_F(QueuePairTest, TimeoutFlushesAndTheNextOpSucceeds) {
   expect_same(src, dst, 1 << 20);
 }
 
-TEST_F(QueuePairTest, BatchReportsEachOpsResult) {
+TEST_P(QueuePairTest, BatchReportsEachOpsResult) {
   Registered src = make(uint64_t{3} * 4096, 12);
   Registered dst = make(uint64_t{3} * 4096, 0);
   std::vector<RdmaOp> ops;
@@ -421,7 +444,7 @@ TEST_F(QueuePairTest, BatchReportsEachOpsResult) {
   EXPECT_EQ(std::memcmp(dst.bytes.get() + 8192, src.bytes.get() + 8192, 4096), 0);
 }
 
-TEST_F(QueuePairTest, LoopbackQueuePair) {
+TEST_P(QueuePairTest, LoopbackQueuePair) {
   auto q = make_qp();
   ASSERT_TRUE(q->connect_loopback().ok());
   Registered src = make(65536, 13);
@@ -438,7 +461,7 @@ TEST_F(QueuePairTest, LoopbackQueuePair) {
   expect_same(src, dst, 65536);
 }
 
-TEST_F(QueuePairTest, UnconnectedQueuePairRefusesWork) {
+TEST_P(QueuePairTest, UnconnectedQueuePairRefusesWork) {
   auto q = make_qp();
   Registered src = make(64, 1);
   Status st = q->submit(RdmaOp::write({src.buffer, 0, 64}, src.buffer.remote()), nullptr);
@@ -447,7 +470,7 @@ TEST_F(QueuePairTest, UnconnectedQueuePairRefusesWork) {
 }
 
 // Two domains on two devices (rxe0 and rxe1 on the two ends of a veth wire in the VM lane).
-TEST_F(QueuePairTest, TwoDomainsOnTwoDevicesExchangeData) {
+TEST_P(QueuePairTest, TwoDomainsOnTwoDevicesExchangeData) {
   auto list = DeviceList::get();
   ASSERT_TRUE(list.ok());
   auto devices = list->describe();
@@ -485,6 +508,11 @@ TEST_F(QueuePairTest, TwoDomainsOnTwoDevicesExchangeData) {
   ASSERT_FALSE(foreign.ok());
   EXPECT_NE(foreign.error().message().find("another domain"), std::string::npos);
 }
+
+INSTANTIATE_TEST_SUITE_P(Cq, QueuePairTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "SharedCq" : "OwnCq";
+                         });
 
 }  // namespace
 }  // namespace caf_rdma::testing
