@@ -27,10 +27,48 @@ DirectLane::~DirectLane() {
 }
 
 bool DirectLane::broken() const {
-  return qp_->needs_recovery();
+  std::lock_guard<std::mutex> guard(mu_);
+  settle_locked();
+  return !qp_ || qp_->needs_recovery();
+}
+
+void DirectLane::retire() {
+  retired_.store(true, std::memory_order_seq_cst);
+  std::unique_lock<std::mutex> guard(mu_, std::try_to_lock);
+  if (guard.owns_lock())
+    qp_.reset();  // no op of the client's running: the queue pair goes now
+  // Else the client's call in progress lets go of it as it ends (settle_locked).
+}
+
+class DirectLane::Use {
+public:
+  explicit Use(const DirectLane& lane) : lane_(lane), guard_(lane.mu_) {}
+  ~Use() {
+    lane_.settle_locked();
+    guard_.unlock();
+    // `retire` may have found mu_ held after settle_locked looked: look again (retire sets
+    // retired_ before it tries the lock, so one of the two sees the other).
+    if (lane_.retired_.load(std::memory_order_seq_cst)) {
+      std::lock_guard<std::mutex> again(lane_.mu_);
+      lane_.settle_locked();
+    }
+  }
+  Use(const Use&) = delete;
+  Use& operator=(const Use&) = delete;
+
+private:
+  const DirectLane& lane_;
+  std::unique_lock<std::mutex> guard_;
+};
+
+void DirectLane::settle_locked() const {
+  if (qp_ && retired_.load(std::memory_order_acquire))
+    qp_.reset();
 }
 
 std::optional<Result<DirectLane::Prepared>> DirectLane::prepare(const TransferOp& op) {
+  if (!qp_)
+    return std::nullopt;  // retired: the manager answers
   // A local buffer's handle names this node's facade (the manager's published stand-in).
   if (!op.local.owner || op.local.owner.node() != manager_.node() || !op.remote.owner ||
       op.remote.owner.address() != owner_.address() || !op.remote.has_rdma() ||
@@ -87,6 +125,7 @@ std::optional<Result<TransferReply>> DirectLane::transfer(const TransferOp& op, 
                                                           OpFault* fault) {
   if (timeout_ms == 0)
     return std::nullopt;  // the manager's error
+  Use use(*this);
   auto prepared = prepare(op);
   if (!prepared)
     return std::nullopt;
@@ -108,6 +147,7 @@ std::optional<std::vector<TransferOutcome>> DirectLane::batch(const std::vector<
                                                               std::vector<OpFault>* faults) {
   if (timeout_ms == 0 || ops.empty())
     return std::nullopt;
+  Use use(*this);
   std::vector<std::optional<Result<Prepared>>> prepared;
   prepared.reserve(ops.size());
   for (const auto& op : ops) {

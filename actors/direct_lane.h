@@ -14,14 +14,20 @@
 //     buffers; a release of a local buffer replies only after the lane's op on it ended.
 //  3. A lane whose queue pair failed is `broken()`: drop it; its destructor tells the manager,
 //     which has the owner close its side. A new lane is a new handshake.
-//  4. One thread at a time (like RdmaClient).
+//  4. One thread at a time (like RdmaClient); the manager may only `retire` it, from its own.
+//  5. A retired lane (its device went away) lets go of its queue pair at once if no op of its
+//     client is running, else as that op ends, whether or not the client uses the lane again:
+//     a lane kept by an idle client does not keep a lost device from being removed. A retired
+//     lane is `broken()` and runs nothing (`transfer` returns nothing: the manager answers).
 #pragma once
 
 #include <caf/actor.hpp>
 #include <caf/allowed_unsafe_message_type.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,8 +60,12 @@ public:
                                                     uint32_t timeout_ms,
                                                     std::vector<OpFault>* faults = nullptr);
 
-  /// The queue pair failed (remote access error, timeout, the owner vanished): drop the lane.
+  /// The queue pair failed (remote access error, timeout, the owner vanished) or the lane was
+  /// retired: drop the lane.
   bool broken() const;
+  /// Invariant 5: the manager's device went away; the lane lets go of its queue pair (now, or
+  /// when its client's op in progress ends). Never waits for that op.
+  void retire();
   uint64_t id() const { return id_; }
   const caf::actor& owner() const { return owner_; }
   const std::string& owner_name() const { return owner_name_; }
@@ -72,9 +82,17 @@ private:
   /// Ends the op's use of its local buffer and turns the result into an outcome.
   TransferOutcome finish(const TransferOp& op, const Prepared& p, const OpResult& r,
                          uint32_t timeout_ms);
+  /// With mu_ held: lets go of the queue pair if the lane was retired (invariant 5).
+  void settle_locked() const;
+  /// A client call's hold on the lane: mu_ for its duration; at its end the queue pair goes
+  /// if the lane was retired meanwhile (invariant 5).
+  class Use;
 
   uint64_t id_;
-  std::shared_ptr<RdmaQueuePair> qp_;
+  /// Held by the client's calls, tried by `retire` (invariant 5); guards qp_.
+  mutable std::mutex mu_;
+  std::atomic<bool> retired_{false};
+  mutable std::shared_ptr<RdmaQueuePair> qp_;  ///< null once retired
   std::shared_ptr<DirectRegistry> registry_;
   caf::actor manager_;
   caf::actor owner_;

@@ -116,6 +116,11 @@ void ManagerState::lose_device(const std::string& what) {
   queued_on_.clear();
   opening_.clear();           // handshakes in flight: their answers find nothing
   abort_connections(reason);  // what is left: the lanes our clients hold
+  // Those let go of their queue pairs now (or as their client's op ends), so a client that
+  // keeps a lane without using it does not keep the device from being removed.
+  for (auto& [id, record] : lanes_)
+    if (auto lane = record.lane.lock())
+      lane->retire();
   // From here on the manager has no device: whatever failing an op sets off (a freed bounce
   // buffer going to a waiting op, a release reply) cannot reach the old one. `old` keeps the
   // domain for the registrations still to drop below.

@@ -40,10 +40,11 @@ caf::result<LaneGrant> ManagerState::open_lane(BufferHandle remote, uint32_t tim
     Status st = qp->connect_loopback();
     if (!st.ok())
       return to_caf_error(st.error().with_context("connecting a loopback direct lane"));
-    lanes_.emplace(id, LaneRecord{self_->address(), qp});
-    return LaneGrant{
-        std::make_shared<DirectLane>(id, std::move(qp), registry_, me, remote.owner, options_.name),
-        options_.verify};
+    std::weak_ptr<RdmaQueuePair> weak_qp = qp;
+    auto lane =
+        std::make_shared<DirectLane>(id, std::move(qp), registry_, me, remote.owner, options_.name);
+    lanes_.emplace(id, LaneRecord{self_->address(), weak_qp, lane});
+    return LaneGrant{std::move(lane), options_.verify};
   }
   Peer& p = peer_for(remote.owner, remote.owner_name);
   if (!p.down_reason.empty())
@@ -81,10 +82,10 @@ caf::result<LaneGrant> ManagerState::open_lane(BufferHandle remote, uint32_t tim
                                                               name + " (" + info.device + ")")));
               return;
             }
-            lanes_.emplace(id, LaneRecord{key, qp});
-            rp.deliver(LaneGrant{
-                std::make_shared<DirectLane>(id, std::move(qp), registry_, me, owner, name),
-                options_.verify});
+            std::weak_ptr<RdmaQueuePair> weak_qp = qp;
+            auto lane = std::make_shared<DirectLane>(id, std::move(qp), registry_, me, owner, name);
+            lanes_.emplace(id, LaneRecord{key, weak_qp, lane});
+            rp.deliver(LaneGrant{std::move(lane), options_.verify});
           },
           [this, rp, key, held, id, owner = remote.owner, timeout](caf::error& err) mutable {
             (void)take_opening(held);

@@ -133,6 +133,7 @@ struct Peer {
 struct LaneRecord {
   caf::actor_addr owner;            ///< peer key, or our own address for a loopback lane
   std::weak_ptr<RdmaQueuePair> qp;  ///< aborted when the owner goes down
+  std::weak_ptr<DirectLane> lane;   ///< retired when our device goes (DirectLane invariant 5)
 };
 
 /// At most this many direct lanes from one peer manager are accepted at once.

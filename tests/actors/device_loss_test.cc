@@ -9,6 +9,7 @@
 
 #include <thread>
 
+#include "actors/rdma_client.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/device_control.h"
 
@@ -255,6 +256,52 @@ TEST_F(DeviceLossTest, DeviceRemovedMidTransferFailsAtOnceAndTheNodeWorksAgainAf
   auto stale = a_->transfer(make_read(*dst_local, early_at_b, kRange, 0, 0));
   ASSERT_TRUE(stale) << error_message(stale.error());
   EXPECT_TRUE(holds_pattern(dst, 0, kRange, 11, 0)) << "a's own stale handle, read locally";
+}
+
+// DirectLane invariant 5: a direct lane a client keeps without using it lets go of the lost
+// device (the kernel finishes removing it); the client's next transfer moves through the
+// fallback, and RDMA again once the device is back. Every byte checked.
+TEST_F(DeviceLossTest, ALaneAClientKeepsIdleDoesNotHoldALostDevice) {
+  Memory src(kRange, 5);  // at b
+  Memory dst(kRange);     // at a
+  BufferHandle src_at_b = remote_view(*b_, *a_, src, "lane_src");
+  auto dst_local = a_->request_buffer(dst);
+  ASSERT_TRUE(dst_local) << error_message(dst_local.error());
+  RdmaClient client(a_->node().system(), a_->manager(), true);
+  auto read = client.read(*dst_local, src_at_b, 30000);
+  ASSERT_TRUE(read.ok()) << read.error().to_string();
+  EXPECT_EQ(read->path, kPathRdma);
+  EXPECT_TRUE(holds_pattern(dst, 0, kRange, 5, 0));
+  ASSERT_EQ(client.lanes(), 1u);
+  EXPECT_EQ(a_->stats().direct_ops, 1u) << "the read took the client's lane";
+
+  // rxe0 goes while the client holds its lane, idle.
+  Command del = start_command({"/usr/bin/rdma", "link", "delete", "rxe0"});
+  EXPECT_GT(del.pid, 0);
+  deleted_ = true;
+  EXPECT_EQ(wait_command(del, std::chrono::seconds(60)), 0)
+      << "'rdma link delete rxe0' did not finish: the client's idle lane still holds the device";
+  EXPECT_EQ(client.lanes(), 1u) << "the client still holds its (retired) lane";
+
+  // The next read moves through the fallback.
+  std::fill(dst.bytes.begin(), dst.bytes.end(), 0);
+  read = client.read(*dst_local, src_at_b, 30000);
+  ASSERT_TRUE(read.ok()) << read.error().to_string();
+  EXPECT_EQ(read->path, kPathFallback);
+  EXPECT_TRUE(holds_pattern(dst, 0, kRange, 5, 0));
+
+  // rxe0 comes back: RDMA again.
+  ASSERT_EQ(run_command({"/usr/bin/rdma", "link", "add", "rxe0", "type", "rxe", "netdev", "veth0"}),
+            0);
+  added_ = true;
+  ManagerStats back = a_->wait_stats([](const ManagerStats& s) { return !s.device.empty(); },
+                                     std::chrono::seconds(60));
+  ASSERT_EQ(back.device, "rxe0") << "not reopened within 60 s: " << back.no_rdma_reason;
+  std::fill(dst.bytes.begin(), dst.bytes.end(), 0);
+  read = client.read(*dst_local, src_at_b, 30000);
+  ASSERT_TRUE(read.ok()) << read.error().to_string();
+  EXPECT_EQ(read->path, kPathRdma);
+  EXPECT_TRUE(holds_pattern(dst, 0, kRange, 5, 0));
 }
 
 }  // namespace
