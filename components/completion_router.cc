@@ -49,7 +49,9 @@ void CompletionRouter::detach(uint32_t qp_num, const CompletionTarget* target) {
   starved_.erase(std::remove(starved_.begin(), starved_.end(), target), starved_.end());
 }
 
-uint32_t CompletionRouter::acquire(uint32_t want) {
+uint32_t CompletionRouter::acquire(uint32_t want, bool resuming) {
+  if (!resuming && any_starved_.load(std::memory_order_acquire))
+    return 0;  // invariant 5: the waiting targets first
   uint64_t free = free_credits_.load(std::memory_order_relaxed);
   while (free > 0) {
     uint64_t take = std::min<uint64_t>(free, want);
@@ -62,6 +64,11 @@ uint32_t CompletionRouter::acquire(uint32_t want) {
 void CompletionRouter::release(uint64_t count) {
   if (count > 0)
     free_credits_.fetch_add(count, std::memory_order_relaxed);
+}
+
+void CompletionRouter::park(uint64_t count) {
+  parked_ += count;
+  parked_count_.store(parked_, std::memory_order_relaxed);
 }
 
 void CompletionRouter::wait_for_credit(CompletionTarget* target) {
@@ -91,8 +98,16 @@ int CompletionRouter::poll() {
   std::unique_lock<std::mutex> guard(poll_mu_, std::try_to_lock);
   if (!guard.owns_lock())
     return 0;
+  // Credits parked before this poll: their completions, if any, are in the CQ now.
+  const uint64_t parked = parked_;
   ibv_wc wcs[kPollBatch];
   auto n = cq_->poll(wcs, kPollBatch);
+  if (n.ok() && *n < kPollBatch && parked > 0) {
+    // The CQ is empty: those completions were taken (and dropped, or retired nothing).
+    parked_ -= parked;
+    parked_count_.store(parked_, std::memory_order_relaxed);
+    release(parked);
+  }
   CompletedOps done;
   if (!n.ok()) {
     for (auto& [qp_num, target] : targets_)
@@ -129,6 +144,7 @@ CompletionRouter::Stats CompletionRouter::stats() const {
   s.credit_waits = credit_waits_.load(std::memory_order_relaxed);
   s.credits = credits_;
   s.credits_free = free_credits_.load(std::memory_order_relaxed);
+  s.credits_parked = parked_count_.load(std::memory_order_relaxed);
   s.attached = attached_.load(std::memory_order_relaxed);
   return s;
 }

@@ -4,10 +4,10 @@
 //
 // Invariants:
 //  1. The CQ never overflows: a work request is posted only with a credit taken from the
-//     router, and the credit comes back when the request is retired (completed, flushed, or
-//     given up with its QP). Credits are the CQ's entries less a quarter kept for completions
-//     of destroyed queue pairs that may still be in the CQ. A target that found no credit is
-//     called back (`take_credit`) from a later `poll`.
+//     router, and the credit comes back when its completion is polled. Requests given up
+//     without one (their QP destroyed or reset with them outstanding) return their credits
+//     (`park`) only after a later poll found the CQ empty: their completions, if the device
+//     made any, are gone from it by then. A quarter of the entries stays spare besides.
 //  2. Targets are attached and detached, and completions dispatched, only under
 //     `poll_mutex()`: once `detach` returns, no completion is being or will be handed to that
 //     target. Lock order: `poll_mutex()` before any target's own lock.
@@ -17,6 +17,9 @@
 //     reaches a new QP of the same number names an id older than all of the new QP's, and
 //     retires nothing.
 //  4. Callbacks of completed ops run after `poll` released its locks, in the polling thread.
+//  5. No target starves: while any target waits for credits, only the waiting ones get credits
+//     (`acquire` refuses the others, which then wait too), and each `poll` resumes them in the
+//     order they began to wait.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -60,11 +63,12 @@ public:
   struct Stats {
     uint64_t polls_with_completions = 0;
     uint64_t completions = 0;
-    uint64_t unrouted = 0;      ///< completions of QPs no longer attached (invariant 3)
-    uint64_t credit_waits = 0;  ///< times a target found no credit (invariant 1)
-    uint64_t attached = 0;      ///< targets attached now
-    uint64_t credits = 0;       ///< credits in all
-    uint64_t credits_free = 0;  ///< credits not taken now
+    uint64_t unrouted = 0;        ///< completions of QPs no longer attached (invariant 3)
+    uint64_t credit_waits = 0;    ///< times a target found no credit (invariant 1)
+    uint64_t attached = 0;        ///< targets attached now
+    uint64_t credits = 0;         ///< credits in all
+    uint64_t credits_free = 0;    ///< credits not taken now
+    uint64_t credits_parked = 0;  ///< given back, usable after the next empty poll
   };
 
   /// A router over a new CQ of at least `entries` entries on `context`.
@@ -87,9 +91,14 @@ public:
   /// is polling: never waits for it).
   int poll();
 
-  /// Takes up to `want` credits; returns how many it got (maybe 0).
-  uint32_t acquire(uint32_t want);
+  /// Takes up to `want` credits; returns how many it got (maybe 0). `resuming`: called from
+  /// `take_credit` (invariant 5).
+  uint32_t acquire(uint32_t want, bool resuming);
+  /// Credits of retired work requests (their completions were polled).
   void release(uint64_t count);
+  /// Credits of work requests given up without their completion; with `poll_mutex()` held
+  /// (invariant 1).
+  void park(uint64_t count);
   /// `target` found no credit: `poll` calls its `take_credit` once credits are back.
   void wait_for_credit(CompletionTarget* target);
 
@@ -120,6 +129,8 @@ private:
   std::mutex starved_mu_;  ///< a leaf lock: taken under any other
   std::vector<CompletionTarget*> starved_;
   std::atomic<bool> any_starved_{false};
+  uint64_t parked_ = 0;                    ///< guarded by poll_mu_ (invariant 1)
+  std::atomic<uint64_t> parked_count_{0};  ///< parked_, for stats
 
   std::atomic<uint64_t> polls_with_completions_{0};
   std::atomic<uint64_t> completions_{0};

@@ -13,6 +13,9 @@ constexpr uint64_t kRecvBit = uint64_t{1} << 63;
 constexpr int kAtomicSlots = 64;
 constexpr int kPollBatch = 32;
 constexpr uint32_t kSpinsBeforeYield = 512;
+// Credits of a shared CQ taken at a time (RdmaQueuePair invariant 10): few enough that one
+// queue pair's backlog does not take them all from the others.
+constexpr uint32_t kCreditBatch = 16;
 
 using Clock = std::chrono::steady_clock;
 
@@ -116,7 +119,7 @@ bool RdmaQueuePair::take_credit_locked(uint32_t want) {
   if (!options_.completions)
     return true;
   if (credit_ == 0) {
-    credit_ = options_.completions->acquire(std::max<uint32_t>(1, want));
+    credit_ = options_.completions->acquire(std::clamp<uint32_t>(want, 1, kCreditBatch), resuming_);
     if (credit_ == 0) {
       options_.completions->wait_for_credit(this);
       return false;
@@ -127,8 +130,10 @@ bool RdmaQueuePair::take_credit_locked(uint32_t want) {
 }
 
 void RdmaQueuePair::clear_in_flight_locked() {
+  // Their completions may still come (or sit in the CQ): the credits come back once the CQ
+  // was found empty after now (CompletionRouter invariant 1). The poll lock is held.
   if (options_.completions)
-    options_.completions->release(send_in_flight_.size() + recv_in_flight_.size());
+    options_.completions->park(send_in_flight_.size() + recv_in_flight_.size());
   send_in_flight_.clear();
   recv_in_flight_.clear();
 }
@@ -349,11 +354,13 @@ void RdmaQueuePair::pump_locked(Done& done) {
     chain.back().send_flags |= IBV_SEND_SIGNALED;
     ibv_send_wr* bad = nullptr;
     int rc = ibv_post_send(qp_->get(), chain.data(), &bad);
-    size_t ok = rc == 0 ? chain.size() : static_cast<size_t>(bad - chain.data());
-    if (ok > 0 && rc != 0) {
+    bool bad_known = bad != nullptr && bad >= chain.data() && bad < chain.data() + chain.size();
+    size_t ok = rc == 0 ? chain.size() : bad_known ? static_cast<size_t>(bad - chain.data()) : 0;
+    if (rc != 0 && (ok > 0 || !bad_known)) {
       // The accepted prefix must end signaled, or its slots would never be retired: there is
       // no way to change a posted request, so move the QP to ERR; everything flushes.
-      enter_error_locked("ibv_post_send accepted only part of a chain");
+      enter_error_locked(bad_known ? "ibv_post_send accepted only part of a chain"
+                                   : "ibv_post_send failed without naming the request it refused");
     }
     for (size_t i = 0; i < chain.size(); ++i) {
       auto it = ops_.find(chain_ops[i]);
@@ -504,8 +511,11 @@ void RdmaQueuePair::pump_locked(Done& done) {
 // -- completions -------------------------------------------------------------------------------
 
 int RdmaQueuePair::progress() {
-  if (options_.completions)
-    return options_.completions->poll();
+  if (options_.completions) {
+    int n = options_.completions->poll();
+    post_queued();  // what submit_queued left, as with a CQ of its own
+    return n;
+  }
   std::unique_lock<std::mutex> poll_guard(poll_mu_, std::try_to_lock);
   if (!poll_guard.owns_lock())
     return 0;
@@ -545,7 +555,9 @@ void RdmaQueuePair::take_poll_error(const Error& error, Done& done) {
 
 void RdmaQueuePair::take_credit(Done& done) {
   std::lock_guard<std::mutex> guard(mu_);
+  resuming_ = true;
   pump_locked(done);
+  resuming_ = false;
 }
 
 void RdmaQueuePair::handle_completion_locked(const ibv_wc& wc, Done& done) {
@@ -781,10 +793,10 @@ Status RdmaQueuePair::fit_queues_locked() {
 }
 
 Status RdmaQueuePair::restart_locked(const Status& drained, bool keep_queued, Done& done) {
-  if (drained.ok())
+  if (drained.ok() && qp_)
     return reset_locked();
-  // The device did not flush in time: destroy the QP (the NIC stops for sure) and fail the ops
-  // whose work requests went with it.
+  // The device did not flush in time (or an earlier attempt left no QP): destroy the QP (the
+  // NIC stops for sure) and fail the ops whose work requests went with it.
   CAF_RDMA_RETURN_IF_ERROR(recreate_qp_locked());
   if (!keep_queued) {
     fail_all_locked(drained.error(), done);
@@ -827,14 +839,18 @@ Status RdmaQueuePair::recover() {
   Status drained = drain(options_.drain_timeout);
   Done done;
   QpInfo local;
+  Status restarted;
   {
     std::lock_guard<std::mutex> poll_guard(poll_lock());
     std::lock_guard<std::mutex> guard(mu_);
-    CAF_RDMA_RETURN_IF_ERROR(restart_locked(drained, /*keep_queued=*/true, done));
-    connected_ = false;
-    local = local_info_locked();
+    restarted = restart_locked(drained, /*keep_queued=*/true, done);
+    if (restarted.ok()) {
+      connected_ = false;
+      local = local_info_locked();
+    }
   }
-  run(done);
+  run(done);  // the ops the restart failed complete, whatever came of it
+  CAF_RDMA_RETURN_IF_ERROR(restarted);
   QpInfo remote = local;
   if (!loopback) {
     auto r = reconnect(local);
@@ -869,20 +885,23 @@ Result<QpInfo> RdmaQueuePair::accept_reconnect(const QpInfo& remote) {
   Status drained = drain(options_.drain_timeout);
   Done done;
   QpInfo local;
+  Status st;
   {
     std::lock_guard<std::mutex> poll_guard(poll_lock());
     std::lock_guard<std::mutex> guard(mu_);
-    CAF_RDMA_RETURN_IF_ERROR(restart_locked(drained, /*keep_queued=*/false, done));
-    Status st = connect_locked(remote);
-    if (!st.ok()) {
+    st = restart_locked(drained, /*keep_queued=*/false, done);
+    if (st.ok())
+      st = connect_locked(remote);
+    if (st.ok()) {
+      ++stats_.recoveries;
+      local = local_info_locked();
+      pump_locked(done);
+    } else {
       error_ = true;
-      return st.error();
     }
-    ++stats_.recoveries;
-    local = local_info_locked();
-    pump_locked(done);
   }
-  run(done);
+  run(done);  // the ops the restart failed complete, whatever came of it
+  CAF_RDMA_RETURN_IF_ERROR(st);
   return local;
 }
 

@@ -243,6 +243,7 @@ private:
   uint64_t next_wr_seq_ = 1;
   uint64_t posted_wrs_ = 0;  ///< send work requests posted (for the signal interval)
   uint32_t credit_ = 0;      ///< router credits taken and not yet used (invariant 10)
+  bool resuming_ = false;    ///< in take_credit: the router serves waiting QPs first
   std::unordered_map<uint64_t, std::unique_ptr<Op>> ops_;
   std::deque<uint64_t> pending_;
   std::deque<PostedWr> send_in_flight_;

@@ -248,7 +248,10 @@ TEST_F(CompletionRouterTest, AQueuePairDestroyedWithWorkInFlightDisturbsNoOther)
   auto stats = router->stats();
   std::printf("destroyed with %zu of %zu ops in flight; completions dropped for no QP: %llu\n",
               destroyed, kOps, static_cast<unsigned long long>(stats.unrouted));
-  EXPECT_EQ(stats.credits_free, stats.credits) << "the destroyed QP's credits came back";
+  EXPECT_EQ(stats.credits_free, stats.credits)
+      << "the destroyed QP's credits came back after a poll found the CQ empty (parked: "
+      << stats.credits_parked << ")";
+  EXPECT_EQ(stats.credits_parked, 0u);
   EXPECT_EQ(stats.attached, 5u);
 }
 
