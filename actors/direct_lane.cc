@@ -42,7 +42,9 @@ void DirectLane::retire() {
 
 class DirectLane::Use {
 public:
-  explicit Use(const DirectLane& lane) : lane_(lane), guard_(lane.mu_) {}
+  explicit Use(const DirectLane& lane) : lane_(lane), guard_(lane.mu_) {
+    lane_.settle_locked();  // retired just before: run nothing on the aborted queue pair
+  }
   ~Use() {
     lane_.settle_locked();
     guard_.unlock();

@@ -47,6 +47,7 @@ void CompletionRouter::detach(uint32_t qp_num, const CompletionTarget* target) {
   }
   std::lock_guard<std::mutex> guard(starved_mu_);
   starved_.erase(std::remove(starved_.begin(), starved_.end(), target), starved_.end());
+  any_starved_.store(!starved_.empty(), std::memory_order_release);
 }
 
 uint32_t CompletionRouter::acquire(uint32_t want, bool resuming) {
@@ -87,11 +88,17 @@ void CompletionRouter::resume_starved_locked(CompletedOps& done) {
   {
     std::lock_guard<std::mutex> guard(starved_mu_);
     waiting.swap(starved_);
-    any_starved_.store(false, std::memory_order_release);
   }
-  // A target that again finds no credit puts itself back on the list.
-  for (CompletionTarget* target : waiting)
-    target->take_credit(done);
+  // Each takes one batch in turn (any_starved_ stays set meanwhile, so a second batch is refused
+  // and its target waits again, behind the others); one that finds no credit waits again too.
+  size_t served = 0;
+  for (; served < waiting.size() && free_credits_.load(std::memory_order_relaxed) > 0; ++served)
+    waiting[served]->take_credit(done);
+  // No credit left for the rest: they keep their places, ahead of those that just had a turn.
+  std::lock_guard<std::mutex> guard(starved_mu_);
+  starved_.insert(starved_.begin(), waiting.begin() + static_cast<std::ptrdiff_t>(served),
+                  waiting.end());
+  any_starved_.store(!starved_.empty(), std::memory_order_release);
 }
 
 int CompletionRouter::poll() {

@@ -120,6 +120,8 @@ bool RdmaQueuePair::take_credit_locked(uint32_t want) {
     return true;
   if (credit_ == 0) {
     credit_ = options_.completions->acquire(std::clamp<uint32_t>(want, 1, kCreditBatch), resuming_);
+    // One batch per turn: for more, wait behind the others again (CompletionRouter inv. 5).
+    resuming_ = false;
     if (credit_ == 0) {
       options_.completions->wait_for_credit(this);
       return false;
@@ -162,6 +164,9 @@ bool RdmaQueuePair::connected() const {
 // -- connection --------------------------------------------------------------------------------
 
 Status RdmaQueuePair::connect_locked(const QpInfo& remote) {
+  if (!qp_)
+    return Error(ErrorCode::kPeerUnavailable,
+                 describe() + " has no queue pair to connect (creating it failed)");
   Status st = qp_->connect(domain_->config(), remote, local_psn_, domain_->gid_index());
   if (!st.ok())
     return st;
@@ -198,7 +203,7 @@ Status RdmaQueuePair::connect_pair(RdmaQueuePair& a, RdmaQueuePair& b) {
 
 // -- validation --------------------------------------------------------------------------------
 
-Status RdmaQueuePair::validate(const RdmaOp& op) const {
+Status RdmaQueuePair::validate(const RdmaOp& op, const ibv_qp_cap& caps) const {
   const char* what = to_string(op.kind);
   bool atomic = op.kind == OpKind::kFetchAdd || op.kind == OpKind::kCompareSwap;
   if (atomic) {
@@ -228,7 +233,7 @@ Status RdmaQueuePair::validate(const RdmaOp& op) const {
                                                     " is read-only and cannot be written");
   }
   uint64_t length = op.local_length();
-  size_t max_sge = op.kind == OpKind::kRecv ? qp_->caps().max_recv_sge : qp_->caps().max_send_sge;
+  size_t max_sge = op.kind == OpKind::kRecv ? caps.max_recv_sge : caps.max_send_sge;
   if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
     if (length > max_message_)
       return Error(ErrorCode::kInvalidArgument,
@@ -265,11 +270,19 @@ void RdmaQueuePair::post_queued() {
 }
 
 Status RdmaQueuePair::submit_internal(RdmaOp op, OpCallback done, uint64_t* id_out, bool post_now) {
+  ibv_qp_cap caps{};
   {
     std::lock_guard<std::mutex> guard(mu_);
     if (!connected_)
       return Error(ErrorCode::kInvalidArgument,
                    describe() + " is not connected; cannot " + to_string(op.kind));
+    if (!qp_)
+      return Error(ErrorCode::kPeerUnavailable,
+                   describe() +
+                       " lost its queue pair (creating a new one after a failed flush "
+                       "failed); cannot " +
+                       to_string(op.kind));
+    caps = qp_->caps();
     // Invariant 9: a remote key of another opening of the peer's device never reaches the NIC.
     if (op.remote.incarnation != 0 && remote_.incarnation != 0 &&
         op.remote.incarnation != remote_.incarnation)
@@ -279,7 +292,7 @@ Status RdmaQueuePair::submit_internal(RdmaOp op, OpCallback done, uint64_t* id_o
                        " went away and came back; its remote key is gone (ask the owner for a "
                        "new handle)");
   }
-  CAF_RDMA_RETURN_IF_ERROR(validate(op));
+  CAF_RDMA_RETURN_IF_ERROR(validate(op, caps));
   auto rec = std::make_unique<Op>();
   rec->op = std::move(op);
   rec->done = std::move(done);
@@ -305,8 +318,8 @@ Status RdmaQueuePair::submit_internal(RdmaOp op, OpCallback done, uint64_t* id_o
       segs.push_back(LocalSegment{s.buffer.addr() + s.offset, s.length, s.buffer.lkey()});
     uint64_t remote_addr = o.remote.addr + o.remote_offset;
     bool single = o.kind == OpKind::kSend || o.kind == OpKind::kRecv;
-    uint32_t sge = single ? static_cast<uint32_t>(segs.size())
-                          : static_cast<uint32_t>(qp_->caps().max_send_sge);
+    uint32_t sge =
+        single ? static_cast<uint32_t>(segs.size()) : static_cast<uint32_t>(caps.max_send_sge);
     CAF_RDMA_ASSIGN_OR_RETURN(
         rec->wrs, plan_work_requests(segs, remote_addr, single ? ~uint64_t{0} : max_message_,
                                      std::max<uint32_t>(1, sge)));
@@ -323,6 +336,8 @@ Status RdmaQueuePair::submit_internal(RdmaOp op, OpCallback done, uint64_t* id_o
       options_.completions->op_started();
     if (post_now)
       pump_locked(done_now);
+    else
+      queued_waiting_.store(true, std::memory_order_release);
   }
   run(done_now);
   return {};
@@ -513,7 +528,8 @@ void RdmaQueuePair::pump_locked(Done& done) {
 int RdmaQueuePair::progress() {
   if (options_.completions) {
     int n = options_.completions->poll();
-    post_queued();  // what submit_queued left, as with a CQ of its own
+    if (queued_waiting_.exchange(false, std::memory_order_acq_rel))
+      post_queued();  // what submit_queued left, as with a CQ of its own
     return n;
   }
   std::unique_lock<std::mutex> poll_guard(poll_mu_, std::try_to_lock);
@@ -793,8 +809,8 @@ Status RdmaQueuePair::fit_queues_locked() {
 }
 
 Status RdmaQueuePair::restart_locked(const Status& drained, bool keep_queued, Done& done) {
-  if (drained.ok() && qp_)
-    return reset_locked();
+  if (drained.ok())
+    return qp_ ? reset_locked() : recreate_qp_locked();
   // The device did not flush in time (or an earlier attempt left no QP): destroy the QP (the
   // NIC stops for sure) and fail the ops whose work requests went with it.
   CAF_RDMA_RETURN_IF_ERROR(recreate_qp_locked());

@@ -192,7 +192,8 @@ private:
   /// Forgets every posted work request (their credits go back).
   void clear_in_flight_locked();
 
-  Status validate(const RdmaOp& op) const;
+  /// `caps`: the QP's, read under mu_ (a recovery may replace the QP meanwhile).
+  Status validate(const RdmaOp& op, const ibv_qp_cap& caps) const;
   void pump_locked(Done& done);
   void handle_completion_locked(const ibv_wc& wc, Done& done);
   void retire_locked(Op& op, const ibv_wc* wc, Done& done);
@@ -244,6 +245,8 @@ private:
   uint64_t posted_wrs_ = 0;  ///< send work requests posted (for the signal interval)
   uint32_t credit_ = 0;      ///< router credits taken and not yet used (invariant 10)
   bool resuming_ = false;    ///< in take_credit: the router serves waiting QPs first
+  /// submit_queued left ops for post_queued: `progress` on a shared CQ posts them.
+  std::atomic<bool> queued_waiting_{false};
   std::unordered_map<uint64_t, std::unique_ptr<Op>> ops_;
   std::deque<uint64_t> pending_;
   std::deque<PostedWr> send_in_flight_;

@@ -72,6 +72,23 @@ protected:
       link_up();
   }
 
+  /// Starts `rdma link delete rxe0` (its end: wait_command).
+  Command delete_rxe0() {
+    Command del = start_command({"/usr/bin/rdma", "link", "delete", "rxe0"});
+    EXPECT_GT(del.pid, 0);
+    deleted_ = true;
+    return del;
+  }
+
+  /// Adds rxe0 back and waits (60 s at most) for node a to open it again; its stats then.
+  ManagerStats add_rxe0_back() {
+    EXPECT_EQ(
+        run_command({"/usr/bin/rdma", "link", "add", "rxe0", "type", "rxe", "netdev", "veth0"}), 0);
+    added_ = true;
+    return a_->wait_stats([](const ManagerStats& s) { return !s.device.empty(); },
+                          std::chrono::seconds(60));
+  }
+
   /// veth1 up again, with the route to rxe0's address that taking it down deleted.
   static int link_up() {
     int rc = run_command({"/usr/sbin/ip", "link", "set", "veth1", "up"});
@@ -161,9 +178,7 @@ TEST_F(DeviceLossTest, DeviceRemovedMidTransferFailsAtOnceAndTheNodeWorksAgainAf
          std::chrono::steady_clock::now() < landing)
     std::this_thread::yield();
   EXPECT_EQ(dst.bytes[last], pattern(last, 7)) << "no op of the batch landed within 60 s";
-  Command del = start_command({"/usr/bin/rdma", "link", "delete", "rxe0"});
-  EXPECT_GT(del.pid, 0);
-  deleted_ = true;
+  Command del = delete_rxe0();
   batch.join();
 
   // 1. The batch failed at once, with the device named: no_device (its 120 s timeout would
@@ -220,11 +235,7 @@ TEST_F(DeviceLossTest, DeviceRemovedMidTransferFailsAtOnceAndTheNodeWorksAgainAf
   EXPECT_FALSE(gone_at_b.has_rdma());
 
   // 4. rxe0 comes back: the manager opens it again by itself.
-  ASSERT_EQ(run_command({"/usr/bin/rdma", "link", "add", "rxe0", "type", "rxe", "netdev", "veth0"}),
-            0);
-  added_ = true;
-  ManagerStats back = a_->wait_stats([](const ManagerStats& s) { return !s.device.empty(); },
-                                     std::chrono::seconds(60));
+  ManagerStats back = add_rxe0_back();
   ASSERT_EQ(back.device, "rxe0") << "not reopened within 60 s: " << back.no_rdma_reason;
   EXPECT_EQ(back.device_reopens, 1u);
 
@@ -276,9 +287,7 @@ TEST_F(DeviceLossTest, ALaneAClientKeepsIdleDoesNotHoldALostDevice) {
   EXPECT_EQ(a_->stats().direct_ops, 1u) << "the read took the client's lane";
 
   // rxe0 goes while the client holds its lane, idle.
-  Command del = start_command({"/usr/bin/rdma", "link", "delete", "rxe0"});
-  EXPECT_GT(del.pid, 0);
-  deleted_ = true;
+  Command del = delete_rxe0();
   EXPECT_EQ(wait_command(del, std::chrono::seconds(60)), 0)
       << "'rdma link delete rxe0' did not finish: the client's idle lane still holds the device";
   EXPECT_EQ(client.lanes(), 1u) << "the client still holds its (retired) lane";
@@ -291,11 +300,7 @@ TEST_F(DeviceLossTest, ALaneAClientKeepsIdleDoesNotHoldALostDevice) {
   EXPECT_TRUE(holds_pattern(dst, 0, kRange, 5, 0));
 
   // rxe0 comes back: RDMA again.
-  ASSERT_EQ(run_command({"/usr/bin/rdma", "link", "add", "rxe0", "type", "rxe", "netdev", "veth0"}),
-            0);
-  added_ = true;
-  ManagerStats back = a_->wait_stats([](const ManagerStats& s) { return !s.device.empty(); },
-                                     std::chrono::seconds(60));
+  ManagerStats back = add_rxe0_back();
   ASSERT_EQ(back.device, "rxe0") << "not reopened within 60 s: " << back.no_rdma_reason;
   std::fill(dst.bytes.begin(), dst.bytes.end(), 0);
   read = client.read(*dst_local, src_at_b, 30000);

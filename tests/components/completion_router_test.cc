@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <thread>
 
@@ -61,10 +62,18 @@ struct Tally {
         errors.push_back(r.status.error().message());
       }
       calls[i]++;
+      std::lock_guard<std::mutex> guard(mu);
       finished++;
+      cv.notify_all();
     };
   }
   bool all() const { return finished.load() == calls.size(); }
+  /// Waits (kTimeout at most) for every callback, made by another thread (a poller).
+  bool wait_all() {
+    std::unique_lock<std::mutex> guard(mu);
+    return cv.wait_for(guard, kTimeout, [this] { return all(); });
+  }
+  std::condition_variable cv;
   std::vector<std::atomic<int>> calls;
   std::vector<std::atomic<bool>> failed;
   std::atomic<size_t> finished{0};
@@ -96,33 +105,30 @@ TEST_F(CompletionRouterTest, ManyQueuePairsShareOneCompletionQueueAndOnePoll) {
     dst.push_back(make(kChunk * kOpsPerPair, 0));
     back.push_back(make(kChunk * kOpsPerPair, 0));
   }
-  // Writes on each pair's first QP, then reads of what they wrote on its second.
+  // Writes on each pair's first QP, then reads of what they wrote on its second; only the
+  // poller thread polls.
+  auto run_all = [&](bool write, Tally& tally) {
+    for (size_t p = 0; p < 4; ++p)
+      for (size_t k = 0; k < kOpsPerPair; ++k) {
+        RdmaOp op = write ? RdmaOp::write({src[p].buffer, k * kChunk, kChunk},
+                                          dst[p].buffer.remote(), k * kChunk)
+                          : RdmaOp::read({back[p].buffer, k * kChunk, kChunk},
+                                         dst[p].buffer.remote(), k * kChunk);
+        auto& qp = write ? pairs[p].first : pairs[p].second;
+        Status st = qp->submit(std::move(op), tally.callback(p * kOpsPerPair + k));
+        if (!st.ok())
+          return ::testing::AssertionFailure() << st.error().to_string();
+      }
+    poller.wake();
+    if (!tally.wait_all())
+      return ::testing::AssertionFailure()
+             << tally.finished.load() << " of " << tally.calls.size() << " completed";
+    return ::testing::AssertionSuccess();
+  };
   Tally writes(4 * kOpsPerPair);
-  for (size_t p = 0; p < 4; ++p)
-    for (size_t k = 0; k < kOpsPerPair; ++k) {
-      Status st = pairs[p].first->submit(
-          RdmaOp::write({src[p].buffer, k * kChunk, kChunk}, dst[p].buffer.remote(), k * kChunk),
-          writes.callback(p * kOpsPerPair + k));
-      ASSERT_TRUE(st.ok()) << st.error().to_string();
-    }
-  poller.wake();
-  auto deadline = std::chrono::steady_clock::now() + kTimeout;
-  while (!writes.all() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the poller does the work
-  ASSERT_TRUE(writes.all()) << writes.finished.load() << " of " << writes.calls.size();
+  ASSERT_TRUE(run_all(true, writes));
   Tally reads(4 * kOpsPerPair);
-  for (size_t p = 0; p < 4; ++p)
-    for (size_t k = 0; k < kOpsPerPair; ++k) {
-      Status st = pairs[p].second->submit(
-          RdmaOp::read({back[p].buffer, k * kChunk, kChunk}, dst[p].buffer.remote(), k * kChunk),
-          reads.callback(p * kOpsPerPair + k));
-      ASSERT_TRUE(st.ok()) << st.error().to_string();
-    }
-  poller.wake();
-  deadline = std::chrono::steady_clock::now() + kTimeout;
-  while (!reads.all() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ASSERT_TRUE(reads.all()) << reads.finished.load() << " of " << reads.calls.size();
+  ASSERT_TRUE(run_all(false, reads));
   for (size_t i = 0; i < writes.calls.size(); ++i) {
     EXPECT_EQ(writes.calls[i].load(), 1) << "write " << i;
     EXPECT_EQ(reads.calls[i].load(), 1) << "read " << i;
@@ -186,6 +192,55 @@ TEST_F(CompletionRouterTest, CreditsBoundWhatIsPostedAcrossQueuePairs) {
   auto stats = router->stats();
   EXPECT_GT(stats.credit_waits, 0u) << "the credits, not the send queues, held posts back";
   EXPECT_EQ(stats.credits_free, credits);
+}
+
+// Invariant 5: a queue pair with a long backlog does not keep the credits from one that asks
+// for a few after it: the waiting ones take turns, one batch each.
+TEST_F(CompletionRouterTest, AQueuePairWithABacklogDoesNotStarveTheOthers) {
+  auto router = make_router(16);
+  ASSERT_TRUE(router);
+  QpPair busy = make_pair(router);
+  QpPair late = make_pair(router);
+  ASSERT_TRUE(busy.first && late.first);
+  constexpr uint64_t kChunk = 64;
+  constexpr size_t kBacklog = 2000;
+  constexpr size_t kFew = 24;
+  Registered src = make(kChunk * kBacklog, 61);
+  Registered dst = make(kChunk * kBacklog, 0);
+  Registered lsrc = make(kChunk * kFew, 62);
+  Registered ldst = make(kChunk * kFew, 0);
+  Tally backlog(kBacklog);
+  for (size_t k = 0; k < kBacklog; ++k)
+    ASSERT_TRUE(busy.first
+                    ->submit(RdmaOp::write({src.buffer, k * kChunk, kChunk}, dst.buffer.remote(),
+                                           k * kChunk),
+                             backlog.callback(k))
+                    .ok());
+  Tally few(kFew);
+  std::atomic<size_t> backlog_done_then{kBacklog};
+  for (size_t k = 0; k < kFew; ++k) {
+    OpCallback count = few.callback(k);
+    ASSERT_TRUE(late.first
+                    ->submit(RdmaOp::write({lsrc.buffer, k * kChunk, kChunk}, ldst.buffer.remote(),
+                                           k * kChunk),
+                             [&, count, k](OpResult r) {
+                               if (k + 1 == kFew)  // RC completes in order: the last of them
+                                 backlog_done_then = backlog.finished.load();
+                               count(std::move(r));
+                             })
+                    .ok());
+  }
+  ASSERT_TRUE(progress_until(*busy.second, [&] { return backlog.all() && few.all(); }))
+      << backlog.finished.load() << " + " << few.finished.load() << " completed";
+  EXPECT_TRUE(backlog.errors.empty()) << backlog.errors.front();
+  EXPECT_TRUE(few.errors.empty()) << few.errors.front();
+  ASSERT_EQ(std::memcmp(src.bytes.get(), dst.bytes.get(), kChunk * kBacklog), 0);
+  ASSERT_EQ(std::memcmp(lsrc.bytes.get(), ldst.bytes.get(), kChunk * kFew), 0);
+  std::printf("the late queue pair's %zu ops were done when %zu of the backlog's %zu were\n", kFew,
+              backlog_done_then.load(), kBacklog);
+  EXPECT_LT(backlog_done_then.load(), kBacklog / 2)
+      << "the late queue pair waited for most of the backlog";
+  EXPECT_EQ(router->stats().credits_free, router->stats().credits);
 }
 
 // Invariants 2 and 3: a queue pair destroyed with requests in flight leaves the shared CQ to the
