@@ -309,6 +309,8 @@ ManagerStats ManagerState::stats() const {
   s.live_qps += loopback_ ? 1 : 0;
   s.shared_cq_qps = completions_ ? completions_->stats().attached : 0;
   s.polled_cqs = poller_ ? poller_->sources() : 0;
+  s.staged_chunks = counters_.staged_chunks;
+  s.staged_overlapped = counters_.staged_overlapped;
   for (const auto& [id, b] : buffers_) {
     s.registered_buffers += b.released ? 0 : 1;
     s.busy_buffers += b.in_use > 0 || registry_->busy(id) ? 1 : 0;

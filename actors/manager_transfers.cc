@@ -249,66 +249,52 @@ void ManagerState::maybe_reply(uint64_t ticket) {
     t.single.deliver(make_rdma_error(static_cast<ErrorCode>(o.code), std::move(o.message)));
 }
 
-void ManagerState::op_done(uint64_t ticket, uint32_t index, TransferOutcome outcome,
-                           OpFault fault) {
+void ManagerState::op_done(uint64_t ticket, uint32_t index, TransferOutcome outcome, OpFault fault,
+                           uint32_t chunk) {
   auto it = transfers_.find(ticket);
   if (it == transfers_.end())
     return;
-  Transfer& t = it->second;
-  OpTrack& o = t.ops[index];
+  OpTrack& o = it->second.ops[index];
   if (o.done)
     return;
-  if (outcome.ok() && o.staged && !t.timed_out) {
-    // One chunk moved between the bounce buffer and the peer: finish it on the GPU side and
-    // go on with the next one.
-    const StagingChunk& c = o.chunks[o.next_chunk];
-    if (o.op.kind == static_cast<uint8_t>(TransferKind::kRead)) {
-      Status st = copy_in(buffers_.at(o.op.local.id), o.op.local_offset + c.offset,
-                          staging_[o.slot].memory->data(), c.length);
-      if (!st.ok())
-        return fail_op(
-            ticket, index,
-            to_caf_error(st.error().with_context("rdma-staged read into " + describe(o.op.local))));
-    }
-    if (++o.next_chunk < o.chunks.size()) {
-      if (auto qp = o.qp.lock(); qp && !qp->needs_recovery())
-        return post_rdma(ticket, index, qp);
-      return fail_op(ticket, index,
-                     make_rdma_error(ErrorCode::kPeerUnavailable,
-                                     "the queue pair of an rdma-staged transfer "
-                                     "to " +
-                                         o.op.remote.owner_name + " is gone"));
+  if (o.staged)
+    return staged_chunk_done(ticket, index, chunk, std::move(outcome), fault);
+  if (!outcome.ok())
+    return rdma_failed(ticket, index, std::move(outcome), fault);
+  if (options_.verify && o.path == OpPath::kRdma)
+    return verify_op(ticket, index);
+  finish_op(ticket, index, std::move(outcome));
+}
+
+void ManagerState::rdma_failed(uint64_t ticket, uint32_t index, TransferOutcome outcome,
+                               OpFault fault) {
+  Transfer& t = transfers_.at(ticket);
+  OpTrack& o = t.ops[index];
+  // A QP in ERR is replaced, not reused (the next transfer makes a new one).
+  if (auto qp = o.qp.lock(); qp && qp->needs_recovery()) {
+    if (qp == loopback_) {
+      poller_->remove(qp.get());
+      loopback_.reset();
+    } else if (auto p = peers_.find(o.peer); p != peers_.end()) {
+      drop_qp(p->second, qp);
     }
   }
-  if (!outcome.ok()) {
-    // A QP in ERR is replaced, not reused (the next transfer makes a new one).
-    if (auto qp = o.qp.lock(); qp && qp->needs_recovery()) {
-      if (qp == loopback_) {
-        poller_->remove(qp.get());
-        loopback_.reset();
-      } else if (auto p = peers_.find(o.peer); p != peers_.end()) {
-        drop_qp(p->second, qp);
-      }
-    }
-    auto p = peers_.find(o.peer);
-    if (p != peers_.end() && !p->second.down_reason.empty()) {
-      outcome.code = static_cast<uint8_t>(ErrorCode::kPeerUnavailable);
-      outcome.message = std::string(kind_name(o.op.kind)) + " failed: peer manager " +
-                        p->second.name + " is down (" + p->second.down_reason + ")";
-    } else if (t.timed_out) {
-      outcome.code = static_cast<uint8_t>(ErrorCode::kTimeout);
-      outcome.message = timeout_message(o.op, o.length, t.timeout_ms);
-    } else if (fault == OpFault::kFlushed && !o.retried && !o.staged) {
-      // Not this op's fault: another op on the queue pair failed and took the QP to ERR.
-      // Reads and writes are idempotent: run it once more, on a new queue pair.
-      o.retried = true;
-      o.qp.reset();
-      return start_rdma(ticket, index);
-    } else if (fault == OpFault::kRemoteAccess) {
-      return explain_refusal(ticket, index, std::move(outcome));
-    }
-  } else if (options_.verify && o.path == OpPath::kRdma && !o.staged) {
-    return verify_op(ticket, index);
+  auto p = peers_.find(o.peer);
+  if (p != peers_.end() && !p->second.down_reason.empty()) {
+    outcome.code = static_cast<uint8_t>(ErrorCode::kPeerUnavailable);
+    outcome.message = std::string(kind_name(o.op.kind)) + " failed: peer manager " +
+                      p->second.name + " is down (" + p->second.down_reason + ")";
+  } else if (t.timed_out) {
+    outcome.code = static_cast<uint8_t>(ErrorCode::kTimeout);
+    outcome.message = timeout_message(o.op, o.length, t.timeout_ms);
+  } else if (fault == OpFault::kFlushed && !o.retried && !o.staged) {
+    // Not this op's fault: another op on the queue pair failed and took the QP to ERR.
+    // Reads and writes are idempotent: run it once more, on a new queue pair.
+    o.retried = true;
+    o.qp.reset();
+    return start_rdma(ticket, index);
+  } else if (fault == OpFault::kRemoteAccess) {
+    return explain_refusal(ticket, index, std::move(outcome));
   }
   finish_op(ticket, index, std::move(outcome));
 }
@@ -487,63 +473,29 @@ void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
                        describe(op.remote) +
                        " was registered (its remote key is "
                        "gone)");
+  if (o.staged) {
+    post_staged(ticket, index, qp);
+    return staged_settle(ticket, index);
+  }
   // Accepted before any release of the buffer: the entry (and its region) lives until we finish.
   LocalBuffer& local = buffers_.at(op.local.id);
   RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device,
                       op.remote.incarnation};
   LocalSlice slice{local.rdma, op.local_offset, o.length};
-  uint64_t remote_offset = op.remote_offset;
-  if (o.staged) {
-    // The chunk goes through our bounce buffer; a write copies it out of the GPU first.
-    const StagingChunk& c = o.chunks[o.next_chunk];
-    StagingSlot& slot = staging_[o.slot];
-    if (op.kind == static_cast<uint8_t>(TransferKind::kWrite)) {
-      Status st = copy_out(local, op.local_offset + c.offset, slot.memory->data(), c.length);
-      if (!st.ok())
-        return fail_op(
-            ticket, index,
-            to_caf_error(st.error().with_context("rdma-staged write from " + describe(op.local))));
-    }
-    slice = LocalSlice{slot.rdma, 0, c.length};
-    remote_offset += c.offset;
-  }
   RdmaOp rop = op.kind == static_cast<uint8_t>(TransferKind::kRead)
-                   ? RdmaOp::read(std::move(slice), std::move(remote), remote_offset)
-                   : RdmaOp::write(std::move(slice), std::move(remote), remote_offset);
-  caf::actor_addr me = self_->address();
+                   ? RdmaOp::read(std::move(slice), std::move(remote), op.remote_offset)
+                   : RdmaOp::write(std::move(slice), std::move(remote), op.remote_offset);
   // A single small transfer is polled for here (below); `landed` tells when it completed.
-  bool poll_inline = options_.inline_poll.count() > 0 && !it->second.batch && !o.staged &&
-                     o.length <= kInlinePollMaxBytes;
+  bool poll_inline =
+      options_.inline_poll.count() > 0 && !it->second.batch && o.length <= kInlinePollMaxBytes;
   std::shared_ptr<std::atomic<bool>> landed;
   if (poll_inline)
     landed = std::make_shared<std::atomic<bool>>(false);
-  auto callback = [me, ticket, index, landed](const OpResult& r) {
-    TransferOutcome out;
-    if (!r.status.ok()) {
-      out.code = static_cast<uint8_t>(r.status.error().code());
-      out.message = r.status.error().message();
-    }
-    // Runs on the poller thread (or ours, polling inline): report to the manager if it still
-    // exists.
-    if (auto h = caf::actor_cast<caf::actor>(me))
-      caf::anon_send(h, OpDone{ticket, index, std::move(out), static_cast<uint8_t>(r.fault)});
-    if (landed)
-      landed->store(true, std::memory_order_release);
-  };
-  if (batching_) {
-    // Posted with the rest of the batch (see batch()).
-    Status st = qp->submit_queued(std::move(rop), std::move(callback));
-    if (!st.ok())
-      return fail_op(ticket, index, to_caf_error(st.error()));
-    o.qp = qp;
-    if (std::find(queued_on_.begin(), queued_on_.end(), qp) == queued_on_.end())
-      queued_on_.push_back(qp);
-    return;
-  }
-  Status st = qp->submit(std::move(rop), std::move(callback));
+  Status st = submit_rdma(ticket, index, 0, qp, std::move(rop), landed);
   if (!st.ok())
     return fail_op(ticket, index, to_caf_error(st.error()));
-  o.qp = qp;
+  if (batching_)
+    return;  // posted with the rest of the batch (see batch())
   // A single small transfer: poll for its completion here for a moment, sparing the hop
   // through the poller thread (op_done then waits in our own mailbox, handled right after).
   if (poll_inline) {
@@ -554,6 +506,34 @@ void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
       return;
   }
   poller_->wake();
+}
+
+Status ManagerState::submit_rdma(uint64_t ticket, uint32_t index, uint32_t chunk,
+                                 const std::shared_ptr<RdmaQueuePair>& qp, RdmaOp rop,
+                                 std::shared_ptr<std::atomic<bool>> landed) {
+  caf::actor_addr me = self_->address();
+  auto callback = [me, ticket, index, chunk, landed](const OpResult& r) {
+    TransferOutcome out;
+    if (!r.status.ok()) {
+      out.code = static_cast<uint8_t>(r.status.error().code());
+      out.message = r.status.error().message();
+    }
+    // Runs on the poller thread (or ours, polling inline): report to the manager if it still
+    // exists.
+    if (auto h = caf::actor_cast<caf::actor>(me))
+      caf::anon_send(h,
+                     OpDone{ticket, index, std::move(out), static_cast<uint8_t>(r.fault), chunk});
+    if (landed)
+      landed->store(true, std::memory_order_release);
+  };
+  Status st = batching_ ? qp->submit_queued(std::move(rop), std::move(callback))
+                        : qp->submit(std::move(rop), std::move(callback));
+  if (!st.ok())
+    return st;
+  transfers_.at(ticket).ops[index].qp = qp;
+  if (batching_ && std::find(queued_on_.begin(), queued_on_.end(), qp) == queued_on_.end())
+    queued_on_.push_back(qp);
+  return {};
 }
 
 // -- rdma-staged path --------------------------------------------------------------------------
@@ -599,9 +579,130 @@ void ManagerState::start_staged(uint64_t ticket, uint32_t index) {
   }
   staging_[free_slot].busy = true;
   o.slot = free_slot;
-  o.chunks = plan_staging(o.length, options_.staging_bytes);
+  o.chunks = plan_staging(o.length, staging_chunk_bytes());
   o.next_chunk = 0;
+  o.chunks_done = 0;
+  o.chunks_on_nic = 0;
+  o.half_busy[0] = o.half_busy[1] = false;
+  o.staged_error.reset();
   start_rdma(ticket, index);
+}
+
+uint64_t ManagerState::staging_chunk_bytes() const {
+  // Two halves, so one chunk's GPU copy overlaps the other's RDMA (a 1-byte buffer has one).
+  return options_.staging_bytes >= 2 ? options_.staging_bytes / 2 : options_.staging_bytes;
+}
+
+void ManagerState::post_staged(uint64_t ticket, uint32_t index,
+                               const std::shared_ptr<RdmaQueuePair>& qp) {
+  OpTrack& o = transfers_.at(ticket).ops[index];
+  const TransferOp& op = o.op;
+  const bool is_read = op.kind == static_cast<uint8_t>(TransferKind::kRead);
+  const uint64_t chunk_bytes = staging_chunk_bytes();
+  const size_t halves = options_.staging_bytes / chunk_bytes;  // 2, or 1 for a 1-byte buffer
+  bool posted = false;
+  while (!o.staged_error && o.next_chunk < o.chunks.size() && !o.half_busy[o.next_chunk % halves]) {
+    const auto chunk = static_cast<uint32_t>(o.next_chunk);
+    const StagingChunk& c = o.chunks[chunk];
+    const size_t half = chunk % halves;
+    const uint64_t at = half * chunk_bytes;
+    StagingSlot& slot = staging_[o.slot];
+    if (!is_read) {
+      // Out of the GPU into this half while the NIC may still move the other half's chunk.
+      if (o.chunks_on_nic > 0)
+        ++counters_.staged_overlapped;
+      Status st = copy_out(buffers_.at(op.local.id), op.local_offset + c.offset,
+                           slot.memory->data() + at, c.length);
+      if (!st.ok()) {
+        o.staged_error.emplace(outcome_of(to_caf_error(st.error().with_context(
+                                   "rdma-staged write from " + describe(op.local)))),
+                               OpFault::kNone);
+        break;
+      }
+    }
+    RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device,
+                        op.remote.incarnation};
+    LocalSlice slice{slot.rdma, at, c.length};
+    RdmaOp rop =
+        is_read ? RdmaOp::read(std::move(slice), std::move(remote), op.remote_offset + c.offset)
+                : RdmaOp::write(std::move(slice), std::move(remote), op.remote_offset + c.offset);
+    Status st = submit_rdma(ticket, index, chunk, qp, std::move(rop), nullptr);
+    if (!st.ok()) {
+      o.staged_error.emplace(outcome_of(to_caf_error(st.error())), OpFault::kNone);
+      break;
+    }
+    o.half_busy[half] = true;
+    ++o.chunks_on_nic;
+    ++o.next_chunk;
+    posted = true;
+  }
+  if (posted && !batching_)
+    poller_->wake();
+}
+
+void ManagerState::staged_chunk_done(uint64_t ticket, uint32_t index, uint32_t chunk,
+                                     TransferOutcome outcome, OpFault fault) {
+  Transfer& t = transfers_.at(ticket);
+  OpTrack& o = t.ops[index];
+  if (o.slot < 0 || chunk >= o.chunks.size() || o.chunks_on_nic == 0)
+    return;  // not one of its chunks on the NIC (e.g. a late completion of a destroyed QP)
+  const uint64_t chunk_bytes = staging_chunk_bytes();
+  const size_t halves = options_.staging_bytes / chunk_bytes;
+  const size_t half = chunk % halves;
+  --o.chunks_on_nic;
+  if (!outcome.ok()) {
+    if (!o.staged_error)
+      o.staged_error.emplace(std::move(outcome), fault);
+  } else if (!o.staged_error && !t.timed_out) {
+    if (o.op.kind == static_cast<uint8_t>(TransferKind::kRead)) {
+      // Into the GPU from this half while the NIC may still fill the other one.
+      if (o.chunks_on_nic > 0)
+        ++counters_.staged_overlapped;
+      const StagingChunk& c = o.chunks[chunk];
+      Status st = copy_in(buffers_.at(o.op.local.id), o.op.local_offset + c.offset,
+                          staging_[o.slot].memory->data() + half * chunk_bytes, c.length);
+      if (!st.ok())
+        o.staged_error.emplace(outcome_of(to_caf_error(st.error().with_context(
+                                   "rdma-staged read into " + describe(o.op.local)))),
+                               OpFault::kNone);
+    }
+    if (!o.staged_error) {
+      ++o.chunks_done;
+      ++counters_.staged_chunks;
+    }
+  }
+  o.half_busy[half] = false;
+  if (!o.staged_error && !t.timed_out && o.next_chunk < o.chunks.size()) {
+    if (auto qp = o.qp.lock(); qp && !qp->needs_recovery())
+      post_staged(ticket, index, qp);
+    else
+      o.staged_error.emplace(
+          outcome_of(make_rdma_error(ErrorCode::kPeerUnavailable,
+                                     "the queue pair of an rdma-staged transfer to " +
+                                         o.op.remote.owner_name + " is gone")),
+          OpFault::kNone);
+  }
+  staged_settle(ticket, index);
+}
+
+void ManagerState::staged_settle(uint64_t ticket, uint32_t index) {
+  Transfer& t = transfers_.at(ticket);
+  OpTrack& o = t.ops[index];
+  if (o.done || o.chunks_on_nic > 0)
+    return;  // the NIC may still use the bounce buffer: answer when its last chunk is back
+  if (o.chunks_done == o.chunks.size())
+    return finish_op(ticket, index, TransferOutcome{});
+  TransferOutcome out;
+  OpFault fault = OpFault::kNone;
+  if (o.staged_error) {
+    out = std::move(o.staged_error->first);
+    fault = o.staged_error->second;
+  } else {
+    // Timed out between chunks (a chunk that completed after the deadline is not enough).
+    out.code = static_cast<uint8_t>(ErrorCode::kTimeout);
+    out.message = timeout_message(o.op, o.length, t.timeout_ms);
+  }
+  rdma_failed(ticket, index, std::move(out), fault);
 }
 
 void ManagerState::release_slot(int slot) {

@@ -174,7 +174,8 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       },
       // -- internal events (unserializable types: from this process only) --
       [=](detail::OpDone& e) {
-        self->state.op_done(e.ticket, e.index, std::move(e.outcome), static_cast<OpFault>(e.fault));
+        self->state.op_done(e.ticket, e.index, std::move(e.outcome), static_cast<OpFault>(e.fault),
+                            e.chunk);
       },
       [=](const detail::OpTimeout& e) { self->state.op_timeout(e.ticket, e.stage); },
       [=](const detail::OpTick& e) { self->state.deadline_tick(e.at); },

@@ -265,6 +265,10 @@ struct ManagerStats {
   uint64_t shared_cq_qps = 0;
   /// Completion queues the manager's poller sweeps: 1 for all its peers on the shared CQ.
   uint64_t polled_cqs = 0;
+  /// Chunks of rdma-staged transfers moved through bounce buffers, and how many of their GPU
+  /// copies ran while another chunk of the same transfer was on the NIC (copy/RDMA overlap).
+  uint64_t staged_chunks = 0;
+  uint64_t staged_overlapped = 0;
   /// Why transfers cannot use RDMA now: `device` is "" (no device, or lost and not back yet),
   /// or its port is down; "" when they can.
   std::string no_rdma_reason;
@@ -276,7 +280,8 @@ typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
            x.rdma_bytes, x.fallback_ops, x.fallback_bytes, x.errors, x.live_qps, x.handshakes,
            x.registered_buffers, x.registered_bytes, x.served_fallback_bytes, x.stream_ops,
            x.direct_ops, x.lanes, x.busy_buffers, x.device_losses, x.device_reopens,
-           x.facade_dropped, x.shared_cq_qps, x.polled_cqs, x.no_rdma_reason);
+           x.facade_dropped, x.shared_cq_qps, x.polled_cqs, x.staged_chunks, x.staged_overlapped,
+           x.no_rdma_reason);
 }
 
 /// Registers every message type above. Call on the config of every actor system that talks

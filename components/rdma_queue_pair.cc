@@ -94,6 +94,19 @@ RdmaQueuePair::~RdmaQueuePair() {
     if (options_.completions && qp_)
       options_.completions->detach(qp_->qp_num(), this);
     qp_.reset();
+    if (error_) {
+      // Another op's error took the QP to ERR: the ops still outstanding would have been
+      // flushed, and are so reported (retryable on a new QP), their flush completions not
+      // waited for.
+      for (auto& [id, op] : ops_)
+        if (!op->error) {
+          op->fault = OpFault::kFlushed;
+          op->error = Error(ErrorCode::kWorkCompletion,
+                            std::string(to_string(op->op.kind)) + " on " + describe() +
+                                " flushed: the queue pair entered ERR (" + error_cause_ +
+                                ") and was destroyed before the op's flush completion");
+        }
+    }
     fail_all_locked(
         Error(ErrorCode::kPeerUnavailable, "queue pair destroyed with the op outstanding"), done);
   }

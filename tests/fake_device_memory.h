@@ -27,7 +27,17 @@ public:
     std::lock_guard<std::mutex> g(mu_);
     ranges_[reinterpret_cast<uint64_t>(addr)] = {size, device};
   }
-  void fail_copies(bool fail) { fail_copies_ = fail; }
+  void fail_copies(bool fail) {
+    fail_copies_ = fail;
+    counting_ = false;
+  }
+  /// The next `n` copies (either way) succeed, every later one fails: a copy error in the
+  /// middle of a chunked transfer. fail_copies(false) ends it.
+  void fail_copies_after(uint64_t n) {
+    copies_left_ = n;
+    counting_ = true;
+    fail_copies_ = true;
+  }
   /// Makes page_lock fail like a driver that refuses cuMemHostRegister.
   void fail_locks(bool fail) { fail_locks_ = fail; }
   /// Host ranges page-locked now.
@@ -60,7 +70,7 @@ public:
   }
 
   Status copy_to_host(void* dst, uint64_t src, uint64_t n, int) const override {
-    if (fail_copies_)
+    if (copy_fails())
       return Error(ErrorCode::kCuda, "fake cuMemcpyDtoHAsync failed (test)");
     std::memcpy(dst, reinterpret_cast<const void*>(src), n);
     to_host_bytes += n;
@@ -69,7 +79,7 @@ public:
   }
 
   Status copy_to_device(uint64_t dst, const void* src, uint64_t n, int) const override {
-    if (fail_copies_)
+    if (copy_fails())
       return Error(ErrorCode::kCuda, "fake cuMemcpyHtoDAsync failed (test)");
     std::memcpy(reinterpret_cast<void*>(dst), src, n);
     to_device_bytes += n;
@@ -115,6 +125,16 @@ public:
   mutable std::atomic<uint64_t> bad_unlocks{0};
 
 private:
+  bool copy_fails() const {
+    if (!fail_copies_)
+      return false;
+    if (!counting_)
+      return true;
+    uint64_t left = copies_left_.load();
+    while (left > 0 && !copies_left_.compare_exchange_weak(left, left - 1)) {
+    }
+    return left == 0;
+  }
   void count_host_side(const void* p, uint64_t n) const {
     auto a = reinterpret_cast<uint64_t>(p);
     std::lock_guard<std::mutex> g(mu_);
@@ -125,6 +145,8 @@ private:
 
   bool direct_;
   std::atomic<bool> fail_copies_{false};
+  std::atomic<bool> counting_{false};  // fail_copies_after: fail only once copies_left_ is 0
+  mutable std::atomic<uint64_t> copies_left_{0};
   std::atomic<bool> fail_locks_{false};
   std::atomic<bool> fail_classify_{false};
   mutable std::mutex mu_;

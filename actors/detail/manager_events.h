@@ -31,6 +31,7 @@ struct OpDone {
   uint32_t index = 0;
   TransferOutcome outcome;
   uint8_t fault = 0;
+  uint32_t chunk = 0;  ///< of an rdma-staged op: which chunk completed
 };
 
 /// Timer: transfer `ticket` hit its drain deadline after a timeout (stage 1).

@@ -28,6 +28,12 @@
 //     fallback (auto) or fail naming why (rdma). Afterwards live host buffers are registered
 //     again; their old handles carry the old incarnation and move through the owner, so a
 //     stale remote key never reaches a NIC.
+//  9. Staging (manager_transfers.cc): an rdma-staged op holds one bounce buffer, used as two
+//     halves, so the GPU copy of one chunk runs while the NIC moves the other; chunks may
+//     complete in any order (each completion names its chunk). The buffer goes back, and the
+//     op is answered, only once no chunk of it is on the NIC (completed, flushed, or its QP
+//     destroyed): no later transfer's bytes meet a late DMA. An op succeeds only when every
+//     chunk moved.
 #pragma once
 
 #include <caf/all.hpp>
@@ -36,6 +42,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <vector>
@@ -89,11 +96,19 @@ struct OpTrack {
   uint64_t job_tag = 0;         ///< its StreamJob's tag (to cancel it while queued)
   bool retried = false;         ///< flushed once (another op's error) and posted again
   bool awaiting_owner = false;  ///< the NIC is done; waiting for the owner's answer
-  // rdma-staged progress (local GPU memory the NIC cannot register)
+  // rdma-staged progress (local GPU memory the NIC cannot register). The slot's bounce buffer
+  // is used as kStagingHalves halves, chunk i in half i % kStagingHalves: the GPU copy of one
+  // chunk runs while the NIC moves the other.
   bool staged = false;
   int slot = -1;  ///< staging buffer held, -1 while waiting for one
   std::vector<StagingChunk> chunks;
-  size_t next_chunk = 0;  ///< the chunk in flight (or next)
+  size_t next_chunk = 0;       ///< the next chunk to post
+  size_t chunks_done = 0;      ///< chunks moved (and, for a read, copied into the GPU)
+  uint32_t chunks_on_nic = 0;  ///< chunks posted and not completed: the NIC may use the slot
+  bool half_busy[2] = {false, false};
+  /// The first error of a staged op; it is reported once no chunk is on the NIC any more (the
+  /// bounce buffer is not given back while the NIC may still read or write it).
+  std::optional<std::pair<TransferOutcome, OpFault>> staged_error;
   // fallback progress
   uint64_t next_offset = 0;
   uint64_t bytes_done = 0;
@@ -168,6 +183,7 @@ struct DirWaiter {
 struct Counters {
   uint64_t rdma_ops = 0, rdma_bytes = 0, fallback_ops = 0, fallback_bytes = 0, errors = 0;
   uint64_t handshakes = 0, served_fallback_bytes = 0, stream_ops = 0;
+  uint64_t staged_chunks = 0, staged_overlapped = 0;
 };
 
 /// A failed request's or lower layer's error as a transfer outcome (CAF's request timeout is
@@ -232,7 +248,8 @@ public:
   // -- transfers (manager_transfers.cc) --
   caf::result<TransferReply> transfer(TransferOp op, uint32_t timeout_ms);
   caf::result<std::vector<TransferOutcome>> batch(std::vector<TransferOp> ops, uint32_t timeout_ms);
-  void op_done(uint64_t ticket, uint32_t index, TransferOutcome outcome, OpFault fault);
+  void op_done(uint64_t ticket, uint32_t index, TransferOutcome outcome, OpFault fault,
+               uint32_t chunk);
   void op_timeout(uint64_t ticket, uint32_t stage);
   /// A deadline sweep scheduled for `at` (steady clock, ns): times out every transfer due.
   void deadline_tick(int64_t at);
@@ -303,6 +320,13 @@ private:
   // rdma path
   void start_rdma(uint64_t ticket, uint32_t index);
   void post_rdma(uint64_t ticket, uint32_t index, const std::shared_ptr<RdmaQueuePair>& qp);
+  /// Posts `rop` for op (ticket, index) on `qp` (queued while a batch is posted); its
+  /// completion comes back as OpDone naming `chunk`.
+  Status submit_rdma(uint64_t ticket, uint32_t index, uint32_t chunk,
+                     const std::shared_ptr<RdmaQueuePair>& qp, RdmaOp rop,
+                     std::shared_ptr<std::atomic<bool>> landed);
+  /// The error path of an RDMA op: QP replacement, peer down, timeout, retry, owner's refusal.
+  void rdma_failed(uint64_t ticket, uint32_t index, TransferOutcome outcome, OpFault fault);
   Peer& peer_for(const caf::actor& manager, const std::string& name);
   void handshake(const caf::actor_addr& key);
   void drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp);
@@ -371,6 +395,13 @@ private:
   QpInfoMsg to_msg(const QpInfo& info, uint64_t lane = 0) const;
   // rdma-staged path
   void start_staged(uint64_t ticket, uint32_t index);
+  /// Posts the staged op's next chunks while a half of its bounce buffer is free.
+  void post_staged(uint64_t ticket, uint32_t index, const std::shared_ptr<RdmaQueuePair>& qp);
+  void staged_chunk_done(uint64_t ticket, uint32_t index, uint32_t chunk, TransferOutcome outcome,
+                         OpFault fault);
+  /// Answers the staged op once no chunk of it is on the NIC: success when every chunk moved.
+  void staged_settle(uint64_t ticket, uint32_t index);
+  uint64_t staging_chunk_bytes() const;
   void release_slot(int slot);
   /// Copies between a local buffer (host or GPU memory) and host memory.
   Status copy_out(const LocalBuffer& b, uint64_t offset, void* dst, uint64_t n) const;

@@ -23,7 +23,8 @@ protected:
 
   /// A node whose manager sees `gpu` as its GPU support; small bounce buffers force chunking.
   std::unique_ptr<TestNode> node(std::shared_ptr<FakeDeviceMemory> gpu,
-                                 std::optional<TransportMode> mode = std::nullopt) {
+                                 std::optional<TransportMode> mode = std::nullopt,
+                                 uint32_t bounce_buffers = 2) {
     NodeOptions o;
     auto env = ManagerOptions::from_env();
     EXPECT_TRUE(env.ok());
@@ -32,7 +33,7 @@ protected:
       o.manager.mode = *mode;
     o.manager.device_memory = std::move(gpu);
     o.manager.staging_bytes = 64 << 10;
-    o.manager.staging_buffers = 2;
+    o.manager.staging_buffers = bounce_buffers;
     auto n = RdmaNode::start(o);
     EXPECT_TRUE(n.ok()) << n.error().to_string();
     return n.ok() ? std::make_unique<TestNode>(std::move(*n)) : nullptr;
@@ -47,7 +48,9 @@ TEST_F(GpuMemoryTest, GpuBufferTheNicCannotRegisterIsStagedInChunksBothWays) {
   auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
   auto a = node(gpu), b = node(nullptr);
   ASSERT_TRUE(a && b);
-  constexpr uint64_t kSize = (1 << 20) + 5;  // 17 chunks of 64 KiB
+  // 33 chunks of 32 KiB: the halves of a 64 KiB bounce buffer (one copies while the NIC moves
+  // the other).
+  constexpr uint64_t kSize = (1 << 20) + 5;
   Memory device_mem(kSize, 3), host(kSize, 0);
   gpu->add_gpu_range(device_mem.bytes.data(), kSize, 0);
   auto g = a->request_buffer(device_mem);
@@ -63,6 +66,12 @@ TEST_F(GpuMemoryTest, GpuBufferTheNicCannotRegisterIsStagedInChunksBothWays) {
   EXPECT_EQ(w->bytes, kSize);
   EXPECT_EQ(host.bytes, device_mem.bytes);
   EXPECT_GE(gpu->to_host_bytes.load(), kSize) << "the GPU memory was not copied out";
+  const ManagerStats after_write = a->stats();
+  if (staged_path() == kPathRdmaStaged) {
+    // Every copy out of the GPU but the first ran while the previous chunk was on the NIC.
+    EXPECT_EQ(after_write.staged_chunks, 33u);
+    EXPECT_EQ(after_write.staged_overlapped, 32u);
+  }
   // Remote host -> GPU, at offsets.
   Memory fresh(kSize, 9);
   std::copy(fresh.bytes.begin(), fresh.bytes.end(), host.bytes.begin());
@@ -79,6 +88,11 @@ TEST_F(GpuMemoryTest, GpuBufferTheNicCannotRegisterIsStagedInChunksBothWays) {
     ASSERT_EQ(device_mem.bytes[i], pattern(i, 3)) << "byte " << i << " after the range was touched";
   EXPECT_GE(gpu->to_device_bytes.load(), kSize - 1000);
   if (staged_path() == kPathRdmaStaged) {
+    // 32 chunks in: copies into the GPU ran while the NIC read the next chunk (completions
+    // may come in another order, so not necessarily every one).
+    const ManagerStats after_read = a->stats();
+    EXPECT_EQ(after_read.staged_chunks - after_write.staged_chunks, 32u);
+    EXPECT_GE(after_read.staged_overlapped - after_write.staged_overlapped, 16u);
     // Every GPU copy went through a page-locked bounce buffer (DMA, no driver staging copy),
     // and the manager unlocks them all when it goes.
     EXPECT_EQ(gpu->pageable_copy_bytes.load(), 0u);
@@ -88,6 +102,44 @@ TEST_F(GpuMemoryTest, GpuBufferTheNicCannotRegisterIsStagedInChunksBothWays) {
   a.reset();
   EXPECT_EQ(gpu->locked_buffers(), 0u) << "bounce buffers left page-locked";
   EXPECT_EQ(gpu->bad_unlocks.load(), 0u);
+}
+
+// A GPU copy failing in the middle of a staged transfer while the NIC still moves the other
+// half's chunk: the transfer fails naming the copy (not before that chunk is back: the bounce
+// buffer is not handed on while the NIC may use it), and the next transfers, through the same
+// single bounce buffer, move every byte both ways.
+TEST_F(GpuMemoryTest, ACopyFailingMidWayFailsItsTransferAndTheNextOnesMoveEveryByte) {
+  if (staged_path() != kPathRdmaStaged)
+    GTEST_SKIP() << "bounce buffers and their chunks are the rdma-staged path: the fallback "
+                    "lane has no RDMA device";
+  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  auto a = node(gpu, std::nullopt, /*bounce_buffers=*/1), b = node(nullptr);
+  ASSERT_TRUE(a && b);
+  constexpr uint64_t kSize = (512 << 10) + 9;  // 17 chunks of 32 KiB
+  Memory device_mem(kSize, 4), host(kSize, 0);
+  gpu->add_gpu_range(device_mem.bytes.data(), kSize, 0);
+  auto g = a->request_buffer(device_mem);
+  auto h = b->request_buffer(host);
+  ASSERT_TRUE(g && h);
+  for (bool is_read : {false, true}) {
+    SCOPED_TRACE(is_read ? "read" : "write");
+    gpu->fail_copies_after(5);  // the 6th chunk's copy fails
+    auto x = a->transfer(is_read ? make_read(*g, *h) : make_write(*g, *h));
+    EXPECT_RDMA_ERROR(x, ErrorCode::kCuda,
+                      is_read ? "rdma-staged read into buffer" : "rdma-staged write from buffer");
+    gpu->fail_copies(false);
+    // Fresh bytes on the source side, then the whole range again: every byte arrives.
+    Memory fresh(kSize, is_read ? 31 : 32);
+    std::vector<uint8_t>& src = is_read ? host.bytes : device_mem.bytes;
+    std::copy(fresh.bytes.begin(), fresh.bytes.end(), src.begin());
+    auto y = a->transfer(is_read ? make_read(*g, *h) : make_write(*g, *h));
+    ASSERT_TRUE(y) << error_message(y.error());
+    EXPECT_EQ(y->path, kPathRdmaStaged);
+    EXPECT_EQ(is_read ? device_mem.bytes : host.bytes, fresh.bytes);
+  }
+  const ManagerStats s = a->stats();
+  EXPECT_EQ(s.errors, 2u);
+  EXPECT_EQ(s.busy_buffers, 0u);
 }
 
 TEST_F(GpuMemoryTest, StagingStillMovesEveryByteWhenBounceBuffersCannotBePageLocked) {
