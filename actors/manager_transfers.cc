@@ -270,15 +270,7 @@ void ManagerState::rdma_failed(uint64_t ticket, uint32_t index, TransferOutcome 
                                OpFault fault) {
   Transfer& t = transfers_.at(ticket);
   OpTrack& o = t.ops[index];
-  // A QP in ERR is replaced, not reused (the next transfer makes a new one).
-  if (auto qp = o.qp.lock(); qp && qp->needs_recovery()) {
-    if (qp == loopback_) {
-      poller_->remove(qp.get());
-      loopback_.reset();
-    } else if (auto p = peers_.find(o.peer); p != peers_.end()) {
-      drop_qp(p->second, qp);
-    }
-  }
+  drop_if_broken(o);
   auto p = peers_.find(o.peer);
   if (p != peers_.end() && !p->second.down_reason.empty()) {
     outcome.code = static_cast<uint8_t>(ErrorCode::kPeerUnavailable);
@@ -297,6 +289,20 @@ void ManagerState::rdma_failed(uint64_t ticket, uint32_t index, TransferOutcome 
     return explain_refusal(ticket, index, std::move(outcome));
   }
   finish_op(ticket, index, std::move(outcome));
+}
+
+void ManagerState::drop_if_broken(const OpTrack& o) {
+  // A QP in ERR is replaced, not reused (the next transfer makes a new one). Destroying it
+  // completes whatever it still holds (flushed), so no op waits on a QP nobody will recover.
+  auto qp = o.qp.lock();
+  if (!qp || !qp->needs_recovery())
+    return;
+  if (qp == loopback_) {
+    poller_->remove(qp.get());
+    loopback_.reset();
+  } else if (auto p = peers_.find(o.peer); p != peers_.end()) {
+    drop_qp(p->second, qp);
+  }
 }
 
 void ManagerState::explain_refusal(uint64_t ticket, uint32_t index, TransferOutcome outcome) {
@@ -421,6 +427,9 @@ void ManagerState::op_timeout(uint64_t ticket, uint32_t stage) {
     out.message = std::string(kind_name(o.op.kind)) + " of " + std::to_string(o.length) +
                   " bytes between " + describe(o.op.local) + " and " + describe(o.op.remote) + " " +
                   text + (qp ? "; its queue pair was destroyed" : "");
+    // Ours was the last reference: the QP is gone (the NIC stopped) before finish_op hands a
+    // staged op's bounce buffer to another transfer.
+    qp.reset();
     finish_op(ticket, i, std::move(out));
   }
   if (flushing) {
@@ -510,7 +519,7 @@ void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
 
 Status ManagerState::submit_rdma(uint64_t ticket, uint32_t index, uint32_t chunk,
                                  const std::shared_ptr<RdmaQueuePair>& qp, RdmaOp rop,
-                                 std::shared_ptr<std::atomic<bool>> landed) {
+                                 const std::shared_ptr<std::atomic<bool>>& landed) {
   caf::actor_addr me = self_->address();
   auto callback = [me, ticket, index, chunk, landed](const OpResult& r) {
     TransferOutcome out;
@@ -588,9 +597,13 @@ void ManagerState::start_staged(uint64_t ticket, uint32_t index) {
   start_rdma(ticket, index);
 }
 
+size_t ManagerState::staging_halves() const {
+  // Two, so one chunk's GPU copy overlaps the other's RDMA (a 1-byte buffer has one).
+  return options_.staging_bytes >= 2 ? 2 : 1;
+}
+
 uint64_t ManagerState::staging_chunk_bytes() const {
-  // Two halves, so one chunk's GPU copy overlaps the other's RDMA (a 1-byte buffer has one).
-  return options_.staging_bytes >= 2 ? options_.staging_bytes / 2 : options_.staging_bytes;
+  return options_.staging_bytes / staging_halves();
 }
 
 void ManagerState::post_staged(uint64_t ticket, uint32_t index,
@@ -599,7 +612,7 @@ void ManagerState::post_staged(uint64_t ticket, uint32_t index,
   const TransferOp& op = o.op;
   const bool is_read = op.kind == static_cast<uint8_t>(TransferKind::kRead);
   const uint64_t chunk_bytes = staging_chunk_bytes();
-  const size_t halves = options_.staging_bytes / chunk_bytes;  // 2, or 1 for a 1-byte buffer
+  const size_t halves = staging_halves();
   bool posted = false;
   while (!o.staged_error && o.next_chunk < o.chunks.size() && !o.half_busy[o.next_chunk % halves]) {
     const auto chunk = static_cast<uint32_t>(o.next_chunk);
@@ -647,12 +660,15 @@ void ManagerState::staged_chunk_done(uint64_t ticket, uint32_t index, uint32_t c
   if (o.slot < 0 || chunk >= o.chunks.size() || o.chunks_on_nic == 0)
     return;  // not one of its chunks on the NIC (e.g. a late completion of a destroyed QP)
   const uint64_t chunk_bytes = staging_chunk_bytes();
-  const size_t halves = options_.staging_bytes / chunk_bytes;
+  const size_t halves = staging_halves();
   const size_t half = chunk % halves;
   --o.chunks_on_nic;
   if (!outcome.ok()) {
     if (!o.staged_error)
       o.staged_error.emplace(std::move(outcome), fault);
+    // Its QP in ERR goes now: a chunk posted after the error (while we copied) would otherwise
+    // wait in it for a recovery nobody runs; destroyed, it completes as flushed.
+    drop_if_broken(o);
   } else if (!o.staged_error && !t.timed_out) {
     if (o.op.kind == static_cast<uint8_t>(TransferKind::kRead)) {
       // Into the GPU from this half while the NIC may still fill the other one.
@@ -675,7 +691,7 @@ void ManagerState::staged_chunk_done(uint64_t ticket, uint32_t index, uint32_t c
   if (!o.staged_error && !t.timed_out && o.next_chunk < o.chunks.size()) {
     if (auto qp = o.qp.lock(); qp && !qp->needs_recovery())
       post_staged(ticket, index, qp);
-    else
+    else if (o.chunks_on_nic == 0)  // else the chunk still out brings the QP's own error
       o.staged_error.emplace(
           outcome_of(make_rdma_error(ErrorCode::kPeerUnavailable,
                                      "the queue pair of an rdma-staged transfer to " +

@@ -97,8 +97,8 @@ struct OpTrack {
   bool retried = false;         ///< flushed once (another op's error) and posted again
   bool awaiting_owner = false;  ///< the NIC is done; waiting for the owner's answer
   // rdma-staged progress (local GPU memory the NIC cannot register). The slot's bounce buffer
-  // is used as kStagingHalves halves, chunk i in half i % kStagingHalves: the GPU copy of one
-  // chunk runs while the NIC moves the other.
+  // is used as staging_halves() halves (2), chunk i in half i % 2: the GPU copy of one chunk
+  // runs while the NIC moves the other.
   bool staged = false;
   int slot = -1;  ///< staging buffer held, -1 while waiting for one
   std::vector<StagingChunk> chunks;
@@ -324,7 +324,9 @@ private:
   /// completion comes back as OpDone naming `chunk`.
   Status submit_rdma(uint64_t ticket, uint32_t index, uint32_t chunk,
                      const std::shared_ptr<RdmaQueuePair>& qp, RdmaOp rop,
-                     std::shared_ptr<std::atomic<bool>> landed);
+                     const std::shared_ptr<std::atomic<bool>>& landed);
+  /// Destroys the op's QP if it is in ERR (its held ops complete as flushed).
+  void drop_if_broken(const OpTrack& o);
   /// The error path of an RDMA op: QP replacement, peer down, timeout, retry, owner's refusal.
   void rdma_failed(uint64_t ticket, uint32_t index, TransferOutcome outcome, OpFault fault);
   Peer& peer_for(const caf::actor& manager, const std::string& name);
@@ -401,6 +403,7 @@ private:
                          OpFault fault);
   /// Answers the staged op once no chunk of it is on the NIC: success when every chunk moved.
   void staged_settle(uint64_t ticket, uint32_t index);
+  size_t staging_halves() const;
   uint64_t staging_chunk_bytes() const;
   void release_slot(int slot);
   /// Copies between a local buffer (host or GPU memory) and host memory.

@@ -142,6 +142,40 @@ TEST_F(GpuMemoryTest, ACopyFailingMidWayFailsItsTransferAndTheNextOnesMoveEveryB
   EXPECT_EQ(s.busy_buffers, 0u);
 }
 
+// A chunk the owner's NIC refuses in the middle of a staged write (a handle claiming more bytes
+// than the owner registered: the chunks inside its region move, the first one beyond is refused
+// while the next is on the NIC): the transfer fails with the owner's reason, not with a
+// by-effect of the queue pair's error, no byte lands outside the region, and the manager moves
+// the next transfer whole.
+TEST_F(GpuMemoryTest, AChunkRefusedMidWayFailsWithTheOwnersReason) {
+  if (staged_path() != kPathRdmaStaged)
+    GTEST_SKIP() << "bounce buffers and their chunks are the rdma-staged path: the fallback "
+                    "lane has no RDMA device";
+  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  auto a = node(gpu, std::nullopt, /*bounce_buffers=*/1), b = node(nullptr);
+  ASSERT_TRUE(a && b);
+  constexpr uint64_t kRegistered = 256 << 10;  // 8 chunks of 32 KiB
+  Memory device_mem(2 * kRegistered, 6);
+  Memory host(2 * kRegistered, 0);  // only the first half is registered
+  gpu->add_gpu_range(device_mem.bytes.data(), device_mem.bytes.size(), 0);
+  auto g = a->request_buffer(device_mem);
+  auto h = b->request_buffer(host.addr(), kRegistered);
+  ASSERT_TRUE(g && h);
+  BufferHandle forged = *h;
+  forged.size = 2 * kRegistered;
+  auto x = a->transfer(make_write(*g, forged));
+  ASSERT_FALSE(x) << "a write beyond the owner's region succeeded";
+  const std::string m = error_message(x.error());
+  EXPECT_NE(m.find("refused by the owner of"), std::string::npos) << m;
+  for (uint64_t i = kRegistered; i < 2 * kRegistered; ++i)
+    ASSERT_EQ(host.bytes[i], 0) << "byte " << i << " beyond the registered region changed";
+  auto y = a->transfer(make_write(*g, *h, kRegistered));
+  ASSERT_TRUE(y) << error_message(y.error());
+  EXPECT_EQ(y->path, kPathRdmaStaged);
+  EXPECT_TRUE(
+      std::equal(host.bytes.begin(), host.bytes.begin() + kRegistered, device_mem.bytes.begin()));
+}
+
 TEST_F(GpuMemoryTest, StagingStillMovesEveryByteWhenBounceBuffersCannotBePageLocked) {
   auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
   gpu->fail_locks(true);

@@ -16,7 +16,7 @@ export CAF_RDMA_IN_VM=1
 args=()
 for v in $(compgen -e); do
   case $v in
-    TEST_*|XML_OUTPUT_FILE|GTEST_*|RUNFILES_*|CAF_RDMA_*|HOME|TZ|LANG|USER|BUILD_*|PYTHONPATH)
+    TEST_*|TESTBRIDGE_*|XML_OUTPUT_FILE|GTEST_*|RUNFILES_*|CAF_RDMA_*|HOME|TZ|LANG|USER|BUILD_*|PYTHONPATH)
       args+=(-e "$v") ;;
   esac
 done
