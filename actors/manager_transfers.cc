@@ -474,14 +474,20 @@ void ManagerState::post_rdma(uint64_t ticket, uint32_t index,
     return;
   OpTrack& o = it->second.ops[index];
   const TransferOp& op = o.op;
-  if (op.remote.incarnation != 0 && op.remote.incarnation != qp->remote_incarnation())
+  if (op.remote.incarnation != 0 && op.remote.incarnation != qp->remote_incarnation()) {
+    // Usually a handle from before its owner's device came back; rarely (a handle faster than
+    // the owner's device_gone notice) a connection from before. Either way its remote key is
+    // not for this connection: the owner moves the bytes.
+    char both[96];
+    std::snprintf(both, sizeof(both), "handle's incarnation %016llx, connection's %016llx",
+                  static_cast<unsigned long long>(op.remote.incarnation),
+                  static_cast<unsigned long long>(qp->remote_incarnation()));
     return reroute(ticket, index,
                    "the owner " + op.remote.owner_name +
-                       "'s RDMA device went away and came "
-                       "back since " +
-                       describe(op.remote) +
-                       " was registered (its remote key is "
-                       "gone)");
+                       "'s RDMA device went away and came back between the registration of " +
+                       describe(op.remote) + " and this connection (" + both +
+                       "), so its remote key is not for this connection");
+  }
   if (o.staged) {
     post_staged(ticket, index, qp);
     return staged_settle(ticket, index);
