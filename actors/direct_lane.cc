@@ -82,7 +82,8 @@ std::optional<Result<DirectLane::Prepared>> DirectLane::prepare(const TransferOp
   if (!entry)
     return std::nullopt;  // unknown, released or not NIC-registered: the manager answers
   if (entry->rdma.addr() != op.local.addr || entry->size != op.local.size) {
-    registry_->done(op.local.id);
+    if (registry_->done(op.local.id))  // a release may be waiting for this last use
+      caf::anon_send(manager_, detail::LaneIdle{op.local.id});
     return std::nullopt;  // stale or forged handle: the manager names it
   }
   auto length = checked_length(op, entry->size, entry->access);
@@ -90,6 +91,13 @@ std::optional<Result<DirectLane::Prepared>> DirectLane::prepare(const TransferOp
     if (registry_->done(op.local.id))
       caf::anon_send(manager_, detail::LaneIdle{op.local.id});
     return Result<Prepared>(length.error());
+  }
+  if (op.remote.owner.node() == manager_.node() &&
+      ranges_overlap(entry->rdma.addr() + op.local_offset, op.remote.addr + op.remote_offset,
+                     *length)) {
+    if (registry_->done(op.local.id))
+      caf::anon_send(manager_, detail::LaneIdle{op.local.id});
+    return std::nullopt;  // overlapping ranges of this node: the manager copies them
   }
   RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device,
                       op.remote.incarnation};

@@ -42,6 +42,16 @@ caf::result<BufferHandle> ManagerState::request_buffer(uint64_t addr, uint64_t s
     where = *kind;
   }
   BufferHandle h;
+  if (where.on_gpu() && where.size != 0 &&
+      (addr < where.base || addr - where.base > where.size ||
+       size > where.size - (addr - where.base)))
+    // Past the end of its allocation: every copy or registration would touch other memory
+    // (or fail later, on any transport); refused now, whatever the transport.
+    return make_rdma_error(
+        ErrorCode::kInvalidArgument,
+        "buffer request at address " + std::to_string(addr) + " of " + std::to_string(size) +
+            " bytes runs past its GPU " + std::to_string(where.device) + " allocation (" +
+            std::to_string(where.base) + " + " + std::to_string(where.size) + " bytes)");
   if (where.on_gpu()) {
     entry.gpu = where.device;
     entry.memory = BufferMemory::kGpuStaged;

@@ -318,11 +318,22 @@ void ManagerState::on_down(const caf::down_msg& msg) {
         (void)qp->abort("peer manager " + p.name + " is down (" + p.down_reason + ")");
   // Every op still open with it (RDMA ops on the destroyed queue pairs, fallback ops, ops
   // waiting for its answer) gets no completion and no answer: fail them now.
+  // A stream job still running or queued is stopped instead: its op fails (naming the peer)
+  // from stream_done, once the job no longer writes into the local buffer, so no byte of it
+  // lands after the reply.
   std::vector<std::pair<uint64_t, uint32_t>> victims;
   for (auto& [ticket, t] : transfers_)
-    for (uint32_t i = 0; i < t.ops.size(); ++i)
-      if (!t.ops[i].done && t.ops[i].path != OpPath::kNone && t.ops[i].peer == msg.source)
-        victims.emplace_back(ticket, i);
+    for (uint32_t i = 0; i < t.ops.size(); ++i) {
+      OpTrack& o = t.ops[i];
+      if (o.done || o.path == OpPath::kNone || o.peer != msg.source)
+        continue;
+      if (o.streaming) {
+        if (stream_client_)
+          (void)stream_client_->cancel_queued(o.job_tag, "its peer is down");
+        continue;
+      }
+      victims.emplace_back(ticket, i);
+    }
   for (auto [ticket, index] : victims)
     fail_op(ticket, index, err);
 }

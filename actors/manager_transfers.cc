@@ -154,6 +154,12 @@ void ManagerState::start_op(uint64_t ticket, uint32_t index) {
   bool same_fabric = domain_ && remote_rdma && op.remote.ethernet == domain_->port().is_ethernet;
   // Registered on the device (GPU memory a reopened device did not register again is not).
   bool local_rdma = local.memory == BufferMemory::kGpuStaged || !local.rdma.released();
+  // Both ranges this node's and overlapping (one buffer, or two over the same memory): the
+  // owner's own copy (memmove) moves them right on any transport; RDMA would not (see
+  // ranges_overlap).
+  if (o.peer == facade_.address() &&
+      ranges_overlap(local.addr + op.local_offset, op.remote.addr + op.remote_offset, length))
+    return start_fallback(ticket, index);
   if (options_.mode != TransportMode::kFallback && same_fabric && !remote_staged &&
       port_down_.empty() && local_rdma) {
     if (local.memory == BufferMemory::kGpuStaged)
@@ -713,7 +719,7 @@ void ManagerState::staged_settle(uint64_t ticket, uint32_t index) {
   if (o.done || o.chunks_on_nic > 0)
     return;  // the NIC may still use the bounce buffer: answer when its last chunk is back
   if (o.chunks_done == o.chunks.size())
-    return finish_op(ticket, index, TransferOutcome{});
+    return options_.verify ? verify_op(ticket, index) : finish_op(ticket, index, TransferOutcome{});
   TransferOutcome out;
   OpFault fault = OpFault::kNone;
   if (o.staged_error) {
@@ -778,10 +784,25 @@ void ManagerState::start_fallback(uint64_t ticket, uint32_t index) {
       std::memmove(reinterpret_cast<uint8_t*>(dst.addr) + dst_off,
                    reinterpret_cast<uint8_t*>(src.addr) + src_off, o.length);
     } else {
-      std::vector<uint8_t> tmp(o.length);  // GPU memory on either side: through the host
-      Status st = copy_out(src, src_off, tmp.data(), o.length);
-      if (st.ok())
-        st = copy_in(dst, dst_off, tmp.data(), o.length);
+      // GPU memory on either side: through a host buffer a chunk at a time (bounded memory),
+      // back to front when the destination lies after the source (overlapping ranges).
+      const uint64_t chunk = std::min<uint64_t>(o.length, kLocalCopyChunk);
+      std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[chunk]);
+      if (!tmp)
+        return fail_op(ticket, index,
+                       make_rdma_error(ErrorCode::kResourceExhausted,
+                                       "cannot allocate " + std::to_string(chunk) +
+                                           " bytes of host memory to copy between " +
+                                           describe(op.local) + " and " + describe(op.remote)));
+      const bool backwards = dst.addr + dst_off > src.addr + src_off;
+      Status st;
+      for (uint64_t done = 0, n = 0; done < o.length && st.ok(); done += n) {
+        n = std::min(chunk, o.length - done);
+        uint64_t at = backwards ? o.length - done - n : done;
+        st = copy_out(src, src_off + at, tmp.get(), n);
+        if (st.ok())
+          st = copy_in(dst, dst_off + at, tmp.get(), n);
+      }
       if (!st.ok())
         return fail_op(ticket, index, to_caf_error(st.error()));
     }

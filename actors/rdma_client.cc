@@ -87,10 +87,15 @@ DirectLane* RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
   if (grant.ok() && grant->lane) {
     slot.lane = grant->lane;
     slot.verify = grant->verify;
+    slot.open_timeouts = 0;
     return slot.lane.get();
   }
   Error e = grant.ok() ? Error(ErrorCode::kInternal, "empty lane grant") : grant.error();
   if (e.code() == ErrorCode::kTimeout) {
+    // Timeouts shorter than a lane handshake would fail every call that tries one: the next
+    // calls go through the manager for a while (backing off), whose handshake outlives them.
+    slot.retry_after = now + std::chrono::seconds(1u << std::min(slot.open_timeouts, 6u));
+    ++slot.open_timeouts;
     // The owner did not answer the handshake in time: the transfer's time is up.
     *failed = Error(ErrorCode::kTimeout, std::string(kind_name(op.kind)) + " between " +
                                              describe(op.local) + " and " + describe(op.remote) +
@@ -187,8 +192,10 @@ std::optional<Result<TransferReply>> RdmaClient::lane_transfer(const TransferOp&
           return Result<TransferReply>(st.error());
       return r;
     }
-    // Flushed by another op's error on this lane: once more on a new lane.
-    if (fault == OpFault::kFlushed && attempt == 0 && lane->broken()) {
+    // Flushed by another op's error on this lane: once more on a new lane (not when its own
+    // time ran out: the flush was the timeout's).
+    if (fault == OpFault::kFlushed && r->error().code() != ErrorCode::kTimeout && attempt == 0 &&
+        lane->broken()) {
       lanes_[op.remote.owner.address()].lane.reset();
       continue;
     }
@@ -266,6 +273,8 @@ Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<Transfe
             }
           continue;
         }
+        if (o.code == static_cast<uint8_t>(ErrorCode::kTimeout))
+          continue;  // the batch's time is up: no second run, no question to the owner per op
         if (faults[i] == OpFault::kFlushed) {
           // Another op of the batch took the queue pair down: this one runs once more alone
           // (on a new lane, or through the manager).

@@ -66,6 +66,9 @@ private:
     bool verify = false;  ///< the manager's verify mode, given with the lane
     /// No lane to this owner before then (the manager refused one): use the manager.
     std::chrono::steady_clock::time_point retry_after{};
+    /// Lane handshakes in a row that did not finish within their transfer's timeout: the
+    /// manager's path (whose handshake has its own, longer limit) is used for 1, 2, 4 ... 64 s.
+    uint32_t open_timeouts = 0;
   };
 
   template <class T, class... Ts>

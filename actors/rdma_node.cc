@@ -146,6 +146,37 @@ Result<rdma_manager_actor> RdmaNode::remote_manager(const std::string& host, uin
   return out;
 }
 
+namespace detail {
+
+Result<std::pair<caf::strong_actor_ptr, std::set<std::string>>> connect_published_ptr(
+    caf::actor_system& sys, const std::string& host, uint16_t port,
+    std::chrono::milliseconds timeout, const std::string& what) {
+  std::string where = host + ":" + std::to_string(port);
+  std::string cannot = "cannot reach " + what + " at " + where + ": ";
+  Result<std::pair<caf::strong_actor_ptr, std::set<std::string>>> out =
+      Error(ErrorCode::kPeerUnavailable, cannot + "no reply");
+  caf::scoped_actor self{sys};
+  self->request(sys.middleman().actor_handle(), timeout, caf::connect_atom::value, host, port)
+      .receive(
+          [&](const caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>& ifs) {
+            if (!ptr)
+              out = Error(ErrorCode::kPeerUnavailable, cannot + "no actor is published there");
+            else
+              out = std::make_pair(std::move(ptr), std::move(ifs));
+          },
+          [&](caf::error& e) {
+            bool timed_out = e == caf::sec::request_timeout;
+            out = Error(timed_out ? ErrorCode::kTimeout : ErrorCode::kPeerUnavailable,
+                        cannot + sys.render(e) +
+                            (timed_out ? " (no answer within " + std::to_string(timeout.count()) +
+                                             " ms: nothing there that speaks CAF)"
+                                       : ""));
+          });
+  return out;
+}
+
+}  // namespace detail
+
 bool is_loopback_host(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }

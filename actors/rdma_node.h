@@ -2,13 +2,16 @@
 // manager published on a TCP port (io middleman), and get other nodes' managers by host:port.
 #pragma once
 
+#include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
+#include <utility>
 
 #include "actors/rdma_manager_actor.h"
 #include "components/tls_credentials.h"
@@ -85,6 +88,32 @@ private:
   TlsCredentials tls_credentials_;  // for the probe before each TLS connection
   std::chrono::milliseconds connect_timeout_{30000};
 };
+
+namespace detail {
+/// The actor published at host:port through CAF's plain middleman, and the interfaces it
+/// declares (see connect_published).
+Result<std::pair<caf::strong_actor_ptr, std::set<std::string>>> connect_published_ptr(
+    caf::actor_system& sys, const std::string& host, uint16_t port,
+    std::chrono::milliseconds timeout, const std::string& what);
+}  // namespace detail
+
+/// What `sys.middleman().remote_actor<Handle>(host, port)` does (an application's own actor,
+/// published with the plain middleman), but within `timeout`: CAF 0.17's remote_actor waits
+/// without a bound, so a port that accepts TCP and never speaks CAF (a stopped process, another
+/// protocol) would hang the caller. Blocking: call from main() or a test thread, never from an
+/// actor. Errors name `what` and host:port: peer_unavailable (refused, nothing published there,
+/// or an actor of another type), timeout (no answer within `timeout`).
+template <class Handle = caf::actor>
+Result<Handle> connect_published(caf::actor_system& sys, const std::string& host, uint16_t port,
+                                 std::chrono::milliseconds timeout, const std::string& what) {
+  auto c = detail::connect_published_ptr(sys, host, port, timeout, what);
+  if (!c.ok())
+    return c.error();
+  if (!sys.assignable<Handle>(c->second))
+    return Error(ErrorCode::kPeerUnavailable,
+                 "the actor published at " + host + ":" + std::to_string(port) + " is not " + what);
+  return caf::actor_cast<Handle>(std::move(c->first));
+}
 
 /// True for "localhost", 127.0.0.0/8 and ::1.
 bool is_loopback_host(const std::string& host);

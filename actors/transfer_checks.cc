@@ -67,6 +67,12 @@ Result<uint64_t> checked_length(const TransferOp& op, uint64_t local_size,
   return length;
 }
 
+bool ranges_overlap(uint64_t a, uint64_t b, uint64_t n) {
+  if (n == 0)
+    return false;
+  return a < b ? b - a < n : a - b < n;
+}
+
 std::string timeout_message(const TransferOp& op, uint64_t length, uint32_t timeout_ms) {
   return std::string(kind_name(op.kind)) + " of " + std::to_string(length) + " bytes between " +
          describe(op.local) + " and " + describe(op.remote) + " did not complete within " +

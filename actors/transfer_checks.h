@@ -20,6 +20,12 @@ const char* kind_name(uint8_t kind);
 Result<uint64_t> checked_length(const TransferOp& op, uint64_t local_size,
                                 BufferAccess local_access);
 
+/// Whether [a, a + n) and [b, b + n) share a byte (addresses of one process). Two ranges of
+/// the same node that do cannot move by RDMA: the NIC gives overlapping bytes no order, so a
+/// loopback READ or WRITE may copy bytes it already overwrote; the manager copies them with
+/// memmove instead (and a direct lane leaves such an op to it).
+bool ranges_overlap(uint64_t a, uint64_t b, uint64_t n);
+
 /// The message of a transfer that timed out (its work was flushed).
 std::string timeout_message(const TransferOp& op, uint64_t length, uint32_t timeout_ms);
 

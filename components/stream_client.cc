@@ -40,7 +40,7 @@ void StreamClient::submit(StreamJob job) {
   job.done(Error(ErrorCode::kPeerUnavailable, "stream transfer refused: its manager stopped"));
 }
 
-bool StreamClient::cancel_queued(uint64_t tag) {
+bool StreamClient::cancel_queued(uint64_t tag, const std::string& why) {
   StreamJob job;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -51,9 +51,7 @@ bool StreamClient::cancel_queued(uint64_t tag) {
     job = std::move(*it);
     queue_.erase(it);
   }
-  job.done(Error(ErrorCode::kTimeout,
-                 "stream transfer cancelled before it started: its deadline passed while it "
-                 "waited for a stream thread"));
+  job.done(Error(ErrorCode::kTimeout, "stream transfer cancelled before it started: " + why));
   return true;
 }
 

@@ -47,7 +47,9 @@ public:
   void submit(StreamJob job);
   /// Fails the job tagged `tag` with a timeout if it still waits for a thread (its `done` is
   /// called here); false if it runs already (it stops at its deadline) or is unknown.
-  bool cancel_queued(uint64_t tag);
+  bool cancel_queued(uint64_t tag, const std::string& why =
+                                       "its deadline passed while it waited for a stream "
+                                       "thread");
   /// Idle pooled connections (all endpoints).
   size_t idle_connections() const;
 

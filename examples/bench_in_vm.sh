@@ -13,7 +13,12 @@ perf_pair() {  # tool args... ; server on rxe0, client on rxe1
   local tool=$1; shift
   timeout 300 "$tool" -d rxe0 -x 1 -F "$@" > "$out/srv.log" 2>&1 &
   local spid=$!
-  sleep 1
+  # The client starts once the server listens on perftest's port (18515; at most 20 s).
+  for _ in $(seq 200); do
+    ss -ltn 2>/dev/null | grep -q ':18515 ' && break
+    kill -0 $spid 2>/dev/null || break
+    sleep 0.1
+  done
   timeout 300 "$tool" -d rxe1 -x 1 -F "$@" $server_ip
   wait $spid
 }

@@ -203,11 +203,10 @@ int run_worker(const Params& p, uint32_t rank, const std::string& server,
   auto server_mgr = (*node)->remote_manager(sp->first, sp->second);
   if (!server_mgr.ok())
     return fail(me, server_mgr.error());
-  auto coord = (*node)->system().middleman().remote_actor(cp->first, cp->second);
-  if (!coord)
-    return fail(me, Error(ErrorCode::kPeerUnavailable,
-                          "cannot reach the coordinator at " + coordinator_addr + ": " +
-                              (*node)->system().render(coord.error())));
+  auto coord = connect_published((*node)->system(), cp->first, cp->second, std::chrono::seconds(30),
+                                 "the coordinator");
+  if (!coord.ok())
+    return fail(me, coord.error());
   RdmaClient remote((*node)->system(), *server_mgr);
   RdmaClient local((*node)->system(), (*node)->manager());
   auto grad_h = remote.get("grad/" + std::to_string(rank), 30000);

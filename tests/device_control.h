@@ -10,10 +10,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -73,22 +75,41 @@ inline Command start_command(const std::vector<std::string>& argv) {
 }
 
 /// Waits up to `limit` for `c` to exit: its exit status, or -1 (did not start, was killed by a
-/// signal, or still running at the limit: then it is killed and reaped).
+/// signal, or still running at the limit: then it is killed, and given 5 s more to go; a
+/// command that does not go even then, e.g. `rdma link delete` stuck in the kernel while this
+/// process still holds the device, is left unreaped rather than waited for without a bound).
 inline int wait_command(Command& c, std::chrono::milliseconds limit) {
   if (c.pid < 0)
     return -1;
-  if (c.pidfd >= 0) {
-    pollfd p{c.pidfd, POLLIN, 0};
-    int n = ::poll(&p, 1, static_cast<int>(limit.count()));
-    ::close(c.pidfd);
-    c.pidfd = -1;
-    if (n <= 0)
-      ::kill(c.pid, SIGKILL);
+  auto reap = [&c](std::chrono::milliseconds within) -> std::pair<bool, int> {
+    auto until = std::chrono::steady_clock::now() + within;
+    while (true) {
+      int status = 0;
+      pid_t r = ::waitpid(c.pid, &status, WNOHANG);
+      if (r == c.pid)
+        return {true, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+      if (r < 0)
+        return {true, -1};  // not our child (any more)
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          until - std::chrono::steady_clock::now());
+      if (left.count() <= 0)
+        return {false, -1};
+      // Woken by the exit itself where pidfds exist; else checked every 10 ms.
+      pollfd p{c.pidfd, POLLIN, 0};
+      ::poll(c.pidfd >= 0 ? &p : nullptr, c.pidfd >= 0 ? 1 : 0,
+             static_cast<int>(c.pidfd >= 0 ? left.count() : std::min<int64_t>(left.count(), 10)));
+    }
+  };
+  auto [gone, status] = reap(limit);
+  if (!gone) {
+    ::kill(c.pid, SIGKILL);
+    std::tie(gone, status) = reap(std::chrono::seconds(5));
   }
-  int status = 0;
-  ::waitpid(c.pid, &status, 0);
+  if (c.pidfd >= 0)
+    ::close(c.pidfd);
+  c.pidfd = -1;
   c.pid = -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return status;
 }
 
 /// Runs `argv` to its end (at most `limit`): its exit status, or -1.

@@ -4,7 +4,8 @@
 #   record NAME passed|failed|skipped MESSAGE   adds a test case (failures/skipped are counted)
 #   write_xml                                   writes them to $xml for run_tests.sh's listing
 #   run_case NAME LIMIT EXPECTED... -- COMMAND...
-#                                               runs COMMAND (at most LIMIT seconds), prints its
+#                                               runs COMMAND (at most LIMIT seconds, and never
+#                                               past the test's own time: see case_end), prints its
 #                                               output, records NAME passed only if it exited 0
 #                                               and its output matches every EXPECTED (grep)
 #   skip_without_device NAME...                 in rdma mode on a host without an RDMA device:
@@ -15,6 +16,16 @@ path=$([ "${mode:-fallback}" = rdma ] && echo rdma-direct || echo fallback)
 cases=()
 failures=0
 skipped=0
+# Cases end before Bazel's limit for the whole test (TEST_TIMEOUT; in the VM the boot and
+# run_under's margin come off it too), so a stuck case is recorded as such and the XML is
+# written, instead of Bazel killing the script with nothing recorded.
+case_end=$((SECONDS + ${TEST_TIMEOUT:-300} - 45))
+
+# Seconds a case may still run: at most $1, and not past case_end.
+case_limit() {
+  local left=$((case_end - SECONDS))
+  [ "$left" -lt "$1" ] && echo "$left" || echo "$1"
+}
 
 record() {
   local body=""
@@ -43,9 +54,17 @@ run_case() {
   shift
   echo "=== $name: $*"
   local out rc e
+  limit=$(case_limit "$limit")
+  if [ "$limit" -le 0 ]; then
+    record "$name" failed "not run: the test's time (TEST_TIMEOUT) was used up by the cases before"
+    return
+  fi
   out=$(timeout "$limit" "$@" 2>&1)
   rc=$?
   echo "$out"
+  if [ $rc -eq 124 ]; then
+    record "$name" failed "timed out after $limit s"; return
+  fi
   if [ $rc -ne 0 ]; then
     record "$name" failed "exit code $rc"; return
   fi

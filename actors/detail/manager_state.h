@@ -65,6 +65,9 @@
 
 namespace caf_rdma::detail {
 
+/// The host buffer of a local copy that involves GPU memory moves this much at a time.
+constexpr uint64_t kLocalCopyChunk = 4 << 20;
+
 /// Extra time CAF requests to peer managers get beyond their transfer's timeout.
 constexpr std::chrono::seconds kRequestBackstop{1};
 

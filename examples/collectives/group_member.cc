@@ -96,7 +96,8 @@ caf::error transfer_error(const caf::error& err, const std::string& what) {
 }
 
 void arm(Self* self, Deadline kind, uint64_t key, uint64_t id) {
-  self->delayed_send(self, self->state.cfg.timeout, deadline_atom::value, uint8_t(kind), key, id);
+  auto after = kind == kFormDeadline ? self->state.cfg.form_timeout : self->state.cfg.timeout;
+  self->delayed_send(self, after, deadline_atom::value, uint8_t(kind), key, id);
 }
 
 std::chrono::milliseconds request_limit(Self* self) {
@@ -525,8 +526,8 @@ caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg, M
               for (uint32_t j = 0; j < st.size(); ++j)
                 if (j != st.cfg.rank && !(st.peers[j].connected && st.peers[j].hello))
                   missing += " " + st.who(j);
-              std::string why = "group not formed";
-              why += after;
+              std::string why =
+                  "group not formed within " + std::to_string(st.cfg.form_timeout.count()) + " ms";
               why += "; no hello from";
               why += missing;
               it->second.deliver(make_rdma_error(ErrorCode::kTimeout, why));

@@ -78,7 +78,8 @@ struct MemberConfig {
   uint32_t rank = 0;
   uint32_t size = 0;
   std::shared_ptr<MemberNames> names;
-  std::chrono::milliseconds timeout{30000};
+  std::chrono::milliseconds timeout{30000};       ///< of each call
+  std::chrono::milliseconds form_timeout{30000};  ///< of forming the group
 };
 
 /// Spawns the member actor of `config.rank`.

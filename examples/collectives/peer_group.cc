@@ -93,6 +93,8 @@ Result<std::unique_ptr<PeerGroup>> PeerGroup::form(PeerGroupOptions o) {
   mc.size = n;
   mc.names = std::make_shared<MemberNames>(o.members);
   mc.timeout = std::chrono::milliseconds(o.timeout_ms);
+  const uint32_t form_ms = o.form_timeout_ms != 0 ? o.form_timeout_ms : o.timeout_ms;
+  mc.form_timeout = std::chrono::milliseconds(form_ms);
   g->member_ = spawn_group_member(sys, g->node_->manager(), mc, buf);
   Lease self(g.get());
   auto port =
@@ -126,26 +128,30 @@ Result<std::unique_ptr<PeerGroup>> PeerGroup::form(PeerGroupOptions o) {
                  "rank " + std::to_string(o.rank) + ": members[" + std::to_string(o.rank) +
                      "] has port 0, which needs a rendezvous to tell the others");
   }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(o.timeout_ms);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(form_ms);
   // Each member dials the lower ranks; higher ranks dial us (their hello arrives over their
   // connection). One connection per pair.
   for (uint32_t j = 0; j < o.rank; ++j) {
     while (true) {  // the peer may not be up yet
-      auto a = sys.middleman().remote_actor(addr[j].first, addr[j].second);
-      if (a) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      auto a = connect_published(sys, addr[j].first, addr[j].second,
+                                 std::max(left, std::chrono::milliseconds(1)),
+                                 "rank " + std::to_string(j));
+      if (a.ok()) {
         (*self)->send(g->member_, peer_atom::value, j, *a);
         break;
       }
       if (std::chrono::steady_clock::now() >= deadline)
         return Error(ErrorCode::kPeerUnavailable,
                      "cannot reach rank " + std::to_string(j) + " at " + o.members[j] + " within " +
-                         std::to_string(o.timeout_ms) + " ms: " + sys.render(a.error()));
+                         std::to_string(form_ms) + " ms: " + a.error().message());
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
   std::optional<Error> failed;
   (*self)
-      ->request(g->member_, std::chrono::milliseconds(o.timeout_ms) + std::chrono::seconds(10),
+      ->request(g->member_, std::chrono::milliseconds(form_ms) + std::chrono::seconds(10),
                 formed_atom::value)
       .receive([](bool) {}, [&](caf::error& e) { failed = to_error(e); });
   if (failed)

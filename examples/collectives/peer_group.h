@@ -45,8 +45,10 @@ struct PeerGroupOptions {
   uint64_t mailbox_bytes = 1 << 20;
   /// Receive (and send staging) buffer of the collectives; larger calls run in rounds.
   uint64_t collective_bytes = 16 << 20;
-  /// Limit of forming the group and of each call.
+  /// Limit of each call.
   uint32_t timeout_ms = 30000;
+  /// Limit of forming the group (dialing the others, their hellos); 0: timeout_ms.
+  uint32_t form_timeout_ms = 0;
   ManagerOptions manager;
 };
 

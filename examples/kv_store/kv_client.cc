@@ -98,10 +98,10 @@ Result<std::unique_ptr<KvClient>> KvClient::connect(KvClientOptions options) {
   no.configure = add_kv_message_types;
   CAF_RDMA_ASSIGN_OR_RETURN(client->node_, RdmaNode::start(no));
   auto& sys = client->node_->system();
-  auto server = sys.middleman().remote_actor<server_actor>(hp->first, hp->second);
-  if (!server)
-    return Error(ErrorCode::kPeerUnavailable,
-                 "cannot reach kv_server at " + options.server + ": " + sys.render(server.error()));
+  auto server = connect_published<server_actor>(
+      sys, hp->first, hp->second, std::chrono::milliseconds(options.timeout_ms), "kv_server");
+  if (!server.ok())
+    return server.error();
   {
     RdmaClient rc(sys, client->node_->manager());
     auto h = rc.request_buffer(client->memory_.get(), options.buffer_bytes);

@@ -189,6 +189,26 @@ TEST_F(DirectLaneTest, LoopbackLaneWithinOneNode) {
   EXPECT_EQ(user_->stats().direct_ops, rdma_lane() ? 1u : 0u);
 }
 
+// Overlapping ranges of one node through a client: the lane leaves them to the manager,
+// which copies them as memmove would (RDMA gives overlapping bytes no order).
+TEST_F(DirectLaneTest, OverlappingRangesWithinOneBufferMoveLikeMemmove) {
+  constexpr uint64_t kSize = 1 << 20, kLen = 768 << 10, kShift = 65536 + 5;
+  Memory m(kSize, 12);
+  auto h = user_->request_buffer(m);
+  ASSERT_TRUE(h);
+  auto c = client();
+  for (bool up : {true, false}) {
+    SCOPED_TRACE(up ? "shifted up" : "shifted down");
+    const uint64_t from = up ? 0 : kShift, to = up ? kShift : 0;
+    std::vector<uint8_t> expect = m.bytes;
+    std::memmove(expect.data() + to, expect.data() + from, kLen);
+    auto w = c->transfer(make_write(*h, *h, kLen, from, to), 20000);
+    ASSERT_TRUE(w.ok()) << w.error().to_string();
+    ASSERT_EQ(m.bytes, expect);
+  }
+  EXPECT_EQ(user_->stats().direct_ops, 0u) << "an overlapping op ran on a lane";
+}
+
 TEST_F(DirectLaneTest, OwnerThatNeverAnswersTimesOutOnTime) {
   Memory src(4096, 1), fake_mem(4096);
   auto local = user_->request_buffer(src);
@@ -204,7 +224,7 @@ TEST_F(DirectLaneTest, OwnerThatNeverAnswersTimesOutOnTime) {
   EXPECT_NE(w.error().message().find("400 ms"), std::string::npos) << w.error().to_string();
   EXPECT_NE(w.error().message().find("mute-owner"), std::string::npos) << w.error().to_string();
   EXPECT_GE(took, 395ms);
-  EXPECT_LT(took, 4s);
+  EXPECT_LT(took, 20s);  // its own 400 ms, not a 30 s backstop (generous: loaded CI)
   EXPECT_EQ(c->lanes(), 0u);
   caf::anon_send_exit(mute, caf::exit_reason::user_shutdown);
 }

@@ -176,6 +176,56 @@ TEST_F(GpuMemoryTest, AChunkRefusedMidWayFailsWithTheOwnersReason) {
       std::equal(host.bytes.begin(), host.bytes.begin() + kRegistered, device_mem.bytes.begin()));
 }
 
+// A GPU buffer request that runs past its allocation is refused at once, naming it, on any
+// transport (copies or registrations of it would touch other memory).
+TEST_F(GpuMemoryTest, ABufferPastTheEndOfItsGpuAllocationIsRefused) {
+  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  auto a = node(gpu);
+  ASSERT_TRUE(a);
+  Memory device_mem(64 << 10, 1);
+  gpu->add_gpu_range(device_mem.bytes.data(), 32 << 10, 0);  // the allocation: the first half
+  auto g = a->request_buffer(device_mem);
+  EXPECT_RDMA_ERROR(g, ErrorCode::kInvalidArgument, "runs past its GPU 0 allocation");
+  auto ok = a->request_buffer(device_mem.addr(), 32 << 10);
+  ASSERT_TRUE(ok) << error_message(ok.error());
+}
+
+// Verify mode compares staged transfers too (the bytes that went through bounce buffers).
+TEST_F(GpuMemoryTest, VerifyModeChecksStagedTransfers) {
+  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  NodeOptions o;
+  auto env = ManagerOptions::from_env();
+  ASSERT_TRUE(env.ok());
+  o.manager = *env;
+  o.manager.device_memory = gpu;
+  o.manager.staging_bytes = 64 << 10;
+  o.manager.verify = true;
+  auto started = RdmaNode::start(o);
+  ASSERT_TRUE(started.ok()) << started.error().to_string();
+  TestNode a(std::move(*started));
+  auto b = node(nullptr);
+  ASSERT_TRUE(b);
+  constexpr uint64_t kSize = (300 << 10) + 1;
+  Memory device_mem(kSize, 8), host(kSize, 0);
+  gpu->add_gpu_range(device_mem.bytes.data(), kSize, 0);
+  auto g = a.request_buffer(device_mem);
+  auto h = b->request_buffer(host);
+  ASSERT_TRUE(g && h);
+  auto w = a.transfer(make_write(*g, *h));
+  ASSERT_TRUE(w) << error_message(w.error());
+  EXPECT_EQ(w->path, staged_path());
+  EXPECT_EQ(host.bytes, device_mem.bytes);
+  const uint64_t copied_out = gpu->to_host_bytes.load();
+  Memory fresh(kSize, 10);
+  std::copy(fresh.bytes.begin(), fresh.bytes.end(), host.bytes.begin());
+  auto r = a.transfer(make_read(*g, *h));
+  ASSERT_TRUE(r) << error_message(r.error());
+  EXPECT_EQ(device_mem.bytes, fresh.bytes);
+  if (staged_path() == kPathRdmaStaged) {  // the read's check copied the GPU range out again
+    EXPECT_GE(gpu->to_host_bytes.load(), copied_out + kSize);
+  }
+}
+
 TEST_F(GpuMemoryTest, StagingStillMovesEveryByteWhenBounceBuffersCannotBePageLocked) {
   auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
   gpu->fail_locks(true);

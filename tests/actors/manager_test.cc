@@ -226,6 +226,30 @@ TEST_F(ManagerTest, LoopbackWithinOneManager) {
   EXPECT_EQ(a.bytes, b.bytes);
 }
 
+// Overlapping ranges of one node (here within one buffer, shifted up and down, by a write and
+// by a read): the bytes end as memmove would leave them, on every transport. RDMA gives
+// overlapping bytes no order (a loopback WRITE may copy bytes it already overwrote), so the
+// manager copies them itself.
+TEST_F(ManagerTest, OverlappingRangesWithinOneBufferMoveLikeMemmove) {
+  constexpr uint64_t kSize = 256 << 10, kLen = 192 << 10, kShift = 4096 + 3;
+  Memory m(kSize, 3);
+  auto h = user_->request_buffer(m);
+  ASSERT_TRUE(h);
+  for (bool is_read : {false, true})
+    for (bool up : {true, false}) {
+      SCOPED_TRACE(std::string(is_read ? "read" : "write") + (up ? ", shifted up" : ", down"));
+      const uint64_t from = up ? 0 : kShift, to = up ? kShift : 0;
+      std::vector<uint8_t> expect = m.bytes;
+      std::memmove(expect.data() + to, expect.data() + from, kLen);
+      // A write moves local -> remote, a read remote -> local: the same shift either way.
+      auto r = user_->transfer(is_read ? make_read(*h, *h, kLen, to, from)
+                                       : make_write(*h, *h, kLen, from, to));
+      ASSERT_TRUE(r) << error_message(r.error());
+      EXPECT_EQ(r->bytes, kLen);
+      ASSERT_EQ(m.bytes, expect);
+    }
+}
+
 TEST_F(ManagerTest, TimeoutWhenTheOwnerDoesNotAnswer) {
   Memory src(4096, 1), fake_mem(4096);
   auto local = user_->request_buffer(src);
@@ -236,7 +260,7 @@ TEST_F(ManagerTest, TimeoutWhenTheOwnerDoesNotAnswer) {
   auto w = user_->transfer(make_write(*local, h), 300);
   auto took = std::chrono::steady_clock::now() - t0;
   EXPECT_RDMA_ERROR(w, ErrorCode::kTimeout, "300 ms");
-  EXPECT_LT(took, 5s);
+  EXPECT_LT(took, 20s);  // its own 300 ms, not a 30 s backstop (generous: loaded CI)
   caf::anon_send_exit(mute, caf::exit_reason::user_shutdown);
 }
 
@@ -272,7 +296,7 @@ TEST_F(ManagerTest, TimeoutsOfConcurrentTransfersEachFireOnTime) {
     EXPECT_NE(messages[i].find(std::to_string(timeouts[i]) + " ms"), std::string::npos)
         << messages[i];
     EXPECT_GE(took[i].count(), timeouts[i] - 5) << "timeout " << timeouts[i];
-    EXPECT_LT(took[i].count(), timeouts[i] + 3000) << "timeout " << timeouts[i];
+    EXPECT_LT(took[i].count(), timeouts[i] + 20000) << "timeout " << timeouts[i];
   }
   caf::anon_send_exit(mute, caf::exit_reason::user_shutdown);
 }

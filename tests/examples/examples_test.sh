@@ -32,7 +32,9 @@ kv_cli() {
     kill "$server" 2>/dev/null; cat "$dir/server.log"
     record kv_store_cli failed "kv_server did not report its address within 30 s"; return
   fi
-  local c=("$bin/kv_store/kv_client" --server "$port" --buffer-mb 4)
+  # Each client call bounded (a hung call fails the case with exit 124, not the whole test).
+  local t; t=$(case_limit 60); [ "$t" -ge 1 ] || t=1  # timeout 0 would mean no limit
+  local c=(timeout "$t" "$bin/kv_store/kv_client" --server "$port" --buffer-mb 4)
   echo "=== kv_store_cli: kv_server at $port"
   out=$("${c[@]}" put greeting "hello rdma" 2>&1) || problem="put failed: $out"
   echo "$out"
@@ -51,7 +53,9 @@ kv_cli() {
   out=$("${c[@]}" bench --ops 400 --value-size 16384 --concurrency 4 2>&1) || problem=${problem:-"bench failed: $out"}
   echo "$out"
   grep -q "get .*(path $path)" <<<"$out" && grep -q "verified 400 values" <<<"$out" || problem=${problem:-"bench output"}
-  kill "$server"; wait "$server" 2>/dev/null
+  kill "$server"
+  for _ in $(seq 100); do kill -0 "$server" 2>/dev/null || break; sleep 0.1; done  # <= 10 s
+  kill -9 "$server" 2>/dev/null; wait "$server" 2>/dev/null
   "${c[@]}" get greeting 2> "$dir/err"; rc=$?
   cat "$dir/err"
   [ $rc -eq 1 ] && grep -q "cannot reach kv_server at $port" "$dir/err" || problem=${problem:-"unreachable: exit $rc"}

@@ -17,6 +17,7 @@
 #include "examples/kv_store/kv_client.h"
 #include "examples/kv_store/kv_server.h"
 #include "tests/actors/manager_fixture.h"
+#include "tests/closed_port.h"
 #include "tests/rdma_test.h"
 
 namespace caf_rdma::kv {
@@ -215,9 +216,9 @@ TEST_F(KvStoreTest, FailedTransferLeavesTheOldValueIntactAndFreesTheNewBlock) {
                  .request_buffer(other.data(), other.size());
   ASSERT_TRUE(reg.ok()) << reg.error().to_string();
   caf::scoped_actor self{client->node().system()};
-  auto remote =
-      client->node().system().middleman().remote_actor<server_actor>("127.0.0.1", server_->port());
-  ASSERT_TRUE(remote);
+  auto remote = connect_published<server_actor>(client->node().system(), "127.0.0.1",
+                                                server_->port(), 30s, "kv_server");
+  ASSERT_TRUE(remote.ok()) << remote.error().to_string();
   caf::error err;
   self->request(*remote, 30s, put_atom::value, std::string("k"), *reg, uint64_t(4000),
                 uint64_t(1000))
@@ -233,10 +234,10 @@ TEST_F(KvStoreTest, FailedTransferLeavesTheOldValueIntactAndFreesTheNewBlock) {
 }
 
 TEST_F(KvStoreTest, UnreachableServerIsAClearError) {
-  auto port = server_->port();
-  server_.reset();  // nobody listens there any more
+  caf_rdma::testing::ClosedPort closed;  // bound, not listening: refused
+  ASSERT_NE(closed.port(), 0);
   KvClientOptions o;
-  o.server = "127.0.0.1:" + std::to_string(port);
+  o.server = "127.0.0.1:" + std::to_string(closed.port());
   o.manager = manager_;
   auto c = KvClient::connect(o);
   EXPECT_ERROR(c, ErrorCode::kPeerUnavailable, "cannot reach kv_server at " + o.server);
