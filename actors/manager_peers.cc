@@ -318,9 +318,10 @@ void ManagerState::on_down(const caf::down_msg& msg) {
         (void)qp->abort("peer manager " + p.name + " is down (" + p.down_reason + ")");
   // Every op still open with it (RDMA ops on the destroyed queue pairs, fallback ops, ops
   // waiting for its answer) gets no completion and no answer: fail them now.
-  // A stream job still running or queued is stopped instead: its op fails (naming the peer)
-  // from stream_done, once the job no longer writes into the local buffer, so no byte of it
-  // lands after the reply.
+  // A stream job is left to end instead (a queued one is cancelled now, a running one ends when
+  // its connection to the dead peer fails, at the latest at its deadline): its op fails
+  // (naming the peer) from stream_done, once the job no longer writes into the local buffer,
+  // so no byte of it lands after the reply.
   std::vector<std::pair<uint64_t, uint32_t>> victims;
   for (auto& [ticket, t] : transfers_)
     for (uint32_t i = 0; i < t.ops.size(); ++i) {

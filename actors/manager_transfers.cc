@@ -718,8 +718,16 @@ void ManagerState::staged_settle(uint64_t ticket, uint32_t index) {
   OpTrack& o = t.ops[index];
   if (o.done || o.chunks_on_nic > 0)
     return;  // the NIC may still use the bounce buffer: answer when its last chunk is back
-  if (o.chunks_done == o.chunks.size())
-    return options_.verify ? verify_op(ticket, index) : finish_op(ticket, index, TransferOutcome{});
+  if (o.chunks_done == o.chunks.size()) {
+    if (!options_.verify)
+      return finish_op(ticket, index, TransferOutcome{});
+    // The NIC is done with the bounce buffer: another transfer may have it while the owner
+    // computes its checksum.
+    int slot = o.slot;
+    o.slot = -1;
+    release_slot(slot);
+    return verify_op(ticket, index);
+  }
   TransferOutcome out;
   OpFault fault = OpFault::kNone;
   if (o.staged_error) {

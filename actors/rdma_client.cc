@@ -94,7 +94,8 @@ DirectLane* RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
   if (e.code() == ErrorCode::kTimeout) {
     // Timeouts shorter than a lane handshake would fail every call that tries one: the next
     // calls go through the manager for a while (backing off), whose handshake outlives them.
-    slot.retry_after = now + std::chrono::seconds(1u << std::min(slot.open_timeouts, 6u));
+    slot.retry_after = std::chrono::steady_clock::now() +
+                       std::chrono::seconds(1u << std::min(slot.open_timeouts, 6u));
     ++slot.open_timeouts;
     // The owner did not answer the handshake in time: the transfer's time is up.
     *failed = Error(ErrorCode::kTimeout, std::string(kind_name(op.kind)) + " between " +
@@ -253,6 +254,7 @@ Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<Transfe
   bool one_owner = !ops.empty() && std::all_of(ops.begin(), ops.end(), [&](const TransferOp& op) {
     return op.remote.owner && op.remote.owner.address() == ops.front().remote.owner.address();
   });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   std::optional<Error> failed;
   DirectLane* lane = one_owner ? lane_for(ops.front(), timeout_ms, &failed) : nullptr;
   if (failed)
@@ -277,8 +279,20 @@ Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<Transfe
           continue;  // the batch's time is up: no second run, no question to the owner per op
         if (faults[i] == OpFault::kFlushed) {
           // Another op of the batch took the queue pair down: this one runs once more alone
-          // (on a new lane, or through the manager).
-          auto again = transfer(ops[i], timeout_ms);
+          // (on a new lane, or through the manager), within what is left of the batch's time.
+          auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+              deadline - std::chrono::steady_clock::now());
+          if (left.count() <= 0) {
+            o.code = static_cast<uint8_t>(ErrorCode::kTimeout);
+            o.message =
+                std::string(kind_name(ops[i].kind)) + " between " + describe(ops[i].local) +
+                " and " + describe(ops[i].remote) + " did not complete within " +
+                std::to_string(timeout_ms) +
+                " ms (flushed by another op's error, no time left to run it again: " + o.message +
+                ")";
+            continue;
+          }
+          auto again = transfer(ops[i], static_cast<uint32_t>(left.count()));
           if (again.ok()) {
             o = TransferOutcome{};
             o.bytes = again->bytes;

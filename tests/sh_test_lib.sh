@@ -59,7 +59,7 @@ run_case() {
     record "$name" failed "not run: the test's time (TEST_TIMEOUT) was used up by the cases before"
     return
   fi
-  out=$(timeout "$limit" "$@" 2>&1)
+  out=$(timeout -k 10 "$limit" "$@" 2>&1)
   rc=$?
   echo "$out"
   if [ $rc -eq 124 ]; then

@@ -144,8 +144,7 @@ Result<std::unique_ptr<PeerGroup>> PeerGroup::form(PeerGroupOptions o) {
       }
       if (std::chrono::steady_clock::now() >= deadline)
         return Error(ErrorCode::kPeerUnavailable,
-                     "cannot reach rank " + std::to_string(j) + " at " + o.members[j] + " within " +
-                         std::to_string(form_ms) + " ms: " + a.error().message());
+                     "within " + std::to_string(form_ms) + " ms: " + a.error().message());
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }

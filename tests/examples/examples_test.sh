@@ -32,31 +32,34 @@ kv_cli() {
     kill "$server" 2>/dev/null; cat "$dir/server.log"
     record kv_store_cli failed "kv_server did not report its address within 30 s"; return
   fi
-  # Each client call bounded (a hung call fails the case with exit 124, not the whole test).
-  local t; t=$(case_limit 60); [ "$t" -ge 1 ] || t=1  # timeout 0 would mean no limit
-  local c=(timeout "$t" "$bin/kv_store/kv_client" --server "$port" --buffer-mb 4)
+  # Each client call bounded by what is left of the test's time, at most 60 s (a hung call
+  # fails the case with exit 124, not the whole test).
+  kvc() {
+    local t; t=$(case_limit 60); [ "$t" -ge 1 ] || t=1  # timeout 0 would mean no limit
+    timeout -k 10 "$t" "$bin/kv_store/kv_client" --server "$port" --buffer-mb 4 "$@"
+  }
   echo "=== kv_store_cli: kv_server at $port"
-  out=$("${c[@]}" put greeting "hello rdma" 2>&1) || problem="put failed: $out"
+  out=$(kvc put greeting "hello rdma" 2>&1) || problem="put failed: $out"
   echo "$out"
   grep -q "(path $path)" <<<"$out" || problem=${problem:-"put did not report path $path: $out"}
-  out=$("${c[@]}" get greeting 2>/dev/null); rc=$?
+  out=$(kvc get greeting 2>/dev/null); rc=$?
   [ $rc -eq 0 ] && [ "$out" = "hello rdma" ] || problem=${problem:-"get returned '$out' (exit $rc)"}
-  "${c[@]}" get missing > /dev/null 2> "$dir/err"; rc=$?
+  kvc get missing > /dev/null 2> "$dir/err"; rc=$?
   cat "$dir/err"
   [ $rc -eq 3 ] && grep -q "no such key" "$dir/err" || problem=${problem:-"missing key: exit $rc"}
   head -c 6000000 /dev/urandom > "$dir/big"
-  "${c[@]}" put big --value-file "$dir/big" 2> "$dir/err"; rc=$?
+  kvc put big --value-file "$dir/big" 2> "$dir/err"; rc=$?
   cat "$dir/err"
   [ $rc -eq 1 ] && grep -q "larger than the client's buffer" "$dir/err" || problem=${problem:-"too large: exit $rc"}
-  out=$("${c[@]}" delete greeting 2>&1) || problem=${problem:-"delete failed: $out"}
+  out=$(kvc delete greeting 2>&1) || problem=${problem:-"delete failed: $out"}
   echo "$out"
-  out=$("${c[@]}" bench --ops 400 --value-size 16384 --concurrency 4 2>&1) || problem=${problem:-"bench failed: $out"}
+  out=$(kvc bench --ops 400 --value-size 16384 --concurrency 4 2>&1) || problem=${problem:-"bench failed: $out"}
   echo "$out"
   grep -q "get .*(path $path)" <<<"$out" && grep -q "verified 400 values" <<<"$out" || problem=${problem:-"bench output"}
   kill "$server"
   for _ in $(seq 100); do kill -0 "$server" 2>/dev/null || break; sleep 0.1; done  # <= 10 s
   kill -9 "$server" 2>/dev/null; wait "$server" 2>/dev/null
-  "${c[@]}" get greeting 2> "$dir/err"; rc=$?
+  kvc get greeting 2> "$dir/err"; rc=$?
   cat "$dir/err"
   [ $rc -eq 1 ] && grep -q "cannot reach kv_server at $port" "$dir/err" || problem=${problem:-"unreachable: exit $rc"}
   rm -rf "$dir"
