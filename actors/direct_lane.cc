@@ -3,22 +3,25 @@
 
 #include <caf/send.hpp>
 
+#include <algorithm>
 #include <chrono>
 
 #include "actors/detail/manager_events.h"
 #include "actors/transfer_checks.h"
+#include "components/secure_random.h"
 
 namespace caf_rdma {
 
 DirectLane::DirectLane(uint64_t id, std::shared_ptr<RdmaQueuePair> qp,
                        std::shared_ptr<DirectRegistry> registry, caf::actor manager,
-                       caf::actor owner, std::string owner_name)
+                       caf::actor owner, std::string owner_name, uint32_t max_timeout_ms)
     : id_(id),
       qp_(std::move(qp)),
       registry_(std::move(registry)),
       manager_(std::move(manager)),
       owner_(std::move(owner)),
-      owner_name_(std::move(owner_name)) {}
+      owner_name_(std::move(owner_name)),
+      max_timeout_ms_(max_timeout_ms) {}
 
 DirectLane::~DirectLane() {
   qp_.reset();  // our side first: nothing of ours is outstanding on the owner's side then
@@ -81,7 +84,8 @@ std::optional<Result<DirectLane::Prepared>> DirectLane::prepare(const TransferOp
   auto entry = registry_->acquire(op.local.id);
   if (!entry)
     return std::nullopt;  // unknown, released or not NIC-registered: the manager answers
-  if (entry->rdma.addr() != op.local.addr || entry->size != op.local.size) {
+  if (entry->rdma.addr() != op.local.addr || entry->size != op.local.size ||
+      !secrets_equal(entry->secret_hi, entry->secret_lo, op.local.secret_hi, op.local.secret_lo)) {
     if (registry_->done(op.local.id))  // a release may be waiting for this last use
       caf::anon_send(manager_, detail::LaneIdle{op.local.id});
     return std::nullopt;  // stale or forged handle: the manager names it
@@ -135,6 +139,7 @@ std::optional<Result<TransferReply>> DirectLane::transfer(const TransferOp& op, 
                                                           OpFault* fault) {
   if (timeout_ms == 0)
     return std::nullopt;  // the manager's error
+  timeout_ms = std::min(timeout_ms, max_timeout_ms_);
   Use use(*this);
   auto prepared = prepare(op);
   if (!prepared)
@@ -157,6 +162,7 @@ std::optional<std::vector<TransferOutcome>> DirectLane::batch(const std::vector<
                                                               std::vector<OpFault>* faults) {
   if (timeout_ms == 0 || ops.empty())
     return std::nullopt;
+  timeout_ms = std::min(timeout_ms, max_timeout_ms_);
   Use use(*this);
   std::vector<std::optional<Result<Prepared>>> prepared;
   prepared.reserve(ops.size());

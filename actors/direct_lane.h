@@ -43,7 +43,7 @@ class DirectLane {
 public:
   DirectLane(uint64_t id, std::shared_ptr<RdmaQueuePair> qp,
              std::shared_ptr<DirectRegistry> registry, caf::actor manager, caf::actor owner,
-             std::string owner_name);
+             std::string owner_name, uint32_t max_timeout_ms);
   /// Tells the manager the lane is gone (it closes the owner's side).
   ~DirectLane();
 
@@ -51,6 +51,7 @@ public:
   DirectLane& operator=(const DirectLane&) = delete;
 
   /// Runs one transfer; nothing when the lane cannot run it (ask the manager instead).
+  /// `timeout_ms` is cut to the manager's max_timeout, as the manager cuts its own.
   /// `fault` (optional) tells what kind of failure a failed op met.
   std::optional<Result<TransferReply>> transfer(const TransferOp& op, uint32_t timeout_ms,
                                                 OpFault* fault = nullptr);
@@ -97,6 +98,7 @@ private:
   caf::actor manager_;
   caf::actor owner_;
   std::string owner_name_;
+  uint32_t max_timeout_ms_;  ///< the manager's ManagerOptions::max_timeout
 };
 
 /// The manager's answer to a lane request (local messages only: it holds the lane itself).

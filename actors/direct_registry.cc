@@ -3,10 +3,11 @@
 
 namespace caf_rdma {
 
-void DirectRegistry::add(uint64_t id, RdmaBuffer rdma, uint64_t size, BufferAccess access) {
+void DirectRegistry::add(uint64_t id, RdmaBuffer rdma, uint64_t size, BufferAccess access,
+                         uint64_t secret_hi, uint64_t secret_lo) {
   std::lock_guard<std::mutex> g(mu_);
   Slot slot;
-  slot.entry = Entry{std::move(rdma), size, access};
+  slot.entry = Entry{std::move(rdma), size, access, secret_hi, secret_lo};
   slots_[id] = std::move(slot);
 }
 

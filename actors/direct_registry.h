@@ -30,6 +30,8 @@ public:
     RdmaBuffer rdma;
     uint64_t size = 0;
     BufferAccess access = BufferAccess::kReadWrite;
+    uint64_t secret_hi = 0;  ///< the secret its handles carry (a lane checks it as the manager)
+    uint64_t secret_lo = 0;
   };
 
   /// Counts of ops lanes ran (they count as RDMA ops of the manager).
@@ -39,7 +41,8 @@ public:
     uint64_t errors = 0;
   };
 
-  void add(uint64_t id, RdmaBuffer rdma, uint64_t size, BufferAccess access);
+  void add(uint64_t id, RdmaBuffer rdma, uint64_t size, BufferAccess access, uint64_t secret_hi,
+           uint64_t secret_lo);
   /// The buffer for one op, or nothing when it is unknown here or released.
   std::optional<Entry> acquire(uint64_t id);
   /// Ends a use; true when it was the last use of a released buffer.

@@ -5,6 +5,7 @@
 #include <new>
 
 #include "components/checksum.h"
+#include "components/host_mapping.h"
 #include "components/secure_random.h"
 
 #include "actors/detail/manager_state.h"
@@ -78,6 +79,13 @@ caf::result<BufferHandle> ManagerState::request_buffer(uint64_t addr, uint64_t s
       return to_caf_error(b.error());
     entry.rdma = *b;
     h.rkey = b->rkey();
+  } else if (auto mapped = check_host_range(addr, size, entry.access == BufferAccess::kReadWrite);
+             !mapped.ok()) {
+    // No device to pin (and so check) the pages: the fallback serves peers with memcpy, and a
+    // bogus pointer would crash the process at its first transfer instead of failing here.
+    return to_caf_error(mapped.error().with_context("buffer request at address " +
+                                                    std::to_string(addr) + " of " +
+                                                    std::to_string(size) + " bytes"));
   }
   if (domain_) {
     h.device = domain_->device_name();
@@ -99,7 +107,7 @@ caf::result<BufferHandle> ManagerState::request_buffer(uint64_t addr, uint64_t s
   h.secret_hi = entry.secret_hi;
   h.secret_lo = entry.secret_lo;
   if (!entry.rdma.released() && entry.memory != BufferMemory::kGpuStaged)
-    registry_->add(h.id, entry.rdma, size, entry.access);
+    registry_->add(h.id, entry.rdma, size, entry.access, entry.secret_hi, entry.secret_lo);
   buffers_.emplace(h.id, std::move(entry));
   return h;
 }

@@ -41,8 +41,8 @@ caf::result<LaneGrant> ManagerState::open_lane(BufferHandle remote, uint32_t tim
     if (!st.ok())
       return to_caf_error(st.error().with_context("connecting a loopback direct lane"));
     std::weak_ptr<RdmaQueuePair> weak_qp = qp;
-    auto lane =
-        std::make_shared<DirectLane>(id, std::move(qp), registry_, me, remote.owner, options_.name);
+    auto lane = std::make_shared<DirectLane>(id, std::move(qp), registry_, me, remote.owner,
+                                             options_.name, capped(UINT32_MAX));
     lanes_.emplace(id, LaneRecord{self_->address(), weak_qp, lane});
     return LaneGrant{std::move(lane), options_.verify};
   }
@@ -83,7 +83,8 @@ caf::result<LaneGrant> ManagerState::open_lane(BufferHandle remote, uint32_t tim
               return;
             }
             std::weak_ptr<RdmaQueuePair> weak_qp = qp;
-            auto lane = std::make_shared<DirectLane>(id, std::move(qp), registry_, me, owner, name);
+            auto lane = std::make_shared<DirectLane>(id, std::move(qp), registry_, me, owner, name,
+                                                     capped(UINT32_MAX));
             lanes_.emplace(id, LaneRecord{key, weak_qp, lane});
             rp.deliver(LaneGrant{std::move(lane), options_.verify});
           },

@@ -31,8 +31,10 @@ using rdma_manager_actor = caf::typed_actor<
     /// Registers [addr, addr + size) with `access` (BufferAccess) and returns its handle, which
     /// carries a fresh 128-bit secret: whoever holds the handle may access the buffer (within
     /// its access rights), nobody else. The memory must stay valid until the buffer is released.
-    /// Errors: invalid_argument (null, zero size, addr + size overflows, bad access),
-    /// ibverbs_call (ibv_reg_mr, with errno).
+    /// Errors: invalid_argument (null, zero size, addr + size overflows, bad access, or host
+    /// memory not mapped with that access: checked in /proc/self/maps by a node without a
+    /// device, naming the first bad byte), ibverbs_call (ibv_reg_mr, with errno: EFAULT for
+    /// memory the device cannot pin).
     caf::replies_to<request_buffer_atom, uint64_t, uint64_t, uint8_t>::with<BufferHandle>,
 
     /// Releases buffer `id`: its region is deregistered (when no other buffer shares it); any

@@ -4,6 +4,7 @@
 // had, RdmaClient goes through the manager and nothing changes for the caller).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <thread>
@@ -139,6 +140,8 @@ TEST_F(DirectLaneTest, ErrorsAreTheManagersAndTheLaneSurvivesThem) {
   forged.size += 4096;
   BufferHandle unknown = *hs;
   unknown.id = 999999;
+  BufferHandle wrong_secret = *hs;  // this node's own memory, but not the handle it issued
+  wrong_secret.secret_lo ^= 1;
   struct Case {
     const char* what;
     TransferOp op;
@@ -156,6 +159,8 @@ TEST_F(DirectLaneTest, ErrorsAreTheManagersAndTheLaneSurvivesThem) {
       {"released local buffer", make_write(*hgone, remote, 16), ErrorCode::kReleased},
       {"unknown local buffer", make_write(unknown, remote, 16), ErrorCode::kUnknownBuffer},
       {"forged local handle", make_write(forged, remote, 16), ErrorCode::kInvalidArgument},
+      {"local handle with a wrong secret", make_write(wrong_secret, remote, 16),
+       ErrorCode::kInvalidArgument},
   };
   for (auto& c : cases) {
     SCOPED_TRACE(c.what);
@@ -168,7 +173,9 @@ TEST_F(DirectLaneTest, ErrorsAreTheManagersAndTheLaneSurvivesThem) {
     EXPECT_EQ(a.error().message(), b.error().message());
   }
   // Nothing moved, and the lane is still the same one.
-  EXPECT_EQ(remote_mem.bytes[8000], 0);
+  std::vector<uint8_t> expected(8192, 0);  // only the 16 bytes of the write that opened the lane
+  std::copy(src.bytes.begin(), src.bytes.begin() + 16, expected.begin());
+  EXPECT_EQ(remote_mem.bytes, expected) << "a refused op moved bytes";
   auto ok = lane->write(*hs, remote, 20000);
   ASSERT_TRUE(ok.ok()) << ok.error().to_string();
   EXPECT_EQ(remote_mem.bytes, src.bytes);

@@ -13,7 +13,7 @@ namespace {
 
 TEST(DirectRegistryTest, ReleaseRefusesNewUsesAndWaitsForRunningOnes) {
   DirectRegistry r;
-  r.add(7, RdmaBuffer{}, 4096, BufferAccess::kReadOnly);
+  r.add(7, RdmaBuffer{}, 4096, BufferAccess::kReadOnly, 0, 0);
   EXPECT_FALSE(r.acquire(8)) << "unknown ids are the manager's to answer";
   auto a = r.acquire(7);
   auto b = r.acquire(7);
@@ -32,7 +32,7 @@ TEST(DirectRegistryTest, ReleaseRefusesNewUsesAndWaitsForRunningOnes) {
 
 TEST(DirectRegistryTest, IdleBufferIsReleasedAtOnce) {
   DirectRegistry r;
-  r.add(1, RdmaBuffer{}, 64, BufferAccess::kReadWrite);
+  r.add(1, RdmaBuffer{}, 64, BufferAccess::kReadWrite, 0, 0);
   auto a = r.acquire(1);
   ASSERT_TRUE(a);
   EXPECT_FALSE(r.done(1)) << "not released: nothing to report";
@@ -46,7 +46,7 @@ TEST(DirectRegistryTest, ExactlyOneLastUseUnderConcurrentLanes) {
   // release itself) reports that nobody uses it any more, and no acquire succeeds after it.
   for (int round = 0; round < 50; ++round) {
     DirectRegistry r;
-    r.add(3, RdmaBuffer{}, 8, BufferAccess::kReadWrite);
+    r.add(3, RdmaBuffer{}, 8, BufferAccess::kReadWrite, 0, 0);
     std::atomic<int> last{0};
     std::atomic<bool> go{false};
     std::vector<std::thread> lanes;

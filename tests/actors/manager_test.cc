@@ -3,8 +3,11 @@
 // (native, CAF_RDMA_TRANSPORT=fallback) and `manager_rdma_test` (rdma-tagged, in the VM,
 // CAF_RDMA_TRANSPORT=rdma so the fallback is forbidden). Every transfer checks the path taken.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <mutex>
 #include <thread>
 
@@ -213,6 +216,50 @@ TEST_F(ManagerTest, BadRequestsAreClearErrors) {
   auto again = user_->transfer(make_write(*local, other_h));
   ASSERT_TRUE(again) << error_message(again.error());
   EXPECT_EQ(other.bytes, src.bytes);
+}
+
+// A pointer the caller got wrong is refused when it is registered, naming it, on every
+// transport: ibv_reg_mr checks the pages on a device; a node without one checks its mappings
+// (it serves peers with memcpy, and a bogus pointer would crash it at the first transfer).
+TEST_F(ManagerTest, MemoryThatIsNotMappedIsRefusedAtRegistration) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  void* p = ::mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  auto* base = static_cast<uint8_t*>(p);
+  for (uint64_t i = 0; i < page; ++i)
+    base[i] = pattern(i, 7);
+  ASSERT_EQ(::mprotect(base, page, PROT_READ), 0);
+  ASSERT_EQ(::mprotect(base + page, page, PROT_NONE), 0);
+  ASSERT_EQ(::munmap(base + 2 * page, page), 0);
+  auto addr = [&](uint64_t i) { return reinterpret_cast<uint64_t>(base + i * page); };
+  auto hex = [](uint64_t v) {
+    char buf[24];
+    std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
+    return std::string(buf);
+  };
+  auto refused = [&](uint64_t a, uint64_t size, BufferAccess access, const char* what) {
+    SCOPED_TRACE(what);
+    auto h = owner_->request_buffer(a, size, access);
+    ASSERT_FALSE(h) << "registered";
+    EXPECT_NE(error_message(h.error()).find(hex(a)), std::string::npos) << error_message(h.error());
+  };
+  refused(addr(2), page, BufferAccess::kReadOnly, "an unmapped page");
+  refused(addr(1), page, BufferAccess::kReadOnly, "a PROT_NONE page");
+  refused(addr(0), 2 * page, BufferAccess::kReadOnly, "a readable page then a PROT_NONE one");
+  refused(addr(0), page, BufferAccess::kReadWrite, "a read-only page registered read-write");
+  refused(8, 4096, BufferAccess::kReadWrite, "the zero page");
+
+  // A read-only page registered read-only is what it says: peers read every byte of it.
+  BufferHandle ro = remote_view(*owner_, *user_, addr(0), page, "ro page", BufferAccess::kReadOnly);
+  Memory dst(page);
+  auto local = user_->request_buffer(dst);
+  ASSERT_TRUE(local) << error_message(local.error());
+  auto r = user_->transfer(make_read(*local, ro));
+  ASSERT_TRUE(r) << error_message(r.error());
+  for (uint64_t i = 0; i < page; ++i)
+    ASSERT_EQ(dst.bytes[i], pattern(i, 7)) << "byte " << i;
+  ASSERT_TRUE(owner_->release(ro.id));
+  ::munmap(base, 2 * page);
 }
 
 TEST_F(ManagerTest, LoopbackWithinOneManager) {

@@ -6,6 +6,7 @@
 set -uo pipefail
 mode=${CAF_RDMA_TRANSPORT:-fallback}
 bin=${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-caf_rdma}/examples
+tests=${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-caf_rdma}/tests
 xml=${XML_OUTPUT_FILE:-/dev/null}
 suite="Examples_${mode}"
 source "$(dirname "$0")/../sh_test_lib.sh"
@@ -59,9 +60,20 @@ kv_cli() {
   kill "$server"
   for _ in $(seq 100); do kill -0 "$server" 2>/dev/null || break; sleep 0.1; done  # <= 10 s
   kill -9 "$server" 2>/dev/null; wait "$server" 2>/dev/null
-  kvc get greeting 2> "$dir/err"; rc=$?
-  cat "$dir/err"
-  [ $rc -eq 1 ] && grep -q "cannot reach kv_server at $port" "$dir/err" || problem=${problem:-"unreachable: exit $rc"}
+  # Nobody listens there: a port held bound (not listening) by a helper, not the server's freed
+  # one (which anything running beside the test could bind again).
+  coproc HOLDER { exec "$tests/closed_port_holder" 300; }
+  local holder=$HOLDER_PID closed=""
+  read -r -t 10 -u "${HOLDER[0]}" closed
+  if [ -z "$closed" ]; then
+    problem=${problem:-"closed_port_holder printed no port within 10 s"}
+  else
+    port=127.0.0.1:$closed
+    kvc get greeting 2> "$dir/err"; rc=$?
+    cat "$dir/err"
+    [ $rc -eq 1 ] && grep -q "cannot reach kv_server at $port" "$dir/err" || problem=${problem:-"unreachable: exit $rc"}
+  fi
+  kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
   rm -rf "$dir"
   if [ -n "$problem" ]; then
     record kv_store_cli failed "$problem"; echo "kv_store_cli: $problem"
