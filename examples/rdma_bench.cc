@@ -21,10 +21,12 @@
 #include <netinet/tcp.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -387,61 +389,98 @@ int bench_manager(const Options& o, const std::string& path_name) {
 
 // -- raw TCP -----------------------------------------------------------------------------------
 
+// Every socket call of the raw TCP reference is bounded (a stuck peer fails the run, it does not
+// hang it): 30 s per send, receive or accept.
+void bound_socket(int fd) {
+  timeval tv{};
+  tv.tv_sec = 30;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));  // accept() obeys it too
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
 int bench_tcp(const Options& o) {
   if (o.lat_only)
     return 0;
-  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener < 0)
+    return std::fprintf(stderr, "tcp: socket: %s\n", std::strerror(errno)), 1;
+  bound_socket(listener);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof(addr);
   if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
       ::listen(listener, 1) != 0 ||
-      ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(listener);
     return std::fprintf(stderr, "tcp: cannot listen on loopback\n"), 1;
+  }
+  int rc = 0;
   for (uint64_t size : o.sizes) {
     if (size < (1 << 20))
       continue;
     uint64_t n =
         std::max<uint64_t>(4, std::min<uint64_t>(iterations(o, size), (1ull << 30) / size));
+    uint64_t received = 0;
     std::thread receiver([&] {
-      int c = ::accept(listener, nullptr, nullptr);
+      int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0)
+        return;  // timed out: the sender reports it
+      bound_socket(c);
       std::vector<uint8_t> buf(size);
-      uint64_t total = 0;
-      while (total < n * size) {
-        ssize_t r = ::recv(c, buf.data(), std::min<uint64_t>(buf.size(), n * size - total), 0);
+      while (received < n * size) {
+        ssize_t r = ::recv(c, buf.data(), std::min<uint64_t>(buf.size(), n * size - received), 0);
         if (r <= 0)
           break;
-        total += static_cast<uint64_t>(r);
+        received += static_cast<uint64_t>(r);
       }
-      ::send(c, "k", 1, 0);
+      ::send(c, "k", 1, MSG_NOSIGNAL);
       ::close(c);
     });
-    int s = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0)
-      return std::fprintf(stderr, "tcp: connect failed\n"), 1;
-    std::vector<uint8_t> buf(size, 7);
+    const char* failed = nullptr;
+    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s >= 0)
+      bound_socket(s);
     auto t0 = Clock::now();
-    for (uint64_t i = 0; i < n; ++i) {
-      uint64_t sent = 0;
-      while (sent < size) {
-        ssize_t w = ::send(s, buf.data() + sent, size - sent, 0);
-        if (w <= 0)
-          return std::fprintf(stderr, "tcp: send failed\n"), 1;
-        sent += static_cast<uint64_t>(w);
+    if (s < 0 || ::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      failed = "connect";
+    } else {
+      std::vector<uint8_t> buf(size, 7);
+      t0 = Clock::now();
+      for (uint64_t i = 0; i < n && !failed; ++i) {
+        uint64_t sent = 0;
+        while (sent < size && !failed) {
+          ssize_t w = ::send(s, buf.data() + sent, size - sent, MSG_NOSIGNAL);
+          if (w <= 0)
+            failed = "send";
+          else
+            sent += static_cast<uint64_t>(w);
+        }
       }
+      char ack = 0;
+      if (!failed && ::recv(s, &ack, 1, 0) != 1)
+        failed = "waiting for the receiver's acknowledgement";
     }
-    char ack;
-    (void)::recv(s, &ack, 1, 0);
     auto dt = Clock::now() - t0;
-    ::close(s);
+    int err = errno;
+    if (s >= 0)
+      ::close(s);  // ends the receiver's recv if it still waits
+    if (failed)
+      ::shutdown(listener, SHUT_RDWR);  // ends its accept if it still waits
     receiver.join();
+    if (failed || received != n * size) {
+      std::fprintf(stderr, "tcp: %s failed at %llu of %llu bytes: %s\n",
+                   failed ? failed : "receiving", static_cast<unsigned long long>(received),
+                   static_cast<unsigned long long>(n * size), std::strerror(err));
+      rc = 1;
+      break;
+    }
     std::printf("bw tcp write %llu %.1f\n", static_cast<unsigned long long>(size),
                 mbps(n * size, dt));
     std::fflush(stdout);
   }
   ::close(listener);
-  return 0;
+  return rc;
 }
 
 Result<std::vector<std::string>> split(const std::string& text) {
