@@ -9,7 +9,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -364,6 +366,53 @@ TEST_F(CudaGpuTest, DmabufExportCoversSubRangesSmallAndPoolAllocations) {
   Status ps = export_span_from_fresh_thread(cuda_, *pool + 100, 2 << 20);
   EXPECT_TRUE(ps.ok()) << "pool memory: " << ps.error().to_string();
   EXPECT_TRUE(api_.free_to_pool(*pool).ok());
+}
+
+// Memory a CUDA program hands over besides cudaMalloc's: page-locked host memory (what
+// cudaHostRegister / cudaMallocHost make) registers as host memory, managed memory
+// (cudaMallocManaged) as GPU memory; both move every byte both ways, on any transport.
+TEST_F(CudaGpuTest, PageLockedHostAndManagedMemoryMoveEveryByte) {
+  auto real = cuda_device_memory();
+  ASSERT_TRUE(real);
+  auto a = node(real), b = node(real);
+  ASSERT_TRUE(a && b);
+  constexpr uint64_t kSize = (2 << 20) + 5;
+  Memory src(kSize, 21), back(kSize, 0);
+  auto hsrc = a->request_buffer(src);
+  auto hback = a->request_buffer(back);
+  ASSERT_TRUE(hsrc && hback);
+
+  auto pinned = BounceBuffer::allocate(kSize, real, 0);
+  ASSERT_TRUE(pinned.ok()) << pinned.error().to_string();
+  ASSERT_TRUE((*pinned)->page_locked()) << (*pinned)->lock_error();
+  std::memset((*pinned)->data(), 0, kSize);
+  auto hpin = b->request_buffer(reinterpret_cast<uint64_t>((*pinned)->data()), kSize);
+  ASSERT_TRUE(hpin) << error_message(hpin.error());
+  EXPECT_EQ(hpin->memory, static_cast<uint8_t>(BufferMemory::kHost)) << describe(*hpin);
+  auto w = a->transfer(make_write(*hsrc, *hpin), 60000);
+  ASSERT_TRUE(w) << error_message(w.error());
+  EXPECT_EQ(std::memcmp((*pinned)->data(), src.bytes.data(), kSize), 0) << "page-locked write";
+  auto r = a->transfer(make_read(*hback, *hpin), 60000);
+  ASSERT_TRUE(r) << error_message(r.error());
+  EXPECT_EQ(back.bytes, src.bytes) << "page-locked read";
+  ASSERT_TRUE(b->release(hpin->id));
+  const std::string pinned_paths = w->path + ", " + r->path;
+
+  auto managed = cuda_->alloc_managed(kSize, 0);
+  ASSERT_TRUE(managed.ok()) << managed.error().to_string();
+  allocations_.push_back(*managed);
+  auto hm = b->request_buffer(*managed, kSize);
+  ASSERT_TRUE(hm) << error_message(hm.error());
+  std::fill(back.bytes.begin(), back.bytes.end(), 0);
+  w = a->transfer(make_write(*hsrc, *hm), 60000);
+  ASSERT_TRUE(w) << error_message(w.error());
+  EXPECT_EQ(gpu_read(*managed, kSize), src.bytes) << "managed write (" << w->path << ")";
+  r = a->transfer(make_read(*hback, *hm), 60000);
+  ASSERT_TRUE(r) << error_message(r.error());
+  EXPECT_EQ(back.bytes, src.bytes) << "managed read (" << r->path << ")";
+  std::printf("page-locked host: paths %s; managed (%s): paths %s, %s\n", pinned_paths.c_str(),
+              describe(*hm).c_str(), w->path.c_str(), r->path.c_str());
+  ASSERT_TRUE(b->release(hm->id));
 }
 
 TEST_F(CudaGpuTest, BounceBuffersArePageLockedForTheCopyEngines) {
