@@ -30,6 +30,8 @@ constexpr const char* kEnvDirect = "CAF_RDMA_DIRECT";
 class RdmaClient {
 public:
   /// Talks to `manager` (this node's, or a remote proxy for directory calls) from `sys`.
+  /// `sys` (the RdmaNode) must outlive the client: destroy the client first (it holds an actor
+  /// of `sys`, and CAF's shutdown of a system waits for its actors).
   /// Direct lanes: as CAF_RDMA_DIRECT says (default on); only with this process's manager.
   RdmaClient(caf::actor_system& sys, rdma_manager_actor manager,
              std::chrono::milliseconds reply_timeout = std::chrono::seconds(60));

@@ -403,7 +403,7 @@ int bench_tcp(const Options& o) {
     return 0;
   int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listener < 0)
-    return std::fprintf(stderr, "tcp: socket: %s\n", std::strerror(errno)), 1;
+    return std::fprintf(stderr, "tcp: socket: %s\n", errno_string(errno).c_str()), 1;
   bound_socket(listener);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -468,10 +468,11 @@ int bench_tcp(const Options& o) {
     if (failed)
       ::shutdown(listener, SHUT_RDWR);  // ends its accept if it still waits
     receiver.join();
-    if (failed || received != n * size) {
+    const uint64_t total = n * size;
+    if (failed || received != total) {
       std::fprintf(stderr, "tcp: %s failed at %llu of %llu bytes: %s\n",
                    failed ? failed : "receiving", static_cast<unsigned long long>(received),
-                   static_cast<unsigned long long>(n * size), std::strerror(err));
+                   static_cast<unsigned long long>(total), errno_string(err).c_str());
       rc = 1;
       break;
     }

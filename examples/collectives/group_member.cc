@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
 
 #include "actors/rdma_errors.h"
 
@@ -22,6 +23,7 @@ enum Deadline : uint8_t {
 
 struct PendingSend {
   uint64_t id;
+  uint64_t msg;
   uint64_t len;
   bool last;
   caf::response_promise rp;
@@ -30,6 +32,23 @@ struct PendingSend {
 struct Note {
   uint64_t len;
   bool last;
+  uint64_t msg;
+};
+
+/// What a member called for one round of a collective; every member must call the same.
+struct Shape {
+  bool bcast = false;
+  uint32_t root = 0;
+  uint64_t len = 0;    // this round's bytes (broadcast) or block bytes (all-to-all)
+  uint64_t total = 0;  // the whole call's bytes or block bytes
+  bool operator==(const Shape& o) const {
+    return bcast == o.bcast && (!bcast || root == o.root) && len == o.len && total == o.total;
+  }
+  std::string describe() const {
+    return bcast ? "broadcast of " + std::to_string(total) + " bytes from rank " +
+                       std::to_string(root)
+                 : "all_to_all of " + std::to_string(total) + "-byte blocks";
+  }
 };
 
 struct Peer {
@@ -54,9 +73,12 @@ struct Collective {
   uint64_t epoch = 0;
   bool bcast = false;
   uint32_t root = 0;
-  uint64_t len = 0;            // broadcast bytes, or all-to-all block bytes
-  std::set<uint32_t> targets;  // ranks we write to
-  std::set<uint32_t> started;  // writes issued
+  uint64_t len = 0;                         // broadcast bytes, or all-to-all block bytes
+  uint64_t total = 0;                       // of the whole call (len is this round's)
+  uint32_t in_flight = 0;                   // our writes the manager has not answered yet
+  std::optional<caf::error> pending_error;  // failed: the reply once in_flight is 0
+  std::set<uint32_t> targets;               // ranks we write to
+  std::set<uint32_t> started;               // writes issued
   uint32_t writes_left = 0;
   std::set<uint32_t> awaiting;  // ranks whose data we wait for
   std::string path;
@@ -72,8 +94,11 @@ struct MemberState {
   uint32_t hellos = 0;
   std::vector<std::pair<uint64_t, caf::response_promise>> formed_waiters;
   Collective coll;
-  std::map<uint64_t, std::set<uint32_t>> early_ready;
+  std::map<uint64_t, std::map<uint32_t, Shape>> early_ready;
   std::map<uint64_t, std::string> early_abort;
+  /// Recent collectives that failed here: another member's abort of one of them adds nothing
+  /// (it failed there too), even when it arrives after this member moved on.
+  std::set<uint64_t> failed_epochs;
   /// Set once a member is gone, or a collective that completed here failed elsewhere: the
   /// members no longer agree, so every later collective fails at once with this reason.
   std::optional<std::string> broken;
@@ -111,7 +136,16 @@ void fail_collective(Self* self, const caf::error& err, bool propagate) {
   if (!c.active)
     return;
   c.active = false;
-  c.rp.deliver(err);
+  // The reply waits for our writes in flight: once the caller has it, it may start the next
+  // collective, and a late write of this one must not land in a peer's buffer during that.
+  if (c.in_flight == 0)
+    c.rp.deliver(err);
+  else
+    c.pending_error = err;
+  auto& failed = self->state.failed_epochs;
+  failed.insert(c.epoch);
+  while (failed.size() > 64)  // aborts of older ones have long arrived
+    failed.erase(failed.begin());
   if (!propagate)
     return;
   for (uint32_t j = 0; j < self->state.size(); ++j) {
@@ -130,6 +164,22 @@ void check_collective(Self* self) {
   c.rp.deliver(c.path);
 }
 
+// One of our writes of collective `epoch` ended: true when the collective still runs (the
+// write's outcome counts); a failed one is answered here once its last write ended.
+bool write_ended(Self* self, uint64_t epoch) {
+  auto& c = self->state.coll;
+  if (c.epoch != epoch)
+    return false;
+  --c.in_flight;
+  if (c.active)
+    return true;
+  if (c.in_flight == 0 && c.pending_error) {
+    c.rp.deliver(*c.pending_error);
+    c.pending_error.reset();
+  }
+  return false;
+}
+
 void start_write(Self* self, uint32_t j) {
   auto& st = self->state;
   auto& c = st.coll;
@@ -137,27 +187,36 @@ void start_write(Self* self, uint32_t j) {
   uint64_t local = c.bcast ? 0 : uint64_t(j) * c.len;
   uint64_t remote = c.bcast ? 0 : uint64_t(st.cfg.rank) * c.len;
   uint64_t epoch = c.epoch;
+  auto wrote = [self, epoch](const std::string& path) {
+    auto& c = self->state.coll;
+    if (!c.active || c.epoch != epoch)
+      return;
+    if (!path.empty())
+      c.path = path;
+    if (--c.writes_left > 0)
+      return;
+    // All our writes are in place: only now tell the targets, so that a collective either
+    // completes everywhere or fails everywhere.
+    for (uint32_t t : c.targets)
+      self->send(self->state.peers[t].actor, written_atom::value, epoch, self->state.cfg.rank,
+                 c.path);
+    check_collective(self);
+  };
+  if (c.len == 0) {  // a zero-byte call still runs its round: the members stay in step
+    wrote("");
+    return;
+  }
   auto op = make_write(st.buf.coll_send, st.peers[j].coll, c.len, local, remote);
+  ++c.in_flight;
   self->request(st.manager, request_limit(self), transfer_atom::value, op,
                 uint32_t(st.cfg.timeout.count()))
       .then(
           [=](TransferReply& r) {
-            auto& c = self->state.coll;
-            if (!c.active || c.epoch != epoch)
-              return;
-            c.path = r.path;
-            if (--c.writes_left > 0)
-              return;
-            // All our writes are in place: only now tell the targets, so that a collective either
-            // completes everywhere or fails everywhere.
-            for (uint32_t t : c.targets)
-              self->send(self->state.peers[t].actor, written_atom::value, epoch,
-                         self->state.cfg.rank, c.path);
-            check_collective(self);
+            if (write_ended(self, epoch))
+              wrote(r.path);
           },
           [=](caf::error& err) {
-            auto& c = self->state.coll;
-            if (c.active && c.epoch == epoch)
+            if (write_ended(self, epoch))
               fail_collective(self, transfer_error(err, "writing to " + self->state.who(j)), true);
           });
 }
@@ -172,7 +231,7 @@ void pump_sends(Self* self, uint32_t j) {
   --p.credits;
   auto notify = [self, j, s](const std::string& path) mutable {
     auto& p = self->state.peers[j];
-    self->send(p.actor, chunk_atom::value, self->state.cfg.rank, s.len, s.last);
+    self->send(p.actor, chunk_atom::value, self->state.cfg.rank, s.msg, s.len, s.last);
     s.rp.deliver(path);
   };
   if (s.len == 0) {
@@ -210,8 +269,35 @@ caf::error bad_peer(Self* self, uint32_t j, const char* op) {
   return {};
 }
 
+Shape shape_of(const Collective& c) {
+  return Shape{c.bcast, c.root, c.len, c.total};
+}
+
+// Fails the running collective everywhere when `from` called another one (or other sizes):
+// writing would move the wrong bytes, or leave some unwritten, and report success.
+bool refuse_mismatch(Self* self, uint32_t from, const Shape& theirs) {
+  auto& c = self->state.coll;
+  Shape mine = shape_of(c);
+  if (theirs == mine)
+    return false;
+  std::string round = theirs.total == mine.total && theirs.len != mine.len
+                          ? " (this round: " + std::to_string(theirs.len) + " vs " +
+                                std::to_string(mine.len) + " bytes)"
+                          : "";
+  fail_collective(self,
+                  make_rdma_error(ErrorCode::kInvalidArgument,
+                                  "collective " + std::to_string(c.epoch) + ": " +
+                                      self->state.who(from) + " called " + theirs.describe() +
+                                      ", but " + self->state.who(self->state.cfg.rank) +
+                                      " called " + mine.describe() + round +
+                                      ": every member must call the same collective with the "
+                                      "same root and sizes"),
+                  true);
+  return true;
+}
+
 caf::result<std::string> start_collective(Self* self, bool bcast, uint64_t epoch, uint32_t root,
-                                          uint64_t len) {
+                                          uint64_t len, uint64_t total) {
   auto& st = self->state;
   auto& c = st.coll;
   uint32_t me = st.cfg.rank;
@@ -229,6 +315,7 @@ caf::result<std::string> start_collective(Self* self, bool bcast, uint64_t epoch
   c.bcast = bcast;
   c.root = root;
   c.len = len;
+  c.total = total;
   c.rp = self->make_response_promise();
   for (uint32_t j = 0; j < st.size(); ++j) {
     if (j == me)
@@ -253,26 +340,31 @@ caf::result<std::string> start_collective(Self* self, bool bcast, uint64_t epoch
     fail_collective(self, make_rdma_error(ErrorCode::kPeerUnavailable, why), false);
     return caf::delegated<std::string>();
   }
-  for (uint32_t j : c.targets)
-    if (!st.peers[j].alive) {
+  for (uint32_t j = 0; j < st.size(); ++j)
+    if (j != me && !st.peers[j].alive) {
       fail_collective(self, st.peers[j].gone, true);
       return caf::delegated<std::string>();
     }
-  for (uint32_t j : c.awaiting) {
-    if (!st.peers[j].alive) {
-      fail_collective(self, st.peers[j].gone, true);
-      return caf::delegated<std::string>();
-    }
-    // Our receive buffer is free (the previous collective was copied out): let j write.
-    self->send(st.peers[j].actor, ready_atom::value, epoch, me);
-  }
+  // To every member, not only those that write to us: each checks that all called the same
+  // collective (a member that took another root would otherwise wait for a write that never
+  // comes). To the ones we await it also says: our receive buffer is free (the previous
+  // collective was copied out), write.
+  for (uint32_t j = 0; j < st.size(); ++j)
+    if (j != me)
+      self->send(st.peers[j].actor, ready_atom::value, epoch, me, bcast, root, len, total);
   auto early = st.early_ready.find(epoch);
   if (early != st.early_ready.end()) {
-    for (uint32_t j : early->second)
+    auto readies = std::move(early->second);
+    st.early_ready.erase(st.early_ready.begin(), st.early_ready.upper_bound(epoch));
+    for (auto& [j, theirs] : readies)
+      if (refuse_mismatch(self, j, theirs))
+        return caf::delegated<std::string>();
+    for (auto& [j, theirs] : readies)
       if (c.targets.count(j))
         start_write(self, j);
+  } else {
+    st.early_ready.erase(st.early_ready.begin(), st.early_ready.upper_bound(epoch));
   }
-  st.early_ready.erase(st.early_ready.begin(), st.early_ready.upper_bound(epoch));
   arm(self, kCollDeadline, epoch, 0);
   check_collective(self);
   return caf::delegated<std::string>();
@@ -360,7 +452,8 @@ caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg, M
         arm(self, kFormDeadline, 0, id);
         return caf::delegated<bool>();
       },
-      [=](send_atom, uint32_t j, uint64_t len, bool last) -> caf::result<std::string> {
+      [=](send_atom, uint32_t j, uint64_t msg, uint64_t len,
+          bool last) -> caf::result<std::string> {
         if (auto err = bad_peer(self, j, "send"))
           return err;
         auto& st = self->state;
@@ -369,17 +462,23 @@ caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg, M
                                  "send: chunk of " + std::to_string(len) + " bytes > mailbox of " +
                                      std::to_string(st.buf.staging[j].size));
         uint64_t id = ++st.next_id;
-        st.peers[j].sends.push_back(PendingSend{id, len, last, self->make_response_promise()});
+        st.peers[j].sends.push_back(PendingSend{id, msg, len, last, self->make_response_promise()});
         arm(self, kSendDeadline, j, id);
         pump_sends(self, j);
         return caf::delegated<std::string>();
       },
-      [=](recv_atom, uint32_t j) -> caf::result<uint64_t, bool> {
+      [=](cut_atom, uint32_t j, uint64_t msg) {
+        // After the notes of its chunks that arrived (sent before, in order).
+        auto& st = self->state;
+        if (j < st.size() && j != st.cfg.rank && st.peers[j].alive && st.peers[j].connected)
+          self->send(st.peers[j].actor, chunk_atom::value, st.cfg.rank, msg, kCutChunk, true);
+      },
+      [=](recv_atom, uint32_t j) -> caf::result<uint64_t, bool, uint64_t> {
         auto& st = self->state;
         if (j < st.size() && j != st.cfg.rank && !st.peers[j].notes.empty()) {
           Note n = st.peers[j].notes.front();
           st.peers[j].notes.pop_front();
-          return {n.len, n.last};
+          return {n.len, n.last, n.msg};
         }
         if (auto err = bad_peer(self, j, "recv"))
           return err;
@@ -390,23 +489,29 @@ caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg, M
         uint64_t id = ++st.next_id;
         p.receiver.emplace(id, self->make_response_promise());
         arm(self, kRecvDeadline, j, id);
-        return caf::delegated<uint64_t, bool>();
+        return caf::delegated<uint64_t, bool, uint64_t>();
+      },
+      [=](unrecv_atom, uint32_t j, uint64_t len, bool last, uint64_t msg) {
+        auto& st = self->state;
+        if (j < st.size() && j != st.cfg.rank)
+          st.peers[j].notes.push_front(Note{len, last, msg});
+        return true;
       },
       [=](recv_done_atom, uint32_t j) {
         auto& st = self->state;
         if (j < st.size() && st.peers[j].alive)
           self->send(st.peers[j].actor, credit_atom::value, st.cfg.rank);
       },
-      [=](chunk_atom, uint32_t from, uint64_t len, bool last) {
+      [=](chunk_atom, uint32_t from, uint64_t msg, uint64_t len, bool last) {
         auto& st = self->state;
         if (from >= st.size())
           return;
         auto& p = st.peers[from];
         if (p.receiver) {
-          p.receiver->second.deliver(len, last);
+          p.receiver->second.deliver(len, last, msg);
           p.receiver.reset();
         } else {
-          p.notes.push_back(Note{len, last});
+          p.notes.push_back(Note{len, last, msg});
         }
       },
       [=](credit_atom, uint32_t from) {
@@ -415,19 +520,26 @@ caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg, M
           pump_sends(self, from);
         }
       },
-      [=](bcast_atom, uint64_t epoch, uint32_t root, uint64_t len) {
-        return start_collective(self, true, epoch, root, len);
+      [=](bcast_atom, uint64_t epoch, uint32_t root, uint64_t len, uint64_t total) {
+        return start_collective(self, true, epoch, root, len, total);
       },
-      [=](a2a_atom, uint64_t epoch, uint64_t block) {
-        return start_collective(self, false, epoch, 0, block);
+      [=](a2a_atom, uint64_t epoch, uint64_t block, uint64_t total) {
+        return start_collective(self, false, epoch, 0, block, total);
       },
-      [=](ready_atom, uint64_t epoch, uint32_t from) {
-        auto& c = self->state.coll;
+      [=](ready_atom, uint64_t epoch, uint32_t from, bool bcast, uint32_t root, uint64_t len,
+          uint64_t total) {
+        auto& st = self->state;
+        auto& c = st.coll;
+        if (from >= st.size() || from == st.cfg.rank)
+          return;
+        Shape theirs{bcast, root, len, total};
         if (c.active && epoch == c.epoch) {
+          if (refuse_mismatch(self, from, theirs))
+            return;
           if (c.targets.count(from) && !c.started.count(from))
             start_write(self, from);
         } else if (epoch > c.epoch) {  // we have not entered that collective yet
-          self->state.early_ready[epoch].insert(from);
+          st.early_ready[epoch][from] = theirs;
         }
       },
       [=](written_atom, uint64_t epoch, uint32_t from, std::string& path) {
@@ -480,6 +592,8 @@ caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg, M
           fail_collective(self, make_rdma_error(ErrorCode::kPeerUnavailable, msg), false);
         else if (epoch > st.coll.epoch)
           st.early_abort.emplace(epoch, msg);
+        else if (st.failed_epochs.count(epoch) > 0)
+          return;             // it failed here too: the members still agree
         else if (!st.broken)  // it completed here but failed there
           st.broken = msg;
       },

@@ -10,6 +10,7 @@
 #include <caf/atom.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,18 +21,28 @@
 namespace caf_rdma::group {
 
 // Front end -> member.
-using peer_atom = caf::atom_constant<caf::atom("pg_peer")>;        // (rank, actor): connected
-using formed_atom = caf::atom_constant<caf::atom("pg_formed")>;    // () -> bool, all hellos in
-using send_atom = caf::atom_constant<caf::atom("pg_send")>;        // (peer, len, last) -> path
-using recv_atom = caf::atom_constant<caf::atom("pg_recv")>;        // (peer) -> (len, last)
+using peer_atom = caf::atom_constant<caf::atom("pg_peer")>;      // (rank, actor): connected
+using formed_atom = caf::atom_constant<caf::atom("pg_formed")>;  // () -> bool, all hellos in
+// (peer, msg, len, last) -> path: one chunk of message `msg` (numbered per peer by the sender).
+using send_atom = caf::atom_constant<caf::atom("pg_send")>;
+// (peer, msg): message `msg` to `peer` ends unfinished (a chunk failed): the peer is told.
+using cut_atom = caf::atom_constant<caf::atom("pg_cut")>;
+using recv_atom = caf::atom_constant<caf::atom("pg_recv")>;        // (peer) -> (len, last, msg)
 using recv_done_atom = caf::atom_constant<caf::atom("pg_rdone")>;  // (peer): mailbox free
-using bcast_atom = caf::atom_constant<caf::atom("pg_bcast")>;      // (epoch, root, len) -> path
-using a2a_atom = caf::atom_constant<caf::atom("pg_a2a")>;          // (epoch, block) -> path
+// (peer, len, last, msg) -> bool: a note taken by recv goes back to the front of the queue.
+using unrecv_atom = caf::atom_constant<caf::atom("pg_unrecv")>;
+// (epoch, root, len, total) -> path: one round of a broadcast of `total` bytes.
+using bcast_atom = caf::atom_constant<caf::atom("pg_bcast")>;
+// (epoch, block, total) -> path: one round of an all-to-all of `total`-byte blocks.
+using a2a_atom = caf::atom_constant<caf::atom("pg_a2a")>;
 // Member <-> member.
-using hello_atom = caf::atom_constant<caf::atom("pg_hello")>;      // (rank, mailbox, coll buffer)
-using chunk_atom = caf::atom_constant<caf::atom("pg_chunk")>;      // (from, len, last)
-using credit_atom = caf::atom_constant<caf::atom("pg_credit")>;    // (from)
-using ready_atom = caf::atom_constant<caf::atom("pg_ready")>;      // (epoch, from)
+using hello_atom = caf::atom_constant<caf::atom("pg_hello")>;  // (rank, mailbox, coll buffer)
+// (from, msg, len, last); len kCutChunk: message `msg` ends unfinished (no bytes, no credit).
+using chunk_atom = caf::atom_constant<caf::atom("pg_chunk")>;
+using credit_atom = caf::atom_constant<caf::atom("pg_credit")>;  // (from)
+// (epoch, from, bcast, root, len, total): `from` may write its round of collective `epoch`; the
+// writer checks that both called the same collective with the same sizes before writing.
+using ready_atom = caf::atom_constant<caf::atom("pg_ready")>;
 using written_atom = caf::atom_constant<caf::atom("pg_written")>;  // (epoch, from)
 using abort_atom = caf::atom_constant<caf::atom("pg_abort")>;      // (epoch, from, reason)
 // (from, cause) -> bool: `from` leaves the group; a non-empty cause is why the group broke (its
@@ -42,6 +53,9 @@ using left_atom = caf::atom_constant<caf::atom("pg_left")>;
 using leave_atom = caf::atom_constant<caf::atom("pg_leave")>;
 // Member -> itself.
 using deadline_atom = caf::atom_constant<caf::atom("pg_dline")>;  // (kind, key, id)
+
+/// A chunk length that marks a message cut off by its sender (see chunk_atom).
+constexpr uint64_t kCutChunk = UINT64_MAX;
 
 /// The member's registered memory, as handles owned by its node's manager.
 struct MemberBuffers {

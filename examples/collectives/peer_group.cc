@@ -53,8 +53,15 @@ Result<std::unique_ptr<PeerGroup>> PeerGroup::form(PeerGroupOptions o) {
       return hp.error().with_context("group member address");
     addr[j] = *hp;
   }
+  constexpr uint64_t kMaxBuffer = uint64_t{1} << 40;  // 1 TiB: sums below cannot wrap
+  if (o.mailbox_bytes > kMaxBuffer || o.collective_bytes > kMaxBuffer)
+    return Error(ErrorCode::kInvalidArgument,
+                 "mailbox_bytes (" + std::to_string(o.mailbox_bytes) + ") and collective_bytes (" +
+                     std::to_string(o.collective_bytes) + ") must be at most 1 TiB");
   std::unique_ptr<PeerGroup> g(new PeerGroup());
   g->options_ = o;
+  g->sent_messages_.assign(n, 0);
+  g->abandoned_.assign(n, std::nullopt);
   uint64_t bytes = 2 * uint64_t(n) * o.mailbox_bytes + 2 * o.collective_bytes;
   g->memory_.reset(new (std::nothrow) uint8_t[bytes]);
   if (!g->memory_)
@@ -213,15 +220,25 @@ Status PeerGroup::send(uint32_t peer, const void* data, uint64_t size) {
     return track(Error(ErrorCode::kInvalidArgument,
                        "send: rank " + std::to_string(peer) + " is not another member"));
   auto* p = static_cast<const uint8_t*>(data);
+  uint64_t msg = ++sent_messages_[peer];  // one sender per peer (see the header)
   uint64_t off = 0;
   do {
     uint64_t len = std::min(options_.mailbox_bytes, size - off);
     if (len > 0)
       std::memcpy(staging(peer), p + off, len);
+    auto r = ask(send_atom::value, peer, msg, len, off + len == size);
+    if (!r.ok()) {
+      if (off == 0)
+        return track(r.error());
+      // Part of the message is in the peer's mailbox queue: it must not take that part, and
+      // whatever comes next, for one message.
+      Lease self(this);
+      (*self)->send(member_, cut_atom::value, peer, msg);
+      return track(r.error().with_context("send to rank " + std::to_string(peer) +
+                                          ": message cut off after " + std::to_string(off) +
+                                          " of " + std::to_string(size) + " bytes"));
+    }
     off += len;
-    auto r = ask(send_atom::value, peer, len, off == size);
-    if (!r.ok())
-      return track(r.error());
   } while (off < size);
   return {};
 }
@@ -233,28 +250,66 @@ Result<std::vector<uint8_t>> PeerGroup::recv(uint32_t peer) {
   }
   std::vector<uint8_t> out;
   auto limit = std::chrono::milliseconds(options_.timeout_ms) + std::chrono::seconds(10);
-  bool last = false;
+  std::optional<uint64_t> current;  // the message being received, once its first chunk came
+  std::optional<uint64_t>& abandoned = abandoned_[peer];  // one receiver per peer
   Lease self(this);
-  while (!last) {
+  auto cut = [&](const char* by) {
+    return track(Error(ErrorCode::kPeerUnavailable,
+                       "recv from rank " + std::to_string(peer) + ": message " +
+                           std::to_string(*current) + " was cut off by " + by + " after " +
+                           std::to_string(out.size()) + " bytes (its sender gave up on it)"));
+  };
+  while (true) {
     std::optional<Error> err;
-    uint64_t len = 0;
+    uint64_t len = 0, msg = 0;
+    bool last = false;
     (*self)
         ->request(member_, limit, recv_atom::value, peer)
         .receive(
-            [&](uint64_t n, bool l) {
+            [&](uint64_t n, bool l, uint64_t m) {
               len = n;
               last = l;
+              msg = m;
             },
             [&](caf::error& e) { err = to_error(e); });
-    if (err)
-      return track(*err);
+    if (err) {
+      if (current)  // the rest of this message, if it comes, is not the next one
+        abandoned = current;
+      return track(current
+                       ? err->with_context("recv from rank " + std::to_string(peer) + " after " +
+                                           std::to_string(out.size()) + " bytes of a message")
+                       : *err);
+    }
+    if (len == kCutChunk) {  // no bytes, no credit
+      if (current && msg == *current)
+        return cut("its sender");
+      if (abandoned && msg == *abandoned)
+        abandoned.reset();
+      continue;  // the end of a message this call never started
+    }
+    if (abandoned && msg == *abandoned) {  // the rest of a message an earlier call gave up on
+      (*self)->send(member_, recv_done_atom::value, peer);
+      if (last)
+        abandoned.reset();
+      continue;
+    }
+    abandoned.reset();
+    if (current && msg != *current) {
+      // The next message began: ours will not end. Its chunk stays queued for the next call.
+      (*self)
+          ->request(member_, limit, unrecv_atom::value, peer, len, last, msg)
+          .receive([](bool) {}, [](caf::error&) {});
+      return cut("its sender");
+    }
     if (len > options_.mailbox_bytes)
       return track(Error(ErrorCode::kInternal, "recv: chunk larger than the mailbox"));
     out.insert(out.end(), mailbox(peer), mailbox(peer) + len);
+    current = msg;
     // The mailbox is copied out: the sender may write the next piece.
     (*self)->send(member_, recv_done_atom::value, peer);
+    if (last)
+      return out;
   }
-  return out;
 }
 
 Status PeerGroup::broadcast(uint32_t root, void* data, uint64_t size) {
@@ -262,16 +317,18 @@ Status PeerGroup::broadcast(uint32_t root, void* data, uint64_t size) {
     return track(Error(ErrorCode::kInvalidArgument,
                        "broadcast: root " + std::to_string(root) + " is not a rank of this group"));
   auto* p = static_cast<uint8_t*>(data);
-  for (uint64_t off = 0; off < size; off += options_.collective_bytes) {
+  uint64_t off = 0;
+  do {  // at least one round, even of 0 bytes: every member checks the others called the same
     uint64_t len = std::min(options_.collective_bytes, size - off);
-    if (rank() == root)
+    if (rank() == root && len > 0)
       std::memcpy(coll_send(), p + off, len);
-    auto r = ask(bcast_atom::value, ++epoch_, root, len);
+    auto r = ask(bcast_atom::value, ++epoch_, root, len, size);
     if (!r.ok())
       return track(r.error().with_context("broadcast from rank " + std::to_string(root)));
-    if (rank() != root)
+    if (rank() != root && len > 0)
       std::memcpy(p + off, coll_recv(), len);
-  }
+    off += len;
+  } while (off < size);
   return {};
 }
 
@@ -280,18 +337,20 @@ Status PeerGroup::all_to_all(const void* send, void* recv, uint64_t block_size) 
   auto* out = static_cast<uint8_t*>(recv);
   uint32_t n = size();
   uint64_t piece = std::min<uint64_t>(block_size, options_.collective_bytes / n);
-  for (uint64_t off = 0; off < block_size; off += piece) {
+  uint64_t off = 0;
+  do {  // at least one round, even of 0 bytes: every member checks the others called the same
     uint64_t len = std::min(piece, block_size - off);
     for (uint32_t j = 0; j < n; ++j)
-      if (j != rank())
+      if (j != rank() && len > 0)
         std::memcpy(coll_send() + j * len, in + j * block_size + off, len);
-    auto r = ask(a2a_atom::value, ++epoch_, len);
+    auto r = ask(a2a_atom::value, ++epoch_, len, block_size);
     if (!r.ok())
       return track(r.error().with_context("all_to_all"));
-    for (uint32_t i = 0; i < n; ++i)
+    for (uint32_t i = 0; i < n && len > 0; ++i)
       std::memcpy(out + i * block_size + off,
                   i == rank() ? in + i * block_size + off : coll_recv() + i * len, len);
-  }
+    off += len;
+  } while (off < block_size);
   return {};
 }
 

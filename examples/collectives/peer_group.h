@@ -70,9 +70,13 @@ public:
   /// Sends one message to `peer` (ordered per pair). Returns once the message is in the peer's
   /// mailbox; a message larger than mailbox_bytes needs the peer to be receiving meanwhile.
   Status send(uint32_t peer, const void* data, uint64_t size);
-  /// The next message from `peer`.
+  /// The next message from `peer`, whole: a message its sender gave up on midway (a chunk
+  /// failed or timed out) is an error naming how many bytes came, never joined to the next
+  /// one; after a recv that timed out midway, the rest of that message is skipped.
   Result<std::vector<uint8_t>> recv(uint32_t peer);
-  /// Copies root's `size` bytes at `data` into `data` on every member.
+  /// Copies root's `size` bytes at `data` into `data` on every member. Every member must pass
+  /// the same root and size (all_to_all: the same block_size); a member that does not fails
+  /// the call on every member with invalid_argument naming both calls, before a byte moves.
   Status broadcast(uint32_t root, void* data, uint64_t size);
   /// Block j of `send` (block_size bytes each, size() blocks) goes to rank j; block i of `recv`
   /// comes from rank i.
@@ -116,6 +120,9 @@ private:
   std::mutex idle_mutex_;
   std::vector<std::unique_ptr<caf::scoped_actor>> idle_;
   uint64_t epoch_ = 0;
+  std::vector<uint64_t> sent_messages_;  ///< [peer]: messages sent to it (numbers them)
+  /// [peer]: a message a recv gave up on midway (timeout): its remaining chunks are skipped.
+  std::vector<std::optional<uint64_t>> abandoned_;
   mutable std::mutex last_mutex_;
   std::optional<Error> last_error_;
   std::string last_path_;

@@ -24,9 +24,11 @@ struct GatewayState {
 };
 
 // Forwards one request to the server; fails it when the server dies first.
+// `what` ("get 'key'") names the request in errors CAF raises (no reply, server gone): they
+// otherwise read "request_timeout" with neither the request nor the server.
 template <class T, class... Ts>
 caf::result<T> forward(server_actor::stateful_pointer<GatewayState> self,
-                       std::chrono::milliseconds timeout, Ts... xs) {
+                       std::chrono::milliseconds timeout, const std::string& what, Ts... xs) {
   auto& st = self->state;
   if (st.gone)
     return st.gone;
@@ -40,7 +42,18 @@ caf::result<T> forward(server_actor::stateful_pointer<GatewayState> self,
               rp.deliver(std::move(value));
           },
           [=](caf::error& err) mutable {
-            if (self->state.pending.erase(id) > 0)
+            if (self->state.pending.erase(id) == 0)
+              return;
+            if (err == caf::sec::request_timeout)
+              rp.deliver(make_rdma_error(ErrorCode::kTimeout,
+                                         what + ": kv_server at " + self->state.server_name +
+                                             " did not answer within " +
+                                             std::to_string(timeout.count()) + " ms"));
+            else if (err.category() == caf::atom("system"))
+              rp.deliver(make_rdma_error(
+                  request_error_code(err),
+                  what + ": kv_server at " + self->state.server_name + ": " + error_message(err)));
+            else
               rp.deliver(std::move(err));
           });
   return rp;
@@ -66,13 +79,18 @@ server_actor::behavior_type gateway(server_actor::stateful_pointer<GatewayState>
   auto t = std::chrono::milliseconds(timeout_ms) + std::chrono::seconds(40);
   return {
       [=](put_atom a, std::string& k, BufferHandle& h, uint64_t off, uint64_t n) {
-        return forward<ValueInfo>(self, t, a, std::move(k), std::move(h), off, n);
+        std::string what = "put '" + k + "'";
+        return forward<ValueInfo>(self, t, what, a, std::move(k), std::move(h), off, n);
       },
       [=](get_atom a, std::string& k, BufferHandle& h, uint64_t off) {
-        return forward<ValueInfo>(self, t, a, std::move(k), std::move(h), off);
+        std::string what = "get '" + k + "'";
+        return forward<ValueInfo>(self, t, what, a, std::move(k), std::move(h), off);
       },
-      [=](delete_atom a, std::string& k) { return forward<uint64_t>(self, t, a, std::move(k)); },
-      [=](stats_atom a) { return forward<ServerStats>(self, t, a); },
+      [=](delete_atom a, std::string& k) {
+        std::string what = "delete '" + k + "'";
+        return forward<uint64_t>(self, t, what, a, std::move(k));
+      },
+      [=](stats_atom a) { return forward<ServerStats>(self, t, "stats", a); },
   };
 }
 
@@ -146,7 +164,14 @@ Result<T> KvSession::call(Ts&&... xs) {
   (*self_)
       ->request(client_->gateway_, limit, std::forward<Ts>(xs)...)
       .receive([&](T& v) { out.emplace(std::move(v)); },
-               [&](caf::error& e) { out.emplace(to_error(e)); });
+               [&](caf::error& e) {
+                 Error err = to_error(e);
+                 // The gateway answers before this limit; not answering means it is gone.
+                 out.emplace(e.category() == caf::atom("system")
+                                 ? err.with_context("kv request to " + client_->options_.server +
+                                                    " (this client's gateway did not answer)")
+                                 : err);
+               });
   if (!out)
     return Error(ErrorCode::kInternal, "no reply from the kv gateway");
   return std::move(*out);
@@ -165,9 +190,9 @@ Result<ValueInfo> KvSession::put(const std::string& key, const void* data, uint6
 
 Result<ValueInfo> KvSession::put_from_slot(const std::string& key, uint64_t size) {
   if (size > slot_bytes())
-    return Error(ErrorCode::kInvalidArgument, "put_from_slot: " + std::to_string(size) +
-                                                  " bytes exceed the slot's " +
-                                                  std::to_string(slot_bytes()));
+    return Error(ErrorCode::kInvalidArgument,
+                 "put_from_slot '" + key + "': " + std::to_string(size) +
+                     " bytes exceed the slot's " + std::to_string(slot_bytes()));
   return call<ValueInfo>(put_atom::value, key, client_->buffer_, offset_, size);
 }
 

@@ -36,8 +36,9 @@ public:
   static Result<std::unique_ptr<KvClient>> connect(KvClientOptions options);
   ~KvClient();
 
-  /// Session `slot` (0 <= slot < slots()); use each from one thread at a time, and destroy it
-  /// before the client (it holds an actor of the client's actor system).
+  /// Session `slot` (0 <= slot < slots()), nullptr for any other slot; use each from one
+  /// thread at a time, and destroy it before the client (it holds an actor of the client's
+  /// actor system: CAF's shutdown would wait for it).
   std::unique_ptr<KvSession> session(uint32_t slot);
 
   uint32_t slots() const { return options_.slots; }

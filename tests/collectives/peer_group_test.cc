@@ -156,6 +156,104 @@ TEST_F(PeerGroupTest, CollectivesLargerThanTheirBuffersRunInRoundsAndAreVerified
     EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
+// A message whose sender gave up midway is an error on the receiving side, naming how much of
+// it came: never the first part of it joined to the next message and reported whole.
+TEST_F(PeerGroupTest, AMessageItsSenderGaveUpOnIsAnErrorNotJoinedToTheNext) {
+  form(2000);
+  // 200 KiB through a 64 KiB mailbox: rank 1 does not receive yet, so the second chunk waits
+  // for a mailbox that is never freed and the send times out after the first one.
+  auto a = bytes_of(200 << 10, 31), b = bytes_of(100, 32);
+  Status sa = groups_[0]->send(1, a.data(), a.size());
+  ASSERT_FALSE(sa.ok());
+  EXPECT_EQ(sa.error().code(), ErrorCode::kTimeout) << sa.error().to_string();
+  EXPECT_NE(sa.error().message().find("cut off after 65536 of 204800 bytes"), std::string::npos)
+      << sa.error().message();
+  // The next message's first chunk waits until rank 1 frees the mailbox (it copies a's first
+  // chunk out): both end up queued at rank 1, a's part first.
+  Status sb;
+  std::thread sender([&] { sb = groups_[0]->send(1, b.data(), b.size()); });
+  auto first = groups_[1]->recv(0);
+  auto second = groups_[1]->recv(0);
+  sender.join();
+  ASSERT_FALSE(first.ok()) << "got " << first->size() << " bytes as one message";
+  EXPECT_EQ(first.error().code(), ErrorCode::kPeerUnavailable) << first.error().to_string();
+  EXPECT_NE(first.error().message().find("cut off by its sender after 65536 bytes"),
+            std::string::npos)
+      << first.error().message();
+  ASSERT_TRUE(sb.ok()) << sb.error().to_string();
+  ASSERT_TRUE(second.ok()) << second.error().to_string();
+  EXPECT_EQ(*second, b);
+}
+
+// Members that call different collectives, or the same with other sizes or another root, fail
+// on every member naming both calls, before a byte moves; the group works on afterwards.
+TEST_F(PeerGroupTest, CollectivesCalledDifferentlyFailOnEveryMemberNamingBothCalls) {
+  form(20000);
+  struct Case {
+    const char* what;
+    std::function<Status(uint32_t, PeerGroup&, std::vector<uint8_t>&)> call;
+    const char* named;  // in every member's error
+  };
+  std::vector<Case> cases{
+      {"sizes",
+       [](uint32_t r, PeerGroup& g, std::vector<uint8_t>& d) {
+         d.assign(r == 0 ? 100 : 200, 0);
+         return g.broadcast(0, d.data(), d.size());
+       },
+       "broadcast of 100 bytes from rank 0"},
+      {"root",
+       [](uint32_t r, PeerGroup& g, std::vector<uint8_t>& d) {
+         d.assign(100, 0);
+         return g.broadcast(r == 2 ? 2 : 0, d.data(), d.size());
+       },
+       "broadcast of 100 bytes from rank 2"},
+      {"kind",
+       [](uint32_t r, PeerGroup& g, std::vector<uint8_t>& d) {
+         d.assign(size_t{3} * 100, 0);
+         std::vector<uint8_t> out(size_t{3} * 100, 0);
+         return r == 1 ? g.all_to_all(out.data(), d.data(), 100) : g.broadcast(0, d.data(), 100);
+       },
+       "all_to_all of 100-byte blocks"},
+      {"zero bytes on one member",
+       [](uint32_t r, PeerGroup& g, std::vector<uint8_t>& d) {
+         d.assign(r == 1 ? 0 : 100, 0);
+         return g.broadcast(0, d.data(), d.size());
+       },
+       "broadcast of 0 bytes from rank 0"},
+  };
+  for (auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    auto errors = on_all([&](uint32_t r, PeerGroup& g) -> std::string {
+      std::vector<uint8_t> d;
+      Status s = c.call(r, g, d);
+      if (s.ok())
+        return "ok";
+      if (r != 0 && d != std::vector<uint8_t>(d.size(), 0))
+        return "bytes moved: " + s.error().to_string();
+      return s.error().to_string();
+    });
+    for (uint32_t r = 0; r < kMembers; ++r) {
+      EXPECT_NE(errors[r].find("every member must call the same collective"), std::string::npos)
+          << "rank " << r << ": " << errors[r];
+      EXPECT_NE(errors[r].find(c.named), std::string::npos) << "rank " << r << ": " << errors[r];
+    }
+  }
+  // Every member failed the same round: the group is not broken, the next call moves every byte.
+  auto errors = on_all([&](uint32_t r, PeerGroup& g) -> std::string {
+    std::vector<uint8_t> d = r == 2 ? bytes_of(1000, 44) : std::vector<uint8_t>(1000, 0);
+    if (Status s = g.broadcast(2, d.data(), d.size()); !s.ok())
+      return s.error().to_string();
+    if (d != bytes_of(1000, 44))
+      return "broadcast data differs";
+    std::vector<uint8_t> none;
+    if (Status s = g.broadcast(0, none.data(), 0); !s.ok())
+      return "zero bytes everywhere: " + s.error().to_string();
+    return "";
+  });
+  for (uint32_t r = 0; r < kMembers; ++r)
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
 TEST_F(PeerGroupTest, BadRanksAndSilentPeersAreErrorsNotHangs) {
   form(700);
   PeerGroup& g = *groups_[0];
