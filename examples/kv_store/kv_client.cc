@@ -14,6 +14,9 @@ namespace caf_rdma::kv {
 
 namespace {
 
+/// In the errors of requests that got no answer in time (from the server, or the gateway).
+constexpr const char* kNoAnswer = "did not answer";
+
 struct GatewayState {
   static inline const char* name = "kv_gateway";
   server_actor server;
@@ -46,8 +49,8 @@ caf::result<T> forward(server_actor::stateful_pointer<GatewayState> self,
               return;
             if (err == caf::sec::request_timeout)
               rp.deliver(make_rdma_error(ErrorCode::kTimeout,
-                                         what + ": kv_server at " + self->state.server_name +
-                                             " did not answer within " +
+                                         what + ": kv_server at " + self->state.server_name + " " +
+                                             kNoAnswer + " within " +
                                              std::to_string(timeout.count()) + " ms"));
             else if (err.category() == caf::atom("system"))
               rp.deliver(make_rdma_error(
@@ -107,6 +110,7 @@ Result<std::unique_ptr<KvClient>> KvClient::connect(KvClientOptions options) {
   std::unique_ptr<KvClient> client(new KvClient());
   client->options_ = options;
   client->slot_bytes_ = options.buffer_bytes / options.slots;
+  client->in_doubt_.assign(options.slots, "");
   client->memory_.reset(new (std::nothrow) uint8_t[options.buffer_bytes]);
   if (!client->memory_)
     return Error(ErrorCode::kInvalidArgument, "cannot allocate a client buffer of " +
@@ -151,6 +155,7 @@ Result<ServerStats> KvClient::server_stats() {
 
 KvSession::KvSession(KvClient* client, uint32_t slot)
     : client_(client),
+      slot_(slot),
       offset_(uint64_t(slot) * client->slot_bytes_),
       data_(client->memory_.get() + offset_),
       self_(std::make_unique<caf::scoped_actor>(client->node_->system())) {}
@@ -169,7 +174,7 @@ Result<T> KvSession::call(Ts&&... xs) {
                  // The gateway answers before this limit; not answering means it is gone.
                  out.emplace(e.category() == caf::atom("system")
                                  ? err.with_context("kv request to " + client_->options_.server +
-                                                    " (this client's gateway did not answer)")
+                                                    " (this client's gateway " + kNoAnswer + ")")
                                  : err);
                });
   if (!out)
@@ -193,7 +198,12 @@ Result<ValueInfo> KvSession::put_from_slot(const std::string& key, uint64_t size
     return Error(ErrorCode::kInvalidArgument,
                  "put_from_slot '" + key + "': " + std::to_string(size) +
                      " bytes exceed the slot's " + std::to_string(slot_bytes()));
-  return call<ValueInfo>(put_atom::value, key, client_->buffer_, offset_, size);
+  if (auto d = doubt())
+    return *d;
+  auto r = call<ValueInfo>(put_atom::value, key, client_->buffer_, offset_, size);
+  if (!r.ok())
+    note_outcome("put '" + key + "'", r.error());
+  return r;
 }
 
 Result<ValueInfo> KvSession::get(const std::string& key) {
@@ -201,7 +211,32 @@ Result<ValueInfo> KvSession::get(const std::string& key) {
   // The server checks the value against the space left in the buffer from our offset, so
   // trim the handle to end at the slot's end.
   slot.size = offset_ + slot_bytes();
-  return call<ValueInfo>(get_atom::value, key, slot, offset_);
+  if (auto d = doubt())
+    return *d;
+  auto r = call<ValueInfo>(get_atom::value, key, slot, offset_);
+  if (!r.ok())
+    note_outcome("get '" + key + "'", r.error());
+  return r;
+}
+
+std::optional<Error> KvSession::doubt() const {
+  std::lock_guard<std::mutex> g(client_->doubt_mutex_);
+  const std::string& why = client_->in_doubt_[slot_];
+  if (why.empty())
+    return std::nullopt;
+  return Error(ErrorCode::kTimeout,
+               "slot " + std::to_string(slot_) + " of this kv client is in doubt: " + why +
+                   " got no answer in time, and the server may still move its bytes through the "
+                   "slot; use another slot or client");
+}
+
+void KvSession::note_outcome(const std::string& what, const Error& e) {
+  // Only when nobody answered: an error the server sent comes after its transfer ended.
+  if (e.code() != ErrorCode::kTimeout || e.message().find(kNoAnswer) == std::string::npos)
+    return;
+  std::lock_guard<std::mutex> g(client_->doubt_mutex_);
+  if (client_->in_doubt_[slot_].empty())
+    client_->in_doubt_[slot_] = what;
 }
 
 Result<uint64_t> KvSession::remove(const std::string& key) {

@@ -9,8 +9,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "actors/rdma_node.h"
 #include "examples/kv_store/kv_protocol.h"
@@ -60,6 +63,8 @@ private:
   std::unique_ptr<RdmaNode> node_;
   BufferHandle buffer_;
   server_actor gateway_;  // local actor forwarding to the server, failing requests if it dies
+  std::mutex doubt_mutex_;
+  std::vector<std::string> in_doubt_;  // [slot]: the request that left it in doubt ("": none)
 };
 
 class KvSession {
@@ -67,6 +72,10 @@ public:
   ~KvSession();
 
   /// Stores `size` bytes under `key` (copied into the slot first).
+  /// A put or get that got no answer in time (the server stalled) leaves its slot in doubt:
+  /// the server's transfer may still read or write it later. Every later put or get through
+  /// that slot (any session of it) then fails with timeout naming the request; use another
+  /// slot or client. A fast, silent reuse could store or return another request's bytes.
   Result<ValueInfo> put(const std::string& key, const void* data, uint64_t size);
   /// Stores the first `size` bytes already in `slot_data()` under `key` (no copy).
   Result<ValueInfo> put_from_slot(const std::string& key, uint64_t size);
@@ -84,7 +93,13 @@ private:
   template <class T, class... Ts>
   Result<T> call(Ts&&... xs);
 
+  /// The slot's doubt (see put), or nothing.
+  std::optional<Error> doubt() const;
+  /// After a put or get: marks the slot in doubt when the server did not answer in time.
+  void note_outcome(const std::string& what, const Error& e);
+
   KvClient* client_;
+  uint32_t slot_;
   uint64_t offset_;
   uint8_t* data_;
   std::unique_ptr<caf::scoped_actor> self_;

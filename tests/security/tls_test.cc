@@ -135,8 +135,9 @@ protected:
     ASSERT_TRUE(r) << error_message(r.error());
     EXPECT_EQ(back.bytes, src.bytes);
     // On the fallback both went over the stream channel, which speaks TLS too.
-    if (expected_path() == kPathFallback)
+    if (expected_path() == kPathFallback) {
       EXPECT_EQ(b.stats().stream_ops, 2u) << "the bytes went in CAF messages, not the stream";
+    }
     EXPECT_TRUE(a.release(ha->id) && b.release(hs->id) && b.release(hb->id));
   }
 };
