@@ -18,7 +18,8 @@ enum Deadline : uint8_t {
   kSendDeadline = 0,
   kRecvDeadline = 1,
   kCollDeadline = 2,
-  kFormDeadline = 3
+  kFormDeadline = 3,
+  kSettleDeadline = 4
 };
 
 struct PendingSend {
@@ -73,12 +74,18 @@ struct Collective {
   uint64_t epoch = 0;
   bool bcast = false;
   uint32_t root = 0;
-  uint64_t len = 0;                         // broadcast bytes, or all-to-all block bytes
-  uint64_t total = 0;                       // of the whole call (len is this round's)
-  uint32_t in_flight = 0;                   // our writes the manager has not answered yet
-  std::optional<caf::error> pending_error;  // failed: the reply once in_flight is 0
-  std::set<uint32_t> targets;               // ranks we write to
-  std::set<uint32_t> started;               // writes issued
+  uint64_t len = 0;                                // broadcast bytes, or all-to-all block bytes
+  uint64_t total = 0;                              // of the whole call (len is this round's)
+  std::chrono::steady_clock::time_point deadline;  // our writes end by then
+  bool readied = false;    // we sent ready: others may write into our buffer
+  uint32_t in_flight = 0;  // our writes the manager has not answered yet
+  // Failed: the reply, held until none of our writes is in flight and every member in
+  // `settling` said none of its writes is (a late write must not land during the next one).
+  std::optional<caf::error> pending_error;
+  std::set<uint32_t> settling;
+  std::set<uint32_t> owe_ended;  // members whose abort we answer once in_flight is 0
+  std::set<uint32_t> targets;    // ranks we write to
+  std::set<uint32_t> started;    // writes issued
   uint32_t writes_left = 0;
   std::set<uint32_t> awaiting;  // ranks whose data we wait for
   std::string path;
@@ -95,7 +102,7 @@ struct MemberState {
   std::vector<std::pair<uint64_t, caf::response_promise>> formed_waiters;
   Collective coll;
   std::map<uint64_t, std::map<uint32_t, Shape>> early_ready;
-  std::map<uint64_t, std::string> early_abort;
+  std::map<uint64_t, caf::error> early_abort;
   /// Recent collectives that failed here: another member's abort of one of them adds nothing
   /// (it failed there too), even when it arrives after this member moved on.
   std::set<uint64_t> failed_epochs;
@@ -129,30 +136,43 @@ std::chrono::milliseconds request_limit(Self* self) {
   return self->state.cfg.timeout + std::chrono::seconds(10);
 }
 
-// Fails the running collective; with `propagate` the other live members are told to abort it
-// too, so nobody waits for data that will not come.
-void fail_collective(Self* self, const caf::error& err, bool propagate) {
+void answer_if_settled(Self* self) {
   auto& c = self->state.coll;
+  if (c.active || !c.pending_error || c.in_flight > 0 || !c.settling.empty())
+    return;
+  c.rp.deliver(*c.pending_error);
+  c.pending_error.reset();
+}
+
+// Fails the running collective. Once it sent ready, others may be writing into our buffer: every
+// live member is told (it fails the collective too) and the reply waits until each answered
+// that none of its writes of it is in flight (bounded: kSettleDeadline), and until ours ended.
+// Before that, with `propagate`, the others are only told, so nobody waits for data that will
+// not come.
+void fail_collective(Self* self, const caf::error& err, bool propagate) {
+  auto& st = self->state;
+  auto& c = st.coll;
   if (!c.active)
     return;
   c.active = false;
-  // The reply waits for our writes in flight: once the caller has it, it may start the next
-  // collective, and a late write of this one must not land in a peer's buffer during that.
-  if (c.in_flight == 0)
-    c.rp.deliver(err);
-  else
-    c.pending_error = err;
-  auto& failed = self->state.failed_epochs;
-  failed.insert(c.epoch);
-  while (failed.size() > 64)  // aborts of older ones have long arrived
-    failed.erase(failed.begin());
-  if (!propagate)
-    return;
-  for (uint32_t j = 0; j < self->state.size(); ++j) {
-    auto& p = self->state.peers[j];
-    if (j != self->state.cfg.rank && p.alive && p.connected)
-      self->send(p.actor, abort_atom::value, c.epoch, self->state.cfg.rank, error_message(err));
+  c.pending_error = err;
+  st.failed_epochs.insert(c.epoch);
+  while (st.failed_epochs.size() > 64)  // aborts of older ones have long arrived
+    st.failed_epochs.erase(st.failed_epochs.begin());
+  if (c.readied || propagate) {
+    for (uint32_t j = 0; j < st.size(); ++j) {
+      auto& p = st.peers[j];
+      if (j == st.cfg.rank || !p.alive || !p.connected)
+        continue;
+      self->send(p.actor, abort_atom::value, c.epoch, st.cfg.rank,
+                 static_cast<uint8_t>(request_error_code(err)), error_message(err));
+      if (c.readied)
+        c.settling.insert(j);
+    }
   }
+  if (!c.settling.empty())
+    arm(self, kSettleDeadline, c.epoch, 0);
+  answer_if_settled(self);
 }
 
 void check_collective(Self* self) {
@@ -167,16 +187,20 @@ void check_collective(Self* self) {
 // One of our writes of collective `epoch` ended: true when the collective still runs (the
 // write's outcome counts); a failed one is answered here once its last write ended.
 bool write_ended(Self* self, uint64_t epoch) {
-  auto& c = self->state.coll;
-  if (c.epoch != epoch)
-    return false;
+  auto& st = self->state;
+  auto& c = st.coll;
+  if (c.epoch != epoch || c.in_flight == 0)
+    return false;  // an older collective's, or one its settle deadline gave up on
   --c.in_flight;
   if (c.active)
     return true;
-  if (c.in_flight == 0 && c.pending_error) {
-    c.rp.deliver(*c.pending_error);
-    c.pending_error.reset();
+  if (c.in_flight == 0) {
+    for (uint32_t j : c.owe_ended)
+      if (st.peers[j].alive)
+        self->send(st.peers[j].actor, ended_atom::value, epoch, st.cfg.rank);
+    c.owe_ended.clear();
   }
+  answer_if_settled(self);
   return false;
 }
 
@@ -208,8 +232,11 @@ void start_write(Self* self, uint32_t j) {
   }
   auto op = make_write(st.buf.coll_send, st.peers[j].coll, c.len, local, remote);
   ++c.in_flight;
-  self->request(st.manager, request_limit(self), transfer_atom::value, op,
-                uint32_t(st.cfg.timeout.count()))
+  // Ends by the collective's deadline, so a failed collective settles within its time.
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      c.deadline - std::chrono::steady_clock::now());
+  auto limit = static_cast<uint32_t>(std::max<int64_t>(1, left.count()));
+  self->request(st.manager, request_limit(self), transfer_atom::value, op, limit)
       .then(
           [=](TransferReply& r) {
             if (write_ended(self, epoch))
@@ -282,7 +309,8 @@ bool refuse_mismatch(Self* self, uint32_t from, const Shape& theirs) {
     return false;
   std::string round = theirs.total == mine.total && theirs.len != mine.len
                           ? " (this round: " + std::to_string(theirs.len) + " vs " +
-                                std::to_string(mine.len) + " bytes)"
+                                std::to_string(mine.len) +
+                                " bytes: their collective_bytes settings differ)"
                           : "";
   fail_collective(self,
                   make_rdma_error(ErrorCode::kInvalidArgument,
@@ -305,6 +333,15 @@ caf::result<std::string> start_collective(Self* self, bool bcast, uint64_t epoch
     return make_rdma_error(ErrorCode::kInvalidArgument,
                            "collective " + std::to_string(epoch) + " started while collective " +
                                std::to_string(c.epoch) + " still runs");
+  if (c.pending_error) {
+    // Its caller gave up before it settled: writes of it may still land in our buffer, or
+    // ours in others'.
+    if (!st.broken)
+      st.broken = "collective " + std::to_string(c.epoch) +
+                  " was given up by its caller before its writes ended";
+    c.rp.deliver(*c.pending_error);
+    c.pending_error.reset();
+  }
   if (bcast && root >= st.size())
     return make_rdma_error(ErrorCode::kInvalidArgument, "broadcast root " + std::to_string(root) +
                                                             " is not a rank of this group of " +
@@ -316,6 +353,7 @@ caf::result<std::string> start_collective(Self* self, bool bcast, uint64_t epoch
   c.root = root;
   c.len = len;
   c.total = total;
+  c.deadline = std::chrono::steady_clock::now() + st.cfg.timeout;
   c.rp = self->make_response_promise();
   for (uint32_t j = 0; j < st.size(); ++j) {
     if (j == me)
@@ -335,9 +373,9 @@ caf::result<std::string> start_collective(Self* self, bool bcast, uint64_t epoch
     return caf::delegated<std::string>();
   }
   if (auto it = st.early_abort.find(epoch); it != st.early_abort.end()) {
-    std::string why = it->second;
+    caf::error why = it->second;
     st.early_abort.erase(st.early_abort.begin(), std::next(it));
-    fail_collective(self, make_rdma_error(ErrorCode::kPeerUnavailable, why), false);
+    fail_collective(self, why, false);  // before any ready: nobody writes into us
     return caf::delegated<std::string>();
   }
   for (uint32_t j = 0; j < st.size(); ++j)
@@ -352,6 +390,7 @@ caf::result<std::string> start_collective(Self* self, bool bcast, uint64_t epoch
   for (uint32_t j = 0; j < st.size(); ++j)
     if (j != me)
       self->send(st.peers[j].actor, ready_atom::value, epoch, me, bcast, root, len, total);
+  c.readied = true;
   auto early = st.early_ready.find(epoch);
   if (early != st.early_ready.end()) {
     auto readies = std::move(early->second);
@@ -398,6 +437,10 @@ caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg, M
       for (auto& w : st.formed_waiters)
         w.second.deliver(p.gone);
       st.formed_waiters.clear();
+      // Its writes went with it: a failed collective waits no longer for its word.
+      if (st.coll.settling.erase(j) > 0)
+        answer_if_settled(self);
+      st.coll.owe_ended.erase(j);
       // The first departure is the cause; members that leave because of it are not new ones.
       if (!st.broken)
         st.broken = p.left_because.empty() ? error_message(p.gone) : p.left_because;
@@ -584,18 +627,30 @@ caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg, M
           rp.deliver(true);
         return rp;
       },
-      [=](abort_atom, uint64_t epoch, uint32_t from, std::string& why) {
+      [=](abort_atom, uint64_t epoch, uint32_t from, uint8_t code, std::string& why) {
         auto& st = self->state;
-        std::string msg = "collective " + std::to_string(epoch) + " aborted by " +
-                          (from < st.size() ? st.who(from) : "?") + ": " + why;
-        if (st.coll.active && epoch == st.coll.epoch)
-          fail_collective(self, make_rdma_error(ErrorCode::kPeerUnavailable, msg), false);
-        else if (epoch > st.coll.epoch)
-          st.early_abort.emplace(epoch, msg);
-        else if (st.failed_epochs.count(epoch) > 0)
-          return;             // it failed here too: the members still agree
-        else if (!st.broken)  // it completed here but failed there
-          st.broken = msg;
+        auto& c = st.coll;
+        if (from >= st.size() || from == st.cfg.rank)
+          return;
+        std::string msg =
+            "collective " + std::to_string(epoch) + " aborted by " + st.who(from) + ": " + why;
+        auto err = make_rdma_error(static_cast<ErrorCode>(code), msg);
+        if (c.active && epoch == c.epoch)
+          fail_collective(self, err, false);
+        else if (epoch > c.epoch)
+          st.early_abort.emplace(epoch, err);  // it fails at its start, before writing
+        else if (st.failed_epochs.count(epoch) == 0 && !st.broken)
+          st.broken = msg;  // it completed here but failed there
+        // None of our writes of it is in flight (or once they ended): `from` may answer.
+        if (epoch == c.epoch && c.in_flight > 0)
+          c.owe_ended.insert(from);
+        else if (st.peers[from].alive)
+          self->send(st.peers[from].actor, ended_atom::value, epoch, st.cfg.rank);
+      },
+      [=](ended_atom, uint64_t epoch, uint32_t from) {
+        auto& c = self->state.coll;
+        if (epoch == c.epoch && c.settling.erase(from) > 0)
+          answer_if_settled(self);
       },
       [=](deadline_atom, uint8_t kind, uint64_t key, uint64_t id) {
         auto& st = self->state;
@@ -632,6 +687,21 @@ caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg, M
                                                                    " did not finish" + after +
                                                                    "; waiting for" + missing),
                           true);
+        } else if (kind == kSettleDeadline) {
+          auto& c = st.coll;
+          if (c.epoch != key || c.active || !c.pending_error)
+            return;
+          if (!c.settling.empty() && !st.broken) {
+            // Their writes into our buffer may still land: no later collective may trust it.
+            std::string who;
+            for (uint32_t j : c.settling)
+              who += (who.empty() ? "" : ", ") + st.who(j);
+            st.broken = "collective " + std::to_string(key) + ": " + who + " did not confirm" +
+                        after + " that its writes of it ended";
+          }
+          c.settling.clear();
+          c.in_flight = 0;  // the manager bounds our writes; their late answers are ignored
+          answer_if_settled(self);
         } else if (kind == kFormDeadline) {
           auto& w = st.formed_waiters;
           for (auto it = w.begin(); it != w.end(); ++it)

@@ -44,7 +44,11 @@ using credit_atom = caf::atom_constant<caf::atom("pg_credit")>;  // (from)
 // writer checks that both called the same collective with the same sizes before writing.
 using ready_atom = caf::atom_constant<caf::atom("pg_ready")>;
 using written_atom = caf::atom_constant<caf::atom("pg_written")>;  // (epoch, from)
-using abort_atom = caf::atom_constant<caf::atom("pg_abort")>;      // (epoch, from, reason)
+// (epoch, from, code, reason): collective `epoch` failed at `from`; the receiver fails it too
+// and answers ended_atom once none of its writes of that collective is in flight.
+using abort_atom = caf::atom_constant<caf::atom("pg_abort")>;
+// (epoch, from): `from` has no write of collective `epoch` in flight and will start none.
+using ended_atom = caf::atom_constant<caf::atom("pg_ended")>;
 // (from, cause) -> bool: `from` leaves the group; a non-empty cause is why the group broke (its
 // origin), so that its departure is not taken for a new cause.
 using left_atom = caf::atom_constant<caf::atom("pg_left")>;

@@ -61,7 +61,7 @@ Result<std::unique_ptr<PeerGroup>> PeerGroup::form(PeerGroupOptions o) {
   std::unique_ptr<PeerGroup> g(new PeerGroup());
   g->options_ = o;
   g->sent_messages_.assign(n, 0);
-  g->abandoned_.assign(n, std::nullopt);
+  g->received_upto_.assign(n, 0);
   uint64_t bytes = 2 * uint64_t(n) * o.mailbox_bytes + 2 * o.collective_bytes;
   g->memory_.reset(new (std::nothrow) uint8_t[bytes]);
   if (!g->memory_)
@@ -200,7 +200,9 @@ PeerGroup::~PeerGroup() {
 template <class... Ts>
 Result<std::string> PeerGroup::ask(Ts&&... xs) {
   std::optional<Result<std::string>> out;
-  auto limit = std::chrono::milliseconds(options_.timeout_ms) + std::chrono::seconds(10);
+  // The member answers within the call's timeout, a failed collective within twice that (it
+  // waits, bounded by the timeout, until no member's writes of it are in flight).
+  auto limit = 2 * std::chrono::milliseconds(options_.timeout_ms) + std::chrono::seconds(10);
   Lease self(this);
   (*self)
       ->request(member_, limit, std::forward<Ts>(xs)...)
@@ -251,7 +253,7 @@ Result<std::vector<uint8_t>> PeerGroup::recv(uint32_t peer) {
   std::vector<uint8_t> out;
   auto limit = std::chrono::milliseconds(options_.timeout_ms) + std::chrono::seconds(10);
   std::optional<uint64_t> current;  // the message being received, once its first chunk came
-  std::optional<uint64_t>& abandoned = abandoned_[peer];  // one receiver per peer
+  uint64_t& done_upto = received_upto_[peer];  // one receiver per peer
   Lease self(this);
   auto cut = [&](const char* by) {
     return track(Error(ErrorCode::kPeerUnavailable,
@@ -274,31 +276,31 @@ Result<std::vector<uint8_t>> PeerGroup::recv(uint32_t peer) {
             [&](caf::error& e) { err = to_error(e); });
     if (err) {
       if (current)  // the rest of this message, if it comes, is not the next one
-        abandoned = current;
+        done_upto = *current;
       return track(current
                        ? err->with_context("recv from rank " + std::to_string(peer) + " after " +
                                            std::to_string(out.size()) + " bytes of a message")
                        : *err);
     }
     if (len == kCutChunk) {  // no bytes, no credit
-      if (current && msg == *current)
+      if (current && msg == *current) {
+        done_upto = msg;
         return cut("its sender");
-      if (abandoned && msg == *abandoned)
-        abandoned.reset();
-      continue;  // the end of a message this call never started
+      }
+      continue;  // the end of a message this call never started, or one already given up
     }
-    if (abandoned && msg == *abandoned) {  // the rest of a message an earlier call gave up on
+    if (msg <= done_upto) {
+      // A late chunk of a message already given up on (cut, or an earlier recv timed out
+      // midway; numbers only grow per sender): never a message of its own.
       (*self)->send(member_, recv_done_atom::value, peer);
-      if (last)
-        abandoned.reset();
       continue;
     }
-    abandoned.reset();
     if (current && msg != *current) {
       // The next message began: ours will not end. Its chunk stays queued for the next call.
       (*self)
           ->request(member_, limit, unrecv_atom::value, peer, len, last, msg)
           .receive([](bool) {}, [](caf::error&) {});
+      done_upto = *current;
       return cut("its sender");
     }
     if (len > options_.mailbox_bytes)
@@ -307,8 +309,10 @@ Result<std::vector<uint8_t>> PeerGroup::recv(uint32_t peer) {
     current = msg;
     // The mailbox is copied out: the sender may write the next piece.
     (*self)->send(member_, recv_done_atom::value, peer);
-    if (last)
+    if (last) {
+      done_upto = msg;
       return out;
+    }
   }
 }
 

@@ -121,8 +121,9 @@ private:
   std::vector<std::unique_ptr<caf::scoped_actor>> idle_;
   uint64_t epoch_ = 0;
   std::vector<uint64_t> sent_messages_;  ///< [peer]: messages sent to it (numbers them)
-  /// [peer]: a message a recv gave up on midway (timeout): its remaining chunks are skipped.
-  std::vector<std::optional<uint64_t>> abandoned_;
+  /// [peer]: every message up to this number was received, cut or given up on: a chunk of
+  /// one of them that comes late is skipped.
+  std::vector<uint64_t> received_upto_;
   mutable std::mutex last_mutex_;
   std::optional<Error> last_error_;
   std::string last_path_;

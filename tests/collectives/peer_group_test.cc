@@ -191,32 +191,33 @@ TEST_F(PeerGroupTest, CollectivesCalledDifferentlyFailOnEveryMemberNamingBothCal
   form(20000);
   struct Case {
     const char* what;
+    std::function<std::vector<uint8_t>(uint32_t)> data;  // each member's buffer before the call
     std::function<Status(uint32_t, PeerGroup&, std::vector<uint8_t>&)> call;
     const char* named;  // in every member's error
   };
+  auto root_data = [](uint32_t n) { return bytes_of(n, 55); };
   std::vector<Case> cases{
-      {"sizes",
-       [](uint32_t r, PeerGroup& g, std::vector<uint8_t>& d) {
-         d.assign(r == 0 ? 100 : 200, 0);
+      {"sizes", [&](uint32_t r) { return r == 0 ? root_data(100) : std::vector<uint8_t>(200, 0); },
+       [](uint32_t, PeerGroup& g, std::vector<uint8_t>& d) {
          return g.broadcast(0, d.data(), d.size());
        },
        "broadcast of 100 bytes from rank 0"},
-      {"root",
+      {"root", [&](uint32_t r) { return r != 1 ? root_data(100) : std::vector<uint8_t>(100, 0); },
        [](uint32_t r, PeerGroup& g, std::vector<uint8_t>& d) {
-         d.assign(100, 0);
          return g.broadcast(r == 2 ? 2 : 0, d.data(), d.size());
        },
        "broadcast of 100 bytes from rank 2"},
-      {"kind",
+      {"kind", [&](uint32_t r) { return r == 0 ? root_data(300) : std::vector<uint8_t>(300, 0); },
        [](uint32_t r, PeerGroup& g, std::vector<uint8_t>& d) {
-         d.assign(size_t{3} * 100, 0);
-         std::vector<uint8_t> out(size_t{3} * 100, 0);
-         return r == 1 ? g.all_to_all(out.data(), d.data(), 100) : g.broadcast(0, d.data(), 100);
+         std::vector<uint8_t> in = bytes_of(300, 66);
+         return r == 1 ? g.all_to_all(in.data(), d.data(), 100) : g.broadcast(0, d.data(), 100);
        },
        "all_to_all of 100-byte blocks"},
       {"zero bytes on one member",
-       [](uint32_t r, PeerGroup& g, std::vector<uint8_t>& d) {
-         d.assign(r == 1 ? 0 : 100, 0);
+       [&](uint32_t r) {
+         return r == 0 ? root_data(100) : std::vector<uint8_t>(r == 1 ? 0 : 100, 0);
+       },
+       [](uint32_t, PeerGroup& g, std::vector<uint8_t>& d) {
          return g.broadcast(0, d.data(), d.size());
        },
        "broadcast of 0 bytes from rank 0"},
@@ -224,18 +225,21 @@ TEST_F(PeerGroupTest, CollectivesCalledDifferentlyFailOnEveryMemberNamingBothCal
   for (auto& c : cases) {
     SCOPED_TRACE(c.what);
     auto errors = on_all([&](uint32_t r, PeerGroup& g) -> std::string {
-      std::vector<uint8_t> d;
+      std::vector<uint8_t> d = c.data(r), before = d;
       Status s = c.call(r, g, d);
       if (s.ok())
         return "ok";
-      if (r != 0 && d != std::vector<uint8_t>(d.size(), 0))
-        return "bytes moved: " + s.error().to_string();
+      if (d != before)
+        return "bytes moved into the caller's buffer: " + s.error().to_string();
+      if (s.error().code() != ErrorCode::kInvalidArgument)
+        return "code " + s.error().to_string();
       return s.error().to_string();
     });
     for (uint32_t r = 0; r < kMembers; ++r) {
       EXPECT_NE(errors[r].find("every member must call the same collective"), std::string::npos)
           << "rank " << r << ": " << errors[r];
       EXPECT_NE(errors[r].find(c.named), std::string::npos) << "rank " << r << ": " << errors[r];
+      EXPECT_EQ(errors[r].find("code "), std::string::npos) << "rank " << r << ": " << errors[r];
     }
   }
   // Every member failed the same round: the group is not broken, the next call moves every byte.
