@@ -411,6 +411,20 @@ void ManagerState::op_timeout(uint64_t ticket, uint32_t stage) {
         (void)stream_client_->cancel_queued(o.job_tag);
       continue;
     }
+    if (o.path == OpPath::kFallback && o.in_flight > 0 &&
+        o.op.kind == static_cast<uint8_t>(TransferKind::kWrite)) {
+      // Fallback store chunks on their way: the reply waits for their answers (each bounded
+      // by the deadline plus the backstop), so none is applied after it (invariant 10).
+      if (!o.fallback_error) {
+        TransferOutcome out;
+        out.code = static_cast<uint8_t>(ErrorCode::kTimeout);
+        out.message = std::string(kind_name(o.op.kind)) + " of " + std::to_string(o.length) +
+                      " bytes between " + describe(o.op.local) + " and " + describe(o.op.remote) +
+                      " " + text;
+        o.fallback_error = std::move(out);
+      }
+      continue;
+    }
     // An op whose RDMA is over and that waits for its owner's answer has nothing to flush.
     auto qp = o.awaiting_owner ? nullptr : o.qp.lock();
     if (o.path == OpPath::kRdma && qp) {
@@ -834,8 +848,13 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
   OpTrack& o = t.ops[index];
   const TransferOp& op = o.op;
   bool is_read = op.kind == static_cast<uint8_t>(TransferKind::kRead);
-  auto timeout = request_timeout(t);
-  auto on_error = [this, ticket, index](caf::error& err) {
+  // A chunk's request ends by the transfer's deadline (plus the backstop): a timed-out write
+  // that waits for its chunks (invariant 10) replies soon after its timeout.
+  auto left =
+      std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 t.due - std::chrono::steady_clock::now()));
+  auto timeout = std::min(request_timeout(t), left + kRequestBackstop);
+  auto on_error = [this, ticket, index, is_read](caf::error& err) {
     auto it = transfers_.find(ticket);
     if (it == transfers_.end() || it->second.ops[index].done)
       return;
@@ -845,9 +864,15 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
         err.category() == caf::atom("system"))
       out.message = std::string(kind_name(o.op.kind)) + " via the fallback to " +
                     describe(o.op.remote) + " failed: " + out.message;
-    finish_op(ticket, index, std::move(out));
+    if (is_read)  // late data of a failed read is dropped: nothing to wait for
+      return finish_op(ticket, index, std::move(out));
+    --o.in_flight;
+    if (!o.fallback_error)
+      o.fallback_error = std::move(out);
+    if (o.in_flight == 0)
+      finish_op(ticket, index, *o.fallback_error);
   };
-  while (o.in_flight < options_.fallback_window && o.next_offset < o.length) {
+  while (!o.fallback_error && o.in_flight < options_.fallback_window && o.next_offset < o.length) {
     uint64_t off = o.next_offset;
     uint64_t n = std::min<uint64_t>(options_.fallback_chunk_bytes, o.length - off);
     o.next_offset += n;
@@ -861,6 +886,11 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
       OpTrack& o = it->second.ops[index];
       --o.in_flight;
       o.bytes_done += bytes;
+      if (o.fallback_error) {  // failed or timed out: answered once no chunk is on its way
+        if (o.in_flight == 0)
+          finish_op(ticket, index, *o.fallback_error);
+        return;
+      }
       if (o.bytes_done >= o.length)
         return finish_op(ticket, index, TransferOutcome{});
       pump_fallback(ticket, index);

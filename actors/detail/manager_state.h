@@ -34,6 +34,10 @@
 //     op is answered, only once no chunk of it is on the NIC (completed, flushed, or its QP
 //     destroyed): no later transfer's bytes meet a late DMA. An op succeeds only when every
 //     chunk moved.
+// 10. A fallback write that fails or times out with store chunks on their way is answered only
+//     once each of them was answered by its owner or timed out (by the deadline plus
+//     kRequestBackstop), so the owner applies none of them after the reply; only a connection
+//     stalled past that bound can still deliver one later. A failed read drops late data.
 #pragma once
 
 #include <caf/all.hpp>
@@ -116,6 +120,10 @@ struct OpTrack {
   uint64_t next_offset = 0;
   uint64_t bytes_done = 0;
   uint32_t in_flight = 0;
+  /// The first error (or the timeout) of a fallback write with store chunks still on their
+  /// way: reported once every chunk sent was answered or timed out (invariant 10), so that no
+  /// chunk of it is applied by the owner after the reply.
+  std::optional<TransferOutcome> fallback_error;
 };
 
 struct Transfer {

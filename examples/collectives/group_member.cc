@@ -230,12 +230,15 @@ void start_write(Self* self, uint32_t j) {
     wrote("");
     return;
   }
-  auto op = make_write(st.buf.coll_send, st.peers[j].coll, c.len, local, remote);
-  ++c.in_flight;
-  // Ends by the collective's deadline, so a failed collective settles within its time.
+  // Ends by the collective's deadline, so a failed collective settles within its time; too
+  // close to it, the write is left out and the deadline fails the collective.
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       c.deadline - std::chrono::steady_clock::now());
-  auto limit = static_cast<uint32_t>(std::max<int64_t>(1, left.count()));
+  if (left < std::chrono::milliseconds(20))
+    return;
+  auto limit = static_cast<uint32_t>(left.count());
+  auto op = make_write(st.buf.coll_send, st.peers[j].coll, c.len, local, remote);
+  ++c.in_flight;
   self->request(st.manager, request_limit(self), transfer_atom::value, op, limit)
       .then(
           [=](TransferReply& r) {
@@ -364,18 +367,22 @@ caf::result<std::string> start_collective(Self* self, bool bcast, uint64_t epoch
       c.awaiting.insert(j);
   }
   c.writes_left = static_cast<uint32_t>(c.targets.size());
+  std::optional<caf::error> aborted;
+  if (auto it = st.early_abort.find(epoch); it != st.early_abort.end())
+    aborted = it->second;
+  st.early_abort.erase(st.early_abort.begin(), st.early_abort.upper_bound(epoch));
   if (st.broken) {
+    // Told to the others too (a member broken only here would otherwise leave them waiting for
+    // its ready until their timeout). Before any ready: nobody writes into us.
     fail_collective(
         self,
         make_rdma_error(ErrorCode::kPeerUnavailable, "collective " + std::to_string(epoch) +
                                                          ": the group is broken: " + *st.broken),
-        false);
+        true);
     return caf::delegated<std::string>();
   }
-  if (auto it = st.early_abort.find(epoch); it != st.early_abort.end()) {
-    caf::error why = it->second;
-    st.early_abort.erase(st.early_abort.begin(), std::next(it));
-    fail_collective(self, why, false);  // before any ready: nobody writes into us
+  if (aborted) {
+    fail_collective(self, *aborted, false);  // before any ready: nobody writes into us
     return caf::delegated<std::string>();
   }
   for (uint32_t j = 0; j < st.size(); ++j)
@@ -691,11 +698,13 @@ caf::behavior member(Self* self, rdma_manager_actor manager, MemberConfig cfg, M
           auto& c = st.coll;
           if (c.epoch != key || c.active || !c.pending_error)
             return;
-          if (!c.settling.empty() && !st.broken) {
+          if ((!c.settling.empty() || c.in_flight > 0) && !st.broken) {
             // Their writes into our buffer may still land: no later collective may trust it.
             std::string who;
             for (uint32_t j : c.settling)
               who += (who.empty() ? "" : ", ") + st.who(j);
+            if (c.in_flight > 0)  // our own write's answer did not come either
+              who += (who.empty() ? "" : ", ") + st.who(st.cfg.rank);
             st.broken = "collective " + std::to_string(key) + ": " + who + " did not confirm" +
                         after + " that its writes of it ended";
           }

@@ -2,7 +2,11 @@
 // move over TCP straight between the registered buffers; the owner's checks still apply; small
 // ones and owners without a stream channel use CAF chunks. Native lane only (the transport is
 // forced to the fallback).
+#include <atomic>
+#include <chrono>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "actors/rdma_client.h"
 #include "tests/actors/manager_fixture.h"
@@ -171,6 +175,48 @@ TEST_F(StreamTest, AnOwnerWithoutAStreamChannelIsServedInChunks) {
   EXPECT_EQ(user_->stats().stream_ops, 0u);
   EXPECT_EQ(user_->stats().fallback_ops, 2u);
   EXPECT_EQ(plain->stats().served_fallback_bytes, 2 * kSize);  // chunks: counted on reply
+}
+
+// A stand-in owner that answers each store chunk `delay` after it came, recording when it
+// answered (an owner applies a chunk when it answers it).
+using slow_go_atom = caf::atom_constant<caf::atom("slowgo")>;
+caf::behavior slow_owner(caf::event_based_actor* self, std::chrono::milliseconds delay,
+                         const std::shared_ptr<std::atomic<int64_t>>& answered_at) {
+  auto waiting = std::make_shared<std::vector<caf::response_promise>>();
+  return {
+      [=](store_atom, const BufferRef&, uint64_t, const ByteChunk&) -> caf::result<uint64_t> {
+        waiting->push_back(self->make_response_promise());
+        self->delayed_send(self, delay, slow_go_atom::value);
+        return caf::delegated<uint64_t>();
+      },
+      [=](slow_go_atom) {
+        if (waiting->empty())
+          return;
+        answered_at->store(std::chrono::steady_clock::now().time_since_epoch().count());
+        waiting->front().deliver(uint64_t{0});
+        waiting->erase(waiting->begin());
+      },
+  };
+}
+
+// A chunked fallback write that times out while its chunks are still on their way is answered
+// only once the owner answered them (or their requests timed out): an owner must not apply a
+// chunk of a write after the writer was told it ended, or a later write's bytes could be
+// overwritten by the late one (invariant 10 of the manager).
+TEST_F(StreamTest, ATimedOutChunkedWriteIsAnsweredOnlyAfterItsChunksWere) {
+  Memory src(64 << 10, 5), fake_mem(64 << 10);  // below stream_min_bytes: CAF chunks
+  auto local = user_->request_buffer(src);
+  ASSERT_TRUE(local);
+  auto answered_at = std::make_shared<std::atomic<int64_t>>(0);
+  auto slow = user_->node().system().spawn(slow_owner, std::chrono::milliseconds(800), answered_at);
+  BufferHandle h = owned_by_mute(*local, slow, fake_mem);
+  h.size = fake_mem.bytes.size();
+  auto w = user_->transfer(make_write(*local, h), 200);
+  int64_t replied_at = std::chrono::steady_clock::now().time_since_epoch().count();
+  EXPECT_RDMA_ERROR(w, ErrorCode::kTimeout, "200 ms");
+  ASSERT_NE(answered_at->load(), 0) << "replied before the owner answered the chunk";
+  EXPECT_LE(answered_at->load(), replied_at);
+  caf::anon_send_exit(slow, caf::exit_reason::user_shutdown);
 }
 
 TEST_F(StreamTest, ReleaseWaitsForAStreamInFlight) {
