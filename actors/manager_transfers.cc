@@ -935,8 +935,12 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
       } else {  // GPU memory: copied to the host first
         bytes = ByteChunk::allocate(n);
         if (Status st = copy_out(local, local_off, bytes.owned.get(), n); !st.ok()) {
-          --o.in_flight;
-          return finish_op(ticket, index, outcome_of(st.error()));
+          --o.in_flight;  // this chunk never left; earlier ones may be on their way
+          if (!o.fallback_error)
+            o.fallback_error = outcome_of(st.error());
+          if (o.in_flight == 0)
+            finish_op(ticket, index, *o.fallback_error);
+          return;
         }
       }
       peer_request(op.remote.owner, timeout, store_atom::value, ref_of(op.remote),

@@ -37,7 +37,8 @@
 // 10. A fallback write that fails or times out with store chunks on their way is answered only
 //     once each of them was answered by its owner or timed out (by the deadline plus
 //     kRequestBackstop), so the owner applies none of them after the reply; only a connection
-//     stalled past that bound can still deliver one later. A failed read drops late data.
+//     stalled past that bound can still deliver one later, or one declared dead (a peer that
+//     went down fails its ops at once). A failed read drops late data.
 #pragma once
 
 #include <caf/all.hpp>
