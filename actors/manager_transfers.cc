@@ -395,6 +395,14 @@ void ManagerState::op_timeout(uint64_t ticket, uint32_t stage) {
   const uint32_t timeout_ms = it->second.timeout_ms;
   const size_t n = it->second.ops.size();
   std::string text = "timed out after " + std::to_string(timeout_ms) + " ms";
+  auto timed_out = [&text](const OpTrack& o, const char* more) {
+    TransferOutcome out;
+    out.code = static_cast<uint8_t>(ErrorCode::kTimeout);
+    out.message = std::string(kind_name(o.op.kind)) + " of " + std::to_string(o.length) +
+                  " bytes between " + describe(o.op.local) + " and " + describe(o.op.remote) + " " +
+                  text + more;
+    return out;
+  };
   bool flushing = false;
   for (uint32_t i = 0; i < n; ++i) {
     // finish_op may complete (and erase) the transfer: look it up every time.
@@ -415,14 +423,8 @@ void ManagerState::op_timeout(uint64_t ticket, uint32_t stage) {
         o.op.kind == static_cast<uint8_t>(TransferKind::kWrite)) {
       // Fallback store chunks on their way: the reply waits for their answers (each bounded
       // by the deadline plus the backstop), so none is applied after it (invariant 10).
-      if (!o.fallback_error) {
-        TransferOutcome out;
-        out.code = static_cast<uint8_t>(ErrorCode::kTimeout);
-        out.message = std::string(kind_name(o.op.kind)) + " of " + std::to_string(o.length) +
-                      " bytes between " + describe(o.op.local) + " and " + describe(o.op.remote) +
-                      " " + text;
-        o.fallback_error = std::move(out);
-      }
+      if (!o.fallback_error)
+        o.fallback_error = timed_out(o, "");
       continue;
     }
     // An op whose RDMA is over and that waits for its owner's answer has nothing to flush.
@@ -442,11 +444,7 @@ void ManagerState::op_timeout(uint64_t ticket, uint32_t stage) {
         loopback_.reset();
       }
     }
-    TransferOutcome out;
-    out.code = static_cast<uint8_t>(ErrorCode::kTimeout);
-    out.message = std::string(kind_name(o.op.kind)) + " of " + std::to_string(o.length) +
-                  " bytes between " + describe(o.op.local) + " and " + describe(o.op.remote) + " " +
-                  text + (qp ? "; its queue pair was destroyed" : "");
+    TransferOutcome out = timed_out(o, qp ? "; its queue pair was destroyed" : "");
     // Ours was the last reference: the QP is gone (the NIC stopped) before finish_op hands a
     // staged op's bounce buffer to another transfer.
     qp.reset();
@@ -853,8 +851,16 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
   auto left =
       std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
                                                  t.due - std::chrono::steady_clock::now()));
-  auto timeout = std::min(request_timeout(t), left + kRequestBackstop);
-  auto on_error = [this, ticket, index, is_read](caf::error& err) {
+  auto timeout = left + kRequestBackstop;  // never more than request_timeout(t)
+  // A write chunk failed or never left: the op fails once none of its chunks is on its way.
+  auto write_chunk_failed = [this, ticket, index](OpTrack& o, TransferOutcome out) {
+    --o.in_flight;
+    if (!o.fallback_error)
+      o.fallback_error = std::move(out);
+    if (o.in_flight == 0)
+      finish_op(ticket, index, *o.fallback_error);
+  };
+  auto on_error = [this, ticket, index, is_read, write_chunk_failed](caf::error& err) {
     auto it = transfers_.find(ticket);
     if (it == transfers_.end() || it->second.ops[index].done)
       return;
@@ -866,11 +872,7 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
                     describe(o.op.remote) + " failed: " + out.message;
     if (is_read)  // late data of a failed read is dropped: nothing to wait for
       return finish_op(ticket, index, std::move(out));
-    --o.in_flight;
-    if (!o.fallback_error)
-      o.fallback_error = std::move(out);
-    if (o.in_flight == 0)
-      finish_op(ticket, index, *o.fallback_error);
+    write_chunk_failed(o, std::move(out));
   };
   while (!o.fallback_error && o.in_flight < options_.fallback_window && o.next_offset < o.length) {
     uint64_t off = o.next_offset;
@@ -934,14 +936,8 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
         });
       } else {  // GPU memory: copied to the host first
         bytes = ByteChunk::allocate(n);
-        if (Status st = copy_out(local, local_off, bytes.owned.get(), n); !st.ok()) {
-          --o.in_flight;  // this chunk never left; earlier ones may be on their way
-          if (!o.fallback_error)
-            o.fallback_error = outcome_of(st.error());
-          if (o.in_flight == 0)
-            finish_op(ticket, index, *o.fallback_error);
-          return;
-        }
+        if (Status st = copy_out(local, local_off, bytes.owned.get(), n); !st.ok())
+          return write_chunk_failed(o, outcome_of(st.error()));  // earlier ones may be out
       }
       peer_request(op.remote.owner, timeout, store_atom::value, ref_of(op.remote),
                    op.remote_offset + off, std::move(bytes))

@@ -255,10 +255,10 @@ Result<std::vector<uint8_t>> PeerGroup::recv(uint32_t peer) {
   std::optional<uint64_t> current;  // the message being received, once its first chunk came
   uint64_t& done_upto = received_upto_[peer];  // one receiver per peer
   Lease self(this);
-  auto cut = [&](const char* by) {
+  auto cut = [&] {
     return track(Error(ErrorCode::kPeerUnavailable,
                        "recv from rank " + std::to_string(peer) + ": message " +
-                           std::to_string(*current) + " was cut off by " + by + " after " +
+                           std::to_string(*current) + " was cut off by its sender after " +
                            std::to_string(out.size()) + " bytes (its sender gave up on it)"));
   };
   while (true) {
@@ -285,7 +285,7 @@ Result<std::vector<uint8_t>> PeerGroup::recv(uint32_t peer) {
     if (len == kCutChunk) {  // no bytes, no credit
       if (current && msg == *current) {
         done_upto = msg;
-        return cut("its sender");
+        return cut();
       }
       continue;  // the end of a message this call never started, or one already given up
     }
@@ -301,7 +301,7 @@ Result<std::vector<uint8_t>> PeerGroup::recv(uint32_t peer) {
           ->request(member_, limit, unrecv_atom::value, peer, len, last, msg)
           .receive([](bool) {}, [](caf::error&) {});
       done_upto = *current;
-      return cut("its sender");
+      return cut();
     }
     if (len > options_.mailbox_bytes)
       return track(Error(ErrorCode::kInternal, "recv: chunk larger than the mailbox"));
