@@ -153,6 +153,10 @@ caf::result<uint64_t> ManagerState::release_buffer(uint64_t id) {
   buf->released = true;
   bool lanes_idle = registry_->release(id);
   uint64_t size = buf->size;
+  // Stream grants nobody claimed yet are withdrawn now (their holders' claims then fail): a
+  // holder cannot keep the release waiting up to max_timeout. A claimed grant is a transfer in
+  // flight: waited for, like the others.
+  revoke_unclaimed_grants(id);
   if (buf->in_use == 0 && lanes_idle) {
     buffers_.erase(id);
     return size;
@@ -224,13 +228,21 @@ Status ManagerState::copy_in(const LocalBuffer& b, uint64_t offset, const void* 
 Result<LocalBuffer*> ManagerState::owner_access(const BufferRef& ref, uint64_t offset,
                                                 uint64_t length, bool write) {
   const uint64_t id = ref.id;
-  CAF_RDMA_ASSIGN_OR_RETURN(LocalBuffer * b, owned_buffer(id, "remote"));
-  // Constant time: a peer learns nothing from how long a wrong secret takes to be refused.
-  if (!secrets_equal(b->secret_hi, b->secret_lo, ref.secret_hi, ref.secret_lo))
+  // An id never issued is refused as a wrong secret is, in the same words: a peer cannot tell
+  // which ids are live by probing (a released id still says so: its holders are told why).
+  auto refused = [&] {
     return Error(ErrorCode::kPermissionDenied,
                  "access to buffer " + std::to_string(id) + " of " + options_.name +
                      " refused: the handle's secret is not the one its owner issued (forged, or "
                      "a handle of an earlier registration)");
+  };
+  auto found = owned_buffer(id, "remote");
+  if (!found.ok())
+    return found.error().code() == ErrorCode::kUnknownBuffer ? refused() : found.error();
+  LocalBuffer* b = *found;
+  // Constant time: a peer learns nothing from how long a wrong secret takes to be refused.
+  if (!secrets_equal(b->secret_hi, b->secret_lo, ref.secret_hi, ref.secret_lo))
+    return refused();
   if (write && b->access != BufferAccess::kReadWrite)
     return Error(ErrorCode::kInvalidArgument,
                  "remote buffer " + std::to_string(id) + " of " + options_.name + " is read-only");
@@ -313,7 +325,8 @@ ManagerStats ManagerState::stats() const {
   s.handshakes = counters_.handshakes;
   s.served_fallback_bytes = counters_.served_fallback_bytes;
   s.stream_ops = counters_.stream_ops;
-  s.facade_dropped = facade_dropped_->load(std::memory_order_relaxed);
+  s.facade_dropped = facade_counters_->dropped.load(std::memory_order_relaxed);
+  s.forged_answers = facade_counters_->forged.load(std::memory_order_relaxed);
   auto direct = registry_->counters();
   s.rdma_ops += direct.ops;
   s.rdma_bytes += direct.bytes;

@@ -73,6 +73,18 @@ void ManagerState::end_grant(uint64_t token) {
   buffer_done(hold.buffer);
 }
 
+void ManagerState::revoke_unclaimed_grants(uint64_t buffer) {
+  if (!stream_server_)
+    return;
+  std::vector<uint64_t> tokens;
+  for (const auto& [token, hold] : grants_)
+    if (hold.buffer == buffer)
+      tokens.push_back(token);
+  for (uint64_t token : tokens)
+    if (stream_server_->revoke(token))
+      end_grant(token);
+}
+
 void ManagerState::stream_served(uint64_t token, uint64_t bytes) {
   if (grants_.count(token) == 0)
     return;
@@ -165,8 +177,10 @@ void ManagerState::stream_done(uint64_t ticket, uint32_t index, uint64_t local_i
   if (it != transfers_.end())
     it->second.ops[index].streaming = false;
   if (it != transfers_.end() && !it->second.ops[index].done) {
-    if (it->second.timed_out && !outcome.ok()) {
-      // Its transfer timed out and waited for the job to stop: that is the error.
+    const bool job_timed_out = outcome.code == static_cast<uint8_t>(ErrorCode::kTimeout);
+    if ((it->second.timed_out || job_timed_out) && !outcome.ok()) {
+      // Its transfer timed out and waited for the job to stop, or the job stopped at its
+      // deadline (the transfer's) just before the transfer's own timeout: that is the error.
       OpTrack& o = it->second.ops[index];
       outcome.code = static_cast<uint8_t>(ErrorCode::kTimeout);
       outcome.message = std::string(kind_name(o.op.kind)) + " of " + std::to_string(o.length) +

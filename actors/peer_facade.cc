@@ -3,13 +3,17 @@
 #include <caf/actor_proxy.hpp>
 #include <caf/all.hpp>
 
+#include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "actors/rdma_atoms.h"
 #include "actors/rdma_errors.h"
 #include "actors/rdma_messages.h"
+#include "components/secure_random.h"
 
 namespace caf_rdma::detail {
 
@@ -26,6 +30,7 @@ enum class Kind : uint8_t {
 struct Classified {
   Kind kind;
   const char* request;
+  bool answered = true;  ///< the manager answers it (all but the notices lane_drop, device_gone)
 };
 
 template <class Atom, class... Ts>
@@ -45,9 +50,9 @@ Classified classify(const caf::message& m) {
   if (shaped<stream_grant_atom, BufferRef, uint64_t, uint64_t, uint8_t, uint32_t>(m))
     return {Kind::kPeer, "stream_grant"};
   if (shaped<lane_drop_atom, uint64_t>(m))
-    return {Kind::kPeer, "lane_drop"};
+    return {Kind::kPeer, "lane_drop", false};
   if (shaped<device_gone_atom, std::string>(m))
-    return {Kind::kPeer, "device_gone"};
+    return {Kind::kPeer, "device_gone", false};
   if (shaped<buf_check_atom, BufferRef, uint64_t, uint64_t, uint8_t>(m))
     return {Kind::kPeer, "buf_check"};
   if (shaped<checksum_atom, BufferRef, uint64_t, uint64_t>(m))
@@ -86,86 +91,178 @@ std::string describe(const caf::strong_actor_ptr& x) {
          " of node " + caf::to_string(x->node());
 }
 
-/// Relays the answer to request `id` (sent by the facade) to `rp`, whatever its type among the
-/// peer protocol's answers.
-void relay_answer(caf::scheduled_actor* self, caf::message_id id, caf::response_promise rp) {
-  auto shared = std::make_shared<caf::response_promise>(std::move(rp));
-  auto deliver = [shared](auto& x) { shared->deliver(std::move(x)); };
-  self->add_multiplexed_response_handler(id,
-                                         caf::behavior{
-                                             [deliver](QpInfoMsg& x) mutable { deliver(x); },
-                                             [deliver](ByteChunk& x) mutable { deliver(x); },
-                                             [deliver](uint64_t& x) mutable { deliver(x); },
-                                             [deliver](StreamGrantMsg& x) mutable { deliver(x); },
-                                             [deliver](TransferOutcome& x) mutable { deliver(x); },
-                                             [deliver](caf::error& x) mutable { deliver(x); },
-                                         });
+/// The nonce a message ends with, if it does.
+std::optional<PeerNonce> trailing_nonce(const caf::message& m) {
+  if (m.size() < 2 || !m.match_element<PeerNonce>(m.size() - 1))
+    return std::nullopt;
+  return m.get_as<PeerNonce>(m.size() - 1);
+}
+
+bool same(const PeerNonce& a, const PeerNonce& b) {
+  return ((a.hi ^ b.hi) | (a.lo ^ b.lo)) == 0;
+}
+
+/// A request the facade sent for its manager and whose answer it awaits (invariant 6).
+struct Awaited {
+  caf::message_id id;        ///< the id its answer comes under (a response id)
+  caf::response_promise rp;  ///< the manager's request
+  PeerNonce nonce;
+  caf::node_id asked;                         ///< the node of the actor asked
+  std::chrono::steady_clock::time_point due;  ///< the request's deadline (CAF's timeout is later)
+};
+
+void await_answer(caf::scheduled_actor* self, std::shared_ptr<Awaited> a,
+                  std::shared_ptr<FacadeCounters> counters);
+
+/// Something arrived under `a`'s id that is not its answer: count it and wait on.
+void reject(caf::scheduled_actor* self, const std::shared_ptr<Awaited>& a,
+            const std::shared_ptr<FacadeCounters>& counters) {
+  counters->forged.fetch_add(1, std::memory_order_relaxed);
+  await_answer(self, a, counters);
+}
+
+/// Whether the message being handled comes from the node `a` asked.
+bool from_asked(caf::scheduled_actor* self, const Awaited& a) {
+  const caf::mailbox_element* e = self->current_mailbox_element();
+  return e != nullptr && e->sender != nullptr && e->sender->node() == a.asked;
+}
+
+/// A handler for answer type T, sealed with a nonce.
+template <class T>
+auto sealed(caf::scheduled_actor* self, std::shared_ptr<Awaited> a,
+            std::shared_ptr<FacadeCounters> counters) {
+  return [self, a, counters](T& x, PeerNonce& n) {
+    if (!same(n, a->nonce) || !from_asked(self, *a))
+      return reject(self, a, counters);
+    a->rp.deliver(std::move(x));
+  };
+}
+
+/// (Re-)installs the handler of `a`'s answer: CAF removes a response handler once anything
+/// arrived under its id, so one that was not the answer installs it again.
+void await_answer(caf::scheduled_actor* self, std::shared_ptr<Awaited> a,
+                  std::shared_ptr<FacadeCounters> counters) {
+  self->add_multiplexed_response_handler(
+      a->id,
+      caf::behavior{
+          sealed<QpInfoMsg>(self, a, counters),
+          sealed<ByteChunk>(self, a, counters),
+          sealed<uint64_t>(self, a, counters),
+          sealed<StreamGrantMsg>(self, a, counters),
+          sealed<TransferOutcome>(self, a, counters),
+          sealed<caf::error>(self, a, counters),
+          // Unsealed: CAF's own request timeout (sent by this actor's clock) is taken once
+          // the deadline passed; anything else (also what CAF makes of a message of another
+          // shape, unexpected_response) is not the answer.
+          [self, a, counters](caf::error& err) {
+            if (err == caf::sec::request_timeout && std::chrono::steady_clock::now() >= a->due)
+              return a->rp.deliver(std::move(err));
+            reject(self, a, counters);
+          },
+      });
 }
 
 }  // namespace
 
-caf::behavior peer_facade(caf::event_based_actor* self, const caf::actor_addr& manager,
-                          std::string name, const std::shared_ptr<std::atomic<uint64_t>>& dropped) {
-  auto drop = [dropped] {
-    dropped->fetch_add(1, std::memory_order_relaxed);
+PeerFacade::PeerFacade(caf::actor_config& cfg, caf::actor_addr manager, std::string name,
+                       std::shared_ptr<FacadeCounters> counters)
+    : caf::event_based_actor(cfg),
+      manager_(std::move(manager)),
+      name_(std::move(name)),
+      counters_(std::move(counters)) {}
+
+void PeerFacade::enqueue(caf::mailbox_element_ptr ptr, caf::execution_unit* eu) {
+  // Invariant 4: nobody has a reason to end the facade by message (it ends with its manager),
+  // and once an exit message with CAF's `kill` is in the mailbox no handler can refuse it.
+  if (ptr != nullptr && ptr->content().match_elements<caf::exit_msg>()) {
+    counters_->dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  caf::event_based_actor::enqueue(std::move(ptr), eu);
+}
+
+caf::behavior PeerFacade::make_behavior() {
+  auto* self = this;
+  const caf::actor_addr manager = manager_;
+  auto counters = counters_;
+  auto drop = [counters] {
+    counters->dropped.fetch_add(1, std::memory_order_relaxed);
     return caf::delegated<caf::message>{};
   };
-  auto node = std::make_shared<std::string>(std::move(name));
+  auto node = std::make_shared<std::string>(name_);
   self->monitor(manager);
   self->set_down_handler([self, manager](caf::down_msg& msg) {
     if (msg.source == manager)
       self->quit(msg.reason);
   });
-  // Exit messages from the network do not end the facade (invariant 4); CAF's `kill` cannot be
-  // ignored by any actor: see the README's security model.
+  // Exit messages never get here (enqueue drops them); a handler all the same.
   self->set_exit_handler([](caf::exit_msg&) {});
   // Answers the facade owes (invariant 5): per (sender, request id) of a forwarded message the
-  // manager will answer, how many. Only these answers go out: a message or error nobody is
-  // owed (a peer's, or one that claims the facade itself as sender) is dropped, so no frame
-  // can make the facade answer itself (or another facade) in a loop.
+  // manager will answer, the seal of each (invariant 6; none for a question). Only these answers
+  // go out: a message or error nobody is owed (a peer's, or one that claims the facade itself as
+  // sender) is dropped, so no frame can make the facade answer itself (or another facade) in a
+  // loop.
   using Key = std::pair<caf::actor_addr, uint64_t>;
-  auto owed = std::make_shared<std::map<Key, uint32_t>>();
+  using Seal = std::optional<PeerNonce>;
+  auto owed = std::make_shared<std::map<Key, std::deque<Seal>>>();
   auto key_of = [](const caf::mailbox_element& e) {
     return Key{caf::actor_cast<caf::actor_addr>(e.sender), e.mid.request_id().integer_value()};
   };
-  auto take_owed = [owed, key_of](const caf::mailbox_element* e) {
+  // The seal of the answer owed for the current message; nullopt when none is owed.
+  auto take_owed = [owed, key_of](const caf::mailbox_element* e) -> std::optional<Seal> {
     if (e == nullptr)
-      return false;
+      return std::nullopt;
     auto it = owed->find(key_of(*e));
     if (it == owed->end())
-      return false;
-    if (--it->second == 0)
+      return std::nullopt;
+    Seal seal = it->second.front();
+    it->second.pop_front();
+    if (it->second.empty())
       owed->erase(it);
-    return true;
+    return seal;
   };
   // An error as an ordinary message: the manager's error answer on its way back, or something a
   // peer sent. Never fatal.
   self->set_error_handler([self, take_owed, drop](caf::error& err) {
-    if (take_owed(self->current_mailbox_element()))
-      self->make_response_promise().deliver(std::move(err));
+    auto seal = take_owed(self->current_mailbox_element());
+    if (!seal)
+      return (void)drop();
+    if (*seal)
+      self->make_response_promise().deliver(std::move(err), **seal);
     else
-      drop();
+      self->make_response_promise().deliver(std::move(err));
   });
   self->set_default_handler([manager, node, owed, key_of, take_owed, drop](
                                 caf::scheduled_actor* me,
                                 caf::message_view& view) -> caf::result<caf::message> {
     auto* e = me->current_mailbox_element();
     caf::message m = view.move_content_to_message();
+    // A request of the peer protocol ends with its seal (invariant 6): what the manager sees,
+    // and what is classified, is the request without it.
+    const std::optional<PeerNonce> nonce = trailing_nonce(m);
+    if (nonce)
+      m = m.drop_right(1);
     const Classified c = classify(m);
+    auto sealed = [&](caf::message answer) -> caf::message {
+      return nonce ? caf::message::concat(answer, caf::make_message(*nonce)) : answer;
+    };
     // Refusals go only to a request's sender, never to the facade itself.
     const bool answerable =
         e->mid.is_request() && e->sender && e->sender != caf::actor_cast<caf::strong_actor_ptr>(me);
     auto refuse = [&](ErrorCode code, const std::string& why) -> caf::result<caf::message> {
       if (!answerable)
         return drop();
-      return make_rdma_error(code, why);
+      return sealed(caf::make_message(make_rdma_error(code, why)));
     };
     switch (c.kind) {
       case Kind::kAnswer:
-        // The manager answered a forwarded message: answer its sender in our name.
-        if (!take_owed(e))
-          return drop();
-        return m;
+        // The manager answered a forwarded message: answer its sender in our name, sealed as
+        // its request was.
+        if (nonce)
+          return drop();  // the manager's answers carry no seal: a peer's forgery
+        if (auto seal = take_owed(e))
+          return *seal ? caf::message::concat(m, caf::make_message(**seal)) : m;
+        return drop();
       case Kind::kLocalOnly:
         return refuse(ErrorCode::kPermissionDenied,
                       std::string(c.request) + " from " + describe(e->sender) + " refused by " +
@@ -185,8 +282,19 @@ caf::behavior peer_facade(caf::event_based_actor* self, const caf::actor_addr& m
           return refuse(ErrorCode::kPermissionDenied,
                         std::string(c.request) + " from " + describe(e->sender) + " refused by " +
                             *node + ": the peer protocol is for the managers of other nodes");
+        // Its requests come sealed (the notices lane_drop and device_gone are not requests).
+        if (c.answered && !nonce)
+          return refuse(ErrorCode::kInvalidArgument,
+                        std::string(c.request) + " from " + describe(e->sender) + " refused by " +
+                            *node +
+                            ": a peer-protocol request without its seal (PeerNonce); is the "
+                            "sender's caf-rdma older than this node's?");
         break;
       case Kind::kQuestion:
+        if (nonce)
+          return refuse(ErrorCode::kInvalidArgument, std::string("a sealed ") + c.request +
+                                                         " from " + describe(e->sender) +
+                                                         ": questions are asked without a seal");
         break;
     }
     auto target = caf::actor_cast<caf::strong_actor_ptr>(manager);
@@ -194,9 +302,8 @@ caf::behavior peer_facade(caf::event_based_actor* self, const caf::actor_addr& m
       return refuse(ErrorCode::kPeerUnavailable, "the RDMA manager of " + *node + " is gone");
     // The manager answers every request, and asynchronous messages other than lane_drop and
     // device_gone (their handlers return nothing).
-    if (e->mid.is_request() ||
-        (!shaped<lane_drop_atom, uint64_t>(m) && !shaped<device_gone_atom, std::string>(m)))
-      ++(*owed)[key_of(*e)];
+    if (e->mid.is_request() || c.answered)
+      (*owed)[key_of(*e)].push_back(nonce);
     // Invariant 2: the sender and request id stay; the manager's answer comes back to us.
     target->enqueue(
         caf::make_mailbox_element(e->sender, e->mid, {caf::actor_cast<caf::strong_actor_ptr>(me)},
@@ -205,14 +312,21 @@ caf::behavior peer_facade(caf::event_based_actor* self, const caf::actor_addr& m
     return caf::delegated<caf::message>{};
   });
   return {
-      [self](PeerCall& call) -> caf::result<caf::message> {
+      [self, counters](PeerCall& call) -> caf::result<caf::message> {
         if (!call.expects_reply) {
           self->send(call.dest, std::move(call.msg));
           return caf::delegated<caf::message>{};
         }
-        auto rp = self->make_response_promise();
-        auto h = self->request(call.dest, call.timeout, std::move(call.msg));
-        relay_answer(self, h.id(), std::move(rp));
+        // Invariant 6: sealed with a fresh nonce; only its answer goes back to the manager.
+        auto a = std::make_shared<Awaited>();
+        a->rp = self->make_response_promise();
+        secure_random(&a->nonce, sizeof(a->nonce));
+        a->asked = call.dest.node();
+        a->due = std::chrono::steady_clock::now() + call.timeout;
+        auto h = self->request(call.dest, call.timeout,
+                               caf::message::concat(call.msg, caf::make_message(a->nonce)));
+        a->id = h.id();
+        await_answer(self, std::move(a), counters);
         return caf::delegated<caf::message>{};
       },
       [node](FacadeName& n) { *node = std::move(n.name); },

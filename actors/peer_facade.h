@@ -22,16 +22,28 @@
 //     the facade as their sender; a request's answer, or its error, goes back to the manager
 //     once.
 //  4. The facade lives as long as its manager (it monitors it; it holds no strong reference to
-//     it) and never quits for a message it receives (exit, error or down messages from the
-//     network are ignored or answered).
+//     it) and never quits for a message it receives: exit messages are dropped before they
+//     reach its mailbox (CAF lets no actor ignore `kill` once it is there), error and down
+//     messages from the network are ignored or answered.
 //  5. The facade answers only what it owes: a refusal to a request whose sender is not the
 //     facade itself, and the manager's answer to each message it forwarded, once. Any other
 //     answer or error that reaches it is dropped: no frame can make it answer itself, or another
 //     facade, in a loop.
+//  6. Sealed answers: every request the facade sends for its manager carries a fresh PeerNonce
+//     (128 bits from getrandom) as its last element; the asked node's facade strips it before
+//     its manager sees the request and appends it to the answer (value or error). The manager
+//     gets an answer only if it carries that nonce and comes from the node asked; an unsealed
+//     error only if it is CAF's own request timeout at or after the request's deadline.
+//     Anything else that arrives under the request's id (a forged answer or error: CAF 0.17
+//     matches answers by id alone) is dropped, counted (ManagerStats::forged_answers), and the
+//     request keeps waiting for its real answer. CAF's own errors for a peer that went away
+//     are not taken either (nobody can tell them from forged ones): the manager learns of it
+//     from its monitor (down_msg, generated locally) and fails what it had with that peer.
 #pragma once
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/event_based_actor.hpp>
+#include <caf/mailbox_element.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -55,10 +67,32 @@ struct FacadeName {
   std::string name;
 };
 
-/// The facade's behavior; `manager` is the node's manager, `name` its name in errors.
-/// `dropped` counts what it drops (invariant 5; ManagerStats::facade_dropped).
-caf::behavior peer_facade(caf::event_based_actor* self, const caf::actor_addr& manager,
-                          std::string name, const std::shared_ptr<std::atomic<uint64_t>>& dropped);
+/// What the facade dropped, read by its manager's stats.
+struct FacadeCounters {
+  /// Messages nobody was owed an answer for, refusals it could not send, exit messages
+  /// (invariants 4 and 5; ManagerStats::facade_dropped).
+  std::atomic<uint64_t> dropped{0};
+  /// Answers to its requests without their seal or from another node (invariant 6;
+  /// ManagerStats::forged_answers).
+  std::atomic<uint64_t> forged{0};
+};
+
+/// The facade: `manager` is the node's manager, `name` its name in errors.
+class PeerFacade : public caf::event_based_actor {
+public:
+  PeerFacade(caf::actor_config& cfg, caf::actor_addr manager, std::string name,
+             std::shared_ptr<FacadeCounters> counters);
+
+  /// Drops exit messages (invariant 4) before CAF's mailbox sees them.
+  void enqueue(caf::mailbox_element_ptr ptr, caf::execution_unit* eu) override;
+
+  caf::behavior make_behavior() override;
+
+private:
+  caf::actor_addr manager_;
+  std::string name_;
+  std::shared_ptr<FacadeCounters> counters_;
+};
 
 }  // namespace caf_rdma::detail
 

@@ -245,7 +245,7 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
   self_ = self;
   options_ = std::move(options);
   // Peers reach this manager, and it reaches them, only through the facade (peer_facade.h).
-  facade_ = self_->spawn(peer_facade, self_->address(), options_.name, facade_dropped_);
+  facade_ = self_->spawn<PeerFacade>(self_->address(), options_.name, facade_counters_);
   self_->monitor(facade_);
   domain_ = std::move(domain);
   no_rdma_reason_ = std::move(no_rdma_reason);

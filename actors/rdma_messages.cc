@@ -57,6 +57,7 @@ ByteChunk ByteChunk::copy_of(const uint8_t* p, uint64_t n) {
 void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<BufferHandle>("caf_rdma::BufferHandle");
   cfg.add_message_type<BufferRef>("caf_rdma::BufferRef");
+  cfg.add_message_type<PeerNonce>("caf_rdma::PeerNonce");
   cfg.add_message_type<TransferOp>("caf_rdma::TransferOp");
   cfg.add_message_type<std::vector<TransferOp>>("std::vector<caf_rdma::TransferOp>");
   cfg.add_message_type<TransferReply>("caf_rdma::TransferReply");

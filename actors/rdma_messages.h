@@ -76,6 +76,22 @@ typename Inspector::result_type inspect(Inspector& f, BufferRef& x) {
   return f(caf::meta::type_name("caf_rdma::BufferRef"), x.id, x.secret_hi, x.secret_lo);
 }
 
+/// A request's seal in the peer protocol: 128 random bits (getrandom) that the requesting
+/// node's facade appends to every request it sends to another node, and that the answer must
+/// carry back. CAF 0.17 matches an answer to its request by message id alone, and any peer can
+/// send a message with any response id: an answer without the request's seal, or from a node
+/// other than the one asked, is dropped and counted (ManagerStats::forged_answers), never
+/// taken for the answer. Travels only inside the peer protocol (actors/peer_facade.h).
+struct PeerNonce {
+  uint64_t hi = 0;
+  uint64_t lo = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, PeerNonce& x) {
+  return f(caf::meta::type_name("caf_rdma::PeerNonce"), x.hi, x.lo);
+}
+
 /// The reference to `h` for its owner.
 inline BufferRef ref_of(const BufferHandle& h) {
   return BufferRef{h.id, h.secret_hi, h.secret_lo};
@@ -260,6 +276,9 @@ struct ManagerStats {
   /// Messages from the network its facade dropped: answers or errors nobody was owed, and
   /// refusals it could not send back (a forged or asynchronous sender).
   uint64_t facade_dropped = 0;
+  /// Answers to this node's peer requests that were dropped because they did not carry the
+  /// request's seal (PeerNonce) or came from a node other than the one asked: forged answers.
+  uint64_t forged_answers = 0;
   /// Queue pairs on the device's shared completion queue (the managers' QPs with their peers
   /// and the peer side of direct lanes; a lane's own QP has a CQ of its own).
   uint64_t shared_cq_qps = 0;
@@ -280,8 +299,8 @@ typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
            x.rdma_bytes, x.fallback_ops, x.fallback_bytes, x.errors, x.live_qps, x.handshakes,
            x.registered_buffers, x.registered_bytes, x.served_fallback_bytes, x.stream_ops,
            x.direct_ops, x.lanes, x.busy_buffers, x.device_losses, x.device_reopens,
-           x.facade_dropped, x.shared_cq_qps, x.polled_cqs, x.staged_chunks, x.staged_overlapped,
-           x.no_rdma_reason);
+           x.facade_dropped, x.forged_answers, x.shared_cq_qps, x.polled_cqs, x.staged_chunks,
+           x.staged_overlapped, x.no_rdma_reason);
 }
 
 /// Registers every message type above. Call on the config of every actor system that talks

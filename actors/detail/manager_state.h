@@ -4,7 +4,9 @@
 //  1. Buffer ids are never reused; a released id stays known as released.
 //  2. A buffer released while transfers use it is refused to new transfers at once, and its
 //     release reply (after which the caller may free the memory) waits until those transfers
-//     have finished: no byte moves into memory the caller already freed.
+//     have finished: no byte moves into memory the caller already freed. Stream grants on it
+//     that no client claimed yet are withdrawn at the release (a holder cannot make it wait
+//     up to max_timeout); claimed ones are transfers in flight and are waited for.
 //  3. For each peer manager, this manager initiates at most one queue pair (created by one
 //     handshake; concurrent first transfers wait for it) and accepts at most one from that peer
 //     (a new handshake from the peer replaces it). Ops are only posted on initiated QPs.
@@ -274,6 +276,8 @@ public:
   void stream_expire(uint64_t token);
   /// Ends grant `token`'s hold on its buffer (once).
   void end_grant(uint64_t token);
+  /// Withdraws the grants on local buffer `buffer` that no client claimed yet (at its release).
+  void revoke_unclaimed_grants(uint64_t buffer);
 
   // -- peers and queue pairs (manager_peers.cc) --
   caf::result<QpInfoMsg> accept_connect(const QpInfoMsg& remote);
@@ -446,9 +450,8 @@ private:
   Self self_ = nullptr;
   /// Published in the manager's place; every message to or from another node passes it.
   caf::actor facade_;
-  /// What the facade dropped (ManagerStats::facade_dropped).
-  std::shared_ptr<std::atomic<uint64_t>> facade_dropped_ =
-      std::make_shared<std::atomic<uint64_t>>(0);
+  /// What the facade dropped (ManagerStats::facade_dropped, forged_answers).
+  std::shared_ptr<FacadeCounters> facade_counters_ = std::make_shared<FacadeCounters>();
   ManagerOptions options_;
   bool named_ = false;  ///< set_name was taken
   std::shared_ptr<RdmaDomain> domain_;

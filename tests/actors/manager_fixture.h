@@ -12,12 +12,15 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "actors/rdma_errors.h"
 #include "actors/rdma_node.h"
+#include "components/secure_random.h"
 
 namespace caf_rdma::testing {
 
@@ -195,17 +198,78 @@ inline BufferHandle remote_view(TestNode& owner, TestNode& user, const Memory& m
   return remote_view(owner, user, m.addr(), m.bytes.size(), name, a);
 }
 
-/// A stand-in owner manager that never answers fetch, store or handshakes.
+/// A peer-protocol request as a peer node's facade sends it: sealed with a fresh PeerNonce
+/// (actors/peer_facade.h, invariant 6). The answer counts only if it carries the nonce back;
+/// an unsealed error (CAF's own, e.g. its timeout) is returned as it is.
+template <class T, class... Ts>
+caf::expected<T> sealed_request(caf::scoped_actor& self, const caf::actor& dest,
+                                std::chrono::milliseconds timeout, Ts&&... xs) {
+  PeerNonce nonce;
+  secure_random(&nonce, sizeof(nonce));
+  caf::expected<T> out{caf::make_error(caf::sec::unexpected_response, "no answer")};
+  auto mine = [&](const caf::message& m) {
+    const auto& n = m.get_as<PeerNonce>(1);
+    return n.hi == nonce.hi && n.lo == nonce.lo;
+  };
+  self->request(dest, timeout, caf::make_message(std::forward<Ts>(xs)..., nonce))
+      .receive([&](caf::error& e) { out = std::move(e); },
+               caf::others >> [&](caf::message_view& v) -> caf::result<caf::message> {
+                 caf::message m = v.move_content_to_message();
+                 if (m.match_elements<T, PeerNonce>() && mine(m))
+                   out = m.get_as<T>(0);
+                 else if (m.match_elements<caf::error, PeerNonce>() && mine(m))
+                   out = m.get_as<caf::error>(0);
+                 else
+                   out = caf::make_error(caf::sec::unexpected_response,
+                                         "not a sealed answer: " + caf::to_string(m));
+                 return caf::message{};
+               });
+  return out;
+}
+
+/// A stand-in owner manager that never answers fetch, store or handshakes (each comes sealed).
 inline caf::behavior silent(caf::event_based_actor*) {
-  return {[](fetch_atom, const BufferRef&, uint64_t, uint64_t) -> caf::result<ByteChunk> {
-            return caf::delegated<ByteChunk>();  // never answers
+  auto never = [] { return caf::delegated<caf::message>(); };
+  return {[never](fetch_atom, const BufferRef&, uint64_t, uint64_t, const PeerNonce&) {
+            return never();
           },
-          [](store_atom, const BufferRef&, uint64_t, const ByteChunk&) -> caf::result<uint64_t> {
-            return caf::delegated<uint64_t>();
+          [never](store_atom, const BufferRef&, uint64_t, const ByteChunk&, const PeerNonce&) {
+            return never();
           },
-          [](qp_connect_atom, const QpInfoMsg&) -> caf::result<QpInfoMsg> {
-            return caf::delegated<QpInfoMsg>();
-          }};
+          [never](qp_connect_atom, const QpInfoMsg&, const PeerNonce&) { return never(); }};
+}
+
+using stand_in_go_atom = caf::atom_constant<caf::atom("stand_go")>;
+
+/// A stand-in owner manager (spawn it in the requester's actor system): holds the first fetch
+/// it gets (sealed, as peers send them) until told `stand_in_go_atom`, then answers it, sealed,
+/// with pattern(i, seed) for its length; `asked` is set when the fetch arrived.
+inline caf::behavior held_fetch_owner(caf::event_based_actor* self,
+                                      const std::shared_ptr<std::promise<void>>& asked,
+                                      uint32_t seed) {
+  struct Held {
+    caf::response_promise rp;
+    PeerNonce nonce;
+    uint64_t length = 0;
+  };
+  auto held = std::make_shared<std::optional<Held>>();
+  return {
+      [=](fetch_atom, const BufferRef&, uint64_t, uint64_t length, const PeerNonce& n) {
+        if (!*held) {
+          *held = Held{self->make_response_promise(), n, length};
+          asked->set_value();
+        }
+        return caf::delegated<caf::message>();
+      },
+      [=](stand_in_go_atom) {
+        if (!*held)
+          return;
+        ByteChunk c = ByteChunk::allocate((*held)->length);
+        for (uint64_t i = 0; i < c.size; ++i)
+          c.owned[i] = pattern(i, seed);
+        (*held)->rp.deliver(std::move(c), (*held)->nonce);
+      },
+  };
 }
 
 /// A handle like `local` whose "owner" is `mute`, which never answers (fallback requests and

@@ -151,8 +151,10 @@ TEST_F(RevocationTest, AQuestionToAnOwnerThatDiesFailsWithPeerUnavailable) {
         asked->set_value();
       };
       return {
-          [take](buf_check_atom, const BufferRef&, uint64_t, uint64_t, uint8_t) { take(); },
-          [take](checksum_atom, const BufferRef&, uint64_t, uint64_t) { take(); },
+          [take](buf_check_atom, const BufferRef&, uint64_t, uint64_t, uint8_t, const PeerNonce&) {
+            take();
+          },
+          [take](checksum_atom, const BufferRef&, uint64_t, uint64_t, const PeerNonce&) { take(); },
       };
     });
     BufferHandle h;

@@ -182,18 +182,19 @@ TEST_F(StreamTest, AnOwnerWithoutAStreamChannelIsServedInChunks) {
 using slow_go_atom = caf::atom_constant<caf::atom("slowgo")>;
 caf::behavior slow_owner(caf::event_based_actor* self, std::chrono::milliseconds delay,
                          const std::shared_ptr<std::atomic<int64_t>>& answered_at) {
-  auto waiting = std::make_shared<std::vector<caf::response_promise>>();
+  // Each chunk comes sealed (actors/peer_facade.h, invariant 6): the answer carries the seal.
+  auto waiting = std::make_shared<std::vector<std::pair<caf::response_promise, PeerNonce>>>();
   return {
-      [=](store_atom, const BufferRef&, uint64_t, const ByteChunk&) -> caf::result<uint64_t> {
-        waiting->push_back(self->make_response_promise());
+      [=](store_atom, const BufferRef&, uint64_t, const ByteChunk&, const PeerNonce& n) {
+        waiting->emplace_back(self->make_response_promise(), n);
         self->delayed_send(self, delay, slow_go_atom::value);
-        return caf::delegated<uint64_t>();
+        return caf::delegated<caf::message>();
       },
       [=](slow_go_atom) {
         if (waiting->empty())
           return;
         answered_at->store(std::chrono::steady_clock::now().time_since_epoch().count());
-        waiting->front().deliver(uint64_t{0});
+        waiting->front().first.deliver(uint64_t{0}, waiting->front().second);
         waiting->erase(waiting->begin());
       },
   };

@@ -11,9 +11,16 @@
 
 #include <caf/all.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <future>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "tests/actors/manager_fixture.h"
 #include "tests/rdma_test.h"
@@ -194,10 +201,10 @@ TEST_F(ForgedSenderTest, TheFacadeNeverAnswersItself) {
   EXPECT_EQ(victim_->stats().registered_buffers, 0u);
 }
 
-// Exit messages from the network: an ordinary one does not stop the facade (it goes on
-// serving); CAF's `kill`, which no actor can ignore, stops the facade, but not the manager
-// behind it (the attacker cannot address it): the node's own actors keep working.
-TEST_F(ForgedSenderTest, ExitMessagesFromTheNetworkCannotStopTheManager) {
+// Exit messages from the network, CAF's `kill` included (which no actor can ignore once it is
+// in its mailbox), do not stop the facade: it drops them before its mailbox (facade invariant
+// 4), counts them, and goes on serving peers; the manager behind it serves its node.
+TEST_F(ForgedSenderTest, ExitMessagesFromTheNetworkStopNeitherTheFacadeNorTheManager) {
   auto c = connect_raw();
   ASSERT_TRUE(c);
   std::string err;
@@ -206,26 +213,43 @@ TEST_F(ForgedSenderTest, ExitMessagesFromTheNetworkCannotStopTheManager) {
   auto exit = [](caf::exit_reason why) {
     return caf::make_message(caf::exit_msg{caf::actor_addr{}, caf::make_error(why)});
   };
-  ASSERT_TRUE(c->send_direct(9, published, caf::make_message_id(),
-                             exit(caf::exit_reason::user_shutdown), &err))
-      << err;
-  barrier(*c, 1);  // the facade still answers
+  const uint64_t before = victim_->stats().facade_dropped;
   caf::scoped_actor watcher{victim_->node().system()};
   auto facade = victim_->node().system().registry().get(published);
   ASSERT_NE(facade, nullptr);
   watcher->monitor(facade);
-  ASSERT_TRUE(c->send_routed(c->server_node(), published, manager, caf::make_message_id(),
-                             exit(caf::exit_reason::kill), &err))
+  ASSERT_TRUE(c->send_direct(9, published, caf::make_message_id(),
+                             exit(caf::exit_reason::user_shutdown), &err))
       << err;
   ASSERT_TRUE(
       c->send_direct(9, published, caf::make_message_id(), exit(caf::exit_reason::kill), &err))
       << err;
+  ASSERT_TRUE(c->send_routed(c->server_node(), published, published, caf::make_message_id(),
+                             exit(caf::exit_reason::kill), &err))
+      << err;
+  ASSERT_TRUE(c->send_routed(c->server_node(), published, manager, caf::make_message_id(),
+                             exit(caf::exit_reason::kill), &err))
+      << err;
+  barrier(*c, 1);  // the facade took every frame before and still answers
+  EXPECT_EQ(victim_->stats().facade_dropped, before + 3) << "the three exit messages to the facade";
   bool down = false;
   watcher->receive([&](caf::down_msg&) { down = true; },
-                   caf::after(std::chrono::seconds(30)) >> [] {});
-  ASSERT_TRUE(down) << "the facade survived a kill (CAF lets no actor ignore one)";
-  // The manager serves its node: a registration and a transfer whose every byte is checked.
-  Memory a(8192, 4), b(8192, 0);
+                   caf::after(std::chrono::milliseconds(0)) >> [] {});
+  EXPECT_FALSE(down) << "the facade stopped";
+  // A peer node still reads through the facade, every byte checked...
+  auto peer = start_node();
+  ASSERT_TRUE(peer);
+  Memory theirs(8192, 4);
+  BufferHandle remote = remote_view(*victim_, *peer, theirs, "after-kill");
+  ASSERT_NE(remote.id, 0u);
+  Memory into(8192, 0);
+  auto local = peer->request_buffer(into);
+  ASSERT_TRUE(local) << error_message(local.error());
+  auto r = peer->transfer(make_read(*local, remote));
+  ASSERT_TRUE(r) << error_message(r.error());
+  EXPECT_EQ(into.bytes, theirs.bytes);
+  // ...and the manager serves its node.
+  Memory a(8192, 5), b(8192, 0);
   auto ha = victim_->request_buffer(a);
   ASSERT_TRUE(ha) << error_message(ha.error());
   auto hb = victim_->request_buffer(b);
@@ -233,6 +257,118 @@ TEST_F(ForgedSenderTest, ExitMessagesFromTheNetworkCannotStopTheManager) {
   auto w = victim_->transfer(make_write(*ha, *hb));
   ASSERT_TRUE(w) << error_message(w.error());
   EXPECT_EQ(a.bytes, b.bytes);
+}
+
+// Forged answers (facade invariant 6). CAF 0.17 matches an answer to its request by message id
+// alone, and the facade's request ids are small sequential numbers: a peer that sprays "answers"
+// over them put its bytes into the victim's reads (about 1 read in 20 under a spray) and failed
+// others with errors of its choosing. Now every request is sealed with a nonce the answer must
+// carry, from the node asked.
+/// What an attacker sends under response id `id`: bytes of its own (with a nonce of its own, and
+/// without one), errors (sealed with a nonce of its own, and not), and CAF's request timeout.
+std::vector<caf::message> forgeries() {
+  ByteChunk bytes = ByteChunk::allocate(4096);
+  std::memset(bytes.owned.get(), 0xEE, 4096);
+  PeerNonce guess{0x1234, 0x5678};
+  auto forged_error = make_rdma_error(ErrorCode::kReleased, "forged by the attacker");
+  return {caf::make_message(bytes, guess), caf::make_message(bytes),
+          caf::make_message(forged_error, guess), caf::make_message(forged_error),
+          caf::make_message(caf::make_error(caf::sec::request_timeout))};
+}
+
+TEST_F(ForgedSenderTest, ForgedAnswersNeverBecomeTheAnswer) {
+  // 1. One read held at a stand-in owner: the only request the facade awaits. Every forgery
+  //    under every early response id, as the facade itself (the registry resolves it: its node
+  //    is the node asked); each that meets the awaited id is dropped and counted, and the read
+  //    ends with the owner's bytes.
+  auto& sys = victim_->node().system();
+  auto asked = std::make_shared<std::promise<void>>();
+  auto asked_future = asked->get_future();
+  auto owner = sys.spawn(held_fetch_owner, asked, 61);
+  Memory into(4096, 0), fake(4096, 0);
+  auto local = victim_->request_buffer(into);
+  ASSERT_TRUE(local) << error_message(local.error());
+  BufferHandle remote = owned_by_mute(*local, owner, fake);
+  caf::scoped_actor self{sys};
+  auto pending = self->request(victim_->manager(), std::chrono::seconds(60), transfer_atom::value,
+                               make_read(*local, remote), uint32_t{30000});
+  ASSERT_EQ(asked_future.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+      << "the read never reached the stand-in owner";
+  auto c = connect_raw();
+  ASSERT_TRUE(c);
+  const caf::node_id victim = c->server_node();
+  const caf::actor_id published = c->published_actor();
+  const uint64_t before = victim_->stats().forged_answers;
+  const auto forged = forgeries();
+  std::string err;
+  for (uint64_t id = 1; id <= 64; ++id)
+    for (const auto& m : forged)
+      ASSERT_TRUE(c->send_routed(victim, published, published,
+                                 caf::make_message_id(id).response_id(), m, &err))
+          << err;
+  barrier(*c, 1000);
+  // The awaited id is among 1..64 (the facade's first requests): each forgery under it counted.
+  EXPECT_EQ(victim_->stats().forged_answers, before + forged.size());
+  caf::anon_send(owner, stand_in_go_atom::value);
+  bool done = false;
+  pending.receive(
+      [&](TransferReply& r) {
+        done = true;
+        EXPECT_EQ(r.bytes, 4096u);
+      },
+      [&](caf::error& e) { ADD_FAILURE() << "the read failed: " << error_message(e); });
+  ASSERT_TRUE(done);
+  for (uint64_t i = 0; i < 4096; ++i)
+    ASSERT_EQ(into.bytes[i], pattern(i, 61)) << "byte " << i << " is not the owner's";
+  caf::anon_send_exit(owner, caf::exit_reason::user_shutdown);
+
+  // 2. Reads from a real peer in a loop while a second connection sprays forgeries that claim
+  //    that peer's node and facade over the facade's id window: no read takes the attacker's
+  //    bytes or errors.
+  auto peer = start_node();
+  ASSERT_TRUE(peer);
+  Memory theirs(4096, 62);
+  BufferHandle from_peer = remote_view(*peer, *victim_, theirs, "sprayed");
+  ASSERT_NE(from_peer.id, 0u);
+  const caf::node_id peer_node = from_peer.owner.node();
+  const caf::actor_id peer_facade = from_peer.owner.id();
+  auto sprayer = connect_raw();
+  ASSERT_TRUE(sprayer);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> sprayed{0};
+  std::thread spray([&] {
+    std::string e;
+    for (uint64_t round = 0; !stop.load(); ++round)
+      for (uint64_t id = 1; id <= 600 && !stop.load(); ++id)
+        for (const auto& m : forged) {
+          if (!sprayer->send_routed(peer_node, peer_facade, published,
+                                    caf::make_message_id(id).response_id(), m, &e))
+            return;
+          sprayer->drain(&e);
+          ++sprayed;
+        }
+  });
+  const uint64_t mid = victim_->stats().forged_answers;
+  int wrong = 0, failed = 0;
+  for (int i = 0; i < 300; ++i) {
+    std::fill(into.bytes.begin(), into.bytes.end(), 0);
+    auto r = victim_->transfer(make_read(*local, from_peer));
+    if (!r) {
+      ++failed;
+      ADD_FAILURE() << "read " << i << " failed: " << error_message(r.error());
+      continue;
+    }
+    if (into.bytes != theirs.bytes)
+      ++wrong;
+  }
+  stop = true;
+  spray.join();
+  EXPECT_EQ(wrong, 0) << "reads that took the attacker's bytes";
+  EXPECT_EQ(failed, 0) << "reads failed by forged errors";
+  EXPECT_GT(sprayed.load(), 0u);
+  std::printf("sprayed %llu forged answers during 300 reads: %llu dropped as forged\n",
+              static_cast<unsigned long long>(sprayed.load()),
+              static_cast<unsigned long long>(victim_->stats().forged_answers - mid));
 }
 
 // A program that connects to every node of a list, its own included, gets its own manager for
