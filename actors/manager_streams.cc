@@ -177,7 +177,8 @@ void ManagerState::stream_done(uint64_t ticket, uint32_t index, uint64_t local_i
   if (it != transfers_.end())
     it->second.ops[index].streaming = false;
   if (it != transfers_.end() && !it->second.ops[index].done) {
-    const bool job_timed_out = outcome.code == static_cast<uint8_t>(ErrorCode::kTimeout);
+    const bool job_timed_out = outcome.code == static_cast<uint8_t>(ErrorCode::kTimeout) &&
+                               std::chrono::steady_clock::now() >= it->second.due;
     if ((it->second.timed_out || job_timed_out) && !outcome.ok()) {
       // Its transfer timed out and waited for the job to stop, or the job stopped at its
       // deadline (the transfer's) just before the transfer's own timeout: that is the error.

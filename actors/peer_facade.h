@@ -39,6 +39,8 @@
 //     request keeps waiting for its real answer. CAF's own errors for a peer that went away
 //     are not taken either (nobody can tell them from forged ones): the manager learns of it
 //     from its monitor (down_msg, generated locally) and fails what it had with that peer.
+//     Questions (dir_get, stats, peer_state) may come sealed as well (RdmaClient seals those it
+//     asks another node's facade, and takes only the sealed answer); they are answered sealed.
 #pragma once
 
 #include <caf/allowed_unsafe_message_type.hpp>

@@ -9,6 +9,7 @@
 #include "actors/rdma_errors.h"
 #include "actors/transfer_checks.h"
 #include "components/checksum.h"
+#include "components/secure_random.h"
 
 namespace caf_rdma {
 
@@ -42,10 +43,44 @@ RdmaClient::~RdmaClient() = default;
 template <class T, class... Ts>
 Result<T> RdmaClient::call(std::chrono::milliseconds timeout, Ts&&... xs) {
   std::optional<Result<T>> out;
-  (*self_)
-      ->request(manager_, timeout, std::forward<Ts>(xs)...)
-      .receive([&](T& value) { out.emplace(std::move(value)); },
-               [&](caf::error& err) { out.emplace(to_error(err)); });
+  if (manager_.node() == sys_.node()) {
+    (*self_)
+        ->request(manager_, timeout, std::forward<Ts>(xs)...)
+        .receive([&](T& value) { out.emplace(std::move(value)); },
+                 [&](caf::error& err) { out.emplace(to_error(err)); });
+  } else {
+    // Another node's facade: the question goes sealed and only its sealed answer counts
+    // (actors/peer_facade.h, invariant 6); whatever else arrives under its id is skipped.
+    PeerNonce nonce;
+    secure_random(&nonce, sizeof(nonce));
+    const auto due = std::chrono::steady_clock::now() + timeout;
+    const caf::node_id asked = manager_.node();
+    auto handle = (*self_)->request(caf::actor_cast<caf::actor>(manager_), timeout,
+                                    caf::make_message(std::forward<Ts>(xs)..., nonce));
+    while (!out) {
+      handle.receive(
+          [&](caf::error& err) {
+            // Unsealed: only CAF's own timeout, once the deadline passed.
+            if (err == caf::sec::request_timeout && std::chrono::steady_clock::now() >= due)
+              out.emplace(to_error(err));
+          },
+          caf::others >> [&](caf::message_view& view) -> caf::result<caf::message> {
+            caf::message m = view.move_content_to_message();
+            const auto* e = (*self_)->current_mailbox_element();
+            const bool from_asked = e != nullptr && e->sender && e->sender->node() == asked;
+            if (!from_asked || m.size() != 2 || !m.match_element<PeerNonce>(1))
+              return caf::message{};
+            const auto& n = m.get_as<PeerNonce>(1);
+            if (((n.hi ^ nonce.hi) | (n.lo ^ nonce.lo)) != 0)
+              return caf::message{};
+            if (m.match_element<T>(0))
+              out.emplace(m.get_as<T>(0));
+            else if (m.match_element<caf::error>(0))
+              out.emplace(to_error(m.get_as<caf::error>(0)));
+            return caf::message{};
+          });
+    }
+  }
   if (!out)
     return Error(ErrorCode::kInternal, "no reply from the manager");
   return std::move(*out);

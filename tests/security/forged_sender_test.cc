@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "actors/rdma_client.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/rdma_test.h"
 #include "tests/security/raw_basp_client.h"
@@ -44,9 +45,10 @@ protected:
   }
 
   /// A hostile raw BASP connection to the victim's port.
-  std::optional<RawBaspClient> connect_raw() {
+  std::optional<RawBaspClient> connect_raw(TestNode* to = nullptr) {
+    TestNode& n = to != nullptr ? *to : *victim_;
     std::string err;
-    auto c = RawBaspClient::connect(victim_->node().system(), "127.0.0.1", victim_->node().port(),
+    auto c = RawBaspClient::connect(n.node().system(), "127.0.0.1", n.node().port(),
                                     std::chrono::seconds(10), &err);
     EXPECT_TRUE(c.has_value()) << err;
     return c;
@@ -280,25 +282,31 @@ TEST_F(ForgedSenderTest, ForgedAnswersNeverBecomeTheAnswer) {
   // 1. One read held at a stand-in owner: the only request the facade awaits. Every forgery
   //    under every early response id, as the facade itself (the registry resolves it: its node
   //    is the node asked); each that meets the awaited id is dropped and counted, and the read
-  //    ends with the owner's bytes.
-  auto& sys = victim_->node().system();
+  //    ends with the owner's bytes. On a node forced to the fallback (the stand-in speaks the
+  //    fallback's fetch; the facade is the same on every transport).
+  NodeOptions fo;
+  fo.manager.mode = TransportMode::kFallback;
+  auto started = RdmaNode::start(fo);
+  ASSERT_TRUE(started.ok()) << started.error().to_string();
+  TestNode fb(std::move(*started));
+  auto& sys = fb.node().system();
   auto asked = std::make_shared<std::promise<void>>();
   auto asked_future = asked->get_future();
   auto owner = sys.spawn(held_fetch_owner, asked, 61);
   Memory into(4096, 0), fake(4096, 0);
-  auto local = victim_->request_buffer(into);
+  auto local = fb.request_buffer(into);
   ASSERT_TRUE(local) << error_message(local.error());
   BufferHandle remote = owned_by_mute(*local, owner, fake);
   caf::scoped_actor self{sys};
-  auto pending = self->request(victim_->manager(), std::chrono::seconds(60), transfer_atom::value,
+  auto pending = self->request(fb.manager(), std::chrono::seconds(60), transfer_atom::value,
                                make_read(*local, remote), uint32_t{30000});
   ASSERT_EQ(asked_future.wait_for(std::chrono::seconds(30)), std::future_status::ready)
       << "the read never reached the stand-in owner";
-  auto c = connect_raw();
+  auto c = connect_raw(&fb);
   ASSERT_TRUE(c);
   const caf::node_id victim = c->server_node();
   const caf::actor_id published = c->published_actor();
-  const uint64_t before = victim_->stats().forged_answers;
+  const uint64_t before = fb.stats().forged_answers;
   const auto forged = forgeries();
   std::string err;
   for (uint64_t id = 1; id <= 64; ++id)
@@ -308,7 +316,7 @@ TEST_F(ForgedSenderTest, ForgedAnswersNeverBecomeTheAnswer) {
           << err;
   barrier(*c, 1000);
   // The awaited id is among 1..64 (the facade's first requests): each forgery under it counted.
-  EXPECT_EQ(victim_->stats().forged_answers, before + forged.size());
+  EXPECT_EQ(fb.stats().forged_answers, before + forged.size());
   caf::anon_send(owner, stand_in_go_atom::value);
   bool done = false;
   pending.receive(
@@ -334,6 +342,10 @@ TEST_F(ForgedSenderTest, ForgedAnswersNeverBecomeTheAnswer) {
   const caf::actor_id peer_facade = from_peer.owner.id();
   auto sprayer = connect_raw();
   ASSERT_TRUE(sprayer);
+  const caf::actor_id victim_facade = sprayer->published_actor();
+  Memory mine(4096, 0);
+  auto into_victim = victim_->request_buffer(mine);
+  ASSERT_TRUE(into_victim) << error_message(into_victim.error());
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> sprayed{0};
   std::thread spray([&] {
@@ -341,7 +353,7 @@ TEST_F(ForgedSenderTest, ForgedAnswersNeverBecomeTheAnswer) {
     for (uint64_t round = 0; !stop.load(); ++round)
       for (uint64_t id = 1; id <= 600 && !stop.load(); ++id)
         for (const auto& m : forged) {
-          if (!sprayer->send_routed(peer_node, peer_facade, published,
+          if (!sprayer->send_routed(peer_node, peer_facade, victim_facade,
                                     caf::make_message_id(id).response_id(), m, &e))
             return;
           sprayer->drain(&e);
@@ -351,14 +363,14 @@ TEST_F(ForgedSenderTest, ForgedAnswersNeverBecomeTheAnswer) {
   const uint64_t mid = victim_->stats().forged_answers;
   int wrong = 0, failed = 0;
   for (int i = 0; i < 300; ++i) {
-    std::fill(into.bytes.begin(), into.bytes.end(), 0);
-    auto r = victim_->transfer(make_read(*local, from_peer));
+    std::fill(mine.bytes.begin(), mine.bytes.end(), 0);
+    auto r = victim_->transfer(make_read(*into_victim, from_peer));
     if (!r) {
       ++failed;
       ADD_FAILURE() << "read " << i << " failed: " << error_message(r.error());
       continue;
     }
-    if (into.bytes != theirs.bytes)
+    if (mine.bytes != theirs.bytes)
       ++wrong;
   }
   stop = true;
@@ -369,6 +381,55 @@ TEST_F(ForgedSenderTest, ForgedAnswersNeverBecomeTheAnswer) {
   std::printf("sprayed %llu forged answers during 300 reads: %llu dropped as forged\n",
               static_cast<unsigned long long>(sprayed.load()),
               static_cast<unsigned long long>(victim_->stats().forged_answers - mid));
+}
+
+// The same for a question RdmaClient asks another node's facade (here a directory lookup that
+// waits for its name): forged handles sprayed at the victim's actors under early response ids,
+// claiming the asked node, never become the answer (a forged handle would send the victim's
+// bytes to the attacker's buffer).
+TEST_F(ForgedSenderTest, ForgedAnswersToRdmaClientsQuestionsAreSkipped) {
+  auto peer = start_node();
+  ASSERT_TRUE(peer);
+  Memory theirs(4096, 63);
+  auto real = peer->request_buffer(theirs);
+  ASSERT_TRUE(real) << error_message(real.error());
+  auto facade = victim_->node().remote_manager("127.0.0.1", peer->node().port());
+  ASSERT_TRUE(facade.ok()) << facade.error().to_string();
+  const caf::node_id peer_node = facade->node();
+  const caf::actor_id peer_facade = facade->id();
+  BufferHandle evil = *real;
+  evil.addr = reinterpret_cast<uint64_t>(g_secret);
+  evil.secret_lo ^= 1;
+  std::promise<Result<BufferHandle>> got;
+  auto got_future = got.get_future();
+  std::thread asker([&] {
+    RdmaClient client(victim_->node().system(), *facade);
+    got.set_value(client.get("late", 20000));
+  });
+  auto c = connect_raw();
+  ASSERT_TRUE(c);
+  std::string err;
+  const PeerNonce guess{1, 2};
+  uint64_t sprayed = 0;
+  for (int round = 0; round < 2; ++round)
+    for (caf::actor_id dest = 1; dest <= 64; ++dest)
+      for (uint64_t id = 1; id <= 8; ++id)
+        for (const auto& m : {caf::make_message(evil), caf::make_message(evil, guess)}) {
+          ASSERT_TRUE(c->send_routed(peer_node, peer_facade, dest,
+                                     caf::make_message_id(id).response_id(), m, &err))
+              << err;
+          ++sprayed;
+        }
+  barrier(*c, 5000);
+  Status put = RdmaClient(peer->node().system(), peer->manager()).put("late", *real);
+  ASSERT_TRUE(put.ok()) << put.error().to_string();
+  ASSERT_EQ(got_future.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  asker.join();
+  auto h = got_future.get();
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  EXPECT_EQ(h->addr, real->addr) << "the client took a forged handle (" << sprayed << " sprayed)";
+  EXPECT_EQ(h->secret_lo, real->secret_lo);
+  EXPECT_EQ(h->id, real->id);
 }
 
 // A program that connects to every node of a list, its own included, gets its own manager for
