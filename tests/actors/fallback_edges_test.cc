@@ -25,9 +25,10 @@ namespace {
 
 constexpr uint64_t kChunk = 16 << 10;
 
-std::unique_ptr<TestNode> fallback_node() {
+std::unique_ptr<TestNode> fallback_node(bool verify = false) {
   NodeOptions o;
   o.manager.mode = TransportMode::kFallback;
+  o.manager.verify = verify;
   o.manager.stream_min_bytes = 256 << 10;
   o.manager.fallback_chunk_bytes = kChunk;
   auto n = RdmaNode::start(o);
@@ -78,6 +79,33 @@ TEST_F(FallbackEdgesTest, ChunkedTransfersLandEachChunkAtItsOffset) {
     const uint8_t want = in ? theirs.bytes[i - 11 + kRemoteOff] : 0;
     ASSERT_EQ(back.bytes[i], want) << "read byte " << i << (in ? " (read)" : " (outside)");
   }
+}
+
+// Verify mode checks the RDMA paths only (README "Verify mode"); on the fallback it changes
+// nothing: chunked and streamed transfers between verifying nodes move every byte, unchecked by
+// an extra checksum round (no data_mismatch, no extra question to the owner).
+TEST_F(FallbackEdgesTest, VerifyModeLeavesTheFallbackAsItIs) {
+  auto owner = fallback_node(true), user = fallback_node(true);
+  ASSERT_TRUE(owner && user);
+  for (uint64_t len : {uint64_t{3 * kChunk + 1}, uint64_t{(1 << 20) + 3}}) {  // chunks, stream
+    SCOPED_TRACE(len);
+    Memory theirs(len, 24), mine(len, 25);
+    auto hm = user->request_buffer(mine);
+    ASSERT_TRUE(hm);
+    BufferHandle remote = remote_view(*owner, *user, theirs, "verified-" + std::to_string(len));
+    auto r = user->transfer(make_read(*hm, remote));
+    ASSERT_TRUE(r) << error_message(r.error());
+    EXPECT_EQ(r->path, kPathFallback);
+    EXPECT_EQ(mine.bytes, theirs.bytes);
+    Memory out(len, 26);
+    auto ho = user->request_buffer(out);
+    ASSERT_TRUE(ho);
+    auto w = user->transfer(make_write(*ho, remote));
+    ASSERT_TRUE(w) << error_message(w.error());
+    ASSERT_TRUE(owner->wait_quiet());
+    EXPECT_EQ(theirs.bytes, out.bytes);
+  }
+  EXPECT_EQ(user->stats().errors, 0u);
 }
 
 /// A stand-in owner for chunked writes: refuses the chunk at `bad_offset` at once (sealed, with
