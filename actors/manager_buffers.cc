@@ -325,6 +325,7 @@ ManagerStats ManagerState::stats() const {
   s.handshakes = counters_.handshakes;
   s.served_fallback_bytes = counters_.served_fallback_bytes;
   s.stream_ops = counters_.stream_ops;
+  s.stream_refused = counters_.stream_refused;
   s.facade_dropped = facade_counters_->dropped.load(std::memory_order_relaxed);
   s.forged_answers = facade_counters_->forged.load(std::memory_order_relaxed);
   auto direct = registry_->counters();

@@ -1,7 +1,9 @@
 // RdmaManagerActor: the fallback's stream channel. A large fallback transfer between host
 // buffers asks the owner for a grant over CAF (the owner checks and holds its buffer), then the
-// requester's StreamClient moves the bytes over a plain TCP connection straight between the two
-// registered buffers, and both sides learn the end through internal messages.
+// requester's StreamClient moves the bytes over a TCP connection (TLS between nodes with
+// credentials) straight between the two registered buffers, and both sides learn the end
+// through internal messages. A stream the owner refused before taking it moves in CAF chunks
+// instead (manager invariant 11).
 #include "actors/detail/manager_state.h"
 
 namespace caf_rdma::detail {
@@ -152,10 +154,11 @@ void ManagerState::start_stream(uint64_t ticket, uint32_t index) {
             o.streaming = true;  // a timeout reply waits for the job to stop (stream_done)
             caf::actor_addr me = self_->address();
             uint64_t local_id = o.op.local.id;
-            job.done = [me, ticket, index, local_id](const Status& st) {
-              TransferOutcome out = st.ok() ? TransferOutcome{} : outcome_of(st.error());
+            job.done = [me, ticket, index, local_id](StreamEnd end) {
+              TransferOutcome out =
+                  end.status.ok() ? TransferOutcome{} : outcome_of(end.status.error());
               if (auto h = caf::actor_cast<caf::actor>(me))
-                caf::anon_send(h, StreamDone{ticket, index, local_id, std::move(out)});
+                caf::anon_send(h, StreamDone{ticket, index, local_id, std::move(out), end.refused});
             };
             stream_client_->submit(std::move(job));
           },
@@ -172,7 +175,7 @@ void ManagerState::start_stream(uint64_t ticket, uint32_t index) {
 }
 
 void ManagerState::stream_done(uint64_t ticket, uint32_t index, uint64_t local_id,
-                               TransferOutcome outcome) {
+                               TransferOutcome outcome, bool refused) {
   auto it = transfers_.find(ticket);
   if (it != transfers_.end())
     it->second.ops[index].streaming = false;
@@ -196,14 +199,22 @@ void ManagerState::stream_done(uint64_t ticket, uint32_t index, uint64_t local_i
     } else {
       OpTrack& o = it->second.ops[index];
       auto p = peers_.find(o.peer);
-      if (p != peers_.end() && !p->second.down_reason.empty()) {
-        outcome.code = static_cast<uint8_t>(ErrorCode::kPeerUnavailable);
-        outcome.message +=
-            " (peer manager " + p->second.name + " is down: " + p->second.down_reason + ")";
+      const bool down = p != peers_.end() && !p->second.down_reason.empty();
+      if (refused && !down) {
+        // Invariant 11: the owner never took the request, so no byte moved: CAF chunks instead
+        // (the op itself still holds the local buffer).
+        ++counters_.stream_refused;
+        pump_fallback(ticket, index);
+      } else {
+        if (down) {
+          outcome.code = static_cast<uint8_t>(ErrorCode::kPeerUnavailable);
+          outcome.message +=
+              " (peer manager " + p->second.name + " is down: " + p->second.down_reason + ")";
+        }
+        outcome.message = std::string(kind_name(o.op.kind)) + " via the fallback to " +
+                          describe(o.op.remote) + " failed: " + outcome.message;
+        finish_op(ticket, index, std::move(outcome));
       }
-      outcome.message = std::string(kind_name(o.op.kind)) + " via the fallback to " +
-                        describe(o.op.remote) + " failed: " + outcome.message;
-      finish_op(ticket, index, std::move(outcome));
     }
   }
   buffer_done(local_id);  // the stream job no longer touches the local memory

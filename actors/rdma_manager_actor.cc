@@ -180,7 +180,7 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       [=](const detail::OpTimeout& e) { self->state.op_timeout(e.ticket, e.stage); },
       [=](const detail::OpTick& e) { self->state.deadline_tick(e.at); },
       [=](detail::StreamDone& e) {
-        self->state.stream_done(e.ticket, e.index, e.local_id, std::move(e.outcome));
+        self->state.stream_done(e.ticket, e.index, e.local_id, std::move(e.outcome), e.refused);
       },
       [=](const detail::StreamServed& e) { self->state.stream_served(e.token, e.bytes); },
       [=](const detail::StreamExpire& e) { self->state.stream_expire(e.token); },

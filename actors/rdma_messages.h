@@ -268,6 +268,9 @@ struct ManagerStats {
   uint64_t served_fallback_bytes = 0;  ///< bytes this manager served as owner on the fallback
   uint64_t stream_ops =
       0;  ///< fallback ops (counted in fallback_ops) moved over the stream channel
+  /// Fallback ops whose stream the owner refused before taking it (its channel was full or
+  /// it closed the connections), moved in CAF chunks instead.
+  uint64_t stream_refused = 0;
   uint64_t direct_ops = 0;    ///< RDMA ops (counted in rdma_ops) run by direct lanes, not the actor
   uint64_t lanes = 0;         ///< direct lanes open: opened here plus accepted from peers
   uint64_t busy_buffers = 0;  ///< local buffers a transfer or a direct lane is using now
@@ -298,9 +301,9 @@ typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
   return f(caf::meta::type_name("caf_rdma::ManagerStats"), x.device, x.transport, x.rdma_ops,
            x.rdma_bytes, x.fallback_ops, x.fallback_bytes, x.errors, x.live_qps, x.handshakes,
            x.registered_buffers, x.registered_bytes, x.served_fallback_bytes, x.stream_ops,
-           x.direct_ops, x.lanes, x.busy_buffers, x.device_losses, x.device_reopens,
-           x.facade_dropped, x.forged_answers, x.shared_cq_qps, x.polled_cqs, x.staged_chunks,
-           x.staged_overlapped, x.no_rdma_reason);
+           x.stream_refused, x.direct_ops, x.lanes, x.busy_buffers, x.device_losses,
+           x.device_reopens, x.facade_dropped, x.forged_answers, x.shared_cq_qps, x.polled_cqs,
+           x.staged_chunks, x.staged_overlapped, x.no_rdma_reason);
 }
 
 /// Registers every message type above. Call on the config of every actor system that talks

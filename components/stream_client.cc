@@ -21,7 +21,8 @@ StreamClient::~StreamClient() {
   }
   ready_.notify_all();
   for (auto& job : left)
-    job.done(Error(ErrorCode::kPeerUnavailable, "stream transfer cancelled: its manager stopped"));
+    job.done(StreamEnd{
+        Error(ErrorCode::kPeerUnavailable, "stream transfer cancelled: its manager stopped")});
   for (auto& w : workers_)
     w.join();
 }
@@ -37,7 +38,8 @@ void StreamClient::submit(StreamJob job) {
       return;
     }
   }
-  job.done(Error(ErrorCode::kPeerUnavailable, "stream transfer refused: its manager stopped"));
+  job.done(StreamEnd{
+      Error(ErrorCode::kPeerUnavailable, "stream transfer refused: its manager stopped")});
 }
 
 bool StreamClient::cancel_queued(uint64_t tag, const std::string& why) {
@@ -51,7 +53,8 @@ bool StreamClient::cancel_queued(uint64_t tag, const std::string& why) {
     job = std::move(*it);
     queue_.erase(it);
   }
-  job.done(Error(ErrorCode::kTimeout, "stream transfer cancelled before it started: " + why));
+  job.done(
+      StreamEnd{Error(ErrorCode::kTimeout, "stream transfer cancelled before it started: " + why)});
   return true;
 }
 
@@ -74,20 +77,21 @@ void StreamClient::work() {
       job = std::move(queue_.front());
       queue_.pop_front();
     }
-    Status st = run(job);
-    if (!st.ok())
-      st = st.error().with_context("stream " + std::string(to_string(job.direction)) + " at " +
-                                   job.host + ":" + std::to_string(job.port));
-    job.done(std::move(st));
+    StreamEnd end = run(job);
+    if (!end.status.ok())
+      end.status =
+          end.status.error().with_context("stream " + std::string(to_string(job.direction)) +
+                                          " at " + job.host + ":" + std::to_string(job.port));
+    job.done(std::move(end));
   }
 }
 
-Result<Socket> StreamClient::take_connection(const StreamJob& job, bool& pooled) {
+Result<Socket> StreamClient::take_connection(const StreamJob& job, bool fresh, bool& pooled) {
   std::string endpoint = job.host + ":" + std::to_string(job.port);
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = idle_.find(endpoint);
-    if (it != idle_.end() && !it->second.empty()) {
+    if (!fresh && it != idle_.end() && !it->second.empty()) {
       Socket s = std::move(it->second.back());
       it->second.pop_back();
       busy_fds_.insert(s.fd());
@@ -121,10 +125,40 @@ void StreamClient::give_back(const std::string& endpoint, Socket s) {
     idle_[endpoint].push_back(std::move(s));
 }
 
-Status StreamClient::run(const StreamJob& job) {
+StreamEnd StreamClient::run(const StreamJob& job) {
+  // Invariant 3: a connection lost before "go" is tried once more, fresh; a job the owner never
+  // took ends `refused`.
+  auto lost = [this](const Status& st, Reach reach) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reach == Reach::kNoAnswer && st.error().code() != ErrorCode::kTimeout && !stopping_;
+  };
+  auto unknown_grant = [](const Status& st, Reach reach) {
+    return reach == Reach::kAnswered && st.error().code() == ErrorCode::kNotFound;
+  };
+  Reach reach = Reach::kNoAnswer;
+  Status st = attempt(job, /*fresh=*/false, reach);
+  if (st.ok() || reach == Reach::kTaken)
+    return StreamEnd{std::move(st)};
+  if (lost(st, reach)) {
+    Status first = std::move(st);
+    st = attempt(job, /*fresh=*/true, reach);
+    if (st.ok() || reach == Reach::kTaken)
+      return StreamEnd{std::move(st)};
+    if (lost(st, reach))
+      return StreamEnd{
+          Error(st.error().code(),
+                "the owner refused or closed two connections before taking the request: " +
+                    first.error().message() + "; then, on a fresh one: " + st.error().message()),
+          /*refused=*/true};
+  }
+  return StreamEnd{st, unknown_grant(st, reach)};
+}
+
+Status StreamClient::attempt(const StreamJob& job, bool fresh, Reach& reach) {
+  reach = Reach::kNoAnswer;
   std::string endpoint = job.host + ":" + std::to_string(job.port);
   bool pooled = false;
-  CAF_RDMA_ASSIGN_OR_RETURN(Socket s, take_connection(job, pooled));
+  CAF_RDMA_ASSIGN_OR_RETURN(Socket s, take_connection(job, fresh, pooled));
   auto fail = [&](Status st) {
     std::lock_guard<std::mutex> lock(mu_);
     busy_fds_.erase(s.fd());
@@ -135,24 +169,15 @@ Status StreamClient::run(const StreamJob& job) {
   Status st = write_request(s, StreamRequest{job.direction, job.token, job.length}, job.deadline);
   Result<Status> go =
       st.ok() ? read_status(s, job.deadline, "stream answer") : Result<Status>(st.error());
-  if (!go.ok() && pooled && go.error().code() == ErrorCode::kPeerUnavailable) {
-    // The owner closed this idle connection (its header timeout) before it read our request:
-    // the grant is unclaimed, so ask once more on a new connection.
-    (void)fail(go.error());
-    bool again = false;
-    CAF_RDMA_ASSIGN_OR_RETURN(Socket fresh, take_connection(job, again));
-    s = std::move(fresh);
-    pooled = again;
-    st = write_request(s, StreamRequest{job.direction, job.token, job.length}, job.deadline);
-    go = st.ok() ? read_status(s, job.deadline, "stream answer") : Result<Status>(st.error());
-  }
   if (!go.ok())
     return fail(go.error());
   if (!go->ok()) {
     // The owner refused (and closes the connection when the request named no grant).
+    reach = Reach::kAnswered;
     (void)fail(Status{});
     return *go;
   }
+  reach = Reach::kTaken;  // from here bytes move (invariant 2)
   if (job.direction == StreamDirection::kIntoOwner) {
     st = send_all(s, job.addr, job.length, job.deadline, "stream data");
     if (st.ok()) {

@@ -1,6 +1,22 @@
 // The requester's side of the fallback's stream channel: worker threads that run granted
 // transfers over pooled TCP connections to owners' StreamServers, straight from or into the
 // requester's registered buffer. No CAF here: `done` is called on a worker thread.
+//
+// Invariants:
+//  1. A job's `done` is called exactly once, after the last access to its memory.
+//  2. No byte of a job moves before its owner's "go" (stream_protocol.h): a write sends its
+//     first byte only after reading it, and the owner sends a read's first byte only after
+//     sending it. A job that never read "go" therefore moved no byte, and no byte of it is on
+//     any connection (for a write: none was ever sent), so none can land later.
+//  3. A job whose connection fails before "go" (connect refused, TLS handshake failed, reset or
+//     closed by the owner, e.g. an idle pooled connection it closed, or a new one it pushed out
+//     to make room: stream_server.h invariant 3) is tried once more on a fresh connection. If
+//     that fails before "go" too, or the owner answers that the grant is unknown (it may have
+//     read the first request and lost its answer), the job ends `refused`: by invariant 2 the
+//     submitter may move its bytes another way. A timeout is never retried (the deadline is
+//     the transfer's) and never `refused`; nor is anything after "go".
+//  4. Every wait ends by the job's deadline (or when the client stops: it shuts the sockets
+//     of running jobs down); idle pooled connections are not waited on.
 #pragma once
 
 #include <condition_variable>
@@ -18,6 +34,14 @@
 
 namespace caf_rdma {
 
+/// How a job ended (StreamJob::done).
+struct StreamEnd {
+  Status status;  ///< ok once every byte moved; else what failed, naming the endpoint
+  /// Failed before the owner took the request on any connection (invariant 3): no byte moved
+  /// and none can move later, so the bytes may be moved another way.
+  bool refused = false;
+};
+
 struct StreamJob {
   std::string host;  ///< the owner's stream endpoint
   uint16_t port = 0;
@@ -28,7 +52,7 @@ struct StreamJob {
   Deadline deadline = kNoDeadline;
   uint64_t tag = 0;  ///< the submitter's name for it (cancel_queued)
   /// Called exactly once, after the last access to [addr, addr + length).
-  std::function<void(Status)> done;
+  std::function<void(StreamEnd)> done;
 };
 
 class StreamClient {
@@ -54,9 +78,17 @@ public:
   size_t idle_connections() const;
 
 private:
+  /// How far one attempt got (invariant 3).
+  enum class Reach {
+    kNoAnswer,  ///< no answer from the owner: no connection, or it failed before one
+    kAnswered,  ///< the owner answered the request with an error
+    kTaken,     ///< the owner said "go": bytes may have moved
+  };
   void work();
-  Status run(const StreamJob& job);
-  Result<Socket> take_connection(const StreamJob& job, bool& pooled);
+  StreamEnd run(const StreamJob& job);
+  /// One try of `job` on one connection (a pooled one unless `fresh`).
+  Status attempt(const StreamJob& job, bool fresh, Reach& reach);
+  Result<Socket> take_connection(const StreamJob& job, bool fresh, bool& pooled);
   void give_back(const std::string& endpoint, Socket s);
 
   const TlsContext tls_;  ///< null: plain TCP

@@ -46,12 +46,14 @@ struct OpTick {
 };
 
 /// Stream client thread -> manager: the stream job of op `index` of transfer `ticket` ended and
-/// no longer touches local buffer `local_id`.
+/// no longer touches local buffer `local_id`; `refused`: its owner never took the request, so
+/// no byte moved (StreamEnd::refused).
 struct StreamDone {
   uint64_t ticket = 0;
   uint32_t index = 0;
   uint64_t local_id = 0;
   TransferOutcome outcome;
+  bool refused = false;
 };
 
 /// Stream server thread -> manager: grant `token` was used; `bytes` moved (0 on failure).

@@ -41,6 +41,13 @@
 //     kRequestBackstop), so the owner applies none of them after the reply; only a connection
 //     stalled past that bound can still deliver one later, or one declared dead (a peer that
 //     went down fails its ops at once). A failed read drops late data.
+// 11. A stream job its owner refused before taking the request (StreamEnd::refused: refused,
+//     reset or closed connections, tried twice, or a grant it no longer knows) moved no byte and
+//     can move none later (stream_client.h invariant 2), so its op is moved in CAF chunks
+//     instead (pump_fallback), unless its transfer timed out meanwhile (timeout) or its peer is
+//     known to be down (peer_unavailable: a live owner's refusal never is). A write redone
+//     so is applied once: the stream never sent a byte of it. A stream job that failed after
+//     its owner took the request is not redone (a write's bytes may still be on their way).
 #pragma once
 
 #include <caf/all.hpp>
@@ -196,7 +203,7 @@ struct DirWaiter {
 
 struct Counters {
   uint64_t rdma_ops = 0, rdma_bytes = 0, fallback_ops = 0, fallback_bytes = 0, errors = 0;
-  uint64_t handshakes = 0, served_fallback_bytes = 0, stream_ops = 0;
+  uint64_t handshakes = 0, served_fallback_bytes = 0, stream_ops = 0, stream_refused = 0;
   uint64_t staged_chunks = 0, staged_overlapped = 0;
 };
 
@@ -271,7 +278,8 @@ public:
   // -- stream channel of the fallback (manager_streams.cc) --
   caf::result<StreamGrantMsg> stream_grant(const BufferRef& ref, uint64_t offset, uint64_t length,
                                            uint8_t kind, uint32_t timeout_ms);
-  void stream_done(uint64_t ticket, uint32_t index, uint64_t local_id, TransferOutcome outcome);
+  void stream_done(uint64_t ticket, uint32_t index, uint64_t local_id, TransferOutcome outcome,
+                   bool refused);
   void stream_served(uint64_t token, uint64_t bytes);
   void stream_expire(uint64_t token);
   /// Ends grant `token`'s hold on its buffer (once).

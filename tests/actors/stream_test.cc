@@ -1,15 +1,17 @@
 // The fallback's stream channel through the manager: large fallback transfers of host memory
 // move over TCP straight between the registered buffers; the owner's checks still apply; small
-// ones and owners without a stream channel use CAF chunks. Native lane only (the transport is
-// forced to the fallback).
+// ones and owners without a stream channel use CAF chunks, and so does a stream its owner
+// refuses. Native lane only (the transport is forced to the fallback).
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "actors/rdma_client.h"
 #include "tests/actors/manager_fixture.h"
+#include "tests/closed_port.h"
 
 namespace caf_rdma::testing {
 namespace {
@@ -247,6 +249,54 @@ TEST_F(StreamTest, ReleaseWaitsForAStreamInFlight) {
   EXPECT_TRUE(release_after_transfer);
   EXPECT_EQ(mine->bytes, theirs.bytes);
   mine.reset();  // allowed now
+}
+
+// A stand-in owner whose stream channel refuses every connection (a port bound by nobody who
+// listens) and which serves fetch and store chunks from `mem`, as an owner does (every request
+// and answer sealed: actors/peer_facade.h, invariant 6).
+caf::behavior refusing_owner(caf::event_based_actor*, uint16_t port, Memory* mem) {
+  return {
+      [=](stream_grant_atom, const BufferRef&, uint64_t, uint64_t, uint8_t, uint32_t,
+          const PeerNonce& n) {
+        return caf::make_message(StreamGrantMsg{42, "127.0.0.1", port}, n);
+      },
+      [=](fetch_atom, const BufferRef&, uint64_t offset, uint64_t length, const PeerNonce& n) {
+        return caf::make_message(ByteChunk::copy_of(mem->bytes.data() + offset, length), n);
+      },
+      [=](store_atom, const BufferRef&, uint64_t offset, const ByteChunk& bytes,
+          const PeerNonce& n) {
+        std::memcpy(mem->bytes.data() + offset, bytes.data, bytes.size);
+        return caf::make_message(bytes.size, n);
+      },
+  };
+}
+
+// Manager invariant 11: a stream the owner refused before taking the request (tried on two
+// connections) moved no byte, so the op moves in CAF chunks instead; a live owner's refusal is
+// never peer_unavailable.
+TEST_F(StreamTest, AStreamItsOwnerRefusesMovesInCafChunks) {
+  ClosedPort closed;
+  ASSERT_NE(closed.port(), 0);
+  constexpr uint64_t kLen = (4 << 20) + 3;
+  Memory theirs(kLen, 0), mine(kLen, 11), back(kLen);
+  auto hm = user_->request_buffer(mine);
+  auto hb = user_->request_buffer(back);
+  ASSERT_TRUE(hm && hb);
+  auto owner = user_->node().system().spawn(refusing_owner, closed.port(), &theirs);
+  BufferHandle remote = owned_by_mute(*hm, owner, theirs);
+  auto w = user_->transfer(make_write(*hm, remote), 30000);
+  ASSERT_TRUE(w) << error_message(w.error());
+  EXPECT_EQ(w->path, kPathFallback);
+  EXPECT_EQ(theirs.bytes, mine.bytes);
+  auto r = user_->transfer(make_read(*hb, remote), 30000);
+  ASSERT_TRUE(r) << error_message(r.error());
+  EXPECT_EQ(back.bytes, mine.bytes);
+  ManagerStats us = user_->stats();
+  EXPECT_EQ(us.stream_refused, 2u);
+  EXPECT_EQ(us.stream_ops, 0u);
+  EXPECT_EQ(us.fallback_ops, 2u);
+  EXPECT_EQ(us.errors, 0u);
+  caf::anon_send_exit(owner, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace

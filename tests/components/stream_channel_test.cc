@@ -2,10 +2,13 @@
 // of connections, deadlines against a stalled peer, and shutdown while transfers run.
 #include <gtest/gtest.h>
 
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <thread>
 #include <vector>
@@ -44,15 +47,20 @@ struct Served {
   }
 };
 
-/// Runs one job and waits (bounded) for its result.
-Status run_job(StreamClient& client, StreamJob job) {
-  auto p = std::make_shared<std::promise<Status>>();
+/// Runs one job and waits (bounded) for how it ended.
+StreamEnd run_job_end(StreamClient& client, StreamJob job) {
+  auto p = std::make_shared<std::promise<StreamEnd>>();
   auto f = p->get_future();
-  job.done = [p](Status st) { p->set_value(std::move(st)); };
+  job.done = [p](StreamEnd end) { p->set_value(std::move(end)); };
   client.submit(std::move(job));
   if (f.wait_for(20s) != std::future_status::ready)
-    return Error(ErrorCode::kTimeout, "the stream job never finished (20 s)");
+    return StreamEnd{Error(ErrorCode::kTimeout, "the stream job never finished (20 s)")};
   return f.get();
+}
+
+/// Runs one job and waits (bounded) for its result.
+Status run_job(StreamClient& client, StreamJob job) {
+  return run_job_end(client, std::move(job)).status;
 }
 
 /// A job for grant `token` at host:port, due `limit` from now.
@@ -129,9 +137,12 @@ TEST_F(StreamChannelTest, TokensAreSingleUseAndRevocable) {
   EXPECT_EQ(bytes, owner.size());
   EXPECT_EQ(owner, mine);
   // Used once: a second use is refused, naming the grant; the owner then hangs up (a request
-  // naming no grant never gets a worker), so the client keeps no connection.
-  Status again =
-      run_job(client, job_for(*server_, t, StreamDirection::kIntoOwner, mine.data(), mine.size()));
+  // naming no grant never gets a worker), so the client keeps no connection. Nothing moved:
+  // the job says so (refused), so its bytes may be moved another way.
+  StreamEnd end = run_job_end(
+      client, job_for(*server_, t, StreamDirection::kIntoOwner, mine.data(), mine.size()));
+  EXPECT_TRUE(end.refused);
+  const Status& again = end.status;
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.error().code(), ErrorCode::kNotFound);
   EXPECT_NE(again.error().message().find("stream grant " + std::to_string(t) + " is unknown"),
@@ -231,7 +242,9 @@ TEST_F(StreamChannelTest, NobodyListeningIsPeerUnavailableNamingTheEndpoint) {
   j.addr = mine.data();
   j.length = mine.size();
   j.deadline = Clock::now() + 5s;
-  Status st = run_job(client, std::move(j));
+  StreamEnd end = run_job_end(client, std::move(j));
+  EXPECT_TRUE(end.refused) << "nothing moved: the bytes may go another way";
+  const Status& st = end.status;
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.error().code(), ErrorCode::kPeerUnavailable) << st.error().to_string();
   EXPECT_NE(st.error().message().find("127.0.0.1:" + std::to_string(port)), std::string::npos)
@@ -292,11 +305,11 @@ TEST_F(StreamChannelTest, AnOwnerThatStopsMidTransferFailsTheClientsJob) {
   });
   std::vector<uint8_t> mine(kSize, 0);
   StreamClient client(1);
-  std::promise<Status> p;
+  std::promise<StreamEnd> p;
   auto f = p.get_future();
   StreamJob j =
       job_to("127.0.0.1", *port, 42, StreamDirection::kOutOfOwner, mine.data(), kSize, 60s);
-  j.done = [&p](Status st) { p.set_value(std::move(st)); };
+  j.done = [&p](StreamEnd end) { p.set_value(std::move(end)); };
   client.submit(std::move(j));
   auto ready = f.wait_for(10s);
   (void)::write(stopper[1], "x", 1);
@@ -304,9 +317,153 @@ TEST_F(StreamChannelTest, AnOwnerThatStopsMidTransferFailsTheClientsJob) {
   ::close(stopper[0]);
   ::close(stopper[1]);
   ASSERT_EQ(ready, std::future_status::ready) << "the job waited for its deadline";
-  Status st = f.get();
+  StreamEnd end = f.get();
+  EXPECT_FALSE(end.refused) << "bytes moved after go: the job must not be redone";
+  const Status& st = end.status;
   ASSERT_FALSE(st.ok()) << "half a transfer was reported complete";
   EXPECT_EQ(st.error().code(), ErrorCode::kPeerUnavailable) << st.error().to_string();
+}
+
+/// A stand-in owner on a listener of its own: `serve(i, connection)` handles its i-th accepted
+/// connection (from 0) on its thread; stops (joined) when destroyed.
+class FakeOwner {
+public:
+  using ServeFn = std::function<void(int, Socket&)>;
+  explicit FakeOwner(ServeFn serve) {
+    auto l = listen_tcp("127.0.0.1", 0);
+    EXPECT_TRUE(l.ok());
+    if (!l.ok() || ::pipe(stop_) != 0)
+      return;
+    listener_ = std::move(*l);
+    port_ = *local_port(listener_);
+    thread_ = std::thread([this, serve = std::move(serve)] {
+      for (int i = 0;; ++i) {
+        auto c = accept_tcp(listener_, stop_[0]);  // bounded: the destructor wakes it
+        if (!c.ok() || !c->valid())
+          return;
+        accepted_ = i + 1;
+        serve(i, *c);
+      }
+    });
+  }
+  ~FakeOwner() {
+    stop();
+    for (int fd : stop_)
+      if (fd >= 0)
+        ::close(fd);
+  }
+  /// Stops accepting and joins the thread (once the connection it serves, if any, is done).
+  void stop() {
+    if (thread_.joinable()) {
+      (void)!::write(stop_[1], "x", 1);
+      thread_.join();
+    }
+  }
+  uint16_t port() const { return port_; }
+  /// Connections accepted (read after stop()).
+  int accepted() const { return accepted_; }
+
+private:
+  Socket listener_;
+  uint16_t port_ = 0;
+  int stop_[2] = {-1, -1};
+  std::atomic<int> accepted_{0};
+  std::thread thread_;
+};
+
+/// Resets a connection (RST, as a full or evicting owner's kernel does for unread data).
+void reset(Socket& c) {
+  linger hard{1, 0};
+  ::setsockopt(c.fd(), SOL_SOCKET, SO_LINGER, &hard, sizeof(hard));
+  c.close();
+}
+
+// Client invariant 3: an owner that resets every connection before answering is tried on two
+// connections, then the job ends refused (not at its deadline).
+TEST_F(StreamChannelTest, AnOwnerThatResetsEveryConnectionIsTriedTwiceThenRefused) {
+  FakeOwner owner([](int, Socket& c) { reset(c); });
+  ASSERT_NE(owner.port(), 0);
+  std::vector<uint8_t> mine(1 << 20);
+  StreamClient client(1);
+  auto t0 = Clock::now();
+  StreamEnd end =
+      run_job_end(client, job_to("127.0.0.1", owner.port(), 42, StreamDirection::kOutOfOwner,
+                                 mine.data(), mine.size(), 20s));
+  ASSERT_FALSE(end.status.ok());
+  EXPECT_TRUE(end.refused) << end.status.error().to_string();
+  EXPECT_NE(end.status.error().code(), ErrorCode::kTimeout) << end.status.error().to_string();
+  EXPECT_NE(end.status.error().message().find("two connections before taking the request"),
+            std::string::npos)
+      << end.status.error().message();
+  EXPECT_LT(Clock::now() - t0, 15s) << "a refusal must not wait for the deadline";
+  owner.stop();
+  EXPECT_EQ(owner.accepted(), 2);
+}
+
+// Client invariant 3: a new connection lost before "go" (an owner pushing it out to make room)
+// is replaced by a fresh one, and the job succeeds; every byte checked.
+TEST_F(StreamChannelTest, AConnectionLostBeforeGoIsRetriedOnAFreshOne) {
+  constexpr uint64_t kSize = (1 << 20) + 3;
+  auto owner_bytes = pattern(kSize, 12);
+  FakeOwner owner([&](int i, Socket& c) {
+    if (i == 0)
+      return reset(c);
+    auto req = read_request(c, Clock::now() + 10s);
+    if (!req.ok() || req->token != 42 || req->length != kSize)
+      return;
+    if (write_status(c, Status{}, Clock::now() + 10s).ok())
+      (void)send_all(c, owner_bytes.data(), kSize, Clock::now() + 10s, "data");
+  });
+  std::vector<uint8_t> mine(kSize, 0);
+  StreamClient client(1);
+  StreamEnd end = run_job_end(
+      client,
+      job_to("127.0.0.1", owner.port(), 42, StreamDirection::kOutOfOwner, mine.data(), kSize, 20s));
+  ASSERT_TRUE(end.status.ok()) << end.status.error().to_string();
+  EXPECT_FALSE(end.refused);
+  EXPECT_EQ(mine, owner_bytes);
+  owner.stop();
+  EXPECT_EQ(owner.accepted(), 2);
+}
+
+// Client invariants 2 and 3: an owner that read the request and hung up without answering may
+// have used the grant up, so the second try is answered "unknown"; the job ends refused, and
+// no byte of the write was ever sent on either connection (it may be redone another way).
+TEST_F(StreamChannelTest, AWriteTheOwnerNeverTookSendsNoByteAndEndsRefused) {
+  std::atomic<uint64_t> data_bytes{0};
+  FakeOwner owner([&](int i, Socket& c) {
+    if (!read_request(c, Clock::now() + 10s).ok())
+      return;
+    if (i > 0)
+      (void)write_status(c, Error(ErrorCode::kNotFound, "stream grant 42 is unknown"),
+                         Clock::now() + 10s);
+    else
+      ::shutdown(c.fd(), SHUT_WR);  // read, not answered
+    // Whatever the client sends before it hangs up would be bytes of the write.
+    uint8_t b[4096];
+    for (;;) {
+      auto k = recv_some(c, b, sizeof(b));
+      if (!k.ok())
+        break;  // the client closed
+      data_bytes += *k;
+      if (*k == 0) {
+        pollfd p{c.fd(), POLLIN, 0};
+        if (::poll(&p, 1, 10000) <= 0)
+          break;
+      }
+    }
+  });
+  auto mine = pattern(1 << 20, 13);
+  StreamClient client(1);
+  StreamEnd end =
+      run_job_end(client, job_to("127.0.0.1", owner.port(), 42, StreamDirection::kIntoOwner,
+                                 mine.data(), mine.size(), 20s));
+  ASSERT_FALSE(end.status.ok());
+  EXPECT_TRUE(end.refused) << end.status.error().to_string();
+  EXPECT_EQ(end.status.error().code(), ErrorCode::kNotFound) << end.status.error().to_string();
+  owner.stop();  // after it saw both connections end
+  EXPECT_EQ(owner.accepted(), 2);
+  EXPECT_EQ(data_bytes.load(), 0u) << "bytes of the write were sent without a go";
 }
 
 TEST_F(StreamChannelTest, StoppingTheClientFailsQueuedJobs) {
@@ -322,9 +479,9 @@ TEST_F(StreamChannelTest, StoppingTheClientFailsQueuedJobs) {
   first.length = mine.size();
   first.deadline = Clock::now() + 60s;
   std::promise<Status> p1, p2;
-  first.done = [&p1](Status st) { p1.set_value(std::move(st)); };
+  first.done = [&p1](StreamEnd end) { p1.set_value(std::move(end.status)); };
   StreamJob second = first;
-  second.done = [&p2](Status st) { p2.set_value(std::move(st)); };
+  second.done = [&p2](StreamEnd end) { p2.set_value(std::move(end.status)); };
   client->submit(std::move(first));
   client->submit(std::move(second));
   std::this_thread::sleep_for(50ms);
