@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <system_error>
 
 #include "components/secure_random.h"
@@ -20,8 +21,18 @@ namespace caf_rdma {
 
 namespace {
 
+/// Invariant 5: connections accepted per wake-up of the event thread.
+constexpr int kAcceptsPerWake = 64;
+
 Error errno_error(const std::string& what, int err) {
   return Error(ErrorCode::kInternal, "stream channel: " + what + ": " + errno_string(err));
+}
+
+/// Decrements a per-address count, dropping the address at 0.
+void count_down(std::map<uint32_t, size_t>& per_host, uint32_t ip) {
+  auto h = per_host.find(ip);
+  if (h != per_host.end() && --h->second == 0)
+    per_host.erase(h);
 }
 
 }  // namespace
@@ -37,9 +48,16 @@ Result<std::unique_ptr<StreamServer>> StreamServer::start(const std::string& hos
 Result<std::unique_ptr<StreamServer>> StreamServer::start(const std::string& host, Limits limits,
                                                           TlsContext tls) {
   if (limits.workers == 0 || limits.max_connections == 0 || limits.max_per_host == 0 ||
-      limits.header_timeout.count() <= 0)
+      limits.max_unauthenticated == 0 || limits.max_unauthenticated_per_host == 0 ||
+      limits.header_timeout.count() <= 0 || limits.auth_timeout.count() <= 0)
     return Error(ErrorCode::kInvalidArgument,
-                 "stream channel: workers, connection limits and header_timeout must be > 0");
+                 "stream channel: workers, connection limits (max_connections " +
+                     std::to_string(limits.max_connections) + ", max_per_host " +
+                     std::to_string(limits.max_per_host) + ", max_unauthenticated " +
+                     std::to_string(limits.max_unauthenticated) +
+                     ", max_unauthenticated_per_host " +
+                     std::to_string(limits.max_unauthenticated_per_host) +
+                     "), header_timeout and auth_timeout must be > 0");
   auto listener = listen_tcp(host, 0);
   if (!listener.ok())
     return listener.error().with_context("stream channel");
@@ -135,15 +153,94 @@ size_t StreamServer::connections() const {
   return connections_.size();
 }
 
+size_t StreamServer::authenticated_connections() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return authenticated_;
+}
+
+uint64_t StreamServer::accepted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return accepted_;
+}
+
+uint64_t StreamServer::evicted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return evicted_;
+}
+
 void StreamServer::close_locked(int fd) {
   auto it = connections_.find(fd);
   if (it == connections_.end())
     return;
+  const Connection& c = *it->second;
   (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
-  auto h = per_host_.find(it->second->peer_ip);
-  if (h != per_host_.end() && --h->second == 0)
-    per_host_.erase(h);
+  if (c.authenticated) {
+    --authenticated_;
+    count_down(authenticated_per_host_, c.peer_ip);
+  } else {
+    unauthenticated_.erase({c.seq, fd});
+    count_down(unauthenticated_per_host_, c.peer_ip);
+  }
   connections_.erase(it);  // closes the socket
+}
+
+void StreamServer::make_room_locked(uint32_t ip) {
+  // Invariant 3: the address's own share first, then the total.
+  bool own = false;
+  if (auto h = unauthenticated_per_host_.find(ip);
+      h != unauthenticated_per_host_.end() && h->second >= limits_.max_unauthenticated_per_host)
+    own = true;
+  else if (unauthenticated_.size() < limits_.max_unauthenticated)
+    return;
+  uint32_t victim_ip = ip;
+  if (!own) {
+    size_t most = 0;
+    for (const auto& [host, n] : unauthenticated_per_host_)
+      if (n > most) {
+        most = n;
+        victim_ip = host;
+      }
+  }
+  for (const auto& [seq, fd] : unauthenticated_)  // oldest first
+    if (connections_.at(fd)->peer_ip == victim_ip) {
+      ++evicted_;
+      close_locked(fd);
+      return;
+    }
+}
+
+bool StreamServer::over_authenticated_slots_locked(uint32_t ip) const {
+  auto h = authenticated_per_host_.find(ip);
+  return authenticated_ > limits_.max_connections ||
+         (h != authenticated_per_host_.end() && h->second > limits_.max_per_host);
+}
+
+void StreamServer::authenticate_locked(Connection& c) {
+  unauthenticated_.erase({c.seq, c.socket.fd()});
+  count_down(unauthenticated_per_host_, c.peer_ip);
+  c.authenticated = true;
+  c.seq = next_seq_++;
+  ++authenticated_;
+  ++authenticated_per_host_[c.peer_ip];
+  if (!over_authenticated_slots_locked(c.peer_ip))
+    return;
+  // Invariant 4: the least recently used idle authenticated connection gives up its slot (one
+  // of c's address when that address is over its share). None idle: c is closed after its
+  // transfer.
+  auto h = authenticated_per_host_.find(c.peer_ip);
+  const bool own = h->second > limits_.max_per_host;
+  int victim = -1;
+  uint64_t oldest = std::numeric_limits<uint64_t>::max();
+  for (const auto& [fd, other] : connections_)
+    if (other->authenticated && !other->busy && other.get() != &c &&
+        (!own || other->peer_ip == c.peer_ip) && other->seq < oldest) {
+      oldest = other->seq;
+      victim = fd;
+    }
+  if (victim >= 0)
+    close_locked(victim);
+  else
+    c.over_slots = true;
 }
 
 void StreamServer::event_loop() {
@@ -168,12 +265,14 @@ void StreamServer::event_loop() {
     if (n < 0 && errno != EINTR)
       return;  // epoll broke: grants then expire at their owners
     now = std::chrono::steady_clock::now();
+    // Invariant 5: connections that have something to say first, then new ones.
+    bool listener_ready = false;
     for (int i = 0; i < std::max(n, 0); ++i) {
       int fd = events[i].data.fd;
       if (fd == stop_read_)
         return;
       if (fd == listener_.fd()) {
-        accept_all(now);
+        listener_ready = true;
         continue;
       }
       std::shared_ptr<Connection> c;
@@ -189,10 +288,12 @@ void StreamServer::event_loop() {
         close_locked(fd);
       }
     }
+    if (listener_ready)
+      accept_all(now);
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_)
       return;
-    // Connections that did not deliver their request in time are closed.
+    // Connections that did not deliver their request in time are closed (invariants 3, 4).
     std::vector<int> late;
     for (const auto& [fd, c] : connections_)
       if (!c->busy && c->header_deadline <= now)
@@ -219,7 +320,7 @@ void StreamServer::event_loop() {
 
 void StreamServer::accept_all(Deadline now) {
   // Bounded per wake-up: a connect flood cannot keep this thread from its deadlines.
-  for (int n = 0; n < 64; ++n) {
+  for (int n = 0; n < kAcceptsPerWake; ++n) {
     sockaddr_in peer{};
     socklen_t len = sizeof(peer);
     int fd = ::accept4(listener_.fd(), reinterpret_cast<sockaddr*>(&peer), &len,
@@ -243,30 +344,37 @@ void StreamServer::accept_all(Deadline now) {
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     const uint32_t ip = peer.sin_family == AF_INET ? ntohl(peer.sin_addr.s_addr) : 0;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_)
-      return;
-    if (connections_.size() >= limits_.max_connections || per_host_[ip] >= limits_.max_per_host) {
-      if (per_host_[ip] == 0)
-        per_host_.erase(ip);
-      continue;  // over a limit: closed at once (s goes out of scope)
-    }
     auto c = std::make_shared<Connection>();
     c->peer_ip = ip;
-    c->header_deadline = now + limits_.header_timeout;
+    c->header_deadline = now + limits_.auth_timeout;
     if (tls_) {
       if (!begin_tls_accept(s, tls_).ok())
         continue;  // closed at once
       c->handshaking = true;
     }
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP;
-    ev.data.fd = fd;
-    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
-      continue;
-    c->socket = std::move(s);
-    ++per_host_[ip];
-    connections_.emplace(fd, std::move(c));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_)
+        return;
+      ++accepted_;
+      make_room_locked(ip);
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLRDHUP;
+      ev.data.fd = fd;
+      if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+        continue;
+      c->socket = std::move(s);
+      c->seq = next_seq_++;
+      unauthenticated_.emplace(c->seq, fd);
+      ++unauthenticated_per_host_[ip];
+      connections_.emplace(fd, c);
+    }
+    // Its request (or TLS hello) is often there already: read it before newer connections can
+    // push this one out (invariant 5).
+    if (!read_header(c)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      close_locked(fd);
+    }
   }
 }
 
@@ -311,6 +419,8 @@ bool StreamServer::read_header(const std::shared_ptr<Connection>& c) {
   }
   c->grant = std::move(it->second);
   grants_.erase(it);
+  if (!c->authenticated)
+    authenticate_locked(*c);
   (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->socket.fd(), nullptr);
   c->request = *req;
   c->busy = true;
@@ -337,13 +447,16 @@ void StreamServer::work() {
     const int fd = c->socket.fd();
     c->busy = false;
     c->got = 0;
+    c->seq = next_seq_++;  // its last use (invariant 4)
     c->header_deadline = std::chrono::steady_clock::now() + limits_.header_timeout;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = fd;
     // A client sends its next request only after the last answer: bytes the TLS session read
     // ahead (epoll would not see them) break the protocol.
-    if (!keep || tls_pending(c->socket) > 0 || ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+    // Beyond the authenticated slots (every other one was busy when it authenticated): closed.
+    if (!keep || c->over_slots || tls_pending(c->socket) > 0 ||
+        ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
       close_locked(fd);
   }
 }

@@ -8,20 +8,44 @@
 //     headers and claims their grants without blocking; a connection gets one of `workers`
 //     threads only with a claimed grant, and only for that grant's transfer (bounded by the
 //     grant's deadline). A request naming no grant is answered (without blocking) and closed.
-//  2. A connection must deliver a complete request within `header_timeout` of connecting or of
-//     the end of its previous transfer, else it is closed: silent, slow or idle connections
-//     hold one fd for at most that long.
-//  3. At most `max_connections` connections, `max_per_host` from one IPv4 address (all local
-//     processes count as 127.0.0.1); more are closed at once. At most 64 accepts per wake-up. When
-//     accept fails for want of fds or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) the listener pauses
-//     `accept_backoff` and resumes: it never stops for good.
-//  4. Grant tokens come from getrandom (components/secure_random.h): a client cannot predict
+//  2. Two kinds of connections. A connection is *unauthenticated* from its accept until its
+//     first request names a grant the server holds (and, with TLS, until it has completed the
+//     mutual-TLS handshake that must come first); from then on it is *authenticated*, for as
+//     long as it stays open. Only a client that was given a token (over CAF, by the owner's
+//     manager) can authenticate a connection.
+//  3. Unauthenticated connections have a budget and a deadline of their own: at most
+//     `max_unauthenticated` in all and `max_unauthenticated_per_host` from one IPv4 address
+//     (all local processes count as 127.0.0.1), each closed `auth_timeout` after its accept.
+//     A new connection is never refused for want of room: when the budget is full, the oldest
+//     unauthenticated connection of its own address (its address is at its share) or else of
+//     the address holding the most is closed to make room. A flood of silent connections thus
+//     costs at most that budget of fds and shortens only the life of the flood's own
+//     connections; a legitimate connection is lost only if budget-many newer unauthenticated
+//     connections (from its own address, or from many) are accepted before its request was
+//     read, and then nothing of its transfer has moved (its client tries again, see
+//     stream_client.h).
+//  4. Authenticated connections have slots of their own that unauthenticated ones never take:
+//     at most `max_connections` in all and `max_per_host` from one address. A connection that
+//     authenticates while they are full takes the slot of the least recently used idle
+//     authenticated connection (of its own address when that address is at its share); when
+//     all of those are busy it is served, then closed. An idle authenticated connection must
+//     deliver its next request within `header_timeout` of the end of its previous transfer,
+//     else it is closed.
+//  5. The server closes a connection of its own accord (invariants 3 and 4, deadlines) only
+//     while no claimed grant is on it, so no transfer is cut by a flood. Connections with
+//     something to read are served before new ones are accepted, a new connection's request
+//     (or TLS hello) is read at once if it is already there, and at most 64 connections are
+//     accepted per wake-up. When accept fails for want of fds or memory (EMFILE, ENFILE,
+//     ENOBUFS, ENOMEM) the listener pauses `accept_backoff` and resumes: it never stops for good.
+//  6. Grant tokens come from getrandom (components/secure_random.h): a client cannot predict
 //     one from those it saw. A token is claimed once; a claimed grant's `done` runs exactly
 //     once, after the last byte of its memory was touched.
-//  5. With a TLS context (nodes speaking TLS) every connection completes a TLS handshake in
+//  7. With a TLS context (nodes speaking TLS) every connection completes a TLS handshake in
 //     which the client shows a certificate the CA file vouches for before its request is read;
-//     the handshake runs in the event thread without blocking, within `header_timeout`, and a
+//     the handshake runs in the event thread without blocking, within `auth_timeout`, and a
 //     client that fails it is closed. The bytes then travel encrypted.
+//  8. Every wait is bounded: the event thread wakes for the earliest deadline (at least once
+//     a second), a worker's transfer ends by its grant's deadline.
 #pragma once
 
 #include <chrono>
@@ -31,6 +55,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -47,9 +72,16 @@ public:
   using DoneFn = std::function<void(uint64_t token, Status, uint64_t bytes)>;
 
   struct Limits {
+    /// Authenticated connections (invariant 4): idle time allowed before the next request.
     std::chrono::milliseconds header_timeout{30000};
+    /// Authenticated connections (invariant 4): in all, and from one IPv4 address.
     size_t max_connections = 1024;
     size_t max_per_host = 256;
+    /// Unauthenticated connections (invariant 3): in all, from one IPv4 address, and how long
+    /// one may stay open (TLS handshake and first request).
+    size_t max_unauthenticated = 256;
+    size_t max_unauthenticated_per_host = 64;
+    std::chrono::milliseconds auth_timeout{5000};
     size_t workers = 4;
     std::chrono::milliseconds accept_backoff{100};
   };
@@ -83,6 +115,12 @@ public:
   size_t pending_grants() const;
   /// Connections open now (idle, reading a header, or transferring).
   size_t connections() const;
+  /// Authenticated connections open now (invariant 2).
+  size_t authenticated_connections() const;
+  /// Connections accepted so far (those closed since included).
+  uint64_t accepted() const;
+  /// Unauthenticated connections closed so far to make room for newer ones (invariant 3).
+  uint64_t evicted() const;
 
 private:
   struct Grant {
@@ -98,8 +136,12 @@ private:
     uint8_t header[kRequestBytes] = {};
     size_t got = 0;
     Deadline header_deadline;
-    bool handshaking = false;  ///< TLS: its handshake is not complete yet
-    bool busy = false;         ///< a worker has it (not in epoll)
+    bool handshaking = false;    ///< TLS: its handshake is not complete yet
+    bool authenticated = false;  ///< claimed a grant at least once (invariant 2)
+    bool over_slots = false;     ///< authenticated beyond the slots: closed after its transfer
+    bool busy = false;           ///< a worker has it (not in epoll)
+    /// Unauthenticated: its place in accept order; authenticated: in order of last use.
+    uint64_t seq = 0;
     StreamRequest request;
     Grant grant;  ///< claimed by `request` (valid while busy)
   };
@@ -108,6 +150,13 @@ private:
   Status start_threads();
   void event_loop();
   void accept_all(Deadline now);
+  /// Invariant 3: closes an unauthenticated connection if a new one from `ip` would exceed
+  /// their budget.
+  void make_room_locked(uint32_t ip);
+  /// Invariant 4: c claimed its first grant; it moves to the authenticated slots.
+  void authenticate_locked(Connection& c);
+  /// Whether authenticated connections from `ip`, or in all, exceed their slots (invariant 4).
+  bool over_authenticated_slots_locked(uint32_t ip) const;
   /// Reads what is there of c's header; false when c is to be closed.
   bool read_header(const std::shared_ptr<Connection>& c);
   void close_locked(int fd);
@@ -131,7 +180,13 @@ private:
   bool listener_paused_ = false;  ///< accept_all ran out of fds: event_loop resumes it later
   std::unordered_map<uint64_t, Grant> grants_;
   std::map<int, std::shared_ptr<Connection>> connections_;  ///< by fd
-  std::map<uint32_t, size_t> per_host_;
+  std::set<std::pair<uint64_t, int>> unauthenticated_;      ///< (seq, fd): oldest first
+  std::map<uint32_t, size_t> unauthenticated_per_host_;
+  size_t authenticated_ = 0;
+  std::map<uint32_t, size_t> authenticated_per_host_;
+  uint64_t next_seq_ = 1;
+  uint64_t accepted_ = 0;
+  uint64_t evicted_ = 0;
   std::deque<std::shared_ptr<Connection>> ready_;  ///< complete headers, for the workers
 };
 

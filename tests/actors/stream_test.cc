@@ -1,7 +1,8 @@
 // The fallback's stream channel through the manager: large fallback transfers of host memory
 // move over TCP straight between the registered buffers; the owner's checks still apply; small
-// ones and owners without a stream channel use CAF chunks, and so does a stream its owner
-// refuses. Native lane only (the transport is forced to the fallback).
+// ones and owners without a stream channel use CAF chunks; a flood of silent connections does
+// not keep transfers off the stream, and a stream its owner refuses moves in CAF chunks. Native
+// lane only (the transport is forced to the fallback).
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include "actors/rdma_client.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/closed_port.h"
+#include "tests/silent_flood.h"
 
 namespace caf_rdma::testing {
 namespace {
@@ -249,6 +251,61 @@ TEST_F(StreamTest, ReleaseWaitsForAStreamInFlight) {
   EXPECT_TRUE(release_after_transfer);
   EXPECT_EQ(mine->bytes, theirs.bytes);
   mine.reset();  // allowed now
+}
+
+// Stream server invariants 3 and 4 through the manager (the review's finding): 256 silent
+// connections from 127.0.0.1 (the old per-address cap), then 1024 more from 127.0.0.1..5 (the
+// old global cap), made a 4 MiB transfer fail at once with peer_unavailable for 30 s. Now it
+// goes over the stream channel in the middle of them, every byte checked.
+TEST_F(StreamTest, ASilentFloodDoesNotKeepTransfersOffTheStream) {
+  ASSERT_TRUE(allow_fds(2 * (256 + 1024) + 512).ok());
+  constexpr uint64_t kLen = 4 << 20;
+  Memory theirs(kLen, 0), mine(kLen, 9), back(kLen), probe(4096);
+  auto ht = owner_->request_buffer(theirs);
+  auto hp = owner_->request_buffer(probe);
+  auto hm = user_->request_buffer(mine);
+  auto hb = user_->request_buffer(back);
+  ASSERT_TRUE(ht && hp && hm && hb);
+  BufferHandle remote = handle_via_directory(*owner_, *user_, *ht);
+  BufferHandle remote_probe = handle_via_directory(*owner_, *user_, *hp);
+  // The owner's stream port, as any peer learns it: from a grant (a short one, left to expire).
+  caf::scoped_actor self{user_->node().system()};
+  auto grant = sealed_request<StreamGrantMsg>(self, remote_probe.owner, std::chrono::seconds(10),
+                                              stream_grant_atom::value, ref_of(remote_probe),
+                                              uint64_t{0}, uint64_t{1}, uint8_t{0}, uint32_t{500});
+  ASSERT_TRUE(grant) << error_message(grant.error());
+  const uint16_t port = grant->port;
+  ASSERT_NE(port, 0) << "the owner has no stream channel";
+  std::vector<Socket> flood;
+  for (const auto& sources : std::vector<std::vector<std::string>>{
+           {"127.0.0.1"}, {"127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"}}) {
+    auto more = silent_flood(port, sources, sources.size() == 1 ? 256 : 1024);
+    ASSERT_TRUE(more.ok()) << more.error().to_string();
+    for (auto& s : *more)
+      flood.push_back(std::move(s));
+    ASSERT_TRUE(wait_for_state([&] { return accept_backlog(port) == 0; }, std::chrono::seconds(30)))
+        << "the owner did not accept the flood";
+    const auto t0 = std::chrono::steady_clock::now();
+    auto w = user_->transfer(make_write(*hm, remote), 30000);
+    ASSERT_TRUE(w) << error_message(w.error());
+    auto r = user_->transfer(make_read(*hb, remote), 30000);
+    ASSERT_TRUE(r) << error_message(r.error());
+    const auto took = std::chrono::steady_clock::now() - t0;
+    std::printf(
+        "4 MiB written and read back by the manager through %zu silent connections in "
+        "%lld ms\n",
+        flood.size(),
+        static_cast<long long>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+    EXPECT_LT(took, std::chrono::seconds(15));  // generous; the old lock-out lasted 30 s
+    EXPECT_EQ(theirs.bytes, mine.bytes);
+    EXPECT_EQ(back.bytes, mine.bytes);
+    std::fill(theirs.bytes.begin(), theirs.bytes.end(), 0);
+    std::fill(back.bytes.begin(), back.bytes.end(), 0);
+  }
+  ManagerStats us = user_->stats();
+  EXPECT_EQ(us.stream_ops, 4u) << "the transfers went around the stream channel";
+  EXPECT_EQ(us.stream_refused, 0u);
 }
 
 // A stand-in owner whose stream channel refuses every connection (a port bound by nobody who

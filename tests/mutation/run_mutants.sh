@@ -21,6 +21,7 @@ mutants=(
   "proxy_is_local|actors/rdma_manager_actor.cc|  if (sender && sender->node() == self_->node() && !proxy)|  if (sender && sender->node() == self_->node())|//tests/security:hostile_peer_fallback_test"
   "grant_timeout_uncapped|actors/manager_streams.cc|  const uint32_t limit_ms = capped(timeout_ms);|  const uint32_t limit_ms = timeout_ms;|//tests/security:hostile_peer_fallback_test"
   "no_header_deadline|components/stream_server.cc|      if (!c->busy && c->header_deadline <= now)|      if (false)|//tests/security:stream_server_limits_test"
+  "flood_refuses_newcomers|components/stream_server.cc|      make_room_locked(ip);|      if (unauthenticated_per_host_[ip] >= limits_.max_unauthenticated_per_host) continue;|//tests/security:stream_server_limits_test"
   "lost_connection_not_retried|components/stream_client.cc|  if (lost(st, reach)) {|  if (false) {|//tests/components:stream_channel_test"
   "refused_stream_fails_op|actors/manager_streams.cc|      if (refused && !down) {|      if (false) {|//tests/actors:stream_fallback_test"
 )

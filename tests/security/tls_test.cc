@@ -14,11 +14,13 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "components/stream_client.h"
 #include "components/stream_server.h"
@@ -26,6 +28,7 @@
 
 #include "tests/actors/manager_fixture.h"
 #include "tests/rdma_test.h"
+#include "tests/silent_flood.h"
 
 namespace caf_rdma::testing {
 namespace {
@@ -396,7 +399,7 @@ TEST_F(TlsTest, TheStreamChannelSpeaksTlsBetweenMembersOnly) {
 
 TEST_F(TlsTest, AStreamClientThatNeverCompletesItsHandshakeIsClosed) {
   StreamServer::Limits limits;
-  limits.header_timeout = std::chrono::milliseconds(300);
+  limits.auth_timeout = std::chrono::milliseconds(300);  // a connection's handshake and request
   auto server = StreamServer::start("127.0.0.1", limits, stream::context(pki().node("a")));
   ASSERT_TRUE(server.ok()) << server.error().to_string();
   const Deadline limit = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -409,6 +412,68 @@ TEST_F(TlsTest, AStreamClientThatNeverCompletesItsHandshakeIsClosed) {
   Status st = recv_all(*silent, &b, 1, limit, "waiting for the owner to hang up");
   ASSERT_FALSE(st.ok()) << "the owner answered a half handshake";
   EXPECT_EQ(st.error().code(), ErrorCode::kPeerUnavailable) << st.error().to_string();
+}
+
+// Stream server invariants 3 and 4 under TLS: plain TCP connections without a certificate
+// (silent, or stopping half-way through a TLS hello) from one address and then from five
+// cannot keep a member from a new connection: each time a member with a fresh StreamClient
+// (a new TLS handshake in the middle of the flood) writes 4 MiB and reads them back, every byte
+// checked, well before any deadline of the channel.
+TEST_F(TlsTest, AFloodOfPlainConnectionsDoesNotKeepMembersOffTheStreamChannel) {
+  ASSERT_TRUE(allow_fds(2 * (256 + 1024) + 256).ok());
+  TlsContext owner_tls = stream::context(pki().node("a"));
+  TlsContext member_tls = stream::context(pki().node("b"));
+  ASSERT_TRUE(owner_tls && member_tls);
+  auto server = StreamServer::start("127.0.0.1", StreamServer::Limits{}, owner_tls);
+  ASSERT_TRUE(server.ok()) << server.error().to_string();
+  constexpr size_t kSize = 4 << 20;
+  Memory at_owner(kSize, 0), sent(kSize, 43), back(kSize, 0);
+  auto no_done = [](uint64_t, const Status&, uint64_t) {};
+  auto accepted = [&] { return (*server)->accepted(); };
+  std::vector<Socket> flood;
+  size_t flooded = 0;
+  for (const auto& sources : std::vector<std::vector<std::string>>{
+           {"127.0.0.1"}, {"127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"}}) {
+    const size_t n = sources.size() == 1 ? 256 : 1024;
+    auto more = silent_flood((*server)->port(), sources, n);
+    ASSERT_TRUE(more.ok()) << more.error().to_string();
+    // Every fourth one begins a TLS hello and stops (ignored where the owner closed it already).
+    const uint8_t partial[3] = {0x16, 0x03, 0x01};
+    for (size_t i = 0; i < more->size(); i += 4)
+      (void)send_all((*more)[i], partial, sizeof(partial),
+                     std::chrono::steady_clock::now() + std::chrono::seconds(5), "partial hello");
+    for (auto& s : *more)
+      flood.push_back(std::move(s));
+    flooded += n;
+    ASSERT_TRUE(wait_for_state([&] { return accepted() >= flooded; }, std::chrono::seconds(60)))
+        << "accepted " << accepted() << " of " << flooded;
+    StreamClient member(1, member_tls);  // a new connection: its handshake meets the flood
+    const Deadline later = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    const auto t0 = std::chrono::steady_clock::now();
+    uint64_t in =
+        (*server)->grant(at_owner.bytes.data(), kSize, StreamDirection::kIntoOwner, later, no_done);
+    Status st =
+        stream::run_job(member, stream::job(**server, in, StreamDirection::kIntoOwner, sent));
+    ASSERT_TRUE(st.ok()) << st.error().to_string();
+    uint64_t out = (*server)->grant(at_owner.bytes.data(), kSize, StreamDirection::kOutOfOwner,
+                                    later, no_done);
+    st = stream::run_job(member, stream::job(**server, out, StreamDirection::kOutOfOwner, back));
+    ASSERT_TRUE(st.ok()) << st.error().to_string();
+    const auto took = std::chrono::steady_clock::now() - t0;
+    std::printf(
+        "TLS: 4 MiB written and read back through %zu plain connections from %zu "
+        "address(es) in %lld ms\n",
+        flooded, sources.size(),
+        static_cast<long long>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+    EXPECT_EQ(at_owner.bytes, sent.bytes);
+    EXPECT_EQ(back.bytes, sent.bytes);
+    EXPECT_LT(took, std::chrono::seconds(15));  // generous; the old lock-out lasted 30 s
+    EXPECT_EQ(member.idle_connections(), 1u) << "one handshake should have carried both";
+    std::fill(at_owner.bytes.begin(), at_owner.bytes.end(), 0);
+    std::fill(back.bytes.begin(), back.bytes.end(), 0);
+  }
+  EXPECT_LE((*server)->connections(), StreamServer::Limits{}.max_unauthenticated + 2);
 }
 
 }  // namespace
