@@ -180,8 +180,12 @@ void ManagerState::stream_done(uint64_t ticket, uint32_t index, uint64_t local_i
   if (it != transfers_.end())
     it->second.ops[index].streaming = false;
   if (it != transfers_.end() && !it->second.ops[index].done) {
+    auto p = peers_.find(it->second.ops[index].peer);
+    const bool down = p != peers_.end() && !p->second.down_reason.empty();
+    // A queued job cancelled because its peer went down ends with a timeout code too
+    // (StreamClient::cancel_queued): that one is the peer's failure, not the deadline's.
     const bool job_timed_out = outcome.code == static_cast<uint8_t>(ErrorCode::kTimeout) &&
-                               std::chrono::steady_clock::now() >= it->second.due;
+                               !down && std::chrono::steady_clock::now() >= it->second.due;
     if ((it->second.timed_out || job_timed_out) && !outcome.ok()) {
       // Its transfer timed out and waited for the job to stop, or the job stopped at its
       // deadline (the transfer's) just before the transfer's own timeout: that is the error.
@@ -198,8 +202,6 @@ void ManagerState::stream_done(uint64_t ticket, uint32_t index, uint64_t local_i
       finish_op(ticket, index, std::move(outcome));
     } else {
       OpTrack& o = it->second.ops[index];
-      auto p = peers_.find(o.peer);
-      const bool down = p != peers_.end() && !p->second.down_reason.empty();
       if (refused && !down) {
         // Invariant 11: the owner never took the request, so no byte moved: CAF chunks instead
         // (the op itself still holds the local buffer).
