@@ -391,31 +391,42 @@ TEST_F(HostilePeerTest, FetchesBeyondAPeersWindowWaitThenFailNamingIt) {
   auto h = publish(m, "windowed");
   const uint64_t window = ManagerOptions{}.peer_window_bytes;
   const uint64_t served = window / kFetch, waiting = window / kFetch, refused = 3;
-  for (uint64_t i = 0; i < served + waiting + refused; ++i)
-    (*self_)->send(proxy_, fetch_atom::value, ref_of(h), uint64_t{0}, kFetch);
+  // All asked at once (sealed, as a node's facade asks), then their answers taken in order.
+  using Handle = decltype((*self_)->request(proxy_, std::chrono::seconds(30), caf::message{}));
+  std::vector<std::pair<Handle, PeerNonce>> asked;
+  for (uint64_t i = 0; i < served + waiting + refused; ++i) {
+    PeerNonce nonce;
+    secure_random(&nonce, sizeof(nonce));
+    asked.emplace_back((*self_)->request(proxy_, std::chrono::seconds(30),
+                                         caf::make_message(fetch_atom::value, ref_of(h),
+                                                           uint64_t{0}, kFetch, nonce)),
+                       nonce);
+  }
   uint64_t chunks = 0, waited = 0, refusals = 0;
   const std::string peer = "peer node " + caf::to_string(attacker_->node().system().node());
-  for (uint64_t i = 0; i < served + waiting + refused; ++i) {
-    bool got = false;
-    (*self_)->receive(
-        [&](ByteChunk& c) {
-          got = true;
-          ++chunks;
-          EXPECT_EQ(c.size, kFetch);
-          EXPECT_EQ(std::memcmp(c.data, m.bytes.data(), kFetch), 0);
-        },
-        [&](caf::error& e) {
-          got = true;
-          EXPECT_EQ(error_code(e), ErrorCode::kResourceExhausted) << error_message(e);
-          const std::string msg = error_message(e);
-          EXPECT_NE(msg.find(peer), std::string::npos) << msg;
-          EXPECT_NE(msg.find("peer_window_bytes " + std::to_string(window)), std::string::npos)
-              << msg;
-          waited += msg.find("waited") != std::string::npos ? 1 : 0;
-          refusals += msg.find("refused") != std::string::npos ? 1 : 0;
-        },
-        caf::after(std::chrono::seconds(30)) >> [] {});
-    ASSERT_TRUE(got) << "answer " << i << " never came";
+  for (auto& [handle, nonce] : asked) {
+    caf::message answer;
+    handle.receive([&](caf::error& e) { answer = caf::make_message(std::move(e)); },
+                   caf::others >> [&](caf::message_view& v) -> caf::result<caf::message> {
+                     answer = v.move_content_to_message();
+                     return caf::message{};
+                   });
+    if (answer.match_elements<ByteChunk, PeerNonce>()) {
+      const auto& c = answer.get_as<ByteChunk>(0);
+      ++chunks;
+      EXPECT_EQ(c.size, kFetch);
+      EXPECT_EQ(std::memcmp(c.data, m.bytes.data(), kFetch), 0);
+    } else if (answer.match_elements<caf::error, PeerNonce>()) {
+      const auto& e = answer.get_as<caf::error>(0);
+      EXPECT_EQ(error_code(e), ErrorCode::kResourceExhausted) << error_message(e);
+      const std::string msg = error_message(e);
+      EXPECT_NE(msg.find(peer), std::string::npos) << msg;
+      EXPECT_NE(msg.find("peer_window_bytes " + std::to_string(window)), std::string::npos) << msg;
+      waited += msg.find("waited") != std::string::npos ? 1 : 0;
+      refusals += msg.find("refused") != std::string::npos ? 1 : 0;
+    } else {
+      ADD_FAILURE() << "not a sealed answer: " << caf::to_string(answer);
+    }
   }
   EXPECT_EQ(chunks, served);
   EXPECT_EQ(waited, waiting);

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "actors/rdma_client.h"
+#include "components/secure_random.h"
 #include "examples/child_process.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/security/raw_basp_client.h"
@@ -241,12 +242,16 @@ TEST_F(MemoryBoundTest, APeerThatNeverReadsHoldsOneWindowAndOthersReadOn) {
   ASSERT_TRUE(c.has_value()) << err;
   c->set_read_after_send(false);
   constexpr uint64_t kFetch = 4 * kMiB;
-  for (uint64_t i = 0; i < 100; ++i)
-    ASSERT_TRUE(c->send_direct(4242, c->published_actor(), caf::make_message_id(i + 1),
-                               caf::make_message(fetch_atom::value, ref_of(remote_),
-                                                 (i % (kOwnerBytes / kFetch)) * kFetch, kFetch),
-                               &err))
+  for (uint64_t i = 0; i < 100; ++i) {
+    PeerNonce nonce;  // sealed as a node's facade seals its requests
+    secure_random(&nonce, sizeof(nonce));
+    ASSERT_TRUE(
+        c->send_direct(4242, c->published_actor(), caf::make_message_id(i + 1),
+                       caf::make_message(fetch_atom::value, ref_of(remote_),
+                                         (i % (kOwnerBytes / kFetch)) * kFetch, kFetch, nonce),
+                       &err))
         << err;
+  }
   // A window served (never proven read), a window's worth waiting (until kWaitMs, far beyond
   // this test); the other 92 were refused at once.
   ManagerStats s = wait_owner([](const ManagerStats& x) {
