@@ -250,24 +250,16 @@ Result<LocalBuffer*> ManagerState::owner_access(const BufferRef& ref, uint64_t o
   return b;
 }
 
-caf::result<ByteChunk> ManagerState::fetch(const BufferRef& ref, uint64_t offset, uint64_t length) {
-  auto b = owner_access(ref, offset, length, false);
-  if (!b.ok())
-    return to_caf_error(b.error());
-  if (length > kMaxChunkBytes)
-    return make_rdma_error(ErrorCode::kInvalidArgument,
-                           "fetch of " + std::to_string(length) + " bytes of buffer " +
-                               std::to_string(ref.id) + " of " + options_.name +
-                               ": a chunk has at most kMaxChunkBytes (" +
-                               std::to_string(kMaxChunkBytes) + ")");
+Result<ByteChunk> ManagerState::fetch_chunk(const BufferRef& ref, uint64_t offset,
+                                            uint64_t length) {
+  CAF_RDMA_ASSIGN_OR_RETURN(LocalBuffer * b, owner_access(ref, offset, length, false));
   // A copy (out of host or GPU memory): the reply may be serialized after the buffer was
   // released and freed.
   ByteChunk c = ByteChunk::allocate(length);
   if (!c.owned)
-    return make_rdma_error(ErrorCode::kResourceExhausted,
-                           "no memory for a fetch chunk of " + std::to_string(length) + " bytes");
-  if (Status st = copy_out(**b, offset, c.owned.get(), length); !st.ok())
-    return to_caf_error(st.error());
+    return Error(ErrorCode::kResourceExhausted,
+                 "no memory for a fetch chunk of " + std::to_string(length) + " bytes");
+  CAF_RDMA_RETURN_IF_ERROR(copy_out(*b, offset, c.owned.get(), length));
   counters_.served_fallback_bytes += length;
   return c;
 }
@@ -349,6 +341,8 @@ ManagerStats ManagerState::stats() const {
   }
   if (domain_)
     s.registered_bytes = domain_->registration_stats().registered_bytes;
+  s.window_bytes = windows_held_;
+  s.fetches_waiting = fetches_waiting_;
   s.device_losses = device_losses_;
   s.device_reopens = device_reopens_;
   s.no_rdma_reason = !domain_             ? no_rdma_reason_

@@ -874,9 +874,22 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
       return finish_op(ticket, index, std::move(out));
     write_chunk_failed(o, std::move(out));
   };
+  Peer& owner = peers_.at(o.peer);
   while (!o.fallback_error && o.in_flight < options_.fallback_window && o.next_offset < o.length) {
     uint64_t off = o.next_offset;
     uint64_t n = std::min<uint64_t>(options_.fallback_chunk_bytes, o.length - off);
+    // Reads ask an owner for at most a window of answers at once (invariant 12): more wait here,
+    // not at the owner.
+    const uint64_t charge = std::max(n, kWindowMinCharge);
+    if (is_read && owner.fetching > 0 && owner.fetching + charge > options_.peer_window_bytes) {
+      if (!o.fetch_queued) {
+        o.fetch_queued = true;
+        owner.fetch_queue.emplace_back(ticket, index);
+      }
+      break;
+    }
+    if (is_read)
+      owner.fetching += charge;
     o.next_offset += n;
     ++o.in_flight;
     LocalBuffer& local = buffers_.at(op.local.id);
@@ -898,10 +911,12 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
       pump_fallback(ticket, index);
     };
     if (is_read) {
+      caf::actor_addr key = o.peer;
       peer_request(op.remote.owner, timeout, fetch_atom::value, ref_of(op.remote),
                    op.remote_offset + off, n)
           .then(
-              [this, ticket, index, local_off, n, chunk_done](ByteChunk& data) {
+              [this, ticket, index, local_off, n, chunk_done, key, charge](ByteChunk& data) {
+                fetch_answered(key, charge);
                 auto it = transfers_.find(ticket);
                 if (it == transfers_.end() || it->second.ops[index].done)
                   return;  // timed out or failed: drop late data
@@ -917,7 +932,10 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
                   return finish_op(ticket, index, outcome_of(st.error()));
                 chunk_done(n);
               },
-              on_error);
+              [this, on_error, key, charge](caf::error& err) mutable {
+                fetch_answered(key, charge);
+                on_error(err);
+              });
     } else {
       // Zero-copy: the chunk points into the local buffer, which stays in use (so its release
       // waits) until the last copy of the message carrying it is destroyed, i.e. until it has
@@ -943,6 +961,27 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
                    op.remote_offset + off, std::move(bytes))
           .then([chunk_done](uint64_t stored) { chunk_done(stored); }, on_error);
     }
+  }
+}
+
+void ManagerState::fetch_answered(const caf::actor_addr& key, uint64_t charge) {
+  auto p = peers_.find(key);
+  if (p == peers_.end())
+    return;
+  Peer& owner = p->second;
+  owner.fetching -= std::min(owner.fetching, charge);
+  // The reads waiting for this owner's window, each once (one that still does not fit queues
+  // again at the back).
+  for (size_t n = owner.fetch_queue.size(); n > 0 && !owner.fetch_queue.empty(); --n) {
+    if (owner.fetching > 0 && owner.fetching + kWindowMinCharge > options_.peer_window_bytes)
+      break;
+    auto [ticket, index] = owner.fetch_queue.front();
+    owner.fetch_queue.pop_front();
+    auto it = transfers_.find(ticket);
+    if (it == transfers_.end() || it->second.ops[index].done)
+      continue;  // finished (timed out, failed) while it waited
+    it->second.ops[index].fetch_queued = false;
+    pump_fallback(ticket, index);
   }
 }
 

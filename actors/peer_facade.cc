@@ -45,6 +45,8 @@ Classified classify(const caf::message& m) {
     return {Kind::kPeer, "qp_connect"};
   if (shaped<fetch_atom, BufferRef, uint64_t, uint64_t>(m))
     return {Kind::kPeer, "fetch"};
+  if (shaped<read_ack_atom, uint64_t>(m))
+    return {Kind::kPeer, "read_ack"};
   if (shaped<store_atom, BufferRef, uint64_t, ByteChunk>(m))
     return {Kind::kPeer, "store"};
   if (shaped<stream_grant_atom, BufferRef, uint64_t, uint64_t, uint8_t, uint32_t>(m))

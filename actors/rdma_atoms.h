@@ -17,6 +17,9 @@ using batch_atom = caf::atom_constant<caf::atom("batch")>;
 using qp_connect_atom = caf::atom_constant<caf::atom("qp_conn")>;
 /// Fallback transport, owner side: (id, offset, length) -> bytes.
 using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
+/// Fallback transport, owner to the sender of its fetches: (token) -> the same token, answered
+/// once every message the owner sent before it was read (ManagerState invariant 12).
+using read_ack_atom = caf::atom_constant<caf::atom("read_ack")>;
 /// Fallback transport, owner side: (id, offset, bytes) -> bytes stored.
 using store_atom = caf::atom_constant<caf::atom("store")>;
 /// Fallback transport, owner side: (id, offset, length, kind, timeout ms) -> StreamGrantMsg.

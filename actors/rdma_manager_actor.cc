@@ -65,6 +65,10 @@ Result<ManagerOptions> ManagerOptions::from_env() {
   CAF_RDMA_RETURN_IF_ERROR(number(kEnvFallbackWindow, 1, 1024, window));
   o.fallback_window = static_cast<uint32_t>(window);
   CAF_RDMA_RETURN_IF_ERROR(number(kEnvStreamMin, 0, 1ull << 40, o.stream_min_bytes));
+  CAF_RDMA_RETURN_IF_ERROR(
+      number(kEnvPeerWindow, kWindowMinCharge, 1ull << 40, o.peer_window_bytes));
+  CAF_RDMA_RETURN_IF_ERROR(
+      number(kEnvTotalWindow, kWindowMinCharge, 1ull << 40, o.total_window_bytes));
   uint64_t inline_us = static_cast<uint64_t>(o.inline_poll.count());
   CAF_RDMA_RETURN_IF_ERROR(number(kEnvInlinePoll, 0, 100000, inline_us));
   o.inline_poll = std::chrono::microseconds(inline_us);
@@ -157,6 +161,7 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       [=](fetch_atom, const BufferRef& ref, uint64_t offset, uint64_t length) {
         return self->state.fetch(ref, offset, length);
       },
+      [=](read_ack_atom, uint64_t token) { return token; },
       [=](store_atom, const BufferRef& ref, uint64_t offset, const ByteChunk& bytes) {
         return self->state.store(ref, offset, bytes);
       },
@@ -192,6 +197,8 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       [=](const detail::DeviceChanged& e) { self->state.device_changed(e); },
       [=](const detail::ReopenDevice& e) { self->state.reopen_device(e.attempt); },
       [=](const detail::StagingFreed&) { self->state.staging_freed(); },
+      [=](const detail::WindowExpire& e) { self->state.window_expire(e.node); },
+      [=](const detail::WindowRetry& e) { self->state.window_retry(e.node); },
       [=](const detail::GetFacade&) -> caf::actor { return self->state.facade(); },
   };
 }
@@ -205,6 +212,11 @@ Result<rdma_manager_actor> spawn_manager(caf::actor_system& sys, ManagerOptions 
     return Error(ErrorCode::kInvalidArgument,
                  "ManagerOptions: fallback_chunk_bytes must be in 1.." +
                      std::to_string(kMaxChunkBytes) + " and fallback_window > 0");
+  if (options.peer_window_bytes < kWindowMinCharge ||
+      options.total_window_bytes < kWindowMinCharge || options.window_wait.count() <= 0)
+    return Error(ErrorCode::kInvalidArgument,
+                 "ManagerOptions: peer_window_bytes and total_window_bytes must be at least " +
+                     std::to_string(kWindowMinCharge) + " and window_wait > 0");
   if (options.max_timeout.count() <= 0 || options.max_timeout.count() > UINT32_MAX)
     return Error(ErrorCode::kInvalidArgument,
                  "ManagerOptions: max_timeout must be in 1.." + std::to_string(UINT32_MAX) + " ms");

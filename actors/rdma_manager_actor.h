@@ -33,6 +33,10 @@ constexpr const char* kEnvVerify = "CAF_RDMA_VERIFY";
 constexpr const char* kEnvGpu = "CAF_RDMA_GPU";
 /// Longest timeout in milliseconds any request may ask for (ManagerOptions::max_timeout).
 constexpr const char* kEnvMaxTimeout = "CAF_RDMA_MAX_TIMEOUT_MS";
+/// Fallback fetch windows in bytes: per peer node, and over all peers as owner
+/// (ManagerOptions::peer_window_bytes, total_window_bytes).
+constexpr const char* kEnvPeerWindow = "CAF_RDMA_PEER_WINDOW";
+constexpr const char* kEnvTotalWindow = "CAF_RDMA_TOTAL_WINDOW";
 
 // Bounds on what one requester or peer can make a manager hold (README "Security model").
 /// Longest directory name, in bytes.
@@ -46,6 +50,9 @@ constexpr size_t kMaxDirectoryWaitersPerNode = 256;
 /// Stream grants outstanding on one buffer, and from one peer manager.
 constexpr uint32_t kMaxGrantsPerBuffer = 64;
 constexpr uint32_t kMaxGrantsPerPeer = 1024;  // per peer node
+/// What a fetch costs in a window at least (its answer's message, promise and bookkeeping), so
+/// that windows bound the number of answers and waiting fetches as well as their bytes.
+constexpr uint64_t kWindowMinCharge = 4096;
 
 enum class TransportMode : uint8_t {
   kAuto,      ///< RDMA where both sides have a device on the same kind of fabric, else fallback
@@ -84,6 +91,22 @@ struct ManagerOptions {
   std::string stream_host;
   /// Stream transfers this manager runs at once as requester (more wait).
   uint32_t stream_threads = 4;
+  /// Fallback fetch answers (CAF chunks) on their way between this node and one peer node,
+  /// in bytes (each fetch counts at least kWindowMinCharge). As owner: answers served to the
+  /// peer count until the peer proved it read them (it answers a read_ack the owner sends after
+  /// them); a fetch beyond waits, in order, up to `window_wait`, and a peer with a window's
+  /// worth of fetches already waiting is refused (resource_exhausted naming it): a peer that
+  /// never reads holds at most one window of this node's memory. As requester: fetches asked of
+  /// one owner and not yet answered (more wait here), so a requester whose window is not larger
+  /// than its owner's never has a fetch refused. One fetch may exceed it when nothing else is
+  /// on its way (chunks are at most kMaxChunkBytes). CAF_RDMA_PEER_WINDOW.
+  uint64_t peer_window_bytes = 16 << 20;
+  /// As owner: fetch answers served to all peers and not yet proven read, and fetches waiting,
+  /// each at most this many bytes in all. CAF_RDMA_TOTAL_WINDOW.
+  uint64_t total_window_bytes = 256 << 20;
+  /// As owner: how long a fetch beyond its window waits for the window to open before it fails
+  /// with resource_exhausted naming the peer and the window (cut to max_timeout).
+  std::chrono::milliseconds window_wait{30000};
   /// The stream channel speaks TLS with these (RdmaNode sets its own when the nodes use TLS):
   /// owner and requester verify each other's certificate against the CA file, and the bytes
   /// travel encrypted. Empty: plain TCP.
@@ -106,7 +129,8 @@ struct ManagerOptions {
   bool verify = false;
 
   /// Defaults, then CAF_RDMA_TRANSPORT, CAF_RDMA_FALLBACK_CHUNK, CAF_RDMA_FALLBACK_WINDOW,
-  /// CAF_RDMA_STREAM_MIN, CAF_RDMA_INLINE_POLL_US, CAF_RDMA_VERIFY,
+  /// CAF_RDMA_STREAM_MIN, CAF_RDMA_PEER_WINDOW, CAF_RDMA_TOTAL_WINDOW,
+  /// CAF_RDMA_INLINE_POLL_US, CAF_RDMA_VERIFY,
   /// CAF_RDMA_GPU, CAF_RDMA_MAX_TIMEOUT_MS and the IbverbsConfig variables (CAF_RDMA_DEVICE, ...).
   static Result<ManagerOptions> from_env();
 };

@@ -103,8 +103,19 @@ using rdma_manager_actor = caf::typed_actor<
     caf::replies_to<qp_connect_atom, QpInfoMsg>::with<QpInfoMsg>,
 
     /// Fallback transport: the owner reads `length` bytes (at most kMaxChunkBytes) at `offset`
-    /// of the buffer. Errors as for transfers, checked by the owner.
+    /// of the buffer. Errors as for transfers, checked by the owner. The answers the owner
+    /// served a peer node count against that peer's window (ManagerOptions::peer_window_bytes)
+    /// and the owner's total (total_window_bytes) until the peer answered a read_ack sent after
+    /// them; a fetch beyond waits, in order, up to window_wait. Errors also: resource_exhausted
+    /// naming the peer and the window (it waited window_wait, or the peer already has a window's
+    /// worth of fetches waiting), peer_unavailable (the peer's connection closed while it
+    /// waited).
     caf::replies_to<fetch_atom, BufferRef, uint64_t, uint64_t>::with<ByteChunk>,
+
+    /// Fallback transport, sent by the owner of a buffer to whoever fetched from it, after the
+    /// answers: echo `token`. The answer can only come once everything the owner sent before
+    /// it was read, which proves those answers no longer sit in the owner's memory.
+    caf::replies_to<read_ack_atom, uint64_t>::with<uint64_t>,
 
     /// Fallback transport: the owner writes the bytes at `offset` of the buffer (which must be
     /// read-write). Replies with the number of bytes stored.

@@ -1,5 +1,7 @@
 #include "actors/rdma_messages.h"
 
+#include <sys/mman.h>
+
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -35,11 +37,34 @@ TransferOp make_write(BufferHandle local, BufferHandle remote, uint64_t length,
   return op;
 }
 
+namespace {
+
+/// Chunks of at least this many bytes are mapped pages of their own, unmapped when the last
+/// copy goes: the memory of a burst of chunks goes back to the system at once. From the heap,
+/// glibc raises its mmap threshold to the size of the first large block freed and serves later
+/// chunks from its arenas, which keep the memory of a burst (measured: 270 MB after 2000 MiB
+/// of fetch answers; tests/security/memory_bound_test.cc).
+constexpr uint64_t kMappedChunkMin = 64 << 10;
+
+}  // namespace
+
 ByteChunk ByteChunk::allocate(uint64_t n) {
   ByteChunk c;
   if (n > kMaxChunkBytes)
     return c;
-  c.owned.reset(new (std::nothrow) uint8_t[n > 0 ? n : 1]);
+  if (n >= kMappedChunkMin) {
+    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      return c;
+    try {
+      c.owned =
+          std::shared_ptr<uint8_t[]>(static_cast<uint8_t*>(p), [n](uint8_t* q) { ::munmap(q, n); });
+    } catch (const std::bad_alloc&) {  // its control block: the deleter already unmapped it
+      return c;
+    }
+  } else {
+    c.owned.reset(new (std::nothrow) uint8_t[n > 0 ? n : 1]);
+  }
   if (!c.owned)
     return c;
   c.data = c.owned.get();

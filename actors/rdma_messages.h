@@ -294,6 +294,10 @@ struct ManagerStats {
   /// Why transfers cannot use RDMA now: `device` is "" (no device, or lost and not back yet),
   /// or its port is down; "" when they can.
   std::string no_rdma_reason;
+  /// As owner: bytes of fetch answers served to peers and not yet proven read (their windows),
+  /// and fetches waiting for a window to open.
+  uint64_t window_bytes = 0;
+  uint64_t fetches_waiting = 0;
 };
 
 template <class Inspector>
@@ -303,7 +307,8 @@ typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
            x.registered_buffers, x.registered_bytes, x.served_fallback_bytes, x.stream_ops,
            x.stream_refused, x.direct_ops, x.lanes, x.busy_buffers, x.device_losses,
            x.device_reopens, x.facade_dropped, x.forged_answers, x.shared_cq_qps, x.polled_cqs,
-           x.staged_chunks, x.staged_overlapped, x.no_rdma_reason);
+           x.staged_chunks, x.staged_overlapped, x.no_rdma_reason, x.window_bytes,
+           x.fetches_waiting);
 }
 
 /// Registers every message type above. Call on the config of every actor system that talks

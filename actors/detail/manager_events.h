@@ -13,6 +13,7 @@
 #pragma once
 
 #include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/node_id.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
@@ -115,14 +116,25 @@ struct ReopenDevice {
 /// Manager -> itself: a bounce buffer was freed outside release_slot; hand free ones to waiters.
 struct StagingFreed {};
 
+/// Timer: the oldest fetch waiting for peer `node`'s window may have reached its deadline.
+struct WindowExpire {
+  caf::node_id node;
+};
+
+/// Timer: ask peer `node` again to prove it read what it was sent (its last read_ack failed
+/// while its connection stayed up).
+struct WindowRetry {
+  caf::node_id node;
+};
+
 /// The manager's own handle type: the public interface plus its internal events.
 using manager_impl_actor = rdma_manager_actor::extend<
     caf::reacts_to<OpDone>, caf::reacts_to<OpTimeout>, caf::reacts_to<OpTick>,
     caf::reacts_to<StreamDone>, caf::reacts_to<StreamServed>, caf::reacts_to<StreamExpire>,
     caf::reacts_to<ChunkSent>, caf::reacts_to<LaneClosed>, caf::reacts_to<LaneIdle>,
     caf::reacts_to<DirTimeout>, caf::reacts_to<SetName>, caf::reacts_to<DeviceChanged>,
-    caf::reacts_to<ReopenDevice>, caf::reacts_to<StagingFreed>,
-    caf::replies_to<GetFacade>::with<caf::actor>>;
+    caf::reacts_to<ReopenDevice>, caf::reacts_to<StagingFreed>, caf::reacts_to<WindowExpire>,
+    caf::reacts_to<WindowRetry>, caf::replies_to<GetFacade>::with<caf::actor>>;
 
 }  // namespace caf_rdma::detail
 
@@ -141,3 +153,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::DeviceChanged)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::ReopenDevice)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::StagingFreed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::GetFacade)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::WindowExpire)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::WindowRetry)

@@ -22,7 +22,8 @@
 //     (peer_facade.h), which owns its handles and carries every message to and from other
 //     nodes (peer_request, peer_send), so no BASP frame can address the manager.
 //  7. Everything a peer can make us hold is bounded: grant and wait timeouts (max_timeout),
-//     grants per buffer and per peer, directory names and waiters, chunk sizes.
+//     grants per buffer and per peer, directory names and waiters, chunk sizes, and the fetch
+//     answers on their way to it and the fetches it has waiting (invariant 12).
 //  8. Device loss (manager_device.cc): when the DeviceMonitor says the device went away, every
 //     queue pair, registration and bounce buffer on it is dropped before any reply, the RDMA
 //     ops in flight fail at once (no_device, naming the device and why), and peers are told
@@ -48,11 +49,26 @@
 //     known to be down (peer_unavailable: a live owner's refusal never is). A write redone
 //     so is applied once: the stream never sent a byte of it. A stream job that failed after
 //     its owner took the request is not redone (a write's bytes may still be on their way).
+// 12. Fetch windows (manager_windows.cc): as owner, the fetch answers served to a peer node
+//     count against its window (peer_window_bytes) and the total (total_window_bytes), each
+//     fetch at least kWindowMinCharge, from the copy until the peer proves it read them: the
+//     owner sends the latest sender of its fetches a read_ack with a random token after the
+//     answers (through the facade, so on the same connection, behind them), and only the
+//     token's echo releases what was served before it. A fetch that would exceed either waits,
+//     in arrival order per peer, and is served as the windows open, or fails at window_wait
+//     with resource_exhausted naming the peer and the window; waiting fetches are charged the
+//     same way against a window and the total of their own (beyond: refused at once). A window
+//     is dropped without proof only when its node, once seen directly connected, no longer is
+//     (the middleman's routing table, which no peer writes): the connection, and with it what
+//     CAF still held for it, is gone. One fetch may exceed a window while nothing else is
+//     charged to it (a chunk of up to kMaxChunkBytes). As requester, the fetches asked of one
+//     owner and not yet answered stay within peer_window_bytes the same way (more ops wait).
 #pragma once
 
 #include <caf/all.hpp>
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -130,6 +146,7 @@ struct OpTrack {
   uint64_t next_offset = 0;
   uint64_t bytes_done = 0;
   uint32_t in_flight = 0;
+  bool fetch_queued = false;  ///< in its owner's Peer::fetch_queue (a read waiting to ask more)
   /// The first error (or the timeout) of a fallback write with store chunks still on their
   /// way: reported once every chunk sent was answered or timed out (invariant 10), so that no
   /// chunk of it is applied by the owner after the reply.
@@ -163,6 +180,40 @@ struct Peer {
   /// Questions asked of it (ask_peer) and not yet answered: each fails with peer_unavailable
   /// when it goes down, not at its timeout.
   std::map<uint64_t, std::function<void(const caf::error&)>> questions;
+  /// As requester (invariant 12): window charge of the fetches asked of it and not yet
+  /// answered, and the fallback reads waiting to ask more (ticket, op).
+  uint64_t fetching = 0;
+  std::deque<std::pair<uint64_t, uint32_t>> fetch_queue;
+};
+
+/// A fetch beyond its peer's window (or the total), waiting for it to open (invariant 12).
+struct WaitingFetch {
+  BufferRef ref;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  caf::typed_response_promise<ByteChunk> rp;
+  std::chrono::steady_clock::time_point due;
+};
+
+/// What one peer node holds of this owner: fetch answers served to it and not yet proven read,
+/// and its fetches waiting (invariant 12).
+struct PeerWindow {
+  uint64_t served = 0;  ///< window charge of every answer served since the window opened
+  uint64_t proven = 0;  ///< of which the peer proved it read this much (<= served)
+  uint64_t marked = 0;  ///< `served` when the last read_ack was sent
+  uint64_t waiting_charge = 0;
+  std::deque<WaitingFetch> waiting;
+  std::map<uint64_t, uint64_t> acks;  ///< read_acks on their way: token -> `served` then
+  caf::actor to;                      ///< the latest sender of its fetches
+  caf::actor answered_by;             ///< the last actor that answered a read_ack
+  std::set<caf::actor_addr> watched;  ///< senders monitored (a down makes us check the node)
+  bool direct = false;                ///< its node was seen with a direct connection to ours
+  bool checking = false;              ///< a question to the middleman about it is on its way
+  bool expiry_armed = false;          ///< a WindowExpire for its oldest waiting fetch is due
+  bool retry_armed = false;           ///< a WindowRetry is due
+  uint32_t failures = 0;              ///< read_acks failed in a row (the retry backs off)
+
+  uint64_t held() const { return served - proven; }
 };
 
 /// A direct lane this manager opened (the lane itself belongs to its client).
@@ -229,7 +280,11 @@ public:
   // -- buffers (manager_buffers.cc) --
   caf::result<BufferHandle> request_buffer(uint64_t addr, uint64_t size, uint8_t access);
   caf::result<uint64_t> release_buffer(uint64_t id);
+  /// A peer's fetch: served now, or waiting for its window (manager_windows.cc).
   caf::result<ByteChunk> fetch(const BufferRef& ref, uint64_t offset, uint64_t length);
+  /// A copy of [offset, offset + length) of the buffer for a fetch answer, after the owner's
+  /// checks.
+  Result<ByteChunk> fetch_chunk(const BufferRef& ref, uint64_t offset, uint64_t length);
   caf::result<uint64_t> store(const BufferRef& ref, uint64_t offset, const ByteChunk& bytes);
   /// The owner's view of a peer's access (after its NIC refused one): ok, or why not.
   TransferOutcome check_access(const BufferRef& ref, uint64_t offset, uint64_t length,
@@ -255,6 +310,12 @@ public:
   /// A direct lane's last use of released buffer `id` ended.
   void lane_idle(uint64_t id);
   ManagerStats stats() const;
+
+  // -- fetch windows (manager_windows.cc, invariant 12) --
+  /// The oldest fetches waiting for `node`'s window that reached their deadline fail.
+  void window_expire(const caf::node_id& node);
+  /// Asks `node` again to prove it read what it was sent, if that is still open.
+  void window_retry(const caf::node_id& node);
   /// The name given by its node once it listens (first call only; SetName is an internal event).
   void set_name(std::string name) {
     if (named_ || name.empty())
@@ -436,6 +497,38 @@ private:
   // fallback path
   void start_fallback(uint64_t ticket, uint32_t index);
   void pump_fallback(uint64_t ticket, uint32_t index);
+  /// A fetch of `charge` asked of peer `key` was answered (or failed): reads waiting for that
+  /// owner's window ask more (invariant 12).
+  void fetch_answered(const caf::actor_addr& key, uint64_t charge);
+  // fetch windows, owner side (manager_windows.cc)
+  /// Serves a fetch now (deliver, then the read_ack behind it), or an error.
+  void serve_fetch(const caf::node_id& node, const BufferRef& ref, uint64_t offset, uint64_t length,
+                   caf::typed_response_promise<ByteChunk> rp);
+  /// Whether a fetch of `charge` fits `w`'s window and the total now.
+  bool window_fits(const PeerWindow& w, uint64_t charge) const;
+  /// Sends `node` a read_ack covering what was served to it, if one is due (or `force`).
+  void send_read_ack(const caf::node_id& node, bool force);
+  void read_ack_answered(const caf::node_id& node, uint64_t token, uint64_t echoed,
+                         const caf::actor& to);
+  void read_ack_failed(const caf::node_id& node, uint64_t token);
+  /// Asks the middleman whether `node` still has a direct connection to ours: gone after one
+  /// was seen drops its window (its waiting fetches fail with peer_unavailable).
+  void check_window_node(const caf::node_id& node);
+  /// Serves waiting fetches, peer by peer, while the windows let them.
+  void open_windows();
+  /// Arms the WindowExpire of `node`'s oldest waiting fetch (once).
+  void arm_window_expiry(const caf::node_id& node, PeerWindow& w);
+  /// Fails `w`'s waiting fetches with `err` and forgets its window.
+  void drop_window(const caf::node_id& node, const caf::error& err);
+  /// Forgets `node`'s window once nothing is held, waiting or asked.
+  void maybe_forget_window(const caf::node_id& node);
+  /// Monitors the sender of a fetch (once per actor) so that its connection's end is seen.
+  void watch_sender(const caf::actor& sender);
+  /// A monitored sender of fetches went down: check whether its node is still connected.
+  void window_sender_down(const caf::actor_addr& who);
+  std::string window_error(const caf::node_id& node, const char* what) const;
+  /// Gives the heap's free pages back to the system once the windows are empty after a burst.
+  void trim_after_burst();
   /// Whether op `o` (remote, host memory on both sides) should take the stream channel.
   bool wants_stream(const OpTrack& o, const LocalBuffer& local, const Peer& peer) const;
   void start_stream(uint64_t ticket, uint32_t index);
@@ -499,6 +592,14 @@ private:
   /// Stream grants made as owner, by token.
   std::unordered_map<uint64_t, GrantHold> grants_;
   std::map<caf::node_id, uint32_t> grants_per_peer_;
+  /// Fetch windows of peer nodes (invariant 12), their total charge held, and waiting.
+  std::map<caf::node_id, PeerWindow> windows_;
+  uint64_t windows_held_ = 0;
+  uint64_t windows_waiting_ = 0;  ///< charge of all waiting fetches
+  size_t fetches_waiting_ = 0;
+  uint64_t served_at_trim_ = 0;  ///< counters_.served_fallback_bytes at the last trim
+  /// Senders of fetches this manager monitors (until their down), other than peer managers.
+  std::set<caf::actor_addr> watched_;
   size_t dir_waiter_count_ = 0;
   std::map<caf::node_id, size_t> dir_waiters_per_node_;
   uint64_t next_job_tag_ = 1;

@@ -11,6 +11,7 @@
 #include <caf/forwarding_actor_proxy.hpp>
 #include <caf/make_actor.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -376,6 +377,76 @@ TEST_F(HostilePeerTest, AccessesEndingOneBytePastTheBufferAreRefused) {
   EXPECT_EQ(m.bytes[kSize - 2], 0xAB);
   EXPECT_EQ(m.bytes[kSize - 1], 0xAB);
   EXPECT_TRUE(victim_->release(h.id));
+}
+
+// Memory amplification (issue "Trust, second pass", item 2): a peer's fetches were answered at
+// once, however many it asked for and whether or not it read the answers. Now the answers count
+// against the peer's window until it proves it read them (it answers the owner's read_ack,
+// which its manager does); this peer is a plain actor that never answers. A window is served,
+// a window's worth waits and fails at the wait's end (max_timeout here: 2 s), the rest is
+// refused at once, each error naming the peer and the window; other peers are served.
+TEST_F(HostilePeerTest, FetchesBeyondAPeersWindowWaitThenFailNamingIt) {
+  constexpr uint64_t kFetch = 4 << 20;
+  Memory m(kFetch, 8);
+  auto h = publish(m, "windowed");
+  const uint64_t window = ManagerOptions{}.peer_window_bytes;
+  const uint64_t served = window / kFetch, waiting = window / kFetch, refused = 3;
+  // All asked at once (sealed, as a node's facade asks), then their answers taken in order.
+  using Handle = decltype((*self_)->request(proxy_, std::chrono::seconds(30), caf::message{}));
+  std::vector<std::pair<Handle, PeerNonce>> asked;
+  for (uint64_t i = 0; i < served + waiting + refused; ++i) {
+    PeerNonce nonce;
+    secure_random(&nonce, sizeof(nonce));
+    asked.emplace_back((*self_)->request(proxy_, std::chrono::seconds(30),
+                                         caf::make_message(fetch_atom::value, ref_of(h),
+                                                           uint64_t{0}, kFetch, nonce)),
+                       nonce);
+  }
+  uint64_t chunks = 0, waited = 0, refusals = 0;
+  const std::string peer = "peer node " + caf::to_string(attacker_->node().system().node());
+  for (auto& [handle, nonce] : asked) {
+    caf::message answer;
+    handle.receive([&](caf::error& e) { answer = caf::make_message(std::move(e)); },
+                   caf::others >> [&](caf::message_view& v) -> caf::result<caf::message> {
+                     answer = v.move_content_to_message();
+                     return caf::message{};
+                   });
+    if (answer.match_elements<ByteChunk, PeerNonce>()) {
+      const auto& c = answer.get_as<ByteChunk>(0);
+      ++chunks;
+      EXPECT_EQ(c.size, kFetch);
+      EXPECT_EQ(std::memcmp(c.data, m.bytes.data(), kFetch), 0);
+    } else if (answer.match_elements<caf::error, PeerNonce>()) {
+      const auto& e = answer.get_as<caf::error>(0);
+      EXPECT_EQ(error_code(e), ErrorCode::kResourceExhausted) << error_message(e);
+      const std::string msg = error_message(e);
+      EXPECT_NE(msg.find(peer), std::string::npos) << msg;
+      EXPECT_NE(msg.find("peer_window_bytes " + std::to_string(window)), std::string::npos) << msg;
+      waited += msg.find("waited") != std::string::npos ? 1 : 0;
+      refusals += msg.find("refused") != std::string::npos ? 1 : 0;
+    } else {
+      ADD_FAILURE() << "not a sealed answer: " << caf::to_string(answer);
+    }
+  }
+  EXPECT_EQ(chunks, served);
+  EXPECT_EQ(waited, waiting);
+  EXPECT_EQ(refusals, refused);
+  // The victim still serves another peer (a window of its own), through its manager.
+  auto honest = victim_node(std::chrono::milliseconds(2000));
+  ASSERT_TRUE(honest);
+  auto p = honest->node().remote_manager("127.0.0.1", victim_->node().port());
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  Memory local(64 << 10);
+  auto lh = honest->request_buffer(local);
+  ASSERT_TRUE(lh) << error_message(lh.error());
+  auto r = honest->transfer(make_read(*lh, h, local.bytes.size()));
+  ASSERT_TRUE(r) << error_message(r.error());
+  EXPECT_TRUE(std::equal(local.bytes.begin(), local.bytes.end(), m.bytes.begin()));
+  // The honest peer proves it read its answer; the attacker's window stays charged.
+  const ManagerStats s =
+      victim_->wait_stats([&](const ManagerStats& x) { return x.window_bytes == window; });
+  EXPECT_EQ(s.window_bytes, window) << "the attacker's window, unproven, and nothing else";
+  EXPECT_EQ(s.fetches_waiting, 0u);
 }
 
 // Finding 4: a grant with a 2^32-1 ms timeout pinned a buffer so that its release timed out;

@@ -116,7 +116,8 @@ RawBaspClient::RawBaspClient(RawBaspClient&& other) noexcept
       app_ids_(std::move(other.app_ids_)),
       discarded_frames_(other.discarded_frames_),
       peer_closed_(other.peer_closed_),
-      stream_corrupt_(other.stream_corrupt_) {}
+      stream_corrupt_(other.stream_corrupt_),
+      read_after_send_(other.read_after_send_) {}
 
 RawBaspClient& RawBaspClient::operator=(RawBaspClient&& other) noexcept {
   if (this != &other) {
@@ -132,6 +133,7 @@ RawBaspClient& RawBaspClient::operator=(RawBaspClient&& other) noexcept {
     discarded_frames_ = other.discarded_frames_;
     peer_closed_ = other.peer_closed_;
     stream_corrupt_ = other.stream_corrupt_;
+    read_after_send_ = other.read_after_send_;
   }
   return *this;
 }
@@ -249,7 +251,8 @@ bool RawBaspClient::send_routed(const caf::node_id& src_node, caf::actor_id src_
   // Whatever the server sent meanwhile is kept for read_frame (an answer may be there already);
   // EOF etc. is recorded in peer_closed_.
   std::string ignored;
-  fill(false, Clock::now(), &ignored);
+  if (read_after_send_)
+    fill(false, Clock::now(), &ignored);
   return true;
 }
 
@@ -269,7 +272,8 @@ bool RawBaspClient::send_direct(caf::actor_id src_actor, caf::actor_id dest, caf
   // Whatever the server sent meanwhile is kept for read_frame (an answer may be there already);
   // EOF etc. is recorded in peer_closed_.
   std::string ignored;
-  fill(false, Clock::now(), &ignored);
+  if (read_after_send_)
+    fill(false, Clock::now(), &ignored);
   return true;
 }
 

@@ -132,6 +132,10 @@ public:
   // an I/O error occurred.
   bool drain(std::string* error);
 
+  // Whether send_routed/send_direct read what the server sent meanwhile (default: yes). A
+  // client that never reads (a peer that lets its answers pile up at the server) turns it off.
+  void set_read_after_send(bool on) { read_after_send_ = on; }
+
   // Number of frames received and discarded by drain() so far.
   size_t discarded_frames() const { return discarded_frames_; }
 
@@ -163,6 +167,7 @@ private:
   size_t discarded_frames_ = 0;
   bool peer_closed_ = false;
   bool stream_corrupt_ = false;
+  bool read_after_send_ = true;
 };
 
 }  // namespace caf_rdma::testing
