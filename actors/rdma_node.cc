@@ -2,13 +2,13 @@
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
-#include <caf/openssl/all.hpp>
 
 #include <cstdlib>
 
 #include "actors/detail/manager_events.h"
 #include "actors/rdma_errors.h"
 #include "actors/rdma_messages.h"
+#include "actors/tls_transport.h"
 
 namespace caf_rdma {
 
@@ -21,16 +21,15 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
   const char* plain_env = std::getenv(kEnvPlaintext);
   bool plaintext_ok =
       options.allow_plaintext || (plain_env != nullptr && std::string(plain_env) == "1");
+  TlsContext tls_context;
   if (tls.any()) {
     if (Status st = check_tls_credentials(tls); !st.ok())
       return st.error().with_context("starting a node with TLS on " + options.host);
-    node->config_->openssl_certificate = tls.certificate;
-    node->config_->openssl_key = tls.key;
-    node->config_->openssl_cafile = tls.cafile;
-    node->config_->openssl_passphrase = tls.passphrase;
-    node->config_->load<caf::openssl::manager>();
+    auto ctx = tls_stream_context(tls);
+    if (!ctx.ok())
+      return ctx.error().with_context("starting a node with TLS on " + options.host);
+    tls_context = *ctx;
     node->tls_ = true;
-    node->tls_credentials_ = tls;
   } else if (!is_loopback_host(options.host) && !plaintext_ok) {
     return Error(ErrorCode::kInvalidArgument,
                  "refusing to publish the RDMA manager on " + options.host +
@@ -51,6 +50,17 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
     options.configure(*node->config_);
   node->system_ = std::make_unique<caf::actor_system>(*node->config_);
   node->host_ = options.host;
+  // With TLS, connections are made and accepted by our own middleman actor (tls_transport.h):
+  // CAF 0.17's OpenSSL module drops healthy links and spins on silent ones.
+  if (node->tls_) {
+    TlsTransportOptions t;
+    t.context = tls_context;
+    t.connect_timeout = options.connect_timeout;
+    t.accept.handshake_timeout = options.connect_timeout;
+    node->connector_ = spawn_tls_middleman(*node->system_, std::move(t));
+  } else {
+    node->connector_ = node->system_->middleman().actor_handle();
+  }
   // Published first (port 0: the OS picks one, no one else can take it in between), then named
   // host:port: the name reaches the manager before anyone can know the port.
   ManagerOptions mo = options.manager;
@@ -61,8 +71,10 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
   if (node->tls_)
     mo.stream_tls = tls;  // the stream channel speaks TLS with the node's credentials
   auto mgr = spawn_manager(*node->system_, mo);
-  if (!mgr.ok())
+  if (!mgr.ok()) {
+    node->stop_connector();
     return mgr.error();
+  }
   node->manager_ = *mgr;
   // What peers see is the manager's facade (actors/peer_facade.h): the manager itself is never
   // published nor serialized, so no message from the network can reach it.
@@ -76,16 +88,27 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
   }
   if (!facade) {
     caf::anon_send_exit(node->manager_, caf::exit_reason::user_shutdown);
+    node->stop_connector();
     return Error(ErrorCode::kInternal, "the RDMA manager did not name its facade");
   }
-  auto port = node->tls_ ? caf::openssl::publish(facade, options.port, options.host.c_str(), true)
-                         : node->system_->middleman().publish(facade, options.port,
-                                                              options.host.c_str(), true);
+  // Published through the node's middleman actor (CAF's, or the TLS one): its answer is the
+  // port, or why not.
+  caf::expected<uint16_t> port{caf::error{}};
+  {
+    caf::scoped_actor self{*node->system_};
+    self->request(node->connector_, std::chrono::seconds(30), caf::publish_atom::value,
+                  options.port, caf::actor_cast<caf::strong_actor_ptr>(facade),
+                  node->system_->message_types(facade), options.host, true)
+        .receive([&](uint16_t p) { port = p; }, [&](caf::error& e) { port = std::move(e); });
+  }
   if (!port) {
     caf::anon_send_exit(node->manager_, caf::exit_reason::user_shutdown);
+    node->stop_connector();
     return Error(ErrorCode::kPeerUnavailable, "publishing the RDMA manager on " + options.host +
                                                   ":" + std::to_string(options.port) + " failed: " +
-                                                  node->system_->render(port.error()));
+                                                  (error_code(port.error()) != ErrorCode::kInternal
+                                                       ? error_message(port.error())
+                                                       : node->system_->render(port.error())));
   }
   node->port_ = *port;
   if (name_it)
@@ -97,8 +120,21 @@ RdmaNode::~RdmaNode() {
   if (system_) {
     caf::anon_send_exit(manager_, caf::exit_reason::user_shutdown);
     manager_ = nullptr;
+    stop_connector();
     system_.reset();
   }
+}
+
+void RdmaNode::stop_connector() {
+  // CAF's own middleman actor ends with the system. Ours (TLS) ignores exit messages but
+  // `kill`, as CAF's does, and the system would wait for it; its connect() is bounded by the
+  // connect timeout, so this wait is too.
+  if (tls_ && connector_) {
+    caf::scoped_actor self{*system_};
+    self->send_exit(connector_, caf::exit_reason::kill);
+    self->wait_for(connector_);
+  }
+  connector_ = nullptr;
 }
 
 std::string RdmaNode::address() const {
@@ -107,19 +143,11 @@ std::string RdmaNode::address() const {
 
 Result<rdma_manager_actor> RdmaNode::remote_manager(const std::string& host, uint16_t port) {
   // CAF's remote_actor waits without a bound; its middleman actor answers the same request.
-  caf::io::middleman_actor mm =
-      tls_ ? system_->openssl_manager().actor_handle() : system_->middleman().actor_handle();
   std::string where = host + ":" + std::to_string(port) + (tls_ ? " (TLS)" : "");
   std::string cannot = "cannot reach the RDMA manager at " + where + ": ";
-  if (tls_) {
-    if (Status st = probe_tls_peer(host, port, tls_credentials_, connect_timeout_); !st.ok())
-      return Error(st.error().code() == ErrorCode::kTimeout ? ErrorCode::kTimeout
-                                                            : ErrorCode::kPeerUnavailable,
-                   cannot + st.error().message());
-  }
   Result<rdma_manager_actor> out = Error(ErrorCode::kPeerUnavailable, cannot + "no reply");
   caf::scoped_actor self{*system_};
-  self->request(mm, connect_timeout_, caf::connect_atom::value, host, port)
+  self->request(connector_, connect_timeout_, caf::connect_atom::value, host, port)
       .receive(
           [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>& ifs) {
             if (!ptr)
@@ -133,7 +161,12 @@ Result<rdma_manager_actor> RdmaNode::remote_manager(const std::string& host, uin
               out = caf::actor_cast<rdma_manager_actor>(std::move(ptr));
           },
           [&](caf::error& e) {
-            // A timeout is `timeout`, as documented, on both paths (the probe's too).
+            // Our TLS connector's own errors (a refused certificate, no TLS answer in time)
+            // keep their code; a timeout is `timeout`, as documented, on every path.
+            if (error_code(e) != ErrorCode::kInternal) {
+              out = Error(error_code(e), cannot + error_message(e));
+              return;
+            }
             bool timed_out = e == caf::sec::request_timeout;
             out = Error(
                 timed_out ? ErrorCode::kTimeout : ErrorCode::kPeerUnavailable,

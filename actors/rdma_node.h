@@ -5,6 +5,7 @@
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/io/middleman_actor.hpp>
 
 #include <chrono>
 #include <functional>
@@ -68,16 +69,18 @@ public:
   bool uses_tls() const { return tls_; }
 
   /// The manager published at host:port (blocking; call from main() or a test thread, never
-  /// from inside an actor), over TLS when this node uses it: then a TLS handshake of our own
-  /// comes first (probe_tls_peer), so CAF connects only to a peer that just showed a
-  /// certificate of our CA. Errors: peer_unavailable naming host:port and the reason (a peer
-  /// that refuses our certificate, shows another CA's, or speaks another protocol), timeout
-  /// when nothing answers within connect_timeout. This node's own address gives manager()
-  /// (programs that connect to every node of a list, their own included, get their manager).
+  /// from inside an actor), over TLS when this node uses it (actors/tls_transport.h: the TLS
+  /// handshake completes, the peer showing a certificate of our CA, before CAF speaks). Errors:
+  /// peer_unavailable naming host:port and the reason (a peer that refuses our certificate,
+  /// shows another CA's, or speaks another protocol), timeout when nothing answers within
+  /// connect_timeout. This node's own address gives manager() (programs that connect to every
+  /// node of a list, their own included, get their manager).
   Result<rdma_manager_actor> remote_manager(const std::string& host, uint16_t port);
 
 private:
   RdmaNode() = default;
+  /// Stops the TLS middleman actor (the system would wait for it).
+  void stop_connector();
 
   std::unique_ptr<caf::actor_system_config> config_;
   std::unique_ptr<caf::actor_system> system_;
@@ -85,7 +88,9 @@ private:
   std::string host_;
   uint16_t port_ = 0;
   bool tls_ = false;
-  TlsCredentials tls_credentials_;  // for the probe before each TLS connection
+  /// The middleman actor that publishes and connects: CAF's, or with TLS our own
+  /// (spawn_tls_middleman).
+  caf::io::middleman_actor connector_;
   std::chrono::milliseconds connect_timeout_{30000};
 };
 

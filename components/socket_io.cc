@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -104,9 +105,35 @@ void Socket::adopt_tls(ssl_st* tls) {
   tls_ = tls;
 }
 
+std::pair<int, ssl_st*> Socket::release() {
+  std::pair<int, ssl_st*> out{fd_, tls_};
+  fd_ = -1;
+  tls_ = nullptr;
+  return out;
+}
+
 void Socket::shutdown_both() const {
   if (fd_ >= 0)
     ::shutdown(fd_, SHUT_RDWR);
+}
+
+Result<std::string> resolve_ipv4(const std::string& host) {
+  in_addr probe{};
+  if (host == "localhost")
+    return std::string("127.0.0.1");
+  if (::inet_pton(AF_INET, host.c_str(), &probe) == 1)
+    return host;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0 || res == nullptr)
+    return Error(ErrorCode::kPeerUnavailable,
+                 "cannot resolve '" + host + "': " + ::gai_strerror(rc));
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, text, sizeof(text));
+  ::freeaddrinfo(res);
+  return std::string(text);
 }
 
 Result<Socket> listen_tcp(const std::string& host, uint16_t port) {
@@ -178,42 +205,31 @@ Result<Socket> accept_tcp(const Socket& listener, int stop_fd) {
   }
 }
 
-namespace {
+SigpipeGuard::SigpipeGuard() {
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  sigset_t pending;
+  sigpending(&pending);
+  was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+  pthread_sigmask(SIG_BLOCK, &pipe, &old_);
+}
 
-/// OpenSSL writes with write(2), which raises SIGPIPE on a connection the peer closed: while
-/// one is alive, SIGPIPE is blocked in this thread, and one it raised is taken back (the write
-/// fails with EPIPE instead of ending the process).
-class SigpipeGuard {
-public:
-  SigpipeGuard() {
-    sigset_t pipe;
-    sigemptyset(&pipe);
-    sigaddset(&pipe, SIGPIPE);
-    sigset_t pending;
-    sigpending(&pending);
-    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
-    pthread_sigmask(SIG_BLOCK, &pipe, &old_);
-  }
-  ~SigpipeGuard() {
-    sigset_t pipe;
-    sigemptyset(&pipe);
-    sigaddset(&pipe, SIGPIPE);
-    sigset_t pending;
-    sigpending(&pending);
-    if (!was_pending_ && sigismember(&pending, SIGPIPE) == 1) {
-      timespec zero{};
-      while (sigtimedwait(&pipe, nullptr, &zero) < 0 && errno == EINTR) {
-      }
+SigpipeGuard::~SigpipeGuard() {
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  sigset_t pending;
+  sigpending(&pending);
+  if (!was_pending_ && sigismember(&pending, SIGPIPE) == 1) {
+    timespec zero{};
+    while (sigtimedwait(&pipe, nullptr, &zero) < 0 && errno == EINTR) {
     }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
   }
-  SigpipeGuard(const SigpipeGuard&) = delete;
-  SigpipeGuard& operator=(const SigpipeGuard&) = delete;
+  pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+}
 
-private:
-  sigset_t old_{};
-  bool was_pending_ = false;
-};
+namespace {
 
 /// Why a TLS call failed (SSL_get_error's code), for an error message.
 std::string tls_failure(SSL* ssl, int code) {

@@ -4,10 +4,13 @@
 // used only for idle connections, which are woken by shutdown()).
 #pragma once
 
+#include <signal.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "primitives/status.h"
 
@@ -45,6 +48,9 @@ public:
   ssl_st* tls() const { return tls_; }
   /// Takes ownership of a TLS session on this socket's fd.
   void adopt_tls(ssl_st* tls);
+  /// Gives up the fd and the TLS session without closing them (the caller owns both now):
+  /// {fd, session or null}. The Socket is invalid afterwards.
+  std::pair<int, ssl_st*> release();
   /// Wakes any thread blocked on this socket (its I/O fails with "connection shut down").
   void shutdown_both() const;
 
@@ -52,6 +58,25 @@ private:
   int fd_ = -1;
   ssl_st* tls_ = nullptr;
 };
+
+/// OpenSSL writes with write(2), which raises SIGPIPE on a connection the peer closed: while
+/// one is alive, SIGPIPE is blocked in this thread, and one it raised is taken back (the write
+/// fails with EPIPE instead of ending the process). Hold one around every TLS call.
+class SigpipeGuard {
+public:
+  SigpipeGuard();
+  ~SigpipeGuard();
+  SigpipeGuard(const SigpipeGuard&) = delete;
+  SigpipeGuard& operator=(const SigpipeGuard&) = delete;
+
+private:
+  sigset_t old_{};
+  bool was_pending_ = false;
+};
+
+/// host's IPv4 address as text: host itself when it is one ("localhost" is 127.0.0.1), else its
+/// first IPv4 address (CAF resolves names the same way). Errors: peer_unavailable naming host.
+Result<std::string> resolve_ipv4(const std::string& host);
 
 /// A listening socket on host (an IPv4 address or "localhost"), port 0 = the kernel's choice.
 Result<Socket> listen_tcp(const std::string& host, uint16_t port);

@@ -8,11 +8,6 @@
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -85,7 +80,7 @@ namespace {
 
 using CtxPtr = std::unique_ptr<SSL_CTX, CtxFree>;
 
-// An OpenSSL context with the node's certificate, key and CA file, as CAF loads them.
+// An OpenSSL context with the node's certificate, key and CA file.
 Result<CtxPtr> load_context(const TlsCredentials& c) {
   CAF_RDMA_RETURN_IF_ERROR(readable("certificate", c.certificate));
   CAF_RDMA_RETURN_IF_ERROR(readable("key", c.key));
@@ -147,72 +142,6 @@ Result<TlsContext> tls_stream_context(const TlsCredentials& c) {
   // Connections are pooled, not resumed: no session tickets to make or keep.
   SSL_CTX_set_num_tickets(ctx.get(), 0);
   return TlsContext(ctx.release(), CtxFree{});
-}
-
-Status probe_tls_peer(const std::string& host, uint16_t port, const TlsCredentials& c,
-                      std::chrono::milliseconds timeout) {
-  Deadline deadline = std::chrono::steady_clock::now() + timeout;
-  std::string where = host + ":" + std::to_string(port);
-  // A name: its first IPv4 address (CAF resolves the same way).
-  std::string ip = host;
-  in_addr probe{};
-  if (host != "localhost" && ::inet_pton(AF_INET, host.c_str(), &probe) != 1) {
-    addrinfo hints{};
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    if (int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0 || res == nullptr)
-      return Error(ErrorCode::kPeerUnavailable,
-                   "cannot resolve '" + host + "': " + ::gai_strerror(rc));
-    char text[INET_ADDRSTRLEN] = {};
-    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, text,
-                sizeof(text));
-    ::freeaddrinfo(res);
-    ip = text;
-  }
-  CAF_RDMA_ASSIGN_OR_RETURN(CtxPtr ctx, load_context(c));
-  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
-  auto sock = connect_tcp(ip, port, deadline);
-  if (!sock.ok())
-    return Error(sock.error().code() == ErrorCode::kTimeout ? ErrorCode::kTimeout
-                                                            : ErrorCode::kPeerUnavailable,
-                 "TLS probe of " + where + ": " + sock.error().message());
-  std::unique_ptr<SSL, SslFree> ssl(SSL_new(ctx.get()));
-  if (!ssl || SSL_set_fd(ssl.get(), sock->fd()) != 1)
-    return Error(ErrorCode::kInternal, "TLS probe of " + where + ": " + ssl_errors());
-  for (;;) {
-    ERR_clear_error();
-    int r = SSL_connect(ssl.get());
-    if (r == 1)
-      break;
-    int err = SSL_get_error(ssl.get(), r);
-    short events = 0;
-    if (err == SSL_ERROR_WANT_READ)
-      events = POLLIN;
-    else if (err == SSL_ERROR_WANT_WRITE)
-      events = POLLOUT;
-    if (events == 0) {
-      long verify = SSL_get_verify_result(ssl.get());
-      return Error(ErrorCode::kPeerUnavailable,
-                   "TLS handshake with " + where + " failed: " +
-                       (verify != X509_V_OK
-                            ? std::string("its certificate is not vouched for by CA file '") +
-                                  c.cafile + "': " + X509_verify_cert_error_string(verify)
-                            : ssl_errors() + " (does it speak TLS?)"));
-    }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    pollfd p{sock->fd(), events, 0};
-    int n = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
-    if (n == 0)
-      return Error(ErrorCode::kTimeout, "no TLS answer from " + where + " within " +
-                                            std::to_string(timeout.count()) + " ms");
-    if (n < 0 && errno != EINTR)
-      return Error(ErrorCode::kInternal,
-                   "TLS probe of " + where + ": poll: " + errno_string(errno));
-  }
-  SSL_shutdown(ssl.get());  // best effort: the socket closes either way
-  return {};
 }
 
 }  // namespace caf_rdma

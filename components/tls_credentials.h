@@ -1,15 +1,14 @@
 // TlsCredentials: the files a node proves itself with and checks its peers against (mutual TLS
-// between nodes, through CAF's OpenSSL module), and the check that runs before CAF sees them.
-// CAF raises an exception on the middleman's thread when a file is missing or unreadable (the
-// process aborts at the first connection) and lets OpenSSL prompt on the terminal for an
-// encrypted key without a passphrase; so every problem is found here first, with the file named.
+// between nodes: CAF's connections through actors/tls_transport.h, and the stream channel),
+// the check that runs at start, and the TLS context both use. Every problem is found at start,
+// with the file named: never at the first connection, never as a passphrase prompt on the
+// terminal.
 //
-// Invariants: credentials that pass check_tls_credentials load in OpenSSL exactly as CAF loads
-// them (certificate chain file, PEM private key with the passphrase, CA file) and the
-// certificate is one the CA file's authorities signed; a probe never waits past its deadline.
+// Invariants: credentials that pass check_tls_credentials load in tls_stream_context
+// (certificate chain file, PEM private key with the passphrase, CA file) and the certificate is
+// one the CA file's authorities signed.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -45,19 +44,10 @@ TlsCredentials tls_credentials_from_env();
 /// reason, e.g. "unable to get local issuer certificate"), an expired certificate.
 Status check_tls_credentials(const TlsCredentials& c);
 
-/// The TLS context of the fallback's stream channel (server and client side): the node's
-/// certificate and key, peers verified against the CA file (a peer without a certificate is
-/// refused), TLS 1.3. Errors as check_tls_credentials (files unreadable, not PEM, ...).
+/// The node's TLS context (server and client side), for the fallback's stream channel and the
+/// connections between nodes: the node's certificate and key, peers verified against the CA
+/// file (a peer without a certificate is refused), TLS 1.3. Errors as check_tls_credentials (files
+/// unreadable, not PEM, ...).
 Result<TlsContext> tls_stream_context(const TlsCredentials& c);
-
-/// Completes a TLS handshake with host:port (IPv4 or a name that resolves to one) as a node
-/// would, with a deadline: the peer must speak TLS and show a certificate `c.cafile` vouches
-/// for; then the connection is closed. RdmaNode runs it before CAF's OpenSSL module connects,
-/// because that module polls busily, without end, a connection whose peer does not answer
-/// (and the node's shutdown then waits for it). Errors: timeout ("no TLS answer within"),
-/// peer_unavailable (refused, not TLS, or a certificate the CA file does not vouch for, with
-/// OpenSSL's reason), invalid_argument (credentials, see check_tls_credentials).
-Status probe_tls_peer(const std::string& host, uint16_t port, const TlsCredentials& c,
-                      std::chrono::milliseconds timeout);
 
 }  // namespace caf_rdma
