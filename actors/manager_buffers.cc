@@ -335,6 +335,8 @@ ManagerStats ManagerState::stats() const {
   s.polled_cqs = poller_ ? poller_->sources() : 0;
   s.staged_chunks = counters_.staged_chunks;
   s.staged_overlapped = counters_.staged_overlapped;
+  s.links_lost = counters_.links_lost;
+  s.reconnects = counters_.reconnects;
   for (const auto& [id, b] : buffers_) {
     s.registered_buffers += b.released ? 0 : 1;
     s.busy_buffers += b.in_use > 0 || registry_->busy(id) ? 1 : 0;

@@ -50,6 +50,8 @@ caf::result<LaneGrant> ManagerState::open_lane(BufferHandle remote, uint32_t tim
   if (!p.down_reason.empty())
     return make_rdma_error(ErrorCode::kPeerUnavailable,
                            "peer manager " + p.name + " is down (" + p.down_reason + ")");
+  if (p.reconnecting)
+    return link_lost_error(p);
   ++counters_.handshakes;
   auto key = remote.owner.address();
   auto rp = self_->make_response_promise<LaneGrant>();

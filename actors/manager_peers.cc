@@ -3,6 +3,8 @@
 
 #include <cstdio>
 
+#include "actors/rdma_node.h"
+
 namespace caf_rdma::detail {
 
 QpInfo from_msg(const QpInfoMsg& m) {
@@ -213,7 +215,7 @@ caf::result<QpInfoMsg> ManagerState::accept_connect(const QpInfoMsg& remote) {
                            "queue-pair handshake from " + caf::to_string(sender.address()) +
                                " names another manager (" +
                                caf::to_string(remote.manager.address()) + ") as its sender");
-  Peer& p = peer_for(sender, "");
+  Peer& p = peer_of_sender(sender);
   if (remote.lane != 0) {
     auto info = accept_lane(p, remote);
     if (!info.ok())
@@ -240,12 +242,22 @@ caf::result<std::string> ManagerState::peer_state(const caf::actor& peer) const 
   if (!peer)
     return std::string();
   auto it = peers_.find(peer.address());
-  return it == peers_.end() ? std::string() : it->second.down_reason;
+  if (it == peers_.end())
+    return std::string();
+  if (it->second.reconnecting)
+    return "link lost (" + it->second.link_lost + "); reconnecting";
+  return it->second.down_reason;
 }
 
 caf::error ManagerState::peer_down_error(const Peer& p) const {
   return make_rdma_error(ErrorCode::kPeerUnavailable,
                          "peer manager " + p.name + " is down (" + p.down_reason + ")");
+}
+
+caf::error ManagerState::link_lost_error(const Peer& p) const {
+  return make_rdma_error(ErrorCode::kPeerUnavailable, "the link to peer manager " + p.name +
+                                                          " was lost (" + p.link_lost +
+                                                          ") and is being made again");
 }
 
 std::function<void(const caf::error&)> ManagerState::take_question(const caf::actor_addr& key,
@@ -300,8 +312,27 @@ void ManagerState::on_down(const caf::down_msg& msg) {
   if (it == peers_.end())
     return;
   Peer& p = it->second;
-  p.down_reason = caf::to_string(msg.reason);
-  auto err = peer_down_error(p);
+  // The end of a proxy that a new link already replaced says nothing about the peer.
+  if (caf::actor_cast<caf::actor_addr>(p.manager).get() != msg.source.get())
+    return;
+  const std::string reason = caf::to_string(msg.reason);
+  if (msg.reason == caf::exit_reason::remote_link_unreachable && may_reconnect(p)) {
+    // Invariant 13: the link is gone, maybe not the peer. What was on its way is lost.
+    p.reconnecting = true;
+    p.link_lost = reason;
+    ++counters_.links_lost;
+    cut_off(msg.source, p,
+            make_rdma_error(ErrorCode::kPeerUnavailable, "the link to peer manager " + p.name +
+                                                             " was lost (" + reason +
+                                                             ") while this was on its way"));
+    self_->delayed_send(self_, kReconnectPause[0], Reconnect{msg.source, 1});
+    return;
+  }
+  p.down_reason = reason;
+  cut_off(msg.source, p, peer_down_error(p));
+}
+
+void ManagerState::cut_off(const caf::actor_addr& key, Peer& p, const caf::error& err) {
   fail_waiting(p, err);
   // Questions it will never answer (why it refused an access, its checksum): fail them now.
   auto questions = std::move(p.questions);
@@ -314,20 +345,26 @@ void ManagerState::on_down(const caf::down_msg& msg) {
   p.lanes.clear();  // its side of the lanes is gone with it
   // Our lanes to it: flush them, so their clients fail now, not at their timeouts.
   for (auto& [id, lane] : lanes_)
-    if (lane.owner == msg.source)
+    if (lane.owner == key)
       if (auto qp = lane.qp.lock())
-        (void)qp->abort("peer manager " + p.name + " is down (" + p.down_reason + ")");
+        (void)qp->abort(error_message(err));
   // Every op still open with it (RDMA ops on the destroyed queue pairs, fallback ops, ops
-  // waiting for its answer) gets no completion and no answer: fail them now.
+  // waiting for its answer or for the link) gets no completion and no answer: fail them now.
   // A stream job is left to end instead (a queued one is cancelled now, a running one ends when
   // its connection to the dead peer fails, at the latest at its deadline): its op fails
   // (naming the peer) from stream_done, once the job no longer writes into the local buffer,
   // so no byte of it lands after the reply.
+  p.parked.clear();
+  // The fetches asked of it will not be answered over that link: a new one starts with an
+  // empty window (invariant 12), and the old ones' timeouts release nothing (Peer::link).
+  p.fetching = 0;
+  p.fetch_queue.clear();
+  ++p.link;
   std::vector<std::pair<uint64_t, uint32_t>> victims;
   for (auto& [ticket, t] : transfers_)
     for (uint32_t i = 0; i < t.ops.size(); ++i) {
       OpTrack& o = t.ops[i];
-      if (o.done || o.path == OpPath::kNone || o.peer != msg.source)
+      if (o.done || o.path == OpPath::kNone || o.peer != key)
         continue;
       if (o.streaming) {
         if (stream_client_)
@@ -338,6 +375,100 @@ void ManagerState::on_down(const caf::down_msg& msg) {
     }
   for (auto [ticket, index] : victims)
     fail_op(ticket, index, err);
+}
+
+// -- lost links (invariant 13) -------------------------------------------------------------------
+
+bool ManagerState::may_reconnect(const Peer& p) const {
+  return connector_ && parse_host_port(p.name).ok();
+}
+
+void ManagerState::reconnect(const caf::actor_addr& key, uint32_t attempt) {
+  auto it = peers_.find(key);
+  if (it == peers_.end() || !it->second.reconnecting)
+    return;  // made again meanwhile (the peer reached us), or given up
+  auto where = parse_host_port(it->second.name);  // may_reconnect checked it
+  self_
+      ->request(connector_, connect_timeout_, caf::connect_atom::value, where->first, where->second)
+      .then(
+          [this, key, attempt](const caf::node_id&, caf::strong_actor_ptr& ptr,
+                               const std::set<std::string>&) {
+            auto it = peers_.find(key);
+            if (it == peers_.end() || !it->second.reconnecting)
+              return;
+            Peer& p = it->second;
+            if (!ptr)
+              return reconnect_failed(key, attempt, "nothing is published there any more");
+            if (ptr->node() != key.node() || ptr->id() != key.id())
+              // Not the manager we lost: it died, and this one is new (a handle of it is
+              // needed to reach it).
+              return give_up(key, p,
+                             p.name + " is now another manager (" + caf::to_string(ptr->node()) +
+                                 "): the peer restarted");
+            auto proxy = caf::actor_cast<caf::actor>(std::move(ptr));
+            if (caf::actor_cast<caf::actor_addr>(proxy).get() ==
+                caf::actor_cast<caf::actor_addr>(p.manager).get())
+              // The connector still knew the lost link (it learns of its end on its own).
+              return reconnect_failed(key, attempt, "the lost link was still cached");
+            adopt(p, proxy);
+          },
+          [this, key, attempt](caf::error& err) {
+            reconnect_failed(key, attempt, error_message(err));
+          });
+}
+
+void ManagerState::reconnect_failed(const caf::actor_addr& key, uint32_t attempt,
+                                    const std::string& why) {
+  auto it = peers_.find(key);
+  if (it == peers_.end() || !it->second.reconnecting)
+    return;
+  if (attempt < kReconnectAttempts) {
+    self_->delayed_send(self_, kReconnectPause[attempt], Reconnect{key, attempt + 1});
+    return;
+  }
+  give_up(
+      key, it->second,
+      std::to_string(attempt) + " connects to " + it->second.name + " failed, the last: " + why);
+}
+
+void ManagerState::give_up(const caf::actor_addr& key, Peer& p, const std::string& why) {
+  p.reconnecting = false;
+  p.down_reason = p.link_lost + "; " + why;
+  cut_off(key, p, peer_down_error(p));  // the ops that waited for the link
+}
+
+void ManagerState::adopt(Peer& p, const caf::actor& proxy) {
+  p.manager = proxy;
+  self_->monitor(proxy);
+  p.monitored = true;
+  if (p.reconnecting || !p.down_reason.empty())
+    ++counters_.reconnects;
+  p.reconnecting = false;
+  p.link_lost.clear();
+  p.down_reason.clear();
+  auto parked = std::move(p.parked);
+  p.parked.clear();
+  for (auto [ticket, index] : parked)
+    resume_op(ticket, index);
+}
+
+void ManagerState::resume_op(uint64_t ticket, uint32_t index) {
+  auto it = transfers_.find(ticket);
+  if (it == transfers_.end() || it->second.ops[index].done)
+    return;  // timed out while it waited
+  if (it->second.ops[index].path == OpPath::kRdma)
+    start_rdma(ticket, index);
+  else
+    start_fallback(ticket, index);
+}
+
+Peer& ManagerState::peer_of_sender(const caf::actor& sender) {
+  Peer& p = peer_for(sender, "");
+  // A new proxy of a known peer: it reached us over a new link, so it is alive.
+  if (caf::actor_cast<caf::actor_addr>(p.manager).get() !=
+      caf::actor_cast<caf::actor_addr>(sender).get())
+    adopt(p, sender);
+  return p;
 }
 
 }  // namespace caf_rdma::detail

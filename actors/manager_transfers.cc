@@ -476,6 +476,10 @@ void ManagerState::start_rdma(uint64_t ticket, uint32_t index) {
     return fail_op(ticket, index,
                    make_rdma_error(ErrorCode::kPeerUnavailable,
                                    "peer manager " + p.name + " is down (" + p.down_reason + ")"));
+  if (p.reconnecting) {  // invariant 13: until the link is made again (or its timeout)
+    p.parked.emplace_back(ticket, index);
+    return;
+  }
   if (p.initiated && p.initiated->needs_recovery())
     drop_qp(p, p.initiated);
   if (p.initiated)
@@ -833,6 +837,10 @@ void ManagerState::start_fallback(uint64_t ticket, uint32_t index) {
     return fail_op(ticket, index,
                    make_rdma_error(ErrorCode::kPeerUnavailable,
                                    "peer manager " + p.name + " is down (" + p.down_reason + ")"));
+  if (p.reconnecting) {  // invariant 13: until the link is made again (or its timeout)
+    p.parked.emplace_back(ticket, index);
+    return;
+  }
   if (wants_stream(o, buffers_.at(op.local.id), p))
     return start_stream(ticket, index);
   pump_fallback(ticket, index);
@@ -912,11 +920,12 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
     };
     if (is_read) {
       caf::actor_addr key = o.peer;
+      const uint64_t link = owner.link;
       peer_request(op.remote.owner, timeout, fetch_atom::value, ref_of(op.remote),
                    op.remote_offset + off, n)
           .then(
-              [this, ticket, index, local_off, n, chunk_done, key, charge](ByteChunk& data) {
-                fetch_answered(key, charge);
+              [this, ticket, index, local_off, n, chunk_done, key, charge, link](ByteChunk& data) {
+                fetch_answered(key, charge, link);
                 auto it = transfers_.find(ticket);
                 if (it == transfers_.end() || it->second.ops[index].done)
                   return;  // timed out or failed: drop late data
@@ -932,8 +941,8 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
                   return finish_op(ticket, index, outcome_of(st.error()));
                 chunk_done(n);
               },
-              [this, on_error, key, charge](caf::error& err) mutable {
-                fetch_answered(key, charge);
+              [this, on_error, key, charge, link](caf::error& err) mutable {
+                fetch_answered(key, charge, link);
                 on_error(err);
               });
     } else {
@@ -964,10 +973,10 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
   }
 }
 
-void ManagerState::fetch_answered(const caf::actor_addr& key, uint64_t charge) {
+void ManagerState::fetch_answered(const caf::actor_addr& key, uint64_t charge, uint64_t link) {
   auto p = peers_.find(key);
-  if (p == peers_.end())
-    return;
+  if (p == peers_.end() || p->second.link != link)
+    return;  // asked over a link lost since: forgotten with it (invariant 13)
   Peer& owner = p->second;
   owner.fetching -= std::min(owner.fetching, charge);
   // The reads waiting for this owner's window, each once (one that still does not fit queues

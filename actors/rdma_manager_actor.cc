@@ -200,6 +200,10 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       [=](const detail::WindowExpire& e) { self->state.window_expire(e.node); },
       [=](const detail::WindowRetry& e) { self->state.window_retry(e.node); },
       [=](const detail::GetFacade&) -> caf::actor { return self->state.facade(); },
+      [=](detail::UseConnector& e) {
+        self->state.use_connector(std::move(e.connector), e.timeout);
+      },
+      [=](const detail::Reconnect& e) { self->state.reconnect(e.key, e.attempt); },
   };
 }
 

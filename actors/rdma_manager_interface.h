@@ -87,7 +87,8 @@ using rdma_manager_actor = caf::typed_actor<
     /// waiting, or kMaxDirectoryWaitersPerNode from the requester's node).
     caf::replies_to<dir_get_atom, std::string, uint32_t>::with<BufferHandle>,
 
-    /// Why the peer manager is down ("" while it is up or unknown).
+    /// Why the peer manager is down ("" while it is up or unknown); while a lost link to it
+    /// is being made again, "link lost (...); reconnecting" (ManagerState invariant 13).
     caf::replies_to<peer_state_atom, caf::actor>::with<std::string>,
 
     /// Counters of this manager.

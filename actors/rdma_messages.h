@@ -291,6 +291,10 @@ struct ManagerStats {
   /// copies ran while another chunk of the same transfer was on the NIC (copy/RDMA overlap).
   uint64_t staged_chunks = 0;
   uint64_t staged_overlapped = 0;
+  /// Links to peer managers lost while the peer may live (remote_link_unreachable), and links
+  /// made again to the same manager afterwards (by this manager's reconnect, or by the peer).
+  uint64_t links_lost = 0;
+  uint64_t reconnects = 0;
   /// Why transfers cannot use RDMA now: `device` is "" (no device, or lost and not back yet),
   /// or its port is down; "" when they can.
   std::string no_rdma_reason;
@@ -307,8 +311,8 @@ typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
            x.registered_buffers, x.registered_bytes, x.served_fallback_bytes, x.stream_ops,
            x.stream_refused, x.direct_ops, x.lanes, x.busy_buffers, x.device_losses,
            x.device_reopens, x.facade_dropped, x.forged_answers, x.shared_cq_qps, x.polled_cqs,
-           x.staged_chunks, x.staged_overlapped, x.no_rdma_reason, x.window_bytes,
-           x.fetches_waiting);
+           x.staged_chunks, x.staged_overlapped, x.links_lost, x.reconnects, x.no_rdma_reason,
+           x.window_bytes, x.fetches_waiting);
 }
 
 /// Registers every message type above. Call on the config of every actor system that talks

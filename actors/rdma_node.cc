@@ -113,6 +113,10 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
   node->port_ = *port;
   if (name_it)
     caf::anon_send(caf::actor_cast<caf::actor>(node->manager_), detail::SetName{node->address()});
+  // Links to live peers that drop are made again through the same connector (ManagerState
+  // invariant 13).
+  caf::anon_send(caf::actor_cast<caf::actor>(node->manager_),
+                 detail::UseConnector{node->connector_, options.connect_timeout});
   return node;
 }
 

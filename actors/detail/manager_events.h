@@ -12,11 +12,14 @@
 //     id: an event can end only the hold it was made for, once.
 #pragma once
 
+#include <caf/actor_addr.hpp>
 #include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/io/middleman_actor.hpp>
 #include <caf/node_id.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -99,6 +102,20 @@ struct SetName {
 /// RdmaNode -> its manager, once at start: which actor to publish (the manager's facade).
 struct GetFacade {};
 
+/// RdmaNode -> its manager, once at start: the middleman actor that connects to other nodes
+/// (CAF's, or the TLS one) and how long a connect may take, for reconnecting lost links
+/// (ManagerState invariant 13). Without it a lost link leaves its peer down.
+struct UseConnector {
+  caf::io::middleman_actor connector;
+  std::chrono::milliseconds timeout{0};
+};
+
+/// Timer: attempt `attempt` (from 1) to make the lost link to peer manager `key` again.
+struct Reconnect {
+  caf::actor_addr key;
+  uint32_t attempt = 0;
+};
+
 /// DeviceMonitor thread -> manager: something happened to the RDMA device of domain
 /// `incarnation` (events of a domain already replaced are ignored).
 struct DeviceChanged {
@@ -134,7 +151,8 @@ using manager_impl_actor = rdma_manager_actor::extend<
     caf::reacts_to<ChunkSent>, caf::reacts_to<LaneClosed>, caf::reacts_to<LaneIdle>,
     caf::reacts_to<DirTimeout>, caf::reacts_to<SetName>, caf::reacts_to<DeviceChanged>,
     caf::reacts_to<ReopenDevice>, caf::reacts_to<StagingFreed>, caf::reacts_to<WindowExpire>,
-    caf::reacts_to<WindowRetry>, caf::replies_to<GetFacade>::with<caf::actor>>;
+    caf::reacts_to<WindowRetry>, caf::reacts_to<UseConnector>, caf::reacts_to<Reconnect>,
+    caf::replies_to<GetFacade>::with<caf::actor>>;
 
 }  // namespace caf_rdma::detail
 
@@ -155,3 +173,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::StagingFreed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::GetFacade)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::WindowExpire)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::WindowRetry)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::UseConnector)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::Reconnect)

@@ -63,6 +63,18 @@
 //     CAF still held for it, is gone. One fetch may exceed a window while nothing else is
 //     charged to it (a chunk of up to kMaxChunkBytes). As requester, the fetches asked of one
 //     owner and not yet answered stay within peer_window_bytes the same way (more ops wait).
+// 13. A lost link is not a dead peer (manager_peers.cc): when the proxy of a peer manager ends
+//     with remote_link_unreachable, and its address is known (a handle's host:port) and the node
+//     gave a connector (UseConnector), everything on its way over the link fails at once
+//     (peer_unavailable naming the peer and the lost link), new ops wait (each until its own
+//     timeout), and the address is connected again, at most kReconnectAttempts times. Only a
+//     connect that reaches the same manager (same node id and actor id) makes the link again:
+//     the waiting ops resume on it, and every later message goes to the new proxy (handles
+//     keep naming the old one: peer_request and peer_send route by address). Nothing there,
+//     no answer, or another node at that address (the peer restarted: a new manager) after the
+//     last attempt declares the peer down for good. Any other end of a proxy (the peer's actor
+//     or node gone) is down for good at once. A peer that reaches us over a new link is alive:
+//     its new proxy replaces the old one (accept_connect).
 #pragma once
 
 #include <caf/all.hpp>
@@ -100,6 +112,11 @@ constexpr uint64_t kLocalCopyChunk = 4 << 20;
 
 /// Extra time CAF requests to peer managers get beyond their transfer's timeout.
 constexpr std::chrono::seconds kRequestBackstop{1};
+
+/// Invariant 13: connects to a peer whose link was lost, and the pause before each.
+constexpr uint32_t kReconnectAttempts = 3;
+constexpr std::chrono::milliseconds kReconnectPause[kReconnectAttempts] = {
+    std::chrono::milliseconds(50), std::chrono::milliseconds(500), std::chrono::milliseconds(2000)};
 
 struct LocalBuffer {
   uint64_t addr = 0;
@@ -175,7 +192,11 @@ struct Peer {
   std::vector<std::pair<uint64_t, uint32_t>> waiting;  ///< (ticket, op) waiting for the QP
   bool monitored = false;
   std::string down_reason;  ///< non-empty once the peer is gone
-  bool no_stream = false;   ///< its owner answered a stream grant with port 0: use chunks
+  /// Invariant 13: its link was lost (why) and is being made again; new ops wait in `parked`.
+  bool reconnecting = false;
+  std::string link_lost;
+  std::vector<std::pair<uint64_t, uint32_t>> parked;  ///< (ticket, op) waiting for the link
+  bool no_stream = false;  ///< its owner answered a stream grant with port 0: use chunks
   std::map<uint64_t, std::shared_ptr<RdmaQueuePair>> lanes;  ///< accepted direct lanes, by id
   /// Questions asked of it (ask_peer) and not yet answered: each fails with peer_unavailable
   /// when it goes down, not at its timeout.
@@ -184,6 +205,9 @@ struct Peer {
   /// answered, and the fallback reads waiting to ask more (ticket, op).
   uint64_t fetching = 0;
   std::deque<std::pair<uint64_t, uint32_t>> fetch_queue;
+  /// Counts its lost links (invariant 13): `fetching` holds only fetches asked over the
+  /// current one; answers to earlier ones (their requests' timeouts) release nothing.
+  uint64_t link = 0;
 };
 
 /// A fetch beyond its peer's window (or the total), waiting for it to open (invariant 12).
@@ -256,6 +280,7 @@ struct Counters {
   uint64_t rdma_ops = 0, rdma_bytes = 0, fallback_ops = 0, fallback_bytes = 0, errors = 0;
   uint64_t handshakes = 0, served_fallback_bytes = 0, stream_ops = 0, stream_refused = 0;
   uint64_t staged_chunks = 0, staged_overlapped = 0;
+  uint64_t links_lost = 0, reconnects = 0;
 };
 
 /// A failed request's or lower layer's error as a transfer outcome (CAF's request timeout is
@@ -380,6 +405,13 @@ public:
   /// and `peer`'s manager, or, with none, all of them and the loopback queue pair.
   void abort_connections(const std::string& reason, const caf::actor_addr* peer = nullptr);
   void on_down(const caf::down_msg& msg);
+  /// The middleman actor to reconnect lost links with (invariant 13).
+  void use_connector(caf::io::middleman_actor connector, std::chrono::milliseconds timeout) {
+    connector_ = std::move(connector);
+    connect_timeout_ = timeout;
+  }
+  /// Attempt `attempt` to make the lost link to peer `key` again (invariant 13).
+  void reconnect(const caf::actor_addr& key, uint32_t attempt);
 
   // -- directory (rdma_manager_actor.cc) --
   caf::result<bool> dir_put(std::string key, BufferHandle h);
@@ -425,6 +457,25 @@ private:
   void fail_waiting(Peer& peer, const caf::error& err);
   /// The error of every operation on a peer that is down.
   caf::error peer_down_error(const Peer& p) const;
+  /// The error of what cannot wait for a lost link to be made again (questions, lanes).
+  caf::error link_lost_error(const Peer& p) const;
+  /// Fails everything open with peer `key` with `err` and drops its queue pairs and lanes: it
+  /// went down, or the link that carried all that was lost.
+  void cut_off(const caf::actor_addr& key, Peer& p, const caf::error& err);
+  /// Whether a lost link to `p` can be made again (invariant 13).
+  bool may_reconnect(const Peer& p) const;
+  /// The answer to attempt `attempt` was not the link: try again, or declare `key` down (why).
+  void reconnect_failed(const caf::actor_addr& key, uint32_t attempt, const std::string& why);
+  /// Ends a reconnect: the peer is down for good (why), its waiting ops fail.
+  void give_up(const caf::actor_addr& key, Peer& p, const std::string& why);
+  /// The peer's manager is reachable through `proxy` (a new link): later messages go there,
+  /// and ops waiting for the link resume.
+  void adopt(Peer& p, const caf::actor& proxy);
+  /// Restarts op (ticket, index) that waited for a lost link on its path.
+  void resume_op(uint64_t ticket, uint32_t index);
+  /// The peer entry of the sender of the current message; a sender that is a new proxy of a
+  /// known peer (over a new link) is adopted (invariant 13).
+  Peer& peer_of_sender(const caf::actor& sender);
   /// Sends a request to peer manager `peer` (named `name`) and calls `ok` with its answer or
   /// `fail` with its error, exactly once: with peer_unavailable at once if the peer is down or
   /// goes down before it answers, with the request's error at `timeout`.
@@ -435,10 +486,12 @@ private:
     Peer& p = peer_for(peer, name);
     if (!p.down_reason.empty())
       return fail(peer_down_error(p));
+    if (p.reconnecting)
+      return fail(link_lost_error(p));
     const uint64_t q = next_question_++;
     p.questions.emplace(q, std::move(fail));
     auto key = peer.address();
-    peer_request(peer, timeout, std::forward<Ts>(xs)...)
+    peer_request(p.manager, timeout, std::forward<Ts>(xs)...)
         .then(
             [this, key, q, ok](T& answer) {
               if (take_question(key, q))
@@ -455,13 +508,19 @@ private:
   auto peer_request(const caf::actor& dest, std::chrono::milliseconds timeout, Ts&&... xs) {
     return self_->request(
         facade_, timeout,
-        PeerCall{dest, timeout, caf::make_message(std::forward<Ts>(xs)...), true});
+        PeerCall{route(dest), timeout, caf::make_message(std::forward<Ts>(xs)...), true});
   }
   /// A message to peer manager `dest`, sent by the facade (after every earlier peer message).
   template <class... Ts>
   void peer_send(const caf::actor& dest, Ts&&... xs) {
-    caf::anon_send(facade_, PeerCall{dest, std::chrono::milliseconds(0),
+    caf::anon_send(facade_, PeerCall{route(dest), std::chrono::milliseconds(0),
                                      caf::make_message(std::forward<Ts>(xs)...), false});
+  }
+  /// Where messages to peer manager `dest` go: its current proxy (a reconnect replaces the one
+  /// handles carry, invariant 13), or `dest` itself when it is no known peer.
+  const caf::actor& route(const caf::actor& dest) const {
+    auto it = peers_.find(dest.address());
+    return it != peers_.end() && it->second.manager ? it->second.manager : dest;
   }
   /// Whether `owner` (a handle's) is this manager, as peers know it: its facade.
   bool owns(const caf::actor& owner) const { return owner && owner.address() == facade_.address(); }
@@ -499,7 +558,7 @@ private:
   void pump_fallback(uint64_t ticket, uint32_t index);
   /// A fetch of `charge` asked of peer `key` was answered (or failed): reads waiting for that
   /// owner's window ask more (invariant 12).
-  void fetch_answered(const caf::actor_addr& key, uint64_t charge);
+  void fetch_answered(const caf::actor_addr& key, uint64_t charge, uint64_t link);
   // fetch windows, owner side (manager_windows.cc)
   /// Serves a fetch now (deliver, then the read_ack behind it), or an error.
   void serve_fetch(const caf::node_id& node, const BufferRef& ref, uint64_t offset, uint64_t length,
@@ -606,6 +665,10 @@ private:
   std::map<std::string, std::vector<DirWaiter>> dir_waiters_;
   uint64_t next_dir_waiter_ = 1;
   Counters counters_;
+  /// Invariant 13: the node's middleman actor (connect_atom) and its connect timeout; null: a
+  /// lost link leaves its peer down.
+  caf::io::middleman_actor connector_;
+  std::chrono::milliseconds connect_timeout_{0};
   /// Local buffers direct lanes may use (shared with the lanes).
   std::shared_ptr<DirectRegistry> registry_ = std::make_shared<DirectRegistry>();
   uint64_t next_lane_ = 1;

@@ -8,24 +8,34 @@
 //    module polled each of them without pause: 50 took 2.7 CPU seconds in 3 s here) and are
 //    closed at the handshake deadline, while the node goes on serving its members.
 //
+//  - A link to a live peer that drops anyway (here: its TCP connection shut down under it) is
+//    made again by the reader's manager, and reads succeed again, every byte checked; a peer
+//    that really died is not brought back: it stays down, named, after a bounded number of
+//    connects (ManagerState invariant 13). Both with TLS and without.
+//
 // All nodes run in this process (each its own actor system, talking over TCP). CAF 0.17 tells
 // actor systems of one process apart by one byte of their node id, so a test keeps well under
 // 256 of them.
 #include <gtest/gtest.h>
 
+#include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "actors/rdma_client.h"
+#include "examples/child_process.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/rdma_test.h"
 #include "tests/security/test_pki.h"
@@ -45,6 +55,29 @@ double process_cpu_seconds() {
   ::getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+/// Shuts down (both ways) every TCP connection of this process whose peer is 127.0.0.1:port,
+/// as a network fault would end it (the sockets stay open for their owners to notice). The
+/// number of connections cut.
+int cut_connections_to(uint16_t port) {
+  int cut = 0;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr)
+    return 0;
+  while (dirent* e = ::readdir(dir)) {
+    int fd = std::atoi(e->d_name);
+    if (fd <= 2 || fd == ::dirfd(dir))
+      continue;
+    sockaddr_in peer{};
+    socklen_t len = sizeof(peer);
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) == 0 &&
+        peer.sin_family == AF_INET && ntohs(peer.sin_port) == port &&
+        ::shutdown(fd, SHUT_RDWR) == 0)
+      ++cut;
+  }
+  ::closedir(dir);
+  return cut;
 }
 
 class TlsClusterTest : public ::testing::Test {
@@ -221,6 +254,132 @@ TEST_F(TlsClusterTest, SilentConnectionsCostTheNodeLittleCpuAndCloseAtTheHandsha
     ::close(fd);
   b_reads_a("after");
 }
+
+/// Nodes with or without TLS: a link that drops is made again, a dead peer stays down.
+class LostLinkTest : public TlsClusterTest, public ::testing::WithParamInterface<bool> {
+protected:
+  TlsCredentials credentials(const char* name) const {
+    return GetParam() ? pki().node(name) : TlsCredentials{};
+  }
+  /// a's view of b: "" while up, else why not (peer_state).
+  static std::string state_of(TestNode& a, const caf::actor& b) {
+    std::string out = "(no answer)";
+    caf::scoped_actor self{a.node().system()};
+    self->request(a.manager(), 10s, peer_state_atom::value, b)
+        .receive([&](std::string& down) { out = std::move(down); },
+                 [&](caf::error& e) { out = "(error: " + error_message(e) + ")"; });
+    return out;
+  }
+};
+
+TEST_P(LostLinkTest, ALinkLostToALivePeerIsMadeAgainAndReadsGoOn) {
+  auto a = node(credentials("a")), b = node(credentials("b"));
+  ASSERT_TRUE(a && b);
+  constexpr uint64_t kSize = 4096;
+  Memory at_b(kSize, 71), at_a(kSize, 0);
+  BufferHandle theirs = remote_view(*b, *a, at_b, "link-src");
+  auto mine = a->request_buffer(at_a);
+  ASSERT_TRUE(mine && theirs.owner);
+  const std::string b_name = "127.0.0.1:" + std::to_string(b->node().port());
+  auto read_checked = [&](const char* when) {
+    std::fill(at_a.bytes.begin(), at_a.bytes.end(), 0);
+    auto r = a->transfer(make_read(*mine, theirs), 10000);
+    if (!r)
+      return error_message(r.error());
+    EXPECT_EQ(at_a.bytes, at_b.bytes) << when;
+    return std::string();
+  };
+  for (int i = 0; i < 100; ++i)
+    ASSERT_EQ(read_checked("before the cut"), "");
+
+  // The link drops under both nodes, both alive.
+  ASSERT_GE(cut_connections_to(b->node().port()), 1) << "no connection to b found";
+  // b writes new bytes meanwhile: what a reads afterwards must be these.
+  for (uint64_t i = 0; i < kSize; ++i)
+    at_b.bytes[i] = pattern(i, 72);
+
+  // a's reads fail only while the link is down (peer_unavailable naming b), then succeed again.
+  const auto cut_at = Clock::now();
+  int failed = 0;
+  std::string last_error;
+  bool back = false;
+  while (!back && seconds_since(cut_at) < 30) {
+    std::string err = read_checked("after the cut");
+    back = err.empty();
+    if (!back) {
+      ++failed;
+      last_error = err;
+      EXPECT_NE(err.find(b_name), std::string::npos) << err;
+    }
+  }
+  ASSERT_TRUE(back) << "no read succeeded within 30 s of the cut; last: " << last_error;
+  const double took = seconds_since(cut_at);
+  for (int i = 0; i < 200; ++i)
+    ASSERT_EQ(read_checked("after the link was made again"), "") << "read " << i;
+  ManagerStats s = a->stats();
+  std::printf(
+      "%s: link to b cut; %d reads failed (last: %s), reads back after %.2f s; "
+      "links_lost %llu reconnects %llu\n",
+      GetParam() ? "TLS" : "plain", failed, last_error.empty() ? "-" : last_error.c_str(), took,
+      static_cast<unsigned long long>(s.links_lost), static_cast<unsigned long long>(s.reconnects));
+  EXPECT_EQ(s.links_lost, 1u);
+  EXPECT_EQ(s.reconnects, 1u);
+  EXPECT_EQ(state_of(*a, theirs.owner), "");
+}
+
+TEST_P(LostLinkTest, APeerThatDiedIsNotBroughtBack) {
+  // b is another process (tests/actors/peer_node), killed without a word: a only sees its link
+  // end, as when a live peer's link drops.
+  auto a = node(credentials("a"), 2s);
+  ASSERT_TRUE(a);
+  std::vector<std::string> env;
+  if (GetParam()) {
+    TlsCredentials t = pki().node("b");
+    env = {std::string(kEnvTlsCertificate) + "=" + t.certificate,
+           std::string(kEnvTlsKey) + "=" + t.key, std::string(kEnvTlsCaFile) + "=" + t.cafile};
+  }
+  auto b = ChildProcess::start({runfile("tests/actors/peer_node"), "4096", "5"}, env);
+  ASSERT_TRUE(b.ok()) << b.error().to_string();
+  auto ready = b->read_line(60s);
+  ASSERT_TRUE(ready.ok() && ready->rfind("READY ", 0) == 0)
+      << (ready.ok() ? *ready : ready.error().to_string());
+  const auto port = static_cast<uint16_t>(std::stoul(ready->substr(6)));
+  const std::string b_name = "127.0.0.1:" + std::to_string(port);
+  auto mgr = a->node().remote_manager("127.0.0.1", port);
+  ASSERT_TRUE(mgr.ok()) << mgr.error().to_string();
+  auto theirs = RdmaClient(a->node().system(), *mgr).get("peer-buffer", 10000);
+  ASSERT_TRUE(theirs.ok()) << theirs.error().to_string();
+  Memory at_a(4096, 0);
+  auto mine = a->request_buffer(at_a);
+  ASSERT_TRUE(mine);
+  ASSERT_TRUE(a->transfer(make_read(*mine, *theirs), 10000));
+  for (uint64_t i = 0; i < at_a.bytes.size(); ++i)
+    ASSERT_EQ(at_a.bytes[i], static_cast<uint8_t>(i * 7 + 5)) << "byte " << i;
+
+  b->kill(SIGKILL);
+  ASSERT_TRUE(b->wait_for(10s).has_value());
+  // a tries its few connects, then says b is down, for good, naming it.
+  const auto gone_at = Clock::now();
+  std::string down;
+  while (seconds_since(gone_at) < 30) {
+    down = state_of(*a, theirs->owner);
+    if (!down.empty() && down.find("reconnecting") == std::string::npos)
+      break;
+  }
+  std::printf("%s: b is down after %.2f s: %s\n", GetParam() ? "TLS" : "plain",
+              seconds_since(gone_at), down.c_str());
+  EXPECT_NE(down.find("3 connects to " + b_name + " failed"), std::string::npos) << down;
+  auto r = a->transfer(make_read(*mine, *theirs), 10000);
+  EXPECT_RDMA_ERROR(r, ErrorCode::kPeerUnavailable, b_name.c_str(), "is down");
+  ManagerStats s = a->stats();
+  EXPECT_EQ(s.links_lost, 1u);
+  EXPECT_EQ(s.reconnects, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(TlsAndPlain, LostLinkTest, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Tls" : "Plain";
+                         });
 
 }  // namespace
 }  // namespace caf_rdma::testing
