@@ -16,6 +16,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -42,6 +44,31 @@ std::string peer_of(native_socket fd) {
 
 // -- the data phase of a connection ------------------------------------------------------------
 
+/// OpenSSL writes with write(2), which raises SIGPIPE on a connection the peer closed. A
+/// SigpipeGuard per call costs four system calls; the threads that run TLS sessions here (CAF's
+/// multiplexer) keep SIGPIPE blocked instead, from their first TLS call on (CAF's own sockets
+/// send with MSG_NOSIGNAL and nothing there waits for SIGPIPE), and a SIGPIPE raised meanwhile
+/// is taken back after the failed call (drain_sigpipe), never delivered.
+void block_sigpipe_in_this_thread() {
+  thread_local bool blocked = false;
+  if (blocked)
+    return;
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+  blocked = true;
+}
+
+void drain_sigpipe() {
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  timespec zero{};
+  while (sigtimedwait(&pipe, nullptr, &zero) > 0) {
+  }
+}
+
 /// CAF's stream policy (read_some, write_some, must_read_more) over an established TLS session
 /// (invariants 3 and 4 of tls_transport.h). Owns the session, not the fd (CAF's stream does).
 class TlsPolicy {
@@ -55,7 +82,7 @@ public:
     result = 0;
     if (len == 0)
       return rw_state::indeterminate;
-    SigpipeGuard guard;
+    block_sigpipe_in_this_thread();  // a read may write (an alert)
     ERR_clear_error();
     int n = SSL_read(ssl_, buf, static_cast<int>(std::min<size_t>(len, 1 << 30)));
     if (n > 0) {
@@ -65,20 +92,30 @@ public:
     return would_block(n, "read") ? rw_state::success : rw_state::failure;
   }
 
+  /// As many records as the socket takes now: OpenSSL's partial-write mode returns after each
+  /// record, which alone would cost a multiplexer round per 16 KiB.
   rw_state write_some(size_t& result, native_socket, const void* buf, size_t len) {
     result = 0;
     if (len == 0)
       return rw_state::indeterminate;  // CAF's "nothing to write": it stops writing
-    SigpipeGuard guard;
-    ERR_clear_error();
-    int n = SSL_write(ssl_, buf, static_cast<int>(std::min<size_t>(len, 1 << 30)));
-    if (n > 0) {
-      result = static_cast<size_t>(n);
-      return rw_state::success;
+    block_sigpipe_in_this_thread();
+    const auto* p = static_cast<const uint8_t*>(buf);
+    while (result < len) {
+      ERR_clear_error();
+      int n =
+          SSL_write(ssl_, p + result, static_cast<int>(std::min<size_t>(len - result, 1 << 30)));
+      if (n > 0) {
+        result += static_cast<size_t>(n);
+        continue;
+      }
+      // Would block: the rest stays in CAF's buffer and goes at the next writable event (the
+      // socket's buffer is full, so that event does not come at once); OpenSSL keeps the
+      // record it began and the next call, with the same bytes, finishes it.
+      if (would_block(n, "write"))
+        break;
+      return rw_state::failure;
     }
-    // Would block: the bytes stay in CAF's buffer and go at the next writable event (the
-    // socket's buffer is full, so that event does not come at once).
-    return would_block(n, "write") ? rw_state::success : rw_state::failure;
+    return rw_state::success;
   }
 
   bool must_read_more(native_socket, size_t threshold) {
@@ -92,6 +129,7 @@ private:
     int code = SSL_get_error(ssl_, ret);
     if (code == SSL_ERROR_WANT_READ || code == SSL_ERROR_WANT_WRITE)
       return true;
+    drain_sigpipe();
     unsigned long first = ERR_peek_error();
     std::string queued = tls_error_queue();
     // A peer that closes (with or without close_notify), resets, or ends the session with an
