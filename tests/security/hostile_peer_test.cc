@@ -324,7 +324,9 @@ TEST_F(HostilePeerTest, HugeFetchesAndChunksAreRefusedAndTheNodeKeepsServing) {
   std::memset(huge.owned.get(), 0xEE, kMaxChunkBytes + 1);
   huge.data = huge.owned.get();
   huge.size = kMaxChunkBytes + 1;
-  auto stored = peer_ask<uint64_t>(store_atom::value, ref_of(h), uint64_t{0}, huge);
+  // Dropped before it is read: no answer comes (10 s, as long as the victim may take).
+  auto stored = sealed_request<uint64_t>(*self_, proxy_, std::chrono::seconds(10),
+                                         store_atom::value, ref_of(h), uint64_t{0}, huge);
   EXPECT_FALSE(stored) << "an oversized chunk was stored";
   for (uint64_t i = 0; i < 4096; ++i)
     ASSERT_EQ(m.bytes[i], pattern(i, 3)) << "byte " << i;
