@@ -150,13 +150,14 @@ caf::result<uint64_t> ManagerState::release_buffer(uint64_t id) {
   // region registered, and the reply waits for them.
   // Direct lanes, too: they may not start an op on it from now on, and the reply waits for
   // the ops they have running.
+  // Stream grants nobody claimed yet are withdrawn first (their holders' claims then fail): a
+  // holder cannot keep the release waiting up to max_timeout. A claimed grant is a transfer in
+  // flight: waited for, like the others. (Before `released` is set, so that ending their holds
+  // cannot finish, and erase, the buffer under this function.)
+  revoke_unclaimed_grants(id);
   buf->released = true;
   bool lanes_idle = registry_->release(id);
   uint64_t size = buf->size;
-  // Stream grants nobody claimed yet are withdrawn now (their holders' claims then fail): a
-  // holder cannot keep the release waiting up to max_timeout. A claimed grant is a transfer in
-  // flight: waited for, like the others.
-  revoke_unclaimed_grants(id);
   if (buf->in_use == 0 && lanes_idle) {
     buffers_.erase(id);
     return size;

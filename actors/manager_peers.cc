@@ -49,9 +49,11 @@ Peer& ManagerState::peer_for(const caf::actor& manager, const std::string& name)
     p.manager = manager;
     p.name = name.empty() ? caf::to_string(manager) : name;
     it = peers_.emplace(key, std::move(p)).first;
-  } else if (!name.empty() && it->second.name != name) {
+  } else if (!name.empty() && it->second.name != name &&
+             it->second.name == caf::to_string(it->second.manager)) {
     // Known from its handshake only (named by its actor id): a handle tells its name
-    // (host:port), which is what errors must say.
+    // (host:port), which is what errors must say, and where a lost link is made again. Once
+    // named, a peer keeps its name: a handle someone else made for it cannot move it.
     it->second.name = name;
   }
   if (!it->second.monitored) {
@@ -216,6 +218,10 @@ caf::result<QpInfoMsg> ManagerState::accept_connect(const QpInfoMsg& remote) {
                                " names another manager (" +
                                caf::to_string(remote.manager.address()) + ") as its sender");
   Peer& p = peer_of_sender(sender);
+  if (!p.down_reason.empty())
+    return peer_down_error(p);
+  if (p.reconnecting)
+    return link_lost_error(p);
   if (remote.lane != 0) {
     auto info = accept_lane(p, remote);
     if (!info.ok())
@@ -463,12 +469,10 @@ void ManagerState::resume_op(uint64_t ticket, uint32_t index) {
 }
 
 Peer& ManagerState::peer_of_sender(const caf::actor& sender) {
-  Peer& p = peer_for(sender, "");
-  // A new proxy of a known peer: it reached us over a new link, so it is alive.
-  if (caf::actor_cast<caf::actor_addr>(p.manager).get() !=
-      caf::actor_cast<caf::actor_addr>(sender).get())
-    adopt(p, sender);
-  return p;
+  // A new proxy of a peer that is down or whose link is being made again is not taken for it:
+  // BASP lets a third node claim any node id, so a handshake "from" it over another connection
+  // proves nothing. Only our own reconnect (to its address, invariant 13) takes it back.
+  return peer_for(sender, "");
 }
 
 }  // namespace caf_rdma::detail

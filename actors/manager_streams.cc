@@ -184,8 +184,8 @@ void ManagerState::stream_done(uint64_t ticket, uint32_t index, uint64_t local_i
     const bool down = p != peers_.end() && !p->second.down_reason.empty();
     // A queued job cancelled because its peer went down ends with a timeout code too
     // (StreamClient::cancel_queued): that one is the peer's failure, not the deadline's.
-    const bool job_timed_out = outcome.code == static_cast<uint8_t>(ErrorCode::kTimeout) &&
-                               !down && std::chrono::steady_clock::now() >= it->second.due;
+    const bool job_timed_out = outcome.code == static_cast<uint8_t>(ErrorCode::kTimeout) && !down &&
+                               std::chrono::steady_clock::now() >= it->second.due;
     if ((it->second.timed_out || job_timed_out) && !outcome.ok()) {
       // Its transfer timed out and waited for the job to stop, or the job stopped at its
       // deadline (the transfer's) just before the transfer's own timeout: that is the error.
@@ -202,7 +202,10 @@ void ManagerState::stream_done(uint64_t ticket, uint32_t index, uint64_t local_i
       finish_op(ticket, index, std::move(outcome));
     } else {
       OpTrack& o = it->second.ops[index];
-      if (refused && !down) {
+      // Its link lost and being made again (invariant 13): ops in flight fail at once, as
+      // on_link_lost failed the others (a refusal then is the dead link's, not the owner's).
+      const bool lost = p != peers_.end() && p->second.reconnecting;
+      if (refused && !down && !lost) {
         // Invariant 11: the owner never took the request, so no byte moved: CAF chunks instead
         // (the op itself still holds the local buffer).
         ++counters_.stream_refused;
@@ -212,6 +215,8 @@ void ManagerState::stream_done(uint64_t ticket, uint32_t index, uint64_t local_i
           outcome.code = static_cast<uint8_t>(ErrorCode::kPeerUnavailable);
           outcome.message +=
               " (peer manager " + p->second.name + " is down: " + p->second.down_reason + ")";
+        } else if (lost) {
+          outcome = outcome_of(link_lost_error(p->second));
         }
         outcome.message = std::string(kind_name(o.op.kind)) + " via the fallback to " +
                           describe(o.op.remote) + " failed: " + outcome.message;

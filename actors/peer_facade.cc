@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 
 #include "actors/rdma_atoms.h"
@@ -199,42 +200,52 @@ caf::behavior PeerFacade::make_behavior() {
   });
   // Exit messages never get here (enqueue drops them); a handler all the same.
   self->set_exit_handler([](caf::exit_msg&) {});
-  // Answers the facade owes (invariant 5): per (sender, request id) of a forwarded message the
-  // manager will answer, the seal of each (invariant 6; none for a question). Only these answers
-  // go out: a message or error nobody is owed (a peer's, or one that claims the facade itself as
-  // sender) is dropped, so no frame can make the facade answer itself (or another facade) in a
-  // loop.
-  using Key = std::pair<caf::actor_addr, uint64_t>;
-  using Seal = std::optional<PeerNonce>;
-  auto owed = std::make_shared<std::map<Key, std::deque<Seal>>>();
-  auto key_of = [](const caf::mailbox_element& e) {
-    return Key{caf::actor_cast<caf::actor_addr>(e.sender), e.mid.request_id().integer_value()};
+  // Answers the facade owes (invariant 5): every message it forwards to its manager goes under
+  // a request id of its own, drawn at random (60 bits), and the answer is recognised by that id
+  // alone: the manager answers to the facade under it, and nobody else knows it (a frame that
+  // claims the requester and its request id is not the manager's answer: invariant 2). Each
+  // entry: whom to answer, under which id, sealed how (invariant 6; no seal for a question or an
+  // unsealed request). Only these answers go out: a message or error nobody is owed (a peer's,
+  // or one that claims the facade itself as sender) is dropped, so no frame can make the facade
+  // answer itself (or another facade) in a loop.
+  struct Owed {
+    caf::strong_actor_ptr to;  ///< the forwarded message's sender
+    caf::message_id mid;       ///< its message id
+    std::optional<PeerNonce> seal;
   };
-  // The seal of the answer owed for the current message; nullopt when none is owed.
-  auto take_owed = [owed, key_of](const caf::mailbox_element* e) -> std::optional<Seal> {
-    if (e == nullptr)
+  auto owed = std::make_shared<std::unordered_map<uint64_t, Owed>>();
+  // The answer owed for the current message (the manager's answer), taken; nullopt if none is.
+  auto take_owed = [owed](const caf::mailbox_element* e) -> std::optional<Owed> {
+    if (e == nullptr || !e->mid.is_request())
       return std::nullopt;
-    auto it = owed->find(key_of(*e));
+    auto it = owed->find(e->mid.integer_value() & caf::message_id::request_id_mask);
     if (it == owed->end())
       return std::nullopt;
-    Seal seal = it->second.front();
-    it->second.pop_front();
-    if (it->second.empty())
-      owed->erase(it);
-    return seal;
+    Owed o = std::move(it->second);
+    owed->erase(it);
+    return o;
+  };
+  // Answers `o` with `answer`, sealed as its request was, in the facade's name.
+  auto answer = [self](const Owed& o, caf::message msg) {
+    if (!o.to)
+      return;  // an anonymous sender: nobody to answer
+    // A request's answer is its response; an asynchronous message's answer goes back as an
+    // asynchronous message (as CAF answers one).
+    if (o.seal)
+      msg = caf::message::concat(msg, caf::make_message(*o.seal));
+    o.to->enqueue(caf::make_mailbox_element(caf::actor_cast<caf::strong_actor_ptr>(self),
+                                            o.mid.response_id(), {}, std::move(msg)),
+                  self->context());
   };
   // An error as an ordinary message: the manager's error answer on its way back, or something a
   // peer sent. Never fatal.
-  self->set_error_handler([self, take_owed, drop](caf::error& err) {
-    auto seal = take_owed(self->current_mailbox_element());
-    if (!seal)
+  self->set_error_handler([self, take_owed, answer, drop](caf::error& err) {
+    auto o = take_owed(self->current_mailbox_element());
+    if (!o)
       return (void)drop();
-    if (*seal)
-      self->make_response_promise().deliver(std::move(err), **seal);
-    else
-      self->make_response_promise().deliver(std::move(err));
+    answer(*o, caf::make_message(std::move(err)));
   });
-  self->set_default_handler([manager, node, owed, key_of, take_owed, drop](
+  self->set_default_handler([manager, node, owed, take_owed, answer, drop](
                                 caf::scheduled_actor* me,
                                 caf::message_view& view) -> caf::result<caf::message> {
     auto* e = me->current_mailbox_element();
@@ -262,8 +273,10 @@ caf::behavior PeerFacade::make_behavior() {
         // its request was.
         if (nonce)
           return drop();  // the manager's answers carry no seal: a peer's forgery
-        if (auto seal = take_owed(e))
-          return *seal ? caf::message::concat(m, caf::make_message(**seal)) : m;
+        if (auto o = take_owed(e)) {
+          answer(*o, std::move(m));
+          return caf::delegated<caf::message>{};
+        }
         return drop();
       case Kind::kLocalOnly:
         return refuse(ErrorCode::kPermissionDenied,
@@ -298,15 +311,20 @@ caf::behavior PeerFacade::make_behavior() {
     auto target = caf::actor_cast<caf::strong_actor_ptr>(manager);
     if (!target)
       return refuse(ErrorCode::kPeerUnavailable, "the RDMA manager of " + *node + " is gone");
-    // The manager answers every request, and asynchronous messages other than lane_drop and
-    // device_gone (their handlers return nothing).
-    if (e->mid.is_request() || c.answered)
-      (*owed)[key_of(*e)].push_back(nonce);
-    // Invariant 2: the sender and request id stay; the manager's answer comes back to us.
-    target->enqueue(
-        caf::make_mailbox_element(e->sender, e->mid, {caf::actor_cast<caf::strong_actor_ptr>(me)},
-                                  std::move(m)),
-        me->context());
+    // Invariant 2: the sender stays (the manager's checks see the peer); the manager answers
+    // every message it answers (all but the notices lane_drop and device_gone) to us, under a
+    // request id only we know.
+    caf::message_id mid = caf::make_message_id();  // a notice: asynchronous, no answer
+    if (c.answered) {
+      uint64_t id = 0;
+      while (id == 0 || owed->count(id) > 0)
+        id = secure_random_u64() & caf::message_id::request_id_mask;
+      owed->emplace(id, Owed{e->sender, e->mid, nonce});
+      mid = caf::make_message_id(id);
+    }
+    target->enqueue(caf::make_mailbox_element(
+                        e->sender, mid, {caf::actor_cast<caf::strong_actor_ptr>(me)}, std::move(m)),
+                    me->context());
     return caf::delegated<caf::message>{};
   });
   return {

@@ -14,10 +14,12 @@
 //     other nodes), and the read-only questions, each checked for its exact shape; requests that
 //     act on the node's memory are refused with permission_denied naming the request and the
 //     sender, anything else with invalid_argument naming the atom.
-//  2. A forwarded request keeps its sender (the peer's identity) and its request id, with the
-//     facade as the only stage: the manager's answer comes back to the facade, which answers
-//     the peer in its own name. Answers travel back through the facade in the order the manager
-//     gave them.
+//  2. A forwarded message keeps its sender (the peer's identity), with the facade as the only
+//     stage, under a request id of the facade's own drawn at random (60 bits): the manager's
+//     answer comes back to the facade under that id, and only a message under it is taken for
+//     the answer (a frame claiming the peer and its request id is not: BASP lets a third node
+//     claim any sender). The facade answers the peer in its own name, under the peer's request
+//     id. Answers travel back through the facade in the order the manager gave them.
 //  3. The manager's messages to peers (PeerCall) leave in the order the manager sent them, with
 //     the facade as their sender; a request's answer, or its error, goes back to the manager
 //     once.

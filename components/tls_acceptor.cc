@@ -113,6 +113,26 @@ size_t TlsAcceptor::handshaking() const {
   return handshaking_;
 }
 
+void TlsAcceptor::make_room(uint32_t ip) {
+  // Invariant 3: the oldest handshake of the address at its share, else of the address that
+  // holds the most, makes room for the newcomer.
+  uint32_t from = ip;
+  if (per_host_[ip] < limits_.max_pending_per_host) {
+    size_t most = 0;
+    for (const auto& [host, n] : per_host_)
+      if (n > most) {
+        most = n;
+        from = host;
+      }
+  }
+  int oldest = -1;
+  for (const auto& [fd, p] : pending_)
+    if (p.peer_ip == from && (oldest < 0 || p.deadline < pending_.at(oldest).deadline))
+      oldest = fd;
+  if (oldest >= 0)
+    close_pending(oldest);
+}
+
 void TlsAcceptor::close_pending(int fd) {
   auto it = pending_.find(fd);
   if (it == pending_.end())
@@ -198,10 +218,12 @@ void TlsAcceptor::accept_all(Deadline now) {
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     const uint32_t ip = peer.sin_family == AF_INET ? ntohl(peer.sin_addr.s_addr) : 0;
+    if (pending_.size() >= limits_.max_pending || per_host_[ip] >= limits_.max_pending_per_host)
+      make_room(ip);
     if (pending_.size() >= limits_.max_pending || per_host_[ip] >= limits_.max_pending_per_host) {
       if (per_host_[ip] == 0)
         per_host_.erase(ip);
-      continue;  // over a limit: closed at once (s goes out of scope)
+      continue;  // no room could be made: closed at once (s goes out of scope)
     }
     if (!begin_tls_accept(s, tls_).ok())
       continue;  // closed at once

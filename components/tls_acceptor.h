@@ -16,7 +16,10 @@
 //     every handshake without blocking; a silent connection costs nothing until its deadline.
 //  3. A handshake must complete within `handshake_timeout` of the accept, else the connection is
 //     closed. At most `max_pending` handshakes at once and `max_pending_per_host` from one IPv4
-//     address (all local processes count as 127.0.0.1); more are closed at once. At most 64
+//     address (all local processes count as 127.0.0.1); a newcomer beyond either makes room: the
+//     oldest handshake of its own address if that address is at its share, else the oldest of
+//     the address holding the most, is closed (a flood of silent connections shortens the life
+//     of its own connections; it cannot keep a member out). At most 64
 //     accepts per wake-up. When accept fails for want of fds or memory the listener pauses
 //     `accept_backoff` and resumes: it never stops for good.
 //  4. Completed connections wait for the consumer in a queue of at most `max_ready` (more are
@@ -82,6 +85,8 @@ private:
   /// Drives fd's handshake one step; completed connections go to the ready queue.
   void step(int fd);
   void close_pending(int fd);
+  /// Closes the pending handshake that makes room for a newcomer from `ip` (invariant 3).
+  void make_room(uint32_t ip);
 
   const std::string host_;
   Socket listener_;

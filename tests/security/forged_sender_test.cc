@@ -421,6 +421,27 @@ TEST_F(ForgedSenderTest, ForgedAnswersToRdmaClientsQuestionsAreSkipped) {
           ++sprayed;
         }
   barrier(*c, 5000);
+  // And at the asked node's facade: "answers" claiming to be its manager's, sent by a third node
+  // that claims the asker (its node and actors) and the asker's request ids. The facade forwards
+  // under ids of its own drawn at random, so none of these is taken for its manager's answer
+  // (it would seal and send it to the asker with the asker's nonce).
+  std::string perr;
+  auto at_owner = RawBaspClient::connect(peer->node().system(), "127.0.0.1", peer->node().port(),
+                                         std::chrono::seconds(10), &perr);
+  ASSERT_TRUE(at_owner.has_value()) << perr;
+  const caf::node_id victim_node = victim_->node().system().node();
+  const uint64_t dropped_before = peer->stats().facade_dropped;
+  uint64_t claimed = 0;
+  for (caf::actor_id src = 1; src <= 64; ++src)
+    for (uint64_t id = 1; id <= 8; ++id) {
+      ASSERT_TRUE(at_owner->send_routed(victim_node, src, at_owner->published_actor(),
+                                        caf::make_message_id(id), caf::make_message(evil), &perr))
+          << perr;
+      ++claimed;
+    }
+  barrier(*at_owner, 5000);
+  EXPECT_EQ(peer->stats().facade_dropped, dropped_before + claimed)
+      << "a forged 'answer of the manager' was taken by the asked node's facade";
   Status put = RdmaClient(peer->node().system(), peer->manager()).put("late", *real);
   ASSERT_TRUE(put.ok()) << put.error().to_string();
   ASSERT_EQ(got_future.wait_for(std::chrono::seconds(60)), std::future_status::ready);

@@ -39,6 +39,7 @@
 #include "tests/actors/manager_fixture.h"
 #include "tests/rdma_test.h"
 #include "tests/security/test_pki.h"
+#include "tests/silent_flood.h"
 
 namespace caf_rdma::testing {
 namespace {
@@ -253,6 +254,32 @@ TEST_F(TlsClusterTest, SilentConnectionsCostTheNodeLittleCpuAndCloseAtTheHandsha
   for (int fd : silent)
     ::close(fd);
   b_reads_a("after");
+}
+
+// A flood of silent TCP connections beyond the acceptor's per-address budget (256 from
+// 127.0.0.1, where the members also connect from) does not keep a member out: each newcomer
+// closes the oldest pending handshake of its address (TlsAcceptor invariant 3), so a member
+// connecting after the flood completes its handshake and reads, every byte checked.
+TEST_F(TlsClusterTest, ASilentFloodBeyondTheHandshakeBudgetDoesNotKeepAMemberOut) {
+  auto a = node(pki().node("a")), b = node(pki().node("b"));
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(allow_fds(512).ok());
+  auto flood = silent_flood(a->node().port(), {"127.0.0.1"}, 300);
+  ASSERT_TRUE(flood.ok()) << flood.error().to_string();
+  constexpr uint64_t kSize = 64 << 10;
+  Memory at_a(kSize, 64), at_b(kSize, 0);
+  const auto t0 = Clock::now();
+  BufferHandle theirs = remote_view(*a, *b, at_a, "after-flood");
+  ASSERT_TRUE(theirs.owner) << "the member could not connect after the flood";
+  auto mine = b->request_buffer(at_b);
+  ASSERT_TRUE(mine);
+  auto r = b->transfer(make_read(*mine, theirs), 10000);
+  ASSERT_TRUE(r) << error_message(r.error());
+  EXPECT_EQ(at_b.bytes, at_a.bytes);
+  std::printf(
+      "a member connected and read 64 KiB %.2f s after a flood of 300 silent "
+      "connections\n",
+      seconds_since(t0));
 }
 
 /// Nodes with or without TLS: a link that drops is made again, a dead peer stays down.
