@@ -23,6 +23,11 @@ namespace {
 /// max_timeout), so a peer that never reads gets a few small messages, not a stream of them.
 constexpr std::chrono::milliseconds kReadAckRetry{1000};
 
+/// Why a fetch of a node not directly connected cannot wait.
+constexpr const char* kIndirectFull =
+    "cannot wait: the fetches of nodes not directly connected already wait their share of "
+    "total_window_bytes (a kIndirectShare-th)";
+
 uint64_t charge_of(uint64_t length) {
   return std::max(length, kWindowMinCharge);
 }
@@ -62,18 +67,25 @@ caf::result<ByteChunk> ManagerState::fetch(const BufferRef& ref, uint64_t offset
     return rp;
   }
   // Waiting fetches are bounded like answers: a window's worth per peer, the total in all.
+  // Nodes not directly connected wait within their share of the total (the directly connected
+  // ones, within the rest); a node not known yet either way waits until the middleman said
+  // (then what its share cannot hold is refused: trim_indirect_waiting).
   const bool peer_full =
       w.waiting_charge > 0 && w.waiting_charge + charge > options_.peer_window_bytes;
-  if (peer_full ||
-      (windows_waiting_ > 0 && windows_waiting_ + charge > options_.total_window_bytes)) {
+  const uint64_t direct_waiting = windows_waiting_ - indirect_waiting_;
+  const bool total_full =
+      w.direct
+          ? direct_waiting > 0 && direct_waiting + charge > options_.total_window_bytes
+          : w.indirect && indirect_waiting_ > 0 && indirect_waiting_ + charge > indirect_share();
+  if (peer_full || total_full) {
     auto err = make_rdma_error(
         ErrorCode::kResourceExhausted,
         "fetch of " + std::to_string(length) + " bytes of buffer " + std::to_string(ref.id) +
             " refused: " +
             (peer_full ? window_error(node, "already has a window's worth of fetches waiting")
-                       : window_error(node,
-                                      "cannot wait: total_window_bytes of fetches from "
-                                      "all peers already wait")));
+                       : window_error(node, w.direct ? "cannot wait: total_window_bytes of "
+                                                       "fetches from all peers already wait"
+                                                     : kIndirectFull)));
     maybe_forget_window(node);
     return err;
   }
@@ -83,6 +95,8 @@ caf::result<ByteChunk> ManagerState::fetch(const BufferRef& ref, uint64_t offset
       WaitingFetch{ref, offset, length, rp, std::chrono::steady_clock::now() + wait});
   w.waiting_charge += charge;
   windows_waiting_ += charge;
+  if (!w.direct)
+    indirect_waiting_ += charge;
   ++fetches_waiting_;
   arm_window_expiry(node, w);
   return rp;
@@ -92,7 +106,11 @@ bool ManagerState::window_fits(const PeerWindow& w, uint64_t charge) const {
   // One fetch may exceed a window nothing else is charged to (chunks up to kMaxChunkBytes).
   const bool peer_ok = w.held() == 0 || w.held() + charge <= options_.peer_window_bytes;
   const bool total_ok = windows_held_ == 0 || windows_held_ + charge <= options_.total_window_bytes;
-  return peer_ok && total_ok;
+  // Nodes not (yet) seen directly connected share a part of the total: a peer can state any
+  // number of node ids through its connection, and their windows are released by proof only.
+  const bool indirect_ok =
+      w.direct || indirect_held_ == 0 || indirect_held_ + charge <= indirect_share();
+  return peer_ok && total_ok && indirect_ok;
 }
 
 void ManagerState::serve_fetch(const caf::node_id& node, const BufferRef& ref, uint64_t offset,
@@ -107,6 +125,8 @@ void ManagerState::serve_fetch(const caf::node_id& node, const BufferRef& ref, u
   const uint64_t charge = charge_of(length);
   w.served += charge;
   windows_held_ += charge;
+  if (!w.direct)
+    indirect_held_ += charge;
   // The answer goes to the facade first, the read_ack after it: the facade sends both in that
   // order on the peer's connection.
   rp.deliver(std::move(*c));
@@ -160,6 +180,8 @@ void ManagerState::read_ack_answered(const caf::node_id& node, uint64_t token, u
     i = i->second <= mark ? w.acks.erase(i) : std::next(i);
   if (mark > w.proven) {
     windows_held_ -= mark - w.proven;
+    if (!w.direct)
+      indirect_held_ -= mark - w.proven;
     w.proven = mark;
   }
   w.answered_by = to;
@@ -222,7 +244,18 @@ void ManagerState::check_window_node(const caf::node_id& node) {
     PeerWindow& w = it->second;
     w.checking = false;
     if (connected) {
-      w.direct = true;
+      if (!w.direct) {
+        // What it holds and waits for counts as a directly connected node's from now on.
+        indirect_held_ -= w.held();
+        indirect_waiting_ -= w.waiting_charge;
+        w.direct = true;
+        w.indirect = false;
+        open_windows();
+        return;
+      }
+    } else if (!w.direct && !w.indirect) {
+      w.indirect = true;
+      trim_indirect_waiting(node, w);
     } else if (w.direct) {
       // Seen connected, now not: CAF dropped the connection and what it held for it. (A node
       // never seen directly connected, reached through another, is released by proof only.)
@@ -261,6 +294,33 @@ void ManagerState::window_sender_down(const caf::actor_addr& who) {
     check_window_node(who.node());
 }
 
+uint64_t ManagerState::indirect_share() const {
+  return options_.total_window_bytes / kIndirectShare;
+}
+
+void ManagerState::unwait(PeerWindow& w, uint64_t charge) {
+  w.waiting_charge -= charge;
+  windows_waiting_ -= charge;
+  if (!w.direct)
+    indirect_waiting_ -= charge;
+  --fetches_waiting_;
+}
+
+void ManagerState::trim_indirect_waiting(const caf::node_id& node, PeerWindow& w) {
+  // Its fetches waited while it was not known either way: what the share of the nodes not
+  // directly connected cannot hold is refused now, the newest first.
+  while (indirect_waiting_ > indirect_share() && !w.waiting.empty()) {
+    WaitingFetch f = std::move(w.waiting.back());
+    w.waiting.pop_back();
+    unwait(w, charge_of(f.length));
+    f.rp.deliver(make_rdma_error(ErrorCode::kResourceExhausted,
+                                 "fetch of " + std::to_string(f.length) + " bytes of buffer " +
+                                     std::to_string(f.ref.id) +
+                                     " refused: " + window_error(node, kIndirectFull)));
+  }
+  open_windows();
+}
+
 void ManagerState::open_windows() {
   // Round by round, one fetch per peer each: peers share the total fairly.
   for (bool progress = true; progress;) {
@@ -273,9 +333,7 @@ void ManagerState::open_windows() {
         continue;
       WaitingFetch f = std::move(w.waiting.front());
       w.waiting.pop_front();
-      w.waiting_charge -= charge;
-      windows_waiting_ -= charge;
-      --fetches_waiting_;
+      unwait(w, charge);
       serve_fetch(node, f.ref, f.offset, f.length, f.rp);
       progress = true;
     }
@@ -311,10 +369,7 @@ void ManagerState::window_expire(const caf::node_id& node) {
   while (!w.waiting.empty() && w.waiting.front().due <= now) {
     WaitingFetch f = std::move(w.waiting.front());
     w.waiting.pop_front();
-    const uint64_t charge = charge_of(f.length);
-    w.waiting_charge -= charge;
-    windows_waiting_ -= charge;
-    --fetches_waiting_;
+    unwait(w, charge_of(f.length));
     f.rp.deliver(make_rdma_error(
         ErrorCode::kResourceExhausted,
         "fetch of " + std::to_string(f.length) + " bytes of buffer " + std::to_string(f.ref.id) +
@@ -332,7 +387,11 @@ void ManagerState::drop_window(const caf::node_id& node, const caf::error& err) 
   PeerWindow w = std::move(it->second);
   windows_.erase(it);
   windows_held_ -= w.held();
+  if (!w.direct)
+    indirect_held_ -= w.held();
   windows_waiting_ -= w.waiting_charge;
+  if (!w.direct)
+    indirect_waiting_ -= w.waiting_charge;
   fetches_waiting_ -= w.waiting.size();
   for (auto& f : w.waiting)
     f.rp.deliver(err);

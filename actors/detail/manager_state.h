@@ -61,7 +61,10 @@
 //     is dropped without proof only when its node, once seen directly connected, no longer is
 //     (the middleman's routing table, which no peer writes): the connection, and with it what
 //     CAF still held for it, is gone. One fetch may exceed a window while nothing else is
-//     charged to it (a chunk of up to kMaxChunkBytes). As requester, the fetches asked of one
+//     charged to it (a chunk of up to kMaxChunkBytes). Windows of nodes not seen directly
+//     connected (node ids a peer states for messages it routes) hold together at most a
+//     kIndirectShare-th of the total, so ids a peer invents cannot take the rest from the
+//     directly connected peers. As requester, the fetches asked of one
 //     owner and not yet answered stay within peer_window_bytes the same way (more ops wait).
 // 13. A lost link is not a dead peer (manager_peers.cc): when the proxy of a peer manager ends
 //     with remote_link_unreachable, and its address is known (a handle's host:port) and the node
@@ -232,10 +235,11 @@ struct PeerWindow {
   caf::actor answered_by;             ///< the last actor that answered a read_ack
   std::set<caf::actor_addr> watched;  ///< senders monitored (a down makes us check the node)
   bool direct = false;                ///< its node was seen with a direct connection to ours
-  bool checking = false;              ///< a question to the middleman about it is on its way
-  bool expiry_armed = false;          ///< a WindowExpire for its oldest waiting fetch is due
-  bool retry_armed = false;           ///< a WindowRetry is due
-  uint32_t failures = 0;              ///< read_acks failed in a row (the retry backs off)
+  bool indirect = false;      ///< the middleman said its node is not directly connected (never was)
+  bool checking = false;      ///< a question to the middleman about it is on its way
+  bool expiry_armed = false;  ///< a WindowExpire for its oldest waiting fetch is due
+  bool retry_armed = false;   ///< a WindowRetry is due
+  uint32_t failures = 0;      ///< read_acks failed in a row (the retry backs off)
 
   uint64_t held() const { return served - proven; }
 };
@@ -337,6 +341,13 @@ public:
   ManagerStats stats() const;
 
   // -- fetch windows (manager_windows.cc, invariant 12) --
+  /// What the windows of nodes not seen directly connected may hold, and wait for, together.
+  uint64_t indirect_share() const;
+  /// A waiting fetch of `w` charged `charge` no longer waits.
+  void unwait(PeerWindow& w, uint64_t charge);
+  /// Refuses the newest waiting fetches of `node` (just found not directly connected) that the
+  /// indirect share cannot hold.
+  void trim_indirect_waiting(const caf::node_id& node, PeerWindow& w);
   /// The oldest fetches waiting for `node`'s window that reached their deadline fail.
   void window_expire(const caf::node_id& node);
   /// Asks `node` again to prove it read what it was sent, if that is still open.
@@ -654,6 +665,11 @@ private:
   /// Fetch windows of peer nodes (invariant 12), their total charge held, and waiting.
   std::map<caf::node_id, PeerWindow> windows_;
   uint64_t windows_held_ = 0;
+  /// What windows of nodes not seen directly connected hold (at most a kIndirectShare-th of
+  /// total_window_bytes, invariant 12).
+  uint64_t indirect_held_ = 0;
+  /// Of windows_waiting_, what waits in windows of nodes not seen directly connected.
+  uint64_t indirect_waiting_ = 0;
   uint64_t windows_waiting_ = 0;  ///< charge of all waiting fetches
   size_t fetches_waiting_ = 0;
   uint64_t served_at_trim_ = 0;  ///< counters_.served_fallback_bytes at the last trim

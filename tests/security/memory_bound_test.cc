@@ -285,5 +285,45 @@ TEST_F(MemoryBoundTest, APeerThatNeverReadsHoldsOneWindowAndOthersReadOn) {
   EXPECT_LE(after, before + 3 * kWindow + kSlack) << owner_mem();
 }
 
+// Review finding: windows are kept per node id as the sender states it, and a window of a node
+// never seen directly connected is released by proof only. A peer routing fetches "from" node
+// ids it invents, never acknowledging, took the whole total (for as long as the owner ran), and
+// honest readers waited and failed. Such windows now hold together at most a kIndirectShare-th
+// of the total: the directly connected reader keeps reading, every byte checked.
+TEST_F(MemoryBoundTest, InventedNodeIdsHoldAtMostTheIndirectShare) {
+  std::string err;
+  auto c = RawBaspClient::connect(reader_->node().system(), "127.0.0.1", port_,
+                                  std::chrono::seconds(10), &err);
+  ASSERT_TRUE(c.has_value()) << err;
+  c->set_read_after_send(false);
+  constexpr uint64_t kFetch = 4 * kMiB;
+  constexpr int kInvented = 8;
+  uint64_t id = 1;
+  for (int n = 0; n < kInvented; ++n) {
+    caf::node_id::default_data::host_id_type host{};
+    secure_random(host.data(), host.size());
+    host[0] |= 0x01;
+    const auto fake = caf::make_node_id(static_cast<uint32_t>(1000 + n), host);
+    for (uint64_t i = 0; i < kWindow / kFetch; ++i) {
+      PeerNonce nonce;
+      secure_random(&nonce, sizeof(nonce));
+      ASSERT_TRUE(c->send_routed(
+          fake, 4242, c->published_actor(), caf::make_message_id(id++),
+          caf::make_message(fetch_atom::value, ref_of(remote_), i * kFetch, kFetch, nonce), &err))
+          << err;
+    }
+  }
+  // One share of the total served to invented nodes, never more; the rest wait or are refused.
+  ManagerStats s = wait_owner([](const ManagerStats& x) {
+    return x.window_bytes == kTotal / kIndirectShare && x.fetches_waiting > 0;
+  });
+  EXPECT_EQ(s.window_bytes, kTotal / kIndirectShare) << "invented node ids took more";
+  // The directly connected reader is served: its window, within the total.
+  Burst b = read_burst(100, 8);
+  EXPECT_EQ(b.reads_ok, 100u) << (b.errors.empty() ? "" : b.errors.front());
+  EXPECT_EQ(b.bad_bytes, 0u);
+  EXPECT_LE(owner_stats().window_bytes, kTotal / kIndirectShare + kWindow);
+}
+
 }  // namespace
 }  // namespace caf_rdma::testing
