@@ -154,7 +154,7 @@ void ManagerState::start_stream(uint64_t ticket, uint32_t index) {
             o.streaming = true;  // a timeout reply waits for the job to stop (stream_done)
             caf::actor_addr me = self_->address();
             uint64_t local_id = o.op.local.id;
-            job.done = [me, ticket, index, local_id](StreamEnd end) {
+            job.done = [me, ticket, index, local_id](const StreamEnd& end) {
               TransferOutcome out =
                   end.status.ok() ? TransferOutcome{} : outcome_of(end.status.error());
               if (auto h = caf::actor_cast<caf::actor>(me))

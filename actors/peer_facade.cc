@@ -114,8 +114,8 @@ struct Awaited {
   std::chrono::steady_clock::time_point due;  ///< the request's deadline (CAF's timeout is later)
 };
 
-void await_answer(caf::scheduled_actor* self, std::shared_ptr<Awaited> a,
-                  std::shared_ptr<FacadeCounters> counters);
+void await_answer(caf::scheduled_actor* self, const std::shared_ptr<Awaited>& a,
+                  const std::shared_ptr<FacadeCounters>& counters);
 
 /// Something arrived under `a`'s id that is not its answer: count it and wait on.
 void reject(caf::scheduled_actor* self, const std::shared_ptr<Awaited>& a,
@@ -132,8 +132,8 @@ bool from_asked(caf::scheduled_actor* self, const Awaited& a) {
 
 /// A handler for answer type T, sealed with a nonce.
 template <class T>
-auto sealed(caf::scheduled_actor* self, std::shared_ptr<Awaited> a,
-            std::shared_ptr<FacadeCounters> counters) {
+auto sealed(caf::scheduled_actor* self, const std::shared_ptr<Awaited>& a,
+            const std::shared_ptr<FacadeCounters>& counters) {
   return [self, a, counters](T& x, PeerNonce& n) {
     if (!same(n, a->nonce) || !from_asked(self, *a))
       return reject(self, a, counters);
@@ -143,8 +143,8 @@ auto sealed(caf::scheduled_actor* self, std::shared_ptr<Awaited> a,
 
 /// (Re-)installs the handler of `a`'s answer: CAF removes a response handler once anything
 /// arrived under its id, so one that was not the answer installs it again.
-void await_answer(caf::scheduled_actor* self, std::shared_ptr<Awaited> a,
-                  std::shared_ptr<FacadeCounters> counters) {
+void await_answer(caf::scheduled_actor* self, const std::shared_ptr<Awaited>& a,
+                  const std::shared_ptr<FacadeCounters>& counters) {
   self->add_multiplexed_response_handler(
       a->id,
       caf::behavior{
@@ -256,7 +256,7 @@ caf::behavior PeerFacade::make_behavior() {
     if (nonce)
       m = m.drop_right(1);
     const Classified c = classify(m);
-    auto sealed = [&](caf::message answer) -> caf::message {
+    auto sealed = [&](const caf::message& answer) -> caf::message {
       return nonce ? caf::message::concat(answer, caf::make_message(*nonce)) : answer;
     };
     // Refusals go only to a request's sender, never to the facade itself.
@@ -342,7 +342,7 @@ caf::behavior PeerFacade::make_behavior() {
         auto h = self->request(call.dest, call.timeout,
                                caf::message::concat(call.msg, caf::make_message(a->nonce)));
         a->id = h.id();
-        await_answer(self, std::move(a), counters);
+        await_answer(self, a, counters);
         return caf::delegated<caf::message>{};
       },
       [node](FacadeName& n) { *node = std::move(n.name); },

@@ -291,6 +291,9 @@ TEST_F(StreamTest, ASilentFloodDoesNotKeepTransfersOffTheStream) {
     auto r = user_->transfer(make_read(*hb, remote), 30000);
     ASSERT_TRUE(r) << error_message(r.error());
     const auto took = std::chrono::steady_clock::now() - t0;
+    // The owner touches its buffer again only once its stream server is done with it (its
+    // worker may still be returning from the send of the read's bytes).
+    ASSERT_TRUE(owner_->wait_quiet());
     std::printf(
         "4 MiB written and read back by the manager through %zu silent connections in "
         "%lld ms\n",

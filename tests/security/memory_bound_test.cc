@@ -48,6 +48,15 @@ constexpr uint64_t kWindow = 16 * kMiB;
 constexpr uint64_t kTotal = 64 * kMiB;
 constexpr uint32_t kWaitMs = 30000;
 constexpr uint64_t kSlack = 16 * kMiB;
+/// Under AddressSanitizer or ThreadSanitizer (their lanes build the owner with them too) the
+/// owner's RSS is mostly the sanitizer's (shadow memory, a quarantine of freed blocks that
+/// malloc_trim cannot give back): the bounds are checked in the native lane only; the rest of
+/// each test (every byte, the windows' counters) runs everywhere.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kRssIsTheOwners = false;
+#else
+constexpr bool kRssIsTheOwners = true;
+#endif
 
 uint8_t owner_byte(uint64_t i) {
   return static_cast<uint8_t>(i * 7 + kSeed);
@@ -224,10 +233,12 @@ TEST_F(MemoryBoundTest, AnHonestBurstIsReadInFullAndTheOwnersMemoryGoesBack) {
   const uint64_t after = owner_rss();
   std::printf("owner RSS: before %.1f MB, peak during %.1f MB, after %.1f MB (window %.1f MB)\n",
               mb(before), mb(b.peak_rss), mb(after), mb(kWindow));
-  EXPECT_LE(b.peak_rss, before + 4 * kWindow + kSlack)
-      << "before: " << mem_before << ", now: " << owner_mem();
-  EXPECT_LE(after, before + 3 * kWindow + kSlack)
-      << "before: " << mem_before << ", now: " << owner_mem();
+  if (kRssIsTheOwners) {
+    EXPECT_LE(b.peak_rss, before + 4 * kWindow + kSlack)
+        << "before: " << mem_before << ", now: " << owner_mem();
+    EXPECT_LE(after, before + 3 * kWindow + kSlack)
+        << "before: " << mem_before << ", now: " << owner_mem();
+  }
 }
 
 // Finding: a hand-written BASP peer sent 100 fetches of 4 MiB and never read the answers: the
@@ -281,8 +292,10 @@ TEST_F(MemoryBoundTest, APeerThatNeverReadsHoldsOneWindowAndOthersReadOn) {
   std::printf("owner RSS: before %.1f MB, during %.1f MB, after %.1f MB (window %.1f MB)\n",
               mb(before), mb(during), mb(after), mb(kWindow));
   // The peer's window, and the honest reader's answers on their way and CAF's buffers for them.
-  EXPECT_LE(during, before + 4 * kWindow + kSlack) << mem_during;
-  EXPECT_LE(after, before + 3 * kWindow + kSlack) << owner_mem();
+  if (kRssIsTheOwners) {
+    EXPECT_LE(during, before + 4 * kWindow + kSlack) << mem_during;
+    EXPECT_LE(after, before + 3 * kWindow + kSlack) << owner_mem();
+  }
 }
 
 // Review finding: windows are kept per node id as the sender states it, and a window of a node

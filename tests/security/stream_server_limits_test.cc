@@ -148,8 +148,9 @@ Clock::duration legit_round_trip(StreamServer& server, StreamClient& client, siz
     job.host = server.host();
     job.port = server.port();
     job.deadline = Clock::now() + 20s;
-    job.token = server.grant(owner.data(), n, d, job.deadline,
-                             [served](uint64_t, Status st, uint64_t) { served->set_value(st); });
+    job.token =
+        server.grant(owner.data(), n, d, job.deadline,
+                     [served](uint64_t, const Status& st, uint64_t) { served->set_value(st); });
     job.direction = d;
     job.addr = mine;
     job.length = n;
