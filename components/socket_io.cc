@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -433,6 +434,32 @@ Status send_all(const Socket& s, const void* data, uint64_t n, Deadline deadline
 Status recv_all(const Socket& s, void* data, uint64_t n, Deadline deadline,
                 const std::string& what) {
   return move_all(s, static_cast<uint8_t*>(data), n, deadline, what, false);
+}
+
+AcceptStep accept_step(const Socket& listener, Socket* out, uint32_t* ip) {
+  sockaddr_in peer{};
+  socklen_t len = sizeof(peer);
+  const int fd = ::accept4(listener.fd(), reinterpret_cast<sockaddr*>(&peer), &len,
+                           SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (fd < 0) {
+    if (errno == EINTR || errno == ECONNABORTED)
+      return AcceptStep::kRetry;
+    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+      return AcceptStep::kOutOfResources;
+    return AcceptStep::kDrained;
+  }
+  *out = Socket(fd);
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  *ip = peer.sin_family == AF_INET ? ntohl(peer.sin_addr.s_addr) : 0;
+  return AcceptStep::kAccepted;
+}
+
+void pause_listener(int epoll_fd, int listener_fd) {
+  epoll_event ev{};
+  ev.events = 0;
+  ev.data.fd = listener_fd;
+  (void)::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, listener_fd, &ev);
 }
 
 }  // namespace caf_rdma

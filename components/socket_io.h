@@ -59,6 +59,22 @@ private:
   ssl_st* tls_ = nullptr;
 };
 
+/// What one non-blocking accept on a listening socket gave (StreamServer, TlsAcceptor).
+enum class AcceptStep : uint8_t {
+  kAccepted,        ///< a connection (non-blocking, TCP_NODELAY set) and its IPv4 peer
+  kRetry,           ///< interrupted, or a connection aborted before it was taken: again
+  kOutOfResources,  ///< no fd or memory for one now (EMFILE, ENFILE, ENOBUFS, ENOMEM)
+  kDrained,         ///< nothing more to accept now (EAGAIN), or another error
+};
+
+/// One accept4 on `listener`: with kAccepted, `*out` holds the connection and `*ip` its peer's
+/// IPv4 address in host order (0 for another family).
+AcceptStep accept_step(const Socket& listener, Socket* out, uint32_t* ip);
+
+/// Stops epoll instance `epoll_fd` from reporting `listener_fd` (level-triggered epoll would
+/// spin while accept cannot take a connection); its owner resumes it later (EPOLL_CTL_MOD).
+void pause_listener(int epoll_fd, int listener_fd);
+
 /// OpenSSL writes with write(2), which raises SIGPIPE on a connection the peer closed: while
 /// one is alive, SIGPIPE is blocked in this thread, and one it raised is taken back (the write
 /// fails with EPIPE instead of ending the process). Hold one around every TLS call.

@@ -74,7 +74,8 @@ StreamServer::StreamServer(std::string host, Socket listener, uint16_t port, Lim
       listener_(std::move(listener)),
       port_(port),
       limits_(limits),
-      tls_(std::move(tls)) {}
+      tls_(std::move(tls)),
+      unauthenticated_(limits.max_unauthenticated, limits.max_unauthenticated_per_host) {}
 
 Status StreamServer::start_threads() {
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
@@ -178,35 +179,17 @@ void StreamServer::close_locked(int fd) {
     --authenticated_;
     count_down(authenticated_per_host_, c.peer_ip);
   } else {
-    unauthenticated_.erase({c.seq, fd});
-    count_down(unauthenticated_per_host_, c.peer_ip);
+    unauthenticated_.remove(fd);
   }
   connections_.erase(it);  // closes the socket
 }
 
 void StreamServer::make_room_locked(uint32_t ip) {
-  // Invariant 3: the address's own share first, then the total.
-  bool own = false;
-  if (auto h = unauthenticated_per_host_.find(ip);
-      h != unauthenticated_per_host_.end() && h->second >= limits_.max_unauthenticated_per_host)
-    own = true;
-  else if (unauthenticated_.size() < limits_.max_unauthenticated)
-    return;
-  uint32_t victim_ip = ip;
-  if (!own) {
-    size_t most = 0;
-    for (const auto& [host, n] : unauthenticated_per_host_)
-      if (n > most) {
-        most = n;
-        victim_ip = host;
-      }
+  // Invariant 3: the address's own share first, then the total (AdmissionQueue invariant 1).
+  if (const int fd = unauthenticated_.room_for(ip); fd >= 0) {
+    ++evicted_;
+    close_locked(fd);
   }
-  for (const auto& [seq, fd] : unauthenticated_)  // oldest first
-    if (connections_.at(fd)->peer_ip == victim_ip) {
-      ++evicted_;
-      close_locked(fd);
-      return;
-    }
 }
 
 bool StreamServer::over_authenticated_slots_locked(uint32_t ip) const {
@@ -216,8 +199,7 @@ bool StreamServer::over_authenticated_slots_locked(uint32_t ip) const {
 }
 
 void StreamServer::authenticate_locked(Connection& c) {
-  unauthenticated_.erase({c.seq, c.socket.fd()});
-  count_down(unauthenticated_per_host_, c.peer_ip);
+  unauthenticated_.remove(c.socket.fd());
   c.authenticated = true;
   c.seq = next_seq_++;
   ++authenticated_;
@@ -321,29 +303,24 @@ void StreamServer::event_loop() {
 void StreamServer::accept_all(Deadline now) {
   // Bounded per wake-up: a connect flood cannot keep this thread from its deadlines.
   for (int n = 0; n < kAcceptsPerWake; ++n) {
-    sockaddr_in peer{};
-    socklen_t len = sizeof(peer);
-    int fd = ::accept4(listener_.fd(), reinterpret_cast<sockaddr*>(&peer), &len,
-                       SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED)
+    Socket s;
+    uint32_t ip = 0;
+    switch (accept_step(listener_, &s, &ip)) {
+      case AcceptStep::kRetry:
         continue;
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        // No fd or memory for one now: stop listening for a moment (level-triggered epoll
-        // would otherwise spin), then resume (event_loop).
-        epoll_event ev{};
-        ev.events = 0;
-        ev.data.fd = listener_.fd();
-        (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listener_.fd(), &ev);
+      case AcceptStep::kOutOfResources: {
+        // Listening resumes after a moment (event_loop).
+        pause_listener(epoll_fd_, listener_.fd());
         std::lock_guard<std::mutex> lock(mu_);
         listener_paused_ = true;
+        return;
       }
-      return;  // EAGAIN: all accepted
+      case AcceptStep::kDrained:
+        return;
+      case AcceptStep::kAccepted:
+        break;
     }
-    Socket s(fd);
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    const uint32_t ip = peer.sin_family == AF_INET ? ntohl(peer.sin_addr.s_addr) : 0;
+    const int fd = s.fd();
     auto c = std::make_shared<Connection>();
     c->peer_ip = ip;
     c->header_deadline = now + limits_.auth_timeout;
@@ -365,8 +342,7 @@ void StreamServer::accept_all(Deadline now) {
         continue;
       c->socket = std::move(s);
       c->seq = next_seq_++;
-      unauthenticated_.emplace(c->seq, fd);
-      ++unauthenticated_per_host_[ip];
+      unauthenticated_.add(fd, ip);
       connections_.emplace(fd, c);
     }
     // Its request (or TLS hello) is often there already: read it before newer connections can

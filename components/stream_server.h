@@ -61,6 +61,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "components/admission_queue.h"
 #include "components/socket_io.h"
 #include "components/stream_protocol.h"
 
@@ -180,8 +181,7 @@ private:
   bool listener_paused_ = false;  ///< accept_all ran out of fds: event_loop resumes it later
   std::unordered_map<uint64_t, Grant> grants_;
   std::map<int, std::shared_ptr<Connection>> connections_;  ///< by fd
-  std::set<std::pair<uint64_t, int>> unauthenticated_;      ///< (seq, fd): oldest first
-  std::map<uint32_t, size_t> unauthenticated_per_host_;
+  AdmissionQueue unauthenticated_;  ///< connections that claimed no grant yet (invariant 3)
   size_t authenticated_ = 0;
   std::map<uint32_t, size_t> authenticated_per_host_;
   uint64_t next_seq_ = 1;

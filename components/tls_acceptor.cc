@@ -53,7 +53,8 @@ TlsAcceptor::TlsAcceptor(std::string host, Socket listener, uint16_t port, TlsCo
       listener_(std::move(listener)),
       port_(port),
       tls_(std::move(tls)),
-      limits_(limits) {}
+      limits_(limits),
+      admission_(limits.max_pending, limits.max_pending_per_host) {}
 
 Status TlsAcceptor::start_thread() {
   const std::string where = "TLS listener on " + host_ + ":" + std::to_string(port_);
@@ -113,34 +114,12 @@ size_t TlsAcceptor::handshaking() const {
   return handshaking_;
 }
 
-void TlsAcceptor::make_room(uint32_t ip) {
-  // Invariant 3: the oldest handshake of the address at its share, else of the address that
-  // holds the most, makes room for the newcomer.
-  uint32_t from = ip;
-  if (per_host_[ip] < limits_.max_pending_per_host) {
-    size_t most = 0;
-    for (const auto& [host, n] : per_host_)
-      if (n > most) {
-        most = n;
-        from = host;
-      }
-  }
-  int oldest = -1;
-  for (const auto& [fd, p] : pending_)
-    if (p.peer_ip == from && (oldest < 0 || p.deadline < pending_.at(oldest).deadline))
-      oldest = fd;
-  if (oldest >= 0)
-    close_pending(oldest);
-}
-
 void TlsAcceptor::close_pending(int fd) {
   auto it = pending_.find(fd);
   if (it == pending_.end())
     return;
   (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
-  auto h = per_host_.find(it->second.peer_ip);
-  if (h != per_host_.end() && --h->second == 0)
-    per_host_.erase(h);
+  admission_.remove(fd);
   pending_.erase(it);  // closes the socket (and frees its session)
   std::lock_guard<std::mutex> lock(mu_);
   handshaking_ = pending_.size();
@@ -196,35 +175,27 @@ void TlsAcceptor::event_loop() {
 
 void TlsAcceptor::accept_all(Deadline now) {
   for (int n = 0; n < 64; ++n) {
-    sockaddr_in peer{};
-    socklen_t len = sizeof(peer);
-    int fd = ::accept4(listener_.fd(), reinterpret_cast<sockaddr*>(&peer), &len,
-                       SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED)
+    Socket s;
+    uint32_t ip = 0;
+    switch (accept_step(listener_, &s, &ip)) {
+      case AcceptStep::kRetry:
         continue;
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        // No fd or memory for one now: stop listening for a moment (level-triggered epoll
-        // would otherwise spin), then resume (event_loop).
-        epoll_event ev{};
-        ev.events = 0;
-        ev.data.fd = listener_.fd();
-        (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listener_.fd(), &ev);
+      case AcceptStep::kOutOfResources:
+        // Listening resumes after a moment (event_loop).
+        pause_listener(epoll_fd_, listener_.fd());
         listener_paused_ = true;
-      }
-      return;  // EAGAIN: all accepted
+        return;
+      case AcceptStep::kDrained:
+        return;
+      case AcceptStep::kAccepted:
+        break;
     }
-    Socket s(fd);
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    const uint32_t ip = peer.sin_family == AF_INET ? ntohl(peer.sin_addr.s_addr) : 0;
-    if (pending_.size() >= limits_.max_pending || per_host_[ip] >= limits_.max_pending_per_host)
-      make_room(ip);
-    if (pending_.size() >= limits_.max_pending || per_host_[ip] >= limits_.max_pending_per_host) {
-      if (per_host_[ip] == 0)
-        per_host_.erase(ip);
+    const int fd = s.fd();
+    // Invariant 3: a newcomer beyond the budget makes room (AdmissionQueue invariant 1).
+    if (const int victim = admission_.room_for(ip); victim >= 0)
+      close_pending(victim);
+    if (!admission_.fits(ip))
       continue;  // no room could be made: closed at once (s goes out of scope)
-    }
     if (!begin_tls_accept(s, tls_).ok())
       continue;  // closed at once
     epoll_event ev{};
@@ -232,7 +203,7 @@ void TlsAcceptor::accept_all(Deadline now) {
     ev.data.fd = fd;
     if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
       continue;
-    ++per_host_[ip];
+    admission_.add(fd, ip);
     pending_.emplace(fd, Pending{std::move(s), ip, now + limits_.handshake_timeout});
     // The client may have written its hello with its connect: try at once.
     step(fd);

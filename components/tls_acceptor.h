@@ -36,6 +36,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "components/admission_queue.h"
 #include "components/socket_io.h"
 
 namespace caf_rdma {
@@ -85,8 +86,6 @@ private:
   /// Drives fd's handshake one step; completed connections go to the ready queue.
   void step(int fd);
   void close_pending(int fd);
-  /// Closes the pending handshake that makes room for a newcomer from `ip` (invariant 3).
-  void make_room(uint32_t ip);
 
   const std::string host_;
   Socket listener_;
@@ -99,7 +98,7 @@ private:
   std::thread events_;
   // Event thread only.
   std::unordered_map<int, Pending> pending_;
-  std::map<uint32_t, size_t> per_host_;
+  AdmissionQueue admission_;  ///< the pending handshakes, by age and address (invariant 3)
   bool listener_paused_ = false;
   // Shared with take().
   mutable std::mutex mu_;
