@@ -1,4 +1,6 @@
 // RdmaManagerActor: peers — lazy one-round-trip queue-pair handshakes, monitoring, teardown.
+#include <caf/io/middleman.hpp>
+
 #include "actors/detail/manager_state.h"
 
 #include <cstdio>
@@ -217,27 +219,71 @@ caf::result<QpInfoMsg> ManagerState::accept_connect(const QpInfoMsg& remote) {
                            "queue-pair handshake from " + caf::to_string(sender.address()) +
                                " names another manager (" +
                                caf::to_string(remote.manager.address()) + ") as its sender");
-  Peer& p = peer_of_sender(sender);
-  if (!p.down_reason.empty())
-    return peer_down_error(p);
-  if (p.reconnecting)
-    return link_lost_error(p);
-  if (remote.lane != 0) {
-    auto info = accept_lane(p, remote);
+  Peer& p = peer_for(sender, "");
+  if (caf::actor_cast<caf::actor_addr>(p.manager).get() ==
+      caf::actor_cast<caf::actor_addr>(sender).get()) {
+    if (!p.down_reason.empty())
+      return peer_down_error(p);
+    if (p.reconnecting)
+      return link_lost_error(p);
+    auto info = finish_accept(p, remote);
     if (!info.ok())
       return to_caf_error(info.error());
     return *info;
   }
-  auto o = shared_qp_options();
-  if (!o.ok())
-    return to_caf_error(o.error());
-  auto created = RdmaQueuePair::create(domain_, *o);
+  // A new proxy of a known peer: its old link is gone and it reached us over a new one. BASP
+  // lets a third node claim any node id over its own connection, so it is taken for the peer
+  // (invariant 13) only if the middleman (whose routing table no peer writes) has a direct
+  // connection to that node.
+  auto rp = self_->make_response_promise<QpInfoMsg>();
+  const caf::actor_addr key = sender.address();
+  self_
+      ->request(self_->system().middleman().actor_handle(), options_.handshake_timeout,
+                caf::get_atom::value, sender.node())
+      .then(
+          [this, rp, sender, remote, key](const caf::node_id&, const std::string&,
+                                          uint16_t port) mutable {
+            auto it = peers_.find(key);
+            if (it == peers_.end()) {
+              rp.deliver(make_rdma_error(
+                  ErrorCode::kPeerUnavailable,
+                  "queue-pair handshake from " + caf::to_string(key) + ": the peer is gone"));
+              return;
+            }
+            Peer& peer = it->second;
+            if (port == 0) {
+              rp.deliver(make_rdma_error(
+                  ErrorCode::kPermissionDenied,
+                  "queue-pair handshake from " + peer.name + " (" + caf::to_string(key) +
+                      ") refused by " + options_.name +
+                      ": it came over a link that is not a direct connection to that node, "
+                      "and the peer's own link ended"));
+              return;
+            }
+            if (caf::actor_cast<caf::actor_addr>(peer.manager).get() !=
+                caf::actor_cast<caf::actor_addr>(sender).get())
+              adopt(peer, sender);
+            auto info = finish_accept(peer, remote);
+            if (!info.ok())
+              rp.deliver(to_caf_error(info.error()));
+            else
+              rp.deliver(std::move(*info));
+          },
+          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
+}
+
+Result<QpInfoMsg> ManagerState::finish_accept(Peer& p, const QpInfoMsg& remote) {
+  if (remote.lane != 0)
+    return accept_lane(p, remote);
+  CAF_RDMA_ASSIGN_OR_RETURN(auto o, shared_qp_options());
+  auto created = RdmaQueuePair::create(domain_, o);
   if (!created.ok())
-    return to_caf_error(created.error());
+    return created.error();
   std::shared_ptr<RdmaQueuePair> qp(std::move(*created));
   Status st = qp->connect(from_msg(remote), nullptr);
   if (!st.ok())
-    return to_caf_error(st.error().with_context("accepting a queue pair from " + p.name));
+    return st.error().with_context("accepting a queue pair from " + p.name);
   if (p.accepted)
     drop_qp(p, p.accepted);  // the peer replaced its QP: ours is stale
   p.accepted = qp;
@@ -466,13 +512,6 @@ void ManagerState::resume_op(uint64_t ticket, uint32_t index) {
     start_rdma(ticket, index);
   else
     start_fallback(ticket, index);
-}
-
-Peer& ManagerState::peer_of_sender(const caf::actor& sender) {
-  // A new proxy of a peer that is down or whose link is being made again is not taken for it:
-  // BASP lets a third node claim any node id, so a handshake "from" it over another connection
-  // proves nothing. Only our own reconnect (to its address, invariant 13) takes it back.
-  return peer_for(sender, "");
 }
 
 }  // namespace caf_rdma::detail

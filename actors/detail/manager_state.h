@@ -76,8 +76,10 @@
 //     keep naming the old one: peer_request and peer_send route by address). Nothing there,
 //     no answer, or another node at that address (the peer restarted: a new manager) after the
 //     last attempt declares the peer down for good. Any other end of a proxy (the peer's actor
-//     or node gone) is down for good at once. A peer that reaches us over a new link is alive:
-//     its new proxy replaces the old one (accept_connect).
+//     or node gone) is down for good at once. A peer whose handshake reaches us over a new
+//     link is taken back (its new proxy replaces the old one, accept_connect) only if the
+//     middleman has a direct connection to its node: BASP lets a third node claim any node id
+//     for what it routes, so a new proxy reached through another node proves nothing.
 #pragma once
 
 #include <caf/all.hpp>
@@ -484,9 +486,8 @@ private:
   void adopt(Peer& p, const caf::actor& proxy);
   /// Restarts op (ticket, index) that waited for a lost link on its path.
   void resume_op(uint64_t ticket, uint32_t index);
-  /// The peer entry of the sender of the current message; a sender that is a new proxy of a
-  /// known peer (over a new link) is adopted (invariant 13).
-  Peer& peer_of_sender(const caf::actor& sender);
+  /// The rest of a queue-pair handshake from `p` (accept_connect), once it is taken for `p`.
+  Result<QpInfoMsg> finish_accept(Peer& p, const QpInfoMsg& remote);
   /// Sends a request to peer manager `peer` (named `name`) and calls `ok` with its answer or
   /// `fail` with its error, exactly once: with peer_unavailable at once if the peer is down or
   /// goes down before it answers, with the request's error at `timeout`.
