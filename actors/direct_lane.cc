@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "actors/detail/manager_events.h"
+#include "actors/op_texts.h"
 #include "actors/transfer_checks.h"
 #include "components/secure_random.h"
 

@@ -129,34 +129,25 @@ void ManagerState::lose_device(const std::string& what) {
   completions_.reset();  // its QPs went above; the last one takes the shared CQ along
   no_rdma_reason_ = reason + "; opening it again";
   port_down_.clear();
-  staging_waiters_.clear();
   // 2. The RDMA ops in flight fail now: no_device, naming the device. (Their completions, if
   //    any still come, find them done.)
-  std::vector<std::pair<uint64_t, uint32_t>> in_flight;
-  for (auto& [ticket, t] : transfers_)
-    for (uint32_t i = 0; i < t.ops.size(); ++i)
-      if (!t.ops[i].done && t.ops[i].path == OpPath::kRdma && !t.ops[i].awaiting_owner)
-        in_flight.emplace_back(ticket, i);
-  for (auto [ticket, index] : in_flight) {
-    auto it = transfers_.find(ticket);
-    if (it == transfers_.end())
+  staged_.drop_device();  // 3. below, first: no op may give back a bounce buffer that is gone
+  std::vector<OpId> in_flight = rdma_.on_nic();
+  for (OpId id : staged_.on_nic())
+    in_flight.push_back(id);
+  for (OpId id : in_flight) {
+    const OpRecord* o = op_record(id);
+    if (o == nullptr)
       continue;
-    const OpTrack& o = it->second.ops[index];
-    fail_op(ticket, index,
-            make_rdma_error(ErrorCode::kNoDevice,
-                            std::string(kind_name(o.op.kind)) + " of " + std::to_string(o.length) +
-                                " bytes with " + describe(o.op.remote) + " failed: " + reason +
-                                " (the transfer may have moved part of its bytes)"));
+    fail_op(id, make_rdma_error(ErrorCode::kNoDevice,
+                                std::string(kind_name(o->op.kind)) + " of " +
+                                    std::to_string(o->length) + " bytes with " +
+                                    describe(o->op.remote) + " failed: " + reason +
+                                    " (the transfer may have moved part of its bytes)"));
   }
   for (auto& [key, p] : peers_)
     p.waiting.clear();
   // 3. Registrations: bounce buffers, buffers, the lanes' registry; then the device itself.
-  //    No op may give back a bounce buffer that is gone (one waiting for its owner's answer
-  //    after a refused access still holds its slot).
-  for (auto& [ticket, t] : transfers_)
-    for (auto& o : t.ops)
-      o.slot = -1;
-  staging_.clear();
   for (auto& [id, b] : buffers_)
     b.rdma = RdmaBuffer();
   registry_->drop_registrations();
@@ -246,12 +237,6 @@ void ManagerState::abort_connections(const std::string& reason, const caf::actor
     abort(loopback_);
 }
 
-void ManagerState::staging_freed() {
-  for (size_t i = 0; i < staging_.size(); ++i)
-    if (!staging_[i].busy)
-      release_slot(static_cast<int>(i));
-}
-
 uint64_t ManagerState::hold_opening(std::shared_ptr<RdmaQueuePair> qp) {
   uint64_t n = next_opening_++;
   opening_.emplace(n, std::move(qp));
@@ -265,38 +250,6 @@ std::shared_ptr<RdmaQueuePair> ManagerState::take_opening(uint64_t n) {
   auto qp = std::move(it->second);
   opening_.erase(it);
   return qp;
-}
-
-void ManagerState::reroute(uint64_t ticket, uint32_t index, const std::string& why) {
-  auto it = transfers_.find(ticket);
-  if (it == transfers_.end() || it->second.ops[index].done)
-    return;
-  OpTrack& o = it->second.ops[index];
-  bool rdma_only = options_.mode == TransportMode::kRdma;
-  if (rdma_only || (o.staged && o.next_chunk > 0))
-    return fail_op(ticket, index,
-                   make_rdma_error(ErrorCode::kNoDevice,
-                                   std::string(kind_name(o.op.kind)) + " with " +
-                                       describe(o.op.remote) + " cannot use RDMA: " + why +
-                                       (rdma_only ? std::string(" (") + kEnvTransport +
-                                                        "=rdma forbids the fallback)"
-                                                  : std::string(" (an rdma-staged transfer "
-                                                                "had moved part of it)"))));
-  // Nothing was posted for it: the fallback moves all of it (GPU memory too, by copies).
-  int slot = o.slot;
-  o.slot = -1;
-  o.staged = false;
-  o.chunks.clear();
-  o.qp.reset();
-  o.path = OpPath::kNone;
-  start_fallback(ticket, index);
-  if (slot >= 0) {
-    // Freed now, handed to a waiter from the next message: handing it over here could nest
-    // (the waiter may be rerouted too, freeing it again) as deep as there are waiters.
-    staging_[slot].busy = false;
-    if (!staging_waiters_.empty())
-      self_->send(self_, StagingFreed{});
-  }
 }
 
 }  // namespace caf_rdma::detail

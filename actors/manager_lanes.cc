@@ -48,8 +48,7 @@ caf::result<LaneGrant> ManagerState::open_lane(BufferHandle remote, uint32_t tim
   }
   Peer& p = peer_for(remote.owner, remote.owner_name);
   if (!p.down_reason.empty())
-    return make_rdma_error(ErrorCode::kPeerUnavailable,
-                           "peer manager " + p.name + " is down (" + p.down_reason + ")");
+    return peer_down_error(p);
   if (p.reconnecting)
     return link_lost_error(p);
   ++counters_.handshakes;

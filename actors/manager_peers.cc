@@ -2,6 +2,7 @@
 #include <caf/io/middleman.hpp>
 
 #include "actors/detail/manager_state.h"
+#include "actors/op_texts.h"
 
 #include <cstdio>
 
@@ -104,8 +105,18 @@ Result<std::shared_ptr<RdmaQueuePair>> ManagerState::loopback_qp() {
 void ManagerState::fail_waiting(Peer& peer, const caf::error& err) {
   auto waiting = std::move(peer.waiting);
   peer.waiting.clear();
-  for (auto [ticket, index] : waiting)
-    fail_op(ticket, index, err);
+  for (OpId id : waiting)
+    fail_op(id, err);
+}
+
+void ManagerState::drop_qp_of(const caf::actor_addr& key,
+                              const std::shared_ptr<RdmaQueuePair>& qp) {
+  if (qp == loopback_) {
+    poller_->remove(qp.get());
+    loopback_.reset();
+  } else if (auto p = peers_.find(key); p != peers_.end()) {
+    drop_qp(p->second, qp);
+  }
 }
 
 void ManagerState::drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp) {
@@ -156,8 +167,7 @@ void ManagerState::handshake(const caf::actor_addr& key) {
             p.handshaking = false;
             if (!p.down_reason.empty())
               return fail_waiting(p, make_rdma_error(ErrorCode::kPeerUnavailable,
-                                                     "peer manager " + p.name + " is down (" +
-                                                         p.down_reason + ")"));
+                                                     peer_down_text(p.name, p.down_reason)));
             if (remote.gid.size() != 16)
               return fail_waiting(
                   p, make_rdma_error(ErrorCode::kInternal,
@@ -171,8 +181,9 @@ void ManagerState::handshake(const caf::actor_addr& key) {
             poller_->add(qp);
             auto waiting = std::move(p.waiting);
             p.waiting.clear();
-            for (auto [ticket, index] : waiting)
-              post_rdma(ticket, index, qp);
+            for (OpId id : waiting)
+              if (const OpRecord* o = op_record(id))
+                nic_path(o->path)->qp_ready(id, qp);
           },
           [this, key, timeout, held](caf::error& err) {
             auto qp = take_opening(held);
@@ -185,8 +196,8 @@ void ManagerState::handshake(const caf::actor_addr& key) {
               // The owner has no RDMA device (now): its buffers move through it.
               auto waiting = std::move(p.waiting);
               p.waiting.clear();
-              for (auto [ticket, index] : waiting)
-                reroute(ticket, index,
+              for (OpId id : waiting)
+                reroute(id,
                         "peer manager " + p.name + " has no RDMA device: " + error_message(err));
               return;
             }
@@ -302,8 +313,7 @@ caf::result<std::string> ManagerState::peer_state(const caf::actor& peer) const 
 }
 
 caf::error ManagerState::peer_down_error(const Peer& p) const {
-  return make_rdma_error(ErrorCode::kPeerUnavailable,
-                         "peer manager " + p.name + " is down (" + p.down_reason + ")");
+  return make_rdma_error(ErrorCode::kPeerUnavailable, peer_down_text(p.name, p.down_reason));
 }
 
 caf::error ManagerState::link_lost_error(const Peer& p) const {
@@ -412,21 +422,18 @@ void ManagerState::cut_off(const caf::actor_addr& key, Peer& p, const caf::error
   p.fetching = 0;
   p.fetch_queue.clear();
   ++p.link;
-  std::vector<std::pair<uint64_t, uint32_t>> victims;
+  std::vector<OpId> victims;
   for (auto& [ticket, t] : transfers_)
     for (uint32_t i = 0; i < t.ops.size(); ++i) {
-      OpTrack& o = t.ops[i];
-      if (o.done || o.path == OpPath::kNone || o.peer != key)
+      const OpRecord& o = t.ops[i];
+      if (o.done || o.path == PathKind::kNone || o.peer != key)
         continue;
-      if (o.streaming) {
-        if (stream_client_)
-          (void)stream_client_->cancel_queued(o.job_tag, "its peer is down");
+      if (o.path == PathKind::kStream && stream_.peer_down(OpId{ticket, i}, "its peer is down"))
         continue;
-      }
-      victims.emplace_back(ticket, i);
+      victims.push_back(OpId{ticket, i});
     }
-  for (auto [ticket, index] : victims)
-    fail_op(ticket, index, err);
+  for (OpId id : victims)
+    fail_op(id, err);
 }
 
 // -- lost links (invariant 13) -------------------------------------------------------------------
@@ -500,18 +507,8 @@ void ManagerState::adopt(Peer& p, const caf::actor& proxy) {
   p.down_reason.clear();
   auto parked = std::move(p.parked);
   p.parked.clear();
-  for (auto [ticket, index] : parked)
-    resume_op(ticket, index);
-}
-
-void ManagerState::resume_op(uint64_t ticket, uint32_t index) {
-  auto it = transfers_.find(ticket);
-  if (it == transfers_.end() || it->second.ops[index].done)
-    return;  // timed out while it waited
-  if (it->second.ops[index].path == OpPath::kRdma)
-    start_rdma(ticket, index);
-  else
-    start_fallback(ticket, index);
+  for (OpId id : parked)
+    resume_op(id);
 }
 
 }  // namespace caf_rdma::detail

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "actors/rdma_errors.h"
+#include "actors/op_texts.h"
 #include "actors/transfer_checks.h"
 #include "components/checksum.h"
 #include "components/secure_random.h"
@@ -159,7 +160,7 @@ Error RdmaClient::lane_error(const TransferOp& op, Error error, OpFault fault,
   if (down.ok() && !down->empty())
     return Error(
         ErrorCode::kPeerUnavailable,
-        kind + " failed: peer manager " + op.remote.owner_name + " is down (" + *down + ")");
+        kind + " failed: " + peer_down_text(op.remote.owner_name, *down));
   // Ask the owner itself (bounded): it says why it refused an access, and its silence says
   // it is gone (our manager may not have noticed yet).
   uint64_t length = op.length != kWholeSpan             ? op.length
@@ -179,8 +180,7 @@ Error RdmaClient::lane_error(const TransferOp& op, Error error, OpFault fault,
     return error;
   }
   if (!owner->ok() && (fault == OpFault::kRemoteAccess || fault == OpFault::kFlushed))
-    return Error(static_cast<ErrorCode>(owner->code),
-                 kind + " refused by the owner of " + describe(op.remote) + ": " + owner->message);
+    return Error(static_cast<ErrorCode>(owner->code), owner_refused_text(op, owner->message));
   return error;
 }
 
@@ -200,15 +200,8 @@ Status RdmaClient::verify_lane_op(const TransferOp& op, uint64_t length) {
     return theirs.error().with_context("verifying with the owner of " + describe(op.remote));
   if (*mine == *theirs)
     return {};
-  char sums[96];
-  std::snprintf(sums, sizeof(sums), "requester checksum 0x%llx, owner checksum 0x%llx",
-                static_cast<unsigned long long>(*mine), static_cast<unsigned long long>(*theirs));
   return Error(ErrorCode::kDataMismatch,
-               std::string(kind_name(op.kind)) + " of " + std::to_string(length) +
-                   " bytes completed, but the bytes differ: local " + describe(op.local) +
-                   " offset " + std::to_string(op.local_offset) + " vs remote " +
-                   describe(op.remote) + " offset " + std::to_string(op.remote_offset) + " (" +
-                   sums + ") on a direct lane of " + op.local.device);
+               data_mismatch_text(op, length, *mine, *theirs, "a direct lane of " + op.local.device));
 }
 
 std::optional<Result<TransferReply>> RdmaClient::lane_transfer(const TransferOp& op,

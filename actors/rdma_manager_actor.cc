@@ -179,13 +179,16 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       },
       // -- internal events (unserializable types: from this process only) --
       [=](detail::OpDone& e) {
-        self->state.op_done(e.ticket, e.index, std::move(e.outcome), static_cast<OpFault>(e.fault),
-                            e.chunk);
+        self->state.op_done(detail::OpId{e.ticket, e.index}, std::move(e.outcome),
+                            static_cast<OpFault>(e.fault), e.chunk);
       },
-      [=](const detail::OpTimeout& e) { self->state.op_timeout(e.ticket, e.stage); },
+      [=](const detail::OpTimeout& e) {
+        self->state.op_timeout(e.ticket, static_cast<detail::DeadlineStage>(e.stage));
+      },
       [=](const detail::OpTick& e) { self->state.deadline_tick(e.at); },
       [=](detail::StreamDone& e) {
-        self->state.stream_done(e.ticket, e.index, e.local_id, std::move(e.outcome), e.refused);
+        self->state.stream_done(detail::OpId{e.ticket, e.index}, e.local_id, std::move(e.outcome),
+                                e.refused);
       },
       [=](const detail::StreamServed& e) { self->state.stream_served(e.token, e.bytes); },
       [=](const detail::StreamExpire& e) { self->state.stream_expire(e.token); },

@@ -73,11 +73,4 @@ bool ranges_overlap(uint64_t a, uint64_t b, uint64_t n) {
   return a < b ? b - a < n : a - b < n;
 }
 
-std::string timeout_message(const TransferOp& op, uint64_t length, uint32_t timeout_ms) {
-  return std::string(kind_name(op.kind)) + " of " + std::to_string(length) + " bytes between " +
-         describe(op.local) + " and " + describe(op.remote) + " did not complete within " +
-         std::to_string(timeout_ms) +
-         " ms; its queue pair was flushed, so the NIC no longer accesses the buffers";
-}
-
 }  // namespace caf_rdma

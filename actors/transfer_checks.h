@@ -26,7 +26,4 @@ Result<uint64_t> checked_length(const TransferOp& op, uint64_t local_size,
 /// memmove instead (and a direct lane leaves such an op to it).
 bool ranges_overlap(uint64_t a, uint64_t b, uint64_t n);
 
-/// The message of a transfer that timed out (its work was flushed).
-std::string timeout_message(const TransferOp& op, uint64_t length, uint32_t timeout_ms);
-
 }  // namespace caf_rdma

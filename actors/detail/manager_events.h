@@ -38,7 +38,8 @@ struct OpDone {
   uint32_t chunk = 0;  ///< of an rdma-staged op: which chunk completed
 };
 
-/// Timer: transfer `ticket` hit its drain deadline after a timeout (stage 1).
+/// Timer: transfer `ticket` passed a deadline: `stage` is a DeadlineStage
+/// (actors/transfer/transfer_path.h): kDrainOverdue, the flush after its timeout overran.
 struct OpTimeout {
   uint64_t ticket = 0;
   uint32_t stage = 0;

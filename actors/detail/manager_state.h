@@ -31,24 +31,11 @@
 //     fallback (auto) or fail naming why (rdma). Afterwards live host buffers are registered
 //     again; their old handles carry the old incarnation and move through the owner, so a
 //     stale remote key never reaches a NIC.
-//  9. Staging (manager_transfers.cc): an rdma-staged op holds one bounce buffer, used as two
-//     halves, so the GPU copy of one chunk runs while the NIC moves the other; chunks may
-//     complete in any order (each completion names its chunk). The buffer goes back, and the
-//     op is answered, only once no chunk of it is on the NIC (completed, flushed, or its QP
-//     destroyed): no later transfer's bytes meet a late DMA. An op succeeds only when every
-//     chunk moved.
+//  9. Staging: actors/transfer/staged_path.h (its invariants 1-4).
 // 10. A fallback write that fails or times out with store chunks on their way is answered only
-//     once each of them was answered by its owner or timed out (by the deadline plus
-//     kRequestBackstop), so the owner applies none of them after the reply; only a connection
-//     stalled past that bound can still deliver one later, or one declared dead (a peer that
-//     went down fails its ops at once). A failed read drops late data.
-// 11. A stream job its owner refused before taking the request (StreamEnd::refused: refused,
-//     reset or closed connections, tried twice, or a grant it no longer knows) moved no byte and
-//     can move none later (stream_client.h invariant 2), so its op is moved in CAF chunks
-//     instead (pump_fallback), unless its transfer timed out meanwhile (timeout) or its peer is
-//     known to be down (peer_unavailable: a live owner's refusal never is). A write redone
-//     so is applied once: the stream never sent a byte of it. A stream job that failed after
-//     its owner took the request is not redone (a write's bytes may still be on their way).
+//     once each was answered or timed out: actors/transfer/chunk_path.h (invariant 1).
+// 11. A stream job its owner refused before taking the request moved no byte, so its op moves
+//     in CAF chunks instead: actors/transfer/stream_path.h (invariant 2).
 // 12. Fetch windows (manager_windows.cc): as owner, the fetch answers served to a peer node
 //     count against its window (peer_window_bytes) and the total (total_window_bytes), each
 //     fetch at least kWindowMinCharge, from the copy until the peer proves it read them: the
@@ -99,14 +86,19 @@
 #include "actors/peer_facade.h"
 #include "actors/rdma_errors.h"
 #include "actors/rdma_manager_actor.h"
+#include "actors/transfer/chunk_path.h"
+#include "actors/transfer/local_copy_path.h"
+#include "actors/transfer/path_choice.h"
+#include "actors/transfer/rdma_path.h"
+#include "actors/transfer/staged_path.h"
+#include "actors/transfer/stream_path.h"
+#include "actors/transfer/transfer_path.h"
 #include "actors/transfer_checks.h"
-#include "components/bounce_buffer.h"
 #include "components/completion_poller.h"
 #include "components/device_monitor.h"
 #include "components/rdma_domain.h"
 #include "components/rdma_queue_pair.h"
 #include "components/secure_random.h"
-#include "components/staging_plan.h"
 #include "components/stream_client.h"
 #include "components/stream_server.h"
 
@@ -137,49 +129,24 @@ struct LocalBuffer {
   std::vector<caf::typed_response_promise<uint64_t>> release_waiters;
 };
 
-enum class OpPath : uint8_t { kNone, kRdma, kFallback };
-
-struct OpTrack {
+/// One op of a transfer as the front sees it; what its path keeps for it lives in the path
+/// (actors/transfer/*_path.h).
+struct OpRecord {
   TransferOp op;
   uint64_t length = 0;
-  OpPath path = OpPath::kNone;
-  caf::actor_addr peer;             ///< the remote owner
-  std::weak_ptr<RdmaQueuePair> qp;  ///< rdma: the QP it was posted on (peers own QPs)
-  bool holds_local = false;         ///< counted in the local buffer's in_use
+  PathKind path = PathKind::kNone;
+  caf::actor_addr peer;      ///< the remote owner
+  bool holds_local = false;  ///< counted in the local buffer's in_use
   bool done = false;
-  bool streaming = false;       ///< its stream job runs (the reply waits for it to stop)
-  uint64_t job_tag = 0;         ///< its StreamJob's tag (to cancel it while queued)
-  bool retried = false;         ///< flushed once (another op's error) and posted again
-  bool awaiting_owner = false;  ///< the NIC is done; waiting for the owner's answer
-  // rdma-staged progress (local GPU memory the NIC cannot register). The slot's bounce buffer
-  // is used as staging_halves() halves (2), chunk i in half i % 2: the GPU copy of one chunk
-  // runs while the NIC moves the other.
-  bool staged = false;
-  int slot = -1;  ///< staging buffer held, -1 while waiting for one
-  std::vector<StagingChunk> chunks;
-  size_t next_chunk = 0;       ///< the next chunk to post
-  size_t chunks_done = 0;      ///< chunks moved (and, for a read, copied into the GPU)
-  uint32_t chunks_on_nic = 0;  ///< chunks posted and not completed: the NIC may use the slot
-  bool half_busy[2] = {false, false};
-  /// The first error of a staged op; it is reported once no chunk is on the NIC any more (the
-  /// bounce buffer is not given back while the NIC may still read or write it).
-  std::optional<std::pair<TransferOutcome, OpFault>> staged_error;
-  // fallback progress
-  uint64_t next_offset = 0;
-  uint64_t bytes_done = 0;
-  uint32_t in_flight = 0;
-  bool fetch_queued = false;  ///< in its owner's Peer::fetch_queue (a read waiting to ask more)
-  /// The first error (or the timeout) of a fallback write with store chunks still on their
-  /// way: reported once every chunk sent was answered or timed out (invariant 10), so that no
-  /// chunk of it is applied by the owner after the reply.
-  std::optional<TransferOutcome> fallback_error;
+
+  bool is_read() const { return op.kind == static_cast<uint8_t>(TransferKind::kRead); }
 };
 
 struct Transfer {
   bool batch = false;
   caf::typed_response_promise<TransferReply> single;
   caf::typed_response_promise<std::vector<TransferOutcome>> many;
-  std::vector<OpTrack> ops;
+  std::vector<OpRecord> ops;
   std::vector<TransferOutcome> outcomes;
   size_t remaining = 0;
   uint32_t timeout_ms = 0;
@@ -194,22 +161,22 @@ struct Peer {
   std::shared_ptr<RdmaQueuePair> initiated;
   std::shared_ptr<RdmaQueuePair> accepted;
   bool handshaking = false;
-  std::vector<std::pair<uint64_t, uint32_t>> waiting;  ///< (ticket, op) waiting for the QP
+  std::vector<OpId> waiting;  ///< ops waiting for the QP
   bool monitored = false;
   std::string down_reason;  ///< non-empty once the peer is gone
   /// Invariant 13: its link was lost (why) and is being made again; new ops wait in `parked`.
   bool reconnecting = false;
   std::string link_lost;
-  std::vector<std::pair<uint64_t, uint32_t>> parked;  ///< (ticket, op) waiting for the link
+  std::vector<OpId> parked;  ///< ops waiting for the link
   bool no_stream = false;  ///< its owner answered a stream grant with port 0: use chunks
   std::map<uint64_t, std::shared_ptr<RdmaQueuePair>> lanes;  ///< accepted direct lanes, by id
   /// Questions asked of it (ask_peer) and not yet answered: each fails with peer_unavailable
   /// when it goes down, not at its timeout.
   std::map<uint64_t, std::function<void(const caf::error&)>> questions;
   /// As requester (invariant 12): window charge of the fetches asked of it and not yet
-  /// answered, and the fallback reads waiting to ask more (ticket, op).
+  /// answered, and the fallback reads waiting to ask more (ChunkPath).
   uint64_t fetching = 0;
-  std::deque<std::pair<uint64_t, uint32_t>> fetch_queue;
+  std::deque<OpId> fetch_queue;
   /// Counts its lost links (invariant 13): `fetching` holds only fetches asked over the
   /// current one; answers to earlier ones (their requests' timeouts) release nothing.
   uint64_t link = 0;
@@ -266,13 +233,6 @@ struct GrantHold {
 struct DirEntry {
   BufferHandle handle;
   caf::actor_addr putter;
-};
-
-/// A registered host bounce buffer for rdma-staged transfers.
-struct StagingSlot {
-  std::unique_ptr<BounceBuffer> memory;  // destroyed after `rdma` (its registration)
-  RdmaBuffer rdma;
-  bool busy = false;
 };
 
 struct DirWaiter {
@@ -368,17 +328,18 @@ public:
   // -- transfers (manager_transfers.cc) --
   caf::result<TransferReply> transfer(TransferOp op, uint32_t timeout_ms);
   caf::result<std::vector<TransferOutcome>> batch(std::vector<TransferOp> ops, uint32_t timeout_ms);
-  void op_done(uint64_t ticket, uint32_t index, TransferOutcome outcome, OpFault fault,
-               uint32_t chunk);
-  void op_timeout(uint64_t ticket, uint32_t stage);
+  /// OpDone: a completion of op `id` (of its chunk `chunk`) came back from the NIC.
+  void op_done(OpId id, TransferOutcome outcome, OpFault fault, uint32_t chunk);
+  /// StreamDone: the stream job of op `id` ended (StreamPath::job_ended).
+  void stream_done(OpId id, uint64_t local_id, TransferOutcome outcome, bool refused);
+  /// Transfer `ticket` passed `stage`: each of its open ops' paths ends it (or flushes).
+  void op_timeout(uint64_t ticket, DeadlineStage stage);
   /// A deadline sweep scheduled for `at` (steady clock, ns): times out every transfer due.
   void deadline_tick(int64_t at);
 
   // -- stream channel of the fallback (manager_streams.cc) --
   caf::result<StreamGrantMsg> stream_grant(const BufferRef& ref, uint64_t offset, uint64_t length,
                                            uint8_t kind, uint32_t timeout_ms);
-  void stream_done(uint64_t ticket, uint32_t index, uint64_t local_id, TransferOutcome outcome,
-                   bool refused);
   void stream_served(uint64_t token, uint64_t bytes);
   void stream_expire(uint64_t token);
   /// Ends grant `token`'s hold on its buffer (once).
@@ -411,7 +372,7 @@ public:
   void lose_device(const std::string& what);
   void reopen_device(uint32_t attempt);
   /// StagingFreed: free bounce buffers go to the ops waiting for one.
-  void staging_freed();
+  void staging_freed() { staged_.slots_freed(); }
   /// A peer manager (the sender) lost its device: abort our connections to it.
   void peer_device_gone(const std::string& what);
   /// Aborts (their ops fail now, naming `reason`) the queue pairs and direct lanes between us
@@ -436,29 +397,45 @@ private:
   uint64_t new_transfer(Transfer t);
   /// Makes sure a deadline sweep runs no later than `deadline` + kDeadlineSlack.
   void arm_deadline_tick(std::chrono::steady_clock::time_point deadline);
-  void start_op(uint64_t ticket, uint32_t index);
-  void finish_op(uint64_t ticket, uint32_t index, TransferOutcome outcome);
-  /// A failed RDMA op whose remote access the NIC refused: asks the owner why (one bounded
-  /// request) and finishes the op with the owner's reason, or `outcome` if it sees none.
-  void explain_refusal(uint64_t ticket, uint32_t index, TransferOutcome outcome);
-  /// Verify mode: compares both sides' checksums of a completed RDMA op, then finishes it.
-  void verify_op(uint64_t ticket, uint32_t index);
-  /// range_checksum of [offset, offset + n) of a local buffer (host or GPU memory).
-  Result<uint64_t> local_checksum(const LocalBuffer& b, uint64_t offset, uint64_t n) const;
-  void fail_op(uint64_t ticket, uint32_t index, const caf::error& err);
+  // The paths (actors/transfer/) are this state's parts: they use its tables and its reply
+  // point, and nothing else does.
+  friend class TransferPath;
+  friend class NicPath;
+  friend class RdmaPath;
+  friend class StagedPath;
+  friend class ChunkPath;
+  friend class StreamPath;
+  friend class LocalCopyPath;
+
+  /// Checks op `id`, chooses its path (path_choice.h) and starts it there.
+  void start_op(OpId id);
+  /// What choose_path needs to know of op `o` with local buffer `local`.
+  PathFacts path_facts(const OpRecord& o, const LocalBuffer& local) const;
+  TransferPath& path(PathKind kind);
+  /// The RDMA path of that kind (null for the others).
+  NicPath* nic_path(PathKind kind);
+  /// The one reply point: ends op `id` with `outcome` (its path forgets it), and replies once
+  /// every op of its transfer ended (invariant 5).
+  void finish_op(OpId id, TransferOutcome outcome);
+  void fail_op(OpId id, const caf::error& err);
   void maybe_reply(uint64_t ticket);
-  // rdma path
-  void start_rdma(uint64_t ticket, uint32_t index);
-  void post_rdma(uint64_t ticket, uint32_t index, const std::shared_ptr<RdmaQueuePair>& qp);
-  /// Posts `rop` for op (ticket, index) on `qp` (queued while a batch is posted); its
-  /// completion comes back as OpDone naming `chunk`.
-  Status submit_rdma(uint64_t ticket, uint32_t index, uint32_t chunk,
-                     const std::shared_ptr<RdmaQueuePair>& qp, RdmaOp rop,
-                     const std::shared_ptr<std::atomic<bool>>& landed);
-  /// Destroys the op's QP if it is in ERR (its held ops complete as flushed).
-  void drop_if_broken(const OpTrack& o);
-  /// The error path of an RDMA op: QP replacement, peer down, timeout, retry, owner's refusal.
-  void rdma_failed(uint64_t ticket, uint32_t index, TransferOutcome outcome, OpFault fault);
+  /// The open op `id` (null once it ended or its transfer is gone).
+  OpRecord* op_record(OpId id);
+  /// The timeout of op `id`'s transfer as its outcome, with `more` said after it.
+  TransferOutcome timed_out(OpId id, const std::string& more) const;
+  /// An RDMA op that cannot use RDMA after all (the device went away, the owner has none, or
+  /// was reopened since its handle was made): through the owner (fallback), or, where the
+  /// fallback is forbidden or impossible, an error saying `why`.
+  void reroute(OpId id, const std::string& why);
+  /// The peer of remote op `id`, if the op may go to it now; else the op failed (peer down)
+  /// or waits for its lost link (parked, invariant 13), and this is null.
+  Peer* reachable_peer(OpId id);
+  /// Restarts op `id` on its path once its lost link came back.
+  void resume_op(OpId id);
+  /// The actor clock's time (the test coordinator's in deterministic tests).
+  std::chrono::steady_clock::time_point now() const { return self_->clock().now(); }
+  /// Drops `qp` (of peer `key`'s, or the loopback QP) so the NIC stops using it.
+  void drop_qp_of(const caf::actor_addr& key, const std::shared_ptr<RdmaQueuePair>& qp);
   Peer& peer_for(const caf::actor& manager, const std::string& name);
   void handshake(const caf::actor_addr& key);
   void drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp);
@@ -484,8 +461,6 @@ private:
   /// The peer's manager is reachable through `proxy` (a new link): later messages go there,
   /// and ops waiting for the link resume.
   void adopt(Peer& p, const caf::actor& proxy);
-  /// Restarts op (ticket, index) that waited for a lost link on its path.
-  void resume_op(uint64_t ticket, uint32_t index);
   /// The rest of a queue-pair handshake from `p` (accept_connect), once it is taken for `p`.
   Result<QpInfoMsg> finish_accept(Peer& p, const QpInfoMsg& remote);
   /// Sends a request to peer manager `peer` (named `name`) and calls `ok` with its answer or
@@ -551,26 +526,6 @@ private:
   /// The fail callback of question `q` to peer `key`, removed; empty if already answered.
   std::function<void(const caf::error&)> take_question(const caf::actor_addr& key, uint64_t q);
   QpInfoMsg to_msg(const QpInfo& info, uint64_t lane = 0) const;
-  // rdma-staged path
-  void start_staged(uint64_t ticket, uint32_t index);
-  /// Posts the staged op's next chunks while a half of its bounce buffer is free.
-  void post_staged(uint64_t ticket, uint32_t index, const std::shared_ptr<RdmaQueuePair>& qp);
-  void staged_chunk_done(uint64_t ticket, uint32_t index, uint32_t chunk, TransferOutcome outcome,
-                         OpFault fault);
-  /// Answers the staged op once no chunk of it is on the NIC: success when every chunk moved.
-  void staged_settle(uint64_t ticket, uint32_t index);
-  size_t staging_halves() const;
-  uint64_t staging_chunk_bytes() const;
-  void release_slot(int slot);
-  /// Copies between a local buffer (host or GPU memory) and host memory.
-  Status copy_out(const LocalBuffer& b, uint64_t offset, void* dst, uint64_t n) const;
-  Status copy_in(const LocalBuffer& b, uint64_t offset, const void* src, uint64_t n) const;
-  // fallback path
-  void start_fallback(uint64_t ticket, uint32_t index);
-  void pump_fallback(uint64_t ticket, uint32_t index);
-  /// A fetch of `charge` asked of peer `key` was answered (or failed): reads waiting for that
-  /// owner's window ask more (invariant 12).
-  void fetch_answered(const caf::actor_addr& key, uint64_t charge, uint64_t link);
   // fetch windows, owner side (manager_windows.cc)
   /// Serves a fetch now (deliver, then the read_ack behind it), or an error.
   void serve_fetch(const caf::node_id& node, const BufferRef& ref, uint64_t offset, uint64_t length,
@@ -600,9 +555,11 @@ private:
   std::string window_error(const caf::node_id& node, const char* what) const;
   /// Gives the heap's free pages back to the system once the windows are empty after a burst.
   void trim_after_burst();
-  /// Whether op `o` (remote, host memory on both sides) should take the stream channel.
-  bool wants_stream(const OpTrack& o, const LocalBuffer& local, const Peer& peer) const;
-  void start_stream(uint64_t ticket, uint32_t index);
+  /// range_checksum of [offset, offset + n) of a local buffer (host or GPU memory).
+  Result<uint64_t> local_checksum(const LocalBuffer& b, uint64_t offset, uint64_t n) const;
+  /// Copies between a local buffer (host or GPU memory) and host memory.
+  Status copy_out(const LocalBuffer& b, uint64_t offset, void* dst, uint64_t n) const;
+  Status copy_in(const LocalBuffer& b, uint64_t offset, const void* src, uint64_t n) const;
   std::string peer_name(const caf::actor_addr& key) const;
 
   /// Finishes the release of `id` once no transfer and no direct lane uses it.
@@ -614,10 +571,6 @@ private:
   uint64_t hold_opening(std::shared_ptr<RdmaQueuePair> qp);
   /// The QP held under `n`, no longer held; null when a device loss dropped it meanwhile.
   std::shared_ptr<RdmaQueuePair> take_opening(uint64_t n);
-  /// An RDMA op that cannot use RDMA after all (the owner's device went away, or was reopened
-  /// since its handle was made): through the owner (fallback), or, where the fallback is
-  /// forbidden or impossible, an error saying `why`.
-  void reroute(uint64_t ticket, uint32_t index, const std::string& why);
 
   Self self_ = nullptr;
   /// Published in the manager's place; every message to or from another node passes it.
@@ -651,8 +604,13 @@ private:
   std::unordered_map<uint64_t, LocalBuffer> buffers_;
   /// GPUs whose memory the NIC could not register (staged instead): said once each, with why.
   std::set<int> staged_gpus_;
-  bool staging_lock_reported_ = false;  // "staging buffers stay pageable" said once
   uint64_t next_ticket_ = 1;
+  // The paths (actors/transfer/), each keeping its own per-op state.
+  LocalCopyPath local_copy_{*this};
+  RdmaPath rdma_{*this};
+  StagedPath staged_{*this};
+  ChunkPath chunks_{*this};
+  StreamPath stream_{*this};
   std::unordered_map<uint64_t, Transfer> transfers_;
   /// Deadlines of live transfers. One timer message serves many transfers (no timer per
   /// transfer: scheduling one wakes CAF's clock thread, which costs the latency path).
@@ -678,7 +636,6 @@ private:
   std::set<caf::actor_addr> watched_;
   size_t dir_waiter_count_ = 0;
   std::map<caf::node_id, size_t> dir_waiters_per_node_;
-  uint64_t next_job_tag_ = 1;
   std::map<std::string, std::vector<DirWaiter>> dir_waiters_;
   uint64_t next_dir_waiter_ = 1;
   Counters counters_;
@@ -692,8 +649,6 @@ private:
   uint64_t next_question_ = 1;
   /// Direct lanes this manager opened and that are still alive, by lane id.
   std::map<uint64_t, LaneRecord> lanes_;
-  std::vector<StagingSlot> staging_;
-  std::vector<std::pair<uint64_t, uint32_t>> staging_waiters_;  ///< (ticket, op)
 };
 
 }  // namespace caf_rdma::detail

@@ -1,0 +1,68 @@
+// The recurring texts of transfer errors (see op_texts.h).
+#include "actors/op_texts.h"
+
+#include <cstdio>
+
+#include "actors/transfer_checks.h"
+
+namespace caf_rdma {
+
+std::string peer_down_text(const std::string& peer, const std::string& why) {
+  return "peer manager " + peer + " is down (" + why + ")";
+}
+
+std::string rdma_unusable_text(bool has_device, const std::string& no_device_reason,
+                               const std::string& port_down) {
+  return !has_device ? "this manager has no RDMA device (" + no_device_reason + ")"
+                     : "its RDMA port is down (" + port_down + ")";
+}
+
+std::string timeout_message(const TransferOp& op, uint64_t length, uint32_t timeout_ms) {
+  return std::string(kind_name(op.kind)) + " of " + std::to_string(length) + " bytes between " +
+         describe(op.local) + " and " + describe(op.remote) + " did not complete within " +
+         std::to_string(timeout_ms) +
+         " ms; its queue pair was flushed, so the NIC no longer accesses the buffers";
+}
+
+std::string timed_out_text(const TransferOp& op, uint64_t length, uint32_t timeout_ms,
+                           const std::string& more) {
+  return std::string(kind_name(op.kind)) + " of " + std::to_string(length) + " bytes between " +
+         describe(op.local) + " and " + describe(op.remote) + " timed out after " +
+         std::to_string(timeout_ms) + " ms" + more;
+}
+
+std::string stream_timed_out_text(const TransferOp& op, uint64_t length, uint32_t timeout_ms) {
+  return std::string(kind_name(op.kind)) + " of " + std::to_string(length) + " bytes between " +
+         describe(op.local) + " and " + describe(op.remote) +
+         " over the fallback's stream channel did not complete within " +
+         std::to_string(timeout_ms) +
+         " ms; the stream was stopped, so it no longer touches the buffers";
+}
+
+std::string fallback_failed_text(const TransferOp& op, const std::string& why) {
+  return std::string(kind_name(op.kind)) + " via the fallback to " + describe(op.remote) +
+         " failed: " + why;
+}
+
+std::string owner_refused_text(const TransferOp& op, const std::string& why) {
+  return std::string(kind_name(op.kind)) + " refused by the owner of " + describe(op.remote) +
+         ": " + why;
+}
+
+std::string owner_silent_text(const std::string& nic, const std::string& why) {
+  return nic + "; its owner did not say why (" + why + ")";
+}
+
+std::string data_mismatch_text(const TransferOp& op, uint64_t length, uint64_t local_sum,
+                               uint64_t remote_sum, const std::string& where) {
+  char sums[96];
+  std::snprintf(sums, sizeof(sums), "requester checksum 0x%llx, owner checksum 0x%llx",
+                static_cast<unsigned long long>(local_sum),
+                static_cast<unsigned long long>(remote_sum));
+  return std::string(kind_name(op.kind)) + " of " + std::to_string(length) +
+         " bytes completed, but the bytes differ: local " + describe(op.local) + " offset " +
+         std::to_string(op.local_offset) + " vs remote " + describe(op.remote) + " offset " +
+         std::to_string(op.remote_offset) + " (" + sums + ") on " + where;
+}
+
+}  // namespace caf_rdma

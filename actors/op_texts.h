@@ -1,0 +1,45 @@
+// The recurring texts of transfer errors, each written once: the manager's paths, its peer
+// table and the direct lanes (RdmaClient) say the same thing in the same words.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "actors/rdma_messages.h"
+
+namespace caf_rdma {
+
+/// "peer manager NAME is down (WHY)".
+std::string peer_down_text(const std::string& peer, const std::string& why);
+
+/// "this manager has no RDMA device (WHY)" / "its RDMA port is down (WHY)": why this manager
+/// cannot use RDMA now (`no_device_reason` when it has no device, else `port_down`).
+std::string rdma_unusable_text(bool has_device, const std::string& no_device_reason,
+                               const std::string& port_down);
+
+/// A transfer that timed out after its queue pair was flushed (the NIC no longer touches the
+/// buffers).
+std::string timeout_message(const TransferOp& op, uint64_t length, uint32_t timeout_ms);
+
+/// A transfer ended at its timeout: "KIND of N bytes between A and B timed out after T ms"
+/// followed by `more`.
+std::string timed_out_text(const TransferOp& op, uint64_t length, uint32_t timeout_ms,
+                           const std::string& more);
+
+/// A stream-channel transfer that was stopped at its timeout.
+std::string stream_timed_out_text(const TransferOp& op, uint64_t length, uint32_t timeout_ms);
+
+/// "KIND via the fallback to REMOTE failed: WHY".
+std::string fallback_failed_text(const TransferOp& op, const std::string& why);
+
+/// "KIND refused by the owner of REMOTE: WHY" (the owner's own reason).
+std::string owner_refused_text(const TransferOp& op, const std::string& why);
+
+/// The NIC refused the access and the owner, asked, gave no reason: `nic` plus why not.
+std::string owner_silent_text(const std::string& nic, const std::string& why);
+
+/// Verify mode: both sides' checksums of a completed op differ; `where` names the QP or device.
+std::string data_mismatch_text(const TransferOp& op, uint64_t length, uint64_t local_sum,
+                               uint64_t remote_sum, const std::string& where);
+
+}  // namespace caf_rdma

@@ -1,0 +1,207 @@
+// ChunkPath: the fallback in CAF messages (see chunk_path.h).
+#include "actors/transfer/chunk_path.h"
+
+#include <algorithm>
+
+#include "actors/detail/manager_state.h"
+#include "actors/op_texts.h"
+
+namespace caf_rdma::detail {
+
+void ChunkPath::start(OpId id) {
+  if (m_.reachable_peer(id) == nullptr)
+    return;  // failed (down) or parked until its link is made again
+  ops_.try_emplace(id);
+  pump(id);
+}
+
+void ChunkPath::take_over(OpId id) {
+  OpRecord* o = m_.op_record(id);
+  if (o == nullptr)
+    return;
+  o->path = PathKind::kChunks;
+  ops_[id] = ChunkOp{};
+  pump(id);
+}
+
+std::chrono::milliseconds ChunkPath::chunk_timeout(OpId id) const {
+  // A chunk's request ends by the transfer's deadline (plus the backstop): a timed-out write
+  // that waits for its chunks (invariant 1) replies soon after its timeout.
+  auto left = std::max(std::chrono::milliseconds(0),
+                       std::chrono::duration_cast<std::chrono::milliseconds>(
+                           m_.transfers_.at(id.ticket).due - m_.now()));
+  return left + kRequestBackstop;  // never more than request_timeout(t)
+}
+
+void ChunkPath::pump(OpId id) {
+  OpRecord* o = m_.op_record(id);
+  auto it = ops_.find(id);
+  if (o == nullptr || it == ops_.end())
+    return;
+  ChunkOp& c = it->second;
+  const bool is_read = o->is_read();
+  Peer& owner = m_.peers_.at(o->peer);
+  const ManagerOptions& opt = m_.options_;
+  while (!c.error && c.in_flight < opt.fallback_window && c.next_offset < o->length) {
+    const uint64_t off = c.next_offset;
+    const uint64_t n = std::min<uint64_t>(opt.fallback_chunk_bytes, o->length - off);
+    // Invariant 2: reads ask an owner for at most a window of answers at once; more wait here,
+    // not at the owner.
+    const uint64_t charge = std::max(n, kWindowMinCharge);
+    if (is_read && owner.fetching > 0 && owner.fetching + charge > opt.peer_window_bytes) {
+      if (!c.fetch_queued) {
+        c.fetch_queued = true;
+        owner.fetch_queue.push_back(id);
+      }
+      break;
+    }
+    c.next_offset += n;
+    ++c.in_flight;
+    if (is_read) {
+      owner.fetching += charge;
+      ask_fetch(id, off, n, charge);
+    } else {
+      send_store(id, off, n);
+      if (ops_.count(id) == 0 || m_.op_record(id) == nullptr)
+        return;  // the op ended (a chunk that never left was its last)
+    }
+  }
+}
+
+void ChunkPath::ask_fetch(OpId id, uint64_t off, uint64_t n, uint64_t charge) {
+  const OpRecord& o = *m_.op_record(id);
+  const TransferOp& op = o.op;
+  const caf::actor_addr key = o.peer;
+  const uint64_t link = m_.peers_.at(key).link;
+  const uint64_t local_off = op.local_offset + off;
+  m_.peer_request(op.remote.owner, chunk_timeout(id), fetch_atom::value, ref_of(op.remote),
+                  op.remote_offset + off, n)
+      .then(
+          [this, id, local_off, n, key, charge, link](ByteChunk& data) {
+            fetch_answered(key, charge, link);
+            const OpRecord* o = m_.op_record(id);
+            if (o == nullptr)
+              return;  // timed out or failed: drop late data (invariant 1)
+            if (data.size != n)  // invariant 3
+              return m_.finish_op(id, outcome_of(Error(ErrorCode::kInternal,
+                                                       "fallback read chunk of " +
+                                                           std::to_string(n) +
+                                                           " bytes came back with " +
+                                                           std::to_string(data.size))));
+            Status st = m_.copy_in(m_.buffers_.at(o->op.local.id), local_off, data.data, n);
+            if (!st.ok())
+              return m_.finish_op(id, outcome_of(st.error()));
+            chunk_done(id, n);
+          },
+          [this, id, key, charge, link](caf::error& err) {
+            fetch_answered(key, charge, link);
+            chunk_failed(id, err);
+          });
+}
+
+void ChunkPath::send_store(OpId id, uint64_t off, uint64_t n) {
+  const OpRecord& o = *m_.op_record(id);
+  const TransferOp& op = o.op;
+  LocalBuffer& local = m_.buffers_.at(op.local.id);
+  const uint64_t local_off = op.local_offset + off;
+  // Zero-copy: the chunk points into the local buffer, which stays in use (so its release
+  // waits) until the last copy of the message carrying it is destroyed, i.e. until it has been
+  // serialized and sent (or dropped), whenever its reply comes: the pin's deleter tells us
+  // (ChunkSent).
+  ByteChunk bytes;
+  const uint64_t local_id = op.local.id;
+  if (local.memory == BufferMemory::kHost) {
+    bytes.data = reinterpret_cast<uint8_t*>(local.addr) + local_off;
+    bytes.size = n;
+    ++local.in_use;
+    caf::actor_addr me = m_.self_->address();
+    bytes.pin = std::shared_ptr<void>(nullptr, [me, local_id](void*) {
+      if (auto h = caf::actor_cast<caf::actor>(me))
+        caf::anon_send(h, ChunkSent{local_id});
+    });
+  } else {  // GPU memory: copied to the host first
+    bytes = ByteChunk::allocate(n);
+    if (Status st = m_.copy_out(local, local_off, bytes.owned.get(), n); !st.ok())
+      return write_chunk_failed(id, ops_.at(id), outcome_of(st.error()));  // earlier ones may be out
+  }
+  m_.peer_request(op.remote.owner, chunk_timeout(id), store_atom::value, ref_of(op.remote),
+                  op.remote_offset + off, std::move(bytes))
+      .then([this, id](uint64_t stored) { chunk_done(id, stored); },
+            [this, id](caf::error& err) { chunk_failed(id, err); });
+}
+
+void ChunkPath::chunk_done(OpId id, uint64_t bytes) {
+  const OpRecord* o = m_.op_record(id);
+  auto it = ops_.find(id);
+  if (o == nullptr || it == ops_.end())
+    return;
+  ChunkOp& c = it->second;
+  --c.in_flight;
+  c.bytes_done += bytes;
+  if (c.error) {  // failed or timed out: answered once no chunk is on its way (invariant 1)
+    if (c.in_flight == 0)
+      m_.finish_op(id, *c.error);
+    return;
+  }
+  if (c.bytes_done >= o->length)
+    return m_.finish_op(id, TransferOutcome{});
+  pump(id);
+}
+
+void ChunkPath::chunk_failed(OpId id, const caf::error& err) {
+  const OpRecord* o = m_.op_record(id);
+  auto it = ops_.find(id);
+  if (o == nullptr || it == ops_.end())
+    return;
+  TransferOutcome out = outcome_of(err);
+  if (out.code == static_cast<uint8_t>(ErrorCode::kPeerUnavailable) ||
+      err.category() == caf::atom("system"))
+    out.message = fallback_failed_text(o->op, out.message);
+  if (o->is_read())  // late data of a failed read is dropped: nothing to wait for
+    return m_.finish_op(id, std::move(out));
+  write_chunk_failed(id, it->second, std::move(out));
+}
+
+void ChunkPath::write_chunk_failed(OpId id, ChunkOp& c, TransferOutcome out) {
+  --c.in_flight;
+  if (!c.error)
+    c.error = std::move(out);
+  if (c.in_flight == 0)
+    m_.finish_op(id, *c.error);
+}
+
+void ChunkPath::fetch_answered(const caf::actor_addr& key, uint64_t charge, uint64_t link) {
+  auto p = m_.peers_.find(key);
+  if (p == m_.peers_.end() || p->second.link != link)
+    return;  // asked over a link lost since: forgotten with it (invariant 2)
+  Peer& owner = p->second;
+  owner.fetching -= std::min(owner.fetching, charge);
+  // The reads waiting for this owner's window, each once (one that still does not fit queues
+  // again at the back).
+  for (size_t n = owner.fetch_queue.size(); n > 0 && !owner.fetch_queue.empty(); --n) {
+    if (owner.fetching > 0 && owner.fetching + kWindowMinCharge > m_.options_.peer_window_bytes)
+      break;
+    OpId id = owner.fetch_queue.front();
+    owner.fetch_queue.pop_front();
+    auto it = ops_.find(id);
+    if (m_.op_record(id) == nullptr || it == ops_.end())
+      continue;  // finished (timed out, failed) while it waited
+    it->second.fetch_queued = false;
+    pump(id);
+  }
+}
+
+bool ChunkPath::deadline(OpId id, DeadlineStage stage) {
+  const OpRecord* o = m_.op_record(id);
+  auto it = ops_.find(id);
+  if (o != nullptr && it != ops_.end() && it->second.in_flight > 0 && !o->is_read()) {
+    // Invariant 1: store chunks on their way: the reply waits for their answers (each bounded
+    // by the deadline plus the backstop), so none is applied after it.
+    if (!it->second.error)
+      it->second.error = m_.timed_out(id, "");
+    return false;
+  }
+  return TransferPath::deadline(id, stage);
+}
+
+}  // namespace caf_rdma::detail

@@ -1,0 +1,42 @@
+// The choice of an op's path (see path_choice.h).
+#include "actors/transfer/path_choice.h"
+
+#include "actors/op_texts.h"
+#include "actors/transfer_checks.h"
+
+namespace caf_rdma::detail {
+
+std::string why_not_rdma(const TransferOp& op, const PathFacts& f) {
+  if (!f.rdma_lost.empty())
+    return f.rdma_lost;
+  if (!f.has_device || !f.port_down.empty())
+    return rdma_unusable_text(f.has_device, f.no_device_reason, f.port_down);
+  if (!f.local_registered)
+    return "the local " + describe(op.local) + " has no registration on the reopened device";
+  if (!f.remote_registered)
+    return "the owner " + op.remote.owner_name + " registered " + describe(op.remote) +
+           " without an RDMA device";
+  if (f.remote_staged)
+    return "the owner " + op.remote.owner_name + "'s NIC cannot register the GPU memory of " +
+           describe(op.remote) + ", so only its owner can move it";
+  if (!f.same_fabric)
+    return "the owner is on another kind of fabric (RoCE vs InfiniBand)";
+  return {};
+}
+
+PathChoice choose_path(const TransferOp& op, const PathFacts& f) {
+  if (f.same_node && f.ranges_overlap)
+    return {PathKind::kLocalCopy, ErrorCode::kNoDevice, "the two ranges overlap"};
+  std::string why = f.mode == TransportMode::kFallback ? std::string("RDMA disabled")
+                                                       : why_not_rdma(op, f);
+  if (why.empty())
+    return {f.local_staged ? PathKind::kRdmaStaged : PathKind::kRdma, ErrorCode::kNoDevice, {}};
+  if (f.mode == TransportMode::kRdma)
+    return {PathKind::kNone, ErrorCode::kNoDevice,
+            std::string(kEnvTransport) + "=rdma forbids the fallback, but " + why};
+  if (f.same_node)
+    return {PathKind::kLocalCopy, ErrorCode::kNoDevice, std::move(why)};
+  return {f.stream_fits ? PathKind::kStream : PathKind::kChunks, ErrorCode::kNoDevice, std::move(why)};
+}
+
+}  // namespace caf_rdma::detail

@@ -1,0 +1,59 @@
+// The one place that chooses how an op moves its bytes (ManagerState::start_op, and again when
+// RDMA turns out to be unusable for it: ManagerState::reroute). Pure: it sees the facts the
+// manager gathered, not the manager.
+//
+// Invariants:
+//  1. RDMA is chosen only when both ends are on the same kind of fabric, the owner registered
+//     its buffer on its NIC, this manager has a device with its port up and the local buffer is
+//     registered on it (GPU memory the NIC could not register: rdma-staged).
+//  2. Two ranges of this node that overlap are copied by their owner (memmove), never by RDMA:
+//     the NIC gives overlapping bytes no order (transfer_checks.h, ranges_overlap).
+//  3. With TransportMode::kRdma nothing takes the fallback: the choice is an error (no_device)
+//     naming why RDMA cannot be used.
+//  4. The fallback of an op between this node's own buffers is the local copy; of a remote op,
+//     the stream channel when both sides' memory is host memory, the op is at least
+//     stream_min_bytes and the owner takes streams, else CAF chunks.
+#pragma once
+
+#include <string>
+
+#include "actors/rdma_manager_actor.h"
+#include "actors/rdma_messages.h"
+#include "actors/transfer/transfer_path.h"
+#include "primitives/status.h"
+
+namespace caf_rdma::detail {
+
+/// What the manager knows about one op when it chooses its path.
+struct PathFacts {
+  TransportMode mode = TransportMode::kAuto;
+  bool same_node = false;        ///< the remote buffer is this manager's own
+  bool ranges_overlap = false;   ///< same node, and the two ranges share a byte
+  bool has_device = false;       ///< this manager has an RDMA device
+  std::string no_device_reason;  ///< why not (without one)
+  std::string port_down;         ///< non-empty while its port is down: why
+  bool local_registered = false;  ///< the local buffer is on the NIC (or staged GPU memory)
+  bool local_staged = false;      ///< local GPU memory the NIC cannot register
+  bool remote_registered = false;  ///< the owner registered the remote buffer on its NIC
+  bool remote_staged = false;      ///< remote GPU memory its owner's NIC cannot register
+  bool same_fabric = false;        ///< both NICs RoCE, or both InfiniBand
+  bool stream_fits = false;        ///< the stream channel could take it (invariant 4)
+  /// Set when RDMA was chosen but cannot be used after all (rerouting): why.
+  std::string rdma_lost;
+};
+
+/// A path, or (path == kNone) the error saying why none may take the op.
+struct PathChoice {
+  PathKind path = PathKind::kNone;
+  ErrorCode code = ErrorCode::kNoDevice;  ///< the error's code (when path is kNone)
+  std::string why;  ///< the error's message; for a path, why not RDMA (empty when RDMA)
+};
+
+/// Chooses the path of `op` (invariants 1-4).
+PathChoice choose_path(const TransferOp& op, const PathFacts& facts);
+
+/// Why RDMA cannot move `op` (empty when it can): the first of invariant 1's conditions that
+/// fails, in words.
+std::string why_not_rdma(const TransferOp& op, const PathFacts& facts);
+
+}  // namespace caf_rdma::detail

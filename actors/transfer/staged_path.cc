@@ -1,0 +1,280 @@
+// StagedPath: RDMA through bounce buffers for GPU memory the NIC cannot register (see
+// staged_path.h).
+#include "actors/transfer/staged_path.h"
+
+#include <cstdio>
+
+#include "actors/detail/manager_state.h"
+#include "actors/op_texts.h"
+
+namespace caf_rdma::detail {
+
+void StagedPath::start(OpId id) {
+  if (!m_.domain_ || !m_.port_down_.empty())  // lost (or port down) while it waited for a slot
+    return m_.reroute(id, rdma_unusable_text(m_.domain_ != nullptr, m_.no_rdma_reason_,
+                                             m_.port_down_));
+  OpRecord& o = *m_.op_record(id);
+  StagedOp& s = ops_[id];
+  if (s.slot >= 0)
+    return connect(id);  // it waited for a lost link (TransferPath invariant 3)
+  auto slot = take_slot(m_.buffers_.at(o.op.local.id).gpu);
+  if (!slot.ok())
+    return m_.fail_op(id, to_caf_error(slot.error()));
+  if (*slot < 0) {
+    waiters_.push_back(id);  // invariant 4
+    return;
+  }
+  s = StagedOp{};
+  s.slot = *slot;
+  s.chunks = plan_staging(o.length, chunk_bytes());
+  connect(id);
+}
+
+Result<int> StagedPath::take_slot(int gpu) {
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (!slots_[i].busy) {
+      slots_[i].busy = true;
+      return static_cast<int>(i);
+    }
+  if (slots_.size() >= m_.options_.staging_buffers)
+    return -1;
+  Slot slot;
+  const ManagerOptions& opt = m_.options_;
+  auto memory = BounceBuffer::allocate(opt.staging_bytes, opt.device_memory, gpu);
+  if (!memory.ok())
+    return memory.error().with_context("allocating a staging buffer");
+  slot.memory = std::move(*memory);
+  if (!slot.memory->page_locked() && !lock_reported_) {
+    lock_reported_ = true;  // once: every buffer would say the same
+    std::fprintf(stderr,
+                 "caf-rdma: %s: staging buffers stay pageable, so GPU copies go through the "
+                 "driver's own staging (slower): %s\n",
+                 opt.name.c_str(), slot.memory->lock_error().c_str());
+  }
+  auto b = m_.domain_->register_local(slot.memory->data(), opt.staging_bytes);
+  if (!b.ok())
+    return b.error().with_context("registering a staging buffer");
+  slot.rdma = *b;
+  slot.busy = true;
+  slots_.push_back(std::move(slot));
+  return static_cast<int>(slots_.size() - 1);
+}
+
+size_t StagedPath::halves() const {
+  // Two, so one chunk's GPU copy overlaps the other's RDMA (a 1-byte buffer has one).
+  return m_.options_.staging_bytes >= 2 ? 2 : 1;
+}
+
+uint64_t StagedPath::chunk_bytes() const { return m_.options_.staging_bytes / halves(); }
+
+void StagedPath::post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
+  post_chunks(id, ops_.at(id), qp);
+  settle(id);
+}
+
+void StagedPath::post_chunks(OpId id, StagedOp& s, const std::shared_ptr<RdmaQueuePair>& qp) {
+  const OpRecord& o = *m_.op_record(id);
+  const TransferOp& op = o.op;
+  const bool is_read = o.is_read();
+  const uint64_t bytes = chunk_bytes();
+  const size_t n_halves = halves();
+  bool posted = false;
+  while (!s.error && s.next_chunk < s.chunks.size() && !s.half_busy[s.next_chunk % n_halves]) {
+    const auto chunk = static_cast<uint32_t>(s.next_chunk);
+    const StagingChunk& c = s.chunks[chunk];
+    const size_t half = chunk % n_halves;
+    const uint64_t at = half * bytes;
+    Slot& slot = slots_[s.slot];
+    if (!is_read) {
+      // Out of the GPU into this half while the NIC may still move the other half's chunk.
+      if (s.chunks_on_nic > 0)
+        ++m_.counters_.staged_overlapped;
+      Status st = m_.copy_out(m_.buffers_.at(op.local.id), op.local_offset + c.offset,
+                              slot.memory->data() + at, c.length);
+      if (!st.ok()) {
+        s.error.emplace(outcome_of(st.error().with_context("rdma-staged write from " +
+                                                           describe(op.local))),
+                        OpFault::kNone);
+        break;
+      }
+    }
+    RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device,
+                        op.remote.incarnation};
+    LocalSlice slice{slot.rdma, at, c.length};
+    RdmaOp rop =
+        is_read ? RdmaOp::read(std::move(slice), std::move(remote), op.remote_offset + c.offset)
+                : RdmaOp::write(std::move(slice), std::move(remote), op.remote_offset + c.offset);
+    Status st = submit(id, chunk, qp, std::move(rop), nullptr);
+    if (!st.ok()) {
+      s.error.emplace(outcome_of(st.error()), OpFault::kNone);
+      break;
+    }
+    s.half_busy[half] = true;
+    ++s.chunks_on_nic;
+    ++s.next_chunk;
+    posted = true;
+  }
+  if (posted && !m_.batching_)
+    m_.poller_->wake();
+}
+
+void StagedPath::completed(OpId id, TransferOutcome outcome, OpFault fault, uint32_t chunk) {
+  auto it = ops_.find(id);
+  if (it == ops_.end())
+    return;
+  StagedOp& s = it->second;
+  if (s.slot < 0 || chunk >= s.chunks.size() || s.chunks_on_nic == 0)
+    return;  // not one of its chunks on the NIC (e.g. a late completion of a destroyed QP)
+  chunk_done(id, s, chunk, std::move(outcome), fault);
+  settle(id);
+}
+
+void StagedPath::chunk_done(OpId id, StagedOp& s, uint32_t chunk, TransferOutcome outcome,
+                            OpFault fault) {
+  const OpRecord& o = *m_.op_record(id);
+  const bool timed_out = m_.transfers_.at(id.ticket).timed_out;
+  const size_t half = chunk % halves();
+  --s.chunks_on_nic;
+  if (!outcome.ok()) {
+    if (!s.error)
+      s.error.emplace(std::move(outcome), fault);
+    // Its QP in ERR goes now: a chunk posted after the error (while we copied) would otherwise
+    // wait in it for a recovery nobody runs; destroyed, it completes as flushed.
+    drop_if_broken(id);
+  } else if (!s.error && !timed_out) {
+    if (o.is_read()) {
+      // Into the GPU from this half while the NIC may still fill the other one.
+      if (s.chunks_on_nic > 0)
+        ++m_.counters_.staged_overlapped;
+      const StagingChunk& c = s.chunks[chunk];
+      Status st = m_.copy_in(m_.buffers_.at(o.op.local.id), o.op.local_offset + c.offset,
+                             slots_[s.slot].memory->data() + half * chunk_bytes(), c.length);
+      if (!st.ok())
+        s.error.emplace(outcome_of(st.error().with_context("rdma-staged read into " +
+                                                           describe(o.op.local))),
+                        OpFault::kNone);
+    }
+    if (!s.error) {
+      ++s.chunks_done;
+      ++m_.counters_.staged_chunks;
+    }
+  }
+  s.half_busy[half] = false;
+  if (s.error || timed_out || s.next_chunk >= s.chunks.size())
+    return;
+  if (auto qp = s.qp.lock(); qp && !qp->needs_recovery())
+    post_chunks(id, s, qp);
+  else if (s.chunks_on_nic == 0)  // else the chunk still out brings the QP's own error
+    s.error.emplace(outcome_of(Error(ErrorCode::kPeerUnavailable,
+                                     "the queue pair of an rdma-staged transfer to " +
+                                         o.op.remote.owner_name + " is gone")),
+                    OpFault::kNone);
+}
+
+void StagedPath::settle(OpId id) {
+  const OpRecord* o = m_.op_record(id);
+  auto it = ops_.find(id);
+  if (o == nullptr || it == ops_.end())
+    return;
+  StagedOp& s = it->second;
+  if (s.chunks_on_nic > 0)
+    return;  // the NIC may still use the bounce buffer: answer when its last chunk is back
+  if (s.chunks_done == s.chunks.size()) {
+    if (!m_.options_.verify)
+      return m_.finish_op(id, TransferOutcome{});
+    // The NIC is done with the bounce buffer: another transfer may have it while the owner
+    // computes its checksum.
+    int slot = s.slot;
+    s.slot = -1;
+    release_slot(slot);
+    return verify(id);
+  }
+  TransferOutcome out;
+  OpFault fault = OpFault::kNone;
+  if (s.error) {
+    out = std::move(s.error->first);
+    fault = s.error->second;
+  } else {
+    // Timed out between chunks (a chunk that completed after the deadline is not enough).
+    const Transfer& t = m_.transfers_.at(id.ticket);
+    out.code = static_cast<uint8_t>(ErrorCode::kTimeout);
+    out.message = timeout_message(o->op, o->length, t.timeout_ms);
+  }
+  failed(id, std::move(out), fault);
+}
+
+void StagedPath::forget(OpId id) {
+  auto it = ops_.find(id);
+  if (it == ops_.end())
+    return;
+  const int slot = it->second.slot;
+  ops_.erase(it);
+  if (slot >= 0)
+    release_slot(slot);  // the NIC is done with it: the op completed or was flushed
+}
+
+bool StagedPath::posted_any(OpId id) const {
+  auto it = ops_.find(id);
+  return it != ops_.end() && it->second.next_chunk > 0;
+}
+
+void StagedPath::withdraw(OpId id) {
+  auto it = ops_.find(id);
+  if (it == ops_.end())
+    return;
+  const int slot = it->second.slot;
+  ops_.erase(it);
+  if (slot < 0)
+    return;
+  // Freed now, handed to a waiter from the next message: handing it over here could nest (the
+  // waiter may be rerouted too, freeing it again) as deep as there are waiters.
+  slots_[slot].busy = false;
+  if (!waiters_.empty())
+    m_.self_->send(m_.self_, StagingFreed{});
+}
+
+void StagedPath::release_slot(int slot) {
+  slots_[slot].busy = false;
+  // A waiter may not take it (rerouted to the fallback): then the next one may.
+  while (!waiters_.empty() && !slots_[slot].busy) {
+    OpId id = waiters_.front();
+    waiters_.erase(waiters_.begin());
+    if (m_.op_record(id) == nullptr)
+      continue;  // finished (timed out) while waiting
+    return start(id);
+  }
+}
+
+void StagedPath::slots_freed() {
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (!slots_[i].busy)
+      release_slot(static_cast<int>(i));
+}
+
+void StagedPath::drop_device() {
+  // No op may give back a slot that is gone (one waiting for its owner's answer after a refused
+  // access still holds its slot).
+  waiters_.clear();
+  for (auto& [id, s] : ops_)
+    s.slot = -1;
+  slots_.clear();
+}
+
+NicUse* StagedPath::use(OpId id) {
+  auto it = ops_.find(id);
+  return it == ops_.end() ? nullptr : &it->second;
+}
+
+const NicUse* StagedPath::use(OpId id) const {
+  auto it = ops_.find(id);
+  return it == ops_.end() ? nullptr : &it->second;
+}
+
+std::vector<OpId> StagedPath::ops() const {
+  std::vector<OpId> out;
+  for (const auto& [id, s] : ops_)
+    out.push_back(id);
+  return out;
+}
+
+}  // namespace caf_rdma::detail

@@ -1,0 +1,134 @@
+// StreamPath: the fallback's stream channel, requester side (see stream_path.h).
+#include "actors/transfer/stream_path.h"
+
+#include "actors/detail/manager_state.h"
+#include "actors/op_texts.h"
+
+namespace caf_rdma::detail {
+
+void StreamPath::start(OpId id) {
+  if (m_.reachable_peer(id) == nullptr)
+    return;  // failed (down) or parked until its link is made again
+  ops_.try_emplace(id);
+  const OpRecord& o = *m_.op_record(id);
+  const Transfer& t = m_.transfers_.at(id.ticket);
+  const TransferOp& op = o.op;
+  m_.peer_request(op.remote.owner, request_timeout(t), stream_grant_atom::value,
+                  ref_of(op.remote), op.remote_offset, o.length, op.kind, t.timeout_ms)
+      .then([this, id](StreamGrantMsg& grant) { granted(id, grant); },
+            [this, id](caf::error& err) {
+              const OpRecord* o = m_.op_record(id);
+              if (o == nullptr)
+                return;
+              if (error_code(err) == ErrorCode::kResourceExhausted)
+                return m_.chunks_.take_over(id);  // invariant 3: enough grants out
+              TransferOutcome out = outcome_of(err);
+              out.message = fallback_failed_text(o->op, out.message);
+              m_.finish_op(id, std::move(out));
+            });
+}
+
+void StreamPath::granted(OpId id, const StreamGrantMsg& grant) {
+  OpRecord* o = m_.op_record(id);
+  if (o == nullptr)
+    return;  // timed out: the owner withdraws the grant at its deadline
+  if (grant.port == 0) {
+    m_.peers_.at(o->peer).no_stream = true;  // invariant 3: chunks from now on
+    return m_.chunks_.take_over(id);
+  }
+  LocalBuffer& local = m_.buffers_.at(o->op.local.id);
+  ++local.in_use;  // invariant 1: until the stream job has stopped touching the memory
+  StreamJob job;
+  job.host = grant.host;
+  job.port = grant.port;
+  job.token = grant.token;
+  job.direction = o->is_read() ? StreamDirection::kOutOfOwner : StreamDirection::kIntoOwner;
+  job.addr = reinterpret_cast<uint8_t*>(local.addr) + o->op.local_offset;
+  job.length = o->length;
+  // The transfer's own deadline: the job stops by the time the transfer times out.
+  job.deadline = m_.transfers_.at(id.ticket).due;
+  StreamOp& s = ops_[id];
+  s.job_tag = next_job_tag_++;
+  job.tag = s.job_tag;
+  s.streaming = true;
+  caf::actor_addr me = m_.self_->address();
+  const uint64_t local_id = o->op.local.id;
+  job.done = [me, id, local_id](const StreamEnd& end) {
+    TransferOutcome out = end.status.ok() ? TransferOutcome{} : outcome_of(end.status.error());
+    if (auto h = caf::actor_cast<caf::actor>(me))
+      caf::anon_send(h, StreamDone{id.ticket, id.index, local_id, std::move(out), end.refused});
+  };
+  m_.stream_client_->submit(std::move(job));
+}
+
+void StreamPath::job_ended(OpId id, uint64_t local_id, TransferOutcome outcome, bool refused) {
+  if (auto it = ops_.find(id); it != ops_.end())
+    it->second.streaming = false;
+  if (const OpRecord* o = m_.op_record(id); o != nullptr) {
+    const Transfer& t = m_.transfers_.at(id.ticket);
+    auto p = m_.peers_.find(o->peer);
+    const bool down = p != m_.peers_.end() && !p->second.down_reason.empty();
+    // A queued job cancelled because its peer went down ends with a timeout code too
+    // (StreamClient::cancel_queued): that one is the peer's failure, not the deadline's.
+    const bool job_timed_out =
+        outcome.code == static_cast<uint8_t>(ErrorCode::kTimeout) && !down && m_.now() >= t.due;
+    if ((t.timed_out || job_timed_out) && !outcome.ok()) {
+      // Its transfer timed out and waited for the job to stop, or the job stopped at its
+      // deadline (the transfer's) just before the transfer's own timeout: that is the error.
+      outcome.code = static_cast<uint8_t>(ErrorCode::kTimeout);
+      outcome.message = stream_timed_out_text(o->op, o->length, t.timeout_ms);
+      m_.finish_op(id, std::move(outcome));
+    } else if (outcome.ok()) {
+      ++m_.counters_.stream_ops;
+      m_.finish_op(id, std::move(outcome));
+    } else {
+      job_failed(id, std::move(outcome), refused);
+    }
+  }
+  m_.buffer_done(local_id);  // invariant 1: the job no longer touches the local memory
+}
+
+void StreamPath::job_failed(OpId id, TransferOutcome outcome, bool refused) {
+  const OpRecord& o = *m_.op_record(id);
+  auto p = m_.peers_.find(o.peer);
+  const bool down = p != m_.peers_.end() && !p->second.down_reason.empty();
+  // Its link lost and being made again (manager invariant 13): ops in flight fail at once, as
+  // the peer table failed the others (a refusal then is the dead link's, not the owner's).
+  const bool lost = p != m_.peers_.end() && p->second.reconnecting;
+  if (refused && !down && !lost) {
+    // Invariant 2: the owner never took the request, so no byte moved: CAF chunks instead
+    // (the op itself still holds the local buffer).
+    ++m_.counters_.stream_refused;
+    return m_.chunks_.take_over(id);
+  }
+  if (down) {
+    outcome.code = static_cast<uint8_t>(ErrorCode::kPeerUnavailable);
+    outcome.message += " (" + peer_down_text(p->second.name, p->second.down_reason) + ")";
+  } else if (lost) {
+    outcome = outcome_of(m_.link_lost_error(p->second));
+  }
+  outcome.message = fallback_failed_text(o.op, outcome.message);
+  m_.finish_op(id, std::move(outcome));
+}
+
+bool StreamPath::peer_down(OpId id, const char* why) {
+  auto it = ops_.find(id);
+  if (it == ops_.end() || !it->second.streaming)
+    return false;
+  if (m_.stream_client_)
+    (void)m_.stream_client_->cancel_queued(it->second.job_tag, why);
+  return true;
+}
+
+bool StreamPath::deadline(OpId id, DeadlineStage stage) {
+  auto it = ops_.find(id);
+  if (it == ops_.end() || !it->second.streaming)
+    return TransferPath::deadline(id, stage);
+  // Invariant 1: a running job stops at this same deadline, a queued one is cancelled now;
+  // either way job_ended finishes the op once the job no longer touches the memory.
+  if (stage == DeadlineStage::kDue && m_.stream_client_)
+    (void)m_.stream_client_->cancel_queued(it->second.job_tag);
+  return false;
+}
+
+}  // namespace caf_rdma::detail

@@ -1,0 +1,53 @@
+// StreamPath: the fallback's TCP stream channel, requester side: the owner grants the op a
+// token for its stream server (stream_grant), and this node's StreamClient moves the bytes
+// between the local buffer and that server, straight from and into the buffers' memory.
+// The owner side (grants, the server) is manager_streams.cc.
+//
+// Invariants:
+//  1. A running stream job holds the local buffer (in_use) until it no longer touches its
+//     memory; a transfer that timed out, or whose peer went down, is answered only then
+//     (StreamDone), never while the job may still write into the buffer.
+//  2. Manager invariant 11: a job its owner refused before taking the request moved no byte and
+//     can move none later, so the op is moved in CAF chunks instead (ChunkPath::take_over),
+//     unless its transfer timed out meanwhile or its peer is known to be down (or its link
+//     lost). A job that failed after its owner took the request is not redone.
+//  3. An owner without a stream channel (grant port 0), or with enough grants out
+//     (resource_exhausted), gets chunks: the first from then on, the second for this op.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "actors/rdma_messages.h"
+#include "actors/transfer/transfer_path.h"
+
+namespace caf_rdma::detail {
+
+class StreamPath final : public TransferPath {
+public:
+  using TransferPath::TransferPath;
+
+  void start(OpId id) override;
+  bool deadline(OpId id, DeadlineStage stage) override;
+  void forget(OpId id) override { ops_.erase(id); }
+  /// StreamDone: the op's job ended and no longer touches local buffer `local_id`.
+  void job_ended(OpId id, uint64_t local_id, TransferOutcome outcome, bool refused);
+  /// Its peer went down: a job still running keeps the op until it stops (invariant 1; a
+  /// queued one is cancelled now). Returns whether the op waits for its job.
+  bool peer_down(OpId id, const char* why);
+
+private:
+  struct StreamOp {
+    uint64_t job_tag = 0;    ///< its StreamJob's tag (to cancel it while queued)
+    bool streaming = false;  ///< its job runs (the reply waits for it to stop)
+  };
+
+  void granted(OpId id, const StreamGrantMsg& grant);
+  /// The job ended with an error: the op fails (naming why), or goes to chunks (invariant 2).
+  void job_failed(OpId id, TransferOutcome outcome, bool refused);
+
+  std::map<OpId, StreamOp> ops_;
+  uint64_t next_job_tag_ = 1;
+};
+
+}  // namespace caf_rdma::detail
