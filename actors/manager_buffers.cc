@@ -344,8 +344,8 @@ ManagerStats ManagerState::stats() const {
   }
   if (domain_)
     s.registered_bytes = domain_->registration_stats().registered_bytes;
-  s.window_bytes = windows_held_;
-  s.fetches_waiting = fetches_waiting_;
+  s.window_bytes = fetch_windows_.held();
+  s.fetches_waiting = fetch_windows_.fetches_waiting();
   s.device_losses = device_losses_;
   s.device_reopens = device_reopens_;
   s.no_rdma_reason = !domain_             ? no_rdma_reason_

@@ -369,7 +369,7 @@ void ManagerState::on_down(const caf::down_msg& msg) {
                  options_.name.c_str(), caf::to_string(msg.reason).c_str());
     return;
   }
-  window_sender_down(msg.source);  // its node's fetch window, if any (invariant 12)
+  fetch_windows_.window_sender_down(msg.source);  // its node's fetch window, if any (invariant 12)
   auto it = peers_.find(msg.source);
   if (it == peers_.end())
     return;

@@ -159,7 +159,7 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       // -- the peer protocol: buffers named by id and secret --
       [=](qp_connect_atom, const QpInfoMsg& remote) { return self->state.accept_connect(remote); },
       [=](fetch_atom, const BufferRef& ref, uint64_t offset, uint64_t length) {
-        return self->state.fetch(ref, offset, length);
+        return self->state.fetch_windows().fetch(ref, offset, length);
       },
       [=](read_ack_atom, uint64_t token) { return token; },
       [=](store_atom, const BufferRef& ref, uint64_t offset, const ByteChunk& bytes) {
@@ -200,8 +200,8 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       [=](const detail::DeviceChanged& e) { self->state.device_changed(e); },
       [=](const detail::ReopenDevice& e) { self->state.reopen_device(e.attempt); },
       [=](const detail::StagingFreed&) { self->state.staging_freed(); },
-      [=](const detail::WindowExpire& e) { self->state.window_expire(e.node); },
-      [=](const detail::WindowRetry& e) { self->state.window_retry(e.node); },
+      [=](const detail::WindowExpire& e) { self->state.fetch_windows().window_expire(e.node); },
+      [=](const detail::WindowRetry& e) { self->state.fetch_windows().window_retry(e.node); },
       [=](const detail::GetFacade&) -> caf::actor { return self->state.facade(); },
       [=](detail::UseConnector& e) {
         self->state.use_connector(std::move(e.connector), e.timeout);

@@ -36,23 +36,10 @@
 //     once each was answered or timed out: actors/transfer/chunk_path.h (invariant 1).
 // 11. A stream job its owner refused before taking the request moved no byte, so its op moves
 //     in CAF chunks instead: actors/transfer/stream_path.h (invariant 2).
-// 12. Fetch windows (manager_windows.cc): as owner, the fetch answers served to a peer node
-//     count against its window (peer_window_bytes) and the total (total_window_bytes), each
-//     fetch at least kWindowMinCharge, from the copy until the peer proves it read them: the
-//     owner sends the latest sender of its fetches a read_ack with a random token after the
-//     answers (through the facade, so on the same connection, behind them), and only the
-//     token's echo releases what was served before it. A fetch that would exceed either waits,
-//     in arrival order per peer, and is served as the windows open, or fails at window_wait
-//     with resource_exhausted naming the peer and the window; waiting fetches are charged the
-//     same way against a window and the total of their own (beyond: refused at once). A window
-//     is dropped without proof only when its node, once seen directly connected, no longer is
-//     (the middleman's routing table, which no peer writes): the connection, and with it what
-//     CAF still held for it, is gone. One fetch may exceed a window while nothing else is
-//     charged to it (a chunk of up to kMaxChunkBytes). Windows of nodes not seen directly
-//     connected (node ids a peer states for messages it routes) hold together at most a
-//     kIndirectShare-th of the total, so ids a peer invents cannot take the rest from the
-//     directly connected peers. As requester, the fetches asked of one
-//     owner and not yet answered stay within peer_window_bytes the same way (more ops wait).
+// 12. Fetch windows: everything a peer node can make this owner hold in fetch answers it has
+//     not proven it read is bounded (actors/fetch_windows.h, its invariants 1-5); as
+//     requester, the fetches asked of one owner stay within peer_window_bytes
+//     (actors/transfer/chunk_path.h, invariant 2).
 // 13. A lost link is not a dead peer (manager_peers.cc): when the proxy of a peer manager ends
 //     with remote_link_unreachable, and its address is known (a handle's host:port) and the node
 //     gave a connector (UseConnector), everything on its way over the link fails at once
@@ -83,6 +70,7 @@
 
 #include "actors/detail/manager_events.h"
 #include "actors/direct_registry.h"
+#include "actors/fetch_windows.h"
 #include "actors/peer_facade.h"
 #include "actors/rdma_errors.h"
 #include "actors/rdma_manager_actor.h"
@@ -182,37 +170,6 @@ struct Peer {
   uint64_t link = 0;
 };
 
-/// A fetch beyond its peer's window (or the total), waiting for it to open (invariant 12).
-struct WaitingFetch {
-  BufferRef ref;
-  uint64_t offset = 0;
-  uint64_t length = 0;
-  caf::typed_response_promise<ByteChunk> rp;
-  std::chrono::steady_clock::time_point due;
-};
-
-/// What one peer node holds of this owner: fetch answers served to it and not yet proven read,
-/// and its fetches waiting (invariant 12).
-struct PeerWindow {
-  uint64_t served = 0;  ///< window charge of every answer served since the window opened
-  uint64_t proven = 0;  ///< of which the peer proved it read this much (<= served)
-  uint64_t marked = 0;  ///< `served` when the last read_ack was sent
-  uint64_t waiting_charge = 0;
-  std::deque<WaitingFetch> waiting;
-  std::map<uint64_t, uint64_t> acks;  ///< read_acks on their way: token -> `served` then
-  caf::actor to;                      ///< the latest sender of its fetches
-  caf::actor answered_by;             ///< the last actor that answered a read_ack
-  std::set<caf::actor_addr> watched;  ///< senders monitored (a down makes us check the node)
-  bool direct = false;                ///< its node was seen with a direct connection to ours
-  bool indirect = false;      ///< the middleman said its node is not directly connected (never was)
-  bool checking = false;      ///< a question to the middleman about it is on its way
-  bool expiry_armed = false;  ///< a WindowExpire for its oldest waiting fetch is due
-  bool retry_armed = false;   ///< a WindowRetry is due
-  uint32_t failures = 0;      ///< read_acks failed in a row (the retry backs off)
-
-  uint64_t held() const { return served - proven; }
-};
-
 /// A direct lane this manager opened (the lane itself belongs to its client).
 struct LaneRecord {
   caf::actor_addr owner;            ///< peer key, or our own address for a loopback lane
@@ -271,8 +228,6 @@ public:
   // -- buffers (manager_buffers.cc) --
   caf::result<BufferHandle> request_buffer(uint64_t addr, uint64_t size, uint8_t access);
   caf::result<uint64_t> release_buffer(uint64_t id);
-  /// A peer's fetch: served now, or waiting for its window (manager_windows.cc).
-  caf::result<ByteChunk> fetch(const BufferRef& ref, uint64_t offset, uint64_t length);
   /// A copy of [offset, offset + length) of the buffer for a fetch answer, after the owner's
   /// checks.
   Result<ByteChunk> fetch_chunk(const BufferRef& ref, uint64_t offset, uint64_t length);
@@ -302,18 +257,6 @@ public:
   void lane_idle(uint64_t id);
   ManagerStats stats() const;
 
-  // -- fetch windows (manager_windows.cc, invariant 12) --
-  /// What the windows of nodes not seen directly connected may hold, and wait for, together.
-  uint64_t indirect_share() const;
-  /// A waiting fetch of `w` charged `charge` no longer waits.
-  void unwait(PeerWindow& w, uint64_t charge);
-  /// Refuses the newest waiting fetches of `node` (just found not directly connected) that the
-  /// indirect share cannot hold.
-  void trim_indirect_waiting(const caf::node_id& node, PeerWindow& w);
-  /// The oldest fetches waiting for `node`'s window that reached their deadline fail.
-  void window_expire(const caf::node_id& node);
-  /// Asks `node` again to prove it read what it was sent, if that is still open.
-  void window_retry(const caf::node_id& node);
   /// The name given by its node once it listens (first call only; SetName is an internal event).
   void set_name(std::string name) {
     if (named_ || name.empty())
@@ -322,6 +265,8 @@ public:
     options_.name = std::move(name);
     caf::anon_send(facade_, FacadeName{options_.name});
   }
+  /// A peer's fetch: served now, or waiting for its window (FetchWindows).
+  FetchWindows& fetch_windows() { return fetch_windows_; }
   /// The actor published in this manager's place (actors/peer_facade.h): peers see only it.
   const caf::actor& facade() const { return facade_; }
 
@@ -406,6 +351,7 @@ private:
   friend class ChunkPath;
   friend class StreamPath;
   friend class LocalCopyPath;
+  friend class FetchWindows;
 
   /// Checks op `id`, chooses its path (path_choice.h) and starts it there.
   void start_op(OpId id);
@@ -526,35 +472,6 @@ private:
   /// The fail callback of question `q` to peer `key`, removed; empty if already answered.
   std::function<void(const caf::error&)> take_question(const caf::actor_addr& key, uint64_t q);
   QpInfoMsg to_msg(const QpInfo& info, uint64_t lane = 0) const;
-  // fetch windows, owner side (manager_windows.cc)
-  /// Serves a fetch now (deliver, then the read_ack behind it), or an error.
-  void serve_fetch(const caf::node_id& node, const BufferRef& ref, uint64_t offset, uint64_t length,
-                   caf::typed_response_promise<ByteChunk> rp);
-  /// Whether a fetch of `charge` fits `w`'s window and the total now.
-  bool window_fits(const PeerWindow& w, uint64_t charge) const;
-  /// Sends `node` a read_ack covering what was served to it, if one is due (or `force`).
-  void send_read_ack(const caf::node_id& node, bool force);
-  void read_ack_answered(const caf::node_id& node, uint64_t token, uint64_t echoed,
-                         const caf::actor& to);
-  void read_ack_failed(const caf::node_id& node, uint64_t token);
-  /// Asks the middleman whether `node` still has a direct connection to ours: gone after one
-  /// was seen drops its window (its waiting fetches fail with peer_unavailable).
-  void check_window_node(const caf::node_id& node);
-  /// Serves waiting fetches, peer by peer, while the windows let them.
-  void open_windows();
-  /// Arms the WindowExpire of `node`'s oldest waiting fetch (once).
-  void arm_window_expiry(const caf::node_id& node, PeerWindow& w);
-  /// Fails `w`'s waiting fetches with `err` and forgets its window.
-  void drop_window(const caf::node_id& node, const caf::error& err);
-  /// Forgets `node`'s window once nothing is held, waiting or asked.
-  void maybe_forget_window(const caf::node_id& node);
-  /// Monitors the sender of a fetch (once per actor) so that its connection's end is seen.
-  void watch_sender(const caf::actor& sender);
-  /// A monitored sender of fetches went down: check whether its node is still connected.
-  void window_sender_down(const caf::actor_addr& who);
-  std::string window_error(const caf::node_id& node, const char* what) const;
-  /// Gives the heap's free pages back to the system once the windows are empty after a burst.
-  void trim_after_burst();
   /// range_checksum of [offset, offset + n) of a local buffer (host or GPU memory).
   Result<uint64_t> local_checksum(const LocalBuffer& b, uint64_t offset, uint64_t n) const;
   /// Copies between a local buffer (host or GPU memory) and host memory.
@@ -611,6 +528,8 @@ private:
   StagedPath staged_{*this};
   ChunkPath chunks_{*this};
   StreamPath stream_{*this};
+  /// Fetch windows of peer nodes, the owner side (invariant 12).
+  FetchWindows fetch_windows_{*this};
   std::unordered_map<uint64_t, Transfer> transfers_;
   /// Deadlines of live transfers. One timer message serves many transfers (no timer per
   /// transfer: scheduling one wakes CAF's clock thread, which costs the latency path).
@@ -621,19 +540,6 @@ private:
   /// Stream grants made as owner, by token.
   std::unordered_map<uint64_t, GrantHold> grants_;
   std::map<caf::node_id, uint32_t> grants_per_peer_;
-  /// Fetch windows of peer nodes (invariant 12), their total charge held, and waiting.
-  std::map<caf::node_id, PeerWindow> windows_;
-  uint64_t windows_held_ = 0;
-  /// What windows of nodes not seen directly connected hold (at most a kIndirectShare-th of
-  /// total_window_bytes, invariant 12).
-  uint64_t indirect_held_ = 0;
-  /// Of windows_waiting_, what waits in windows of nodes not seen directly connected.
-  uint64_t indirect_waiting_ = 0;
-  uint64_t windows_waiting_ = 0;  ///< charge of all waiting fetches
-  size_t fetches_waiting_ = 0;
-  uint64_t served_at_trim_ = 0;  ///< counters_.served_fallback_bytes at the last trim
-  /// Senders of fetches this manager monitors (until their down), other than peer managers.
-  std::set<caf::actor_addr> watched_;
   size_t dir_waiter_count_ = 0;
   std::map<caf::node_id, size_t> dir_waiters_per_node_;
   std::map<std::string, std::vector<DirWaiter>> dir_waiters_;

@@ -1,10 +1,6 @@
-// RdmaManagerActor: fetch windows, the owner side (invariant 12). A fetch answer is a copy of
-// the owner's memory that CAF keeps in the connection's write buffer until the peer reads it:
-// a peer that asks and never reads would make the owner hold every byte it asked for. So the
-// answers served to a peer node count against its window until the peer proves it read them:
-// after the answers, the owner sends the latest sender of its fetches a read_ack through the
-// facade (the same connection, behind the answers); its token's echo can only come once
-// everything before it was read. Fetches beyond the window wait, in order.
+// FetchWindows: the owner side of fetch windows (see fetch_windows.h).
+#include "actors/fetch_windows.h"
+
 #include <caf/io/middleman.hpp>
 
 #ifdef __GLIBC__
@@ -34,20 +30,20 @@ uint64_t charge_of(uint64_t length) {
 
 }  // namespace
 
-caf::result<ByteChunk> ManagerState::fetch(const BufferRef& ref, uint64_t offset, uint64_t length) {
+caf::result<ByteChunk> FetchWindows::fetch(const BufferRef& ref, uint64_t offset, uint64_t length) {
   // Checked now (a bad request is refused at once) and again when it is served.
-  if (auto b = owner_access(ref, offset, length, false); !b.ok())
+  if (auto b = m_.owner_access(ref, offset, length, false); !b.ok())
     return to_caf_error(b.error());
   if (length > kMaxChunkBytes)
     return make_rdma_error(ErrorCode::kInvalidArgument,
                            "fetch of " + std::to_string(length) + " bytes of buffer " +
-                               std::to_string(ref.id) + " of " + options_.name +
+                               std::to_string(ref.id) + " of " + m_.options_.name +
                                ": a chunk has at most kMaxChunkBytes (" +
                                std::to_string(kMaxChunkBytes) + ")");
-  const auto& sender = self_->current_sender();
-  if (!sender || sender->node() == self_->node()) {
+  const auto& sender = m_.self_->current_sender();
+  if (!sender || sender->node() == m_.self_->node()) {
     // This node's own actors: no connection holds the answer.
-    auto c = fetch_chunk(ref, offset, length);
+    auto c = m_.fetch_chunk(ref, offset, length);
     if (!c.ok())
       return to_caf_error(c.error());
     return std::move(*c);
@@ -61,7 +57,7 @@ caf::result<ByteChunk> ManagerState::fetch(const BufferRef& ref, uint64_t offset
     check_window_node(node);  // is it directly connected? (to know when it no longer is)
   const uint64_t charge = charge_of(length);
   if (w.waiting.empty() && window_fits(w, charge)) {
-    auto rp = self_->make_response_promise<ByteChunk>();
+    auto rp = m_.self_->make_response_promise<ByteChunk>();
     serve_fetch(node, ref, offset, length, rp);
     maybe_forget_window(node);
     return rp;
@@ -71,11 +67,11 @@ caf::result<ByteChunk> ManagerState::fetch(const BufferRef& ref, uint64_t offset
   // ones, within the rest); a node not known yet either way waits until the middleman said
   // (then what its share cannot hold is refused: trim_indirect_waiting).
   const bool peer_full =
-      w.waiting_charge > 0 && w.waiting_charge + charge > options_.peer_window_bytes;
+      w.waiting_charge > 0 && w.waiting_charge + charge > m_.options_.peer_window_bytes;
   const uint64_t direct_waiting = windows_waiting_ - indirect_waiting_;
   const bool total_full =
       w.direct
-          ? direct_waiting > 0 && direct_waiting + charge > options_.total_window_bytes
+          ? direct_waiting > 0 && direct_waiting + charge > m_.options_.total_window_bytes
           : w.indirect && indirect_waiting_ > 0 && indirect_waiting_ + charge > indirect_share();
   if (peer_full || total_full) {
     auto err = make_rdma_error(
@@ -89,10 +85,10 @@ caf::result<ByteChunk> ManagerState::fetch(const BufferRef& ref, uint64_t offset
     maybe_forget_window(node);
     return err;
   }
-  auto rp = self_->make_response_promise<ByteChunk>();
-  auto wait = std::min(options_.window_wait, options_.max_timeout);
+  auto rp = m_.self_->make_response_promise<ByteChunk>();
+  auto wait = std::min(m_.options_.window_wait, m_.options_.max_timeout);
   w.waiting.push_back(
-      WaitingFetch{ref, offset, length, rp, std::chrono::steady_clock::now() + wait});
+      WaitingFetch{ref, offset, length, rp, m_.now() + wait});
   w.waiting_charge += charge;
   windows_waiting_ += charge;
   if (!w.direct)
@@ -102,10 +98,10 @@ caf::result<ByteChunk> ManagerState::fetch(const BufferRef& ref, uint64_t offset
   return rp;
 }
 
-bool ManagerState::window_fits(const PeerWindow& w, uint64_t charge) const {
+bool FetchWindows::window_fits(const PeerWindow& w, uint64_t charge) const {
   // One fetch may exceed a window nothing else is charged to (chunks up to kMaxChunkBytes).
-  const bool peer_ok = w.held() == 0 || w.held() + charge <= options_.peer_window_bytes;
-  const bool total_ok = windows_held_ == 0 || windows_held_ + charge <= options_.total_window_bytes;
+  const bool peer_ok = w.held() == 0 || w.held() + charge <= m_.options_.peer_window_bytes;
+  const bool total_ok = windows_held_ == 0 || windows_held_ + charge <= m_.options_.total_window_bytes;
   // Nodes not (yet) seen directly connected share a part of the total: a peer can state any
   // number of node ids through its connection, and their windows are released by proof only.
   const bool indirect_ok =
@@ -113,10 +109,10 @@ bool ManagerState::window_fits(const PeerWindow& w, uint64_t charge) const {
   return peer_ok && total_ok && indirect_ok;
 }
 
-void ManagerState::serve_fetch(const caf::node_id& node, const BufferRef& ref, uint64_t offset,
+void FetchWindows::serve_fetch(const caf::node_id& node, const BufferRef& ref, uint64_t offset,
                                uint64_t length, caf::typed_response_promise<ByteChunk> rp) {
   // Checked again: the buffer may have been released while the fetch waited.
-  auto c = fetch_chunk(ref, offset, length);
+  auto c = m_.fetch_chunk(ref, offset, length);
   if (!c.ok()) {
     rp.deliver(to_caf_error(c.error()));
     return;
@@ -133,7 +129,7 @@ void ManagerState::serve_fetch(const caf::node_id& node, const BufferRef& ref, u
   send_read_ack(node, false);
 }
 
-void ManagerState::send_read_ack(const caf::node_id& node, bool force) {
+void FetchWindows::send_read_ack(const caf::node_id& node, bool force) {
   auto it = windows_.find(node);
   if (it == windows_.end())
     return;
@@ -142,7 +138,7 @@ void ManagerState::send_read_ack(const caf::node_id& node, bool force) {
     return;
   // One read_ack on its way, and one more per quarter window served since the last: the
   // window opens while the peer reads it, not only once it read all of it.
-  if (!force && !w.acks.empty() && w.served - w.marked < options_.peer_window_bytes / 4)
+  if (!force && !w.acks.empty() && w.served - w.marked < m_.options_.peer_window_bytes / 4)
     return;
   caf::actor to = w.answered_by ? w.answered_by : w.to;
   if (!to)
@@ -151,8 +147,8 @@ void ManagerState::send_read_ack(const caf::node_id& node, bool force) {
   secure_random(&token, sizeof(token));
   w.acks.emplace(token, w.served);
   w.marked = w.served;
-  auto wait = std::min(options_.window_wait, options_.max_timeout);
-  peer_request(to, wait, read_ack_atom::value, token)
+  auto wait = std::min(m_.options_.window_wait, m_.options_.max_timeout);
+  m_.peer_request(to, wait, read_ack_atom::value, token)
       .then(
           [this, node, token, to](uint64_t echoed) { read_ack_answered(node, token, echoed, to); },
           [this, node, token, to](caf::error&) {
@@ -163,7 +159,7 @@ void ManagerState::send_read_ack(const caf::node_id& node, bool force) {
           });
 }
 
-void ManagerState::read_ack_answered(const caf::node_id& node, uint64_t token, uint64_t echoed,
+void FetchWindows::read_ack_answered(const caf::node_id& node, uint64_t token, uint64_t echoed,
                                      const caf::actor& to) {
   auto it = windows_.find(node);
   if (it == windows_.end())
@@ -191,21 +187,21 @@ void ManagerState::read_ack_answered(const caf::node_id& node, uint64_t token, u
   trim_after_burst();
 }
 
-void ManagerState::trim_after_burst() {
+void FetchWindows::trim_after_burst() {
   // Once every answer of a burst was read: CAF's write buffers grew by doubling and left the
   // smaller blocks in glibc's arenas; give their pages back (glibc cannot shrink a thread
   // arena's top this way: up to about a window stays there). At most once per window's worth
   // of bytes served.
   if (windows_held_ != 0 || fetches_waiting_ != 0 ||
-      counters_.served_fallback_bytes - served_at_trim_ < options_.peer_window_bytes)
+      m_.counters_.served_fallback_bytes - served_at_trim_ < m_.options_.peer_window_bytes)
     return;
-  served_at_trim_ = counters_.served_fallback_bytes;
+  served_at_trim_ = m_.counters_.served_fallback_bytes;
 #ifdef __GLIBC__
   malloc_trim(0);
 #endif
 }
 
-void ManagerState::read_ack_failed(const caf::node_id& node, uint64_t token) {
+void FetchWindows::read_ack_failed(const caf::node_id& node, uint64_t token) {
   auto it = windows_.find(node);
   if (it == windows_.end() || it->second.acks.erase(token) == 0)
     return;
@@ -216,13 +212,13 @@ void ManagerState::read_ack_failed(const caf::node_id& node, uint64_t token) {
   if (w.acks.empty() && !w.retry_armed) {
     w.retry_armed = true;
     const std::chrono::milliseconds delay(std::min<int64_t>(
-        options_.max_timeout.count(), kReadAckRetry.count() << std::min(w.failures, 20u)));
+        m_.options_.max_timeout.count(), kReadAckRetry.count() << std::min(w.failures, 20u)));
     ++w.failures;
-    self_->delayed_send(self_, delay, WindowRetry{node});
+    m_.self_->delayed_send(m_.self_, delay, WindowRetry{node});
   }
 }
 
-void ManagerState::window_retry(const caf::node_id& node) {
+void FetchWindows::window_retry(const caf::node_id& node) {
   auto it = windows_.find(node);
   if (it == windows_.end())
     return;
@@ -232,9 +228,9 @@ void ManagerState::window_retry(const caf::node_id& node) {
   maybe_forget_window(node);
 }
 
-void ManagerState::check_window_node(const caf::node_id& node) {
+void FetchWindows::check_window_node(const caf::node_id& node) {
   auto it = windows_.find(node);
-  if (it == windows_.end() || it->second.checking || !self_->system().has_middleman())
+  if (it == windows_.end() || it->second.checking || !m_.self_->system().has_middleman())
     return;
   it->second.checking = true;
   auto answered = [this, node](bool connected) {
@@ -266,8 +262,8 @@ void ManagerState::check_window_node(const caf::node_id& node) {
   };
   // The middleman's routing table: no peer writes it (a BASP down message can kill a proxy,
   // not a connection).
-  self_
-      ->request(self_->system().middleman().actor_handle(), std::chrono::seconds(30),
+  m_.self_
+      ->request(m_.self_->system().middleman().actor_handle(), std::chrono::seconds(30),
                 caf::get_atom::value, node)
       .then([answered](const caf::node_id&, const std::string&,
                        uint16_t port) mutable { answered(port != 0); },
@@ -277,16 +273,16 @@ void ManagerState::check_window_node(const caf::node_id& node) {
             });
 }
 
-void ManagerState::watch_sender(const caf::actor& sender) {
+void FetchWindows::watch_sender(const caf::actor& sender) {
   // Once per proxy (a monitor of a proxy is a monitor at the peer too): its down, when its
   // connection closes, makes us ask the middleman. Peer managers are monitored already.
   const caf::actor_addr addr = sender.address();
-  auto p = peers_.find(addr);
-  if ((p == peers_.end() || !p->second.monitored) && watched_.insert(addr).second)
-    self_->monitor(sender);
+  auto p = m_.peers_.find(addr);
+  if ((p == m_.peers_.end() || !p->second.monitored) && watched_.insert(addr).second)
+    m_.self_->monitor(sender);
 }
 
-void ManagerState::window_sender_down(const caf::actor_addr& who) {
+void FetchWindows::window_sender_down(const caf::actor_addr& who) {
   watched_.erase(who);
   // A peer can kill a proxy of its own (a BASP down message), not a connection: the middleman
   // says whether the node is gone.
@@ -294,11 +290,11 @@ void ManagerState::window_sender_down(const caf::actor_addr& who) {
     check_window_node(who.node());
 }
 
-uint64_t ManagerState::indirect_share() const {
-  return options_.total_window_bytes / kIndirectShare;
+uint64_t FetchWindows::indirect_share() const {
+  return m_.options_.total_window_bytes / kIndirectShare;
 }
 
-void ManagerState::unwait(PeerWindow& w, uint64_t charge) {
+void FetchWindows::unwait(PeerWindow& w, uint64_t charge) {
   w.waiting_charge -= charge;
   windows_waiting_ -= charge;
   if (!w.direct)
@@ -306,7 +302,7 @@ void ManagerState::unwait(PeerWindow& w, uint64_t charge) {
   --fetches_waiting_;
 }
 
-void ManagerState::trim_indirect_waiting(const caf::node_id& node, PeerWindow& w) {
+void FetchWindows::trim_indirect_waiting(const caf::node_id& node, PeerWindow& w) {
   // Its fetches waited while it was not known either way: what the share of the nodes not
   // directly connected cannot hold is refused now, the newest first.
   while (indirect_waiting_ > indirect_share() && !w.waiting.empty()) {
@@ -321,7 +317,7 @@ void ManagerState::trim_indirect_waiting(const caf::node_id& node, PeerWindow& w
   open_windows();
 }
 
-void ManagerState::open_windows() {
+void FetchWindows::open_windows() {
   // Round by round, one fetch per peer each: peers share the total fairly.
   for (bool progress = true; progress;) {
     progress = false;
@@ -345,27 +341,27 @@ void ManagerState::open_windows() {
   }
 }
 
-void ManagerState::arm_window_expiry(const caf::node_id& node, PeerWindow& w) {
+void FetchWindows::arm_window_expiry(const caf::node_id& node, PeerWindow& w) {
   if (w.expiry_armed || w.waiting.empty())
     return;
   w.expiry_armed = true;
   // Every fetch of a peer waits as long: the oldest is due first.
   auto left = std::max(std::chrono::steady_clock::duration::zero(),
-                       w.waiting.front().due - std::chrono::steady_clock::now());
-  self_->delayed_send(
-      self_,
+                       w.waiting.front().due - m_.now());
+  m_.self_->delayed_send(
+      m_.self_,
       std::chrono::duration_cast<std::chrono::milliseconds>(left) + std::chrono::milliseconds(1),
       WindowExpire{node});
 }
 
-void ManagerState::window_expire(const caf::node_id& node) {
+void FetchWindows::window_expire(const caf::node_id& node) {
   auto it = windows_.find(node);
   if (it == windows_.end())
     return;
   PeerWindow& w = it->second;
   w.expiry_armed = false;
-  const auto now = std::chrono::steady_clock::now();
-  const auto waited = std::min(options_.window_wait, options_.max_timeout);
+  const auto now = m_.now();
+  const auto waited = std::min(m_.options_.window_wait, m_.options_.max_timeout);
   while (!w.waiting.empty() && w.waiting.front().due <= now) {
     WaitingFetch f = std::move(w.waiting.front());
     w.waiting.pop_front();
@@ -380,7 +376,7 @@ void ManagerState::window_expire(const caf::node_id& node) {
   maybe_forget_window(node);
 }
 
-void ManagerState::drop_window(const caf::node_id& node, const caf::error& err) {
+void FetchWindows::drop_window(const caf::node_id& node, const caf::error& err) {
   auto it = windows_.find(node);
   if (it == windows_.end())
     return;
@@ -399,19 +395,19 @@ void ManagerState::drop_window(const caf::node_id& node, const caf::error& err) 
   trim_after_burst();
 }
 
-void ManagerState::maybe_forget_window(const caf::node_id& node) {
+void FetchWindows::maybe_forget_window(const caf::node_id& node) {
   auto it = windows_.find(node);
   if (it != windows_.end() && it->second.held() == 0 && it->second.waiting.empty())
     windows_.erase(it);  // late answers and timers find nothing and do nothing
 }
 
-std::string ManagerState::window_error(const caf::node_id& node, const char* what) const {
+std::string FetchWindows::window_error(const caf::node_id& node, const char* what) const {
   auto it = windows_.find(node);
   const uint64_t held = it == windows_.end() ? 0 : it->second.held();
-  return "peer node " + caf::to_string(node) + " " + what + " (" + options_.name + " holds " +
+  return "peer node " + caf::to_string(node) + " " + what + " (" + m_.options_.name + " holds " +
          std::to_string(held) + " bytes of answers not yet proven read by it, peer_window_bytes " +
-         std::to_string(options_.peer_window_bytes) + "; " + std::to_string(windows_held_) +
-         " for all peers, total_window_bytes " + std::to_string(options_.total_window_bytes) + ")";
+         std::to_string(m_.options_.peer_window_bytes) + "; " + std::to_string(windows_held_) +
+         " for all peers, total_window_bytes " + std::to_string(m_.options_.total_window_bytes) + ")";
 }
 
 }  // namespace caf_rdma::detail

@@ -1,0 +1,117 @@
+// Tests of actors/transfer/path_choice.h: the one place that chooses an op's path. Each case
+// names the invariant of path_choice.h it checks. Pure: no actor system, no device.
+#include "actors/transfer/path_choice.h"
+
+#include <gtest/gtest.h>
+
+namespace caf_rdma::detail {
+namespace {
+
+TransferOp remote_op() {
+  TransferOp op;
+  op.kind = static_cast<uint8_t>(TransferKind::kWrite);
+  op.local.id = 1;
+  op.local.owner_name = "here:1";
+  op.remote.id = 7;
+  op.remote.owner_name = "owner:2";
+  op.remote.device = "rxe0";
+  op.remote.gid.assign(16, 1);
+  return op;
+}
+
+/// Everything RDMA needs is there (invariant 1).
+PathFacts rdma_ready() {
+  PathFacts f;
+  f.mode = TransportMode::kAuto;
+  f.has_device = true;
+  f.local_registered = true;
+  f.remote_registered = true;
+  f.same_fabric = true;
+  return f;
+}
+
+TEST(PathChoiceTest, Invariant1RdmaWhenEveryConditionHolds) {
+  PathChoice c = choose_path(remote_op(), rdma_ready());
+  EXPECT_EQ(c.path, PathKind::kRdma);
+  EXPECT_TRUE(c.why.empty());
+  PathFacts staged = rdma_ready();
+  staged.local_staged = true;
+  EXPECT_EQ(choose_path(remote_op(), staged).path, PathKind::kRdmaStaged);
+}
+
+TEST(PathChoiceTest, Invariant1EachMissingConditionTakesTheFallbackAndSaysWhy) {
+  struct Case {
+    const char* what;
+    void (*unset)(PathFacts&);
+    const char* says;
+  };
+  const Case cases[] = {
+      {"no device", [](PathFacts& f) { f.has_device = false, f.no_device_reason = "none here"; },
+       "this manager has no RDMA device (none here)"},
+      {"port down", [](PathFacts& f) { f.port_down = "port 1 down"; },
+       "its RDMA port is down (port 1 down)"},
+      {"local unregistered", [](PathFacts& f) { f.local_registered = false; },
+       "has no registration on the reopened device"},
+      {"remote unregistered", [](PathFacts& f) { f.remote_registered = false; },
+       "without an RDMA device"},
+      {"remote staged", [](PathFacts& f) { f.remote_staged = true; },
+       "so only its owner can move it"},
+      {"other fabric", [](PathFacts& f) { f.same_fabric = false; }, "another kind of fabric"},
+      {"rerouted", [](PathFacts& f) { f.rdma_lost = "the device went away"; },
+       "the device went away"},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    PathFacts f = rdma_ready();
+    k.unset(f);
+    PathChoice c = choose_path(remote_op(), f);
+    EXPECT_EQ(c.path, PathKind::kChunks);
+    EXPECT_NE(c.why.find(k.says), std::string::npos) << c.why;
+    EXPECT_EQ(why_not_rdma(remote_op(), f), c.why);
+  }
+}
+
+TEST(PathChoiceTest, Invariant2OverlappingRangesOfThisNodeAreCopiedEvenWhereRdmaCould) {
+  for (TransportMode mode : {TransportMode::kAuto, TransportMode::kRdma}) {
+    PathFacts f = rdma_ready();
+    f.mode = mode;
+    f.same_node = true;
+    f.ranges_overlap = true;
+    EXPECT_EQ(choose_path(remote_op(), f).path, PathKind::kLocalCopy);
+    f.ranges_overlap = false;
+    EXPECT_EQ(choose_path(remote_op(), f).path, PathKind::kRdma);
+  }
+}
+
+TEST(PathChoiceTest, Invariant3RdmaOnlyModeNamesWhyInsteadOfFallingBack) {
+  PathFacts f = rdma_ready();
+  f.mode = TransportMode::kRdma;
+  f.same_fabric = false;
+  PathChoice c = choose_path(remote_op(), f);
+  EXPECT_EQ(c.path, PathKind::kNone);
+  EXPECT_EQ(c.code, ErrorCode::kNoDevice);
+  EXPECT_NE(c.why.find(std::string(kEnvTransport) + "=rdma forbids the fallback"),
+            std::string::npos)
+      << c.why;
+  EXPECT_NE(c.why.find("another kind of fabric"), std::string::npos) << c.why;
+}
+
+TEST(PathChoiceTest, Invariant4TheFallbackIsALocalCopyTheStreamOrChunks) {
+  PathFacts f = rdma_ready();
+  f.mode = TransportMode::kFallback;
+  EXPECT_EQ(choose_path(remote_op(), f).path, PathKind::kChunks);
+  f.stream_fits = true;
+  EXPECT_EQ(choose_path(remote_op(), f).path, PathKind::kStream);
+  f.same_node = true;  // both buffers this node's: its own copy, never a stream to itself
+  EXPECT_EQ(choose_path(remote_op(), f).path, PathKind::kLocalCopy);
+}
+
+TEST(PathChoiceTest, RepliesNameThePathThatMovedTheBytes) {
+  EXPECT_STREQ(reply_path(PathKind::kRdma), kPathRdma);
+  EXPECT_STREQ(reply_path(PathKind::kRdmaStaged), kPathRdmaStaged);
+  for (PathKind k : {PathKind::kLocalCopy, PathKind::kChunks, PathKind::kStream})
+    EXPECT_STREQ(reply_path(k), kPathFallback);
+}
+
+}  // namespace
+}  // namespace caf_rdma::detail
