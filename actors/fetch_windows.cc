@@ -32,7 +32,7 @@ uint64_t charge_of(uint64_t length) {
 
 caf::result<ByteChunk> FetchWindows::fetch(const BufferRef& ref, uint64_t offset, uint64_t length) {
   // Checked now (a bad request is refused at once) and again when it is served.
-  if (auto b = m_.owner_access(ref, offset, length, false); !b.ok())
+  if (auto b = m_.buffer_table.owner_access(ref, offset, length, false); !b.ok())
     return to_caf_error(b.error());
   if (length > kMaxChunkBytes)
     return make_rdma_error(ErrorCode::kInvalidArgument,
@@ -43,7 +43,7 @@ caf::result<ByteChunk> FetchWindows::fetch(const BufferRef& ref, uint64_t offset
   const auto& sender = m_.self_->current_sender();
   if (!sender || sender->node() == m_.self_->node()) {
     // This node's own actors: no connection holds the answer.
-    auto c = m_.fetch_chunk(ref, offset, length);
+    auto c = m_.buffer_table.fetch_chunk(ref, offset, length);
     if (!c.ok())
       return to_caf_error(c.error());
     return std::move(*c);
@@ -112,7 +112,7 @@ bool FetchWindows::window_fits(const PeerWindow& w, uint64_t charge) const {
 void FetchWindows::serve_fetch(const caf::node_id& node, const BufferRef& ref, uint64_t offset,
                                uint64_t length, caf::typed_response_promise<ByteChunk> rp) {
   // Checked again: the buffer may have been released while the fetch waited.
-  auto c = m_.fetch_chunk(ref, offset, length);
+  auto c = m_.buffer_table.fetch_chunk(ref, offset, length);
   if (!c.ok()) {
     rp.deliver(to_caf_error(c.error()));
     return;
@@ -148,7 +148,7 @@ void FetchWindows::send_read_ack(const caf::node_id& node, bool force) {
   w.acks.emplace(token, w.served);
   w.marked = w.served;
   auto wait = std::min(m_.options_.window_wait, m_.options_.max_timeout);
-  m_.peer_request(to, wait, read_ack_atom::value, token)
+  m_.peer_table.peer_request(to, wait, read_ack_atom::value, token)
       .then(
           [this, node, token, to](uint64_t echoed) { read_ack_answered(node, token, echoed, to); },
           [this, node, token, to](caf::error&) {

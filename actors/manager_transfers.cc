@@ -133,7 +133,7 @@ caf::result<std::vector<TransferOutcome>> ManagerState::batch(std::vector<Transf
 void ManagerState::start_op(OpId id) {
   OpRecord& o = transfers_.at(id.ticket).ops[id.index];
   const TransferOp& op = o.op;
-  auto lb = local_buffer(op.local, "local");
+  auto lb = buffer_table.local_buffer(op.local, "local");
   if (!lb.ok())
     return fail_op(id, to_caf_error(lb.error()));
   LocalBuffer& local = **lb;
@@ -236,7 +236,7 @@ OpRecord* ManagerState::op_record(OpId id) {
 
 Peer* ManagerState::reachable_peer(OpId id) {
   OpRecord& o = transfers_.at(id.ticket).ops[id.index];
-  Peer& p = peer_for(o.op.remote.owner, o.op.remote.owner_name);
+  Peer& p = peer_table.peer_for(o.op.remote.owner, o.op.remote.owner_name);
   if (!p.down_reason.empty()) {
     fail_op(id, make_rdma_error(ErrorCode::kPeerUnavailable, peer_down_text(p.name, p.down_reason)));
     return nullptr;
@@ -331,7 +331,7 @@ void ManagerState::finish_op(OpId id, TransferOutcome outcome) {
   // Reply first: a release waiting for this buffer must be answered after the transfer.
   maybe_reply(id.ticket);
   if (holds_local)
-    buffer_done(local_id);
+    buffer_table.buffer_done(local_id);
 }
 
 void ManagerState::maybe_reply(uint64_t ticket) {

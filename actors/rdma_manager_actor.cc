@@ -96,7 +96,7 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
                                                   std::shared_ptr<RdmaDomain> domain,
                                                   std::string no_rdma_reason) {
   self->state.init(self, std::move(options), std::move(domain), std::move(no_rdma_reason));
-  self->set_down_handler([=](caf::down_msg& msg) { self->state.on_down(msg); });
+  self->set_down_handler([=](caf::down_msg& msg) { self->state.links.on_down(msg); });
   // Requests that act on this node's memory: this node's actors only (invariant 6).
   auto refused = [=](const char* request) -> caf::error {
     Status st = self->state.local_only(request);
@@ -108,12 +108,12 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
           uint8_t access) -> caf::result<BufferHandle> {
         if (auto err = refused("request_buffer"))
           return err;
-        return self->state.request_buffer(addr, size, access);
+        return self->state.buffer_table.request_buffer(addr, size, access);
       },
       [=](release_buffer_atom, uint64_t id) -> caf::result<uint64_t> {
         if (auto err = refused("release_buffer"))
           return err;
-        return self->state.release_buffer(id);
+        return self->state.buffer_table.release_buffer(id);
       },
       [=](transfer_atom, TransferOp op, uint32_t timeout_ms) -> caf::result<TransferReply> {
         if (auto err = refused("transfer"))
@@ -129,53 +129,53 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       [=](lane_open_atom, BufferHandle remote, uint32_t timeout_ms) -> caf::result<LaneGrant> {
         if (auto err = refused("lane_open"))
           return err;
-        return self->state.open_lane(std::move(remote), timeout_ms);
+        return self->state.lanes.open_lane(std::move(remote), timeout_ms);
       },
       [=](ask_check_atom, const BufferHandle& remote, uint64_t offset, uint64_t length,
           uint8_t kind) -> caf::result<TransferOutcome> {
         if (auto err = refused("ask_check"))
           return err;
-        return self->state.ask_owner_check(remote, offset, length, kind);
+        return self->state.peer_table.ask_owner_check(remote, offset, length, kind);
       },
       [=](ask_sum_atom, const BufferHandle& remote, uint64_t offset,
           uint64_t length) -> caf::result<uint64_t> {
         if (auto err = refused("ask_sum"))
           return err;
-        return self->state.ask_owner_checksum(remote, offset, length);
+        return self->state.peer_table.ask_owner_checksum(remote, offset, length);
       },
       [=](dir_put_atom, std::string key, BufferHandle h) -> caf::result<bool> {
         if (auto err = refused("dir_put"))
           return err;
-        return self->state.dir_put(std::move(key), std::move(h));
+        return self->state.directory.dir_put(std::move(key), std::move(h));
       },
       // -- anyone: read-only questions --
       [=](dir_get_atom, const std::string& key, uint32_t wait_ms) {
-        return self->state.dir_get(key, wait_ms);
+        return self->state.directory.dir_get(key, wait_ms);
       },
       [=](peer_state_atom, const caf::actor& peer) -> caf::result<std::string> {
-        return self->state.peer_state(peer);
+        return self->state.peer_table.peer_state(peer);
       },
       [=](stats_atom) -> caf::result<ManagerStats> { return self->state.stats(); },
       // -- the peer protocol: buffers named by id and secret --
-      [=](qp_connect_atom, const QpInfoMsg& remote) { return self->state.accept_connect(remote); },
+      [=](qp_connect_atom, const QpInfoMsg& remote) { return self->state.handshakes.accept_connect(remote); },
       [=](fetch_atom, const BufferRef& ref, uint64_t offset, uint64_t length) {
-        return self->state.fetch_windows().fetch(ref, offset, length);
+        return self->state.windows.fetch(ref, offset, length);
       },
       [=](read_ack_atom, uint64_t token) { return token; },
       [=](store_atom, const BufferRef& ref, uint64_t offset, const ByteChunk& bytes) {
-        return self->state.store(ref, offset, bytes);
+        return self->state.buffer_table.store(ref, offset, bytes);
       },
       [=](stream_grant_atom, const BufferRef& ref, uint64_t offset, uint64_t length, uint8_t kind,
           uint32_t timeout_ms) {
-        return self->state.stream_grant(ref, offset, length, kind, timeout_ms);
+        return self->state.grants.stream_grant(ref, offset, length, kind, timeout_ms);
       },
-      [=](lane_drop_atom, uint64_t lane) { self->state.drop_lane(lane); },
-      [=](device_gone_atom, const std::string& what) { self->state.peer_device_gone(what); },
+      [=](lane_drop_atom, uint64_t lane) { self->state.lanes.drop_lane(lane); },
+      [=](device_gone_atom, const std::string& what) { self->state.device.peer_device_gone(what); },
       [=](buf_check_atom, const BufferRef& ref, uint64_t offset, uint64_t length, uint8_t kind) {
-        return self->state.check_access(ref, offset, length, kind);
+        return self->state.buffer_table.check_access(ref, offset, length, kind);
       },
       [=](checksum_atom, const BufferRef& ref, uint64_t offset, uint64_t length) {
-        return self->state.checksum(ref, offset, length);
+        return self->state.buffer_table.checksum(ref, offset, length);
       },
       // -- internal events (unserializable types: from this process only) --
       [=](detail::OpDone& e) {
@@ -190,23 +190,23 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
         self->state.stream_done(detail::OpId{e.ticket, e.index}, e.local_id, std::move(e.outcome),
                                 e.refused);
       },
-      [=](const detail::StreamServed& e) { self->state.stream_served(e.token, e.bytes); },
-      [=](const detail::StreamExpire& e) { self->state.stream_expire(e.token); },
-      [=](const detail::ChunkSent& e) { self->state.chunk_sent(e.id); },
-      [=](const detail::LaneClosed& e) { self->state.close_lane(e.id); },
-      [=](const detail::LaneIdle& e) { self->state.lane_idle(e.id); },
-      [=](const detail::DirTimeout& e) { self->state.dir_timeout(e.key, e.id); },
+      [=](const detail::StreamServed& e) { self->state.grants.stream_served(e.token, e.bytes); },
+      [=](const detail::StreamExpire& e) { self->state.grants.stream_expire(e.token); },
+      [=](const detail::ChunkSent& e) { self->state.buffer_table.chunk_sent(e.id); },
+      [=](const detail::LaneClosed& e) { self->state.lanes.close_lane(e.id); },
+      [=](const detail::LaneIdle& e) { self->state.buffer_table.lane_idle(e.id); },
+      [=](const detail::DirTimeout& e) { self->state.directory.dir_timeout(e.key, e.id); },
       [=](detail::SetName& e) { self->state.set_name(std::move(e.name)); },
-      [=](const detail::DeviceChanged& e) { self->state.device_changed(e); },
-      [=](const detail::ReopenDevice& e) { self->state.reopen_device(e.attempt); },
+      [=](const detail::DeviceChanged& e) { self->state.device.device_changed(e); },
+      [=](const detail::ReopenDevice& e) { self->state.device.reopen_device(e.attempt); },
       [=](const detail::StagingFreed&) { self->state.staging_freed(); },
-      [=](const detail::WindowExpire& e) { self->state.fetch_windows().window_expire(e.node); },
-      [=](const detail::WindowRetry& e) { self->state.fetch_windows().window_retry(e.node); },
+      [=](const detail::WindowExpire& e) { self->state.windows.window_expire(e.node); },
+      [=](const detail::WindowRetry& e) { self->state.windows.window_retry(e.node); },
       [=](const detail::GetFacade&) -> caf::actor { return self->state.facade(); },
       [=](detail::UseConnector& e) {
-        self->state.use_connector(std::move(e.connector), e.timeout);
+        self->state.links.use_connector(std::move(e.connector), e.timeout);
       },
-      [=](const detail::Reconnect& e) { self->state.reconnect(e.key, e.attempt); },
+      [=](const detail::Reconnect& e) { self->state.links.reconnect(e.key, e.attempt); },
   };
 }
 
@@ -270,7 +270,7 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
   no_rdma_reason_ = std::move(no_rdma_reason);
   if (domain_) {
     poller_ = std::make_unique<CompletionPoller>();
-    watch_device();
+    device.watch_device();
     if (const std::string& note = domain_->context()->selection_note(); !note.empty())
       std::fprintf(stderr, "caf-rdma: %s: %s\n", options_.name.c_str(), note.c_str());
   }
@@ -341,88 +341,52 @@ uint32_t ManagerState::capped(uint32_t timeout_ms) const {
 
 // -- directory ---------------------------------------------------------------------------------
 
-caf::result<bool> ManagerState::dir_put(std::string key, BufferHandle h) {
-  if (key.empty() || key.size() > kMaxDirectoryName)
-    return make_rdma_error(ErrorCode::kInvalidArgument,
-                           "directory name of " + std::to_string(key.size()) +
-                               " bytes: names have 1.." + std::to_string(kMaxDirectoryName));
-  auto putter = caf::actor_cast<caf::actor_addr>(self_->current_sender());
-  auto it = directory_.find(key);
-  if (it == directory_.end() && directory_.size() >= kMaxDirectoryEntries)
-    return make_rdma_error(ErrorCode::kResourceExhausted,
-                           "the directory of " + options_.name + " is full (" +
-                               std::to_string(kMaxDirectoryEntries) + " names)");
-  auto waiters = dir_waiters_.find(key);
-  if (waiters != dir_waiters_.end()) {
-    for (auto& w : waiters->second) {
-      w.rp.deliver(h);
-      forget_dir_waiter(w);
-    }
-    dir_waiters_.erase(waiters);
+ManagerStats ManagerState::stats() const {
+  ManagerStats s;
+  s.device = domain_ ? domain_->device_name() : "";
+  s.transport = to_string(options_.mode);
+  s.rdma_ops = counters_.rdma_ops;
+  s.rdma_bytes = counters_.rdma_bytes;
+  s.fallback_ops = counters_.fallback_ops;
+  s.fallback_bytes = counters_.fallback_bytes;
+  s.errors = counters_.errors;
+  s.handshakes = counters_.handshakes;
+  s.served_fallback_bytes = counters_.served_fallback_bytes;
+  s.stream_ops = counters_.stream_ops;
+  s.stream_refused = counters_.stream_refused;
+  s.facade_dropped = facade_counters_->dropped.load(std::memory_order_relaxed);
+  s.forged_answers = facade_counters_->forged.load(std::memory_order_relaxed);
+  auto direct = registry_->counters();
+  s.rdma_ops += direct.ops;
+  s.rdma_bytes += direct.bytes;
+  s.errors += direct.errors;
+  s.direct_ops = direct.ops;
+  s.lanes = lanes_.size();
+  for (const auto& [key, peer] : peers_)
+    s.lanes += peer.lanes.size();
+  for (const auto& [key, peer] : peers_)
+    s.live_qps += (peer.initiated ? 1 : 0) + (peer.accepted ? 1 : 0);
+  s.live_qps += loopback_ ? 1 : 0;
+  s.shared_cq_qps = completions_ ? completions_->stats().attached : 0;
+  s.polled_cqs = poller_ ? poller_->sources() : 0;
+  s.staged_chunks = counters_.staged_chunks;
+  s.staged_overlapped = counters_.staged_overlapped;
+  s.links_lost = counters_.links_lost;
+  s.reconnects = counters_.reconnects;
+  for (const auto& [id, b] : buffers_) {
+    s.registered_buffers += b.released ? 0 : 1;
+    s.busy_buffers += b.in_use > 0 || registry_->busy(id) ? 1 : 0;
   }
-  directory_[std::move(key)] = DirEntry{std::move(h), std::move(putter)};
-  return true;
-}
-
-caf::result<BufferHandle> ManagerState::dir_get(const std::string& key, uint32_t wait_ms) {
-  auto it = directory_.find(key);
-  if (it != directory_.end())
-    return it->second.handle;
-  if (key.empty() || key.size() > kMaxDirectoryName)
-    return make_rdma_error(ErrorCode::kInvalidArgument,
-                           "directory name of " + std::to_string(key.size()) +
-                               " bytes: names have 1.." + std::to_string(kMaxDirectoryName));
-  if (wait_ms == 0)
-    return make_rdma_error(ErrorCode::kTimeout, "no buffer handle named '" + key +
-                                                    "' in the directory of " + options_.name);
-  if (dir_waiter_count_ >= kMaxDirectoryWaiters)
-    return make_rdma_error(ErrorCode::kResourceExhausted,
-                           "the directory of " + options_.name + " already has " +
-                               std::to_string(kMaxDirectoryWaiters) + " waiting requests");
-  const auto& sender = self_->current_sender();
-  caf::node_id node = sender ? sender->node() : caf::node_id{};
-  bool remote = node != self_->node();
-  if (remote && dir_waiters_per_node_[node] >= kMaxDirectoryWaitersPerNode)
-    return make_rdma_error(ErrorCode::kResourceExhausted,
-                           "the directory of " + options_.name + " already has " +
-                               std::to_string(kMaxDirectoryWaitersPerNode) +
-                               " waiting requests from node " + caf::to_string(node));
-  auto rp = self_->make_response_promise<BufferHandle>();
-  uint64_t id = next_dir_waiter_++;
-  dir_waiters_[key].push_back(DirWaiter{id, rp, node, remote});
-  ++dir_waiter_count_;
-  if (remote)
-    ++dir_waiters_per_node_[node];
-  self_->delayed_send(self_, std::chrono::milliseconds(capped(wait_ms)), DirTimeout{key, id});
-  return rp;
-}
-
-void ManagerState::forget_dir_waiter(const DirWaiter& w) {
-  --dir_waiter_count_;
-  if (w.counted) {
-    auto n = dir_waiters_per_node_.find(w.node);
-    if (n != dir_waiters_per_node_.end() && --n->second == 0)
-      dir_waiters_per_node_.erase(n);
-  }
-}
-
-void ManagerState::dir_timeout(const std::string& key, uint64_t id) {
-  auto it = dir_waiters_.find(key);
-  if (it == dir_waiters_.end())
-    return;
-  auto& ws = it->second;
-  for (size_t i = 0; i < ws.size(); ++i) {
-    if (ws[i].id != id)
-      continue;
-    ws[i].rp.deliver(make_rdma_error(ErrorCode::kTimeout, "no buffer handle named '" + key +
-                                                              "' appeared in the directory of " +
-                                                              options_.name + " in time"));
-    forget_dir_waiter(ws[i]);
-    ws.erase(ws.begin() + static_cast<long>(i));
-    break;
-  }
-  if (ws.empty())
-    dir_waiters_.erase(it);
+  if (domain_)
+    s.registered_bytes = domain_->registration_stats().registered_bytes;
+  s.window_bytes = windows.held();
+  s.fetches_waiting = windows.fetches_waiting();
+  s.device_losses = device_losses_;
+  s.device_reopens = device_reopens_;
+  s.no_rdma_reason = !domain_             ? no_rdma_reason_
+                     : port_down_.empty() ? ""
+                                          : "RDMA port down: " + port_down_;
+  return s;
 }
 
 }  // namespace detail

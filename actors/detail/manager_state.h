@@ -56,24 +56,16 @@
 //     for what it routes, so a new proxy reached through another node proves nothing.
 #pragma once
 
-#include <caf/all.hpp>
-
-#include <atomic>
-#include <deque>
-#include <functional>
-#include <map>
-#include <memory>
-#include <optional>
-#include <set>
-#include <unordered_map>
-#include <vector>
-
-#include "actors/detail/manager_events.h"
-#include "actors/direct_registry.h"
+#include "actors/detail/manager_tables.h"
 #include "actors/fetch_windows.h"
-#include "actors/peer_facade.h"
-#include "actors/rdma_errors.h"
-#include "actors/rdma_manager_actor.h"
+#include "actors/manager/buffer_table.h"
+#include "actors/manager/device_watch.h"
+#include "actors/manager/directory.h"
+#include "actors/manager/lane_table.h"
+#include "actors/manager/link_recovery.h"
+#include "actors/manager/peer_table.h"
+#include "actors/manager/qp_handshakes.h"
+#include "actors/manager/stream_grants.h"
 #include "actors/transfer/chunk_path.h"
 #include "actors/transfer/local_copy_path.h"
 #include "actors/transfer/path_choice.h"
@@ -81,139 +73,8 @@
 #include "actors/transfer/staged_path.h"
 #include "actors/transfer/stream_path.h"
 #include "actors/transfer/transfer_path.h"
-#include "actors/transfer_checks.h"
-#include "components/completion_poller.h"
-#include "components/device_monitor.h"
-#include "components/rdma_domain.h"
-#include "components/rdma_queue_pair.h"
-#include "components/secure_random.h"
-#include "components/stream_client.h"
-#include "components/stream_server.h"
 
 namespace caf_rdma::detail {
-
-/// The host buffer of a local copy that involves GPU memory moves this much at a time.
-constexpr uint64_t kLocalCopyChunk = 4 << 20;
-
-/// Extra time CAF requests to peer managers get beyond their transfer's timeout.
-constexpr std::chrono::seconds kRequestBackstop{1};
-
-/// Invariant 13: connects to a peer whose link was lost, and the pause before each.
-constexpr uint32_t kReconnectAttempts = 3;
-constexpr std::chrono::milliseconds kReconnectPause[kReconnectAttempts] = {
-    std::chrono::milliseconds(50), std::chrono::milliseconds(500), std::chrono::milliseconds(2000)};
-
-struct LocalBuffer {
-  uint64_t addr = 0;
-  uint64_t size = 0;
-  BufferAccess access = BufferAccess::kReadWrite;
-  BufferMemory memory = BufferMemory::kHost;
-  int gpu = -1;                           ///< CUDA device of GPU memory
-  uint64_t secret_hi = 0, secret_lo = 0;  ///< the handle's secret (capability)
-  RdmaBuffer rdma;                        ///< empty without a device
-  uint32_t in_use = 0;  ///< transfers, grants and fallback chunks in flight currently using it
-  uint32_t grants = 0;  ///< stream grants outstanding on it (counted in in_use too)
-  bool released = false;
-  std::vector<caf::typed_response_promise<uint64_t>> release_waiters;
-};
-
-/// One op of a transfer as the front sees it; what its path keeps for it lives in the path
-/// (actors/transfer/*_path.h).
-struct OpRecord {
-  TransferOp op;
-  uint64_t length = 0;
-  PathKind path = PathKind::kNone;
-  caf::actor_addr peer;      ///< the remote owner
-  bool holds_local = false;  ///< counted in the local buffer's in_use
-  bool done = false;
-
-  bool is_read() const { return op.kind == static_cast<uint8_t>(TransferKind::kRead); }
-};
-
-struct Transfer {
-  bool batch = false;
-  caf::typed_response_promise<TransferReply> single;
-  caf::typed_response_promise<std::vector<TransferOutcome>> many;
-  std::vector<OpRecord> ops;
-  std::vector<TransferOutcome> outcomes;
-  size_t remaining = 0;
-  uint32_t timeout_ms = 0;
-  std::chrono::steady_clock::time_point due;  ///< when it times out
-  bool timed_out = false;
-  std::multimap<std::chrono::steady_clock::time_point, uint64_t>::iterator deadline;
-};
-
-struct Peer {
-  caf::actor manager;
-  std::string name;
-  std::shared_ptr<RdmaQueuePair> initiated;
-  std::shared_ptr<RdmaQueuePair> accepted;
-  bool handshaking = false;
-  std::vector<OpId> waiting;  ///< ops waiting for the QP
-  bool monitored = false;
-  std::string down_reason;  ///< non-empty once the peer is gone
-  /// Invariant 13: its link was lost (why) and is being made again; new ops wait in `parked`.
-  bool reconnecting = false;
-  std::string link_lost;
-  std::vector<OpId> parked;  ///< ops waiting for the link
-  bool no_stream = false;  ///< its owner answered a stream grant with port 0: use chunks
-  std::map<uint64_t, std::shared_ptr<RdmaQueuePair>> lanes;  ///< accepted direct lanes, by id
-  /// Questions asked of it (ask_peer) and not yet answered: each fails with peer_unavailable
-  /// when it goes down, not at its timeout.
-  std::map<uint64_t, std::function<void(const caf::error&)>> questions;
-  /// As requester (invariant 12): window charge of the fetches asked of it and not yet
-  /// answered, and the fallback reads waiting to ask more (ChunkPath).
-  uint64_t fetching = 0;
-  std::deque<OpId> fetch_queue;
-  /// Counts its lost links (invariant 13): `fetching` holds only fetches asked over the
-  /// current one; answers to earlier ones (their requests' timeouts) release nothing.
-  uint64_t link = 0;
-};
-
-/// A direct lane this manager opened (the lane itself belongs to its client).
-struct LaneRecord {
-  caf::actor_addr owner;            ///< peer key, or our own address for a loopback lane
-  std::weak_ptr<RdmaQueuePair> qp;  ///< aborted when the owner goes down
-  std::weak_ptr<DirectLane> lane;   ///< retired when our device goes (DirectLane invariant 5)
-};
-
-/// At most this many direct lanes from one peer manager are accepted at once.
-constexpr size_t kMaxLanesPerPeer = 256;
-
-/// A stream grant this manager made as owner, until it is used or withdrawn.
-struct GrantHold {
-  uint64_t buffer = 0;  ///< held (counted in its in_use and grants)
-  caf::node_id peer;    ///< whose node asked (counted in grants_per_peer_)
-};
-
-/// A directory entry and the (local) actor that put it, for diagnostics.
-struct DirEntry {
-  BufferHandle handle;
-  caf::actor_addr putter;
-};
-
-struct DirWaiter {
-  uint64_t id;
-  caf::typed_response_promise<BufferHandle> rp;
-  caf::node_id node;     // the requester's node: waits are capped per other node
-  bool counted = false;  // counted in dir_waiters_per_node_ (a request from another node)
-};
-
-struct Counters {
-  uint64_t rdma_ops = 0, rdma_bytes = 0, fallback_ops = 0, fallback_bytes = 0, errors = 0;
-  uint64_t handshakes = 0, served_fallback_bytes = 0, stream_ops = 0, stream_refused = 0;
-  uint64_t staged_chunks = 0, staged_overlapped = 0;
-  uint64_t links_lost = 0, reconnects = 0;
-};
-
-/// A failed request's or lower layer's error as a transfer outcome (CAF's request timeout is
-/// `timeout`, an unreachable or gone receiver `peer_unavailable`).
-TransferOutcome outcome_of(const caf::error& err);
-TransferOutcome outcome_of(const Error& err);
-/// The queue-pair info a peer sent in a handshake.
-QpInfo from_msg(const QpInfoMsg& m);
-/// How long a transfer's requests to peer managers may take: its timeout plus kRequestBackstop.
-std::chrono::milliseconds request_timeout(const Transfer& t);
 
 class ManagerState {
 public:
@@ -226,36 +87,24 @@ public:
   ~ManagerState();
 
   // -- buffers (manager_buffers.cc) --
-  caf::result<BufferHandle> request_buffer(uint64_t addr, uint64_t size, uint8_t access);
-  caf::result<uint64_t> release_buffer(uint64_t id);
-  /// A copy of [offset, offset + length) of the buffer for a fetch answer, after the owner's
-  /// checks.
-  Result<ByteChunk> fetch_chunk(const BufferRef& ref, uint64_t offset, uint64_t length);
-  caf::result<uint64_t> store(const BufferRef& ref, uint64_t offset, const ByteChunk& bytes);
-  /// The owner's view of a peer's access (after its NIC refused one): ok, or why not.
-  TransferOutcome check_access(const BufferRef& ref, uint64_t offset, uint64_t length,
-                               uint8_t kind);
-  /// Verify mode: range_checksum of a range of the buffer.
-  caf::result<uint64_t> checksum(const BufferRef& ref, uint64_t offset, uint64_t length);
   /// Ok when the current message comes from an actor of this node; else permission_denied
   /// naming `request` and the sender.
   Status local_only(const char* request) const;
   /// A timeout given by a caller or peer, cut to options_.max_timeout.
   uint32_t capped(uint32_t timeout_ms) const;
-  /// The live local buffer named by a handle, or an error naming what is wrong.
-  Result<LocalBuffer*> local_buffer(const BufferHandle& h, const char* role);
-  /// Buffer by id for owner-side checks (fetch, store, local copies).
-  Result<LocalBuffer*> owned_buffer(uint64_t id, const char* role);
-  /// Owner-side checks of a peer's access (fetch, store, stream grants): the buffer is live,
-  /// the secret is its own, it is writable for a write, and [offset, offset + length) fits it.
-  Result<LocalBuffer*> owner_access(const BufferRef& ref, uint64_t offset, uint64_t length,
-                                    bool write);
-  /// A zero-copy store chunk's hold on local buffer `id` ended (ChunkSent).
-  void chunk_sent(uint64_t id) { buffer_done(id); }
-  void buffer_done(uint64_t id);
-  /// A direct lane's last use of released buffer `id` ended.
-  void lane_idle(uint64_t id);
   ManagerStats stats() const;
+
+  // -- the manager's parts (actors/manager/, and fetch_windows.h): each works on the tables this
+  //    front keeps; the behaviour and the other parts reach them here.
+  BufferTable buffer_table{*this};
+  PeerTable peer_table{*this};
+  QpHandshakes handshakes{*this};
+  LinkRecovery links{*this};
+  StreamGrants grants{*this};
+  LaneTable lanes{*this};
+  DeviceWatch device{*this};
+  Directory directory{*this};
+  FetchWindows windows{*this};  ///< the owner side of fetch windows (invariant 12)
 
   /// The name given by its node once it listens (first call only; SetName is an internal event).
   void set_name(std::string name) {
@@ -265,8 +114,6 @@ public:
     options_.name = std::move(name);
     caf::anon_send(facade_, FacadeName{options_.name});
   }
-  /// A peer's fetch: served now, or waiting for its window (FetchWindows).
-  FetchWindows& fetch_windows() { return fetch_windows_; }
   /// The actor published in this manager's place (actors/peer_facade.h): peers see only it.
   const caf::actor& facade() const { return facade_; }
 
@@ -283,60 +130,16 @@ public:
   void deadline_tick(int64_t at);
 
   // -- stream channel of the fallback (manager_streams.cc) --
-  caf::result<StreamGrantMsg> stream_grant(const BufferRef& ref, uint64_t offset, uint64_t length,
-                                           uint8_t kind, uint32_t timeout_ms);
-  void stream_served(uint64_t token, uint64_t bytes);
-  void stream_expire(uint64_t token);
-  /// Ends grant `token`'s hold on its buffer (once).
-  void end_grant(uint64_t token);
-  /// Withdraws the grants on local buffer `buffer` that no client claimed yet (at its release).
-  void revoke_unclaimed_grants(uint64_t buffer);
 
   // -- peers and queue pairs (manager_peers.cc) --
-  caf::result<QpInfoMsg> accept_connect(const QpInfoMsg& remote);
-  caf::result<std::string> peer_state(const caf::actor& peer) const;
-  /// For a client of this process (RdmaClient's lanes): asks the owner of `remote` about an
-  /// access its NIC refused (buf_check) or for its checksum of a range (verify mode). Fails
-  /// with peer_unavailable naming the owner as soon as it is known to be down.
-  caf::result<TransferOutcome> ask_owner_check(const BufferHandle& remote, uint64_t offset,
-                                               uint64_t length, uint8_t kind);
-  caf::result<uint64_t> ask_owner_checksum(const BufferHandle& remote, uint64_t offset,
-                                           uint64_t length);
 
   // -- direct lanes (manager_lanes.cc) --
-  caf::result<LaneGrant> open_lane(BufferHandle remote, uint32_t timeout_ms);
-  void close_lane(uint64_t lane);
-  /// The sender (a peer manager) closed its lane `lane`.
-  void drop_lane(uint64_t lane);
 
   // -- the device (manager_device.cc, invariant 8) --
-  /// Starts the monitor of `domain_`.
-  void watch_device();
-  void device_changed(const DeviceChanged& e);
-  /// Invariant 8: drops everything on the device, fails the RDMA ops in flight, tells peers.
-  void lose_device(const std::string& what);
-  void reopen_device(uint32_t attempt);
   /// StagingFreed: free bounce buffers go to the ops waiting for one.
   void staging_freed() { staged_.slots_freed(); }
-  /// A peer manager (the sender) lost its device: abort our connections to it.
-  void peer_device_gone(const std::string& what);
-  /// Aborts (their ops fail now, naming `reason`) the queue pairs and direct lanes between us
-  /// and `peer`'s manager, or, with none, all of them and the loopback queue pair.
-  void abort_connections(const std::string& reason, const caf::actor_addr* peer = nullptr);
-  void on_down(const caf::down_msg& msg);
-  /// The middleman actor to reconnect lost links with (invariant 13).
-  void use_connector(caf::io::middleman_actor connector, std::chrono::milliseconds timeout) {
-    connector_ = std::move(connector);
-    connect_timeout_ = timeout;
-  }
-  /// Attempt `attempt` to make the lost link to peer `key` again (invariant 13).
-  void reconnect(const caf::actor_addr& key, uint32_t attempt);
 
   // -- directory (rdma_manager_actor.cc) --
-  caf::result<bool> dir_put(std::string key, BufferHandle h);
-  caf::result<BufferHandle> dir_get(const std::string& key, uint32_t wait_ms);
-  void dir_timeout(const std::string& key, uint64_t id);
-  void forget_dir_waiter(const DirWaiter& w);
 
 private:
   uint64_t new_transfer(Transfer t);
@@ -352,6 +155,14 @@ private:
   friend class StreamPath;
   friend class LocalCopyPath;
   friend class FetchWindows;
+  friend class BufferTable;
+  friend class StreamGrants;
+  friend class Directory;
+  friend class LaneTable;
+  friend class DeviceWatch;
+  friend class QpHandshakes;
+  friend class LinkRecovery;
+  friend class PeerTable;
 
   /// Checks op `id`, chooses its path (path_choice.h) and starts it there.
   void start_op(OpId id);
@@ -380,114 +191,7 @@ private:
   void resume_op(OpId id);
   /// The actor clock's time (the test coordinator's in deterministic tests).
   std::chrono::steady_clock::time_point now() const { return self_->clock().now(); }
-  /// Drops `qp` (of peer `key`'s, or the loopback QP) so the NIC stops using it.
-  void drop_qp_of(const caf::actor_addr& key, const std::shared_ptr<RdmaQueuePair>& qp);
-  Peer& peer_for(const caf::actor& manager, const std::string& name);
-  void handshake(const caf::actor_addr& key);
-  void drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp);
-  Result<std::shared_ptr<RdmaQueuePair>> loopback_qp();
-  /// Options of a new queue pair on domain_ whose completions go to the device's shared
-  /// completion queue (one poll per sweep for all peers; made here with the first). Direct
-  /// lanes' own QPs, polled by their client's threads, keep a CQ of their own.
-  Result<RdmaQueuePair::Options> shared_qp_options();
-  void fail_waiting(Peer& peer, const caf::error& err);
-  /// The error of every operation on a peer that is down.
-  caf::error peer_down_error(const Peer& p) const;
-  /// The error of what cannot wait for a lost link to be made again (questions, lanes).
-  caf::error link_lost_error(const Peer& p) const;
-  /// Fails everything open with peer `key` with `err` and drops its queue pairs and lanes: it
-  /// went down, or the link that carried all that was lost.
-  void cut_off(const caf::actor_addr& key, Peer& p, const caf::error& err);
-  /// Whether a lost link to `p` can be made again (invariant 13).
-  bool may_reconnect(const Peer& p) const;
-  /// The answer to attempt `attempt` was not the link: try again, or declare `key` down (why).
-  void reconnect_failed(const caf::actor_addr& key, uint32_t attempt, const std::string& why);
-  /// Ends a reconnect: the peer is down for good (why), its waiting ops fail.
-  void give_up(const caf::actor_addr& key, Peer& p, const std::string& why);
-  /// The peer's manager is reachable through `proxy` (a new link): later messages go there,
-  /// and ops waiting for the link resume.
-  void adopt(Peer& p, const caf::actor& proxy);
-  /// The rest of a queue-pair handshake from `p` (accept_connect), once it is taken for `p`.
-  Result<QpInfoMsg> finish_accept(Peer& p, const QpInfoMsg& remote);
-  /// Sends a request to peer manager `peer` (named `name`) and calls `ok` with its answer or
-  /// `fail` with its error, exactly once: with peer_unavailable at once if the peer is down or
-  /// goes down before it answers, with the request's error at `timeout`.
-  template <class T, class... Ts>
-  void ask_peer(const caf::actor& peer, const std::string& name, std::chrono::milliseconds timeout,
-                std::function<void(T&)> ok, std::function<void(const caf::error&)> fail,
-                Ts&&... xs) {
-    Peer& p = peer_for(peer, name);
-    if (!p.down_reason.empty())
-      return fail(peer_down_error(p));
-    if (p.reconnecting)
-      return fail(link_lost_error(p));
-    const uint64_t q = next_question_++;
-    p.questions.emplace(q, std::move(fail));
-    auto key = peer.address();
-    peer_request(p.manager, timeout, std::forward<Ts>(xs)...)
-        .then(
-            [this, key, q, ok](T& answer) {
-              if (take_question(key, q))
-                ok(answer);
-            },
-            [this, key, q](caf::error& err) {
-              if (auto f = take_question(key, q))
-                f(err);
-            });
-  }
-  /// A request to peer manager `dest`, sent by the facade in its own name (the manager's
-  /// handle never leaves the process); its answer or error comes back as a request's would.
-  template <class... Ts>
-  auto peer_request(const caf::actor& dest, std::chrono::milliseconds timeout, Ts&&... xs) {
-    return self_->request(
-        facade_, timeout,
-        PeerCall{route(dest), timeout, caf::make_message(std::forward<Ts>(xs)...), true});
-  }
-  /// A message to peer manager `dest`, sent by the facade (after every earlier peer message).
-  template <class... Ts>
-  void peer_send(const caf::actor& dest, Ts&&... xs) {
-    caf::anon_send(facade_, PeerCall{route(dest), std::chrono::milliseconds(0),
-                                     caf::make_message(std::forward<Ts>(xs)...), false});
-  }
-  /// Where messages to peer manager `dest` go: its current proxy (a reconnect replaces the one
-  /// handles carry, invariant 13), or `dest` itself when it is no known peer.
-  const caf::actor& route(const caf::actor& dest) const {
-    auto it = peers_.find(dest.address());
-    return it != peers_.end() && it->second.manager ? it->second.manager : dest;
-  }
-  /// Whether `owner` (a handle's) is this manager, as peers know it: its facade.
-  bool owns(const caf::actor& owner) const { return owner && owner.address() == facade_.address(); }
-  /// Asks the owner of `remote` (a peer manager) with `xs` and relays its answer or error (as
-  /// ask_peer: peer_unavailable at once if it is or goes down).
-  template <class T, class... Ts>
-  caf::result<T> relay_to_owner(const BufferHandle& remote, Ts&&... xs) {
-    auto rp = self_->make_response_promise<T>();
-    ask_peer<T>(
-        remote.owner, remote.owner_name, options_.handshake_timeout,
-        [rp](T& x) mutable { rp.deliver(std::move(x)); },
-        [rp](const caf::error& e) mutable { rp.deliver(e); }, std::forward<Ts>(xs)...);
-    return rp;
-  }
-  caf::error no_owner_error(const BufferHandle& remote) const;
-  /// The fail callback of question `q` to peer `key`, removed; empty if already answered.
-  std::function<void(const caf::error&)> take_question(const caf::actor_addr& key, uint64_t q);
-  QpInfoMsg to_msg(const QpInfo& info, uint64_t lane = 0) const;
-  /// range_checksum of [offset, offset + n) of a local buffer (host or GPU memory).
-  Result<uint64_t> local_checksum(const LocalBuffer& b, uint64_t offset, uint64_t n) const;
-  /// Copies between a local buffer (host or GPU memory) and host memory.
-  Status copy_out(const LocalBuffer& b, uint64_t offset, void* dst, uint64_t n) const;
-  Status copy_in(const LocalBuffer& b, uint64_t offset, const void* src, uint64_t n) const;
-  std::string peer_name(const caf::actor_addr& key) const;
 
-  /// Finishes the release of `id` once no transfer and no direct lane uses it.
-  void maybe_finish_release(uint64_t id);
-  Result<QpInfoMsg> accept_lane(Peer& peer, const QpInfoMsg& remote);
-  /// Tells a peer manager to drop its side of our direct lane `lane`.
-  void send_lane_drop(const caf::actor& peer, uint64_t lane);
-  /// Keeps `qp` while its handshake is in flight (`opening_`); the number to take it back with.
-  uint64_t hold_opening(std::shared_ptr<RdmaQueuePair> qp);
-  /// The QP held under `n`, no longer held; null when a device loss dropped it meanwhile.
-  std::shared_ptr<RdmaQueuePair> take_opening(uint64_t n);
 
   Self self_ = nullptr;
   /// Published in the manager's place; every message to or from another node passes it.
@@ -528,8 +232,6 @@ private:
   StagedPath staged_{*this};
   ChunkPath chunks_{*this};
   StreamPath stream_{*this};
-  /// Fetch windows of peer nodes, the owner side (invariant 12).
-  FetchWindows fetch_windows_{*this};
   std::unordered_map<uint64_t, Transfer> transfers_;
   /// Deadlines of live transfers. One timer message serves many transfers (no timer per
   /// transfer: scheduling one wakes CAF's clock thread, which costs the latency path).
@@ -556,5 +258,54 @@ private:
   /// Direct lanes this manager opened and that are still alive, by lane id.
   std::map<uint64_t, LaneRecord> lanes_;
 };
+
+// -- PeerTable's templates (they need the whole ManagerState) --------------------------------
+
+template <class... Ts>
+auto PeerTable::peer_request(const caf::actor& dest, std::chrono::milliseconds timeout, Ts&&... xs) {
+  return m_.self_->request(
+      m_.facade_, timeout,
+      PeerCall{route(dest), timeout, caf::make_message(std::forward<Ts>(xs)...), true});
+}
+
+template <class... Ts>
+void PeerTable::peer_send(const caf::actor& dest, Ts&&... xs) {
+  caf::anon_send(m_.facade_, PeerCall{route(dest), std::chrono::milliseconds(0),
+                                   caf::make_message(std::forward<Ts>(xs)...), false});
+}
+
+template <class T, class... Ts>
+void PeerTable::ask_peer(const caf::actor& peer, const std::string& name, std::chrono::milliseconds timeout,
+              std::function<void(T&)> ok, std::function<void(const caf::error&)> fail,
+              Ts&&... xs) {
+  Peer& p = peer_for(peer, name);
+  if (!p.down_reason.empty())
+    return fail(peer_down_error(p));
+  if (p.reconnecting)
+    return fail(link_lost_error(p));
+  const uint64_t q = m_.next_question_++;
+  p.questions.emplace(q, std::move(fail));
+  auto key = peer.address();
+  peer_request(p.manager, timeout, std::forward<Ts>(xs)...)
+      .then(
+          [this, key, q, ok](T& answer) {
+            if (take_question(key, q))
+              ok(answer);
+          },
+          [this, key, q](caf::error& err) {
+            if (auto f = take_question(key, q))
+              f(err);
+          });
+}
+
+template <class T, class... Ts>
+caf::result<T> PeerTable::relay_to_owner(const BufferHandle& remote, Ts&&... xs) {
+  auto rp = m_.self_->make_response_promise<T>();
+  ask_peer<T>(
+      remote.owner, remote.owner_name, m_.options_.handshake_timeout,
+      [rp](T& x) mutable { rp.deliver(std::move(x)); },
+      [rp](const caf::error& e) mutable { rp.deliver(e); }, std::forward<Ts>(xs)...);
+  return rp;
+}
 
 }  // namespace caf_rdma::detail

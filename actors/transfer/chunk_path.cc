@@ -74,7 +74,7 @@ void ChunkPath::ask_fetch(OpId id, uint64_t off, uint64_t n, uint64_t charge) {
   const caf::actor_addr key = o.peer;
   const uint64_t link = m_.peers_.at(key).link;
   const uint64_t local_off = op.local_offset + off;
-  m_.peer_request(op.remote.owner, chunk_timeout(id), fetch_atom::value, ref_of(op.remote),
+  m_.peer_table.peer_request(op.remote.owner, chunk_timeout(id), fetch_atom::value, ref_of(op.remote),
                   op.remote_offset + off, n)
       .then(
           [this, id, local_off, n, key, charge, link](ByteChunk& data) {
@@ -88,7 +88,7 @@ void ChunkPath::ask_fetch(OpId id, uint64_t off, uint64_t n, uint64_t charge) {
                                                            std::to_string(n) +
                                                            " bytes came back with " +
                                                            std::to_string(data.size))));
-            Status st = m_.copy_in(m_.buffers_.at(o->op.local.id), local_off, data.data, n);
+            Status st = m_.buffer_table.copy_in(m_.buffers_.at(o->op.local.id), local_off, data.data, n);
             if (!st.ok())
               return m_.finish_op(id, outcome_of(st.error()));
             chunk_done(id, n);
@@ -121,10 +121,10 @@ void ChunkPath::send_store(OpId id, uint64_t off, uint64_t n) {
     });
   } else {  // GPU memory: copied to the host first
     bytes = ByteChunk::allocate(n);
-    if (Status st = m_.copy_out(local, local_off, bytes.owned.get(), n); !st.ok())
+    if (Status st = m_.buffer_table.copy_out(local, local_off, bytes.owned.get(), n); !st.ok())
       return write_chunk_failed(id, ops_.at(id), outcome_of(st.error()));  // earlier ones may be out
   }
-  m_.peer_request(op.remote.owner, chunk_timeout(id), store_atom::value, ref_of(op.remote),
+  m_.peer_table.peer_request(op.remote.owner, chunk_timeout(id), store_atom::value, ref_of(op.remote),
                   op.remote_offset + off, std::move(bytes))
       .then([this, id](uint64_t stored) { chunk_done(id, stored); },
             [this, id](caf::error& err) { chunk_failed(id, err); });

@@ -13,7 +13,7 @@ void LocalCopyPath::start(OpId id) {
   const OpRecord& o = *m_.op_record(id);
   const TransferOp& op = o.op;
   const bool is_read = o.is_read();
-  auto rb = m_.owner_access(ref_of(op.remote), op.remote_offset, o.length, !is_read);
+  auto rb = m_.buffer_table.owner_access(ref_of(op.remote), op.remote_offset, o.length, !is_read);
   if (!rb.ok())
     return m_.fail_op(id, to_caf_error(rb.error().with_context("remote " + describe(op.remote))));
   const LocalBuffer& remote = **rb;
@@ -42,9 +42,9 @@ void LocalCopyPath::start(OpId id) {
   for (uint64_t done = 0, n = 0; done < o.length && st.ok(); done += n) {
     n = std::min(chunk, o.length - done);
     const uint64_t at = backwards ? o.length - done - n : done;
-    st = m_.copy_out(src, src_off + at, tmp.get(), n);
+    st = m_.buffer_table.copy_out(src, src_off + at, tmp.get(), n);
     if (st.ok())
-      st = m_.copy_in(dst, dst_off + at, tmp.get(), n);
+      st = m_.buffer_table.copy_in(dst, dst_off + at, tmp.get(), n);
   }
   if (!st.ok())
     return m_.fail_op(id, to_caf_error(st.error()));

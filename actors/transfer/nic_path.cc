@@ -18,7 +18,7 @@ void NicPath::connect(OpId id) {
     return m_.reroute(id, rdma_unusable_text(m_.domain_ != nullptr, m_.no_rdma_reason_,
                                              m_.port_down_));
   if (o->peer == m_.facade_.address()) {
-    auto qp = m_.loopback_qp();
+    auto qp = m_.handshakes.loopback_qp();
     if (!qp.ok())
       return m_.fail_op(id, to_caf_error(qp.error()));
     return qp_ready(id, *qp);
@@ -27,12 +27,12 @@ void NicPath::connect(OpId id) {
   if (p == nullptr)
     return;  // failed (down) or parked until its link is made again
   if (p->initiated && p->initiated->needs_recovery())
-    m_.drop_qp(*p, p->initiated);
+    m_.handshakes.drop_qp(*p, p->initiated);
   if (p->initiated)
     return qp_ready(id, p->initiated);
   p->waiting.push_back(id);
   if (!p->handshaking)
-    m_.handshake(o->peer);
+    m_.handshakes.handshake(o->peer);
 }
 
 void NicPath::qp_ready(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
@@ -93,7 +93,7 @@ void NicPath::drop_if_broken(OpId id) {
   auto qp = u != nullptr ? u->qp.lock() : nullptr;
   if (!qp || !qp->needs_recovery() || o == nullptr)
     return;
-  m_.drop_qp_of(o->peer, qp);
+  m_.handshakes.drop_qp_of(o->peer, qp);
 }
 
 void NicPath::failed(OpId id, TransferOutcome outcome, OpFault fault) {
@@ -132,14 +132,14 @@ void NicPath::explain_refusal(OpId id, TransferOutcome outcome) {
   };
   if (o.peer == m_.facade_.address()) {
     TransferOutcome owner =
-        m_.check_access(ref_of(op.remote), op.remote_offset, o.length, op.kind);
+        m_.buffer_table.check_access(ref_of(op.remote), op.remote_offset, o.length, op.kind);
     return m_.finish_op(id, owner.ok() ? std::move(outcome) : owner_said(owner));
   }
   // The answer comes well before the transfer's deadline, or the deadline ends the op.
   use(id)->awaiting_owner = true;
   auto nic = std::make_shared<TransferOutcome>(std::move(outcome));
   ManagerState& m = m_;
-  m_.ask_peer<TransferOutcome>(
+  m_.peer_table.ask_peer<TransferOutcome>(
       op.remote.owner, op.remote.owner_name, request_timeout(m_.transfers_.at(id.ticket)),
       [&m, id, nic, owner_said](TransferOutcome& owner) {
         m.finish_op(id, owner.ok() ? std::move(*nic) : owner_said(owner));
@@ -156,7 +156,7 @@ void NicPath::explain_refusal(OpId id, TransferOutcome outcome) {
 void NicPath::verify(OpId id) {
   OpRecord& o = *m_.op_record(id);
   const TransferOp& op = o.op;
-  auto mine = m_.local_checksum(m_.buffers_.at(op.local.id), op.local_offset, o.length);
+  auto mine = m_.buffer_table.local_checksum(m_.buffers_.at(op.local.id), op.local_offset, o.length);
   if (!mine.ok())
     return m_.finish_op(id, outcome_of(mine.error()));
   std::string where = op.local.device;
@@ -172,16 +172,16 @@ void NicPath::verify(OpId id) {
     m.finish_op(id, std::move(bad));
   };
   if (o.peer == m_.facade_.address()) {
-    auto rb = m_.owner_access(ref_of(op.remote), op.remote_offset, o.length, false);
+    auto rb = m_.buffer_table.owner_access(ref_of(op.remote), op.remote_offset, o.length, false);
     if (!rb.ok())
       return m_.finish_op(id, outcome_of(rb.error()));
-    auto theirs = m_.local_checksum(**rb, op.remote_offset, o.length);
+    auto theirs = m_.buffer_table.local_checksum(**rb, op.remote_offset, o.length);
     if (!theirs.ok())
       return m_.finish_op(id, outcome_of(theirs.error()));
     return compare(*theirs);
   }
   use(id)->awaiting_owner = true;
-  m_.ask_peer<uint64_t>(
+  m_.peer_table.ask_peer<uint64_t>(
       op.remote.owner, op.remote.owner_name, request_timeout(m_.transfers_.at(id.ticket)),
       [compare](uint64_t& remote) { compare(remote); },
       [&m, id, op](const caf::error& err) {
@@ -209,7 +209,7 @@ bool NicPath::deadline(OpId id, DeadlineStage stage) {
     return true;
   }
   // The flush did not finish in time: destroy the QP so the NIC stops for sure (invariant 4).
-  m_.drop_qp_of(o->peer, qp);
+  m_.handshakes.drop_qp_of(o->peer, qp);
   TransferOutcome out = m_.timed_out(id, "; its queue pair was destroyed");
   // Ours was the last reference: the QP is gone (the NIC stopped) before finish_op hands a
   // staged op's bounce buffer to another transfer.

@@ -89,7 +89,7 @@ void StagedPath::post_chunks(OpId id, StagedOp& s, const std::shared_ptr<RdmaQue
       // Out of the GPU into this half while the NIC may still move the other half's chunk.
       if (s.chunks_on_nic > 0)
         ++m_.counters_.staged_overlapped;
-      Status st = m_.copy_out(m_.buffers_.at(op.local.id), op.local_offset + c.offset,
+      Status st = m_.buffer_table.copy_out(m_.buffers_.at(op.local.id), op.local_offset + c.offset,
                               slot.memory->data() + at, c.length);
       if (!st.ok()) {
         s.error.emplace(outcome_of(st.error().with_context("rdma-staged write from " +
@@ -147,7 +147,7 @@ void StagedPath::chunk_done(OpId id, StagedOp& s, uint32_t chunk, TransferOutcom
       if (s.chunks_on_nic > 0)
         ++m_.counters_.staged_overlapped;
       const StagingChunk& c = s.chunks[chunk];
-      Status st = m_.copy_in(m_.buffers_.at(o.op.local.id), o.op.local_offset + c.offset,
+      Status st = m_.buffer_table.copy_in(m_.buffers_.at(o.op.local.id), o.op.local_offset + c.offset,
                              slots_[s.slot].memory->data() + half * chunk_bytes(), c.length);
       if (!st.ok())
         s.error.emplace(outcome_of(st.error().with_context("rdma-staged read into " +

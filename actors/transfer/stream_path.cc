@@ -13,7 +13,7 @@ void StreamPath::start(OpId id) {
   const OpRecord& o = *m_.op_record(id);
   const Transfer& t = m_.transfers_.at(id.ticket);
   const TransferOp& op = o.op;
-  m_.peer_request(op.remote.owner, request_timeout(t), stream_grant_atom::value,
+  m_.peer_table.peer_request(op.remote.owner, request_timeout(t), stream_grant_atom::value,
                   ref_of(op.remote), op.remote_offset, o.length, op.kind, t.timeout_ms)
       .then([this, id](StreamGrantMsg& grant) { granted(id, grant); },
             [this, id](caf::error& err) {
@@ -85,7 +85,7 @@ void StreamPath::job_ended(OpId id, uint64_t local_id, TransferOutcome outcome, 
       job_failed(id, std::move(outcome), refused);
     }
   }
-  m_.buffer_done(local_id);  // invariant 1: the job no longer touches the local memory
+  m_.buffer_table.buffer_done(local_id);  // invariant 1: the job no longer touches the local memory
 }
 
 void StreamPath::job_failed(OpId id, TransferOutcome outcome, bool refused) {
@@ -105,7 +105,7 @@ void StreamPath::job_failed(OpId id, TransferOutcome outcome, bool refused) {
     outcome.code = static_cast<uint8_t>(ErrorCode::kPeerUnavailable);
     outcome.message += " (" + peer_down_text(p->second.name, p->second.down_reason) + ")";
   } else if (lost) {
-    outcome = outcome_of(m_.link_lost_error(p->second));
+    outcome = outcome_of(m_.peer_table.link_lost_error(p->second));
   }
   outcome.message = fallback_failed_text(o.op, outcome.message);
   m_.finish_op(id, std::move(outcome));

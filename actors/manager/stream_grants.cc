@@ -1,16 +1,12 @@
-// RdmaManagerActor: the fallback's stream channel. A large fallback transfer between host
-// buffers asks the owner for a grant over CAF (the owner checks and holds its buffer), then the
-// requester's StreamClient moves the bytes over a TCP connection (TLS between nodes with
-// credentials) straight between the two registered buffers, and both sides learn the end
-// through internal messages. A stream the owner refused before taking it moves in CAF chunks
-// instead (manager invariant 11).
+// StreamGrants (see stream_grants.h).
+#include "actors/manager/stream_grants.h"
+
+
 #include "actors/detail/manager_state.h"
 
 namespace caf_rdma::detail {
 
-// -- owner side ---------------------------------------------------------------------------------
-
-caf::result<StreamGrantMsg> ManagerState::stream_grant(const BufferRef& ref, uint64_t offset,
+caf::result<StreamGrantMsg> StreamGrants::stream_grant(const BufferRef& ref, uint64_t offset,
                                                        uint64_t length, uint8_t kind,
                                                        uint32_t timeout_ms) {
   if (kind > static_cast<uint8_t>(TransferKind::kWrite))
@@ -20,31 +16,31 @@ caf::result<StreamGrantMsg> ManagerState::stream_grant(const BufferRef& ref, uin
   if (timeout_ms == 0)
     return make_rdma_error(ErrorCode::kInvalidArgument, "stream grant timeout must be > 0 ms");
   bool write = kind == static_cast<uint8_t>(TransferKind::kWrite);
-  auto b = owner_access(ref, offset, length, write);
+  auto b = m_.buffer_table.owner_access(ref, offset, length, write);
   if (!b.ok())
     return to_caf_error(b.error());
   LocalBuffer& buf = **b;
-  if (!stream_server_ || buf.memory != BufferMemory::kHost)
+  if (!m_.stream_server_ || buf.memory != BufferMemory::kHost)
     return StreamGrantMsg{};  // port 0: use fetch/store chunks
   // Counted per node (a node can speak through many actors).
-  const auto& sender = self_->current_sender();
+  const auto& sender = m_.self_->current_sender();
   caf::node_id peer = sender ? sender->node() : caf::node_id{};
-  uint32_t& peer_grants = grants_per_peer_[peer];
+  uint32_t& peer_grants = m_.grants_per_peer_[peer];
   if (buf.grants >= kMaxGrantsPerBuffer || peer_grants >= kMaxGrantsPerPeer) {
     if (peer_grants == 0)
-      grants_per_peer_.erase(peer);
+      m_.grants_per_peer_.erase(peer);
     return make_rdma_error(
         ErrorCode::kResourceExhausted,
-        "stream grant on buffer " + std::to_string(ref.id) + " of " + options_.name + " refused: " +
+        "stream grant on buffer " + std::to_string(ref.id) + " of " + m_.options_.name + " refused: " +
             (buf.grants >= kMaxGrantsPerBuffer
                  ? "the buffer has " + std::to_string(kMaxGrantsPerBuffer) + " grants outstanding"
                  : "the peer has " + std::to_string(kMaxGrantsPerPeer) + " grants outstanding"));
   }
-  const uint32_t limit_ms = capped(timeout_ms);
-  caf::actor_addr me = self_->address();
+  const uint32_t limit_ms = m_.capped(timeout_ms);
+  caf::actor_addr me = m_.self_->address();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limit_ms);
   uint64_t token =
-      stream_server_->grant(reinterpret_cast<uint8_t*>(buf.addr) + offset, length,
+      m_.stream_server_->grant(reinterpret_cast<uint8_t*>(buf.addr) + offset, length,
                             write ? StreamDirection::kIntoOwner : StreamDirection::kOutOfOwner,
                             deadline, [me](uint64_t token, const Status&, uint64_t bytes) {
                               if (auto h = caf::actor_cast<caf::actor>(me))
@@ -54,50 +50,50 @@ caf::result<StreamGrantMsg> ManagerState::stream_grant(const BufferRef& ref, uin
   ++buf.in_use;
   ++buf.grants;
   ++peer_grants;
-  grants_.emplace(token, GrantHold{ref.id, peer});
+  m_.grants_.emplace(token, GrantHold{ref.id, peer});
   // Withdrawn if nobody claims it in time (the requester timed out or died).
-  self_->delayed_send(self_, std::chrono::milliseconds(limit_ms) + kRequestBackstop,
+  m_.self_->delayed_send(m_.self_, std::chrono::milliseconds(limit_ms) + kRequestBackstop,
                       StreamExpire{token});
-  return StreamGrantMsg{token, stream_server_->host(), stream_server_->port()};
+  return StreamGrantMsg{token, m_.stream_server_->host(), m_.stream_server_->port()};
 }
 
-void ManagerState::end_grant(uint64_t token) {
-  auto it = grants_.find(token);
-  if (it == grants_.end())
+void StreamGrants::end_grant(uint64_t token) {
+  auto it = m_.grants_.find(token);
+  if (it == m_.grants_.end())
     return;
   GrantHold hold = it->second;
-  grants_.erase(it);
-  auto p = grants_per_peer_.find(hold.peer);
-  if (p != grants_per_peer_.end() && --p->second == 0)
-    grants_per_peer_.erase(p);
-  if (auto b = buffers_.find(hold.buffer); b != buffers_.end() && b->second.grants > 0)
+  m_.grants_.erase(it);
+  auto p = m_.grants_per_peer_.find(hold.peer);
+  if (p != m_.grants_per_peer_.end() && --p->second == 0)
+    m_.grants_per_peer_.erase(p);
+  if (auto b = m_.buffers_.find(hold.buffer); b != m_.buffers_.end() && b->second.grants > 0)
     --b->second.grants;
-  buffer_done(hold.buffer);
+  m_.buffer_table.buffer_done(hold.buffer);
 }
 
-void ManagerState::revoke_unclaimed_grants(uint64_t buffer) {
-  if (!stream_server_)
+void StreamGrants::revoke_unclaimed_grants(uint64_t buffer) {
+  if (!m_.stream_server_)
     return;
   std::vector<uint64_t> tokens;
-  for (const auto& [token, hold] : grants_)
+  for (const auto& [token, hold] : m_.grants_)
     if (hold.buffer == buffer)
       tokens.push_back(token);
   for (uint64_t token : tokens)
-    if (stream_server_->revoke(token))
+    if (m_.stream_server_->revoke(token))
       end_grant(token);
 }
 
-void ManagerState::stream_served(uint64_t token, uint64_t bytes) {
-  if (grants_.count(token) == 0)
+void StreamGrants::stream_served(uint64_t token, uint64_t bytes) {
+  if (m_.grants_.count(token) == 0)
     return;
-  counters_.served_fallback_bytes += bytes;
+  m_.counters_.served_fallback_bytes += bytes;
   end_grant(token);
 }
 
-void ManagerState::stream_expire(uint64_t token) {
+void StreamGrants::stream_expire(uint64_t token) {
   // Claimed grants end with StreamServed (the server calls `done` once it stops touching the
   // memory); an unclaimed one is withdrawn here.
-  if (stream_server_ && stream_server_->revoke(token))
+  if (m_.stream_server_ && m_.stream_server_->revoke(token))
     end_grant(token);
 }
 

@@ -1,18 +1,37 @@
-// RdmaManagerActor: buffer registration, release, owner-side fallback access, counters.
+// BufferTable (see buffer_table.h).
+#include "actors/manager/buffer_table.h"
+
+#include "components/checksum.h"
+#include "components/host_mapping.h"
+#include "components/secure_random.h"
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <new>
 
-#include "components/checksum.h"
-#include "components/host_mapping.h"
-#include "components/secure_random.h"
-
 #include "actors/detail/manager_state.h"
 
 namespace caf_rdma::detail {
 
-caf::result<BufferHandle> ManagerState::request_buffer(uint64_t addr, uint64_t size,
+namespace {
+
+Status check_span(const LocalBuffer& b, uint64_t id, uint64_t offset, uint64_t length,
+                  const std::string& owner) {
+  if (length == 0)
+    return Error(ErrorCode::kInvalidArgument,
+                 "zero-length access to buffer " + std::to_string(id) + " of " + owner);
+  if (offset > b.size || length > b.size - offset)
+    return Error(ErrorCode::kOutOfBounds, "offset " + std::to_string(offset) + " length " +
+                                              std::to_string(length) + " does not fit buffer " +
+                                              std::to_string(id) + " of " + owner + " (size " +
+                                              std::to_string(b.size) + ")");
+  return {};
+}
+
+}  // namespace
+
+
+caf::result<BufferHandle> BufferTable::request_buffer(uint64_t addr, uint64_t size,
                                                        uint8_t access) {
   if (addr == 0 || size == 0)
     return make_rdma_error(ErrorCode::kInvalidArgument,
@@ -34,12 +53,12 @@ caf::result<BufferHandle> ManagerState::request_buffer(uint64_t addr, uint64_t s
   Access mr_access =
       entry.access == BufferAccess::kReadOnly ? Access::kReadOnly : Access::kReadWrite;
   PointerInfo where;
-  if (options_.device_memory) {
-    auto kind = options_.device_memory->classify(addr, size);
+  if (m_.options_.device_memory) {
+    auto kind = m_.options_.device_memory->classify(addr, size);
     if (!kind.ok())
       return to_caf_error(kind.error().with_context(
           "buffer request at address " + std::to_string(addr) + " of " + std::to_string(size) +
-          " bytes: cannot tell host from GPU memory (" + options_.device_memory->name() + ")"));
+          " bytes: cannot tell host from GPU memory (" + m_.options_.device_memory->name() + ")"));
     where = *kind;
   }
   BufferHandle h;
@@ -56,25 +75,25 @@ caf::result<BufferHandle> ManagerState::request_buffer(uint64_t addr, uint64_t s
   if (where.on_gpu()) {
     entry.gpu = where.device;
     entry.memory = BufferMemory::kGpuStaged;
-    if (domain_) {
+    if (m_.domain_) {
       // GPUDirect when the NIC can register GPU memory; otherwise transfers stage through
       // host bounce buffers (reported as path rdma-staged).
       auto mr =
-          options_.device_memory->register_direct(domain_->pd(), where, addr, size, mr_access);
+          m_.options_.device_memory->register_direct(m_.domain_->pd(), where, addr, size, mr_access);
       if (mr.ok()) {
-        entry.rdma = domain_->adopt_region(std::move(*mr), addr, size, mr_access);
+        entry.rdma = m_.domain_->adopt_region(std::move(*mr), addr, size, mr_access);
         entry.memory = BufferMemory::kGpuDirect;
         h.rkey = entry.rdma.rkey();
-      } else if (staged_gpus_.insert(where.device).second) {
+      } else if (m_.staged_gpus_.insert(where.device).second) {
         // Staging works, but is slower: a host that expects GPUDirect must learn why not.
         std::fprintf(stderr,
                      "caf-rdma: %s: memory of GPU %d is staged through host bounce buffers "
                      "(no GPUDirect): %s\n",
-                     options_.name.c_str(), where.device, mr.error().message().c_str());
+                     m_.options_.name.c_str(), where.device, mr.error().message().c_str());
       }
     }
-  } else if (domain_) {
-    auto b = domain_->register_buffer(reinterpret_cast<void*>(addr), size, mr_access);
+  } else if (m_.domain_) {
+    auto b = m_.domain_->register_buffer(reinterpret_cast<void*>(addr), size, mr_access);
     if (!b.ok())
       return to_caf_error(b.error());
     entry.rdma = *b;
@@ -87,50 +106,50 @@ caf::result<BufferHandle> ManagerState::request_buffer(uint64_t addr, uint64_t s
                                                     std::to_string(addr) + " of " +
                                                     std::to_string(size) + " bytes"));
   }
-  if (domain_) {
-    h.device = domain_->device_name();
-    Gid gid = domain_->gid();
+  if (m_.domain_) {
+    h.device = m_.domain_->device_name();
+    Gid gid = m_.domain_->gid();
     h.gid.assign(gid.begin(), gid.end());
-    h.ethernet = domain_->port().is_ethernet;
-    h.incarnation = domain_->incarnation();
+    h.ethernet = m_.domain_->port().is_ethernet;
+    h.incarnation = m_.domain_->incarnation();
   }
   h.memory = static_cast<uint8_t>(entry.memory);
   h.gpu = entry.gpu;
-  h.id = next_buffer_id_++;
+  h.id = m_.next_buffer_id_++;
   h.addr = addr;
   h.size = size;
   h.access = access;
-  h.owner = facade_;  // peers know the manager by its facade
-  h.owner_name = options_.name;
+  h.owner = m_.facade_;  // peers know the manager by its facade
+  h.owner_name = m_.options_.name;
   secure_random(&entry.secret_hi, sizeof(entry.secret_hi));
   secure_random(&entry.secret_lo, sizeof(entry.secret_lo));
   h.secret_hi = entry.secret_hi;
   h.secret_lo = entry.secret_lo;
   if (!entry.rdma.released() && entry.memory != BufferMemory::kGpuStaged)
-    registry_->add(h.id, entry.rdma, size, entry.access, entry.secret_hi, entry.secret_lo);
-  buffers_.emplace(h.id, std::move(entry));
+    m_.registry_->add(h.id, entry.rdma, size, entry.access, entry.secret_hi, entry.secret_lo);
+  m_.buffers_.emplace(h.id, std::move(entry));
   return h;
 }
 
-Result<LocalBuffer*> ManagerState::owned_buffer(uint64_t id, const char* role) {
-  auto it = buffers_.find(id);
-  if (it == buffers_.end()) {
-    if (id != 0 && id < next_buffer_id_)
+Result<LocalBuffer*> BufferTable::owned_buffer(uint64_t id, const char* role) {
+  auto it = m_.buffers_.find(id);
+  if (it == m_.buffers_.end()) {
+    if (id != 0 && id < m_.next_buffer_id_)
       return Error(ErrorCode::kReleased, std::string(role) + " buffer " + std::to_string(id) +
-                                             " of " + options_.name + " was released");
+                                             " of " + m_.options_.name + " was released");
     return Error(ErrorCode::kUnknownBuffer, std::string(role) + " buffer id " + std::to_string(id) +
-                                                " is unknown to " + options_.name);
+                                                " is unknown to " + m_.options_.name);
   }
   if (it->second.released)
     return Error(ErrorCode::kReleased, std::string(role) + " buffer " + std::to_string(id) +
-                                           " of " + options_.name + " was released");
+                                           " of " + m_.options_.name + " was released");
   return &it->second;
 }
 
-Result<LocalBuffer*> ManagerState::local_buffer(const BufferHandle& h, const char* role) {
-  if (!owns(h.owner))
+Result<LocalBuffer*> BufferTable::local_buffer(const BufferHandle& h, const char* role) {
+  if (!m_.peer_table.owns(h.owner))
     return Error(ErrorCode::kInvalidArgument,
-                 std::string(role) + " " + describe(h) + " is not owned by " + options_.name +
+                 std::string(role) + " " + describe(h) + " is not owned by " + m_.options_.name +
                      ": send the request to the manager that owns the local buffer");
   CAF_RDMA_ASSIGN_OR_RETURN(LocalBuffer * b, owned_buffer(h.id, role));
   if (b->addr != h.addr || b->size != h.size ||
@@ -141,7 +160,7 @@ Result<LocalBuffer*> ManagerState::local_buffer(const BufferHandle& h, const cha
   return b;
 }
 
-caf::result<uint64_t> ManagerState::release_buffer(uint64_t id) {
+caf::result<uint64_t> BufferTable::release_buffer(uint64_t id) {
   auto b = owned_buffer(id, "released");
   if (!b.ok())
     return to_caf_error(b.error());
@@ -154,86 +173,69 @@ caf::result<uint64_t> ManagerState::release_buffer(uint64_t id) {
   // holder cannot keep the release waiting up to max_timeout. A claimed grant is a transfer in
   // flight: waited for, like the others. (Before `released` is set, so that ending their holds
   // cannot finish, and erase, the buffer under this function.)
-  revoke_unclaimed_grants(id);
+  m_.grants.revoke_unclaimed_grants(id);
   buf->released = true;
-  bool lanes_idle = registry_->release(id);
+  bool lanes_idle = m_.registry_->release(id);
   uint64_t size = buf->size;
   if (buf->in_use == 0 && lanes_idle) {
-    buffers_.erase(id);
+    m_.buffers_.erase(id);
     return size;
   }
-  auto rp = self_->make_response_promise<uint64_t>();
+  auto rp = m_.self_->make_response_promise<uint64_t>();
   buf->release_waiters.push_back(rp);
   return rp;
 }
 
-void ManagerState::buffer_done(uint64_t id) {
-  auto it = buffers_.find(id);
-  if (it == buffers_.end())
+void BufferTable::buffer_done(uint64_t id) {
+  auto it = m_.buffers_.find(id);
+  if (it == m_.buffers_.end())
     return;
   if (it->second.in_use > 0)
     --it->second.in_use;
   maybe_finish_release(id);
 }
 
-void ManagerState::lane_idle(uint64_t id) {
+void BufferTable::lane_idle(uint64_t id) {
   maybe_finish_release(id);
 }
 
-void ManagerState::maybe_finish_release(uint64_t id) {
-  auto it = buffers_.find(id);
-  if (it == buffers_.end())
+void BufferTable::maybe_finish_release(uint64_t id) {
+  auto it = m_.buffers_.find(id);
+  if (it == m_.buffers_.end())
     return;
   LocalBuffer& b = it->second;
-  if (!b.released || b.in_use > 0 || registry_->busy(id))
+  if (!b.released || b.in_use > 0 || m_.registry_->busy(id))
     return;
   for (auto& rp : b.release_waiters)
     rp.deliver(b.size);
-  buffers_.erase(it);
+  m_.buffers_.erase(it);
 }
 
-namespace {
-
-Status check_span(const LocalBuffer& b, uint64_t id, uint64_t offset, uint64_t length,
-                  const std::string& owner) {
-  if (length == 0)
-    return Error(ErrorCode::kInvalidArgument,
-                 "zero-length access to buffer " + std::to_string(id) + " of " + owner);
-  if (offset > b.size || length > b.size - offset)
-    return Error(ErrorCode::kOutOfBounds, "offset " + std::to_string(offset) + " length " +
-                                              std::to_string(length) + " does not fit buffer " +
-                                              std::to_string(id) + " of " + owner + " (size " +
-                                              std::to_string(b.size) + ")");
-  return {};
-}
-
-}  // namespace
-
-Status ManagerState::copy_out(const LocalBuffer& b, uint64_t offset, void* dst, uint64_t n) const {
+Status BufferTable::copy_out(const LocalBuffer& b, uint64_t offset, void* dst, uint64_t n) const {
   if (b.memory == BufferMemory::kHost) {
     std::memcpy(dst, reinterpret_cast<const uint8_t*>(b.addr) + offset, n);
     return {};
   }
-  return options_.device_memory->copy_to_host(dst, b.addr + offset, n, b.gpu);
+  return m_.options_.device_memory->copy_to_host(dst, b.addr + offset, n, b.gpu);
 }
 
-Status ManagerState::copy_in(const LocalBuffer& b, uint64_t offset, const void* src,
+Status BufferTable::copy_in(const LocalBuffer& b, uint64_t offset, const void* src,
                              uint64_t n) const {
   if (b.memory == BufferMemory::kHost) {
     std::memcpy(reinterpret_cast<uint8_t*>(b.addr) + offset, src, n);
     return {};
   }
-  return options_.device_memory->copy_to_device(b.addr + offset, src, n, b.gpu);
+  return m_.options_.device_memory->copy_to_device(b.addr + offset, src, n, b.gpu);
 }
 
-Result<LocalBuffer*> ManagerState::owner_access(const BufferRef& ref, uint64_t offset,
+Result<LocalBuffer*> BufferTable::owner_access(const BufferRef& ref, uint64_t offset,
                                                 uint64_t length, bool write) {
   const uint64_t id = ref.id;
   // An id never issued is refused as a wrong secret is, in the same words: a peer cannot tell
   // which ids are live by probing (a released id still says so: its holders are told why).
   auto refused = [&] {
     return Error(ErrorCode::kPermissionDenied,
-                 "access to buffer " + std::to_string(id) + " of " + options_.name +
+                 "access to buffer " + std::to_string(id) + " of " + m_.options_.name +
                      " refused: the handle's secret is not the one its owner issued (forged, or "
                      "a handle of an earlier registration)");
   };
@@ -246,12 +248,12 @@ Result<LocalBuffer*> ManagerState::owner_access(const BufferRef& ref, uint64_t o
     return refused();
   if (write && b->access != BufferAccess::kReadWrite)
     return Error(ErrorCode::kInvalidArgument,
-                 "remote buffer " + std::to_string(id) + " of " + options_.name + " is read-only");
-  CAF_RDMA_RETURN_IF_ERROR(check_span(*b, id, offset, length, options_.name));
+                 "remote buffer " + std::to_string(id) + " of " + m_.options_.name + " is read-only");
+  CAF_RDMA_RETURN_IF_ERROR(check_span(*b, id, offset, length, m_.options_.name));
   return b;
 }
 
-Result<ByteChunk> ManagerState::fetch_chunk(const BufferRef& ref, uint64_t offset,
+Result<ByteChunk> BufferTable::fetch_chunk(const BufferRef& ref, uint64_t offset,
                                             uint64_t length) {
   CAF_RDMA_ASSIGN_OR_RETURN(LocalBuffer * b, owner_access(ref, offset, length, false));
   // A copy (out of host or GPU memory): the reply may be serialized after the buffer was
@@ -261,29 +263,29 @@ Result<ByteChunk> ManagerState::fetch_chunk(const BufferRef& ref, uint64_t offse
     return Error(ErrorCode::kResourceExhausted,
                  "no memory for a fetch chunk of " + std::to_string(length) + " bytes");
   CAF_RDMA_RETURN_IF_ERROR(copy_out(*b, offset, c.owned.get(), length));
-  counters_.served_fallback_bytes += length;
+  m_.counters_.served_fallback_bytes += length;
   return c;
 }
 
-caf::result<uint64_t> ManagerState::store(const BufferRef& ref, uint64_t offset,
+caf::result<uint64_t> BufferTable::store(const BufferRef& ref, uint64_t offset,
                                           const ByteChunk& bytes) {
   auto b = owner_access(ref, offset, bytes.size, true);
   if (!b.ok())
     return to_caf_error(b.error());
   if (Status st = copy_in(**b, offset, bytes.data, bytes.size); !st.ok())
     return to_caf_error(st.error());
-  counters_.served_fallback_bytes += bytes.size;
+  m_.counters_.served_fallback_bytes += bytes.size;
   return bytes.size;
 }
 
-TransferOutcome ManagerState::check_access(const BufferRef& ref, uint64_t offset, uint64_t length,
+TransferOutcome BufferTable::check_access(const BufferRef& ref, uint64_t offset, uint64_t length,
                                            uint8_t kind) {
   bool write = kind == static_cast<uint8_t>(TransferKind::kWrite);
   auto b = owner_access(ref, offset, length, write);
   return b.ok() ? TransferOutcome{} : outcome_of(b.error());
 }
 
-Result<uint64_t> ManagerState::local_checksum(const LocalBuffer& b, uint64_t offset,
+Result<uint64_t> BufferTable::local_checksum(const LocalBuffer& b, uint64_t offset,
                                               uint64_t n) const {
   if (b.memory == BufferMemory::kHost)
     return range_checksum(reinterpret_cast<const uint8_t*>(b.addr) + offset, n);
@@ -295,7 +297,7 @@ Result<uint64_t> ManagerState::local_checksum(const LocalBuffer& b, uint64_t off
   return range_checksum(tmp.get(), n);
 }
 
-caf::result<uint64_t> ManagerState::checksum(const BufferRef& ref, uint64_t offset,
+caf::result<uint64_t> BufferTable::checksum(const BufferRef& ref, uint64_t offset,
                                              uint64_t length) {
   auto b = owner_access(ref, offset, length, false);
   if (!b.ok())
@@ -306,52 +308,6 @@ caf::result<uint64_t> ManagerState::checksum(const BufferRef& ref, uint64_t offs
   return *sum;
 }
 
-ManagerStats ManagerState::stats() const {
-  ManagerStats s;
-  s.device = domain_ ? domain_->device_name() : "";
-  s.transport = to_string(options_.mode);
-  s.rdma_ops = counters_.rdma_ops;
-  s.rdma_bytes = counters_.rdma_bytes;
-  s.fallback_ops = counters_.fallback_ops;
-  s.fallback_bytes = counters_.fallback_bytes;
-  s.errors = counters_.errors;
-  s.handshakes = counters_.handshakes;
-  s.served_fallback_bytes = counters_.served_fallback_bytes;
-  s.stream_ops = counters_.stream_ops;
-  s.stream_refused = counters_.stream_refused;
-  s.facade_dropped = facade_counters_->dropped.load(std::memory_order_relaxed);
-  s.forged_answers = facade_counters_->forged.load(std::memory_order_relaxed);
-  auto direct = registry_->counters();
-  s.rdma_ops += direct.ops;
-  s.rdma_bytes += direct.bytes;
-  s.errors += direct.errors;
-  s.direct_ops = direct.ops;
-  s.lanes = lanes_.size();
-  for (const auto& [key, peer] : peers_)
-    s.lanes += peer.lanes.size();
-  for (const auto& [key, peer] : peers_)
-    s.live_qps += (peer.initiated ? 1 : 0) + (peer.accepted ? 1 : 0);
-  s.live_qps += loopback_ ? 1 : 0;
-  s.shared_cq_qps = completions_ ? completions_->stats().attached : 0;
-  s.polled_cqs = poller_ ? poller_->sources() : 0;
-  s.staged_chunks = counters_.staged_chunks;
-  s.staged_overlapped = counters_.staged_overlapped;
-  s.links_lost = counters_.links_lost;
-  s.reconnects = counters_.reconnects;
-  for (const auto& [id, b] : buffers_) {
-    s.registered_buffers += b.released ? 0 : 1;
-    s.busy_buffers += b.in_use > 0 || registry_->busy(id) ? 1 : 0;
-  }
-  if (domain_)
-    s.registered_bytes = domain_->registration_stats().registered_bytes;
-  s.window_bytes = fetch_windows_.held();
-  s.fetches_waiting = fetch_windows_.fetches_waiting();
-  s.device_losses = device_losses_;
-  s.device_reopens = device_reopens_;
-  s.no_rdma_reason = !domain_             ? no_rdma_reason_
-                     : port_down_.empty() ? ""
-                                          : "RDMA port down: " + port_down_;
-  return s;
-}
+void BufferTable::chunk_sent(uint64_t id) { buffer_done(id); }
 
 }  // namespace caf_rdma::detail

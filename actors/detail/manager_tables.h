@@ -1,0 +1,158 @@
+// The tables the manager's front keeps (actors/detail/manager_state.h): its buffers, its
+// transfers and their ops, its peers, and what its parts (actors/manager/) and paths
+// (actors/transfer/) share. Plain data: the rules that govern them are in manager_state.h.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/detail/manager_events.h"
+#include "actors/direct_registry.h"
+#include "actors/peer_facade.h"
+#include "actors/rdma_errors.h"
+#include "actors/rdma_manager_actor.h"
+#include "actors/transfer/transfer_path.h"
+#include "actors/transfer_checks.h"
+#include "components/completion_poller.h"
+#include "components/device_monitor.h"
+#include "components/rdma_domain.h"
+#include "components/rdma_queue_pair.h"
+#include "components/secure_random.h"
+#include "components/stream_client.h"
+#include "components/stream_server.h"
+
+namespace caf_rdma::detail {
+
+/// The host buffer of a local copy that involves GPU memory moves this much at a time.
+constexpr uint64_t kLocalCopyChunk = 4 << 20;
+
+/// Extra time CAF requests to peer managers get beyond their transfer's timeout.
+constexpr std::chrono::seconds kRequestBackstop{1};
+
+/// Invariant 13: connects to a peer whose link was lost, and the pause before each.
+constexpr uint32_t kReconnectAttempts = 3;
+constexpr std::chrono::milliseconds kReconnectPause[kReconnectAttempts] = {
+    std::chrono::milliseconds(50), std::chrono::milliseconds(500), std::chrono::milliseconds(2000)};
+
+struct LocalBuffer {
+  uint64_t addr = 0;
+  uint64_t size = 0;
+  BufferAccess access = BufferAccess::kReadWrite;
+  BufferMemory memory = BufferMemory::kHost;
+  int gpu = -1;                           ///< CUDA device of GPU memory
+  uint64_t secret_hi = 0, secret_lo = 0;  ///< the handle's secret (capability)
+  RdmaBuffer rdma;                        ///< empty without a device
+  uint32_t in_use = 0;  ///< transfers, grants and fallback chunks in flight currently using it
+  uint32_t grants = 0;  ///< stream grants outstanding on it (counted in in_use too)
+  bool released = false;
+  std::vector<caf::typed_response_promise<uint64_t>> release_waiters;
+};
+
+/// One op of a transfer as the front sees it; what its path keeps for it lives in the path
+/// (actors/transfer/*_path.h).
+struct OpRecord {
+  TransferOp op;
+  uint64_t length = 0;
+  PathKind path = PathKind::kNone;
+  caf::actor_addr peer;      ///< the remote owner
+  bool holds_local = false;  ///< counted in the local buffer's in_use
+  bool done = false;
+
+  bool is_read() const { return op.kind == static_cast<uint8_t>(TransferKind::kRead); }
+};
+
+struct Transfer {
+  bool batch = false;
+  caf::typed_response_promise<TransferReply> single;
+  caf::typed_response_promise<std::vector<TransferOutcome>> many;
+  std::vector<OpRecord> ops;
+  std::vector<TransferOutcome> outcomes;
+  size_t remaining = 0;
+  uint32_t timeout_ms = 0;
+  std::chrono::steady_clock::time_point due;  ///< when it times out
+  bool timed_out = false;
+  std::multimap<std::chrono::steady_clock::time_point, uint64_t>::iterator deadline;
+};
+
+struct Peer {
+  caf::actor manager;
+  std::string name;
+  std::shared_ptr<RdmaQueuePair> initiated;
+  std::shared_ptr<RdmaQueuePair> accepted;
+  bool handshaking = false;
+  std::vector<OpId> waiting;  ///< ops waiting for the QP
+  bool monitored = false;
+  std::string down_reason;  ///< non-empty once the peer is gone
+  /// Invariant 13: its link was lost (why) and is being made again; new ops wait in `parked`.
+  bool reconnecting = false;
+  std::string link_lost;
+  std::vector<OpId> parked;  ///< ops waiting for the link
+  bool no_stream = false;  ///< its owner answered a stream grant with port 0: use chunks
+  std::map<uint64_t, std::shared_ptr<RdmaQueuePair>> lanes;  ///< accepted direct lanes, by id
+  /// Questions asked of it (ask_peer) and not yet answered: each fails with peer_unavailable
+  /// when it goes down, not at its timeout.
+  std::map<uint64_t, std::function<void(const caf::error&)>> questions;
+  /// As requester (invariant 12): window charge of the fetches asked of it and not yet
+  /// answered, and the fallback reads waiting to ask more (ChunkPath).
+  uint64_t fetching = 0;
+  std::deque<OpId> fetch_queue;
+  /// Counts its lost links (invariant 13): `fetching` holds only fetches asked over the
+  /// current one; answers to earlier ones (their requests' timeouts) release nothing.
+  uint64_t link = 0;
+};
+
+/// A direct lane this manager opened (the lane itself belongs to its client).
+struct LaneRecord {
+  caf::actor_addr owner;            ///< peer key, or our own address for a loopback lane
+  std::weak_ptr<RdmaQueuePair> qp;  ///< aborted when the owner goes down
+  std::weak_ptr<DirectLane> lane;   ///< retired when our device goes (DirectLane invariant 5)
+};
+
+/// At most this many direct lanes from one peer manager are accepted at once.
+constexpr size_t kMaxLanesPerPeer = 256;
+
+/// A stream grant this manager made as owner, until it is used or withdrawn.
+struct GrantHold {
+  uint64_t buffer = 0;  ///< held (counted in its in_use and grants)
+  caf::node_id peer;    ///< whose node asked (counted in grants_per_peer_)
+};
+
+/// A directory entry and the (local) actor that put it, for diagnostics.
+struct DirEntry {
+  BufferHandle handle;
+  caf::actor_addr putter;
+};
+
+struct DirWaiter {
+  uint64_t id;
+  caf::typed_response_promise<BufferHandle> rp;
+  caf::node_id node;     // the requester's node: waits are capped per other node
+  bool counted = false;  // counted in dir_waiters_per_node_ (a request from another node)
+};
+
+struct Counters {
+  uint64_t rdma_ops = 0, rdma_bytes = 0, fallback_ops = 0, fallback_bytes = 0, errors = 0;
+  uint64_t handshakes = 0, served_fallback_bytes = 0, stream_ops = 0, stream_refused = 0;
+  uint64_t staged_chunks = 0, staged_overlapped = 0;
+  uint64_t links_lost = 0, reconnects = 0;
+};
+
+/// A failed request's or lower layer's error as a transfer outcome (CAF's request timeout is
+/// `timeout`, an unreachable or gone receiver `peer_unavailable`).
+TransferOutcome outcome_of(const caf::error& err);
+TransferOutcome outcome_of(const Error& err);
+/// The queue-pair info a peer sent in a handshake.
+QpInfo from_msg(const QpInfoMsg& m);
+/// How long a transfer's requests to peer managers may take: its timeout plus kRequestBackstop.
+std::chrono::milliseconds request_timeout(const Transfer& t);
+
+}  // namespace caf_rdma::detail

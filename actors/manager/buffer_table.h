@@ -1,0 +1,54 @@
+// BufferTable: the table of this node's registered buffers: registration, release (manager invariants 1, 2), the owner's checks of every access a peer or a local copy makes, and copies into and out of host or GPU memory.
+// A part of the manager (actors/detail/manager_state.h): it works on the tables the front keeps
+// (manager_tables.h) and holds no state of its own unless said below.
+#pragma once
+
+#include "actors/detail/manager_tables.h"
+
+namespace caf_rdma::detail {
+
+class ManagerState;
+
+class BufferTable {
+public:
+  explicit BufferTable(ManagerState& m) : m_(m) {}
+  BufferTable(const BufferTable&) = delete;
+  BufferTable& operator=(const BufferTable&) = delete;
+
+  caf::result<BufferHandle> request_buffer(uint64_t addr, uint64_t size, uint8_t access);
+  caf::result<uint64_t> release_buffer(uint64_t id);
+  /// A copy of [offset, offset + length) of the buffer for a fetch answer, after the owner's
+  /// checks.
+  Result<ByteChunk> fetch_chunk(const BufferRef& ref, uint64_t offset, uint64_t length);
+  caf::result<uint64_t> store(const BufferRef& ref, uint64_t offset, const ByteChunk& bytes);
+  /// The owner's view of a peer's access (after its NIC refused one): ok, or why not.
+  TransferOutcome check_access(const BufferRef& ref, uint64_t offset, uint64_t length,
+                               uint8_t kind);
+  /// Verify mode: range_checksum of a range of the buffer.
+  caf::result<uint64_t> checksum(const BufferRef& ref, uint64_t offset, uint64_t length);
+  /// The live local buffer named by a handle, or an error naming what is wrong.
+  Result<LocalBuffer*> local_buffer(const BufferHandle& h, const char* role);
+  /// Buffer by id for owner-side checks (fetch, store, local copies).
+  Result<LocalBuffer*> owned_buffer(uint64_t id, const char* role);
+  /// Owner-side checks of a peer's access (fetch, store, stream grants): the buffer is live,
+  /// the secret is its own, it is writable for a write, and [offset, offset + length) fits it.
+  Result<LocalBuffer*> owner_access(const BufferRef& ref, uint64_t offset, uint64_t length,
+                                    bool write);
+  /// A zero-copy store chunk's hold on local buffer `id` ended (ChunkSent).
+  void chunk_sent(uint64_t id);
+  void buffer_done(uint64_t id);
+  /// A direct lane's last use of released buffer `id` ended.
+  void lane_idle(uint64_t id);
+  /// Finishes the release of `id` once no transfer and no direct lane uses it.
+  void maybe_finish_release(uint64_t id);
+  /// range_checksum of [offset, offset + n) of a local buffer (host or GPU memory).
+  Result<uint64_t> local_checksum(const LocalBuffer& b, uint64_t offset, uint64_t n) const;
+  Status copy_in(const LocalBuffer& b, uint64_t offset, const void* src, uint64_t n) const;
+  /// Copies between a local buffer (host or GPU memory) and host memory.
+  Status copy_out(const LocalBuffer& b, uint64_t offset, void* dst, uint64_t n) const;
+
+private:
+  ManagerState& m_;
+};
+
+}  // namespace caf_rdma::detail

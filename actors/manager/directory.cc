@@ -1,0 +1,101 @@
+// Directory (see directory.h).
+#include "actors/manager/directory.h"
+
+#include "actors/rdma_manager_actor.h"
+#include "primitives/cuda_driver.h"
+#include <algorithm>
+#include <caf/actor_proxy.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "actors/detail/manager_state.h"
+
+namespace caf_rdma::detail {
+
+caf::result<bool> Directory::dir_put(std::string key, BufferHandle h) {
+  if (key.empty() || key.size() > kMaxDirectoryName)
+    return make_rdma_error(ErrorCode::kInvalidArgument,
+                           "directory name of " + std::to_string(key.size()) +
+                               " bytes: names have 1.." + std::to_string(kMaxDirectoryName));
+  auto putter = caf::actor_cast<caf::actor_addr>(m_.self_->current_sender());
+  auto it = m_.directory_.find(key);
+  if (it == m_.directory_.end() && m_.directory_.size() >= kMaxDirectoryEntries)
+    return make_rdma_error(ErrorCode::kResourceExhausted,
+                           "the directory of " + m_.options_.name + " is full (" +
+                               std::to_string(kMaxDirectoryEntries) + " names)");
+  auto waiters = m_.dir_waiters_.find(key);
+  if (waiters != m_.dir_waiters_.end()) {
+    for (auto& w : waiters->second) {
+      w.rp.deliver(h);
+      forget_dir_waiter(w);
+    }
+    m_.dir_waiters_.erase(waiters);
+  }
+  m_.directory_[std::move(key)] = DirEntry{std::move(h), std::move(putter)};
+  return true;
+}
+
+caf::result<BufferHandle> Directory::dir_get(const std::string& key, uint32_t wait_ms) {
+  auto it = m_.directory_.find(key);
+  if (it != m_.directory_.end())
+    return it->second.handle;
+  if (key.empty() || key.size() > kMaxDirectoryName)
+    return make_rdma_error(ErrorCode::kInvalidArgument,
+                           "directory name of " + std::to_string(key.size()) +
+                               " bytes: names have 1.." + std::to_string(kMaxDirectoryName));
+  if (wait_ms == 0)
+    return make_rdma_error(ErrorCode::kTimeout, "no buffer handle named '" + key +
+                                                    "' in the directory of " + m_.options_.name);
+  if (m_.dir_waiter_count_ >= kMaxDirectoryWaiters)
+    return make_rdma_error(ErrorCode::kResourceExhausted,
+                           "the directory of " + m_.options_.name + " already has " +
+                               std::to_string(kMaxDirectoryWaiters) + " waiting requests");
+  const auto& sender = m_.self_->current_sender();
+  caf::node_id node = sender ? sender->node() : caf::node_id{};
+  bool remote = node != m_.self_->node();
+  if (remote && m_.dir_waiters_per_node_[node] >= kMaxDirectoryWaitersPerNode)
+    return make_rdma_error(ErrorCode::kResourceExhausted,
+                           "the directory of " + m_.options_.name + " already has " +
+                               std::to_string(kMaxDirectoryWaitersPerNode) +
+                               " waiting requests from node " + caf::to_string(node));
+  auto rp = m_.self_->make_response_promise<BufferHandle>();
+  uint64_t id = m_.next_dir_waiter_++;
+  m_.dir_waiters_[key].push_back(DirWaiter{id, rp, node, remote});
+  ++m_.dir_waiter_count_;
+  if (remote)
+    ++m_.dir_waiters_per_node_[node];
+  m_.self_->delayed_send(m_.self_, std::chrono::milliseconds(m_.capped(wait_ms)), DirTimeout{key, id});
+  return rp;
+}
+
+void Directory::forget_dir_waiter(const DirWaiter& w) {
+  --m_.dir_waiter_count_;
+  if (w.counted) {
+    auto n = m_.dir_waiters_per_node_.find(w.node);
+    if (n != m_.dir_waiters_per_node_.end() && --n->second == 0)
+      m_.dir_waiters_per_node_.erase(n);
+  }
+}
+
+void Directory::dir_timeout(const std::string& key, uint64_t id) {
+  auto it = m_.dir_waiters_.find(key);
+  if (it == m_.dir_waiters_.end())
+    return;
+  auto& ws = it->second;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    if (ws[i].id != id)
+      continue;
+    ws[i].rp.deliver(make_rdma_error(ErrorCode::kTimeout, "no buffer handle named '" + key +
+                                                              "' appeared in the directory of " +
+                                                              m_.options_.name + " in time"));
+    forget_dir_waiter(ws[i]);
+    ws.erase(ws.begin() + static_cast<long>(i));
+    break;
+  }
+  if (ws.empty())
+    m_.dir_waiters_.erase(it);
+}
+
+}  // namespace caf_rdma::detail

@@ -1,0 +1,30 @@
+// LaneTable: direct lanes: the queue pairs a client of this process uses without the manager (actors/direct_lane.h), opened and accepted here, dropped with their peer or device.
+// A part of the manager (actors/detail/manager_state.h): it works on the tables the front keeps
+// (manager_tables.h) and holds no state of its own unless said below.
+#pragma once
+
+#include "actors/detail/manager_tables.h"
+
+namespace caf_rdma::detail {
+
+class ManagerState;
+
+class LaneTable {
+public:
+  explicit LaneTable(ManagerState& m) : m_(m) {}
+  LaneTable(const LaneTable&) = delete;
+  LaneTable& operator=(const LaneTable&) = delete;
+
+  caf::result<LaneGrant> open_lane(BufferHandle remote, uint32_t timeout_ms);
+  void close_lane(uint64_t lane);
+  /// The sender (a peer manager) closed its lane `lane`.
+  void drop_lane(uint64_t lane);
+  Result<QpInfoMsg> accept_lane(Peer& peer, const QpInfoMsg& remote);
+  /// Tells a peer manager to drop its side of our direct lane `lane`.
+  void send_lane_drop(const caf::actor& peer, uint64_t lane);
+
+private:
+  ManagerState& m_;
+};
+
+}  // namespace caf_rdma::detail

@@ -1,0 +1,63 @@
+// PeerTable: the peer managers this manager knows, the requests it sends them through its facade (never in its own name: manager invariant 6), and the questions open with each, answered exactly once.
+// A part of the manager (actors/detail/manager_state.h): it works on the tables the front keeps
+// (manager_tables.h) and holds no state of its own unless said below.
+#pragma once
+
+#include "actors/detail/manager_tables.h"
+
+namespace caf_rdma::detail {
+
+class ManagerState;
+
+class PeerTable {
+public:
+  explicit PeerTable(ManagerState& m) : m_(m) {}
+  PeerTable(const PeerTable&) = delete;
+  PeerTable& operator=(const PeerTable&) = delete;
+
+  Peer& peer_for(const caf::actor& manager, const std::string& name);
+  std::string peer_name(const caf::actor_addr& key) const;
+  caf::result<std::string> peer_state(const caf::actor& peer) const;
+  /// The error of every operation on a peer that is down.
+  caf::error peer_down_error(const Peer& p) const;
+  /// The error of what cannot wait for a lost link to be made again (questions, lanes).
+  caf::error link_lost_error(const Peer& p) const;
+  caf::error no_owner_error(const BufferHandle& remote) const;
+  /// Sends a request to peer manager `peer` (named `name`) and calls `ok` with its answer or
+  /// `fail` with its error, exactly once: with peer_unavailable at once if the peer is down or
+  /// goes down before it answers, with the request's error at `timeout`.
+  template <class T, class... Ts>
+  void ask_peer(const caf::actor& peer, const std::string& name, std::chrono::milliseconds timeout,
+                std::function<void(T&)> ok, std::function<void(const caf::error&)> fail,
+                Ts&&... xs);
+  /// Asks the owner of `remote` (a peer manager) with `xs` and relays its answer or error (as
+  /// ask_peer: peer_unavailable at once if it is or goes down).
+  template <class T, class... Ts>
+  caf::result<T> relay_to_owner(const BufferHandle& remote, Ts&&... xs);
+  /// The fail callback of question `q` to peer `key`, removed; empty if already answered.
+  std::function<void(const caf::error&)> take_question(const caf::actor_addr& key, uint64_t q);
+  /// For a client of this process (RdmaClient's lanes): asks the owner of `remote` about an
+  /// access its NIC refused (buf_check) or for its checksum of a range (verify mode). Fails
+  /// with peer_unavailable naming the owner as soon as it is known to be down.
+  caf::result<TransferOutcome> ask_owner_check(const BufferHandle& remote, uint64_t offset,
+                                               uint64_t length, uint8_t kind);
+  caf::result<uint64_t> ask_owner_checksum(const BufferHandle& remote, uint64_t offset,
+                                           uint64_t length);
+  /// A request to peer manager `dest`, sent by the facade in its own name (the manager's
+  /// handle never leaves the process); its answer or error comes back as a request's would.
+  template <class... Ts>
+  auto peer_request(const caf::actor& dest, std::chrono::milliseconds timeout, Ts&&... xs);
+  /// A message to peer manager `dest`, sent by the facade (after every earlier peer message).
+  template <class... Ts>
+  void peer_send(const caf::actor& dest, Ts&&... xs);
+  /// Where messages to peer manager `dest` go: its current proxy (a reconnect replaces the one
+  /// handles carry, invariant 13), or `dest` itself when it is no known peer.
+  const caf::actor& route(const caf::actor& dest) const;
+  /// Whether `owner` (a handle's) is this manager, as peers know it: its facade.
+  bool owns(const caf::actor& owner) const;
+
+private:
+  ManagerState& m_;
+};
+
+}  // namespace caf_rdma::detail

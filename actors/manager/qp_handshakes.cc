@@ -1,0 +1,292 @@
+// QpHandshakes (see qp_handshakes.h).
+#include "actors/manager/qp_handshakes.h"
+
+#include "actors/op_texts.h"
+#include "actors/rdma_node.h"
+#include <caf/io/middleman.hpp>
+#include <cstdio>
+
+#include "actors/detail/manager_state.h"
+
+namespace caf_rdma::detail {
+
+uint64_t QpHandshakes::hold_opening(std::shared_ptr<RdmaQueuePair> qp) {
+  uint64_t n = m_.next_opening_++;
+  m_.opening_.emplace(n, std::move(qp));
+  return n;
+}
+
+std::shared_ptr<RdmaQueuePair> QpHandshakes::take_opening(uint64_t n) {
+  auto it = m_.opening_.find(n);
+  if (it == m_.opening_.end())
+    return nullptr;
+  auto qp = std::move(it->second);
+  m_.opening_.erase(it);
+  return qp;
+}
+
+QpInfoMsg QpHandshakes::to_msg(const QpInfo& info, uint64_t lane) const {
+  QpInfoMsg m;
+  m.qp_num = info.qp_num;
+  m.lid = info.lid;
+  m.gid.assign(info.gid.begin(), info.gid.end());
+  m.psn = info.psn;
+  m.mtu = info.mtu;
+  m.ethernet = info.is_ethernet;
+  m.max_dest_rd_atomic = info.max_dest_rd_atomic;
+  m.incarnation = info.incarnation;
+  m.device = m_.domain_ ? m_.domain_->device_name() : "";
+  m.manager = m_.facade_;
+  m.lane = lane;
+  return m;
+}
+
+QpInfo from_msg(const QpInfoMsg& m) {
+  QpInfo info;
+  info.qp_num = m.qp_num;
+  info.lid = m.lid;
+  std::copy(m.gid.begin(), m.gid.end(), info.gid.begin());
+  info.psn = m.psn;
+  info.mtu = m.mtu;
+  info.is_ethernet = m.ethernet;
+  info.max_dest_rd_atomic = m.max_dest_rd_atomic;
+  info.incarnation = m.incarnation;
+  return info;
+}
+
+Result<RdmaQueuePair::Options> QpHandshakes::shared_qp_options() {
+  RdmaQueuePair::Options o;
+  o.drain_timeout = m_.options_.drain_timeout;
+  if (!m_.completions_) {
+    // Room for 16 QPs' full send queues (each request holds an entry until retired); more
+    // queue their requests until entries come back. 1 MiB on mlx5 (64-byte entries).
+    constexpr uint64_t kSharedCqEntries = 16384;
+    uint64_t max_cqe = static_cast<uint64_t>(m_.domain_->context()->device_attr().max_cqe);
+    auto entries =
+        static_cast<int>(max_cqe > 0 ? std::min(kSharedCqEntries, max_cqe) : kSharedCqEntries);
+    auto made = CompletionRouter::create(m_.domain_->context(), entries);
+    if (!made.ok())
+      return made.error().with_context("creating the shared completion queue of " +
+                                       m_.domain_->device_name());
+    m_.completions_ = *made;
+  }
+  o.completions = m_.completions_;
+  return o;
+}
+
+Result<std::shared_ptr<RdmaQueuePair>> QpHandshakes::loopback_qp() {
+  if (m_.loopback_ && !m_.loopback_->needs_recovery())
+    return m_.loopback_;
+  if (m_.loopback_) {
+    m_.poller_->remove(m_.loopback_.get());
+    m_.loopback_.reset();
+  }
+  CAF_RDMA_ASSIGN_OR_RETURN(auto o, shared_qp_options());
+  CAF_RDMA_ASSIGN_OR_RETURN(auto qp, RdmaQueuePair::create(m_.domain_, o));
+  std::shared_ptr<RdmaQueuePair> shared(std::move(qp));
+  CAF_RDMA_RETURN_IF_ERROR(shared->connect_loopback());
+  m_.poller_->add(shared);
+  m_.loopback_ = shared;
+  return shared;
+}
+
+void QpHandshakes::fail_waiting(Peer& peer, const caf::error& err) {
+  auto waiting = std::move(peer.waiting);
+  peer.waiting.clear();
+  for (OpId id : waiting)
+    m_.fail_op(id, err);
+}
+
+void QpHandshakes::drop_qp_of(const caf::actor_addr& key,
+                              const std::shared_ptr<RdmaQueuePair>& qp) {
+  if (qp == m_.loopback_) {
+    m_.poller_->remove(qp.get());
+    m_.loopback_.reset();
+  } else if (auto p = m_.peers_.find(key); p != m_.peers_.end()) {
+    drop_qp(p->second, qp);
+  }
+}
+
+void QpHandshakes::drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp) {
+  if (!qp)
+    return;
+  if (m_.poller_)
+    m_.poller_->remove(qp.get());
+  // Keep it alive until both references are gone; the last one destroys the QP (the NIC
+  // stops, and anything still outstanding completes with an error).
+  // `qp` may be one of the two members reset below; the copy keeps the QP alive and the
+  // comparisons valid (hence the NOLINT: the copy is the point).
+  std::shared_ptr<RdmaQueuePair> keep = qp;  // NOLINT(performance-unnecessary-copy-initialization)
+  if (peer.initiated == keep)
+    peer.initiated.reset();
+  if (peer.accepted == keep)
+    peer.accepted.reset();
+}
+
+void QpHandshakes::handshake(const caf::actor_addr& key) {
+  Peer& p = m_.peers_.at(key);
+  auto o = shared_qp_options();
+  auto created = o.ok() ? RdmaQueuePair::create(m_.domain_, *o)
+                        : Result<std::unique_ptr<RdmaQueuePair>>(o.error());
+  if (!created.ok())
+    return fail_waiting(
+        p, to_caf_error(created.error().with_context("creating a queue pair for peer " + p.name)));
+  std::shared_ptr<RdmaQueuePair> created_qp(std::move(*created));
+  QpInfoMsg mine = to_msg(created_qp->local_info());
+  uint64_t held = hold_opening(std::move(created_qp));
+  p.handshaking = true;
+  ++m_.counters_.handshakes;
+  auto timeout = m_.options_.handshake_timeout;
+  m_.peer_table.peer_request(p.manager, timeout, qp_connect_atom::value, std::move(mine))
+      .then(
+          [this, key, held](QpInfoMsg& remote) {
+            auto qp = take_opening(held);
+            auto it = m_.peers_.find(key);
+            if (it == m_.peers_.end())
+              return;
+            Peer& p = it->second;
+            if (!qp) {
+              // Made on a device this manager lost meanwhile: its ops were failed; ops since
+              // wait for a handshake on the device we have now.
+              if (!p.handshaking && m_.domain_ && !p.waiting.empty())
+                handshake(key);
+              return;
+            }
+            p.handshaking = false;
+            if (!p.down_reason.empty())
+              return fail_waiting(p, make_rdma_error(ErrorCode::kPeerUnavailable,
+                                                     peer_down_text(p.name, p.down_reason)));
+            if (remote.gid.size() != 16)
+              return fail_waiting(
+                  p, make_rdma_error(ErrorCode::kInternal,
+                                     "peer " + p.name + " answered the handshake without a GID"));
+            Status st = qp->connect(from_msg(remote), nullptr);
+            if (!st.ok())
+              return fail_waiting(
+                  p, to_caf_error(st.error().with_context("connecting to peer " + p.name + " (" +
+                                                          remote.device + ")")));
+            p.initiated = qp;
+            m_.poller_->add(qp);
+            auto waiting = std::move(p.waiting);
+            p.waiting.clear();
+            for (OpId id : waiting)
+              if (const OpRecord* o = m_.op_record(id))
+                m_.nic_path(o->path)->qp_ready(id, qp);
+          },
+          [this, key, timeout, held](caf::error& err) {
+            auto qp = take_opening(held);
+            auto it = m_.peers_.find(key);
+            if (it == m_.peers_.end() || !qp)
+              return;  // not found, or made on a device lost meanwhile (see above)
+            Peer& p = it->second;
+            p.handshaking = false;
+            if (error_code(err) == ErrorCode::kNoDevice && m_.options_.mode != TransportMode::kRdma) {
+              // The owner has no RDMA device (now): its buffers move through it.
+              auto waiting = std::move(p.waiting);
+              p.waiting.clear();
+              for (OpId id : waiting)
+                m_.reroute(id,
+                        "peer manager " + p.name + " has no RDMA device: " + error_message(err));
+              return;
+            }
+            bool timed_out = err == caf::sec::request_timeout;
+            fail_waiting(
+                p, make_rdma_error(timed_out ? ErrorCode::kTimeout : ErrorCode::kPeerUnavailable,
+                                   "queue-pair handshake with peer manager " + p.name +
+                                       (timed_out ? " timed out after " +
+                                                        std::to_string(timeout.count()) + " ms"
+                                                  : " failed: " + error_message(err))));
+          });
+}
+
+caf::result<QpInfoMsg> QpHandshakes::accept_connect(const QpInfoMsg& remote) {
+  if (!m_.domain_)
+    return make_rdma_error(ErrorCode::kNoDevice,
+                           "manager " + m_.options_.name + " has no RDMA device: " + m_.no_rdma_reason_);
+  if (!m_.port_down_.empty())
+    return make_rdma_error(ErrorCode::kNoDevice,
+                           "manager " + m_.options_.name + "'s RDMA port is down: " + m_.port_down_);
+  // The peer is the actor that sent the handshake, not one the message names: a peer cannot
+  // replace another's queue pair or lanes by naming it.
+  auto sender = caf::actor_cast<caf::actor>(m_.self_->current_sender());
+  if (!sender || remote.gid.size() != 16)
+    return make_rdma_error(ErrorCode::kInvalidArgument,
+                           "queue-pair handshake from an anonymous sender or without a 16-byte "
+                           "GID");
+  if (remote.manager && remote.manager.address() != sender.address())
+    return make_rdma_error(ErrorCode::kPermissionDenied,
+                           "queue-pair handshake from " + caf::to_string(sender.address()) +
+                               " names another manager (" +
+                               caf::to_string(remote.manager.address()) + ") as its sender");
+  Peer& p = m_.peer_table.peer_for(sender, "");
+  if (caf::actor_cast<caf::actor_addr>(p.manager).get() ==
+      caf::actor_cast<caf::actor_addr>(sender).get()) {
+    if (!p.down_reason.empty())
+      return m_.peer_table.peer_down_error(p);
+    if (p.reconnecting)
+      return m_.peer_table.link_lost_error(p);
+    auto info = finish_accept(p, remote);
+    if (!info.ok())
+      return to_caf_error(info.error());
+    return *info;
+  }
+  // A new proxy of a known peer: its old link is gone and it reached us over a new one. BASP
+  // lets a third node claim any node id over its own connection, so it is taken for the peer
+  // (invariant 13) only if the middleman (whose routing table no peer writes) has a direct
+  // connection to that node.
+  auto rp = m_.self_->make_response_promise<QpInfoMsg>();
+  const caf::actor_addr key = sender.address();
+  m_.self_
+      ->request(m_.self_->system().middleman().actor_handle(), m_.options_.handshake_timeout,
+                caf::get_atom::value, sender.node())
+      .then(
+          [this, rp, sender, remote, key](const caf::node_id&, const std::string&,
+                                          uint16_t port) mutable {
+            auto it = m_.peers_.find(key);
+            if (it == m_.peers_.end()) {
+              rp.deliver(make_rdma_error(
+                  ErrorCode::kPeerUnavailable,
+                  "queue-pair handshake from " + caf::to_string(key) + ": the peer is gone"));
+              return;
+            }
+            Peer& peer = it->second;
+            if (port == 0) {
+              rp.deliver(make_rdma_error(
+                  ErrorCode::kPermissionDenied,
+                  "queue-pair handshake from " + peer.name + " (" + caf::to_string(key) +
+                      ") refused by " + m_.options_.name +
+                      ": it came over a link that is not a direct connection to that node, "
+                      "and the peer's own link ended"));
+              return;
+            }
+            if (caf::actor_cast<caf::actor_addr>(peer.manager).get() !=
+                caf::actor_cast<caf::actor_addr>(sender).get())
+              m_.links.adopt(peer, sender);
+            auto info = finish_accept(peer, remote);
+            if (!info.ok())
+              rp.deliver(to_caf_error(info.error()));
+            else
+              rp.deliver(std::move(*info));
+          },
+          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
+}
+
+Result<QpInfoMsg> QpHandshakes::finish_accept(Peer& p, const QpInfoMsg& remote) {
+  if (remote.lane != 0)
+    return m_.lanes.accept_lane(p, remote);
+  CAF_RDMA_ASSIGN_OR_RETURN(auto o, shared_qp_options());
+  auto created = RdmaQueuePair::create(m_.domain_, o);
+  if (!created.ok())
+    return created.error();
+  std::shared_ptr<RdmaQueuePair> qp(std::move(*created));
+  Status st = qp->connect(from_msg(remote), nullptr);
+  if (!st.ok())
+    return st.error().with_context("accepting a queue pair from " + p.name);
+  if (p.accepted)
+    drop_qp(p, p.accepted);  // the peer replaced its QP: ours is stale
+  p.accepted = qp;
+  return to_msg(qp->local_info());
+}
+
+}  // namespace caf_rdma::detail

@@ -1,0 +1,41 @@
+// QpHandshakes: queue pairs to peer managers: the one handshake per peer (manager invariant 3), accepting a peer's, the loopback QP, and dropping QPs in ERR (invariant 4).
+// A part of the manager (actors/detail/manager_state.h): it works on the tables the front keeps
+// (manager_tables.h) and holds no state of its own unless said below.
+#pragma once
+
+#include "actors/detail/manager_tables.h"
+
+namespace caf_rdma::detail {
+
+class ManagerState;
+
+class QpHandshakes {
+public:
+  explicit QpHandshakes(ManagerState& m) : m_(m) {}
+  QpHandshakes(const QpHandshakes&) = delete;
+  QpHandshakes& operator=(const QpHandshakes&) = delete;
+
+  void handshake(const caf::actor_addr& key);
+  caf::result<QpInfoMsg> accept_connect(const QpInfoMsg& remote);
+  /// The rest of a queue-pair handshake from `p` (accept_connect), once it is taken for `p`.
+  Result<QpInfoMsg> finish_accept(Peer& p, const QpInfoMsg& remote);
+  void drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp);
+  /// Drops `qp` (of peer `key`'s, or the loopback QP) so the NIC stops using it.
+  void drop_qp_of(const caf::actor_addr& key, const std::shared_ptr<RdmaQueuePair>& qp);
+  void fail_waiting(Peer& peer, const caf::error& err);
+  Result<std::shared_ptr<RdmaQueuePair>> loopback_qp();
+  /// Options of a new queue pair on domain_ whose completions go to the device's shared
+  /// completion queue (one poll per sweep for all peers; made here with the first). Direct
+  /// lanes' own QPs, polled by their client's threads, keep a CQ of their own.
+  Result<RdmaQueuePair::Options> shared_qp_options();
+  QpInfoMsg to_msg(const QpInfo& info, uint64_t lane = 0) const;
+  /// Keeps `qp` while its handshake is in flight (`opening_`); the number to take it back with.
+  uint64_t hold_opening(std::shared_ptr<RdmaQueuePair> qp);
+  /// The QP held under `n`, no longer held; null when a device loss dropped it meanwhile.
+  std::shared_ptr<RdmaQueuePair> take_opening(uint64_t n);
+
+private:
+  ManagerState& m_;
+};
+
+}  // namespace caf_rdma::detail
