@@ -87,8 +87,7 @@ caf::result<ByteChunk> FetchWindows::fetch(const BufferRef& ref, uint64_t offset
   }
   auto rp = m_.self_->make_response_promise<ByteChunk>();
   auto wait = std::min(m_.options_.window_wait, m_.options_.max_timeout);
-  w.waiting.push_back(
-      WaitingFetch{ref, offset, length, rp, m_.now() + wait});
+  w.waiting.push_back(WaitingFetch{ref, offset, length, rp, m_.now() + wait});
   w.waiting_charge += charge;
   windows_waiting_ += charge;
   if (!w.direct)
@@ -101,7 +100,8 @@ caf::result<ByteChunk> FetchWindows::fetch(const BufferRef& ref, uint64_t offset
 bool FetchWindows::window_fits(const PeerWindow& w, uint64_t charge) const {
   // One fetch may exceed a window nothing else is charged to (chunks up to kMaxChunkBytes).
   const bool peer_ok = w.held() == 0 || w.held() + charge <= m_.options_.peer_window_bytes;
-  const bool total_ok = windows_held_ == 0 || windows_held_ + charge <= m_.options_.total_window_bytes;
+  const bool total_ok =
+      windows_held_ == 0 || windows_held_ + charge <= m_.options_.total_window_bytes;
   // Nodes not (yet) seen directly connected share a part of the total: a peer can state any
   // number of node ids through its connection, and their windows are released by proof only.
   const bool indirect_ok =
@@ -346,8 +346,8 @@ void FetchWindows::arm_window_expiry(const caf::node_id& node, PeerWindow& w) {
     return;
   w.expiry_armed = true;
   // Every fetch of a peer waits as long: the oldest is due first.
-  auto left = std::max(std::chrono::steady_clock::duration::zero(),
-                       w.waiting.front().due - m_.now());
+  auto left =
+      std::max(std::chrono::steady_clock::duration::zero(), w.waiting.front().due - m_.now());
   m_.self_->delayed_send(
       m_.self_,
       std::chrono::duration_cast<std::chrono::milliseconds>(left) + std::chrono::milliseconds(1),
@@ -407,7 +407,8 @@ std::string FetchWindows::window_error(const caf::node_id& node, const char* wha
   return "peer node " + caf::to_string(node) + " " + what + " (" + m_.options_.name + " holds " +
          std::to_string(held) + " bytes of answers not yet proven read by it, peer_window_bytes " +
          std::to_string(m_.options_.peer_window_bytes) + "; " + std::to_string(windows_held_) +
-         " for all peers, total_window_bytes " + std::to_string(m_.options_.total_window_bytes) + ")";
+         " for all peers, total_window_bytes " + std::to_string(m_.options_.total_window_bytes) +
+         ")";
 }
 
 }  // namespace caf_rdma::detail

@@ -157,7 +157,9 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       },
       [=](stats_atom) -> caf::result<ManagerStats> { return self->state.stats(); },
       // -- the peer protocol: buffers named by id and secret --
-      [=](qp_connect_atom, const QpInfoMsg& remote) { return self->state.handshakes.accept_connect(remote); },
+      [=](qp_connect_atom, const QpInfoMsg& remote) {
+        return self->state.handshakes.accept_connect(remote);
+      },
       [=](fetch_atom, const BufferRef& ref, uint64_t offset, uint64_t length) {
         return self->state.windows.fetch(ref, offset, length);
       },

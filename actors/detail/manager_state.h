@@ -192,7 +192,6 @@ private:
   /// The actor clock's time (the test coordinator's in deterministic tests).
   std::chrono::steady_clock::time_point now() const { return self_->clock().now(); }
 
-
   Self self_ = nullptr;
   /// Published in the manager's place; every message to or from another node passes it.
   caf::actor facade_;
@@ -262,7 +261,8 @@ private:
 // -- PeerTable's templates (they need the whole ManagerState) --------------------------------
 
 template <class... Ts>
-auto PeerTable::peer_request(const caf::actor& dest, std::chrono::milliseconds timeout, Ts&&... xs) {
+auto PeerTable::peer_request(const caf::actor& dest, std::chrono::milliseconds timeout,
+                             Ts&&... xs) {
   return m_.self_->request(
       m_.facade_, timeout,
       PeerCall{route(dest), timeout, caf::make_message(std::forward<Ts>(xs)...), true});
@@ -271,13 +271,13 @@ auto PeerTable::peer_request(const caf::actor& dest, std::chrono::milliseconds t
 template <class... Ts>
 void PeerTable::peer_send(const caf::actor& dest, Ts&&... xs) {
   caf::anon_send(m_.facade_, PeerCall{route(dest), std::chrono::milliseconds(0),
-                                   caf::make_message(std::forward<Ts>(xs)...), false});
+                                      caf::make_message(std::forward<Ts>(xs)...), false});
 }
 
 template <class T, class... Ts>
-void PeerTable::ask_peer(const caf::actor& peer, const std::string& name, std::chrono::milliseconds timeout,
-              std::function<void(T&)> ok, std::function<void(const caf::error&)> fail,
-              Ts&&... xs) {
+void PeerTable::ask_peer(const caf::actor& peer, const std::string& name,
+                         std::chrono::milliseconds timeout, std::function<void(T&)> ok,
+                         std::function<void(const caf::error&)> fail, Ts&&... xs) {
   Peer& p = peer_for(peer, name);
   if (!p.down_reason.empty())
     return fail(peer_down_error(p));

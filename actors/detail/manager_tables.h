@@ -96,7 +96,7 @@ struct Peer {
   bool reconnecting = false;
   std::string link_lost;
   std::vector<OpId> parked;  ///< ops waiting for the link
-  bool no_stream = false;  ///< its owner answered a stream grant with port 0: use chunks
+  bool no_stream = false;    ///< its owner answered a stream grant with port 0: use chunks
   std::map<uint64_t, std::shared_ptr<RdmaQueuePair>> lanes;  ///< accepted direct lanes, by id
   /// Questions asked of it (ask_peer) and not yet answered: each fails with peer_unavailable
   /// when it goes down, not at its timeout.

@@ -1,13 +1,13 @@
 // BufferTable (see buffer_table.h).
 #include "actors/manager/buffer_table.h"
 
-#include "components/checksum.h"
-#include "components/host_mapping.h"
-#include "components/secure_random.h"
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <new>
+#include "components/checksum.h"
+#include "components/host_mapping.h"
+#include "components/secure_random.h"
 
 #include "actors/detail/manager_state.h"
 
@@ -30,9 +30,8 @@ Status check_span(const LocalBuffer& b, uint64_t id, uint64_t offset, uint64_t l
 
 }  // namespace
 
-
 caf::result<BufferHandle> BufferTable::request_buffer(uint64_t addr, uint64_t size,
-                                                       uint8_t access) {
+                                                      uint8_t access) {
   if (addr == 0 || size == 0)
     return make_rdma_error(ErrorCode::kInvalidArgument,
                            "buffer request with " +
@@ -78,8 +77,8 @@ caf::result<BufferHandle> BufferTable::request_buffer(uint64_t addr, uint64_t si
     if (m_.domain_) {
       // GPUDirect when the NIC can register GPU memory; otherwise transfers stage through
       // host bounce buffers (reported as path rdma-staged).
-      auto mr =
-          m_.options_.device_memory->register_direct(m_.domain_->pd(), where, addr, size, mr_access);
+      auto mr = m_.options_.device_memory->register_direct(m_.domain_->pd(), where, addr, size,
+                                                           mr_access);
       if (mr.ok()) {
         entry.rdma = m_.domain_->adopt_region(std::move(*mr), addr, size, mr_access);
         entry.memory = BufferMemory::kGpuDirect;
@@ -220,7 +219,7 @@ Status BufferTable::copy_out(const LocalBuffer& b, uint64_t offset, void* dst, u
 }
 
 Status BufferTable::copy_in(const LocalBuffer& b, uint64_t offset, const void* src,
-                             uint64_t n) const {
+                            uint64_t n) const {
   if (b.memory == BufferMemory::kHost) {
     std::memcpy(reinterpret_cast<uint8_t*>(b.addr) + offset, src, n);
     return {};
@@ -229,7 +228,7 @@ Status BufferTable::copy_in(const LocalBuffer& b, uint64_t offset, const void* s
 }
 
 Result<LocalBuffer*> BufferTable::owner_access(const BufferRef& ref, uint64_t offset,
-                                                uint64_t length, bool write) {
+                                               uint64_t length, bool write) {
   const uint64_t id = ref.id;
   // An id never issued is refused as a wrong secret is, in the same words: a peer cannot tell
   // which ids are live by probing (a released id still says so: its holders are told why).
@@ -247,14 +246,13 @@ Result<LocalBuffer*> BufferTable::owner_access(const BufferRef& ref, uint64_t of
   if (!secrets_equal(b->secret_hi, b->secret_lo, ref.secret_hi, ref.secret_lo))
     return refused();
   if (write && b->access != BufferAccess::kReadWrite)
-    return Error(ErrorCode::kInvalidArgument,
-                 "remote buffer " + std::to_string(id) + " of " + m_.options_.name + " is read-only");
+    return Error(ErrorCode::kInvalidArgument, "remote buffer " + std::to_string(id) + " of " +
+                                                  m_.options_.name + " is read-only");
   CAF_RDMA_RETURN_IF_ERROR(check_span(*b, id, offset, length, m_.options_.name));
   return b;
 }
 
-Result<ByteChunk> BufferTable::fetch_chunk(const BufferRef& ref, uint64_t offset,
-                                            uint64_t length) {
+Result<ByteChunk> BufferTable::fetch_chunk(const BufferRef& ref, uint64_t offset, uint64_t length) {
   CAF_RDMA_ASSIGN_OR_RETURN(LocalBuffer * b, owner_access(ref, offset, length, false));
   // A copy (out of host or GPU memory): the reply may be serialized after the buffer was
   // released and freed.
@@ -268,7 +266,7 @@ Result<ByteChunk> BufferTable::fetch_chunk(const BufferRef& ref, uint64_t offset
 }
 
 caf::result<uint64_t> BufferTable::store(const BufferRef& ref, uint64_t offset,
-                                          const ByteChunk& bytes) {
+                                         const ByteChunk& bytes) {
   auto b = owner_access(ref, offset, bytes.size, true);
   if (!b.ok())
     return to_caf_error(b.error());
@@ -279,14 +277,14 @@ caf::result<uint64_t> BufferTable::store(const BufferRef& ref, uint64_t offset,
 }
 
 TransferOutcome BufferTable::check_access(const BufferRef& ref, uint64_t offset, uint64_t length,
-                                           uint8_t kind) {
+                                          uint8_t kind) {
   bool write = kind == static_cast<uint8_t>(TransferKind::kWrite);
   auto b = owner_access(ref, offset, length, write);
   return b.ok() ? TransferOutcome{} : outcome_of(b.error());
 }
 
 Result<uint64_t> BufferTable::local_checksum(const LocalBuffer& b, uint64_t offset,
-                                              uint64_t n) const {
+                                             uint64_t n) const {
   if (b.memory == BufferMemory::kHost)
     return range_checksum(reinterpret_cast<const uint8_t*>(b.addr) + offset, n);
   std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[n]);
@@ -298,7 +296,7 @@ Result<uint64_t> BufferTable::local_checksum(const LocalBuffer& b, uint64_t offs
 }
 
 caf::result<uint64_t> BufferTable::checksum(const BufferRef& ref, uint64_t offset,
-                                             uint64_t length) {
+                                            uint64_t length) {
   auto b = owner_access(ref, offset, length, false);
   if (!b.ok())
     return to_caf_error(b.error());
@@ -308,6 +306,8 @@ caf::result<uint64_t> BufferTable::checksum(const BufferRef& ref, uint64_t offse
   return *sum;
 }
 
-void BufferTable::chunk_sent(uint64_t id) { buffer_done(id); }
+void BufferTable::chunk_sent(uint64_t id) {
+  buffer_done(id);
+}
 
 }  // namespace caf_rdma::detail

@@ -1,6 +1,8 @@
-// BufferTable: the table of this node's registered buffers: registration, release (manager invariants 1, 2), the owner's checks of every access a peer or a local copy makes, and copies into and out of host or GPU memory.
-// A part of the manager (actors/detail/manager_state.h): it works on the tables the front keeps
-// (manager_tables.h) and holds no state of its own unless said below.
+// BufferTable: the table of this node's registered buffers: registration, release (manager
+// invariants 1, 2), the owner's checks of every access a peer or a local copy makes, and copies
+// into and out of host or GPU memory. A part of the manager (actors/detail/manager_state.h): it
+// works on the tables the front keeps (manager_tables.h) and holds no state of its own unless said
+// below.
 #pragma once
 
 #include "actors/detail/manager_tables.h"

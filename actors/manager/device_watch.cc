@@ -70,8 +70,8 @@ void DeviceWatch::device_changed(const DeviceChanged& e) {
       }
       if (!*changed)
         return;
-      std::fprintf(stderr, "caf-rdma: %s: GID table changed: %s is now %s\n", m_.options_.name.c_str(),
-                   before.c_str(), m_.domain_->describe().c_str());
+      std::fprintf(stderr, "caf-rdma: %s: GID table changed: %s is now %s\n",
+                   m_.options_.name.c_str(), before.c_str(), m_.domain_->describe().c_str());
       std::string reason = "the local GID changed (" + e.what + ")";
       abort_connections(reason);
       return;
@@ -115,7 +115,7 @@ void DeviceWatch::lose_device(const std::string& what) {
   }
   drop(m_.loopback_);
   m_.queued_on_.clear();
-  m_.opening_.clear();           // handshakes in flight: their answers find nothing
+  m_.opening_.clear();        // handshakes in flight: their answers find nothing
   abort_connections(reason);  // what is left: the lanes our clients hold
   // Those let go of their queue pairs m_.now (or as their client's op ends), so a client that
   // keeps a lane without using it does not keep the device from being removed.
@@ -141,10 +141,10 @@ void DeviceWatch::lose_device(const std::string& what) {
     if (o == nullptr)
       continue;
     m_.fail_op(id, make_rdma_error(ErrorCode::kNoDevice,
-                                std::string(kind_name(o->op.kind)) + " of " +
-                                    std::to_string(o->length) + " bytes with " +
-                                    describe(o->op.remote) + " failed: " + reason +
-                                    " (the transfer may have moved part of its bytes)"));
+                                   std::string(kind_name(o->op.kind)) + " of " +
+                                       std::to_string(o->length) + " bytes with " +
+                                       describe(o->op.remote) + " failed: " + reason +
+                                       " (the transfer may have moved part of its bytes)"));
   }
   for (auto& [key, p] : m_.peers_)
     p.waiting.clear();
@@ -168,7 +168,7 @@ void DeviceWatch::reopen_device(uint32_t attempt) {
   auto d = RdmaDomain::open(m_.options_.ibverbs);
   if (!d.ok()) {
     m_.no_rdma_reason_ = "RDMA device lost; reopening failed (attempt " + std::to_string(attempt) +
-                      "): " + d.error().message();
+                         "): " + d.error().message();
     auto wait = std::min(kReopenMax, kReopenFirst * (1u << std::min(attempt, 5u)));
     m_.self_->delayed_send(m_.self_, wait, ReopenDevice{attempt + 1});
     return;

@@ -1,6 +1,7 @@
-// DeviceWatch: the RDMA device: its monitor, its loss (manager invariant 8), reopening it with backoff, and a peer's device loss.
-// A part of the manager (actors/detail/manager_state.h): it works on the tables the front keeps
-// (manager_tables.h) and holds no state of its own unless said below.
+// DeviceWatch: the RDMA device: its monitor, its loss (manager invariant 8), reopening it with
+// backoff, and a peer's device loss. A part of the manager (actors/detail/manager_state.h): it
+// works on the tables the front keeps (manager_tables.h) and holds no state of its own unless said
+// below.
 #pragma once
 
 #include "actors/detail/manager_tables.h"

@@ -1,14 +1,14 @@
 // Directory (see directory.h).
 #include "actors/manager/directory.h"
 
-#include "actors/rdma_manager_actor.h"
-#include "primitives/cuda_driver.h"
 #include <algorithm>
 #include <caf/actor_proxy.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include "actors/rdma_manager_actor.h"
+#include "primitives/cuda_driver.h"
 
 #include "actors/detail/manager_state.h"
 
@@ -66,7 +66,8 @@ caf::result<BufferHandle> Directory::dir_get(const std::string& key, uint32_t wa
   ++m_.dir_waiter_count_;
   if (remote)
     ++m_.dir_waiters_per_node_[node];
-  m_.self_->delayed_send(m_.self_, std::chrono::milliseconds(m_.capped(wait_ms)), DirTimeout{key, id});
+  m_.self_->delayed_send(m_.self_, std::chrono::milliseconds(m_.capped(wait_ms)),
+                         DirTimeout{key, id});
   return rp;
 }
 

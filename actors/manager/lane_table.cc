@@ -1,7 +1,6 @@
 // LaneTable (see lane_table.h).
 #include "actors/manager/lane_table.h"
 
-
 #include "actors/detail/manager_state.h"
 
 namespace caf_rdma::detail {
@@ -86,8 +85,8 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
               return;
             }
             std::weak_ptr<RdmaQueuePair> weak_qp = qp;
-            auto lane = std::make_shared<DirectLane>(id, std::move(qp), m_.registry_, me, owner, name,
-                                                     m_.capped(UINT32_MAX));
+            auto lane = std::make_shared<DirectLane>(id, std::move(qp), m_.registry_, me, owner,
+                                                     name, m_.capped(UINT32_MAX));
             m_.lanes_.emplace(id, LaneRecord{key, weak_qp, lane});
             rp.deliver(LaneGrant{std::move(lane), m_.options_.verify});
           },

@@ -1,5 +1,6 @@
-// LaneTable: direct lanes: the queue pairs a client of this process uses without the manager (actors/direct_lane.h), opened and accepted here, dropped with their peer or device.
-// A part of the manager (actors/detail/manager_state.h): it works on the tables the front keeps
+// LaneTable: direct lanes: the queue pairs a client of this process uses without the manager
+// (actors/direct_lane.h), opened and accepted here, dropped with their peer or device. A part of
+// the manager (actors/detail/manager_state.h): it works on the tables the front keeps
 // (manager_tables.h) and holds no state of its own unless said below.
 #pragma once
 

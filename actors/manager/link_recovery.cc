@@ -1,10 +1,10 @@
 // LinkRecovery (see link_recovery.h).
 #include "actors/manager/link_recovery.h"
 
-#include "actors/op_texts.h"
-#include "actors/rdma_node.h"
 #include <caf/io/middleman.hpp>
 #include <cstdio>
+#include "actors/op_texts.h"
+#include "actors/rdma_node.h"
 
 #include "actors/detail/manager_state.h"
 
@@ -96,7 +96,8 @@ void LinkRecovery::reconnect(const caf::actor_addr& key, uint32_t attempt) {
     return;  // made again meanwhile (the peer reached us), or given up
   auto where = parse_host_port(it->second.name);  // may_reconnect checked it
   m_.self_
-      ->request(m_.connector_, m_.connect_timeout_, caf::connect_atom::value, where->first, where->second)
+      ->request(m_.connector_, m_.connect_timeout_, caf::connect_atom::value, where->first,
+                where->second)
       .then(
           [this, key, attempt](const caf::node_id&, caf::strong_actor_ptr& ptr,
                                const std::set<std::string>&) {
@@ -159,7 +160,8 @@ void LinkRecovery::adopt(Peer& p, const caf::actor& proxy) {
     m_.resume_op(id);
 }
 
-void LinkRecovery::use_connector(caf::io::middleman_actor connector, std::chrono::milliseconds timeout) {
+void LinkRecovery::use_connector(caf::io::middleman_actor connector,
+                                 std::chrono::milliseconds timeout) {
   m_.connector_ = std::move(connector);
   m_.connect_timeout_ = timeout;
 }

@@ -1,6 +1,7 @@
-// LinkRecovery: the ends of peer managers' proxies: a dead peer fails what was open with it; a lost link is connected again (manager invariant 13).
-// A part of the manager (actors/detail/manager_state.h): it works on the tables the front keeps
-// (manager_tables.h) and holds no state of its own unless said below.
+// LinkRecovery: the ends of peer managers' proxies: a dead peer fails what was open with it; a lost
+// link is connected again (manager invariant 13). A part of the manager
+// (actors/detail/manager_state.h): it works on the tables the front keeps (manager_tables.h) and
+// holds no state of its own unless said below.
 #pragma once
 
 #include "actors/detail/manager_tables.h"

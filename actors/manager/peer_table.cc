@@ -1,10 +1,10 @@
 // PeerTable (see peer_table.h).
 #include "actors/manager/peer_table.h"
 
-#include "actors/op_texts.h"
-#include "actors/rdma_node.h"
 #include <caf/io/middleman.hpp>
 #include <cstdio>
+#include "actors/op_texts.h"
+#include "actors/rdma_node.h"
 
 #include "actors/detail/manager_state.h"
 
@@ -59,7 +59,7 @@ caf::error PeerTable::link_lost_error(const Peer& p) const {
 }
 
 std::function<void(const caf::error&)> PeerTable::take_question(const caf::actor_addr& key,
-                                                                   uint64_t q) {
+                                                                uint64_t q) {
   auto p = m_.peers_.find(key);
   if (p == m_.peers_.end())
     return {};
@@ -76,9 +76,8 @@ caf::error PeerTable::no_owner_error(const BufferHandle& remote) const {
                          "handle " + describe(remote) + " names no owner");
 }
 
-caf::result<TransferOutcome> PeerTable::ask_owner_check(const BufferHandle& remote,
-                                                           uint64_t offset, uint64_t length,
-                                                           uint8_t kind) {
+caf::result<TransferOutcome> PeerTable::ask_owner_check(const BufferHandle& remote, uint64_t offset,
+                                                        uint64_t length, uint8_t kind) {
   if (!remote.owner)
     return no_owner_error(remote);
   if (owns(remote.owner))
@@ -88,7 +87,7 @@ caf::result<TransferOutcome> PeerTable::ask_owner_check(const BufferHandle& remo
 }
 
 caf::result<uint64_t> PeerTable::ask_owner_checksum(const BufferHandle& remote, uint64_t offset,
-                                                       uint64_t length) {
+                                                    uint64_t length) {
   if (!remote.owner)
     return no_owner_error(remote);
   if (owns(remote.owner))
@@ -101,6 +100,8 @@ const caf::actor& PeerTable::route(const caf::actor& dest) const {
   return it != m_.peers_.end() && it->second.manager ? it->second.manager : dest;
 }
 
-bool PeerTable::owns(const caf::actor& owner) const { return owner && owner.address() == m_.facade_.address(); }
+bool PeerTable::owns(const caf::actor& owner) const {
+  return owner && owner.address() == m_.facade_.address();
+}
 
 }  // namespace caf_rdma::detail

@@ -1,6 +1,7 @@
-// PeerTable: the peer managers this manager knows, the requests it sends them through its facade (never in its own name: manager invariant 6), and the questions open with each, answered exactly once.
-// A part of the manager (actors/detail/manager_state.h): it works on the tables the front keeps
-// (manager_tables.h) and holds no state of its own unless said below.
+// PeerTable: the peer managers this manager knows, the requests it sends them through its facade
+// (never in its own name: manager invariant 6), and the questions open with each, answered exactly
+// once. A part of the manager (actors/detail/manager_state.h): it works on the tables the front
+// keeps (manager_tables.h) and holds no state of its own unless said below.
 #pragma once
 
 #include "actors/detail/manager_tables.h"

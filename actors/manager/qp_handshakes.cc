@@ -1,10 +1,10 @@
 // QpHandshakes (see qp_handshakes.h).
 #include "actors/manager/qp_handshakes.h"
 
-#include "actors/op_texts.h"
-#include "actors/rdma_node.h"
 #include <caf/io/middleman.hpp>
 #include <cstdio>
+#include "actors/op_texts.h"
+#include "actors/rdma_node.h"
 
 #include "actors/detail/manager_state.h"
 
@@ -180,13 +180,14 @@ void QpHandshakes::handshake(const caf::actor_addr& key) {
               return;  // not found, or made on a device lost meanwhile (see above)
             Peer& p = it->second;
             p.handshaking = false;
-            if (error_code(err) == ErrorCode::kNoDevice && m_.options_.mode != TransportMode::kRdma) {
+            if (error_code(err) == ErrorCode::kNoDevice &&
+                m_.options_.mode != TransportMode::kRdma) {
               // The owner has no RDMA device (now): its buffers move through it.
               auto waiting = std::move(p.waiting);
               p.waiting.clear();
               for (OpId id : waiting)
                 m_.reroute(id,
-                        "peer manager " + p.name + " has no RDMA device: " + error_message(err));
+                           "peer manager " + p.name + " has no RDMA device: " + error_message(err));
               return;
             }
             bool timed_out = err == caf::sec::request_timeout;
@@ -201,11 +202,11 @@ void QpHandshakes::handshake(const caf::actor_addr& key) {
 
 caf::result<QpInfoMsg> QpHandshakes::accept_connect(const QpInfoMsg& remote) {
   if (!m_.domain_)
-    return make_rdma_error(ErrorCode::kNoDevice,
-                           "manager " + m_.options_.name + " has no RDMA device: " + m_.no_rdma_reason_);
+    return make_rdma_error(ErrorCode::kNoDevice, "manager " + m_.options_.name +
+                                                     " has no RDMA device: " + m_.no_rdma_reason_);
   if (!m_.port_down_.empty())
-    return make_rdma_error(ErrorCode::kNoDevice,
-                           "manager " + m_.options_.name + "'s RDMA port is down: " + m_.port_down_);
+    return make_rdma_error(ErrorCode::kNoDevice, "manager " + m_.options_.name +
+                                                     "'s RDMA port is down: " + m_.port_down_);
   // The peer is the actor that sent the handshake, not one the message names: a peer cannot
   // replace another's queue pair or lanes by naming it.
   auto sender = caf::actor_cast<caf::actor>(m_.self_->current_sender());

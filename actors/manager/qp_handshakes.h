@@ -1,6 +1,7 @@
-// QpHandshakes: queue pairs to peer managers: the one handshake per peer (manager invariant 3), accepting a peer's, the loopback QP, and dropping QPs in ERR (invariant 4).
-// A part of the manager (actors/detail/manager_state.h): it works on the tables the front keeps
-// (manager_tables.h) and holds no state of its own unless said below.
+// QpHandshakes: queue pairs to peer managers: the one handshake per peer (manager invariant 3),
+// accepting a peer's, the loopback QP, and dropping QPs in ERR (invariant 4). A part of the manager
+// (actors/detail/manager_state.h): it works on the tables the front keeps (manager_tables.h) and
+// holds no state of its own unless said below.
 #pragma once
 
 #include "actors/detail/manager_tables.h"

@@ -1,7 +1,6 @@
 // StreamGrants (see stream_grants.h).
 #include "actors/manager/stream_grants.h"
 
-
 #include "actors/detail/manager_state.h"
 
 namespace caf_rdma::detail {
@@ -31,7 +30,8 @@ caf::result<StreamGrantMsg> StreamGrants::stream_grant(const BufferRef& ref, uin
       m_.grants_per_peer_.erase(peer);
     return make_rdma_error(
         ErrorCode::kResourceExhausted,
-        "stream grant on buffer " + std::to_string(ref.id) + " of " + m_.options_.name + " refused: " +
+        "stream grant on buffer " + std::to_string(ref.id) + " of " + m_.options_.name +
+            " refused: " +
             (buf.grants >= kMaxGrantsPerBuffer
                  ? "the buffer has " + std::to_string(kMaxGrantsPerBuffer) + " grants outstanding"
                  : "the peer has " + std::to_string(kMaxGrantsPerPeer) + " grants outstanding"));
@@ -41,11 +41,11 @@ caf::result<StreamGrantMsg> StreamGrants::stream_grant(const BufferRef& ref, uin
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limit_ms);
   uint64_t token =
       m_.stream_server_->grant(reinterpret_cast<uint8_t*>(buf.addr) + offset, length,
-                            write ? StreamDirection::kIntoOwner : StreamDirection::kOutOfOwner,
-                            deadline, [me](uint64_t token, const Status&, uint64_t bytes) {
-                              if (auto h = caf::actor_cast<caf::actor>(me))
-                                caf::anon_send(h, StreamServed{token, bytes});
-                            });
+                               write ? StreamDirection::kIntoOwner : StreamDirection::kOutOfOwner,
+                               deadline, [me](uint64_t token, const Status&, uint64_t bytes) {
+                                 if (auto h = caf::actor_cast<caf::actor>(me))
+                                   caf::anon_send(h, StreamServed{token, bytes});
+                               });
   // Held (released only after the grant was used or withdrawn), by its token.
   ++buf.in_use;
   ++buf.grants;
@@ -53,7 +53,7 @@ caf::result<StreamGrantMsg> StreamGrants::stream_grant(const BufferRef& ref, uin
   m_.grants_.emplace(token, GrantHold{ref.id, peer});
   // Withdrawn if nobody claims it in time (the requester timed out or died).
   m_.self_->delayed_send(m_.self_, std::chrono::milliseconds(limit_ms) + kRequestBackstop,
-                      StreamExpire{token});
+                         StreamExpire{token});
   return StreamGrantMsg{token, m_.stream_server_->host(), m_.stream_server_->port()};
 }
 

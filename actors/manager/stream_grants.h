@@ -1,4 +1,5 @@
-// StreamGrants: the owner side of the fallback's stream channel: grants of a token for one access to one buffer, their holds on the buffer, their expiry and withdrawal (manager invariants 2, 7).
+// StreamGrants: the owner side of the fallback's stream channel: grants of a token for one access
+// to one buffer, their holds on the buffer, their expiry and withdrawal (manager invariants 2, 7).
 // A part of the manager (actors/detail/manager_state.h): it works on the tables the front keeps
 // (manager_tables.h) and holds no state of its own unless said below.
 #pragma once

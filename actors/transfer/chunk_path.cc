@@ -27,9 +27,9 @@ void ChunkPath::take_over(OpId id) {
 std::chrono::milliseconds ChunkPath::chunk_timeout(OpId id) const {
   // A chunk's request ends by the transfer's deadline (plus the backstop): a timed-out write
   // that waits for its chunks (invariant 1) replies soon after its timeout.
-  auto left = std::max(std::chrono::milliseconds(0),
-                       std::chrono::duration_cast<std::chrono::milliseconds>(
-                           m_.transfers_.at(id.ticket).due - m_.now()));
+  auto left =
+      std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 m_.transfers_.at(id.ticket).due - m_.now()));
   return left + kRequestBackstop;  // never more than request_timeout(t)
 }
 
@@ -74,21 +74,22 @@ void ChunkPath::ask_fetch(OpId id, uint64_t off, uint64_t n, uint64_t charge) {
   const caf::actor_addr key = o.peer;
   const uint64_t link = m_.peers_.at(key).link;
   const uint64_t local_off = op.local_offset + off;
-  m_.peer_table.peer_request(op.remote.owner, chunk_timeout(id), fetch_atom::value, ref_of(op.remote),
-                  op.remote_offset + off, n)
+  m_.peer_table
+      .peer_request(op.remote.owner, chunk_timeout(id), fetch_atom::value, ref_of(op.remote),
+                    op.remote_offset + off, n)
       .then(
           [this, id, local_off, n, key, charge, link](ByteChunk& data) {
             fetch_answered(key, charge, link);
             const OpRecord* o = m_.op_record(id);
             if (o == nullptr)
-              return;  // timed out or failed: drop late data (invariant 1)
+              return;            // timed out or failed: drop late data (invariant 1)
             if (data.size != n)  // invariant 3
-              return m_.finish_op(id, outcome_of(Error(ErrorCode::kInternal,
-                                                       "fallback read chunk of " +
-                                                           std::to_string(n) +
-                                                           " bytes came back with " +
-                                                           std::to_string(data.size))));
-            Status st = m_.buffer_table.copy_in(m_.buffers_.at(o->op.local.id), local_off, data.data, n);
+              return m_.finish_op(
+                  id, outcome_of(Error(ErrorCode::kInternal,
+                                       "fallback read chunk of " + std::to_string(n) +
+                                           " bytes came back with " + std::to_string(data.size))));
+            Status st =
+                m_.buffer_table.copy_in(m_.buffers_.at(o->op.local.id), local_off, data.data, n);
             if (!st.ok())
               return m_.finish_op(id, outcome_of(st.error()));
             chunk_done(id, n);
@@ -122,10 +123,12 @@ void ChunkPath::send_store(OpId id, uint64_t off, uint64_t n) {
   } else {  // GPU memory: copied to the host first
     bytes = ByteChunk::allocate(n);
     if (Status st = m_.buffer_table.copy_out(local, local_off, bytes.owned.get(), n); !st.ok())
-      return write_chunk_failed(id, ops_.at(id), outcome_of(st.error()));  // earlier ones may be out
+      return write_chunk_failed(id, ops_.at(id),
+                                outcome_of(st.error()));  // earlier ones may be out
   }
-  m_.peer_table.peer_request(op.remote.owner, chunk_timeout(id), store_atom::value, ref_of(op.remote),
-                  op.remote_offset + off, std::move(bytes))
+  m_.peer_table
+      .peer_request(op.remote.owner, chunk_timeout(id), store_atom::value, ref_of(op.remote),
+                    op.remote_offset + off, std::move(bytes))
       .then([this, id](uint64_t stored) { chunk_done(id, stored); },
             [this, id](caf::error& err) { chunk_failed(id, err); });
 }
