@@ -1,17 +1,18 @@
-// Internal state of an RdmaManagerActor (actors/rdma_manager_actor.cc builds the behavior).
+// The front of an RdmaManagerActor (actors/rdma_manager_actor.cc builds the behavior): it keeps
+// the requests, the tables (detail/manager_tables.h: buffers, peers, transfers) and one place that
+// chooses each op's path (actors/transfer/path_choice.h); the paths (actors/transfer/) move the
+// bytes, and the parts (actors/manager/) each do one job on the tables. Every op ends in one reply
+// point (finish_op). Each part and path lists its own invariants; the manager's, numbered here,
+// are cited by those files and by the tests under these numbers.
 //
-// Invariants:
-//  1. Buffer ids are never reused; a released id stays known as released.
-//  2. A buffer released while transfers use it is refused to new transfers at once, and its
-//     release reply (after which the caller may free the memory) waits until those transfers
-//     have finished: no byte moves into memory the caller already freed. Stream grants on it
-//     that no client claimed yet are withdrawn at the release (a holder cannot make it wait
-//     up to max_timeout); claimed ones are transfers in flight and are waited for.
-//  3. For each peer manager, this manager initiates at most one queue pair (created by one
-//     handshake; concurrent first transfers wait for it) and accepts at most one from that peer
-//     (a new handshake from the peer replaces it). Ops are only posted on initiated QPs.
-//  4. A queue pair in ERR is dropped (destroyed, so the NIC stops) and the next transfer to that
-//     peer makes a new one.
+// Invariants (full text of 1-4, 8, 13 in the named files):
+//  1. Buffer ids are never reused; a released id stays known as released (manager/buffer_table.h).
+//  2. A buffer released while transfers use it is answered only once they finished; unclaimed
+//     stream grants on it are withdrawn (manager/buffer_table.h).
+//  3. At most one queue pair initiated and one accepted per peer manager; ops are posted only on
+//     initiated QPs (manager/qp_handshakes.h).
+//  4. A queue pair in ERR is dropped (destroyed, so the NIC stops); the next transfer makes a new
+//     one (manager/qp_handshakes.h).
 //  5. Every transfer gets exactly one reply: success, or an error naming what was wrong; its
 //     timeout flushes the RDMA work still outstanding, and waits for its stream job to stop,
 //     before the reply.
@@ -24,43 +25,26 @@
 //  7. Everything a peer can make us hold is bounded: grant and wait timeouts (max_timeout),
 //     grants per buffer and per peer, directory names and waiters, chunk sizes, and the fetch
 //     answers on their way to it and the fetches it has waiting (invariant 12).
-//  8. Device loss (manager_device.cc): when the DeviceMonitor says the device went away, every
-//     queue pair, registration and bounce buffer on it is dropped before any reply, the RDMA
-//     ops in flight fail at once (no_device, naming the device and why), and peers are told
-//     (device_gone). Until the device is opened again (retried with backoff) transfers take the
-//     fallback (auto) or fail naming why (rdma). Afterwards live host buffers are registered
-//     again; their old handles carry the old incarnation and move through the owner, so a
-//     stale remote key never reaches a NIC.
+//  8. Device loss: everything on the device is dropped before any reply, RDMA ops in flight fail at
+//     once, peers are told (manager/device_watch.h).
 //  9. Staging: actors/transfer/staged_path.h (its invariants 1-4).
 // 10. A fallback write that fails or times out with store chunks on their way is answered only
 //     once each was answered or timed out: actors/transfer/chunk_path.h (invariant 1).
 // 11. A stream job its owner refused before taking the request moved no byte, so its op moves
 //     in CAF chunks instead: actors/transfer/stream_path.h (invariant 2).
 // 12. Fetch windows: everything a peer node can make this owner hold in fetch answers it has
-//     not proven it read is bounded (actors/fetch_windows.h, its invariants 1-5); as
+//     not proven it read is bounded (actors/manager/fetch_windows.h, its invariants 1-5); as
 //     requester, the fetches asked of one owner stay within peer_window_bytes
 //     (actors/transfer/chunk_path.h, invariant 2).
-// 13. A lost link is not a dead peer (manager_peers.cc): when the proxy of a peer manager ends
-//     with remote_link_unreachable, and its address is known (a handle's host:port) and the node
-//     gave a connector (UseConnector), everything on its way over the link fails at once
-//     (peer_unavailable naming the peer and the lost link), new ops wait (each until its own
-//     timeout), and the address is connected again, at most kReconnectAttempts times. Only a
-//     connect that reaches the same manager (same node id and actor id) makes the link again:
-//     the waiting ops resume on it, and every later message goes to the new proxy (handles
-//     keep naming the old one: peer_request and peer_send route by address). Nothing there,
-//     no answer, or another node at that address (the peer restarted: a new manager) after the
-//     last attempt declares the peer down for good. Any other end of a proxy (the peer's actor
-//     or node gone) is down for good at once. A peer whose handshake reaches us over a new
-//     link is taken back (its new proxy replaces the old one, accept_connect) only if the
-//     middleman has a direct connection to its node: BASP lets a third node claim any node id
-//     for what it routes, so a new proxy reached through another node proves nothing.
+// 13. A lost link is not a dead peer: ops in flight fail, new ones wait, the address is connected
+//     again (manager/link_recovery.h).
 #pragma once
 
 #include "actors/detail/manager_tables.h"
-#include "actors/fetch_windows.h"
 #include "actors/manager/buffer_table.h"
 #include "actors/manager/device_watch.h"
 #include "actors/manager/directory.h"
+#include "actors/manager/fetch_windows.h"
 #include "actors/manager/lane_table.h"
 #include "actors/manager/link_recovery.h"
 #include "actors/manager/peer_table.h"
@@ -94,7 +78,7 @@ public:
   uint32_t capped(uint32_t timeout_ms) const;
   ManagerStats stats() const;
 
-  // -- the manager's parts (actors/manager/, and fetch_windows.h): each works on the tables this
+  // -- the manager's parts (actors/manager/): each works on the tables this
   //    front keeps; the behaviour and the other parts reach them here.
   BufferTable buffer_table{*this};
   PeerTable peer_table{*this};
@@ -222,8 +206,6 @@ private:
   std::shared_ptr<RdmaQueuePair> loopback_;
   uint64_t next_buffer_id_ = 1;
   std::unordered_map<uint64_t, LocalBuffer> buffers_;
-  /// GPUs whose memory the NIC could not register (staged instead): said once each, with why.
-  std::set<int> staged_gpus_;
   uint64_t next_ticket_ = 1;
   // The paths (actors/transfer/), each keeping its own per-op state.
   LocalCopyPath local_copy_{*this};
@@ -237,23 +219,9 @@ private:
   std::multimap<std::chrono::steady_clock::time_point, uint64_t> deadlines_;
   std::chrono::steady_clock::time_point next_tick_ = std::chrono::steady_clock::time_point::max();
   std::map<caf::actor_addr, Peer> peers_;
-  std::map<std::string, DirEntry> directory_;
-  /// Stream grants made as owner, by token.
-  std::unordered_map<uint64_t, GrantHold> grants_;
-  std::map<caf::node_id, uint32_t> grants_per_peer_;
-  size_t dir_waiter_count_ = 0;
-  std::map<caf::node_id, size_t> dir_waiters_per_node_;
-  std::map<std::string, std::vector<DirWaiter>> dir_waiters_;
-  uint64_t next_dir_waiter_ = 1;
   Counters counters_;
-  /// Invariant 13: the node's middleman actor (connect_atom) and its connect timeout; null: a
-  /// lost link leaves its peer down.
-  caf::io::middleman_actor connector_;
-  std::chrono::milliseconds connect_timeout_{0};
   /// Local buffers direct lanes may use (shared with the lanes).
   std::shared_ptr<DirectRegistry> registry_ = std::make_shared<DirectRegistry>();
-  uint64_t next_lane_ = 1;
-  uint64_t next_question_ = 1;
   /// Direct lanes this manager opened and that are still alive, by lane id.
   std::map<uint64_t, LaneRecord> lanes_;
 };
@@ -283,7 +251,7 @@ void PeerTable::ask_peer(const caf::actor& peer, const std::string& name,
     return fail(peer_down_error(p));
   if (p.reconnecting)
     return fail(link_lost_error(p));
-  const uint64_t q = m_.next_question_++;
+  const uint64_t q = next_question_++;
   p.questions.emplace(q, std::move(fail));
   auto key = peer.address();
   peer_request(p.manager, timeout, std::forward<Ts>(xs)...)

@@ -83,7 +83,7 @@ caf::result<BufferHandle> BufferTable::request_buffer(uint64_t addr, uint64_t si
         entry.rdma = m_.domain_->adopt_region(std::move(*mr), addr, size, mr_access);
         entry.memory = BufferMemory::kGpuDirect;
         h.rkey = entry.rdma.rkey();
-      } else if (m_.staged_gpus_.insert(where.device).second) {
+      } else if (staged_gpus_.insert(where.device).second) {
         // Staging works, but is slower: a host that expects GPUDirect must learn why not.
         std::fprintf(stderr,
                      "caf-rdma: %s: memory of GPU %d is staged through host bounce buffers "

@@ -1,8 +1,16 @@
-// BufferTable: the table of this node's registered buffers: registration, release (manager
-// invariants 1, 2), the owner's checks of every access a peer or a local copy makes, and copies
-// into and out of host or GPU memory. A part of the manager (actors/detail/manager_state.h): it
-// works on the tables the front keeps (manager_tables.h) and holds no state of its own unless said
-// below.
+// BufferTable: this node's registered buffers: registration, release, the owner's checks of every
+// access a peer (or a local copy) makes, and copies into and out of host or GPU memory.
+//
+// A part of the manager (actors/detail/manager_state.h): it works on the tables the front
+// keeps (detail/manager_tables.h); what is its own is below.
+//
+// Invariants (numbered as the manager's, which lists them all):
+//  1. Buffer ids are never reused; a released id stays known as released.
+//  2. A buffer released while transfers use it is refused to new transfers at once, and its
+//     release reply (after which the caller may free the memory) waits until those transfers
+//     have finished: no byte moves into memory the caller already freed. Stream grants on it
+//     that no client claimed yet are withdrawn at the release (a holder cannot make it wait
+//     up to max_timeout); claimed ones are transfers in flight and are waited for.
 #pragma once
 
 #include "actors/detail/manager_tables.h"
@@ -51,6 +59,8 @@ public:
 
 private:
   ManagerState& m_;
+  /// GPUs whose memory the NIC could not register (staged instead): said once each, with why.
+  std::set<int> staged_gpus_;
 };
 
 }  // namespace caf_rdma::detail

@@ -1,7 +1,17 @@
-// DeviceWatch: the RDMA device: its monitor, its loss (manager invariant 8), reopening it with
-// backoff, and a peer's device loss. A part of the manager (actors/detail/manager_state.h): it
-// works on the tables the front keeps (manager_tables.h) and holds no state of its own unless said
-// below.
+// DeviceWatch: the RDMA device: its monitor, its loss, reopening it with backoff, and a peer's
+// device loss.
+//
+// A part of the manager (actors/detail/manager_state.h): it works on the tables the front
+// keeps (detail/manager_tables.h); what is its own is below.
+//
+// Invariants (numbered as the manager's, which lists them all):
+//  8. Device loss (manager_device.cc): when the DeviceMonitor says the device went away, every
+//     queue pair, registration and bounce buffer on it is dropped before any reply, the RDMA
+//     ops in flight fail at once (no_device, naming the device and why), and peers are told
+//     (device_gone). Until the device is opened again (retried with backoff) transfers take the
+//     fallback (auto) or fail naming why (rdma). Afterwards live host buffers are registered
+//     again; their old handles carry the old incarnation and move through the owner, so a
+//     stale remote key never reaches a NIC.
 #pragma once
 
 #include "actors/detail/manager_tables.h"

@@ -20,26 +20,26 @@ caf::result<bool> Directory::dir_put(std::string key, BufferHandle h) {
                            "directory name of " + std::to_string(key.size()) +
                                " bytes: names have 1.." + std::to_string(kMaxDirectoryName));
   auto putter = caf::actor_cast<caf::actor_addr>(m_.self_->current_sender());
-  auto it = m_.directory_.find(key);
-  if (it == m_.directory_.end() && m_.directory_.size() >= kMaxDirectoryEntries)
+  auto it = directory_.find(key);
+  if (it == directory_.end() && directory_.size() >= kMaxDirectoryEntries)
     return make_rdma_error(ErrorCode::kResourceExhausted,
                            "the directory of " + m_.options_.name + " is full (" +
                                std::to_string(kMaxDirectoryEntries) + " names)");
-  auto waiters = m_.dir_waiters_.find(key);
-  if (waiters != m_.dir_waiters_.end()) {
+  auto waiters = dir_waiters_.find(key);
+  if (waiters != dir_waiters_.end()) {
     for (auto& w : waiters->second) {
       w.rp.deliver(h);
       forget_dir_waiter(w);
     }
-    m_.dir_waiters_.erase(waiters);
+    dir_waiters_.erase(waiters);
   }
-  m_.directory_[std::move(key)] = DirEntry{std::move(h), std::move(putter)};
+  directory_[std::move(key)] = DirEntry{std::move(h), std::move(putter)};
   return true;
 }
 
 caf::result<BufferHandle> Directory::dir_get(const std::string& key, uint32_t wait_ms) {
-  auto it = m_.directory_.find(key);
-  if (it != m_.directory_.end())
+  auto it = directory_.find(key);
+  if (it != directory_.end())
     return it->second.handle;
   if (key.empty() || key.size() > kMaxDirectoryName)
     return make_rdma_error(ErrorCode::kInvalidArgument,
@@ -48,41 +48,41 @@ caf::result<BufferHandle> Directory::dir_get(const std::string& key, uint32_t wa
   if (wait_ms == 0)
     return make_rdma_error(ErrorCode::kTimeout, "no buffer handle named '" + key +
                                                     "' in the directory of " + m_.options_.name);
-  if (m_.dir_waiter_count_ >= kMaxDirectoryWaiters)
+  if (dir_waiter_count_ >= kMaxDirectoryWaiters)
     return make_rdma_error(ErrorCode::kResourceExhausted,
                            "the directory of " + m_.options_.name + " already has " +
                                std::to_string(kMaxDirectoryWaiters) + " waiting requests");
   const auto& sender = m_.self_->current_sender();
   caf::node_id node = sender ? sender->node() : caf::node_id{};
   bool remote = node != m_.self_->node();
-  if (remote && m_.dir_waiters_per_node_[node] >= kMaxDirectoryWaitersPerNode)
+  if (remote && dir_waiters_per_node_[node] >= kMaxDirectoryWaitersPerNode)
     return make_rdma_error(ErrorCode::kResourceExhausted,
                            "the directory of " + m_.options_.name + " already has " +
                                std::to_string(kMaxDirectoryWaitersPerNode) +
                                " waiting requests from node " + caf::to_string(node));
   auto rp = m_.self_->make_response_promise<BufferHandle>();
-  uint64_t id = m_.next_dir_waiter_++;
-  m_.dir_waiters_[key].push_back(DirWaiter{id, rp, node, remote});
-  ++m_.dir_waiter_count_;
+  uint64_t id = next_dir_waiter_++;
+  dir_waiters_[key].push_back(DirWaiter{id, rp, node, remote});
+  ++dir_waiter_count_;
   if (remote)
-    ++m_.dir_waiters_per_node_[node];
+    ++dir_waiters_per_node_[node];
   m_.self_->delayed_send(m_.self_, std::chrono::milliseconds(m_.capped(wait_ms)),
                          DirTimeout{key, id});
   return rp;
 }
 
 void Directory::forget_dir_waiter(const DirWaiter& w) {
-  --m_.dir_waiter_count_;
+  --dir_waiter_count_;
   if (w.counted) {
-    auto n = m_.dir_waiters_per_node_.find(w.node);
-    if (n != m_.dir_waiters_per_node_.end() && --n->second == 0)
-      m_.dir_waiters_per_node_.erase(n);
+    auto n = dir_waiters_per_node_.find(w.node);
+    if (n != dir_waiters_per_node_.end() && --n->second == 0)
+      dir_waiters_per_node_.erase(n);
   }
 }
 
 void Directory::dir_timeout(const std::string& key, uint64_t id) {
-  auto it = m_.dir_waiters_.find(key);
-  if (it == m_.dir_waiters_.end())
+  auto it = dir_waiters_.find(key);
+  if (it == dir_waiters_.end())
     return;
   auto& ws = it->second;
   for (size_t i = 0; i < ws.size(); ++i) {
@@ -96,7 +96,7 @@ void Directory::dir_timeout(const std::string& key, uint64_t id) {
     break;
   }
   if (ws.empty())
-    m_.dir_waiters_.erase(it);
+    dir_waiters_.erase(it);
 }
 
 }  // namespace caf_rdma::detail

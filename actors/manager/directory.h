@@ -1,6 +1,9 @@
-// Directory: the node's directory of named buffer handles (dir_put, dir_get with a bounded wait).
-// A part of the manager (actors/detail/manager_state.h): it works on the tables the front keeps
-// (manager_tables.h) and holds no state of its own unless said below.
+// Directory: the node's directory of named buffer handles: dir_put from this node's actors,
+// dir_get from anyone, waiting a bounded time for a name (waiters per node and in all are
+// bounded: manager invariant 7).
+//
+// A part of the manager (actors/detail/manager_state.h): it works on the tables the front
+// keeps (detail/manager_tables.h); what is its own is below.
 #pragma once
 
 #include "actors/detail/manager_tables.h"
@@ -22,6 +25,11 @@ public:
 
 private:
   ManagerState& m_;
+  std::map<std::string, DirEntry> directory_;
+  std::map<std::string, std::vector<DirWaiter>> dir_waiters_;
+  size_t dir_waiter_count_ = 0;
+  std::map<caf::node_id, size_t> dir_waiters_per_node_;
+  uint64_t next_dir_waiter_ = 1;
 };
 
 }  // namespace caf_rdma::detail

@@ -35,7 +35,7 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
   if (!created.ok())
     return to_caf_error(created.error().with_context("creating a direct lane's queue pair"));
   std::shared_ptr<RdmaQueuePair> qp(std::move(*created));
-  uint64_t id = m_.next_lane_++;
+  uint64_t id = next_lane_++;
   auto me = caf::actor_cast<caf::actor>(m_.self_);
   if (m_.peer_table.owns(remote.owner)) {
     Status st = qp->connect_loopback();

@@ -1,7 +1,9 @@
-// LaneTable: direct lanes: the queue pairs a client of this process uses without the manager
-// (actors/direct_lane.h), opened and accepted here, dropped with their peer or device. A part of
-// the manager (actors/detail/manager_state.h): it works on the tables the front keeps
-// (manager_tables.h) and holds no state of its own unless said below.
+// LaneTable: direct lanes, the queue pairs a client of this process drives itself
+// (actors/direct_lane.h): opened with one handshake, accepted from peers (at most
+// kMaxLanesPerPeer each), dropped with their peer or device.
+//
+// A part of the manager (actors/detail/manager_state.h): it works on the tables the front
+// keeps (detail/manager_tables.h); what is its own is below.
 #pragma once
 
 #include "actors/detail/manager_tables.h"
@@ -26,6 +28,7 @@ public:
 
 private:
   ManagerState& m_;
+  uint64_t next_lane_ = 1;
 };
 
 }  // namespace caf_rdma::detail

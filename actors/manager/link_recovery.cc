@@ -87,7 +87,7 @@ void LinkRecovery::cut_off(const caf::actor_addr& key, Peer& p, const caf::error
 }
 
 bool LinkRecovery::may_reconnect(const Peer& p) const {
-  return m_.connector_ && parse_host_port(p.name).ok();
+  return connector_ && parse_host_port(p.name).ok();
 }
 
 void LinkRecovery::reconnect(const caf::actor_addr& key, uint32_t attempt) {
@@ -96,8 +96,7 @@ void LinkRecovery::reconnect(const caf::actor_addr& key, uint32_t attempt) {
     return;  // made again meanwhile (the peer reached us), or given up
   auto where = parse_host_port(it->second.name);  // may_reconnect checked it
   m_.self_
-      ->request(m_.connector_, m_.connect_timeout_, caf::connect_atom::value, where->first,
-                where->second)
+      ->request(connector_, connect_timeout_, caf::connect_atom::value, where->first, where->second)
       .then(
           [this, key, attempt](const caf::node_id&, caf::strong_actor_ptr& ptr,
                                const std::set<std::string>&) {
@@ -162,8 +161,8 @@ void LinkRecovery::adopt(Peer& p, const caf::actor& proxy) {
 
 void LinkRecovery::use_connector(caf::io::middleman_actor connector,
                                  std::chrono::milliseconds timeout) {
-  m_.connector_ = std::move(connector);
-  m_.connect_timeout_ = timeout;
+  connector_ = std::move(connector);
+  connect_timeout_ = timeout;
 }
 
 }  // namespace caf_rdma::detail

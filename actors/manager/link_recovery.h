@@ -1,7 +1,24 @@
-// LinkRecovery: the ends of peer managers' proxies: a dead peer fails what was open with it; a lost
-// link is connected again (manager invariant 13). A part of the manager
-// (actors/detail/manager_state.h): it works on the tables the front keeps (manager_tables.h) and
-// holds no state of its own unless said below.
+// LinkRecovery: the ends of peer managers' proxies: a dead peer fails what was open with it; a
+// lost link is connected again.
+//
+// A part of the manager (actors/detail/manager_state.h): it works on the tables the front
+// keeps (detail/manager_tables.h); what is its own is below.
+//
+// Invariants (numbered as the manager's, which lists them all):
+// 13. A lost link is not a dead peer (manager_peers.cc): when the proxy of a peer manager ends
+//     with remote_link_unreachable, and its address is known (a handle's host:port) and the node
+//     gave a connector (UseConnector), everything on its way over the link fails at once
+//     (peer_unavailable naming the peer and the lost link), new ops wait (each until its own
+//     timeout), and the address is connected again, at most kReconnectAttempts times. Only a
+//     connect that reaches the same manager (same node id and actor id) makes the link again:
+//     the waiting ops resume on it, and every later message goes to the new proxy (handles
+//     keep naming the old one: peer_request and peer_send route by address). Nothing there,
+//     no answer, or another node at that address (the peer restarted: a new manager) after the
+//     last attempt declares the peer down for good. Any other end of a proxy (the peer's actor
+//     or node gone) is down for good at once. A peer whose handshake reaches us over a new
+//     link is taken back (its new proxy replaces the old one, accept_connect) only if the
+//     middleman has a direct connection to its node: BASP lets a third node claim any node id
+//     for what it routes, so a new proxy reached through another node proves nothing.
 #pragma once
 
 #include "actors/detail/manager_tables.h"
@@ -36,6 +53,10 @@ public:
 
 private:
   ManagerState& m_;
+  /// Invariant 13: the node's middleman actor (connect_atom) and its connect timeout; null: a
+  /// lost link leaves its peer down.
+  caf::io::middleman_actor connector_;
+  std::chrono::milliseconds connect_timeout_{0};
 };
 
 }  // namespace caf_rdma::detail

@@ -1,7 +1,9 @@
-// PeerTable: the peer managers this manager knows, the requests it sends them through its facade
-// (never in its own name: manager invariant 6), and the questions open with each, answered exactly
-// once. A part of the manager (actors/detail/manager_state.h): it works on the tables the front
-// keeps (manager_tables.h) and holds no state of its own unless said below.
+// PeerTable: the peer managers this manager knows, the requests it sends them (through its
+// facade, never in its own name: manager invariant 6) and the questions open with each, each
+// answered exactly once: by the peer, by its timeout, or at once when the peer goes down.
+//
+// A part of the manager (actors/detail/manager_state.h): it works on the tables the front
+// keeps (detail/manager_tables.h); what is its own is below.
 #pragma once
 
 #include "actors/detail/manager_tables.h"
@@ -59,6 +61,7 @@ public:
 
 private:
   ManagerState& m_;
+  uint64_t next_question_ = 1;
 };
 
 }  // namespace caf_rdma::detail

@@ -1,7 +1,15 @@
-// QpHandshakes: queue pairs to peer managers: the one handshake per peer (manager invariant 3),
-// accepting a peer's, the loopback QP, and dropping QPs in ERR (invariant 4). A part of the manager
-// (actors/detail/manager_state.h): it works on the tables the front keeps (manager_tables.h) and
-// holds no state of its own unless said below.
+// QpHandshakes: the queue pairs to peer managers: the one handshake per peer, accepting a peer's,
+// the loopback QP, and dropping QPs in ERR.
+//
+// A part of the manager (actors/detail/manager_state.h): it works on the tables the front
+// keeps (detail/manager_tables.h); what is its own is below.
+//
+// Invariants (numbered as the manager's, which lists them all):
+//  3. For each peer manager, this manager initiates at most one queue pair (created by one
+//     handshake; concurrent first transfers wait for it) and accepts at most one from that peer
+//     (a new handshake from the peer replaces it). Ops are only posted on initiated QPs.
+//  4. A queue pair in ERR is dropped (destroyed, so the NIC stops) and the next transfer to that
+//     peer makes a new one.
 #pragma once
 
 #include "actors/detail/manager_tables.h"

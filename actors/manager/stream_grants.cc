@@ -24,10 +24,10 @@ caf::result<StreamGrantMsg> StreamGrants::stream_grant(const BufferRef& ref, uin
   // Counted per node (a node can speak through many actors).
   const auto& sender = m_.self_->current_sender();
   caf::node_id peer = sender ? sender->node() : caf::node_id{};
-  uint32_t& peer_grants = m_.grants_per_peer_[peer];
+  uint32_t& peer_grants = grants_per_peer_[peer];
   if (buf.grants >= kMaxGrantsPerBuffer || peer_grants >= kMaxGrantsPerPeer) {
     if (peer_grants == 0)
-      m_.grants_per_peer_.erase(peer);
+      grants_per_peer_.erase(peer);
     return make_rdma_error(
         ErrorCode::kResourceExhausted,
         "stream grant on buffer " + std::to_string(ref.id) + " of " + m_.options_.name +
@@ -50,7 +50,7 @@ caf::result<StreamGrantMsg> StreamGrants::stream_grant(const BufferRef& ref, uin
   ++buf.in_use;
   ++buf.grants;
   ++peer_grants;
-  m_.grants_.emplace(token, GrantHold{ref.id, peer});
+  grants_.emplace(token, GrantHold{ref.id, peer});
   // Withdrawn if nobody claims it in time (the requester timed out or died).
   m_.self_->delayed_send(m_.self_, std::chrono::milliseconds(limit_ms) + kRequestBackstop,
                          StreamExpire{token});
@@ -58,14 +58,14 @@ caf::result<StreamGrantMsg> StreamGrants::stream_grant(const BufferRef& ref, uin
 }
 
 void StreamGrants::end_grant(uint64_t token) {
-  auto it = m_.grants_.find(token);
-  if (it == m_.grants_.end())
+  auto it = grants_.find(token);
+  if (it == grants_.end())
     return;
   GrantHold hold = it->second;
-  m_.grants_.erase(it);
-  auto p = m_.grants_per_peer_.find(hold.peer);
-  if (p != m_.grants_per_peer_.end() && --p->second == 0)
-    m_.grants_per_peer_.erase(p);
+  grants_.erase(it);
+  auto p = grants_per_peer_.find(hold.peer);
+  if (p != grants_per_peer_.end() && --p->second == 0)
+    grants_per_peer_.erase(p);
   if (auto b = m_.buffers_.find(hold.buffer); b != m_.buffers_.end() && b->second.grants > 0)
     --b->second.grants;
   m_.buffer_table.buffer_done(hold.buffer);
@@ -75,7 +75,7 @@ void StreamGrants::revoke_unclaimed_grants(uint64_t buffer) {
   if (!m_.stream_server_)
     return;
   std::vector<uint64_t> tokens;
-  for (const auto& [token, hold] : m_.grants_)
+  for (const auto& [token, hold] : grants_)
     if (hold.buffer == buffer)
       tokens.push_back(token);
   for (uint64_t token : tokens)
@@ -84,7 +84,7 @@ void StreamGrants::revoke_unclaimed_grants(uint64_t buffer) {
 }
 
 void StreamGrants::stream_served(uint64_t token, uint64_t bytes) {
-  if (m_.grants_.count(token) == 0)
+  if (grants_.count(token) == 0)
     return;
   m_.counters_.served_fallback_bytes += bytes;
   end_grant(token);

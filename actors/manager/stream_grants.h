@@ -1,7 +1,9 @@
-// StreamGrants: the owner side of the fallback's stream channel: grants of a token for one access
-// to one buffer, their holds on the buffer, their expiry and withdrawal (manager invariants 2, 7).
-// A part of the manager (actors/detail/manager_state.h): it works on the tables the front keeps
-// (manager_tables.h) and holds no state of its own unless said below.
+// StreamGrants: the owner side of the fallback's stream channel: a grant is a token for one
+// access to one buffer, held on the buffer until used, withdrawn or expired (bounded per buffer
+// and per peer node, and by max_timeout: manager invariant 7; withdrawn at release: invariant 2).
+//
+// A part of the manager (actors/detail/manager_state.h): it works on the tables the front
+// keeps (detail/manager_tables.h); what is its own is below.
 #pragma once
 
 #include "actors/detail/manager_tables.h"
@@ -27,6 +29,9 @@ public:
 
 private:
   ManagerState& m_;
+  /// Stream grants made as owner, by token.
+  std::unordered_map<uint64_t, GrantHold> grants_;
+  std::map<caf::node_id, uint32_t> grants_per_peer_;
 };
 
 }  // namespace caf_rdma::detail

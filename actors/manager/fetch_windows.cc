@@ -1,5 +1,5 @@
 // FetchWindows: the owner side of fetch windows (see fetch_windows.h).
-#include "actors/fetch_windows.h"
+#include "actors/manager/fetch_windows.h"
 
 #include <caf/io/middleman.hpp>
 
