@@ -1,4 +1,4 @@
-#include "examples/collectives/group_member.h"
+#include "systems/collectives/group_member.h"
 
 #include <caf/all.hpp>
 

@@ -1,4 +1,4 @@
-#include "examples/kv_store/kv_server.h"
+#include "systems/kv_store/kv_server.h"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -7,7 +7,7 @@
 
 #include "actors/rdma_client.h"
 #include "actors/rdma_errors.h"
-#include "examples/kv_store/kv_pool.h"
+#include "systems/kv_store/kv_pool.h"
 
 namespace caf_rdma::kv {
 
