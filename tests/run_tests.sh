@@ -8,7 +8,7 @@
 #   4. cuda lane:    `bazel build --config=cuda //...` (everything compiled against /usr/local/cuda)
 #                    and `bazel test --config=cuda //tests/gpu/...` (gpu-tagged: they run on a
 #                    host with a GPU, and report a visible SKIP with the reason elsewhere);
-#   5. the stress tool (examples/rdma_stress) in short mode, natively and in the VM;
+#   5. the stress tool (stress/rdma_stress) in short mode, natively and in the VM;
 #   6. tidy: clang-tidy-14 over every source (tests/lint/check_tidy.sh, .clang-tidy), right after
 #      the native lane, whose build it reuses;
 #   7. sanitizer lanes: the native lane under `--config=asan` (AddressSanitizer + UBSan) and
@@ -69,19 +69,19 @@ python3 tests/summarize.py cuda "$cuda_logs" $(bazel query 'tests(//tests/gpu/..
   > /tmp/caf_rdma_cuda_summary.$$
 cuda_sum_rc=$?
 
-# The stress tool (examples/rdma_stress), short mode: every byte checked, release churn and
+# The stress tool (stress/rdma_stress), short mode: every byte checked, release churn and
 # released-handle writes, one process killed; natively (fallback) and on the rdma path inside the
 # VM (READ-heavier, processes spread over rxe0 and rxe1).
 lane_end cuda
 lane_start
 stamp "stress: rdma_stress short mode, native (fallback) and in the Soft-RoCE VM (rdma)"
 stress_rc=0
-if bazel build "$@" //examples:rdma_stress; then
-  CAF_RDMA_TRANSPORT=fallback timeout 300 bazel-bin/examples/rdma_stress --procs 8 --threads 2 \
+if bazel build "$@" //stress:rdma_stress; then
+  CAF_RDMA_TRANSPORT=fallback timeout 300 bazel-bin/stress/rdma_stress --procs 8 --threads 2 \
     --seconds 20 --max-size 1M --kill 2>&1 | tail -12 || stress_rc=1
   [ "${PIPESTATUS[0]}" = 0 ] || stress_rc=1
   CAF_RDMA_TRANSPORT=rdma tests/rxe_vm/run_in_vm.sh -t 420 -m 6144 -e CAF_RDMA_TRANSPORT -s /tmp \
-    bazel-bin/examples/rdma_stress --procs 8 --threads 2 --seconds 45 --max-size 1M --read-pct 60 \
+    bazel-bin/stress/rdma_stress --procs 8 --threads 2 --seconds 45 --max-size 1M --read-pct 60 \
     --devices rxe0,rxe1 --kill 2>&1 | tail -16
   [ "${PIPESTATUS[0]}" = 0 ] || stress_rc=1
 else

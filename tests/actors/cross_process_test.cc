@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "actors/rdma_client.h"
-#include "examples/child_process.h"
 #include "primitives/device_list.h"
+#include "support/child_process.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/rdma_test.h"
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Runs examples/collectives as separate processes: 4 ranks with every collective verified, 4
+# Runs systems/collectives as separate processes: 4 ranks with every collective verified, 4
 # ranks where one rank (the broadcast root, then another) dies after the first barrier and every
 # other rank must report an error naming it, and 8 ranks. CAF_RDMA_TRANSPORT=fallback (native)
 # or rdma (rdma-tagged, in the VM). Writes one test case per run into $XML_OUTPUT_FILE.
 set -uo pipefail
 mode=${CAF_RDMA_TRANSPORT:-fallback}
-bin=${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-caf_rdma}/examples/collectives/collectives
+bin=${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-caf_rdma}/systems/collectives/collectives
 xml=${XML_OUTPUT_FILE:-/dev/null}
 suite="Collectives_${mode}"
 source "$(dirname "$0")/../sh_test_lib.sh"

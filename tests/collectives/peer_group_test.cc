@@ -8,7 +8,7 @@
 #include <mutex>
 #include <thread>
 
-#include "examples/collectives/peer_group.h"
+#include "systems/collectives/peer_group.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/rdma_test.h"
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Runs the multi-process examples end to end and checks that they verified every byte on the
-# expected path: CAF_RDMA_TRANSPORT=fallback (native lane) or rdma (rdma-tagged, in the VM).
+# Runs the multi-process examples and the kv_store system's command-line programs end to end and
+# checks that they verified every byte on the expected path: CAF_RDMA_TRANSPORT=fallback (native
+# lane) or rdma (rdma-tagged, in the VM).
 # Writes one test case per example run into $XML_OUTPUT_FILE, so skips and failures show up in
 # tests/run_tests.sh's listing.
 set -uo pipefail
 mode=${CAF_RDMA_TRANSPORT:-fallback}
 bin=${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-caf_rdma}/examples
+kv=${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-caf_rdma}/systems/kv_store
 tests=${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-caf_rdma}/tests
 xml=${XML_OUTPUT_FILE:-/dev/null}
 suite="Examples_${mode}"
@@ -24,7 +26,7 @@ run parameter_server_small "parameter_server: OK" "steps verified, .* path $path
 kv_cli() {
   local dir log port out rc problem=""
   dir=$(mktemp -d)
-  "$bin/kv_store/kv_server" --listen 127.0.0.1:0 --memory-mb 16 > "$dir/server.log" 2>&1 &
+  "$kv/kv_server" --listen 127.0.0.1:0 --memory-mb 16 > "$dir/server.log" 2>&1 &
   local server=$!
   # Wait for its report (bounded): the port is the one it bound, read from its own line.
   for _ in $(seq 300); do grep -q "listening on" "$dir/server.log" && break; sleep 0.1; done
@@ -37,7 +39,7 @@ kv_cli() {
   # fails the case with exit 124, not the whole test).
   kvc() {
     local t; t=$(case_limit 60); [ "$t" -ge 1 ] || t=1  # timeout 0 would mean no limit
-    timeout -k 10 "$t" "$bin/kv_store/kv_client" --server "$port" --buffer-mb 4 "$@"
+    timeout -k 10 "$t" "$kv/kv_client" --server "$port" --buffer-mb 4 "$@"
   }
   echo "=== kv_store_cli: kv_server at $port"
   out=$(kvc put greeting "hello rdma" 2>&1) || problem="put failed: $out"

@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "examples/kv_store/kv_pool.h"
+#include "systems/kv_store/kv_pool.h"
 
 namespace caf_rdma::kv {
 namespace {

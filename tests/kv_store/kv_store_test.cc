@@ -13,9 +13,9 @@
 
 #include "actors/rdma_client.h"
 #include "actors/rdma_errors.h"
-#include "examples/child_process.h"
-#include "examples/kv_store/kv_client.h"
-#include "examples/kv_store/kv_server.h"
+#include "support/child_process.h"
+#include "systems/kv_store/kv_client.h"
+#include "systems/kv_store/kv_server.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/closed_port.h"
 #include "tests/rdma_test.h"
@@ -244,7 +244,7 @@ TEST_F(KvStoreTest, UnreachableServerIsAClearError) {
 }
 
 std::string server_binary() {
-  return caf_rdma::testing::runfile("examples/kv_store/kv_server");
+  return caf_rdma::testing::runfile("systems/kv_store/kv_server");
 }
 
 TEST_F(KvStoreTest, ServerGoneMidRequestFailsTheRequestNamingTheServer) {

@@ -58,7 +58,7 @@ def main():
     execroot = bazel(startup, "info", "execution_root").strip()
     # Bazel links into the execution root only the top-level directories the last build
     # needed: after a partial build (a lane of a few targets) clang-tidy would find no
-    # 'examples/...' header. The build is not run from here: Python (pyenv) changes PATH,
+    # 'support/...' header. The build is not run from here: Python (pyenv) changes PATH,
     # which is part of every action's environment, so a build from here would rebuild the
     # whole tree, and the next build from a shell all of it again. check_tidy.sh builds first.
     missing = [d for d in sorted(os.listdir(root))

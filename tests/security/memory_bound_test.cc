@@ -33,7 +33,7 @@
 
 #include "actors/rdma_client.h"
 #include "components/secure_random.h"
-#include "examples/child_process.h"
+#include "support/child_process.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/security/raw_basp_client.h"
 

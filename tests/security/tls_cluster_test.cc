@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "actors/rdma_client.h"
-#include "examples/child_process.h"
+#include "support/child_process.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/rdma_test.h"
 #include "tests/security/test_pki.h"

@@ -1,6 +1,6 @@
 // ChildProcess: start another program (usually this one with other flags), read its stdout
-// line by line with a timeout, wait for it or kill it. Used by the multi-process examples and
-// tests. Plain POSIX; no CAF.
+// line by line with a timeout, wait for it or kill it. Used by the multi-process programs
+// (examples, stress, systems) and tests. Plain POSIX; no CAF.
 #pragma once
 
 #include <sys/types.h>

@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "examples/flags.h"
-#include "examples/kv_store/kv_client.h"
+#include "support/flags.h"
+#include "systems/kv_store/kv_client.h"
 
 using namespace caf_rdma;
 using namespace caf_rdma::kv;

@@ -1,4 +1,4 @@
-#include "examples/kv_store/kv_client.h"
+#include "systems/kv_store/kv_client.h"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>

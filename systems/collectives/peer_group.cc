@@ -1,4 +1,4 @@
-#include "examples/collectives/peer_group.h"
+#include "systems/collectives/peer_group.h"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -9,7 +9,7 @@
 
 #include "actors/rdma_client.h"
 #include "actors/rdma_errors.h"
-#include "examples/collectives/group_member.h"
+#include "systems/collectives/group_member.h"
 
 namespace caf_rdma::group {
 

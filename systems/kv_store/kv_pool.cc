@@ -1,4 +1,4 @@
-#include "examples/kv_store/kv_pool.h"
+#include "systems/kv_store/kv_pool.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "examples/kv_store/kv_protocol.h"
+#include "systems/kv_store/kv_protocol.h"
 
 namespace caf_rdma::kv {
 

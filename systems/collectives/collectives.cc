@@ -10,9 +10,9 @@
 #include <map>
 #include <vector>
 
-#include "examples/child_process.h"
-#include "examples/collectives/peer_group.h"
-#include "examples/flags.h"
+#include "support/child_process.h"
+#include "support/flags.h"
+#include "systems/collectives/peer_group.h"
 
 using namespace caf_rdma;
 using namespace caf_rdma::group;

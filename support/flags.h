@@ -1,4 +1,5 @@
-// Minimal command-line flags for the examples: "--name value" pairs and bare "--switch"es.
+// Minimal command-line flags for the programs (examples, bench, stress, systems): "--name value"
+// pairs and bare "--switch"es.
 #pragma once
 
 #include <cstdint>

@@ -4,8 +4,8 @@
 
 #include <cstdio>
 
-#include "examples/flags.h"
-#include "examples/kv_store/kv_server.h"
+#include "support/flags.h"
+#include "systems/kv_store/kv_server.h"
 
 using namespace caf_rdma;
 using namespace caf_rdma::kv;

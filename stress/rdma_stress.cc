@@ -33,8 +33,8 @@
 
 #include "actors/rdma_client.h"
 #include "actors/rdma_node.h"
-#include "examples/child_process.h"
-#include "examples/flags.h"
+#include "support/child_process.h"
+#include "support/flags.h"
 
 using namespace caf_rdma;
 using namespace std::chrono_literals;

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "actors/rdma_node.h"
-#include "examples/kv_store/kv_protocol.h"
 #include "primitives/status.h"
+#include "systems/kv_store/kv_protocol.h"
 
 namespace caf_rdma::kv {
 

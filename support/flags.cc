@@ -1,4 +1,4 @@
-#include "examples/flags.h"
+#include "support/flags.h"
 
 #include <cstdint>
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "actors/rdma_node.h"
-#include "examples/kv_store/kv_protocol.h"
 #include "primitives/status.h"
+#include "systems/kv_store/kv_protocol.h"
 
 namespace caf_rdma::kv {
 

@@ -43,7 +43,7 @@
 #include "actors/rdma_node.h"
 #include "components/rdma_domain.h"
 #include "components/rdma_queue_pair.h"
-#include "examples/flags.h"
+#include "support/flags.h"
 
 using namespace caf_rdma;
 using Clock = std::chrono::steady_clock;

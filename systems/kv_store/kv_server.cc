@@ -1,0 +1,244 @@
+#include "systems/kv_store/kv_server.h"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include <unordered_map>
+
+#include "actors/rdma_client.h"
+#include "actors/rdma_errors.h"
+#include "systems/kv_store/kv_pool.h"
+
+namespace caf_rdma::kv {
+
+namespace {
+
+std::string key_text(const std::string& key) {
+  return "'" + (key.size() <= 64 ? key : key.substr(0, 61) + "...") + "'";
+}
+
+caf::error check_key(const std::string& key) {
+  if (key.empty() || key.size() > kMaxKeyBytes)
+    return make_rdma_error(ErrorCode::kInvalidArgument,
+                           "key of " + std::to_string(key.size()) + " bytes; keys have 1 to " +
+                               std::to_string(kMaxKeyBytes) + " bytes");
+  return {};
+}
+
+// Prefixes a transfer error with the operation and key, keeping its category and code.
+caf::error in_op(const caf::error& err, const std::string& what) {
+  return make_rdma_error(request_error_code(err), what + ": " + error_message(err));
+}
+
+/// The store actor's state: the pool, the key index and the counters; one method per request.
+/// A key's index entry moves to a new value's block only once all its bytes are in, and a
+/// block returns to the pool only once no GET still writes from it (KvBlock's owners).
+class StoreState {
+public:
+  static inline const char* name = "kv_store";
+
+  using Self = server_actor::stateful_pointer<StoreState>;
+
+  void init(Self self, rdma_manager_actor manager, BufferHandle pool_handle, uint32_t timeout_ms) {
+    self_ = self;
+    manager_ = std::move(manager);
+    pool_ = std::make_shared<KvPool>(pool_handle.size);
+    pool_handle_ = std::move(pool_handle);
+    timeout_ms_ = timeout_ms;
+    slack_ = std::chrono::milliseconds(timeout_ms) + std::chrono::seconds(10);
+    stats_.pool_bytes = pool_->capacity();
+    stats_.device = pool_handle_.device;
+  }
+
+  /// PUT: RDMA READ of the value from the client's buffer into a fresh block.
+  caf::result<ValueInfo> put(const std::string& key, const BufferHandle& src, uint64_t offset,
+                             uint64_t length);
+  /// GET: RDMA WRITE of the value's block into the client's buffer.
+  caf::result<ValueInfo> get(const std::string& key, const BufferHandle& dst, uint64_t offset);
+  /// DELETE: the value's length.
+  caf::result<uint64_t> remove(const std::string& key);
+  ServerStats stats() const;
+
+private:
+  Self self_ = nullptr;
+  rdma_manager_actor manager_;
+  BufferHandle pool_handle_;  // the whole pool, owned by `manager_`
+  std::shared_ptr<KvPool> pool_;
+  std::unordered_map<std::string, std::shared_ptr<const KvBlock>> index_;
+  uint32_t timeout_ms_ = 30000;
+  std::chrono::milliseconds slack_{
+      0};  // of each request to the manager: the transfer's limit + 10 s
+  ServerStats stats_;
+};
+
+caf::result<ValueInfo> StoreState::put(const std::string& key, const BufferHandle& src,
+                                       uint64_t offset, uint64_t length) {
+  ++stats_.puts;
+  if (auto err = check_key(key)) {
+    ++stats_.errors;
+    return err;
+  }
+  if (length == 0) {
+    index_[key] = std::make_shared<const KvBlock>(pool_, 0, 0);
+    return ValueInfo{0, ""};
+  }
+  if (length > pool_->capacity()) {
+    ++stats_.errors;
+    return make_rdma_error(ErrorCode::kSizeMismatch,
+                           "put " + key_text(key) + ": value of " + std::to_string(length) +
+                               " bytes is larger than the whole pool (" +
+                               std::to_string(pool_->capacity()) + " bytes)");
+  }
+  auto at = pool_->allocate(length);
+  if (!at) {
+    ++stats_.errors;
+    return make_rdma_error(
+        ErrorCode::kResourceExhausted,
+        "put " + key_text(key) + ": pool full: the value needs " +
+            std::to_string(pool_->rounded(length)) + " bytes, the largest free block has " +
+            std::to_string(pool_->largest_free()) + " (" + std::to_string(pool_->used()) + " of " +
+            std::to_string(pool_->capacity()) + " bytes in use)");
+  }
+  // The new value goes into its own block; the index moves to it only once all its bytes
+  // are in, so a failed or concurrent PUT never exposes half a value.
+  auto block = std::make_shared<const KvBlock>(pool_, *at, length);
+  auto rp = self_->make_response_promise<ValueInfo>();
+  std::string what = "put " + key_text(key) + " from " + describe(src);
+  self_
+      ->request(manager_, slack_, transfer_atom::value,
+                make_read(pool_handle_, src, length, block->offset(), offset), timeout_ms_)
+      .then(
+          [=](TransferReply& r) mutable {
+            index_[key] = block;
+            rp.deliver(ValueInfo{length, r.path});
+          },
+          [=](caf::error& err) mutable {
+            ++stats_.errors;
+            rp.deliver(in_op(err, what));
+          });
+  return rp;
+}
+
+caf::result<ValueInfo> StoreState::get(const std::string& key, const BufferHandle& dst,
+                                       uint64_t offset) {
+  ++stats_.gets;
+  if (auto err = check_key(key)) {
+    ++stats_.errors;
+    return err;
+  }
+  auto it = index_.find(key);
+  if (it == index_.end()) {
+    ++stats_.errors;
+    return make_rdma_error(ErrorCode::kNotFound, "get " + key_text(key) + ": no such key");
+  }
+  auto block = it->second;  // held until the write is done
+  uint64_t length = block->length();
+  if (offset > dst.size || length > dst.size - offset) {
+    ++stats_.errors;
+    return make_rdma_error(ErrorCode::kSizeMismatch,
+                           "get " + key_text(key) + ": the value has " + std::to_string(length) +
+                               " bytes, the client's buffer " + std::to_string(dst.id) + " has " +
+                               std::to_string(offset > dst.size ? 0 : dst.size - offset) +
+                               " bytes at offset " + std::to_string(offset));
+  }
+  if (length == 0)
+    return ValueInfo{0, ""};
+  auto rp = self_->make_response_promise<ValueInfo>();
+  std::string what = "get " + key_text(key) + " into " + describe(dst);
+  self_
+      ->request(manager_, slack_, transfer_atom::value,
+                make_write(pool_handle_, dst, length, block->offset(), offset), timeout_ms_)
+      .then(
+          [=](TransferReply& r) mutable {
+            rp.deliver(ValueInfo{length, r.path});
+          },
+          [=](caf::error& err) mutable {
+            ++stats_.errors;
+            rp.deliver(in_op(err, what));
+          });
+  return rp;
+}
+
+caf::result<uint64_t> StoreState::remove(const std::string& key) {
+  ++stats_.deletes;
+  auto it = index_.find(key);
+  if (it == index_.end()) {
+    ++stats_.errors;
+    return make_rdma_error(ErrorCode::kNotFound, "delete " + key_text(key) + ": no such key");
+  }
+  uint64_t length = it->second->length();
+  index_.erase(it);  // the block returns to the pool once no GET reads it
+  return length;
+}
+
+ServerStats StoreState::stats() const {
+  ServerStats s = stats_;
+  s.keys = index_.size();
+  s.used_bytes = pool_->used();
+  s.largest_free = pool_->largest_free();
+  return s;
+}
+
+server_actor::behavior_type store(StoreState::Self self, rdma_manager_actor manager,
+                                  BufferHandle pool_handle, uint32_t timeout_ms) {
+  self->state.init(self, std::move(manager), std::move(pool_handle), timeout_ms);
+  return {
+      [=](put_atom, std::string& key, BufferHandle& src, uint64_t offset, uint64_t length) {
+        return self->state.put(key, src, offset, length);
+      },
+      [=](get_atom, std::string& key, BufferHandle& dst, uint64_t offset) {
+        return self->state.get(key, dst, offset);
+      },
+      [=](delete_atom, std::string& key) { return self->state.remove(key); },
+      [=](stats_atom) { return self->state.stats(); },
+  };
+}
+
+}  // namespace
+
+Result<std::unique_ptr<KvServer>> KvServer::start(KvServerOptions options) {
+  if (options.memory_bytes < 4096)
+    return Error(ErrorCode::kInvalidArgument,
+                 "pool of " + std::to_string(options.memory_bytes) + " bytes; need at least 4096");
+  std::unique_ptr<KvServer> server(new KvServer());
+  // Not zero-filled: the pool is only ever read where a value was written.
+  server->memory_.reset(new (std::nothrow) uint8_t[options.memory_bytes]);
+  if (!server->memory_)
+    return Error(ErrorCode::kInvalidArgument,
+                 "cannot allocate a pool of " + std::to_string(options.memory_bytes) + " bytes");
+  NodeOptions no;
+  no.host = options.host;
+  no.manager = options.manager;
+  no.configure = add_kv_message_types;
+  CAF_RDMA_ASSIGN_OR_RETURN(server->node_, RdmaNode::start(no));
+  auto& sys = server->node_->system();
+  BufferHandle pool;
+  {
+    RdmaClient client(sys, server->node_->manager());
+    auto h = client.request_buffer(server->memory_.get(), options.memory_bytes);
+    if (!h.ok())
+      return h.error().with_context("registering the kv pool");
+    pool = *h;
+  }
+  server->device_ = pool.device;
+  server->actor_ = sys.spawn(store, server->node_->manager(), pool, options.transfer_timeout_ms);
+  auto port = sys.middleman().publish(server->actor_, options.port, options.host.c_str(), true);
+  if (!port) {
+    caf::anon_send_exit(server->actor_, caf::exit_reason::user_shutdown);
+    return Error(ErrorCode::kPeerUnavailable, "cannot listen on " + options.host + ":" +
+                                                  std::to_string(options.port) + ": " +
+                                                  sys.render(port.error()));
+  }
+  server->host_ = options.host;
+  server->port_ = *port;
+  return server;
+}
+
+KvServer::~KvServer() {
+  if (actor_)
+    caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
+  actor_ = nullptr;
+  node_.reset();
+}
+
+}  // namespace caf_rdma::kv
