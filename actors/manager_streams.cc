@@ -185,7 +185,7 @@ void ManagerState::stream_done(uint64_t ticket, uint32_t index, uint64_t local_i
     // A queued job cancelled because its peer went down ends with a timeout code too
     // (StreamClient::cancel_queued): that one is the peer's failure, not the deadline's.
     const bool job_timed_out = outcome.code == static_cast<uint8_t>(ErrorCode::kTimeout) && !down &&
-                               std::chrono::steady_clock::now() >= it->second.due;
+                               self_->clock().now() >= it->second.due;
     if ((it->second.timed_out || job_timed_out) && !outcome.ok()) {
       // Its transfer timed out and waited for the job to stop, or the job stopped at its
       // deadline (the transfer's) just before the transfer's own timeout: that is the error.

@@ -44,7 +44,7 @@ uint64_t ManagerState::new_transfer(Transfer t) {
   uint64_t ticket = next_ticket_++;
   t.remaining = t.ops.size();
   t.outcomes.resize(t.ops.size());
-  auto due = std::chrono::steady_clock::now() + std::chrono::milliseconds(t.timeout_ms);
+  auto due = self_->clock().now() + std::chrono::milliseconds(t.timeout_ms);
   t.due = due;
   t.deadline = deadlines_.emplace(due, ticket);
   transfers_.emplace(ticket, std::move(t));
@@ -56,8 +56,8 @@ void ManagerState::arm_deadline_tick(std::chrono::steady_clock::time_point deadl
   if (next_tick_ <= deadline + kDeadlineSlack)
     return;  // a sweep is due soon enough
   next_tick_ = deadline;
-  auto delay = std::max(deadline - std::chrono::steady_clock::now(),
-                        std::chrono::steady_clock::duration::zero());
+  auto delay =
+      std::max(deadline - self_->clock().now(), std::chrono::steady_clock::duration::zero());
   self_->delayed_send(
       self_,
       std::chrono::duration_cast<std::chrono::microseconds>(delay) + std::chrono::microseconds(1),
@@ -67,7 +67,7 @@ void ManagerState::arm_deadline_tick(std::chrono::steady_clock::time_point deadl
 void ManagerState::deadline_tick(int64_t at) {
   if (next_tick_.time_since_epoch().count() == at)
     next_tick_ = std::chrono::steady_clock::time_point::max();
-  auto now = std::chrono::steady_clock::now();
+  auto now = self_->clock().now();
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
     uint64_t ticket = deadlines_.begin()->second;
     auto it = transfers_.find(ticket);
@@ -857,8 +857,8 @@ void ManagerState::pump_fallback(uint64_t ticket, uint32_t index) {
   // A chunk's request ends by the transfer's deadline (plus the backstop): a timed-out write
   // that waits for its chunks (invariant 10) replies soon after its timeout.
   auto left =
-      std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                 t.due - std::chrono::steady_clock::now()));
+      std::max(std::chrono::milliseconds(0),
+               std::chrono::duration_cast<std::chrono::milliseconds>(t.due - self_->clock().now()));
   auto timeout = left + kRequestBackstop;  // never more than request_timeout(t)
   // A write chunk failed or never left: the op fails once none of its chunks is on its way.
   auto write_chunk_failed = [this, ticket, index](OpTrack& o, TransferOutcome out) {

@@ -91,8 +91,7 @@ caf::result<ByteChunk> ManagerState::fetch(const BufferRef& ref, uint64_t offset
   }
   auto rp = self_->make_response_promise<ByteChunk>();
   auto wait = std::min(options_.window_wait, options_.max_timeout);
-  w.waiting.push_back(
-      WaitingFetch{ref, offset, length, rp, std::chrono::steady_clock::now() + wait});
+  w.waiting.push_back(WaitingFetch{ref, offset, length, rp, self_->clock().now() + wait});
   w.waiting_charge += charge;
   windows_waiting_ += charge;
   if (!w.direct)
@@ -351,7 +350,7 @@ void ManagerState::arm_window_expiry(const caf::node_id& node, PeerWindow& w) {
   w.expiry_armed = true;
   // Every fetch of a peer waits as long: the oldest is due first.
   auto left = std::max(std::chrono::steady_clock::duration::zero(),
-                       w.waiting.front().due - std::chrono::steady_clock::now());
+                       w.waiting.front().due - self_->clock().now());
   self_->delayed_send(
       self_,
       std::chrono::duration_cast<std::chrono::milliseconds>(left) + std::chrono::milliseconds(1),
@@ -364,7 +363,7 @@ void ManagerState::window_expire(const caf::node_id& node) {
     return;
   PeerWindow& w = it->second;
   w.expiry_armed = false;
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = self_->clock().now();
   const auto waited = std::min(options_.window_wait, options_.max_timeout);
   while (!w.waiting.empty() && w.waiting.front().due <= now) {
     WaitingFetch f = std::move(w.waiting.front());
