@@ -437,6 +437,14 @@ protected:
     return out;
   }
 
+  /// Whether the first message in the application's mailbox is the answer to `p` (answers
+  /// arrive in the order the manager gave them).
+  template <class T>
+  bool answered_first(const Pending<T>& p) {
+    const caf::mailbox_element* e = self()->peek_at_next_mailbox_element();
+    return e != nullptr && e->mid == p.id;
+  }
+
   /// Whether nothing is in the application's mailbox (no answer nobody asked for, no second
   /// reply).
   bool quiet() { return self()->mailbox().empty(); }
