@@ -121,7 +121,8 @@ struct FakePeerLog {
 
 namespace detail {
 
-inline caf::behavior fake_peer(caf::event_based_actor* self, std::shared_ptr<FakePeerLog> log) {
+inline caf::behavior fake_peer(caf::event_based_actor* self,
+                               const std::shared_ptr<FakePeerLog>& log) {
   auto hold = [self, log](PeerAsk a, const PeerNonce& n) {
     a.nonce = n;
     a.rp = self->make_response_promise();
