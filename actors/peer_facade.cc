@@ -158,7 +158,7 @@ void await_answer(caf::scheduled_actor* self, const std::shared_ptr<Awaited>& a,
           // the deadline passed; anything else (also what CAF makes of a message of another
           // shape, unexpected_response) is not the answer.
           [self, a, counters](caf::error& err) {
-            if (err == caf::sec::request_timeout && std::chrono::steady_clock::now() >= a->due)
+            if (err == caf::sec::request_timeout && self->clock().now() >= a->due)  // actor clock
               return a->rp.deliver(std::move(err));
             reject(self, a, counters);
           },
@@ -338,7 +338,7 @@ caf::behavior PeerFacade::make_behavior() {
         a->rp = self->make_response_promise();
         secure_random(&a->nonce, sizeof(a->nonce));
         a->asked = call.dest.node();
-        a->due = std::chrono::steady_clock::now() + call.timeout;
+        a->due = self->clock().now() + call.timeout;
         auto h = self->request(call.dest, call.timeout,
                                caf::message::concat(call.msg, caf::make_message(a->nonce)));
         a->id = h.id();
