@@ -75,7 +75,7 @@ caf::result<LaneGrant> ManagerState::open_lane(BufferHandle remote, uint32_t tim
               return;
             }
             Status st = info.gid.size() == 16
-                            ? qp->connect(from_msg(info), nullptr)
+                            ? qp->connect(from_msg(info))
                             : Status(Error(ErrorCode::kInternal,
                                            "peer " + name + " answered without a GID"));
             if (!st.ok()) {
@@ -118,7 +118,7 @@ Result<QpInfoMsg> ManagerState::accept_lane(Peer& p, const QpInfoMsg& remote) {
   CAF_RDMA_ASSIGN_OR_RETURN(auto o, shared_qp_options());
   CAF_RDMA_ASSIGN_OR_RETURN(auto created, RdmaQueuePair::create(domain_, o));
   std::shared_ptr<RdmaQueuePair> qp(std::move(created));
-  Status st = qp->connect(from_msg(remote), nullptr);
+  Status st = qp->connect(from_msg(remote));
   if (!st.ok())
     return st.error().with_context("accepting direct lane " + std::to_string(remote.lane) +
                                    " from " + p.name);
