@@ -4,9 +4,9 @@
 // Limits.
 //
 // Invariants:
-//  1. Every field after `mu` is read and written with `mu` held; the fields before it are set
-//     when the queue pair is created and only read afterwards (`qp` alone may be destroyed
-//     later, with `poll_lock()` and `mu` held).
+//  1. Every field after `mu` is read and written with `mu` held (`qp` is destroyed with
+//     `poll_lock()` held too); the fields before it are set when the queue pair is created and
+//     only read afterwards.
 //  2. An accepted op is in `ops` from its acceptance until its callback is queued to run, which
 //     happens exactly once; `pending` holds, in submission order, the accepted ops that still
 //     have work requests to post.
