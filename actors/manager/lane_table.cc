@@ -75,7 +75,7 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
               return;
             }
             Status st = info.gid.size() == 16
-                            ? qp->connect(from_msg(info), nullptr)
+                            ? qp->connect(from_msg(info))
                             : Status(Error(ErrorCode::kInternal,
                                            "peer " + name + " answered without a GID"));
             if (!st.ok()) {
@@ -118,7 +118,7 @@ Result<QpInfoMsg> LaneTable::accept_lane(Peer& p, const QpInfoMsg& remote) {
   CAF_RDMA_ASSIGN_OR_RETURN(auto o, m_.handshakes.shared_qp_options());
   CAF_RDMA_ASSIGN_OR_RETURN(auto created, RdmaQueuePair::create(m_.domain_, o));
   std::shared_ptr<RdmaQueuePair> qp(std::move(created));
-  Status st = qp->connect(from_msg(remote), nullptr);
+  Status st = qp->connect(from_msg(remote));
   if (!st.ok())
     return st.error().with_context("accepting direct lane " + std::to_string(remote.lane) +
                                    " from " + p.name);

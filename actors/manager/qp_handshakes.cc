@@ -160,7 +160,7 @@ void QpHandshakes::handshake(const caf::actor_addr& key) {
               return fail_waiting(
                   p, make_rdma_error(ErrorCode::kInternal,
                                      "peer " + p.name + " answered the handshake without a GID"));
-            Status st = qp->connect(from_msg(remote), nullptr);
+            Status st = qp->connect(from_msg(remote));
             if (!st.ok())
               return fail_waiting(
                   p, to_caf_error(st.error().with_context("connecting to peer " + p.name + " (" +
@@ -281,7 +281,7 @@ Result<QpInfoMsg> QpHandshakes::finish_accept(Peer& p, const QpInfoMsg& remote) 
   if (!created.ok())
     return created.error();
   std::shared_ptr<RdmaQueuePair> qp(std::move(*created));
-  Status st = qp->connect(from_msg(remote), nullptr);
+  Status st = qp->connect(from_msg(remote));
   if (!st.ok())
     return st.error().with_context("accepting a queue pair from " + p.name);
   if (p.accepted)

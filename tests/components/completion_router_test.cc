@@ -93,7 +93,7 @@ TEST_F(CompletionRouterTest, ManyQueuePairsShareOneCompletionQueueAndOnePoll) {
     ASSERT_TRUE(pairs.back().first);
     poller.add(pairs.back().first);
     poller.add(pairs.back().second);
-    EXPECT_EQ(pairs.back().first->completion_queue_entries(),
+    EXPECT_EQ(pairs.back().first->limits().completion_entries,
               router->completion_queue()->entries());
   }
   EXPECT_EQ(router->stats().attached, 8u);
@@ -163,7 +163,7 @@ TEST_F(CompletionRouterTest, CreditsBoundWhatIsPostedAcrossQueuePairs) {
   for (int i = 0; i < 3; ++i) {
     pairs.push_back(make_pair(router));
     ASSERT_TRUE(pairs.back().first);
-    EXPECT_GT(pairs.back().first->send_limit(), credits) << "the send queue alone would overflow";
+    EXPECT_GT(pairs.back().first->limits().send, credits) << "the send queue alone would overflow";
   }
   constexpr uint64_t kChunk = 64;
   constexpr size_t kOps = 400;
@@ -311,8 +311,8 @@ TEST_F(CompletionRouterTest, AQueuePairDestroyedWithWorkInFlightDisturbsNoOther)
 }
 
 // An error on one queue pair (a wrong rkey puts it in ERR; its flushed completions go through
-// the shared CQ) fails only its op; the other pair's ops on the same CQ complete, and the first
-// recovers on next use.
+// the shared CQ) fails only its op; the other pair's ops on the same CQ complete, and a new
+// pair in place of the first works (a pair in ERR stays so: RdmaQueuePair invariant 5).
 TEST_F(CompletionRouterTest, AnErrorOnOneQueuePairLeavesTheOthersWorking) {
   auto router = make_router(4096);
   ASSERT_TRUE(router);
@@ -338,6 +338,9 @@ TEST_F(CompletionRouterTest, AnErrorOnOneQueuePairLeavesTheOthersWorking) {
   EXPECT_TRUE(tally.errors.empty()) << tally.errors.front();
   ASSERT_EQ(std::memcmp(src.bytes.get(), dst.bytes.get(), 1 << 20), 0);
   EXPECT_FALSE(good.first->needs_recovery());
+  EXPECT_TRUE(bad.first->needs_recovery());
+  bad = make_pair(router);
+  ASSERT_TRUE(bad.first);
   Registered back = make(1 << 20, 0);
   OpResult again =
       bad.first->execute(RdmaOp::read({back.buffer, 0, 1 << 20}, dst.buffer.remote()), kTimeout);
