@@ -357,7 +357,7 @@ caf::result<uint64_t> ManagerState::ask_owner_checksum(const BufferHandle& remot
     return no_owner_error(remote);
   if (owns(remote.owner))
     return checksum(ref_of(remote), offset, length);
-  return relay_to_owner<uint64_t>(remote, checksum_atom::value, ref_of(remote), offset, length);
+  return relay_to_owner<uint64_t>(remote, buf_sum_atom::value, ref_of(remote), offset, length);
 }
 
 void ManagerState::on_down(const caf::down_msg& msg) {

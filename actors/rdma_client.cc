@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "actors/rdma_errors.h"
 #include "actors/op_texts.h"
+#include "actors/rdma_errors.h"
 #include "actors/transfer_checks.h"
 #include "components/checksum.h"
 #include "components/secure_random.h"
@@ -158,9 +158,8 @@ Error RdmaClient::lane_error(const TransferOp& op, Error error, OpFault fault,
   // The NIC gave up on the owner: if its manager is known to be down, say so.
   auto down = call<std::string>(reply_timeout_, peer_state_atom::value, op.remote.owner);
   if (down.ok() && !down->empty())
-    return Error(
-        ErrorCode::kPeerUnavailable,
-        kind + " failed: " + peer_down_text(op.remote.owner_name, *down));
+    return Error(ErrorCode::kPeerUnavailable,
+                 kind + " failed: " + peer_down_text(op.remote.owner_name, *down));
   // Ask the owner itself (bounded): it says why it refused an access, and its silence says
   // it is gone (our manager may not have noticed yet).
   uint64_t length = op.length != kWholeSpan             ? op.length
@@ -190,7 +189,7 @@ Status RdmaClient::verify_lane_op(const TransferOp& op, uint64_t length) {
     mine =
         range_checksum(reinterpret_cast<const uint8_t*>(op.local.addr) + op.local_offset, length);
   else  // GPU memory: its manager copies it out
-    mine = call<uint64_t>(reply_timeout_, checksum_atom::value, ref_of(op.local), op.local_offset,
+    mine = call<uint64_t>(reply_timeout_, buf_sum_atom::value, ref_of(op.local), op.local_offset,
                           length);
   if (!mine.ok())
     return mine.error().with_context("verifying " + describe(op.local));
@@ -200,8 +199,8 @@ Status RdmaClient::verify_lane_op(const TransferOp& op, uint64_t length) {
     return theirs.error().with_context("verifying with the owner of " + describe(op.remote));
   if (*mine == *theirs)
     return {};
-  return Error(ErrorCode::kDataMismatch,
-               data_mismatch_text(op, length, *mine, *theirs, "a direct lane of " + op.local.device));
+  return Error(ErrorCode::kDataMismatch, data_mismatch_text(op, length, *mine, *theirs,
+                                                            "a direct lane of " + op.local.device));
 }
 
 std::optional<Result<TransferReply>> RdmaClient::lane_transfer(const TransferOp& op,

@@ -15,8 +15,8 @@ void NicPath::connect(OpId id) {
   if (o == nullptr)
     return;
   if (!m_.domain_ || !m_.port_down_.empty())  // lost (or port down) since the op started
-    return m_.reroute(id, rdma_unusable_text(m_.domain_ != nullptr, m_.no_rdma_reason_,
-                                             m_.port_down_));
+    return m_.reroute(id,
+                      rdma_unusable_text(m_.domain_ != nullptr, m_.no_rdma_reason_, m_.port_down_));
   if (o->peer == m_.facade_.address()) {
     auto qp = m_.loopback_qp();
     if (!qp.ok())
@@ -69,8 +69,8 @@ Status NicPath::submit(OpId id, uint32_t chunk, const std::shared_ptr<RdmaQueueP
     // Runs on the poller thread (or ours, polling inline): report to the manager if it still
     // exists.
     if (auto h = caf::actor_cast<caf::actor>(me))
-      caf::anon_send(h, OpDone{id.ticket, id.index, std::move(out), static_cast<uint8_t>(r.fault),
-                               chunk});
+      caf::anon_send(
+          h, OpDone{id.ticket, id.index, std::move(out), static_cast<uint8_t>(r.fault), chunk});
     if (landed)
       landed->store(true, std::memory_order_release);
   };
@@ -106,8 +106,8 @@ void NicPath::failed(OpId id, TransferOutcome outcome, OpFault fault) {
   auto p = m_.peers_.find(o->peer);
   if (p != m_.peers_.end() && !p->second.down_reason.empty()) {
     outcome.code = static_cast<uint8_t>(ErrorCode::kPeerUnavailable);
-    outcome.message = std::string(kind_name(o->op.kind)) + " failed: " +
-                      peer_down_text(p->second.name, p->second.down_reason);
+    outcome.message = std::string(kind_name(o->op.kind)) +
+                      " failed: " + peer_down_text(p->second.name, p->second.down_reason);
   } else if (t.timed_out) {
     outcome.code = static_cast<uint8_t>(ErrorCode::kTimeout);
     outcome.message = timeout_message(o->op, o->length, t.timeout_ms);
@@ -131,8 +131,7 @@ void NicPath::explain_refusal(OpId id, TransferOutcome outcome) {
     return owner;
   };
   if (o.peer == m_.facade_.address()) {
-    TransferOutcome owner =
-        m_.check_access(ref_of(op.remote), op.remote_offset, o.length, op.kind);
+    TransferOutcome owner = m_.check_access(ref_of(op.remote), op.remote_offset, o.length, op.kind);
     return m_.finish_op(id, owner.ok() ? std::move(outcome) : owner_said(owner));
   }
   // The answer comes well before the transfer's deadline, or the deadline ends the op.
@@ -190,7 +189,7 @@ void NicPath::verify(OpId id) {
                       describe(op.remote) + " failed: " + out.message;
         m.finish_op(id, std::move(out));
       },
-      checksum_atom::value, ref_of(op.remote), op.remote_offset, o.length);
+      buf_sum_atom::value, ref_of(op.remote), op.remote_offset, o.length);
 }
 
 bool NicPath::deadline(OpId id, DeadlineStage stage) {
