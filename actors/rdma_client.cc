@@ -263,7 +263,7 @@ Result<TransferReply> RdmaClient::transfer_scratch(TransferKind kind, const Buff
                                                    uint64_t remote_offset) {
   // Assigning into the reused op keeps the handles' strings and GID vectors allocated: the
   // latency path makes no copies of its own.
-  scratch_.kind = static_cast<uint8_t>(kind);
+  scratch_.kind = wire_kind(kind);
   scratch_.local = local;
   scratch_.local_offset = local_offset;
   scratch_.remote = remote;

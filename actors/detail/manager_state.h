@@ -15,8 +15,8 @@
 //  5. Every transfer gets exactly one reply: success, or an error naming what was wrong; its
 //     timeout flushes the RDMA work still outstanding, and waits for its stream job to stop,
 //     before the reply.
-//  6. Requests that act on this node's memory (request_buffer, release, transfer, batch,
-//     lane_open, ask_check, ask_sum, dir_put) are served only for actors of this node; peers
+//  6. Requests that act on this node's memory (the kLocal rows of actors/request_audience.h:
+//     local_requests_actor) are served only for actors of this node; peers
 //     reach the peer protocol, where every access names a buffer by id *and* secret. The
 //     manager's own handle never leaves the process: peers know it by its facade
 //     (peer_facade.h), which owns its handles and carries every message to and from other
@@ -139,7 +139,7 @@ struct OpRecord {
   bool holds_local = false;  ///< counted in the local buffer's in_use
   bool done = false;
 
-  bool is_read() const { return op.kind == static_cast<uint8_t>(TransferKind::kRead); }
+  bool is_read() const { return caf_rdma::is_read(op); }
 };
 
 struct Transfer {
@@ -168,7 +168,7 @@ struct Peer {
   bool reconnecting = false;
   std::string link_lost;
   std::vector<OpId> parked;  ///< ops waiting for the link
-  bool no_stream = false;  ///< its owner answered a stream grant with port 0: use chunks
+  bool no_stream = false;    ///< its owner answered a stream grant with port 0: use chunks
   std::map<uint64_t, std::shared_ptr<RdmaQueuePair>> lanes;  ///< accepted direct lanes, by id
   /// Questions asked of it (ask_peer) and not yet answered: each fails with peer_unavailable
   /// when it goes down, not at its timeout.

@@ -11,8 +11,8 @@ root=$PWD
 # name | file | exact line (substring, from which the rest of the line is replaced; no '|' in
 # it: write C++'s `or` instead) | replacement | test targets that must fail
 mutants=(
-  "write_span_check|actors/transfer_checks.cc|    if (!is_read && remote_span < local_span)|    if (false)|//tests/actors:manager_fallback_test"
-  "read_span_check|actors/transfer_checks.cc|    if (is_read && local_span < remote_span)|    if (false)|//tests/actors:manager_fallback_test"
+  "write_span_check|actors/transfer_checks.cc|    if (!reading && remote_span < local_span)|    if (false)|//tests/actors:manager_fallback_test"
+  "read_span_check|actors/transfer_checks.cc|    if (reading && local_span < remote_span)|    if (false)|//tests/actors:manager_fallback_test"
   "stream_stop_no_wake|components/stream_server.cc|        c->socket.shutdown_both();|        (void) c;|//tests/components:stream_channel_test"
   "released_is_live|actors/manager_buffers.cc|  if (it->second.released)|  if (false)|//tests/actors:revocation_fallback_test //tests/actors:manager_fallback_test"
   "peer_down_keeps_questions|actors/manager_peers.cc|    fail(err);|    (void) fail;|//tests/actors:revocation_fallback_test"
