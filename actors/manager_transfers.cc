@@ -50,8 +50,7 @@ void ManagerState::arm_deadline_tick(std::chrono::steady_clock::time_point deadl
   if (next_tick_ <= deadline + kDeadlineSlack)
     return;  // a sweep is due soon enough
   next_tick_ = deadline;
-  auto delay = std::max(deadline - now(),
-                        std::chrono::steady_clock::duration::zero());
+  auto delay = std::max(deadline - now(), std::chrono::steady_clock::duration::zero());
   self_->delayed_send(
       self_,
       std::chrono::duration_cast<std::chrono::microseconds>(delay) + std::chrono::microseconds(1),
@@ -150,9 +149,8 @@ PathFacts ManagerState::path_facts(const OpRecord& o, const LocalBuffer& local) 
   f.mode = options_.mode;
   f.same_node = o.peer == facade_.address();
   // Both ranges this node's and overlapping (one buffer, or two over the same memory).
-  f.ranges_overlap =
-      f.same_node && ranges_overlap(local.addr + op.local_offset, op.remote.addr + op.remote_offset,
-                                    o.length);
+  f.ranges_overlap = f.same_node && ranges_overlap(local.addr + op.local_offset,
+                                                   op.remote.addr + op.remote_offset, o.length);
   f.has_device = domain_ != nullptr;
   f.no_device_reason = no_rdma_reason_;
   f.port_down = port_down_;
@@ -162,12 +160,13 @@ PathFacts ManagerState::path_facts(const OpRecord& o, const LocalBuffer& local) 
   f.remote_registered = op.remote.has_rdma();
   // GPU memory its owner's NIC cannot register is only reachable through its owner.
   f.remote_staged = op.remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged);
-  f.same_fabric = domain_ && f.remote_registered && op.remote.ethernet == domain_->port().is_ethernet;
+  f.same_fabric =
+      domain_ && f.remote_registered && op.remote.ethernet == domain_->port().is_ethernet;
   auto p = peers_.find(o.peer);
-  f.stream_fits = stream_client_ && options_.stream_min_bytes > 0 &&
-                  o.length >= options_.stream_min_bytes && (p == peers_.end() || !p->second.no_stream) &&
-                  local.memory == BufferMemory::kHost &&
-                  op.remote.memory == static_cast<uint8_t>(BufferMemory::kHost);
+  f.stream_fits =
+      stream_client_ && options_.stream_min_bytes > 0 && o.length >= options_.stream_min_bytes &&
+      (p == peers_.end() || !p->second.no_stream) && local.memory == BufferMemory::kHost &&
+      op.remote.memory == static_cast<uint8_t>(BufferMemory::kHost);
   return f;
 }
 
@@ -189,7 +188,7 @@ TransferPath& ManagerState::path(PathKind kind) {
 }
 
 NicPath* ManagerState::nic_path(PathKind kind) {
-  return kind == PathKind::kRdma ? static_cast<NicPath*>(&rdma_)
+  return kind == PathKind::kRdma         ? static_cast<NicPath*>(&rdma_)
          : kind == PathKind::kRdmaStaged ? &staged_
                                          : nullptr;
 }
@@ -231,7 +230,8 @@ Peer* ManagerState::reachable_peer(OpId id) {
   OpRecord& o = transfers_.at(id.ticket).ops[id.index];
   Peer& p = peer_for(o.op.remote.owner, o.op.remote.owner_name);
   if (!p.down_reason.empty()) {
-    fail_op(id, make_rdma_error(ErrorCode::kPeerUnavailable, peer_down_text(p.name, p.down_reason)));
+    fail_op(id,
+            make_rdma_error(ErrorCode::kPeerUnavailable, peer_down_text(p.name, p.down_reason)));
     return nullptr;
   }
   if (p.reconnecting) {  // invariant 13: until the link is made again (or its timeout)
@@ -293,7 +293,9 @@ void ManagerState::op_timeout(uint64_t ticket, DeadlineStage stage) {
   }
 }
 
-void ManagerState::fail_op(OpId id, const caf::error& err) { finish_op(id, outcome_of(err)); }
+void ManagerState::fail_op(OpId id, const caf::error& err) {
+  finish_op(id, outcome_of(err));
+}
 
 void ManagerState::finish_op(OpId id, TransferOutcome outcome) {
   OpRecord* o = op_record(id);

@@ -27,9 +27,9 @@ void ChunkPath::take_over(OpId id) {
 std::chrono::milliseconds ChunkPath::chunk_timeout(OpId id) const {
   // A chunk's request ends by the transfer's deadline (plus the backstop): a timed-out write
   // that waits for its chunks (invariant 1) replies soon after its timeout.
-  auto left = std::max(std::chrono::milliseconds(0),
-                       std::chrono::duration_cast<std::chrono::milliseconds>(
-                           m_.transfers_.at(id.ticket).due - m_.now()));
+  auto left =
+      std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 m_.transfers_.at(id.ticket).due - m_.now()));
   return left + kRequestBackstop;  // never more than request_timeout(t)
 }
 
@@ -81,13 +81,12 @@ void ChunkPath::ask_fetch(OpId id, uint64_t off, uint64_t n, uint64_t charge) {
             fetch_answered(key, charge, link);
             const OpRecord* o = m_.op_record(id);
             if (o == nullptr)
-              return;  // timed out or failed: drop late data (invariant 1)
+              return;            // timed out or failed: drop late data (invariant 1)
             if (data.size != n)  // invariant 3
-              return m_.finish_op(id, outcome_of(Error(ErrorCode::kInternal,
-                                                       "fallback read chunk of " +
-                                                           std::to_string(n) +
-                                                           " bytes came back with " +
-                                                           std::to_string(data.size))));
+              return m_.finish_op(
+                  id, outcome_of(Error(ErrorCode::kInternal,
+                                       "fallback read chunk of " + std::to_string(n) +
+                                           " bytes came back with " + std::to_string(data.size))));
             Status st = m_.copy_in(m_.buffers_.at(o->op.local.id), local_off, data.data, n);
             if (!st.ok())
               return m_.finish_op(id, outcome_of(st.error()));
@@ -122,7 +121,8 @@ void ChunkPath::send_store(OpId id, uint64_t off, uint64_t n) {
   } else {  // GPU memory: copied to the host first
     bytes = ByteChunk::allocate(n);
     if (Status st = m_.copy_out(local, local_off, bytes.owned.get(), n); !st.ok())
-      return write_chunk_failed(id, ops_.at(id), outcome_of(st.error()));  // earlier ones may be out
+      return write_chunk_failed(id, ops_.at(id),
+                                outcome_of(st.error()));  // earlier ones may be out
   }
   m_.peer_request(op.remote.owner, chunk_timeout(id), store_atom::value, ref_of(op.remote),
                   op.remote_offset + off, std::move(bytes))

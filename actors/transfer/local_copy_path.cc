@@ -35,8 +35,7 @@ void LocalCopyPath::start(OpId id) {
     return m_.fail_op(id, make_rdma_error(ErrorCode::kResourceExhausted,
                                           "cannot allocate " + std::to_string(chunk) +
                                               " bytes of host memory to copy between " +
-                                              describe(op.local) + " and " +
-                                              describe(op.remote)));
+                                              describe(op.local) + " and " + describe(op.remote)));
   const bool backwards = dst.addr + dst_off > src.addr + src_off;
   Status st;
   for (uint64_t done = 0, n = 0; done < o.length && st.ok(); done += n) {

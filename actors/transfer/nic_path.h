@@ -21,10 +21,10 @@
 #include <memory>
 #include <vector>
 
+#include "actors/rdma_messages.h"
 #include "actors/transfer/transfer_path.h"
 #include "components/rdma_op.h"
 #include "components/rdma_queue_pair.h"
-#include "actors/rdma_messages.h"
 
 namespace caf_rdma::detail {
 

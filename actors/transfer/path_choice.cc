@@ -27,8 +27,8 @@ std::string why_not_rdma(const TransferOp& op, const PathFacts& f) {
 PathChoice choose_path(const TransferOp& op, const PathFacts& f) {
   if (f.same_node && f.ranges_overlap)
     return {PathKind::kLocalCopy, ErrorCode::kNoDevice, "the two ranges overlap"};
-  std::string why = f.mode == TransportMode::kFallback ? std::string("RDMA disabled")
-                                                       : why_not_rdma(op, f);
+  std::string why =
+      f.mode == TransportMode::kFallback ? std::string("RDMA disabled") : why_not_rdma(op, f);
   if (why.empty())
     return {f.local_staged ? PathKind::kRdmaStaged : PathKind::kRdma, ErrorCode::kNoDevice, {}};
   if (f.mode == TransportMode::kRdma)
@@ -36,7 +36,8 @@ PathChoice choose_path(const TransferOp& op, const PathFacts& f) {
             std::string(kEnvTransport) + "=rdma forbids the fallback, but " + why};
   if (f.same_node)
     return {PathKind::kLocalCopy, ErrorCode::kNoDevice, std::move(why)};
-  return {f.stream_fits ? PathKind::kStream : PathKind::kChunks, ErrorCode::kNoDevice, std::move(why)};
+  return {f.stream_fits ? PathKind::kStream : PathKind::kChunks, ErrorCode::kNoDevice,
+          std::move(why)};
 }
 
 }  // namespace caf_rdma::detail

@@ -27,13 +27,13 @@ namespace caf_rdma::detail {
 /// What the manager knows about one op when it chooses its path.
 struct PathFacts {
   TransportMode mode = TransportMode::kAuto;
-  bool same_node = false;        ///< the remote buffer is this manager's own
-  bool ranges_overlap = false;   ///< same node, and the two ranges share a byte
-  bool has_device = false;       ///< this manager has an RDMA device
-  std::string no_device_reason;  ///< why not (without one)
-  std::string port_down;         ///< non-empty while its port is down: why
-  bool local_registered = false;  ///< the local buffer is on the NIC (or staged GPU memory)
-  bool local_staged = false;      ///< local GPU memory the NIC cannot register
+  bool same_node = false;          ///< the remote buffer is this manager's own
+  bool ranges_overlap = false;     ///< same node, and the two ranges share a byte
+  bool has_device = false;         ///< this manager has an RDMA device
+  std::string no_device_reason;    ///< why not (without one)
+  std::string port_down;           ///< non-empty while its port is down: why
+  bool local_registered = false;   ///< the local buffer is on the NIC (or staged GPU memory)
+  bool local_staged = false;       ///< local GPU memory the NIC cannot register
   bool remote_registered = false;  ///< the owner registered the remote buffer on its NIC
   bool remote_staged = false;      ///< remote GPU memory its owner's NIC cannot register
   bool same_fabric = false;        ///< both NICs RoCE, or both InfiniBand

@@ -11,8 +11,8 @@ namespace caf_rdma::detail {
 
 void StagedPath::start(OpId id) {
   if (!m_.domain_ || !m_.port_down_.empty())  // lost (or port down) while it waited for a slot
-    return m_.reroute(id, rdma_unusable_text(m_.domain_ != nullptr, m_.no_rdma_reason_,
-                                             m_.port_down_));
+    return m_.reroute(id,
+                      rdma_unusable_text(m_.domain_ != nullptr, m_.no_rdma_reason_, m_.port_down_));
   OpRecord& o = *m_.op_record(id);
   StagedOp& s = ops_[id];
   if (s.slot >= 0)
@@ -65,7 +65,9 @@ size_t StagedPath::halves() const {
   return m_.options_.staging_bytes >= 2 ? 2 : 1;
 }
 
-uint64_t StagedPath::chunk_bytes() const { return m_.options_.staging_bytes / halves(); }
+uint64_t StagedPath::chunk_bytes() const {
+  return m_.options_.staging_bytes / halves();
+}
 
 void StagedPath::post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
   post_chunks(id, ops_.at(id), qp);
@@ -92,9 +94,9 @@ void StagedPath::post_chunks(OpId id, StagedOp& s, const std::shared_ptr<RdmaQue
       Status st = m_.copy_out(m_.buffers_.at(op.local.id), op.local_offset + c.offset,
                               slot.memory->data() + at, c.length);
       if (!st.ok()) {
-        s.error.emplace(outcome_of(st.error().with_context("rdma-staged write from " +
-                                                           describe(op.local))),
-                        OpFault::kNone);
+        s.error.emplace(
+            outcome_of(st.error().with_context("rdma-staged write from " + describe(op.local))),
+            OpFault::kNone);
         break;
       }
     }
@@ -150,9 +152,9 @@ void StagedPath::chunk_done(OpId id, StagedOp& s, uint32_t chunk, TransferOutcom
       Status st = m_.copy_in(m_.buffers_.at(o.op.local.id), o.op.local_offset + c.offset,
                              slots_[s.slot].memory->data() + half * chunk_bytes(), c.length);
       if (!st.ok())
-        s.error.emplace(outcome_of(st.error().with_context("rdma-staged read into " +
-                                                           describe(o.op.local))),
-                        OpFault::kNone);
+        s.error.emplace(
+            outcome_of(st.error().with_context("rdma-staged read into " + describe(o.op.local))),
+            OpFault::kNone);
     }
     if (!s.error) {
       ++s.chunks_done;

@@ -13,8 +13,8 @@ void StreamPath::start(OpId id) {
   const OpRecord& o = *m_.op_record(id);
   const Transfer& t = m_.transfers_.at(id.ticket);
   const TransferOp& op = o.op;
-  m_.peer_request(op.remote.owner, request_timeout(t), stream_grant_atom::value,
-                  ref_of(op.remote), op.remote_offset, o.length, op.kind, t.timeout_ms)
+  m_.peer_request(op.remote.owner, request_timeout(t), stream_grant_atom::value, ref_of(op.remote),
+                  op.remote_offset, o.length, op.kind, t.timeout_ms)
       .then([this, id](StreamGrantMsg& grant) { granted(id, grant); },
             [this, id](caf::error& err) {
               const OpRecord* o = m_.op_record(id);
