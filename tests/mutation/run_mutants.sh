@@ -32,7 +32,7 @@ mutants=(
   "grants_outlive_release|actors/manager_buffers.cc|  revoke_unclaimed_grants(id);|  (void)id;|//tests/security:hostile_peer_fallback_test"
   "span_one_past|actors/manager_buffers.cc|  if (offset > b.size |  if (offset > b.size or length > b.size - offset + 1)|//tests/security:hostile_peer_fallback_test"
   "chunk_local_offset|actors/transfer/chunk_path.cc|  const uint64_t local_off = op.local_offset + off;|  const uint64_t local_off = off;|//tests/actors:fallback_edges_test"
-  "refused_stream_fails_op|actors/manager_streams.cc|      if (refused && !down) {|      if (false) {|//tests/actors:stream_fallback_test"
+  "refused_stream_fails_op|actors/transfer/stream_path.cc|  if (refused && !down && !lost) {|  if (false) {|//tests/actors:stream_fallback_test"
 )
 
 if [ "${1:-}" = --list ]; then
