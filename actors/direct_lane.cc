@@ -108,9 +108,8 @@ std::optional<Result<DirectLane::Prepared>> DirectLane::prepare(const TransferOp
                       op.remote.incarnation};
   LocalSlice slice{std::move(entry->rdma), op.local_offset, *length};
   Prepared p;
-  p.op = op.kind == static_cast<uint8_t>(TransferKind::kRead)
-             ? RdmaOp::read(std::move(slice), std::move(remote), op.remote_offset)
-             : RdmaOp::write(std::move(slice), std::move(remote), op.remote_offset);
+  p.op = is_read(op) ? RdmaOp::read(std::move(slice), std::move(remote), op.remote_offset)
+                     : RdmaOp::write(std::move(slice), std::move(remote), op.remote_offset);
   p.local_id = op.local.id;
   p.length = *length;
   return Result<Prepared>(std::move(p));

@@ -14,14 +14,7 @@ namespace caf_rdma::detail {
 
 TransferOutcome outcome_of(const caf::error& err) {
   TransferOutcome o;
-  o.code = static_cast<uint8_t>(error_code(err));
-  if (err.category() == caf::atom("system")) {
-    auto sec = static_cast<caf::sec>(err.code());
-    if (sec == caf::sec::request_timeout)
-      o.code = static_cast<uint8_t>(ErrorCode::kTimeout);
-    else if (sec == caf::sec::request_receiver_down || sec == caf::sec::remote_linking_failed)
-      o.code = static_cast<uint8_t>(ErrorCode::kPeerUnavailable);
-  }
+  o.code = static_cast<uint8_t>(request_error_code(err));  // the one mapping (rdma_errors.h)
   o.message = error_message(err);
   return o;
 }

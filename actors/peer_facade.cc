@@ -8,12 +8,13 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 
-#include "actors/rdma_atoms.h"
 #include "actors/rdma_errors.h"
 #include "actors/rdma_messages.h"
+#include "actors/request_audience.h"
 #include "components/secure_random.h"
 
 namespace caf_rdma::detail {
@@ -21,9 +22,9 @@ namespace caf_rdma::detail {
 namespace {
 
 enum class Kind : uint8_t {
-  kPeer,       ///< the peer protocol: from actors of other nodes only
-  kQuestion,   ///< read-only questions: from anyone
-  kLocalOnly,  ///< acts on this node's memory: never through the facade
+  kPeer,       ///< the peer protocol (Audience::kPeer): from actors of other nodes only
+  kQuestion,   ///< read-only questions (Audience::kQuestion): from anyone
+  kLocalOnly,  ///< acts on this node's memory (Audience::kLocal): never through the facade
   kUnknown,    ///< an atom the manager does not serve (or a known one in another shape)
   kAnswer,     ///< no leading atom: an answer of the manager on its way back
 };
@@ -34,52 +35,54 @@ struct Classified {
   bool answered = true;  ///< the manager answers it (all but the notices lane_drop, device_gone)
 };
 
-template <class Atom, class... Ts>
-bool shaped(const caf::message& m) {
-  return m.match_elements<caf::atom_value, Ts...>() && m.get_as<caf::atom_value>(0) == Atom::value;
+/// Whether `m` has the exact shape of one of `Interface`'s handlers; nullopt if not, else
+/// whether the manager answers it (a `reacts_to` handler is a notice: no answer).
+template <class Sig>
+struct Shape;
+
+template <class Atom, class... Ts, class Out>
+struct Shape<caf::typed_mpi<caf::detail::type_list<Atom, Ts...>, Out>> {
+  static bool matches(const caf::message& m) {
+    return m.match_elements<caf::atom_value, Ts...>() &&
+           m.get_as<caf::atom_value>(0) == Atom::get_value();
+  }
+  static constexpr bool answered = !std::is_same<Out, caf::output_tuple<void>>::value;
+};
+
+template <class... Sigs>
+std::optional<bool> served_shape(const caf::message& m, caf::typed_actor<Sigs...>*) {
+  std::optional<bool> answered;
+  // The first handler whose shape `m` has (the fold stops at it).
+  (void)((Shape<Sigs>::matches(m) && (answered = Shape<Sigs>::answered, true)) || ...);
+  return answered;
 }
 
+template <class Interface>
+std::optional<bool> served_shape(const caf::message& m) {
+  return served_shape(m, static_cast<Interface*>(nullptr));
+}
+
+/// By the table of requests (actors/request_audience.h): local-only requests by their atom
+/// alone, questions and the peer protocol by their exact shape in their interface.
 Classified classify(const caf::message& m) {
   if (m.empty() || !m.match_element<caf::atom_value>(0))
     return {Kind::kAnswer, nullptr};
-  if (shaped<qp_connect_atom, QpInfoMsg>(m))
-    return {Kind::kPeer, "qp_connect"};
-  if (shaped<fetch_atom, BufferRef, uint64_t, uint64_t>(m))
-    return {Kind::kPeer, "fetch"};
-  if (shaped<read_ack_atom, uint64_t>(m))
-    return {Kind::kPeer, "read_ack"};
-  if (shaped<store_atom, BufferRef, uint64_t, ByteChunk>(m))
-    return {Kind::kPeer, "store"};
-  if (shaped<stream_grant_atom, BufferRef, uint64_t, uint64_t, uint8_t, uint32_t>(m))
-    return {Kind::kPeer, "stream_grant"};
-  if (shaped<lane_drop_atom, uint64_t>(m))
-    return {Kind::kPeer, "lane_drop", false};
-  if (shaped<device_gone_atom, std::string>(m))
-    return {Kind::kPeer, "device_gone", false};
-  if (shaped<buf_check_atom, BufferRef, uint64_t, uint64_t, uint8_t>(m))
-    return {Kind::kPeer, "buf_check"};
-  if (shaped<checksum_atom, BufferRef, uint64_t, uint64_t>(m))
-    return {Kind::kPeer, "checksum"};
-  if (shaped<dir_get_atom, std::string, uint32_t>(m))
-    return {Kind::kQuestion, "dir_get"};
-  if (shaped<peer_state_atom, caf::actor>(m))
-    return {Kind::kQuestion, "peer_state"};
-  if (shaped<stats_atom>(m))
-    return {Kind::kQuestion, "stats"};
-  const auto a = m.get_as<caf::atom_value>(0);
-  static const std::pair<caf::atom_value, const char*> kLocalOnly[] = {
-      {request_buffer_atom::value, "request_buffer"},
-      {release_buffer_atom::value, "release_buffer"},
-      {transfer_atom::value, "transfer"},
-      {batch_atom::value, "batch"},
-      {lane_open_atom::value, "lane_open"},
-      {ask_check_atom::value, "ask_check"},
-      {ask_sum_atom::value, "ask_sum"},
-      {dir_put_atom::value, "dir_put"},
-  };
-  for (const auto& [atom, request] : kLocalOnly)
-    if (a == atom)
-      return {Kind::kLocalOnly, request};
+  const RequestInfo* r = find_request(m.get_as<caf::atom_value>(0));
+  if (r == nullptr)
+    return {Kind::kUnknown, nullptr};
+  std::optional<bool> answered;
+  switch (r->audience) {
+    case Audience::kLocal:
+      return {Kind::kLocalOnly, r->name};
+    case Audience::kQuestion:
+      if ((answered = served_shape<manager_questions_actor>(m)))
+        return {Kind::kQuestion, r->name, *answered};
+      break;
+    case Audience::kPeer:
+      if ((answered = served_shape<peer_protocol_actor>(m)))
+        return {Kind::kPeer, r->name, *answered};
+      break;
+  }
   return {Kind::kUnknown, nullptr};
 }
 

@@ -13,7 +13,8 @@
 //  1. The facade forwards to the manager only the peer protocol, from network proxies (actors of
 //     other nodes), and the read-only questions, each checked for its exact shape; requests that
 //     act on the node's memory are refused with permission_denied naming the request and the
-//     sender, anything else with invalid_argument naming the atom.
+//     sender, anything else with invalid_argument naming the atom. Which request is which comes
+//     from the table of actors/request_audience.h, the shapes from the manager's interfaces.
 //  2. A forwarded message keeps its sender (the peer's identity), with the facade as the only
 //     stage, under a request id of the facade's own drawn at random (60 bits): the manager's
 //     answer comes back to the facade under that id, and only a message under it is taken for

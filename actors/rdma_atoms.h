@@ -1,9 +1,18 @@
-// Every atom of the RdmaManagerActor interface (CAF 0.17: at most 10 characters).
+// Every atom of the RdmaManagerActor interface (CAF 0.17: at most 10 characters), grouped by
+// who sends it (actors/request_audience.h holds the table of each atom's name and audience).
+//
+// Invariants:
+//  1. The C++ name is the request's name plus `_atom`, and the request's name is the one the
+//     table gives (and errors show); the wire name in `caf::atom` may be shorter (10 characters).
+//  2. Every atom here is in exactly one of the manager's interfaces (static_assert in
+//     actors/request_audience.h).
 #pragma once
 
 #include <caf/atom.hpp>
 
 namespace caf_rdma {
+
+// -- the node's own actors (LocalRequests) -----------------------------------------------------
 
 /// Register a buffer: (addr, size, access) -> BufferHandle.
 using request_buffer_atom = caf::atom_constant<caf::atom("req_buf")>;
@@ -13,6 +22,28 @@ using release_buffer_atom = caf::atom_constant<caf::atom("rel_buf")>;
 using transfer_atom = caf::atom_constant<caf::atom("transfer")>;
 /// Several reads/writes: (vector<TransferOp>, timeout ms) -> vector<TransferOutcome>.
 using batch_atom = caf::atom_constant<caf::atom("batch")>;
+/// Direct lanes: (remote handle, timeout ms) -> LaneGrant, a queue pair of its own to the
+/// handle's owner for a thread of this process (RdmaClient).
+using lane_open_atom = caf::atom_constant<caf::atom("lane_open")>;
+/// RdmaClient to its manager: ask the owner of a handle about a refused access (as
+/// buf_check) or for its checksum of a range (as buf_sum), failing with peer_unavailable as soon
+/// as the owner is known to be down.
+using ask_check_atom = caf::atom_constant<caf::atom("ask_check")>;
+using ask_sum_atom = caf::atom_constant<caf::atom("ask_sum")>;
+/// Directory: (name, BufferHandle) -> bool; lets processes exchange handles by name.
+using dir_put_atom = caf::atom_constant<caf::atom("dir_put")>;
+
+// -- anyone: read-only questions (ManagerQuestions) --------------------------------------------
+
+/// Directory: (name, wait ms) -> BufferHandle, waiting up to `wait ms` for the name to appear.
+using dir_get_atom = caf::atom_constant<caf::atom("dir_get")>;
+/// Why a peer manager is down: (peer) -> reason, "" while it is up.
+using peer_state_atom = caf::atom_constant<caf::atom("peer_state")>;
+/// Counters: () -> ManagerStats.
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
+
+// -- peer managers, through the facade (PeerProtocol) ------------------------------------------
+
 /// Manager-to-manager queue pair handshake: (QpInfoMsg) -> QpInfoMsg.
 using qp_connect_atom = caf::atom_constant<caf::atom("qp_conn")>;
 /// Fallback transport, owner side: (id, offset, length) -> bytes.
@@ -24,30 +55,15 @@ using read_ack_atom = caf::atom_constant<caf::atom("read_ack")>;
 using store_atom = caf::atom_constant<caf::atom("store")>;
 /// Fallback transport, owner side: (id, offset, length, kind, timeout ms) -> StreamGrantMsg.
 using stream_grant_atom = caf::atom_constant<caf::atom("str_grant")>;
-/// Counters: () -> ManagerStats.
-using stats_atom = caf::atom_constant<caf::atom("stats")>;
-/// Directory: (name, BufferHandle) -> bool; lets processes exchange handles by name.
-using dir_put_atom = caf::atom_constant<caf::atom("dir_put")>;
-/// Directory: (name, wait ms) -> BufferHandle, waiting up to `wait ms` for the name to appear.
-using dir_get_atom = caf::atom_constant<caf::atom("dir_get")>;
-/// Direct lanes: (remote handle, timeout ms) -> LaneGrant, a queue pair of its own to the
-/// handle's owner for a thread of this process (RdmaClient).
-using lane_open_atom = caf::atom_constant<caf::atom("lane_open")>;
 /// Manager to manager: the initiator (the sender) closed a lane (lane id).
 using lane_drop_atom = caf::atom_constant<caf::atom("lane_drop")>;
 /// Manager to manager: the sender's RDMA device went away (why).
 using device_gone_atom = caf::atom_constant<caf::atom("dev_gone")>;
-/// Why a peer manager is down: (peer) -> reason, "" while it is up.
-using peer_state_atom = caf::atom_constant<caf::atom("peer_state")>;
 /// Manager to manager: the owner's view of an access to one of its buffers (after the NIC
 /// refused it): (id, offset, length, kind) -> TransferOutcome.
 using buf_check_atom = caf::atom_constant<caf::atom("buf_check")>;
-/// Manager to manager (verify mode): checksum of a range of the owner's buffer.
-using checksum_atom = caf::atom_constant<caf::atom("buf_sum")>;
-/// RdmaClient to its manager: ask the owner of a handle about a refused access (as
-/// buf_check) or for its checksum of a range (as buf_sum), failing with peer_unavailable as soon
-/// as the owner is known to be down.
-using ask_check_atom = caf::atom_constant<caf::atom("ask_check")>;
-using ask_sum_atom = caf::atom_constant<caf::atom("ask_sum")>;
+/// Manager to manager (verify mode): the owner's checksum of a range of its buffer:
+/// (id, offset, length) -> checksum.
+using buf_sum_atom = caf::atom_constant<caf::atom("buf_sum")>;
 
 }  // namespace caf_rdma

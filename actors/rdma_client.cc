@@ -189,7 +189,7 @@ Status RdmaClient::verify_lane_op(const TransferOp& op, uint64_t length) {
     mine =
         range_checksum(reinterpret_cast<const uint8_t*>(op.local.addr) + op.local_offset, length);
   else  // GPU memory: its manager copies it out
-    mine = call<uint64_t>(reply_timeout_, checksum_atom::value, ref_of(op.local), op.local_offset,
+    mine = call<uint64_t>(reply_timeout_, buf_sum_atom::value, ref_of(op.local), op.local_offset,
                           length);
   if (!mine.ok())
     return mine.error().with_context("verifying " + describe(op.local));
@@ -263,7 +263,7 @@ Result<TransferReply> RdmaClient::transfer_scratch(TransferKind kind, const Buff
                                                    uint64_t remote_offset) {
   // Assigning into the reused op keeps the handles' strings and GID vectors allocated: the
   // latency path makes no copies of its own.
-  scratch_.kind = static_cast<uint8_t>(kind);
+  scratch_.kind = wire_kind(kind);
   scratch_.local = local;
   scratch_.local_offset = local_offset;
   scratch_.remote = remote;

@@ -21,11 +21,17 @@ ErrorCode error_code(const caf::error& error) {
 }
 
 ErrorCode request_error_code(const caf::error& error) {
-  if (error == caf::sec::request_timeout)
-    return ErrorCode::kTimeout;
-  if (error == caf::sec::request_receiver_down)
-    return ErrorCode::kPeerUnavailable;
-  return error_code(error);
+  if (error.category() != caf::atom("system"))
+    return error_code(error);
+  switch (static_cast<caf::sec>(error.code())) {
+    case caf::sec::request_timeout:
+      return ErrorCode::kTimeout;
+    case caf::sec::request_receiver_down:
+    case caf::sec::remote_linking_failed:
+      return ErrorCode::kPeerUnavailable;
+    default:
+      return ErrorCode::kInternal;
+  }
 }
 
 Error to_error(const caf::error& error) {

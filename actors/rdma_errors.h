@@ -1,5 +1,10 @@
 // caf::error for the actor layer: the codes of `ErrorCode`, category "caf_rdma", with the
 // message (naming buffer, peer, sizes, device, status string) as the error's context.
+//
+// Invariants:
+//  1. rdma_errc and ErrorCode number their codes the same: an error crosses between the layers
+//     (to_caf_error, to_error) keeping its code and message.
+//  2. `request_error_code` is the only mapping of CAF's own errors (caf::sec) to an ErrorCode.
 #pragma once
 
 #include <caf/error.hpp>
@@ -42,8 +47,13 @@ caf::error make_rdma_error(ErrorCode code, std::string message);
 ErrorCode error_code(const caf::error& error);
 /// The message of an rdma error; for other errors CAF's rendering of code and context.
 std::string error_message(const caf::error& error);
-/// The ErrorCode of any error a request can end with: rdma errors keep theirs, CAF's request
-/// timeout is kTimeout, a receiver that is down is kPeerUnavailable, anything else kInternal.
+/// The one mapping of a caf::error to an ErrorCode: that of any error a request can end with
+/// (RdmaClient, the examples, and the manager's outcome of an op, `detail::outcome_of`).
+///  - category "caf_rdma": its own code;
+///  - sec::request_timeout (CAF's request timeout): kTimeout;
+///  - sec::request_receiver_down (the receiver is gone, or the link to its node was lost) and
+///    sec::remote_linking_failed (the remote actor no longer exists): kPeerUnavailable;
+///  - anything else (other sec values, other categories): kInternal.
 ErrorCode request_error_code(const caf::error& error);
 /// The lower-layer Error for a request's error (code as request_error_code, error_message).
 Error to_error(const caf::error& error);

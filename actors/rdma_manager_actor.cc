@@ -13,6 +13,7 @@
 #include <caf/actor_proxy.hpp>
 
 #include "actors/detail/manager_state.h"
+#include "actors/request_audience.h"
 
 namespace caf_rdma {
 
@@ -97,58 +98,61 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
                                                   std::string no_rdma_reason) {
   self->state.init(self, std::move(options), std::move(domain), std::move(no_rdma_reason));
   self->set_down_handler([=](caf::down_msg& msg) { self->state.links.on_down(msg); });
-  // Requests that act on this node's memory: this node's actors only (invariant 6).
-  auto refused = [=](const char* request) -> caf::error {
-    Status st = self->state.local_only(request);
+  // Requests that act on this node's memory: this node's actors only (invariant 6). Which
+  // requests, and their names, come from the table (actors/request_audience.h).
+  auto refused = [=](auto atom) -> caf::error {
+    constexpr const RequestInfo& request = request_of<decltype(atom)>();
+    static_assert(request.audience == Audience::kLocal, "only local requests are refused here");
+    Status st = self->state.local_only(request.name);
     return st.ok() ? caf::error{} : to_caf_error(st.error());
   };
   return {
-      // -- this node's actors only --
-      [=](request_buffer_atom, uint64_t addr, uint64_t size,
+      // -- this node's actors only (local_requests_actor) --
+      [=](request_buffer_atom a, uint64_t addr, uint64_t size,
           uint8_t access) -> caf::result<BufferHandle> {
-        if (auto err = refused("request_buffer"))
+        if (auto err = refused(a))
           return err;
         return self->state.buffer_table.request_buffer(addr, size, access);
       },
-      [=](release_buffer_atom, uint64_t id) -> caf::result<uint64_t> {
-        if (auto err = refused("release_buffer"))
+      [=](release_buffer_atom a, uint64_t id) -> caf::result<uint64_t> {
+        if (auto err = refused(a))
           return err;
         return self->state.buffer_table.release_buffer(id);
       },
-      [=](transfer_atom, TransferOp op, uint32_t timeout_ms) -> caf::result<TransferReply> {
-        if (auto err = refused("transfer"))
+      [=](transfer_atom a, TransferOp op, uint32_t timeout_ms) -> caf::result<TransferReply> {
+        if (auto err = refused(a))
           return err;
         return self->state.transfer(std::move(op), timeout_ms);
       },
-      [=](batch_atom, std::vector<TransferOp> ops,
+      [=](batch_atom a, std::vector<TransferOp> ops,
           uint32_t timeout_ms) -> caf::result<std::vector<TransferOutcome>> {
-        if (auto err = refused("batch"))
+        if (auto err = refused(a))
           return err;
         return self->state.batch(std::move(ops), timeout_ms);
       },
-      [=](lane_open_atom, BufferHandle remote, uint32_t timeout_ms) -> caf::result<LaneGrant> {
-        if (auto err = refused("lane_open"))
+      [=](lane_open_atom a, BufferHandle remote, uint32_t timeout_ms) -> caf::result<LaneGrant> {
+        if (auto err = refused(a))
           return err;
         return self->state.lanes.open_lane(std::move(remote), timeout_ms);
       },
-      [=](ask_check_atom, const BufferHandle& remote, uint64_t offset, uint64_t length,
+      [=](ask_check_atom a, const BufferHandle& remote, uint64_t offset, uint64_t length,
           uint8_t kind) -> caf::result<TransferOutcome> {
-        if (auto err = refused("ask_check"))
+        if (auto err = refused(a))
           return err;
         return self->state.peer_table.ask_owner_check(remote, offset, length, kind);
       },
-      [=](ask_sum_atom, const BufferHandle& remote, uint64_t offset,
+      [=](ask_sum_atom a, const BufferHandle& remote, uint64_t offset,
           uint64_t length) -> caf::result<uint64_t> {
-        if (auto err = refused("ask_sum"))
+        if (auto err = refused(a))
           return err;
         return self->state.peer_table.ask_owner_checksum(remote, offset, length);
       },
-      [=](dir_put_atom, std::string key, BufferHandle h) -> caf::result<bool> {
-        if (auto err = refused("dir_put"))
+      [=](dir_put_atom a, std::string key, BufferHandle h) -> caf::result<bool> {
+        if (auto err = refused(a))
           return err;
         return self->state.directory.dir_put(std::move(key), std::move(h));
       },
-      // -- anyone: read-only questions --
+      // -- anyone: read-only questions (manager_questions_actor) --
       [=](dir_get_atom, const std::string& key, uint32_t wait_ms) {
         return self->state.directory.dir_get(key, wait_ms);
       },
@@ -156,7 +160,7 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
         return self->state.peer_table.peer_state(peer);
       },
       [=](stats_atom) -> caf::result<ManagerStats> { return self->state.stats(); },
-      // -- the peer protocol: buffers named by id and secret --
+      // -- the peer protocol (peer_protocol_actor): buffers named by id and secret --
       [=](qp_connect_atom, const QpInfoMsg& remote) {
         return self->state.handshakes.accept_connect(remote);
       },
@@ -176,7 +180,7 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       [=](buf_check_atom, const BufferRef& ref, uint64_t offset, uint64_t length, uint8_t kind) {
         return self->state.buffer_table.check_access(ref, offset, length, kind);
       },
-      [=](checksum_atom, const BufferRef& ref, uint64_t offset, uint64_t length) {
+      [=](buf_sum_atom, const BufferRef& ref, uint64_t offset, uint64_t length) {
         return self->state.buffer_table.checksum(ref, offset, length);
       },
       // -- internal events (unserializable types: from this process only) --

@@ -3,12 +3,25 @@
 // fallback path, moves the bytes in CAF messages, or over its stream channel for large host
 // transfers) and replies when the data is in place.
 //
+// The interface is three typed interfaces, one per audience, composed with `extend_with`:
+//  - `local_requests_actor`: what the node's own actors send (applications, RdmaClient);
+//  - `manager_questions_actor`: read-only questions anyone may ask;
+//  - `peer_protocol_actor`: what peer managers send (through the facade); applications do not.
+// actors/request_audience.h holds the table of every request's atom, name and audience, from
+// which the facade's classification and the manager's local-only check are derived.
+//
 // Other nodes know a manager by the facade its node publishes (actors/peer_facade.h), which
 // serves them the same interface: the peer protocol and the read-only questions go through to
 // the manager, the requests of the node's own actors are refused.
 //
 // Every error reply is a caf::error of category "caf_rdma" whose code is an ErrorCode
 // (`error_code(err)`) and whose message (`error_message(err)`) names what was wrong.
+//
+// Invariants:
+//  1. Every atom of actors/rdma_atoms.h is in exactly one of the three interfaces, and the
+//     table of actors/request_audience.h gives it that interface's audience (static_assert).
+//  2. `rdma_manager_actor` has the same signatures as before the split (CAF compares the set of
+//     signatures when a peer connects with `remote_actor<rdma_manager_actor>`).
 #pragma once
 
 #include <caf/replies_to.hpp>
@@ -23,10 +36,10 @@
 
 namespace caf_rdma {
 
-using rdma_manager_actor = caf::typed_actor<
-    // -- the node's own actors only (see "Security model" in the README): requests that act on
-    //    this node's memory. From an actor of another node (or an anonymous sender) they fail
-    //    with permission_denied naming the request and the sender's node.
+/// The node's own actors only (see "Security model" in the README): requests that act on this
+/// node's memory. From an actor of another node (or an anonymous sender) they fail with
+/// permission_denied naming the request and the sender's node.
+using local_requests_actor = caf::typed_actor<
 
     /// Registers [addr, addr + size) with `access` (BufferAccess) and returns its handle, which
     /// carries a fresh 128-bit secret: whoever holds the handle may access the buffer (within
@@ -66,11 +79,14 @@ using rdma_manager_actor = caf::typed_actor<
     /// resource_exhausted (the owner has too many lanes from us).
     caf::replies_to<lane_open_atom, BufferHandle, uint32_t>::with<LaneGrant>,
 
-    /// RdmaClient to its manager (after a direct lane's op): the owner of `remote` answers as
-    /// for buf_check / buf_sum; peer_unavailable naming the owner as soon as it is known to be
-    /// down (not at the timeout).
+    /// RdmaClient to its manager (after a direct lane's op was refused by the NIC): the owner of
+    /// `remote` answers as for buf_check; peer_unavailable naming the owner as soon as it is
+    /// known to be down (not at the timeout).
     caf::replies_to<ask_check_atom, BufferHandle, uint64_t, uint64_t,
                     uint8_t>::with<TransferOutcome>,
+
+    /// RdmaClient to its manager (verify mode, after a direct lane's op): the owner of `remote`
+    /// answers as for buf_sum; peer_unavailable as for ask_check.
     caf::replies_to<ask_sum_atom, BufferHandle, uint64_t, uint64_t>::with<uint64_t>,
 
     /// Directory: stores a handle under a name (replacing one stored before), so other
@@ -78,9 +94,10 @@ using rdma_manager_actor = caf::typed_actor<
     /// only what they may use. The directory belongs to this node: only its actors put names.
     /// Errors: invalid_argument (empty name, longer than kMaxDirectoryName),
     /// resource_exhausted (kMaxDirectoryEntries names).
-    caf::replies_to<dir_put_atom, std::string, BufferHandle>::with<bool>,
+    caf::replies_to<dir_put_atom, std::string, BufferHandle>::with<bool>>;
 
-    // -- anyone (local actors and peer nodes): read-only questions.
+/// Anyone (local actors and peer nodes): read-only questions.
+using manager_questions_actor = caf::typed_actor<
 
     /// Directory: the handle stored under `name`, waiting up to the given milliseconds (cut to
     /// max_timeout) for it to appear. Errors: timeout, resource_exhausted (kMaxDirectoryWaiters
@@ -92,11 +109,13 @@ using rdma_manager_actor = caf::typed_actor<
     caf::replies_to<peer_state_atom, caf::actor>::with<std::string>,
 
     /// Counters of this manager.
-    caf::replies_to<stats_atom>::with<ManagerStats>,
+    caf::replies_to<stats_atom>::with<ManagerStats>>;
 
-    // -- the peer protocol (manager to manager; applications do not send these). Every access
-    //    names its buffer with a BufferRef (id and the handle's secret), checked by the owner in
-    //    constant time; a wrong secret is permission_denied.
+/// The peer protocol (manager to manager, through the facades; applications do not send
+/// these). Every access names its buffer with a BufferRef (id and the handle's secret), checked
+/// by the owner in constant time; a wrong secret is permission_denied. Requests come sealed
+/// with a PeerNonce, which the facade strips (actors/peer_facade.h invariant 6).
+using peer_protocol_actor = caf::typed_actor<
 
     /// Creates (or replaces) the queue pair for the sender's manager (the actor that sent the
     /// request, not one named in the message), connects it to the sender's info and replies
@@ -146,6 +165,10 @@ using rdma_manager_actor = caf::typed_actor<
 
     /// Verify mode: the owner's checksum (`range_checksum`) of [offset, offset + length) of the
     /// buffer. Errors as for fetch.
-    caf::replies_to<checksum_atom, BufferRef, uint64_t, uint64_t>::with<uint64_t>>;
+    caf::replies_to<buf_sum_atom, BufferRef, uint64_t, uint64_t>::with<uint64_t>>;
+
+/// The manager, as its node's actors know it (RdmaNode::manager) and as peers know its facade.
+using rdma_manager_actor =
+    local_requests_actor::extend_with<manager_questions_actor, peer_protocol_actor>;
 
 }  // namespace caf_rdma

@@ -20,7 +20,7 @@ std::string describe(const BufferHandle& h) {
 TransferOp make_read(BufferHandle local, BufferHandle remote, uint64_t length,
                      uint64_t local_offset, uint64_t remote_offset) {
   TransferOp op;
-  op.kind = static_cast<uint8_t>(TransferKind::kRead);
+  op.kind = wire_kind(TransferKind::kRead);
   op.local = std::move(local);
   op.remote = std::move(remote);
   op.length = length;
@@ -33,7 +33,7 @@ TransferOp make_write(BufferHandle local, BufferHandle remote, uint64_t length,
                       uint64_t local_offset, uint64_t remote_offset) {
   TransferOp op =
       make_read(std::move(local), std::move(remote), length, local_offset, remote_offset);
-  op.kind = static_cast<uint8_t>(TransferKind::kWrite);
+  op.kind = wire_kind(TransferKind::kWrite);
   return op;
 }
 

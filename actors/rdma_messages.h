@@ -126,23 +126,53 @@ typename Inspector::result_type inspect(Inspector& f, TransferOp& x) {
            x.remote_offset, x.length);
 }
 
+// -- the kind on the wire: a byte (TransferOp::kind, and the kind of buf_check, ask_check and
+//    stream_grant), read through these rather than compared with casts.
+
+/// The byte that stands for `kind` on the wire.
+constexpr uint8_t wire_kind(TransferKind kind) {
+  return static_cast<uint8_t>(kind);
+}
+/// Whether a wire byte names a TransferKind (0 read, 1 write); a peer may send any byte.
+constexpr bool known_kind(uint8_t kind) {
+  return kind <= wire_kind(TransferKind::kWrite);
+}
+constexpr bool is_read_kind(uint8_t kind) {
+  return kind == wire_kind(TransferKind::kRead);
+}
+constexpr bool is_write_kind(uint8_t kind) {
+  return kind == wire_kind(TransferKind::kWrite);
+}
+/// Whether `op` is a read (remote -> local) or a write (local -> remote).
+inline bool is_read(const TransferOp& op) {
+  return is_read_kind(op.kind);
+}
+inline bool is_write(const TransferOp& op) {
+  return is_write_kind(op.kind);
+}
+
 TransferOp make_read(BufferHandle local, BufferHandle remote, uint64_t length = kWholeSpan,
                      uint64_t local_offset = 0, uint64_t remote_offset = 0);
 TransferOp make_write(BufferHandle local, BufferHandle remote, uint64_t length = kWholeSpan,
                       uint64_t local_offset = 0, uint64_t remote_offset = 0);
 
-/// Which path moved the bytes: one-sided RDMA between the registered buffers themselves
-/// ("rdma-direct": host memory, or GPU memory with GPUDirect), RDMA through a host bounce buffer
-/// for GPU memory the NIC cannot register ("rdma-staged"), or CAF messages between the managers
-/// ("fallback").
+/// Which path moved the bytes (TransferReply::path, TransferOutcome::path). Users compare these
+/// strings: they never change.
+/// One-sided RDMA between the registered buffers themselves (host memory, or GPU memory the NIC
+/// registered with GPUDirect), by the manager's queue pair or a direct lane.
 constexpr const char* kPathRdma = "rdma-direct";
+/// RDMA through the requester's host bounce buffers, for GPU memory its NIC cannot register:
+/// the bytes are copied between the GPU and a bounce buffer, which the NIC moves.
 constexpr const char* kPathRdmaStaged = "rdma-staged";
+/// No RDMA: the managers move the bytes in CAF messages (fetch/store chunks) or over the
+/// owner's stream channel, or the manager copies them itself between two buffers of its node
+/// that RDMA may not or cannot move (overlapping ranges, among others).
 constexpr const char* kPathFallback = "fallback";
 
 /// Reply to a successful transfer.
 struct TransferReply {
   uint64_t bytes = 0;
-  std::string path;  ///< kPathRdma or kPathFallback
+  std::string path;  ///< kPathRdma, kPathRdmaStaged or kPathFallback
 };
 
 template <class Inspector>
@@ -155,7 +185,7 @@ struct TransferOutcome {
   uint8_t code = 0;     ///< 0 = success, else an ErrorCode
   std::string message;  ///< the error message ("" on success)
   uint64_t bytes = 0;
-  std::string path;
+  std::string path;  ///< of a success: kPathRdma, kPathRdmaStaged or kPathFallback
 
   bool ok() const { return code == 0; }
 };

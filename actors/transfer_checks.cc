@@ -4,15 +4,15 @@
 namespace caf_rdma {
 
 const char* kind_name(uint8_t kind) {
-  return kind == static_cast<uint8_t>(TransferKind::kRead) ? "read" : "write";
+  return is_read_kind(kind) ? "read" : "write";
 }
 
 Result<uint64_t> checked_length(const TransferOp& op, uint64_t local_size,
                                 BufferAccess local_access) {
-  if (op.kind > static_cast<uint8_t>(TransferKind::kWrite))
+  if (!known_kind(op.kind))
     return Error(ErrorCode::kInvalidArgument,
                  "transfer kind " + std::to_string(op.kind) + " is neither read (0) nor write (1)");
-  bool is_read = op.kind == static_cast<uint8_t>(TransferKind::kRead);
+  const bool reading = is_read(op);
   if (!op.remote.owner)
     return Error(ErrorCode::kInvalidArgument,
                  "remote " + describe(op.remote) + " names no owner manager");
@@ -29,14 +29,14 @@ Result<uint64_t> checked_length(const TransferOp& op, uint64_t local_size,
   uint64_t length = op.length;
   if (length == kWholeSpan) {
     // Monarch's rules: a read moves the remote span, a write the local span.
-    length = is_read ? remote_span : local_span;
-    if (is_read && local_span < remote_span)
+    length = reading ? remote_span : local_span;
+    if (reading && local_span < remote_span)
       return Error(ErrorCode::kSizeMismatch,
                    "read needs the local span (" + std::to_string(local_span) + " bytes of " +
                        describe(op.local) + " from offset " + std::to_string(op.local_offset) +
                        ") >= the remote span (" + std::to_string(remote_span) + " bytes of " +
                        describe(op.remote) + ")");
-    if (!is_read && remote_span < local_span)
+    if (!reading && remote_span < local_span)
       return Error(ErrorCode::kSizeMismatch,
                    "write needs the local span (" + std::to_string(local_span) + " bytes of " +
                        describe(op.local) + ") <= the remote span (" + std::to_string(remote_span) +
@@ -60,9 +60,9 @@ Result<uint64_t> checked_length(const TransferOp& op, uint64_t local_size,
     return Error(ErrorCode::kInvalidArgument, std::string("zero-size ") + kind_name(op.kind) +
                                                   " between " + describe(op.local) + " and " +
                                                   describe(op.remote));
-  if (is_read && local_access != BufferAccess::kReadWrite)
+  if (reading && local_access != BufferAccess::kReadWrite)
     return Error(ErrorCode::kInvalidArgument, "cannot read into read-only " + describe(op.local));
-  if (!is_read && op.remote.access != static_cast<uint8_t>(BufferAccess::kReadWrite))
+  if (!reading && op.remote.access != static_cast<uint8_t>(BufferAccess::kReadWrite))
     return Error(ErrorCode::kInvalidArgument, "cannot write into read-only " + describe(op.remote));
   return length;
 }

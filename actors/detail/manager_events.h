@@ -6,8 +6,8 @@
 //     never registered with `add_message_types`: it can only be sent from inside the manager's
 //     process. A peer cannot send one (its node cannot serialize it, and ours could not
 //     deserialize it), whatever it knows of the manager's address.
-//  2. None of them is in the public interface (`rdma_manager_actor`); the manager's own handle
-//     type (`manager_impl_actor`) adds them.
+//  2. None of them is in the public interface (`rdma_manager_actor`); they form
+//     `manager_events_actor`, which the manager's own handle type (`manager_impl_actor`) adds.
 //  3. A hold is named by what created it (transfer ticket, grant token), never by a bare buffer
 //     id: an event can end only the hold it was made for, once.
 #pragma once
@@ -145,8 +145,8 @@ struct WindowRetry {
   caf::node_id node;
 };
 
-/// The manager's own handle type: the public interface plus its internal events.
-using manager_impl_actor = rdma_manager_actor::extend<
+/// The internal events, as the manager's fourth interface (audience: its own process only).
+using manager_events_actor = caf::typed_actor<
     caf::reacts_to<OpDone>, caf::reacts_to<OpTimeout>, caf::reacts_to<OpTick>,
     caf::reacts_to<StreamDone>, caf::reacts_to<StreamServed>, caf::reacts_to<StreamExpire>,
     caf::reacts_to<ChunkSent>, caf::reacts_to<LaneClosed>, caf::reacts_to<LaneIdle>,
@@ -154,6 +154,9 @@ using manager_impl_actor = rdma_manager_actor::extend<
     caf::reacts_to<ReopenDevice>, caf::reacts_to<StagingFreed>, caf::reacts_to<WindowExpire>,
     caf::reacts_to<WindowRetry>, caf::reacts_to<UseConnector>, caf::reacts_to<Reconnect>,
     caf::replies_to<GetFacade>::with<caf::actor>>;
+
+/// The manager's own handle type: the public interface plus its internal events.
+using manager_impl_actor = rdma_manager_actor::extend_with<manager_events_actor>;
 
 }  // namespace caf_rdma::detail
 

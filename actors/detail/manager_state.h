@@ -16,8 +16,8 @@
 //  5. Every transfer gets exactly one reply: success, or an error naming what was wrong; its
 //     timeout flushes the RDMA work still outstanding, and waits for its stream job to stop,
 //     before the reply.
-//  6. Requests that act on this node's memory (request_buffer, release, transfer, batch,
-//     lane_open, ask_check, ask_sum, dir_put) are served only for actors of this node; peers
+//  6. Requests that act on this node's memory (the kLocal rows of actors/request_audience.h:
+//     local_requests_actor) are served only for actors of this node; peers
 //     reach the peer protocol, where every access names a buffer by id *and* secret. The
 //     manager's own handle never leaves the process: peers know it by its facade
 //     (peer_facade.h), which owns its handles and carries every message to and from other

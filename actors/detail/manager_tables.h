@@ -67,7 +67,7 @@ struct OpRecord {
   bool holds_local = false;  ///< counted in the local buffer's in_use
   bool done = false;
 
-  bool is_read() const { return op.kind == static_cast<uint8_t>(TransferKind::kRead); }
+  bool is_read() const { return caf_rdma::is_read(op); }
 };
 
 struct Transfer {

@@ -278,7 +278,7 @@ caf::result<uint64_t> BufferTable::store(const BufferRef& ref, uint64_t offset,
 
 TransferOutcome BufferTable::check_access(const BufferRef& ref, uint64_t offset, uint64_t length,
                                           uint8_t kind) {
-  bool write = kind == static_cast<uint8_t>(TransferKind::kWrite);
+  bool write = is_write_kind(kind);
   auto b = owner_access(ref, offset, length, write);
   return b.ok() ? TransferOutcome{} : outcome_of(b.error());
 }

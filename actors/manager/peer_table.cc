@@ -92,7 +92,7 @@ caf::result<uint64_t> PeerTable::ask_owner_checksum(const BufferHandle& remote, 
     return no_owner_error(remote);
   if (owns(remote.owner))
     return m_.buffer_table.checksum(ref_of(remote), offset, length);
-  return relay_to_owner<uint64_t>(remote, checksum_atom::value, ref_of(remote), offset, length);
+  return relay_to_owner<uint64_t>(remote, buf_sum_atom::value, ref_of(remote), offset, length);
 }
 
 const caf::actor& PeerTable::route(const caf::actor& dest) const {

@@ -8,13 +8,13 @@ namespace caf_rdma::detail {
 caf::result<StreamGrantMsg> StreamGrants::stream_grant(const BufferRef& ref, uint64_t offset,
                                                        uint64_t length, uint8_t kind,
                                                        uint32_t timeout_ms) {
-  if (kind > static_cast<uint8_t>(TransferKind::kWrite))
+  if (!known_kind(kind))
     return make_rdma_error(
         ErrorCode::kInvalidArgument,
         "stream grant of kind " + std::to_string(kind) + " is neither read (0) nor write (1)");
   if (timeout_ms == 0)
     return make_rdma_error(ErrorCode::kInvalidArgument, "stream grant timeout must be > 0 ms");
-  bool write = kind == static_cast<uint8_t>(TransferKind::kWrite);
+  bool write = is_write_kind(kind);
   auto b = m_.buffer_table.owner_access(ref, offset, length, write);
   if (!b.ok())
     return to_caf_error(b.error());

@@ -191,7 +191,7 @@ void NicPath::verify(OpId id) {
                       describe(op.remote) + " failed: " + out.message;
         m.finish_op(id, std::move(out));
       },
-      checksum_atom::value, ref_of(op.remote), op.remote_offset, o.length);
+      buf_sum_atom::value, ref_of(op.remote), op.remote_offset, o.length);
 }
 
 bool NicPath::deadline(OpId id, DeadlineStage stage) {

@@ -154,7 +154,7 @@ TEST_F(RevocationTest, AQuestionToAnOwnerThatDiesFailsWithPeerUnavailable) {
           [take](buf_check_atom, const BufferRef&, uint64_t, uint64_t, uint8_t, const PeerNonce&) {
             take();
           },
-          [take](checksum_atom, const BufferRef&, uint64_t, uint64_t, const PeerNonce&) { take(); },
+          [take](buf_sum_atom, const BufferRef&, uint64_t, uint64_t, const PeerNonce&) { take(); },
       };
     });
     BufferHandle h;

@@ -11,15 +11,16 @@ root=$PWD
 # name | file | exact line (substring, from which the rest of the line is replaced; no '|' in
 # it: write C++'s `or` instead) | replacement | test targets that must fail
 mutants=(
-  "write_span_check|actors/transfer_checks.cc|    if (!is_read && remote_span < local_span)|    if (false)|//tests/actors:manager_fallback_test"
-  "read_span_check|actors/transfer_checks.cc|    if (is_read && local_span < remote_span)|    if (false)|//tests/actors:manager_fallback_test"
+  "write_span_check|actors/transfer_checks.cc|    if (!reading && remote_span < local_span)|    if (false)|//tests/actors:manager_fallback_test"
+  "read_span_check|actors/transfer_checks.cc|    if (reading && local_span < remote_span)|    if (false)|//tests/actors:manager_fallback_test"
   "stream_stop_no_wake|components/stream_server.cc|        c->socket.shutdown_both();|        (void) c;|//tests/components:stream_channel_test"
   "released_is_live|actors/manager_buffers.cc|  if (it->second.released)|  if (false)|//tests/actors:revocation_fallback_test //tests/actors:manager_fallback_test"
   "peer_down_keeps_questions|actors/manager_peers.cc|    fail(err);|    (void) fail;|//tests/actors:revocation_fallback_test"
   "release_does_not_wait|actors/manager_buffers.cc|  if (buf->in_use == 0 && lanes_idle) {|  if (true) {|//tests/actors:manager_fallback_test //tests/actors:direct_lane_fallback_test"
   "secret_unchecked|actors/manager_buffers.cc|  if (!secrets_equal(b->secret_hi, b->secret_lo, ref.secret_hi, ref.secret_lo))|  if (false)|//tests/security:hostile_peer_fallback_test"
-  "remote_is_local|actors/rdma_manager_actor.cc|  if (sender && sender->node() == self_->node() && !proxy)|  if (true)|//tests/security:hostile_peer_fallback_test"
-  "proxy_is_local|actors/rdma_manager_actor.cc|  if (sender && sender->node() == self_->node() && !proxy)|  if (sender && sender->node() == self_->node())|//tests/security:hostile_peer_fallback_test"
+  "remote_is_local|actors/rdma_manager_actor.cc|  if (sender && sender->node() == self_->node() && !proxy && !via_facade)|  if (true)|//tests/security:hostile_peer_fallback_test //tests/actors:request_audience_test"
+  "proxy_is_local|actors/rdma_manager_actor.cc|  if (sender && sender->node() == self_->node() && !proxy && !via_facade)|  if (sender && sender->node() == self_->node() && !via_facade)|//tests/security:hostile_peer_fallback_test"
+  "local_request_unchecked|actors/rdma_manager_actor.cc|        if (auto err = refused(a))|        if (caf::error err{})|//tests/actors:request_audience_test"
   "grant_timeout_uncapped|actors/manager_streams.cc|  const uint32_t limit_ms = capped(timeout_ms);|  const uint32_t limit_ms = timeout_ms;|//tests/security:hostile_peer_fallback_test"
   "no_header_deadline|components/stream_server.cc|      if (!c->busy && c->header_deadline <= now)|      if (false)|//tests/security:stream_server_limits_test"
   "flood_refuses_newcomers|components/stream_server.cc|      make_room_locked(ip);|      if (unauthenticated_per_host_[ip] >= limits_.max_unauthenticated_per_host) continue;|//tests/security:stream_server_limits_test"
@@ -30,8 +31,8 @@ mutants=(
   "kill_reaches_facade|actors/peer_facade.cc|  if (ptr != nullptr && ptr->content().match_elements<caf::exit_msg>()) {|  if (false) {|//tests/security:forged_sender_fallback_test"
   "grants_outlive_release|actors/manager_buffers.cc|  revoke_unclaimed_grants(id);|  (void)id;|//tests/security:hostile_peer_fallback_test"
   "span_one_past|actors/manager_buffers.cc|  if (offset > b.size |  if (offset > b.size or length > b.size - offset + 1)|//tests/security:hostile_peer_fallback_test"
-  "chunk_local_offset|actors/manager_transfers.cc|    uint64_t local_off = op.local_offset + off;|    uint64_t local_off = off;|//tests/actors:fallback_edges_test"
-  "refused_stream_fails_op|actors/manager_streams.cc|      if (refused && !down) {|      if (false) {|//tests/actors:stream_fallback_test"
+  "chunk_local_offset|actors/transfer/chunk_path.cc|  const uint64_t local_off = op.local_offset + off;|  const uint64_t local_off = off;|//tests/actors:fallback_edges_test"
+  "refused_stream_fails_op|actors/transfer/stream_path.cc|  if (refused && !down && !lost) {|  if (false) {|//tests/actors:stream_fallback_test"
 )
 
 if [ "${1:-}" = --list ]; then

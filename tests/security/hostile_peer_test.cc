@@ -232,7 +232,7 @@ TEST_F(HostilePeerTest, BufferIdsAreNotCredentials) {
     std::memset(junk.owned.get(), 0xEE, 16);
     auto s = peer_ask<uint64_t>(store_atom::value, guess, uint64_t{0}, junk);
     ASSERT_FALSE(s);
-    auto c = peer_ask<uint64_t>(checksum_atom::value, guess, uint64_t{0}, uint64_t{16});
+    auto c = peer_ask<uint64_t>(buf_sum_atom::value, guess, uint64_t{0}, uint64_t{16});
     ASSERT_FALSE(c);
     EXPECT_DENIED(ask<uint64_t>(release_buffer_atom::value, id));
   }
@@ -359,7 +359,7 @@ TEST_F(HostilePeerTest, AccessesEndingOneBytePastTheBufferAreRefused) {
   auto g = peer_ask<StreamGrantMsg>(stream_grant_atom::value, ref_of(h), uint64_t{1}, kSize,
                                     uint8_t{1}, uint32_t{1000});
   EXPECT_RDMA_ERROR(g, ErrorCode::kOutOfBounds, "does not fit buffer");
-  auto c = peer_ask<uint64_t>(checksum_atom::value, ref_of(h), uint64_t{0}, kSize + 1);
+  auto c = peer_ask<uint64_t>(buf_sum_atom::value, ref_of(h), uint64_t{0}, kSize + 1);
   EXPECT_RDMA_ERROR(c, ErrorCode::kOutOfBounds, "does not fit buffer");
   auto k =
       peer_ask<TransferOutcome>(buf_check_atom::value, ref_of(h), kSize, uint64_t{1}, uint8_t{0});
