@@ -1,0 +1,184 @@
+// Tests of ChunkPath (actors/transfer/chunk_path.h) on the deterministic fixture: each case names
+// the invariant it checks (the manager's numbering, actors/detail/manager_state.h).
+#include <gtest/gtest.h>
+
+#include "tests/actors/manager_logic.h"
+
+namespace caf_rdma::testing {
+namespace {
+
+// Invariants 5 and 10: an owner's answer that arrives after its read timed out is dropped: no
+// second reply, not a byte of it in the buffer; and it still closes the requester's window to
+// that owner (invariant 12), so the next read is served at once.
+TEST_F(ManagerLogicTest, Inv10_ALateAnswerAfterTheTimeoutIsDropped) {
+  SCOPED_TRACE("Invariants 5, 10 (a failed read drops late data) and 12");
+  ManagerOptions o = fallback_options();
+  o.peer_window_bytes = kChunk;  // one fetch at a time to this owner
+  ASSERT_NO_FATAL_FAILURE(start_manager(o));
+  std::vector<uint8_t> mine(kChunk, 0);
+  BufferHandle local = register_buffer(mine);
+  FakePeer& peer = add_peer(patterned(kChunk, 4));
+  auto p = transfer(make_read(local, peer.handle()), 100);
+  advance(std::chrono::milliseconds(101));
+  auto r = reply(p);
+  ASSERT_TRUE(r);
+  EXPECT_DET_ERROR((*r), ErrorCode::kTimeout, "timed out");
+  // Late, but before the request's own backstop: the facade hands it to the manager.
+  peer.answer(peer.log().of(fetch_atom::value).at(0));
+  run_jobs();
+  EXPECT_FALSE(reply(p));
+  EXPECT_TRUE(quiet()) << "a second reply";
+  EXPECT_TRUE(all_zero(mine, 0, kChunk)) << "late data of a timed-out read landed";
+  // The window it held is open again: a new read is asked at once and served.
+  auto again = transfer(make_read(local, peer.handle()), 100);
+  auto open = peer.log().of(fetch_atom::value, true);
+  ASSERT_EQ(open.size(), 1u) << "the late answer did not release the requester's window";
+  peer.answer(open[0]);
+  run_jobs();
+  auto r2 = reply(again);
+  ASSERT_TRUE(r2);
+  ASSERT_TRUE(*r2) << error_message(r2->error());
+  EXPECT_EQ((*r2)->bytes, kChunk);
+  EXPECT_TRUE(same_bytes(mine, 0, peer.memory(), 0, kChunk));
+}
+
+// Invariant 10: a write that times out with store chunks on their way is answered only once
+// each chunk was answered or its request timed out (deadline + backstop), so the owner applies
+// none of them after the reply.
+TEST_F(ManagerLogicTest, Inv10_ATimedOutWriteWaitsForEveryStoreChunkOrItsBackstop) {
+  SCOPED_TRACE("Invariant 10");
+  ASSERT_NO_FATAL_FAILURE(start_manager());
+  std::vector<uint8_t> mine = patterned(4 * kChunk, 5);
+  BufferHandle local = register_buffer(mine);
+  FakePeer& peer = add_peer(patterned(4 * kChunk, 0));
+  const auto t0 = now();
+  auto p = transfer(make_write(local, peer.handle()), 100);
+  auto stores = peer.log().of(store_atom::value);
+  ASSERT_EQ(stores.size(), 4u) << "four chunks (the window) on their way";
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(peer.log().asked[stores[i]].offset, i * kChunk);
+    EXPECT_TRUE(same_bytes(peer.log().asked[stores[i]].bytes, 0, mine, i * kChunk, kChunk))
+        << "chunk " << i << " carries other bytes";
+  }
+  peer.answer(stores[0]);
+  run_jobs();
+  advance(std::chrono::milliseconds(101));  // past the deadline
+  EXPECT_FALSE(reply(p)) << "answered while chunks 1..3 may still be applied";
+  peer.answer(stores[1]);
+  peer.answer(stores[2]);
+  run_jobs();
+  EXPECT_FALSE(reply(p)) << "answered while chunk 3 may still be applied";
+  // Chunk 3 is never answered: its request ends at the deadline plus the backstop.
+  advance(std::chrono::milliseconds(100) + kBackstop - (now() - t0) - std::chrono::milliseconds(1));
+  EXPECT_FALSE(reply(p)) << "answered before chunk 3's request timed out";
+  advance(std::chrono::milliseconds(2));
+  auto r = reply(p);
+  ASSERT_TRUE(r) << "no reply once every chunk was answered or timed out";
+  EXPECT_DET_ERROR((*r), ErrorCode::kTimeout, "timed out after 100 ms");
+  EXPECT_TRUE(same_bytes(peer.memory(), 0, mine, 0, 3 * kChunk)) << "chunks 0..2 were applied";
+  EXPECT_TRUE(all_zero(peer.memory(), 3 * kChunk, kChunk));
+  ASSERT_NO_FATAL_FAILURE(run());
+  EXPECT_TRUE(quiet()) << "a second reply";
+  // The facade took CAF's timeout of chunk 3's request as one (its deadline, on the same clock),
+  // not as a forged answer.
+  auto stats = call<ManagerStats>(manager(), stats_atom::value);
+  ASSERT_TRUE(stats) << error_message(stats.error());
+  EXPECT_EQ(stats->forged_answers, 0u);
+}
+
+// Invariant 10, the other order: every chunk is answered after the deadline; the reply (the
+// timeout) comes right after the last answer, not at the backstop, and with it every chunk the
+// owner applied.
+TEST_F(ManagerLogicTest, Inv10_ATimedOutWriteRepliesRightAfterItsLastChunkIsAnswered) {
+  SCOPED_TRACE("Invariant 10");
+  ASSERT_NO_FATAL_FAILURE(start_manager());
+  std::vector<uint8_t> mine = patterned(4 * kChunk, 6);
+  BufferHandle local = register_buffer(mine);
+  FakePeer& peer = add_peer(patterned(4 * kChunk, 0));
+  const auto t0 = now();
+  auto p = transfer(make_write(local, peer.handle()), 100);
+  auto stores = peer.log().of(store_atom::value);
+  ASSERT_EQ(stores.size(), 4u);
+  advance(std::chrono::milliseconds(101));
+  for (size_t i : {3, 1, 0}) {  // in any order
+    peer.answer(stores[i]);
+    run_jobs();
+    EXPECT_FALSE(reply(p)) << "answered with a chunk still on its way (after chunk " << i << ")";
+  }
+  peer.answer(stores[2]);
+  run_jobs();
+  EXPECT_LT(now() - t0, std::chrono::milliseconds(100) + kBackstop);
+  auto r = reply(p);
+  ASSERT_TRUE(r) << "no reply after the last chunk's answer";
+  EXPECT_DET_ERROR((*r), ErrorCode::kTimeout, "timed out after 100 ms");
+  EXPECT_TRUE(same_bytes(peer.memory(), 0, mine, 0, 4 * kChunk));
+  ASSERT_NO_FATAL_FAILURE(run());
+  EXPECT_TRUE(quiet()) << "a second reply";
+}
+
+// Invariant 12, requester side: the fetches asked of one owner and not yet answered stay within
+// peer_window_bytes (more wait here and are asked as answers come), and every chunk lands.
+TEST_F(ManagerLogicTest, Inv12_ARequesterKeepsItsFetchesToOneOwnerWithinItsWindow) {
+  SCOPED_TRACE("Invariant 12");
+  ManagerOptions o = fallback_options();
+  o.peer_window_bytes = 2 * kChunk;
+  ASSERT_NO_FATAL_FAILURE(start_manager(o));
+  std::vector<uint8_t> mine(4 * kChunk, 0);
+  BufferHandle local = register_buffer(mine);
+  FakePeer& peer = add_peer(patterned(4 * kChunk, 12));
+  auto p = transfer(make_read(local, peer.handle()), 1000);
+  for (size_t asked = 2; asked <= 4; ++asked) {
+    auto open = peer.log().of(fetch_atom::value, true);
+    ASSERT_EQ(open.size(), 2u) << "not two fetches on their way (window of two chunks)";
+    ASSERT_EQ(peer.log().of(fetch_atom::value).size(), asked);
+    peer.answer(open[0]);
+    run_jobs();
+  }
+  for (size_t i : peer.log().of(fetch_atom::value, true))
+    peer.answer(i);
+  run_jobs();
+  auto r = reply(p);
+  ASSERT_TRUE(r && *r) << (r ? error_message(r->error()) : "no reply");
+  EXPECT_EQ((*r)->bytes, 4 * kChunk);
+  EXPECT_TRUE(same_bytes(mine, 0, peer.memory(), 0, 4 * kChunk));
+}
+
+// Invariant 5 (one reply, naming its path), path choice: a remote buffer without a device
+// moves through its owner in CAF chunks of fallback_chunk_bytes, each asked at its offset with
+// the handle's id and secret; answers in any order land at their offsets.
+TEST_F(ManagerLogicTest, Inv5_RemoteBuffersWithoutADeviceMoveInChunksThroughTheirOwner) {
+  SCOPED_TRACE("Invariant 5 (path choice)");
+  ASSERT_NO_FATAL_FAILURE(start_manager());
+  constexpr uint64_t kLen = 2 * kChunk + 1808, kLocalOff = 50, kRemoteOff = 100;
+  std::vector<uint8_t> mine(3 * kChunk, 0);
+  BufferHandle local = register_buffer(mine);
+  FakePeer& peer = add_peer(patterned(3 * kChunk, 16));
+  auto p = transfer(make_read(local, peer.handle(), kLen, kLocalOff, kRemoteOff), 1000);
+  auto fetches = peer.log().of(fetch_atom::value);
+  ASSERT_EQ(fetches.size(), 3u);
+  const BufferHandle theirs = peer.handle();
+  for (size_t i = 0; i < 3; ++i) {
+    const PeerAsk& a = peer.log().asked[fetches[i]];
+    EXPECT_EQ(a.ref.id, kFakeBufferId);
+    EXPECT_TRUE(a.ref.secret_hi == theirs.secret_hi && a.ref.secret_lo == theirs.secret_lo)
+        << "the fetch does not carry the handle's secret";
+    EXPECT_EQ(a.offset, kRemoteOff + i * kChunk);
+    EXPECT_EQ(a.length, i < 2 ? kChunk : 1808u);
+  }
+  for (size_t i : {2, 0, 1}) {
+    EXPECT_FALSE(reply(p)) << "replied before every chunk landed";
+    peer.answer(fetches[i]);
+    run_jobs();
+  }
+  auto r = reply(p);
+  ASSERT_TRUE(r && *r) << (r ? error_message(r->error()) : "no reply");
+  EXPECT_EQ((*r)->path, kPathFallback);
+  EXPECT_EQ((*r)->bytes, kLen);
+  EXPECT_TRUE(all_zero(mine, 0, kLocalOff));
+  EXPECT_TRUE(same_bytes(mine, kLocalOff, peer.memory(), kRemoteOff, kLen));
+  EXPECT_TRUE(all_zero(mine, kLocalOff + kLen, mine.size() - kLocalOff - kLen));
+  EXPECT_TRUE(quiet());
+}
+
+}  // namespace
+}  // namespace caf_rdma::testing
