@@ -14,16 +14,13 @@
 #pragma once
 
 #include "actors/detail/manager_tables.h"
+#include "actors/manager/manager_part.h"
 
 namespace caf_rdma::detail {
 
-class ManagerState;
-
-class BufferTable {
+class BufferTable : public ManagerPart {
 public:
-  explicit BufferTable(ManagerState& m) : m_(m) {}
-  BufferTable(const BufferTable&) = delete;
-  BufferTable& operator=(const BufferTable&) = delete;
+  using ManagerPart::ManagerPart;
 
   caf::result<BufferHandle> request_buffer(uint64_t addr, uint64_t size, uint8_t access);
   caf::result<uint64_t> release_buffer(uint64_t id);
@@ -58,7 +55,6 @@ public:
   Status copy_out(const LocalBuffer& b, uint64_t offset, void* dst, uint64_t n) const;
 
 private:
-  ManagerState& m_;
   /// GPUs whose memory the NIC could not register (staged instead): said once each, with why.
   std::set<int> staged_gpus_;
 };

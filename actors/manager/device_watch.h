@@ -15,16 +15,13 @@
 #pragma once
 
 #include "actors/detail/manager_tables.h"
+#include "actors/manager/manager_part.h"
 
 namespace caf_rdma::detail {
 
-class ManagerState;
-
-class DeviceWatch {
+class DeviceWatch : public ManagerPart {
 public:
-  explicit DeviceWatch(ManagerState& m) : m_(m) {}
-  DeviceWatch(const DeviceWatch&) = delete;
-  DeviceWatch& operator=(const DeviceWatch&) = delete;
+  using ManagerPart::ManagerPart;
 
   /// Starts the monitor of `domain_`.
   void watch_device();
@@ -37,9 +34,6 @@ public:
   /// Aborts (their ops fail now, naming `reason`) the queue pairs and direct lanes between us
   /// and `peer`'s manager, or, with none, all of them and the loopback queue pair.
   void abort_connections(const std::string& reason, const caf::actor_addr* peer = nullptr);
-
-private:
-  ManagerState& m_;
 };
 
 }  // namespace caf_rdma::detail

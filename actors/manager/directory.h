@@ -7,16 +7,13 @@
 #pragma once
 
 #include "actors/detail/manager_tables.h"
+#include "actors/manager/manager_part.h"
 
 namespace caf_rdma::detail {
 
-class ManagerState;
-
-class Directory {
+class Directory : public ManagerPart {
 public:
-  explicit Directory(ManagerState& m) : m_(m) {}
-  Directory(const Directory&) = delete;
-  Directory& operator=(const Directory&) = delete;
+  using ManagerPart::ManagerPart;
 
   caf::result<bool> dir_put(std::string key, BufferHandle h);
   caf::result<BufferHandle> dir_get(const std::string& key, uint32_t wait_ms);
@@ -24,7 +21,6 @@ public:
   void forget_dir_waiter(const DirWaiter& w);
 
 private:
-  ManagerState& m_;
   std::map<std::string, DirEntry> directory_;
   std::map<std::string, std::vector<DirWaiter>> dir_waiters_;
   size_t dir_waiter_count_ = 0;

@@ -31,11 +31,10 @@
 #include <set>
 #include <string>
 
+#include "actors/manager/manager_part.h"
 #include "actors/rdma_messages.h"
 
 namespace caf_rdma::detail {
-
-class ManagerState;
 
 /// A fetch beyond its peer's window (or the total), waiting for it to open (invariant 12).
 struct WaitingFetch {
@@ -68,11 +67,9 @@ struct PeerWindow {
   uint64_t held() const { return served - proven; }
 };
 
-class FetchWindows {
+class FetchWindows : public ManagerPart {
 public:
-  explicit FetchWindows(ManagerState& m) : m_(m) {}
-  FetchWindows(const FetchWindows&) = delete;
-  FetchWindows& operator=(const FetchWindows&) = delete;
+  using ManagerPart::ManagerPart;
 
   /// A peer's fetch: served now, or waiting for its window (invariants 1, 2, 5).
   caf::result<ByteChunk> fetch(const BufferRef& ref, uint64_t offset, uint64_t length);
@@ -122,7 +119,6 @@ private:
   /// Gives the heap's free pages back to the system once the windows are empty after a burst.
   void trim_after_burst();
 
-  ManagerState& m_;
   std::map<caf::node_id, PeerWindow> windows_;
   uint64_t windows_held_ = 0;  ///< what all windows hold
   /// What windows of nodes not seen directly connected hold (invariant 4).

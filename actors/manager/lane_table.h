@@ -7,16 +7,13 @@
 #pragma once
 
 #include "actors/detail/manager_tables.h"
+#include "actors/manager/manager_part.h"
 
 namespace caf_rdma::detail {
 
-class ManagerState;
-
-class LaneTable {
+class LaneTable : public ManagerPart {
 public:
-  explicit LaneTable(ManagerState& m) : m_(m) {}
-  LaneTable(const LaneTable&) = delete;
-  LaneTable& operator=(const LaneTable&) = delete;
+  using ManagerPart::ManagerPart;
 
   caf::result<LaneGrant> open_lane(BufferHandle remote, uint32_t timeout_ms);
   void close_lane(uint64_t lane);
@@ -27,7 +24,6 @@ public:
   void send_lane_drop(const caf::actor& peer, uint64_t lane);
 
 private:
-  ManagerState& m_;
   uint64_t next_lane_ = 1;
 };
 

@@ -22,16 +22,13 @@
 #pragma once
 
 #include "actors/detail/manager_tables.h"
+#include "actors/manager/manager_part.h"
 
 namespace caf_rdma::detail {
 
-class ManagerState;
-
-class LinkRecovery {
+class LinkRecovery : public ManagerPart {
 public:
-  explicit LinkRecovery(ManagerState& m) : m_(m) {}
-  LinkRecovery(const LinkRecovery&) = delete;
-  LinkRecovery& operator=(const LinkRecovery&) = delete;
+  using ManagerPart::ManagerPart;
 
   void on_down(const caf::down_msg& msg);
   /// Fails everything open with peer `key` with `err` and drops its queue pairs and lanes: it
@@ -52,7 +49,6 @@ public:
   void use_connector(caf::io::middleman_actor connector, std::chrono::milliseconds timeout);
 
 private:
-  ManagerState& m_;
   /// Invariant 13: the node's middleman actor (connect_atom) and its connect timeout; null: a
   /// lost link leaves its peer down.
   caf::io::middleman_actor connector_;

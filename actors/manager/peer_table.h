@@ -7,16 +7,13 @@
 #pragma once
 
 #include "actors/detail/manager_tables.h"
+#include "actors/manager/manager_part.h"
 
 namespace caf_rdma::detail {
 
-class ManagerState;
-
-class PeerTable {
+class PeerTable : public ManagerPart {
 public:
-  explicit PeerTable(ManagerState& m) : m_(m) {}
-  PeerTable(const PeerTable&) = delete;
-  PeerTable& operator=(const PeerTable&) = delete;
+  using ManagerPart::ManagerPart;
 
   Peer& peer_for(const caf::actor& manager, const std::string& name);
   std::string peer_name(const caf::actor_addr& key) const;
@@ -60,7 +57,6 @@ public:
   bool owns(const caf::actor& owner) const;
 
 private:
-  ManagerState& m_;
   uint64_t next_question_ = 1;
 };
 

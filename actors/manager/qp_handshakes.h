@@ -13,16 +13,13 @@
 #pragma once
 
 #include "actors/detail/manager_tables.h"
+#include "actors/manager/manager_part.h"
 
 namespace caf_rdma::detail {
 
-class ManagerState;
-
-class QpHandshakes {
+class QpHandshakes : public ManagerPart {
 public:
-  explicit QpHandshakes(ManagerState& m) : m_(m) {}
-  QpHandshakes(const QpHandshakes&) = delete;
-  QpHandshakes& operator=(const QpHandshakes&) = delete;
+  using ManagerPart::ManagerPart;
 
   void handshake(const caf::actor_addr& key);
   caf::result<QpInfoMsg> accept_connect(const QpInfoMsg& remote);
@@ -42,9 +39,6 @@ public:
   uint64_t hold_opening(std::shared_ptr<RdmaQueuePair> qp);
   /// The QP held under `n`, no longer held; null when a device loss dropped it meanwhile.
   std::shared_ptr<RdmaQueuePair> take_opening(uint64_t n);
-
-private:
-  ManagerState& m_;
 };
 
 }  // namespace caf_rdma::detail

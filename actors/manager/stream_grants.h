@@ -7,16 +7,13 @@
 #pragma once
 
 #include "actors/detail/manager_tables.h"
+#include "actors/manager/manager_part.h"
 
 namespace caf_rdma::detail {
 
-class ManagerState;
-
-class StreamGrants {
+class StreamGrants : public ManagerPart {
 public:
-  explicit StreamGrants(ManagerState& m) : m_(m) {}
-  StreamGrants(const StreamGrants&) = delete;
-  StreamGrants& operator=(const StreamGrants&) = delete;
+  using ManagerPart::ManagerPart;
 
   caf::result<StreamGrantMsg> stream_grant(const BufferRef& ref, uint64_t offset, uint64_t length,
                                            uint8_t kind, uint32_t timeout_ms);
@@ -28,7 +25,6 @@ public:
   void revoke_unclaimed_grants(uint64_t buffer);
 
 private:
-  ManagerState& m_;
   /// Stream grants made as owner, by token.
   std::unordered_map<uint64_t, GrantHold> grants_;
   std::map<caf::node_id, uint32_t> grants_per_peer_;

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "actors/rdma_messages.h"
@@ -75,6 +76,22 @@ protected:
   void explain_refusal(OpId id, TransferOutcome outcome);
   /// Verify mode: compares both sides' checksums of the moved range, then ends the op.
   void verify(OpId id);
+
+  /// The NicUse of `id` in a path's per-op map (null when the path keeps nothing for it), and
+  /// the ops of such a map: what use() and ops() of each path return.
+  template <class Map>
+  static auto* find_use(Map& ops, OpId id) {
+    auto it = ops.find(id);
+    using Use = std::conditional_t<std::is_const_v<Map>, const NicUse, NicUse>;
+    return it == ops.end() ? static_cast<Use*>(nullptr) : static_cast<Use*>(&it->second);
+  }
+  template <class Map>
+  static std::vector<OpId> keys(const Map& ops) {
+    std::vector<OpId> out;
+    for (const auto& entry : ops)
+      out.push_back(entry.first);
+    return out;
+  }
 };
 
 }  // namespace caf_rdma::detail

@@ -51,20 +51,15 @@ void RdmaPath::completed(OpId id, TransferOutcome outcome, OpFault fault, uint32
 }
 
 NicUse* RdmaPath::use(OpId id) {
-  auto it = ops_.find(id);
-  return it == ops_.end() ? nullptr : &it->second;
+  return find_use(ops_, id);
 }
 
 const NicUse* RdmaPath::use(OpId id) const {
-  auto it = ops_.find(id);
-  return it == ops_.end() ? nullptr : &it->second;
+  return find_use(ops_, id);
 }
 
 std::vector<OpId> RdmaPath::ops() const {
-  std::vector<OpId> out;
-  for (const auto& [id, u] : ops_)
-    out.push_back(id);
-  return out;
+  return keys(ops_);
 }
 
 }  // namespace caf_rdma::detail

@@ -264,20 +264,15 @@ void StagedPath::drop_device() {
 }
 
 NicUse* StagedPath::use(OpId id) {
-  auto it = ops_.find(id);
-  return it == ops_.end() ? nullptr : &it->second;
+  return find_use(ops_, id);
 }
 
 const NicUse* StagedPath::use(OpId id) const {
-  auto it = ops_.find(id);
-  return it == ops_.end() ? nullptr : &it->second;
+  return find_use(ops_, id);
 }
 
 std::vector<OpId> StagedPath::ops() const {
-  std::vector<OpId> out;
-  for (const auto& [id, s] : ops_)
-    out.push_back(id);
-  return out;
+  return keys(ops_);
 }
 
 }  // namespace caf_rdma::detail
