@@ -70,7 +70,7 @@ public:
             std::string no_rdma_reason);
   ~ManagerState();
 
-  // -- buffers (manager_buffers.cc) --
+  // -- requests (rdma_manager_actor.cc) --
   /// Ok when the current message comes from an actor of this node; else permission_denied
   /// naming `request` and the sender.
   Status local_only(const char* request) const;
@@ -113,17 +113,8 @@ public:
   /// A deadline sweep scheduled for `at` (steady clock, ns): times out every transfer due.
   void deadline_tick(int64_t at);
 
-  // -- stream channel of the fallback (manager_streams.cc) --
-
-  // -- peers and queue pairs (manager_peers.cc) --
-
-  // -- direct lanes (manager_lanes.cc) --
-
-  // -- the device (manager_device.cc, invariant 8) --
   /// StagingFreed: free bounce buffers go to the ops waiting for one.
   void staging_freed() { staged_.slots_freed(); }
-
-  // -- directory (rdma_manager_actor.cc) --
 
 private:
   uint64_t new_transfer(Transfer t);

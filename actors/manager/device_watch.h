@@ -5,7 +5,7 @@
 // keeps (detail/manager_tables.h); what is its own is below.
 //
 // Invariants (numbered as the manager's, which lists them all):
-//  8. Device loss (manager_device.cc): when the DeviceMonitor says the device went away, every
+//  8. Device loss (this file): when the DeviceMonitor says the device went away, every
 //     queue pair, registration and bounce buffer on it is dropped before any reply, the RDMA
 //     ops in flight fail at once (no_device, naming the device and why), and peers are told
 //     (device_gone). Until the device is opened again (retried with backoff) transfers take the

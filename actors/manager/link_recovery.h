@@ -5,7 +5,7 @@
 // keeps (detail/manager_tables.h); what is its own is below.
 //
 // Invariants (numbered as the manager's, which lists them all):
-// 13. A lost link is not a dead peer (manager_peers.cc): when the proxy of a peer manager ends
+// 13. A lost link is not a dead peer (this file): when the proxy of a peer manager ends
 //     with remote_link_unreachable, and its address is known (a handle's host:port) and the node
 //     gave a connector (UseConnector), everything on its way over the link fails at once
 //     (peer_unavailable naming the peer and the lost link), new ops wait (each until its own

@@ -1,7 +1,7 @@
 // StreamPath: the fallback's TCP stream channel, requester side: the owner grants the op a
 // token for its stream server (stream_grant), and this node's StreamClient moves the bytes
 // between the local buffer and that server, straight from and into the buffers' memory.
-// The owner side (grants, the server) is manager_streams.cc.
+// The owner side (grants, the server) is actors/manager/stream_grants.h.
 //
 // Invariants:
 //  1. A running stream job holds the local buffer (in_use) until it no longer touches its
