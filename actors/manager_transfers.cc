@@ -145,23 +145,15 @@ void ManagerState::start_op(OpId id) {
 
 PathFacts ManagerState::path_facts(const OpRecord& o, const LocalBuffer& local) const {
   const TransferOp& op = o.op;
-  PathFacts f;
-  f.mode = options_.mode;
+  PathFacts f = device_facts(op, options_.mode, domain_ != nullptr, no_rdma_reason_, port_down_,
+                             domain_ && domain_->port().is_ethernet);
   f.same_node = o.peer == facade_.address();
   // Both ranges this node's and overlapping (one buffer, or two over the same memory).
   f.ranges_overlap = f.same_node && ranges_overlap(local.addr + op.local_offset,
                                                    op.remote.addr + op.remote_offset, o.length);
-  f.has_device = domain_ != nullptr;
-  f.no_device_reason = no_rdma_reason_;
-  f.port_down = port_down_;
   // Registered on the device (GPU memory a reopened device did not register again is not).
   f.local_staged = local.memory == BufferMemory::kGpuStaged;
   f.local_registered = f.local_staged || !local.rdma.released();
-  f.remote_registered = op.remote.has_rdma();
-  // GPU memory its owner's NIC cannot register is only reachable through its owner.
-  f.remote_staged = op.remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged);
-  f.same_fabric =
-      domain_ && f.remote_registered && op.remote.ethernet == domain_->port().is_ethernet;
   auto p = peers_.find(o.peer);
   f.stream_fits =
       stream_client_ && options_.stream_min_bytes > 0 && o.length >= options_.stream_min_bytes &&

@@ -10,21 +10,19 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
     return make_rdma_error(ErrorCode::kNoDevice,
                            "no direct lane to the owner of " + describe(remote) + ": " + why);
   };
-  if (m_.options_.mode == TransportMode::kFallback)
-    return refuse("this manager runs the fallback transport only");
-  if (!m_.domain_)
-    return refuse("this manager has no RDMA device (" + m_.no_rdma_reason_ + ")");
-  if (!m_.port_down_.empty())
-    return refuse("its RDMA port is down (" + m_.port_down_ + ")");
   if (!remote.owner)
     return make_rdma_error(ErrorCode::kInvalidArgument,
                            "remote " + describe(remote) + " names no owner manager");
-  if (!remote.has_rdma())
-    return refuse("its owner registered it without an RDMA device");
-  if (remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged))
-    return refuse("its owner's NIC cannot register that GPU memory");
-  if (remote.ethernet != m_.domain_->port().is_ethernet)
-    return refuse("the owner is on another kind of fabric (RoCE vs InfiniBand)");
+  // The same choice as the manager's own ops (path_choice.h): a lane is RDMA or nothing.
+  TransferOp op;
+  op.remote = remote;
+  PathFacts f = device_facts(op, m_.options_.mode, m_.domain_ != nullptr, m_.no_rdma_reason_,
+                             m_.port_down_, m_.domain_ && m_.domain_->port().is_ethernet);
+  f.local_registered = true;  // each op's local buffer is checked by the lane (DirectRegistry)
+  if (m_.options_.mode == TransportMode::kFallback)
+    return refuse("this manager runs the fallback transport only");
+  if (std::string why = why_not_rdma(op, f); !why.empty())
+    return refuse(why);
   if (timeout_ms == 0)
     return make_rdma_error(ErrorCode::kInvalidArgument, "lane timeout must be > 0 ms");
   timeout_ms = m_.capped(timeout_ms);

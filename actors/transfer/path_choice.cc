@@ -24,6 +24,21 @@ std::string why_not_rdma(const TransferOp& op, const PathFacts& f) {
   return {};
 }
 
+PathFacts device_facts(const TransferOp& op, TransportMode mode, bool has_device,
+                       const std::string& no_device_reason, const std::string& port_down,
+                       bool port_ethernet) {
+  PathFacts f;
+  f.mode = mode;
+  f.has_device = has_device;
+  f.no_device_reason = no_device_reason;
+  f.port_down = port_down;
+  f.remote_registered = op.remote.has_rdma();
+  // GPU memory its owner's NIC cannot register is only reachable through its owner.
+  f.remote_staged = op.remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged);
+  f.same_fabric = has_device && f.remote_registered && op.remote.ethernet == port_ethernet;
+  return f;
+}
+
 PathChoice choose_path(const TransferOp& op, const PathFacts& f) {
   if (f.same_node && f.ranges_overlap)
     return {PathKind::kLocalCopy, ErrorCode::kNoDevice, "the two ranges overlap"};

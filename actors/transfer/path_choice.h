@@ -49,6 +49,13 @@ struct PathChoice {
   std::string why;  ///< the error's message; for a path, why not RDMA (empty when RDMA)
 };
 
+/// The facts of a remote buffer and of this manager's device (what choose_path needs beyond the
+/// op's local side): the front's path_facts and the direct lanes (LaneTable) both use it.
+/// `port_ethernet` is the local port's link layer (ignored without a device).
+PathFacts device_facts(const TransferOp& op, TransportMode mode, bool has_device,
+                       const std::string& no_device_reason, const std::string& port_down,
+                       bool port_ethernet);
+
 /// Chooses the path of `op` (invariants 1-4).
 PathChoice choose_path(const TransferOp& op, const PathFacts& facts);
 

@@ -106,6 +106,24 @@ TEST(PathChoiceTest, Invariant4TheFallbackIsALocalCopyTheStreamOrChunks) {
   EXPECT_EQ(choose_path(remote_op(), f).path, PathKind::kLocalCopy);
 }
 
+TEST(PathChoiceTest, Invariant1DeviceFactsSeeTheRemoteHandleAndThisManagersPort) {
+  TransferOp op = remote_op();
+  op.remote.ethernet = true;
+  PathFacts f = device_facts(op, TransportMode::kAuto, true, "", "", true);
+  EXPECT_TRUE(f.remote_registered);
+  EXPECT_FALSE(f.remote_staged);
+  EXPECT_TRUE(f.same_fabric);
+  EXPECT_FALSE(device_facts(op, TransportMode::kAuto, true, "", "", false).same_fabric);
+  PathFacts none = device_facts(op, TransportMode::kAuto, false, "no device here", "", true);
+  EXPECT_FALSE(none.same_fabric);
+  none.local_registered = true;
+  EXPECT_EQ(why_not_rdma(op, none), "this manager has no RDMA device (no device here)");
+  op.remote.memory = static_cast<uint8_t>(BufferMemory::kGpuStaged);
+  EXPECT_TRUE(device_facts(op, TransportMode::kAuto, true, "", "", true).remote_staged);
+  op.remote.gid.clear();  // registered without a device
+  EXPECT_FALSE(device_facts(op, TransportMode::kAuto, true, "", "", true).remote_registered);
+}
+
 TEST(PathChoiceTest, RepliesNameThePathThatMovedTheBytes) {
   EXPECT_STREQ(reply_path(PathKind::kRdma), kPathRdma);
   EXPECT_STREQ(reply_path(PathKind::kRdmaStaged), kPathRdmaStaged);
