@@ -203,10 +203,10 @@ void ManagerState::reroute(OpId id, const std::string& why) {
   facts.rdma_lost = why;
   PathChoice choice = choose_path(o->op, facts);
   if (choice.path == PathKind::kNone)
-    return fail_op(id, make_rdma_error(ErrorCode::kNoDevice,
-                                       std::string(kind_name(o->op.kind)) + " with " +
-                                           describe(o->op.remote) + " cannot use RDMA: " + why +
-                                           " (" + kEnvTransport + "=rdma forbids the fallback)"));
+    return fail_op(id, make_rdma_error(ErrorCode::kNoDevice, std::string(kind_name(o->op.kind)) +
+                                                                 " with " + describe(o->op.remote) +
+                                                                 " cannot use RDMA: " + why + " (" +
+                                                                 fallback_forbidden_text() + ")"));
   o->path = choice.path;
   path(choice.path).start(id);
 }

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "actors/rdma_manager_actor.h"
 #include "actors/transfer_checks.h"
 
 namespace caf_rdma {
@@ -15,6 +16,22 @@ std::string rdma_unusable_text(bool has_device, const std::string& no_device_rea
                                const std::string& port_down) {
   return !has_device ? "this manager has no RDMA device (" + no_device_reason + ")"
                      : "its RDMA port is down (" + port_down + ")";
+}
+
+std::string fallback_forbidden_text() {
+  return std::string(kEnvTransport) + "=rdma forbids the fallback";
+}
+
+std::string handshake_failed_text(const std::string& peer, bool timed_out, int64_t timeout_ms,
+                                  const std::string& why) {
+  return "queue-pair handshake with peer manager " + peer +
+         (timed_out ? " timed out after " + std::to_string(timeout_ms) + " ms" : " failed: " + why);
+}
+
+std::string not_within_text(const TransferOp& op, uint32_t timeout_ms, const std::string& more) {
+  return std::string(kind_name(op.kind)) + " between " + describe(op.local) + " and " +
+         describe(op.remote) + " did not complete within " + std::to_string(timeout_ms) + " ms" +
+         more;
 }
 
 std::string timeout_message(const TransferOp& op, uint64_t length, uint32_t timeout_ms) {

@@ -17,6 +17,17 @@ std::string peer_down_text(const std::string& peer, const std::string& why);
 std::string rdma_unusable_text(bool has_device, const std::string& no_device_reason,
                                const std::string& port_down);
 
+/// "CAF_RDMA_TRANSPORT=rdma forbids the fallback": why RDMA's absence is an error.
+std::string fallback_forbidden_text();
+
+/// The queue-pair handshake with peer manager `peer` timed out after `timeout_ms`, or (when
+/// `timed_out` is false) failed for `why`.
+std::string handshake_failed_text(const std::string& peer, bool timed_out, int64_t timeout_ms,
+                                  const std::string& why);
+
+/// "KIND between A and B did not complete within T ms" followed by `more` (a direct lane).
+std::string not_within_text(const TransferOp& op, uint32_t timeout_ms, const std::string& more);
+
 /// A transfer that timed out after its queue pair was flushed (the NIC no longer touches the
 /// buffers).
 std::string timeout_message(const TransferOp& op, uint64_t length, uint32_t timeout_ms);

@@ -134,10 +134,7 @@ DirectLane* RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
                        std::chrono::seconds(1u << std::min(slot.open_timeouts, 6u));
     ++slot.open_timeouts;
     // The owner did not answer the handshake in time: the transfer's time is up.
-    *failed = Error(ErrorCode::kTimeout, std::string(kind_name(op.kind)) + " between " +
-                                             describe(op.local) + " and " + describe(op.remote) +
-                                             " did not complete within " +
-                                             std::to_string(timeout_ms) + " ms: " + e.message());
+    *failed = Error(ErrorCode::kTimeout, not_within_text(op, timeout_ms, ": " + e.message()));
     return nullptr;
   }
   // No lane there (no device, which may come back, or fallback, other fabric; else try again
@@ -311,12 +308,10 @@ Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<Transfe
               deadline - std::chrono::steady_clock::now());
           if (left.count() <= 0) {
             o.code = static_cast<uint8_t>(ErrorCode::kTimeout);
-            o.message =
-                std::string(kind_name(ops[i].kind)) + " between " + describe(ops[i].local) +
-                " and " + describe(ops[i].remote) + " did not complete within " +
-                std::to_string(timeout_ms) +
-                " ms (flushed by another op's error, no time left to run it again: " + o.message +
-                ")";
+            o.message = not_within_text(
+                ops[i], timeout_ms,
+                " (flushed by another op's error, no time left to run it again: " + o.message +
+                    ")");
             continue;
           }
           auto again = transfer(ops[i], static_cast<uint32_t>(left.count()));

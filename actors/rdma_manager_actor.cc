@@ -13,6 +13,7 @@
 #include <caf/actor_proxy.hpp>
 
 #include "actors/detail/manager_state.h"
+#include "actors/op_texts.h"
 #include "actors/request_audience.h"
 
 namespace caf_rdma {
@@ -244,8 +245,7 @@ Result<rdma_manager_actor> spawn_manager(caf::actor_system& sys, ManagerOptions 
       if (!domain->warning().empty())
         std::fprintf(stderr, "caf-rdma: WARNING: %s\n", domain->warning().c_str());
     } else if (options.mode == TransportMode::kRdma) {
-      return d.error().with_context(std::string(kEnvTransport) +
-                                    "=rdma forbids the fallback, but no RDMA device can be used");
+      return d.error().with_context(fallback_forbidden_text() + ", but no RDMA device can be used");
     } else {
       reason = d.error().message();
     }

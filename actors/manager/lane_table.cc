@@ -2,6 +2,7 @@
 #include "actors/manager/lane_table.h"
 
 #include "actors/detail/manager_state.h"
+#include "actors/op_texts.h"
 
 namespace caf_rdma::detail {
 
@@ -101,9 +102,7 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
             }
             rp.deliver(make_rdma_error(
                 timed_out ? ErrorCode::kTimeout : ErrorCode::kPeerUnavailable,
-                "queue-pair handshake with peer manager " + name +
-                    (timed_out ? " timed out after " + std::to_string(timeout.count()) + " ms"
-                               : " failed: " + error_message(err))));
+                handshake_failed_text(name, timed_out, timeout.count(), error_message(err))));
           });
   return rp;
 }

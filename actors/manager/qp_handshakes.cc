@@ -193,10 +193,8 @@ void QpHandshakes::handshake(const caf::actor_addr& key) {
             bool timed_out = err == caf::sec::request_timeout;
             fail_waiting(
                 p, make_rdma_error(timed_out ? ErrorCode::kTimeout : ErrorCode::kPeerUnavailable,
-                                   "queue-pair handshake with peer manager " + p.name +
-                                       (timed_out ? " timed out after " +
-                                                        std::to_string(timeout.count()) + " ms"
-                                                  : " failed: " + error_message(err))));
+                                   handshake_failed_text(p.name, timed_out, timeout.count(),
+                                                         error_message(err))));
           });
 }
 

@@ -47,8 +47,7 @@ PathChoice choose_path(const TransferOp& op, const PathFacts& f) {
   if (why.empty())
     return {f.local_staged ? PathKind::kRdmaStaged : PathKind::kRdma, ErrorCode::kNoDevice, {}};
   if (f.mode == TransportMode::kRdma)
-    return {PathKind::kNone, ErrorCode::kNoDevice,
-            std::string(kEnvTransport) + "=rdma forbids the fallback, but " + why};
+    return {PathKind::kNone, ErrorCode::kNoDevice, fallback_forbidden_text() + ", but " + why};
   if (f.same_node)
     return {PathKind::kLocalCopy, ErrorCode::kNoDevice, std::move(why)};
   return {f.stream_fits ? PathKind::kStream : PathKind::kChunks, ErrorCode::kNoDevice,
