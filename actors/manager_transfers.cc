@@ -218,21 +218,6 @@ OpRecord* ManagerState::op_record(OpId id) {
   return &it->second.ops[id.index];
 }
 
-Peer* ManagerState::reachable_peer(OpId id) {
-  OpRecord& o = transfers_.at(id.ticket).ops[id.index];
-  Peer& p = peer_table.peer_for(o.op.remote.owner, o.op.remote.owner_name);
-  if (!p.down_reason.empty()) {
-    fail_op(id,
-            make_rdma_error(ErrorCode::kPeerUnavailable, peer_down_text(p.name, p.down_reason)));
-    return nullptr;
-  }
-  if (p.reconnecting) {  // invariant 13: until the link is made again (or its timeout)
-    p.parked.push_back(id);
-    return nullptr;
-  }
-  return &p;
-}
-
 void ManagerState::resume_op(OpId id) {
   if (OpRecord* o = op_record(id))  // else timed out while it waited
     path(o->path).start(id);

@@ -159,9 +159,6 @@ private:
   /// was reopened since its handle was made): through the owner (fallback), or, where the
   /// fallback is forbidden or impossible, an error saying `why`.
   void reroute(OpId id, const std::string& why);
-  /// The peer of remote op `id`, if the op may go to it now; else the op failed (peer down)
-  /// or waits for its lost link (parked, invariant 13), and this is null.
-  Peer* reachable_peer(OpId id);
   /// Restarts op `id` on its path once its lost link came back.
   void resume_op(OpId id);
   /// The actor clock's time (the test coordinator's in deterministic tests).

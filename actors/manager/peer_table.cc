@@ -104,4 +104,19 @@ bool PeerTable::owns(const caf::actor& owner) const {
   return owner && owner.address() == m_.facade_.address();
 }
 
+Peer* PeerTable::reachable(OpId id) {
+  OpRecord& o = m_.transfers_.at(id.ticket).ops[id.index];
+  Peer& p = peer_for(o.op.remote.owner, o.op.remote.owner_name);
+  if (!p.down_reason.empty()) {
+    m_.fail_op(id,
+               make_rdma_error(ErrorCode::kPeerUnavailable, peer_down_text(p.name, p.down_reason)));
+    return nullptr;
+  }
+  if (p.reconnecting) {  // invariant 13: until the link is made again (or its timeout)
+    p.parked.push_back(id);
+    return nullptr;
+  }
+  return &p;
+}
+
 }  // namespace caf_rdma::detail

@@ -34,6 +34,9 @@ public:
   /// ask_peer: peer_unavailable at once if it is or goes down).
   template <class T, class... Ts>
   caf::result<T> relay_to_owner(const BufferHandle& remote, Ts&&... xs);
+  /// The peer of remote op `id`, if the op may go to it now; else the op failed (peer down)
+  /// or waits for its lost link (parked, invariant 13), and this is null.
+  Peer* reachable(OpId id);
   /// The fail callback of question `q` to peer `key`, removed; empty if already answered.
   std::function<void(const caf::error&)> take_question(const caf::actor_addr& key, uint64_t q);
   /// For a client of this process (RdmaClient's lanes): asks the owner of `remote` about an

@@ -9,7 +9,7 @@
 namespace caf_rdma::detail {
 
 void ChunkPath::start(OpId id) {
-  if (m_.reachable_peer(id) == nullptr)
+  if (m_.peer_table.reachable(id) == nullptr)
     return;  // failed (down) or parked until its link is made again
   ops_.try_emplace(id);
   pump(id);

@@ -23,7 +23,7 @@ void NicPath::connect(OpId id) {
       return m_.fail_op(id, to_caf_error(qp.error()));
     return qp_ready(id, *qp);
   }
-  Peer* p = m_.reachable_peer(id);
+  Peer* p = m_.peer_table.reachable(id);
   if (p == nullptr)
     return;  // failed (down) or parked until its link is made again
   if (p->initiated && p->initiated->needs_recovery())

@@ -7,7 +7,7 @@
 namespace caf_rdma::detail {
 
 void StreamPath::start(OpId id) {
-  if (m_.reachable_peer(id) == nullptr)
+  if (m_.peer_table.reachable(id) == nullptr)
     return;  // failed (down) or parked until its link is made again
   ops_.try_emplace(id);
   const OpRecord& o = *m_.op_record(id);
