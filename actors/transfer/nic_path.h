@@ -88,6 +88,7 @@ protected:
   template <class Map>
   static std::vector<OpId> keys(const Map& ops) {
     std::vector<OpId> out;
+    out.reserve(ops.size());
     for (const auto& entry : ops)
       out.push_back(entry.first);
     return out;
