@@ -29,7 +29,7 @@ mutants=(
   "unsealed_error_taken|actors/peer_facade.cc|            if (err == caf::sec::request_timeout && self->clock().now() >= a->due)|            if (true)|//tests/security:forged_sender_fallback_test"
   "client_takes_forged_answer|actors/rdma_client.cc|            if (((n.hi ^ nonce.hi)|            if (false)|//tests/security:forged_sender_fallback_test"
   "kill_reaches_facade|actors/peer_facade.cc|  if (ptr != nullptr && ptr->content().match_elements<caf::exit_msg>()) {|  if (false) {|//tests/security:forged_sender_fallback_test"
-  "grants_outlive_release|actors/manager/buffer_table.cc|  revoke_unclaimed_grants(id);|  (void)id;|//tests/security:hostile_peer_fallback_test"
+  "grants_outlive_release|actors/manager/buffer_table.cc|  m_.grants.revoke_unclaimed_grants(id);|  (void)id;|//tests/security:hostile_peer_fallback_test"
   "span_one_past|actors/manager/buffer_table.cc|  if (offset > b.size |  if (offset > b.size or length > b.size - offset + 1)|//tests/security:hostile_peer_fallback_test"
   "chunk_local_offset|actors/transfer/chunk_path.cc|  const uint64_t local_off = op.local_offset + off;|  const uint64_t local_off = off;|//tests/actors:fallback_edges_test"
   "overlap_takes_rdma|actors/transfer/path_choice.cc|  if (f.same_node && f.ranges_overlap)|  if (false)|//tests/actors/transfer:path_choice_test"
