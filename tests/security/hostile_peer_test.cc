@@ -492,6 +492,34 @@ TEST_F(HostilePeerTest, GrantsCannotPinABufferForLongOrWithoutBound) {
   EXPECT_FALSE(go->ok()) << "a withdrawn grant was served after its buffer's release";
 }
 
+// Finding 4, the cap: a grant asked for with a 2^32-1 ms timeout and never claimed is withdrawn
+// at the owner's max_timeout (2 s here, plus the request backstop), not 49 days later: its
+// buffer is free again without any release, and a late claim of it is refused.
+TEST_F(HostilePeerTest, AnUnclaimedGrantEndsAtTheOwnersMaxTimeoutWhateverItAskedFor) {
+  Memory m(1 << 16, 5);
+  auto h = publish(m, "capped");
+  auto g = peer_ask<StreamGrantMsg>(stream_grant_atom::value, ref_of(h), uint64_t{0},
+                                    uint64_t{1} << 16, uint8_t{0}, UINT32_MAX);
+  ASSERT_TRUE(g) << error_message(g.error());
+  ASSERT_NE(g->port, 0) << "the victim has no stream channel";
+  EXPECT_EQ(victim_->stats().busy_buffers, 1u);
+  // The victim's own timer ends it: look at its stats (each look a round trip) until then, for
+  // at most 20 s, well beyond 2 s + the backstop.
+  const auto until = Clock::now() + 20s;
+  uint64_t busy = 1;
+  while (busy != 0 && Clock::now() < until)
+    busy = victim_->stats().busy_buffers;
+  EXPECT_EQ(busy, 0u) << "a grant asked for 2^32-1 ms still holds its buffer after 20 s";
+  auto s = connect_tcp(g->host, g->port, Clock::now() + 10s);
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  ASSERT_TRUE(write_request(*s, {StreamDirection::kOutOfOwner, g->token, uint64_t{1} << 16},
+                            Clock::now() + 10s)
+                  .ok());
+  auto go = read_status(*s, Clock::now() + 10s, "grant");
+  ASSERT_TRUE(go.ok()) << go.error().to_string();
+  EXPECT_FALSE(go->ok()) << "a grant was served after it expired";
+}
+
 // Finding 4: 50k 49-day directory waits grew the victim's memory without bound.
 TEST_F(HostilePeerTest, DirectoryWaitsAreBoundedInNumberAndTime) {
   // Number: a victim whose waits outlive this test, so that no wait ends (whatever the load)
