@@ -52,6 +52,7 @@
 #include "actors/rdma_manager_actor.h"
 #include "actors/rdma_messages.h"
 #include "components/secure_random.h"
+#include "tests/actors/expect_rdma_error.h"
 
 namespace caf_rdma::testing {
 
@@ -530,15 +531,5 @@ private:
   std::vector<std::unique_ptr<FakePeer>> peers_;
   std::vector<caf::actor> others_;
 };
-
-/// Asserts that `e` (caf::expected) failed with `code` and its message contains every fragment.
-#define EXPECT_DET_ERROR(e, code, ...)                                                          \
-  do {                                                                                          \
-    ASSERT_FALSE(e) << "expected an error";                                                     \
-    EXPECT_EQ(::caf_rdma::error_code(e.error()), code) << ::caf_rdma::error_message(e.error()); \
-    for (const char* frag : {__VA_ARGS__})                                                      \
-      EXPECT_NE(::caf_rdma::error_message(e.error()).find(frag), std::string::npos)             \
-          << "'" << frag << "' not in: " << ::caf_rdma::error_message(e.error());               \
-  } while (false)
 
 }  // namespace caf_rdma::testing

@@ -21,6 +21,7 @@
 #include "actors/rdma_errors.h"
 #include "actors/rdma_node.h"
 #include "components/secure_random.h"
+#include "tests/actors/expect_rdma_error.h"
 
 namespace caf_rdma::testing {
 
@@ -283,15 +284,5 @@ inline BufferHandle owned_by_mute(const BufferHandle& local, const caf::actor& m
   h.owner_name = "mute-owner";
   return h;
 }
-
-/// Asserts that `e` failed with `code` and its message contains every fragment.
-#define EXPECT_RDMA_ERROR(e, code, ...)                                                         \
-  do {                                                                                          \
-    ASSERT_FALSE(e) << "expected an error";                                                     \
-    EXPECT_EQ(::caf_rdma::error_code(e.error()), code) << ::caf_rdma::error_message(e.error()); \
-    for (const char* frag : {__VA_ARGS__})                                                      \
-      EXPECT_NE(::caf_rdma::error_message(e.error()).find(frag), std::string::npos)             \
-          << "'" << frag << "' not in: " << ::caf_rdma::error_message(e.error());               \
-  } while (false)
 
 }  // namespace caf_rdma::testing

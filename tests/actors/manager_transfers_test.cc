@@ -26,7 +26,7 @@ TEST_F(ManagerLogicTest, Inv5_AnUnansweredTransferTimesOutAtItsDeadlineWithOneRe
   EXPECT_LE(now() - t0, std::chrono::milliseconds(100) + kDeadlineSlack);
   auto r = reply(p);
   ASSERT_TRUE(r) << "no reply at the deadline";
-  EXPECT_DET_ERROR((*r), ErrorCode::kTimeout, "timed out after 100 ms", "fake-peer");
+  EXPECT_RDMA_ERROR((*r), ErrorCode::kTimeout, "timed out after 100 ms", "fake-peer");
   // Every other timer (the requests' backstops) fires: nothing more comes.
   ASSERT_NO_FATAL_FAILURE(run());
   EXPECT_FALSE(reply(p));
@@ -56,12 +56,12 @@ TEST_F(ManagerLogicTest, Inv6_RequestsOnThisNodesMemoryFromAnotherNodeAreRefused
   auto r2 = reply_to(stranger, direct_transfer);
   auto r3 = reply_to(stranger, direct_release);
   ASSERT_TRUE(r1 && r2 && r3) << "a refusal must come at once";
-  EXPECT_DET_ERROR((*r1), ErrorCode::kPermissionDenied, "request_buffer", "own node");
-  EXPECT_DET_ERROR((*r2), ErrorCode::kPermissionDenied, "transfer", "own node");
-  EXPECT_DET_ERROR((*r3), ErrorCode::kPermissionDenied, "release_buffer", "own node");
+  EXPECT_RDMA_ERROR((*r1), ErrorCode::kPermissionDenied, "request_buffer", "own node");
+  EXPECT_RDMA_ERROR((*r2), ErrorCode::kPermissionDenied, "transfer", "own node");
+  EXPECT_RDMA_ERROR((*r3), ErrorCode::kPermissionDenied, "release_buffer", "own node");
   auto r4 = reply_to(stranger, via_facade);
   ASSERT_TRUE(r4);
-  EXPECT_DET_ERROR((*r4), ErrorCode::kPermissionDenied, "request_buffer", "own node");
+  EXPECT_RDMA_ERROR((*r4), ErrorCode::kPermissionDenied, "request_buffer", "own node");
   EXPECT_TRUE(all_zero(b, 0, kChunk)) << "a refused transfer moved bytes";
   // Nothing changed: the buffer is still registered, and this node's own actor may use it.
   auto mine = transfer(make_write(ha, hb), 100);

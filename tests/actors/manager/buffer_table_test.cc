@@ -23,7 +23,7 @@ TEST_F(ManagerLogicTest, Inv2_AReleaseWaitsForTheTransferInFlightAndRefusesNewOn
   auto refused = transfer(make_write(local, peer.handle()), 1000);
   auto r0 = reply(refused);
   ASSERT_TRUE(r0) << "a new transfer on a released buffer waits instead of being refused";
-  EXPECT_DET_ERROR((*r0), ErrorCode::kReleased, "was released");
+  EXPECT_RDMA_ERROR((*r0), ErrorCode::kReleased, "was released");
   EXPECT_EQ(peer.log().of(store_atom::value).size(), 1u) << "the refused transfer reached the peer";
   peer.answer(stores[0]);
   run_jobs();
@@ -55,15 +55,15 @@ TEST_F(ManagerLogicTest, Inv1_AReleasedIdIsRefusedAndNeverReused) {
   auto again = release(ha.id);
   auto r2 = reply(again);
   ASSERT_TRUE(r2);
-  EXPECT_DET_ERROR((*r2), ErrorCode::kReleased, "was released");
+  EXPECT_RDMA_ERROR((*r2), ErrorCode::kReleased, "was released");
   auto t = transfer(make_write(ha, hb), 100);
   auto rt = reply(t);
   ASSERT_TRUE(rt);
-  EXPECT_DET_ERROR((*rt), ErrorCode::kReleased, "was released");
+  EXPECT_RDMA_ERROR((*rt), ErrorCode::kReleased, "was released");
   auto t2 = transfer(make_write(hb, ha), 100);  // as the remote side too
   auto rt2 = reply(t2);
   ASSERT_TRUE(rt2);
-  EXPECT_DET_ERROR((*rt2), ErrorCode::kReleased, "was released");
+  EXPECT_RDMA_ERROR((*rt2), ErrorCode::kReleased, "was released");
   EXPECT_TRUE(all_zero(b, 0, kChunk));
   BufferHandle hc = register_buffer(c);
   EXPECT_NE(hc.id, ha.id);

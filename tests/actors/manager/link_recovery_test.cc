@@ -33,14 +33,14 @@ TEST_F(ManagerLogicTest, Inv13_APeerThatGoesDownFailsEverythingInFlightAtOnce) {
   auto rw = reply(write);
   auto rc = reply(check);
   ASSERT_TRUE(rr && rw && rc) << "an op or question waits for its timeout instead";
-  EXPECT_DET_ERROR((*rr), ErrorCode::kPeerUnavailable, "fake-peer", "down");
-  EXPECT_DET_ERROR((*rw), ErrorCode::kPeerUnavailable, "fake-peer", "down");
-  EXPECT_DET_ERROR((*rc), ErrorCode::kPeerUnavailable, "fake-peer", "down");
+  EXPECT_RDMA_ERROR((*rr), ErrorCode::kPeerUnavailable, "fake-peer", "down");
+  EXPECT_RDMA_ERROR((*rw), ErrorCode::kPeerUnavailable, "fake-peer", "down");
+  EXPECT_RDMA_ERROR((*rc), ErrorCode::kPeerUnavailable, "fake-peer", "down");
   // Down for good: the next op fails at once.
   auto later = transfer(make_read(hin, peer.handle()), 10000);
   auto rl = reply(later);
   ASSERT_TRUE(rl);
-  EXPECT_DET_ERROR((*rl), ErrorCode::kPeerUnavailable, "fake-peer", "down");
+  EXPECT_RDMA_ERROR((*rl), ErrorCode::kPeerUnavailable, "fake-peer", "down");
   ASSERT_NO_FATAL_FAILURE(run());
   EXPECT_TRUE(quiet()) << "a second reply";
   EXPECT_TRUE(all_zero(in, 0, kChunk));

@@ -22,7 +22,7 @@ TEST_F(ManagerLogicTest, Inv10_ALateAnswerAfterTheTimeoutIsDropped) {
   advance(std::chrono::milliseconds(101));
   auto r = reply(p);
   ASSERT_TRUE(r);
-  EXPECT_DET_ERROR((*r), ErrorCode::kTimeout, "timed out");
+  EXPECT_RDMA_ERROR((*r), ErrorCode::kTimeout, "timed out");
   // Late, but before the request's own backstop: the facade hands it to the manager.
   peer.answer(peer.log().of(fetch_atom::value).at(0));
   run_jobs();
@@ -74,7 +74,7 @@ TEST_F(ManagerLogicTest, Inv10_ATimedOutWriteWaitsForEveryStoreChunkOrItsBacksto
   advance(std::chrono::milliseconds(2));
   auto r = reply(p);
   ASSERT_TRUE(r) << "no reply once every chunk was answered or timed out";
-  EXPECT_DET_ERROR((*r), ErrorCode::kTimeout, "timed out after 100 ms");
+  EXPECT_RDMA_ERROR((*r), ErrorCode::kTimeout, "timed out after 100 ms");
   EXPECT_TRUE(same_bytes(peer.memory(), 0, mine, 0, 3 * kChunk)) << "chunks 0..2 were applied";
   EXPECT_TRUE(all_zero(peer.memory(), 3 * kChunk, kChunk));
   ASSERT_NO_FATAL_FAILURE(run());
@@ -110,7 +110,7 @@ TEST_F(ManagerLogicTest, Inv10_ATimedOutWriteRepliesRightAfterItsLastChunkIsAnsw
   EXPECT_LT(now() - t0, std::chrono::milliseconds(100) + kBackstop);
   auto r = reply(p);
   ASSERT_TRUE(r) << "no reply after the last chunk's answer";
-  EXPECT_DET_ERROR((*r), ErrorCode::kTimeout, "timed out after 100 ms");
+  EXPECT_RDMA_ERROR((*r), ErrorCode::kTimeout, "timed out after 100 ms");
   EXPECT_TRUE(same_bytes(peer.memory(), 0, mine, 0, 4 * kChunk));
   ASSERT_NO_FATAL_FAILURE(run());
   EXPECT_TRUE(quiet()) << "a second reply";
