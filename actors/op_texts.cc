@@ -12,10 +12,10 @@ std::string peer_down_text(const std::string& peer, const std::string& why) {
   return "peer manager " + peer + " is down (" + why + ")";
 }
 
-std::string rdma_unusable_text(bool has_device, const std::string& no_device_reason,
-                               const std::string& port_down) {
-  return !has_device ? "this manager has no RDMA device (" + no_device_reason + ")"
-                     : "its RDMA port is down (" + port_down + ")";
+std::string rdma_unusable_text(bool has_device, std::string_view no_device_reason,
+                               std::string_view port_down) {
+  return !has_device ? "this manager has no RDMA device (" + std::string(no_device_reason) + ")"
+                     : "its RDMA port is down (" + std::string(port_down) + ")";
 }
 
 std::string fallback_forbidden_text() {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "actors/rdma_messages.h"
 
@@ -14,8 +15,8 @@ std::string peer_down_text(const std::string& peer, const std::string& why);
 
 /// "this manager has no RDMA device (WHY)" / "its RDMA port is down (WHY)": why this manager
 /// cannot use RDMA now (`no_device_reason` when it has no device, else `port_down`).
-std::string rdma_unusable_text(bool has_device, const std::string& no_device_reason,
-                               const std::string& port_down);
+std::string rdma_unusable_text(bool has_device, std::string_view no_device_reason,
+                               std::string_view port_down);
 
 /// "CAF_RDMA_TRANSPORT=rdma forbids the fallback": why RDMA's absence is an error.
 std::string fallback_forbidden_text();

@@ -8,7 +8,7 @@ namespace caf_rdma::detail {
 
 std::string why_not_rdma(const TransferOp& op, const PathFacts& f) {
   if (!f.rdma_lost.empty())
-    return f.rdma_lost;
+    return std::string(f.rdma_lost);
   if (!f.has_device || !f.port_down.empty())
     return rdma_unusable_text(f.has_device, f.no_device_reason, f.port_down);
   if (!f.local_registered)
@@ -25,7 +25,7 @@ std::string why_not_rdma(const TransferOp& op, const PathFacts& f) {
 }
 
 PathFacts device_facts(const TransferOp& op, TransportMode mode, bool has_device,
-                       const std::string& no_device_reason, const std::string& port_down,
+                       std::string_view no_device_reason, std::string_view port_down,
                        bool port_ethernet) {
   PathFacts f;
   f.mode = mode;

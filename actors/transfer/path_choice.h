@@ -16,6 +16,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "actors/rdma_manager_actor.h"
 #include "actors/rdma_messages.h"
@@ -24,22 +25,23 @@
 
 namespace caf_rdma::detail {
 
-/// What the manager knows about one op when it chooses its path.
+/// What the manager knows about one op when it chooses its path. The texts are views of the
+/// manager's own strings (no copy per op): valid while the choice is made.
 struct PathFacts {
   TransportMode mode = TransportMode::kAuto;
-  bool same_node = false;          ///< the remote buffer is this manager's own
-  bool ranges_overlap = false;     ///< same node, and the two ranges share a byte
-  bool has_device = false;         ///< this manager has an RDMA device
-  std::string no_device_reason;    ///< why not (without one)
-  std::string port_down;           ///< non-empty while its port is down: why
-  bool local_registered = false;   ///< the local buffer is on the NIC (or staged GPU memory)
-  bool local_staged = false;       ///< local GPU memory the NIC cannot register
-  bool remote_registered = false;  ///< the owner registered the remote buffer on its NIC
-  bool remote_staged = false;      ///< remote GPU memory its owner's NIC cannot register
-  bool same_fabric = false;        ///< both NICs RoCE, or both InfiniBand
-  bool stream_fits = false;        ///< the stream channel could take it (invariant 4)
+  bool same_node = false;             ///< the remote buffer is this manager's own
+  bool ranges_overlap = false;        ///< same node, and the two ranges share a byte
+  bool has_device = false;            ///< this manager has an RDMA device
+  std::string_view no_device_reason;  ///< why not (without one)
+  std::string_view port_down;         ///< non-empty while its port is down: why
+  bool local_registered = false;      ///< the local buffer is on the NIC (or staged GPU memory)
+  bool local_staged = false;          ///< local GPU memory the NIC cannot register
+  bool remote_registered = false;     ///< the owner registered the remote buffer on its NIC
+  bool remote_staged = false;         ///< remote GPU memory its owner's NIC cannot register
+  bool same_fabric = false;           ///< both NICs RoCE, or both InfiniBand
+  bool stream_fits = false;           ///< the stream channel could take it (invariant 4)
   /// Set when RDMA was chosen but cannot be used after all (rerouting): why.
-  std::string rdma_lost;
+  std::string_view rdma_lost;
 };
 
 /// A path, or (path == kNone) the error saying why none may take the op.
@@ -53,7 +55,7 @@ struct PathChoice {
 /// op's local side): the front's path_facts and the direct lanes (LaneTable) both use it.
 /// `port_ethernet` is the local port's link layer (ignored without a device).
 PathFacts device_facts(const TransferOp& op, TransportMode mode, bool has_device,
-                       const std::string& no_device_reason, const std::string& port_down,
+                       std::string_view no_device_reason, std::string_view port_down,
                        bool port_ethernet);
 
 /// Chooses the path of `op` (invariants 1-4).
