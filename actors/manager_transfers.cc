@@ -1,6 +1,6 @@
 // RdmaManagerActor: the front of transfers — requests, validation, the choice of a path
-// (actors/transfer/path_choice.h), the paths' events, deadlines and the one reply point
-// (finish_op). The paths themselves are in actors/transfer/.
+// (actors/transfer/path_choice.h), rerouting, the paths' events and the deadlines. The paths
+// themselves are in actors/transfer/; every op ends in the reply point (reply_point.cc).
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -11,20 +11,6 @@
 #include "actors/transfer_checks.h"
 
 namespace caf_rdma::detail {
-
-TransferOutcome outcome_of(const caf::error& err) {
-  TransferOutcome o;
-  o.code = static_cast<uint8_t>(request_error_code(err));  // the one mapping (rdma_errors.h)
-  o.message = error_message(err);
-  return o;
-}
-
-TransferOutcome outcome_of(const Error& err) {
-  TransferOutcome o;
-  o.code = static_cast<uint8_t>(err.code());
-  o.message = err.message();
-  return o;
-}
 
 // -- requests ----------------------------------------------------------------------------------
 
@@ -179,8 +165,8 @@ TransferPath& ManagerState::path(PathKind kind) {
   return chunks_;
 }
 
-NicPath* ManagerState::nic_path(PathKind kind) {
-  return kind == PathKind::kRdma         ? static_cast<NicPath*>(&rdma_)
+RdmaPath* ManagerState::rdma_path(PathKind kind) {
+  return kind == PathKind::kRdma         ? &rdma_
          : kind == PathKind::kRdmaStaged ? &staged_
                                          : nullptr;
 }
@@ -223,27 +209,10 @@ void ManagerState::resume_op(OpId id) {
     path(o->path).start(id);
 }
 
-// -- events and the reply point ------------------------------------------------------------------
-
-void ManagerState::op_done(OpId id, TransferOutcome outcome, OpFault fault, uint32_t chunk) {
-  const OpRecord* o = op_record(id);
-  if (o == nullptr)
-    return;
-  if (NicPath* nic = nic_path(o->path))
-    nic->completed(id, std::move(outcome), fault, chunk);
-}
+// -- events and deadlines ------------------------------------------------------------------------
 
 void ManagerState::stream_done(OpId id, uint64_t local_id, TransferOutcome outcome, bool refused) {
   stream_.job_ended(id, local_id, std::move(outcome), refused);
-}
-
-TransferOutcome ManagerState::timed_out(OpId id, const std::string& more) const {
-  const Transfer& t = transfers_.at(id.ticket);
-  const OpRecord& o = t.ops[id.index];
-  TransferOutcome out;
-  out.code = static_cast<uint8_t>(ErrorCode::kTimeout);
-  out.message = timed_out_text(o.op, o.length, t.timeout_ms, more);
-  return out;
 }
 
 void ManagerState::op_timeout(uint64_t ticket, DeadlineStage stage) {
@@ -268,61 +237,6 @@ void ManagerState::op_timeout(uint64_t ticket, DeadlineStage stage) {
     self_->delayed_send(self_, options_.drain_timeout,
                         OpTimeout{ticket, static_cast<uint32_t>(DeadlineStage::kDrainOverdue)});
   }
-}
-
-void ManagerState::fail_op(OpId id, const caf::error& err) {
-  finish_op(id, outcome_of(err));
-}
-
-void ManagerState::finish_op(OpId id, TransferOutcome outcome) {
-  OpRecord* o = op_record(id);
-  if (o == nullptr)
-    return;
-  o->done = true;
-  path(o->path).forget(id);  // a staged op's bounce buffer goes back: the NIC is done with it
-  if (outcome.ok()) {
-    outcome.bytes = o->length;
-    outcome.path = reply_path(o->path);
-    if (nic_path(o->path) != nullptr) {
-      ++counters_.rdma_ops;
-      counters_.rdma_bytes += o->length;
-    } else {
-      ++counters_.fallback_ops;
-      counters_.fallback_bytes += o->length;
-    }
-  } else {
-    ++counters_.errors;
-    outcome.path = reply_path(o->path);
-  }
-  Transfer& t = transfers_.at(id.ticket);
-  t.outcomes[id.index] = std::move(outcome);
-  const bool holds_local = o->holds_local;
-  const uint64_t local_id = o->op.local.id;
-  o->holds_local = false;
-  --t.remaining;
-  // Reply first: a release waiting for this buffer must be answered after the transfer.
-  maybe_reply(id.ticket);
-  if (holds_local)
-    buffer_table.buffer_done(local_id);
-}
-
-void ManagerState::maybe_reply(uint64_t ticket) {
-  auto it = transfers_.find(ticket);
-  if (it == transfers_.end() || it->second.remaining > 0)
-    return;
-  Transfer t = std::move(it->second);
-  transfers_.erase(it);
-  if (t.deadline != deadlines_.end())
-    deadlines_.erase(t.deadline);
-  if (t.batch) {
-    t.many.deliver(std::move(t.outcomes));
-    return;
-  }
-  TransferOutcome& o = t.outcomes.front();
-  if (o.ok())
-    t.single.deliver(TransferReply{o.bytes, o.path});
-  else
-    t.single.deliver(make_rdma_error(static_cast<ErrorCode>(o.code), std::move(o.message)));
 }
 
 }  // namespace caf_rdma::detail

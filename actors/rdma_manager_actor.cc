@@ -186,8 +186,9 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       },
       // -- internal events (unserializable types: from this process only) --
       [=](detail::OpDone& e) {
-        self->state.op_done(detail::OpId{e.ticket, e.index}, std::move(e.outcome),
-                            static_cast<OpFault>(e.fault), e.chunk);
+        self->state.posted_by(e.path).completed(detail::OpId{e.ticket, e.index},
+                                                std::move(e.outcome), static_cast<OpFault>(e.fault),
+                                                e.chunk);
       },
       [=](const detail::OpTimeout& e) {
         self->state.op_timeout(e.ticket, static_cast<detail::DeadlineStage>(e.stage));

@@ -33,6 +33,7 @@ namespace caf_rdma::detail {
 struct OpDone {
   uint64_t ticket = 0;
   uint32_t index = 0;
+  uint8_t path = 0;  ///< the PathKind of the path that posted it (it takes the completion)
   TransferOutcome outcome;
   uint8_t fault = 0;
   uint32_t chunk = 0;  ///< of an rdma-staged op: which chunk completed

@@ -104,8 +104,11 @@ public:
   // -- transfers (manager_transfers.cc) --
   caf::result<TransferReply> transfer(TransferOp op, uint32_t timeout_ms);
   caf::result<std::vector<TransferOutcome>> batch(std::vector<TransferOp> ops, uint32_t timeout_ms);
-  /// OpDone: a completion of op `id` (of its chunk `chunk`) came back from the NIC.
-  void op_done(OpId id, TransferOutcome outcome, OpFault fault, uint32_t chunk);
+  /// The RDMA path an OpDone names, the one that posted the op: it takes the completion
+  /// (actors/transfer/rdma_path.h, invariant 8).
+  RdmaPath& posted_by(uint8_t path) {
+    return static_cast<PathKind>(path) == PathKind::kRdmaStaged ? staged_ : rdma_;
+  }
   /// StreamDone: the stream job of op `id` ended (StreamPath::job_ended).
   void stream_done(OpId id, uint64_t local_id, TransferOutcome outcome, bool refused);
   /// Transfer `ticket` passed `stage`: each of its open ops' paths ends it (or flushes).
@@ -123,7 +126,6 @@ private:
   // The paths (actors/transfer/) are this state's parts: they use its tables and its reply
   // point, and nothing else does.
   friend class TransferPath;
-  friend class NicPath;
   friend class RdmaPath;
   friend class StagedPath;
   friend class ChunkPath;
@@ -145,9 +147,10 @@ private:
   PathFacts path_facts(const OpRecord& o, const LocalBuffer& local) const;
   TransferPath& path(PathKind kind);
   /// The RDMA path of that kind (null for the others).
-  NicPath* nic_path(PathKind kind);
-  /// The one reply point: ends op `id` with `outcome` (its path forgets it), and replies once
-  /// every op of its transfer ended (invariant 5).
+  RdmaPath* rdma_path(PathKind kind);
+  // -- the one reply point (reply_point.cc) --
+  /// Ends op `id` with `outcome` (its path forgets it), and replies once every op of its
+  /// transfer ended (invariant 5).
   void finish_op(OpId id, TransferOutcome outcome);
   void fail_op(OpId id, const caf::error& err);
   void maybe_reply(uint64_t ticket);

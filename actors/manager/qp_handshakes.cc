@@ -171,7 +171,7 @@ void QpHandshakes::handshake(const caf::actor_addr& key) {
             p.waiting.clear();
             for (OpId id : waiting)
               if (const OpRecord* o = m_.op_record(id))
-                m_.nic_path(o->path)->qp_ready(id, qp);
+                m_.rdma_path(o->path)->qp_ready(id, qp);
           },
           [this, key, timeout, held](caf::error& err) {
             auto qp = take_opening(held);

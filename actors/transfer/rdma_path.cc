@@ -1,13 +1,64 @@
 // RdmaPath: one-sided RDMA between the registered buffers (see rdma_path.h).
 #include "actors/transfer/rdma_path.h"
 
+#include <algorithm>
+
 #include "actors/detail/manager_state.h"
+#include "actors/op_texts.h"
+#include "actors/transfer_checks.h"
 
 namespace caf_rdma::detail {
 
 void RdmaPath::start(OpId id) {
   ops_.try_emplace(id);
   connect(id);
+}
+
+void RdmaPath::connect(OpId id) {
+  OpRecord* o = m_.op_record(id);
+  if (o == nullptr)
+    return;
+  if (!m_.domain_ || !m_.port_down_.empty())  // lost (or port down) since the op started
+    return m_.reroute(id,
+                      rdma_unusable_text(m_.domain_ != nullptr, m_.no_rdma_reason_, m_.port_down_));
+  if (o->peer == m_.facade_.address()) {
+    auto qp = m_.handshakes.loopback_qp();
+    if (!qp.ok())
+      return m_.fail_op(id, to_caf_error(qp.error()));
+    return qp_ready(id, *qp);
+  }
+  Peer* p = m_.peer_table.reachable(id);
+  if (p == nullptr)
+    return;  // failed (down) or parked until its link is made again
+  if (p->initiated && p->initiated->needs_recovery())
+    m_.handshakes.drop_qp(*p, p->initiated);
+  if (p->initiated)
+    return qp_ready(id, p->initiated);
+  p->waiting.push_back(id);
+  if (!p->handshaking)
+    m_.handshakes.handshake(o->peer);
+}
+
+void RdmaPath::qp_ready(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
+  OpRecord* o = m_.op_record(id);
+  if (o == nullptr)
+    return;
+  const TransferOp& op = o->op;
+  if (op.remote.incarnation != 0 && op.remote.incarnation != qp->remote_incarnation()) {
+    // Usually a handle from before its owner's device came back; rarely (a handle faster than
+    // the owner's device_gone notice) a connection from before. Either way its remote key is
+    // not for this connection: the owner moves the bytes (invariant 7).
+    char both[96];
+    std::snprintf(both, sizeof(both), "handle's incarnation %016llx, connection's %016llx",
+                  static_cast<unsigned long long>(op.remote.incarnation),
+                  static_cast<unsigned long long>(qp->remote_incarnation()));
+    return m_.reroute(id, "the owner " + op.remote.owner_name +
+                              "'s RDMA device went away and came back between the registration "
+                              "of " +
+                              describe(op.remote) + " and this connection (" + both +
+                              "), so its remote key is not for this connection");
+  }
+  post(id, qp);
 }
 
 void RdmaPath::post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
@@ -41,13 +92,186 @@ void RdmaPath::post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
   m_.poller_->wake();
 }
 
+Status RdmaPath::submit(OpId id, uint32_t chunk, const std::shared_ptr<RdmaQueuePair>& qp,
+                       RdmaOp rop, const std::shared_ptr<std::atomic<bool>>& landed) {
+  caf::actor_addr me = m_.self_->address();
+  const auto path = static_cast<uint8_t>(kind());
+  auto callback = [me, id, chunk, path, landed](const OpResult& r) {
+    TransferOutcome out;
+    if (!r.status.ok()) {
+      out.code = static_cast<uint8_t>(r.status.error().code());
+      out.message = r.status.error().message();
+    }
+    // Runs on the poller thread (or ours, polling inline): report to the manager if it still
+    // exists.
+    if (auto h = caf::actor_cast<caf::actor>(me))
+      caf::anon_send(
+          h, OpDone{id.ticket, id.index, path, std::move(out), static_cast<uint8_t>(r.fault), chunk});
+    if (landed)
+      landed->store(true, std::memory_order_release);
+  };
+  Status st = m_.batching_ ? qp->submit_queued(std::move(rop), std::move(callback))
+                           : qp->submit(std::move(rop), std::move(callback));
+  if (!st.ok())
+    return st;
+  use(id)->qp = qp;
+  auto& queued = m_.queued_on_;
+  if (m_.batching_ && std::find(queued.begin(), queued.end(), qp) == queued.end())
+    queued.push_back(qp);
+  return {};
+}
+
 void RdmaPath::completed(OpId id, TransferOutcome outcome, OpFault fault, uint32_t chunk) {
   (void)chunk;
+  if (m_.op_record(id) == nullptr || use(id) == nullptr)
+    return;  // ended (timed out, its peer down) or rerouted before it came back: invariant 8
   if (!outcome.ok())
     return failed(id, std::move(outcome), fault);
   if (m_.options_.verify)
     return verify(id);
   m_.finish_op(id, std::move(outcome));
+}
+
+void RdmaPath::failed(OpId id, TransferOutcome outcome, OpFault fault) {
+  OpRecord* o = m_.op_record(id);
+  if (o == nullptr)
+    return;
+  const Transfer& t = m_.transfers_.at(id.ticket);
+  drop_if_broken(id);
+  NicUse& u = *use(id);
+  auto p = m_.peers_.find(o->peer);
+  if (p != m_.peers_.end() && !p->second.down_reason.empty()) {
+    outcome.code = static_cast<uint8_t>(ErrorCode::kPeerUnavailable);
+    outcome.message = std::string(kind_name(o->op.kind)) +
+                      " failed: " + peer_down_text(p->second.name, p->second.down_reason);
+  } else if (t.timed_out) {
+    outcome.code = static_cast<uint8_t>(ErrorCode::kTimeout);
+    outcome.message = timeout_message(o->op, o->length, t.timeout_ms);
+  } else if (fault == OpFault::kFlushed && !u.retried && may_retry()) {
+    // Not this op's fault: another op on the queue pair failed and took the QP to ERR
+    // (invariant 5).
+    u.retried = true;
+    u.qp.reset();
+    return connect(id);
+  } else if (fault == OpFault::kRemoteAccess) {
+    return explain_refusal(id, std::move(outcome));
+  }
+  m_.finish_op(id, std::move(outcome));
+}
+
+void RdmaPath::drop_if_broken(OpId id) {
+  // A QP in ERR is replaced, not reused (the next transfer makes a new one). Destroying it
+  // completes whatever it still holds (flushed), so no op waits on a QP nobody will recover.
+  const NicUse* u = use(id);
+  const OpRecord* o = m_.op_record(id);
+  auto qp = u != nullptr ? u->qp.lock() : nullptr;
+  if (!qp || !qp->needs_recovery() || o == nullptr)
+    return;
+  m_.handshakes.drop_qp_of(o->peer, qp);
+}
+
+void RdmaPath::explain_refusal(OpId id, TransferOutcome outcome) {
+  OpRecord& o = *m_.op_record(id);
+  const TransferOp& op = o.op;
+  auto owner_said = [op](TransferOutcome owner) {
+    owner.message = owner_refused_text(op, owner.message);
+    return owner;
+  };
+  if (o.peer == m_.facade_.address()) {
+    TransferOutcome owner =
+        m_.buffer_table.check_access(ref_of(op.remote), op.remote_offset, o.length, op.kind);
+    return m_.finish_op(id, owner.ok() ? std::move(outcome) : owner_said(owner));
+  }
+  // The answer comes well before the transfer's deadline, or the deadline ends the op.
+  use(id)->awaiting_owner = true;
+  auto nic = std::make_shared<TransferOutcome>(std::move(outcome));
+  ManagerState& m = m_;
+  m_.peer_table.ask_peer<TransferOutcome>(
+      op.remote.owner, op.remote.owner_name, request_timeout(m_.transfers_.at(id.ticket)),
+      [&m, id, nic, owner_said](TransferOutcome& owner) {
+        m.finish_op(id, owner.ok() ? std::move(*nic) : owner_said(owner));
+      },
+      [&m, id, nic](const caf::error& err) {
+        if (error_code(err) == ErrorCode::kPeerUnavailable)
+          return m.fail_op(id, err);  // it died: that is why
+        nic->message = owner_silent_text(nic->message, error_message(err));
+        m.finish_op(id, std::move(*nic));
+      },
+      buf_check_atom::value, ref_of(op.remote), op.remote_offset, o.length, op.kind);
+}
+
+void RdmaPath::verify(OpId id) {
+  OpRecord& o = *m_.op_record(id);
+  const TransferOp& op = o.op;
+  auto mine =
+      m_.buffer_table.local_checksum(m_.buffers_.at(op.local.id), op.local_offset, o.length);
+  if (!mine.ok())
+    return m_.finish_op(id, outcome_of(mine.error()));
+  std::string where = op.local.device;
+  if (auto qp = use(id)->qp.lock())
+    where = qp->describe();
+  ManagerState& m = m_;
+  auto compare = [&m, id, op, where, length = o.length, local = *mine](uint64_t remote) {
+    if (local == remote)
+      return m.finish_op(id, TransferOutcome{});
+    TransferOutcome bad;
+    bad.code = static_cast<uint8_t>(ErrorCode::kDataMismatch);
+    bad.message = data_mismatch_text(op, length, local, remote, where);
+    m.finish_op(id, std::move(bad));
+  };
+  if (o.peer == m_.facade_.address()) {
+    auto rb = m_.buffer_table.owner_access(ref_of(op.remote), op.remote_offset, o.length, false);
+    if (!rb.ok())
+      return m_.finish_op(id, outcome_of(rb.error()));
+    auto theirs = m_.buffer_table.local_checksum(**rb, op.remote_offset, o.length);
+    if (!theirs.ok())
+      return m_.finish_op(id, outcome_of(theirs.error()));
+    return compare(*theirs);
+  }
+  use(id)->awaiting_owner = true;
+  m_.peer_table.ask_peer<uint64_t>(
+      op.remote.owner, op.remote.owner_name, request_timeout(m_.transfers_.at(id.ticket)),
+      [compare](uint64_t& remote) { compare(remote); },
+      [&m, id, op](const caf::error& err) {
+        TransferOutcome out = outcome_of(err);
+        out.message = "verifying " + std::string(kind_name(op.kind)) + " with the owner of " +
+                      describe(op.remote) + " failed: " + out.message;
+        m.finish_op(id, std::move(out));
+      },
+      buf_sum_atom::value, ref_of(op.remote), op.remote_offset, o.length);
+}
+
+bool RdmaPath::deadline(OpId id, DeadlineStage stage) {
+  OpRecord* o = m_.op_record(id);
+  NicUse* u = use(id);
+  if (o == nullptr)
+    return false;
+  // An op whose RDMA is over and that waits for its owner's answer has nothing to flush.
+  auto qp = u == nullptr || u->awaiting_owner ? nullptr : u->qp.lock();
+  if (!qp)
+    return TransferPath::deadline(id, stage);
+  if (stage == DeadlineStage::kDue) {
+    // Flush: every outstanding request completes (with an error), then we reply.
+    (void)qp->abort("a transfer timed out after " +
+                    std::to_string(m_.transfers_.at(id.ticket).timeout_ms) + " ms");
+    return true;
+  }
+  // The flush did not finish in time: destroy the QP so the NIC stops for sure (invariant 6).
+  m_.handshakes.drop_qp_of(o->peer, qp);
+  TransferOutcome out = m_.timed_out(id, "; its queue pair was destroyed");
+  // Ours was the last reference: the QP is gone (the NIC stopped) before finish_op hands a
+  // staged op's bounce buffer to another transfer.
+  qp.reset();
+  m_.finish_op(id, std::move(out));
+  return false;
+}
+
+std::vector<OpId> RdmaPath::on_nic() const {
+  std::vector<OpId> out;
+  for (OpId id : ops())
+    if (const NicUse* u = use(id); u != nullptr && !u->awaiting_owner)
+      out.push_back(id);
+  return out;
 }
 
 NicUse* RdmaPath::use(OpId id) {

@@ -1,5 +1,9 @@
-// RdmaPath: one-sided RDMA READ or WRITE between the registered buffers themselves, on the QP
-// to the owner (nic_path.h has what it shares with the staged path).
+// RdmaPath: one-sided RDMA READ or WRITE between the registered buffers themselves, on the queue
+// pair to the op's owner: the QP (the loopback QP, the peer's initiated QP, or a wait for its
+// handshake), posting on it, its completion, the error path of a failed op, the owner's answers
+// (why its NIC refused an access, verify mode's checksums) and the flush at the deadline. The
+// staged path (staged_path.h) is RDMA too, through bounce buffers: it derives from this one and
+// replaces how an op is posted and completes.
 //
 // Invariants:
 //  1. One work-request chain per op; a single small transfer (at most kInlinePollMaxBytes, not
@@ -7,30 +11,104 @@
 //     poller thread is woken (its OpDone then waits in our own mailbox).
 //  2. While a batch starts, its ops are queued on their QPs and posted together, one chain per
 //     QP (ManagerState::batch).
+//  3. Manager invariant 3: ops to one peer wait for that peer's one handshake (Peer::waiting)
+//     and are posted only on the QP this manager initiated.
+//  4. Manager invariant 4: a QP in ERR that an op meets is dropped (destroyed, so the NIC
+//     stops and whatever it held completes flushed); the next op makes a new one.
+//  5. An op flushed because another op took its QP to ERR runs once more on a new QP, where
+//     the path allows it (reads and writes are idempotent; a staged op's bounce buffer is not).
+//  6. Manager invariant 5: at the deadline the op's QP is flushed and the reply waits for the
+//     flush; a flush that overruns drain_timeout destroys the QP before the reply.
+//  7. An op whose handle names another incarnation of its owner's device than the QP is
+//     connected to is never posted (its remote key is not for this connection): it is rerouted.
+//  8. A completion goes to the path that posted it (OpDone names it); one for an op that path
+//     no longer keeps (ended, rerouted) is ignored.
 #pragma once
 
+#include <atomic>
 #include <map>
+#include <memory>
+#include <type_traits>
+#include <vector>
 
-#include "actors/transfer/nic_path.h"
+#include "actors/rdma_messages.h"
+#include "actors/transfer/transfer_path.h"
+#include "components/rdma_op.h"
+#include "components/rdma_queue_pair.h"
 
 namespace caf_rdma::detail {
 
-class RdmaPath final : public NicPath {
+/// What an RDMA op keeps of its use of the NIC.
+struct NicUse {
+  std::weak_ptr<RdmaQueuePair> qp;  ///< the QP it was posted on (peers own QPs)
+  bool retried = false;             ///< flushed once (another op's error) and posted again
+  bool awaiting_owner = false;      ///< the NIC is done; waiting for the owner's answer
+};
+
+class RdmaPath : public TransferPath {
 public:
-  using NicPath::NicPath;
+  using TransferPath::TransferPath;
 
   void start(OpId id) override;
-  void completed(OpId id, TransferOutcome outcome, OpFault fault, uint32_t chunk) override;
+  /// The QP to the op's owner is up (a handshake ended, or it was there): post the op on it,
+  /// unless its handle is for another incarnation of the owner's device (invariant 7).
+  void qp_ready(OpId id, const std::shared_ptr<RdmaQueuePair>& qp);
+  /// OpDone: a completion of the op (of its chunk `chunk`) came back from the NIC (invariant 8).
+  virtual void completed(OpId id, TransferOutcome outcome, OpFault fault, uint32_t chunk);
+  bool deadline(OpId id, DeadlineStage stage) override;
   void forget(OpId id) override { ops_.erase(id); }
+  /// Manager invariant 8: the ops of this path that the NIC may still be moving (not those
+  /// waiting for their owner's answer).
+  std::vector<OpId> on_nic() const;
+
+protected:
+  /// Which path this is (OpDone names it: invariant 8).
+  virtual PathKind kind() const { return PathKind::kRdma; }
+  /// The op's NicUse (null when the path keeps nothing for it).
+  virtual NicUse* use(OpId id);
+  virtual const NicUse* use(OpId id) const;
+  virtual std::vector<OpId> ops() const;
+  /// Posts the op's work on `qp` (its incarnation checked).
+  virtual void post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp);
+  /// Whether an op flushed by another op's error may run once more (invariant 5).
+  virtual bool may_retry() const { return true; }
+
+  /// Finds the op's QP (invariant 3) and posts on it, now or once its handshake ended.
+  void connect(OpId id);
+  /// Posts `rop` for the op on `qp` (queued while a batch starts); its completion comes back
+  /// as OpDone naming this path and `chunk`; `landed` (may be null) is set when it did.
+  Status submit(OpId id, uint32_t chunk, const std::shared_ptr<RdmaQueuePair>& qp, RdmaOp rop,
+                const std::shared_ptr<std::atomic<bool>>& landed);
+  /// Invariant 4: drops the op's QP if it is in ERR.
+  void drop_if_broken(OpId id);
+  /// The error path of a failed op: peer down, timeout, retry (invariant 5), the owner's
+  /// refusal, or the NIC's error as it is.
+  void failed(OpId id, TransferOutcome outcome, OpFault fault);
+  /// The NIC refused the remote access: asks the owner why (one bounded request) and ends the
+  /// op with the owner's reason, or `outcome` if it sees none.
+  void explain_refusal(OpId id, TransferOutcome outcome);
+  /// Verify mode: compares both sides' checksums of the moved range, then ends the op.
+  void verify(OpId id);
+
+  /// The NicUse of `id` in a path's per-op map (null when the path keeps nothing for it), and
+  /// the ops of such a map: what use() and ops() of each path return.
+  template <class Map>
+  static auto* find_use(Map& ops, OpId id) {
+    auto it = ops.find(id);
+    using Use = std::conditional_t<std::is_const_v<Map>, const NicUse, NicUse>;
+    return it == ops.end() ? static_cast<Use*>(nullptr) : static_cast<Use*>(&it->second);
+  }
+  template <class Map>
+  static std::vector<OpId> keys(const Map& ops) {
+    std::vector<OpId> out;
+    out.reserve(ops.size());
+    for (const auto& entry : ops)
+      out.push_back(entry.first);
+    return out;
+  }
 
 private:
-  NicUse* use(OpId id) override;
-  const NicUse* use(OpId id) const override;
-  std::vector<OpId> ops() const override;
-  void post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) override;
-  bool may_retry() const override { return true; }
-
-  std::map<OpId, NicUse> ops_;
+  std::map<OpId, NicUse> ops_;  ///< this path's own ops (the staged path keeps its own)
 };
 
 }  // namespace caf_rdma::detail

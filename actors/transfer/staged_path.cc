@@ -122,8 +122,8 @@ void StagedPath::post_chunks(OpId id, StagedOp& s, const std::shared_ptr<RdmaQue
 
 void StagedPath::completed(OpId id, TransferOutcome outcome, OpFault fault, uint32_t chunk) {
   auto it = ops_.find(id);
-  if (it == ops_.end())
-    return;
+  if (it == ops_.end() || m_.op_record(id) == nullptr)
+    return;  // not an op of this path (any more): RdmaPath invariant 8
   StagedOp& s = it->second;
   if (s.slot < 0 || chunk >= s.chunks.size() || s.chunks_on_nic == 0)
     return;  // not one of its chunks on the NIC (e.g. a late completion of a destroyed QP)
@@ -261,18 +261,6 @@ void StagedPath::drop_device() {
   for (auto& [id, s] : ops_)
     s.slot = -1;
   slots_.clear();
-}
-
-NicUse* StagedPath::use(OpId id) {
-  return find_use(ops_, id);
-}
-
-const NicUse* StagedPath::use(OpId id) const {
-  return find_use(ops_, id);
-}
-
-std::vector<OpId> StagedPath::ops() const {
-  return keys(ops_);
 }
 
 }  // namespace caf_rdma::detail

@@ -1,7 +1,8 @@
 // StagedPath: RDMA through page-locked bounce buffers, for GPU memory the local NIC cannot
 // register: a write copies each chunk out of the GPU into a bounce buffer and the NIC moves it
-// from there; a read lands in the bounce buffer and is copied into the GPU. nic_path.h has what
-// it shares with the direct RDMA path.
+// from there; a read lands in the bounce buffer and is copied into the GPU. It is the RDMA path
+// (rdma_path.h: the QP, errors, the owner's answers, the deadline) with its own posting and
+// completion.
 //
 // Invariants (manager invariant 9):
 //  1. An op holds one bounce buffer (a slot), used as staging_halves() halves, chunk i in half
@@ -20,16 +21,16 @@
 #include <optional>
 #include <vector>
 
-#include "actors/transfer/nic_path.h"
+#include "actors/transfer/rdma_path.h"
 #include "components/bounce_buffer.h"
 #include "components/rdma_buffer.h"
 #include "components/staging_plan.h"
 
 namespace caf_rdma::detail {
 
-class StagedPath final : public NicPath {
+class StagedPath final : public RdmaPath {
 public:
-  using NicPath::NicPath;
+  using RdmaPath::RdmaPath;
 
   void start(OpId id) override;
   void completed(OpId id, TransferOutcome outcome, OpFault fault, uint32_t chunk) override;
@@ -62,9 +63,10 @@ private:
     std::optional<std::pair<TransferOutcome, OpFault>> error;
   };
 
-  NicUse* use(OpId id) override;
-  const NicUse* use(OpId id) const override;
-  std::vector<OpId> ops() const override;
+  PathKind kind() const override { return PathKind::kRdmaStaged; }
+  NicUse* use(OpId id) override { return find_use(ops_, id); }
+  const NicUse* use(OpId id) const override { return find_use(ops_, id); }
+  std::vector<OpId> ops() const override { return keys(ops_); }
   void post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) override;
   bool may_retry() const override { return false; }
 

@@ -1,7 +1,8 @@
 // TransferPath: one way of moving an op's bytes. The manager's front (manager_transfers.cc)
 // checks each op, chooses its path (path_choice.h), starts it there, routes the path's events to
 // it and takes its one reply (ManagerState::finish_op). The paths: local_copy_path.h,
-// rdma_path.h, staged_path.h (both over nic_path.h), chunk_path.h, stream_path.h.
+// rdma_path.h, staged_path.h (RDMA through bounce buffers, over rdma_path.h), chunk_path.h,
+// stream_path.h.
 //
 // Invariants:
 //  1. A path ends every op it started exactly once, through ManagerState::finish_op, or hands it

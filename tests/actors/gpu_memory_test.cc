@@ -1,180 +1,19 @@
-// The manager with GPU memory, using FakeDeviceMemory (tests/fake_device_memory.h) so it runs
-// without a GPU: staging through bounce buffers (path rdma-staged in the VM lane, fallback
-// natively), GPUDirect registration when the NIC accepts GPU memory, owner-assisted access to a
-// remote GPU buffer its NIC cannot register, queueing for bounce buffers, copy errors. The real
-// CUDA path is tests/gpu/cuda_gpu_test.cc (tag gpu).
+// The manager with GPU memory it registers or refuses, using FakeDeviceMemory
+// (tests/fake_device_memory.h) so it runs without a GPU: GPUDirect registration when the NIC
+// accepts GPU memory, owner-assisted access to a remote GPU buffer its NIC cannot register,
+// allocations and classification the driver refuses, copy errors. Staging through bounce
+// buffers is tests/actors/transfer/staged_path_test.cc; the real CUDA path is
+// tests/gpu/cuda_gpu_test.cc (tag gpu).
 #include <gtest/gtest.h>
 
 #include <thread>
 
-#include "tests/actors/manager_fixture.h"
-#include "tests/fake_device_memory.h"
-#include "tests/rdma_test.h"
+#include "tests/actors/gpu_node_test.h"
 
 namespace caf_rdma::testing {
 namespace {
 
-class GpuMemoryTest : public ::testing::Test {
-protected:
-  void SetUp() override {
-    if (expected_path() == kPathRdma && !rdma_skip_reason().empty())
-      CAF_RDMA_SKIP_OR_FAIL(rdma_skip_reason());
-  }
-
-  /// A node whose manager sees `gpu` as its GPU support; small bounce buffers force chunking.
-  std::unique_ptr<TestNode> node(std::shared_ptr<FakeDeviceMemory> gpu,
-                                 std::optional<TransportMode> mode = std::nullopt,
-                                 uint32_t bounce_buffers = 2) {
-    NodeOptions o;
-    auto env = ManagerOptions::from_env();
-    EXPECT_TRUE(env.ok());
-    o.manager = *env;
-    if (mode)
-      o.manager.mode = *mode;
-    o.manager.device_memory = std::move(gpu);
-    o.manager.staging_bytes = 64 << 10;
-    o.manager.staging_buffers = bounce_buffers;
-    auto n = RdmaNode::start(o);
-    EXPECT_TRUE(n.ok()) << n.error().to_string();
-    return n.ok() ? std::make_unique<TestNode>(std::move(*n)) : nullptr;
-  }
-
-  std::string staged_path() const {
-    return expected_path() == kPathRdma ? kPathRdmaStaged : kPathFallback;
-  }
-};
-
-TEST_F(GpuMemoryTest, GpuBufferTheNicCannotRegisterIsStagedInChunksBothWays) {
-  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
-  auto a = node(gpu), b = node(nullptr);
-  ASSERT_TRUE(a && b);
-  // 33 chunks of 32 KiB: the halves of a 64 KiB bounce buffer (one copies while the NIC moves
-  // the other).
-  constexpr uint64_t kSize = (1 << 20) + 5;
-  Memory device_mem(kSize, 3), host(kSize, 0);
-  gpu->add_gpu_range(device_mem.bytes.data(), kSize, 0);
-  auto g = a->request_buffer(device_mem);
-  auto h = b->request_buffer(host);
-  ASSERT_TRUE(g && h) << (g ? "" : error_message(g.error()));
-  EXPECT_EQ(g->memory, static_cast<uint8_t>(BufferMemory::kGpuStaged));
-  EXPECT_EQ(g->gpu, 0);
-  EXPECT_NE(describe(*g).find("on GPU 0"), std::string::npos) << describe(*g);
-  // GPU -> remote host.
-  auto w = a->transfer(make_write(*g, *h));
-  ASSERT_TRUE(w) << error_message(w.error());
-  EXPECT_EQ(w->path, staged_path());
-  EXPECT_EQ(w->bytes, kSize);
-  EXPECT_EQ(host.bytes, device_mem.bytes);
-  EXPECT_GE(gpu->to_host_bytes.load(), kSize) << "the GPU memory was not copied out";
-  const ManagerStats after_write = a->stats();
-  if (staged_path() == kPathRdmaStaged) {
-    // Every copy out of the GPU but the first ran while the previous chunk was on the NIC.
-    EXPECT_EQ(after_write.staged_chunks, 33u);
-    EXPECT_EQ(after_write.staged_overlapped, 32u);
-  }
-  // Remote host -> GPU, at offsets.
-  Memory fresh(kSize, 9);
-  std::copy(fresh.bytes.begin(), fresh.bytes.end(), host.bytes.begin());
-  auto r = a->transfer(make_read(*g, *h, kSize - 1000, 500, 1000));
-  ASSERT_TRUE(r) << error_message(r.error());
-  EXPECT_EQ(r->path, staged_path());
-  EXPECT_TRUE(std::equal(device_mem.bytes.begin() + 500,
-                         device_mem.bytes.begin() + 500 + kSize - 1000,
-                         fresh.bytes.begin() + 1000));
-  for (uint64_t i = 0; i < 500; ++i)
-    ASSERT_EQ(device_mem.bytes[i], pattern(i, 3))
-        << "byte " << i << " before the range was touched";
-  for (uint64_t i = 500 + kSize - 1000; i < kSize; ++i)
-    ASSERT_EQ(device_mem.bytes[i], pattern(i, 3)) << "byte " << i << " after the range was touched";
-  EXPECT_GE(gpu->to_device_bytes.load(), kSize - 1000);
-  if (staged_path() == kPathRdmaStaged) {
-    // 32 chunks in: copies into the GPU ran while the NIC read the next chunk (completions
-    // may come in another order, so not necessarily every one).
-    const ManagerStats after_read = a->stats();
-    EXPECT_EQ(after_read.staged_chunks - after_write.staged_chunks, 32u);
-    EXPECT_GE(after_read.staged_overlapped - after_write.staged_overlapped, 16u);
-    // Every GPU copy went through a page-locked bounce buffer (DMA, no driver staging copy),
-    // and the manager unlocks them all when it goes.
-    EXPECT_EQ(gpu->pageable_copy_bytes.load(), 0u);
-    EXPECT_GE(gpu->pinned_copy_bytes.load(), 2 * kSize - 1000);
-    EXPECT_GE(gpu->locked_buffers(), 1u);
-  }
-  a.reset();
-  EXPECT_EQ(gpu->locked_buffers(), 0u) << "bounce buffers left page-locked";
-  EXPECT_EQ(gpu->bad_unlocks.load(), 0u);
-}
-
-// A GPU copy failing in the middle of a staged transfer while the NIC still moves the other
-// half's chunk: the transfer fails naming the copy (not before that chunk is back: the bounce
-// buffer is not handed on while the NIC may use it), and the next transfers, through the same
-// single bounce buffer, move every byte both ways.
-TEST_F(GpuMemoryTest, ACopyFailingMidWayFailsItsTransferAndTheNextOnesMoveEveryByte) {
-  if (staged_path() != kPathRdmaStaged)
-    GTEST_SKIP() << "bounce buffers and their chunks are the rdma-staged path: the fallback "
-                    "lane has no RDMA device";
-  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
-  auto a = node(gpu, std::nullopt, /*bounce_buffers=*/1), b = node(nullptr);
-  ASSERT_TRUE(a && b);
-  constexpr uint64_t kSize = (512 << 10) + 9;  // 17 chunks of 32 KiB
-  Memory device_mem(kSize, 4), host(kSize, 0);
-  gpu->add_gpu_range(device_mem.bytes.data(), kSize, 0);
-  auto g = a->request_buffer(device_mem);
-  auto h = b->request_buffer(host);
-  ASSERT_TRUE(g && h);
-  for (bool is_read : {false, true}) {
-    SCOPED_TRACE(is_read ? "read" : "write");
-    gpu->fail_copies_after(5);  // the 6th chunk's copy fails
-    auto x = a->transfer(is_read ? make_read(*g, *h) : make_write(*g, *h));
-    EXPECT_RDMA_ERROR(x, ErrorCode::kCuda,
-                      is_read ? "rdma-staged read into buffer" : "rdma-staged write from buffer");
-    gpu->fail_copies(false);
-    // Fresh bytes on the source side, then the whole range again: every byte arrives.
-    Memory fresh(kSize, is_read ? 31 : 32);
-    std::vector<uint8_t>& src = is_read ? host.bytes : device_mem.bytes;
-    std::copy(fresh.bytes.begin(), fresh.bytes.end(), src.begin());
-    auto y = a->transfer(is_read ? make_read(*g, *h) : make_write(*g, *h));
-    ASSERT_TRUE(y) << error_message(y.error());
-    EXPECT_EQ(y->path, kPathRdmaStaged);
-    EXPECT_EQ(is_read ? device_mem.bytes : host.bytes, fresh.bytes);
-  }
-  const ManagerStats s = a->stats();
-  EXPECT_EQ(s.errors, 2u);
-  EXPECT_EQ(s.busy_buffers, 0u);
-}
-
-// A chunk the owner's NIC refuses in the middle of a staged write (a handle claiming more bytes
-// than the owner registered: the chunks inside its region move, the first one beyond is refused
-// while the next is on the NIC): the transfer fails with the owner's reason, not with a
-// by-effect of the queue pair's error, no byte lands outside the region, and the manager moves
-// the next transfer whole.
-TEST_F(GpuMemoryTest, AChunkRefusedMidWayFailsWithTheOwnersReason) {
-  if (staged_path() != kPathRdmaStaged)
-    GTEST_SKIP() << "bounce buffers and their chunks are the rdma-staged path: the fallback "
-                    "lane has no RDMA device";
-  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
-  auto a = node(gpu, std::nullopt, /*bounce_buffers=*/1), b = node(nullptr);
-  ASSERT_TRUE(a && b);
-  constexpr uint64_t kRegistered = 256 << 10;  // 8 chunks of 32 KiB
-  Memory device_mem(2 * kRegistered, 6);
-  Memory host(2 * kRegistered, 0);  // only the first half is registered
-  gpu->add_gpu_range(device_mem.bytes.data(), device_mem.bytes.size(), 0);
-  auto g = a->request_buffer(device_mem);
-  auto h = b->request_buffer(host.addr(), kRegistered);
-  ASSERT_TRUE(g && h);
-  BufferHandle forged = *h;
-  forged.size = 2 * kRegistered;
-  auto x = a->transfer(make_write(*g, forged));
-  ASSERT_FALSE(x) << "a write beyond the owner's region succeeded";
-  const std::string m = error_message(x.error());
-  EXPECT_NE(m.find("refused by the owner of"), std::string::npos) << m;
-  for (uint64_t i = kRegistered; i < 2 * kRegistered; ++i)
-    ASSERT_EQ(host.bytes[i], 0) << "byte " << i << " beyond the registered region changed";
-  auto y = a->transfer(make_write(*g, *h, kRegistered));
-  ASSERT_TRUE(y) << error_message(y.error());
-  EXPECT_EQ(y->path, kPathRdmaStaged);
-  EXPECT_TRUE(
-      std::equal(host.bytes.begin(), host.bytes.begin() + kRegistered, device_mem.bytes.begin()));
-}
+class GpuMemoryTest : public GpuNodeTest {};
 
 // A GPU buffer request that runs past its allocation is refused at once, naming it, on any
 // transport (copies or registrations of it would touch other memory).
@@ -188,96 +27,6 @@ TEST_F(GpuMemoryTest, ABufferPastTheEndOfItsGpuAllocationIsRefused) {
   EXPECT_RDMA_ERROR(g, ErrorCode::kInvalidArgument, "runs past its GPU 0 allocation");
   auto ok = a->request_buffer(device_mem.addr(), 32 << 10);
   ASSERT_TRUE(ok) << error_message(ok.error());
-}
-
-// Verify mode compares staged transfers too (the bytes that went through bounce buffers).
-TEST_F(GpuMemoryTest, VerifyModeChecksStagedTransfers) {
-  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
-  NodeOptions o;
-  auto env = ManagerOptions::from_env();
-  ASSERT_TRUE(env.ok());
-  o.manager = *env;
-  o.manager.device_memory = gpu;
-  o.manager.staging_bytes = 64 << 10;
-  o.manager.verify = true;
-  auto started = RdmaNode::start(o);
-  ASSERT_TRUE(started.ok()) << started.error().to_string();
-  TestNode a(std::move(*started));
-  auto b = node(nullptr);
-  ASSERT_TRUE(b);
-  constexpr uint64_t kSize = (300 << 10) + 1;
-  Memory device_mem(kSize, 8), host(kSize, 0);
-  gpu->add_gpu_range(device_mem.bytes.data(), kSize, 0);
-  auto g = a.request_buffer(device_mem);
-  auto h = b->request_buffer(host);
-  ASSERT_TRUE(g && h);
-  auto w = a.transfer(make_write(*g, *h));
-  ASSERT_TRUE(w) << error_message(w.error());
-  EXPECT_EQ(w->path, staged_path());
-  EXPECT_EQ(host.bytes, device_mem.bytes);
-  const uint64_t copied_out = gpu->to_host_bytes.load();
-  Memory fresh(kSize, 10);
-  std::copy(fresh.bytes.begin(), fresh.bytes.end(), host.bytes.begin());
-  auto r = a.transfer(make_read(*g, *h));
-  ASSERT_TRUE(r) << error_message(r.error());
-  EXPECT_EQ(device_mem.bytes, fresh.bytes);
-  if (staged_path() == kPathRdmaStaged) {  // the read's check copied the GPU range out again
-    EXPECT_GE(gpu->to_host_bytes.load(), copied_out + kSize);
-  }
-}
-
-TEST_F(GpuMemoryTest, StagingStillMovesEveryByteWhenBounceBuffersCannotBePageLocked) {
-  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
-  gpu->fail_locks(true);
-  auto a = node(gpu), b = node(nullptr);
-  ASSERT_TRUE(a && b);
-  constexpr uint64_t kSize = (256 << 10) + 7;
-  Memory device_mem(kSize, 5), host(kSize, 0);
-  gpu->add_gpu_range(device_mem.bytes.data(), kSize, 0);
-  auto g = a->request_buffer(device_mem);
-  auto h = b->request_buffer(host);
-  ASSERT_TRUE(g && h);
-  auto w = a->transfer(make_write(*g, *h));
-  ASSERT_TRUE(w) << error_message(w.error());
-  EXPECT_EQ(w->path, staged_path());
-  EXPECT_EQ(host.bytes, device_mem.bytes);
-  EXPECT_EQ(gpu->pinned_copy_bytes.load(), 0u);
-  EXPECT_GE(gpu->pageable_copy_bytes.load(), kSize);
-  EXPECT_EQ(gpu->locked_buffers(), 0u);
-}
-
-TEST_F(GpuMemoryTest, StagedOpsWithAHandleOfAnotherDeviceOpeningMoveThroughTheOwner) {
-  // Staged GPU memory, remote handles whose incarnation is not their owner's current one (its
-  // device went away and came back since; changed by hand here): each op took a bounce buffer,
-  // then finds the queue pair's peer is another opening, gives the bounce buffer back and moves
-  // through the owner (auto mode). More ops than bounce buffers: the waiters get them in turn.
-  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
-  auto a = node(gpu, TransportMode::kAuto), b = node(nullptr, TransportMode::kAuto);
-  ASSERT_TRUE(a && b);
-  constexpr uint64_t kSize = 100 << 10;
-  Memory device_mem(kSize * 5, 6), host(kSize * 5);
-  gpu->add_gpu_range(device_mem.bytes.data(), device_mem.bytes.size(), 0);
-  auto g = a->request_buffer(device_mem);
-  auto h = b->request_buffer(host);
-  ASSERT_TRUE(g && h);
-  BufferHandle stale = *h;
-  stale.incarnation ^= 0x5a5a5a5a5a5a5a5aull;
-  std::vector<TransferOp> ops;
-  for (uint64_t i = 0; i < 4; ++i)  // 2 bounce buffers
-    ops.push_back(make_write(*g, stale, kSize, i * kSize, i * kSize));
-  auto out = a->batch(ops);
-  ASSERT_TRUE(out) << error_message(out.error());
-  for (const auto& o : *out) {
-    ASSERT_TRUE(o.ok()) << o.message;
-    EXPECT_EQ(o.path, kPathFallback);
-  }
-  EXPECT_TRUE(
-      std::equal(host.bytes.begin(), host.bytes.begin() + 4 * kSize, device_mem.bytes.begin()));
-  // The bounce buffers were given back: a staged write with the true handle runs.
-  auto w = a->transfer(make_write(*g, *h, kSize, 4 * kSize, 4 * kSize));
-  ASSERT_TRUE(w) << error_message(w.error());
-  EXPECT_EQ(w->path, staged_path());
-  EXPECT_EQ(host.bytes, device_mem.bytes);
 }
 
 TEST_F(GpuMemoryTest, GpuDirectRegistrationMovesBytesOneSided) {
@@ -329,31 +78,6 @@ TEST_F(GpuMemoryTest, RemoteGpuBufferItsNicCannotRegisterIsReachedThroughItsOwne
     ASSERT_TRUE(hs);
     auto e = strict->transfer(make_read(*hs, *g));
     EXPECT_RDMA_ERROR(e, ErrorCode::kNoDevice, "cannot register the GPU memory of buffer");
-  }
-}
-
-TEST_F(GpuMemoryTest, MoreStagedTransfersThanBounceBuffersQueueAndAllComplete) {
-  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
-  auto a = node(gpu), b = node(nullptr);
-  ASSERT_TRUE(a && b);
-  constexpr int kOps = 8;  // 2 bounce buffers
-  std::vector<std::unique_ptr<Memory>> devs, hosts;
-  std::vector<TransferOp> ops;
-  for (int i = 0; i < kOps; ++i) {
-    devs.push_back(std::make_unique<Memory>(200 << 10, 20 + i));
-    hosts.push_back(std::make_unique<Memory>(200 << 10, 0));
-    gpu->add_gpu_range(devs.back()->bytes.data(), devs.back()->bytes.size(), 0);
-    auto g = a->request_buffer(*devs.back());
-    auto h = b->request_buffer(*hosts.back());
-    ASSERT_TRUE(g && h);
-    ops.push_back(make_write(*g, *h));
-  }
-  auto out = a->batch(ops, 60000);
-  ASSERT_TRUE(out) << error_message(out.error());
-  for (int i = 0; i < kOps; ++i) {
-    EXPECT_TRUE((*out)[i].ok()) << i << ": " << (*out)[i].message;
-    EXPECT_EQ((*out)[i].path, staged_path());
-    EXPECT_EQ(hosts[i]->bytes, devs[i]->bytes) << "op " << i;
   }
 }
 

@@ -59,33 +59,6 @@ TEST_F(ManagerTest, WriteThenReadBackThroughHandles) {
     EXPECT_EQ(s.fallback_ops, 6u);
   }
 }
-
-TEST_F(ManagerTest, HandleOfAnotherDeviceOpeningNeverReachesTheNic) {
-  // A handle names the opening (incarnation) of its owner's device that registered it; one of
-  // another opening (its owner's device went away and came back since) carries a remote key
-  // that may now name other memory: it must not be posted. Here the user changes it.
-  Memory remote_mem(64 << 10, 3), src(64 << 10, 21);
-  BufferHandle remote = owner_buffer(remote_mem, "inc");
-  ASSERT_NE(remote.id, 0u);
-  auto local = user_->request_buffer(src);
-  ASSERT_TRUE(local);
-  auto warm = user_->transfer(make_read(*local, remote, 1));  // the queue pair exists
-  ASSERT_TRUE(warm) << error_message(warm.error());
-  BufferHandle other = remote;
-  other.incarnation ^= 0x5a5a5a5a5a5a5a5aull;
-  auto w = user_->transfer(make_write(*local, other));
-  if (expected_path() == kPathRdma) {
-    // CAF_RDMA_TRANSPORT=rdma: no fallback to move it through its owner.
-    EXPECT_RDMA_ERROR(w, ErrorCode::kNoDevice, "went away and came back", "rdma forbids");
-    for (uint64_t i = 0; i < remote_mem.bytes.size(); ++i)
-      ASSERT_EQ(remote_mem.bytes[i], pattern(i, 3)) << "byte " << i << " was written";
-  } else {
-    ASSERT_TRUE(w) << error_message(w.error());
-    EXPECT_EQ(w->path, kPathFallback);
-    EXPECT_EQ(remote_mem.bytes, src.bytes);
-  }
-}
-
 TEST_F(ManagerTest, OffsetsAndLengths) {
   Memory remote_mem(10000), src(4000, 3);
   BufferHandle remote = owner_buffer(remote_mem, "off");
@@ -97,65 +70,6 @@ TEST_F(ManagerTest, OffsetsAndLengths) {
   EXPECT_EQ(remote_mem.bytes[6999], 0);
   EXPECT_EQ(remote_mem.bytes[8000], 0);
 }
-
-TEST_F(ManagerTest, BatchReportsEveryOp) {
-  Memory remote_mem(8192), src(8192, 5);
-  BufferHandle remote = owner_buffer(remote_mem, "batch");
-  auto local = user_->request_buffer(src);
-  ASSERT_TRUE(local);
-  std::vector<TransferOp> ops{make_write(*local, remote, 4096, 0, 0),
-                              make_write(*local, remote, 4096, 0, 6000),  // out of range
-                              make_write(*local, remote, 4096, 4096, 4096)};
-  auto out = user_->batch(ops);
-  ASSERT_TRUE(out) << error_message(out.error());
-  ASSERT_EQ(out->size(), 3u);
-  EXPECT_TRUE((*out)[0].ok()) << (*out)[0].message;
-  EXPECT_EQ((*out)[1].code, uint8_t(ErrorCode::kOutOfBounds));
-  EXPECT_NE((*out)[1].message.find("remote offset 6000"), std::string::npos) << (*out)[1].message;
-  EXPECT_TRUE((*out)[2].ok()) << (*out)[2].message;
-  EXPECT_EQ((*out)[2].path, expected_path());
-  EXPECT_EQ(remote_mem.bytes, src.bytes);
-}
-
-TEST_F(ManagerTest, ConcurrentFirstTransfersMakeOneQueuePair) {
-  Memory remote_mem(uint64_t{64} * 1024), src(uint64_t{64} * 1024, 9);
-  BufferHandle remote = owner_buffer(remote_mem, "conc");
-  auto local = user_->request_buffer(src);
-  ASSERT_TRUE(local);
-  constexpr int kN = 16;
-  std::vector<caf::expected<TransferReply>> replies(kN, caf::expected<TransferReply>{caf::error{}});
-  {
-    std::vector<std::thread> threads;
-    threads.reserve(kN);
-    for (int i = 0; i < kN; ++i)
-      threads.emplace_back([&, i] {
-        caf::scoped_actor s{user_->node().system()};
-        s->request(user_->manager(), 30s, transfer_atom::value,
-                   make_write(*local, remote, 4096, uint64_t(i) * 4096, uint64_t(i) * 4096),
-                   uint32_t{20000})
-            .receive([&](TransferReply& r) { replies[i] = r; },
-                     [&](caf::error& e) { replies[i] = e; });
-      });
-    for (auto& t : threads)
-      t.join();
-  }
-  for (int i = 0; i < kN; ++i)
-    ASSERT_TRUE(replies[i]) << i << ": " << error_message(replies[i].error());
-  EXPECT_EQ(remote_mem.bytes, src.bytes);
-  auto s = user_->stats();
-  if (expected_path() == kPathRdma) {
-    EXPECT_EQ(s.handshakes, 1u) << "one queue pair for the peer";
-    EXPECT_EQ(s.live_qps, 1u);
-    EXPECT_EQ(owner_->stats().live_qps, 1u);
-    // Both on their device's shared CQ; the user's poller sweeps that one CQ.
-    EXPECT_EQ(s.shared_cq_qps, 1u);
-    EXPECT_EQ(s.polled_cqs, 1u);
-    EXPECT_EQ(owner_->stats().shared_cq_qps, 1u);
-  } else {
-    EXPECT_EQ(s.handshakes, 0u);
-  }
-}
-
 TEST_F(ManagerTest, BadRequestsAreClearErrors) {
   Memory remote_mem(4096), small(100, 1), src(4096, 2);
   BufferHandle remote = owner_buffer(remote_mem, "bad");

@@ -33,7 +33,7 @@ mutants=(
   "span_one_past|actors/manager/buffer_table.cc|  if (offset > b.size |  if (offset > b.size or length > b.size - offset + 1)|//tests/security:hostile_peer_fallback_test"
   "chunk_local_offset|actors/transfer/chunk_path.cc|  const uint64_t local_off = op.local_offset + off;|  const uint64_t local_off = off;|//tests/actors:fallback_edges_test"
   "overlap_takes_rdma|actors/transfer/path_choice.cc|  if (f.same_node && f.ranges_overlap)|  if (false)|//tests/actors/transfer:path_choice_test"
-  "refused_stream_fails_op|actors/transfer/stream_path.cc|  if (refused && !down && !lost) {|  if (false) {|//tests/actors:stream_fallback_test"
+  "refused_stream_fails_op|actors/transfer/stream_path.cc|  if (refused && !down && !lost) {|  if (false) {|//tests/actors/transfer:stream_path_test"
 )
 
 if [ "${1:-}" = --list ]; then

@@ -1,8 +1,10 @@
-// The fallback's stream channel through the manager: large fallback transfers of host memory
+// StreamPath (actors/transfer/stream_path.h) with real nodes: the fallback's stream channel
+// through the manager: large fallback transfers of host memory
 // move over TCP straight between the registered buffers; the owner's checks still apply; small
 // ones and owners without a stream channel use CAF chunks; a flood of silent connections does
 // not keep transfers off the stream, and a stream its owner refuses moves in CAF chunks. Native
-// lane only (the transport is forced to the fallback).
+// lane only (the transport is forced to the fallback). Each case names the invariant it checks
+// (stream_path.h, or the manager's).
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -38,7 +40,7 @@ BufferHandle handle_via_directory(TestNode& owner, TestNode& user, const BufferH
   return got.ok() ? *got : BufferHandle{};
 }
 
-class StreamTest : public ::testing::Test {
+class StreamPathTest : public ::testing::Test {
 protected:
   void SetUp() override {
     owner_ = fallback_node(256 << 10);
@@ -48,7 +50,8 @@ protected:
   std::unique_ptr<TestNode> owner_, user_;
 };
 
-TEST_F(StreamTest, LargeTransfersTakeTheStreamAndLandExactly) {
+TEST_F(StreamPathTest, LargeTransfersTakeTheStreamAndLandExactly) {
+  SCOPED_TRACE("StreamPath invariant 1");
   constexpr uint64_t kSize = (6 << 20) + 7, kLen = (4 << 20) + 1;
   Memory theirs(kSize, 3), mine(kSize, 4), back(kSize);
   auto ht = owner_->request_buffer(theirs);
@@ -96,7 +99,8 @@ TEST_F(StreamTest, LargeTransfersTakeTheStreamAndLandExactly) {
       std::equal(mine.bytes.begin(), mine.bytes.begin() + (64 << 10), theirs.bytes.begin()));
 }
 
-TEST_F(StreamTest, ManyConcurrentStreamsEachLandInTheirOwnRange) {
+TEST_F(StreamPathTest, ManyConcurrentStreamsEachLandInTheirOwnRange) {
+  SCOPED_TRACE("StreamPath invariant 1");
   // 24 ops of 1 MiB + 1 in one batch: more than the 4 stream threads, so most wait their turn.
   constexpr uint64_t kPiece = (1 << 20) + 1, kN = 24;
   Memory theirs(kPiece * kN), mine(kPiece * kN, 8), back(kPiece * kN);
@@ -125,7 +129,8 @@ TEST_F(StreamTest, ManyConcurrentStreamsEachLandInTheirOwnRange) {
   EXPECT_EQ(user_->stats().stream_ops, 2 * kN);
 }
 
-TEST_F(StreamTest, TheOwnersChecksStillApply) {
+TEST_F(StreamPathTest, TheOwnersChecksStillApply) {
+  SCOPED_TRACE("manager invariant 6");
   constexpr uint64_t kSize = 2 << 20;
   Memory ro(kSize, 1), rw(kSize, 2), mine(kSize, 3);
   auto hro = owner_->request_buffer(ro, BufferAccess::kReadOnly);
@@ -161,7 +166,8 @@ TEST_F(StreamTest, TheOwnersChecksStillApply) {
   EXPECT_EQ(owner_->stats().served_fallback_bytes, 0u);
 }
 
-TEST_F(StreamTest, AnOwnerWithoutAStreamChannelIsServedInChunks) {
+TEST_F(StreamPathTest, AnOwnerWithoutAStreamChannelIsServedInChunks) {
+  SCOPED_TRACE("StreamPath invariant 3");
   auto plain = fallback_node(0);  // stream_min_bytes 0: no stream channel at all
   ASSERT_TRUE(plain);
   constexpr uint64_t kSize = 3 << 20;
@@ -208,7 +214,8 @@ caf::behavior slow_owner(caf::event_based_actor* self, std::chrono::milliseconds
 // only once the owner answered them (or their requests timed out): an owner must not apply a
 // chunk of a write after the writer was told it ended, or a later write's bytes could be
 // overwritten by the late one (invariant 10 of the manager).
-TEST_F(StreamTest, ATimedOutChunkedWriteIsAnsweredOnlyAfterItsChunksWere) {
+TEST_F(StreamPathTest, ATimedOutChunkedWriteIsAnsweredOnlyAfterItsChunksWere) {
+  SCOPED_TRACE("manager invariant 10");
   Memory src(64 << 10, 5), fake_mem(64 << 10);  // below stream_min_bytes: CAF chunks
   auto local = user_->request_buffer(src);
   ASSERT_TRUE(local);
@@ -224,7 +231,8 @@ TEST_F(StreamTest, ATimedOutChunkedWriteIsAnsweredOnlyAfterItsChunksWere) {
   caf::anon_send_exit(slow, caf::exit_reason::user_shutdown);
 }
 
-TEST_F(StreamTest, ReleaseWaitsForAStreamInFlight) {
+TEST_F(StreamPathTest, ReleaseWaitsForAStreamInFlight) {
+  SCOPED_TRACE("StreamPath invariant 1, manager invariant 2");
   // The release reply (after which the memory may be freed) comes only once the stream no
   // longer touches the buffer: ask for it right after starting a 64 MiB read.
   constexpr uint64_t kSize = 64 << 20;
@@ -257,7 +265,8 @@ TEST_F(StreamTest, ReleaseWaitsForAStreamInFlight) {
 // connections from 127.0.0.1 (the old per-address cap), then 1024 more from 127.0.0.1..5 (the
 // old global cap), made a 4 MiB transfer fail at once with peer_unavailable for 30 s. Now it
 // goes over the stream channel in the middle of them, every byte checked.
-TEST_F(StreamTest, ASilentFloodDoesNotKeepTransfersOffTheStream) {
+TEST_F(StreamPathTest, ASilentFloodDoesNotKeepTransfersOffTheStream) {
+  SCOPED_TRACE("manager invariant 7");
   ASSERT_TRUE(allow_fds(2 * (256 + 1024) + 512).ok());
   constexpr uint64_t kLen = 4 << 20;
   Memory theirs(kLen, 0), mine(kLen, 9), back(kLen), probe(4096);
@@ -334,7 +343,8 @@ caf::behavior refusing_owner(caf::event_based_actor*, uint16_t port, Memory* mem
 // Manager invariant 11: a stream the owner refused before taking the request (tried on two
 // connections) moved no byte, so the op moves in CAF chunks instead; a live owner's refusal is
 // never peer_unavailable.
-TEST_F(StreamTest, AStreamItsOwnerRefusesMovesInCafChunks) {
+TEST_F(StreamPathTest, AStreamItsOwnerRefusesMovesInCafChunks) {
+  SCOPED_TRACE("StreamPath invariant 2");
   ClosedPort closed;
   ASSERT_NE(closed.port(), 0);
   constexpr uint64_t kLen = (4 << 20) + 3;
