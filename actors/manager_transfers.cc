@@ -166,9 +166,7 @@ TransferPath& ManagerState::path(PathKind kind) {
 }
 
 RdmaPath* ManagerState::rdma_path(PathKind kind) {
-  return kind == PathKind::kRdma         ? &rdma_
-         : kind == PathKind::kRdmaStaged ? &staged_
-                                         : nullptr;
+  return kind == PathKind::kRdma ? &rdma_ : kind == PathKind::kRdmaStaged ? &staged_ : nullptr;
 }
 
 void ManagerState::reroute(OpId id, const std::string& why) {

@@ -12,6 +12,10 @@ std::string peer_down_text(const std::string& peer, const std::string& why) {
   return "peer manager " + peer + " is down (" + why + ")";
 }
 
+std::string op_peer_down_text(uint8_t kind, const std::string& peer, const std::string& why) {
+  return std::string(kind_name(kind)) + " failed: " + peer_down_text(peer, why);
+}
+
 std::string rdma_unusable_text(bool has_device, std::string_view no_device_reason,
                                std::string_view port_down) {
   return !has_device ? "this manager has no RDMA device (" + std::string(no_device_reason) + ")"

@@ -12,6 +12,8 @@ namespace caf_rdma {
 
 /// "peer manager NAME is down (WHY)".
 std::string peer_down_text(const std::string& peer, const std::string& why);
+/// "KIND failed: peer manager NAME is down (WHY)": an op the NIC gave up on, its owner down.
+std::string op_peer_down_text(uint8_t kind, const std::string& peer, const std::string& why);
 
 /// "this manager has no RDMA device (WHY)" / "its RDMA port is down (WHY)": why this manager
 /// cannot use RDMA now (`no_device_reason` when it has no device, else `port_down`).

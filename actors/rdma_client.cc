@@ -156,7 +156,7 @@ Error RdmaClient::lane_error(const TransferOp& op, Error error, OpFault fault,
   auto down = call<std::string>(reply_timeout_, peer_state_atom::value, op.remote.owner);
   if (down.ok() && !down->empty())
     return Error(ErrorCode::kPeerUnavailable,
-                 kind + " failed: " + peer_down_text(op.remote.owner_name, *down));
+                 op_peer_down_text(op.kind, op.remote.owner_name, *down));
   // Ask the owner itself (bounded): it says why it refused an access, and its silence says
   // it is gone (our manager may not have noticed yet).
   uint64_t length = op.length != kWholeSpan             ? op.length

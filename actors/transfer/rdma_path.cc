@@ -93,7 +93,7 @@ void RdmaPath::post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
 }
 
 Status RdmaPath::submit(OpId id, uint32_t chunk, const std::shared_ptr<RdmaQueuePair>& qp,
-                       RdmaOp rop, const std::shared_ptr<std::atomic<bool>>& landed) {
+                        RdmaOp rop, const std::shared_ptr<std::atomic<bool>>& landed) {
   caf::actor_addr me = m_.self_->address();
   const auto path = static_cast<uint8_t>(kind());
   auto callback = [me, id, chunk, path, landed](const OpResult& r) {
@@ -105,8 +105,8 @@ Status RdmaPath::submit(OpId id, uint32_t chunk, const std::shared_ptr<RdmaQueue
     // Runs on the poller thread (or ours, polling inline): report to the manager if it still
     // exists.
     if (auto h = caf::actor_cast<caf::actor>(me))
-      caf::anon_send(
-          h, OpDone{id.ticket, id.index, path, std::move(out), static_cast<uint8_t>(r.fault), chunk});
+      caf::anon_send(h, OpDone{id.ticket, id.index, path, std::move(out),
+                               static_cast<uint8_t>(r.fault), chunk});
     if (landed)
       landed->store(true, std::memory_order_release);
   };
@@ -142,8 +142,7 @@ void RdmaPath::failed(OpId id, TransferOutcome outcome, OpFault fault) {
   auto p = m_.peers_.find(o->peer);
   if (p != m_.peers_.end() && !p->second.down_reason.empty()) {
     outcome.code = static_cast<uint8_t>(ErrorCode::kPeerUnavailable);
-    outcome.message = std::string(kind_name(o->op.kind)) +
-                      " failed: " + peer_down_text(p->second.name, p->second.down_reason);
+    outcome.message = op_peer_down_text(o->op.kind, p->second.name, p->second.down_reason);
   } else if (t.timed_out) {
     outcome.code = static_cast<uint8_t>(ErrorCode::kTimeout);
     outcome.message = timeout_message(o->op, o->length, t.timeout_ms);
