@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "actors/op_texts.h"
 #include "actors/rdma_errors.h"
@@ -240,32 +241,51 @@ Result<TransferReply> RdmaClient::transfer(const TransferOp& op, uint32_t timeou
                              transfer_atom::value, op, timeout_ms);
 }
 
+namespace {
+
+/// A timeout as the manager takes it (milliseconds, at least 1, at most UINT32_MAX).
+uint32_t timeout_ms_of(std::chrono::milliseconds timeout) {
+  return static_cast<uint32_t>(
+      std::clamp<int64_t>(timeout.count(), 1, std::numeric_limits<uint32_t>::max()));
+}
+
+}  // namespace
+
+Result<TransferReply> RdmaClient::write(const BufferHandle& local, const BufferHandle& remote,
+                                        Range range, std::chrono::milliseconds timeout) {
+  return transfer_scratch(TransferKind::kWrite, local, remote, timeout_ms_of(timeout), range);
+}
+
+Result<TransferReply> RdmaClient::read(const BufferHandle& local, const BufferHandle& remote,
+                                       Range range, std::chrono::milliseconds timeout) {
+  return transfer_scratch(TransferKind::kRead, local, remote, timeout_ms_of(timeout), range);
+}
+
 Result<TransferReply> RdmaClient::write(const BufferHandle& local, const BufferHandle& remote,
                                         uint32_t timeout_ms, uint64_t length, uint64_t local_offset,
                                         uint64_t remote_offset) {
-  return transfer_scratch(TransferKind::kWrite, local, remote, timeout_ms, length, local_offset,
-                          remote_offset);
+  return transfer_scratch(TransferKind::kWrite, local, remote, timeout_ms,
+                          Range::of(length).at_local(local_offset).at_remote(remote_offset));
 }
 
 Result<TransferReply> RdmaClient::read(const BufferHandle& local, const BufferHandle& remote,
                                        uint32_t timeout_ms, uint64_t length, uint64_t local_offset,
                                        uint64_t remote_offset) {
-  return transfer_scratch(TransferKind::kRead, local, remote, timeout_ms, length, local_offset,
-                          remote_offset);
+  return transfer_scratch(TransferKind::kRead, local, remote, timeout_ms,
+                          Range::of(length).at_local(local_offset).at_remote(remote_offset));
 }
 
 Result<TransferReply> RdmaClient::transfer_scratch(TransferKind kind, const BufferHandle& local,
                                                    const BufferHandle& remote, uint32_t timeout_ms,
-                                                   uint64_t length, uint64_t local_offset,
-                                                   uint64_t remote_offset) {
+                                                   Range range) {
   // Assigning into the reused op keeps the handles' strings and GID vectors allocated: the
   // latency path makes no copies of its own.
   scratch_.kind = wire_kind(kind);
   scratch_.local = local;
-  scratch_.local_offset = local_offset;
+  scratch_.local_offset = range.local_offset;
   scratch_.remote = remote;
-  scratch_.remote_offset = remote_offset;
-  scratch_.length = length;
+  scratch_.remote_offset = range.remote_offset;
+  scratch_.length = range.length;
   auto result = transfer(scratch_, timeout_ms);
   scratch_.local.owner = nullptr;  // hold no reference to either manager between calls
   scratch_.remote.owner = nullptr;

@@ -29,6 +29,9 @@ constexpr const char* kEnvDirect = "CAF_RDMA_DIRECT";
 
 class RdmaClient {
 public:
+  /// The timeout of read and write when none is given.
+  static constexpr std::chrono::milliseconds kDefaultTimeout{30000};
+
   /// Talks to `manager` (this node's, or a remote proxy for directory calls) from `sys`.
   /// `sys` (the RdmaNode) must outlive the client: destroy the client first (it holds an actor
   /// of `sys`, and CAF's shutdown of a system waits for its actors).
@@ -45,12 +48,27 @@ public:
                                       BufferAccess access = BufferAccess::kReadWrite);
   Result<uint64_t> release(uint64_t id);
   Result<TransferReply> transfer(const TransferOp& op, uint32_t timeout_ms);
+  /// Writes `range` of `local` into `remote` (local -> remote), within `timeout`:
+  /// `write(mine, theirs)`, `write(mine, theirs, Range::of(4096).at_remote(8192), 5s)`.
   Result<TransferReply> write(const BufferHandle& local, const BufferHandle& remote,
-                              uint32_t timeout_ms, uint64_t length = kWholeSpan,
-                              uint64_t local_offset = 0, uint64_t remote_offset = 0);
+                              Range range = Range::whole(),
+                              std::chrono::milliseconds timeout = kDefaultTimeout);
+  /// Reads `range` of `remote` into `local` (remote -> local), within `timeout`.
   Result<TransferReply> read(const BufferHandle& local, const BufferHandle& remote,
-                             uint32_t timeout_ms, uint64_t length = kWholeSpan,
-                             uint64_t local_offset = 0, uint64_t remote_offset = 0);
+                             Range range = Range::whole(),
+                             std::chrono::milliseconds timeout = kDefaultTimeout);
+  /// The first forms, kept for existing programs: a run of integers where `read(l, r, 4096)`
+  /// is a 4-second timeout, not 4096 bytes.
+  [[deprecated(
+      "read/write(local, remote, timeout_ms, length, ...) take the timeout first: use "
+      "write(local, remote, Range::of(length), std::chrono::milliseconds(timeout_ms))")]] Result<TransferReply>
+  write(const BufferHandle& local, const BufferHandle& remote, uint32_t timeout_ms,
+        uint64_t length = kWholeSpan, uint64_t local_offset = 0, uint64_t remote_offset = 0);
+  [[deprecated(
+      "read/write(local, remote, timeout_ms, length, ...) take the timeout first: use "
+      "read(local, remote, Range::of(length), std::chrono::milliseconds(timeout_ms))")]] Result<TransferReply>
+  read(const BufferHandle& local, const BufferHandle& remote, uint32_t timeout_ms,
+       uint64_t length = kWholeSpan, uint64_t local_offset = 0, uint64_t remote_offset = 0);
   Result<std::vector<TransferOutcome>> batch(const std::vector<TransferOp>& ops,
                                              uint32_t timeout_ms);
   Result<ManagerStats> stats();
@@ -90,8 +108,7 @@ private:
   /// read() and write(): `transfer` of scratch_ filled in place.
   Result<TransferReply> transfer_scratch(TransferKind kind, const BufferHandle& local,
                                          const BufferHandle& remote, uint32_t timeout_ms,
-                                         uint64_t length, uint64_t local_offset,
-                                         uint64_t remote_offset);
+                                         Range range);
 
   caf::actor_system& sys_;
   rdma_manager_actor manager_;

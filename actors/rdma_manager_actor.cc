@@ -88,6 +88,7 @@ Result<ManagerOptions> ManagerOptions::from_env() {
       return bus.error().with_context(std::string(kEnvGpu) + "=" + v);
     o.ibverbs.near_pci_device = *bus;
   }
+  o.from_environment = true;
   return o;
 }
 

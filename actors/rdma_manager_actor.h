@@ -130,11 +130,16 @@ struct ManagerOptions {
   /// follow their manager's setting. Off by default. Concurrent writers to the same range make
   /// the two sides differ legitimately: verify only transfers nobody else touches meanwhile.
   bool verify = false;
+  /// Set by from_env: these options carry the environment (RdmaNode::start then says nothing
+  /// about manager variables it did not apply).
+  bool from_environment = false;
 
   /// Defaults, then CAF_RDMA_TRANSPORT, CAF_RDMA_FALLBACK_CHUNK, CAF_RDMA_FALLBACK_WINDOW,
   /// CAF_RDMA_STREAM_MIN, CAF_RDMA_PEER_WINDOW, CAF_RDMA_TOTAL_WINDOW,
   /// CAF_RDMA_INLINE_POLL_US, CAF_RDMA_VERIFY,
   /// CAF_RDMA_GPU, CAF_RDMA_MAX_TIMEOUT_MS and the IbverbsConfig variables (CAF_RDMA_DEVICE, ...).
+  /// A malformed value is an error naming the variable and what it may be (e.g.
+  /// "CAF_RDMA_TRANSPORT='bogus' must be auto, rdma or fallback").
   static Result<ManagerOptions> from_env();
 };
 

@@ -17,24 +17,33 @@ std::string describe(const BufferHandle& h) {
          (h.owner_name.empty() ? std::string("?") : h.owner_name) + ")";
 }
 
-TransferOp make_read(BufferHandle local, BufferHandle remote, uint64_t length,
-                     uint64_t local_offset, uint64_t remote_offset) {
+TransferOp make_read(BufferHandle local, BufferHandle remote, Range range) {
   TransferOp op;
   op.kind = wire_kind(TransferKind::kRead);
   op.local = std::move(local);
   op.remote = std::move(remote);
-  op.length = length;
-  op.local_offset = local_offset;
-  op.remote_offset = remote_offset;
+  op.length = range.length;
+  op.local_offset = range.local_offset;
+  op.remote_offset = range.remote_offset;
   return op;
+}
+
+TransferOp make_write(BufferHandle local, BufferHandle remote, Range range) {
+  TransferOp op = make_read(std::move(local), std::move(remote), range);
+  op.kind = wire_kind(TransferKind::kWrite);
+  return op;
+}
+
+TransferOp make_read(BufferHandle local, BufferHandle remote, uint64_t length,
+                     uint64_t local_offset, uint64_t remote_offset) {
+  return make_read(std::move(local), std::move(remote),
+                   Range::of(length).at_local(local_offset).at_remote(remote_offset));
 }
 
 TransferOp make_write(BufferHandle local, BufferHandle remote, uint64_t length,
                       uint64_t local_offset, uint64_t remote_offset) {
-  TransferOp op =
-      make_read(std::move(local), std::move(remote), length, local_offset, remote_offset);
-  op.kind = wire_kind(TransferKind::kWrite);
-  return op;
+  return make_write(std::move(local), std::move(remote),
+                    Range::of(length).at_local(local_offset).at_remote(remote_offset));
 }
 
 namespace {

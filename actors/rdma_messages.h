@@ -151,6 +151,35 @@ inline bool is_write(const TransferOp& op) {
   return is_write_kind(op.kind);
 }
 
+/// Which bytes a transfer moves, by name, so that no length is taken for an offset or a
+/// timeout: Range::whole(), Range::of(4096), Range::of(4096).at_local(512).at_remote(8192).
+struct Range {
+  uint64_t length = kWholeSpan;  ///< kWholeSpan: from the offsets to the end of the shorter side
+  uint64_t local_offset = 0;     ///< where in the local buffer
+  uint64_t remote_offset = 0;    ///< where in the remote buffer
+
+  static Range whole() { return Range{}; }
+  static Range of(uint64_t bytes) {
+    Range r;
+    r.length = bytes;
+    return r;
+  }
+  Range at_local(uint64_t offset) const {
+    Range r = *this;
+    r.local_offset = offset;
+    return r;
+  }
+  Range at_remote(uint64_t offset) const {
+    Range r = *this;
+    r.remote_offset = offset;
+    return r;
+  }
+};
+
+/// A read (remote -> local) or write (local -> remote) of `range`.
+TransferOp make_read(BufferHandle local, BufferHandle remote, Range range);
+TransferOp make_write(BufferHandle local, BufferHandle remote, Range range);
+/// The same with the range as integers (length, then local and remote offset).
 TransferOp make_read(BufferHandle local, BufferHandle remote, uint64_t length = kWholeSpan,
                      uint64_t local_offset = 0, uint64_t remote_offset = 0);
 TransferOp make_write(BufferHandle local, BufferHandle remote, uint64_t length = kWholeSpan,

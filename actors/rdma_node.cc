@@ -6,13 +6,29 @@
 #include <cstdlib>
 
 #include "actors/detail/manager_events.h"
+#include "actors/environment.h"
 #include "actors/rdma_errors.h"
 #include "actors/rdma_messages.h"
 #include "actors/tls_transport.h"
 
 namespace caf_rdma {
 
+Result<NodeOptions> NodeOptions::from_env() {
+  NodeOptions o;
+  CAF_RDMA_ASSIGN_OR_RETURN(o.manager, ManagerOptions::from_env());
+  return o;
+}
+
+Result<std::unique_ptr<RdmaNode>> RdmaNode::start() {
+  auto options = NodeOptions::from_env();
+  if (!options.ok())
+    return options.error().with_context("starting a node");
+  return start(*options);
+}
+
 Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
+  report_environment(options.manager.name.empty() ? options.host : options.manager.name,
+                     options.manager.from_environment);
   std::unique_ptr<RdmaNode> node(new RdmaNode());
   node->config_ = std::make_unique<caf::actor_system_config>();
   add_message_types(*node->config_);
@@ -44,7 +60,7 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
   node->config_->set("middleman.enable-automatic-connections", false);
   if (options.scheduler_threads > 0)
     node->config_->set("scheduler.max-threads", options.scheduler_threads);
-  if (const char* policy = std::getenv("CAF_RDMA_SCHEDULER"); policy != nullptr && *policy)
+  if (const char* policy = std::getenv(kEnvScheduler); policy != nullptr && *policy)
     node->config_->set("scheduler.policy", caf::atom_from_string(std::string(policy)));
   if (options.configure)
     options.configure(*node->config_);

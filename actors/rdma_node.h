@@ -46,13 +46,26 @@ struct NodeOptions {
   bool allow_plaintext = false;
   /// How long remote_manager waits for the connection and CAF's handshake (TLS included).
   std::chrono::milliseconds connect_timeout{30000};
+
+  /// The defaults with the environment applied: `manager` from ManagerOptions::from_env (an
+  /// error names a malformed variable and what it may be); TLS, CAF_RDMA_PLAINTEXT and
+  /// CAF_RDMA_SCHEDULER are read by RdmaNode::start in any case.
+  static Result<NodeOptions> from_env();
 };
 
 class RdmaNode {
 public:
   /// Starts the node: actor system (with caf-rdma's message types and the io middleman),
-  /// manager, and publication. Errors name the step that failed.
+  /// manager, and publication, with `options` as given: the environment's manager variables
+  /// (CAF_RDMA_TRANSPORT, CAF_RDMA_DEVICE, ...) apply only if `options.manager` came from
+  /// ManagerOptions::from_env (or NodeOptions::from_env); set ones it does not apply, and
+  /// unknown CAF_RDMA_* names, are reported on stderr (actors/environment.h). TLS,
+  /// CAF_RDMA_PLAINTEXT and CAF_RDMA_SCHEDULER are read in any case. Errors name the step that
+  /// failed.
   static Result<std::unique_ptr<RdmaNode>> start(const NodeOptions& options);
+  /// Starts a node with the defaults and the whole environment applied (NodeOptions::from_env):
+  /// loopback, a free port. A malformed variable is an error naming it.
+  static Result<std::unique_ptr<RdmaNode>> start();
 
   /// Shuts the manager down, then the actor system.
   ~RdmaNode();

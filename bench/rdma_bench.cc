@@ -305,7 +305,7 @@ int bench_manager(const Options& o, const std::string& path_name) {
   if (!target.ok() || !hs.ok())
     return std::fprintf(stderr, "%s: setup failed\n", path), 1;
   // Warm up: the handshake happens here, not in the measurement.
-  if (auto w = me.write(*hs, *target, 30000, 8);
+  if (auto w = me.write(*hs, *target, Range::of(8), std::chrono::milliseconds(30000));
       !w.ok() || w->path != (fallback ? kPathFallback : kPathRdma))
     return std::fprintf(stderr, "%s: warm-up failed: %s\n", path,
                         w.ok() ? ("path " + w->path).c_str() : w.error().to_string().c_str()),
@@ -350,8 +350,9 @@ int bench_manager(const Options& o, const std::string& path_name) {
     uint32_t iters = fallback ? std::min<uint32_t>(o.lat_iters, 300) : o.lat_iters;
     for (uint32_t i = 0; i < iters + 10; ++i) {
       auto t0 = Clock::now();
-      auto r = std::strcmp(op, "read") == 0 ? me.read(*hs, *target, 10000, 8)
-                                            : me.write(*hs, *target, 10000, 8);
+      auto r = std::strcmp(op, "read") == 0
+                   ? me.read(*hs, *target, Range::of(8), std::chrono::milliseconds(10000))
+                   : me.write(*hs, *target, Range::of(8), std::chrono::milliseconds(10000));
       auto dt = Clock::now() - t0;
       if (!r.ok())
         return std::fprintf(stderr, "%s: %s\n", path, r.error().to_string().c_str()), 1;

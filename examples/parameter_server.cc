@@ -223,7 +223,7 @@ int run_worker(const Params& p, uint32_t rank, const std::string& server,
   for (uint32_t s = 0; s < p.steps; ++s) {
     for (uint64_t i = 0; i < p.elements; ++i)
       grad[i] = gradient(rank, s, i);
-    auto w = local.write(*lg, *grad_h, p.timeout_ms);
+    auto w = local.write(*lg, *grad_h, Range::whole(), std::chrono::milliseconds(p.timeout_ms));
     if (!w.ok())
       return fail(me, w.error().with_context("step " + std::to_string(s) + " gradient write"));
     std::optional<Error> coord_error;
@@ -235,7 +235,7 @@ int run_worker(const Params& p, uint32_t rank, const std::string& server,
                  });
     if (coord_error)
       return fail(me, *coord_error);
-    auto r = local.read(*lw, *weights_h, p.timeout_ms);
+    auto r = local.read(*lw, *weights_h, Range::whole(), std::chrono::milliseconds(p.timeout_ms));
     if (!r.ok())
       return fail(me, r.error().with_context("step " + std::to_string(s) + " weights read"));
     for (uint64_t i = 0; i < p.elements; ++i)

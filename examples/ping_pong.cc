@@ -99,10 +99,10 @@ int ping(const std::string& target, uint64_t size, uint32_t timeout_ms) {
   auto hb = local.request_buffer(back.data(), size);
   if (!hs.ok() || !hb.ok())
     return fail("ping", !hs.ok() ? hs.error() : hb.error());
-  auto w = local.write(*hs, *target_buf, timeout_ms);
+  auto w = local.write(*hs, *target_buf, Range::whole(), std::chrono::milliseconds(timeout_ms));
   if (!w.ok())
     return fail("ping", w.error());
-  auto r = local.read(*hb, *target_buf, timeout_ms);
+  auto r = local.read(*hb, *target_buf, Range::whole(), std::chrono::milliseconds(timeout_ms));
   if (!r.ok())
     return fail("ping", r.error());
   bool ok = back == src;

@@ -52,6 +52,14 @@ Error Error::with_context(const std::string& prefix) const {
   return Error(code_, prefix + ": " + message_);
 }
 
+void throw_bad_result_access(const Error* error) {
+  throw BadResultAccess(error != nullptr
+                            ? "caf-rdma: the value of a Result that holds an error was taken: " +
+                                  error->to_string()
+                            : std::string("caf-rdma: the error of a Result (or Status) that "
+                                          "holds a value was taken"));
+}
+
 std::string errno_string(int err) {
   char buf[256];
   // GNU strerror_r: returns the message, in buf or a static string.

@@ -3,11 +3,14 @@
 // Nothing below actors/ throws across a public function: every fallible call returns a
 // `Status` or a `Result<T>` whose error carries an `ErrorCode` (what kind of failure, for code to
 // branch on) and a message with the context a person needs (call, device, QP number, buffer,
-// sizes, errno or work-completion status string). actors/ maps these onto `caf::error`.
+// sizes, errno or work-completion status string). actors/ maps these onto `caf::error`. The one
+// exception is a programming error: taking the value of a Result that holds an error (or the
+// error of one that holds a value) throws BadResultAccess, whose what() is that error.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <variant>
@@ -79,6 +82,16 @@ private:
   std::string message_;
 };
 
+/// Thrown when a Result's value is taken while it holds an error (what(): "caf-rdma: no value:
+/// <the error>"), or its error while it holds a value: never a bare std::bad_variant_access.
+class BadResultAccess : public std::logic_error {
+public:
+  using std::logic_error::logic_error;
+};
+
+/// Throws BadResultAccess naming `error` (null: the Result held a value, not an error).
+[[noreturn]] void throw_bad_result_access(const Error* error);
+
 /// Success, or an `Error`.
 class [[nodiscard]] Status {
 public:
@@ -87,7 +100,11 @@ public:
 
   bool ok() const { return !error_.has_value(); }
   explicit operator bool() const { return ok(); }
-  const Error& error() const { return *error_; }
+  const Error& error() const {
+    if (!error_)
+      throw_bad_result_access(nullptr);
+    return *error_;
+  }
 
 private:
   std::optional<Error> error_;
@@ -103,18 +120,36 @@ public:
   bool ok() const { return std::holds_alternative<T>(value_); }
   explicit operator bool() const { return ok(); }
 
-  const Error& error() const { return std::get<Error>(value_); }
+  const Error& error() const {
+    if (ok())
+      throw_bad_result_access(nullptr);
+    return std::get<Error>(value_);
+  }
   Status status() const { return ok() ? Status{} : Status{error()}; }
 
-  T& value() & { return std::get<T>(value_); }
-  const T& value() const& { return std::get<T>(value_); }
-  T&& value() && { return std::get<T>(std::move(value_)); }
+  T& value() & {
+    check();
+    return std::get<T>(value_);
+  }
+  const T& value() const& {
+    check();
+    return std::get<T>(value_);
+  }
+  T&& value() && {
+    check();
+    return std::get<T>(std::move(value_));
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
 private:
+  void check() const {
+    if (!ok())
+      throw_bad_result_access(&std::get<Error>(value_));
+  }
+
   std::variant<T, Error> value_;
 };
 

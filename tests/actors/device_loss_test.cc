@@ -279,7 +279,7 @@ TEST_F(DeviceLossTest, ALaneAClientKeepsIdleDoesNotHoldALostDevice) {
   auto dst_local = a_->request_buffer(dst);
   ASSERT_TRUE(dst_local) << error_message(dst_local.error());
   RdmaClient client(a_->node().system(), a_->manager(), true);
-  auto read = client.read(*dst_local, src_at_b, 30000);
+  auto read = client.read(*dst_local, src_at_b, Range::whole(), std::chrono::milliseconds(30000));
   ASSERT_TRUE(read.ok()) << read.error().to_string();
   EXPECT_EQ(read->path, kPathRdma);
   EXPECT_TRUE(holds_pattern(dst, 0, kRange, 5, 0));
@@ -294,7 +294,7 @@ TEST_F(DeviceLossTest, ALaneAClientKeepsIdleDoesNotHoldALostDevice) {
 
   // The next read moves through the fallback.
   std::fill(dst.bytes.begin(), dst.bytes.end(), 0);
-  read = client.read(*dst_local, src_at_b, 30000);
+  read = client.read(*dst_local, src_at_b, Range::whole(), std::chrono::milliseconds(30000));
   ASSERT_TRUE(read.ok()) << read.error().to_string();
   EXPECT_EQ(read->path, kPathFallback);
   EXPECT_TRUE(holds_pattern(dst, 0, kRange, 5, 0));
@@ -303,7 +303,7 @@ TEST_F(DeviceLossTest, ALaneAClientKeepsIdleDoesNotHoldALostDevice) {
   ManagerStats back = add_rxe0_back();
   ASSERT_EQ(back.device, "rxe0") << "not reopened within 60 s: " << back.no_rdma_reason;
   std::fill(dst.bytes.begin(), dst.bytes.end(), 0);
-  read = client.read(*dst_local, src_at_b, 30000);
+  read = client.read(*dst_local, src_at_b, Range::whole(), std::chrono::milliseconds(30000));
   ASSERT_TRUE(read.ok()) << read.error().to_string();
   EXPECT_EQ(read->path, kPathRdma);
   EXPECT_TRUE(holds_pattern(dst, 0, kRange, 5, 0));

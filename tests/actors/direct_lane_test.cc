@@ -54,11 +54,13 @@ TEST_F(DirectLaneTest, ReadsAndWritesGoOverOneLaneOfTheClient) {
     SCOPED_TRACE("length " + std::to_string(len));
     // At offsets: the bytes around the range must stay as they were.
     uint64_t off = kSize - len - 7 < 50 ? 0 : 50;
-    auto w = c->write(*hs, remote, 20000, len, off, off);
+    auto w = c->write(*hs, remote, Range::of(len).at_local(off).at_remote(off),
+                      std::chrono::milliseconds(20000));
     ASSERT_TRUE(w.ok()) << w.error().to_string();
     EXPECT_EQ(w->bytes, len);
     EXPECT_EQ(w->path, expected_path());
-    auto r = c->read(*hb, remote, 20000, len, off, off);
+    auto r = c->read(*hb, remote, Range::of(len).at_local(off).at_remote(off),
+                     std::chrono::milliseconds(20000));
     ASSERT_TRUE(r.ok()) << r.error().to_string();
     EXPECT_EQ(r->bytes, len);
     ops += 2;
@@ -134,7 +136,8 @@ TEST_F(DirectLaneTest, ErrorsAreTheManagersAndTheLaneSurvivesThem) {
   ASSERT_TRUE(user_->release(hgone->id));
   auto lane = client();
   auto plain = client(false);
-  ASSERT_TRUE(lane->write(*hs, remote, 20000, 16).ok());  // opens the lane
+  ASSERT_TRUE(lane->write(*hs, remote, Range::of(16), std::chrono::milliseconds(20000))
+                  .ok());  // opens the lane
   uint64_t handshakes = user_->stats().handshakes;
   BufferHandle forged = *hs;
   forged.size += 4096;
@@ -176,7 +179,7 @@ TEST_F(DirectLaneTest, ErrorsAreTheManagersAndTheLaneSurvivesThem) {
   std::vector<uint8_t> expected(8192, 0);  // only the 16 bytes of the write that opened the lane
   std::copy(src.bytes.begin(), src.bytes.begin() + 16, expected.begin());
   EXPECT_EQ(remote_mem.bytes, expected) << "a refused op moved bytes";
-  auto ok = lane->write(*hs, remote, 20000);
+  auto ok = lane->write(*hs, remote, Range::whole(), std::chrono::milliseconds(20000));
   ASSERT_TRUE(ok.ok()) << ok.error().to_string();
   EXPECT_EQ(remote_mem.bytes, src.bytes);
   EXPECT_EQ(user_->stats().handshakes, handshakes);
@@ -189,7 +192,7 @@ TEST_F(DirectLaneTest, LoopbackLaneWithinOneNode) {
   auto hb = user_->request_buffer(b);
   ASSERT_TRUE(ha && hb);
   auto c = client();
-  auto w = c->write(*ha, *hb, 20000);
+  auto w = c->write(*ha, *hb, Range::whole(), std::chrono::milliseconds(20000));
   ASSERT_TRUE(w.ok()) << w.error().to_string();
   EXPECT_EQ(b.bytes, a.bytes);
   EXPECT_EQ(c->lanes(), rdma_lane() ? 1u : 0u);
@@ -224,7 +227,7 @@ TEST_F(DirectLaneTest, OwnerThatNeverAnswersTimesOutOnTime) {
   BufferHandle h = owned_by_mute(*local, mute, fake_mem);
   auto c = client();
   auto t0 = std::chrono::steady_clock::now();
-  auto w = c->write(*local, h, 400);
+  auto w = c->write(*local, h, Range::whole(), std::chrono::milliseconds(400));
   auto took = std::chrono::steady_clock::now() - t0;
   ASSERT_FALSE(w.ok());
   EXPECT_EQ(w.error().code(), ErrorCode::kTimeout) << w.error().to_string();
@@ -246,9 +249,11 @@ TEST_F(DirectLaneTest, ReleaseWaitsForTheLanesTransfer) {
   auto hd = user_->request_buffer(dst);
   ASSERT_TRUE(hd);
   auto c = client();
-  ASSERT_TRUE(c->read(*hd, remote, 20000, 8).ok());  // the lane is open
+  ASSERT_TRUE(c->read(*hd, remote, Range::of(8), std::chrono::milliseconds(20000))
+                  .ok());  // the lane is open
   Result<TransferReply> big = Error(ErrorCode::kInternal, "not run");
-  std::thread t([&] { big = c->read(*hd, remote, 60000); });
+  std::thread t(
+      [&] { big = c->read(*hd, remote, Range::whole(), std::chrono::milliseconds(60000)); });
   // Released while the read uses the buffer (observed, not guessed with a sleep).
   if (!user_->wait_busy()) {
     t.join();
@@ -261,7 +266,7 @@ TEST_F(DirectLaneTest, ReleaseWaitsForTheLanesTransfer) {
   ASSERT_TRUE(released) << error_message(released.error());
   ASSERT_TRUE(big.ok()) << "the transfer started before the release: " << big.error().to_string();
   EXPECT_TRUE(complete) << "release replied while the lane still wrote into the buffer";
-  auto after = c->read(*hd, remote, 20000, 8);
+  auto after = c->read(*hd, remote, Range::of(8), std::chrono::milliseconds(20000));
   ASSERT_FALSE(after.ok());
   EXPECT_EQ(after.error().code(), ErrorCode::kReleased) << after.error().to_string();
 }
@@ -273,13 +278,13 @@ TEST_F(DirectLaneTest, OwnerGoneFailsWithItsNameAndTheLaneIsDropped) {
   auto hs = user_->request_buffer(src);
   ASSERT_TRUE(hs);
   auto c = client();
-  ASSERT_TRUE(c->write(*hs, remote, 20000, 4096).ok());
+  ASSERT_TRUE(c->write(*hs, remote, Range::of(4096), std::chrono::milliseconds(20000)).ok());
   // A write on the lane while the owner's node stops (manager, queue pairs, registrations):
   // it fails with the owner's name as soon as the manager learns of it, not at its timeout.
   Result<TransferReply> during = Error(ErrorCode::kInternal, "not run");
   std::thread t([&] {
     for (int i = 0; i < 100; ++i) {
-      during = c->write(*hs, remote, 20000);
+      during = c->write(*hs, remote, Range::whole(), std::chrono::milliseconds(20000));
       if (!during.ok())
         break;
     }
@@ -295,7 +300,7 @@ TEST_F(DirectLaneTest, OwnerGoneFailsWithItsNameAndTheLaneIsDropped) {
   // Its code (peer_unavailable, not timeout) says it failed when the owner went, not at its
   // 20 s timeout: no clock needed.
   // Later transfers fail at once, naming it; the failed lane was dropped.
-  auto after = c->write(*hs, remote, 20000, 16);
+  auto after = c->write(*hs, remote, Range::of(16), std::chrono::milliseconds(20000));
   ASSERT_FALSE(after.ok());
   EXPECT_EQ(after.error().code(), ErrorCode::kPeerUnavailable) << after.error().to_string();
   EXPECT_NE(after.error().message().find("down"), std::string::npos) << after.error().to_string();
