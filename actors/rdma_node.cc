@@ -107,24 +107,14 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
     node->stop_connector();
     return Error(ErrorCode::kInternal, "the RDMA manager did not name its facade");
   }
-  // Published through the node's middleman actor (CAF's, or the TLS one): its answer is the
-  // port, or why not.
-  caf::expected<uint16_t> port{caf::error{}};
-  {
-    caf::scoped_actor self{*node->system_};
-    self->request(node->connector_, std::chrono::seconds(30), caf::publish_atom::value,
-                  options.port, caf::actor_cast<caf::strong_actor_ptr>(facade),
-                  node->system_->message_types(facade), options.host, true)
-        .receive([&](uint16_t p) { port = p; }, [&](caf::error& e) { port = std::move(e); });
-  }
-  if (!port) {
+  // Published through the node's middleman actor (CAF's, or the TLS one).
+  auto port =
+      node->publish_ptr(caf::actor_cast<caf::strong_actor_ptr>(facade),
+                        node->system_->message_types(facade), options.port, "the RDMA manager");
+  if (!port.ok()) {
     caf::anon_send_exit(node->manager_, caf::exit_reason::user_shutdown);
     node->stop_connector();
-    return Error(ErrorCode::kPeerUnavailable, "publishing the RDMA manager on " + options.host +
-                                                  ":" + std::to_string(options.port) + " failed: " +
-                                                  (error_code(port.error()) != ErrorCode::kInternal
-                                                       ? error_message(port.error())
-                                                       : node->system_->render(port.error())));
+    return port.error();
   }
   node->port_ = *port;
   if (name_it)
@@ -161,55 +151,39 @@ std::string RdmaNode::address() const {
   return host_ + ":" + std::to_string(port_);
 }
 
-Result<rdma_manager_actor> RdmaNode::remote_manager(const std::string& host, uint16_t port) {
-  // CAF's remote_actor waits without a bound; its middleman actor answers the same request.
-  std::string where = host + ":" + std::to_string(port) + (tls_ ? " (TLS)" : "");
-  std::string cannot = "cannot reach the RDMA manager at " + where + ": ";
-  Result<rdma_manager_actor> out = Error(ErrorCode::kPeerUnavailable, cannot + "no reply");
-  caf::scoped_actor self{*system_};
-  self->request(connector_, connect_timeout_, caf::connect_atom::value, host, port)
-      .receive(
-          [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>& ifs) {
-            if (!ptr)
-              out = Error(ErrorCode::kPeerUnavailable, "no actor is published at " + where);
-            else if (!system_->assignable<rdma_manager_actor>(ifs))
-              out = Error(ErrorCode::kPeerUnavailable,
-                          "the actor published at " + where + " is not an RDMA manager");
-            else if (ptr->node() == system_->node())
-              out = manager_;  // our own address: the manager, not the facade peers see
-            else
-              out = caf::actor_cast<rdma_manager_actor>(std::move(ptr));
-          },
-          [&](caf::error& e) {
-            // Our TLS connector's own errors (a refused certificate, no TLS answer in time)
-            // keep their code; a timeout is `timeout`, as documented, on every path.
-            if (error_code(e) != ErrorCode::kInternal) {
-              out = Error(error_code(e), cannot + error_message(e));
-              return;
-            }
-            bool timed_out = e == caf::sec::request_timeout;
-            out = Error(
-                timed_out ? ErrorCode::kTimeout : ErrorCode::kPeerUnavailable,
-                cannot + system_->render(e) +
-                    (timed_out ? " (no answer within " + std::to_string(connect_timeout_.count()) +
-                                     " ms: nothing listening that answers, or a peer "
-                                     "that turned our connection away)"
-                               : ""));
-          });
-  return out;
+Result<uint16_t> RdmaNode::publish_ptr(caf::strong_actor_ptr ptr, std::set<std::string> interfaces,
+                                       uint16_t port, const std::string& what) {
+  // The node's middleman actor (CAF's, or with TLS our own) publishes: its answer is the port,
+  // or why not.
+  caf::expected<uint16_t> out{caf::error{}};
+  {
+    caf::scoped_actor self{*system_};
+    self->request(connector_, std::chrono::seconds(30), caf::publish_atom::value, port,
+                  std::move(ptr), std::move(interfaces), host_, true)
+        .receive([&](uint16_t p) { out = p; }, [&](caf::error& e) { out = std::move(e); });
+  }
+  if (out)
+    return *out;
+  return Error(
+      ErrorCode::kPeerUnavailable,
+      "publishing " + what + " on " + host_ + ":" + std::to_string(port) + " failed: " +
+          (error_code(out.error()) != ErrorCode::kInternal ? error_message(out.error())
+                                                           : system_->render(out.error())));
 }
 
-namespace detail {
+namespace {
 
-Result<std::pair<caf::strong_actor_ptr, std::set<std::string>>> connect_published_ptr(
-    caf::actor_system& sys, const std::string& host, uint16_t port,
-    std::chrono::milliseconds timeout, const std::string& what) {
-  std::string where = host + ":" + std::to_string(port);
+/// The actor published at host:port as `connector` (a middleman actor: CAF's, or the TLS one)
+/// reaches it within `timeout`, and the interfaces it declares. Errors name `what` and where.
+Result<std::pair<caf::strong_actor_ptr, std::set<std::string>>> connect_via(
+    caf::actor_system& sys, const caf::io::middleman_actor& connector, const std::string& host,
+    uint16_t port, std::chrono::milliseconds timeout, const std::string& what, bool tls) {
+  std::string where = host + ":" + std::to_string(port) + (tls ? " (TLS)" : "");
   std::string cannot = "cannot reach " + what + " at " + where + ": ";
   Result<std::pair<caf::strong_actor_ptr, std::set<std::string>>> out =
       Error(ErrorCode::kPeerUnavailable, cannot + "no reply");
   caf::scoped_actor self{sys};
-  self->request(sys.middleman().actor_handle(), timeout, caf::connect_atom::value, host, port)
+  self->request(connector, timeout, caf::connect_atom::value, host, port)
       .receive(
           [&](const caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>& ifs) {
             if (!ptr)
@@ -218,14 +192,52 @@ Result<std::pair<caf::strong_actor_ptr, std::set<std::string>>> connect_publishe
               out = std::make_pair(std::move(ptr), std::move(ifs));
           },
           [&](caf::error& e) {
+            // The TLS connector's own errors (a refused certificate, no TLS answer in time)
+            // keep their code; a timeout is `timeout`, as documented, on every path.
+            if (error_code(e) != ErrorCode::kInternal) {
+              out = Error(error_code(e), cannot + error_message(e));
+              return;
+            }
             bool timed_out = e == caf::sec::request_timeout;
             out = Error(timed_out ? ErrorCode::kTimeout : ErrorCode::kPeerUnavailable,
                         cannot + sys.render(e) +
                             (timed_out ? " (no answer within " + std::to_string(timeout.count()) +
-                                             " ms: nothing there that speaks CAF)"
+                                             " ms: nothing there that speaks CAF, or a peer "
+                                             "that turned our connection away)"
                                        : ""));
           });
   return out;
+}
+
+}  // namespace
+
+Result<std::pair<caf::strong_actor_ptr, std::set<std::string>>> RdmaNode::connect_ptr(
+    const std::string& host, uint16_t port, const std::string& what,
+    std::chrono::milliseconds timeout) {
+  return connect_via(*system_, connector_, host, port,
+                     timeout.count() > 0 ? timeout : connect_timeout_, what, tls_);
+}
+
+Result<rdma_manager_actor> RdmaNode::remote_manager(const std::string& host, uint16_t port) {
+  auto c = connect_ptr(host, port, "the RDMA manager");
+  if (!c.ok())
+    return c.error();
+  if (c->first->node() == system_->node())
+    return manager_;  // our own address: the manager, not the facade peers see
+  return detail::published_as<rdma_manager_actor>(*system_, std::move(*c), host, port,
+                                                  "an RDMA manager");
+}
+
+namespace detail {
+
+Result<std::pair<caf::strong_actor_ptr, std::set<std::string>>> connect_published_ptr(
+    caf::actor_system& sys, const std::string& host, uint16_t port,
+    std::chrono::milliseconds timeout, const std::string& what) {
+  return connect_via(sys, sys.middleman().actor_handle(), host, port, timeout, what, false);
+}
+
+std::string not_published_as_text(const std::string& host, uint16_t port, const std::string& what) {
+  return "the actor published at " + host + ":" + std::to_string(port) + " is not " + what;
 }
 
 }  // namespace detail

@@ -22,6 +22,27 @@ namespace caf_rdma {
 /// `CAF_RDMA_PLAINTEXT=1`: NodeOptions::allow_plaintext.
 constexpr const char* kEnvPlaintext = "CAF_RDMA_PLAINTEXT";
 
+namespace detail {
+/// The actor published at host:port through CAF's plain middleman, and the interfaces it
+/// declares (see connect_published).
+Result<std::pair<caf::strong_actor_ptr, std::set<std::string>>> connect_published_ptr(
+    caf::actor_system& sys, const std::string& host, uint16_t port,
+    std::chrono::milliseconds timeout, const std::string& what);
+
+/// "the actor published at HOST:PORT is not WHAT".
+std::string not_published_as_text(const std::string& host, uint16_t port, const std::string& what);
+
+/// A connected actor as `Handle`, or peer_unavailable when it declares other interfaces.
+template <class Handle>
+Result<Handle> published_as(caf::actor_system& sys,
+                            std::pair<caf::strong_actor_ptr, std::set<std::string>> connected,
+                            const std::string& host, uint16_t port, const std::string& what) {
+  if (!sys.assignable<Handle>(connected.second))
+    return Error(ErrorCode::kPeerUnavailable, not_published_as_text(host, port, what));
+  return caf::actor_cast<Handle>(std::move(connected.first));
+}
+}  // namespace detail
+
 struct NodeOptions {
   /// Interface to publish the manager on ("127.0.0.1", "0.0.0.0", ...). Without TLS only a
   /// loopback address, unless allow_plaintext.
@@ -90,7 +111,37 @@ public:
   /// node of a list, their own included, get their manager).
   Result<rdma_manager_actor> remote_manager(const std::string& host, uint16_t port);
 
+  /// Publishes the application's actor `handle` on this node's host at `port` (0: a free one,
+  /// see the result) under the node's policy: over TLS when the node uses it (only processes
+  /// with a certificate of the cluster's CA reach it, and the handles it sends travel
+  /// encrypted), plaintext otherwise (loopback, or beyond it where NodeOptions allows
+  /// plaintext). Errors name host:port. Blocking: call from main() or a test thread.
+  template <class Handle>
+  Result<uint16_t> publish(const Handle& handle, uint16_t port = 0) {
+    return publish_ptr(caf::actor_cast<caf::strong_actor_ptr>(handle),
+                       system_->message_types(handle), port, "an application actor");
+  }
+  /// The application actor published at host:port, reached under this node's policy (TLS when
+  /// the node uses it) within `timeout` (0: connect_timeout): what connect_published does,
+  /// for the node's own connections. Errors name `what` and host:port: peer_unavailable
+  /// (refused, nothing published there, an actor of another type, a peer that turns our
+  /// certificate away), timeout (no answer in time). Blocking: never from inside an actor.
+  template <class Handle = caf::actor>
+  Result<Handle> connect(const std::string& host, uint16_t port, const std::string& what,
+                         std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
+    auto c = connect_ptr(host, port, what, timeout);
+    if (!c.ok())
+      return c.error();
+    return detail::published_as<Handle>(*system_, std::move(*c), host, port, what);
+  }
+
 private:
+  Result<uint16_t> publish_ptr(caf::strong_actor_ptr ptr, std::set<std::string> interfaces,
+                               uint16_t port, const std::string& what);
+  Result<std::pair<caf::strong_actor_ptr, std::set<std::string>>> connect_ptr(
+      const std::string& host, uint16_t port, const std::string& what,
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+
   RdmaNode() = default;
   /// Stops the TLS middleman actor (the system would wait for it).
   void stop_connector();
@@ -107,16 +158,9 @@ private:
   std::chrono::milliseconds connect_timeout_{30000};
 };
 
-namespace detail {
-/// The actor published at host:port through CAF's plain middleman, and the interfaces it
-/// declares (see connect_published).
-Result<std::pair<caf::strong_actor_ptr, std::set<std::string>>> connect_published_ptr(
-    caf::actor_system& sys, const std::string& host, uint16_t port,
-    std::chrono::milliseconds timeout, const std::string& what);
-}  // namespace detail
-
 /// What `sys.middleman().remote_actor<Handle>(host, port)` does (an application's own actor,
-/// published with the plain middleman), but within `timeout`: CAF 0.17's remote_actor waits
+/// published with the plain middleman), but within `timeout` (a node's programs use
+/// RdmaNode::connect, which also speaks TLS when the node does): CAF 0.17's remote_actor waits
 /// without a bound, so a port that accepts TCP and never speaks CAF (a stopped process, another
 /// protocol) would hang the caller. Blocking: call from main() or a test thread, never from an
 /// actor. Errors name `what` and host:port: peer_unavailable (refused, nothing published there,
@@ -127,10 +171,7 @@ Result<Handle> connect_published(caf::actor_system& sys, const std::string& host
   auto c = detail::connect_published_ptr(sys, host, port, timeout, what);
   if (!c.ok())
     return c.error();
-  if (!sys.assignable<Handle>(c->second))
-    return Error(ErrorCode::kPeerUnavailable,
-                 "the actor published at " + host + ":" + std::to_string(port) + " is not " + what);
-  return caf::actor_cast<Handle>(std::move(c->first));
+  return detail::published_as<Handle>(sys, std::move(*c), host, port, what);
 }
 
 /// True for "localhost", 127.0.0.0/8 and ::1.

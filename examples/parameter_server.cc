@@ -152,11 +152,10 @@ int run_server(const Params& p) {
   auto finished = std::make_shared<std::promise<std::string>>();
   auto done = finished->get_future();
   auto coord = (*node)->system().spawn(coordinator, p, &grads, &weights, finished);
-  auto coord_port = (*node)->system().middleman().publish(coord, 0, "127.0.0.1");
-  if (!coord_port)
-    return fail("server",
-                Error(ErrorCode::kInternal, "publishing the coordinator failed: " +
-                                                (*node)->system().render(coord_port.error())));
+  // Under the node's policy: over TLS when the node has credentials.
+  auto coord_port = (*node)->publish(coord);
+  if (!coord_port.ok())
+    return fail("server", coord_port.error().with_context("the coordinator"));
   std::printf("READY %u %u\n", (*node)->port(), *coord_port);
   std::fflush(stdout);
   auto limit = std::chrono::milliseconds(uint64_t(p.timeout_ms) * (p.steps + 1));
@@ -203,8 +202,7 @@ int run_worker(const Params& p, uint32_t rank, const std::string& server,
   auto server_mgr = (*node)->remote_manager(sp->first, sp->second);
   if (!server_mgr.ok())
     return fail(me, server_mgr.error());
-  auto coord = connect_published((*node)->system(), cp->first, cp->second, std::chrono::seconds(30),
-                                 "the coordinator");
+  auto coord = (*node)->connect(cp->first, cp->second, "the coordinator");
   if (!coord.ok())
     return fail(me, coord.error());
   RdmaClient remote((*node)->system(), *server_mgr);

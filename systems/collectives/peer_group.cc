@@ -104,12 +104,10 @@ Result<std::unique_ptr<PeerGroup>> PeerGroup::form(PeerGroupOptions o) {
   mc.form_timeout = std::chrono::milliseconds(form_ms);
   g->member_ = spawn_group_member(sys, g->node_->manager(), mc, buf);
   Lease self(g.get());
-  auto port =
-      sys.middleman().publish(g->member_, addr[o.rank].second, addr[o.rank].first.c_str(), true);
-  if (!port)
-    return Error(ErrorCode::kPeerUnavailable, "rank " + std::to_string(o.rank) +
-                                                  ": cannot listen on " + o.members[o.rank] + ": " +
-                                                  sys.render(port.error()));
+  // Under the node's policy (TLS when the node has credentials), like the members' connections.
+  auto port = g->node_->publish(g->member_, addr[o.rank].second);
+  if (!port.ok())
+    return port.error().with_context("rank " + std::to_string(o.rank));
   if (o.rendezvous) {
     std::string me = addr[o.rank].first + ":" + std::to_string(*port);
     auto all = o.rendezvous(me);
@@ -142,9 +140,8 @@ Result<std::unique_ptr<PeerGroup>> PeerGroup::form(PeerGroupOptions o) {
     while (true) {  // the peer may not be up yet
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
-      auto a = connect_published(sys, addr[j].first, addr[j].second,
-                                 std::max(left, std::chrono::milliseconds(1)),
-                                 "rank " + std::to_string(j));
+      auto a = g->node_->connect(addr[j].first, addr[j].second, "rank " + std::to_string(j),
+                                 std::max(left, std::chrono::milliseconds(1)));
       if (a.ok()) {
         (*self)->send(g->member_, peer_atom::value, j, *a);
         break;

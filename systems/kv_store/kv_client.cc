@@ -120,8 +120,8 @@ Result<std::unique_ptr<KvClient>> KvClient::connect(KvClientOptions options) {
   no.configure = add_kv_message_types;
   CAF_RDMA_ASSIGN_OR_RETURN(client->node_, RdmaNode::start(no));
   auto& sys = client->node_->system();
-  auto server = connect_published<server_actor>(
-      sys, hp->first, hp->second, std::chrono::milliseconds(options.timeout_ms), "kv_server");
+  auto server = client->node_->connect<server_actor>(hp->first, hp->second, "kv_server",
+                                                     std::chrono::milliseconds(options.timeout_ms));
   if (!server.ok())
     return server.error();
   {

@@ -222,12 +222,12 @@ Result<std::unique_ptr<KvServer>> KvServer::start(KvServerOptions options) {
   }
   server->device_ = pool.device;
   server->actor_ = sys.spawn(store, server->node_->manager(), pool, options.transfer_timeout_ms);
-  auto port = sys.middleman().publish(server->actor_, options.port, options.host.c_str(), true);
-  if (!port) {
+  // Under the node's policy: over TLS when the node has credentials (handles with their
+  // secrets never travel in plaintext, and no process without a certificate reaches it).
+  auto port = server->node_->publish(server->actor_, options.port);
+  if (!port.ok()) {
     caf::anon_send_exit(server->actor_, caf::exit_reason::user_shutdown);
-    return Error(ErrorCode::kPeerUnavailable, "cannot listen on " + options.host + ":" +
-                                                  std::to_string(options.port) + ": " +
-                                                  sys.render(port.error()));
+    return port.error().with_context("kv_server");
   }
   server->host_ = options.host;
   server->port_ = *port;

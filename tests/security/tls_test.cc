@@ -3,7 +3,8 @@
 // CA, is turned away within the connect timeout while the node keeps serving its peers; bad
 // credentials fail at start naming the file (never CAF's abort at the first connection, never
 // a passphrase prompt); plaintext on a non-loopback address needs an explicit opt-in; a silent
-// listener answers remote_manager with an error after the timeout, not a hang.
+// listener answers remote_manager with an error after the timeout, not a hang; the
+// application's own actors published by a TLS node are reached over TLS only.
 //
 // Certificates are made for each test run with the openssl tool (tests/security/test_pki.h).
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
@@ -198,6 +200,70 @@ TEST_F(TlsTest, BadCredentialsFailAtStartNamingTheFile) {
     EXPECT_NE(n.error().message().find(c.says), std::string::npos)
         << c.what << ": " << n.error().message();
   }
+}
+
+// The application's own actors (RdmaNode::publish / connect): a TLS node publishes them over TLS,
+// so a member reaches them and gets a handle, while a process without a certificate reaches
+// nothing (the actor serves it no request) and a raw connection reads no plaintext CAF off the
+// port: the handle with its secret never travels in the clear.
+TEST_F(TlsTest, ApplicationActorsOfATlsNodeAreReachedOnlyOverTls) {
+  auto a = node(pki().node("a")), b = node(pki().node("b"));
+  auto plain = node(TlsCredentials{});
+  ASSERT_TRUE(a && b && plain);
+  Memory shared(4096, 5);
+  auto h = a->request_buffer(shared);
+  ASSERT_TRUE(h);
+  auto served = std::make_shared<std::atomic<int>>(0);
+  auto app = a->node().system().spawn([handle = *h, served](caf::event_based_actor*) {
+    return caf::behavior{[=](caf::get_atom) {
+      ++*served;
+      return handle;
+    }};
+  });
+  auto port = a->node().publish(app);
+  ASSERT_TRUE(port.ok()) << port.error().to_string();
+  // A member of the cluster reaches it and gets the handle.
+  auto from_b = b->node().connect("127.0.0.1", *port, "the application actor");
+  ASSERT_TRUE(from_b.ok()) << from_b.error().to_string();
+  {
+    caf::scoped_actor self{b->node().system()};
+    BufferHandle got;
+    self->request(*from_b, std::chrono::seconds(10), caf::get_atom::value)
+        .receive([&](BufferHandle& x) { got = std::move(x); },
+                 [&](caf::error& e) { ADD_FAILURE() << b->node().system().render(e); });
+    EXPECT_EQ(got.id, h->id);
+    EXPECT_EQ(got.secret_hi, h->secret_hi);
+    EXPECT_EQ(got.secret_lo, h->secret_lo);
+  }
+  // A process without a certificate reaches nothing, by the node's connect or CAF's own.
+  auto by_node = plain->node().connect("127.0.0.1", *port, "the application actor");
+  EXPECT_FALSE(by_node.ok()) << "a node without a certificate reached the application actor";
+  auto by_caf = connect_published(plain->node().system(), "127.0.0.1", *port,
+                                  std::chrono::milliseconds(5000), "the application actor");
+  EXPECT_FALSE(by_caf.ok()) << "plain CAF reached the application actor";
+  // A raw connection gets at most TLS records (an alert, a handshake), never CAF's BASP.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(*port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0);
+  timeval wait{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+  const char hello[] = "\x00\x00\x00\x00plaintext, please";
+  (void)::send(fd, hello, sizeof(hello), MSG_NOSIGNAL);
+  std::vector<uint8_t> got;
+  uint8_t buf[4096];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;)
+    got.insert(got.end(), buf, buf + n);
+  ::close(fd);
+  EXPECT_TRUE(got.empty() || got[0] == 0x15 || got[0] == 0x16)
+      << "the port answered a plain connection with something other than TLS (first byte "
+      << int(got[0]) << ")";
+  EXPECT_EQ(served->load(), 1) << "the application actor served a request that was not b's";
+  caf::anon_send_exit(app, caf::exit_reason::user_shutdown);
+  EXPECT_TRUE(a->release(h->id));
 }
 
 TEST_F(TlsTest, PlaintextBeyondLoopbackNeedsAnOptIn) {
