@@ -94,6 +94,14 @@ Result<BufferHandle> RdmaClient::request_buffer(const void* addr, uint64_t size,
                             reinterpret_cast<uint64_t>(addr), size, static_cast<uint8_t>(access));
 }
 
+Result<RegisteredBuffer> RdmaClient::register_buffer(const void* addr, uint64_t size,
+                                                     BufferAccess access) {
+  auto h = request_buffer(addr, size, access);
+  if (!h.ok())
+    return h.error();
+  return RegisteredBuffer(sys_, manager_, std::move(*h), reply_timeout_);
+}
+
 Result<uint64_t> RdmaClient::release(uint64_t id) {
   return call<uint64_t>(reply_timeout_, release_buffer_atom::value, id);
 }
@@ -250,6 +258,34 @@ uint32_t timeout_ms_of(std::chrono::milliseconds timeout) {
 }
 
 }  // namespace
+
+std::future<Result<TransferReply>> RdmaClient::transfer_async(TransferOp op,
+                                                              std::chrono::milliseconds timeout) {
+  auto promise = std::make_shared<std::promise<Result<TransferReply>>>();
+  auto future = promise->get_future();
+  const uint32_t ms = timeout_ms_of(timeout);
+  // An actor of its own per transfer: the answer may come after this client is gone, and
+  // any thread may start one.
+  sys_.spawn([promise, op = std::move(op), ms, manager = manager_,
+              wait = std::chrono::milliseconds(ms) + reply_timeout_](caf::event_based_actor* self) {
+    self->request(manager, wait, transfer_atom::value, op, ms)
+        .then([promise](TransferReply& reply) { promise->set_value(std::move(reply)); },
+              [promise](caf::error& err) { promise->set_value(to_error(err)); });
+  });
+  return future;
+}
+
+std::future<Result<TransferReply>> RdmaClient::write_async(const BufferHandle& local,
+                                                           const BufferHandle& remote, Range range,
+                                                           std::chrono::milliseconds timeout) {
+  return transfer_async(make_write(local, remote, range), timeout);
+}
+
+std::future<Result<TransferReply>> RdmaClient::read_async(const BufferHandle& local,
+                                                          const BufferHandle& remote, Range range,
+                                                          std::chrono::milliseconds timeout) {
+  return transfer_async(make_read(local, remote, range), timeout);
+}
 
 Result<TransferReply> RdmaClient::write(const BufferHandle& local, const BufferHandle& remote,
                                         Range range, std::chrono::milliseconds timeout) {

@@ -13,6 +13,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include <chrono>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "actors/rdma_manager_interface.h"
+#include "actors/registered_buffer.h"
 #include "primitives/status.h"
 
 namespace caf_rdma {
@@ -46,6 +48,10 @@ public:
 
   Result<BufferHandle> request_buffer(const void* addr, uint64_t size,
                                       BufferAccess access = BufferAccess::kReadWrite);
+  /// request_buffer, as a registration that releases itself when it goes (the memory may be
+  /// freed after that): actors/registered_buffer.h. The node must outlive it.
+  Result<RegisteredBuffer> register_buffer(const void* addr, uint64_t size,
+                                           BufferAccess access = BufferAccess::kReadWrite);
   Result<uint64_t> release(uint64_t id);
   Result<TransferReply> transfer(const TransferOp& op, uint32_t timeout_ms);
   /// Writes `range` of `local` into `remote` (local -> remote), within `timeout`:
@@ -71,6 +77,18 @@ public:
        uint64_t length = kWholeSpan, uint64_t local_offset = 0, uint64_t remote_offset = 0);
   Result<std::vector<TransferOutcome>> batch(const std::vector<TransferOp>& ops,
                                              uint32_t timeout_ms);
+  /// A transfer whose result arrives later: the future is ready once the manager answered
+  /// (every answer within `timeout` plus the reply timeout). Goes through the manager, not a
+  /// direct lane; may be called from any thread, several at once, and the client may go
+  /// before the result comes (the node must stay).
+  std::future<Result<TransferReply>> transfer_async(
+      TransferOp op, std::chrono::milliseconds timeout = kDefaultTimeout);
+  std::future<Result<TransferReply>> write_async(
+      const BufferHandle& local, const BufferHandle& remote, Range range = Range::whole(),
+      std::chrono::milliseconds timeout = kDefaultTimeout);
+  std::future<Result<TransferReply>> read_async(
+      const BufferHandle& local, const BufferHandle& remote, Range range = Range::whole(),
+      std::chrono::milliseconds timeout = kDefaultTimeout);
   Result<ManagerStats> stats();
   Status put(const std::string& name, const BufferHandle& handle);
   Result<BufferHandle> get(const std::string& name, uint32_t wait_ms);
