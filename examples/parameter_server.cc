@@ -63,12 +63,6 @@ int fail(const std::string& who, const Error& e) {
   return 1;
 }
 
-Result<std::unique_ptr<RdmaNode>> start_node() {
-  NodeOptions o;
-  CAF_RDMA_ASSIGN_OR_RETURN(o.manager, ManagerOptions::from_env());
-  return RdmaNode::start(o);
-}
-
 // -- server ------------------------------------------------------------------------------------
 
 struct CoordinatorState {
@@ -132,7 +126,7 @@ int run_server(const Params& p) {
   uint64_t bytes = p.elements * sizeof(double);
   std::vector<std::vector<double>> grads(p.workers, std::vector<double>(p.elements, 0.0));
   std::vector<double> weights(p.elements, 0.0);
-  auto node = start_node();
+  auto node = RdmaNode::start();  // the defaults and the CAF_RDMA_* environment
   if (!node.ok())
     return fail("server", node.error());
   RdmaClient client((*node)->system(), (*node)->manager());
@@ -196,7 +190,7 @@ int run_worker(const Params& p, uint32_t rank, const std::string& server,
     return fail(me, !sp.ok() ? sp.error() : cp.error());
   uint64_t bytes = p.elements * sizeof(double);
   std::vector<double> grad(p.elements), weights(p.elements);  // outlive the node
-  auto node = start_node();
+  auto node = RdmaNode::start();  // the defaults and the CAF_RDMA_* environment
   if (!node.ok())
     return fail(me, node.error());
   auto server_mgr = (*node)->remote_manager(sp->first, sp->second);

@@ -36,19 +36,13 @@ int fail(const char* who, const Error& e) {
   return 1;
 }
 
-Result<std::unique_ptr<RdmaNode>> start_node() {
-  NodeOptions o;
-  CAF_RDMA_ASSIGN_OR_RETURN(o.manager, ManagerOptions::from_env());
-  return RdmaNode::start(o);
-}
-
 int pong(uint64_t size) {
   std::vector<uint8_t> buffer(size, 0);  // registered memory outlives the node
-  auto node = start_node();
+  auto node = RdmaNode::start();         // the defaults and the CAF_RDMA_* environment
   if (!node.ok())
     return fail("pong", node.error());
   RdmaClient client((*node)->system(), (*node)->manager());
-  auto h = client.request_buffer(buffer.data(), size);
+  auto h = client.register_buffer(buffer.data(), size);  // releases itself when it goes
   if (!h.ok())
     return fail("pong", h.error());
   if (Status st = client.put("pong-buffer", *h); !st.ok())
@@ -63,7 +57,7 @@ int pong(uint64_t size) {
     return fail("pong", Error(ErrorCode::kTimeout, "no 'done' line from ping on stdin in 120 s"));
   // The owner's contract: touch registered memory again only after release returned (the
   // channel's server may still be returning from the send of a READ's bytes).
-  if (auto released = client.release(h->id); !released.ok())
+  if (Status released = h->release(); !released.ok())
     return fail("pong", released.error());
   for (uint64_t i = 0; i < size; ++i)
     if (buffer[i] != pattern(i)) {
@@ -82,7 +76,7 @@ int ping(const std::string& target, uint64_t size, uint32_t timeout_ms) {
   if (!hp.ok())
     return fail("ping", hp.error());
   std::vector<uint8_t> src(size), back(size, 0);  // registered memory outlives the node
-  auto node = start_node();
+  auto node = RdmaNode::start();                  // the defaults and the CAF_RDMA_* environment
   if (!node.ok())
     return fail("ping", node.error());
   auto remote_mgr = (*node)->remote_manager(hp->first, hp->second);
@@ -95,8 +89,8 @@ int ping(const std::string& target, uint64_t size, uint32_t timeout_ms) {
     return fail("ping", target_buf.error());
   for (uint64_t i = 0; i < size; ++i)
     src[i] = pattern(i);
-  auto hs = local.request_buffer(src.data(), size);
-  auto hb = local.request_buffer(back.data(), size);
+  auto hs = local.register_buffer(src.data(), size);
+  auto hb = local.register_buffer(back.data(), size);
   if (!hs.ok() || !hb.ok())
     return fail("ping", !hs.ok() ? hs.error() : hb.error());
   auto w = local.write(*hs, *target_buf, Range::whole(), std::chrono::milliseconds(timeout_ms));
