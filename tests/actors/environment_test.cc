@@ -17,19 +17,20 @@
 namespace caf_rdma::testing {
 namespace {
 
-/// Sets `name` to `value` for one scope, then restores what was there.
+/// Sets `name` to `value` for one scope, then restores what was there. The environment is
+/// changed only while no node of the test runs (nothing reads it meanwhile).
 class ScopedEnv {
 public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name); old != nullptr)
       old_ = old;
-    ::setenv(name, value, 1);
+    ::setenv(name, value, 1);  // NOLINT(concurrency-mt-unsafe): see above
   }
   ~ScopedEnv() {
     if (old_.has_value())
-      ::setenv(name_, old_->c_str(), 1);
+      ::setenv(name_, old_->c_str(), 1);  // NOLINT(concurrency-mt-unsafe): see above
     else
-      ::unsetenv(name_);
+      ::unsetenv(name_);  // NOLINT(concurrency-mt-unsafe): see above
   }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;
@@ -105,12 +106,14 @@ TEST(EnvironmentTest, AnUnknownCafRdmaVariableIsReported) {
   ScopedEnv typo("CAF_RDMA_TRANSPROT", "rdma");
   auto unknown = unknown_environment_variables();
   EXPECT_NE(std::find(unknown.begin(), unknown.end(), "CAF_RDMA_TRANSPROT"), unknown.end());
-  ::testing::internal::CaptureStderr();
-  auto node = RdmaNode::start(NodeOptions{});
-  std::string said = ::testing::internal::GetCapturedStderr();
-  ASSERT_TRUE(node.ok()) << node.error().to_string();
-  EXPECT_NE(said.find("unknown environment variable CAF_RDMA_TRANSPROT"), std::string::npos)
-      << said;
+  {
+    ::testing::internal::CaptureStderr();
+    auto node = RdmaNode::start(NodeOptions{});
+    std::string said = ::testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(node.ok()) << node.error().to_string();
+    EXPECT_NE(said.find("unknown environment variable CAF_RDMA_TRANSPROT"), std::string::npos)
+        << said;
+  }
   // Every variable caf-rdma reads is known (none of them is reported).
   for (const auto& v : environment_variables()) {
     ScopedEnv set(v.name, "1");

@@ -76,6 +76,7 @@ TEST_F(RegisteredBufferTest, AsynchronousTransfersFromManyThreadsEachBringTheirO
   std::vector<std::future<Result<TransferReply>>> writes(kThreads);
   {
     std::vector<std::thread> threads;
+    threads.reserve(kThreads);
     for (int i = 0; i < kThreads; ++i)
       threads.emplace_back([&, i] {
         writes[i] = client.write_async(*hs, remote,

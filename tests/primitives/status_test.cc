@@ -11,22 +11,33 @@ namespace caf_rdma {
 namespace {
 
 TEST(StatusTest, TheValueOfAnErrorThrowsBadResultAccessNamingTheError) {
-  Result<int> r = Error(ErrorCode::kInvalidArgument, "CAF_RDMA_X='y' must be a or b");
+  auto failed = [] {
+    return Result<int>(Error(ErrorCode::kInvalidArgument, "CAF_RDMA_X='y' must be a or b"));
+  };
+  auto says_the_error = [](const BadResultAccess& e) {
+    EXPECT_NE(std::string(e.what()).find("invalid_argument: CAF_RDMA_X='y' must be a or b"),
+              std::string::npos)
+        << e.what();
+  };
+  Result<int> r = failed();
   ASSERT_FALSE(r.ok());
-  for (int i = 0; i < 3; ++i) {
-    try {
-      if (i == 0)
-        (void)*r;
-      else if (i == 1)
-        (void)r.value();
-      else
-        (void)std::move(r).value();
-      ADD_FAILURE() << "accessor " << i << " returned a value";
-    } catch (const BadResultAccess& e) {
-      EXPECT_NE(std::string(e.what()).find("invalid_argument: CAF_RDMA_X='y' must be a or b"),
-                std::string::npos)
-          << e.what();
-    }
+  try {
+    (void)*r;
+    ADD_FAILURE() << "operator* returned a value";
+  } catch (const BadResultAccess& e) {
+    says_the_error(e);
+  }
+  try {
+    (void)r.value();
+    ADD_FAILURE() << "value() returned a value";
+  } catch (const BadResultAccess& e) {
+    says_the_error(e);
+  }
+  try {
+    (void)failed().value();
+    ADD_FAILURE() << "value() && returned a value";
+  } catch (const BadResultAccess& e) {
+    says_the_error(e);
   }
   Result<int> fine = 3;
   EXPECT_EQ(*fine, 3);
