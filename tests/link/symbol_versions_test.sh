@@ -20,11 +20,11 @@ current=$(readelf --dyn-syms -W "$lib" | awk '$7 != "UND" && $8 ~ /@@/ { print $
 [ -n "$current" ] || { echo "symbol_versions_test: no versioned definitions in $lib" >&2; exit 1; }
 
 failed=0
-check() {  # check ELF: its undefined ibv_* references, each against the current version
-  local elf=$1 refs bad
+check() {  # check ELF [quiet]: its undefined ibv_* references, each against the current version
+  local elf=$1 quiet=${2:-} refs bad
   refs=$(readelf --dyn-syms -W "$elf" | awk '$7 == "UND" && $8 ~ /^_?ibv_/ { print $8 }' | sort -u)
   if [ -z "$refs" ]; then
-    echo "  $(basename "$elf"): no references to libibverbs"
+    [ -n "$quiet" ] || echo "  $(basename "$elf"): no references to libibverbs"
     return
   fi
   # name@VERSION must be in $current as name@@VERSION; a name without @ is unversioned.
@@ -47,7 +47,7 @@ for program in "$@"; do
   # The shared libraries Bazel built for it (in _solib_* folders): none while caf-rdma's
   # libraries are static, but a library linked dynamically again must be checked too.
   while read -r so; do
-    check "$so"
+    check "$so" quiet
   done < <(ldd "$program" | awk '$3 ~ /_solib_/ { print $3 }')
 done
 [ $failed = 0 ] && echo "symbol_versions_test: every reference to libibverbs binds its current version"
