@@ -8,7 +8,10 @@
 #   4. cuda lane:    `bazel build --config=cuda //...` (everything compiled against /usr/local/cuda)
 #                    and `bazel test --config=cuda //tests/gpu/...` (gpu-tagged: they run on a
 #                    host with a GPU, and report a visible SKIP with the reason elsewhere);
-#   5. the stress tool (stress/rdma_stress) in short mode, natively and in the VM;
+#   5. the stress tool (stress/rdma_stress) in short mode, natively and in the VM; the external
+#      workspace (examples/external, tests/external/run_external.sh): caf-rdma used as README.md
+#      tells users, built with --dynamic_mode=off and Bazel's default, run natively, and its
+#      dynamic build in the VM (path rdma-direct);
 #   6. tidy: clang-tidy-14 over every source (tests/lint/check_tidy.sh, .clang-tidy), right after
 #      the native lane, whose build it reuses;
 #   7. sanitizer lanes: the native lane under `--config=asan` (AddressSanitizer + UBSan) and
@@ -90,6 +93,13 @@ fi
 lane_end stress
 stamp "stress done: exit $stress_rc"
 
+# caf-rdma as a dependency of another workspace (examples/external), in both link modes.
+lane_start
+stamp "external: examples/external, both link modes, natively and in the Soft-RoCE VM"
+bash tests/external/run_external.sh "$@"
+external_rc=$?
+lane_end external
+
 # Sanitizer lanes: every native test again, instrumented; any report fails the test.
 lane_start
 stamp "asan lane: bazel test --config=asan //..."
@@ -120,10 +130,10 @@ echo "================ totals ================"
 grep -h '^lane ' $sums
 rm -f $sums
 stamp "lane durations:$durations"
-stamp "done: native bazel exit $native_rc, VM lane bazel exit $rxe_rc, cuda lane exit $cuda_rc, stress exit $stress_rc, asan exit $asan_rc, tsan exit $tsan_rc, format exit $format_rc, tidy exit $tidy_rc"
+stamp "done: native bazel exit $native_rc, VM lane bazel exit $rxe_rc, cuda lane exit $cuda_rc, stress exit $stress_rc, external exit $external_rc, asan exit $asan_rc, tsan exit $tsan_rc, format exit $format_rc, tidy exit $tidy_rc"
 if [ $native_rc -ne 0 ] || [ $rxe_rc -ne 0 ] || [ $native_sum_rc -ne 0 ] || [ $rxe_sum_rc -ne 0 ] ||
-   [ $cuda_rc -ne 0 ] || [ $cuda_sum_rc -ne 0 ] || [ $stress_rc -ne 0 ] || [ $format_rc -ne 0 ] ||
-   [ $asan_rc -ne 0 ] || [ $tsan_rc -ne 0 ] || [ $tidy_rc -ne 0 ]; then
+   [ $cuda_rc -ne 0 ] || [ $cuda_sum_rc -ne 0 ] || [ $stress_rc -ne 0 ] || [ $external_rc -ne 0 ] ||
+   [ $format_rc -ne 0 ] || [ $asan_rc -ne 0 ] || [ $tsan_rc -ne 0 ] || [ $tidy_rc -ne 0 ]; then
   echo "run_tests: FAILED" >&2
   exit 1
 fi
