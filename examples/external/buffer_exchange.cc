@@ -42,14 +42,6 @@ int fail(const char* who, const Error& error) {
   return 1;
 }
 
-// A node on 127.0.0.1, its manager on a port the system chooses; ManagerOptions from the
-// CAF_RDMA_* environment variables (transport, device, ...).
-caf_rdma::Result<std::unique_ptr<caf_rdma::RdmaNode>> start_node() {
-  caf_rdma::NodeOptions options;
-  CAF_RDMA_ASSIGN_OR_RETURN(options.manager, caf_rdma::ManagerOptions::from_env());
-  return caf_rdma::RdmaNode::start(options);
-}
-
 // The index of the first byte of `bytes` that is not the pattern, or bytes.size().
 uint64_t first_wrong_byte(const std::vector<uint8_t>& bytes) {
   for (uint64_t i = 0; i < bytes.size(); ++i)
@@ -60,11 +52,13 @@ uint64_t first_wrong_byte(const std::vector<uint8_t>& bytes) {
 
 int owner() {
   std::vector<uint8_t> memory(kSize, 0);  // registered memory outlives the node
-  auto node = start_node();
+  // A node on 127.0.0.1, its manager on a port the system chooses, with the CAF_RDMA_*
+  // environment variables (transport, device, ...) applied.
+  auto node = caf_rdma::RdmaNode::start();
   if (!node.ok())
     return fail("owner", node.error());
   caf_rdma::RdmaClient client((*node)->system(), (*node)->manager());
-  auto shared = client.request_buffer(memory.data(), memory.size());
+  auto shared = client.register_buffer(memory.data(), memory.size());  // released when it goes
   if (!shared.ok())
     return fail("owner", shared.error());
   if (caf_rdma::Status st = client.put("shared", *shared); !st.ok())
@@ -77,7 +71,7 @@ int owner() {
   if (::poll(&in, 1, kOwnerWaitMs) <= 0 || ::read(STDIN_FILENO, line, sizeof(line)) <= 0)
     return fail("owner", Error(ErrorCode::kTimeout, "no line from the user on stdin"));
   // Touch registered memory again only after release returned.
-  if (auto released = client.release(shared->id); !released.ok())
+  if (caf_rdma::Status released = shared->release(); !released.ok())
     return fail("owner", released.error());
   if (uint64_t i = first_wrong_byte(memory); i != memory.size()) {
     std::fprintf(stderr, "owner: byte %llu is %u, expected %u\n",
@@ -103,18 +97,19 @@ int exchange(caf_rdma::RdmaNode& node, uint16_t owner_port) {
   if (!shared.ok())
     return fail("user", shared.error());
   caf_rdma::RdmaClient client(node.system(), node.manager());
-  auto from = client.request_buffer(source.data(), source.size());
-  auto into = client.request_buffer(back.data(), back.size());
+  auto from = client.register_buffer(source.data(), source.size());
+  auto into = client.register_buffer(back.data(), back.size());
   if (!from.ok() || !into.ok())
     return fail("user", !from.ok() ? from.error() : into.error());
-  auto wrote = client.write(*from, *shared, kTransferMs);
+  const auto timeout = std::chrono::milliseconds(kTransferMs);
+  auto wrote = client.write(*from, *shared, caf_rdma::Range::whole(), timeout);
   if (!wrote.ok())
     return fail("user", wrote.error());
-  auto read = client.read(*into, *shared, kTransferMs);
+  auto read = client.read(*into, *shared, caf_rdma::Range::whole(), timeout);
   if (!read.ok())
     return fail("user", read.error());
-  for (const auto& h : {*from, *into})
-    if (auto released = client.release(h.id); !released.ok())
+  for (auto* r : {&*from, &*into})
+    if (caf_rdma::Status released = r->release(); !released.ok())
       return fail("user", released.error());
   if (uint64_t i = first_wrong_byte(back); i != back.size()) {
     std::fprintf(stderr, "user: byte %llu read back is %u, expected %u\n",
@@ -146,7 +141,9 @@ int user() {
     return fail("user", owner_address.error());
   int rc = 0;
   {
-    auto node = start_node();
+    // A node on 127.0.0.1, its manager on a port the system chooses, with the CAF_RDMA_*
+    // environment variables (transport, device, ...) applied.
+    auto node = caf_rdma::RdmaNode::start();
     if (!node.ok())
       return fail("user", node.error());
     rc = exchange(**node, owner_address->second);
