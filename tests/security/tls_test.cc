@@ -19,15 +19,20 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <future>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <caf/io/middleman.hpp>
+
 #include "components/stream_client.h"
 #include "components/stream_server.h"
 #include "components/tls_credentials.h"
 
+#include "systems/kv_store/kv_client.h"
+#include "systems/kv_store/kv_server.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/rdma_test.h"
 #include "tests/security/test_pki.h"
@@ -264,6 +269,57 @@ TEST_F(TlsTest, ApplicationActorsOfATlsNodeAreReachedOnlyOverTls) {
   EXPECT_EQ(served->load(), 1) << "the application actor served a request that was not b's";
   caf::anon_send_exit(app, caf::exit_reason::user_shutdown);
   EXPECT_TRUE(a->release(h->id));
+}
+
+// The kv store's server is an application actor of its node (systems/kv_store): under TLS a
+// client of the cluster stores and fetches values (every byte checked), and a process that
+// speaks plain CAF (no certificate) cannot reach the server at all.
+TEST_F(TlsTest, TheKvStoreUnderTlsServesMembersOnly) {
+  const TlsCredentials a = pki().node("a");
+  set_env(kEnvTlsCertificate, a.certificate);
+  set_env(kEnvTlsKey, a.key);
+  set_env(kEnvTlsCaFile, a.cafile);
+  auto mo = ManagerOptions::from_env();
+  ASSERT_TRUE(mo.ok());
+  {
+    kv::KvServerOptions so;
+    so.memory_bytes = 8 << 20;
+    so.manager = *mo;
+    auto server = kv::KvServer::start(so);
+    ASSERT_TRUE(server.ok()) << server.error().to_string();
+    kv::KvClientOptions co;
+    co.server = (*server)->address();
+    co.buffer_bytes = 2 << 20;
+    co.manager = *mo;
+    auto client = kv::KvClient::connect(co);
+    ASSERT_TRUE(client.ok()) << client.error().to_string();
+    {
+      auto session = (*client)->session(0);
+      ASSERT_TRUE(session);
+      std::vector<uint8_t> value((1 << 20) + 9);
+      for (uint64_t i = 0; i < value.size(); ++i)
+        value[i] = pattern(i, 61);
+      auto put = session->put("k", value.data(), value.size());
+      ASSERT_TRUE(put.ok()) << put.error().to_string();
+      std::memset(session->slot_data(), 0, value.size());
+      auto got = session->get("k");
+      ASSERT_TRUE(got.ok()) << got.error().to_string();
+      ASSERT_EQ(got->length, value.size());
+      EXPECT_EQ(std::memcmp(session->slot_data(), value.data(), value.size()), 0);
+    }
+    // Plain CAF, no certificate: nothing answers it there.
+    caf::actor_system_config cfg;
+    cfg.load<caf::io::middleman>();
+    add_message_types(cfg);
+    kv::add_kv_message_types(cfg);
+    caf::actor_system plain{cfg};
+    auto reached = connect_published(plain, "127.0.0.1", (*server)->port(),
+                                     std::chrono::milliseconds(5000), "kv_server");
+    EXPECT_FALSE(reached.ok()) << "plain CAF reached the kv_server of a TLS node";
+  }
+  unset_env(kEnvTlsCertificate);
+  unset_env(kEnvTlsKey);
+  unset_env(kEnvTlsCaFile);
 }
 
 TEST_F(TlsTest, PlaintextBeyondLoopbackNeedsAnOptIn) {
