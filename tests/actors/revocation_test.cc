@@ -99,6 +99,9 @@ TEST_F(RevocationTest, ATransferToAReleasedBufferSaysReleased) {
 }
 
 TEST_F(RevocationTest, OpsBesideARefusedOneSucceed) {
+  // The refused op takes the queue pair to ERR: it is dropped and the ops it flushed run again
+  // on a new one.
+  SCOPED_TRACE("RdmaPath invariants 4 and 5");
   for (bool direct : {false, true}) {
     SCOPED_TRACE(direct ? "RdmaClient direct lane" : "manager");
     constexpr uint64_t kSize = 64 << 10;
