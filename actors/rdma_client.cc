@@ -261,16 +261,46 @@ uint32_t timeout_ms_of(std::chrono::milliseconds timeout) {
 
 std::future<Result<TransferReply>> RdmaClient::transfer_async(TransferOp op,
                                                               std::chrono::milliseconds timeout) {
-  auto promise = std::make_shared<std::promise<Result<TransferReply>>>();
-  auto future = promise->get_future();
+  // The future always gets a result: the reply, the error, or, when the manager stops first
+  // (its node shuts down), an error saying so; never a broken promise, and a node's shutdown
+  // never waits for a pending transfer's timeout.
+  struct Pending {
+    std::promise<Result<TransferReply>> promise;
+    bool answered = false;
+    void answer(Result<TransferReply> r) {
+      if (answered)
+        return;
+      answered = true;
+      promise.set_value(std::move(r));
+    }
+    ~Pending() {
+      answer(
+          Error(ErrorCode::kPeerUnavailable, "the node stopped before the transfer's reply came"));
+    }
+  };
+  auto pending = std::make_shared<Pending>();
+  auto future = pending->promise.get_future();
   const uint32_t ms = timeout_ms_of(timeout);
   // An actor of its own per transfer: the answer may come after this client is gone, and
   // any thread may start one.
-  sys_.spawn([promise, op = std::move(op), ms, manager = manager_,
+  sys_.spawn([pending, op = std::move(op), ms, manager = manager_,
               wait = std::chrono::milliseconds(ms) + reply_timeout_](caf::event_based_actor* self) {
+    self->monitor(manager);
+    self->set_down_handler([self, pending](caf::down_msg&) {
+      pending->answer(Error(ErrorCode::kPeerUnavailable,
+                            "the manager stopped before the transfer's reply came"));
+      self->quit();
+    });
     self->request(manager, wait, transfer_atom::value, op, ms)
-        .then([promise](TransferReply& reply) { promise->set_value(std::move(reply)); },
-              [promise](caf::error& err) { promise->set_value(to_error(err)); });
+        .then(
+            [self, pending](TransferReply& reply) {
+              pending->answer(std::move(reply));
+              self->quit();
+            },
+            [self, pending](caf::error& err) {
+              pending->answer(to_error(err));
+              self->quit();
+            });
   });
   return future;
 }

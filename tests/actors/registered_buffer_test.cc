@@ -112,5 +112,26 @@ TEST_F(RegisteredBufferTest, AsynchronousTransfersFromManyThreadsEachBringTheirO
   EXPECT_NE(bad.error().message().find("987654"), std::string::npos) << bad.error().message();
 }
 
+// A future whose node stops before the reply came still gets a result: an error saying so,
+// never a broken promise.
+TEST_F(RegisteredBufferTest, AFutureWhoseNodeStopsGetsAnErrorNotABrokenPromise) {
+  Memory src(4096, 1), fake_mem(4096);
+  auto local = user_->request_buffer(src);
+  ASSERT_TRUE(local);
+  auto mute = user_->node().system().spawn(silent);
+  BufferHandle h = owned_by_mute(*local, mute, fake_mem);
+  std::future<Result<TransferReply>> pending;
+  {
+    RdmaClient client(user_->node().system(), user_->manager());
+    pending = client.write_async(*local, h, Range::whole(), std::chrono::minutes(5));
+  }
+  caf::anon_send_exit(mute, caf::exit_reason::user_shutdown);
+  user_.reset();  // the node stops with the transfer still waiting for its owner
+  ASSERT_EQ(pending.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  auto r = pending.get();
+  ASSERT_FALSE(r.ok()) << "a transfer to an owner that never answers succeeded";
+  EXPECT_FALSE(r.error().message().empty());
+}
+
 }  // namespace
 }  // namespace caf_rdma::testing
