@@ -245,8 +245,7 @@ Result<TransferReply> RdmaClient::transfer(const TransferOp& op, uint32_t timeou
   if (failed)
     return *failed;
   // The manager answers within timeout_ms (plus a flush); wait a little longer than that.
-  return call<TransferReply>(std::chrono::milliseconds(timeout_ms) + reply_timeout_,
-                             transfer_atom::value, op, timeout_ms);
+  return call<TransferReply>(reply_wait(timeout_ms), transfer_atom::value, op, timeout_ms);
 }
 
 namespace {
@@ -284,7 +283,7 @@ std::future<Result<TransferReply>> RdmaClient::transfer_async(TransferOp op,
   // An actor of its own per transfer: the answer may come after this client is gone, and
   // any thread may start one.
   sys_.spawn([pending, op = std::move(op), ms, manager = manager_,
-              wait = std::chrono::milliseconds(ms) + reply_timeout_](caf::event_based_actor* self) {
+              wait = reply_wait(ms)](caf::event_based_actor* self) {
     self->monitor(manager);
     self->set_down_handler([self, pending](caf::down_msg&) {
       pending->answer(Error(ErrorCode::kPeerUnavailable,
@@ -419,8 +418,8 @@ Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<Transfe
       return std::move(*outcomes);
     }
   }
-  return call<std::vector<TransferOutcome>>(std::chrono::milliseconds(timeout_ms) + reply_timeout_,
-                                            batch_atom::value, ops, timeout_ms);
+  return call<std::vector<TransferOutcome>>(reply_wait(timeout_ms), batch_atom::value, ops,
+                                            timeout_ms);
 }
 
 Result<ManagerStats> RdmaClient::stats() {
@@ -433,8 +432,7 @@ Status RdmaClient::put(const std::string& name, const BufferHandle& handle) {
 }
 
 Result<BufferHandle> RdmaClient::get(const std::string& name, uint32_t wait_ms) {
-  return call<BufferHandle>(std::chrono::milliseconds(wait_ms) + reply_timeout_,
-                            dir_get_atom::value, name, wait_ms);
+  return call<BufferHandle>(reply_wait(wait_ms), dir_get_atom::value, name, wait_ms);
 }
 
 }  // namespace caf_rdma

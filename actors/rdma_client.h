@@ -111,6 +111,11 @@ private:
 
   template <class T, class... Ts>
   Result<T> call(std::chrono::milliseconds timeout, Ts&&... xs);
+  /// How long to wait for the answer to a request that itself may take `ms` (a transfer's or a
+  /// directory wait's timeout): that, plus the reply timeout.
+  std::chrono::milliseconds reply_wait(uint32_t ms) const {
+    return std::chrono::milliseconds(ms) + reply_timeout_;
+  }
   /// The lane for ops to `remote`'s owner, opened on first use; null: go through the manager.
   /// A lane that could not be opened within the timeout sets `failed` (the transfer's error).
   DirectLane* lane_for(const TransferOp& op, uint32_t timeout_ms, std::optional<Error>* failed);
