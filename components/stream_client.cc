@@ -186,6 +186,10 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, Reach& reach) {
     }
   } else {
     st = recv_all(s, job.addr, job.length, job.deadline, "stream data");
+    if (st.ok()) {
+      auto sent = read_status(s, job.deadline, "stream end");
+      st = sent.ok() ? *sent : Status(sent.error());
+    }
   }
   if (!st.ok())
     return fail(st);

@@ -8,7 +8,8 @@ namespace caf_rdma {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x31535243;  // "CRS1" little-endian
+constexpr uint32_t kMagic = 0x32535243;     // "CRS2" little-endian
+constexpr uint32_t kMagicV1 = 0x31535243;   // "CRS1": a build without the final status of a READ
 
 void put(uint8_t* p, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i)
@@ -50,6 +51,10 @@ Result<StreamRequest> read_request(const Socket& s, Deadline deadline) {
 }
 
 Result<StreamRequest> parse_request(const uint8_t* b) {
+  if (get(b, 4) == kMagicV1)
+    return Error(ErrorCode::kInvalidArgument,
+                 "stream request of protocol version 1 (\"CRS1\"); this owner speaks version 2 "
+                 "(\"CRS2\"): run the same caf-rdma release on every node");
   if (get(b, 4) != kMagic)
     return Error(ErrorCode::kInvalidArgument,
                  "not a caf-rdma stream request (bad magic): is another program connecting?");

@@ -1,10 +1,18 @@
 // Wire format of the fallback's stream channel (one TCP connection carries one transfer at a
 // time; connections are reused).
 //
-//   client -> owner   request: magic "CRS1", direction (u32), token (u64), length (u64)
+//   client -> owner   request: magic "CRS2", direction (u32), token (u64), length (u64)
 //   owner  -> client  status:  code (u32, 0 = go ahead), message length (u32), message
 //   then, into the owner:     client sends `length` bytes, owner answers a final status
-//         out of the owner:   owner sends `length` bytes
+//         out of the owner:   owner sends `length` bytes, then a final status
+//
+// The final status is sent only after the owner's last touch of the memory (its recv into the
+// buffer, or its send out of it, returned), and the client completes only once it has read it.
+// So everything that happens after the client's completion (its reply, and any message that
+// follows from it, back to the owner too) happens after the owner is done with the memory: an
+// owner may reuse the source of a READ once the requester's reply reached it, as on the NIC
+// (and ThreadSanitizer sees that order: the owner's sockets carry it).
+// "CRS1" (version 1: no final status after a READ) is refused with a clear error.
 //
 // Integers are little-endian. A token names one grant the owner made (buffer range, direction,
 // length, deadline), comes from getrandom (unpredictable) and is single-use.

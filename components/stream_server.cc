@@ -465,6 +465,8 @@ bool StreamServer::serve(Connection& c) {
         st = write_status(s, Status{}, g.deadline);
     } else {
       st = send_all(s, g.addr, g.length, g.deadline, "stream data out of the owner");
+      if (st.ok())
+        st = write_status(s, Status{}, g.deadline);  // sent: the memory is no longer read
     }
   }
   // The memory is not touched after this point: the owner may release it.

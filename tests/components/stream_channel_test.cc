@@ -411,8 +411,9 @@ TEST_F(StreamChannelTest, AConnectionLostBeforeGoIsRetriedOnAFreshOne) {
     auto req = read_request(c, Clock::now() + 10s);
     if (!req.ok() || req->token != 42 || req->length != kSize)
       return;
-    if (write_status(c, Status{}, Clock::now() + 10s).ok())
-      (void)send_all(c, owner_bytes.data(), kSize, Clock::now() + 10s, "data");
+    if (write_status(c, Status{}, Clock::now() + 10s).ok() &&
+        send_all(c, owner_bytes.data(), kSize, Clock::now() + 10s, "data").ok())
+      (void)write_status(c, Status{}, Clock::now() + 10s);  // sent: the owner is done
   });
   std::vector<uint8_t> mine(kSize, 0);
   StreamClient client(1);
@@ -495,6 +496,57 @@ TEST_F(StreamChannelTest, StoppingTheClientFailsQueuedJobs) {
   Status s2 = f2.get();
   ASSERT_FALSE(s2.ok());
   EXPECT_NE(s2.error().message().find("cancelled"), std::string::npos) << s2.error().message();
+}
+
+// Protocol: a READ completes only once the owner said it is done with its memory (the final
+// status after the data), so whatever follows the requester's completion follows the owner's
+// last touch of the source: it may reuse the source once the reply reached it.
+TEST_F(StreamChannelTest, AReadCompletesOnlyAfterTheOwnerSaysItIsDoneWithItsMemory) {
+  constexpr uint64_t kSize = (1 << 18) + 5;
+  auto owner_bytes = pattern(kSize, 21);
+  std::promise<void> data_sent, may_finish;
+  auto finish = may_finish.get_future().share();
+  FakeOwner owner([&](int, Socket& c) {
+    auto req = read_request(c, Clock::now() + 10s);
+    if (!req.ok() || !write_status(c, Status{}, Clock::now() + 10s).ok() ||
+        !send_all(c, owner_bytes.data(), kSize, Clock::now() + 10s, "data").ok())
+      return;
+    data_sent.set_value();
+    if (finish.wait_for(20s) == std::future_status::ready)
+      (void)write_status(c, Status{}, Clock::now() + 10s);
+  });
+  std::vector<uint8_t> mine(kSize, 0);
+  StreamClient client(1);
+  auto p = std::make_shared<std::promise<StreamEnd>>();
+  auto f = p->get_future();
+  StreamJob j =
+      job_to("127.0.0.1", owner.port(), 42, StreamDirection::kOutOfOwner, mine.data(), kSize, 20s);
+  j.done = [p](StreamEnd end) { p->set_value(std::move(end)); };
+  client.submit(std::move(j));
+  ASSERT_EQ(data_sent.get_future().wait_for(10s), std::future_status::ready);
+  // Every byte is on its way, but the owner has not said it is done: the job is not complete.
+  EXPECT_EQ(f.wait_for(300ms), std::future_status::timeout)
+      << "the READ completed before the owner's final status";
+  may_finish.set_value();
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  StreamEnd end = f.get();
+  ASSERT_TRUE(end.status.ok()) << end.status.error().to_string();
+  EXPECT_EQ(mine, owner_bytes);
+}
+
+TEST(StreamProtocolTest, AClientOfTheOldProtocolIsToldToMatchReleases) {
+  auto server = StreamServer::start("127.0.0.1");
+  ASSERT_TRUE(server.ok());
+  auto sock = connect_tcp("127.0.0.1", (*server)->port(), Clock::now() + 5s);
+  ASSERT_TRUE(sock.ok());
+  const uint8_t v1[kRequestBytes] = {'C', 'R', 'S', '1', 2, 0, 0, 0, 42};  // a version-1 read
+  ASSERT_TRUE(send_all(*sock, v1, sizeof(v1), Clock::now() + 5s, "v1 request").ok());
+  auto answer = read_status(*sock, Clock::now() + 5s, "answer");
+  ASSERT_TRUE(answer.ok()) << answer.error().to_string();
+  ASSERT_FALSE(answer->ok());
+  EXPECT_EQ(answer->error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(answer->error().message().find("protocol version 1"), std::string::npos)
+      << answer->error().message();
 }
 
 TEST(StreamProtocolTest, AForeignClientIsToldWhatIsWrong) {

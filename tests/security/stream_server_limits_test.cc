@@ -65,6 +65,8 @@ void honest_read(StreamServer& server, size_t n, uint32_t seed) {
   ASSERT_TRUE(go.ok() && go->ok()) << (go.ok() ? go->error().to_string() : go.error().to_string());
   ASSERT_TRUE(recv_all(*s, got.data(), n, Clock::now() + 20s, "data").ok());
   EXPECT_EQ(got, owner);
+  auto end = read_status(*s, Clock::now() + 20s, "end");
+  ASSERT_TRUE(end.ok() && end->ok()) << "no final status after the data";
   auto f = served.get_future();
   ASSERT_EQ(f.wait_for(20s), std::future_status::ready);
   EXPECT_TRUE(f.get().ok());
