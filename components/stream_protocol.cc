@@ -8,8 +8,8 @@ namespace caf_rdma {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x32535243;     // "CRS2" little-endian
-constexpr uint32_t kMagicV1 = 0x31535243;   // "CRS1": a build without the final status of a READ
+constexpr uint32_t kMagic = 0x32535243;    // "CRS2" little-endian
+constexpr uint32_t kMagicV1 = 0x31535243;  // "CRS1": a build without the final status of a READ
 
 void put(uint8_t* p, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i)
