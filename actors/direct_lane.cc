@@ -153,7 +153,7 @@ std::optional<Result<TransferReply>> DirectLane::transfer(const TransferOp& op, 
     *fault = r.fault;
   TransferOutcome out = finish(op, p, r, timeout_ms);
   if (!out.ok())
-    return Result<TransferReply>(Error(static_cast<ErrorCode>(out.code), out.message));
+    return Result<TransferReply>(out.status().error());
   return Result<TransferReply>(TransferReply{out.bytes, out.path});
 }
 

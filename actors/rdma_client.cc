@@ -410,8 +410,7 @@ Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<Transfe
           o.message = again.error().message();
           continue;
         }
-        Error e = lane_error(ops[i], Error(static_cast<ErrorCode>(o.code), o.message), faults[i],
-                             timeout_ms);
+        Error e = lane_error(ops[i], o.status().error(), faults[i], timeout_ms);
         o.code = static_cast<uint8_t>(e.code());
         o.message = e.message();
       }

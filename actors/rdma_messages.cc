@@ -8,6 +8,12 @@
 
 namespace caf_rdma {
 
+Status TransferOutcome::status() const {
+  if (ok())
+    return {};
+  return Error(static_cast<ErrorCode>(code), message);
+}
+
 std::string describe(const BufferHandle& h) {
   char range[64];
   std::snprintf(range, sizeof(range), "0x%llx+%llu", static_cast<unsigned long long>(h.addr),

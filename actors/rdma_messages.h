@@ -16,6 +16,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "primitives/status.h"
+
 namespace caf_rdma {
 
 /// Buffer access rights (as uint8_t on the wire).
@@ -217,6 +219,9 @@ struct TransferOutcome {
   std::string path;  ///< of a success: kPathRdma, kPathRdmaStaged or kPathFallback
 
   bool ok() const { return code == 0; }
+  /// The outcome as the API's one error type: ok, or the Error (code, message) a blocking call
+  /// would have returned for this op.
+  Status status() const;
 };
 
 template <class Inspector>

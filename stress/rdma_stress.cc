@@ -317,7 +317,7 @@ void Child::worker(int t) {
         if (out[i].ok())
           count(i == 0 ? lw1 : i == 1 ? lw2 : lr);
         else
-          on_error(*p, Error(static_cast<ErrorCode>(out[i].code), out[i].message), "batch op");
+          on_error(*p, out[i].status().error(), "batch op");
       }
       if (out[2].ok())
         check(q, o3, lr, out[2].path);

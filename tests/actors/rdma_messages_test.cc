@@ -1,5 +1,6 @@
-// The message helpers of actors/rdma_messages.h: a Range names each of its numbers, and both
-// ways of making an op (Range, or the integers in their order) make the same op.
+// The message helpers of actors/rdma_messages.h: a Range names each of its numbers, both ways
+// of making an op (Range, or the integers in their order) make the same op, and a batch
+// outcome converts to the API's one error type.
 #include "actors/rdma_messages.h"
 
 #include <gtest/gtest.h>
@@ -39,6 +40,21 @@ TEST(RdmaMessagesTest, ARangeAndTheIntegersMakeTheSameOps) {
     EXPECT_EQ(a.local.id, 1u);
     EXPECT_EQ(a.remote.id, 2u);
   }
+}
+
+// One error type at the API: a batch outcome gives the same Error a blocking call returns.
+TEST(RdmaMessagesTest, ABatchOutcomeIsTheOneErrorType) {
+  TransferOutcome done;
+  done.bytes = 8;
+  done.path = kPathFallback;
+  EXPECT_TRUE(done.status().ok());
+  TransferOutcome failed;
+  failed.code = static_cast<uint8_t>(ErrorCode::kOutOfBounds);
+  failed.message = "read of 8 bytes at 4096 is outside buffer 7 (4096 bytes)";
+  Status st = failed.status();
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), ErrorCode::kOutOfBounds);
+  EXPECT_EQ(st.error().message(), failed.message);
 }
 
 }  // namespace
