@@ -10,6 +10,7 @@
 #include "actors/rdma_node.h"
 #include "components/tls_credentials.h"
 #include "primitives/ibverbs_config.h"
+#include "primitives/log.h"
 
 extern char** environ;  // NOLINT: POSIX
 
@@ -25,6 +26,7 @@ const std::vector<EnvironmentVariable>& environment_variables() {
       {kEnvStreamMin, V::kManagerOptions},
       {kEnvInlinePoll, V::kManagerOptions},
       {kEnvVerify, V::kManagerOptions},
+      {kEnvReleaseOrphans, V::kManagerOptions},
       {kEnvGpu, V::kManagerOptions},
       {kEnvMaxTimeout, V::kManagerOptions},
       {kEnvPeerWindow, V::kManagerOptions},
@@ -46,6 +48,8 @@ const std::vector<EnvironmentVariable>& environment_variables() {
       {kEnvTlsPassphrase, V::kNode},
       // RdmaClient.
       {kEnvDirect, V::kClient},
+      // Every layer's log lines (primitives/log.h).
+      {kEnvLog, V::kLog},
       // The test harness, the Soft-RoCE VM and CI (tests/, .ci/).
       {"CAF_RDMA_REQUIRE_DEVICE", V::kTools},
       {"CAF_RDMA_EXPECT_GPU_PATH", V::kTools},
@@ -104,18 +108,18 @@ void report_environment(const std::string& node, bool manager_from_env) {
     return s;
   };
   if (auto unknown = unknown_environment_variables(); !unknown.empty())
-    std::fprintf(stderr,
-                 "caf-rdma: %s: unknown environment variable%s %s ignored (misspelt? the "
-                 "variables are listed in README.md, \"Configuration\")\n",
-                 node.c_str(), unknown.size() > 1 ? "s" : "", list(unknown).c_str());
+    log_line(LogLevel::kWarn,
+             "%s: unknown environment variable%s %s ignored (misspelt? the variables are "
+             "listed in README.md, \"Configuration\")",
+             node.c_str(), unknown.size() > 1 ? "s" : "", list(unknown).c_str());
   if (manager_from_env)
     return;
   if (auto unused = set_manager_variables(); !unused.empty())
-    std::fprintf(stderr,
-                 "caf-rdma: %s: %s set but not applied: this program gave RdmaNode::start its own "
-                 "ManagerOptions (start it with RdmaNode::start(), or with NodeOptions::from_env() "
-                 "or ManagerOptions::from_env(), to apply them)\n",
-                 node.c_str(), list(unused).c_str());
+    log_line(LogLevel::kWarn,
+             "%s: %s set but not applied: this program gave RdmaNode::start its own "
+             "ManagerOptions (start it with RdmaNode::start(), or with NodeOptions::from_env() or "
+             "ManagerOptions::from_env(), to apply them)",
+             node.c_str(), list(unused).c_str());
 }
 
 }  // namespace caf_rdma

@@ -19,7 +19,7 @@ constexpr const char* kEnvScheduler = "CAF_RDMA_SCHEDULER";
 /// One variable caf-rdma knows: its name and who reads it.
 struct EnvironmentVariable {
   const char* name;
-  enum Reader { kManagerOptions, kNode, kClient, kTools } reader;
+  enum Reader { kManagerOptions, kNode, kClient, kLog, kTools } reader;
 };
 
 /// Every CAF_RDMA_* variable read anywhere (invariant 1).

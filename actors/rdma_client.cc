@@ -96,10 +96,7 @@ Result<BufferHandle> RdmaClient::request_buffer(const void* addr, uint64_t size,
 
 Result<RegisteredBuffer> RdmaClient::register_buffer(const void* addr, uint64_t size,
                                                      BufferAccess access) {
-  auto h = request_buffer(addr, size, access);
-  if (!h.ok())
-    return h.error();
-  return RegisteredBuffer(sys_, manager_, std::move(*h), reply_timeout_);
+  return RegisteredBuffer::make(sys_, manager_, addr, size, access, reply_timeout_);
 }
 
 Result<uint64_t> RdmaClient::release(uint64_t id) {

@@ -15,6 +15,7 @@
 #include "actors/detail/manager_state.h"
 #include "actors/op_texts.h"
 #include "actors/request_audience.h"
+#include "primitives/log.h"
 
 namespace caf_rdma {
 
@@ -77,6 +78,9 @@ Result<ManagerOptions> ManagerOptions::from_env() {
   uint64_t verify = o.verify ? 1 : 0;
   CAF_RDMA_RETURN_IF_ERROR(number(kEnvVerify, 0, 1, verify));
   o.verify = verify == 1;
+  uint64_t orphans = o.release_orphans ? 1 : 0;
+  CAF_RDMA_RETURN_IF_ERROR(number(kEnvReleaseOrphans, 0, 1, orphans));
+  o.release_orphans = orphans == 1;
   if (const char* v = std::getenv(kEnvGpu); v != nullptr && *v != '\0') {
     uint64_t gpu = 0;
     CAF_RDMA_RETURN_IF_ERROR(number(kEnvGpu, 0, 1023, gpu));
@@ -99,7 +103,10 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
                                                   std::shared_ptr<RdmaDomain> domain,
                                                   std::string no_rdma_reason) {
   self->state.init(self, std::move(options), std::move(domain), std::move(no_rdma_reason));
-  self->set_down_handler([=](caf::down_msg& msg) { self->state.links.on_down(msg); });
+  self->set_down_handler([=](caf::down_msg& msg) {
+    if (!self->state.registrants.on_down(msg))
+      self->state.links.on_down(msg);
+  });
   // Requests that act on this node's memory: this node's actors only (invariant 6). Which
   // requests, and their names, come from the table (actors/request_audience.h).
   auto refused = [=](auto atom) -> caf::error {
@@ -245,7 +252,7 @@ Result<rdma_manager_actor> spawn_manager(caf::actor_system& sys, ManagerOptions 
     if (d.ok()) {
       domain = *d;
       if (!domain->warning().empty())
-        std::fprintf(stderr, "caf-rdma: WARNING: %s\n", domain->warning().c_str());
+        log_line(LogLevel::kWarn, "%s", domain->warning().c_str());
     } else if (options.mode == TransportMode::kRdma) {
       return d.error().with_context(fallback_forbidden_text() + ", but no RDMA device can be used");
     } else {
@@ -280,7 +287,7 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
     poller_ = std::make_unique<CompletionPoller>();
     device.watch_device();
     if (const std::string& note = domain_->context()->selection_note(); !note.empty())
-      std::fprintf(stderr, "caf-rdma: %s: %s\n", options_.name.c_str(), note.c_str());
+      log_line(LogLevel::kInfo, "%s: %s", options_.name.c_str(), note.c_str());
   }
   if (!options_.stream_host.empty() && options_.stream_min_bytes > 0 &&
       options_.mode != TransportMode::kRdma) {
@@ -292,9 +299,8 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
       if (ctx.ok())
         tls = *ctx;
       else
-        std::fprintf(stderr,
-                     "caf-rdma: %s: no stream channel (fallback bytes go in CAF messages): %s\n",
-                     options_.name.c_str(), ctx.error().message().c_str());
+        log_line(LogLevel::kWarn, "%s: no stream channel (fallback bytes go in CAF messages): %s",
+                 options_.name.c_str(), ctx.error().message().c_str());
       usable = ctx.ok();
     }
     if (usable) {
@@ -304,6 +310,28 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
       stream_client_ = std::make_unique<StreamClient>(options_.stream_threads, tls);
     }
   }
+  if (!options_.named_later)
+    say_started();
+}
+
+void ManagerState::say_started() const {
+  std::string stream = stream_server_ ? "; fallback stream channel on " + stream_server_->host() +
+                                            ":" + std::to_string(stream_server_->port()) +
+                                            (options_.stream_tls.any() ? " (TLS)" : "")
+                                      : std::string();
+  if (domain_) {
+    log_line(LogLevel::kInfo, "%s: started, transport %s: RDMA on %s%s", options_.name.c_str(),
+             to_string(options_.mode), domain_->describe().c_str(), stream.c_str());
+    return;
+  }
+  // A device the program or CAF_RDMA_DEVICE named and did not get is worth a warning.
+  const bool asked = !options_.ibverbs.device_name.empty();
+  const std::string wanted =
+      asked ? " (device " + options_.ibverbs.device_name + " was asked for)" : std::string();
+  log_line(asked && options_.mode != TransportMode::kFallback ? LogLevel::kWarn : LogLevel::kInfo,
+           "%s: started, transport %s: no RDMA%s, the fallback carries every transfer%s. Why: %s",
+           options_.name.c_str(), to_string(options_.mode), wanted.c_str(), stream.c_str(),
+           no_rdma_reason_.c_str());
 }
 
 ManagerState::~ManagerState() {
@@ -381,6 +409,8 @@ ManagerStats ManagerState::stats() const {
   s.staged_overlapped = counters_.staged_overlapped;
   s.links_lost = counters_.links_lost;
   s.reconnects = counters_.reconnects;
+  s.registrants = registrants.stats();
+  s.orphaned_buffers = registrants.orphaned();
   for (const auto& [id, b] : buffers_) {
     s.registered_buffers += b.released ? 0 : 1;
     s.busy_buffers += b.in_use > 0 || registry_->busy(id) ? 1 : 0;

@@ -29,6 +29,9 @@ constexpr uint64_t kInlinePollMaxBytes = 4096;
 constexpr std::chrono::milliseconds kDeadlineSlack{10};
 /// "1": verify mode (ManagerOptions::verify).
 constexpr const char* kEnvVerify = "CAF_RDMA_VERIFY";
+/// "1": release the buffers of an actor that ends without releasing them
+/// (ManagerOptions::release_orphans).
+constexpr const char* kEnvReleaseOrphans = "CAF_RDMA_RELEASE_ORPHANS";
 /// CUDA device ordinal whose memory this node moves: picks the NIC closest to that GPU.
 constexpr const char* kEnvGpu = "CAF_RDMA_GPU";
 /// Longest timeout in milliseconds any request may ask for (ManagerOptions::max_timeout).
@@ -130,13 +133,21 @@ struct ManagerOptions {
   /// follow their manager's setting. Off by default. Concurrent writers to the same range make
   /// the two sides differ legitimately: verify only transfers nobody else touches meanwhile.
   bool verify = false;
+  /// Leak accounting (actors/manager/registrant_watch.h): when an actor of this node that
+  /// registered buffers ends without releasing them, the manager warns naming them (always)
+  /// and, with this set, releases them (after their transfers, as any release). Off by
+  /// default: memory registered by an actor that handed its handles on may still be in use.
+  bool release_orphans = false;
+  /// Set by RdmaNode::start when it names the manager once it listens (host:port): the node's
+  /// start line (ManagerState::say_started) waits for that name. Others leave it false.
+  bool named_later = false;
   /// Set by from_env: these options carry the environment (RdmaNode::start then says nothing
   /// about manager variables it did not apply).
   bool from_environment = false;
 
   /// Defaults, then CAF_RDMA_TRANSPORT, CAF_RDMA_FALLBACK_CHUNK, CAF_RDMA_FALLBACK_WINDOW,
   /// CAF_RDMA_STREAM_MIN, CAF_RDMA_PEER_WINDOW, CAF_RDMA_TOTAL_WINDOW,
-  /// CAF_RDMA_INLINE_POLL_US, CAF_RDMA_VERIFY,
+  /// CAF_RDMA_INLINE_POLL_US, CAF_RDMA_VERIFY, CAF_RDMA_RELEASE_ORPHANS,
   /// CAF_RDMA_GPU, CAF_RDMA_MAX_TIMEOUT_MS and the IbverbsConfig variables (CAF_RDMA_DEVICE, ...).
   /// A malformed value is an error naming the variable and what it may be (e.g.
   /// "CAF_RDMA_TRANSPORT='bogus' must be auto, rdma or fallback").

@@ -317,6 +317,22 @@ typename Inspector::result_type inspect(Inspector& f, ByteChunk& x) {
 }
 
 /// Per-manager counters.
+/// The live buffers one actor of the node registered (leak accounting,
+/// actors/manager/registrant_watch.h).
+struct RegistrantStats {
+  uint64_t actor_id = 0;
+  std::string actor_name;  ///< as CAF names the actor ("scoped_actor", a state's name, ...)
+  uint64_t buffers = 0;
+  uint64_t registered_bytes = 0;
+  uint64_t pinned_bytes = 0;  ///< of those, bytes in memory regions of the device
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RegistrantStats& x) {
+  return f(caf::meta::type_name("caf_rdma::RegistrantStats"), x.actor_id, x.actor_name, x.buffers,
+           x.registered_bytes, x.pinned_bytes);
+}
+
 struct ManagerStats {
   std::string device;     ///< "" when the manager has no RDMA device
   std::string transport;  ///< "auto", "rdma" or "fallback"
@@ -366,6 +382,10 @@ struct ManagerStats {
   /// and fetches waiting for a window to open.
   uint64_t window_bytes = 0;
   uint64_t fetches_waiting = 0;
+  /// Leak accounting: who holds the live buffers (one entry per registering actor), and the
+  /// buffers whose registrant ended without releasing them, since the start.
+  std::vector<RegistrantStats> registrants;
+  uint64_t orphaned_buffers = 0;
 };
 
 template <class Inspector>
@@ -376,7 +396,7 @@ typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
            x.stream_refused, x.direct_ops, x.lanes, x.busy_buffers, x.device_losses,
            x.device_reopens, x.facade_dropped, x.forged_answers, x.shared_cq_qps, x.polled_cqs,
            x.staged_chunks, x.staged_overlapped, x.links_lost, x.reconnects, x.no_rdma_reason,
-           x.window_bytes, x.fetches_waiting);
+           x.window_bytes, x.fetches_waiting, x.registrants, x.orphaned_buffers);
 }
 
 /// Registers every message type above. Call on the config of every actor system that talks

@@ -10,6 +10,7 @@
 #include "actors/rdma_errors.h"
 #include "actors/rdma_messages.h"
 #include "actors/tls_transport.h"
+#include "primitives/log.h"
 
 namespace caf_rdma {
 
@@ -27,6 +28,9 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start() {
 }
 
 Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
+  if (const char* level = std::getenv(kEnvLog); level != nullptr && *level != '\0')
+    if (auto parsed = parse_log_level(level); !parsed.ok())
+      return parsed.error().with_context("starting a node");
   report_environment(options.manager.name.empty() ? options.host : options.manager.name,
                      options.manager.from_environment);
   std::unique_ptr<RdmaNode> node(new RdmaNode());
@@ -81,6 +85,7 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
   // host:port: the name reaches the manager before anyone can know the port.
   ManagerOptions mo = options.manager;
   const bool name_it = mo.name.empty();
+  mo.named_later = name_it;
   // The stream channel announces the node's address; a wildcard is no address a peer can use.
   if (mo.stream_host.empty() && options.host != "0.0.0.0" && !options.host.empty())
     mo.stream_host = options.host == "localhost" ? "127.0.0.1" : options.host;

@@ -4,9 +4,11 @@
 #include <caf/all.hpp>
 
 #include <cstdio>
+#include <optional>
 #include <utility>
 
 #include "actors/rdma_errors.h"
+#include "primitives/log.h"
 
 namespace caf_rdma {
 
@@ -18,15 +20,16 @@ RegisteredBuffer::~RegisteredBuffer() {
   if (!registered())
     return;
   if (Status st = release(); !st.ok())  // invariant 2
-    std::fprintf(stderr, "caf-rdma: releasing buffer %llu on destruction failed: %s\n",
-                 static_cast<unsigned long long>(handle_.id), st.error().to_string().c_str());
+    log_line(LogLevel::kError, "releasing buffer %llu on destruction failed: %s",
+             static_cast<unsigned long long>(handle_.id), st.error().to_string().c_str());
 }
 
 RegisteredBuffer::RegisteredBuffer(RegisteredBuffer&& other) noexcept
     : sys_(std::exchange(other.sys_, nullptr)),
       manager_(std::move(other.manager_)),
       handle_(std::move(other.handle_)),
-      timeout_(other.timeout_) {}
+      timeout_(other.timeout_),
+      registrant_(std::move(other.registrant_)) {}
 
 RegisteredBuffer& RegisteredBuffer::operator=(RegisteredBuffer&& other) noexcept {
   if (this != &other) {
@@ -35,8 +38,28 @@ RegisteredBuffer& RegisteredBuffer::operator=(RegisteredBuffer&& other) noexcept
     manager_ = std::move(other.manager_);
     handle_ = std::move(other.handle_);
     timeout_ = other.timeout_;
+    registrant_ = std::move(other.registrant_);
   }
   return *this;
+}
+
+Result<RegisteredBuffer> RegisteredBuffer::make(caf::actor_system& sys, rdma_manager_actor manager,
+                                                const void* addr, uint64_t size,
+                                                BufferAccess access,
+                                                std::chrono::milliseconds timeout) {
+  auto registrant = std::make_unique<caf::scoped_actor>(sys);
+  std::optional<Result<BufferHandle>> h;
+  (*registrant)
+      ->request(manager, timeout, request_buffer_atom::value,
+                static_cast<uint64_t>(reinterpret_cast<uintptr_t>(addr)), size,
+                static_cast<uint8_t>(access))
+      .receive([&](BufferHandle& handle) { h.emplace(std::move(handle)); },
+               [&](caf::error& err) { h.emplace(to_error(err)); });
+  if (!h->ok())
+    return h->error();
+  RegisteredBuffer b(sys, std::move(manager), std::move(**h), timeout);
+  b.registrant_ = std::move(registrant);
+  return b;
 }
 
 Status RegisteredBuffer::release() {
@@ -47,8 +70,12 @@ Status RegisteredBuffer::release() {
   Status out = Error(ErrorCode::kTimeout, "releasing buffer " + std::to_string(handle_.id) +
                                               ": no answer within " +
                                               std::to_string(timeout_.count()) + " ms");
-  caf::scoped_actor self{sys};
-  self->request(manager_, timeout_, release_buffer_atom::value, handle_.id)
+  // The registrant releases (invariant 4); it ends after the answer, holding nothing.
+  std::unique_ptr<caf::scoped_actor> self = std::move(registrant_);
+  if (!self)
+    self = std::make_unique<caf::scoped_actor>(sys);
+  (*self)
+      ->request(manager_, timeout_, release_buffer_atom::value, handle_.id)
       .receive([&](uint64_t) { out = Status{}; },
                [&](caf::error& err) {
                  out = to_error(err).with_context("releasing buffer " + std::to_string(handle_.id));

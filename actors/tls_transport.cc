@@ -27,6 +27,7 @@
 #include <utility>
 
 #include "actors/rdma_errors.h"
+#include "primitives/log.h"
 
 namespace caf_rdma {
 
@@ -139,8 +140,8 @@ private:
                     ERR_GET_REASON(first) == SSL_R_UNEXPECTED_EOF_WHILE_READING ||
                     ERR_GET_REASON(first) >= SSL_AD_REASON_OFFSET;
     if (!ordinary)
-      std::fprintf(stderr, "caf-rdma: TLS %s on the connection with %s failed: %s\n", what,
-                   peer_.c_str(), queued.empty() ? "no detail from OpenSSL" : queued.c_str());
+      log_line(LogLevel::kWarn, "TLS %s on the connection with %s failed: %s", what, peer_.c_str(),
+               queued.empty() ? "no detail from OpenSSL" : queued.c_str());
     return false;
   }
 

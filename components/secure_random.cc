@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "primitives/log.h"
 #include "primitives/status.h"
 
 namespace caf_rdma {
@@ -18,8 +19,8 @@ void secure_random(void* p, size_t n) {
     if (got < 0) {
       if (errno == EINTR)
         continue;
-      std::fprintf(stderr, "caf-rdma: getrandom failed (%s): cannot make secrets\n",
-                   errno_string(errno).c_str());
+      log_line(LogLevel::kError, "getrandom failed (%s): cannot make secrets",
+               errno_string(errno).c_str());
       std::abort();
     }
     out += got;

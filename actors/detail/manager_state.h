@@ -48,6 +48,7 @@
 #include "actors/manager/lane_table.h"
 #include "actors/manager/link_recovery.h"
 #include "actors/manager/peer_table.h"
+#include "actors/manager/registrant_watch.h"
 #include "actors/manager/qp_handshakes.h"
 #include "actors/manager/stream_grants.h"
 #include "actors/transfer/chunk_path.h"
@@ -68,6 +69,9 @@ public:
 
   void init(Self self, ManagerOptions options, std::shared_ptr<RdmaDomain> domain,
             std::string no_rdma_reason);
+  /// The node's start line (info; a warning when a named device was not used): transport,
+  /// device, port, GID and MTU, or why there is no RDMA; the stream channel's address.
+  void say_started() const;
   ~ManagerState();
 
   // -- requests (rdma_manager_actor.cc) --
@@ -89,6 +93,7 @@ public:
   DeviceWatch device{*this};
   Directory directory{*this};
   FetchWindows windows{*this};  ///< the owner side of fetch windows (invariant 12)
+  RegistrantWatch registrants{*this};  ///< leak accounting: who holds each live buffer
 
   /// The name given by its node once it listens (first call only; SetName is an internal event).
   void set_name(std::string name) {
@@ -97,6 +102,8 @@ public:
     named_ = true;
     options_.name = std::move(name);
     caf::anon_send(facade_, FacadeName{options_.name});
+    if (options_.named_later)
+      say_started();
   }
   /// The actor published in this manager's place (actors/peer_facade.h): peers see only it.
   const caf::actor& facade() const { return facade_; }
@@ -140,6 +147,7 @@ private:
   friend class QpHandshakes;
   friend class LinkRecovery;
   friend class PeerTable;
+  friend class RegistrantWatch;
 
   /// Checks op `id`, chooses its path (path_choice.h) and starts it there.
   void start_op(OpId id);

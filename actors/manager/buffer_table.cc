@@ -10,6 +10,7 @@
 #include "components/secure_random.h"
 
 #include "actors/detail/manager_state.h"
+#include "primitives/log.h"
 
 namespace caf_rdma::detail {
 
@@ -85,10 +86,9 @@ caf::result<BufferHandle> BufferTable::request_buffer(uint64_t addr, uint64_t si
         h.rkey = entry.rdma.rkey();
       } else if (staged_gpus_.insert(where.device).second) {
         // Staging works, but is slower: a host that expects GPUDirect must learn why not.
-        std::fprintf(stderr,
-                     "caf-rdma: %s: memory of GPU %d is staged through host bounce buffers "
-                     "(no GPUDirect): %s\n",
-                     m_.options_.name.c_str(), where.device, mr.error().message().c_str());
+        log_line(LogLevel::kWarn,
+                 "%s: memory of GPU %d is staged through host bounce buffers (no GPUDirect): %s",
+                 m_.options_.name.c_str(), where.device, mr.error().message().c_str());
       }
     }
   } else if (m_.domain_) {
@@ -127,6 +127,7 @@ caf::result<BufferHandle> BufferTable::request_buffer(uint64_t addr, uint64_t si
   if (!entry.rdma.released() && entry.memory != BufferMemory::kGpuStaged)
     m_.registry_->add(h.id, entry.rdma, size, entry.access, entry.secret_hi, entry.secret_lo);
   m_.buffers_.emplace(h.id, std::move(entry));
+  m_.registrants.registered(h.id);
   return h;
 }
 
@@ -173,6 +174,7 @@ caf::result<uint64_t> BufferTable::release_buffer(uint64_t id) {
   // flight: waited for, like the others. (Before `released` is set, so that ending their holds
   // cannot finish, and erase, the buffer under this function.)
   m_.grants.revoke_unclaimed_grants(id);
+  m_.registrants.released(id);
   buf->released = true;
   bool lanes_idle = m_.registry_->release(id);
   uint64_t size = buf->size;

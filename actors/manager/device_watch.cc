@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "actors/detail/manager_state.h"
+#include "primitives/log.h"
 
 namespace caf_rdma::detail {
 
@@ -28,10 +29,9 @@ void DeviceWatch::watch_device() {
   if (monitor.ok())
     m_.monitor_ = std::move(*monitor);
   else
-    std::fprintf(stderr,
-                 "caf-rdma: %s: the device cannot be watched (its loss would show as "
-                 "timeouts): %s\n",
-                 m_.options_.name.c_str(), monitor.error().message().c_str());
+    log_line(LogLevel::kWarn,
+             "%s: the device cannot be watched (its loss would show as timeouts): %s",
+             m_.options_.name.c_str(), monitor.error().message().c_str());
 }
 
 void DeviceWatch::device_changed(const DeviceChanged& e) {
@@ -64,14 +64,14 @@ void DeviceWatch::device_changed(const DeviceChanged& e) {
       std::string before = m_.domain_->describe();
       auto changed = m_.domain_->refresh_gid();
       if (!changed.ok()) {
-        std::fprintf(stderr, "caf-rdma: %s: %s: no usable GID after a GID table change: %s\n",
-                     m_.options_.name.c_str(), e.what.c_str(), changed.error().message().c_str());
+        log_line(LogLevel::kError, "%s: %s: no usable GID after a GID table change: %s",
+                 m_.options_.name.c_str(), e.what.c_str(), changed.error().message().c_str());
         return;
       }
       if (!*changed)
         return;
-      std::fprintf(stderr, "caf-rdma: %s: GID table changed: %s is now %s\n",
-                   m_.options_.name.c_str(), before.c_str(), m_.domain_->describe().c_str());
+      log_line(LogLevel::kInfo, "%s: GID table changed: %s is now %s", m_.options_.name.c_str(),
+               before.c_str(), m_.domain_->describe().c_str());
       std::string reason = "the local GID changed (" + e.what + ")";
       abort_connections(reason);
       return;
@@ -86,13 +86,11 @@ void DeviceWatch::lose_device(const std::string& what) {
   if (!m_.domain_)
     return;
   ++m_.device_losses_;
-  std::fprintf(stderr,
-               "caf-rdma: %s: RDMA device lost: %s. Its transfers in flight failed; %s until it "
-               "is back\n",
-               m_.options_.name.c_str(), what.c_str(),
-               m_.options_.mode == TransportMode::kRdma
-                   ? "new transfers fail (CAF_RDMA_TRANSPORT=rdma)"
-                   : "new transfers use the fallback");
+  log_line(LogLevel::kWarn,
+           "%s: RDMA device lost: %s. Its transfers in flight failed; %s until it is back",
+           m_.options_.name.c_str(), what.c_str(),
+           m_.options_.mode == TransportMode::kRdma ? "new transfers fail (CAF_RDMA_TRANSPORT=rdma)"
+                                                    : "new transfers use the fallback");
   m_.monitor_.reset();
   std::string reason = "RDMA device lost: " + what;
   // 1. Every queue pair on the device goes: not polled any more, destroyed (the NIC stops
@@ -196,11 +194,9 @@ void DeviceWatch::reopen_device(uint32_t attempt) {
   }
   std::string not_again =
       failed > 0 ? " (" + std::to_string(failed) + " could not be: they use the fallback)" : "";
-  std::fprintf(stderr,
-               "caf-rdma: %s: RDMA device back after %u attempts: %s; %zu buffers registered "
-               "again%s\n",
-               m_.options_.name.c_str(), attempt, m_.domain_->describe().c_str(), again,
-               not_again.c_str());
+  log_line(
+      LogLevel::kInfo, "%s: RDMA device back after %u attempts: %s; %zu buffers registered again%s",
+      m_.options_.name.c_str(), attempt, m_.domain_->describe().c_str(), again, not_again.c_str());
   watch_device();
 }
 

@@ -7,16 +7,17 @@
 #include "actors/rdma_node.h"
 
 #include "actors/detail/manager_state.h"
+#include "primitives/log.h"
 
 namespace caf_rdma::detail {
 
 void LinkRecovery::on_down(const caf::down_msg& msg) {
   if (m_.facade_ && msg.source == m_.facade_.address()) {
     // Only CAF's `kill` stops it (see peer_facade.h); this node's own actors are unaffected.
-    std::fprintf(stderr,
-                 "caf-rdma: %s: the published facade stopped (%s): other nodes can no longer "
-                 "reach this manager; its own node's actors still can\n",
-                 m_.options_.name.c_str(), caf::to_string(msg.reason).c_str());
+    log_line(LogLevel::kError,
+             "%s: the published facade stopped (%s): other nodes can no longer reach this "
+             "manager; its own node's actors still can",
+             m_.options_.name.c_str(), caf::to_string(msg.reason).c_str());
     return;
   }
   m_.windows.window_sender_down(msg.source);  // its node's fetch window, if any (invariant 12)

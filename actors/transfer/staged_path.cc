@@ -6,6 +6,7 @@
 
 #include "actors/detail/manager_state.h"
 #include "actors/op_texts.h"
+#include "primitives/log.h"
 
 namespace caf_rdma::detail {
 
@@ -46,10 +47,10 @@ Result<int> StagedPath::take_slot(int gpu) {
   slot.memory = std::move(*memory);
   if (!slot.memory->page_locked() && !lock_reported_) {
     lock_reported_ = true;  // once: every buffer would say the same
-    std::fprintf(stderr,
-                 "caf-rdma: %s: staging buffers stay pageable, so GPU copies go through the "
-                 "driver's own staging (slower): %s\n",
-                 opt.name.c_str(), slot.memory->lock_error().c_str());
+    log_line(LogLevel::kWarn,
+             "%s: staging buffers stay pageable, so GPU copies go through the driver's own "
+             "staging (slower): %s",
+             opt.name.c_str(), slot.memory->lock_error().c_str());
   }
   auto b = m_.domain_->register_local(slot.memory->data(), opt.staging_bytes);
   if (!b.ok())

@@ -122,5 +122,32 @@ TEST(EnvironmentTest, AnUnknownCafRdmaVariableIsReported) {
   }
 }
 
+// primitives/log.h invariant 2: a bad CAF_RDMA_LOG stops the start, naming it and its values.
+TEST(EnvironmentTest, ABadLogLevelIsAnErrorNamingTheVariable) {
+  ScopedEnv loud("CAF_RDMA_LOG", "loud");
+  auto node = RdmaNode::start();
+  ASSERT_FALSE(node.ok());
+  EXPECT_EQ(node.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(node.error().message().find("CAF_RDMA_LOG=loud"), std::string::npos)
+      << node.error().message();
+}
+
+// The node's start line names its transport and address, or why it has no RDMA (here: the
+// fallback was asked for), and the stream channel's address.
+TEST(EnvironmentTest, ANodeSaysAtStartWhichTransportItUsesAndWhy) {
+  ScopedEnv fallback("CAF_RDMA_TRANSPORT", "fallback");
+  ::testing::internal::CaptureStderr();
+  auto node = RdmaNode::start();
+  ASSERT_TRUE(node.ok()) << node.error().to_string();
+  (void)transport_of(**node);  // a round trip: the start line is out by then
+  std::string said = ::testing::internal::GetCapturedStderr();
+  const std::string address = (*node)->address();
+  EXPECT_NE(said.find("caf-rdma info: " + address + ": started, transport fallback"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("CAF_RDMA_TRANSPORT=fallback"), std::string::npos) << said;
+  EXPECT_NE(said.find("stream channel on 127.0.0.1:"), std::string::npos) << said;
+}
+
 }  // namespace
 }  // namespace caf_rdma::testing
