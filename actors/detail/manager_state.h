@@ -48,8 +48,8 @@
 #include "actors/manager/lane_table.h"
 #include "actors/manager/link_recovery.h"
 #include "actors/manager/peer_table.h"
-#include "actors/manager/registrant_watch.h"
 #include "actors/manager/qp_handshakes.h"
+#include "actors/manager/registrant_watch.h"
 #include "actors/manager/stream_grants.h"
 #include "actors/transfer/chunk_path.h"
 #include "actors/transfer/local_copy_path.h"
@@ -92,7 +92,7 @@ public:
   LaneTable lanes{*this};
   DeviceWatch device{*this};
   Directory directory{*this};
-  FetchWindows windows{*this};  ///< the owner side of fetch windows (invariant 12)
+  FetchWindows windows{*this};         ///< the owner side of fetch windows (invariant 12)
   RegistrantWatch registrants{*this};  ///< leak accounting: who holds each live buffer
 
   /// The name given by its node once it listens (first call only; SetName is an internal event).
