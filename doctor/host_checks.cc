@@ -31,8 +31,9 @@ Finding check_memlock(const HostView& host, uint64_t need) {
     return ok(what + ", lifted by CAP_IPC_LOCK (registration may pin any amount)");
   std::string rule =
       "; caf-rdma pins every registered buffer while it is registered, so a "
-      "process needs the bytes it registers at once (unlimited is best, at least " +
-      kib(need) + " here: --memlock-need)";
+      "process needs the bytes it registers at once (unlimited is best; the doctor asks for at "
+      "least " +
+      kib(need) + ", --memlock-need)";
   if (host.memlock_limit < need)
     return fail(what + ", below " + kib(need) + rule, kMemlockFix);
   return warn(what + rule, kMemlockFix);
