@@ -70,7 +70,10 @@ void check_kernel_modules(const HostView& host, Findings& out) {
     if (name.rfind("uverbs", 0) != 0)
       continue;
     nodes += (nodes.empty() ? "" : ", ") + name;
-    if (::access((dir + "/" + name).c_str(), R_OK | W_OK) != 0)
+    std::string node = dir;
+    node += "/";
+    node += name;
+    if (::access(node.c_str(), R_OK | W_OK) != 0)
       unusable += (unusable.empty() ? "" : ", ") + name;
   }
   if (nodes.empty())

@@ -17,20 +17,27 @@ std::vector<GidEntry> read_gid_table(const std::string& sysfs_root, const std::s
           return std::isdigit(static_cast<unsigned char>(c));
         }))
       continue;
-    auto gid = parse_gid(read_line(dir + "gids/" + name));
+    // dir + what + name, without temporaries.
+    auto file = [&](const char* what) {
+      std::string path = dir;
+      path += what;
+      path += name;
+      return read_line(path);
+    };
+    auto gid = parse_gid(file("gids/"));
     if (!gid.ok() || is_zero(*gid))
       continue;
     GidEntry e;
     e.index = std::stoi(name);
     e.gid = *gid;
-    std::string type = read_line(dir + "gid_attrs/types/" + name);  // "RoCE v2", "IB/RoCE v1"
+    std::string type = file("gid_attrs/types/");  // "RoCE v2", "IB/RoCE v1"
     if (type == "RoCE v2")
       e.type = GidType::kRoceV2;
     else if (is_ethernet)
       e.type = GidType::kRoceV1;
     else
       e.type = GidType::kInfiniBand;
-    e.netdev = read_line(dir + "gid_attrs/ndevs/" + name);
+    e.netdev = file("gid_attrs/ndevs/");
     out.push_back(std::move(e));
   }
   std::sort(out.begin(), out.end(),

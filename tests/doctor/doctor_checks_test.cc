@@ -90,7 +90,7 @@ protected:
 // -- locked memory ---------------------------------------------------------------------------
 
 TEST_F(FakeHost, AMemlockLimitBelowTheNeedFailsNamingTheLimitAndItsFix) {
-  host_.memlock_limit = 64 * 1024;
+  host_.memlock_limit = uint64_t{64} * 1024;
   Finding f = check_memlock(host_, kDefaultMemlockNeed);
   EXPECT_EQ(f.level, Level::kFail);
   EXPECT_NE(f.what.find("`ulimit -l`): 64 KiB, below 65536 KiB"), std::string::npos) << f.what;
@@ -102,7 +102,7 @@ TEST_F(FakeHost, AMemlockLimitBelowTheNeedFailsNamingTheLimitAndItsFix) {
 
 TEST_F(FakeHost, AMemlockLimitIsFineWhenUnlimitedOrLiftedAndWarnsWhenFinite) {
   EXPECT_EQ(check_memlock(host_, kDefaultMemlockNeed).level, Level::kOk);
-  host_.memlock_limit = 64 * 1024;
+  host_.memlock_limit = uint64_t{64} * 1024;
   host_.has_ipc_lock = true;
   EXPECT_EQ(check_memlock(host_, kDefaultMemlockNeed).level, Level::kOk);
   host_.has_ipc_lock = false;
