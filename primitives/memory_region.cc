@@ -25,20 +25,11 @@ int access_flags(Access access) {
   return 0;
 }
 
-std::string memlock_hint(uint64_t length, uint64_t memlock_limit, bool has_ipc_lock) {
-  if (has_ipc_lock || memlock_limit == RLIM_INFINITY)
-    return {};
-  return "; the locked-memory limit of this process (RLIMIT_MEMLOCK, `ulimit -l`) is " +
-         std::to_string(memlock_limit / 1024) + " KiB and registering pins " +
-         std::to_string((length + 1023) / 1024) +
-         " KiB more: raise it (`ulimit -l unlimited` in the launching shell, "
-         "LimitMEMLOCK=infinity for a systemd service, `memlock` in "
-         "/etc/security/limits.conf, `--ulimit memlock=-1` for docker) or grant CAP_IPC_LOCK";
-}
+const char* const kMemlockFix =
+    "raise it (`ulimit -l unlimited` in the launching shell, LimitMEMLOCK=infinity for a systemd "
+    "service, `memlock` in /etc/security/limits.conf, `--ulimit memlock=-1` for docker) or grant "
+    "CAP_IPC_LOCK";
 
-namespace {
-
-/// Whether this process may pin memory beyond RLIMIT_MEMLOCK (CAP_IPC_LOCK, effective).
 bool has_ipc_lock() {
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
@@ -46,6 +37,16 @@ bool has_ipc_lock() {
     return false;
   return (data[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK)) != 0;
 }
+
+std::string memlock_hint(uint64_t length, uint64_t memlock_limit, bool has_ipc_lock) {
+  if (has_ipc_lock || memlock_limit == RLIM_INFINITY)
+    return {};
+  return "; the locked-memory limit of this process (RLIMIT_MEMLOCK, `ulimit -l`) is " +
+         std::to_string(memlock_limit / 1024) + " KiB and registering pins " +
+         std::to_string((length + 1023) / 1024) + " KiB more: " + kMemlockFix;
+}
+
+namespace {
 
 std::string pin_failure_hint(int err, uint64_t length) {
   if (err != ENOMEM)

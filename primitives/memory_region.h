@@ -27,6 +27,12 @@ enum class Access : uint8_t {
 /// ibv_access_flags for an Access value.
 int access_flags(Access access);
 
+/// How to raise the locked-memory limit: the fix every message about RLIMIT_MEMLOCK names.
+extern const char* const kMemlockFix;
+
+/// Whether this process may pin memory beyond RLIMIT_MEMLOCK (CAP_IPC_LOCK, effective).
+bool has_ipc_lock();
+
 /// What to do when pinning `length` bytes failed with ENOMEM under a locked-memory limit of
 /// `memlock_limit` bytes (RLIM_INFINITY: none; `has_ipc_lock`: CAP_IPC_LOCK bypasses it):
 /// names the limit and how to raise it, or is empty when the limit cannot be the cause.

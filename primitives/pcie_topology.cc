@@ -45,6 +45,35 @@ int pcie_distance(const std::string& a, const std::string& b) {
   return static_cast<int>((x.size() - common) + (y.size() - common));
 }
 
+std::vector<std::string> pcie_path_bridges(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty())
+    return {};
+  auto x = components(a), y = components(b);
+  size_t common = 0;
+  while (common < x.size() && common < y.size() && x[common] == y[common])
+    ++common;
+  // A PCI device's name has a colon ("0000:3a:00.0"); "pci0000:3a" and "devices" are not devices.
+  auto is_pci = [](const std::string& c) {
+    return c.find(':') != std::string::npos && c.rfind("pci", 0) != 0;
+  };
+  if (common == 0 || !is_pci(x[common - 1]))
+    return {};
+  auto path_of = [](const std::vector<std::string>& parts, size_t n) {
+    std::string out;
+    for (size_t i = 0; i < n; ++i)
+      out += "/" + parts[i];
+    return out;
+  };
+  std::vector<std::string> out;
+  for (size_t n = x.size() - 1; n > common; --n)  // a's ancestors below the meeting point
+    out.push_back(path_of(x, n));
+  if (common < x.size() && common < y.size())  // where the two paths meet, unless an endpoint
+    out.push_back(path_of(x, common));
+  for (size_t n = common + 1; n < y.size(); ++n)  // down to b
+    out.push_back(path_of(y, n));
+  return out;
+}
+
 std::string normalize_pci_bus_id(const std::string& id) {
   // [domain:]bus:device.function, hex; domain up to 8 digits, bus and device up to 2,
   // function 0..7.

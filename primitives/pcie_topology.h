@@ -14,6 +14,12 @@ namespace caf_rdma {
 /// path is empty.
 int pcie_distance(const std::string& a, const std::string& b);
 
+/// The PCI devices a transfer between the devices at sysfs paths `a` and `b` passes through: the
+/// ancestors of each up to their deepest common one (that one once, where both paths meet), in
+/// order from `a` to `b`, as sysfs paths; the endpoints themselves and the host bridge
+/// ("pci0000:00") are not included. Empty when either path is empty or no PCI device is shared.
+std::vector<std::string> pcie_path_bridges(const std::string& a, const std::string& b);
+
 /// `id` in sysfs's spelling of a PCI address, "dddd:bb:dd.f" in lower-case hex with a domain of
 /// at least 4 digits: accepts what CUDA ("0000:3B:00.0"), nvidia-smi ("00000000:3B:00.0") and
 /// lspci ("3b:00.0", domain 0) print; "" when `id` is not a PCI address.

@@ -16,7 +16,7 @@ python3 tests/lint/compile_commands.py "$@" || { echo "check_tidy: no compile co
 t1=$(date +%s)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-run-clang-tidy-14 -quiet -p . -j "$(nproc)" "$PWD/(primitives|components|actors|support|examples|bench|stress|systems|tests)/" \
+run-clang-tidy-14 -quiet -p . -j "$(nproc)" "$PWD/(primitives|components|actors|support|doctor|examples|bench|stress|systems|tests)/" \
   2>&1 | sed 's/\x1b\[[0-9;]*m//g' >"$out"
 rc=${PIPESTATUS[0]}
 findings=$(grep -cE '^/.*: (warning|error):' "$out")
