@@ -108,6 +108,8 @@ public:
   bool uses_tls() const { return tls_; }
   /// The port its metrics are served on (the one bound), 0 when metrics are off.
   uint16_t metrics_port() const { return metrics_ ? metrics_->port() : 0; }
+  /// "http://host:port/metrics", "" when metrics are off.
+  std::string metrics_url() const { return metrics_ ? metrics_->url() : ""; }
 
   /// The manager published at host:port (blocking; call from main() or a test thread, never
   /// from inside an actor), over TLS when this node uses it (actors/tls_transport.h: the TLS
