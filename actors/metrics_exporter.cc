@@ -2,10 +2,10 @@
 // listed in README.md, "Metrics".
 #include "actors/metrics_exporter.h"
 
-#include <caf/all.hpp>
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
+#include <caf/all.hpp>
 
 #include <atomic>
 #include <cstdlib>
@@ -69,8 +69,8 @@ public:
     for (size_t i = 0; i < h.buckets.size() && i < kLatencyBuckets; ++i) {
       cumulative += h.buckets[i];
       m.histogram.bucket.push_back(ClientMetric::Bucket{
-          cumulative, i + 1 < kLatencyBuckets ? kLatencyBounds[i]
-                                              : std::numeric_limits<double>::infinity()});
+          cumulative,
+          i + 1 < kLatencyBuckets ? kLatencyBounds[i] : std::numeric_limits<double>::infinity()});
     }
     family(name, help, MetricType::Histogram).metric.push_back(std::move(m));
   }
@@ -146,8 +146,8 @@ void add_telemetry(Families& f, const ManagerTelemetry& t) {
                 "Latency of the transfer ops that succeeded, from request to reply, by path and "
                 "kind",
                 {{"path", h.path}, {"kind", kind_label(h.kind)}}, h);
-  f.gauge("caf_rdma_stream_grants", "Stream grants made as owner and not yet used or withdrawn",
-          {}, static_cast<double>(t.stream_grants));
+  f.gauge("caf_rdma_stream_grants", "Stream grants made as owner and not yet used or withdrawn", {},
+          static_cast<double>(t.stream_grants));
   f.gauge("caf_rdma_staging_buffers_busy", "Bounce buffers (rdma-staged) an op holds now", {},
           static_cast<double>(t.staging_busy));
   f.gauge("caf_rdma_staging_buffers", "Bounce buffers (rdma-staged) made", {},
@@ -252,9 +252,9 @@ private:
 
 Result<MetricsOptions> MetricsOptions::parse(const std::string& text, const std::string& what) {
   auto bad = [&](const std::string& why) {
-    return Error(ErrorCode::kInvalidArgument,
-                 what + "='" + text + "' " + why + " (HOST:PORT, e.g. 127.0.0.1:9464; PORT 0 "
-                 "picks a free one)");
+    return Error(ErrorCode::kInvalidArgument, what + "='" + text + "' " + why +
+                                                  " (HOST:PORT, e.g. 127.0.0.1:9464; PORT 0 "
+                                                  "picks a free one)");
   };
   const auto colon = text.rfind(':');
   if (colon == std::string::npos || colon == 0)
@@ -292,7 +292,8 @@ Result<std::unique_ptr<MetricsExporter>> MetricsExporter::start(caf::actor_syste
                  "refusing to serve metrics on " + where +
                      ": this node uses TLS and its metrics endpoint speaks plain HTTP without "
                      "authentication, so it is served only on a loopback host (e.g. 127.0.0.1:" +
-                     std::to_string(options.port) + "; reach it through an SSH tunnel or a local "
+                     std::to_string(options.port) +
+                     "; reach it through an SSH tunnel or a local "
                      "agent)");
   std::unique_ptr<MetricsExporter> e(new MetricsExporter());
   e->collector_ = std::make_shared<Collector>(sys, std::move(manager), options.scrape_timeout);

@@ -1,6 +1,6 @@
 // NicCounters: the counters the kernel keeps for an RDMA device's ports, read from sysfs:
-// <root>/<device>/ports/<port>/hw_counters/* (the driver's, e.g. rxe's sent_pkts, duplicate_request)
-// and <root>/<device>/ports/<port>/counters/* (the InfiniBand port counters).
+// <root>/<device>/ports/<port>/hw_counters/* (the driver's, e.g. rxe's sent_pkts,
+// duplicate_request) and <root>/<device>/ports/<port>/counters/* (the InfiniBand port counters).
 //
 // Invariants:
 //  1. Read when asked, never cached: each call sees the kernel's current values.

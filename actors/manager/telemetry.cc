@@ -100,10 +100,9 @@ void Telemetry::merge(ManagerTelemetry& into, const ManagerTelemetry& more) {
       it->count += e.count;
   }
   for (const auto& h : more.latencies) {
-    auto it = std::find_if(into.latencies.begin(), into.latencies.end(),
-                           [&](const LatencyHistogram& x) {
-                             return x.path == h.path && x.kind == h.kind;
-                           });
+    auto it = std::find_if(
+        into.latencies.begin(), into.latencies.end(),
+        [&](const LatencyHistogram& x) { return x.path == h.path && x.kind == h.kind; });
     if (it == into.latencies.end()) {
       into.latencies.push_back(h);
       continue;

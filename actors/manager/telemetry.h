@@ -36,13 +36,13 @@ constexpr const char* kNoPath = "none";
 
 /// How one op ended, as telemetry records it.
 struct OpSample {
-  std::string peer;          ///< the remote buffer's owner name (BufferHandle::owner_name)
-  std::string path;          ///< reply path; "" (kNoPath) when none was chosen
-  uint8_t kind = 0;          ///< TransferKind
+  std::string peer;  ///< the remote buffer's owner name (BufferHandle::owner_name)
+  std::string path;  ///< reply path; "" (kNoPath) when none was chosen
+  uint8_t kind = 0;  ///< TransferKind
   bool ok = false;
-  uint64_t bytes = 0;        ///< moved (successes)
+  uint64_t bytes = 0;                     ///< moved (successes)
   ErrorCode code = ErrorCode::kInternal;  ///< of a failure
-  std::string message;       ///< of a failure: its work-completion status is read from it
+  std::string message;  ///< of a failure: its work-completion status is read from it
   std::chrono::nanoseconds latency{0};
 };
 

@@ -24,8 +24,8 @@ constexpr const char* kUsage =
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto flags =
-      Flags::parse(argc, argv, {"--listen", "--memory-mb", "--timeout-ms", "--metrics"}, {"--help", "-h"});
+  auto flags = Flags::parse(argc, argv, {"--listen", "--memory-mb", "--timeout-ms", "--metrics"},
+                            {"--help", "-h"});
   if (!flags.ok()) {
     std::fprintf(stderr, "kv_server: %s\n%s", flags.error().message().c_str(), kUsage);
     return 2;

@@ -212,9 +212,9 @@ TEST_F(MetricsTest, AScrapeShowsExactlyTheWorkDone) {
   // The bad request: refused by the checks, before any path.
   EXPECT_EQ(sum(all, "caf_rdma_transfer_errors_total", {{"code", "out_of_bounds"}}), 1) << text;
   EXPECT_EQ(sum(all, "caf_rdma_transfer_errors_total"), 1);
-  EXPECT_EQ(sum(all, "caf_rdma_peer_transfer_errors_total",
-                {{"peer", peer}, {"code", "out_of_bounds"}}),
-            1);
+  EXPECT_EQ(
+      sum(all, "caf_rdma_peer_transfer_errors_total", {{"peer", peer}, {"code", "out_of_bounds"}}),
+      1);
   // Histograms count the successful ops (telemetry invariant 3).
   for (const auto& [kind, n] : {std::make_pair("write", kWrites), std::make_pair("read", kReads)}) {
     const std::map<std::string, std::string> of{{"path", path}, {"kind", kind}};
