@@ -73,6 +73,8 @@ def caf_rdma_deps():
         ("ibverbs", "/usr", "ibverbs.BUILD"),
         ("zlib", "/usr", "zlib.BUILD"),
         ("openssl", "/usr", "openssl.BUILD"),
+        # prometheus-cpp (Debian's prometheus-cpp-dev): a node's metrics over HTTP.
+        ("prometheus", "/usr", "prometheus.BUILD"),
         # GoogleTest: only caf-rdma's own tests use it.
         ("gtest", "/usr", "gtest.BUILD"),
         # CUDA Toolkit headers, only used under --config=cuda (--define=cuda=true; the driver

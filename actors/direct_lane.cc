@@ -13,6 +13,18 @@
 
 namespace caf_rdma {
 
+namespace {
+
+/// A lane's check refused the op before any path: its outcome (no path).
+TransferOutcome outcome_of_check(const Error& e) {
+  TransferOutcome out;
+  out.code = static_cast<uint8_t>(e.code());
+  out.message = e.message();
+  return out;
+}
+
+}  // namespace
+
 DirectLane::DirectLane(uint64_t id, std::shared_ptr<RdmaQueuePair> qp,
                        std::shared_ptr<DirectRegistry> registry, caf::actor manager,
                        caf::actor owner, std::string owner_name, uint32_t max_timeout_ms)
@@ -115,23 +127,39 @@ std::optional<Result<DirectLane::Prepared>> DirectLane::prepare(const TransferOp
   return Result<Prepared>(std::move(p));
 }
 
+void DirectLane::record(const TransferOp& op, const TransferOutcome& out,
+                        std::chrono::steady_clock::time_point started) const {
+  OpSample s;
+  s.peer = owner_name_;
+  s.path = out.path;
+  s.kind = op.kind;
+  s.ok = out.ok();
+  s.bytes = out.bytes;
+  s.code = static_cast<ErrorCode>(out.code);
+  s.message = out.message;
+  s.latency = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::steady_clock::now() - started);
+  registry_->record(s);
+}
+
 TransferOutcome DirectLane::finish(const TransferOp& op, const Prepared& p, const OpResult& r,
-                                   uint32_t timeout_ms) {
+                                   uint32_t timeout_ms,
+                                   std::chrono::steady_clock::time_point started) {
   // The op is over (completed, or flushed after a timeout): the buffer may be released now.
   if (registry_->done(p.local_id))
     caf::anon_send(manager_, detail::LaneIdle{p.local_id});
   registry_->count(r.status.ok(), p.length);
   TransferOutcome out;
+  out.path = kPathRdma;
   if (r.status.ok()) {
     out.bytes = p.length;
-    out.path = kPathRdma;
-    return out;
+  } else {
+    const Error& e = r.status.error();
+    out.code = static_cast<uint8_t>(e.code());
+    out.message =
+        e.code() == ErrorCode::kTimeout ? timeout_message(op, p.length, timeout_ms) : e.message();
   }
-  const Error& e = r.status.error();
-  out.code = static_cast<uint8_t>(e.code());
-  out.path = kPathRdma;
-  out.message =
-      e.code() == ErrorCode::kTimeout ? timeout_message(op, p.length, timeout_ms) : e.message();
+  record(op, out, started);
   return out;
 }
 
@@ -140,18 +168,21 @@ std::optional<Result<TransferReply>> DirectLane::transfer(const TransferOp& op, 
   if (timeout_ms == 0)
     return std::nullopt;  // the manager's error
   timeout_ms = std::min(timeout_ms, max_timeout_ms_);
+  const auto started = std::chrono::steady_clock::now();
   Use use(*this);
   auto prepared = prepare(op);
   if (!prepared)
     return std::nullopt;
-  if (!prepared->ok())
+  if (!prepared->ok()) {
+    record(op, outcome_of_check(prepared->error()), started);
     return Result<TransferReply>(prepared->error());
+  }
   Prepared& p = **prepared;
   // The queue pair's copy of the op holds the local buffer until the op is over.
   OpResult r = qp_->execute(std::move(p.op), std::chrono::milliseconds(timeout_ms));
   if (fault != nullptr)
     *fault = r.fault;
-  TransferOutcome out = finish(op, p, r, timeout_ms);
+  TransferOutcome out = finish(op, p, r, timeout_ms, started);
   if (!out.ok())
     return Result<TransferReply>(out.status().error());
   return Result<TransferReply>(TransferReply{out.bytes, out.path});
@@ -163,6 +194,7 @@ std::optional<std::vector<TransferOutcome>> DirectLane::batch(const std::vector<
   if (timeout_ms == 0 || ops.empty())
     return std::nullopt;
   timeout_ms = std::min(timeout_ms, max_timeout_ms_);
+  const auto started = std::chrono::steady_clock::now();
   Use use(*this);
   std::vector<std::optional<Result<Prepared>>> prepared;
   prepared.reserve(ops.size());
@@ -184,8 +216,8 @@ std::optional<std::vector<TransferOutcome>> DirectLane::batch(const std::vector<
   std::vector<size_t> index;
   for (size_t i = 0; i < ops.size(); ++i) {
     if (!prepared[i]->ok()) {
-      outcomes[i].code = static_cast<uint8_t>(prepared[i]->error().code());
-      outcomes[i].message = prepared[i]->error().message();
+      outcomes[i] = outcome_of_check(prepared[i]->error());
+      record(ops[i], outcomes[i], started);
       continue;
     }
     posted.push_back(std::move((*prepared[i])->op));
@@ -194,7 +226,8 @@ std::optional<std::vector<TransferOutcome>> DirectLane::batch(const std::vector<
   if (!posted.empty()) {
     auto results = qp_->execute_batch(std::move(posted), std::chrono::milliseconds(timeout_ms));
     for (size_t k = 0; k < index.size(); ++k) {
-      outcomes[index[k]] = finish(ops[index[k]], **prepared[index[k]], results[k], timeout_ms);
+      outcomes[index[k]] =
+          finish(ops[index[k]], **prepared[index[k]], results[k], timeout_ms, started);
       if (faults != nullptr)
         (*faults)[index[k]] = results[k].fault;
     }

@@ -82,7 +82,10 @@ private:
   std::optional<Result<Prepared>> prepare(const TransferOp& op);
   /// Ends the op's use of its local buffer and turns the result into an outcome.
   TransferOutcome finish(const TransferOp& op, const Prepared& p, const OpResult& r,
-                         uint32_t timeout_ms);
+                         uint32_t timeout_ms, std::chrono::steady_clock::time_point started);
+  /// Records how op `op` ended in the lanes' telemetry (actors/manager/telemetry.h).
+  void record(const TransferOp& op, const TransferOutcome& out,
+              std::chrono::steady_clock::time_point started) const;
   /// With mu_ held: lets go of the queue pair if the lane was retired (invariant 5).
   void settle_locked() const;
   /// A client call's hold on the lane: mu_ for its duration; at its end the queue pair goes

@@ -82,4 +82,14 @@ DirectRegistry::Counters DirectRegistry::counters() const {
   return counters_;
 }
 
+void DirectRegistry::record(const OpSample& sample) {
+  std::lock_guard<std::mutex> g(mu_);
+  telemetry_.record(sample);
+}
+
+ManagerTelemetry DirectRegistry::telemetry() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return telemetry_.snapshot();
+}
+
 }  // namespace caf_rdma

@@ -17,6 +17,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "actors/manager/telemetry.h"
 #include "actors/rdma_messages.h"
 #include "components/rdma_buffer.h"
 
@@ -59,6 +60,9 @@ public:
 
   void count(bool ok, uint64_t bytes);
   Counters counters() const;
+  /// One lane op ended (Telemetry invariant 1), and what the lanes recorded so far.
+  void record(const OpSample& sample);
+  ManagerTelemetry telemetry() const;
 
 private:
   struct Slot {
@@ -71,6 +75,7 @@ private:
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, Slot> slots_;
   Counters counters_;
+  Telemetry telemetry_;
 };
 
 }  // namespace caf_rdma

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "actors/metrics_exporter.h"
 #include "actors/rdma_client.h"
 #include "actors/rdma_manager_actor.h"
 #include "actors/rdma_node.h"
@@ -46,6 +47,7 @@ const std::vector<EnvironmentVariable>& environment_variables() {
       {kEnvTlsKey, V::kNode},
       {kEnvTlsCaFile, V::kNode},
       {kEnvTlsPassphrase, V::kNode},
+      {kEnvMetrics, V::kNode},  // HOST:PORT of the node's Prometheus metrics (PORT 0: any)
       // RdmaClient.
       {kEnvDirect, V::kClient},
       // Every layer's log lines (primitives/log.h).

@@ -24,7 +24,8 @@ uint64_t ManagerState::new_transfer(Transfer t) {
   uint64_t ticket = next_ticket_++;
   t.remaining = t.ops.size();
   t.outcomes.resize(t.ops.size());
-  auto due = now() + std::chrono::milliseconds(t.timeout_ms);
+  t.started = now();
+  auto due = t.started + std::chrono::milliseconds(t.timeout_ms);
   t.due = due;
   t.deadline = deadlines_.emplace(due, ticket);
   transfers_.emplace(ticket, std::move(t));

@@ -411,8 +411,10 @@ ManagerStats ManagerState::stats() const {
   s.reconnects = counters_.reconnects;
   s.registrants = registrants.stats();
   s.orphaned_buffers = registrants.orphaned();
+  uint64_t buffer_bytes = 0;
   for (const auto& [id, b] : buffers_) {
     s.registered_buffers += b.released ? 0 : 1;
+    buffer_bytes += b.released ? 0 : b.size;
     s.busy_buffers += b.in_use > 0 || registry_->busy(id) ? 1 : 0;
   }
   if (domain_)
@@ -421,6 +423,12 @@ ManagerStats ManagerState::stats() const {
   s.fetches_waiting = windows.fetches_waiting();
   s.device_losses = device_losses_;
   s.device_reopens = device_reopens_;
+  s.telemetry = telemetry_.snapshot();
+  Telemetry::merge(s.telemetry, registry_->telemetry());
+  s.telemetry.stream_grants = grants.open_grants();
+  s.telemetry.staging_busy = staged_.slots_busy();
+  s.telemetry.staging_buffers = staged_.slots_made();
+  s.telemetry.buffer_bytes = buffer_bytes;
   s.no_rdma_reason = !domain_             ? no_rdma_reason_
                      : port_down_.empty() ? ""
                                           : "RDMA port down: " + port_down_;

@@ -316,6 +316,83 @@ typename Inspector::result_type inspect(Inspector& f, ByteChunk& x) {
   }
 }
 
+// -- telemetry: what the manager's telemetry part (actors/manager/telemetry.h) counts per op,
+//    carried in ManagerStats::telemetry and served as Prometheus metrics
+//    (actors/metrics_exporter.h).
+
+/// Upper bounds (seconds) of the latency histograms' buckets: fixed, so that histograms of
+/// every node and every scrape add up. LatencyHistogram::buckets has one more, for +Inf.
+constexpr double kLatencyBounds[] = {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
+                                     0.001,   0.0025,   0.005,   0.01,   0.025,   0.05,
+                                     0.1,     0.25,     0.5,     1.0,    2.5,     10.0};
+constexpr size_t kLatencyBuckets = sizeof(kLatencyBounds) / sizeof(kLatencyBounds[0]) + 1;
+
+/// Ops that succeeded with one peer, on one path, of one kind.
+struct TrafficCount {
+  std::string peer;  ///< the remote buffer's owner ("host:port"), as its handle names it
+  std::string path;  ///< kPathRdma, kPathRdmaStaged or kPathFallback
+  uint8_t kind = 0;  ///< TransferKind
+  uint64_t ops = 0;
+  uint64_t bytes = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TrafficCount& x) {
+  return f(caf::meta::type_name("caf_rdma::TrafficCount"), x.peer, x.path, x.kind, x.ops, x.bytes);
+}
+
+/// Ops that failed with one peer, on one path ("none": before a path was chosen), with one
+/// ErrorCode and work-completion status.
+struct ErrorCount {
+  std::string peer;
+  std::string path;
+  std::string code;       ///< to_string(ErrorCode), e.g. "out_of_bounds"
+  std::string wc_status;  ///< ibv_wc_status_str of a failed work request; "" for other errors
+  uint64_t count = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ErrorCount& x) {
+  return f(caf::meta::type_name("caf_rdma::ErrorCount"), x.peer, x.path, x.code, x.wc_status,
+           x.count);
+}
+
+/// Latencies of the ops that succeeded on one path, of one kind: from the request's arrival
+/// (a direct lane: the call) to its reply.
+struct LatencyHistogram {
+  std::string path;
+  uint8_t kind = 0;               ///< TransferKind
+  std::vector<uint64_t> buckets;  ///< kLatencyBuckets counts, each of its bucket only
+  uint64_t count = 0;
+  uint64_t sum_ns = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, LatencyHistogram& x) {
+  return f(caf::meta::type_name("caf_rdma::LatencyHistogram"), x.path, x.kind, x.buckets, x.count,
+           x.sum_ns);
+}
+
+/// What a manager counts per op (its own and its direct lanes'), since it started, and what it
+/// holds now for the metrics that ManagerStats's counters do not give.
+struct ManagerTelemetry {
+  std::vector<TrafficCount> traffic;
+  std::vector<ErrorCount> errors;
+  std::vector<LatencyHistogram> latencies;
+  uint64_t stream_grants = 0;    ///< stream grants made as owner, not yet used or withdrawn
+  uint64_t staging_busy = 0;     ///< bounce buffers (rdma-staged) an op holds now
+  uint64_t staging_buffers = 0;  ///< bounce buffers made (at most staging_buffers)
+  /// Bytes of the live buffers registered with the manager, pinned by a device or not
+  /// (ManagerStats::registered_bytes counts the device's memory regions: 0 without one).
+  uint64_t buffer_bytes = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ManagerTelemetry& x) {
+  return f(caf::meta::type_name("caf_rdma::ManagerTelemetry"), x.traffic, x.errors, x.latencies,
+           x.stream_grants, x.staging_busy, x.staging_buffers, x.buffer_bytes);
+}
+
 /// Per-manager counters.
 /// The live buffers one actor of the node registered (leak accounting,
 /// actors/manager/registrant_watch.h).
@@ -386,6 +463,8 @@ struct ManagerStats {
   /// buffers whose registrant ended without releasing them, since the start.
   std::vector<RegistrantStats> registrants;
   uint64_t orphaned_buffers = 0;
+  /// Per op, by peer, path and kind: bytes, ops, errors, latencies (actors/manager/telemetry.h).
+  ManagerTelemetry telemetry;
 };
 
 template <class Inspector>
@@ -396,7 +475,8 @@ typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
            x.stream_refused, x.direct_ops, x.lanes, x.busy_buffers, x.device_losses,
            x.device_reopens, x.facade_dropped, x.forged_answers, x.shared_cq_qps, x.polled_cqs,
            x.staged_chunks, x.staged_overlapped, x.links_lost, x.reconnects, x.no_rdma_reason,
-           x.window_bytes, x.fetches_waiting, x.registrants, x.orphaned_buffers);
+           x.window_bytes, x.fetches_waiting, x.registrants, x.orphaned_buffers,
+           x.telemetry);
 }
 
 /// Registers every message type above. Call on the config of every actor system that talks

@@ -33,6 +33,13 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
       return parsed.error().with_context("starting a node");
   report_environment(options.manager.name.empty() ? options.host : options.manager.name,
                      options.manager.from_environment);
+  MetricsOptions metrics = options.metrics;
+  if (!metrics.enabled) {
+    auto from_env = MetricsOptions::from_env();
+    if (!from_env.ok())
+      return from_env.error().with_context("starting a node");
+    metrics = *from_env;
+  }
   std::unique_ptr<RdmaNode> node(new RdmaNode());
   node->config_ = std::make_unique<caf::actor_system_config>();
   add_message_types(*node->config_);
@@ -122,6 +129,15 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
     return port.error();
   }
   node->port_ = *port;
+  if (metrics.enabled) {
+    auto exporter = MetricsExporter::start(*node->system_, node->manager_, metrics, node->tls_);
+    if (!exporter.ok()) {
+      caf::anon_send_exit(node->manager_, caf::exit_reason::user_shutdown);
+      node->stop_connector();
+      return exporter.error().with_context("starting a node");
+    }
+    node->metrics_ = std::move(*exporter);
+  }
   if (name_it)
     caf::anon_send(caf::actor_cast<caf::actor>(node->manager_), detail::SetName{node->address()});
   // Links to live peers that drop are made again through the same connector (ManagerState
@@ -132,6 +148,7 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
 }
 
 RdmaNode::~RdmaNode() {
+  metrics_.reset();  // MetricsExporter invariant 3: no scrape asks the manager after this
   if (system_) {
     caf::anon_send_exit(manager_, caf::exit_reason::user_shutdown);
     manager_ = nullptr;

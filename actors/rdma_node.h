@@ -14,6 +14,7 @@
 #include <string>
 #include <utility>
 
+#include "actors/metrics_exporter.h"
 #include "actors/rdma_manager_actor.h"
 #include "components/tls_credentials.h"
 
@@ -67,10 +68,14 @@ struct NodeOptions {
   bool allow_plaintext = false;
   /// How long remote_manager waits for the connection and CAF's handshake (TLS included).
   std::chrono::milliseconds connect_timeout{30000};
+  /// The node's metrics over HTTP in the Prometheus text format (actors/metrics_exporter.h;
+  /// README "Metrics"): off by default; not enabled here, CAF_RDMA_METRICS=HOST:PORT when set.
+  /// Under TLS only on a loopback host.
+  MetricsOptions metrics;
 
   /// The defaults with the environment applied: `manager` from ManagerOptions::from_env (an
-  /// error names a malformed variable and what it may be); TLS, CAF_RDMA_PLAINTEXT and
-  /// CAF_RDMA_SCHEDULER are read by RdmaNode::start in any case.
+  /// error names a malformed variable and what it may be); TLS, CAF_RDMA_PLAINTEXT,
+  /// CAF_RDMA_SCHEDULER and CAF_RDMA_METRICS are read by RdmaNode::start in any case.
   static Result<NodeOptions> from_env();
 };
 
@@ -81,8 +86,8 @@ public:
   /// (CAF_RDMA_TRANSPORT, CAF_RDMA_DEVICE, ...) apply only if `options.manager` came from
   /// ManagerOptions::from_env (or NodeOptions::from_env); set ones it does not apply, and
   /// unknown CAF_RDMA_* names, are reported on stderr (actors/environment.h). TLS,
-  /// CAF_RDMA_PLAINTEXT and CAF_RDMA_SCHEDULER are read in any case. Errors name the step that
-  /// failed.
+  /// CAF_RDMA_PLAINTEXT, CAF_RDMA_SCHEDULER and (unless options.metrics is enabled)
+  /// CAF_RDMA_METRICS are read in any case. Errors name the step that failed.
   static Result<std::unique_ptr<RdmaNode>> start(const NodeOptions& options);
   /// Starts a node with the defaults and the whole environment applied (NodeOptions::from_env):
   /// loopback, a free port. A malformed variable is an error naming it.
@@ -101,6 +106,10 @@ public:
   std::string address() const;
   /// Whether this node speaks (mutual) TLS to other nodes.
   bool uses_tls() const { return tls_; }
+  /// The port its metrics are served on (the one bound), 0 when metrics are off.
+  uint16_t metrics_port() const { return metrics_ ? metrics_->port() : 0; }
+  /// "http://host:port/metrics", "" when metrics are off.
+  std::string metrics_url() const { return metrics_ ? metrics_->url() : ""; }
 
   /// The manager published at host:port (blocking; call from main() or a test thread, never
   /// from inside an actor), over TLS when this node uses it (actors/tls_transport.h: the TLS
@@ -156,6 +165,8 @@ private:
   /// (spawn_tls_middleman).
   caf::io::middleman_actor connector_;
   std::chrono::milliseconds connect_timeout_{30000};
+  /// Serves the metrics (null when off); stopped before the manager and the system go.
+  std::unique_ptr<MetricsExporter> metrics_;
 };
 
 /// What `sys.middleman().remote_actor<Handle>(host, port)` does (an application's own actor,

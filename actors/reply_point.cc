@@ -2,7 +2,7 @@
 // path ends here, exactly once (actors/transfer/transfer_path.h, invariant 1): finish_op marks it
 // done, has its path forget it, counts it, replies once its transfer has no open op, and only
 // then releases its local buffer (a release waiting for the buffer is answered after the
-// transfer).
+// transfer). It also records the op in the manager's telemetry (manager/telemetry.h).
 #include "actors/detail/manager_state.h"
 #include "actors/op_texts.h"
 
@@ -56,6 +56,16 @@ void ManagerState::finish_op(OpId id, TransferOutcome outcome) {
     outcome.path = reply_path(o->path);
   }
   Transfer& t = transfers_.at(id.ticket);
+  OpSample sample;
+  sample.peer = o->op.remote.owner_name;
+  sample.path = outcome.path;
+  sample.kind = o->op.kind;
+  sample.ok = outcome.ok();
+  sample.bytes = outcome.bytes;
+  sample.code = static_cast<ErrorCode>(outcome.code);
+  sample.message = outcome.message;
+  sample.latency = std::chrono::duration_cast<std::chrono::nanoseconds>(now() - t.started);
+  telemetry_.record(sample);
   t.outcomes[id.index] = std::move(outcome);
   const bool holds_local = o->holds_local;
   const uint64_t local_id = o->op.local.id;

@@ -4,6 +4,14 @@
 
 namespace caf_rdma {
 
+namespace {
+
+// Written by completion_error, read back by wc_status_in.
+constexpr const char* kWcStatusSaid = " completed with status ";
+constexpr const char* kWcStatusEnd = " (";
+
+}  // namespace
+
 Error ibverbs_error(const std::string& call, int err, const std::string& where) {
   std::string msg = call + " failed on " + where + ": " + errno_string(err) + " (errno " +
                     std::to_string(err) + ")";
@@ -37,8 +45,8 @@ const char* wc_opcode_name(ibv_wc_opcode opcode) {
 
 Error completion_error(const ibv_wc& wc, const std::string& where) {
   std::string msg = std::string("work request ") + std::to_string(wc.wr_id) + " on " + where +
-                    " (QP " + std::to_string(wc.qp_num) + ") completed with status " +
-                    ibv_wc_status_str(wc.status) + " (" + std::to_string(wc.status) +
+                    " (QP " + std::to_string(wc.qp_num) + ")" + kWcStatusSaid +
+                    ibv_wc_status_str(wc.status) + kWcStatusEnd + std::to_string(wc.status) +
                     ", vendor syndrome 0x" +
                     [&] {
                       char buf[16];
@@ -50,6 +58,15 @@ Error completion_error(const ibv_wc& wc, const std::string& where) {
   if (wc.status == IBV_WC_SUCCESS)
     msg += std::string(", opcode ") + wc_opcode_name(wc.opcode);
   return Error(ErrorCode::kWorkCompletion, std::move(msg));
+}
+
+std::string wc_status_in(const std::string& message) {
+  const auto at = message.find(kWcStatusSaid);
+  if (at == std::string::npos)
+    return "";
+  const auto from = at + std::strlen(kWcStatusSaid);
+  const auto end = message.find(kWcStatusEnd, from);
+  return message.substr(from, end == std::string::npos ? std::string::npos : end - from);
 }
 
 }  // namespace caf_rdma

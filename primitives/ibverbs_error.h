@@ -17,6 +17,11 @@ Error ibverbs_error(const std::string& call, int err, const std::string& where);
 /// (`ibv_wc_status_str`), vendor syndrome, opcode, QP number and the work request id.
 Error completion_error(const ibv_wc& wc, const std::string& where);
 
+/// The work-completion status string (`ibv_wc_status_str`) that a completion_error's message
+/// names, also inside a message that wraps it ("write refused ...: work request ..."); "" when
+/// the message names none.
+std::string wc_status_in(const std::string& message);
+
 /// Name of a work-completion opcode ("RDMA_WRITE", "RDMA_READ", ...).
 const char* wc_opcode_name(ibv_wc_opcode opcode);
 

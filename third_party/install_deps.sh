@@ -10,6 +10,8 @@ kPackages=(
   # build
   bazel-bootstrap bazel-platforms bazel-rules-java g++ libcaf-dev libibverbs-dev librdmacm-dev
   libgtest-dev zlib1g-dev libssl-dev
+  # a node's metrics over HTTP (prometheus-cpp over civetweb); the tests scrape them with curl
+  prometheus-cpp-dev curl
   # TLS between nodes: the tests make their certificates with the openssl tool
   openssl
   # run time + tools on real hosts and in the VM (ibv_devinfo, rdma, perftest)

@@ -51,6 +51,7 @@
 #include "actors/manager/qp_handshakes.h"
 #include "actors/manager/registrant_watch.h"
 #include "actors/manager/stream_grants.h"
+#include "actors/manager/telemetry.h"
 #include "actors/transfer/chunk_path.h"
 #include "actors/transfer/local_copy_path.h"
 #include "actors/transfer/path_choice.h"
@@ -219,6 +220,8 @@ private:
   std::chrono::steady_clock::time_point next_tick_ = std::chrono::steady_clock::time_point::max();
   std::map<caf::actor_addr, Peer> peers_;
   Counters counters_;
+  /// Per op: bytes, ops, errors, latencies by peer, path and kind (fed by finish_op).
+  Telemetry telemetry_;
   /// Local buffers direct lanes may use (shared with the lanes).
   std::shared_ptr<DirectRegistry> registry_ = std::make_shared<DirectRegistry>();
   /// Direct lanes this manager opened and that are still alive, by lane id.

@@ -78,7 +78,8 @@ struct Transfer {
   std::vector<TransferOutcome> outcomes;
   size_t remaining = 0;
   uint32_t timeout_ms = 0;
-  std::chrono::steady_clock::time_point due;  ///< when it times out
+  std::chrono::steady_clock::time_point started;  ///< when it was asked (its ops' latency)
+  std::chrono::steady_clock::time_point due;      ///< when it times out
   bool timed_out = false;
   std::multimap<std::chrono::steady_clock::time_point, uint64_t>::iterator deadline;
 };

@@ -23,6 +23,8 @@ public:
   void end_grant(uint64_t token);
   /// Withdraws the grants on local buffer `buffer` that no client claimed yet (at its release).
   void revoke_unclaimed_grants(uint64_t buffer);
+  /// Grants made as owner and not yet ended (ManagerTelemetry).
+  uint64_t open_grants() const { return grants_.size(); }
 
 private:
   /// Stream grants made as owner, by token.

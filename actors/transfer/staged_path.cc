@@ -264,4 +264,11 @@ void StagedPath::drop_device() {
   slots_.clear();
 }
 
+uint64_t StagedPath::slots_busy() const {
+  uint64_t n = 0;
+  for (const auto& slot : slots_)
+    n += slot.busy ? 1 : 0;
+  return n;
+}
+
 }  // namespace caf_rdma::detail

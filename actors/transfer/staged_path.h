@@ -45,6 +45,9 @@ public:
   void slots_freed();
   /// Manager invariant 8: the device is gone, and with it every bounce buffer's registration.
   void drop_device();
+  /// Bounce buffers an op holds now, and all that exist (ManagerTelemetry).
+  uint64_t slots_busy() const;
+  uint64_t slots_made() const { return slots_.size(); }
 
 private:
   struct Slot {

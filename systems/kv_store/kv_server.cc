@@ -209,6 +209,7 @@ Result<std::unique_ptr<KvServer>> KvServer::start(KvServerOptions options) {
   NodeOptions no;
   no.host = options.host;
   no.manager = options.manager;
+  no.metrics = options.metrics;
   no.configure = add_kv_message_types;
   CAF_RDMA_ASSIGN_OR_RETURN(server->node_, RdmaNode::start(no));
   auto& sys = server->node_->system();

@@ -22,6 +22,8 @@ struct KvServerOptions {
   uint32_t transfer_timeout_ms = 30000;
   /// Transport and device (CAF_RDMA_TRANSPORT, CAF_RDMA_DEVICE, ...).
   ManagerOptions manager;
+  /// The node's Prometheus metrics (off: CAF_RDMA_METRICS decides; see KvServer::node()).
+  MetricsOptions metrics;
 };
 
 class KvServer {

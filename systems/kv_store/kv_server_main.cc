@@ -13,17 +13,19 @@ using namespace caf_rdma::kv;
 namespace {
 
 constexpr const char* kUsage =
-    "usage: kv_server --listen HOST:PORT [--memory-mb M] [--timeout-ms MS]\n"
+    "usage: kv_server --listen HOST:PORT [--memory-mb M] [--timeout-ms MS] [--metrics HOST:PORT]\n"
     "  Keeps values in one memory pool of M MiB (default 64), registered once. Clients send\n"
     "  keys and their buffer's handle; the server RDMA-reads PUT values out of the client's\n"
     "  buffer and RDMA-writes GET values into it. PORT 0 picks a free port. Runs until SIGINT\n"
-    "  or SIGTERM. Transport: CAF_RDMA_TRANSPORT=auto|rdma|fallback; device: CAF_RDMA_DEVICE.\n";
+    "  or SIGTERM. Transport: CAF_RDMA_TRANSPORT=auto|rdma|fallback; device: CAF_RDMA_DEVICE.\n"
+    "  --metrics (or CAF_RDMA_METRICS): serve the node's Prometheus metrics over HTTP at\n"
+    "  http://HOST:PORT/metrics (PORT 0 picks one; printed at start; loopback only under TLS).\n";
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto flags =
-      Flags::parse(argc, argv, {"--listen", "--memory-mb", "--timeout-ms"}, {"--help", "-h"});
+  auto flags = Flags::parse(argc, argv, {"--listen", "--memory-mb", "--timeout-ms", "--metrics"},
+                            {"--help", "-h"});
   if (!flags.ok()) {
     std::fprintf(stderr, "kv_server: %s\n%s", flags.error().message().c_str(), kUsage);
     return 2;
@@ -60,6 +62,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.manager = *mo;
+  if (flags->has("--metrics")) {
+    auto metrics = MetricsOptions::parse(flags->get("--metrics", ""), "--metrics");
+    if (!metrics.ok()) {
+      std::fprintf(stderr, "kv_server: %s\n%s", metrics.error().message().c_str(), kUsage);
+      return 2;
+    }
+    o.metrics = *metrics;
+  }
   // Signals go to sigwait below, not to CAF's threads (they inherit this mask).
   sigset_t stop;
   sigemptyset(&stop);
@@ -71,6 +81,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kv_server: %s\n", server.error().to_string().c_str());
     return 1;
   }
+  // Before the "listening" line: whoever waits for that line finds this one too.
+  if (const std::string url = (*server)->node().metrics_url(); !url.empty())
+    std::printf("kv_server: metrics on %s\n", url.c_str());
   std::printf("kv_server: listening on %s, pool %llu MiB registered once (%s)\n",
               (*server)->address().c_str(), static_cast<unsigned long long>(*memory_mb),
               (*server)->device().empty() ? "no RDMA device: fallback"

@@ -22,15 +22,31 @@ run parameter_server "parameter_server: OK" "steps verified, .* path $path, " --
   "$bin/parameter_server" --workers 3 --steps 4 --size 1M
 run parameter_server_small "parameter_server: OK" "steps verified, .* path $path, " -- \
   "$bin/parameter_server" --workers 2 --steps 2 --size 64K
+# "READ_OPS READ_BYTES WRITE_OPS WRITE_BYTES" of path $path from a node's metrics (curl at URL $1).
+scrape_totals() {
+  local text
+  [ -n "$1" ] && text=$(curl -s -S --max-time 30 "$1") || return 1
+  grep -q '^caf_rdma_manager_up 1$' <<<"$text" || return 1
+  local kind name out=""
+  for kind in read write; do
+    for name in ops bytes; do
+      out+="${out:+ }$(awk -v p="caf_rdma_transfer_${name}_total{path=\"$path\",kind=\"$kind\"}" \
+        '$1 == p { v = $2 } END { printf "%.0f", v }' <<<"$text")"
+    done
+  done
+  echo "$out"
+}
 # kv_store from the command line: the documented commands, exit codes and the path.
 kv_cli() {
-  local dir log port out rc problem=""
+  local dir log port metrics out rc problem="" before after
   dir=$(mktemp -d)
-  "$kv/kv_server" --listen 127.0.0.1:0 --memory-mb 32 > "$dir/server.log" 2>&1 &
+  "$kv/kv_server" --listen 127.0.0.1:0 --memory-mb 32 --metrics 127.0.0.1:0 > "$dir/server.log" 2>&1 &
   local server=$!
   # Wait for its report (bounded): the port is the one it bound, read from its own line.
   for _ in $(seq 300); do grep -q "listening on" "$dir/server.log" && break; sleep 0.1; done
   port=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$dir/server.log" | head -1 | cut -d' ' -f3)
+  # Printed before the "listening" line: the metrics port it bound.
+  metrics=$(grep -o 'metrics on http://127.0.0.1:[0-9]*/metrics' "$dir/server.log" | head -1 | cut -d' ' -f3)
   if [ -z "$port" ]; then
     kill "$server" 2>/dev/null; cat "$dir/server.log"
     record kv_store_cli failed "kv_server did not report its address within 30 s"; return
@@ -56,9 +72,18 @@ kv_cli() {
   [ $rc -eq 1 ] && grep -q "larger than the client's buffer" "$dir/err" || problem=${problem:-"too large: exit $rc"}
   out=$(kvc delete greeting 2>&1) || problem=${problem:-"delete failed: $out"}
   echo "$out"
+  before=$(scrape_totals "$metrics") || problem=${problem:-"no metrics at '$metrics' before the bench"}
   out=$(kvc bench --ops 400 --value-size 16384 --concurrency 4 2>&1) || problem=${problem:-"bench failed: $out"}
   echo "$out"
   grep -q "get .*(path $path)" <<<"$out" && grep -q "verified 400 values" <<<"$out" || problem=${problem:-"bench output"}
+  # The server's metrics show what the bench moved, exactly: it READs each PUT's value out of
+  # the client's buffer and WRITEs each GET's into it (400 x 16384 B each way, path $path).
+  after=$(scrape_totals "$metrics") || problem=${problem:-"no metrics at '$metrics' after the bench"}
+  echo "kv_server metrics before the bench: $before; after: $after"
+  local want="400 6553600 400 6553600" got
+  local -a b a; read -ra b <<<"$before"; read -ra a <<<"$after"
+  got="$((a[0] - b[0])) $((a[1] - b[1])) $((a[2] - b[2])) $((a[3] - b[3]))"
+  [ "$got" = "$want" ] || problem=${problem:-"metrics moved by the bench (read ops, read bytes, write ops, write bytes): '$got', not '$want'"}
   # 1 MiB values take the stream channel on the fallback: the bench rewrites a slot as soon as
   # its PUT's reply is in, as the RDMA rule allows (under --config=tsan this shows that the owner
   # is done with a READ's source before the requester completes).

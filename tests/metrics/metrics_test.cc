@@ -1,0 +1,309 @@
+// A node's metrics (actors/metrics_exporter.h, README "Metrics"), scraped with a real HTTP client
+// (curl): after known work between two nodes the bytes and ops counters equal that work per path
+// and kind, a deliberate out-of-bounds request shows as one error with its code, the latency
+// histograms count the ops, the registered bytes are what was registered; a manager that does
+// not answer gives an error metric, not a hung scrape (exporter invariant 1); a malformed
+// CAF_RDMA_METRICS is refused naming it, and under TLS a non-loopback metrics host is refused
+// (invariant 2). Built for both transports.
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/metrics_exporter.h"
+#include "actors/rdma_client.h"
+#include "tests/actors/manager_fixture.h"
+#include "tests/rdma_test.h"
+#include "tests/security/test_pki.h"
+
+namespace caf_rdma::testing {
+namespace {
+
+// The environment is changed only while no node of the test runs (nothing reads it meanwhile).
+void set_env(const char* name, const std::string& value) {
+  ::setenv(name, value.c_str(), 1);  // NOLINT(concurrency-mt-unsafe): see above
+}
+void unset_env(const char* name) {
+  ::unsetenv(name);  // NOLINT(concurrency-mt-unsafe): see above
+}
+
+/// One sample of the text format: `name{k="v",...} value`.
+struct Sample {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+
+/// The samples of a scrape (comments skipped). Label values here hold no escaped quotes.
+std::vector<Sample> parse(const std::string& text) {
+  std::vector<Sample> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos)
+      end = text.size();
+    std::string line = text.substr(at, end - at);
+    at = end + 1;
+    if (line.empty() || line[0] == '#')
+      continue;
+    Sample s;
+    size_t brace = line.find('{');
+    size_t space = line.rfind(' ');
+    if (space == std::string::npos)
+      continue;
+    if (brace != std::string::npos && brace < space) {
+      s.name = line.substr(0, brace);
+      size_t close = line.rfind('}');
+      std::string body = line.substr(brace + 1, close - brace - 1);
+      size_t p = 0;
+      while (p < body.size()) {
+        size_t eq = body.find("=\"", p);
+        size_t q = body.find('"', eq + 2);
+        if (eq == std::string::npos || q == std::string::npos)
+          break;
+        s.labels[body.substr(p, eq - p)] = body.substr(eq + 2, q - eq - 2);
+        p = q + 2;  // past `",`
+      }
+    } else {
+      s.name = line.substr(0, space);
+    }
+    s.value = std::strtod(line.c_str() + space + 1, nullptr);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+/// The sum of the samples named `name` whose labels include `want`.
+double sum(const std::vector<Sample>& all, const std::string& name,
+           const std::map<std::string, std::string>& want = {}) {
+  double total = 0;
+  for (const auto& s : all) {
+    if (s.name != name)
+      continue;
+    bool match = true;
+    for (const auto& [k, v] : want) {
+      auto it = s.labels.find(k);
+      match = match && it != s.labels.end() && it->second == v;
+    }
+    total += match ? s.value : 0;
+  }
+  return total;
+}
+
+bool has(const std::vector<Sample>& all, const std::string& name) {
+  for (const auto& s : all)
+    if (s.name == name)
+      return true;
+  return false;
+}
+
+/// GET http://127.0.0.1:port/metrics with curl; "" (and a test failure) when it fails.
+std::string scrape(uint16_t port) {
+  const std::string cmd =
+      "curl -s -S --max-time 60 http://127.0.0.1:" + std::to_string(port) + "/metrics";
+  FILE* p = ::popen(cmd.c_str(), "r");  // NOLINT(cert-env33-c): the test's own command
+  if (p == nullptr) {
+    ADD_FAILURE() << "popen(" << cmd << ") failed";
+    return "";
+  }
+  std::string out;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0)
+    out.append(buf, n);
+  const int rc = ::pclose(p);
+  EXPECT_EQ(rc, 0) << cmd << " failed (is curl installed? third_party/install_deps.sh)";
+  return out;
+}
+
+NodeOptions node_options() {
+  NodeOptions o;
+  auto env = ManagerOptions::from_env();
+  EXPECT_TRUE(env.ok()) << env.error().to_string();
+  o.manager = env.ok() ? *env : ManagerOptions{};
+  o.connect_timeout = std::chrono::milliseconds(5000);
+  return o;
+}
+
+class MetricsTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (expected_path() == kPathRdma && !rdma_skip_reason().empty())
+      CAF_RDMA_SKIP_OR_FAIL(rdma_skip_reason());
+  }
+  void TearDown() override {
+    user_.reset();  // the user first: its lanes and queue pairs go before the owner's side
+    owner_.reset();
+  }
+
+  std::unique_ptr<TestNode> owner_, user_;
+};
+
+// The counters are the work done, per path and kind, and per peer; errors carry their code;
+// histograms count the ops; registered bytes are what was registered (telemetry invariants 1, 3).
+TEST_F(MetricsTest, AScrapeShowsExactlyTheWorkDone) {
+  owner_ = start_node();
+  NodeOptions o = node_options();
+  auto metrics = MetricsOptions::parse("127.0.0.1:0", "test");
+  ASSERT_TRUE(metrics.ok()) << metrics.error().to_string();
+  o.metrics = *metrics;
+  auto started = RdmaNode::start(o);
+  ASSERT_TRUE(started.ok()) << started.error().to_string();
+  user_ = std::make_unique<TestNode>(std::move(*started));
+  ASSERT_TRUE(owner_);
+  const uint16_t port = user_->node().metrics_port();
+  ASSERT_NE(port, 0);
+
+  constexpr uint64_t kSize = 64 << 10, kWrite = 4096, kRead = 8192;
+  constexpr int kWrites = 5, kReads = 3;
+  Memory remote_mem(kSize), src(kSize, 7), dst(kSize);
+  BufferHandle remote = remote_view(*owner_, *user_, remote_mem, "metrics");
+  ASSERT_NE(remote.id, 0U);
+  RdmaClient client(user_->node().system(), user_->manager());
+  auto s = client.register_buffer(src.bytes.data(), src.bytes.size());
+  auto d = client.register_buffer(dst.bytes.data(), dst.bytes.size());
+  ASSERT_TRUE(s.ok() && d.ok());
+  for (int i = 0; i < kWrites; ++i) {
+    const uint64_t at = i * kWrite;
+    auto w = client.write(*s, remote, Range::of(kWrite).at_local(at).at_remote(at));
+    ASSERT_TRUE(w.ok()) << w.error().to_string();
+    EXPECT_EQ(w->path, expected_path());
+    for (uint64_t b = at; b < at + kWrite; ++b)
+      ASSERT_EQ(remote_mem.bytes[b], src.bytes[b]) << "write " << i << ", byte " << b;
+  }
+  for (int i = 0; i < kReads; ++i) {
+    const uint64_t at = i * kRead;
+    auto r = client.read(*d, remote, Range::of(kRead).at_local(at).at_remote(at));
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    EXPECT_EQ(r->path, expected_path());
+    for (uint64_t b = at; b < at + kRead; ++b)
+      ASSERT_EQ(dst.bytes[b], remote_mem.bytes[b]) << "read " << i << ", byte " << b;
+  }
+  auto bad = client.write(*s, remote, Range::of(kWrite).at_remote(kSize - 100));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code(), ErrorCode::kOutOfBounds) << bad.error().to_string();
+
+  const std::string text = scrape(port);
+  auto all = parse(text);
+  const std::string path = expected_path();
+  const std::string peer = owner_->node().address();
+  EXPECT_EQ(sum(all, "caf_rdma_manager_up"), 1);
+  EXPECT_EQ(sum(all, "caf_rdma_transfer_bytes_total", {{"path", path}, {"kind", "write"}}),
+            kWrites * kWrite)
+      << text;
+  EXPECT_EQ(sum(all, "caf_rdma_transfer_bytes_total", {{"path", path}, {"kind", "read"}}),
+            kReads * kRead);
+  EXPECT_EQ(sum(all, "caf_rdma_transfer_bytes_total"), kWrites * kWrite + kReads * kRead)
+      << "bytes counted on another path or kind";
+  EXPECT_EQ(sum(all, "caf_rdma_transfer_ops_total", {{"path", path}, {"kind", "write"}}), kWrites);
+  EXPECT_EQ(sum(all, "caf_rdma_transfer_ops_total", {{"path", path}, {"kind", "read"}}), kReads);
+  EXPECT_EQ(sum(all, "caf_rdma_transfer_ops_total"), kWrites + kReads);
+  EXPECT_EQ(sum(all, "caf_rdma_peer_transfer_bytes_total",
+                {{"peer", peer}, {"path", path}, {"kind", "write"}}),
+            kWrites * kWrite);
+  EXPECT_EQ(sum(all, "caf_rdma_peer_transfer_ops_total",
+                {{"peer", peer}, {"path", path}, {"kind", "read"}}),
+            kReads);
+  // The bad request: refused by the checks, before any path.
+  EXPECT_EQ(sum(all, "caf_rdma_transfer_errors_total", {{"code", "out_of_bounds"}}), 1) << text;
+  EXPECT_EQ(sum(all, "caf_rdma_transfer_errors_total"), 1);
+  EXPECT_EQ(
+      sum(all, "caf_rdma_peer_transfer_errors_total", {{"peer", peer}, {"code", "out_of_bounds"}}),
+      1);
+  // Histograms count the successful ops (telemetry invariant 3).
+  for (const auto& [kind, n] : {std::make_pair("write", kWrites), std::make_pair("read", kReads)}) {
+    const std::map<std::string, std::string> of{{"path", path}, {"kind", kind}};
+    EXPECT_EQ(sum(all, "caf_rdma_transfer_latency_seconds_count", of), n) << kind;
+    auto inf = of;
+    inf["le"] = "+Inf";
+    EXPECT_EQ(sum(all, "caf_rdma_transfer_latency_seconds_bucket", inf), n) << kind;
+    EXPECT_GT(sum(all, "caf_rdma_transfer_latency_seconds_sum", of), 0) << kind;
+  }
+  EXPECT_EQ(sum(all, "caf_rdma_registered_buffers"), 2);
+  EXPECT_EQ(sum(all, "caf_rdma_registered_bytes"), 2 * kSize);
+  if (path == kPathRdma) {
+    EXPECT_GE(sum(all, "caf_rdma_pinned_bytes"), 2 * kSize);
+    EXPECT_EQ(sum(all, "caf_rdma_device_up"), 1);
+    EXPECT_TRUE(has(all, "caf_rdma_nic_counter")) << "no sysfs counters of the device:\n" << text;
+  } else {
+    EXPECT_EQ(sum(all, "caf_rdma_pinned_bytes"), 0);
+  }
+  // The sample README.md shows comes from here.
+  std::printf("---- scrape of the user node ----\n%s---- end of scrape ----\n", text.c_str());
+}
+
+// Exporter invariant 1: a manager that never answers gives an error metric within the scrape's
+// timeout, and the endpoint keeps serving.
+TEST_F(MetricsTest, AManagerThatDoesNotAnswerGivesAnErrorMetricNotAHang) {
+  caf::actor_system_config cfg;
+  add_message_types(cfg);
+  caf::actor_system sys{cfg};
+  // Takes stats requests and never answers them (their promises are kept, so nothing replies).
+  struct Silent {
+    std::vector<caf::response_promise> held;
+  };
+  auto silent = sys.spawn([](caf::stateful_actor<Silent>* self) -> caf::behavior {
+    return {[=](stats_atom) { self->state.held.push_back(self->make_response_promise()); }};
+  });
+  MetricsOptions o;
+  o.enabled = true;
+  o.scrape_timeout = std::chrono::milliseconds(200);
+  auto exporter =
+      MetricsExporter::start(sys, caf::actor_cast<rdma_manager_actor>(silent), o, false);
+  ASSERT_TRUE(exporter.ok()) << exporter.error().to_string();
+  for (int i = 1; i <= 2; ++i) {
+    auto all = parse(scrape((*exporter)->port()));
+    EXPECT_EQ(sum(all, "caf_rdma_manager_up"), 0);
+    EXPECT_EQ(sum(all, "caf_rdma_scrape_errors_total"), i);
+    EXPECT_FALSE(has(all, "caf_rdma_transfer_ops_total"));
+  }
+  exporter->reset();  // invariant 3: before the system goes
+  caf::anon_send_exit(silent, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(MetricsTest, AMalformedMetricsVariableIsRefusedNamingIt) {
+  for (const char* bad : {"127.0.0.1", "127.0.0.1:http", "127.0.0.1:70000", ":9464"}) {
+    set_env(kEnvMetrics, bad);
+    auto n = RdmaNode::start(node_options());
+    unset_env(kEnvMetrics);
+    ASSERT_FALSE(n.ok()) << bad << " was taken";
+    EXPECT_EQ(n.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(n.error().message().find(std::string(kEnvMetrics) + "='" + bad + "'"),
+              std::string::npos)
+        << n.error().to_string();
+  }
+  // A good one is served where it says (port 0: the one bound).
+  set_env(kEnvMetrics, "127.0.0.1:0");
+  auto n = RdmaNode::start(node_options());
+  unset_env(kEnvMetrics);
+  ASSERT_TRUE(n.ok()) << n.error().to_string();
+  ASSERT_NE((*n)->metrics_port(), 0);
+  EXPECT_EQ(sum(parse(scrape((*n)->metrics_port())), "caf_rdma_manager_up"), 1);
+}
+
+// Exporter invariant 2: under TLS, plain HTTP metrics only on loopback.
+TEST_F(MetricsTest, UnderTlsANonLoopbackMetricsHostIsRefused) {
+  ASSERT_FALSE(pki().dir.empty());
+  NodeOptions o = node_options();
+  o.tls = pki().node("a");
+  o.metrics.enabled = true;
+  o.metrics.host = "0.0.0.0";
+  auto refused = RdmaNode::start(o);
+  ASSERT_FALSE(refused.ok()) << "metrics served on 0.0.0.0 under TLS";
+  EXPECT_EQ(refused.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.error().message().find("metrics on 0.0.0.0:0"), std::string::npos)
+      << refused.error().to_string();
+  EXPECT_NE(refused.error().message().find("loopback"), std::string::npos);
+  o.metrics.host = "127.0.0.1";
+  auto served = RdmaNode::start(o);
+  ASSERT_TRUE(served.ok()) << served.error().to_string();
+  EXPECT_EQ(sum(parse(scrape((*served)->metrics_port())), "caf_rdma_manager_up"), 1);
+}
+
+}  // namespace
+}  // namespace caf_rdma::testing
