@@ -15,6 +15,8 @@
 //     under kOtherPeers (a handle's owner name is a peer's text: it must not grow our tables).
 //  5. Not thread-safe: the manager uses its own from its actor only; DirectRegistry guards its
 //     one with its mutex.
+//  6. At CAF_RDMA_LOG=debug, every op recorded is also traced: one line with its kind, bytes,
+//     peer, path and time, or its error (trace).
 #pragma once
 
 #include <chrono>
@@ -45,6 +47,9 @@ struct OpSample {
   std::string message;  ///< of a failure: its work-completion status is read from it
   std::chrono::nanoseconds latency{0};
 };
+
+/// The debug line of one op (invariant 6); nothing below debug level.
+void trace(const OpSample& s);
 
 class Telemetry {
 public:

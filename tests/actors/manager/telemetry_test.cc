@@ -6,6 +6,7 @@
 #include <string>
 
 #include "actors/manager/telemetry.h"
+#include "primitives/log.h"
 
 namespace caf_rdma {
 namespace {
@@ -66,6 +67,32 @@ TEST(TelemetryTest, PeersBeyondTheBoundCountAsOther) {
   for (const auto& r : s.traffic)
     other += r.peer == kOtherPeers ? r.ops : 0;
   EXPECT_EQ(other, 10U);
+}
+
+// Invariant 6: at debug level each op recorded is one line (kind, bytes, peer, path, time, or
+// its error); below it, none.
+TEST(TelemetryTest, EachOpIsOneDebugLineAndNoneBelowDebug) {
+  const LogLevel before = log_level();
+  Telemetry t;
+  OpSample bad;
+  bad.peer = "b:2";
+  bad.kind = wire_kind(TransferKind::kRead);
+  bad.code = ErrorCode::kOutOfBounds;
+  bad.message = "offset 8 length 8 does not fit buffer 3";
+  set_log_level(LogLevel::kDebug);
+  ::testing::internal::CaptureStderr();
+  t.record(ok("a:1", wire_kind(TransferKind::kWrite), 4096, std::chrono::microseconds(53)));
+  t.record(bad);
+  std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(said,
+            "caf-rdma debug: write of 4096 bytes to a:1 via rdma-direct: done in 53 us\n"
+            "caf-rdma debug: read from b:2 via no path: failed in 0 us: out_of_bounds: offset 8 "
+            "length 8 does not fit buffer 3\n");
+  set_log_level(LogLevel::kInfo);
+  ::testing::internal::CaptureStderr();
+  t.record(bad);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  set_log_level(before);
 }
 
 }  // namespace
