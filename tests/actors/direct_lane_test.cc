@@ -4,6 +4,8 @@
 // had, RdmaClient goes through the manager and nothing changes for the caller).
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -13,6 +15,7 @@
 #include "tests/actors/manager_fixture.h"
 #include "tests/actors/two_node_test.h"
 #include "tests/rdma_test.h"
+#include "tests/scoped_env.h"
 
 namespace caf_rdma::testing {
 namespace {
@@ -309,12 +312,11 @@ TEST_F(DirectLaneTest, OwnerGoneFailsWithItsNameAndTheLaneIsDropped) {
 
 TEST_F(DirectLaneTest, EnvironmentTurnsLanesOff) {
   auto& sys = user_->node().system();
-  // NOLINTNEXTLINE(concurrency-mt-unsafe): nothing else reads the environment meanwhile
-  ::setenv(kEnvDirect, "0", 1);
+  std::optional<ScopedEnv> no_lanes(std::in_place, kEnvDirect, "0");
   RdmaClient off(sys, user_->manager());
   // The explicit constructor argument wins over the environment.
   RdmaClient forced(sys, user_->manager(), true);
-  ::unsetenv(kEnvDirect);  // NOLINT(concurrency-mt-unsafe): as setenv above
+  no_lanes.reset();
   RdmaClient on(sys, user_->manager());
   EXPECT_FALSE(off.direct());
   EXPECT_TRUE(forced.direct());

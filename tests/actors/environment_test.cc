@@ -13,32 +13,10 @@
 #include "actors/environment.h"
 #include "actors/rdma_client.h"
 #include "actors/rdma_node.h"
+#include "tests/scoped_env.h"
 
 namespace caf_rdma::testing {
 namespace {
-
-/// Sets `name` to `value` for one scope, then restores what was there. The environment is
-/// changed only while no node of the test runs (nothing reads it meanwhile).
-class ScopedEnv {
-public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name); old != nullptr)
-      old_ = old;
-    ::setenv(name, value, 1);  // NOLINT(concurrency-mt-unsafe): see above
-  }
-  ~ScopedEnv() {
-    if (old_.has_value())
-      ::setenv(name_, old_->c_str(), 1);  // NOLINT(concurrency-mt-unsafe): see above
-    else
-      ::unsetenv(name_);  // NOLINT(concurrency-mt-unsafe): see above
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
-private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 std::string transport_of(RdmaNode& node) {
   RdmaClient client(node.system(), node.manager());

@@ -19,18 +19,11 @@
 #include "actors/rdma_client.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/rdma_test.h"
+#include "tests/scoped_env.h"
 #include "tests/security/test_pki.h"
 
 namespace caf_rdma::testing {
 namespace {
-
-// The environment is changed only while no node of the test runs (nothing reads it meanwhile).
-void set_env(const char* name, const std::string& value) {
-  ::setenv(name, value.c_str(), 1);  // NOLINT(concurrency-mt-unsafe): see above
-}
-void unset_env(const char* name) {
-  ::unsetenv(name);  // NOLINT(concurrency-mt-unsafe): see above
-}
 
 /// One sample of the text format: `name{k="v",...} value`.
 struct Sample {
@@ -268,9 +261,10 @@ TEST_F(MetricsTest, AManagerThatDoesNotAnswerGivesAnErrorMetricNotAHang) {
 
 TEST_F(MetricsTest, AMalformedMetricsVariableIsRefusedNamingIt) {
   for (const char* bad : {"127.0.0.1", "127.0.0.1:http", "127.0.0.1:70000", ":9464"}) {
-    set_env(kEnvMetrics, bad);
-    auto n = RdmaNode::start(node_options());
-    unset_env(kEnvMetrics);
+    auto n = [&] {
+      ScopedEnv metrics(kEnvMetrics, bad);
+      return RdmaNode::start(node_options());
+    }();
     ASSERT_FALSE(n.ok()) << bad << " was taken";
     EXPECT_EQ(n.error().code(), ErrorCode::kInvalidArgument);
     EXPECT_NE(n.error().message().find(std::string(kEnvMetrics) + "='" + bad + "'"),
@@ -278,9 +272,10 @@ TEST_F(MetricsTest, AMalformedMetricsVariableIsRefusedNamingIt) {
         << n.error().to_string();
   }
   // A good one is served where it says (port 0: the one bound).
-  set_env(kEnvMetrics, "127.0.0.1:0");
-  auto n = RdmaNode::start(node_options());
-  unset_env(kEnvMetrics);
+  auto n = [] {
+    ScopedEnv metrics(kEnvMetrics, "127.0.0.1:0");
+    return RdmaNode::start(node_options());
+  }();
   ASSERT_TRUE(n.ok()) << n.error().to_string();
   ASSERT_NE((*n)->metrics_port(), 0);
   EXPECT_EQ(sum(parse(scrape((*n)->metrics_port())), "caf_rdma_manager_up"), 1);

@@ -35,19 +35,12 @@
 #include "systems/kv_store/kv_server.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/rdma_test.h"
+#include "tests/scoped_env.h"
 #include "tests/security/test_pki.h"
 #include "tests/silent_flood.h"
 
 namespace caf_rdma::testing {
 namespace {
-
-// The environment is changed only while no node of the test runs (nothing reads it meanwhile).
-void set_env(const char* name, const std::string& value) {
-  ::setenv(name, value.c_str(), 1);  // NOLINT(concurrency-mt-unsafe): see above
-}
-void unset_env(const char* name) {
-  ::unsetenv(name);  // NOLINT(concurrency-mt-unsafe): see above
-}
 
 class TlsTest : public ::testing::Test {
 protected:
@@ -147,13 +140,11 @@ TEST_F(TlsTest, NodesWithoutTheClustersCertificateAreTurnedAwayAndTheNodeKeepsSe
 
 TEST_F(TlsTest, CredentialsAndThePlaintextOptInFromTheEnvironment) {
   TlsCredentials b = pki().node("b");
-  set_env(kEnvTlsCertificate, b.certificate);
-  set_env(kEnvTlsKey, b.key);
-  set_env(kEnvTlsCaFile, b.cafile);
-  auto from_env = RdmaNode::start(options(TlsCredentials{}));
-  unset_env(kEnvTlsCertificate);
-  unset_env(kEnvTlsKey);
-  unset_env(kEnvTlsCaFile);
+  auto from_env = [&] {
+    ScopedEnv certificate(kEnvTlsCertificate, b.certificate), key(kEnvTlsKey, b.key),
+        cafile(kEnvTlsCaFile, b.cafile);
+    return RdmaNode::start(options(TlsCredentials{}));
+  }();
   ASSERT_TRUE(from_env.ok()) << from_env.error().to_string();
   EXPECT_TRUE((*from_env)->uses_tls());
   auto a = node(pki().node("a"));
@@ -163,9 +154,10 @@ TEST_F(TlsTest, CredentialsAndThePlaintextOptInFromTheEnvironment) {
 
   NodeOptions o = options(TlsCredentials{});
   o.host = "0.0.0.0";
-  set_env(kEnvPlaintext, "1");
-  auto plain = RdmaNode::start(o);
-  unset_env(kEnvPlaintext);
+  auto plain = [&] {
+    ScopedEnv plaintext(kEnvPlaintext, "1");
+    return RdmaNode::start(o);
+  }();
   ASSERT_TRUE(plain.ok()) << plain.error().to_string();
   EXPECT_FALSE((*plain)->uses_tls());
 }
@@ -276,9 +268,8 @@ TEST_F(TlsTest, ApplicationActorsOfATlsNodeAreReachedOnlyOverTls) {
 // speaks plain CAF (no certificate) cannot reach the server at all.
 TEST_F(TlsTest, TheKvStoreUnderTlsServesMembersOnly) {
   const TlsCredentials a = pki().node("a");
-  set_env(kEnvTlsCertificate, a.certificate);
-  set_env(kEnvTlsKey, a.key);
-  set_env(kEnvTlsCaFile, a.cafile);
+  ScopedEnv certificate(kEnvTlsCertificate, a.certificate), key(kEnvTlsKey, a.key),
+      cafile(kEnvTlsCaFile, a.cafile);
   auto mo = ManagerOptions::from_env();
   ASSERT_TRUE(mo.ok());
   {
@@ -317,9 +308,6 @@ TEST_F(TlsTest, TheKvStoreUnderTlsServesMembersOnly) {
                                      std::chrono::milliseconds(5000), "kv_server");
     EXPECT_FALSE(reached.ok()) << "plain CAF reached the kv_server of a TLS node";
   }
-  unset_env(kEnvTlsCertificate);
-  unset_env(kEnvTlsKey);
-  unset_env(kEnvTlsCaFile);
 }
 
 TEST_F(TlsTest, PlaintextBeyondLoopbackNeedsAnOptIn) {
