@@ -15,6 +15,7 @@
 #include "actors/detail/manager_state.h"
 #include "actors/op_texts.h"
 #include "actors/request_audience.h"
+#include "primitives/device_list.h"
 #include "primitives/log.h"
 
 namespace caf_rdma {
@@ -212,6 +213,7 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       [=](const detail::LaneClosed& e) { self->state.lanes.close_lane(e.id); },
       [=](const detail::LaneIdle& e) { self->state.buffer_table.lane_idle(e.id); },
       [=](const detail::DirTimeout& e) { self->state.directory.dir_timeout(e.key, e.id); },
+      [=](const detail::OrphanCheck& e) { self->state.registrants.report(e.batch); },
       [=](detail::SetName& e) { self->state.set_name(std::move(e.name)); },
       [=](const detail::DeviceChanged& e) { self->state.device.device_changed(e); },
       [=](const detail::ReopenDevice& e) { self->state.device.reopen_device(e.attempt); },
@@ -328,10 +330,14 @@ void ManagerState::say_started() const {
   const bool asked = !options_.ibverbs.device_name.empty();
   const std::string wanted =
       asked ? " (device " + options_.ibverbs.device_name + " was asked for)" : std::string();
+  // The long "how to get a device" hint is caf_rdma_doctor's to give, not every start's.
+  std::string why = no_rdma_reason_;
+  if (auto hint = why.find(kNoDeviceHint); hint != std::string::npos)
+    why = why.substr(0, hint) + "caf_rdma_doctor says what this host lacks.";
   log_line(asked && options_.mode != TransportMode::kFallback ? LogLevel::kWarn : LogLevel::kInfo,
            "%s: started, transport %s: no RDMA%s, the fallback carries every transfer%s. Why: %s",
            options_.name.c_str(), to_string(options_.mode), wanted.c_str(), stream.c_str(),
-           no_rdma_reason_.c_str());
+           why.c_str());
 }
 
 ManagerState::~ManagerState() {

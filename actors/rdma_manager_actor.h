@@ -138,6 +138,11 @@ struct ManagerOptions {
   /// and, with this set, releases them (after their transfers, as any release). Off by
   /// default: memory registered by an actor that handed its handles on may still be in use.
   bool release_orphans = false;
+  /// How long after such an actor's end the manager waits before it reports (and, with
+  /// release_orphans, releases) its buffers: an end that the node's own end follows within it
+  /// (a program leaving main(): its clients go just before its node) is not reported.
+  /// 0: at once.
+  std::chrono::milliseconds orphan_grace{2000};
   /// Set by RdmaNode::start when it names the manager once it listens (host:port): the node's
   /// start line (ManagerState::say_started) waits for that name. Others leave it false.
   bool named_later = false;

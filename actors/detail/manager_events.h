@@ -146,6 +146,12 @@ struct WindowRetry {
   caf::node_id node;
 };
 
+/// Timer: the grace after a registrant's end (RegistrantWatch invariant 2) is over: report its
+/// buffers still registered (`batch` names them).
+struct OrphanCheck {
+  uint64_t batch = 0;
+};
+
 /// The internal events, as the manager's fourth interface (audience: its own process only).
 using manager_events_actor = caf::typed_actor<
     caf::reacts_to<OpDone>, caf::reacts_to<OpTimeout>, caf::reacts_to<OpTick>,
@@ -154,7 +160,7 @@ using manager_events_actor = caf::typed_actor<
     caf::reacts_to<DirTimeout>, caf::reacts_to<SetName>, caf::reacts_to<DeviceChanged>,
     caf::reacts_to<ReopenDevice>, caf::reacts_to<StagingFreed>, caf::reacts_to<WindowExpire>,
     caf::reacts_to<WindowRetry>, caf::reacts_to<UseConnector>, caf::reacts_to<Reconnect>,
-    caf::replies_to<GetFacade>::with<caf::actor>>;
+    caf::reacts_to<OrphanCheck>, caf::replies_to<GetFacade>::with<caf::actor>>;
 
 /// The manager's own handle type: the public interface plus its internal events.
 using manager_impl_actor = rdma_manager_actor::extend_with<manager_events_actor>;
@@ -178,5 +184,6 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::StagingFreed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::GetFacade)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::WindowExpire)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::WindowRetry)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::OrphanCheck)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::UseConnector)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::Reconnect)

@@ -51,35 +51,54 @@ bool RegistrantWatch::on_down(const caf::down_msg& msg) {
   auto it = registrants_.find(msg.source);
   if (it == registrants_.end())
     return false;
-  Registrant r = std::move(it->second);
+  Orphans o{std::move(it->second), caf::to_string(msg.reason)};
   registrants_.erase(it);
+  for (uint64_t id : o.registrant.buffers)
+    holder_.erase(id);  // nobody's now: a later release finds no holder
+  const uint64_t batch = ++next_batch_;
+  orphans_.emplace(batch, std::move(o));
+  if (m_.options_.orphan_grace.count() == 0)
+    report(batch);
+  else
+    m_.self_->delayed_send(m_.self_, m_.options_.orphan_grace, OrphanCheck{batch});
+  return true;
+}
+
+void RegistrantWatch::report(uint64_t batch) {
+  auto it = orphans_.find(batch);
+  if (it == orphans_.end())
+    return;
+  Orphans o = std::move(it->second);
+  orphans_.erase(it);
+  std::vector<uint64_t> left;  // released meanwhile (by whoever had the id): not a leak
   std::string list;
-  for (uint64_t id : r.buffers) {
-    holder_.erase(id);
+  for (uint64_t id : o.registrant.buffers) {
     auto b = m_.buffers_.find(id);
-    if (b == m_.buffers_.end())
+    if (b == m_.buffers_.end() || b->second.released)
       continue;
+    left.push_back(id);
     char addr[32];
     std::snprintf(addr, sizeof(addr), "%#llx", static_cast<unsigned long long>(b->second.addr));
     list += (list.empty() ? "" : ", ") + std::string("buffer ") + std::to_string(id) + " (" +
             std::to_string(b->second.size) + " bytes at " + addr +
             (b->second.rdma.released() ? ")" : ", pinned)");
   }
-  orphaned_ += r.buffers.size();
+  if (left.empty())
+    return;
+  orphaned_ += left.size();
   const bool release = m_.options_.release_orphans;
   log_line(LogLevel::kWarn,
            "%s: actor %llu (%s) ended (%s) holding %zu registered buffer%s it never released: "
            "%s; %s",
-           m_.options_.name.c_str(), static_cast<unsigned long long>(r.actor_id), r.name.c_str(),
-           caf::to_string(msg.reason).c_str(), r.buffers.size(), r.buffers.size() > 1 ? "s" : "",
+           m_.options_.name.c_str(), static_cast<unsigned long long>(o.registrant.actor_id),
+           o.registrant.name.c_str(), o.reason.c_str(), left.size(), left.size() > 1 ? "s" : "",
            list.c_str(),
            release ? "released now (release_orphans)"
                    : "they stay registered until released or the node stops (release_orphans, "
-                     "CAF_RDMA_RELEASE_ORPHANS=1, releases them at such an end)");
+                     "CAF_RDMA_RELEASE_ORPHANS=1, releases them then)");
   if (release)
-    for (uint64_t id : r.buffers)
+    for (uint64_t id : left)
       (void)m_.buffer_table.release_buffer(id);  // waits for its transfers, as any release
-  return true;
 }
 
 std::vector<RegistrantStats> RegistrantWatch::stats() const {

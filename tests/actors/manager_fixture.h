@@ -157,6 +157,7 @@ inline std::unique_ptr<TestNode> start_node(const ManagerOptions& extra = {}) {
   o.manager.fallback_chunk_bytes = extra.fallback_chunk_bytes;
   o.manager.verify = o.manager.verify || extra.verify;
   o.manager.release_orphans = o.manager.release_orphans || extra.release_orphans;
+  o.manager.orphan_grace = extra.orphan_grace;
   if (!extra.ibverbs.device_name.empty())
     o.manager.ibverbs.device_name = extra.ibverbs.device_name;
   auto n = RdmaNode::start(o);

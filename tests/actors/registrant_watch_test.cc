@@ -56,9 +56,12 @@ Holder register_two_and_end(TestNode& node, const Memory& a, const Memory& b) {
   return h;  // `holder` ends here, holding both
 }
 
-// Invariants 1 and 2: the stats count both buffers for the actor; its end names it and both.
+// Invariants 1 and 2: the stats count both buffers for the actor; its end names it and both
+// (once its grace is over, here 100 ms).
 TEST_F(RegistrantWatchTest, AnActorThatEndsHoldingTwoRegistrationsIsNamedWithBoth) {
-  auto node = start_node();
+  ManagerOptions extra;
+  extra.orphan_grace = 100ms;
+  auto node = start_node(extra);
   ASSERT_TRUE(node);
   Memory a(4096, 1), b(12288, 2);
   const uint64_t before = node->stats().registered_buffers;
@@ -96,6 +99,7 @@ TEST_F(RegistrantWatchTest, AnActorThatEndsHoldingTwoRegistrationsIsNamedWithBot
 TEST_F(RegistrantWatchTest, ReleaseOrphansReleasesThemWhenTheirActorEnds) {
   ManagerOptions extra;
   extra.release_orphans = true;
+  extra.orphan_grace = 0ms;
   auto node = start_node(extra);
   ASSERT_TRUE(node);
   Memory a(4096, 3), b(8192, 4);
@@ -139,6 +143,22 @@ TEST_F(RegistrantWatchTest, ARegisteredBufferOutlivingItsClientIsNoLeak) {
   EXPECT_EQ(said.find("never released"), std::string::npos) << said;
   for (const RegistrantStats& r : s.registrants)
     EXPECT_NE(r.registered_bytes, 16384u) << "a released buffer is still counted";
+}
+
+// Invariant 2: an actor's end that the node's own end follows within the grace (a program
+// leaving main(): its clients go just before its node) is not reported.
+TEST_F(RegistrantWatchTest, AProgramLeavingMainIsNotWarnedAbout) {
+  ManagerOptions extra;
+  extra.orphan_grace = std::chrono::minutes(10);
+  auto node = start_node(extra);
+  ASSERT_TRUE(node);
+  Memory a(4096, 6), b(4096, 7);
+  ::testing::internal::CaptureStderr();
+  (void)register_two_and_end(*node, a, b);
+  EXPECT_EQ(node->stats().orphaned_buffers, 0u) << "reported within its grace";
+  node.reset();  // the node stops, its manager with it
+  std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(said.find("never released"), std::string::npos) << said;
 }
 
 }  // namespace
