@@ -119,6 +119,11 @@ void ManagerState::start_op(OpId id) {
   auto checked = checked_length(op, local.size, local.access);
   if (!checked.ok())
     return fail_op(id, to_caf_error(checked.error()));
+  if (is_atomic(op) && local.memory != BufferMemory::kHost)  // invariant 14
+    return fail_op(id, make_rdma_error(ErrorCode::kInvalidArgument,
+                                       "the old value of a " + std::string(kind_name(op.kind)) +
+                                           " lands in host memory, but the local " +
+                                           describe(op.local) + " is GPU memory"));
   o.length = *checked;
   o.peer = op.remote.owner.address();
   ++local.in_use;
@@ -135,6 +140,10 @@ PathFacts ManagerState::path_facts(const OpRecord& o, const LocalBuffer& local) 
   PathFacts f = device_facts(op, options_.mode, domain_ != nullptr, no_rdma_reason_, port_down_,
                              domain_ && domain_->port().is_ethernet);
   f.same_node = o.peer == facade_.address();
+  if (domain_) {
+    f.device = domain_->context()->name();
+    f.device_atomics = domain_->context()->device_attr().atomic_cap != IBV_ATOMIC_NONE;
+  }
   // Both ranges this node's and overlapping (one buffer, or two over the same memory).
   f.ranges_overlap = f.same_node && ranges_overlap(local.addr + op.local_offset,
                                                    op.remote.addr + op.remote_offset, o.length);
@@ -143,7 +152,7 @@ PathFacts ManagerState::path_facts(const OpRecord& o, const LocalBuffer& local) 
   f.local_registered = f.local_staged || !local.rdma.released();
   auto p = peers_.find(o.peer);
   f.stream_fits =
-      stream_client_ && options_.stream_min_bytes > 0 && o.length >= options_.stream_min_bytes &&
+      !is_atomic(op) && stream_client_ && options_.stream_min_bytes > 0 && o.length >= options_.stream_min_bytes &&
       (p == peers_.end() || !p->second.no_stream) && local.memory == BufferMemory::kHost &&
       op.remote.memory == static_cast<uint8_t>(BufferMemory::kHost);
   return f;

@@ -2,6 +2,8 @@
 // listed in README.md, "Metrics".
 #include "actors/metrics_exporter.h"
 
+#include "actors/transfer_checks.h"
+
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
@@ -28,7 +30,7 @@ using prometheus::MetricType;
 using Labels = std::vector<std::pair<std::string, std::string>>;
 
 const char* kind_label(uint8_t kind) {
-  return is_read_kind(kind) ? "read" : is_write_kind(kind) ? "write" : "other";
+  return known_kind(kind) ? kind_name(kind) : "other";  // read, write, fetch-add, compare-swap
 }
 
 /// The families of one scrape, each made once by name.
