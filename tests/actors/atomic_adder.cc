@@ -1,9 +1,10 @@
 // Test helper for atomics_test: a node that adds 1 to a remote counter many times, from
 // several threads at once (each its own RdmaClient, so its own actor), and prints every old
 // value it got back.
-//   atomic_adder HOST PORT NAME THREADS ADDS_PER_THREAD
-// Reads the handle published as NAME in the directory of the manager at HOST:PORT, prints
-// "OLD <value>" per fetch_add, then "DONE"; on any error "ERROR <what>" and exit 1.
+//   atomic_adder HOST PORT NAME OFFSET THREADS ADDS_PER_THREAD
+// Reads the handle published as NAME in the directory of the manager at HOST:PORT, adds 1 to
+// its word at OFFSET, prints "OLD <value>" per fetch_add, then "DONE"; on any error
+// "ERROR <what>" and exit 1.
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -17,15 +18,16 @@
 using namespace caf_rdma;
 
 int main(int argc, char** argv) {
-  if (argc != 6) {
-    std::fprintf(stderr, "usage: atomic_adder HOST PORT NAME THREADS ADDS_PER_THREAD\n");
+  if (argc != 7) {
+    std::fprintf(stderr, "usage: atomic_adder HOST PORT NAME OFFSET THREADS ADDS_PER_THREAD\n");
     return 2;
   }
   const std::string host = argv[1];
   const auto port = static_cast<uint16_t>(std::strtoul(argv[2], nullptr, 10));
   const std::string name = argv[3];
-  const int threads = std::atoi(argv[4]);
-  const int adds = std::atoi(argv[5]);
+  const uint64_t offset = std::strtoull(argv[4], nullptr, 10);
+  const int threads = std::atoi(argv[5]);
+  const int adds = std::atoi(argv[6]);
   NodeOptions o;
   auto env = ManagerOptions::from_env();
   if (!env.ok()) {
@@ -57,7 +59,7 @@ int main(int argc, char** argv) {
       RdmaClient me((*node)->system(), (*node)->manager());
       std::vector<uint64_t> mine;
       for (int i = 0; i < adds; ++i) {
-        auto old = me.fetch_add(*counter, 0, 1, std::chrono::seconds(60));
+        auto old = me.fetch_add(*counter, offset, 1, std::chrono::seconds(60));
         if (!old.ok()) {
           std::lock_guard<std::mutex> lock(mu);
           failure = old.error().to_string();

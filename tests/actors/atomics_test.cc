@@ -191,6 +191,9 @@ TEST_F(AtomicsTest, EveryErrorNamesWhatWasWrong) {
   auto hro = user_->request_buffer(local.addr(), 8, BufferAccess::kReadOnly);
   ASSERT_TRUE(hl && hro);
   const std::string id = "buffer " + std::to_string(remote.id);
+  const std::string ro_id = "buffer " + std::to_string(readonly.id);
+  const std::string local_id = "buffer " + std::to_string(hl->id);
+  const std::string ro_local_id = "buffer " + std::to_string(hro->id);
 
   auto misaligned = user_->transfer(make_fetch_add(*hl, remote, 4, 1));
   EXPECT_RDMA_ERROR(misaligned, ErrorCode::kInvalidArgument, "misaligned", "remote offset 4",
@@ -200,18 +203,15 @@ TEST_F(AtomicsTest, EveryErrorNamesWhatWasWrong) {
   auto straddles = user_->transfer(make_fetch_add(*hl, remote, 60, 1));
   EXPECT_RDMA_ERROR(straddles, ErrorCode::kOutOfBounds, "remote offset 60", id.c_str());
   auto read_only = user_->transfer(make_fetch_add(*hl, readonly, 0, 1));
-  EXPECT_RDMA_ERROR(read_only, ErrorCode::kInvalidArgument, "read-only",
-                    ("buffer " + std::to_string(readonly.id)).c_str());
+  EXPECT_RDMA_ERROR(read_only, ErrorCode::kInvalidArgument, "read-only", ro_id.c_str());
   TransferOp wrong_length = make_fetch_add(*hl, remote, 0, 1);
   wrong_length.length = 4;
   auto length = user_->transfer(wrong_length);
   EXPECT_RDMA_ERROR(length, ErrorCode::kInvalidArgument, "needs length 8", "not 4", id.c_str());
   auto no_room = user_->transfer(make_fetch_add(*hl, remote, 0, 1, /*local_offset=*/12));
-  EXPECT_RDMA_ERROR(no_room, ErrorCode::kOutOfBounds, "local offset 12",
-                    ("buffer " + std::to_string(hl->id)).c_str());
+  EXPECT_RDMA_ERROR(no_room, ErrorCode::kOutOfBounds, "local offset 12", local_id.c_str());
   auto ro_local = user_->transfer(make_fetch_add(*hro, remote, 0, 1));
-  EXPECT_RDMA_ERROR(ro_local, ErrorCode::kInvalidArgument, "read-only",
-                    ("buffer " + std::to_string(hro->id)).c_str());
+  EXPECT_RDMA_ERROR(ro_local, ErrorCode::kInvalidArgument, "read-only", ro_local_id.c_str());
   // RdmaClient says the same.
   RdmaClient me(user_->node().system(), user_->manager());
   auto client_misaligned = me.compare_swap(remote, 12, 0, 1);
@@ -317,7 +317,7 @@ TEST(AtomicsAcrossProcessesTest, ManyActorsInSeveralProcessesAddToOneCounter) {
   std::vector<ChildProcess> adders;
   for (int p = 0; p < kProcesses; ++p) {
     auto c = ChildProcess::start({adder_binary(), "127.0.0.1", std::to_string(owner->node().port()),
-                                  "shared-counter", std::to_string(kThreads),
+                                  "shared-counter", "8", std::to_string(kThreads),
                                   std::to_string(kAdds)},
                                  env);
     ASSERT_TRUE(c.ok()) << c.error().to_string();
