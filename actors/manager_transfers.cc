@@ -151,10 +151,11 @@ PathFacts ManagerState::path_facts(const OpRecord& o, const LocalBuffer& local) 
   f.local_staged = local.memory == BufferMemory::kGpuStaged;
   f.local_registered = f.local_staged || !local.rdma.released();
   auto p = peers_.find(o.peer);
-  f.stream_fits =
-      !is_atomic(op) && stream_client_ && options_.stream_min_bytes > 0 && o.length >= options_.stream_min_bytes &&
-      (p == peers_.end() || !p->second.no_stream) && local.memory == BufferMemory::kHost &&
-      op.remote.memory == static_cast<uint8_t>(BufferMemory::kHost);
+  f.stream_fits = !is_atomic(op) && stream_client_ && options_.stream_min_bytes > 0 &&
+                  o.length >= options_.stream_min_bytes &&
+                  (p == peers_.end() || !p->second.no_stream) &&
+                  local.memory == BufferMemory::kHost &&
+                  op.remote.memory == static_cast<uint8_t>(BufferMemory::kHost);
   return f;
 }
 

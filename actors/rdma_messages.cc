@@ -54,8 +54,9 @@ TransferOp make_write(BufferHandle local, BufferHandle remote, uint64_t length,
 
 TransferOp make_fetch_add(BufferHandle local, BufferHandle remote, uint64_t remote_offset,
                           uint64_t add, uint64_t local_offset) {
-  TransferOp op = make_read(std::move(local), std::move(remote),
-                            Range::of(kAtomicBytes).at_local(local_offset).at_remote(remote_offset));
+  TransferOp op =
+      make_read(std::move(local), std::move(remote),
+                Range::of(kAtomicBytes).at_local(local_offset).at_remote(remote_offset));
   op.kind = wire_kind(TransferKind::kFetchAdd);
   op.operand = add;
   return op;
@@ -63,8 +64,9 @@ TransferOp make_fetch_add(BufferHandle local, BufferHandle remote, uint64_t remo
 
 TransferOp make_compare_swap(BufferHandle local, BufferHandle remote, uint64_t remote_offset,
                              uint64_t compare, uint64_t swap, uint64_t local_offset) {
-  TransferOp op = make_read(std::move(local), std::move(remote),
-                            Range::of(kAtomicBytes).at_local(local_offset).at_remote(remote_offset));
+  TransferOp op =
+      make_read(std::move(local), std::move(remote),
+                Range::of(kAtomicBytes).at_local(local_offset).at_remote(remote_offset));
   op.kind = wire_kind(TransferKind::kCompareSwap);
   op.operand = swap;
   op.compare = compare;

@@ -25,11 +25,11 @@ Result<uint64_t> checked_atomic(const TransferOp& op, uint64_t local_size,
     return Error(ErrorCode::kInvalidArgument,
                  "remote " + describe(op.remote) + " names no owner manager");
   if (op.length != kAtomicBytes)
-    return Error(ErrorCode::kInvalidArgument,
-                 what + " on " + describe(op.remote) + " needs length " +
-                     std::to_string(kAtomicBytes) + " (one 64-bit word), not " +
-                     (op.length == kWholeSpan ? std::string("the whole span")
-                                              : std::to_string(op.length)));
+    return Error(
+        ErrorCode::kInvalidArgument,
+        what + " on " + describe(op.remote) + " needs length " + std::to_string(kAtomicBytes) +
+            " (one 64-bit word), not " +
+            (op.length == kWholeSpan ? std::string("the whole span") : std::to_string(op.length)));
   if (op.remote_offset > op.remote.size || op.remote.size - op.remote_offset < kAtomicBytes)
     return Error(ErrorCode::kOutOfBounds, what + " of the 8-byte word at remote offset " +
                                               std::to_string(op.remote_offset) + " does not fit " +
@@ -48,10 +48,10 @@ Result<uint64_t> checked_atomic(const TransferOp& op, uint64_t local_size,
                  "cannot run a " + what + " on " + describe(op.remote) +
                      ": GPU memory its owner's NIC cannot register (no GPUDirect) has no atomics");
   if (op.local_offset > local_size || local_size - op.local_offset < kAtomicBytes)
-    return Error(ErrorCode::kOutOfBounds, "the old value of a " + what + " (8 bytes at local offset " +
-                                              std::to_string(op.local_offset) + ") does not fit " +
-                                              describe(op.local) + " (size " +
-                                              std::to_string(local_size) + ")");
+    return Error(ErrorCode::kOutOfBounds,
+                 "the old value of a " + what + " (8 bytes at local offset " +
+                     std::to_string(op.local_offset) + ") does not fit " + describe(op.local) +
+                     " (size " + std::to_string(local_size) + ")");
   if (local_access != BufferAccess::kReadWrite)
     return Error(ErrorCode::kInvalidArgument,
                  "cannot put the old value of a " + what + " into read-only " + describe(op.local));

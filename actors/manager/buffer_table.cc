@@ -283,9 +283,8 @@ Result<uint64_t> BufferTable::apply_atomic(const BufferRef& ref, uint64_t offset
                                            uint64_t operand, uint64_t compare) {
   if (!is_atomic_kind(kind))
     return Error(ErrorCode::kInvalidArgument,
-                 "atomic of kind " + std::to_string(kind) +
-                     " on buffer " + std::to_string(ref.id) + " of " + m_.options_.name +
-                     " is neither fetch-add (2) nor compare-swap (3)");
+                 "atomic of kind " + std::to_string(kind) + " on buffer " + std::to_string(ref.id) +
+                     " of " + m_.options_.name + " is neither fetch-add (2) nor compare-swap (3)");
   CAF_RDMA_ASSIGN_OR_RETURN(LocalBuffer * b, owner_access(ref, offset, kAtomicBytes, true));
   const std::string what = kind_name(kind);
   if ((b->addr + offset) % kAtomicBytes != 0)

@@ -56,8 +56,8 @@ void trace(const OpSample& s) {
              s.path.c_str(), us);
   else
     log_line(LogLevel::kDebug, "%s %s %s via %s: failed in %llu us: %s: %s", kind,
-             read ? "from" : "to", s.peer.c_str(),
-             s.path.empty() ? "no path" : s.path.c_str(), us, to_string(s.code), s.message.c_str());
+             read ? "from" : "to", s.peer.c_str(), s.path.empty() ? "no path" : s.path.c_str(), us,
+             to_string(s.code), s.message.c_str());
 }
 
 void Telemetry::record(const OpSample& s) {

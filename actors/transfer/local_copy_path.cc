@@ -19,8 +19,8 @@ void LocalCopyPath::start(OpId id) {
       return m_.fail_op(id,
                         to_caf_error(old.error().with_context("remote " + describe(op.remote))));
     const uint64_t value = *old;
-    Status st = m_.buffer_table.copy_in(m_.buffers_.at(op.local.id), op.local_offset, &value,
-                                        kAtomicBytes);
+    Status st =
+        m_.buffer_table.copy_in(m_.buffers_.at(op.local.id), op.local_offset, &value, kAtomicBytes);
     if (!st.ok())
       return m_.fail_op(id, to_caf_error(st.error()));
     return m_.finish_op(id, TransferOutcome{});

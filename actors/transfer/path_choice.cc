@@ -54,8 +54,7 @@ PathChoice choose_path(const TransferOp& op, const PathFacts& f) {
   if (f.same_node)
     return {PathKind::kLocalCopy, ErrorCode::kNoDevice, std::move(why)};
   return {f.stream_fits && !is_atomic(op) ? PathKind::kStream : PathKind::kChunks,
-          ErrorCode::kNoDevice,
-          std::move(why)};
+          ErrorCode::kNoDevice, std::move(why)};
 }
 
 }  // namespace caf_rdma::detail

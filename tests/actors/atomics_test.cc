@@ -267,8 +267,7 @@ TEST_F(AtomicsTest, ABatchMixesReadsWritesAndAtomicsWithAnOutcomeEach) {
     EXPECT_EQ(o.bytes, i == 0 || i == 2 ? 512u : kAtomicBytes) << "op " << i;
   }
   EXPECT_EQ((*outcomes)[5].code, static_cast<uint8_t>(ErrorCode::kInvalidArgument));
-  EXPECT_NE((*outcomes)[5].message.find("misaligned"), std::string::npos)
-      << (*outcomes)[5].message;
+  EXPECT_NE((*outcomes)[5].message.find("misaligned"), std::string::npos) << (*outcomes)[5].message;
   // Old values in the local buffer, new words in the remote one.
   EXPECT_EQ(word_at(mine, 0), 1000u);
   EXPECT_EQ(word_at(mine, 8), 0u);
@@ -316,10 +315,10 @@ TEST(AtomicsAcrossProcessesTest, ManyActorsInSeveralProcessesAddToOneCounter) {
     env.push_back("CAF_RDMA_DEVICE=rxe1");  // across the wire in the VM
   std::vector<ChildProcess> adders;
   for (int p = 0; p < kProcesses; ++p) {
-    auto c = ChildProcess::start({adder_binary(), "127.0.0.1", std::to_string(owner->node().port()),
-                                  "shared-counter", "8", std::to_string(kThreads),
-                                  std::to_string(kAdds)},
-                                 env);
+    auto c = ChildProcess::start(
+        {adder_binary(), "127.0.0.1", std::to_string(owner->node().port()), "shared-counter", "8",
+         std::to_string(kThreads), std::to_string(kAdds)},
+        env);
     ASSERT_TRUE(c.ok()) << c.error().to_string();
     adders.push_back(std::move(*c));
   }
