@@ -2,8 +2,6 @@
 // listed in README.md, "Metrics".
 #include "actors/metrics_exporter.h"
 
-#include "actors/transfer_checks.h"
-
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
@@ -18,6 +16,7 @@
 #include <vector>
 
 #include "actors/rdma_node.h"
+#include "actors/transfer_checks.h"
 #include "primitives/nic_counters.h"
 
 namespace caf_rdma {
