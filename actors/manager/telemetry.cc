@@ -1,10 +1,9 @@
 // Telemetry (see telemetry.h).
 #include "actors/manager/telemetry.h"
 
-#include "actors/transfer_checks.h"
-
 #include <algorithm>
 
+#include "actors/transfer_checks.h"
 #include "primitives/ibverbs_error.h"
 #include "primitives/log.h"
 
