@@ -194,6 +194,12 @@ void ManagerState::reroute(OpId id, const std::string& why) {
     staged_.withdraw(id);
   else
     path(o->path).forget(id);
+  if (is_atomic(o->op))  // invariant 14: an atomic never changes paths (NIC vs CPU atomics)
+    return fail_op(id, make_rdma_error(ErrorCode::kNoDevice,
+                                       std::string(kind_name(o->op.kind)) + " with " +
+                                           describe(o->op.remote) + " cannot use RDMA: " + why +
+                                           " (an atomic does not move to the fallback: the "
+                                           "owner's CPU atomics are not atomic with NIC atomics)"));
   PathFacts facts = path_facts(*o, buffers_.at(o->op.local.id));
   facts.rdma_lost = why;
   PathChoice choice = choose_path(o->op, facts);

@@ -68,9 +68,11 @@ TEST_F(AtomicsTest, FetchAddAndCompareSwapReturnTheOldValue) {
   EXPECT_EQ(*hit, 41u);
   EXPECT_EQ(word_at(counter, 8), 100u);
   // Nothing else in the buffer changed.
-  for (uint64_t i = 0; i < 64; ++i)
-    if (i < 8 || i >= 16)
+  for (uint64_t i = 0; i < 64; ++i) {
+    if (i < 8 || i >= 16) {
       ASSERT_EQ(counter.bytes[i], pattern(i, 5)) << "byte " << i;
+    }
+  }
 
   // As a manager request: the old value lands in the op's local range, the reply names the path.
   Memory local(32, 3);
@@ -82,9 +84,11 @@ TEST_F(AtomicsTest, FetchAddAndCompareSwapReturnTheOldValue) {
   EXPECT_EQ(r->bytes, kAtomicBytes);
   EXPECT_EQ(word_at(local, 16), 100u);
   EXPECT_EQ(word_at(counter, 8), 105u);
-  for (uint64_t i = 0; i < 32; ++i)
-    if (i < 16 || i >= 24)
+  for (uint64_t i = 0; i < 32; ++i) {
+    if (i < 16 || i >= 24) {
       ASSERT_EQ(local.bytes[i], pattern(i, 3)) << "local byte " << i;
+    }
+  }
 }
 
 TEST_F(AtomicsTest, ConcurrentFetchAddsFromManyActorsOfBothNodesCountExactly) {
@@ -353,9 +357,11 @@ TEST(AtomicsAcrossProcessesTest, ManyActorsInSeveralProcessesAddToOneCounter) {
   const uint64_t total = uint64_t{kProcesses} * kThreads * kAdds + uint64_t{kLocalThreads} * kAdds;
   EXPECT_EQ(word_at(counter, 8), total);
   expect_each_once(olds, total);
-  for (uint64_t i = 0; i < 64; ++i)
-    if (i < 8 || i >= 16)
+  for (uint64_t i = 0; i < 64; ++i) {
+    if (i < 8 || i >= 16) {
       ASSERT_EQ(counter.bytes[i], pattern(i, 5)) << "byte " << i;
+    }
+  }
   std::printf("counter %llu from %d processes and %d local threads\n",
               static_cast<unsigned long long>(word_at(counter, 8)), kProcesses, kLocalThreads);
 }
