@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   std::vector<uint64_t> olds;
   std::string failure;
   std::vector<std::thread> workers;
+  workers.reserve(threads > 0 ? static_cast<size_t>(threads) : 0);
   for (int t = 0; t < threads; ++t)
     workers.emplace_back([&] {
       RdmaClient me((*node)->system(), (*node)->manager());

@@ -102,6 +102,7 @@ TEST_F(AtomicsTest, ConcurrentFetchAddsFromManyActorsOfBothNodesCountExactly) {
   std::mutex mu;
   std::vector<uint64_t> olds;
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t)
     threads.emplace_back([&, t] {
       TestNode& node = t % 3 == 0 ? *owner_ : *user_;
@@ -134,6 +135,7 @@ TEST_F(AtomicsTest, CompareSwapLockProtectsASharedRegion) {
   std::mutex mu;
   int taken = 0;
   std::vector<std::thread> workers;
+  workers.reserve(kWorkers);
   for (int w = 0; w < kWorkers; ++w)
     workers.emplace_back([&, w] {
       const uint64_t id = static_cast<uint64_t>(w) + 1;
@@ -318,6 +320,7 @@ TEST(AtomicsAcrossProcessesTest, ManyActorsInSeveralProcessesAddToOneCounter) {
   if (expected_path() == kPathRdma && list.ok() && list->size() >= 2)
     env.push_back("CAF_RDMA_DEVICE=rxe1");  // across the wire in the VM
   std::vector<ChildProcess> adders;
+  adders.reserve(kProcesses);
   for (int p = 0; p < kProcesses; ++p) {
     auto c = ChildProcess::start(
         {adder_binary(), "127.0.0.1", std::to_string(owner->node().port()), "shared-counter", "8",
@@ -330,6 +333,7 @@ TEST(AtomicsAcrossProcessesTest, ManyActorsInSeveralProcessesAddToOneCounter) {
   std::mutex mu;
   std::vector<uint64_t> olds;
   std::vector<std::thread> locals;
+  locals.reserve(kLocalThreads);
   for (int t = 0; t < kLocalThreads; ++t)
     locals.emplace_back([&] {
       RdmaClient me(owner->node().system(), owner->manager());
