@@ -88,6 +88,8 @@ std::optional<Result<DirectLane::Prepared>> DirectLane::prepare(const TransferOp
   if (!qp_)
     return std::nullopt;  // retired: the manager answers
   // A local buffer's handle names this node's facade (the manager's published stand-in).
+  if (is_atomic(op))
+    return std::nullopt;  // atomics go through the manager (RdmaClient never sends them here)
   if (!op.local.owner || op.local.owner.node() != manager_.node() || !op.remote.owner ||
       op.remote.owner.address() != owner_.address() || !op.remote.has_rdma() ||
       op.remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged))

@@ -8,7 +8,7 @@
 //     manager's DirectRegistry (live, registered with the NIC) and a remote handle of the
 //     lane's owner with an RDMA registration. For anything else `transfer` returns nothing and
 //     the caller asks the manager, which gives the answer (unknown or released buffer, rdma-
-//     staged GPU memory, ...).
+//     staged GPU memory, ...). Atomics are never a lane's: the manager runs them.
 //  2. The checks and their error texts are the manager's (actors/transfer_checks.h). A timeout
 //     flushes the queue pair before `transfer` returns, so the NIC no longer touches the
 //     buffers; a release of a local buffer replies only after the lane's op on it ended.

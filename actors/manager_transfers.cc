@@ -119,6 +119,11 @@ void ManagerState::start_op(OpId id) {
   auto checked = checked_length(op, local.size, local.access);
   if (!checked.ok())
     return fail_op(id, to_caf_error(checked.error()));
+  if (is_atomic(op) && local.memory != BufferMemory::kHost)  // invariant 14
+    return fail_op(id, make_rdma_error(ErrorCode::kInvalidArgument,
+                                       "the old value of a " + std::string(kind_name(op.kind)) +
+                                           " lands in host memory, but the local " +
+                                           describe(op.local) + " is GPU memory"));
   o.length = *checked;
   o.peer = op.remote.owner.address();
   ++local.in_use;
@@ -135,6 +140,10 @@ PathFacts ManagerState::path_facts(const OpRecord& o, const LocalBuffer& local) 
   PathFacts f = device_facts(op, options_.mode, domain_ != nullptr, no_rdma_reason_, port_down_,
                              domain_ && domain_->port().is_ethernet);
   f.same_node = o.peer == facade_.address();
+  if (domain_) {
+    f.device = domain_->context()->name();
+    f.device_atomics = domain_->context()->device_attr().atomic_cap != IBV_ATOMIC_NONE;
+  }
   // Both ranges this node's and overlapping (one buffer, or two over the same memory).
   f.ranges_overlap = f.same_node && ranges_overlap(local.addr + op.local_offset,
                                                    op.remote.addr + op.remote_offset, o.length);
@@ -142,10 +151,11 @@ PathFacts ManagerState::path_facts(const OpRecord& o, const LocalBuffer& local) 
   f.local_staged = local.memory == BufferMemory::kGpuStaged;
   f.local_registered = f.local_staged || !local.rdma.released();
   auto p = peers_.find(o.peer);
-  f.stream_fits =
-      stream_client_ && options_.stream_min_bytes > 0 && o.length >= options_.stream_min_bytes &&
-      (p == peers_.end() || !p->second.no_stream) && local.memory == BufferMemory::kHost &&
-      op.remote.memory == static_cast<uint8_t>(BufferMemory::kHost);
+  f.stream_fits = !is_atomic(op) && stream_client_ && options_.stream_min_bytes > 0 &&
+                  o.length >= options_.stream_min_bytes &&
+                  (p == peers_.end() || !p->second.no_stream) &&
+                  local.memory == BufferMemory::kHost &&
+                  op.remote.memory == static_cast<uint8_t>(BufferMemory::kHost);
   return f;
 }
 
@@ -184,6 +194,12 @@ void ManagerState::reroute(OpId id, const std::string& why) {
     staged_.withdraw(id);
   else
     path(o->path).forget(id);
+  if (is_atomic(o->op))  // invariant 14: an atomic never changes paths (NIC vs CPU atomics)
+    return fail_op(id, make_rdma_error(ErrorCode::kNoDevice,
+                                       std::string(kind_name(o->op.kind)) + " with " +
+                                           describe(o->op.remote) + " cannot use RDMA: " + why +
+                                           " (an atomic does not move to the fallback: the "
+                                           "owner's CPU atomics are not atomic with NIC atomics)"));
   PathFacts facts = path_facts(*o, buffers_.at(o->op.local.id));
   facts.rdma_lost = why;
   PathChoice choice = choose_path(o->op, facts);

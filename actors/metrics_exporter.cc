@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "actors/rdma_node.h"
+#include "actors/transfer_checks.h"
 #include "primitives/nic_counters.h"
 
 namespace caf_rdma {
@@ -28,7 +29,7 @@ using prometheus::MetricType;
 using Labels = std::vector<std::pair<std::string, std::string>>;
 
 const char* kind_label(uint8_t kind) {
-  return is_read_kind(kind) ? "read" : is_write_kind(kind) ? "write" : "other";
+  return known_kind(kind) ? kind_name(kind) : "other";  // read, write, fetch-add, compare-swap
 }
 
 /// The families of one scrape, each made once by name.

@@ -62,6 +62,9 @@ using device_gone_atom = caf::atom_constant<caf::atom("dev_gone")>;
 /// Manager to manager: the owner's view of an access to one of its buffers (after the NIC
 /// refused it): (id, offset, length, kind) -> TransferOutcome.
 using buf_check_atom = caf::atom_constant<caf::atom("buf_check")>;
+/// Fallback transport, owner side: an atomic on the 8-byte word at `offset` of the buffer:
+/// (id, offset, kind, operand, compare) -> the word's old value.
+using atomic_atom = caf::atom_constant<caf::atom("atomic")>;
 /// Manager to manager (verify mode): the owner's checksum of a range of its buffer:
 /// (id, offset, length) -> checksum.
 using buf_sum_atom = caf::atom_constant<caf::atom("buf_sum")>;

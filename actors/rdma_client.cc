@@ -112,7 +112,7 @@ size_t RdmaClient::lanes() const {
 
 DirectLane* RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
                                  std::optional<Error>* failed) {
-  if (!direct_ || timeout_ms == 0 || !op.remote.owner || !op.remote.has_rdma() ||
+  if (!direct_ || timeout_ms == 0 || is_atomic(op) || !op.remote.owner || !op.remote.has_rdma() ||
       op.remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged) || !op.local.owner ||
       op.local.owner.node() != manager_.node())  // local handles name the node's facade
     return nullptr;
@@ -301,6 +301,35 @@ std::future<Result<TransferReply>> RdmaClient::transfer_async(TransferOp op,
   return future;
 }
 
+Result<uint64_t> RdmaClient::fetch_add(const BufferHandle& remote, uint64_t offset, uint64_t add,
+                                       std::chrono::milliseconds timeout) {
+  return run_atomic(make_fetch_add(BufferHandle{}, remote, offset, add), timeout);
+}
+
+Result<uint64_t> RdmaClient::compare_swap(const BufferHandle& remote, uint64_t offset,
+                                          uint64_t expected, uint64_t desired,
+                                          std::chrono::milliseconds timeout) {
+  return run_atomic(make_compare_swap(BufferHandle{}, remote, offset, expected, desired), timeout);
+}
+
+Result<uint64_t> RdmaClient::run_atomic(TransferOp op, std::chrono::milliseconds timeout) {
+  if (!atomic_registration_) {
+    auto reg = register_buffer(atomic_word_.get(), kAtomicBytes);
+    if (!reg.ok())
+      return Result<uint64_t>(
+          reg.error().with_context("registering the client's 8-byte word for atomics"));
+    atomic_registration_.emplace(std::move(*reg));
+  }
+  op.local = atomic_registration_->handle();
+  auto reply = transfer(op, timeout_ms_of(timeout));  // never a lane (lane_for)
+  if (!reply.ok())
+    return Result<uint64_t>(reply.error());
+  // Written by the manager (or its completion thread) before its reply: ordered by the reply.
+  uint64_t old = 0;
+  std::memcpy(&old, atomic_word_.get(), kAtomicBytes);
+  return old;
+}
+
 std::future<Result<TransferReply>> RdmaClient::write_async(const BufferHandle& local,
                                                            const BufferHandle& remote, Range range,
                                                            std::chrono::milliseconds timeout) {
@@ -357,8 +386,10 @@ Result<TransferReply> RdmaClient::transfer_scratch(TransferKind kind, const Buff
 Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<TransferOp>& ops,
                                                        uint32_t timeout_ms) {
   // One owner for all ops: one lane runs them as one chain.
+  // Atomics go through the manager (lanes carry reads and writes), and so does a batch with any.
   bool one_owner = !ops.empty() && std::all_of(ops.begin(), ops.end(), [&](const TransferOp& op) {
-    return op.remote.owner && op.remote.owner.address() == ops.front().remote.owner.address();
+    return !is_atomic(op) && op.remote.owner &&
+           op.remote.owner.address() == ops.front().remote.owner.address();
   });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   std::optional<Error> failed;

@@ -77,6 +77,17 @@ public:
        uint64_t length = kWholeSpan, uint64_t local_offset = 0, uint64_t remote_offset = 0);
   Result<std::vector<TransferOutcome>> batch(const std::vector<TransferOp>& ops,
                                              uint32_t timeout_ms);
+  /// Atomics on the 8-byte word at `offset` of `remote` (read-write, the word 8-byte aligned
+  /// in its owner's memory): adds `add` (wrapping), or stores `desired` if the word equals
+  /// `expected`; returns the word's old value (compare-swap swapped iff it equals `expected`).
+  /// Through the manager, never a direct lane; the old value lands in an 8-byte word of the
+  /// client's, registered with the manager on first use. README "Atomics" says what is
+  /// atomic with what.
+  Result<uint64_t> fetch_add(const BufferHandle& remote, uint64_t offset, uint64_t add,
+                             std::chrono::milliseconds timeout = kDefaultTimeout);
+  Result<uint64_t> compare_swap(const BufferHandle& remote, uint64_t offset, uint64_t expected,
+                                uint64_t desired,
+                                std::chrono::milliseconds timeout = kDefaultTimeout);
   /// A transfer whose result arrives later: the future is ready once the manager answered
   /// (every answer within `timeout` plus the reply timeout). Goes through the manager, not a
   /// direct lane; may be called from any thread, several at once, and the client may go
@@ -133,6 +144,9 @@ private:
                                          const BufferHandle& remote, uint32_t timeout_ms,
                                          Range range);
 
+  /// fetch_add and compare_swap: `op` with the client's atomic word as its local side.
+  Result<uint64_t> run_atomic(TransferOp op, std::chrono::milliseconds timeout);
+
   caf::actor_system& sys_;
   rdma_manager_actor manager_;
   std::chrono::milliseconds reply_timeout_;
@@ -140,6 +154,10 @@ private:
   bool direct_ = false;
   std::map<caf::actor_addr, LaneSlot> lanes_;
   TransferOp scratch_;
+  /// Where the old values of this client's atomics land, and its registration (made on first
+  /// use; released before the word goes: declared after it).
+  std::unique_ptr<uint64_t> atomic_word_ = std::make_unique<uint64_t>(0);
+  std::optional<RegisteredBuffer> atomic_registration_;
 };
 
 }  // namespace caf_rdma

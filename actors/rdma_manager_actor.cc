@@ -193,6 +193,10 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       [=](buf_sum_atom, const BufferRef& ref, uint64_t offset, uint64_t length) {
         return self->state.buffer_table.checksum(ref, offset, length);
       },
+      [=](atomic_atom, const BufferRef& ref, uint64_t offset, uint8_t kind, uint64_t operand,
+          uint64_t compare) {
+        return self->state.buffer_table.atomic(ref, offset, kind, operand, compare);
+      },
       // -- internal events (unserializable types: from this process only) --
       [=](detail::OpDone& e) {
         self->state.posted_by(e.path).completed(detail::OpId{e.ticket, e.index},

@@ -165,7 +165,14 @@ using peer_protocol_actor = caf::typed_actor<
 
     /// Verify mode: the owner's checksum (`range_checksum`) of [offset, offset + length) of the
     /// buffer. Errors as for fetch.
-    caf::replies_to<buf_sum_atom, BufferRef, uint64_t, uint64_t>::with<uint64_t>>;
+    caf::replies_to<buf_sum_atom, BufferRef, uint64_t, uint64_t>::with<uint64_t>,
+
+    /// Fallback transport: the owner applies an atomic of `kind` (TransferKind: fetch-add with
+    /// `operand` as the addend, or compare-swap of `operand` for `compare`) to the 8-byte word
+    /// at `offset` of the buffer (read-write, host memory, the word 8-byte aligned) with one
+    /// CPU atomic, and replies with the word's old value. Errors as for store; invalid_argument
+    /// for a misaligned word, GPU memory or a kind that is not an atomic.
+    caf::replies_to<atomic_atom, BufferRef, uint64_t, uint8_t, uint64_t, uint64_t>::with<uint64_t>>;
 
 /// The manager, as its node's actors know it (RdmaNode::manager) and as peers know its facade.
 using rdma_manager_actor =

@@ -52,6 +52,27 @@ TransferOp make_write(BufferHandle local, BufferHandle remote, uint64_t length,
                     Range::of(length).at_local(local_offset).at_remote(remote_offset));
 }
 
+TransferOp make_fetch_add(BufferHandle local, BufferHandle remote, uint64_t remote_offset,
+                          uint64_t add, uint64_t local_offset) {
+  TransferOp op =
+      make_read(std::move(local), std::move(remote),
+                Range::of(kAtomicBytes).at_local(local_offset).at_remote(remote_offset));
+  op.kind = wire_kind(TransferKind::kFetchAdd);
+  op.operand = add;
+  return op;
+}
+
+TransferOp make_compare_swap(BufferHandle local, BufferHandle remote, uint64_t remote_offset,
+                             uint64_t compare, uint64_t swap, uint64_t local_offset) {
+  TransferOp op =
+      make_read(std::move(local), std::move(remote),
+                Range::of(kAtomicBytes).at_local(local_offset).at_remote(remote_offset));
+  op.kind = wire_kind(TransferKind::kCompareSwap);
+  op.operand = swap;
+  op.compare = compare;
+  return op;
+}
+
 namespace {
 
 /// Chunks of at least this many bytes are mapped pages of their own, unmapped when the last

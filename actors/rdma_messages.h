@@ -103,16 +103,25 @@ inline BufferRef ref_of(const BufferHandle& h) {
 std::string describe(const BufferHandle& h);
 
 enum class TransferKind : uint8_t {
-  kRead = 0,   ///< remote -> local (RDMA READ)
-  kWrite = 1,  ///< local -> remote (RDMA WRITE)
+  kRead = 0,         ///< remote -> local (RDMA READ)
+  kWrite = 1,        ///< local -> remote (RDMA WRITE)
+  kFetchAdd = 2,     ///< remote word += operand; its old value -> local (ATOMIC FETCH_ADD)
+  kCompareSwap = 3,  ///< remote word = operand if it equals compare; old value -> local (CMP_SWAP)
 };
+
+/// Bytes of the word an atomic works on (8-byte aligned in its owner's address space), and of
+/// the local range its old value lands in.
+constexpr uint64_t kAtomicBytes = 8;
 
 /// `length` value meaning "the whole span", with Monarch's size rules: a read moves the remote
 /// span and needs local span >= remote span; a write moves the local span and needs
 /// local span <= remote span.
 constexpr uint64_t kWholeSpan = std::numeric_limits<uint64_t>::max();
 
-/// One read or write, sent to the manager that owns `local`.
+/// One read, write or atomic, sent to the manager that owns `local`. An atomic works on the
+/// 8-byte word at `remote_offset` of `remote` and writes the word's old value (host byte
+/// order) into the 8 bytes at `local_offset` of `local`, as a NIC's atomic does; its `length`
+/// is kAtomicBytes.
 struct TransferOp {
   uint8_t kind = 0;  ///< TransferKind
   BufferHandle local;
@@ -120,12 +129,14 @@ struct TransferOp {
   BufferHandle remote;
   uint64_t remote_offset = 0;
   uint64_t length = kWholeSpan;
+  uint64_t operand = 0;  ///< atomics: the addend (fetch-add) or the value swapped in
+  uint64_t compare = 0;  ///< compare-swap: the value the word must hold to be swapped
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TransferOp& x) {
   return f(caf::meta::type_name("caf_rdma::TransferOp"), x.kind, x.local, x.local_offset, x.remote,
-           x.remote_offset, x.length);
+           x.remote_offset, x.length, x.operand, x.compare);
 }
 
 // -- the kind on the wire: a byte (TransferOp::kind, and the kind of buf_check, ask_check and
@@ -135,9 +146,20 @@ typename Inspector::result_type inspect(Inspector& f, TransferOp& x) {
 constexpr uint8_t wire_kind(TransferKind kind) {
   return static_cast<uint8_t>(kind);
 }
-/// Whether a wire byte names a TransferKind (0 read, 1 write); a peer may send any byte.
+/// Whether a wire byte names a TransferKind (0 read, 1 write, 2 fetch-add, 3 compare-swap); a
+/// peer may send any byte.
 constexpr bool known_kind(uint8_t kind) {
-  return kind <= wire_kind(TransferKind::kWrite);
+  return kind <= wire_kind(TransferKind::kCompareSwap);
+}
+/// Whether a wire byte names an atomic (fetch-add or compare-swap).
+constexpr bool is_atomic_kind(uint8_t kind) {
+  return kind == wire_kind(TransferKind::kFetchAdd) ||
+         kind == wire_kind(TransferKind::kCompareSwap);
+}
+/// Whether an access of this kind changes the remote buffer (a write or an atomic), so needs
+/// it read-write.
+constexpr bool writes_remote_kind(uint8_t kind) {
+  return kind == wire_kind(TransferKind::kWrite) || is_atomic_kind(kind);
 }
 constexpr bool is_read_kind(uint8_t kind) {
   return kind == wire_kind(TransferKind::kRead);
@@ -151,6 +173,9 @@ inline bool is_read(const TransferOp& op) {
 }
 inline bool is_write(const TransferOp& op) {
   return is_write_kind(op.kind);
+}
+inline bool is_atomic(const TransferOp& op) {
+  return is_atomic_kind(op.kind);
 }
 
 /// Which bytes a transfer moves, by name, so that no length is taken for an offset or a
@@ -186,6 +211,15 @@ TransferOp make_read(BufferHandle local, BufferHandle remote, uint64_t length = 
                      uint64_t local_offset = 0, uint64_t remote_offset = 0);
 TransferOp make_write(BufferHandle local, BufferHandle remote, uint64_t length = kWholeSpan,
                       uint64_t local_offset = 0, uint64_t remote_offset = 0);
+
+/// Atomics on the 8-byte word at `remote_offset` of `remote`; the word's old value lands in the
+/// 8 bytes at `local_offset` of `local` (which must be read-write host memory of the manager
+/// asked). Fetch-add adds `add` (wrapping); compare-swap stores `swap` if the word equals
+/// `compare`. See README "Atomics" for what is atomic with what.
+TransferOp make_fetch_add(BufferHandle local, BufferHandle remote, uint64_t remote_offset,
+                          uint64_t add, uint64_t local_offset = 0);
+TransferOp make_compare_swap(BufferHandle local, BufferHandle remote, uint64_t remote_offset,
+                             uint64_t compare, uint64_t swap, uint64_t local_offset = 0);
 
 /// Which path moved the bytes (TransferReply::path, TransferOutcome::path). Users compare these
 /// strings: they never change.

@@ -62,6 +62,7 @@ inline constexpr RequestInfo kRequests[] = {
     {device_gone_atom::get_value(), "device_gone", Audience::kPeer},
     {buf_check_atom::get_value(), "buf_check", Audience::kPeer},
     {buf_sum_atom::get_value(), "buf_sum", Audience::kPeer},
+    {atomic_atom::get_value(), "atomic", Audience::kPeer},
 };
 
 /// The row of `atom`; null for an atom the manager does not serve.

@@ -4,14 +4,74 @@
 namespace caf_rdma {
 
 const char* kind_name(uint8_t kind) {
-  return is_read_kind(kind) ? "read" : "write";
+  switch (kind) {
+    case wire_kind(TransferKind::kRead):
+      return "read";
+    case wire_kind(TransferKind::kWrite):
+      return "write";
+    case wire_kind(TransferKind::kFetchAdd):
+      return "fetch-add";
+    case wire_kind(TransferKind::kCompareSwap):
+      return "compare-swap";
+    default:
+      return "transfer";
+  }
+}
+
+Result<uint64_t> checked_atomic(const TransferOp& op, uint64_t local_size,
+                                BufferAccess local_access) {
+  const std::string what = kind_name(op.kind);
+  if (!op.remote.owner)
+    return Error(ErrorCode::kInvalidArgument,
+                 "remote " + describe(op.remote) + " names no owner manager");
+  if (op.length != kAtomicBytes)
+    return Error(
+        ErrorCode::kInvalidArgument,
+        what + " on " + describe(op.remote) + " needs length " + std::to_string(kAtomicBytes) +
+            " (one 64-bit word), not " +
+            (op.length == kWholeSpan ? std::string("the whole span") : std::to_string(op.length)));
+  if (op.remote_offset > op.remote.size || op.remote.size - op.remote_offset < kAtomicBytes)
+    return Error(ErrorCode::kOutOfBounds, what + " of the 8-byte word at remote offset " +
+                                              std::to_string(op.remote_offset) + " does not fit " +
+                                              describe(op.remote) + " (size " +
+                                              std::to_string(op.remote.size) + ")");
+  if ((op.remote.addr + op.remote_offset) % kAtomicBytes != 0)
+    return Error(ErrorCode::kInvalidArgument,
+                 what + " on a misaligned word: remote offset " + std::to_string(op.remote_offset) +
+                     " of " + describe(op.remote) +
+                     " is not 8-byte aligned in its owner's address space");
+  if (op.remote.access != static_cast<uint8_t>(BufferAccess::kReadWrite))
+    return Error(ErrorCode::kInvalidArgument,
+                 "cannot run a " + what + " on read-only " + describe(op.remote));
+  if (op.remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged))
+    return Error(ErrorCode::kInvalidArgument,
+                 "cannot run a " + what + " on " + describe(op.remote) +
+                     ": GPU memory its owner's NIC cannot register (no GPUDirect) has no atomics");
+  if (op.local_offset > local_size || local_size - op.local_offset < kAtomicBytes)
+    return Error(ErrorCode::kOutOfBounds,
+                 "the old value of a " + what + " (8 bytes at local offset " +
+                     std::to_string(op.local_offset) + ") does not fit " + describe(op.local) +
+                     " (size " + std::to_string(local_size) + ")");
+  if (local_access != BufferAccess::kReadWrite)
+    return Error(ErrorCode::kInvalidArgument,
+                 "cannot put the old value of a " + what + " into read-only " + describe(op.local));
+  return kAtomicBytes;
+}
+
+std::string atomics_unsupported_text(uint8_t kind, std::string_view device) {
+  return std::string(kind_name(kind)) + " cannot use RDMA: device " + std::string(device) +
+         " has atomic_cap IBV_ATOMIC_NONE (its NIC runs no atomics; the owner's CPU atomics are "
+         "not atomic with other nodes' NIC atomics on the same word, so there is no fallback)";
 }
 
 Result<uint64_t> checked_length(const TransferOp& op, uint64_t local_size,
                                 BufferAccess local_access) {
   if (!known_kind(op.kind))
     return Error(ErrorCode::kInvalidArgument,
-                 "transfer kind " + std::to_string(op.kind) + " is neither read (0) nor write (1)");
+                 "transfer kind " + std::to_string(op.kind) +
+                     " is none of read (0), write (1), fetch-add (2), compare-swap (3)");
+  if (is_atomic(op))
+    return checked_atomic(op, local_size, local_access);
   const bool reading = is_read(op);
   if (!op.remote.owner)
     return Error(ErrorCode::kInvalidArgument,

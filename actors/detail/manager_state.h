@@ -38,6 +38,12 @@
 //     (actors/transfer/chunk_path.h, invariant 2).
 // 13. A lost link is not a dead peer: ops in flight fail, new ones wait, the address is connected
 //     again (manager/link_recovery.h).
+// 14. Atomics (fetch-add, compare-swap) are ops of their own kinds: checked as
+//     actors/transfer_checks.h invariant 2 says, their old value lands in host memory, NIC
+//     atomics only on a device with atomic_cap (path_choice.h invariant 5), never the stream
+//     channel, never run twice (rdma_path.h invariant 5), never rerouted from RDMA to the
+//     fallback (the error names why RDMA failed); the fallback's owner applies them with CPU
+//     atomics (manager/buffer_table.h invariant 14).
 #pragma once
 
 #include "actors/detail/manager_tables.h"

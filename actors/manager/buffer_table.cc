@@ -10,6 +10,7 @@
 #include "components/secure_random.h"
 
 #include "actors/detail/manager_state.h"
+#include "actors/transfer_checks.h"
 #include "primitives/log.h"
 
 namespace caf_rdma::detail {
@@ -278,10 +279,44 @@ caf::result<uint64_t> BufferTable::store(const BufferRef& ref, uint64_t offset,
   return bytes.size;
 }
 
+Result<uint64_t> BufferTable::apply_atomic(const BufferRef& ref, uint64_t offset, uint8_t kind,
+                                           uint64_t operand, uint64_t compare) {
+  if (!is_atomic_kind(kind))
+    return Error(ErrorCode::kInvalidArgument,
+                 "atomic of kind " + std::to_string(kind) + " on buffer " + std::to_string(ref.id) +
+                     " of " + m_.options_.name + " is neither fetch-add (2) nor compare-swap (3)");
+  CAF_RDMA_ASSIGN_OR_RETURN(LocalBuffer * b, owner_access(ref, offset, kAtomicBytes, true));
+  const std::string what = kind_name(kind);
+  if ((b->addr + offset) % kAtomicBytes != 0)
+    return Error(ErrorCode::kInvalidArgument,
+                 what + " on a misaligned word: offset " + std::to_string(offset) + " of buffer " +
+                     std::to_string(ref.id) + " of " + m_.options_.name +
+                     " is not 8-byte aligned in its owner's address space");
+  if (b->memory != BufferMemory::kHost)
+    return Error(ErrorCode::kInvalidArgument,
+                 "cannot run a " + what + " on buffer " + std::to_string(ref.id) + " of " +
+                     m_.options_.name + ": its owner's CPU has no atomics on GPU memory");
+  // Invariant 14: one CPU atomic on the aligned word.
+  auto* word = reinterpret_cast<uint64_t*>(b->addr + offset);
+  if (kind == wire_kind(TransferKind::kFetchAdd))
+    return __atomic_fetch_add(word, operand, __ATOMIC_SEQ_CST);
+  uint64_t old = compare;
+  __atomic_compare_exchange_n(word, &old, operand, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return old;  // the word's value: `compare` when swapped, else what it held
+}
+
+caf::result<uint64_t> BufferTable::atomic(const BufferRef& ref, uint64_t offset, uint8_t kind,
+                                          uint64_t operand, uint64_t compare) {
+  auto old = apply_atomic(ref, offset, kind, operand, compare);
+  if (!old.ok())
+    return to_caf_error(old.error());
+  m_.counters_.served_fallback_bytes += kAtomicBytes;
+  return *old;
+}
+
 TransferOutcome BufferTable::check_access(const BufferRef& ref, uint64_t offset, uint64_t length,
                                           uint8_t kind) {
-  bool write = is_write_kind(kind);
-  auto b = owner_access(ref, offset, length, write);
+  auto b = owner_access(ref, offset, length, writes_remote_kind(kind));
   return b.ok() ? TransferOutcome{} : outcome_of(b.error());
 }
 

@@ -11,6 +11,10 @@
 //     have finished: no byte moves into memory the caller already freed. Stream grants on it
 //     that no client claimed yet are withdrawn at the release (a holder cannot make it wait
 //     up to max_timeout); claimed ones are transfers in flight and are waited for.
+// 14. The owner applies a fallback atomic with one CPU atomic instruction on the aligned 64-bit
+//     word (__atomic_fetch_add, __atomic_compare_exchange_n, sequentially consistent), after
+//     the same checks as a store of those 8 bytes: so owner-side atomics on one word are atomic
+//     with each other (NOT with NIC atomics on the word: README "Atomics").
 #pragma once
 
 #include "actors/detail/manager_tables.h"
@@ -28,6 +32,14 @@ public:
   /// checks.
   Result<ByteChunk> fetch_chunk(const BufferRef& ref, uint64_t offset, uint64_t length);
   caf::result<uint64_t> store(const BufferRef& ref, uint64_t offset, const ByteChunk& bytes);
+  /// The owner's side of an atomic (a peer's `atomic` request, or a local op): owner_access
+  /// for a write of the 8-byte word at `offset`, which must be 8-byte aligned and in host
+  /// memory, then the CPU atomic on it (invariant 14). Returns the word's old value.
+  Result<uint64_t> apply_atomic(const BufferRef& ref, uint64_t offset, uint8_t kind,
+                                uint64_t operand, uint64_t compare);
+  /// apply_atomic for a peer (the `atomic` request), counted as served fallback bytes.
+  caf::result<uint64_t> atomic(const BufferRef& ref, uint64_t offset, uint8_t kind,
+                               uint64_t operand, uint64_t compare);
   /// The owner's view of a peer's access (after its NIC refused one): ok, or why not.
   TransferOutcome check_access(const BufferRef& ref, uint64_t offset, uint64_t length,
                                uint8_t kind);

@@ -8,7 +8,7 @@ namespace caf_rdma::detail {
 caf::result<StreamGrantMsg> StreamGrants::stream_grant(const BufferRef& ref, uint64_t offset,
                                                        uint64_t length, uint8_t kind,
                                                        uint32_t timeout_ms) {
-  if (!known_kind(kind))
+  if (!is_read_kind(kind) && !is_write_kind(kind))  // atomics never take the stream channel
     return make_rdma_error(
         ErrorCode::kInvalidArgument,
         "stream grant of kind " + std::to_string(kind) + " is neither read (0) nor write (1)");

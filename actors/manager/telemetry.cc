@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "actors/transfer_checks.h"
 #include "primitives/ibverbs_error.h"
 #include "primitives/log.h"
 
@@ -46,15 +47,16 @@ void trace(const OpSample& s) {
   if (!log_enabled(LogLevel::kDebug))
     return;
   const bool read = is_read_kind(s.kind);
+  const char* kind = kind_name(s.kind);
   const auto us = static_cast<unsigned long long>(s.latency.count() / 1000);
   if (s.ok)
-    log_line(LogLevel::kDebug, "%s of %llu bytes %s %s via %s: done in %llu us",
-             read ? "read" : "write", static_cast<unsigned long long>(s.bytes),
-             read ? "from" : "to", s.peer.c_str(), s.path.c_str(), us);
+    log_line(LogLevel::kDebug, "%s of %llu bytes %s %s via %s: done in %llu us", kind,
+             static_cast<unsigned long long>(s.bytes), read ? "from" : "to", s.peer.c_str(),
+             s.path.c_str(), us);
   else
-    log_line(LogLevel::kDebug, "%s %s %s via %s: failed in %llu us: %s: %s",
-             read ? "read" : "write", read ? "from" : "to", s.peer.c_str(),
-             s.path.empty() ? "no path" : s.path.c_str(), us, to_string(s.code), s.message.c_str());
+    log_line(LogLevel::kDebug, "%s %s %s via %s: failed in %llu us: %s: %s", kind,
+             read ? "from" : "to", s.peer.c_str(), s.path.empty() ? "no path" : s.path.c_str(), us,
+             to_string(s.code), s.message.c_str());
 }
 
 void Telemetry::record(const OpSample& s) {

@@ -39,6 +39,14 @@ void ChunkPath::pump(OpId id) {
   if (o == nullptr || it == ops_.end())
     return;
   ChunkOp& c = it->second;
+  if (is_atomic(o->op)) {  // invariant 4: one request
+    if (c.in_flight == 0 && c.next_offset == 0) {
+      c.next_offset = o->length;
+      ++c.in_flight;
+      ask_atomic(id);
+    }
+    return;
+  }
   const bool is_read = o->is_read();
   Peer& owner = m_.peers_.at(o->peer);
   const ManagerOptions& opt = m_.options_;
@@ -131,6 +139,28 @@ void ChunkPath::send_store(OpId id, uint64_t off, uint64_t n) {
                     op.remote_offset + off, std::move(bytes))
       .then([this, id](uint64_t stored) { chunk_done(id, stored); },
             [this, id](caf::error& err) { chunk_failed(id, err); });
+}
+
+void ChunkPath::ask_atomic(OpId id) {
+  const TransferOp& op = m_.op_record(id)->op;
+  m_.peer_table
+      .peer_request(op.remote.owner, chunk_timeout(id), atomic_atom::value, ref_of(op.remote),
+                    op.remote_offset, op.kind, op.operand, op.compare)
+      .then(
+          [this, id](uint64_t old) {
+            const OpRecord* o = m_.op_record(id);
+            auto it = ops_.find(id);
+            if (o == nullptr || it == ops_.end())
+              return;
+            if (!it->second.error) {  // not failed or timed out meanwhile: the old value lands
+              Status st = m_.buffer_table.copy_in(m_.buffers_.at(o->op.local.id),
+                                                  o->op.local_offset, &old, kAtomicBytes);
+              if (!st.ok())
+                return write_chunk_failed(id, it->second, outcome_of(st.error()));
+            }
+            chunk_done(id, kAtomicBytes);
+          },
+          [this, id](caf::error& err) { chunk_failed(id, err); });
 }
 
 void ChunkPath::chunk_done(OpId id, uint64_t bytes) {

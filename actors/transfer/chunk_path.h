@@ -13,6 +13,10 @@
 //     beyond wait in the owner's Peer::fetch_queue and ask more as answers come back. Answers
 //     to fetches asked over a link lost since release nothing (Peer::link).
 //  3. Every chunk of a read is checked for its size before it is copied in.
+//  4. An atomic is one `atomic` request to its owner (who applies it with a CPU atomic), never
+//     chunks; its old value is copied into the local range when the answer comes. Like a
+//     write's chunks (invariant 1), a request on its way holds the reply until it is answered
+//     or timed out, so the owner never applies it after the reply.
 #pragma once
 
 #include <chrono>
@@ -51,6 +55,8 @@ private:
   void pump(OpId id);
   void ask_fetch(OpId id, uint64_t off, uint64_t n, uint64_t charge);
   void send_store(OpId id, uint64_t off, uint64_t n);
+  /// Invariant 4: the op's one `atomic` request.
+  void ask_atomic(OpId id);
   /// A chunk of `bytes` arrived (read) or was stored (write).
   void chunk_done(OpId id, uint64_t bytes);
   /// A chunk's request failed.

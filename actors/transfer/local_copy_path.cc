@@ -12,6 +12,19 @@ namespace caf_rdma::detail {
 void LocalCopyPath::start(OpId id) {
   const OpRecord& o = *m_.op_record(id);
   const TransferOp& op = o.op;
+  if (is_atomic(op)) {  // invariant 4
+    auto old = m_.buffer_table.apply_atomic(ref_of(op.remote), op.remote_offset, op.kind,
+                                            op.operand, op.compare);
+    if (!old.ok())
+      return m_.fail_op(id,
+                        to_caf_error(old.error().with_context("remote " + describe(op.remote))));
+    const uint64_t value = *old;
+    Status st =
+        m_.buffer_table.copy_in(m_.buffers_.at(op.local.id), op.local_offset, &value, kAtomicBytes);
+    if (!st.ok())
+      return m_.fail_op(id, to_caf_error(st.error()));
+    return m_.finish_op(id, TransferOutcome{});
+  }
   const bool is_read = o.is_read();
   auto rb = m_.buffer_table.owner_access(ref_of(op.remote), op.remote_offset, o.length, !is_read);
   if (!rb.ok())

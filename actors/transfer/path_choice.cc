@@ -44,14 +44,17 @@ PathChoice choose_path(const TransferOp& op, const PathFacts& f) {
     return {PathKind::kLocalCopy, ErrorCode::kNoDevice, "the two ranges overlap"};
   std::string why =
       f.mode == TransportMode::kFallback ? std::string("RDMA disabled") : why_not_rdma(op, f);
+  if (why.empty() && is_atomic(op) && !f.device_atomics)  // invariant 5
+    return {PathKind::kNone, ErrorCode::kInvalidArgument,
+            atomics_unsupported_text(op.kind, f.device)};
   if (why.empty())
     return {f.local_staged ? PathKind::kRdmaStaged : PathKind::kRdma, ErrorCode::kNoDevice, {}};
   if (f.mode == TransportMode::kRdma)
     return {PathKind::kNone, ErrorCode::kNoDevice, fallback_forbidden_text() + ", but " + why};
   if (f.same_node)
     return {PathKind::kLocalCopy, ErrorCode::kNoDevice, std::move(why)};
-  return {f.stream_fits ? PathKind::kStream : PathKind::kChunks, ErrorCode::kNoDevice,
-          std::move(why)};
+  return {f.stream_fits && !is_atomic(op) ? PathKind::kStream : PathKind::kChunks,
+          ErrorCode::kNoDevice, std::move(why)};
 }
 
 }  // namespace caf_rdma::detail

@@ -12,7 +12,11 @@
 //     naming why RDMA cannot be used.
 //  4. The fallback of an op between this node's own buffers is the local copy; of a remote op,
 //     the stream channel when both sides' memory is host memory, the op is at least
-//     stream_min_bytes and the owner takes streams, else CAF chunks.
+//     stream_min_bytes and the owner takes streams, else CAF chunks. An atomic never takes the
+//     stream channel.
+//  5. An atomic whose RDMA this manager's device cannot run (atomic_cap IBV_ATOMIC_NONE) takes
+//     no path: the error (invalid_argument) names the device and atomic_cap. It does not fall
+//     back, since the owner's CPU atomics are not atomic with other nodes' NIC atomics.
 #pragma once
 
 #include <string>
@@ -40,6 +44,8 @@ struct PathFacts {
   bool remote_staged = false;         ///< remote GPU memory its owner's NIC cannot register
   bool same_fabric = false;           ///< both NICs RoCE, or both InfiniBand
   bool stream_fits = false;           ///< the stream channel could take it (invariant 4)
+  std::string_view device;            ///< this manager's device (with one)
+  bool device_atomics = false;        ///< its atomic_cap is not IBV_ATOMIC_NONE (invariant 5)
   /// Set when RDMA was chosen but cannot be used after all (rerouting): why.
   std::string_view rdma_lost;
 };
@@ -58,7 +64,7 @@ PathFacts device_facts(const TransferOp& op, TransportMode mode, bool has_device
                        std::string_view no_device_reason, std::string_view port_down,
                        bool port_ethernet);
 
-/// Chooses the path of `op` (invariants 1-4).
+/// Chooses the path of `op` (invariants 1-5).
 PathChoice choose_path(const TransferOp& op, const PathFacts& facts);
 
 /// Why RDMA cannot move `op` (empty when it can): the first of invariant 1's conditions that

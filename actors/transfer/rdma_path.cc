@@ -2,6 +2,7 @@
 #include "actors/transfer/rdma_path.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "actors/detail/manager_state.h"
 #include "actors/op_texts.h"
@@ -68,16 +69,27 @@ void RdmaPath::post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
   LocalBuffer& local = m_.buffers_.at(op.local.id);
   RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device,
                       op.remote.incarnation};
-  LocalSlice slice{local.rdma, op.local_offset, o.length};
-  RdmaOp rop = o.is_read() ? RdmaOp::read(std::move(slice), std::move(remote), op.remote_offset)
-                           : RdmaOp::write(std::move(slice), std::move(remote), op.remote_offset);
+  RdmaOp rop;
+  uint8_t* old_value = nullptr;  // an atomic's: where its old value lands (host memory)
+  if (is_atomic(op)) {
+    // The QP's own scratch word takes the NIC's result; the completion copies it into the
+    // local buffer, which this op holds until its reply (manager invariant 14).
+    rop = op.kind == wire_kind(TransferKind::kFetchAdd)
+              ? RdmaOp::fetch_add(std::move(remote), op.remote_offset, op.operand)
+              : RdmaOp::compare_swap(std::move(remote), op.remote_offset, op.compare, op.operand);
+    old_value = reinterpret_cast<uint8_t*>(local.addr) + op.local_offset;
+  } else {
+    LocalSlice slice{local.rdma, op.local_offset, o.length};
+    rop = o.is_read() ? RdmaOp::read(std::move(slice), std::move(remote), op.remote_offset)
+                      : RdmaOp::write(std::move(slice), std::move(remote), op.remote_offset);
+  }
   // Invariant 1: a single small transfer is polled for here; `landed` tells when it completed.
   const bool poll_inline = m_.options_.inline_poll.count() > 0 &&
                            !m_.transfers_.at(id.ticket).batch && o.length <= kInlinePollMaxBytes;
   std::shared_ptr<std::atomic<bool>> landed;
   if (poll_inline)
     landed = std::make_shared<std::atomic<bool>>(false);
-  Status st = submit(id, 0, qp, std::move(rop), landed);
+  Status st = submit(id, 0, qp, std::move(rop), landed, old_value);
   if (!st.ok())
     return m_.fail_op(id, to_caf_error(st.error()));
   if (m_.batching_)
@@ -93,14 +105,19 @@ void RdmaPath::post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
 }
 
 Status RdmaPath::submit(OpId id, uint32_t chunk, const std::shared_ptr<RdmaQueuePair>& qp,
-                        RdmaOp rop, const std::shared_ptr<std::atomic<bool>>& landed) {
+                        RdmaOp rop, const std::shared_ptr<std::atomic<bool>>& landed,
+                        uint8_t* old_value) {
   caf::actor_addr me = m_.self_->address();
   const auto path = static_cast<uint8_t>(kind());
-  auto callback = [me, id, chunk, path, landed](const OpResult& r) {
+  auto callback = [me, id, chunk, path, landed, old_value](const OpResult& r) {
     TransferOutcome out;
     if (!r.status.ok()) {
       out.code = static_cast<uint8_t>(r.status.error().code());
       out.message = r.status.error().message();
+    } else if (old_value != nullptr) {
+      // An atomic's old value, as the NIC would have written it: before the manager hears of
+      // the completion (the message below orders the store before its reply).
+      std::memcpy(old_value, &r.atomic_value, kAtomicBytes);
     }
     // Runs on the poller thread (or ours, polling inline): report to the manager if it still
     // exists.
@@ -127,7 +144,7 @@ void RdmaPath::completed(OpId id, TransferOutcome outcome, OpFault fault, uint32
     return;  // ended (timed out, its peer down) or rerouted before it came back: invariant 8
   if (!outcome.ok())
     return failed(id, std::move(outcome), fault);
-  if (m_.options_.verify)
+  if (m_.options_.verify && !is_atomic(m_.op_record(id)->op))  // a shared word: no checksum
     return verify(id);
   m_.finish_op(id, std::move(outcome));
 }
@@ -146,7 +163,7 @@ void RdmaPath::failed(OpId id, TransferOutcome outcome, OpFault fault) {
   } else if (t.timed_out) {
     outcome.code = static_cast<uint8_t>(ErrorCode::kTimeout);
     outcome.message = timeout_message(o->op, o->length, t.timeout_ms);
-  } else if (fault == OpFault::kFlushed && !u.retried && may_retry()) {
+  } else if (fault == OpFault::kFlushed && !u.retried && may_retry() && !is_atomic(o->op)) {
     // Not this op's fault: another op on the queue pair failed and took the QP to ERR
     // (invariant 5).
     u.retried = true;

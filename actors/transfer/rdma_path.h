@@ -17,6 +17,11 @@
 //     stops and whatever it held completes flushed); the next op makes a new one.
 //  5. An op flushed because another op took its QP to ERR runs once more on a new QP, where
 //     the path allows it (reads and writes are idempotent; a staged op's bounce buffer is not).
+//     An atomic never runs twice: a flushed one may have been applied by the responder, so it
+//     fails with the NIC's error. Verify mode does not checksum atomics (a shared word).
+//  9. An atomic is the NIC's FETCH_ADD or CMP_SWAP; its result lands in the QP's scratch word
+//     and is copied into the op's local range when it completes, before the manager hears of
+//     it (so before the reply).
 //  6. Manager invariant 5: at the deadline the op's QP is flushed and the reply waits for the
 //     flush; a flush that overruns drain_timeout destroys the QP before the reply.
 //  7. An op whose handle names another incarnation of its owner's device than the QP is
@@ -76,9 +81,10 @@ protected:
   /// Finds the op's QP (invariant 3) and posts on it, now or once its handshake ended.
   void connect(OpId id);
   /// Posts `rop` for the op on `qp` (queued while a batch starts); its completion comes back
-  /// as OpDone naming this path and `chunk`; `landed` (may be null) is set when it did.
+  /// as OpDone naming this path and `chunk`; `landed` (may be null) is set when it did; an
+  /// atomic's old value is copied to `old_value` (invariant 9).
   Status submit(OpId id, uint32_t chunk, const std::shared_ptr<RdmaQueuePair>& qp, RdmaOp rop,
-                const std::shared_ptr<std::atomic<bool>>& landed);
+                const std::shared_ptr<std::atomic<bool>>& landed, uint8_t* old_value = nullptr);
   /// Invariant 4: drops the op's QP if it is in ERR.
   void drop_if_broken(OpId id);
   /// The error path of a failed op: peer down, timeout, retry (invariant 5), the owner's

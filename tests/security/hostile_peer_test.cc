@@ -343,6 +343,57 @@ TEST_F(HostilePeerTest, HugeFetchesAndChunksAreRefusedAndTheNodeKeepsServing) {
   EXPECT_TRUE(victim_->release(h.id));
 }
 
+// The `atomic` request of the peer protocol: the owner's checks (secret, read-write, bounds,
+// alignment, kind) before its CPU atomic; a legitimate one returns the old value.
+TEST_F(HostilePeerTest, AtomicsFromAPeerAreCheckedByTheOwner) {
+  Memory m(64, 13), ro(64, 14);
+  auto h = publish(m, "atomic-word");
+  auto hro = victim_->request_buffer(ro, BufferAccess::kReadOnly);
+  ASSERT_TRUE(hro) << error_message(hro.error());
+  const auto add = wire_kind(TransferKind::kFetchAdd);
+  BufferRef guess{h.id, 0, 0};
+  EXPECT_DENIED(
+      peer_ask<uint64_t>(atomic_atom::value, guess, uint64_t{0}, add, uint64_t{1}, uint64_t{0}));
+  BufferRef almost = ref_of(h);
+  almost.secret_hi ^= 1;
+  EXPECT_DENIED(
+      peer_ask<uint64_t>(atomic_atom::value, almost, uint64_t{0}, add, uint64_t{1}, uint64_t{0}));
+  auto read_only = peer_ask<uint64_t>(atomic_atom::value, ref_of(*hro), uint64_t{0}, add,
+                                      uint64_t{1}, uint64_t{0});
+  EXPECT_RDMA_ERROR(read_only, ErrorCode::kInvalidArgument, "read-only");
+  auto misaligned =
+      peer_ask<uint64_t>(atomic_atom::value, ref_of(h), uint64_t{4}, add, uint64_t{1}, uint64_t{0});
+  EXPECT_RDMA_ERROR(misaligned, ErrorCode::kInvalidArgument, "misaligned", "offset 4");
+  auto past = peer_ask<uint64_t>(atomic_atom::value, ref_of(h), uint64_t{60}, add, uint64_t{1},
+                                 uint64_t{0});
+  EXPECT_RDMA_ERROR(past, ErrorCode::kOutOfBounds, "does not fit buffer");
+  for (uint8_t kind : {uint8_t{0}, uint8_t{1}, uint8_t{9}}) {
+    auto wrong = peer_ask<uint64_t>(atomic_atom::value, ref_of(h), uint64_t{0}, kind, uint64_t{1},
+                                    uint64_t{0});
+    EXPECT_RDMA_ERROR(wrong, ErrorCode::kInvalidArgument, "neither fetch-add (2) nor compare-swap");
+  }
+  for (uint64_t i = 0; i < 64; ++i) {
+    ASSERT_EQ(m.bytes[i], pattern(i, 13)) << "byte " << i;
+    ASSERT_EQ(ro.bytes[i], pattern(i, 14)) << "read-only byte " << i;
+  }
+  // With the handle: served, the old value returned, only that word changed.
+  uint64_t before = 0;
+  std::memcpy(&before, m.bytes.data() + 8, 8);
+  auto ok =
+      peer_ask<uint64_t>(atomic_atom::value, ref_of(h), uint64_t{8}, add, uint64_t{3}, uint64_t{0});
+  ASSERT_TRUE(ok) << error_message(ok.error());
+  EXPECT_EQ(*ok, before);
+  uint64_t after = 0;
+  std::memcpy(&after, m.bytes.data() + 8, 8);
+  EXPECT_EQ(after, before + 3);
+  for (uint64_t i = 0; i < 64; ++i) {
+    if (i < 8 || i >= 16) {
+      ASSERT_EQ(m.bytes[i], pattern(i, 13)) << "byte " << i;
+    }
+  }
+  EXPECT_TRUE(secret_intact());
+}
+
 // Ranges that end exactly one byte past the buffer, for every owner-side access (the tests
 // above probe far-out ranges only: an off-by-one in the owner's bounds check passed them all);
 // ranges ending exactly at its end are served, every byte checked.

@@ -124,6 +124,38 @@ TEST(PathChoiceTest, Invariant1DeviceFactsSeeTheRemoteHandleAndThisManagersPort)
   EXPECT_FALSE(device_facts(op, TransportMode::kAuto, true, "", "", true).remote_registered);
 }
 
+TEST(PathChoiceTest, Invariant5AtomicsNeedADeviceWithAtomicCap) {
+  TransferOp op = remote_op();
+  op.kind = wire_kind(TransferKind::kFetchAdd);
+  PathFacts f = rdma_ready();
+  f.device = "fake0";
+  f.device_atomics = false;  // a device whose atomic_cap is IBV_ATOMIC_NONE
+  PathChoice c = choose_path(op, f);
+  EXPECT_EQ(c.path, PathKind::kNone);
+  EXPECT_EQ(c.code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(c.why.find("atomic_cap"), std::string::npos) << c.why;
+  EXPECT_NE(c.why.find("fake0"), std::string::npos) << c.why;
+  EXPECT_NE(c.why.find("fetch-add"), std::string::npos) << c.why;
+  op.kind = wire_kind(TransferKind::kCompareSwap);
+  EXPECT_EQ(choose_path(op, f).path, PathKind::kNone);
+  f.device_atomics = true;
+  EXPECT_EQ(choose_path(op, f).path, PathKind::kRdma);
+  // Reads and writes do not care.
+  f.device_atomics = false;
+  EXPECT_EQ(choose_path(remote_op(), f).path, PathKind::kRdma);
+}
+
+TEST(PathChoiceTest, Invariant4AtomicsNeverTakeTheStreamChannel) {
+  TransferOp op = remote_op();
+  op.kind = wire_kind(TransferKind::kFetchAdd);
+  PathFacts f;
+  f.mode = TransportMode::kFallback;
+  f.stream_fits = true;  // even when told it fits
+  EXPECT_EQ(choose_path(op, f).path, PathKind::kChunks);
+  f.same_node = true;
+  EXPECT_EQ(choose_path(op, f).path, PathKind::kLocalCopy);
+}
+
 TEST(PathChoiceTest, RepliesNameThePathThatMovedTheBytes) {
   EXPECT_STREQ(reply_path(PathKind::kRdma), kPathRdma);
   EXPECT_STREQ(reply_path(PathKind::kRdmaStaged), kPathRdmaStaged);
