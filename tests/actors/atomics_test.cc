@@ -359,6 +359,15 @@ TEST(AtomicsAcrossProcessesTest, ManyActorsInSeveralProcessesAddToOneCounter) {
     EXPECT_TRUE(code && *code == 0) << c.name() << " did not exit with 0";
   }
   const uint64_t total = uint64_t{kProcesses} * kThreads * kAdds + uint64_t{kLocalThreads} * kAdds;
+  // The owner reads its word through its manager (README "Atomics": the owner's code, too, goes
+  // through the manager): a fetch-add of 0 answers the total, and its reply orders every earlier
+  // atomic (applied by the manager, or its NIC) before the plain read below.
+  {
+    RdmaClient me(owner->node().system(), owner->manager());
+    auto now = me.fetch_add(*h, 8, 0);
+    ASSERT_TRUE(now.ok()) << now.error().to_string();
+    EXPECT_EQ(*now, total);
+  }
   EXPECT_EQ(word_at(counter, 8), total);
   expect_each_once(olds, total);
   for (uint64_t i = 0; i < 64; ++i) {
