@@ -37,9 +37,8 @@ Result<uint64_t> checked_atomic(const TransferOp& op, uint64_t local_size,
                                               std::to_string(op.remote.size) + ")");
   if ((op.remote.addr + op.remote_offset) % kAtomicBytes != 0)
     return Error(ErrorCode::kInvalidArgument,
-                 what + " on a misaligned word: remote offset " + std::to_string(op.remote_offset) +
-                     " of " + describe(op.remote) +
-                     " is not 8-byte aligned in its owner's address space");
+                 misaligned_word_text(op.kind, "remote offset " + std::to_string(op.remote_offset) +
+                                                   " of " + describe(op.remote)));
   if (op.remote.access != static_cast<uint8_t>(BufferAccess::kReadWrite))
     return Error(ErrorCode::kInvalidArgument,
                  "cannot run a " + what + " on read-only " + describe(op.remote));
@@ -56,6 +55,11 @@ Result<uint64_t> checked_atomic(const TransferOp& op, uint64_t local_size,
     return Error(ErrorCode::kInvalidArgument,
                  "cannot put the old value of a " + what + " into read-only " + describe(op.local));
   return kAtomicBytes;
+}
+
+std::string misaligned_word_text(uint8_t kind, const std::string& where) {
+  return std::string(kind_name(kind)) + " on a misaligned word: " + where +
+         " is not 8-byte aligned in its owner's address space";
 }
 
 std::string atomics_unsupported_text(uint8_t kind, std::string_view device) {

@@ -39,6 +39,9 @@ Result<uint64_t> checked_atomic(const TransferOp& op, uint64_t local_size,
 /// Invariant 3: why device `device` cannot run `kind` (an atomic), its atomic_cap being
 /// `atomic_cap` (IBV_ATOMIC_NONE).
 std::string atomics_unsupported_text(uint8_t kind, std::string_view device);
+/// "KIND on a misaligned word: WHERE is not 8-byte aligned in its owner's address space": the
+/// requester's check and the owner's say it alike.
+std::string misaligned_word_text(uint8_t kind, const std::string& where);
 
 /// Whether [a, a + n) and [b, b + n) share a byte (addresses of one process). Two ranges of
 /// the same node that do cannot move by RDMA: the NIC gives overlapping bytes no order, so a

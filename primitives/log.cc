@@ -16,6 +16,12 @@ namespace {
 constexpr int kUnset = -1;
 std::atomic<int> level_{kUnset};
 
+/// Invariant 1: "caf-rdma LEVEL: TEXT\n" in one write.
+void write_line(LogLevel level, const std::string& text) {
+  std::string line = std::string("caf-rdma ") + to_string(level) + ": " + text + "\n";
+  (void)!::write(STDERR_FILENO, line.data(), line.size());
+}
+
 LogLevel level_from_environment() {
   const char* v = std::getenv(kEnvLog);
   if (v == nullptr || *v == '\0')
@@ -24,8 +30,7 @@ LogLevel level_from_environment() {
   if (parsed.ok())
     return *parsed;
   // Said once: the first caller sets the level below; later ones find it set.
-  std::string line = "caf-rdma error: " + parsed.error().message() + "; using info\n";
-  (void)!::write(STDERR_FILENO, line.data(), line.size());
+  write_line(LogLevel::kError, parsed.error().message() + "; using info");
   return LogLevel::kInfo;
 }
 
@@ -81,11 +86,8 @@ void log_line(LogLevel level, const char* format, ...) {
   va_end(args);
   if (n < 0)
     return;
-  std::string line = std::string("caf-rdma ") + to_string(level) + ": " + text;
-  if (static_cast<size_t>(n) >= sizeof(text))
-    line += " [cut]";
-  line += '\n';
-  (void)!::write(STDERR_FILENO, line.data(), line.size());
+  write_line(level, static_cast<size_t>(n) >= sizeof(text) ? std::string(text) + " [cut]"
+                                                           : std::string(text));
 }
 
 }  // namespace caf_rdma

@@ -288,10 +288,10 @@ Result<uint64_t> BufferTable::apply_atomic(const BufferRef& ref, uint64_t offset
   CAF_RDMA_ASSIGN_OR_RETURN(LocalBuffer * b, owner_access(ref, offset, kAtomicBytes, true));
   const std::string what = kind_name(kind);
   if ((b->addr + offset) % kAtomicBytes != 0)
-    return Error(ErrorCode::kInvalidArgument,
-                 what + " on a misaligned word: offset " + std::to_string(offset) + " of buffer " +
-                     std::to_string(ref.id) + " of " + m_.options_.name +
-                     " is not 8-byte aligned in its owner's address space");
+    return Error(
+        ErrorCode::kInvalidArgument,
+        misaligned_word_text(kind, "offset " + std::to_string(offset) + " of buffer " +
+                                       std::to_string(ref.id) + " of " + m_.options_.name));
   if (b->memory != BufferMemory::kHost)
     return Error(ErrorCode::kInvalidArgument,
                  "cannot run a " + what + " on buffer " + std::to_string(ref.id) + " of " +
