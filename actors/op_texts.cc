@@ -76,8 +76,8 @@ std::string notice_failed_text(const TransferOp& op, uint64_t length, const std:
 }
 
 std::string notice_refused_text(uint64_t id, const std::string& owner, const std::string& why) {
-  return "notice of a write into buffer " + std::to_string(id) + " of " + owner + " refused: " +
-         why;
+  return "notice of a write into buffer " + std::to_string(id) + " of " + owner +
+         " refused: " + why;
 }
 
 std::string owner_silent_text(const std::string& nic, const std::string& why) {

@@ -113,8 +113,8 @@ size_t RdmaClient::lanes() const {
 DirectLane* RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
                                  std::optional<Error>* failed) {
   if (!direct_ || timeout_ms == 0 || is_atomic(op) || op.notify || !op.remote.owner ||
-      !op.remote.has_rdma() ||
-      op.remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged) || !op.local.owner ||
+      !op.remote.has_rdma() || op.remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged) ||
+      !op.local.owner ||
       op.local.owner.node() != manager_.node())  // local handles name the node's facade
     return nullptr;
   auto now = std::chrono::steady_clock::now();
@@ -477,8 +477,8 @@ Result<WriteNotice> RdmaClient::next_notice(std::chrono::milliseconds timeout) {
   (*self_)->receive([&](write_notice_atom, WriteNotice& n) { got = std::move(n); },
                     caf::after(timeout) >> [] {});
   if (!got)
-    return Error(ErrorCode::kTimeout, "no write notice came within " +
-                                          std::to_string(timeout.count()) + " ms");
+    return Error(ErrorCode::kTimeout,
+                 "no write notice came within " + std::to_string(timeout.count()) + " ms");
   return std::move(*got);
 }
 

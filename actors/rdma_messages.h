@@ -551,8 +551,8 @@ typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
            x.stream_refused, x.direct_ops, x.lanes, x.busy_buffers, x.device_losses,
            x.device_reopens, x.facade_dropped, x.forged_answers, x.shared_cq_qps, x.polled_cqs,
            x.staged_chunks, x.staged_overlapped, x.links_lost, x.reconnects, x.no_rdma_reason,
-           x.window_bytes, x.fetches_waiting, x.registrants, x.orphaned_buffers, x.notices_sent, x.notices_pending,
-           x.notices_refused, x.notified_writes, x.telemetry);
+           x.window_bytes, x.fetches_waiting, x.registrants, x.orphaned_buffers, x.notices_sent,
+           x.notices_pending, x.notices_refused, x.notified_writes, x.telemetry);
 }
 
 /// Registers every message type above. Call on the config of every actor system that talks

@@ -50,14 +50,14 @@ Result<uint64_t> WriteNotices::deliver(const BufferRef& ref, uint64_t offset, ui
   if (mine >= kMaxPendingNotices || pending_ >= kMaxPendingNoticesTotal) {
     ++m_.counters_.notices_refused;
     const bool node_full = mine >= kMaxPendingNotices;
-    return Error(ErrorCode::kResourceExhausted,
-                 notice_refused_text(
-                     ref.id, m_.options_.name,
-                     std::to_string(node_full ? mine : pending_) + " notices " +
-                         (node_full ? "from " + who : std::string("from all writers")) +
-                         " wait for its watcher's answers (limit " +
-                         std::to_string(node_full ? kMaxPendingNotices : kMaxPendingNoticesTotal) +
-                         ")"));
+    return Error(
+        ErrorCode::kResourceExhausted,
+        notice_refused_text(
+            ref.id, m_.options_.name,
+            std::to_string(node_full ? mine : pending_) + " notices " +
+                (node_full ? "from " + who : std::string("from all writers")) +
+                " wait for its watcher's answers (limit " +
+                std::to_string(node_full ? kMaxPendingNotices : kMaxPendingNoticesTotal) + ")"));
   }
   ++mine;
   ++pending_;
@@ -104,17 +104,17 @@ void WriteNotices::after_write(OpId id, TransferOutcome written, std::weak_ptr<R
     RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device,
                         op.remote.incarnation};
     caf::actor_addr me = m_.self_->address();
-    st = q->submit(RdmaOp::read(LocalSlice{*target, 0, 1}, std::move(remote),
-                                op.remote_offset + o.length - 1),
-                   [me, id](const OpResult& r) {
-                     TransferOutcome out;
-                     if (!r.status.ok()) {
-                       out.code = static_cast<uint8_t>(r.status.error().code());
-                       out.message = r.status.error().message();
-                     }
-                     if (auto h = caf::actor_cast<caf::actor>(me))
-                       caf::anon_send(h, FenceDone{id.ticket, id.index, std::move(out)});
-                   });
+    st = q->submit(
+        RdmaOp::read(LocalSlice{*target, 0, 1}, std::move(remote), op.remote_offset + o.length - 1),
+        [me, id](const OpResult& r) {
+          TransferOutcome out;
+          if (!r.status.ok()) {
+            out.code = static_cast<uint8_t>(r.status.error().code());
+            out.message = r.status.error().message();
+          }
+          if (auto h = caf::actor_cast<caf::actor>(me))
+            caf::anon_send(h, FenceDone{id.ticket, id.index, std::move(out)});
+        });
   }
   if (!st.ok()) {
     Error e(st.error().code(), "its last byte could not be read back: " + st.error().message());
@@ -145,14 +145,12 @@ void WriteNotices::tell_owner(OpId id) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(t.due - m_.now());
   left = std::max(left, std::chrono::milliseconds(1));
   m_.peer_table.ask_peer<uint64_t>(
-      op.remote.owner, op.remote.owner_name, left,
-      [this, id](uint64_t&) { finish(id, nullptr); },
+      op.remote.owner, op.remote.owner_name, left, [this, id](uint64_t&) { finish(id, nullptr); },
       [this, id](const caf::error& err) {
         Error e = to_error(err);
         finish(id, &e);
       },
-      notice_atom::value, ref_of(op.remote), op.remote_offset, o.length, op.tag,
-      m_.options_.name);
+      notice_atom::value, ref_of(op.remote), op.remote_offset, o.length, op.tag, m_.options_.name);
 }
 
 void WriteNotices::deadline(OpId id) {
@@ -170,7 +168,8 @@ void WriteNotices::finish(OpId id, const Error* failed) {
   if (o == nullptr)
     return;
   if (failed != nullptr)
-    out = outcome_of(Error(failed->code(), notice_failed_text(o->op, o->length, failed->message())));
+    out =
+        outcome_of(Error(failed->code(), notice_failed_text(o->op, o->length, failed->message())));
   else
     ++m_.counters_.notified_writes;
   m_.finish_op(id, std::move(out));

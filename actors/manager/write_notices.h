@@ -40,8 +40,8 @@ public:
   /// buffer `id`.
   caf::result<bool> watch(uint64_t id, const caf::actor& watcher);
   /// The notice request of a peer (the current sender): checks, then the notice to the watcher.
-  caf::result<uint64_t> notice(const BufferRef& ref, uint64_t offset, uint64_t length,
-                               uint64_t tag, const std::string& writer);
+  caf::result<uint64_t> notice(const BufferRef& ref, uint64_t offset, uint64_t length, uint64_t tag,
+                               const std::string& writer);
   /// Notices sent to watchers and not answered yet.
   uint64_t pending() const { return pending_; }
 

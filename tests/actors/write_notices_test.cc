@@ -140,10 +140,10 @@ TEST_F(WriteNoticesTest, ABatchNotifiesPerOpThatAsks) {
   BufferHandle remote = remote_view(*owner_, *user_, target, "batch-notified");
   auto seen = std::make_shared<Seen>();
   RdmaClient owner_client(owner_->node().system(), owner_->manager());
-  ASSERT_TRUE(owner_client
-                  .watch_writes(remote.id,
-                                spawn_checking_watcher(owner_->node().system(), target, seen))
-                  .ok());
+  ASSERT_TRUE(
+      owner_client
+          .watch_writes(remote.id, spawn_checking_watcher(owner_->node().system(), target, seen))
+          .ok());
   RdmaClient writer(user_->node().system(), user_->manager());
   Memory src(kOps * kBytes);
   for (uint64_t k = 0; k < kOps; ++k)
