@@ -46,7 +46,7 @@ void ManagerState::finish_op(OpId id, TransferOutcome outcome) {
     if (RdmaPath* rp = rdma_path(o->path))
       qp = rp->queue_pair_of(id);
     path(o->path).forget(id);
-    return notices.after_write(id, std::move(outcome), std::move(qp));
+    return notices.after_write(id, std::move(outcome), qp);
   }
   o->done = true;
   path(o->path).forget(id);  // a staged op's bounce buffer goes back: the NIC is done with it

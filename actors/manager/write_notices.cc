@@ -90,7 +90,8 @@ Result<uint64_t> WriteNotices::deliver(const BufferRef& ref, uint64_t offset, ui
 
 // -- writer side -------------------------------------------------------------------------------
 
-void WriteNotices::after_write(OpId id, TransferOutcome written, std::weak_ptr<RdmaQueuePair> qp) {
+void WriteNotices::after_write(OpId id, TransferOutcome written,
+                               const std::weak_ptr<RdmaQueuePair>& qp) {
   written_[id] = std::move(written);
   auto q = qp.lock();
   if (!q)

@@ -48,7 +48,7 @@ public:
   // -- writer side --
   /// Op `id`, a notify write, moved its bytes (`written`): make sure they are in place (the
   /// fence READ on `qp`, its RDMA queue pair; none for the other paths), then tell the owner.
-  void after_write(OpId id, TransferOutcome written, std::weak_ptr<RdmaQueuePair> qp);
+  void after_write(OpId id, TransferOutcome written, const std::weak_ptr<RdmaQueuePair>& qp);
   /// The fence READ of op `id` completed with `fence` (FenceDone).
   void fenced(OpId id, const TransferOutcome& fence);
   /// Op `id`'s transfer timed out while its notice was on its way.

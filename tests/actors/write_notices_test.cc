@@ -46,7 +46,7 @@ uint8_t written_byte(uint64_t tag, uint64_t i) {
 /// A watcher in the owner's actor system that checks the notified range of `target` against
 /// what the write with that tag wrote, at the moment the notice arrives.
 caf::actor spawn_checking_watcher(caf::actor_system& sys, const Memory& target,
-                                  std::shared_ptr<Seen> seen) {
+                                  const std::shared_ptr<Seen>& seen) {
   const uint8_t* base = target.bytes.data();
   return sys.spawn([base, seen](caf::event_based_actor*) -> caf::behavior {
     return {[base, seen](write_notice_atom, const WriteNotice& n) {
