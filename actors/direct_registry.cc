@@ -3,18 +3,27 @@
 
 namespace caf_rdma {
 
-void DirectRegistry::add(uint64_t id, RdmaBuffer rdma, uint64_t size, BufferAccess access,
-                         uint64_t secret_hi, uint64_t secret_lo) {
+void DirectRegistry::add(uint64_t id, const Entry& entry) {
   std::lock_guard<std::mutex> g(mu_);
   Slot slot;
-  slot.entry = Entry{std::move(rdma), size, access, secret_hi, secret_lo};
+  slot.entry = entry;
   slots_[id] = std::move(slot);
 }
 
 std::optional<DirectRegistry::Entry> DirectRegistry::acquire(uint64_t id) {
   std::lock_guard<std::mutex> g(mu_);
   auto it = slots_.find(id);
-  if (it == slots_.end() || it->second.released || it->second.lost)
+  if (it == slots_.end() || it->second.released || it->second.lost ||
+      it->second.entry.rdma.released())
+    return std::nullopt;
+  ++it->second.active;
+  return it->second.entry;
+}
+
+std::optional<DirectRegistry::Entry> DirectRegistry::acquire_host(uint64_t id) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = slots_.find(id);
+  if (it == slots_.end() || it->second.released || it->second.entry.memory != BufferMemory::kHost)
     return std::nullopt;
   ++it->second.active;
   return it->second.entry;
@@ -74,6 +83,16 @@ void DirectRegistry::count(bool ok, uint64_t bytes) {
     counters_.bytes += bytes;
   } else {
     ++counters_.errors;
+  }
+}
+
+void DirectRegistry::count_stream(bool ok, uint64_t bytes) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (ok) {
+    ++counters_.stream_ops;
+    counters_.stream_bytes += bytes;
+  } else {
+    ++counters_.stream_errors;
   }
 }
 

@@ -1,10 +1,12 @@
-// DirectRegistry: the local buffers that direct lanes (actors/direct_lane.h) may use, shared
-// by a manager (which adds and releases them) and the lanes it opened (threads that are not
-// actors, which use them without a message per op).
+// DirectRegistry: the local buffers that direct lanes (actors/direct_lane.h) and stream lanes
+// (actors/stream_lane.h) may use, shared by a manager (which adds and releases them) and the
+// lanes (threads that are not actors, which use them without a message per op).
 //
 // Invariants:
-//  1. Only buffers the NIC registered directly (host memory, GPUDirect) are listed; every other
-//     buffer is unknown here and its transfers go through the manager.
+//  1. Only host memory and buffers the NIC registered directly (GPUDirect) are listed; every
+//     other buffer is unknown here and its transfers go through the manager. A direct lane
+//     acquires only NIC-registered ones (`acquire`), a stream lane only host memory
+//     (`acquire_host`, also without a device).
 //  2. A lane uses a buffer only between `acquire` and `done`. `release` refuses later acquires
 //     at once and says whether a lane still uses the buffer; `done` says when the last use of
 //     a released buffer ended: the manager's release reply (after which the caller may free
@@ -33,6 +35,8 @@ public:
     BufferAccess access = BufferAccess::kReadWrite;
     uint64_t secret_hi = 0;  ///< the secret its handles carry (a lane checks it as the manager)
     uint64_t secret_lo = 0;
+    uint64_t addr = 0;  ///< first byte in this process
+    BufferMemory memory = BufferMemory::kHost;
   };
 
   /// Counts of ops lanes ran (they count as RDMA ops of the manager).
@@ -40,12 +44,19 @@ public:
     uint64_t ops = 0;
     uint64_t bytes = 0;
     uint64_t errors = 0;
+    /// Ops stream lanes ran (they count as fallback ops of the manager).
+    uint64_t stream_ops = 0;
+    uint64_t stream_bytes = 0;
+    uint64_t stream_errors = 0;
   };
 
-  void add(uint64_t id, RdmaBuffer rdma, uint64_t size, BufferAccess access, uint64_t secret_hi,
-           uint64_t secret_lo);
-  /// The buffer for one op, or nothing when it is unknown here or released.
+  void add(uint64_t id, const Entry& entry);
+  /// The NIC-registered buffer for one direct lane op, or nothing when it is unknown here,
+  /// released or not registered (now).
   std::optional<Entry> acquire(uint64_t id);
+  /// The host-memory buffer for one stream lane op, or nothing when it is unknown here,
+  /// released or not host memory.
+  std::optional<Entry> acquire_host(uint64_t id);
   /// Ends a use; true when it was the last use of a released buffer.
   bool done(uint64_t id);
   /// Refuses later acquires; true when no lane uses the buffer (false: wait for `done`).
@@ -59,6 +70,7 @@ public:
   bool busy(uint64_t id) const;
 
   void count(bool ok, uint64_t bytes);
+  void count_stream(bool ok, uint64_t bytes);
   Counters counters() const;
   /// One lane op ended (Telemetry invariant 1), and what the lanes recorded so far.
   void record(const OpSample& sample);

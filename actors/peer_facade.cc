@@ -196,7 +196,16 @@ caf::behavior PeerFacade::make_behavior() {
     return caf::delegated<caf::message>{};
   };
   auto node = std::make_shared<std::string>(name_);
-  self->monitor(manager);
+  // A strong handle for the monitor: CAF's monitor of an address takes the raw actor, which may
+  // already be on its way out when the manager stopped before this facade ran for the first
+  // time (then the facade has nothing to serve).
+  auto strong = caf::actor_cast<caf::actor>(manager);
+  if (!strong) {
+    self->quit(caf::exit_reason::normal);
+    return {};
+  }
+  self->monitor(strong);
+  strong = nullptr;
   self->set_down_handler([self, manager](caf::down_msg& msg) {
     if (msg.source == manager)
       self->quit(msg.reason);

@@ -25,6 +25,9 @@ using batch_atom = caf::atom_constant<caf::atom("batch")>;
 /// Direct lanes: (remote handle, timeout ms) -> LaneGrant, a queue pair of its own to the
 /// handle's owner for a thread of this process (RdmaClient).
 using lane_open_atom = caf::atom_constant<caf::atom("lane_open")>;
+/// Stream lanes: () -> StreamLaneGrant, the way of this process's RdmaClients straight to
+/// owners' stream channels (actors/stream_lane.h).
+using stream_lane_atom = caf::atom_constant<caf::atom("str_lane")>;
 /// RdmaClient to its manager: ask the owner of a handle about a refused access (as
 /// buf_check) or for its checksum of a range (as buf_sum), failing with peer_unavailable as soon
 /// as the owner is known to be down.

@@ -236,12 +236,30 @@ std::optional<Result<TransferReply>> RdmaClient::lane_transfer(const TransferOp&
   return std::nullopt;
 }
 
+std::optional<Result<TransferReply>> RdmaClient::stream_transfer(const TransferOp& op,
+                                                                 uint32_t timeout_ms) {
+  if (!direct_ || timeout_ms == 0 || !op.local.owner || op.local.owner.node() != manager_.node() ||
+      op.remote.stream_port == 0)
+    return std::nullopt;
+  if (!stream_lane_asked_) {
+    stream_lane_asked_ = true;
+    auto grant = call<StreamLaneGrant>(reply_timeout_, stream_lane_atom::value);
+    if (grant.ok())
+      stream_lane_ = grant->lane;
+  }
+  if (!stream_lane_)
+    return std::nullopt;
+  return stream_lane_->transfer(op, timeout_ms);
+}
+
 Result<TransferReply> RdmaClient::transfer(const TransferOp& op, uint32_t timeout_ms) {
   std::optional<Error> failed;
   if (auto r = lane_transfer(op, timeout_ms, &failed))
     return std::move(*r);
   if (failed)
     return *failed;
+  if (auto r = stream_transfer(op, timeout_ms))
+    return std::move(*r);
   // The manager answers within timeout_ms (plus a flush); wait a little longer than that.
   return call<TransferReply>(reply_wait(timeout_ms), transfer_atom::value, op, timeout_ms);
 }

@@ -6,7 +6,11 @@
 // the first transfer to an owner asks the manager for a queue pair of this client's own to it;
 // from then on the calling thread posts and polls itself, with no message per op. Everything
 // else (fallback, rdma-staged GPU memory, errors about unknown or released buffers) goes
-// through the manager as before. CAF_RDMA_DIRECT=0 (or `direct = false`) turns lanes off.
+// through the manager as before. Without RDMA between the two buffers, reads and writes
+// between host memory of this node and another's go over the stream lane
+// (actors/stream_lane.h): the calling thread straight to the owner's stream channel, one
+// request authorized by the handle, no message to either manager. CAF_RDMA_DIRECT=0 (or
+// `direct = false`) turns both kinds of lanes off.
 #pragma once
 
 #include <caf/actor_system.hpp>
@@ -153,6 +157,8 @@ private:
   Error lane_error(const TransferOp& op, Error error, OpFault fault, uint32_t timeout_ms);
   /// Verify mode, after a lane op: this side's checksum against the owner's.
   Status verify_lane_op(const TransferOp& op, uint64_t length);
+  /// The stream lane's try (asked of the manager on first use); nothing: the manager moves it.
+  std::optional<Result<TransferReply>> stream_transfer(const TransferOp& op, uint32_t timeout_ms);
   /// One lane attempt (and one more after a flush caused by another op); nothing: not a lane op.
   std::optional<Result<TransferReply>> lane_transfer(const TransferOp& op, uint32_t timeout_ms,
                                                      std::optional<Error>* failed);
@@ -170,6 +176,8 @@ private:
   std::unique_ptr<caf::scoped_actor> self_;
   bool direct_ = false;
   std::map<caf::actor_addr, LaneSlot> lanes_;
+  std::shared_ptr<StreamLane> stream_lane_;
+  bool stream_lane_asked_ = false;  ///< the manager was asked (its answer may be no lane)
   TransferOp scratch_;
   /// Where the old values of this client's atomics land, and its registration (made on first
   /// use; released before the word goes: declared after it).

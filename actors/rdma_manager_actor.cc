@@ -140,6 +140,11 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
           return err;
         return self->state.batch(std::move(ops), timeout_ms);
       },
+      [=](stream_lane_atom a) -> caf::result<StreamLaneGrant> {
+        if (auto err = refused(a))
+          return err;
+        return StreamLaneGrant{self->state.stream_lane()};
+      },
       [=](lane_open_atom a, BufferHandle remote, uint32_t timeout_ms) -> caf::result<LaneGrant> {
         if (auto err = refused(a))
           return err;
@@ -323,9 +328,13 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
     }
     if (usable) {
       if (auto server = StreamServer::start(options_.stream_host, StreamServer::Limits{}, tls);
-          server.ok())
+          server.ok()) {
         stream_server_ = std::move(*server);
-      stream_client_ = std::make_unique<StreamClient>(options_.stream_threads, tls);
+        stream_server_->set_authorizer(handle_authorizer(registry_, self_->address()));
+      }
+      stream_client_ = std::make_shared<StreamClient>(options_.stream_threads, tls);
+      if (!options_.verify)
+        stream_lane_ = std::make_shared<StreamLane>(registry_, stream_client_, self_->address());
     }
   }
   if (!options_.named_later)
@@ -362,6 +371,9 @@ ManagerState::~ManagerState() {
   // callbacks find the actor gone and do nothing).
   poller_.reset();
   // Stream threads stop before the buffers go (their callbacks find the actor gone).
+  if (stream_client_)
+    stream_client_->stop();  // also for the stream lane's jobs, which may outlive us
+  stream_lane_.reset();
   stream_client_.reset();
   stream_server_.reset();
   peers_.clear();
@@ -419,6 +431,10 @@ ManagerStats ManagerState::stats() const {
   s.rdma_bytes += direct.bytes;
   s.errors += direct.errors;
   s.direct_ops = direct.ops;
+  s.fallback_ops += direct.stream_ops;
+  s.fallback_bytes += direct.stream_bytes;
+  s.errors += direct.stream_errors;
+  s.stream_lane_ops = direct.stream_ops;
   s.lanes = lanes_.size();
   for (const auto& [key, peer] : peers_)
     s.lanes += peer.lanes.size();

@@ -33,6 +33,7 @@
 #include "actors/direct_lane.h"
 #include "actors/rdma_atoms.h"
 #include "actors/rdma_messages.h"
+#include "actors/stream_lane.h"
 
 namespace caf_rdma {
 
@@ -78,6 +79,12 @@ using local_requests_actor = caf::typed_actor<
     /// owner has no RDMA or is on another fabric), timeout, peer_unavailable,
     /// resource_exhausted (the owner has too many lanes from us).
     caf::replies_to<lane_open_atom, BufferHandle, uint32_t>::with<LaneGrant>,
+
+    /// The stream lane of this process (same process only: the grant holds it), by which
+    /// RdmaClient moves fallback reads and writes between host memory straight over owners'
+    /// stream channels; a null lane where this manager has no stream channel or verifies
+    /// every transfer.
+    caf::replies_to<stream_lane_atom>::with<StreamLaneGrant>,
 
     /// RdmaClient to its manager (after a direct lane's op was refused by the NIC): the owner of
     /// `remote` answers as for buf_check; peer_unavailable naming the owner as soon as it is

@@ -54,6 +54,10 @@ struct BufferHandle {
   /// RDMA. A handle from before its owner's device went away and came back moves through the
   /// owner (fallback), never with its stale rkey.
   uint64_t incarnation = 0;
+  /// The owner's stream channel, which serves requests by handle for host memory (the stream
+  /// lane of RdmaClient: actors/stream_lane.h); port 0: none.
+  std::string stream_host;
+  uint16_t stream_port = 0;
 
   bool has_rdma() const { return !device.empty() && gid.size() == 16; }
   bool on_gpu() const { return memory != static_cast<uint8_t>(BufferMemory::kHost); }
@@ -63,7 +67,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BufferHandle& x) {
   return f(caf::meta::type_name("caf_rdma::BufferHandle"), x.id, x.addr, x.size, x.access, x.rkey,
            x.device, x.gid, x.ethernet, x.owner, x.owner_name, x.memory, x.gpu, x.secret_hi,
-           x.secret_lo, x.incarnation);
+           x.secret_lo, x.incarnation, x.stream_host, x.stream_port);
 }
 
 /// How the peer protocol names a buffer to its owner: its id and the handle's secret.
@@ -498,9 +502,12 @@ struct ManagerStats {
   /// Fallback ops whose stream the owner refused before taking it (its channel was full or
   /// it closed the connections), moved in CAF chunks instead.
   uint64_t stream_refused = 0;
-  uint64_t direct_ops = 0;    ///< RDMA ops (counted in rdma_ops) run by direct lanes, not the actor
-  uint64_t lanes = 0;         ///< direct lanes open: opened here plus accepted from peers
-  uint64_t busy_buffers = 0;  ///< local buffers a transfer or a direct lane is using now
+  uint64_t direct_ops = 0;  ///< RDMA ops (counted in rdma_ops) run by direct lanes, not the actor
+  /// Fallback ops (counted in fallback_ops) that RdmaClients ran over stream lanes
+  /// (actors/stream_lane.h), straight to the owners' stream channels.
+  uint64_t stream_lane_ops = 0;
+  uint64_t lanes = 0;           ///< direct lanes open: opened here plus accepted from peers
+  uint64_t busy_buffers = 0;    ///< local buffers a transfer or a direct lane is using now
   uint64_t device_losses = 0;   ///< times the RDMA device went away while this manager used it
   uint64_t device_reopens = 0;  ///< times it was opened again afterwards
   /// Messages from the network its facade dropped: answers or errors nobody was owed, and
@@ -548,11 +555,11 @@ typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
   return f(caf::meta::type_name("caf_rdma::ManagerStats"), x.device, x.transport, x.rdma_ops,
            x.rdma_bytes, x.fallback_ops, x.fallback_bytes, x.errors, x.live_qps, x.handshakes,
            x.registered_buffers, x.registered_bytes, x.served_fallback_bytes, x.stream_ops,
-           x.stream_refused, x.direct_ops, x.lanes, x.busy_buffers, x.device_losses,
-           x.device_reopens, x.facade_dropped, x.forged_answers, x.shared_cq_qps, x.polled_cqs,
-           x.staged_chunks, x.staged_overlapped, x.links_lost, x.reconnects, x.no_rdma_reason,
-           x.window_bytes, x.fetches_waiting, x.registrants, x.orphaned_buffers, x.notices_sent,
-           x.notices_pending, x.notices_refused, x.notified_writes, x.telemetry);
+           x.stream_refused, x.direct_ops, x.stream_lane_ops, x.lanes, x.busy_buffers,
+           x.device_losses, x.device_reopens, x.facade_dropped, x.forged_answers, x.shared_cq_qps,
+           x.polled_cqs, x.staged_chunks, x.staged_overlapped, x.links_lost, x.reconnects,
+           x.no_rdma_reason, x.window_bytes, x.fetches_waiting, x.registrants, x.orphaned_buffers,
+           x.notices_sent, x.notices_pending, x.notices_refused, x.notified_writes, x.telemetry);
 }
 
 /// Registers every message type above. Call on the config of every actor system that talks

@@ -11,10 +11,16 @@ StreamClient::StreamClient(size_t threads, TlsContext tls)
     : tls_(std::move(tls)), threads_(std::max<size_t>(threads, 1)) {}
 
 StreamClient::~StreamClient() {
+  stop();
+}
+
+void StreamClient::stop() {
   std::deque<StreamJob> left;
+  std::vector<std::thread> workers;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
+    workers.swap(workers_);
     left.swap(queue_);
     for (int fd : busy_fds_)
       ::shutdown(fd, SHUT_RDWR);
@@ -23,7 +29,7 @@ StreamClient::~StreamClient() {
   for (auto& job : left)
     job.done(StreamEnd{
         Error(ErrorCode::kPeerUnavailable, "stream transfer cancelled: its manager stopped")});
-  for (auto& w : workers_)
+  for (auto& w : workers)
     w.join();
 }
 
@@ -77,13 +83,23 @@ void StreamClient::work() {
       job = std::move(queue_.front());
       queue_.pop_front();
     }
-    StreamEnd end = run(job);
-    if (!end.status.ok())
-      end.status =
-          end.status.error().with_context("stream " + std::string(to_string(job.direction)) +
-                                          " at " + job.host + ":" + std::to_string(job.port));
-    job.done(std::move(end));
+    job.done(run_now(job));
   }
+}
+
+StreamEnd StreamClient::run_now(const StreamJob& job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_)
+      return StreamEnd{
+          Error(ErrorCode::kPeerUnavailable, "stream transfer refused: its manager stopped")};
+  }
+  StreamEnd end = run(job);
+  if (!end.status.ok())
+    end.status =
+        end.status.error().with_context("stream " + std::string(to_string(job.direction)) + " at " +
+                                        job.host + ":" + std::to_string(job.port));
+  return end;
 }
 
 Result<Socket> StreamClient::take_connection(const StreamJob& job, bool fresh, bool& pooled) {
@@ -166,7 +182,8 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, Reach& reach) {
       idle_.erase(endpoint);  // the others may be just as dead
     return st;
   };
-  Status st = write_request(s, StreamRequest{job.direction, job.token, job.length}, job.deadline);
+  StreamRequest request{job.direction, job.token, job.length, job.by_handle, job.handle};
+  Status st = write_request(s, request, job.deadline);
   Result<Status> go =
       st.ok() ? read_status(s, job.deadline, "stream answer") : Result<Status>(st.error());
   if (!go.ok())

@@ -46,6 +46,9 @@ struct StreamJob {
   std::string host;  ///< the owner's stream endpoint
   uint16_t port = 0;
   uint64_t token = 0;  ///< the owner's grant
+  /// Authorized by a buffer handle instead of a grant ("CRH1", stream_protocol.h).
+  bool by_handle = false;
+  HandleAccess handle;
   StreamDirection direction = StreamDirection::kIntoOwner;
   uint8_t* addr = nullptr;  ///< the requester's memory: sent from (into owner) or received into
   uint64_t length = 0;
@@ -62,13 +65,20 @@ public:
   /// With `tls`, every connection is TLS: the owner must show a certificate the context's CA
   /// file vouches for, and this node shows its own.
   explicit StreamClient(size_t threads = 4, TlsContext tls = nullptr);
-  /// Fails queued jobs, wakes running ones (their sockets are shut down) and joins the workers.
+  /// stop().
   ~StreamClient();
+  /// Fails queued jobs, wakes running ones (their sockets are shut down) and joins the workers;
+  /// later jobs fail at once. Returns once no worker touches a job's memory any more (jobs run
+  /// by run_now on other threads end when their sockets report the shutdown).
+  void stop();
 
   StreamClient(const StreamClient&) = delete;
   StreamClient& operator=(const StreamClient&) = delete;
 
   void submit(StreamJob job);
+  /// Runs `job` on the calling thread (pooled connections, invariants 2-4 as for submitted
+  /// jobs) and returns how it ended; `job.done` is not called. Any number of threads at once.
+  StreamEnd run_now(const StreamJob& job);
   /// Fails the job tagged `tag` with a timeout if it still waits for a thread (its `done` is
   /// called here); false if it runs already (it stops at its deadline) or is unknown.
   bool cancel_queued(uint64_t tag, const std::string& why =

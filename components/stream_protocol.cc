@@ -8,8 +8,9 @@ namespace caf_rdma {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x32535243;    // "CRS2" little-endian
-constexpr uint32_t kMagicV1 = 0x31535243;  // "CRS1": a build without the final status of a READ
+constexpr uint32_t kMagic = 0x32535243;        // "CRS2" little-endian
+constexpr uint32_t kMagicV1 = 0x31535243;      // "CRS1": a build without the final status of a READ
+constexpr uint32_t kMagicHandle = 0x31485243;  // "CRH1": authorized by a buffer handle
 
 void put(uint8_t* p, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i)
@@ -36,17 +37,32 @@ const char* to_string(StreamDirection d) {
 }
 
 Status write_request(const Socket& s, const StreamRequest& r, Deadline deadline) {
-  uint8_t b[24];
-  put(b, kMagic, 4);
+  uint8_t b[kMaxRequestBytes];
   put(b + 4, static_cast<uint32_t>(r.direction), 4);
-  put(b + 8, r.token, 8);
-  put(b + 16, r.length, 8);
-  return send_all(s, b, sizeof(b), deadline, "stream request");
+  if (!r.by_handle) {
+    put(b, kMagic, 4);
+    put(b + 8, r.token, 8);
+    put(b + 16, r.length, 8);
+    return send_all(s, b, kRequestBytes, deadline, "stream request");
+  }
+  put(b, kMagicHandle, 4);
+  put(b + 8, r.length, 8);
+  put(b + 16, r.handle.id, 8);
+  put(b + 24, r.handle.secret_hi, 8);
+  put(b + 32, r.handle.secret_lo, 8);
+  put(b + 40, r.handle.offset, 8);
+  put(b + 48, r.handle.timeout_ms, 4);
+  return send_all(s, b, kHandleRequestBytes, deadline, "stream request");
+}
+
+size_t request_bytes(const uint8_t* magic4) {
+  return get(magic4, 4) == kMagicHandle ? kHandleRequestBytes : kRequestBytes;
 }
 
 Result<StreamRequest> read_request(const Socket& s, Deadline deadline) {
-  uint8_t b[kRequestBytes];
-  CAF_RDMA_RETURN_IF_ERROR(recv_all(s, b, sizeof(b), deadline, "stream request"));
+  uint8_t b[kMaxRequestBytes];
+  CAF_RDMA_RETURN_IF_ERROR(recv_all(s, b, 4, deadline, "stream request"));
+  CAF_RDMA_RETURN_IF_ERROR(recv_all(s, b + 4, request_bytes(b) - 4, deadline, "stream request"));
   return parse_request(b);
 }
 
@@ -55,7 +71,7 @@ Result<StreamRequest> parse_request(const uint8_t* b) {
     return Error(ErrorCode::kInvalidArgument,
                  "stream request of protocol version 1 (\"CRS1\"); this owner speaks version 2 "
                  "(\"CRS2\"): run the same caf-rdma release on every node");
-  if (get(b, 4) != kMagic)
+  if (get(b, 4) != kMagic && get(b, 4) != kMagicHandle)
     return Error(ErrorCode::kInvalidArgument,
                  "not a caf-rdma stream request (bad magic): is another program connecting?");
   uint64_t dir = get(b + 4, 4);
@@ -65,6 +81,16 @@ Result<StreamRequest> parse_request(const uint8_t* b) {
                  "stream request with unknown direction " + std::to_string(dir));
   StreamRequest r;
   r.direction = static_cast<StreamDirection>(dir);
+  if (get(b, 4) == kMagicHandle) {
+    r.by_handle = true;
+    r.length = get(b + 8, 8);
+    r.handle.id = get(b + 16, 8);
+    r.handle.secret_hi = get(b + 24, 8);
+    r.handle.secret_lo = get(b + 32, 8);
+    r.handle.offset = get(b + 40, 8);
+    r.handle.timeout_ms = static_cast<uint32_t>(get(b + 48, 4));
+    return r;
+  }
   r.token = get(b + 8, 8);
   r.length = get(b + 16, 8);
   return r;

@@ -2,6 +2,10 @@
 // time; connections are reused).
 //
 //   client -> owner   request: magic "CRS2", direction (u32), token (u64), length (u64)
+//                     or, authorized by a buffer handle instead of a grant (the stream lane,
+//                     no grant asked over CAF first): magic "CRH1", direction (u32),
+//                     length (u64), buffer id (u64), secret (2 x u64), offset (u64),
+//                     timeout ms (u32)
 //   owner  -> client  status:  code (u32, 0 = go ahead), message length (u32), message
 //   then, into the owner:     client sends `length` bytes, owner answers a final status
 //         out of the owner:   owner sends `length` bytes, then a final status
@@ -31,21 +35,38 @@ enum class StreamDirection : uint32_t {
 
 const char* to_string(StreamDirection d);
 
+/// A buffer handle's part of a "CRH1" request: the owner checks it as it checks any access
+/// (secret, bounds, read-write for a write, not released).
+struct HandleAccess {
+  uint64_t id = 0;
+  uint64_t secret_hi = 0;
+  uint64_t secret_lo = 0;
+  uint64_t offset = 0;      ///< where in the buffer
+  uint32_t timeout_ms = 0;  ///< the requester's deadline for the transfer, from its request
+};
+
 struct StreamRequest {
   StreamDirection direction = StreamDirection::kIntoOwner;
-  uint64_t token = 0;
+  uint64_t token = 0;  ///< the grant ("CRS2"); 0 for a request by handle
   uint64_t length = 0;
+  bool by_handle = false;  ///< "CRH1": `handle` authorizes it
+  HandleAccess handle;
 };
 
 /// Longest status message sent (longer ones are cut).
 constexpr uint32_t kMaxStatusMessage = 4096;
 
 Status write_request(const Socket& s, const StreamRequest& r, Deadline deadline);
-/// Bytes of a request on the wire.
+/// Bytes of a request on the wire: by grant ("CRS2"), by handle ("CRH1"), the longest.
 constexpr size_t kRequestBytes = 24;
+constexpr size_t kHandleRequestBytes = 52;
+constexpr size_t kMaxRequestBytes = kHandleRequestBytes;
+/// Bytes of the request whose first 4 bytes are `magic4` (kRequestBytes for an unknown magic:
+/// parse_request then says what is wrong).
+size_t request_bytes(const uint8_t* magic4);
 /// Reads a request; an unknown magic or direction is an invalid_argument error.
 Result<StreamRequest> read_request(const Socket& s, Deadline deadline);
-/// Parses the kRequestBytes of a request (errors as read_request).
+/// Parses the request_bytes(b) bytes of a request (errors as read_request).
 Result<StreamRequest> parse_request(const uint8_t* b);
 Status write_status(const Socket& s, const Status& st, Deadline deadline);
 /// The outer Result fails when the connection does; the inner Status is the owner's answer.

@@ -365,8 +365,12 @@ bool StreamServer::read_header(const std::shared_ptr<Connection>& c) {
     c->handshaking = false;
     // The request may already sit in the TLS session's buffer: read on at once.
   }
-  while (c->got < kRequestBytes) {
-    auto k = recv_some(c->socket, c->header + c->got, kRequestBytes - c->got);
+  for (;;) {
+    // The magic says how long the request is (stream_protocol.h).
+    const size_t need = c->got < 4 ? 4 : request_bytes(c->header);
+    if (c->got >= need)
+      break;
+    auto k = recv_some(c->socket, c->header + c->got, need - c->got);
     if (!k.ok())
       return false;  // closed or broken
     if (*k == 0)
@@ -378,6 +382,23 @@ bool StreamServer::read_header(const std::shared_ptr<Connection>& c) {
     // Garbage: say why (one non-blocking attempt), then hang up.
     (void)write_status(c->socket, req.error(), std::chrono::steady_clock::now());
     return false;
+  }
+  if (req->by_handle) {
+    auto g = grant_by_handle(*req);
+    if (!g.ok()) {
+      (void)write_status(c->socket, g.error(), std::chrono::steady_clock::now());
+      return false;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    c->grant = std::move(*g);
+    if (!c->authenticated)
+      authenticate_locked(*c);
+    (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->socket.fd(), nullptr);
+    c->request = *req;
+    c->busy = true;
+    ready_.push_back(c);
+    ready_cv_.notify_one();
+    return true;
   }
   std::unique_lock<std::mutex> lock(mu_);
   auto it = grants_.find(req->token);
@@ -403,6 +424,34 @@ bool StreamServer::read_header(const std::shared_ptr<Connection>& c) {
   ready_.push_back(c);
   ready_cv_.notify_one();
   return true;
+}
+
+void StreamServer::set_authorizer(Authorizer authorize) {
+  std::lock_guard<std::mutex> lock(mu_);
+  authorize_ = std::move(authorize);
+}
+
+Result<StreamServer::Grant> StreamServer::grant_by_handle(const StreamRequest& req) {
+  Authorizer authorize;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    authorize = authorize_;
+  }
+  if (!authorize)
+    return Error(ErrorCode::kNotFound, "stream requests by handle are not served by " + host_ +
+                                           ":" + std::to_string(port_));
+  CAF_RDMA_ASSIGN_OR_RETURN(HandleGrant h, authorize(req));
+  Grant g;
+  g.addr = h.addr;
+  g.length = req.length;
+  g.direction = req.direction;
+  g.deadline = std::chrono::steady_clock::now() +
+               std::min<std::chrono::milliseconds>(std::chrono::milliseconds(req.handle.timeout_ms),
+                                                   kMaxHandleTimeout);
+  g.done = [done = std::move(h.done)](uint64_t, Status st, uint64_t bytes) {
+    done(std::move(st), bytes);
+  };
+  return g;
 }
 
 void StreamServer::work() {

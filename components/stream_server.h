@@ -46,6 +46,11 @@
 //     client that fails it is closed. The bytes then travel encrypted.
 //  8. Every wait is bounded: the event thread wakes for the earliest deadline (at least once
 //     a second), a worker's transfer ends by its grant's deadline.
+//  9. A request by handle ("CRH1", stream_protocol.h) is a grant the authorizer makes on the
+//     spot: it checks the handle (as the owner checks any access) and holds the memory until
+//     the grant's `done`; its deadline is the request's timeout, cut to kMaxHandleTimeout. A
+//     request it refuses is answered and closed, as one naming no grant (invariant 1); one it
+//     allows authenticates its connection (invariant 2), as a claimed grant does.
 #pragma once
 
 #include <chrono>
@@ -71,6 +76,18 @@ class StreamServer {
 public:
   /// Called once per claimed grant: its token, ok with the bytes moved, or why it failed.
   using DoneFn = std::function<void(uint64_t token, Status, uint64_t bytes)>;
+
+  /// What a request by handle may touch, as its authorizer allowed it (invariant 9): the first
+  /// byte of its range, and what to call once its memory is no longer touched.
+  struct HandleGrant {
+    uint8_t* addr = nullptr;
+    std::function<void(Status, uint64_t bytes)> done;
+  };
+  /// Checks a request by handle and holds its memory until the grant's `done`; an error is the
+  /// answer to the client. Called on the event thread: it must not block.
+  using Authorizer = std::function<Result<HandleGrant>(const StreamRequest&)>;
+  /// The longest a request by handle may take (its timeout is cut to it).
+  static constexpr std::chrono::milliseconds kMaxHandleTimeout{300000};
 
   struct Limits {
     /// Authenticated connections (invariant 4): idle time allowed before the next request.
@@ -109,6 +126,8 @@ public:
   /// Returns the grant's token (never 0).
   uint64_t grant(uint8_t* addr, uint64_t length, StreamDirection direction, Deadline deadline,
                  DoneFn done);
+  /// Serve requests by handle with `authorize` (without one they are refused).
+  void set_authorizer(Authorizer authorize);
   /// Withdraws a grant no client has claimed yet: true if it was unclaimed (its `done` will not
   /// be called); false if a client claimed it (its `done` will be, or was, called).
   bool revoke(uint64_t token);
@@ -134,7 +153,7 @@ private:
   struct Connection {
     Socket socket;
     uint32_t peer_ip = 0;
-    uint8_t header[kRequestBytes] = {};
+    uint8_t header[kMaxRequestBytes] = {};
     size_t got = 0;
     Deadline header_deadline;
     bool handshaking = false;    ///< TLS: its handshake is not complete yet
@@ -160,6 +179,8 @@ private:
   bool over_authenticated_slots_locked(uint32_t ip) const;
   /// Reads what is there of c's header; false when c is to be closed.
   bool read_header(const std::shared_ptr<Connection>& c);
+  /// The grant a request by handle makes (invariant 9), or the answer refusing it.
+  Result<Grant> grant_by_handle(const StreamRequest& req);
   void close_locked(int fd);
   void work();
   /// Moves the bytes of c's claimed grant; false when the connection can no longer be used.
@@ -180,6 +201,7 @@ private:
   bool stopping_ = false;
   bool listener_paused_ = false;  ///< accept_all ran out of fds: event_loop resumes it later
   std::unordered_map<uint64_t, Grant> grants_;
+  Authorizer authorize_;  ///< requests by handle (invariant 9); empty: refused
   std::map<int, std::shared_ptr<Connection>> connections_;  ///< by fd
   AdmissionQueue unauthenticated_;  ///< connections that claimed no grant yet (invariant 3)
   size_t authenticated_ = 0;

@@ -117,6 +117,8 @@ public:
     if (options_.named_later)
       say_started();
   }
+  /// This process's stream lane (null: none).
+  const std::shared_ptr<StreamLane>& stream_lane() const { return stream_lane_; }
   /// The actor published in this manager's place (actors/peer_facade.h): peers see only it.
   const caf::actor& facade() const { return facade_; }
 
@@ -214,7 +216,9 @@ private:
   bool batching_ = false;
   std::vector<std::shared_ptr<RdmaQueuePair>> queued_on_;
   std::unique_ptr<StreamServer> stream_server_;  ///< null: no stream channel here
-  std::unique_ptr<StreamClient> stream_client_;
+  /// Shared with the stream lane (stream_lane_), which runs its jobs on clients' threads.
+  std::shared_ptr<StreamClient> stream_client_;
+  std::shared_ptr<StreamLane> stream_lane_;  ///< null: none (no stream channel, verify mode)
   std::shared_ptr<RdmaQueuePair> loopback_;
   uint64_t next_buffer_id_ = 1;
   std::unordered_map<uint64_t, LocalBuffer> buffers_;

@@ -125,8 +125,14 @@ caf::result<BufferHandle> BufferTable::request_buffer(uint64_t addr, uint64_t si
   secure_random(&entry.secret_lo, sizeof(entry.secret_lo));
   h.secret_hi = entry.secret_hi;
   h.secret_lo = entry.secret_lo;
-  if (!entry.rdma.released() && entry.memory != BufferMemory::kGpuStaged)
-    m_.registry_->add(h.id, entry.rdma, size, entry.access, entry.secret_hi, entry.secret_lo);
+  if (entry.memory == BufferMemory::kHost ||
+      (!entry.rdma.released() && entry.memory != BufferMemory::kGpuStaged))
+    m_.registry_->add(h.id, DirectRegistry::Entry{entry.rdma, size, entry.access, entry.secret_hi,
+                                                  entry.secret_lo, addr, entry.memory});
+  if (m_.stream_server_ && entry.memory == BufferMemory::kHost) {
+    h.stream_host = m_.stream_server_->host();
+    h.stream_port = m_.stream_server_->port();
+  }
   m_.buffers_.emplace(h.id, std::move(entry));
   m_.registrants.registered(h.id);
   return h;

@@ -1,0 +1,71 @@
+// StreamLane: RdmaClient's way around its manager for transfers on the fallback: the calling
+// thread moves the bytes over a pooled connection straight to the owner's stream channel, in
+// one request authorized by the remote handle itself ("CRH1", components/stream_protocol.h):
+// no grant asked over CAF first, no actor hop on either side. The owner's stream server checks
+// the handle with `handle_authorizer` (secret, bounds, read-write, not released) and holds the
+// buffer until the bytes moved, as for its own transfers.
+//
+// Invariants:
+//  1. A stream lane moves only reads and writes between host memory of this node and host
+//     memory of another node whose handle names its stream channel, and only when the two
+//     handles do not both carry RDMA (those are RDMA's); anything else (atomics, notify
+//     writes, GPU memory, this node's own buffers, verify mode) goes through the manager.
+//  2. Both buffers are held (DirectRegistry::acquire_host) while their bytes move, so a release
+//     waits for the lane's op exactly as for the manager's (DirectRegistry invariant 2).
+//  3. What the lane cannot decide (a local handle it does not know, or whose secret is not the
+//     one registered; an owner that does not know the handle, or refuses the request before
+//     taking it: StreamEnd::refused) goes to the manager, which answers with its own checks and
+//     texts: the lane never invents an error the manager would word differently. Errors of
+//     the checks both run (checked_length) and of the bytes on their way are the lane's.
+//  4. Thread-safe: any number of clients' threads use one lane at once.
+#pragma once
+
+#include <caf/actor_addr.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+
+#include "actors/direct_registry.h"
+#include "actors/rdma_messages.h"
+#include "components/stream_client.h"
+#include "components/stream_server.h"
+
+namespace caf_rdma {
+
+class StreamLane {
+public:
+  StreamLane(std::shared_ptr<DirectRegistry> registry, std::shared_ptr<StreamClient> client,
+             caf::actor_addr manager);
+
+  /// Moves `op` within `timeout_ms`; nothing: the manager moves it (invariants 1 and 3).
+  std::optional<Result<TransferReply>> transfer(const TransferOp& op, uint32_t timeout_ms);
+
+private:
+  /// Ends this lane's use of local buffer `id` (a release may wait for it).
+  void done_with(uint64_t id);
+  /// Counts and records (telemetry) one op that ended with `st`, having moved `bytes`.
+  void record(const TransferOp& op, const Status& st, uint64_t bytes,
+              std::chrono::steady_clock::time_point started);
+
+  std::shared_ptr<DirectRegistry> registry_;
+  std::shared_ptr<StreamClient> client_;
+  caf::actor_addr manager_;
+};
+
+/// The owner's side: checks a request by handle against the buffers of `registry` and holds
+/// the buffer until the stream server is done with it; a release waiting for it is told through
+/// `manager` (LaneIdle). A request it cannot allow is refused with not_found, which sends its
+/// client to the manager (invariant 3).
+StreamServer::Authorizer handle_authorizer(std::shared_ptr<DirectRegistry> registry,
+                                           caf::actor_addr manager);
+
+/// The manager's answer to a stream lane request (local messages only: it holds the lane).
+struct StreamLaneGrant {
+  std::shared_ptr<StreamLane> lane;  ///< null: no stream lanes from this node
+};
+
+}  // namespace caf_rdma
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::StreamLaneGrant)

@@ -1,0 +1,168 @@
+// The stream lane (actors/stream_lane.h): RdmaClient's fallback reads and writes go straight to
+// the owner's stream channel, authorized by the handle, with no message to either manager
+// (invariant 1), every byte checked; what the lane cannot decide is answered by the manager in
+// its own words (invariant 3); a release waits for the lane's ops (invariant 2). Natively, on
+// the fallback (a node on the rdma transport has no stream channel).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "actors/rdma_client.h"
+#include "tests/actors/two_node_test.h"
+
+namespace caf_rdma::testing {
+namespace {
+
+using std::chrono::seconds;
+
+class StreamLaneTest : public TwoNodeTest {
+protected:
+  uint64_t owner_fallback_ops() {
+    RdmaClient c(owner_->node().system(), owner_->manager());
+    auto s = c.stats();
+    EXPECT_TRUE(s.ok());
+    return s.ok() ? s->fallback_ops + s->served_fallback_bytes : 0;
+  }
+};
+
+TEST_F(StreamLaneTest, ReadsAndWritesGoStraightToTheOwnersStreamChannel) {
+  Memory theirs(1 << 20, 3);
+  BufferHandle remote = remote_view(*owner_, *user_, theirs, "lane-target");
+  ASSERT_NE(remote.stream_port, 0) << "the owner's handle names its stream channel";
+  RdmaClient me(user_->node().system(), user_->manager());
+  Memory mine(1 << 20, 0);
+  auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
+  ASSERT_TRUE(local.ok()) << local.error().to_string();
+  const uint64_t owner_before = owner_fallback_ops();
+  const std::vector<uint64_t> sizes = {1, 8, 4096, 65536, 1 << 20};
+  uint64_t ops = 0;
+  for (uint64_t s : sizes) {
+    auto r = me.read(local->handle(), remote, Range::of(s));
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    EXPECT_EQ(r->bytes, s);
+    EXPECT_EQ(r->path, kPathFallback);
+    for (uint64_t i = 0; i < s; ++i)
+      ASSERT_EQ(mine.bytes[i], pattern(i, 3)) << "read of " << s << ", byte " << i;
+    ++ops;
+  }
+  // Writes at an offset, from another pattern.
+  for (uint64_t i = 0; i < mine.bytes.size(); ++i)
+    mine.bytes[i] = pattern(i, 8);
+  for (uint64_t s : sizes) {
+    const uint64_t at = (1 << 20) - s;
+    auto w = me.write(local->handle(), remote, Range::of(s).at_remote(at));
+    ASSERT_TRUE(w.ok()) << w.error().to_string();
+    for (uint64_t i = 0; i < s; ++i)
+      ASSERT_EQ(theirs.bytes[at + i], pattern(i, 8)) << "write of " << s << ", byte " << i;
+    ++ops;
+  }
+  auto stats = me.stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->stream_lane_ops, ops);
+  EXPECT_GE(stats->fallback_ops, ops);
+  // The owner's manager moved nothing itself: its stream server served the lane.
+  EXPECT_EQ(owner_fallback_ops(), owner_before);
+}
+
+TEST_F(StreamLaneTest, ErrorsAreTheManagersInItsOwnWords) {
+  Memory theirs(4096, 5), ro(4096, 6);
+  BufferHandle remote = remote_view(*owner_, *user_, theirs, "lane-errors");
+  BufferHandle read_only = remote_view(*owner_, *user_, ro, "lane-ro", BufferAccess::kReadOnly);
+  RdmaClient me(user_->node().system(), user_->manager());
+  Memory mine(8192, 1);
+  auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
+  ASSERT_TRUE(local.ok());
+  // Out of the remote's range: the checks both run (checked_length).
+  auto past = me.read(local->handle(), remote, Range::of(16).at_remote(4090));
+  ASSERT_FALSE(past.ok());
+  EXPECT_EQ(past.error().code(), ErrorCode::kOutOfBounds) << past.error().message();
+  // A forged secret: the owner's manager refuses it, in its words.
+  BufferHandle forged = remote;
+  forged.secret_lo ^= 1;
+  auto denied = me.read(local->handle(), forged, Range::of(16));
+  ASSERT_FALSE(denied.ok());
+  EXPECT_EQ(denied.error().code(), ErrorCode::kPermissionDenied) << denied.error().message();
+  EXPECT_NE(denied.error().message().find("secret"), std::string::npos);
+  // A write into a read-only buffer.
+  auto ro_write = me.write(local->handle(), read_only, Range::of(16));
+  ASSERT_FALSE(ro_write.ok());
+  EXPECT_EQ(ro_write.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(ro_write.error().message().find("read-only"), std::string::npos)
+      << ro_write.error().message();
+  for (uint64_t i = 0; i < 4096; ++i) {
+    ASSERT_EQ(theirs.bytes[i], pattern(i, 5));
+    ASSERT_EQ(ro.bytes[i], pattern(i, 6));
+  }
+  // Released by its owner: `released`, naming the buffer.
+  RdmaClient owner(owner_->node().system(), owner_->manager());
+  ASSERT_TRUE(owner.release(remote.id).ok());
+  auto gone = me.read(local->handle(), remote, Range::of(16));
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.error().code(), ErrorCode::kReleased) << gone.error().message();
+  EXPECT_NE(gone.error().message().find("buffer " + std::to_string(remote.id)), std::string::npos);
+}
+
+TEST_F(StreamLaneTest, ManyThreadsAtOnceEachWithItsOwnRange) {
+  constexpr int kThreads = 4;
+  constexpr uint64_t kSlot = 16384;
+  constexpr int kRounds = 50;
+  Memory theirs(kThreads * kSlot, 0);
+  BufferHandle remote = remote_view(*owner_, *user_, theirs, "lane-many");
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      RdmaClient me(user_->node().system(), user_->manager());
+      Memory out(kSlot), back(kSlot);
+      auto lo = me.register_buffer(out.bytes.data(), kSlot);
+      auto lb = me.register_buffer(back.bytes.data(), kSlot);
+      if (!lo.ok() || !lb.ok()) {
+        ++failures;
+        return;
+      }
+      for (int r = 0; r < kRounds; ++r) {
+        const uint64_t n = 1 + (static_cast<uint64_t>(r) * 331) % kSlot;
+        for (uint64_t i = 0; i < n; ++i)
+          out.bytes[i] = pattern(i, static_cast<uint32_t>(t * 1000 + r));
+        Range at = Range::of(n).at_remote(t * kSlot);
+        if (!me.write(lo->handle(), remote, at).ok() || !me.read(lb->handle(), remote, at).ok()) {
+          ++failures;
+          return;
+        }
+        for (uint64_t i = 0; i < n; ++i)
+          if (back.bytes[i] != out.bytes[i]) {
+            ++failures;
+            return;
+          }
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  EXPECT_EQ(failures.load(), 0);
+  RdmaClient c(user_->node().system(), user_->manager());
+  auto s = c.stats();
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->stream_lane_ops, uint64_t{kThreads} * kRounds * 2);
+}
+
+TEST_F(StreamLaneTest, WithoutDirectLanesTheManagersMoveTheBytes) {
+  Memory theirs(4096, 7);
+  BufferHandle remote = remote_view(*owner_, *user_, theirs, "lane-off");
+  RdmaClient me(user_->node().system(), user_->manager(), /*direct=*/false);
+  Memory mine(4096);
+  auto local = me.register_buffer(mine.bytes.data(), 4096);
+  ASSERT_TRUE(local.ok());
+  auto r = me.read(local->handle(), remote);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  for (uint64_t i = 0; i < 4096; ++i)
+    ASSERT_EQ(mine.bytes[i], pattern(i, 7));
+  auto s = me.stats();
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->stream_lane_ops, 0u);
+  EXPECT_EQ(s->fallback_ops, 1u);
+}
+
+}  // namespace
+}  // namespace caf_rdma::testing
