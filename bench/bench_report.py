@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Turns the raw outputs of bench_in_vm.sh into a table, ratio lines, a CSV and a PNG plot.
 
-usage: bench_report.py OUTDIR   (reads perftest.txt and rdma_bench.txt there)
+usage: bench_report.py OUTDIR        (reads perftest.txt, rdma_bench.txt, the latency rounds,
+                                     native/ and kv.txt there)
+       bench_report.py --kv OUTDIR   (only kv.txt: kv_store beside redis)
 """
 import csv
 import os
@@ -63,6 +65,50 @@ def parse_bench(path):
     return bw, lat, extra
 
 
+def parse_kv(path):
+    """kv.txt (kv_vs_redis.sh) -> {(system, size, clients): {round: (ops_s, p50_us, client_csw,
+    server_csw)}}"""
+    runs = {}
+    if not os.path.exists(path):
+        return runs
+    for line in open(path):
+        p = line.split()
+        if len(p) == 9 and p[0] == "kv":
+            runs.setdefault((p[1], int(p[2]), int(p[3])), {})[int(p[4])] = tuple(
+                float(x) for x in p[5:9])
+    return runs
+
+
+def report_kv(out):
+    """Prints kv_store beside redis (medians over rounds); returns the ratio lines."""
+    runs = parse_kv(os.path.join(out, "kv.txt"))
+    ratios = []
+    if not runs:
+        return ratios
+    print("\nkey-value GET, natively (kv_store's fallback path; kv_vs_redis.sh), median of "
+          "rounds:")
+    print(f"  {'value':>6} {'clients':>7} {'kv ops/s':>10} {'kv p50 us':>10} {'redis ops/s':>12} "
+          f"{'redis p50 us':>13} {'kv/redis':>9}   csw/op client+server: kv, redis")
+    for size, clients in sorted({(s, c) for (_, s, c) in runs}):
+        kv = runs.get(("kv", size, clients), {})
+        rd = runs.get(("redis", size, clients), {})
+        med = lambda d, i: statistics.median(v[i] for v in d.values()) if d else None
+        paired = [kv[r][0] / rd[r][0] for r in kv if r in rd and rd[r][0] > 0]
+        ratio = statistics.median(paired) if paired else None
+        f = lambda v, spec: format(v, spec) if v is not None else "-"
+        print(f"  {human(size):>6} {clients:>7} {f(med(kv, 0), '.0f'):>10} "
+              f"{f(med(kv, 1), '.1f'):>10} {f(med(rd, 0), '.0f'):>12} {f(med(rd, 1), '.1f'):>13} "
+              f"{f(ratio, '.3f'):>9}   {f(med(kv, 2), '.2f')}+{f(med(kv, 3), '.2f')}, "
+              f"{f(med(rd, 2), '.2f')}+{f(med(rd, 3), '.2f')}")
+        if ratio is not None:
+            ratios.append((f"kv_get_{human(size).lower()}_vs_redis", ratio))
+        p50s = [kv[r][1] / rd[r][1] for r in kv if r in rd and rd[r][1] > 0]
+        if p50s:
+            ratios.append((f"kv_get_{human(size).lower()}_p50_vs_redis_p50",
+                           statistics.median(p50s)))
+    return ratios
+
+
 def human(n):
     for unit, div in (("M", 1 << 20), ("K", 1 << 10)):
         if n >= div and n % div == 0:
@@ -71,6 +117,10 @@ def human(n):
 
 
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--kv":
+        for name, value in report_kv(sys.argv[2]):
+            print(f"ratio {name} {value:.3f}")
+        return
     out = sys.argv[1]
     pbw, plat = parse_perftest(os.path.join(out, "perftest.txt"))
     bw, lat, extra = parse_bench(os.path.join(out, "rdma_bench.txt"))
