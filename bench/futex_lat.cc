@@ -56,7 +56,7 @@ static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "a futex word i
 
 uint32_t* futex_word(Shared* s) {
   // The futex syscall needs the word's address; std::atomic<uint32_t> is the plain word.
-  return reinterpret_cast<uint32_t*>(&s->turn);  // NOLINT(*-reinterpret-cast)
+  return reinterpret_cast<uint32_t*>(&s->turn);
 }
 
 void wake(Shared* s) {

@@ -73,12 +73,13 @@ bool write_all(int fd, const char* buf, size_t n) {
 /// The child: echoes 8-byte messages on one connection until EOF.
 int serve() {
   int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener >= 0)
+    bound_socket(listener);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof(addr);
-  if (listener < 0 || (bound_socket(listener), false) ||
-      ::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+  if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
       ::listen(listener, 1) != 0 ||
       ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
     return std::fprintf(stderr, "tcp_lat --serve: cannot listen on loopback: %s\n",
@@ -114,12 +115,13 @@ int measure(uint32_t iters) {
                         line.ok() ? line->c_str() : line.error().to_string().c_str()),
            1;
   int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s >= 0)
+    bound_socket(s);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (s < 0 || (bound_socket(s), false) ||
-      ::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0)
+  if (s < 0 || ::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0)
     return std::fprintf(stderr, "tcp_lat: connect to 127.0.0.1:%u: %s\n", port,
                         errno_string(errno).c_str()),
            1;
