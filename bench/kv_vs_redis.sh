@@ -73,13 +73,19 @@ proc_switches() {
   cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^voluntary_ctxt_switches/ {s += $2} END {print s + 0}'
 }
 
-start kv_server 'listening on ' "$kv_server" --listen 127.0.0.1:0 --memory-mb 512 || exit 1
-kv_pid=$started_pid
-kv_addr=$(grep -o 'listening on [0-9.]*:[0-9]*' <<<"$started_line" | cut -d' ' -f3)
+# One kv_server per value size: kv_client bench fills up to half the pool with its keys, and
+# the keys of one size stay there during the other's runs.
+declare -A kv_pid kv_addr
+for size in 4096 1048576; do
+  start "kv_server_$size" 'listening on ' "$kv_server" --listen 127.0.0.1:0 --memory-mb 512 || exit 1
+  kv_pid[$size]=$started_pid
+  kv_addr[$size]=$(grep -o 'listening on [0-9.]*:[0-9]*' <<<"$started_line" | cut -d' ' -f3)
+done
 start redis 'ready to accept connections' redis-server --port 0 --unixsocket "$dir/redis.sock" \
   --save '' --appendonly no --dir "$dir" || exit 1
 redis_pid=$started_pid
-echo "kv_vs_redis: kv_server at $kv_addr (fallback), redis-server at $dir/redis.sock" >&2
+echo "kv_vs_redis: kv_server at ${kv_addr[4096]} and ${kv_addr[1048576]} (fallback)," \
+  "redis-server at $dir/redis.sock" >&2
 
 : > "$out/kv.txt"
 rc=0
@@ -87,10 +93,10 @@ for r in $(seq 1 $rounds); do
   for conf in "4096 8 $n_4k" "1048576 4 $n_1m"; do
     read -r size clients n <<<"$conf"
     # kv_client bench: its "get" line is "get OPS ops/s latency p50 P50 us ...".
-    s0=$(proc_switches "$kv_pid")
-    if timeout 300 /usr/bin/time -f "csw %w" -o "$dir/time" "$kv_client" --server "$kv_addr" \
+    s0=$(proc_switches "${kv_pid[$size]}")
+    if timeout 300 /usr/bin/time -f "csw %w" -o "$dir/time" "$kv_client" --server "${kv_addr[$size]}" \
       --buffer-mb 64 bench --ops "$n" --value-size "$size" --concurrency "$clients" > "$dir/kv.out" 2>&1; then
-      s1=$(proc_switches "$kv_pid")
+      s1=$(proc_switches "${kv_pid[$size]}")
       read -r ops p50 < <(awk '$1 == "get" {print $2, $6}' "$dir/kv.out")
       grep -q "verified $n values" "$dir/kv.out" || { echo "kv_vs_redis: kv_client did not verify every GET" >&2; rc=1; }
       csw=$(awk '/^csw/ {print $2}' "$dir/time")
