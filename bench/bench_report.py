@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Turns the raw outputs of bench_in_vm.sh into a table, ratio lines, a CSV and a PNG plot.
 
-usage: bench_report.py OUTDIR   (reads perftest.txt and rdma_bench.txt there)
+usage: bench_report.py OUTDIR        (reads perftest.txt, rdma_bench.txt, the latency rounds,
+                                     native/ and kv.txt there)
+       bench_report.py --kv OUTDIR   (only kv.txt: kv_store beside redis)
 """
 import csv
 import os
@@ -13,6 +15,8 @@ def parse_perftest(path):
     bw = {}   # (op, size) -> MB/s
     lat = {}  # op -> (typical_us, p99_us)
     tool = None
+    if not os.path.exists(path):
+        return bw, lat
     for line in open(path, errors="replace"):
         if line.startswith("== "):
             tool = line.split()[1]
@@ -42,12 +46,17 @@ def ref_lat(plat, op):
 
 
 def parse_bench(path):
-    bw, lat, extra = {}, {}, {}
+    bw, lat, extra = {}, {}, {"csw": {}}
+    if not os.path.exists(path):
+        return bw, lat, extra
     for line in open(path):
         p = line.split()
         if not p:
             continue
-        if p[0] == "bw":
+        if p[0] == "csw" and len(p) == 5:
+            # (path, op) -> (this process's, the peer process's or None) switches per op
+            extra["csw"][(p[1], p[2])] = (float(p[3]), None if p[4] == "-" else float(p[4]))
+        elif p[0] == "bw":
             bw[(p[1], p[2], int(p[3]))] = float(p[4])
         elif p[0] == "lat":
             lat[(p[1], p[2])] = (float(p[4]), float(p[5]))
@@ -63,6 +72,124 @@ def parse_bench(path):
     return bw, lat, extra
 
 
+def parse_kv(path):
+    """kv.txt (kv_vs_redis.sh) -> {(system, size, clients): {round: (ops_s, p50_us, client_csw,
+    server_csw)}}"""
+    runs = {}
+    if not os.path.exists(path):
+        return runs
+    for line in open(path):
+        p = line.split()
+        if len(p) == 9 and p[0] == "kv":
+            runs.setdefault((p[1], int(p[2]), int(p[3])), {})[int(p[4])] = tuple(
+                float(x) for x in p[5:9])
+    return runs
+
+
+def report_kv(out):
+    """Prints kv_store beside redis (medians over rounds); returns the ratio lines."""
+    runs = parse_kv(os.path.join(out, "kv.txt"))
+    ratios = []
+    if not runs:
+        return ratios
+    print("\nkey-value GET, natively (kv_store's fallback path; kv_vs_redis.sh), median of "
+          "rounds:")
+    print(f"  {'value':>6} {'clients':>7} {'kv ops/s':>10} {'kv p50 us':>10} {'redis ops/s':>12} "
+          f"{'redis p50 us':>13} {'kv/redis':>9}   csw/op client+server: kv, redis")
+    for size, clients in sorted({(s, c) for (_, s, c) in runs}):
+        kv = runs.get(("kv", size, clients), {})
+        rd = runs.get(("redis", size, clients), {})
+        med = lambda d, i: statistics.median(v[i] for v in d.values()) if d else None
+        paired = [kv[r][0] / rd[r][0] for r in kv if r in rd and rd[r][0] > 0]
+        ratio = statistics.median(paired) if paired else None
+        f = lambda v, spec: format(v, spec) if v is not None else "-"
+        print(f"  {human(size):>6} {clients:>7} {f(med(kv, 0), '.0f'):>10} "
+              f"{f(med(kv, 1), '.1f'):>10} {f(med(rd, 0), '.0f'):>12} {f(med(rd, 1), '.1f'):>13} "
+              f"{f(ratio, '.3f'):>9}   {f(med(kv, 2), '.2f')}+{f(med(kv, 3), '.2f')}, "
+              f"{f(med(rd, 2), '.2f')}+{f(med(rd, 3), '.2f')}")
+        if ratio is not None:
+            ratios.append((f"kv_get_{human(size).lower()}_vs_redis", ratio))
+        p50s = [kv[r][1] / rd[r][1] for r in kv if r in rd and rd[r][1] > 0]
+        if p50s:
+            ratios.append((f"kv_get_{human(size).lower()}_p50_vs_redis_p50",
+                           statistics.median(p50s)))
+    return ratios
+
+
+# The native rounds' paths (bench_native.sh): references first, then the fallback's.
+NATIVE_PATHS = (("tcp-lat", "rtt"), ("futex-lat", "rtt"), ("caf-rtt", "rtt"),
+                ("caf-rtt-blocking", "rtt"), ("fallback", "read"), ("fallback-async", "read"),
+                ("fallback", "write"), ("fallback-async", "write"))
+
+
+def report_native(native):
+    """Prints the native references beside the fallback (bench_native.sh's native/ folder);
+    returns the ratio lines. Per-round ratios pair figures taken seconds apart; the ratio
+    printed is their median, the absolute figures are medians over rounds."""
+    ratios = []
+    rounds = []
+    r = 1
+    while os.path.exists(os.path.join(native, f"round_{r}.ref")):
+        _, ref, ref_extra = parse_bench(os.path.join(native, f"round_{r}.ref"))
+        _, fb, fb_extra = parse_bench(os.path.join(native, f"round_{r}.bench"))
+        rounds.append(({**ref, **fb}, {**ref_extra["csw"], **fb_extra["csw"]}))
+        r += 1
+    copy, _, _ = parse_bench(os.path.join(native, "memcpy.txt"))
+    if copy:
+        print("\nmemcpy within one process, natively (memcpy_bw, median of 5 runs):")
+        for (_, _, size), v in sorted(copy.items(), key=lambda kv: kv[0][2]):
+            print(f"  {human(size):>6} {v:>10.0f} MB/s")
+        big = copy.get(("memcpy", "copy", 64 << 20))
+        if big:
+            ratios.append(("memcpy_64m_MBps", big))
+    if rounds:
+        print(f"\nlatency 8 B natively, two processes unless noted, {len(rounds)} rounds "
+              f"(median us per round; csw/op: this process + the peer process)")
+        med = {}
+        for path, op in NATIVE_PATHS:
+            vals = [lat[(path, op)] for lat, _ in rounds if (path, op) in lat]
+            sws = [sw[(path, op)] for _, sw in rounds if (path, op) in sw]
+            if not vals:
+                continue
+            med[(path, op)] = statistics.median(v[0] for v in vals)
+            p99 = statistics.median(v[1] for v in vals)
+            own = statistics.median(s[0] for s in sws) if sws else None
+            peers = [s[1] for s in sws if s[1] is not None]
+            peer = statistics.median(peers) if peers else None
+            sw = "-" if own is None else f"{own:.2f}" + (f"+{peer:.2f}" if peer is not None
+                                                          else " (one process)")
+            cells = "  ".join(f"{v[0]:7.1f}" for v in vals)
+            print(f"  {path + ' ' + op:24} {cells}   median {med[(path, op)]:7.1f}  "
+                  f"p99 {p99:7.1f}  csw/op {sw}")
+
+        def paired(num, den):
+            rs = [lat[num][0] / lat[den][0] for lat, _ in rounds
+                  if num in lat and den in lat and lat[den][0] > 0]
+            return statistics.median(rs) if rs else None
+
+        for name, num, den in (
+                ("fallback_read_lat_vs_tcp_lat", ("fallback", "read"), ("tcp-lat", "rtt")),
+                ("fallback_actor_read_vs_caf_rtt", ("fallback-async", "read"),
+                 ("caf-rtt", "rtt")),
+                ("caf_rtt_vs_tcp_lat", ("caf-rtt", "rtt"), ("tcp-lat", "rtt"))):
+            v = paired(num, den)
+            if v is not None:
+                ratios.append((name, v))
+        for name, key in (("tcp_lat_us", ("tcp-lat", "rtt")), ("futex_lat_us", ("futex-lat", "rtt")),
+                          ("caf_rtt_us", ("caf-rtt", "rtt"))):
+            if key in med:
+                ratios.append((name, med[key]))
+    ins = os.path.join(native, "instructions.txt")
+    if os.path.exists(ins):
+        print("\nuser-space instructions per 8-byte round trip, natively (callgrind, both "
+              "processes; fallback: read and write averaged, CAF's sharing scheduler):")
+        for line in open(ins):
+            p = line.split()
+            if len(p) == 3 and p[0] == "instructions":
+                print(f"  {p[1]:12} {int(p[2]):>8}")
+    return ratios
+
+
 def human(n):
     for unit, div in (("M", 1 << 20), ("K", 1 << 10)):
         if n >= div and n % div == 0:
@@ -71,6 +198,10 @@ def human(n):
 
 
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--kv":
+        for name, value in report_kv(sys.argv[2]):
+            print(f"ratio {name} {value:.3f}")
+        return
     out = sys.argv[1]
     pbw, plat = parse_perftest(os.path.join(out, "perftest.txt"))
     bw, lat, extra = parse_bench(os.path.join(out, "rdma_bench.txt"))
@@ -118,7 +249,8 @@ def main():
         r += 1
     paired = {}  # (path, op) -> median over rounds of (path median / perftest typical)
     main_suffix = "_main_run" if rounds else ""
-    print(f"{'latency 8 B (main run)':28} {'median us':>10} {'p99 us':>8}")
+    csw = extra["csw"]
+    print(f"{'latency 8 B (main run)':28} {'median us':>10} {'p99 us':>8} {'csw/op':>7}")
     for op in ("read", "write"):
         if op in plat:
             print(f"{'ib_' + op + '_lat (typical)':28} {plat[op][0]:>10.2f} {plat[op][1]:>8.2f}")
@@ -129,7 +261,8 @@ def main():
                      "fallback-async", "fallback-tls", "fallback-tls-async"):
             if (path, op) in lat:
                 m, p = lat[(path, op)]
-                print(f"{path + ' ' + op:28} {m:>10.2f} {p:>8.2f}")
+                sw = f"{csw[(path, op)][0]:.2f}" if (path, op) in csw else "-"
+                print(f"{path + ' ' + op:28} {m:>10.2f} {p:>8.2f} {sw:>7}")
                 if op in plat:
                     ratios.append((f"{path}_{op}_lat_median_vs_ib_{op}_lat{REF_SUFFIX[op]}"
                                    f"{main_suffix}", m / ref_lat(plat, op)))
@@ -154,6 +287,14 @@ def main():
                     print(f"  {path + ' ' + op:20} " + "  ".join(cells) + f"   median {med:.2f}")
         for (path, op), v in paired.items():
             ratios.append((f"{path}_{op}_lat_median_vs_ib_{op}_lat{REF_SUFFIX[op]}", v))
+    # What a message to the manager costs over the direct lane: actor 8 B read / direct 8 B
+    # read, per paired round (the main run's when there are no rounds), in the VM.
+    per_round = [rl[("actor", "read")][0] / rl[("direct", "read")][0] for _, rl in rounds
+                 if ("actor", "read") in rl and ("direct", "read") in rl]
+    if not per_round and ("actor", "read") in lat and ("direct", "read") in lat:
+        per_round = [lat[("actor", "read")][0] / lat[("direct", "read")][0]]
+    if per_round:
+        ratios.append(("actor_read_lat_vs_direct", statistics.median(per_round)))
     ins = os.path.join(out, "instructions.txt")
     if os.path.exists(ins):
         print("\nuser-space instructions per 8-byte op (callgrind, read and write averaged):")
@@ -161,6 +302,8 @@ def main():
             p = line.split()
             if len(p) == 3 and p[0] == "instructions":
                 print(f"  {p[1]:12} {int(p[2]):>8}")
+    ratios += report_native(os.path.join(out, "native"))
+    ratios += report_kv(os.path.join(out, "native"))
     if "reg_first_us" in extra:
         print(f"\nregistration of 64 MiB: first {extra['reg_first_us']:.1f} us, "
               f"cached {extra['reg_cached_us']:.3f} us (local keys only)")

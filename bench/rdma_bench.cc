@@ -13,6 +13,8 @@
 // Output: one line per figure, machine-readable:
 //   bw <path> <write|read> <bytes> <MB/s>
 //   lat <path> <read|write> 8 <median_us> <p99_us>
+//   csw <path> <read|write> <per_op> -  voluntary context switches per 8-byte op of this process
+//                                       (all threads: both nodes live here, the peer too)
 //   reg <bytes> first_us <x> cached_us <y>
 //   registered_bytes <path> <n>          (after all iterations: bounded, not growing)
 //   peak_rss_kb <n>
@@ -41,6 +43,7 @@
 #include "actors/rdma_client.h"
 #include "actors/rdma_errors.h"
 #include "actors/rdma_node.h"
+#include "bench/bench_output.h"
 #include "components/rdma_domain.h"
 #include "components/rdma_queue_pair.h"
 #include "support/flags.h"
@@ -82,14 +85,6 @@ double mbps(uint64_t bytes, Clock::duration d) {
 
 uint64_t iterations(const Options& o, uint64_t size) {
   return std::max<uint64_t>(4, o.bytes_per_size / size);
-}
-
-void print_lat(const char* path, const char* op, std::vector<double>& us) {
-  std::sort(us.begin(), us.end());
-  double median = us[us.size() / 2];
-  double p99 = us[std::min(us.size() - 1, us.size() * 99 / 100)];
-  std::printf("lat %s %s 8 %.2f %.2f\n", path, op, median, p99);
-  std::fflush(stdout);
 }
 
 // -- components --------------------------------------------------------------------------------
@@ -160,6 +155,7 @@ int bench_components(const Options& o) {
   }
   for (const char* op : {"read", "write"}) {
     std::vector<double> us;
+    uint64_t switches = bench::voluntary_switches();
     for (uint32_t i = 0; i < o.lat_iters + 10; ++i) {
       RdmaOp rop = std::strcmp(op, "read") == 0 ? RdmaOp::read({*hs, 0, 8}, hd->remote())
                                                 : RdmaOp::write({*hs, 0, 8}, hd->remote());
@@ -171,7 +167,10 @@ int bench_components(const Options& o) {
       if (i >= 10)
         us.push_back(std::chrono::duration<double, std::micro>(dt).count());
     }
-    print_lat("components", op, us);
+    switches = bench::voluntary_switches() - switches;
+    bench::print_latency("components", op, us);
+    bench::print_switches("components", op, bench::per_op(switches, o.lat_iters + 10),
+                          std::nullopt);
   }
   if (o.lat_only)
     return 0;
@@ -348,6 +347,7 @@ int bench_manager(const Options& o, const std::string& path_name) {
   for (const char* op : {"read", "write"}) {
     std::vector<double> us;
     uint32_t iters = fallback ? std::min<uint32_t>(o.lat_iters, 300) : o.lat_iters;
+    uint64_t switches = bench::voluntary_switches();
     for (uint32_t i = 0; i < iters + 10; ++i) {
       auto t0 = Clock::now();
       auto r = std::strcmp(op, "read") == 0
@@ -359,19 +359,24 @@ int bench_manager(const Options& o, const std::string& path_name) {
       if (i >= 10)
         us.push_back(std::chrono::duration<double, std::micro>(dt).count());
     }
-    print_lat(path, op, us);
+    switches = bench::voluntary_switches() - switches;
+    bench::print_latency(path, op, us);
+    bench::print_switches(path, op, bench::per_op(switches, iters + 10), std::nullopt);
     if (direct)
       continue;  // an actor asks the manager: that is actor-async
     // The same from an actor (no blocking client thread in the loop).
     auto op_msg =
         std::strcmp(op, "read") == 0 ? make_read(*hs, *target, 8) : make_write(*hs, *target, 8);
+    switches = bench::voluntary_switches();
     auto from_actor = latency_from_actor((*user)->system(), (*user)->manager(), op_msg, iters);
+    switches = bench::voluntary_switches() - switches;
     if (from_actor.empty())
       return 1;
-    print_lat(tls        ? "fallback-tls-async"
-              : fallback ? "fallback-async"
-                         : "actor-async",
-              op, from_actor);
+    const char* async_path = tls        ? "fallback-tls-async"
+                             : fallback ? "fallback-async"
+                                        : "actor-async";
+    bench::print_latency(async_path, op, from_actor);
+    bench::print_switches(async_path, op, bench::per_op(switches, iters + 10), std::nullopt);
   }
   auto stats = me.stats();
   if (!stats.ok())

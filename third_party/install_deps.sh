@@ -18,8 +18,8 @@ kPackages=(
   rdma-core ibverbs-utils ibverbs-providers perftest iproute2
   # the Soft-RoCE VM lane (tests/rxe_vm)
   qemu-system-x86 busybox-static cpio kmod gzip xz-utils
-  # benchmarks: plots
-  python3 python3-matplotlib
+  # benchmarks: plots; redis, the key-value store's reference (bench/kv_vs_redis.sh); callgrind
+  python3 python3-matplotlib redis-server redis-tools valgrind
   # lint (tests/lint); cmake builds the ThreadSanitizer CAF (tests/sanitizers)
   clang-format-14
   clang-tidy-14

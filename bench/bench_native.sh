@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The benchmark's native half (run_bench.sh runs it after the VM boot): the references that the
+# fallback path and the kv store are judged by, measured on this host outside the VM, in the
+# same run as caf-rdma's fallback (whose references they are). No RDMA device is needed.
+#
+#   bash bench/bench_native.sh MODE OUT BAZEL_BIN     (MODE short|long) -> OUT/native/:
+#     memcpy.txt        memcpy_bw: bytes copied per second at the bench's sizes and 64 MiB
+#     round_<r>.ref     tcp_lat, futex_lat, caf_rtt: 8-byte round trips between two processes
+#     round_<r>.bench   rdma_bench --paths fallback --lat-only: the fallback's 8-byte read and
+#                       write, from RdmaClient and from an actor, taken right after the .ref
+#                       figures of the same round (bench_report.py pairs them per round)
+#     instructions.txt  user-space instructions per op (callgrind; count_instructions.sh)
+#     kv.txt            kv_store beside redis (kv_vs_redis.sh)
+# Native figures are noisy on a shared machine: several rounds, and the report takes medians.
+set -uo pipefail
+here=$(dirname "$(realpath "$0")")
+mode=$1 out=$2/native bin=$3
+mkdir -p "$out"
+if [ "$mode" = long ]; then
+  sizes="4K,16K,64K,256K,1M,4M,16M,64M" iters=2000 rounds=5 copy_bytes=$((1 << 30))
+else
+  sizes="64K,1M,64M" iters=1000 rounds=3 copy_bytes=$((256 << 20))
+fi
+rc=0
+step() {  # name limit_s cmd... : runs cmd (bounded), records a failure
+  local name=$1 limit=$2
+  shift 2
+  timeout "$limit" "$@" || { echo "bench_native: $name failed (exit $?)" >&2; rc=1; }
+}
+step memcpy_bw 120 "$bin/bench/memcpy_bw" --sizes "$sizes" --bytes "$copy_bytes" > "$out/memcpy.txt"
+cat "$out/memcpy.txt"
+rm -f "$out"/round_*
+for r in $(seq 1 "$rounds"); do
+  {
+    step tcp_lat 60 "$bin/bench/tcp_lat" --iters "$iters"
+    step futex_lat 60 "$bin/bench/futex_lat" --iters "$iters"
+    step caf_rtt 120 "$bin/bench/caf_rtt" --iters "$iters"
+  } > "$out/round_$r.ref"
+  step rdma_bench 300 "$bin/bench/rdma_bench" --paths fallback --lat-only --sizes 4096 \
+    --lat-iters "$iters" > "$out/round_$r.bench" 2>> "$out/rdma_bench.err"
+  echo "native round $r:"
+  cat "$out/round_$r.ref" "$out/round_$r.bench"
+done
+echo "instructions per op (callgrind, natively):"
+step count_instructions 900 bash "$here/count_instructions.sh" --native "$out" "$bin"
+# Its table and ratios come with the report (bench_report.py); its own print goes to a log.
+step kv_vs_redis 900 bash "$here/kv_vs_redis.sh" "--$mode" "$out" \
+  "$bin/systems/kv_store/kv_server" "$bin/systems/kv_store/kv_client" > "$out/kv_vs_redis.log"
+exit $rc
