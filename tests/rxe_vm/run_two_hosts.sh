@@ -20,15 +20,22 @@
 # up; 126 a COMMAND succeeded but its guest kernel logged a WARNING, BUG or oops (printed; both
 # kernels are checked); else the first non-zero COMMAND exit code (a before b), else 0.
 #
-# The wire: qemu's `-netdev dgram` over two unix datagram sockets in a private directory made by
-# mktemp (a.sock, b.sock): each VM binds its own socket and sends its frames to the other's path.
-# No root networking on this host, no TCP/UDP port at all (so no port chosen by one process and
-# bound by another), and no start order: a frame sent before the other VM bound its socket is
-# dropped, as on a cable whose far end is not up yet (ARP and TCP retry). Not `-netdev stream`:
-# in qemu 7.2 its client does not retry, so b would have to wait for a's listening socket.
-# Not `-netdev socket,listen=:PORT`: a TCP port chosen here and bound later by qemu.
+# The wire: qemu's `-netdev dgram` on two connected UDP sockets of 127.0.0.1 that udp_wire.py
+# opens (ports the kernel picks, bound before any VM starts) and this script inherits as file
+# descriptors 10 and 11 (it re-executes itself under udp_wire.py): each qemu gets one
+# (local.type=fd). No root networking on this host, no port chosen by one process and bound
+# later by another, no start order between the VMs (a frame sent before the other VM is up is
+# dropped, as on a cable whose far end is not up yet; ARP and TCP retry), and a VM whose NIC is
+# down drops what arrives instead of stalling the sender (udp_wire.py says why not unix datagram
+# sockets). Not `-netdev stream`: in qemu 7.2 its client does not retry, so b would have to wait
+# for a's listening socket; not `-netdev socket,listen=:PORT`: a TCP port chosen here and bound
+# later by qemu.
 set -uo pipefail
 here=$(dirname "$(realpath "$0")")
+if [ "${TWO_HOSTS_WIRE:-}" != "10 11" ]; then
+  TWO_HOSTS_WIRE="10 11" exec python3 "$here/udp_wire.py" 10 11 "$0" "$@"
+fi
+unset TWO_HOSTS_WIRE  # not for the VMs' commands (or a nested run)
 . "$here/vm_lib.sh"  # vm_prepare, vm_write_cmd, vm_boot, vm_verdict
 cache=${CAF_RDMA_VM_CACHE:-/var/tmp/caf-rdma-rxe-vm}
 shares=(); mem=1536; cpus=1; timeout_s=600; keep=0; verbose=0
@@ -47,14 +54,13 @@ command -v qemu-system-x86_64 >/dev/null || { echo "run_two_hosts: qemu-system-x
 image=$("$here/build_image.sh") || { echo "run_two_hosts: building the VM image failed" >&2; exit 125; }
 
 mkdir -p "$cache/runs"
-pair=$(mktemp -d "$cache/runs/pair.XXXXXX")  # a/ b/ (control shares), wire/, shared/
+pair=$(mktemp -d "$cache/runs/pair.XXXXXX")  # a/ b/ (control shares), shared/
 cleanup() { [ $keep = 1 ] && echo "run_two_hosts: kept $pair" >&2 || rm -rf "$pair"; }
 trap cleanup EXIT
-mkdir -p "$pair/a" "$pair/b" "$pair/wire" "$pair/shared"
-chmod 700 "$pair/wire"
+mkdir -p "$pair/a" "$pair/b" "$pair/shared"
 
 declare -A addr=([a]=10.98.0.1 [b]=10.98.0.2) mac=([a]=52:54:00:98:00:01 [b]=52:54:00:98:00:02)
-declare -A peer=([a]=b [b]=a) pid=()
+declare -A peer=([a]=b [b]=a) wire=([a]=10 [b]=11) pid=()
 for h in a b; do
   (
     export TWO_HOSTS_ME=$h TWO_HOSTS_ADDR=${addr[$h]} TWO_HOSTS_PEER=${addr[${peer[$h]}]}
@@ -62,10 +68,8 @@ for h in a b; do
     vm_write_cmd "$pair/$h" "${env_vars[@]}" -- "$@"
     vm_prepare "$pair/$h" nic "$pair/shared" "${shares[@]}"
     printf 'NIC_ADDR=%q\n' "${addr[$h]}/24" >> "$pair/$h/vm.conf"
-    # The socket a rebooted VM binds again (vm_boot's one retry) must not exist yet.
-    rm -f "$pair/wire/$h.sock"
     vm_boot "$pair/$h" "$image" "$mem" "$cpus" "$timeout_s" \
-      -netdev "dgram,id=wire,local.type=unix,local.path=$pair/wire/$h.sock,remote.type=unix,remote.path=$pair/wire/${peer[$h]}.sock" \
+      -netdev "dgram,id=wire,local.type=fd,local.str=${wire[$h]}" \
       -device "virtio-net-pci,netdev=wire,mac=${mac[$h]}" | sed -u "s/^/[$h] /"
   ) &
   pid[$h]=$!

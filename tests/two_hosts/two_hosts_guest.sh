@@ -35,7 +35,7 @@ verdict() {  # verdict ok|FAILED TEXT
   echo "== $me: $1: $2 ($(( $(date +%s) - step_t0 )) s)"
   [ "$1" = ok ] || failed=$((failed + 1))
 }
-show() { sed "s/^/  $1| /" "$2"; }
+show() { sed "s/^/  $1| /" "${2:--}"; }  # show LABEL [FILE]: FILE (or stdin), each line labelled
 
 echo "== host $me: $TWO_HOSTS_ADDR, peer $TWO_HOSTS_PEER; $(/usr/bin/rdma link show rxe0/1 | tr -s ' ')"
 
@@ -177,8 +177,8 @@ else
   wait_pid $lpid 240; rc=$?
   publish loop1.done "$rc"
   down=$(cat "$TWO_HOSTS_DIR/link.down" 2>/dev/null)
-  grep -v '^round [12] ok' "$TWO_HOSTS_DIR/loop1.out" | show "transfer_loop" /dev/stdin
-  echo "  b: transfer_loop exited $rc, $(( $(date +%s) - ${down:-0} )) s after a's eth0 went down; its stderr:"
+  grep -v '^round [12] ok' "$TWO_HOSTS_DIR/loop1.out" | show transfer_loop
+  [ -n "$down" ] && echo "  b: transfer_loop exited $rc, $(( $(date +%s) - down )) s after a's eth0 went down; its stderr:"
   show "transfer_loop stderr" "$log/loop1.err"
   error=$(grep -E '^(ERROR|MISMATCH)' "$TWO_HOSTS_DIR/loop1.out")
   if [ -z "$down" ]; then
