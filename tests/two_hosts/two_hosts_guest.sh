@@ -12,21 +12,25 @@
 #      after round; after round 2, a sets its eth0 down. b's transfer must end in an error (that
 #      names the peer) within its timeout: neither a hang nor a round that passes over a dead
 #      link. Then a sets eth0 up and a new transfer_loop on b must move and check the bytes again.
-# STEPS: which of them to run (default "1 2 3"). Prints each step's outcome and duration; exits
+#   4. rdma_stress --procs 4 --threads 2 --seconds 20 --max-size 256K --kill, ranks 0 and 2 on a,
+#      1 and 3 on b (--hosts, started on b through remote_exec.py): every byte checked, the killed
+#      rank named by the survivors.
+# STEPS: which of them to run (default "1 2 3 4"). Prints each step's outcome and duration; exits
 # with the number of failed steps (both VMs).
-# BIN_DIR: Bazel's bazel-bin with //examples:parameter_server, //tests/actors:atomic_adder and
-# //tests/two_hosts:{buffer_owner,transfer_loop} built.
+# BIN_DIR: Bazel's bazel-bin with //examples:parameter_server, //tests/actors:atomic_adder,
+# //stress:rdma_stress and //tests/two_hosts:{buffer_owner,transfer_loop} built.
 set -uo pipefail
 here=$(dirname "$(realpath "$0")")
 . "$here/guest_lib.sh"  # publish, wait_for_file, wait_for_line, wait_pid
 bin=$(realpath "${1:?usage: two_hosts_guest.sh BIN_DIR [STEPS]}")
-steps=" ${2:-1 2 3} "
+steps=" ${2:-1 2 3 4} "
 me=$TWO_HOSTS_ME
 log=/tmp/two_hosts  # this VM's own (tmpfs) files
 mkdir -p "$log"
 export CAF_RDMA_TRANSPORT=rdma GTEST_COLOR=no
 # Host a publishes on 10.98.0.1, beyond loopback: without TLS that needs the opt-in. The wire is
 # a private link between two VMs on this machine (README "Security model").
+# (b's stress ranks too: remote_exec.py's server gets it.)
 [ "$me" = a ] && export CAF_RDMA_PLAINTEXT=1
 failed=0
 step_t0=0
@@ -171,7 +175,7 @@ elif [ "$me" = a ]; then
 else
   wait_for_file data.addr 180 || exit 1
   read -r host port < "$TWO_HOSTS_DIR/data.addr"
-  "$bin/tests/two_hosts/transfer_loop" --owner "$host:$port" --timeout-ms 30000 \
+  "$bin/tests/two_hosts/transfer_loop" --owner "$host:$port" --timeout-ms 15000 \
     > "$TWO_HOSTS_DIR/loop1.out" 2> "$log/loop1.err" &
   lpid=$!
   wait_pid $lpid 240; rc=$?
@@ -205,6 +209,44 @@ else
     fi
   fi
   publish loop2.done "$rc"
+fi
+
+# -- 4. the stress tool across the hosts ---------------------------------------------------
+step "4 stress: rdma_stress, ranks 0 and 2 on a, 1 and 3 on b, one rank killed"
+if [[ "$steps" != *" 4 "* ]]; then
+  echo "  (skipped)"
+elif [ "$me" = a ]; then
+  if wait_for_file "exec.$TWO_HOSTS_PEER" 120; then
+    "$bin/stress/rdma_stress" --procs 4 --threads 2 --seconds 20 --max-size 256K --kill \
+      --hosts "$TWO_HOSTS_ADDR,$TWO_HOSTS_PEER" \
+      --remote "$here/remote_exec.py connect $TWO_HOSTS_DIR" > "$log/stress.out" 2> "$log/stress.err" &
+    spid=$!
+    wait_pid $spid 300; rc=$?
+    publish stress.done "$rc"
+    grep -v '^rdma_stress: seed' "$log/stress.out" | show rdma_stress
+    if [ $rc = 0 ] && grep -q '=> PASS' "$log/stress.out"; then
+      verdict ok "rdma_stress across the two hosts passed (every byte checked, the killed rank named)"
+    else
+      grep -v 'caf-rdma info' "$log/stress.err" | tail -20 | show "rdma_stress stderr"
+      verdict FAILED "rdma_stress exited with $rc"
+    fi
+  else
+    verdict FAILED "no remote_exec server on b"
+  fi
+else
+  # b runs a's remote ranks: remote_exec.py starts each with its own stdin/stdout on a's
+  # connection (rdma_stress --remote), and kills it when that connection ends.
+  CAF_RDMA_PLAINTEXT=1 "$here/remote_exec.py" serve "$TWO_HOSTS_DIR" "$TWO_HOSTS_ADDR" \
+    2> "$log/exec.err" &
+  xpid=$!
+  wait_for_file stress.done 330; rc=$?
+  kill $xpid 2>/dev/null; wait $xpid 2>/dev/null
+  grep -v 'caf-rdma info' "$log/exec.err" | tail -10 | show "b's ranks, stderr"
+  if [ $rc = 0 ]; then
+    verdict ok "b ran a's remote ranks until a's rdma_stress ended (its verdict is a's)"
+  else
+    verdict FAILED "a's rdma_stress did not end (wait $rc)"
+  fi
 fi
 
 echo "== host $me: $failed failed step(s)"
