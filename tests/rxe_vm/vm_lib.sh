@@ -110,6 +110,8 @@ vm_verdict() {
   elif [ -f "$run/dmesg" ] && grep -Eqi 'rdma_rxe.*(fail|err)' "$run/dmesg"; then
     n=$(grep -Eci 'rdma_rxe.*(fail|err)' "$run/dmesg")
     echo "$label: guest kernel: $n rdma_rxe error lines, last: $(grep -Ei 'rdma_rxe.*(fail|err)' "$run/dmesg" | tail -1)" >&2
+  elif [ -f "$run/dmesg" ]; then
+    echo "$label: guest kernel log: no WARNING, BUG or oops" >&2
   fi
   return "$rc"
 }
