@@ -35,7 +35,9 @@ guest_poll() {
 wait_for_file() {
   local deadline=$(( $(date +%s) + $2 )) rc
   until [ -e "$TWO_HOSTS_DIR/$1" ]; do
-    guest_poll "$deadline" || { rc=$?; echo "guest($TWO_HOSTS_ME): no $1 after $2 s" >&2; return $rc; }
+    guest_poll "$deadline" || {
+      rc=$?; [ $rc = 124 ] && echo "guest($TWO_HOSTS_ME): no $1 after $2 s" >&2; return $rc
+    }
   done
 }
 
@@ -47,7 +49,9 @@ wait_for_line() {
       echo "guest($TWO_HOSTS_ME): process $4 ended before $1 said /$2/" >&2
       return 126
     fi
-    guest_poll "$deadline" || { rc=$?; echo "guest($TWO_HOSTS_ME): $1 did not say /$2/ in $3 s" >&2; return $rc; }
+    guest_poll "$deadline" || {
+      rc=$?; [ $rc = 124 ] && echo "guest($TWO_HOSTS_ME): $1 did not say /$2/ in $3 s" >&2; return $rc
+    }
   done
   grep -E -m1 "$2" "$1"
 }
