@@ -9,9 +9,10 @@
 #      buffer_owner on a: the counter must be exactly 800 and the 800 old values b got back
 #      must be 0..799, each once.
 #   3. link down: transfer_loop on b writes and reads back 32 MiB of buffer_owner's on a, round
-#      after round; after round 2, a sets its eth0 down. b's transfer must end in an error (that
-#      names the peer) within its timeout: neither a hang nor a round that passes over a dead
-#      link. Then a sets eth0 up and a new transfer_loop on b must move and check the bytes again.
+#      after round; after round 2, a sets its eth0 down (TWO_HOSTS_LINK_DOWN=b: b its own). b's
+#      transfer must end in an error that names the peer (b's own port when b's link went down):
+#      neither a hang nor a round that passes over a dead link. Then the link comes up again and a new transfer_loop on b must
+#      move and check the bytes again.
 #   4. rdma_stress --procs 4 --threads 2 --seconds 20 --max-size 256K --kill, ranks 0 and 2 on a,
 #      1 and 3 on b (--hosts, started on b through remote_exec.py): every byte checked, the killed
 #      rank named by the survivors.
@@ -138,7 +139,26 @@ else
 fi
 
 # -- 3. link down mid-transfer -----------------------------------------------------------------
-step "3 link down: a sets eth0 down while b's 32 MiB transfers to and from a run"
+# The host whose link goes down: a (the owner's; default) or b (the requester's own).
+down_host=${TWO_HOSTS_LINK_DOWN:-a}
+# On $down_host: once b's transfer_loop finished round 2 (round 3 is running), eth0 down; once
+# transfer_loop ended (loop1.done), eth0 up again.
+flap_link() {
+  local seen
+  seen=$(wait_for_line "$TWO_HOSTS_DIR/loop1.out" '^(round 2 ok|ERROR|MISMATCH)' 240)
+  if [[ "$seen" == "round 2 ok"* ]]; then
+    /usr/sbin/ip link set eth0 down
+    echo "  $me: eth0 down at $(date +%T.%N | cut -c1-12) (b's round 2 was done; round 3 running)"
+    publish link.down "$(date +%s)"
+    wait_for_file loop1.done 240
+    /usr/sbin/ip link set eth0 up
+    echo "  $me: eth0 up at $(date +%T.%N | cut -c1-12); $(/usr/bin/rdma link show rxe0/1 | tr -s ' ')"
+  else
+    echo "  $me: b's transfers never reached round 2 (${seen:-nothing}): link left up"
+  fi
+  publish link.up "$(date +%s)"
+}
+step "3 link down: $down_host sets eth0 down while b's 32 MiB transfers to and from a run"
 if [[ "$steps" != *" 3 "* ]]; then
   echo "  (skipped)"
 elif [ "$me" = a ]; then
@@ -149,25 +169,13 @@ elif [ "$me" = a ]; then
   exec 8> "$log/data.in"
   ready=$(wait_for_line "$log/data.out" '^READY ' 120 $opid) &&
     publish data.addr "$TWO_HOSTS_ADDR ${ready#READY }"
-  # b's transfer_loop writes its progress into the shared directory.
-  seen=$(wait_for_line "$TWO_HOSTS_DIR/loop1.out" '^(round 2 ok|ERROR|MISMATCH)' 240)
-  if [[ "$seen" == "round 2 ok"* ]]; then
-    /usr/sbin/ip link set eth0 down
-    echo "  a: eth0 down at $(date +%T.%N | cut -c1-12) (b's round 2 was done; round 3 running)"
-    publish link.down "$(date +%s)"
-    wait_for_file loop1.done 240
-    /usr/sbin/ip link set eth0 up
-    echo "  a: eth0 up at $(date +%T.%N | cut -c1-12); $(/usr/bin/rdma link show rxe0/1 | tr -s ' ')"
-  else
-    echo "  a: b's transfers never reached round 2 (${seen:-nothing}): link left up"
-  fi
-  publish link.up "$(date +%s)"
+  [ "$down_host" = a ] && flap_link  # b's transfer_loop writes its progress into TWO_HOSTS_DIR
   wait_for_file loop2.done 240
   echo count >&8
   exec 8>&-
   wait_pid $opid 60; rc=$?
   if [ $rc = 0 ]; then
-    verdict ok "the owner on a outlived its link going down and answered afterwards"
+    verdict ok "the owner on a outlived $down_host's link going down and answered afterwards"
   else
     show owner "$log/data.out"; show owner.err "$log/data.err"
     verdict FAILED "the owner exited with $rc"
@@ -178,19 +186,23 @@ else
   "$bin/tests/two_hosts/transfer_loop" --owner "$host:$port" --timeout-ms 15000 \
     > "$TWO_HOSTS_DIR/loop1.out" 2> "$log/loop1.err" &
   lpid=$!
+  [ "$down_host" = b ] && { flap_link & fpid=$!; }
   wait_pid $lpid 240; rc=$?
   publish loop1.done "$rc"
+  [ "$down_host" = b ] && wait_pid $fpid 60
   down=$(cat "$TWO_HOSTS_DIR/link.down" 2>/dev/null)
   grep -v '^round [12] ok' "$TWO_HOSTS_DIR/loop1.out" | show transfer_loop
-  [ -n "$down" ] && echo "  b: transfer_loop exited $rc, $(( $(date +%s) - down )) s after a's eth0 went down; its stderr:"
+  [ -n "$down" ] && echo "  b: transfer_loop exited $rc, $(( $(date +%s) - down )) s after $down_host's eth0 went down; its stderr:"
   show "transfer_loop stderr" "$log/loop1.err"
   error=$(grep -E '^(ERROR|MISMATCH)' "$TWO_HOSTS_DIR/loop1.out")
   if [ -z "$down" ]; then
-    verdict FAILED "a never set its link down (transfer_loop exit $rc)"
-  elif [ $rc = 3 ] && grep -q "$host" <<< "$error"; then
+    verdict FAILED "$down_host never set its link down (transfer_loop exit $rc)"
+  elif [ $rc = 3 ] && [ "$down_host" = a ] && grep -q "$host" <<< "$error"; then
     verdict ok "the transfer failed with an error naming the peer $host"
+  elif [ $rc = 3 ] && [ "$down_host" = b ] && grep -q "port is down (rxe0 port 1" <<< "$error"; then
+    verdict ok "the transfer failed with an error naming b's own port that went down"
   elif [ $rc = 3 ]; then
-    verdict FAILED "the transfer failed, but the error does not name the peer $host"
+    verdict FAILED "the transfer failed, but the error names neither the peer $host nor b's port"
   else
     verdict FAILED "transfer_loop exit $rc: no clear error (124: it hung; 4: wrong bytes)"
   fi
