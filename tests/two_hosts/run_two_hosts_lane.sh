@@ -7,7 +7,8 @@
 # stress tool with its ranks on both hosts.
 # Prints both VMs' output and the lane's duration; exits with run_two_hosts.sh's code (0 all
 # passed; 124 timeout; 125 a VM failed; 126 a guest kernel warned; else failed steps).
-# Boots two VMs of 1536 MB and one vCPU each.
+# Boots two VMs of 1536 MB and one vCPU each. TWO_HOSTS_LINK_DOWN=b: b sets its own link down
+# instead of a (two_hosts_guest.sh step 3).
 set -uo pipefail
 cd "$(dirname "$(realpath "$0")")/../.."
 t0=$(date +%s)
@@ -16,7 +17,8 @@ bazel build "$@" //examples:parameter_server //tests/actors:atomic_adder //stres
   //tests/two_hosts:buffer_owner //tests/two_hosts:transfer_loop ||
   { echo "two_hosts: build failed" >&2; exit 1; }
 bin=$(realpath bazel-bin)
-tests/rxe_vm/run_two_hosts.sh -t 600 -m 1536 -c 1 -- tests/two_hosts/two_hosts_guest.sh "$bin"
+tests/rxe_vm/run_two_hosts.sh -t 600 -m 1536 -c 1 -e TWO_HOSTS_LINK_DOWN -- \
+  tests/two_hosts/two_hosts_guest.sh "$bin"
 rc=$?
 echo "two_hosts: exit $rc after $(( $(date +%s) - t0 )) s"
 exit $rc
