@@ -40,7 +40,7 @@ unset TWO_HOSTS_WIRE  # not for the VMs' commands (or a nested run)
 cache=${CAF_RDMA_VM_CACHE:-/var/tmp/caf-rdma-rxe-vm}
 shares=(); mem=1536; cpus=1; timeout_s=600; keep=0; verbose=0
 env_vars=(PATH LD_LIBRARY_PATH TWO_HOSTS_ME TWO_HOSTS_ADDR TWO_HOSTS_PEER TWO_HOSTS_DIR)
-usage() { sed -n '2,25p' "$0" >&2; exit 2; }
+usage() { sed -n '2,21p' "$0" >&2; exit 2; }
 while getopts "s:e:m:c:t:kvh" o; do
   case $o in
     s) shares+=("$(realpath "$OPTARG")") ;; e) env_vars+=("$OPTARG") ;;
