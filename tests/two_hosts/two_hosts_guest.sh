@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# two_hosts_guest.sh BIN_DIR [STEPS]: the two-host lane's checks, run by tests/rxe_vm/run_two_hosts.sh in
-# BOTH VMs at once (TWO_HOSTS_ME says which side this is); host a (10.98.0.1) owns, host b
+# two_hosts_guest.sh BIN_DIR [STEPS]: the two-host lane's checks, run by
+# tests/rxe_vm/run_two_hosts.sh in BOTH VMs at once (TWO_HOSTS_ME says which side this is);
+# host a (10.98.0.1) owns, host b
 # (10.98.0.2) uses, every transfer on the RDMA path (CAF_RDMA_TRANSPORT=rdma: no fallback) over
 # rxe0 on each VM's own NIC. Owners publish their ports in TWO_HOSTS_DIR, never guessed.
 #   1. parameter_server: the server on a, 3 workers on b, 5 steps of 1 MiB, every step verified;
@@ -11,13 +12,14 @@
 #   3. link down: transfer_loop on b writes and reads back 32 MiB of buffer_owner's on a, round
 #      after round; after round 2, a sets its eth0 down (TWO_HOSTS_LINK_DOWN=b: b its own). b's
 #      transfer must end in an error that names the peer (b's own port when b's link went down):
-#      neither a hang nor a round that passes over a dead link. Then the link comes up again and a new transfer_loop on b must
-#      move and check the bytes again.
+#      neither a hang nor a round that passes over a dead link. Then the link comes up again
+#      and a new transfer_loop on b must move and check the bytes again.
 #   4. rdma_stress --procs 4 --threads 2 --seconds 20 --max-size 256K --kill, ranks 0 and 2 on a,
 #      1 and 3 on b (--hosts, started on b through remote_exec.py): every byte checked, the killed
 #      rank named by the survivors.
 # STEPS: which of them to run (default "1 2 3 4"). Prints each step's outcome and duration; exits
-# with the number of failed steps (both VMs).
+# with the number of failed steps (both VMs); an owner that never gets ready ends the script at
+# once (exit 1), so that the other VM stops waiting for it (run_two_hosts.sh's abort file).
 # BIN_DIR: Bazel's bazel-bin with //examples:parameter_server, //tests/actors:atomic_adder,
 # //stress:rdma_stress and //tests/two_hosts:{buffer_owner,transfer_loop} built.
 set -uo pipefail
@@ -28,7 +30,7 @@ steps=" ${2:-1 2 3 4} "
 me=$TWO_HOSTS_ME
 log=/tmp/two_hosts  # this VM's own (tmpfs) files
 mkdir -p "$log"
-export CAF_RDMA_TRANSPORT=rdma GTEST_COLOR=no
+export CAF_RDMA_TRANSPORT=rdma
 # Host a publishes on 10.98.0.1, beyond loopback: without TLS that needs the opt-in. The wire is
 # a private link between two VMs on this machine (README "Security model").
 # (b's stress ranks too: remote_exec.py's server gets it.)
@@ -54,8 +56,9 @@ elif [ "$me" = a ]; then
   "$bin/examples/parameter_server" --role server --host "$TWO_HOSTS_ADDR" "${ps_args[@]}" \
     > "$log/server.out" 2> "$log/server.err" &
   spid=$!
-  ready=$(wait_for_line "$log/server.out" '^READY ' 120 $spid) &&
-    publish ps.addr "$TWO_HOSTS_ADDR ${ready#READY }"
+  ready=$(wait_for_line "$log/server.out" '^READY ' 120 $spid) ||
+    { show server "$log/server.out"; show server.err "$log/server.err"; exit 1; }
+  publish ps.addr "$TWO_HOSTS_ADDR ${ready#READY }"
   wait_pid $spid 300
   rc=$?
   show server "$log/server.out"
@@ -101,14 +104,16 @@ elif [ "$me" = a ]; then
     < "$log/owner.in" > "$log/owner.out" 2> "$log/owner.err" &
   opid=$!
   exec 7> "$log/owner.in"  # the owner's stdin: one line asks it for its counter
-  ready=$(wait_for_line "$log/owner.out" '^READY ' 120 $opid) &&
-    publish counter.addr "$TWO_HOSTS_ADDR ${ready#READY }"
+  ready=$(wait_for_line "$log/owner.out" '^READY ' 120 $opid) ||
+    { show owner "$log/owner.out"; show owner.err "$log/owner.err"; exit 1; }
+  publish counter.addr "$TWO_HOSTS_ADDR ${ready#READY }"
   wait_for_file atomics.b 300
   echo count >&7
   exec 7>&-
   wait_pid $opid 60; rc=$?
   counter=$(awk '/^COUNTER /{print $2}' "$log/owner.out")
-  echo "  a: counter after b's adders: ${counter:-none} (expected $total); b said: $(cat "$TWO_HOSTS_DIR/atomics.b" 2>/dev/null)"
+  echo "  a: counter after b's adders: ${counter:-none} (expected $total);" \
+    "b said: $(cat "$TWO_HOSTS_DIR/atomics.b" 2>/dev/null)"
   if [ $rc = 0 ] && [ "$counter" = "$total" ]; then
     verdict ok "the counter on a is exactly $total"
   else
@@ -126,7 +131,10 @@ else
   done
   bad=0
   for ((p = 0; p < procs; p++)); do
-    wait_pid "${pids[$p]}" 300 || { bad=$((bad + 1)); grep -h ERROR "$log/adder$p.out"; show "adder $p stderr" "$log/adder$p.err"; }
+    if ! wait_pid "${pids[$p]}" 300; then
+      bad=$((bad + 1))
+      grep -h ERROR "$log/adder$p.out"; show "adder $p stderr" "$log/adder$p.err"
+    fi
   done
   cat "$log"/adder*.out | awk '/^OLD /{print $2}' | sort -n > "$log/olds"
   if [ $bad = 0 ] && seq 0 $((total - 1)) | cmp -s - "$log/olds"; then
@@ -134,7 +142,7 @@ else
     verdict ok "b's $total fetch-adds returned the old values 0..$((total - 1)), each once"
   else
     publish atomics.b "FAILED: $bad adders failed; $(wc -l < "$log/olds") old values"
-    verdict FAILED "$bad adders failed; old values: $(wc -l < "$log/olds") lines, not 0..$((total - 1)) each once"
+    verdict FAILED "$bad adders failed; $(wc -l < "$log/olds") old values, not 0..$((total - 1)) each once"
   fi
 fi
 
@@ -167,8 +175,9 @@ elif [ "$me" = a ]; then
     < "$log/data.in" > "$log/data.out" 2> "$log/data.err" &
   opid=$!
   exec 8> "$log/data.in"
-  ready=$(wait_for_line "$log/data.out" '^READY ' 120 $opid) &&
-    publish data.addr "$TWO_HOSTS_ADDR ${ready#READY }"
+  ready=$(wait_for_line "$log/data.out" '^READY ' 120 $opid) ||
+    { show owner "$log/data.out"; show owner.err "$log/data.err"; exit 1; }
+  publish data.addr "$TWO_HOSTS_ADDR ${ready#READY }"
   [ "$down_host" = a ] && flap_link  # b's transfer_loop writes its progress into TWO_HOSTS_DIR
   wait_for_file loop2.done 240
   echo count >&8
@@ -192,7 +201,8 @@ else
   [ "$down_host" = b ] && wait_pid $fpid 60
   down=$(cat "$TWO_HOSTS_DIR/link.down" 2>/dev/null)
   grep -v '^round [12] ok' "$TWO_HOSTS_DIR/loop1.out" | show transfer_loop
-  [ -n "$down" ] && echo "  b: transfer_loop exited $rc, $(( $(date +%s) - down )) s after $down_host's eth0 went down; its stderr:"
+  [ -n "$down" ] &&
+    echo "  b: transfer_loop exited $rc, $(( $(date +%s) - down )) s after $down_host's eth0 went down"
   show "transfer_loop stderr" "$log/loop1.err"
   error=$(grep -E '^(ERROR|MISMATCH)' "$TWO_HOSTS_DIR/loop1.out")
   if [ -z "$down" ]; then
