@@ -245,6 +245,10 @@ void ManagerState::op_timeout(uint64_t ticket, DeadlineStage stage) {
         return;
       continue;
     }
+    if (o->notifying) {  // its path is done with it
+      notices.deadline(OpId{ticket, i});
+      continue;
+    }
     flushing = path(o->path).deadline(OpId{ticket, i}, stage) || flushing;
   }
   if (flushing) {

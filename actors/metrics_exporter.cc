@@ -179,6 +179,8 @@ void add_stats(Families& f, const ManagerStats& s) {
           static_cast<double>(s.window_bytes));
   f.gauge("caf_rdma_fetches_waiting", "As owner: fetches waiting for a window to open", {},
           static_cast<double>(s.fetches_waiting));
+  f.gauge("caf_rdma_notices_pending", "As owner: write notices waiting for their watchers' answers",
+          {}, static_cast<double>(s.notices_pending));
   const std::pair<const char*, uint64_t> counters[] = {
       {"caf_rdma_handshakes_total", s.handshakes},
       {"caf_rdma_served_fallback_bytes_total", s.served_fallback_bytes},
@@ -188,6 +190,9 @@ void add_stats(Families& f, const ManagerStats& s) {
       {"caf_rdma_staged_chunks_total", s.staged_chunks},
       {"caf_rdma_links_lost_total", s.links_lost},
       {"caf_rdma_reconnects_total", s.reconnects},
+      {"caf_rdma_notices_sent_total", s.notices_sent},
+      {"caf_rdma_notices_refused_total", s.notices_refused},
+      {"caf_rdma_notified_writes_total", s.notified_writes},
       {"caf_rdma_device_losses_total", s.device_losses},
       {"caf_rdma_device_reopens_total", s.device_reopens},
       {"caf_rdma_facade_dropped_total", s.facade_dropped},

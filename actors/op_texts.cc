@@ -70,6 +70,16 @@ std::string owner_refused_text(const TransferOp& op, const std::string& why) {
          ": " + why;
 }
 
+std::string notice_failed_text(const TransferOp& op, uint64_t length, const std::string& why) {
+  return "the " + std::to_string(length) + " bytes of the write into " + describe(op.remote) +
+         " were written, but its owner was not notified: " + why;
+}
+
+std::string notice_refused_text(uint64_t id, const std::string& owner, const std::string& why) {
+  return "notice of a write into buffer " + std::to_string(id) + " of " + owner +
+         " refused: " + why;
+}
+
 std::string owner_silent_text(const std::string& nic, const std::string& why) {
   return nic + "; its owner did not say why (" + why + ")";
 }

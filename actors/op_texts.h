@@ -49,6 +49,12 @@ std::string fallback_failed_text(const TransferOp& op, const std::string& why);
 /// "KIND refused by the owner of REMOTE: WHY" (the owner's own reason).
 std::string owner_refused_text(const TransferOp& op, const std::string& why);
 
+/// "the LENGTH bytes of the write into BUFFER were written, but its owner was not notified:
+/// WHY": a notify write whose notice failed (manager/write_notices.h).
+std::string notice_failed_text(const TransferOp& op, uint64_t length, const std::string& why);
+/// "notice of a write into buffer ID of OWNER refused: WHY" (the owner's side).
+std::string notice_refused_text(uint64_t id, const std::string& owner, const std::string& why);
+
 /// The NIC refused the access and the owner, asked, gave no reason: `nic` plus why not.
 std::string owner_silent_text(const std::string& nic, const std::string& why);
 

@@ -4,8 +4,8 @@
 // Invariants:
 //  1. The C++ name is the request's name plus `_atom`, and the request's name is the one the
 //     table gives (and errors show); the wire name in `caf::atom` may be shorter (10 characters).
-//  2. Every atom here is in exactly one of the manager's interfaces (static_assert in
-//     actors/request_audience.h).
+//  2. Every atom here but write_notice_atom (which watchers receive) is in exactly one of the
+//     manager's interfaces (static_assert in actors/request_audience.h).
 #pragma once
 
 #include <caf/atom.hpp>
@@ -32,6 +32,9 @@ using ask_check_atom = caf::atom_constant<caf::atom("ask_check")>;
 using ask_sum_atom = caf::atom_constant<caf::atom("ask_sum")>;
 /// Directory: (name, BufferHandle) -> bool; lets processes exchange handles by name.
 using dir_put_atom = caf::atom_constant<caf::atom("dir_put")>;
+/// Write notifications: (buffer id, watcher) -> bool; the watcher (an invalid actor: none)
+/// receives a WriteNotice after each write into the buffer that asked for one.
+using watch_writes_atom = caf::atom_constant<caf::atom("watch_wr")>;
 
 // -- anyone: read-only questions (ManagerQuestions) --------------------------------------------
 
@@ -68,5 +71,14 @@ using atomic_atom = caf::atom_constant<caf::atom("atomic")>;
 /// Manager to manager (verify mode): the owner's checksum of a range of its buffer:
 /// (id, offset, length) -> checksum.
 using buf_sum_atom = caf::atom_constant<caf::atom("buf_sum")>;
+/// Manager to manager, writer to owner, after a write that asked for a notification put its
+/// bytes in place: (id, offset, length, tag, writer's name) -> notices of the writer's node
+/// now waiting for the watcher.
+using notice_atom = caf::atom_constant<caf::atom("notice")>;
+
+// -- what a buffer's watcher receives (not a request to the manager) ---------------------------
+
+/// (WriteNotice), as a request from its owner's manager: see WriteNotice.
+using write_notice_atom = caf::atom_constant<caf::atom("wr_notice")>;
 
 }  // namespace caf_rdma

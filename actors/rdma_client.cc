@@ -112,8 +112,9 @@ size_t RdmaClient::lanes() const {
 
 DirectLane* RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
                                  std::optional<Error>* failed) {
-  if (!direct_ || timeout_ms == 0 || is_atomic(op) || !op.remote.owner || !op.remote.has_rdma() ||
-      op.remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged) || !op.local.owner ||
+  if (!direct_ || timeout_ms == 0 || is_atomic(op) || op.notify || !op.remote.owner ||
+      !op.remote.has_rdma() || op.remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged) ||
+      !op.local.owner ||
       op.local.owner.node() != manager_.node())  // local handles name the node's facade
     return nullptr;
   auto now = std::chrono::steady_clock::now();
@@ -386,9 +387,10 @@ Result<TransferReply> RdmaClient::transfer_scratch(TransferKind kind, const Buff
 Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<TransferOp>& ops,
                                                        uint32_t timeout_ms) {
   // One owner for all ops: one lane runs them as one chain.
-  // Atomics go through the manager (lanes carry reads and writes), and so does a batch with any.
+  // Atomics and notify writes go through the manager (lanes carry plain reads and writes), and
+  // so does a batch with any.
   bool one_owner = !ops.empty() && std::all_of(ops.begin(), ops.end(), [&](const TransferOp& op) {
-    return !is_atomic(op) && op.remote.owner &&
+    return !is_atomic(op) && !op.notify && op.remote.owner &&
            op.remote.owner.address() == ops.front().remote.owner.address();
   });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
@@ -451,6 +453,33 @@ Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<Transfe
 
 Result<ManagerStats> RdmaClient::stats() {
   return call<ManagerStats>(reply_timeout_, stats_atom::value);
+}
+
+Result<TransferReply> RdmaClient::write_notify(const BufferHandle& local,
+                                               const BufferHandle& remote, uint64_t tag,
+                                               Range range, std::chrono::milliseconds timeout) {
+  return transfer(make_notify_write(local, remote, tag, range), timeout_ms_of(timeout));
+}
+
+Status RdmaClient::watch_writes(uint64_t id, const caf::actor& watcher) {
+  auto r = call<bool>(reply_timeout_, watch_writes_atom::value, id, watcher);
+  return r.ok() ? Status{} : Status{r.error()};
+}
+
+Status RdmaClient::watch_writes(uint64_t id) {
+  return watch_writes(id, caf::actor_cast<caf::actor>(*self_));
+}
+
+Result<WriteNotice> RdmaClient::next_notice(std::chrono::milliseconds timeout) {
+  std::optional<WriteNotice> got;
+  // The handler returns nothing: CAF answers the owner's request with an empty message, which
+  // tells it the notice was taken.
+  (*self_)->receive([&](write_notice_atom, WriteNotice& n) { got = std::move(n); },
+                    caf::after(timeout) >> [] {});
+  if (!got)
+    return Error(ErrorCode::kTimeout,
+                 "no write notice came within " + std::to_string(timeout.count()) + " ms");
+  return std::move(*got);
 }
 
 Status RdmaClient::put(const std::string& name, const BufferHandle& handle) {

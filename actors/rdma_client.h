@@ -59,6 +59,23 @@ public:
   Result<TransferReply> write(const BufferHandle& local, const BufferHandle& remote,
                               Range range = Range::whole(),
                               std::chrono::milliseconds timeout = kDefaultTimeout);
+  /// write(), and its owner's watcher receives a WriteNotice with `tag` once the bytes are in
+  /// place; the reply comes after the owner sent it (README "Write notifications"). Through
+  /// the manager, never a direct lane. Errors also: invalid_argument (nobody watches the
+  /// buffer), resource_exhausted (too many notices wait for the watcher); both say the bytes
+  /// were written.
+  Result<TransferReply> write_notify(const BufferHandle& local, const BufferHandle& remote,
+                                     uint64_t tag, Range range = Range::whole(),
+                                     std::chrono::milliseconds timeout = kDefaultTimeout);
+  /// Write notifications into buffer `id` (this node's) go to `watcher` (an actor, which
+  /// handles `(write_notice_atom, WriteNotice)`); an invalid actor stops them.
+  Status watch_writes(uint64_t id, const caf::actor& watcher);
+  /// The same with this client as the watcher: next_notice() takes them, in arrival order.
+  Status watch_writes(uint64_t id);
+  /// The next write notice for a buffer this client watches, waiting up to `timeout`
+  /// (timeout error naming it otherwise). Notices nobody takes count against the writers'
+  /// limit (kMaxPendingNotices).
+  Result<WriteNotice> next_notice(std::chrono::milliseconds timeout = kDefaultTimeout);
   /// Reads `range` of `remote` into `local` (remote -> local), within `timeout`.
   Result<TransferReply> read(const BufferHandle& local, const BufferHandle& remote,
                              Range range = Range::whole(),

@@ -162,6 +162,11 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
           return err;
         return self->state.directory.dir_put(std::move(key), std::move(h));
       },
+      [=](watch_writes_atom a, uint64_t id, const caf::actor& watcher) -> caf::result<bool> {
+        if (auto err = refused(a))
+          return err;
+        return self->state.notices.watch(id, watcher);
+      },
       // -- anyone: read-only questions (manager_questions_actor) --
       [=](dir_get_atom, const std::string& key, uint32_t wait_ms) {
         return self->state.directory.dir_get(key, wait_ms);
@@ -197,11 +202,18 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
           uint64_t compare) {
         return self->state.buffer_table.atomic(ref, offset, kind, operand, compare);
       },
+      [=](notice_atom, const BufferRef& ref, uint64_t offset, uint64_t length, uint64_t tag,
+          const std::string& writer) {
+        return self->state.notices.notice(ref, offset, length, tag, writer);
+      },
       // -- internal events (unserializable types: from this process only) --
       [=](detail::OpDone& e) {
         self->state.posted_by(e.path).completed(detail::OpId{e.ticket, e.index},
                                                 std::move(e.outcome), static_cast<OpFault>(e.fault),
                                                 e.chunk);
+      },
+      [=](const detail::FenceDone& e) {
+        self->state.notices.fenced(detail::OpId{e.ticket, e.index}, e.outcome);
       },
       [=](const detail::OpTimeout& e) {
         self->state.op_timeout(e.ticket, static_cast<detail::DeadlineStage>(e.stage));
@@ -421,6 +433,10 @@ ManagerStats ManagerState::stats() const {
   s.reconnects = counters_.reconnects;
   s.registrants = registrants.stats();
   s.orphaned_buffers = registrants.orphaned();
+  s.notices_sent = counters_.notices_sent;
+  s.notices_pending = notices.pending();
+  s.notices_refused = counters_.notices_refused;
+  s.notified_writes = counters_.notified_writes;
   uint64_t buffer_bytes = 0;
   for (const auto& [id, b] : buffers_) {
     s.registered_buffers += b.released ? 0 : 1;

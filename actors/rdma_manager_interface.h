@@ -94,7 +94,14 @@ using local_requests_actor = caf::typed_actor<
     /// only what they may use. The directory belongs to this node: only its actors put names.
     /// Errors: invalid_argument (empty name, longer than kMaxDirectoryName),
     /// resource_exhausted (kMaxDirectoryEntries names).
-    caf::replies_to<dir_put_atom, std::string, BufferHandle>::with<bool>>;
+    caf::replies_to<dir_put_atom, std::string, BufferHandle>::with<bool>,
+
+    /// Write notifications: after each write into buffer `id` (owned here) that asks for one
+    /// (TransferOp::notify), on any path, `watcher` receives `(write_notice_atom, WriteNotice)`
+    /// once the bytes are in place; an invalid actor stops them (so does the release). One
+    /// watcher per buffer: a second call replaces the first. Errors: unknown_buffer, released,
+    /// invalid_argument (a buffer of another node).
+    caf::replies_to<watch_writes_atom, uint64_t, caf::actor>::with<bool>>;
 
 /// Anyone (local actors and peer nodes): read-only questions.
 using manager_questions_actor = caf::typed_actor<
@@ -172,7 +179,18 @@ using peer_protocol_actor = caf::typed_actor<
     /// at `offset` of the buffer (read-write, host memory, the word 8-byte aligned) with one
     /// CPU atomic, and replies with the word's old value. Errors as for store; invalid_argument
     /// for a misaligned word, GPU memory or a kind that is not an atomic.
-    caf::replies_to<atomic_atom, BufferRef, uint64_t, uint8_t, uint64_t, uint64_t>::with<uint64_t>>;
+    caf::replies_to<atomic_atom, BufferRef, uint64_t, uint8_t, uint64_t, uint64_t>::with<uint64_t>,
+
+    /// Write notifications, writer to owner, once a write that asked for one (TransferOp::notify)
+    /// put its bytes in place (on RDMA: after a read of its last byte on the same queue pair
+    /// returned, so the owner's memory holds them): the owner checks the access as for a store
+    /// of [offset, offset + length), sends its watcher the WriteNotice (`tag`, the sender's
+    /// node, `writer` as the sender names itself) and replies with the notices of the sender's
+    /// node that wait for the watcher's answer. Errors as for store; invalid_argument (nobody
+    /// watches the buffer), resource_exhausted (kMaxPendingNotices from the sender's node, or
+    /// kMaxPendingNoticesTotal, waiting for watchers).
+    caf::replies_to<notice_atom, BufferRef, uint64_t, uint64_t, uint64_t,
+                    std::string>::with<uint64_t>>;
 
 /// The manager, as its node's actors know it (RdmaNode::manager) and as peers know its facade.
 using rdma_manager_actor =

@@ -52,6 +52,13 @@ TransferOp make_write(BufferHandle local, BufferHandle remote, uint64_t length,
                     Range::of(length).at_local(local_offset).at_remote(remote_offset));
 }
 
+TransferOp make_notify_write(BufferHandle local, BufferHandle remote, uint64_t tag, Range range) {
+  TransferOp op = make_write(std::move(local), std::move(remote), range);
+  op.notify = true;
+  op.tag = tag;
+  return op;
+}
+
 TransferOp make_fetch_add(BufferHandle local, BufferHandle remote, uint64_t remote_offset,
                           uint64_t add, uint64_t local_offset) {
   TransferOp op =
@@ -128,6 +135,7 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<ManagerStats>("caf_rdma::ManagerStats");
   cfg.add_message_type<ByteChunk>("caf_rdma::ByteChunk");
   cfg.add_message_type<StreamGrantMsg>("caf_rdma::StreamGrantMsg");
+  cfg.add_message_type<WriteNotice>("caf_rdma::WriteNotice");
 }
 
 }  // namespace caf_rdma

@@ -131,13 +131,46 @@ struct TransferOp {
   uint64_t length = kWholeSpan;
   uint64_t operand = 0;  ///< atomics: the addend (fetch-add) or the value swapped in
   uint64_t compare = 0;  ///< compare-swap: the value the word must hold to be swapped
+  /// Writes: once the bytes are in place, the remote buffer's owner sends one WriteNotice
+  /// (with `tag`) to the actor it watches the buffer with (watch_writes); the reply comes after
+  /// that. See README "Write notifications".
+  bool notify = false;
+  uint64_t tag = 0;  ///< the writer's word for the notice (WriteNotice::tag)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TransferOp& x) {
   return f(caf::meta::type_name("caf_rdma::TransferOp"), x.kind, x.local, x.local_offset, x.remote,
-           x.remote_offset, x.length, x.operand, x.compare);
+           x.remote_offset, x.length, x.operand, x.compare, x.notify, x.tag);
 }
+
+/// What the watcher of a buffer (watch_writes) receives as `(write_notice_atom, WriteNotice)`,
+/// sent as a request, after a write that asked for it (TransferOp::notify) put its bytes in
+/// place: [offset, offset + length) of buffer `buffer` holds them. The watcher's answer (any,
+/// even none: a handler returning void answers) tells the owner it was handled; notices from
+/// one writing node not yet handled are bounded (kMaxPendingNotices).
+struct WriteNotice {
+  uint64_t buffer = 0;  ///< the owner's buffer id (BufferHandle::id)
+  uint64_t offset = 0;  ///< where in it the write landed
+  uint64_t length = 0;  ///< bytes written
+  uint64_t tag = 0;     ///< the writer's TransferOp::tag
+  /// The writing node as CAF knows it (its connection's node id; "" for this node) and as the
+  /// writer names itself (its manager's name, not checked).
+  std::string writer_node;
+  std::string writer;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, WriteNotice& x) {
+  return f(caf::meta::type_name("caf_rdma::WriteNotice"), x.buffer, x.offset, x.length, x.tag,
+           x.writer_node, x.writer);
+}
+
+/// Write notices one writing node may have waiting for its watchers' answers at one owner, and
+/// all nodes together; beyond them a notify write fails with resource_exhausted (its bytes are
+/// written).
+constexpr uint64_t kMaxPendingNotices = 1024;
+constexpr uint64_t kMaxPendingNoticesTotal = 16384;
 
 // -- the kind on the wire: a byte (TransferOp::kind, and the kind of buf_check, ask_check and
 //    stream_grant), read through these rather than compared with casts.
@@ -211,6 +244,9 @@ TransferOp make_read(BufferHandle local, BufferHandle remote, uint64_t length = 
                      uint64_t local_offset = 0, uint64_t remote_offset = 0);
 TransferOp make_write(BufferHandle local, BufferHandle remote, uint64_t length = kWholeSpan,
                       uint64_t local_offset = 0, uint64_t remote_offset = 0);
+/// A write whose owner tells its watcher, with `tag`, once the bytes are in place.
+TransferOp make_notify_write(BufferHandle local, BufferHandle remote, uint64_t tag,
+                             Range range = Range::whole());
 
 /// Atomics on the 8-byte word at `remote_offset` of `remote`; the word's old value lands in the
 /// 8 bytes at `local_offset` of `local` (which must be read-write host memory of the manager
@@ -497,6 +533,12 @@ struct ManagerStats {
   /// buffers whose registrant ended without releasing them, since the start.
   std::vector<RegistrantStats> registrants;
   uint64_t orphaned_buffers = 0;
+  /// Write notices: sent to this node's watchers, waiting for their answers now, and refused
+  /// (no watcher, too many waiting); as writer: notify writes whose owner confirmed the notice.
+  uint64_t notices_sent = 0;
+  uint64_t notices_pending = 0;
+  uint64_t notices_refused = 0;
+  uint64_t notified_writes = 0;
   /// Per op, by peer, path and kind: bytes, ops, errors, latencies (actors/manager/telemetry.h).
   ManagerTelemetry telemetry;
 };
@@ -509,7 +551,8 @@ typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
            x.stream_refused, x.direct_ops, x.lanes, x.busy_buffers, x.device_losses,
            x.device_reopens, x.facade_dropped, x.forged_answers, x.shared_cq_qps, x.polled_cqs,
            x.staged_chunks, x.staged_overlapped, x.links_lost, x.reconnects, x.no_rdma_reason,
-           x.window_bytes, x.fetches_waiting, x.registrants, x.orphaned_buffers, x.telemetry);
+           x.window_bytes, x.fetches_waiting, x.registrants, x.orphaned_buffers, x.notices_sent,
+           x.notices_pending, x.notices_refused, x.notified_writes, x.telemetry);
 }
 
 /// Registers every message type above. Call on the config of every actor system that talks

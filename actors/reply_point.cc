@@ -39,6 +39,15 @@ void ManagerState::finish_op(OpId id, TransferOutcome outcome) {
   OpRecord* o = op_record(id);
   if (o == nullptr)
     return;
+  if (outcome.ok() && o->op.notify && is_write(o->op) && !o->notifying) {
+    // Its bytes moved: the owner is told before the reply (invariants 15, 16).
+    o->notifying = true;
+    std::weak_ptr<RdmaQueuePair> qp;
+    if (RdmaPath* rp = rdma_path(o->path))
+      qp = rp->queue_pair_of(id);
+    path(o->path).forget(id);
+    return notices.after_write(id, std::move(outcome), qp);
+  }
   o->done = true;
   path(o->path).forget(id);  // a staged op's bounce buffer goes back: the NIC is done with it
   if (outcome.ok()) {

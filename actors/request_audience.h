@@ -50,6 +50,7 @@ inline constexpr RequestInfo kRequests[] = {
     {ask_check_atom::get_value(), "ask_check", Audience::kLocal},
     {ask_sum_atom::get_value(), "ask_sum", Audience::kLocal},
     {dir_put_atom::get_value(), "dir_put", Audience::kLocal},
+    {watch_writes_atom::get_value(), "watch_writes", Audience::kLocal},
     {dir_get_atom::get_value(), "dir_get", Audience::kQuestion},
     {peer_state_atom::get_value(), "peer_state", Audience::kQuestion},
     {stats_atom::get_value(), "stats", Audience::kQuestion},
@@ -63,6 +64,7 @@ inline constexpr RequestInfo kRequests[] = {
     {buf_check_atom::get_value(), "buf_check", Audience::kPeer},
     {buf_sum_atom::get_value(), "buf_sum", Audience::kPeer},
     {atomic_atom::get_value(), "atomic", Audience::kPeer},
+    {notice_atom::get_value(), "notice", Audience::kPeer},
 };
 
 /// The row of `atom`; null for an atom the manager does not serve.

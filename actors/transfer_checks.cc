@@ -74,6 +74,10 @@ Result<uint64_t> checked_length(const TransferOp& op, uint64_t local_size,
     return Error(ErrorCode::kInvalidArgument,
                  "transfer kind " + std::to_string(op.kind) +
                      " is none of read (0), write (1), fetch-add (2), compare-swap (3)");
+  if (op.notify && !is_write(op))
+    return Error(ErrorCode::kInvalidArgument,
+                 std::string("a ") + kind_name(op.kind) + " of " + describe(op.remote) +
+                     " asks for a write notice: only writes notify their owner");
   if (is_atomic(op))
     return checked_atomic(op, local_size, local_access);
   const bool reading = is_read(op);

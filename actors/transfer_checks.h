@@ -9,6 +9,7 @@
 //     GPU memory its owner's NIC cannot reach, the local range inside a read-write buffer.
 //  3. An atomic takes the NIC only on a device whose atomic_cap is not IBV_ATOMIC_NONE
 //     (atomics_unsupported_text names the device and its atomic_cap otherwise).
+//  4. Only a write asks for a notice (TransferOp::notify).
 #pragma once
 
 #include <cstdint>

@@ -39,6 +39,14 @@ struct OpDone {
   uint32_t chunk = 0;  ///< of an rdma-staged op: which chunk completed
 };
 
+/// Poller -> manager: the fence READ after notify write `index` of transfer `ticket` completed
+/// (actors/manager/write_notices.h, invariant 15).
+struct FenceDone {
+  uint64_t ticket = 0;
+  uint32_t index = 0;
+  TransferOutcome outcome;
+};
+
 /// Timer: transfer `ticket` passed a deadline: `stage` is a DeadlineStage
 /// (actors/transfer/transfer_path.h): kDrainOverdue, the flush after its timeout overran.
 struct OpTimeout {
@@ -154,13 +162,14 @@ struct OrphanCheck {
 
 /// The internal events, as the manager's fourth interface (audience: its own process only).
 using manager_events_actor = caf::typed_actor<
-    caf::reacts_to<OpDone>, caf::reacts_to<OpTimeout>, caf::reacts_to<OpTick>,
-    caf::reacts_to<StreamDone>, caf::reacts_to<StreamServed>, caf::reacts_to<StreamExpire>,
-    caf::reacts_to<ChunkSent>, caf::reacts_to<LaneClosed>, caf::reacts_to<LaneIdle>,
-    caf::reacts_to<DirTimeout>, caf::reacts_to<SetName>, caf::reacts_to<DeviceChanged>,
-    caf::reacts_to<ReopenDevice>, caf::reacts_to<StagingFreed>, caf::reacts_to<WindowExpire>,
-    caf::reacts_to<WindowRetry>, caf::reacts_to<UseConnector>, caf::reacts_to<Reconnect>,
-    caf::reacts_to<OrphanCheck>, caf::replies_to<GetFacade>::with<caf::actor>>;
+    caf::reacts_to<OpDone>, caf::reacts_to<FenceDone>, caf::reacts_to<OpTimeout>,
+    caf::reacts_to<OpTick>, caf::reacts_to<StreamDone>, caf::reacts_to<StreamServed>,
+    caf::reacts_to<StreamExpire>, caf::reacts_to<ChunkSent>, caf::reacts_to<LaneClosed>,
+    caf::reacts_to<LaneIdle>, caf::reacts_to<DirTimeout>, caf::reacts_to<SetName>,
+    caf::reacts_to<DeviceChanged>, caf::reacts_to<ReopenDevice>, caf::reacts_to<StagingFreed>,
+    caf::reacts_to<WindowExpire>, caf::reacts_to<WindowRetry>, caf::reacts_to<UseConnector>,
+    caf::reacts_to<Reconnect>, caf::reacts_to<OrphanCheck>,
+    caf::replies_to<GetFacade>::with<caf::actor>>;
 
 /// The manager's own handle type: the public interface plus its internal events.
 using manager_impl_actor = rdma_manager_actor::extend_with<manager_events_actor>;
@@ -168,6 +177,7 @@ using manager_impl_actor = rdma_manager_actor::extend_with<manager_events_actor>
 }  // namespace caf_rdma::detail
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::OpDone)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::FenceDone)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::OpTimeout)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::OpTick)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::StreamDone)

@@ -44,6 +44,9 @@
 //     channel, never run twice (rdma_path.h invariant 5), never rerouted from RDMA to the
 //     fallback (the error names why RDMA failed); the fallback's owner applies them with CPU
 //     atomics (manager/buffer_table.h invariant 14).
+// 15-17. Write notifications: a write's notice leaves once its bytes are in the owner's memory,
+//     at most once; the writer's reply follows it; notices waiting for watchers are bounded
+//     (manager/write_notices.h).
 #pragma once
 
 #include "actors/detail/manager_tables.h"
@@ -58,6 +61,7 @@
 #include "actors/manager/registrant_watch.h"
 #include "actors/manager/stream_grants.h"
 #include "actors/manager/telemetry.h"
+#include "actors/manager/write_notices.h"
 #include "actors/transfer/chunk_path.h"
 #include "actors/transfer/local_copy_path.h"
 #include "actors/transfer/path_choice.h"
@@ -101,6 +105,7 @@ public:
   Directory directory{*this};
   FetchWindows windows{*this};         ///< the owner side of fetch windows (invariant 12)
   RegistrantWatch registrants{*this};  ///< leak accounting: who holds each live buffer
+  WriteNotices notices{*this};         ///< write notifications (invariants 15-17)
 
   /// The name given by its node once it listens (first call only; SetName is an internal event).
   void set_name(std::string name) {
@@ -155,6 +160,7 @@ private:
   friend class LinkRecovery;
   friend class PeerTable;
   friend class RegistrantWatch;
+  friend class WriteNotices;
 
   /// Checks op `id`, chooses its path (path_choice.h) and starts it there.
   void start_op(OpId id);

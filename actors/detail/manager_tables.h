@@ -55,6 +55,7 @@ struct LocalBuffer {
   uint32_t grants = 0;  ///< stream grants outstanding on it (counted in in_use too)
   bool released = false;
   std::vector<caf::typed_response_promise<uint64_t>> release_waiters;
+  caf::actor watcher;  ///< told of notify writes into it (manager/write_notices.h); none: null
 };
 
 /// One op of a transfer as the front sees it; what its path keeps for it lives in the path
@@ -66,6 +67,7 @@ struct OpRecord {
   caf::actor_addr peer;      ///< the remote owner
   bool holds_local = false;  ///< counted in the local buffer's in_use
   bool done = false;
+  bool notifying = false;  ///< its bytes moved; its notice is on its way (write_notices.h)
 
   bool is_read() const { return caf_rdma::is_read(op); }
 };
@@ -145,6 +147,7 @@ struct Counters {
   uint64_t handshakes = 0, served_fallback_bytes = 0, stream_ops = 0, stream_refused = 0;
   uint64_t staged_chunks = 0, staged_overlapped = 0;
   uint64_t links_lost = 0, reconnects = 0;
+  uint64_t notices_sent = 0, notices_refused = 0, notified_writes = 0;
 };
 
 /// A failed request's or lower layer's error as a transfer outcome (CAF's request timeout is

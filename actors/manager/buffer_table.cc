@@ -177,6 +177,7 @@ caf::result<uint64_t> BufferTable::release_buffer(uint64_t id) {
   m_.grants.revoke_unclaimed_grants(id);
   m_.registrants.released(id);
   buf->released = true;
+  buf->watcher = nullptr;  // nobody is told of writes it refuses from now on
   bool lanes_idle = m_.registry_->release(id);
   uint64_t size = buf->size;
   if (buf->in_use == 0 && lanes_idle) {

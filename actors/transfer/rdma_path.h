@@ -62,6 +62,11 @@ public:
   virtual void completed(OpId id, TransferOutcome outcome, OpFault fault, uint32_t chunk);
   bool deadline(OpId id, DeadlineStage stage) override;
   void forget(OpId id) override { ops_.erase(id); }
+  /// The queue pair op `id` was last posted on (none: not posted, or gone).
+  std::weak_ptr<RdmaQueuePair> queue_pair_of(OpId id) const {
+    const NicUse* u = use(id);
+    return u != nullptr ? u->qp : std::weak_ptr<RdmaQueuePair>{};
+  }
   /// Manager invariant 8: the ops of this path that the NIC may still be moving (not those
   /// waiting for their owner's answer).
   std::vector<OpId> on_nic() const;

@@ -123,7 +123,7 @@ TEST_F(RequestAudienceTest, EveryLocalRequestFromAnotherNodeIsRefusedByTheManage
         << error_message(a.error);
     ++n;
   });
-  EXPECT_EQ(n, 8u);
+  EXPECT_EQ(n, detail::InterfaceRows<local_requests_actor>::size);
 }
 
 // Invariant 2, the facade's side: every kLocal row refused by atom, naming it.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "actors/detail/manager_events.h"
+#include "actors/rdma_client.h"
 #include "components/stream_protocol.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/rdma_test.h"
@@ -341,6 +342,51 @@ TEST_F(HostilePeerTest, HugeFetchesAndChunksAreRefusedAndTheNodeKeepsServing) {
   ASSERT_TRUE(ok) << error_message(ok.error());
   EXPECT_EQ(std::memcmp(ok->data, m.bytes.data(), 4096), 0);
   EXPECT_TRUE(victim_->release(h.id));
+}
+
+// The `notice` request of the peer protocol: a peer without the handle cannot make the owner's
+// watcher hear of a write; with it, the same checks as a store (read-write, bounds), and a
+// notice names the peer's node as CAF knows it, whatever name the peer gives itself.
+TEST_F(HostilePeerTest, WriteNoticesFromAPeerAreCheckedByTheOwner) {
+  Memory m(64, 15), ro(64, 16);
+  auto h = publish(m, "notice-target");
+  auto hro = victim_->request_buffer(ro, BufferAccess::kReadOnly);
+  ASSERT_TRUE(hro) << error_message(hro.error());
+  caf::scoped_actor watcher{victim_->node().system()};
+  RdmaClient owner(victim_->node().system(), victim_->manager());
+  ASSERT_TRUE(owner.watch_writes(h.id, caf::actor_cast<caf::actor>(watcher)).ok());
+  ASSERT_TRUE(owner.watch_writes(hro->id, caf::actor_cast<caf::actor>(watcher)).ok());
+  const std::string liar = "someone-else:1";
+  BufferRef almost = ref_of(h);
+  almost.secret_lo ^= 1;
+  EXPECT_DENIED(
+      peer_ask<uint64_t>(notice_atom::value, almost, uint64_t{0}, uint64_t{8}, uint64_t{1}, liar));
+  auto read_only = peer_ask<uint64_t>(notice_atom::value, ref_of(*hro), uint64_t{0}, uint64_t{8},
+                                      uint64_t{1}, liar);
+  EXPECT_RDMA_ERROR(read_only, ErrorCode::kInvalidArgument, "read-only");
+  auto past = peer_ask<uint64_t>(notice_atom::value, ref_of(h), uint64_t{60}, uint64_t{8},
+                                 uint64_t{1}, liar);
+  EXPECT_RDMA_ERROR(past, ErrorCode::kOutOfBounds, "does not fit buffer");
+  // None of them reached the watcher; a checked one does, naming the peer's real node.
+  auto ok = peer_ask<uint64_t>(notice_atom::value, ref_of(h), uint64_t{8}, uint64_t{16},
+                               uint64_t{77}, liar);
+  ASSERT_TRUE(ok) << error_message(ok.error());
+  std::vector<WriteNotice> got;
+  bool more = true;
+  while (more)
+    watcher->receive([&](write_notice_atom, WriteNotice& n) { got.push_back(std::move(n)); },
+                     caf::after(std::chrono::milliseconds(300)) >> [&] { more = false; });
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].buffer, h.id);
+  EXPECT_EQ(got[0].offset, 8u);
+  EXPECT_EQ(got[0].length, 16u);
+  EXPECT_EQ(got[0].tag, 77u);
+  EXPECT_EQ(got[0].writer, liar);  // as the peer names itself
+  EXPECT_NE(got[0].writer_node, caf::to_string(victim_->node().system().node()));
+  EXPECT_FALSE(got[0].writer_node.empty());
+  for (uint64_t i = 0; i < 64; ++i)
+    ASSERT_EQ(m.bytes[i], pattern(i, 15)) << "byte " << i;
+  EXPECT_TRUE(secret_intact());
 }
 
 // The `atomic` request of the peer protocol: the owner's checks (secret, read-write, bounds,

@@ -1,0 +1,191 @@
+// WriteNotices: write notifications (see write_notices.h).
+#include "actors/manager/write_notices.h"
+
+#include <algorithm>
+
+#include "actors/detail/manager_state.h"
+#include "actors/op_texts.h"
+#include "primitives/log.h"
+
+namespace caf_rdma::detail {
+
+// -- owner side --------------------------------------------------------------------------------
+
+caf::result<bool> WriteNotices::watch(uint64_t id, const caf::actor& watcher) {
+  auto b = m_.buffer_table.owned_buffer(id, "watched");
+  if (!b.ok())
+    return to_caf_error(b.error());
+  (*b)->watcher = watcher;
+  return true;
+}
+
+caf::result<uint64_t> WriteNotices::notice(const BufferRef& ref, uint64_t offset, uint64_t length,
+                                           uint64_t tag, const std::string& writer) {
+  const auto& sender = m_.self_->current_sender();
+  // A peer's notice comes through the facade with the writing node's actor as sender.
+  const std::string node = sender ? caf::to_string(sender->node()) : std::string("anonymous");
+  auto n = deliver(ref, offset, length, tag, node, writer);
+  if (!n.ok())
+    return to_caf_error(n.error());
+  return *n;
+}
+
+Result<uint64_t> WriteNotices::deliver(const BufferRef& ref, uint64_t offset, uint64_t length,
+                                       uint64_t tag, const std::string& node,
+                                       const std::string& writer) {
+  auto checked = m_.buffer_table.owner_access(ref, offset, length, true);
+  if (!checked.ok()) {
+    ++m_.counters_.notices_refused;
+    return checked.error();
+  }
+  LocalBuffer& b = **checked;
+  const std::string who = node.empty() ? m_.options_.name : "node " + node;
+  if (!b.watcher) {
+    ++m_.counters_.notices_refused;
+    return Error(ErrorCode::kInvalidArgument,
+                 notice_refused_text(ref.id, m_.options_.name,
+                                     "nobody watches it (its owner did not call watch_writes)"));
+  }
+  uint64_t& mine = pending_by_node_[node];
+  if (mine >= kMaxPendingNotices || pending_ >= kMaxPendingNoticesTotal) {
+    ++m_.counters_.notices_refused;
+    const bool node_full = mine >= kMaxPendingNotices;
+    return Error(
+        ErrorCode::kResourceExhausted,
+        notice_refused_text(
+            ref.id, m_.options_.name,
+            std::to_string(node_full ? mine : pending_) + " notices " +
+                (node_full ? "from " + who : std::string("from all writers")) +
+                " wait for its watcher's answers (limit " +
+                std::to_string(node_full ? kMaxPendingNotices : kMaxPendingNoticesTotal) + ")"));
+  }
+  ++mine;
+  ++pending_;
+  ++m_.counters_.notices_sent;
+  WriteNotice n{ref.id, offset, length, tag, node, writer};
+  caf::actor watcher = b.watcher;
+  const uint64_t id = ref.id;
+  auto answered = [this, node] {
+    auto it = pending_by_node_.find(node);
+    if (it != pending_by_node_.end() && --it->second == 0)
+      pending_by_node_.erase(it);
+    --pending_;
+  };
+  m_.self_->request(watcher, m_.options_.max_timeout, write_notice_atom::value, std::move(n))
+      .then([answered] { answered(); },
+            [this, answered, watcher, id](caf::error& err) {
+              answered();
+              // A watcher that is gone hears no more: later notify writes fail, naming why.
+              if (err != caf::sec::request_receiver_down)
+                return;
+              auto it = m_.buffers_.find(id);
+              if (it != m_.buffers_.end() && it->second.watcher == watcher) {
+                it->second.watcher = nullptr;
+                log_line(LogLevel::kWarn, "caf-rdma: %s: the watcher of buffer %llu is gone",
+                         m_.options_.name.c_str(), static_cast<unsigned long long>(id));
+              }
+            });
+  return pending_by_node_[node];
+}
+
+// -- writer side -------------------------------------------------------------------------------
+
+void WriteNotices::after_write(OpId id, TransferOutcome written,
+                               const std::weak_ptr<RdmaQueuePair>& qp) {
+  written_[id] = std::move(written);
+  auto q = qp.lock();
+  if (!q)
+    return tell_owner(id);
+  // Invariant 15: a READ of the write's last byte, after it on the same queue pair.
+  auto target = fence_target();
+  const OpRecord& o = *m_.op_record(id);
+  const TransferOp& op = o.op;
+  Status st = target.ok() ? Status{} : Status(target.error());
+  if (st.ok()) {
+    RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device,
+                        op.remote.incarnation};
+    caf::actor_addr me = m_.self_->address();
+    st = q->submit(
+        RdmaOp::read(LocalSlice{*target, 0, 1}, std::move(remote), op.remote_offset + o.length - 1),
+        [me, id](const OpResult& r) {
+          TransferOutcome out;
+          if (!r.status.ok()) {
+            out.code = static_cast<uint8_t>(r.status.error().code());
+            out.message = r.status.error().message();
+          }
+          if (auto h = caf::actor_cast<caf::actor>(me))
+            caf::anon_send(h, FenceDone{id.ticket, id.index, std::move(out)});
+        });
+  }
+  if (!st.ok()) {
+    Error e(st.error().code(), "its last byte could not be read back: " + st.error().message());
+    return finish(id, &e);
+  }
+  m_.poller_->wake();
+}
+
+void WriteNotices::fenced(OpId id, const TransferOutcome& fence) {
+  if (written_.count(id) == 0 || m_.op_record(id) == nullptr)
+    return;  // ended (its deadline) before the fence came back
+  if (!fence.ok()) {
+    Error e(static_cast<ErrorCode>(fence.code),
+            "its last byte could not be read back: " + fence.message);
+    return finish(id, &e);
+  }
+  tell_owner(id);
+}
+
+void WriteNotices::tell_owner(OpId id) {
+  const OpRecord& o = *m_.op_record(id);
+  const TransferOp& op = o.op;
+  if (op.remote.owner.address() == m_.facade_.address()) {  // ours: no message to send
+    auto n = deliver(ref_of(op.remote), op.remote_offset, o.length, op.tag, "", m_.options_.name);
+    return finish(id, n.ok() ? nullptr : &n.error());
+  }
+  const Transfer& t = m_.transfers_.at(id.ticket);
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(t.due - m_.now());
+  left = std::max(left, std::chrono::milliseconds(1));
+  m_.peer_table.ask_peer<uint64_t>(
+      op.remote.owner, op.remote.owner_name, left, [this, id](uint64_t&) { finish(id, nullptr); },
+      [this, id](const caf::error& err) {
+        Error e = to_error(err);
+        finish(id, &e);
+      },
+      notice_atom::value, ref_of(op.remote), op.remote_offset, o.length, op.tag, m_.options_.name);
+}
+
+void WriteNotices::deadline(OpId id) {
+  Error e(ErrorCode::kTimeout, "its owner did not confirm the notice in time");
+  finish(id, &e);
+}
+
+void WriteNotices::finish(OpId id, const Error* failed) {
+  auto it = written_.find(id);
+  if (it == written_.end())
+    return;
+  TransferOutcome out = std::move(it->second);
+  written_.erase(it);
+  const OpRecord* o = m_.op_record(id);
+  if (o == nullptr)
+    return;
+  if (failed != nullptr)
+    out =
+        outcome_of(Error(failed->code(), notice_failed_text(o->op, o->length, failed->message())));
+  else
+    ++m_.counters_.notified_writes;
+  m_.finish_op(id, std::move(out));
+}
+
+Result<RdmaBuffer> WriteNotices::fence_target() {
+  if (fence_domain_ != m_.domain_ || fence_.released()) {
+    fence_domain_ = m_.domain_;
+    fence_ = RdmaBuffer{};
+    if (!m_.domain_)
+      return Error(ErrorCode::kNoDevice, "no RDMA device");
+    CAF_RDMA_ASSIGN_OR_RETURN(fence_,
+                              m_.domain_->register_local(fence_word_.get(), sizeof(uint64_t)));
+  }
+  return fence_;
+}
+
+}  // namespace caf_rdma::detail

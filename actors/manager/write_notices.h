@@ -1,0 +1,78 @@
+// WriteNotices: write notifications (README "Write notifications"). As owner: who watches each
+// buffer (LocalBuffer::watcher), the notice of each write sent to that watcher, and how many
+// notices wait for its answer, per writing node. As writer: a write that asked for a notice
+// (TransferOp::notify) tells its owner once its bytes are in place, and is answered after that.
+//
+// A part of the manager (actors/detail/manager_state.h): it works on the tables the front
+// keeps (detail/manager_tables.h); what is its own is below.
+//
+// Invariants (numbered as the manager's, which lists them all):
+// 15. A write's notice leaves only once its bytes are in the owner's memory: on the fallback
+//     after the owner stored them (its answers came), for a local copy after the copy, on RDMA
+//     after a READ of the write's last byte, posted on the write's queue pair after it, came
+//     back (RC runs them in order at the responder, whose answer to the READ leaves only once
+//     the written bytes are in memory). At most one notice per write: a notify write is never
+//     run twice for its notice, and its error says that its bytes were written.
+// 16. The writer's reply comes after the owner sent the notice to its watcher, or refused it.
+// 17. Bounded (manager invariant 7): notices sent to watchers and not answered yet count per
+//     writing node (kMaxPendingNotices) and together (kMaxPendingNoticesTotal); beyond, a notice
+//     is refused. A notice counts until its watcher answers, fails or max_timeout passes.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "actors/detail/manager_tables.h"
+#include "actors/manager/manager_part.h"
+#include "actors/transfer/transfer_path.h"
+#include "components/rdma_buffer.h"
+#include "components/rdma_queue_pair.h"
+
+namespace caf_rdma::detail {
+
+class WriteNotices : public ManagerPart {
+public:
+  using ManagerPart::ManagerPart;
+
+  // -- owner side --
+  /// The watch_writes request: `watcher` (invalid: nobody) is told of notify writes into
+  /// buffer `id`.
+  caf::result<bool> watch(uint64_t id, const caf::actor& watcher);
+  /// The notice request of a peer (the current sender): checks, then the notice to the watcher.
+  caf::result<uint64_t> notice(const BufferRef& ref, uint64_t offset, uint64_t length, uint64_t tag,
+                               const std::string& writer);
+  /// Notices sent to watchers and not answered yet.
+  uint64_t pending() const { return pending_; }
+
+  // -- writer side --
+  /// Op `id`, a notify write, moved its bytes (`written`): make sure they are in place (the
+  /// fence READ on `qp`, its RDMA queue pair; none for the other paths), then tell the owner.
+  void after_write(OpId id, TransferOutcome written, const std::weak_ptr<RdmaQueuePair>& qp);
+  /// The fence READ of op `id` completed with `fence` (FenceDone).
+  void fenced(OpId id, const TransferOutcome& fence);
+  /// Op `id`'s transfer timed out while its notice was on its way.
+  void deadline(OpId id);
+
+private:
+  /// Owner side, after the checks of `ref`: the notice to the watcher, counted for `node`.
+  Result<uint64_t> deliver(const BufferRef& ref, uint64_t offset, uint64_t length, uint64_t tag,
+                           const std::string& node, const std::string& writer);
+  /// Writer side: asks the owner (or this node, when it owns the buffer) to send the notice.
+  void tell_owner(OpId id);
+  /// Ends op `id` with its write's outcome, or `failed` (which says the bytes were written).
+  void finish(OpId id, const Error* failed);
+  /// The registered byte fence READs land in (made on first use, for the current device).
+  Result<RdmaBuffer> fence_target();
+
+  /// Writer side: the outcome of each notify write whose notice is on its way.
+  std::map<OpId, TransferOutcome> written_;
+  /// Owner side: notices not answered yet, by writing node ("" for this node), and together.
+  std::map<std::string, uint64_t> pending_by_node_;
+  uint64_t pending_ = 0;
+  std::shared_ptr<RdmaDomain> fence_domain_;
+  std::unique_ptr<uint64_t> fence_word_ = std::make_unique<uint64_t>(0);
+  RdmaBuffer fence_;
+};
+
+}  // namespace caf_rdma::detail
