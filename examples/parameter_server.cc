@@ -8,6 +8,10 @@
 //
 //   gradient of worker w at step s, element i:  (w + 1) * (s + 1) + i % 7
 //   weights after steps 0..s, element i:        N(N+1)/2 * (s+1)(s+2)/2 + N * (s+1) * (i % 7)
+//
+// Without --role the program launches the server and the workers as child processes on this
+// host; `--role server --host ADDR` and `--role worker ...` run one part each, so the server
+// and its workers may live on different hosts (tests/two_hosts/ runs them in two VMs).
 #include <signal.h>
 
 #include <caf/all.hpp>
@@ -38,8 +42,13 @@ constexpr const char* kUsage =
     "  per-worker buffers, the server sums them into the weights, workers RDMA-read the weights.\n"
     "  Every step and the final weights are verified. Exit code 0 when all checks pass.\n"
     "  Transport: CAF_RDMA_TRANSPORT=auto|rdma|fallback; device: CAF_RDMA_DEVICE.\n"
-    "  Internal roles: --role server|worker (with --rank R --server HOST:PORT --coordinator\n"
-    "  HOST:PORT).\n";
+    "One role per process (e.g. the server on one host, the workers on another; the same\n"
+    "--workers, --steps, --size and --timeout-ms everywhere):\n"
+    "  parameter_server --role server [--host ADDR]   publishes its manager and coordinator on\n"
+    "      ADDR (default 127.0.0.1; another address needs TLS or CAF_RDMA_PLAINTEXT=1) and\n"
+    "      prints 'READY <manager port> <coordinator port>'\n"
+    "  parameter_server --role worker --rank R --server HOST:PORT --coordinator HOST:PORT\n"
+    "      worker R (0 <= R < N) of the server whose manager and coordinator are there\n";
 
 struct Params {
   uint32_t workers = 2;
@@ -121,12 +130,16 @@ caf::behavior coordinator(caf::stateful_actor<CoordinatorState>* self, Params p,
   }};
 }
 
-int run_server(const Params& p) {
+int run_server(const Params& p, const std::string& host) {
   // Registered memory must outlive the node (declared first, destroyed last).
   uint64_t bytes = p.elements * sizeof(double);
   std::vector<std::vector<double>> grads(p.workers, std::vector<double>(p.elements, 0.0));
   std::vector<double> weights(p.elements, 0.0);
-  auto node = RdmaNode::start();  // the defaults and the CAF_RDMA_* environment
+  auto options = NodeOptions::from_env();  // the defaults and the CAF_RDMA_* environment
+  if (!options.ok())
+    return fail("server", options.error());
+  options->host = host;  // the manager's and the coordinator's address
+  auto node = RdmaNode::start(*options);
   if (!node.ok())
     return fail("server", node.error());
   RdmaClient client((*node)->system(), (*node)->manager());
@@ -324,7 +337,7 @@ int run_all(const Params& p, const std::vector<std::string>& common) {
 int main(int argc, char** argv) {
   auto flags = Flags::parse(argc, argv,
                             {"--workers", "--steps", "--size", "--timeout-ms", "--role", "--rank",
-                             "--server", "--coordinator"},
+                             "--server", "--coordinator", "--host"},
                             {"--help", "-h"});
   if (!flags.ok()) {
     std::fprintf(stderr, "parameter_server: %s\n%s", flags.error().message().c_str(), kUsage);
@@ -360,7 +373,15 @@ int main(int argc, char** argv) {
       "--size",    std::to_string(*size),     "--timeout-ms", std::to_string(p.timeout_ms)};
   std::string role = flags->get("--role", "");
   if (role == "server")
-    return run_server(p);
+    return run_server(p, flags->get("--host", "127.0.0.1"));
+  if (flags->has("--host")) {
+    std::fprintf(stderr, "parameter_server: --host is for --role server\n");
+    return 2;
+  }
+  if (role == "worker" && *rank >= p.workers) {
+    std::fprintf(stderr, "parameter_server: need --rank < --workers\n");
+    return 2;
+  }
   if (role == "worker")
     return run_worker(p, static_cast<uint32_t>(*rank), flags->get("--server", ""),
                       flags->get("--coordinator", ""));

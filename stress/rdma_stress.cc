@@ -13,6 +13,9 @@
 //     published as "released"; peers write through them, which must fail with `released`; the
 //     owner checks the zone stays all zero.
 //  4. A peer's failure is accepted only as peer_unavailable naming it, after it was killed.
+//  5. Every rank is named by the host:port it listens on (its --bind address and the port it
+//     reported); ranks on other hosts (--hosts) speak the same line protocol to the parent,
+//     through the --remote command.
 #include <signal.h>
 #include <unistd.h>
 
@@ -55,6 +58,9 @@ struct Options {
   int read_pct = 40;                 // single reads among ops; the rest: writes, batches, released
   bool fixed_size = false;           // every single op moves exactly max_size bytes
   std::vector<std::string> devices;  // child r opens devices[r % n] (CAF_RDMA_DEVICE)
+  std::vector<std::string> hosts;    // child r binds and runs on hosts[r % n] (default: loopback)
+  std::vector<std::string> remote;   // command (argv) that runs a child on another host
+  std::string bind = "127.0.0.1";    // a child's node address
   uint64_t seed = 0;
   int child = -1;  // rank when running as a child
 };
@@ -62,7 +68,7 @@ struct Options {
 const char* kUsage =
     "usage: rdma_stress [--procs N] [--threads M] [--seconds S] [--max-size BYTES] [--kill]\n"
     "                   [--no-verify] [--seed X] [--read-pct P] [--fixed-size]\n"
-    "                   [--devices DEV1,DEV2,...]\n"
+    "                   [--devices DEV1,DEV2,...] [--hosts A,B,... --remote CMD]\n"
     "  N processes (default 8) x M threads (default 2) do random reads, writes and batches of\n"
     "  1 B .. --max-size (default 4M) at random offsets into the other processes' registered\n"
     "  buffers for S seconds (default 60), through direct lanes (even threads) and the manager\n"
@@ -78,7 +84,13 @@ const char* kUsage =
     "  batches and released-handle writes, 8:3:1). --fixed-size: single reads and writes move\n"
     "  exactly --max-size bytes (e.g. --read-pct 70 --fixed-size --max-size 1M: the READ-heavy\n"
     "  load that broke Soft-RoCE on Linux 6.1). --devices rxe0,rxe1: process r opens device\n"
-    "  r mod n (CAF_RDMA_DEVICE), so transfers cross devices.\n";
+    "  r mod n (CAF_RDMA_DEVICE), so transfers cross devices.\n"
+    "  --hosts A,B,... --remote CMD: process r listens on address hosts[r mod n] and runs on\n"
+    "  that host: those of the first host are children of this one, the others are started as\n"
+    "  `CMD HOST env VAR=... rdma_stress --child ...` (CMD, split at spaces: runs its arguments\n"
+    "  on HOST with their stdin and stdout connected to its own, and ends them when its stdin\n"
+    "  closes; e.g. tests/two_hosts/remote_exec.py). Addresses beyond loopback need TLS or\n"
+    "  CAF_RDMA_PLAINTEXT=1 on every host.\n";
 
 uint8_t pattern(uint32_t writer, uint64_t seq, uint64_t offset) {
   uint64_t x = offset * 0x9E3779B97F4A7C15ull ^ (writer + 1) * 0xC2B2AE3D27D4EB4Full ^
@@ -390,11 +402,15 @@ int Child::run() {
   in >> word;
   if (word != "peers")
     return fail("bad peer list: " + std::string(line));
-  std::vector<uint16_t> ports;
-  for (unsigned p; in >> p;)
-    ports.push_back(static_cast<uint16_t>(p));
-  if (static_cast<int>(ports.size()) != o_.procs)
-    return fail("peer list has " + std::to_string(ports.size()) + " ports");
+  std::vector<std::pair<std::string, uint16_t>> addresses;  // invariant 5
+  for (std::string a; in >> a;) {
+    auto hp = parse_host_port(a);
+    if (!hp.ok())
+      return fail("bad peer list: " + hp.error().to_string());
+    addresses.push_back(*hp);
+  }
+  if (static_cast<int>(addresses.size()) != o_.procs)
+    return fail("peer list has " + std::to_string(addresses.size()) + " addresses");
   target_.assign(static_cast<uint64_t>(o_.procs) * o_.threads * region_ + kChurnBytes, 0);
   RdmaClient me(node_->system(), node_->manager(), false);
   auto mine = me.request_buffer(target_.data(), target_.size());
@@ -408,11 +424,11 @@ int Child::run() {
   for (int r = 0; r < o_.procs; ++r) {
     auto p = std::make_unique<Peer>();
     p->rank = r;
-    p->name = "127.0.0.1:" + std::to_string(ports[r]);
+    p->name = addresses[r].first + ":" + std::to_string(addresses[r].second);
     peers_.push_back(std::move(p));
   }
   auto meet = [&](int r) -> std::string {
-    auto m = node_->remote_manager("127.0.0.1", ports[r]);
+    auto m = node_->remote_manager(addresses[r].first, addresses[r].second);
     if (!m.ok())
       return m.error().to_string();
     peers_[r]->manager = *m;
@@ -469,7 +485,7 @@ int Child::run() {
 
 int child_main(const Options& o) {
   NodeOptions no;
-  no.host = "127.0.0.1";
+  no.host = o.bind;
   no.port = 0;
   auto mo = ManagerOptions::from_env();
   if (!mo.ok()) {
@@ -489,6 +505,11 @@ int child_main(const Options& o) {
 
 // -- parent ----------------------------------------------------------------------------------
 
+/// The address process r listens on (and the host it runs on).
+std::string host_of(const Options& o, int r) {
+  return o.hosts.empty() ? "127.0.0.1" : o.hosts[r % o.hosts.size()];
+}
+
 uint64_t field(const std::string& line, const std::string& key) {
   std::istringstream in(line);
   for (std::string w; in >> w;)
@@ -506,6 +527,7 @@ int parent_main(const Options& o) {
       env.push_back("CAF_RDMA_VERIFY=1");
     if (!o.devices.empty())
       env.push_back("CAF_RDMA_DEVICE=" + o.devices[r % o.devices.size()]);
+    const bool remote = !o.hosts.empty() && r % o.hosts.size() != 0;
     std::vector<std::string> args{
         self_executable(),         "--child",    std::to_string(r),          "--procs",
         std::to_string(o.procs),   "--threads",  std::to_string(o.threads),  "--seconds",
@@ -513,25 +535,30 @@ int parent_main(const Options& o) {
         std::to_string(o.seed),    "--read-pct", std::to_string(o.read_pct)};
     if (o.fixed_size)
       args.push_back("--fixed-size");
+    args.insert(args.end(), {"--bind", host_of(o, r)});
+    if (remote) {  // CMD HOST env VAR=... ARGS: the environment travels as arguments
+      std::vector<std::string> via = o.remote;
+      via.push_back(host_of(o, r));
+      via.emplace_back("env");
+      via.insert(via.end(), env.begin(), env.end());
+      args.insert(args.begin(), via.begin(), via.end());
+      env.clear();
+    }
     auto c = ChildProcess::start(args, env);
     if (!c.ok())
       return std::fprintf(stderr, "rdma_stress: %s\n", c.error().to_string().c_str()), 2;
     kids.push_back(std::move(*c));
   }
   std::string peers = "peers";
+  std::vector<std::string> names;
   for (auto& k : kids) {
     auto l = k.read_line(120s);
     if (!l.ok() || l->rfind("port ", 0) != 0)
       return std::fprintf(stderr, "rdma_stress: %s did not report its port: %s\n", k.name().c_str(),
                           l.ok() ? l->c_str() : l.error().to_string().c_str()),
              2;
-    peers += " " + l->substr(5);
-  }
-  std::vector<std::string> names;
-  {
-    std::istringstream in(peers.substr(6));
-    for (std::string p; in >> p;)
-      names.push_back("127.0.0.1:" + p);
+    names.push_back(host_of(o, static_cast<int>(names.size())) + ":" + l->substr(5));
+    peers += " " + names.back();
   }
   for (auto& k : kids)
     if (Status st = k.write_line(peers); !st.ok())
@@ -651,7 +678,7 @@ int parent_main(const Options& o) {
 int main(int argc, char** argv) {
   auto flags = Flags::parse(argc, argv,
                             {"--procs", "--threads", "--seconds", "--max-size", "--seed", "--child",
-                             "--read-pct", "--devices"},
+                             "--read-pct", "--devices", "--hosts", "--remote", "--bind"},
                             {"--kill", "--no-verify", "--fixed-size", "--help", "-h"});
   if (!flags.ok()) {
     std::fprintf(stderr, "rdma_stress: %s\n%s", flags.error().message().c_str(), kUsage);
@@ -680,11 +707,21 @@ int main(int argc, char** argv) {
   o.verify = !flags->has("--no-verify");
   o.read_pct = static_cast<int>(num("--read-pct", 40));
   o.fixed_size = flags->has("--fixed-size");
-  {
-    std::istringstream in(flags->get("--devices", ""));
-    for (std::string d; std::getline(in, d, ',');)
+  auto split = [](const std::string& text, char by) {
+    std::vector<std::string> parts;
+    std::istringstream in(text);
+    for (std::string d; std::getline(in, d, by);)
       if (!d.empty())
-        o.devices.push_back(d);
+        parts.push_back(d);
+    return parts;
+  };
+  o.devices = split(flags->get("--devices", ""), ',');
+  o.hosts = split(flags->get("--hosts", ""), ',');
+  o.remote = split(flags->get("--remote", ""), ' ');
+  o.bind = flags->get("--bind", o.bind);
+  if (o.hosts.size() > 1 && o.remote.empty()) {
+    std::fprintf(stderr, "rdma_stress: --hosts with more than one host needs --remote\n%s", kUsage);
+    return 2;
   }
   if (o.procs < 2 || o.procs > 64 || o.threads < 1 || o.threads > 16 || o.max_size < 3 ||
       o.seconds <= 0 || o.read_pct > 100) {

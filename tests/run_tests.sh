@@ -17,10 +17,20 @@
 #   7. sanitizer lanes: the native lane under `--config=asan` (AddressSanitizer + UBSan) and
 #      under `--config=tsan` (ThreadSanitizer, with CAF itself built with it:
 #      tests/sanitizers/build_caf_tsan.sh, ~5 minutes once per machine);
-#   8. prints every test case of all lanes, the totals and each lane's duration.
-# Extra arguments go to both `bazel test` calls (e.g. --test_output=all).
+#   8. prints every test case of all lanes, the totals and each lane's duration;
+#   9. two-host lane (run after the stress lane; tests/two_hosts/run_two_hosts_lane.sh, ~2.5 min):
+#      two Soft-RoCE VMs on one virtual wire, parameter_server and remote atomics across them,
+#      one VM's link down mid-transfer.
+# Extra arguments go to the `bazel test` and `bazel build` calls (e.g. --test_output=all), except
+# --two-hosts, which runs only the two-host lane (after step 1).
 set -uo pipefail
 cd "$(dirname "$(realpath "$0")")/.."
+only_two_hosts=0
+args=()
+for a in "$@"; do
+  if [ "$a" = --two-hosts ]; then only_two_hosts=1; else args+=("$a"); fi
+done
+set -- "${args[@]}"
 t0=$(date +%s)
 stamp() { echo "[run_tests $(( $(date +%s) - t0 ))s] $*"; }
 # CAF_RDMA_BAZEL_OUTPUT_ROOT: Bazel's output root for this run (e.g. an empty one: a cold build).
@@ -33,6 +43,19 @@ stamp "installing dependencies"
 bash third_party/install_deps.sh || { echo "run_tests: dependency installation failed" >&2; exit 1; }
 stamp "building the Soft-RoCE VM image"
 bash tests/rxe_vm/build_image.sh || { echo "run_tests: VM image build failed" >&2; exit 1; }
+two_hosts_lane() {
+  stamp "two hosts: two Soft-RoCE VMs on one wire (tests/two_hosts/run_two_hosts_lane.sh)"
+  bash tests/two_hosts/run_two_hosts_lane.sh "$@"
+  two_hosts_rc=$?
+  stamp "two hosts done: exit $two_hosts_rc"
+}
+if [ $only_two_hosts = 1 ]; then
+  lane_start
+  two_hosts_lane "$@"
+  lane_end two-hosts
+  stamp "lane durations:$durations"
+  exit $two_hosts_rc
+fi
 
 stamp "format: tests/lint/check_format.sh"
 bash tests/lint/check_format.sh
@@ -93,6 +116,11 @@ fi
 lane_end stress
 stamp "stress done: exit $stress_rc"
 
+# Two hosts: parameter_server, remote atomics and a link going down, between two VMs' kernels.
+lane_start
+two_hosts_lane "$@"
+lane_end two-hosts
+
 # caf-rdma as a dependency of another workspace (examples/external), in both link modes.
 lane_start
 stamp "external: examples/external, both link modes, natively and in the Soft-RoCE VM"
@@ -130,9 +158,10 @@ echo "================ totals ================"
 grep -h '^lane ' $sums
 rm -f $sums
 stamp "lane durations:$durations"
-stamp "done: native bazel exit $native_rc, VM lane bazel exit $rxe_rc, cuda lane exit $cuda_rc, stress exit $stress_rc, external exit $external_rc, asan exit $asan_rc, tsan exit $tsan_rc, format exit $format_rc, tidy exit $tidy_rc"
+stamp "done: native bazel exit $native_rc, VM lane bazel exit $rxe_rc, cuda lane exit $cuda_rc, stress exit $stress_rc, two-hosts exit $two_hosts_rc, external exit $external_rc, asan exit $asan_rc, tsan exit $tsan_rc, format exit $format_rc, tidy exit $tidy_rc"
 if [ $native_rc -ne 0 ] || [ $rxe_rc -ne 0 ] || [ $native_sum_rc -ne 0 ] || [ $rxe_sum_rc -ne 0 ] ||
    [ $cuda_rc -ne 0 ] || [ $cuda_sum_rc -ne 0 ] || [ $stress_rc -ne 0 ] || [ $external_rc -ne 0 ] ||
+   [ $two_hosts_rc -ne 0 ] ||
    [ $format_rc -ne 0 ] || [ $asan_rc -ne 0 ] || [ $tsan_rc -ne 0 ] || [ $tidy_rc -ne 0 ]; then
   echo "run_tests: FAILED" >&2
   exit 1
