@@ -61,13 +61,16 @@ int poll_ms(Deadline deadline) {
 }
 
 /// Waits until fd is ready for `events`; false when the deadline passed first.
-Result<bool> wait_ready(int fd, short events, Deadline deadline) {
+Result<bool> wait_ready(int fd, short events, Deadline deadline, short* revents = nullptr) {
   for (;;) {
     pollfd p{fd, events, 0};
     int ms = poll_ms(deadline);
     int r = ::poll(&p, 1, ms);
-    if (r > 0)
+    if (r > 0) {
+      if (revents != nullptr)
+        *revents = p.revents;
       return true;
+    }
     if (r == 0) {
       if (ms == 0 || std::chrono::steady_clock::now() >= deadline)
         return false;
@@ -309,10 +312,18 @@ Status move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline deadline, cons
       continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK)
       return errno_error(what + " (after " + progress() + ")", errno);
-    CAF_RDMA_ASSIGN_OR_RETURN(bool ready, wait_ready(s.fd(), sending ? POLLOUT : POLLIN, deadline));
+    // While sending, a peer that closed its side (FIN: POLLRDHUP) will not read the rest: no
+    // protocol here half-closes a connection it still reads from. Without this, a send to a
+    // peer that went away behind a full window would wait for its deadline.
+    short revents = 0;
+    CAF_RDMA_ASSIGN_OR_RETURN(
+        bool ready, wait_ready(s.fd(), sending ? POLLOUT | POLLRDHUP : POLLIN, deadline, &revents));
     if (!ready)
       return Error(ErrorCode::kTimeout, what + ": timed out after " +
                                             (sending ? "sending " : "receiving ") + progress());
+    if (sending && (revents & POLLRDHUP) != 0 && (revents & POLLOUT) == 0)
+      return Error(ErrorCode::kPeerUnavailable,
+                   what + ": connection closed by the peer after " + progress());
   }
   return {};
 }
