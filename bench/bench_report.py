@@ -118,8 +118,9 @@ def report_kv(out):
 
 # The native rounds' paths (bench_native.sh): references first, then the fallback's.
 NATIVE_PATHS = (("tcp-lat", "rtt"), ("futex-lat", "rtt"), ("caf-rtt", "rtt"),
-                ("caf-rtt-blocking", "rtt"), ("fallback", "read"), ("fallback-async", "read"),
-                ("fallback", "write"), ("fallback-async", "write"))
+                ("caf-rtt-blocking", "rtt"), ("fallback-lane", "read"), ("fallback", "read"),
+                ("fallback-async", "read"), ("fallback-lane", "write"), ("fallback", "write"),
+                ("fallback-async", "write"))
 
 
 def report_native(native):
@@ -168,7 +169,9 @@ def report_native(native):
             return statistics.median(rs) if rs else None
 
         for name, num, den in (
-                ("fallback_read_lat_vs_tcp_lat", ("fallback", "read"), ("tcp-lat", "rtt")),
+                ("fallback_read_lat_vs_tcp_lat", ("fallback-lane", "read"), ("tcp-lat", "rtt")),
+                ("fallback_manager_read_lat_vs_tcp_lat", ("fallback", "read"),
+                 ("tcp-lat", "rtt")),
                 ("fallback_actor_read_vs_caf_rtt", ("fallback-async", "read"),
                  ("caf-rtt", "rtt")),
                 ("caf_rtt_vs_tcp_lat", ("caf-rtt", "rtt"), ("tcp-lat", "rtt"))):

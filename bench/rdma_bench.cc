@@ -9,6 +9,8 @@
 //               client's own to the owner, connected by the managers), then the calling thread
 //               posts and polls with no message per op
 //   fallback    the manager's requests with CAF_RDMA_TRANSPORT=fallback (bytes in CAF messages)
+//   fallback-lane  RdmaClient's stream lane on the same nodes: straight to the owner's stream
+//               channel, authorized by the handle (actors/stream_lane.h)
 //   tcp         a raw TCP stream over loopback (the fallback's reference)
 // Output: one line per figure, machine-readable:
 //   bw <path> <write|read> <bytes> <MB/s>
@@ -54,7 +56,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr const char* kUsage =
-    "usage: rdma_bench [--paths components,actor,direct,fallback,fallback-tls,tcp]\n"
+    "usage: rdma_bench [--paths components,actor,direct,fallback,fallback-lane,fallback-tls,tcp]\n"
     "                  [--sizes 4K,64K,1M] [--bytes-per-size BYTES] [--lat-iters N]\n"
     "                  [--peer-device NAME] [--scheduler-threads N] [--lat-only]\n"
     "                  [--tls CERT,KEY,CAFILE]\n"
@@ -265,8 +267,10 @@ std::vector<double> latency_from_actor(caf::actor_system& sys, const rdma_manage
 int bench_manager(const Options& o, const std::string& path_name) {
   const char* path = path_name.c_str();
   bool tls = path_name == "fallback-tls";
-  bool fallback = path_name == "fallback" || tls;
-  bool direct = path_name == "direct";
+  // fallback-lane: RdmaClient's stream lane (actors/stream_lane.h), on managers in fallback mode.
+  bool lane = path_name == "fallback-lane";
+  bool fallback = path_name == "fallback" || lane || tls;
+  bool direct = path_name == "direct" || lane;
   if (tls && !o.tls.any())
     return std::fprintf(stderr, "fallback-tls: needs --tls CERT,KEY,CAFILE\n"), 1;
   auto base = ManagerOptions::from_env();
@@ -309,7 +313,7 @@ int bench_manager(const Options& o, const std::string& path_name) {
     return std::fprintf(stderr, "%s: warm-up failed: %s\n", path,
                         w.ok() ? ("path " + w->path).c_str() : w.error().to_string().c_str()),
            1;
-  if (me.lanes() != (direct ? 1u : 0u))
+  if (me.lanes() != (path_name == "direct" ? 1u : 0u))
     return std::fprintf(stderr, "%s: %zu direct lanes after the warm-up\n", path, me.lanes()), 1;
   for (const char* op : {"write", "read"}) {
     for (uint64_t size : o.lat_only ? std::vector<uint64_t>{} : o.sizes) {
@@ -570,7 +574,8 @@ int main(int argc, char** argv) {
   for (const auto& p : o.paths) {
     if (p == "components")
       rc |= bench_components(o);
-    else if (p == "actor" || p == "direct" || p == "fallback" || p == "fallback-tls")
+    else if (p == "actor" || p == "direct" || p == "fallback" || p == "fallback-lane" ||
+             p == "fallback-tls")
       rc |= bench_manager(o, p);
     else if (p == "tcp")
       rc |= bench_tcp(o);
