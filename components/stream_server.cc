@@ -390,14 +390,7 @@ bool StreamServer::read_header(const std::shared_ptr<Connection>& c) {
       return false;
     }
     std::lock_guard<std::mutex> lock(mu_);
-    c->grant = std::move(*g);
-    if (!c->authenticated)
-      authenticate_locked(*c);
-    (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->socket.fd(), nullptr);
-    c->request = *req;
-    c->busy = true;
-    ready_.push_back(c);
-    ready_cv_.notify_one();
+    hand_to_worker_locked(c, *req, std::move(*g));
     return true;
   }
   std::unique_lock<std::mutex> lock(mu_);
@@ -414,16 +407,22 @@ bool StreamServer::read_header(const std::shared_ptr<Connection>& c) {
         std::chrono::steady_clock::now());
     return false;
   }
-  c->grant = std::move(it->second);
+  Grant g = std::move(it->second);
   grants_.erase(it);
+  hand_to_worker_locked(c, *req, std::move(g));
+  return true;
+}
+
+void StreamServer::hand_to_worker_locked(const std::shared_ptr<Connection>& c,
+                                         const StreamRequest& req, Grant grant) {
+  c->grant = std::move(grant);
   if (!c->authenticated)
     authenticate_locked(*c);
   (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->socket.fd(), nullptr);
-  c->request = *req;
+  c->request = req;
   c->busy = true;
   ready_.push_back(c);
   ready_cv_.notify_one();
-  return true;
 }
 
 void StreamServer::set_authorizer(Authorizer authorize) {

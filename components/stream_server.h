@@ -179,6 +179,9 @@ private:
   bool over_authenticated_slots_locked(uint32_t ip) const;
   /// Reads what is there of c's header; false when c is to be closed.
   bool read_header(const std::shared_ptr<Connection>& c);
+  /// c claimed `grant` with `req`: it is authenticated (invariant 2) and goes to a worker.
+  void hand_to_worker_locked(const std::shared_ptr<Connection>& c, const StreamRequest& req,
+                             Grant grant);
   /// The grant a request by handle makes (invariant 9), or the answer refusing it.
   Result<Grant> grant_by_handle(const StreamRequest& req);
   void close_locked(int fd);

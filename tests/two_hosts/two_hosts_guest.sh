@@ -43,6 +43,18 @@ verdict() {  # verdict ok|FAILED TEXT
   [ "$1" = ok ] || failed=$((failed + 1))
 }
 show() { sed "s/^/  $1| /" "${2:--}"; }  # show LABEL [FILE]: FILE (or stdin), each line labelled
+# start_owner NAME SIZE FD: buffer_owner with a buffer of SIZE, its stdin on fd FD (one line asks
+# it for its counter), its output in $log/NAME.{out,err}; sets opid and ready (its READY line).
+start_owner() {
+  local name=$1 size=$2 fd=$3
+  mkfifo "$log/$name.in"
+  "$bin/tests/two_hosts/buffer_owner" --host "$TWO_HOSTS_ADDR" --size "$size" \
+    < "$log/$name.in" > "$log/$name.out" 2> "$log/$name.err" &
+  opid=$!
+  eval "exec $fd> \"\$log/$name.in\""
+  ready=$(wait_for_line "$log/$name.out" '^READY ' 120 $opid) ||
+    { show owner "$log/$name.out"; show owner.err "$log/$name.err"; exit 1; }
+}
 
 echo "== host $me: $TWO_HOSTS_ADDR, peer $TWO_HOSTS_PEER; $(/usr/bin/rdma link show rxe0/1 | tr -s ' ')"
 
@@ -99,13 +111,7 @@ step "2 atomics: $procs processes x $threads threads x $adds fetch-adds on b, co
 if [[ "$steps" != *" 2 "* ]]; then
   echo "  (skipped)"
 elif [ "$me" = a ]; then
-  mkfifo "$log/owner.in"
-  "$bin/tests/two_hosts/buffer_owner" --host "$TWO_HOSTS_ADDR" --size 4K \
-    < "$log/owner.in" > "$log/owner.out" 2> "$log/owner.err" &
-  opid=$!
-  exec 7> "$log/owner.in"  # the owner's stdin: one line asks it for its counter
-  ready=$(wait_for_line "$log/owner.out" '^READY ' 120 $opid) ||
-    { show owner "$log/owner.out"; show owner.err "$log/owner.err"; exit 1; }
+  start_owner owner 4K 7
   publish counter.addr "$TWO_HOSTS_ADDR ${ready#READY }"
   wait_for_file atomics.b 300
   echo count >&7
@@ -170,13 +176,7 @@ step "3 link down: $down_host sets eth0 down while b's 32 MiB transfers to and f
 if [[ "$steps" != *" 3 "* ]]; then
   echo "  (skipped)"
 elif [ "$me" = a ]; then
-  mkfifo "$log/data.in"
-  "$bin/tests/two_hosts/buffer_owner" --host "$TWO_HOSTS_ADDR" --size 32M \
-    < "$log/data.in" > "$log/data.out" 2> "$log/data.err" &
-  opid=$!
-  exec 8> "$log/data.in"
-  ready=$(wait_for_line "$log/data.out" '^READY ' 120 $opid) ||
-    { show owner "$log/data.out"; show owner.err "$log/data.err"; exit 1; }
+  start_owner data 32M 8
   publish data.addr "$TWO_HOSTS_ADDR ${ready#READY }"
   [ "$down_host" = a ] && flap_link  # b's transfer_loop writes its progress into TWO_HOSTS_DIR
   wait_for_file loop2.done 240
