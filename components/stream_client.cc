@@ -184,6 +184,23 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, Reach& reach) {
   };
   StreamRequest request{job.direction, job.token, job.length, job.by_handle, job.handle};
   Status st = write_request(s, request, job.deadline);
+  if (eager_write(request)) {
+    // The bytes right after the request (stream_protocol.h); the one answer says how it ended.
+    if (st.ok())
+      st = send_all(s, job.addr, job.length, job.deadline, "stream data");
+    Result<Status> end =
+        st.ok() ? read_status(s, job.deadline, "stream answer") : Result<Status>(st.error());
+    if (!end.ok())
+      return fail(end.error());  // no answer: it may be tried again (a write, idempotent)
+    if (!end->ok()) {
+      reach = Reach::kAnswered;  // refused: the owner stored nothing
+      (void)fail(Status{});
+      return *end;
+    }
+    reach = Reach::kTaken;
+    give_back(endpoint, std::move(s));
+    return {};
+  }
   Result<Status> go =
       st.ok() ? read_status(s, job.deadline, "stream answer") : Result<Status>(st.error());
   if (!go.ok())

@@ -7,7 +7,10 @@
 //  2. No byte of a job moves before its owner's "go" (stream_protocol.h): a write sends its
 //     first byte only after reading it, and the owner sends a read's first byte only after
 //     sending it. A job that never read "go" therefore moved no byte, and no byte of it is on
-//     any connection (for a write: none was ever sent), so none can land later.
+//     any connection (for a write: none was ever sent), so none can land later. Except a small
+//     write by handle (eager_write), whose bytes follow its request: its owner stores them only
+//     after allowing it, so a refusal still means that none landed; one that got no answer may
+//     have landed, and is written again in full (writes are idempotent).
 //  3. A job whose connection fails before "go" (connect refused, TLS handshake failed, reset or
 //     closed by the owner, e.g. an idle pooled connection it closed, or a new one it pushed out
 //     to make room: stream_server.h invariant 3) is tried once more on a fresh connection. If

@@ -96,15 +96,21 @@ Result<StreamRequest> parse_request(const uint8_t* b) {
   return r;
 }
 
-Status write_status(const Socket& s, const Status& st, Deadline deadline) {
+void append_status(std::vector<uint8_t>& out, const Status& st) {
   std::string msg = st.ok() ? std::string() : st.error().message();
   if (msg.size() > kMaxStatusMessage)
     msg.resize(kMaxStatusMessage);
   uint8_t b[8];
   put(b, st.ok() ? 0 : static_cast<uint32_t>(st.error().code()), 4);
   put(b + 4, msg.size(), 4);
-  CAF_RDMA_RETURN_IF_ERROR(send_all(s, b, sizeof(b), deadline, "stream status"));
-  return send_all(s, msg.data(), msg.size(), deadline, "stream status");
+  out.insert(out.end(), b, b + sizeof(b));
+  out.insert(out.end(), msg.begin(), msg.end());
+}
+
+Status write_status(const Socket& s, const Status& st, Deadline deadline) {
+  std::vector<uint8_t> b;
+  append_status(b, st);
+  return send_all(s, b.data(), b.size(), deadline, "stream status");
 }
 
 Result<Status> read_status(const Socket& s, Deadline deadline, const std::string& what) {

@@ -9,6 +9,9 @@
 //   owner  -> client  status:  code (u32, 0 = go ahead), message length (u32), message
 //   then, into the owner:     client sends `length` bytes, owner answers a final status
 //         out of the owner:   owner sends `length` bytes, then a final status
+//   A write by handle of at most kEagerBytes sends its bytes right after the request, without
+//   waiting for "go": the owner stores them only once it allowed the request, and answers once
+//   (the final status, or the refusal, after which it closes the connection unread).
 //
 // The final status is sent only after the owner's last touch of the memory (its recv into the
 // buffer, or its send out of it, returned), and the client completes only once it has read it.
@@ -23,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "components/socket_io.h"
 
@@ -55,6 +59,16 @@ struct StreamRequest {
 
 /// Longest status message sent (longer ones are cut).
 constexpr uint32_t kMaxStatusMessage = 4096;
+/// Writes by handle up to this many bytes send them with the request (no "go" round trip), and
+/// reads by handle up to this many bytes come back in one send (go, bytes, final status).
+constexpr uint64_t kEagerBytes = 64 << 10;
+/// Whether request `r` sends its bytes without waiting for "go".
+inline bool eager_write(const StreamRequest& r) {
+  return r.by_handle && r.direction == StreamDirection::kIntoOwner && r.length <= kEagerBytes;
+}
+
+/// Appends the wire form of `st` (what write_status sends) to `out`.
+void append_status(std::vector<uint8_t>& out, const Status& st);
 
 Status write_request(const Socket& s, const StreamRequest& r, Deadline deadline);
 /// Bytes of a request on the wire: by grant ("CRS2"), by handle ("CRH1"), the longest.

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -399,12 +400,7 @@ bool StreamServer::read_header(const std::shared_ptr<Connection>& c) {
     lock.unlock();
     // Nothing to claim: say so (one non-blocking attempt) and hang up; a worker is only ever
     // given a claimed grant.
-    (void)write_status(
-        c->socket,
-        Error(ErrorCode::kNotFound, "stream grant " + std::to_string(req->token) +
-                                        " is unknown to " + host_ + ":" + std::to_string(port_) +
-                                        " (expired, used or never made)"),
-        std::chrono::steady_clock::now());
+    (void)write_status(c->socket, unknown_grant(req->token), std::chrono::steady_clock::now());
     return false;
   }
   Grant g = std::move(it->second);
@@ -423,6 +419,59 @@ void StreamServer::hand_to_worker_locked(const std::shared_ptr<Connection>& c,
   c->busy = true;
   ready_.push_back(c);
   ready_cv_.notify_one();
+}
+
+bool StreamServer::linger(Connection& c, bool& keep) {
+  if (c.socket.tls() != nullptr || c.over_slots)
+    return false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Not while another connection waits for a worker, nor while the authenticated slots are
+    // full: a lingering connection is busy, and could not give its slot to a newcomer.
+    auto h = authenticated_per_host_.find(c.peer_ip);
+    if (stopping_ || !ready_.empty() || authenticated_ >= limits_.max_connections ||
+        (h != authenticated_per_host_.end() && h->second >= limits_.max_per_host))
+      return false;
+  }
+  pollfd p{c.socket.fd(), POLLIN, 0};
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(kLinger).count();
+  const timespec wait{0, static_cast<long>(ns)};
+  if (::ppoll(&p, 1, &wait, nullptr) <= 0)
+    return false;  // nothing yet: back to the event thread
+  // A request started: read all of it (bounded), claim what it names, or say why not and close.
+  auto req = read_request(c.socket, std::chrono::steady_clock::now() + kLingerHeader);
+  if (!req.ok()) {
+    (void)write_status(c.socket, req.error(), std::chrono::steady_clock::now());
+    keep = false;
+    return false;
+  }
+  Result<Grant> g = Error(ErrorCode::kInternal, "no grant");
+  if (req->by_handle) {
+    g = grant_by_handle(*req);
+  } else {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = grants_.find(req->token);
+    if (it != grants_.end()) {
+      g = std::move(it->second);
+      grants_.erase(it);
+    } else {
+      g = unknown_grant(req->token);
+    }
+  }
+  if (!g.ok()) {
+    (void)write_status(c.socket, g.error(), std::chrono::steady_clock::now());
+    keep = false;
+    return false;
+  }
+  c.request = *req;
+  c.grant = std::move(*g);
+  return true;
+}
+
+Error StreamServer::unknown_grant(uint64_t token) const {
+  return Error(ErrorCode::kNotFound, "stream grant " + std::to_string(token) + " is unknown to " +
+                                         host_ + ":" + std::to_string(port_) +
+                                         " (expired, used or never made)");
 }
 
 void StreamServer::set_authorizer(Authorizer authorize) {
@@ -465,6 +514,9 @@ void StreamServer::work() {
       ready_.pop_front();
     }
     bool keep = serve(*c);
+    // Invariant 10: the connection's next request, if it comes at once, is this worker's too.
+    while (keep && linger(*c, keep))
+      keep = serve(*c);
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_)
       continue;  // the destructor clears the connections
@@ -505,13 +557,27 @@ bool StreamServer::serve(Connection& c) {
     g.done(req.token, verdict, 0);
     return write_status(s, verdict, io_limit).ok();
   }
-  Status st = write_status(s, Status{}, g.deadline);
-  if (st.ok()) {
-    if (g.direction == StreamDirection::kIntoOwner) {
+  Status st;
+  if (eager_write(req)) {
+    // Its bytes follow the request (stream_protocol.h): no "go".
+    st = recv_all(s, g.addr, g.length, g.deadline, "stream data into the owner");
+    if (st.ok())
+      st = write_status(s, Status{}, g.deadline);
+  } else if (req.by_handle && g.length <= kEagerBytes) {
+    // A small read by handle: go, the bytes and the final status in one send.
+    std::vector<uint8_t> out;
+    out.reserve(g.length + 16);
+    append_status(out, Status{});
+    out.insert(out.end(), g.addr, g.addr + g.length);
+    append_status(out, Status{});
+    st = send_all(s, out.data(), out.size(), g.deadline, "stream data out of the owner");
+  } else {
+    st = write_status(s, Status{}, g.deadline);
+    if (st.ok() && g.direction == StreamDirection::kIntoOwner) {
       st = recv_all(s, g.addr, g.length, g.deadline, "stream data into the owner");
       if (st.ok())
         st = write_status(s, Status{}, g.deadline);
-    } else {
+    } else if (st.ok()) {
       st = send_all(s, g.addr, g.length, g.deadline, "stream data out of the owner");
       if (st.ok())
         st = write_status(s, Status{}, g.deadline);  // sent: the memory is no longer read

@@ -51,6 +51,12 @@
 //     the grant's `done`; its deadline is the request's timeout, cut to kMaxHandleTimeout. A
 //     request it refuses is answered and closed, as one naming no grant (invariant 1); one it
 //     allows authenticates its connection (invariant 2), as a claimed grant does.
+// 10. After serving a request, a worker waits up to kLinger for the next one on the same
+//     (plain TCP) connection when no other connection waits for a worker and the
+//     authenticated slots of its address and in all have room (invariant 4), and serves it
+//     itself (a lane's ping-pong then costs no hand-off from the event thread); a request that
+//     has begun must arrive whole within kLingerHeader. Otherwise the connection goes back to
+//     the event thread as before.
 #pragma once
 
 #include <chrono>
@@ -86,6 +92,9 @@ public:
   /// Checks a request by handle and holds its memory until the grant's `done`; an error is the
   /// answer to the client. Called on the event thread: it must not block.
   using Authorizer = std::function<Result<HandleGrant>(const StreamRequest&)>;
+  /// Invariant 10: how long a worker waits for a connection's next request, and for its rest.
+  static constexpr std::chrono::microseconds kLinger{200};
+  static constexpr std::chrono::milliseconds kLingerHeader{1000};
   /// The longest a request by handle may take (its timeout is cut to it).
   static constexpr std::chrono::milliseconds kMaxHandleTimeout{300000};
 
@@ -179,6 +188,11 @@ private:
   bool over_authenticated_slots_locked(uint32_t ip) const;
   /// Reads what is there of c's header; false when c is to be closed.
   bool read_header(const std::shared_ptr<Connection>& c);
+  /// Invariant 10, on a worker after serving c: true when c's next request came and claimed its
+  /// grant (serve it); false to give c back, with `keep` false when c is to be closed.
+  bool linger(Connection& c, bool& keep);
+  /// The answer to a request naming grant `token`, which this server does not hold.
+  Error unknown_grant(uint64_t token) const;
   /// c claimed `grant` with `req`: it is authenticated (invariant 2) and goes to a worker.
   void hand_to_worker_locked(const std::shared_ptr<Connection>& c, const StreamRequest& req,
                              Grant grant);
