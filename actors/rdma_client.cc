@@ -246,10 +246,11 @@ std::optional<Result<TransferReply>> RdmaClient::stream_transfer(const TransferO
       op.remote.stream_port == 0)
     return std::nullopt;
   if (!stream_lane_asked_) {
-    stream_lane_asked_ = true;
     auto grant = call<StreamLaneGrant>(reply_timeout_, stream_lane_atom::value);
-    if (grant.ok())
-      stream_lane_ = grant->lane;
+    if (!grant.ok())
+      return std::nullopt;  // asked again next time
+    stream_lane_asked_ = true;
+    stream_lane_ = grant->lane;
   }
   if (!stream_lane_)
     return std::nullopt;
@@ -262,8 +263,14 @@ Result<TransferReply> RdmaClient::transfer(const TransferOp& op, uint32_t timeou
     return std::move(*r);
   if (failed)
     return *failed;
+  const auto started = std::chrono::steady_clock::now();
   if (auto r = stream_transfer(op, timeout_ms))
     return std::move(*r);
+  // Declined by the lane (maybe after trying): the manager has what is left of the time.
+  const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - started);
+  timeout_ms =
+      static_cast<uint32_t>(std::max<int64_t>(1, static_cast<int64_t>(timeout_ms) - spent.count()));
   // The manager answers within timeout_ms (plus a flush); wait a little longer than that.
   return call<TransferReply>(reply_wait(timeout_ms), transfer_atom::value, op, timeout_ms);
 }

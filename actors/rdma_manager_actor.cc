@@ -330,7 +330,8 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
       if (auto server = StreamServer::start(options_.stream_host, StreamServer::Limits{}, tls);
           server.ok()) {
         stream_server_ = std::move(*server);
-        stream_server_->set_authorizer(handle_authorizer(registry_, self_->address()));
+        stream_server_->set_authorizer(
+            handle_authorizer(registry_, self_->address(), options_.max_timeout));
       }
       stream_client_ = std::make_shared<StreamClient>(options_.stream_threads, tls);
       if (!options_.verify)

@@ -39,6 +39,13 @@ void ManagerState::finish_op(OpId id, TransferOutcome outcome) {
   OpRecord* o = op_record(id);
   if (o == nullptr)
     return;
+  if (o->notifying && notices.waiting(id)) {
+    // Ended from elsewhere (its peer or our device went) while its notice was on its way: the
+    // error says that its bytes were written (invariant 15).
+    return notices.end(
+        id, Error(outcome.ok() ? ErrorCode::kInternal : static_cast<ErrorCode>(outcome.code),
+                  outcome.message));
+  }
   if (outcome.ok() && o->op.notify && is_write(o->op) && !o->notifying) {
     // Its bytes moved: the owner is told before the reply (invariants 15, 16).
     o->notifying = true;

@@ -8,7 +8,9 @@
 // Invariants:
 //  1. A stream lane moves only reads and writes between host memory of this node and host
 //     memory of another node whose handle names its stream channel, and only when the two
-//     handles do not both carry RDMA (those are RDMA's); anything else (atomics, notify
+//     handles do not both carry RDMA (those are RDMA's), and whose stream address is not
+//     loopback unless the owner's own address is too (the secret goes only where the owner
+//     is); anything else (atomics, notify
 //     writes, GPU memory, this node's own buffers, verify mode) goes through the manager.
 //  2. Both buffers are held (DirectRegistry::acquire_host) while their bytes move, so a release
 //     waits for the lane's op exactly as for the manager's (DirectRegistry invariant 2).
@@ -58,8 +60,10 @@ private:
 /// the buffer until the stream server is done with it; a release waiting for it is told through
 /// `manager` (LaneIdle). A request it cannot allow is refused with not_found, which sends its
 /// client to the manager (invariant 3).
+/// `max_timeout` bounds how long one request may hold the buffer (ManagerOptions::max_timeout).
 StreamServer::Authorizer handle_authorizer(std::shared_ptr<DirectRegistry> registry,
-                                           caf::actor_addr manager);
+                                           caf::actor_addr manager,
+                                           std::chrono::milliseconds max_timeout);
 
 /// The manager's answer to a stream lane request (local messages only: it holds the lane).
 struct StreamLaneGrant {

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <limits>
 
 namespace caf_rdma {
 
@@ -21,6 +22,7 @@ void StreamClient::stop() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
     workers.swap(workers_);
+    idle_.clear();  // their sockets close
     left.swap(queue_);
     for (int fd : busy_fds_)
       ::shutdown(fd, SHUT_RDWR);
@@ -106,6 +108,8 @@ Result<Socket> StreamClient::take_connection(const StreamJob& job, bool fresh, b
   std::string endpoint = job.host + ":" + std::to_string(job.port);
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_)
+      return Error(ErrorCode::kPeerUnavailable, "stream transfer cancelled: its manager stopped");
     auto it = idle_.find(endpoint);
     if (!fresh && it != idle_.end() && !it->second.empty()) {
       Socket s = std::move(it->second.back());
@@ -183,13 +187,20 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, Reach& reach) {
     return st;
   };
   StreamRequest request{job.direction, job.token, job.length, job.by_handle, job.handle};
+  if (request.by_handle) {
+    // The time this attempt has left (a retry has less than the first).
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        job.deadline - std::chrono::steady_clock::now());
+    request.handle.timeout_ms = static_cast<uint32_t>(
+        std::clamp<int64_t>(left.count(), 1, std::numeric_limits<uint32_t>::max()));
+  }
   Status st = write_request(s, request, job.deadline);
   if (eager_write(request)) {
     // The bytes right after the request (stream_protocol.h); the one answer says how it ended.
     if (st.ok())
       st = send_all(s, job.addr, job.length, job.deadline, "stream data");
-    Result<Status> end =
-        st.ok() ? read_status(s, job.deadline, "stream answer") : Result<Status>(st.error());
+    Result<Status> end = st.ok() ? read_status(s, job.deadline + kEagerAnswerGrace, "stream answer")
+                                 : Result<Status>(st.error());
     if (!end.ok())
       return fail(end.error());  // no answer: it may be tried again (a write, idempotent)
     if (!end->ok()) {

@@ -25,6 +25,7 @@
 // length, deadline), comes from getrandom (unpredictable) and is single-use.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -62,6 +63,12 @@ constexpr uint32_t kMaxStatusMessage = 4096;
 /// Writes by handle up to this many bytes send them with the request (no "go" round trip), and
 /// reads by handle up to this many bytes come back in one send (go, bytes, final status).
 constexpr uint64_t kEagerBytes = 64 << 10;
+/// How long past its deadline a client waits for the answer to an eager write. The request
+/// carries the time it has left, from which the owner sets its own deadline and refuses the
+/// request once that passed; the grace covers the request's way there, so a write answered
+/// `timeout` is not stored later (unless the owner stalls longer than the grace between
+/// taking the request and storing its bytes).
+constexpr std::chrono::milliseconds kEagerAnswerGrace{1000};
 /// Whether request `r` sends its bytes without waiting for "go".
 inline bool eager_write(const StreamRequest& r) {
   return r.by_handle && r.direction == StreamDirection::kIntoOwner && r.length <= kEagerBytes;

@@ -123,6 +123,11 @@ StreamServer::~StreamServer() {
     events_.join();
   for (auto& w : workers_)
     w.join();
+  // Claimed grants no worker took: their holds end here (invariant 6: `done` exactly once).
+  for (auto& c : ready_)
+    if (c->grant.done)
+      c->grant.done(c->request.token,
+                    Error(ErrorCode::kPeerUnavailable, "the stream server stopped"), 0);
   connections_.clear();
   ready_.clear();
   for (int fd : {epoll_fd_, stop_read_, stop_write_})
@@ -495,7 +500,7 @@ Result<StreamServer::Grant> StreamServer::grant_by_handle(const StreamRequest& r
   g.direction = req.direction;
   g.deadline = std::chrono::steady_clock::now() +
                std::min<std::chrono::milliseconds>(std::chrono::milliseconds(req.handle.timeout_ms),
-                                                   kMaxHandleTimeout);
+                                                   std::min(h.max_timeout, kMaxHandleTimeout));
   g.done = [done = std::move(h.done)](uint64_t, Status st, uint64_t bytes) {
     done(std::move(st), bytes);
   };
@@ -555,7 +560,8 @@ bool StreamServer::serve(Connection& c) {
                                              " bytes was claimed after its deadline");
   if (!verdict.ok()) {
     g.done(req.token, verdict, 0);
-    return write_status(s, verdict, io_limit).ok();
+    // An eager write's bytes sit unread on the connection: it cannot carry a next request.
+    return write_status(s, verdict, io_limit).ok() && !eager_write(req);
   }
   Status st;
   if (eager_write(req)) {

@@ -7,12 +7,13 @@
 //  1. No thread per connection: one event thread (epoll) accepts connections, reads request
 //     headers and claims their grants without blocking; a connection gets one of `workers`
 //     threads only with a claimed grant, and only for that grant's transfer (bounded by the
-//     grant's deadline). A request naming no grant is answered (without blocking) and closed.
+//     grant's deadline) and the linger after it (invariant 10). A request naming no grant is
+//     answered (without blocking) and closed.
 //  2. Two kinds of connections. A connection is *unauthenticated* from its accept until its
 //     first request names a grant the server holds (and, with TLS, until it has completed the
 //     mutual-TLS handshake that must come first); from then on it is *authenticated*, for as
 //     long as it stays open. Only a client that was given a token (over CAF, by the owner's
-//     manager) can authenticate a connection.
+//     manager), or holds a buffer handle (invariant 9), can authenticate a connection.
 //  3. Unauthenticated connections have a budget and a deadline of their own: at most
 //     `max_unauthenticated` in all and `max_unauthenticated_per_host` from one IPv4 address
 //     (all local processes count as 127.0.0.1), each closed `auth_timeout` after its accept.
@@ -48,7 +49,8 @@
 //     a second), a worker's transfer ends by its grant's deadline.
 //  9. A request by handle ("CRH1", stream_protocol.h) is a grant the authorizer makes on the
 //     spot: it checks the handle (as the owner checks any access) and holds the memory until
-//     the grant's `done`; its deadline is the request's timeout, cut to kMaxHandleTimeout. A
+//     the grant's `done`; its deadline is the request's timeout, cut to the authorizer's
+//     bound (HandleGrant::max_timeout) and kMaxHandleTimeout. A
 //     request it refuses is answered and closed, as one naming no grant (invariant 1); one it
 //     allows authenticates its connection (invariant 2), as a claimed grant does.
 // 10. After serving a request, a worker waits up to kLinger for the next one on the same
@@ -83,11 +85,15 @@ public:
   /// Called once per claimed grant: its token, ok with the bytes moved, or why it failed.
   using DoneFn = std::function<void(uint64_t token, Status, uint64_t bytes)>;
 
+  /// The longest a request by handle may take (its timeout is cut to it).
+  static constexpr std::chrono::milliseconds kMaxHandleTimeout{300000};
   /// What a request by handle may touch, as its authorizer allowed it (invariant 9): the first
   /// byte of its range, and what to call once its memory is no longer touched.
   struct HandleGrant {
     uint8_t* addr = nullptr;
     std::function<void(Status, uint64_t bytes)> done;
+    /// The request's timeout is cut to this (the owner's bound on what a peer holds).
+    std::chrono::milliseconds max_timeout = kMaxHandleTimeout;
   };
   /// Checks a request by handle and holds its memory until the grant's `done`; an error is the
   /// answer to the client. Called on the event thread: it must not block.
@@ -95,8 +101,6 @@ public:
   /// Invariant 10: how long a worker waits for a connection's next request, and for its rest.
   static constexpr std::chrono::microseconds kLinger{200};
   static constexpr std::chrono::milliseconds kLingerHeader{1000};
-  /// The longest a request by handle may take (its timeout is cut to it).
-  static constexpr std::chrono::milliseconds kMaxHandleTimeout{300000};
 
   struct Limits {
     /// Authenticated connections (invariant 4): idle time allowed before the next request.

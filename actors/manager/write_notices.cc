@@ -46,7 +46,8 @@ Result<uint64_t> WriteNotices::deliver(const BufferRef& ref, uint64_t offset, ui
                  notice_refused_text(ref.id, m_.options_.name,
                                      "nobody watches it (its owner did not call watch_writes)"));
   }
-  uint64_t& mine = pending_by_node_[node];
+  auto found = pending_by_node_.find(node);
+  const uint64_t mine = found == pending_by_node_.end() ? 0 : found->second;
   if (mine >= kMaxPendingNotices || pending_ >= kMaxPendingNoticesTotal) {
     ++m_.counters_.notices_refused;
     const bool node_full = mine >= kMaxPendingNotices;
@@ -59,7 +60,7 @@ Result<uint64_t> WriteNotices::deliver(const BufferRef& ref, uint64_t offset, ui
                 " wait for its watcher's answers (limit " +
                 std::to_string(node_full ? kMaxPendingNotices : kMaxPendingNoticesTotal) + ")"));
   }
-  ++mine;
+  ++pending_by_node_[node];
   ++pending_;
   ++m_.counters_.notices_sent;
   WriteNotice n{ref.id, offset, length, tag, node, writer};
@@ -125,8 +126,12 @@ void WriteNotices::after_write(OpId id, TransferOutcome written,
 }
 
 void WriteNotices::fenced(OpId id, const TransferOutcome& fence) {
-  if (written_.count(id) == 0 || m_.op_record(id) == nullptr)
-    return;  // ended (its deadline) before the fence came back
+  if (m_.op_record(id) == nullptr) {
+    written_.erase(id);
+    return;  // ended before the fence came back
+  }
+  if (written_.count(id) == 0)
+    return;
   if (!fence.ok()) {
     Error e(static_cast<ErrorCode>(fence.code),
             "its last byte could not be read back: " + fence.message);
@@ -174,6 +179,11 @@ void WriteNotices::finish(OpId id, const Error* failed) {
   else
     ++m_.counters_.notified_writes;
   m_.finish_op(id, std::move(out));
+}
+
+void WriteNotices::drop_device() {
+  fence_ = RdmaBuffer{};
+  fence_domain_.reset();
 }
 
 Result<RdmaBuffer> WriteNotices::fence_target() {

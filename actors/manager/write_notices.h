@@ -53,6 +53,12 @@ public:
   void fenced(OpId id, const TransferOutcome& fence);
   /// Op `id`'s transfer timed out while its notice was on its way.
   void deadline(OpId id);
+  /// Whether op `id`'s notice is on its way (its end goes through `end`).
+  bool waiting(OpId id) const { return written_.count(id) != 0; }
+  /// Ends op `id`, whose notice is on its way, with `why` (saying its bytes were written).
+  void end(OpId id, const Error& why) { finish(id, &why); }
+  /// The device went away: the fence target's registration goes with it.
+  void drop_device();
 
 private:
   /// Owner side, after the checks of `ref`: the notice to the watcher, counted for `node`.
