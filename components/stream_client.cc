@@ -186,7 +186,9 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, Reach& reach) {
       idle_.erase(endpoint);  // the others may be just as dead
     return st;
   };
-  StreamRequest request{job.direction, job.token, job.length, job.by_handle, job.handle};
+  StreamRequest request{job.direction, job.token, job.length};
+  request.by_handle = job.by_handle;
+  request.handle = job.handle;
   if (request.by_handle) {
     // The time this attempt has left (a retry has less than the first).
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(

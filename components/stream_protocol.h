@@ -51,6 +51,11 @@ struct HandleAccess {
 };
 
 struct StreamRequest {
+  StreamRequest() = default;
+  /// A request by grant ("CRS2").
+  StreamRequest(StreamDirection d, uint64_t grant, uint64_t bytes)
+      : direction(d), token(grant), length(bytes) {}
+
   StreamDirection direction = StreamDirection::kIntoOwner;
   uint64_t token = 0;  ///< the grant ("CRS2"); 0 for a request by handle
   uint64_t length = 0;
