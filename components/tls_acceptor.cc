@@ -125,6 +125,15 @@ void TlsAcceptor::close_pending(int fd) {
   handshaking_ = pending_.size();
 }
 
+std::atomic<uint64_t>& TlsAcceptor::process_wakeups() {
+  static std::atomic<uint64_t> n{0};
+  return n;
+}
+
+uint64_t TlsAcceptor::wakeups_in_process() {
+  return process_wakeups().load(std::memory_order_relaxed);
+}
+
 void TlsAcceptor::event_loop() {
   bool accepting = true;
   Deadline resume_at{};
@@ -139,6 +148,7 @@ void TlsAcceptor::event_loop() {
       wake = std::min(wake, resume_at);
     auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
     int n = ::epoll_wait(epoll_fd_, events, 64, static_cast<int>(std::max<int64_t>(wait_ms, 0)));
+    process_wakeups().fetch_add(1, std::memory_order_relaxed);
     if (n < 0 && errno != EINTR)
       return;  // epoll broke: no more connections are accepted
     now = std::chrono::steady_clock::now();

@@ -27,6 +27,8 @@
 //     which take() takes back with the connection.
 #pragma once
 
+#include <atomic>
+
 #include <chrono>
 #include <deque>
 #include <map>
@@ -71,8 +73,13 @@ public:
   Socket take();
   /// Connections whose handshake is under way.
   size_t handshaking() const;
+  /// Wake-ups of the event threads of every TlsAcceptor of this process so far (invariant 2:
+  /// a silent connection wakes none before its deadline; tests count them).
+  static uint64_t wakeups_in_process();
 
 private:
+  static std::atomic<uint64_t>& process_wakeups();
+
   struct Pending {
     Socket socket;
     uint32_t peer_ip = 0;
