@@ -111,6 +111,7 @@ TEST_F(StreamLaneTest, ManyThreadsAtOnceEachWithItsOwnRange) {
   Memory theirs(kThreads * kSlot, 0);
   BufferHandle remote = remote_view(*owner_, *user_, theirs, "lane-many");
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   std::atomic<int> failures{0};
   for (int t = 0; t < kThreads; ++t)
     threads.emplace_back([&, t] {
