@@ -389,29 +389,28 @@ bool StreamServer::read_header(const std::shared_ptr<Connection>& c) {
     (void)write_status(c->socket, req.error(), std::chrono::steady_clock::now());
     return false;
   }
-  if (req->by_handle) {
-    auto g = grant_by_handle(*req);
-    if (!g.ok()) {
-      (void)write_status(c->socket, g.error(), std::chrono::steady_clock::now());
-      return false;
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    hand_to_worker_locked(c, *req, std::move(*g));
-    return true;
-  }
-  std::unique_lock<std::mutex> lock(mu_);
-  auto it = grants_.find(req->token);
-  if (it == grants_.end()) {
-    lock.unlock();
-    // Nothing to claim: say so (one non-blocking attempt) and hang up; a worker is only ever
-    // given a claimed grant.
-    (void)write_status(c->socket, unknown_grant(req->token), std::chrono::steady_clock::now());
+  // Nothing to claim: say so (one non-blocking attempt) and hang up; a worker is only ever
+  // given a claimed grant.
+  auto g = claim(*req);
+  if (!g.ok()) {
+    (void)write_status(c->socket, g.error(), std::chrono::steady_clock::now());
     return false;
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  hand_to_worker_locked(c, *req, std::move(*g));
+  return true;
+}
+
+Result<StreamServer::Grant> StreamServer::claim(const StreamRequest& req) {
+  if (req.by_handle)
+    return grant_by_handle(req);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = grants_.find(req.token);
+  if (it == grants_.end())
+    return unknown_grant(req.token);
   Grant g = std::move(it->second);
   grants_.erase(it);
-  hand_to_worker_locked(c, *req, std::move(g));
-  return true;
+  return g;
 }
 
 void StreamServer::hand_to_worker_locked(const std::shared_ptr<Connection>& c,
@@ -450,19 +449,7 @@ bool StreamServer::linger(Connection& c, bool& keep) {
     keep = false;
     return false;
   }
-  Result<Grant> g = Error(ErrorCode::kInternal, "no grant");
-  if (req->by_handle) {
-    g = grant_by_handle(*req);
-  } else {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = grants_.find(req->token);
-    if (it != grants_.end()) {
-      g = std::move(it->second);
-      grants_.erase(it);
-    } else {
-      g = unknown_grant(req->token);
-    }
-  }
+  auto g = claim(*req);
   if (!g.ok()) {
     (void)write_status(c.socket, g.error(), std::chrono::steady_clock::now());
     keep = false;

@@ -200,6 +200,9 @@ private:
   /// c claimed `grant` with `req`: it is authenticated (invariant 2) and goes to a worker.
   void hand_to_worker_locked(const std::shared_ptr<Connection>& c, const StreamRequest& req,
                              Grant grant);
+  /// The grant `req` claims: the one its token names (taken from grants_), or the one a request
+  /// by handle makes (invariant 9); else the answer refusing it.
+  Result<Grant> claim(const StreamRequest& req);
   /// The grant a request by handle makes (invariant 9), or the answer refusing it.
   Result<Grant> grant_by_handle(const StreamRequest& req);
   void close_locked(int fd);
