@@ -108,6 +108,9 @@ private:
 struct LaneGrant {
   std::shared_ptr<DirectLane> lane;
   bool verify = false;  ///< the manager's verify mode: its client checks every lane op too
+  /// The manager stripes reads and writes of at least this many bytes with owners that have
+  /// rails (manager/rails.h): its client sends those to it, not down the lane. 0: none.
+  uint64_t stripe_min_bytes = 0;
 };
 
 }  // namespace caf_rdma

@@ -121,8 +121,15 @@ DirectLane* RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
   LaneSlot& slot = lanes_[op.remote.owner.address()];
   if (slot.lane && slot.lane->broken())
     slot.lane.reset();  // its destructor has the manager close the owner's side
+  // A large op with an owner that has rails: the manager stripes it over its devices.
+  auto striped = [&op](const LaneSlot& s) {
+    if (s.stripe_min_bytes == 0 || op.remote.rails.empty() || op.local.rails.empty())
+      return false;
+    auto n = checked_length(op, op.local.size, static_cast<BufferAccess>(op.local.access));
+    return n.ok() && *n >= s.stripe_min_bytes;
+  };
   if (slot.lane)
-    return slot.lane.get();
+    return striped(slot) ? nullptr : slot.lane.get();
   if (now < slot.retry_after)
     return nullptr;
   auto grant = call<LaneGrant>(std::chrono::milliseconds(timeout_ms) + kLaneBackstop,
@@ -130,8 +137,9 @@ DirectLane* RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
   if (grant.ok() && grant->lane) {
     slot.lane = grant->lane;
     slot.verify = grant->verify;
+    slot.stripe_min_bytes = grant->stripe_min_bytes;
     slot.open_timeouts = 0;
-    return slot.lane.get();
+    return striped(slot) ? nullptr : slot.lane.get();
   }
   Error e = grant.ok() ? Error(ErrorCode::kInternal, "empty lane grant") : grant.error();
   if (e.code() == ErrorCode::kTimeout) {

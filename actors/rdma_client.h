@@ -133,7 +133,8 @@ public:
 private:
   struct LaneSlot {
     std::shared_ptr<DirectLane> lane;
-    bool verify = false;  ///< the manager's verify mode, given with the lane
+    bool verify = false;            ///< the manager's verify mode, given with the lane
+    uint64_t stripe_min_bytes = 0;  ///< LaneGrant's: larger ops with rails go to the manager
     /// No lane to this owner before then (the manager refused one): use the manager.
     std::chrono::steady_clock::time_point retry_after{};
     /// Lane handshakes in a row that did not finish within their transfer's timeout: the

@@ -32,6 +32,34 @@ const char* to_string(TransportMode mode) {
   return "?";
 }
 
+Result<std::vector<std::string>> parse_devices(const std::string& text) {
+  auto bad = [&text](const std::string& why) {
+    return Error(ErrorCode::kInvalidArgument, std::string("environment variable ") + kEnvDevices +
+                                                  "='" + text + "' " + why +
+                                                  " (a comma-separated list of device names, "
+                                                  "or all)");
+  };
+  std::vector<std::string> out;
+  if (text == "all")
+    return out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos)
+      end = text.size();
+    std::string name = text.substr(start, end - start);
+    if (name.empty())
+      return bad("has an empty name");
+    if (std::find(out.begin(), out.end(), name) != out.end())
+      return bad("names " + name + " twice");
+    out.push_back(std::move(name));
+    start = end + 1;
+  }
+  if (out.size() > kMaxRails + 1)
+    return bad("names more than " + std::to_string(kMaxRails + 1) + " devices");
+  return out;
+}
+
 Result<ManagerOptions> ManagerOptions::from_env() {
   ManagerOptions o;
   CAF_RDMA_ASSIGN_OR_RETURN(o.ibverbs, IbverbsConfig::from_env());
@@ -93,6 +121,24 @@ Result<ManagerOptions> ManagerOptions::from_env() {
       return bus.error().with_context(std::string(kEnvGpu) + "=" + v);
     o.ibverbs.near_pci_device = *bus;
   }
+  CAF_RDMA_RETURN_IF_ERROR(number(kEnvStripeMin, 1, 1ull << 40, o.stripe_min_bytes));
+  uint64_t stripe_qps = o.stripe_qps;
+  CAF_RDMA_RETURN_IF_ERROR(number(kEnvStripeQps, 1, kMaxStripeQps, stripe_qps));
+  o.stripe_qps = static_cast<uint32_t>(stripe_qps);
+  if (const char* v = std::getenv(kEnvDevices); v != nullptr && *v != '\0') {
+    CAF_RDMA_ASSIGN_OR_RETURN(auto devices, parse_devices(v));
+    if (devices.empty()) {
+      o.all_devices = true;
+    } else {
+      if (!o.ibverbs.device_name.empty() && o.ibverbs.device_name != devices.front())
+        return Error(ErrorCode::kInvalidArgument, std::string("environment variables ") +
+                                                      kEnvDevices + "='" + v + "' and " +
+                                                      kEnvDevice + "='" + o.ibverbs.device_name +
+                                                      "' name different primary devices");
+      o.ibverbs.device_name = devices.front();
+      o.rail_devices.assign(devices.begin() + 1, devices.end());
+    }
+  }
   o.from_environment = true;
   return o;
 }
@@ -102,8 +148,10 @@ namespace {
 detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self self,
                                                   ManagerOptions options,
                                                   std::shared_ptr<RdmaDomain> domain,
+                                                  std::vector<std::shared_ptr<RdmaDomain>> rails,
                                                   std::string no_rdma_reason) {
-  self->state.init(self, std::move(options), std::move(domain), std::move(no_rdma_reason));
+  self->state.init(self, std::move(options), std::move(domain), std::move(rails),
+                   std::move(no_rdma_reason));
   self->set_down_handler([=](caf::down_msg& msg) {
     if (!self->state.registrants.on_down(msg))
       self->state.links.on_down(msg);
@@ -267,6 +315,7 @@ Result<rdma_manager_actor> spawn_manager(caf::actor_system& sys, ManagerOptions 
     return Error(ErrorCode::kInvalidArgument,
                  "ManagerOptions: max_timeout must be in 1.." + std::to_string(UINT32_MAX) + " ms");
   std::shared_ptr<RdmaDomain> domain;
+  std::vector<std::shared_ptr<RdmaDomain>> rails;
   std::string reason;
   if (options.mode == TransportMode::kFallback) {
     reason = std::string("RDMA disabled (") + kEnvTransport + "=fallback)";
@@ -276,6 +325,10 @@ Result<rdma_manager_actor> spawn_manager(caf::actor_system& sys, ManagerOptions 
       domain = *d;
       if (!domain->warning().empty())
         log_line(LogLevel::kWarn, "%s", domain->warning().c_str());
+      auto opened = detail::open_rails(options, domain->device_name());
+      if (!opened.ok())
+        return opened.error();
+      rails = std::move(*opened);
     } else if (options.mode == TransportMode::kRdma) {
       return d.error().with_context(fallback_forbidden_text() + ", but no RDMA device can be used");
     } else {
@@ -290,14 +343,15 @@ Result<rdma_manager_actor> spawn_manager(caf::actor_system& sys, ManagerOptions 
   if (options.name.empty())
     options.name = "node " + to_string(sys.node()).substr(0, 12);
   // The public handle: the internal events are not part of its interface.
-  rdma_manager_actor handle =
-      sys.spawn(manager, std::move(options), std::move(domain), std::move(reason));
+  rdma_manager_actor handle = sys.spawn(manager, std::move(options), std::move(domain),
+                                        std::move(rails), std::move(reason));
   return handle;
 }
 
 namespace detail {
 
 void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaDomain> domain,
+                        std::vector<std::shared_ptr<RdmaDomain>> rails,
                         std::string no_rdma_reason) {
   self_ = self;
   options_ = std::move(options);
@@ -305,6 +359,13 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
   facade_ = self_->spawn<PeerFacade>(self_->address(), options_.name, facade_counters_);
   self_->monitor(facade_);
   domain_ = std::move(domain);
+  for (auto& d : rails) {
+    RailDevice rail;
+    rail.name = d->device_name();
+    rail.domain = std::move(d);
+    rails_.push_back(std::move(rail));
+  }
+  this->rails.watch();
   no_rdma_reason_ = std::move(no_rdma_reason);
   if (domain_) {
     poller_ = std::make_unique<CompletionPoller>();
@@ -348,8 +409,9 @@ void ManagerState::say_started() const {
                                             (options_.stream_tls.any() ? " (TLS)" : "")
                                       : std::string();
   if (domain_) {
-    log_line(LogLevel::kInfo, "%s: started, transport %s: RDMA on %s%s", options_.name.c_str(),
-             to_string(options_.mode), domain_->describe().c_str(), stream.c_str());
+    log_line(LogLevel::kInfo, "%s: started, transport %s: RDMA on %s%s%s", options_.name.c_str(),
+             to_string(options_.mode), domain_->describe().c_str(), rails.describe().c_str(),
+             stream.c_str());
     return;
   }
   // A device the program or CAF_RDMA_DEVICE named and did not get is worth a warning.
@@ -440,7 +502,8 @@ ManagerStats ManagerState::stats() const {
   for (const auto& [key, peer] : peers_)
     s.lanes += peer.lanes.size();
   for (const auto& [key, peer] : peers_)
-    s.live_qps += (peer.initiated ? 1 : 0) + (peer.accepted ? 1 : 0);
+    s.live_qps += (peer.initiated ? 1 : 0) + (peer.accepted ? 1 : 0) + peer.stripes.size() +
+                  peer.stripes_accepted.size();
   s.live_qps += loopback_ ? 1 : 0;
   s.shared_cq_qps = completions_ ? completions_->stats().attached : 0;
   s.polled_cqs = poller_ ? poller_->sources() : 0;
@@ -454,6 +517,10 @@ ManagerStats ManagerState::stats() const {
   s.notices_pending = notices.pending();
   s.notices_refused = counters_.notices_refused;
   s.notified_writes = counters_.notified_writes;
+  s.rails = rails.names();
+  s.striped_ops = counters_.striped_ops;
+  s.stripe_slices = counters_.stripe_slices;
+  s.stripe_failovers = counters_.stripe_failovers;
   uint64_t buffer_bytes = 0;
   for (const auto& [id, b] : buffers_) {
     s.registered_buffers += b.released ? 0 : 1;

@@ -40,6 +40,16 @@ constexpr const char* kEnvMaxTimeout = "CAF_RDMA_MAX_TIMEOUT_MS";
 /// (ManagerOptions::peer_window_bytes, total_window_bytes).
 constexpr const char* kEnvPeerWindow = "CAF_RDMA_PEER_WINDOW";
 constexpr const char* kEnvTotalWindow = "CAF_RDMA_TOTAL_WINDOW";
+/// Striping (ManagerOptions::rail_devices): "mlx5_0,mlx5_1,...": the manager's devices, the first
+/// its primary one (as CAF_RDMA_DEVICE), the others its rails; "all": every device with an
+/// active port. CAF_RDMA_STRIPE_MIN: bytes from which an RDMA transfer is striped;
+/// CAF_RDMA_STRIPE_QPS: queue pairs per pair of devices.
+constexpr const char* kEnvDevices = "CAF_RDMA_DEVICES";
+constexpr const char* kEnvStripeMin = "CAF_RDMA_STRIPE_MIN";
+constexpr const char* kEnvStripeQps = "CAF_RDMA_STRIPE_QPS";
+/// At most this many queue pairs per pair of devices for striping, and rails per manager.
+constexpr uint32_t kMaxStripeQps = 8;
+constexpr size_t kMaxRails = 15;
 
 // Bounds on what one requester or peer can make a manager hold (README "Security model").
 /// Longest directory name, in bytes.
@@ -69,7 +79,21 @@ enum class TransportMode : uint8_t {
 const char* to_string(TransportMode mode);
 
 struct ManagerOptions {
+  /// The primary device (the one `ibverbs` selects): every queue pair and handle has it.
   IbverbsConfig ibverbs;
+  /// Striping over several devices (actors/manager/rails.h, README "Several devices"): more
+  /// devices of this host, its rails 1, 2, ... in this order (same port and GID rules as the
+  /// primary). Host buffers are registered on each, and an RDMA read or write of at least
+  /// `stripe_min_bytes` with an owner that has rails too is cut in slices that run in parallel
+  /// over queue pairs of rail k to the owner's rail k (rail-aligned, as multi-NIC fabrics are
+  /// cabled), `stripe_qps` per pair of devices, the primary's included. Empty: one device
+  /// (the default: processes of a host spread over its devices by local rank, see IbverbsConfig;
+  /// a process that is alone on a multi-NIC host lists them, or CAF_RDMA_DEVICES=all).
+  std::vector<std::string> rail_devices;
+  /// CAF_RDMA_DEVICES=all: every other device with an active port is a rail (set by from_env).
+  bool all_devices = false;
+  uint64_t stripe_min_bytes = 4 << 20;
+  uint32_t stripe_qps = 1;
   TransportMode mode = TransportMode::kAuto;
   /// The longest timeout any request gets: transfer, batch and lane timeouts, dir_get waits
   /// and the stream grants peers ask for are cut to it (a peer cannot pin a buffer for 49
@@ -153,11 +177,15 @@ struct ManagerOptions {
   /// Defaults, then CAF_RDMA_TRANSPORT, CAF_RDMA_FALLBACK_CHUNK, CAF_RDMA_FALLBACK_WINDOW,
   /// CAF_RDMA_STREAM_MIN, CAF_RDMA_PEER_WINDOW, CAF_RDMA_TOTAL_WINDOW,
   /// CAF_RDMA_INLINE_POLL_US, CAF_RDMA_VERIFY, CAF_RDMA_RELEASE_ORPHANS,
-  /// CAF_RDMA_GPU, CAF_RDMA_MAX_TIMEOUT_MS and the IbverbsConfig variables (CAF_RDMA_DEVICE, ...).
+  /// CAF_RDMA_GPU, CAF_RDMA_MAX_TIMEOUT_MS, CAF_RDMA_DEVICES, CAF_RDMA_STRIPE_MIN,
+  /// CAF_RDMA_STRIPE_QPS and the IbverbsConfig variables (CAF_RDMA_DEVICE, ...).
   /// A malformed value is an error naming the variable and what it may be (e.g.
   /// "CAF_RDMA_TRANSPORT='bogus' must be auto, rdma or fallback").
   static Result<ManagerOptions> from_env();
 };
+
+/// CAF_RDMA_DEVICES's value as device names; empty for "all". Errors name the text.
+Result<std::vector<std::string>> parse_devices(const std::string& text);
 
 /// Spawns a manager. With kAuto and no usable device the manager runs fallback-only (its stats
 /// say so); with kRdma a missing device is an error here.

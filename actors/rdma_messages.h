@@ -35,6 +35,19 @@ enum class BufferMemory : uint8_t {
 /// whoever holds it may access the buffer (as `access` allows) until its owner releases it, so
 /// hand it only to whom may. Its owner checks the secret on every access it serves (fallback
 /// chunks, stream grants, checks); on the RDMA path the NIC checks the rkey.
+/// One more device of a buffer's owner that registered it (striping: actors/manager/rails.h):
+/// the remote key of that registration, on that device.
+struct RailKey {
+  std::string device;        ///< the owner's device (its rail)
+  uint32_t rkey = 0;         ///< remote key of the buffer's registration there
+  uint64_t incarnation = 0;  ///< that device's opening (RdmaDomain::incarnation)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RailKey& x) {
+  return f(caf::meta::type_name("caf_rdma::RailKey"), x.device, x.rkey, x.incarnation);
+}
+
 struct BufferHandle {
   uint64_t id = 0;           ///< owner-local id, never reused by that owner
   uint64_t addr = 0;         ///< first byte in the owner's address space
@@ -58,6 +71,9 @@ struct BufferHandle {
   /// lane of RdmaClient: actors/stream_lane.h); port 0: none.
   std::string stream_host;
   uint16_t stream_port = 0;
+  /// The owner's rails (its devices after `device`, in its order): rail k is rails[k - 1].
+  /// Empty: one device. Slices of a large transfer go over rail k only when both sides have it.
+  std::vector<RailKey> rails;
 
   bool has_rdma() const { return !device.empty() && gid.size() == 16; }
   bool on_gpu() const { return memory != static_cast<uint8_t>(BufferMemory::kHost); }
@@ -67,7 +83,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BufferHandle& x) {
   return f(caf::meta::type_name("caf_rdma::BufferHandle"), x.id, x.addr, x.size, x.access, x.rkey,
            x.device, x.gid, x.ethernet, x.owner, x.owner_name, x.memory, x.gpu, x.secret_hi,
-           x.secret_lo, x.incarnation, x.stream_host, x.stream_port);
+           x.secret_lo, x.incarnation, x.stream_host, x.stream_port, x.rails);
 }
 
 /// How the peer protocol names a buffer to its owner: its id and the handle's secret.
@@ -316,12 +332,17 @@ struct QpInfoMsg {
   uint64_t lane = 0;   ///< 0: the managers' queue pair; else the initiator's direct lane id
   uint8_t max_dest_rd_atomic = 0;  ///< READs its responder takes outstanding (QpInfo)
   uint64_t incarnation = 0;        ///< the sender's device opening (QpInfo)
+  /// 0: the managers' queue pair (or a lane's); else a striping queue pair
+  /// (actors/manager/rails.h) on the initiator's and the acceptor's rail `rail`.
+  uint32_t stripe = 0;
+  uint32_t rail = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, QpInfoMsg& x) {
   return f(caf::meta::type_name("caf_rdma::QpInfoMsg"), x.qp_num, x.lid, x.gid, x.psn, x.mtu,
-           x.ethernet, x.device, x.manager, x.lane, x.max_dest_rd_atomic, x.incarnation);
+           x.ethernet, x.device, x.manager, x.lane, x.max_dest_rd_atomic, x.incarnation, x.stripe,
+           x.rail);
 }
 
 /// An owner's permission to move one byte range over its stream channel (fallback transport,
@@ -546,6 +567,13 @@ struct ManagerStats {
   uint64_t notices_pending = 0;
   uint64_t notices_refused = 0;
   uint64_t notified_writes = 0;
+  /// Striping (actors/manager/rails.h): this manager's rails (its devices after `device`),
+  /// RDMA ops it split in slices over several queue pairs, the slices, and the slices that a
+  /// failed rail handed to the primary device's queue pair (failover).
+  std::vector<std::string> rails;
+  uint64_t striped_ops = 0;
+  uint64_t stripe_slices = 0;
+  uint64_t stripe_failovers = 0;
   /// Per op, by peer, path and kind: bytes, ops, errors, latencies (actors/manager/telemetry.h).
   ManagerTelemetry telemetry;
 };
@@ -559,7 +587,8 @@ typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
            x.device_losses, x.device_reopens, x.facade_dropped, x.forged_answers, x.shared_cq_qps,
            x.polled_cqs, x.staged_chunks, x.staged_overlapped, x.links_lost, x.reconnects,
            x.no_rdma_reason, x.window_bytes, x.fetches_waiting, x.registrants, x.orphaned_buffers,
-           x.notices_sent, x.notices_pending, x.notices_refused, x.notified_writes, x.telemetry);
+           x.notices_sent, x.notices_pending, x.notices_refused, x.notified_writes, x.rails,
+           x.striped_ops, x.stripe_slices, x.stripe_failovers, x.telemetry);
 }
 
 /// Registers every message type above. Call on the config of every actor system that talks

@@ -36,6 +36,7 @@
 #include <cstring>
 #include <functional>
 #include <future>
+#include <map>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -67,7 +68,10 @@ constexpr const char* kUsage =
     "  CAF's default number of scheduler threads per node. --lat-only: only the latency figures\n"
     "  (run_bench.sh alternates such rounds with ib_read_lat to pair the ratios in time).\n"
     "  fallback-tls: the fallback path between nodes speaking mutual TLS with --tls's files\n"
-    "  (what TLS costs; not in the default paths).\n";
+    "  (what TLS costs; not in the default paths).\n"
+    "  striping: write and read bandwidth through the manager between nodes on one device each,\n"
+    "  then on --devices A,B and --peer-devices C,D (rails: actors/manager/rails.h), and the\n"
+    "  ratio 'striping 2 devices / 1 device', same run (not in the default paths).\n";
 
 struct Options {
   std::vector<std::string> paths{"components", "actor", "direct", "fallback", "tcp"};
@@ -79,6 +83,8 @@ struct Options {
   size_t scheduler_threads = 0;
   bool lat_only = false;
   TlsCredentials tls;  // --tls, for the fallback-tls path
+  // --devices, --peer-devices: the striping path's devices (the first of each is the primary).
+  std::vector<std::string> devices, peer_devices;
 };
 
 double mbps(uint64_t bytes, Clock::duration d) {
@@ -397,6 +403,90 @@ int bench_manager(const Options& o, const std::string& path_name) {
   return 0;
 }
 
+// -- striping ---------------------------------------------------------------------------------
+
+/// Bandwidth (MB/s) of writes and reads of each size through the manager between nodes on
+/// `devices` and `peer_devices` (first: primary; the rest: rails), by "op size".
+Result<std::map<std::string, double>> striping_bandwidth(const Options& o,
+                                                         const std::vector<std::string>& devices,
+                                                         const std::vector<std::string>& peer) {
+  CAF_RDMA_ASSIGN_OR_RETURN(auto base, ManagerOptions::from_env());
+  base.mode = TransportMode::kRdma;
+  base.stripe_min_bytes = 1 << 20;
+  base.stripe_qps = 1;  // devices against devices, one queue pair per pair
+  NodeOptions user_opts, owner_opts;
+  user_opts.manager = owner_opts.manager = base;
+  user_opts.scheduler_threads = owner_opts.scheduler_threads = o.scheduler_threads;
+  user_opts.manager.ibverbs.device_name = devices.front();
+  user_opts.manager.rail_devices.assign(devices.begin() + 1, devices.end());
+  owner_opts.manager.ibverbs.device_name = peer.front();
+  owner_opts.manager.rail_devices.assign(peer.begin() + 1, peer.end());
+  uint64_t max_size = *std::max_element(o.sizes.begin(), o.sizes.end());
+  std::vector<uint8_t> src(max_size, 1), dst(max_size, 0);  // outlive the nodes
+  CAF_RDMA_ASSIGN_OR_RETURN(auto owner, RdmaNode::start(owner_opts));
+  CAF_RDMA_ASSIGN_OR_RETURN(auto user, RdmaNode::start(user_opts));
+  CAF_RDMA_ASSIGN_OR_RETURN(auto owner_proxy, user->remote_manager("127.0.0.1", owner->port()));
+  RdmaClient owner_client(owner->system(), owner->manager());
+  RdmaClient remote(user->system(), owner_proxy);
+  RdmaClient me(user->system(), user->manager(), false);  // the manager's path: it stripes
+  CAF_RDMA_ASSIGN_OR_RETURN(auto hd, owner_client.request_buffer(dst.data(), max_size));
+  CAF_RDMA_RETURN_IF_ERROR(owner_client.put("dst", hd));
+  CAF_RDMA_ASSIGN_OR_RETURN(auto target, remote.get("dst", 5000));
+  CAF_RDMA_ASSIGN_OR_RETURN(auto hs, me.request_buffer(src.data(), max_size));
+  // Warm-up: the handshakes (striping queue pairs included) happen here.
+  CAF_RDMA_RETURN_IF_ERROR(me.write(hs, target, Range::whole(), std::chrono::seconds(60)).status());
+  std::map<std::string, double> out;
+  for (const char* op : {"write", "read"}) {
+    for (uint64_t size : o.sizes) {
+      uint64_t n = std::max<uint64_t>(4, std::min<uint64_t>(iterations(o, size), 64));
+      auto t0 = Clock::now();
+      for (uint64_t sent = 0; sent < n; sent += 4) {  // 4 ops in flight
+        std::vector<TransferOp> ops;
+        for (uint64_t i = 0; i < std::min<uint64_t>(4, n - sent); ++i)
+          ops.push_back(std::strcmp(op, "write") == 0 ? make_write(hs, target, size)
+                                                      : make_read(hs, target, size));
+        CAF_RDMA_ASSIGN_OR_RETURN(auto outcomes, me.batch(ops, 120000));
+        for (auto& r : outcomes)
+          CAF_RDMA_RETURN_IF_ERROR(r.status());
+      }
+      out[std::string(op) + " " + std::to_string(size)] = mbps(n * size, Clock::now() - t0);
+    }
+  }
+  CAF_RDMA_ASSIGN_OR_RETURN(auto stats, me.stats());
+  if (devices.size() > 1 && stats.striped_ops == 0)
+    return Error(ErrorCode::kInternal,
+                 "no op was striped over " + std::to_string(devices.size()) + " devices");
+  return out;
+}
+
+int bench_striping(const Options& o) {
+  if (o.devices.size() != 2 || o.peer_devices.size() != 2)
+    return std::fprintf(stderr, "striping: needs --devices A,B and --peer-devices C,D\n"), 1;
+  // Alternating one-device and two-device runs (the emulated machine's speed drifts).
+  std::map<std::string, std::vector<double>> one, two;
+  for (int round = 0; round < 2; ++round) {
+    for (size_t n : {size_t{1}, size_t{2}}) {
+      auto bw = striping_bandwidth(
+          o, std::vector<std::string>(o.devices.begin(), o.devices.begin() + n),
+          std::vector<std::string>(o.peer_devices.begin(), o.peer_devices.begin() + n));
+      if (!bw.ok())
+        return std::fprintf(stderr, "striping (%zu devices): %s\n", n,
+                            bw.error().to_string().c_str()),
+               1;
+      for (auto& [key, v] : *bw)
+        (n == 1 ? one : two)[key].push_back(v);
+    }
+  }
+  auto best = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
+  for (auto& [key, v] : one) {
+    std::printf("bw striping-1dev %s %.1f\n", key.c_str(), best(v));
+    std::printf("bw striping-2dev %s %.1f\n", key.c_str(), best(two[key]));
+    std::printf("striping 2 devices / 1 device %s %.3f\n", key.c_str(), best(two[key]) / best(v));
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
 // -- raw TCP -----------------------------------------------------------------------------------
 
 // Every socket call of the raw TCP reference is bounded (a stuck peer fails the run, it does not
@@ -509,10 +599,11 @@ Result<std::vector<std::string>> split(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto flags = Flags::parse(argc, argv,
-                            {"--paths", "--sizes", "--bytes-per-size", "--lat-iters",
-                             "--peer-device", "--scheduler-threads", "--tls"},
-                            {"--help", "-h", "--lat-only"});
+  auto flags =
+      Flags::parse(argc, argv,
+                   {"--paths", "--sizes", "--bytes-per-size", "--lat-iters", "--peer-device",
+                    "--scheduler-threads", "--tls", "--devices", "--peer-devices"},
+                   {"--help", "-h", "--lat-only"});
   if (!flags.ok()) {
     std::fprintf(stderr, "rdma_bench: %s\n%s", flags.error().message().c_str(), kUsage);
     return 2;
@@ -562,6 +653,16 @@ int main(int argc, char** argv) {
   }
   o.scheduler_threads = *threads;
   o.lat_only = flags->has("--lat-only");
+  for (auto [flag, list] :
+       {std::pair{"--devices", &o.devices}, {"--peer-devices", &o.peer_devices}})
+    if (flags->has(flag)) {
+      auto names = split(flags->get(flag, ""));
+      if (!names.ok()) {
+        std::fprintf(stderr, "rdma_bench: %s: %s\n", flag, names.error().message().c_str());
+        return 2;
+      }
+      *list = *names;
+    }
   if (flags->has("--tls")) {
     auto files = split(flags->get("--tls", ""));
     if (!files.ok() || files->size() != 3) {
@@ -579,6 +680,8 @@ int main(int argc, char** argv) {
       rc |= bench_manager(o, p);
     else if (p == "tcp")
       rc |= bench_tcp(o);
+    else if (p == "striping")
+      rc |= bench_striping(o);
     else {
       std::fprintf(stderr, "rdma_bench: unknown path '%s'\n", p.c_str());
       return 2;

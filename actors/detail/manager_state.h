@@ -47,6 +47,11 @@
 // 15-17. Write notifications: a write's notice leaves once its bytes are in the owner's memory,
 //     at most once; the writer's reply follows it; notices waiting for watchers are bounded
 //     (manager/write_notices.h).
+// 18-21. Several devices: buffers are registered on every rail or none; a large op's slices
+//     all complete before its reply, a failed rail's slice runs again on the primary device;
+//     striping queue pairs are made on first use and dropped with the primary device or the
+//     peer; a rail whose port goes down or whose device is lost fails over at once
+//     (manager/rails.h).
 #pragma once
 
 #include "actors/detail/manager_tables.h"
@@ -58,6 +63,7 @@
 #include "actors/manager/link_recovery.h"
 #include "actors/manager/peer_table.h"
 #include "actors/manager/qp_handshakes.h"
+#include "actors/manager/rails.h"
 #include "actors/manager/registrant_watch.h"
 #include "actors/manager/stream_grants.h"
 #include "actors/manager/telemetry.h"
@@ -79,7 +85,7 @@ public:
   using Self = manager_impl_actor::stateful_pointer<ManagerState>;
 
   void init(Self self, ManagerOptions options, std::shared_ptr<RdmaDomain> domain,
-            std::string no_rdma_reason);
+            std::vector<std::shared_ptr<RdmaDomain>> rails, std::string no_rdma_reason);
   /// The node's start line (info; a warning when a named device was not used): transport,
   /// device, port, GID and MTU, or why there is no RDMA; the stream channel's address.
   void say_started() const;
@@ -106,6 +112,7 @@ public:
   FetchWindows windows{*this};         ///< the owner side of fetch windows (invariant 12)
   RegistrantWatch registrants{*this};  ///< leak accounting: who holds each live buffer
   WriteNotices notices{*this};         ///< write notifications (invariants 15-17)
+  Rails rails{*this};                  ///< devices after the primary, striping (18-21)
 
   /// The name given by its node once it listens (first call only; SetName is an internal event).
   void set_name(std::string name) {
@@ -163,6 +170,7 @@ private:
   friend class PeerTable;
   friend class RegistrantWatch;
   friend class WriteNotices;
+  friend class Rails;
 
   /// Checks op `id`, chooses its path (path_choice.h) and starts it there.
   void start_op(OpId id);
@@ -198,6 +206,8 @@ private:
   ManagerOptions options_;
   bool named_ = false;  ///< set_name was taken
   std::shared_ptr<RdmaDomain> domain_;
+  /// The rails (manager/rails.h): rail k at k - 1; they live as long as the manager.
+  std::vector<RailDevice> rails_;
   std::string no_rdma_reason_;
   std::unique_ptr<DeviceMonitor> monitor_;  ///< watches domain_ (null without one)
   /// Queue pairs of handshakes in flight (the managers' QPs and direct lanes), by a number of

@@ -51,6 +51,9 @@ struct LocalBuffer {
   int gpu = -1;                           ///< CUDA device of GPU memory
   uint64_t secret_hi = 0, secret_lo = 0;  ///< the handle's secret (capability)
   RdmaBuffer rdma;                        ///< empty without a device
+  /// Its registrations on the manager's rails, rail k at k - 1 (manager/rails.h invariant 18):
+  /// empty, or one per rail.
+  std::vector<RdmaBuffer> rails;
   uint32_t in_use = 0;  ///< transfers, grants and fallback chunks in flight currently using it
   uint32_t grants = 0;  ///< stream grants outstanding on it (counted in in_use too)
   bool released = false;
@@ -108,9 +111,27 @@ struct Peer {
   /// answered, and the fallback reads waiting to ask more (ChunkPath).
   uint64_t fetching = 0;
   std::deque<OpId> fetch_queue;
+  /// Striping queue pairs (manager/rails.h invariants 19-20), by stripe number: initiated by
+  /// this manager, and accepted from the peer; handshakes in flight, ops waiting for them, and
+  /// when a failed one may be tried again.
+  std::map<uint32_t, std::shared_ptr<RdmaQueuePair>> stripes;
+  std::map<uint32_t, std::shared_ptr<RdmaQueuePair>> stripes_accepted;
+  std::set<uint32_t> stripes_opening;
+  std::vector<OpId> stripe_waiting;
+  std::map<uint32_t, std::chrono::steady_clock::time_point> stripe_failed;
   /// Counts its lost links (invariant 13): `fetching` holds only fetches asked over the
   /// current one; answers to earlier ones (their requests' timeouts) release nothing.
   uint64_t link = 0;
+};
+
+/// One of the manager's rails (manager/rails.h): its device, and the completion queue its
+/// striping queue pairs share (made with the first).
+struct RailDevice {
+  std::string name;
+  std::shared_ptr<RdmaDomain> domain;  ///< null once the device was lost (`lost` says how)
+  std::shared_ptr<CompletionRouter> completions;
+  std::unique_ptr<DeviceMonitor> monitor;  ///< its port and loss events (null: not watched)
+  std::string lost;
 };
 
 /// A direct lane this manager opened (the lane itself belongs to its client).
@@ -148,6 +169,7 @@ struct Counters {
   uint64_t staged_chunks = 0, staged_overlapped = 0;
   uint64_t links_lost = 0, reconnects = 0;
   uint64_t notices_sent = 0, notices_refused = 0, notified_writes = 0;
+  uint64_t striped_ops = 0, stripe_slices = 0, stripe_failovers = 0;
 };
 
 /// A failed request's or lower layer's error as a transfer outcome (CAF's request timeout is

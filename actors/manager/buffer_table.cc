@@ -133,6 +133,8 @@ caf::result<BufferHandle> BufferTable::request_buffer(uint64_t addr, uint64_t si
     h.stream_host = m_.stream_server_->host();
     h.stream_port = m_.stream_server_->port();
   }
+  if (entry.memory == BufferMemory::kHost)
+    m_.rails.register_buffer(entry, h, mr_access);  // invariant 18
   m_.buffers_.emplace(h.id, std::move(entry));
   m_.registrants.registered(h.id);
   return h;

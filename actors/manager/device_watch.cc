@@ -35,6 +35,8 @@ void DeviceWatch::watch_device() {
 }
 
 void DeviceWatch::device_changed(const DeviceChanged& e) {
+  if (m_.rails.rail_event(e))
+    return;  // one of a rail's (rails.h)
   if (!m_.domain_ || e.incarnation != m_.domain_->incarnation())
     return;  // an event of a domain already dropped
   auto kind = static_cast<DeviceEventKind>(e.kind);
@@ -112,6 +114,7 @@ void DeviceWatch::lose_device(const std::string& what) {
     p.handshaking = false;  // its answer, if any, is for a QP of the old device (ignored)
   }
   drop(m_.loopback_);
+  m_.rails.drop_all();  // striping QPs, the rails' included (rails.h invariant 20)
   m_.queued_on_.clear();
   m_.opening_.clear();        // handshakes in flight: their answers find nothing
   abort_connections(reason);  // what is left: the lanes our clients hold
@@ -231,6 +234,7 @@ void DeviceWatch::abort_connections(const std::string& reason, const caf::actor_
   for (auto& [id, lane] : m_.lanes_)
     if (peer == nullptr || lane.owner == *peer)
       abort(lane.qp.lock());
+  m_.rails.abort(reason, peer);
   if (peer == nullptr)
     abort(m_.loopback_);
 }

@@ -44,7 +44,7 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
     auto lane = std::make_shared<DirectLane>(id, std::move(qp), m_.registry_, me, remote.owner,
                                              m_.options_.name, m_.capped(UINT32_MAX));
     m_.lanes_.emplace(id, LaneRecord{m_.self_->address(), weak_qp, lane});
-    return LaneGrant{std::move(lane), m_.options_.verify};
+    return LaneGrant{std::move(lane), m_.options_.verify, 0};  // a loopback lane: never striped
   }
   Peer& p = m_.peer_table.peer_for(remote.owner, remote.owner_name);
   if (!p.down_reason.empty())
@@ -87,7 +87,8 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
             auto lane = std::make_shared<DirectLane>(id, std::move(qp), m_.registry_, me, owner,
                                                      name, m_.capped(UINT32_MAX));
             m_.lanes_.emplace(id, LaneRecord{key, weak_qp, lane});
-            rp.deliver(LaneGrant{std::move(lane), m_.options_.verify});
+            rp.deliver(LaneGrant{std::move(lane), m_.options_.verify,
+                                 m_.rails_.empty() ? 0 : m_.options_.stripe_min_bytes});
           },
           [this, rp, key, held, id, owner = remote.owner, timeout](caf::error& err) mutable {
             (void)m_.handshakes.take_opening(held);

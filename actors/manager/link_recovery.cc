@@ -55,6 +55,7 @@ void LinkRecovery::cut_off(const caf::actor_addr& key, Peer& p, const caf::error
   // Destroy its queue pairs: the NIC stops, and nothing polls their completions any more.
   m_.handshakes.drop_qp(p, p.initiated);
   m_.handshakes.drop_qp(p, p.accepted);
+  m_.rails.drop_peer(p, err);
   p.lanes.clear();  // its side of the lanes is gone with it
   // Our lanes to it: flush them, so their clients fail now, not at their timeouts.
   for (auto& [id, lane] : m_.lanes_)

@@ -55,22 +55,27 @@ QpInfo from_msg(const QpInfoMsg& m) {
 }
 
 Result<RdmaQueuePair::Options> QpHandshakes::shared_qp_options() {
+  return shared_qp_options(m_.domain_, m_.completions_);
+}
+
+Result<RdmaQueuePair::Options> QpHandshakes::shared_qp_options(
+    const std::shared_ptr<RdmaDomain>& domain, std::shared_ptr<CompletionRouter>& completions) {
   RdmaQueuePair::Options o;
   o.drain_timeout = m_.options_.drain_timeout;
-  if (!m_.completions_) {
+  if (!completions) {
     // Room for 16 QPs' full send queues (each request holds an entry until retired); more
     // queue their requests until entries come back. 1 MiB on mlx5 (64-byte entries).
     constexpr uint64_t kSharedCqEntries = 16384;
-    uint64_t max_cqe = static_cast<uint64_t>(m_.domain_->context()->device_attr().max_cqe);
+    uint64_t max_cqe = static_cast<uint64_t>(domain->context()->device_attr().max_cqe);
     auto entries =
         static_cast<int>(max_cqe > 0 ? std::min(kSharedCqEntries, max_cqe) : kSharedCqEntries);
-    auto made = CompletionRouter::create(m_.domain_->context(), entries);
+    auto made = CompletionRouter::create(domain->context(), entries);
     if (!made.ok())
       return made.error().with_context("creating the shared completion queue of " +
-                                       m_.domain_->device_name());
-    m_.completions_ = *made;
+                                       domain->device_name());
+    completions = *made;
   }
-  o.completions = m_.completions_;
+  o.completions = completions;
   return o;
 }
 
@@ -274,6 +279,8 @@ caf::result<QpInfoMsg> QpHandshakes::accept_connect(const QpInfoMsg& remote) {
 Result<QpInfoMsg> QpHandshakes::finish_accept(Peer& p, const QpInfoMsg& remote) {
   if (remote.lane != 0)
     return m_.lanes.accept_lane(p, remote);
+  if (remote.stripe != 0)
+    return m_.rails.accept(p, remote);
   CAF_RDMA_ASSIGN_OR_RETURN(auto o, shared_qp_options());
   auto created = RdmaQueuePair::create(m_.domain_, o);
   if (!created.ok())

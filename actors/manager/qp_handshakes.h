@@ -34,6 +34,10 @@ public:
   /// completion queue (one poll per sweep for all peers; made here with the first). Direct
   /// lanes' own QPs, polled by their client's threads, keep a CQ of their own.
   Result<RdmaQueuePair::Options> shared_qp_options();
+  /// The same on device `domain`, whose shared completion queue is `completions` (made here
+  /// with the first QP): the rails' striping QPs (manager/rails.h).
+  Result<RdmaQueuePair::Options> shared_qp_options(const std::shared_ptr<RdmaDomain>& domain,
+                                                   std::shared_ptr<CompletionRouter>& completions);
   QpInfoMsg to_msg(const QpInfo& info, uint64_t lane = 0) const;
   /// Keeps `qp` while its handshake is in flight (`opening_`); the number to take it back with.
   uint64_t hold_opening(std::shared_ptr<RdmaQueuePair> qp);

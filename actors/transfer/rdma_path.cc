@@ -6,7 +6,9 @@
 
 #include "actors/detail/manager_state.h"
 #include "actors/op_texts.h"
+#include "actors/transfer/stripe_plan.h"
 #include "actors/transfer_checks.h"
+#include "primitives/log.h"
 
 namespace caf_rdma::detail {
 
@@ -65,6 +67,14 @@ void RdmaPath::qp_ready(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
 void RdmaPath::post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
   OpRecord& o = *m_.op_record(id);
   const TransferOp& op = o.op;
+  if (kind() == PathKind::kRdma && !is_atomic(op)) {
+    std::vector<StripeLane> lanes;
+    if (m_.rails.stripes(id, &lanes)) {
+      if (lanes.empty())
+        return;  // waits for a striping handshake (manager/rails.h invariant 20)
+      return post_striped(id, qp, lanes);
+    }
+  }
   // Accepted before any release of the buffer: the entry (and its region) lives until we finish.
   LocalBuffer& local = m_.buffers_.at(op.local.id);
   RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device,
@@ -106,7 +116,7 @@ void RdmaPath::post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
 
 Status RdmaPath::submit(OpId id, uint32_t chunk, const std::shared_ptr<RdmaQueuePair>& qp,
                         RdmaOp rop, const std::shared_ptr<std::atomic<bool>>& landed,
-                        uint8_t* old_value) {
+                        uint8_t* old_value, bool slice) {
   caf::actor_addr me = m_.self_->address();
   const auto path = static_cast<uint8_t>(kind());
   auto callback = [me, id, chunk, path, landed, old_value](const OpResult& r) {
@@ -131,7 +141,8 @@ Status RdmaPath::submit(OpId id, uint32_t chunk, const std::shared_ptr<RdmaQueue
                            : qp->submit(std::move(rop), std::move(callback));
   if (!st.ok())
     return st;
-  use(id)->qp = qp;
+  if (!slice)
+    use(id)->qp = qp;
   auto& queued = m_.queued_on_;
   if (m_.batching_ && std::find(queued.begin(), queued.end(), qp) == queued.end())
     queued.push_back(qp);
@@ -139,9 +150,10 @@ Status RdmaPath::submit(OpId id, uint32_t chunk, const std::shared_ptr<RdmaQueue
 }
 
 void RdmaPath::completed(OpId id, TransferOutcome outcome, OpFault fault, uint32_t chunk) {
-  (void)chunk;
   if (m_.op_record(id) == nullptr || use(id) == nullptr)
     return;  // ended (timed out, its peer down) or rerouted before it came back: invariant 8
+  if (!use(id)->slices.empty())
+    return slice_completed(id, chunk, std::move(outcome), fault);
   if (!outcome.ok())
     return failed(id, std::move(outcome), fault);
   if (m_.options_.verify && !is_atomic(m_.op_record(id)->op))  // a shared word: no checksum
@@ -266,14 +278,25 @@ bool RdmaPath::deadline(OpId id, DeadlineStage stage) {
   auto qp = u == nullptr || u->awaiting_owner ? nullptr : u->qp.lock();
   if (!qp)
     return TransferPath::deadline(id, stage);
+  // A striped op's slices on other queue pairs (invariant 10).
+  std::vector<std::shared_ptr<RdmaQueuePair>> others;
+  for (const OpSlice& slice : u->slices)
+    if (auto sq = slice.qp.lock(); sq && !slice.done && sq != qp)
+      others.push_back(std::move(sq));
   if (stage == DeadlineStage::kDue) {
     // Flush: every outstanding request completes (with an error), then we reply.
-    (void)qp->abort("a transfer timed out after " +
-                    std::to_string(m_.transfers_.at(id.ticket).timeout_ms) + " ms");
+    const std::string why = "a transfer timed out after " +
+                            std::to_string(m_.transfers_.at(id.ticket).timeout_ms) + " ms";
+    (void)qp->abort(why);
+    for (const auto& sq : others)
+      (void)sq->abort(why);
     return true;
   }
   // The flush did not finish in time: destroy the QP so the NIC stops for sure (invariant 6).
   m_.handshakes.drop_qp_of(o->peer, qp);
+  for (const auto& sq : others)
+    m_.rails.drop(o->peer, sq);
+  others.clear();
   TransferOutcome out = m_.timed_out(id, "; its queue pair was destroyed");
   // Ours was the last reference: the QP is gone (the NIC stopped) before finish_op hands a
   // staged op's bounce buffer to another transfer.
@@ -288,6 +311,116 @@ std::vector<OpId> RdmaPath::on_nic() const {
     if (const NicUse* u = use(id); u != nullptr && !u->awaiting_owner)
       out.push_back(id);
   return out;
+}
+
+void RdmaPath::post_striped(OpId id, const std::shared_ptr<RdmaQueuePair>& primary,
+                            const std::vector<StripeLane>& lanes) {
+  OpRecord& o = *m_.op_record(id);
+  NicUse& u = *use(id);
+  std::vector<StripeLane> all{StripeLane{primary, 0}};
+  all.insert(all.end(), lanes.begin(), lanes.end());
+  auto spans = plan_slices(o.length, all.size());
+  u.qp = primary;
+  u.slices.clear();
+  u.slice_error.reset();
+  for (size_t i = 0; i < spans.size(); ++i)
+    u.slices.push_back(OpSlice{spans[i].offset, spans[i].length, all[i].qp, all[i].rail});
+  u.open_slices = u.slices.size();
+  ++m_.counters_.striped_ops;
+  m_.counters_.stripe_slices += u.slices.size();
+  for (uint32_t i = 0; i < u.slices.size(); ++i) {
+    Status st = post_slice(id, i, all[i].qp, all[i].rail);
+    if (st.ok())
+      continue;
+    OpSlice& slice = use(id)->slices[i];
+    if (i != 0 && !slice.failed_over) {  // its rail refused the post: the primary takes it
+      slice.failed_over = true;
+      ++m_.counters_.stripe_failovers;
+      if (post_slice(id, i, primary, 0).ok())
+        continue;
+    }
+    slice.done = true;
+    --use(id)->open_slices;
+    if (!use(id)->slice_error)
+      use(id)->slice_error.emplace(outcome_of(st.error()), OpFault::kNone);
+  }
+  if (use(id)->open_slices == 0)
+    return slices_ended(id);
+  if (!m_.batching_)
+    m_.poller_->wake();
+}
+
+Status RdmaPath::post_slice(OpId id, uint32_t i, const std::shared_ptr<RdmaQueuePair>& qp,
+                            uint32_t rail) {
+  OpRecord& o = *m_.op_record(id);
+  const TransferOp& op = o.op;
+  OpSlice& slice = use(id)->slices[i];
+  const LocalBuffer& local = m_.buffers_.at(op.local.id);
+  const bool primary = rail == 0;
+  const RailKey* key = primary ? nullptr : &op.remote.rails.at(rail - 1);
+  RemoteBuffer remote{op.remote.addr, op.remote.size, primary ? op.remote.rkey : key->rkey,
+                      primary ? op.remote.device : key->device,
+                      primary ? op.remote.incarnation : key->incarnation};
+  LocalSlice part{Rails::region(local, rail), op.local_offset + slice.offset, slice.length};
+  RdmaOp rop =
+      o.is_read()
+          ? RdmaOp::read(std::move(part), std::move(remote), op.remote_offset + slice.offset)
+          : RdmaOp::write(std::move(part), std::move(remote), op.remote_offset + slice.offset);
+  slice.qp = qp;
+  slice.rail = rail;
+  return submit(id, i, qp, std::move(rop), nullptr, nullptr, true);
+}
+
+void RdmaPath::slice_completed(OpId id, uint32_t i, TransferOutcome outcome, OpFault fault) {
+  NicUse& u = *use(id);
+  if (i >= u.slices.size() || u.slices[i].done)
+    return;
+  OpSlice& slice = u.slices[i];
+  const OpRecord& o = *m_.op_record(id);
+  if (!outcome.ok() && slice.rail != 0 && !slice.failed_over && fault != OpFault::kRemoteAccess &&
+      !m_.transfers_.at(id.ticket).timed_out) {
+    // Invariant 10: the rail failed (its QP in ERR, its port down): the managers' own queue
+    // pair moves this slice once more, so the op still moves every byte.
+    auto failed_qp = slice.qp.lock();
+    if (failed_qp && failed_qp->needs_recovery())
+      m_.rails.drop(o.peer, failed_qp);
+    log_line(LogLevel::kWarn,
+             "%s: a slice of %llu bytes on rail %u to %s failed (%s); "
+             "it runs again on %s",
+             m_.options_.name.c_str(), static_cast<unsigned long long>(slice.length), slice.rail,
+             o.op.remote.owner_name.c_str(), outcome.message.c_str(),
+             m_.domain_ ? m_.domain_->device_name().c_str() : "the primary device");
+    slice.failed_over = true;
+    ++m_.counters_.stripe_failovers;
+    auto primary = u.qp.lock();
+    if (primary && !primary->needs_recovery()) {
+      Status st = post_slice(id, i, primary, 0);
+      if (st.ok()) {
+        if (!m_.batching_)
+          m_.poller_->wake();
+        return;
+      }
+      outcome = outcome_of(st.error());
+    }
+  }
+  slice.done = true;
+  --u.open_slices;
+  if (!outcome.ok() && !u.slice_error)
+    u.slice_error.emplace(std::move(outcome), fault);
+  if (u.open_slices == 0)
+    slices_ended(id);
+}
+
+void RdmaPath::slices_ended(OpId id) {
+  NicUse& u = *use(id);
+  auto error = std::move(u.slice_error);
+  u.slices.clear();
+  u.slice_error.reset();
+  if (error)
+    return failed(id, std::move(error->first), error->second);
+  if (m_.options_.verify)
+    return verify(id);
+  m_.finish_op(id, TransferOutcome{});
 }
 
 NicUse* RdmaPath::use(OpId id) {

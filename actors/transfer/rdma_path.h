@@ -28,14 +28,20 @@
 //     connected to is never posted (its remote key is not for this connection): it is rerouted.
 //  8. A completion goes to the path that posted it (OpDone names it); one for an op that path
 //     no longer keeps (ended, rerouted) is ignored.
+// 10. Manager invariant 19: a striped op (manager/rails.h) ends once every slice completed;
+//     a slice that failed on a rail runs once more on the managers' own queue pair; at the
+//     deadline every queue pair with a slice of it is flushed (destroyed when that overruns).
 #pragma once
 
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "actors/manager/rails.h"
 #include "actors/rdma_messages.h"
 #include "actors/transfer/transfer_path.h"
 #include "components/rdma_op.h"
@@ -43,11 +49,27 @@
 
 namespace caf_rdma::detail {
 
+/// One slice of a striped op (invariant 10): its part of the op, the queue pair and rail it
+/// runs on.
+struct OpSlice {
+  uint64_t offset = 0;  ///< into the op's range
+  uint64_t length = 0;
+  std::weak_ptr<RdmaQueuePair> qp;
+  uint32_t rail = 0;
+  bool done = false;
+  bool failed_over = false;  ///< its rail failed; it runs again on the managers' own QP
+};
+
 /// What an RDMA op keeps of its use of the NIC.
 struct NicUse {
   std::weak_ptr<RdmaQueuePair> qp;  ///< the QP it was posted on (peers own QPs)
   bool retried = false;             ///< flushed once (another op's error) and posted again
   bool awaiting_owner = false;      ///< the NIC is done; waiting for the owner's answer
+  /// A striped op's slices (empty: not striped), how many are still on the NIC, and the first
+  /// error one ended with (the op's, once all ended).
+  std::vector<OpSlice> slices;
+  size_t open_slices = 0;
+  std::optional<std::pair<TransferOutcome, OpFault>> slice_error;
 };
 
 class RdmaPath : public TransferPath {
@@ -70,6 +92,8 @@ public:
   /// Manager invariant 8: the ops of this path that the NIC may still be moving (not those
   /// waiting for their owner's answer).
   std::vector<OpId> on_nic() const;
+  /// Finds the op's QP (invariant 3) and posts on it, now or once its handshake ended.
+  void connect(OpId id);
 
 protected:
   /// Which path this is (OpDone names it: invariant 8).
@@ -83,13 +107,12 @@ protected:
   /// Whether an op flushed by another op's error may run once more (invariant 5).
   virtual bool may_retry() const { return true; }
 
-  /// Finds the op's QP (invariant 3) and posts on it, now or once its handshake ended.
-  void connect(OpId id);
   /// Posts `rop` for the op on `qp` (queued while a batch starts); its completion comes back
   /// as OpDone naming this path and `chunk`; `landed` (may be null) is set when it did; an
   /// atomic's old value is copied to `old_value` (invariant 9).
   Status submit(OpId id, uint32_t chunk, const std::shared_ptr<RdmaQueuePair>& qp, RdmaOp rop,
-                const std::shared_ptr<std::atomic<bool>>& landed, uint8_t* old_value = nullptr);
+                const std::shared_ptr<std::atomic<bool>>& landed, uint8_t* old_value = nullptr,
+                bool slice = false);
   /// Invariant 4: drops the op's QP if it is in ERR.
   void drop_if_broken(OpId id);
   /// The error path of a failed op: peer down, timeout, retry (invariant 5), the owner's
@@ -119,6 +142,16 @@ protected:
   }
 
 private:
+  /// Invariant 10: posts the op's slices on `primary` and `lanes`.
+  void post_striped(OpId id, const std::shared_ptr<RdmaQueuePair>& primary,
+                    const std::vector<StripeLane>& lanes);
+  /// Posts slice `i` of the op on `qp` (rail `rail`).
+  Status post_slice(OpId id, uint32_t i, const std::shared_ptr<RdmaQueuePair>& qp, uint32_t rail);
+  /// A completion of slice `i` of a striped op.
+  void slice_completed(OpId id, uint32_t i, TransferOutcome outcome, OpFault fault);
+  /// Ends a striped op once its last slice ended.
+  void slices_ended(OpId id);
+
   std::map<OpId, NicUse> ops_;  ///< this path's own ops (the staged path keeps its own)
 };
 

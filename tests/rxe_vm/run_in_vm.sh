@@ -8,7 +8,8 @@
 # Options:
 #   -s DIR    share DIR read-write at the same path (repeatable; default: the current directory)
 #   -r MODE   rxe devices: pair (default: rxe0 on veth0 10.99.0.1 and rxe1 on veth1 10.99.1.1,
-#             wired to each other) | single (rxe0 on dummy0 10.99.0.1) | none
+#             wired to each other) | quad (two such wires: rxe0-rxe1 and rxe2-rxe3 on veth2
+#             10.99.2.1 / veth3 10.99.3.1) | single (rxe0 on dummy0 10.99.0.1) | none
 #   -e VAR    pass environment variable VAR into the VM (repeatable; PATH and LD_LIBRARY_PATH always)
 #   -m MB     guest memory (default 2048)        -c N    vCPUs (default: host cores, at most 4)
 #   -t SEC    overall timeout (default 900)      -k      keep the run directory (console log)

@@ -29,5 +29,7 @@ fi
 # Leave the VM 15 s less than Bazel's own limit, so a hang is reported as ours (exit 124).
 limit=${TEST_TIMEOUT:-900}
 [ "$limit" -gt 60 ] && limit=$((limit - 15))
-echo "run_under: running $(basename "$1") inside the Soft-RoCE VM (rxe0 + rxe1), limit ${limit}s" >&2
-exec "$here/run_in_vm.sh" -t "$limit" "${shares[@]}" "${args[@]}" -- "$@"
+# A test's BUILD `env` may ask for RXE_VM_MODE=quad (two wires: rxe0-rxe1, rxe2-rxe3).
+mode=${RXE_VM_MODE:-pair}
+echo "run_under: running $(basename "$1") inside the Soft-RoCE VM (rxe mode $mode), limit ${limit}s" >&2
+exec "$here/run_in_vm.sh" -r "$mode" -t "$limit" "${shares[@]}" "${args[@]}" -- "$@"

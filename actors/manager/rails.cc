@@ -1,0 +1,378 @@
+// Rails (see rails.h).
+#include "actors/manager/rails.h"
+
+#include "actors/detail/manager_state.h"
+#include "actors/op_texts.h"
+#include "primitives/device_list.h"
+#include "primitives/log.h"
+
+namespace caf_rdma::detail {
+
+Result<std::vector<std::shared_ptr<RdmaDomain>>> open_rails(const ManagerOptions& options,
+                                                            const std::string& primary) {
+  std::vector<std::string> names = options.rail_devices;
+  if (options.all_devices) {
+    CAF_RDMA_ASSIGN_OR_RETURN(auto list, DeviceList::get());
+    auto devices = list.describe();
+    for (size_t i : default_device_candidates(devices, options.ibverbs.port_num))
+      if (devices[i].name != primary)
+        names.push_back(devices[i].name);
+  }
+  if (names.size() > kMaxRails)
+    return Error(
+        ErrorCode::kInvalidArgument,
+        std::to_string(names.size()) + " rails asked for; at most " + std::to_string(kMaxRails));
+  std::vector<std::shared_ptr<RdmaDomain>> out;
+  for (const std::string& name : names) {
+    if (name == primary || name.empty())
+      return Error(ErrorCode::kInvalidArgument,
+                   "rail device '" + name + "' is the primary device or empty: each device once");
+    IbverbsConfig config = options.ibverbs;
+    config.device_name = name;
+    config.near_pci_device.clear();
+    config.local_rank = -1;
+    config.gid_index = -1;  // each device its own GID (the primary's index need not exist here)
+    config.netdev.clear();
+    auto d = RdmaDomain::open(config);
+    if (!d.ok())
+      return d.error().with_context("opening rail " + std::to_string(out.size() + 1) + " (" + name +
+                                    ")");
+    out.push_back(*d);
+  }
+  return out;
+}
+
+void Rails::register_buffer(LocalBuffer& entry, BufferHandle& h, Access access) {
+  if (m_.rails_.empty() || entry.rdma.released())
+    return;
+  for (const RailDevice& rail : m_.rails_)
+    if (!rail.domain)
+      return;  // a rail was lost: on every rail or none (invariant 18)
+  std::vector<RdmaBuffer> regions;
+  std::vector<RailKey> keys;
+  for (const RailDevice& rail : m_.rails_) {
+    auto b = rail.domain->register_buffer(reinterpret_cast<void*>(entry.addr), entry.size, access);
+    if (!b.ok()) {
+      // Invariant 18: on every rail or none; the buffer moves on the primary device alone.
+      log_line(LogLevel::kWarn, "%s: buffer %llu is not striped: registering it on rail %s: %s",
+               m_.options_.name.c_str(), static_cast<unsigned long long>(h.id),
+               rail.domain->device_name().c_str(), b.error().message().c_str());
+      return;
+    }
+    keys.push_back(RailKey{rail.domain->device_name(), b->rkey(), rail.domain->incarnation()});
+    regions.push_back(std::move(*b));
+  }
+  entry.rails = std::move(regions);
+  h.rails = std::move(keys);
+}
+
+const RdmaBuffer& Rails::region(const LocalBuffer& b, uint32_t rail) {
+  return rail == 0 ? b.rdma : b.rails.at(rail - 1);
+}
+
+const std::shared_ptr<RdmaDomain>& Rails::domain_of(uint32_t rail) const {
+  return rail == 0 ? m_.domain_ : m_.rails_.at(rail - 1).domain;
+}
+
+bool Rails::port_active(uint32_t rail) const {
+  if (rail == 0)
+    return m_.port_down_.empty();
+  const auto& d = m_.rails_.at(rail - 1).domain;
+  if (!d)
+    return false;  // lost (invariant 21)
+  auto port = d->context()->query_port(d->port().port_num);
+  return port.ok() && port->state == IBV_PORT_ACTIVE;
+}
+
+bool Rails::stripes(OpId id, std::vector<StripeLane>* lanes) {
+  const OpRecord* o = m_.op_record(id);
+  if (o == nullptr || m_.rails_.empty() || o->length < m_.options_.stripe_min_bytes ||
+      o->op.remote.rails.empty() || o->peer == m_.facade_.address())
+    return false;
+  const LocalBuffer& local = m_.buffers_.at(o->op.local.id);
+  if (local.rails.size() != m_.rails_.size())
+    return false;
+  auto it = m_.peers_.find(o->peer);
+  if (it == m_.peers_.end())
+    return false;
+  Peer& p = it->second;
+  const auto rails = static_cast<uint32_t>(std::min(m_.rails_.size(), o->op.remote.rails.size()));
+  const auto now = m_.now();
+  bool waits = false;
+  for (uint32_t j = 0; j < m_.options_.stripe_qps; ++j) {
+    for (uint32_t rail = 0; rail <= rails; ++rail) {
+      const uint32_t s = stripe_index(rail, j);
+      if (s == 0 || !port_active(rail))
+        continue;  // the managers' own queue pair; a rail whose port is down gets no slice
+      if (auto q = p.stripes.find(s); q != p.stripes.end()) {
+        if (!q->second->needs_recovery()) {
+          lanes->push_back(StripeLane{q->second, rail});
+          continue;
+        }
+        drop(o->peer, q->second);  // invariant 20: in ERR, made again below
+      }
+      if (p.stripes_opening.count(s) != 0) {
+        waits = true;
+        continue;
+      }
+      if (auto f = p.stripe_failed.find(s); f != p.stripe_failed.end()) {
+        if (now - f->second < kStripeRetry)
+          continue;
+        p.stripe_failed.erase(f);
+      }
+      handshake(o->peer, s);
+      waits = waits || p.stripes_opening.count(s) != 0;
+    }
+  }
+  if (waits) {
+    lanes->clear();
+    p.stripe_waiting.push_back(id);
+    return true;
+  }
+  return !lanes->empty();
+}
+
+void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
+  Peer& p = m_.peers_.at(key);
+  const uint32_t rail = rail_of(stripe);
+  const auto& domain = domain_of(rail);
+  std::shared_ptr<CompletionRouter>& cq =
+      rail == 0 ? m_.completions_ : m_.rails_.at(rail - 1).completions;
+  auto o = m_.handshakes.shared_qp_options(domain, cq);
+  auto created = o.ok() ? RdmaQueuePair::create(domain, *o)
+                        : Result<std::unique_ptr<RdmaQueuePair>>(o.error());
+  if (!created.ok()) {
+    log_line(LogLevel::kWarn, "%s: no striping queue pair %u to %s on %s: %s",
+             m_.options_.name.c_str(), stripe, p.name.c_str(), domain->device_name().c_str(),
+             created.error().message().c_str());
+    p.stripe_failed[stripe] = m_.now();
+    return;
+  }
+  std::shared_ptr<RdmaQueuePair> qp(std::move(*created));
+  QpInfoMsg mine = m_.handshakes.to_msg(qp->local_info());
+  mine.device = domain->device_name();
+  mine.stripe = stripe;
+  mine.rail = rail;
+  const uint64_t held = m_.handshakes.hold_opening(std::move(qp));
+  p.stripes_opening.insert(stripe);
+  ++m_.counters_.handshakes;
+  auto ended = [this, key, stripe, held](const QpInfoMsg* remote, const std::string& why) {
+    auto qp = m_.handshakes.take_opening(held);
+    auto it = m_.peers_.find(key);
+    if (it == m_.peers_.end())
+      return;
+    Peer& p = it->second;
+    if (p.stripes_opening.erase(stripe) == 0)
+      return;  // dropped meanwhile (device loss, the peer's end): its ops were failed
+    std::string failed = why;
+    if (qp && remote != nullptr) {
+      Status st = remote->gid.size() == 16 ? qp->connect(from_msg(*remote))
+                                           : Status(Error(ErrorCode::kInternal, "no GID"));
+      if (st.ok()) {
+        p.stripes[stripe] = qp;
+        m_.poller_->add(qp);
+      } else {
+        failed = st.error().message();
+      }
+    } else if (!qp && failed.empty()) {
+      failed = "its device was lost";
+    }
+    if (!failed.empty()) {
+      // The op runs on the queue pairs there are (invariant 20); said once per failure.
+      log_line(LogLevel::kWarn, "%s: striping queue pair %u (rail %u) to %s failed: %s",
+               m_.options_.name.c_str(), stripe, rail_of(stripe), p.name.c_str(), failed.c_str());
+      p.stripe_failed[stripe] = m_.now();
+    }
+    handshake_ended(p);
+  };
+  m_.peer_table
+      .peer_request(p.manager, m_.options_.handshake_timeout, qp_connect_atom::value,
+                    std::move(mine))
+      .then([ended](QpInfoMsg& remote) { ended(&remote, ""); },
+            [ended](caf::error& err) { ended(nullptr, error_message(err)); });
+}
+
+void Rails::handshake_ended(Peer& p) {
+  if (!p.stripes_opening.empty())
+    return;
+  auto waiting = std::move(p.stripe_waiting);
+  p.stripe_waiting.clear();
+  for (OpId id : waiting)
+    if (m_.op_record(id) != nullptr)
+      m_.rdma_.connect(id);
+}
+
+Result<QpInfoMsg> Rails::accept(Peer& p, const QpInfoMsg& remote) {
+  const uint32_t rail = remote.rail;
+  if (remote.stripe >= stripe_index(0, kMaxStripeQps) || rail_of(remote.stripe) != rail)
+    return Error(ErrorCode::kInvalidArgument,
+                 "striping handshake from " + p.name + " with stripe " +
+                     std::to_string(remote.stripe) + " and rail " + std::to_string(rail) +
+                     ", which do not match (at most " + std::to_string(kMaxStripeQps) +
+                     " queue pairs per pair of devices)");
+  if (rail > m_.rails_.size())
+    return Error(ErrorCode::kNoDevice,
+                 "manager " + m_.options_.name + " has no rail " + std::to_string(rail) +
+                     " (its rails: " + std::to_string(m_.rails_.size()) + ")");
+  if (rail > 0 && !m_.rails_[rail - 1].domain)
+    return Error(ErrorCode::kNoDevice, "manager " + m_.options_.name + "'s rail " +
+                                           m_.rails_[rail - 1].name +
+                                           " was lost: " + m_.rails_[rail - 1].lost);
+  if (rail == 0 && !m_.domain_)
+    return Error(ErrorCode::kNoDevice, "manager " + m_.options_.name + " has no RDMA device now");
+  const auto& domain = domain_of(rail);
+  std::shared_ptr<CompletionRouter>& cq =
+      rail == 0 ? m_.completions_ : m_.rails_.at(rail - 1).completions;
+  CAF_RDMA_ASSIGN_OR_RETURN(auto o, m_.handshakes.shared_qp_options(domain, cq));
+  CAF_RDMA_ASSIGN_OR_RETURN(auto created, RdmaQueuePair::create(domain, o));
+  std::shared_ptr<RdmaQueuePair> qp(std::move(created));
+  Status st = qp->connect(from_msg(remote));
+  if (!st.ok())
+    return st.error().with_context("accepting striping queue pair " +
+                                   std::to_string(remote.stripe) + " from " + p.name + " on " +
+                                   domain->device_name());
+  p.stripes_accepted[remote.stripe] = qp;  // replaces a stale one (the peer made it again)
+  QpInfoMsg mine = m_.handshakes.to_msg(qp->local_info());
+  mine.device = domain->device_name();
+  mine.stripe = remote.stripe;
+  mine.rail = rail;
+  return mine;
+}
+
+void Rails::drop(const caf::actor_addr& key, const std::shared_ptr<RdmaQueuePair>& qp) {
+  auto it = m_.peers_.find(key);
+  if (it == m_.peers_.end() || !qp)
+    return;
+  if (m_.poller_)
+    m_.poller_->remove(qp.get());
+  for (auto* table : {&it->second.stripes, &it->second.stripes_accepted})
+    for (auto s = table->begin(); s != table->end();)
+      s = s->second == qp ? table->erase(s) : std::next(s);
+}
+
+void Rails::drop_peer(Peer& p, const caf::error& err) {
+  for (auto* table : {&p.stripes, &p.stripes_accepted}) {
+    for (auto& [s, qp] : *table)
+      if (m_.poller_)
+        m_.poller_->remove(qp.get());
+    table->clear();
+  }
+  p.stripes_opening.clear();
+  auto waiting = std::move(p.stripe_waiting);
+  p.stripe_waiting.clear();
+  for (OpId id : waiting)
+    m_.fail_op(id, err);
+}
+
+void Rails::drop_all() {
+  for (auto& [key, p] : m_.peers_) {
+    for (auto* table : {&p.stripes, &p.stripes_accepted}) {
+      for (auto& [s, qp] : *table)
+        if (m_.poller_)
+          m_.poller_->remove(qp.get());
+      table->clear();
+    }
+    p.stripes_opening.clear();
+    p.stripe_waiting.clear();  // on the NIC's list (RdmaPath::on_nic): failed by the caller
+  }
+}
+
+void Rails::abort(const std::string& reason, const caf::actor_addr* peer) {
+  for (auto& [key, p] : m_.peers_) {
+    if (peer != nullptr && key != *peer)
+      continue;
+    for (auto* table : {&p.stripes, &p.stripes_accepted})
+      for (auto& [s, qp] : *table)
+        (void)qp->abort(reason);
+  }
+}
+
+void Rails::watch() {
+  caf::actor me = caf::actor_cast<caf::actor>(m_.self_);
+  for (RailDevice& rail : m_.rails_) {
+    const uint64_t incarnation = rail.domain->incarnation();
+    auto monitor = DeviceMonitor::start(rail.domain->context(), [me, incarnation](DeviceEvent e) {
+      caf::anon_send(
+          me, DeviceChanged{incarnation, static_cast<uint8_t>(e.kind), e.port, std::move(e.what)});
+    });
+    if (monitor.ok())
+      rail.monitor = std::move(*monitor);
+    else
+      log_line(LogLevel::kWarn,
+               "%s: rail %s cannot be watched (its failures show as slices timing out): %s",
+               m_.options_.name.c_str(), rail.name.c_str(), monitor.error().message().c_str());
+  }
+}
+
+bool Rails::rail_event(const DeviceChanged& e) {
+  for (size_t k = 0; k < m_.rails_.size(); ++k) {
+    RailDevice& rail = m_.rails_[k];
+    if (!rail.domain || rail.domain->incarnation() != e.incarnation)
+      continue;
+    const auto kind = static_cast<DeviceEventKind>(e.kind);
+    const bool lost = kind == DeviceEventKind::kLost;
+    if (!lost && (kind != DeviceEventKind::kPortDown || e.port != rail.domain->port().port_num))
+      return true;  // port up: port_active sees it; GID and queue events: the slices say
+    const auto r = static_cast<uint32_t>(k + 1);
+    const std::string reason = "rail " + rail.name + (lost ? " lost: " : " port down: ") + e.what;
+    log_line(LogLevel::kWarn, "%s: %s; its slices go to the other devices",
+             m_.options_.name.c_str(), reason.c_str());
+    for (auto& [key, p] : m_.peers_) {
+      for (auto* table : {&p.stripes, &p.stripes_accepted}) {
+        for (auto s = table->begin(); s != table->end();) {
+          if (rail_of(s->first) != r) {
+            ++s;
+            continue;
+          }
+          // Flushed now: the slices on it complete with an error and fail over (invariant 21).
+          (void)s->second->abort(reason);
+          if (!lost) {
+            ++s;
+            continue;
+          }
+          // Lost: destroyed (what it still holds completes flushed), so the device can go.
+          if (m_.poller_)
+            m_.poller_->remove(s->second.get());
+          s = table->erase(s);
+        }
+      }
+    }
+    if (lost) {
+      rail.lost = e.what;
+      rail.monitor.reset();
+      for (auto& [id, b] : m_.buffers_)
+        b.rails.clear();  // invariant 18: on every rail or none
+      rail.completions.reset();
+      rail.domain.reset();
+    }
+    return true;
+  }
+  return false;
+}
+
+std::vector<std::string> Rails::names() const {
+  std::vector<std::string> out;
+  for (const RailDevice& rail : m_.rails_)
+    out.push_back(rail.domain ? rail.name : rail.name + " (lost: " + rail.lost + ")");
+  return out;
+}
+
+size_t Rails::live_qps() const {
+  size_t n = 0;
+  for (const auto& [key, p] : m_.peers_)
+    n += p.stripes.size() + p.stripes_accepted.size();
+  return n;
+}
+
+std::string Rails::describe() const {
+  if (m_.rails_.empty())
+    return "";
+  std::string out = "; rails";
+  for (const RailDevice& rail : m_.rails_)
+    out += (out.size() == 7 ? " " : ", ") + (rail.domain ? rail.domain->describe() : rail.name);
+  return out + "; transfers of at least " + std::to_string(m_.options_.stripe_min_bytes) +
+         " bytes striped over " + std::to_string(m_.options_.stripe_qps) +
+         " queue pair(s) per pair of devices";
+}
+
+}  // namespace caf_rdma::detail

@@ -1,0 +1,113 @@
+// Rails: the manager's devices after its primary one, and the striping of large RDMA transfers
+// over them (README "Several devices").
+//
+// A part of the manager (actors/detail/manager_state.h): it works on the tables the front
+// keeps (detail/manager_tables.h); what is its own is below.
+//
+// A striping queue pair has a number, its stripe s: it joins this manager's device `rail(s)` to
+// the peer's device of the same rail (rail 0 is the primary device; rails are paired by
+// position, as multi-NIC fabrics are cabled: NIC k of every host on the same network), and
+// stripe_index(rail, j) numbers the j-th queue pair of a pair of devices. Stripe 0 is the
+// managers' own queue pair (qp_handshakes.h); the others are made here.
+//
+// Invariants (numbered as the manager's, which lists them all):
+// 18. A host buffer is registered on every rail when it is registered, or on none (its handle
+//     then carries no rails and its transfers are never striped); a handle's rails are its
+//     owner's, in its owner's order.
+// 19. An RDMA read or write of at least stripe_min_bytes between two buffers with rails is cut
+//     into slices (actors/transfer/stripe_plan.h), one per usable queue pair: the managers' own
+//     and the striping queue pairs to that peer on rails both sides have whose local port is
+//     ACTIVE. Its reply comes only once every slice completed (no byte of it lands after the
+//     reply). A slice that fails on a rail runs once more on the managers' own queue pair
+//     (failover: the op still moves every byte); the op fails only when a slice fails there,
+//     with that error.
+// 20. Striping queue pairs are made on first use, one handshake per (peer, stripe), initiated
+//     by the requester as the managers' own (invariant 3; the peer keeps at most one accepted
+//     per stripe, bounded by the stripe numbers it accepts). An op that could use one whose
+//     handshake is in flight waits for it; a handshake that failed is not tried again for
+//     kStripeRetry (the op runs on the queue pairs there are). A striping queue pair in ERR is
+//     dropped; the primary device's loss, and a peer's end, drop them all before any reply.
+// 21. A rail whose port goes down has its striping queue pairs flushed at once (their slices
+//     fail over), and gets no slices while its port is not ACTIVE; a rail whose device is lost
+//     is let go of (queue pairs, every buffer's registrations on every rail, its device) and
+//     not used again by this manager.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/detail/manager_tables.h"
+#include "actors/manager/manager_part.h"
+
+namespace caf_rdma::detail {
+
+/// A failed striping handshake is tried again after this long (invariant 20).
+constexpr std::chrono::seconds kStripeRetry{5};
+
+/// The stripe number of the j-th queue pair between rail `rail` of two managers.
+constexpr uint32_t stripe_index(uint32_t rail, uint32_t j) {
+  return j * (static_cast<uint32_t>(kMaxRails) + 1) + rail;
+}
+constexpr uint32_t rail_of(uint32_t stripe) {
+  return stripe % (static_cast<uint32_t>(kMaxRails) + 1);
+}
+
+/// One queue pair a striped op may put a slice on, and the rail it joins.
+struct StripeLane {
+  std::shared_ptr<RdmaQueuePair> qp;
+  uint32_t rail = 0;
+};
+
+/// Opens the rails `options` asks for (rail_devices, or with all_devices every other device
+/// with an active port), `primary` being the primary device: each with the primary's port and
+/// settings, its GID chosen by the usual rules. Errors name the rail's device.
+Result<std::vector<std::shared_ptr<RdmaDomain>>> open_rails(const ManagerOptions& options,
+                                                            const std::string& primary);
+
+class Rails : public ManagerPart {
+public:
+  using ManagerPart::ManagerPart;
+
+  /// Invariant 18: registers host buffer `entry` on every rail and lists the keys in `h`.
+  void register_buffer(LocalBuffer& entry, BufferHandle& h, Access access);
+  /// Whether op `id` (about to be posted on the managers' queue pair) is striped: false: post
+  /// it as one. True with `lanes` empty: it waits for a striping handshake and is connected
+  /// again once that ended (invariant 20). True with `lanes`: its slices go on `lanes` besides
+  /// the managers' queue pair.
+  bool stripes(OpId id, std::vector<StripeLane>* lanes);
+  /// A peer's striping handshake (QpInfoMsg::stripe != 0).
+  Result<QpInfoMsg> accept(Peer& p, const QpInfoMsg& remote);
+  /// Drops striping queue pair `qp` of peer `key` (in ERR: invariant 20).
+  void drop(const caf::actor_addr& key, const std::shared_ptr<RdmaQueuePair>& qp);
+  /// The peer ended: its striping queue pairs go, its waiting ops fail with `err`.
+  void drop_peer(Peer& p, const caf::error& err);
+  /// The primary device was lost: every striping queue pair goes (invariant 20).
+  void drop_all();
+  /// Flushes the striping queue pairs (of `peer` only, when given) with `reason`.
+  void abort(const std::string& reason, const caf::actor_addr* peer = nullptr);
+  /// The key registered on rail `rail` of `b` (rail 0: the primary's).
+  static const RdmaBuffer& region(const LocalBuffer& b, uint32_t rail);
+  /// Starts watching each rail's device (its port going down, its loss).
+  void watch();
+  /// An event of a rail's device (false: not a rail's): its port down or the device lost takes
+  /// its striping queue pairs down at once, so their slices fail over now (invariant 19), and
+  /// a lost rail is let go of entirely (its registrations too): later ops do without it.
+  bool rail_event(const DeviceChanged& e);
+  /// The rails' device names, in order.
+  std::vector<std::string> names() const;
+  /// Live striping queue pairs (initiated and accepted).
+  size_t live_qps() const;
+  /// "; rails rxe2 (...), ..." for the start line ("" without rails).
+  std::string describe() const;
+
+private:
+  void handshake(const caf::actor_addr& key, uint32_t stripe);
+  /// A striping handshake of `p` ended: ops that waited for it are connected again.
+  void handshake_ended(Peer& p);
+  const std::shared_ptr<RdmaDomain>& domain_of(uint32_t rail) const;
+  bool port_active(uint32_t rail) const;
+};
+
+}  // namespace caf_rdma::detail

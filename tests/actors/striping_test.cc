@@ -1,0 +1,211 @@
+// Several devices per node (actors/manager/rails.h, invariants 18-20) in the Soft-RoCE VM's
+// quad mode (BUILD: RXE_VM_MODE=quad): node a on rxe0 + rxe2, node b on rxe1 + rxe3, two wires
+// (veth0-veth1, veth2-veth3), so each node has two devices joined rail by rail. Large reads and
+// writes are cut in slices over both rails (and two queue pairs per pair of devices), every
+// byte checked; a rail whose device the owner loses, or whose link goes down mid-transfer,
+// hands its slices to the primary device; every transfer still moves every byte.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "actors/rdma_client.h"
+#include "tests/actors/manager_fixture.h"
+#include "tests/device_control.h"
+
+namespace caf_rdma::testing {
+namespace {
+
+constexpr uint64_t kStripeMin = 1 << 20;
+
+std::unique_ptr<TestNode> start_on(const std::string& primary, const std::string& rail) {
+  NodeOptions o;
+  auto env = ManagerOptions::from_env();
+  EXPECT_TRUE(env.ok()) << env.error().to_string();
+  o.manager = env.ok() ? *env : ManagerOptions{};
+  o.manager.mode = TransportMode::kRdma;
+  o.manager.ibverbs.device_name = primary;
+  o.manager.rail_devices = {rail};
+  o.manager.stripe_min_bytes = kStripeMin;
+  o.manager.stripe_qps = 2;
+  // A rail that stops answering fails its slices after ~0.5 s (4.096 us * 2^14 per try), not
+  // the default ~8.6 s; 6 retries, since Soft-RoCE takes retry_cnt 7 for "retry forever"
+  // (rxe_comp.c; the IB spec gives 7 no such meaning, only rnr_retry).
+  o.manager.ibverbs.qp_timeout = 14;
+  o.manager.ibverbs.retry_cnt = 6;
+  auto n = RdmaNode::start(o);
+  EXPECT_TRUE(n.ok()) << n.error().to_string();
+  return n.ok() ? std::make_unique<TestNode>(std::move(*n)) : nullptr;
+}
+
+::testing::AssertionResult holds_pattern(const Memory& m, uint64_t offset, uint64_t n,
+                                         uint32_t seed, uint64_t src_offset) {
+  for (uint64_t i = 0; i < n; ++i)
+    if (m.bytes[offset + i] != pattern(src_offset + i, seed))
+      return ::testing::AssertionFailure()
+             << "byte " << offset + i << " is " << int(m.bytes[offset + i]) << ", expected "
+             << int(pattern(src_offset + i, seed));
+  return ::testing::AssertionSuccess();
+}
+
+class StripingTest : public DeviceChangingTest {
+protected:
+  StripingTest()
+      : DeviceChangingTest("stripes over rxe0+rxe2 and rxe1+rxe3 and cuts the rxe2-rxe3 wire") {}
+  void SetUp() override {
+    DeviceChangingTest::SetUp();
+    if (IsSkipped())
+      return;
+    a_ = start_on("rxe0", "rxe2");
+    b_ = start_on("rxe1", "rxe3");
+    ASSERT_TRUE(a_ && b_) << "the VM must run in quad mode (RXE_VM_MODE=quad)";
+    ASSERT_EQ(a_->stats().rails, std::vector<std::string>{"rxe2"});
+    ASSERT_EQ(b_->stats().rails, std::vector<std::string>{"rxe3"});
+  }
+  void TearDown() override {
+    b_.reset();
+    a_.reset();
+    if (rxe3_deleted_)
+      (void)run_command({"/usr/bin/rdma", "link", "add", "rxe3", "type", "rxe", "netdev", "veth3"});
+    if (link_down_) {
+      (void)run_command({"/usr/sbin/ip", "link", "set", "veth3", "up"});
+      (void)run_command({"/usr/sbin/ip", "route", "replace", "10.99.2.1", "dev", "veth3", "src",
+                         "10.99.3.1", "table", "103"});
+      (void)run_command({"/usr/sbin/ip", "route", "replace", "10.99.3.1", "dev", "veth2", "src",
+                         "10.99.2.1", "table", "102"});
+    }
+  }
+
+  /// Writes `n` bytes of a's memory (pattern `seed`) into b's buffer at `remote_offset`, then
+  /// reads them back into fresh memory at a; checks every byte both ways.
+  void write_and_read_back(uint64_t n, uint64_t remote_offset, uint32_t seed) {
+    Memory src(n, seed), back(n), dst(remote_offset + n);
+    BufferHandle dst_at_a = remote_view(*b_, *a_, dst, "dst");
+    auto src_h = a_->request_buffer(src);
+    auto back_h = a_->request_buffer(back);
+    ASSERT_TRUE(src_h && back_h);
+    auto w = a_->transfer(make_write(*src_h, dst_at_a, n, 0, remote_offset), 60000);
+    ASSERT_TRUE(w) << n << " bytes: " << error_message(w.error());
+    EXPECT_EQ(w->path, kPathRdma);
+    ASSERT_TRUE(holds_pattern(dst, remote_offset, n, seed, 0)) << n << " bytes written";
+    auto r = a_->transfer(make_read(*back_h, dst_at_a, n, 0, remote_offset), 60000);
+    ASSERT_TRUE(r) << n << " bytes: " << error_message(r.error());
+    ASSERT_TRUE(holds_pattern(back, 0, n, seed, 0)) << n << " bytes read back";
+    EXPECT_TRUE(a_->release(src_h->id) && a_->release(back_h->id));
+  }
+
+  std::unique_ptr<TestNode> a_, b_;
+  bool rxe3_deleted_ = false, link_down_ = false;
+};
+
+TEST_F(StripingTest, LargeReadsAndWritesMoveEveryByteOverBothRails) {
+  // Below the threshold: one queue pair. From it on: slices over 4 queue pairs (2 rails x 2).
+  write_and_read_back(kStripeMin - 1, 3, 1);
+  EXPECT_EQ(a_->stats().striped_ops, 0u);
+  const uint64_t sizes[] = {kStripeMin, (16 << 20) + 4097, 64 << 20};
+  uint32_t seed = 2;
+  for (uint64_t n : sizes)
+    write_and_read_back(n, 4096 + seed, seed++);
+  ManagerStats s = a_->stats();
+  EXPECT_EQ(s.striped_ops, 6u);  // 3 sizes, written and read
+  EXPECT_EQ(s.stripe_slices, 6u * 4);
+  EXPECT_EQ(s.stripe_failovers, 0u);
+  EXPECT_EQ(b_->stats().striped_ops, 0u);  // b only answered (one-sided)
+
+  // RdmaClient sends large ops with an owner that has rails to its manager (no direct lane).
+  RdmaClient client(a_->node().system(), a_->manager());
+  Memory src(16 << 20, 9), dst(16 << 20);
+  BufferHandle dst_at_a = remote_view(*b_, *a_, dst, "dst");
+  auto src_h = client.request_buffer(src.bytes.data(), src.bytes.size());
+  ASSERT_TRUE(src_h.ok()) << src_h.error().to_string();
+  auto w = client.write(*src_h, dst_at_a, Range::whole(), std::chrono::seconds(60));
+  ASSERT_TRUE(w.ok()) << w.error().to_string();
+  EXPECT_TRUE(holds_pattern(dst, 0, dst.bytes.size(), 9, 0));
+  EXPECT_EQ(a_->stats().striped_ops, 7u);
+}
+
+TEST_F(StripingTest, ARailDeviceLostAtTheOwnerHandsItsSlicesToThePrimary) {
+  // A handle of b's from before the loss carries b's rail key, so a keeps striping with it.
+  constexpr uint64_t kBytes = 8 << 20;
+  Memory dst(kBytes);
+  BufferHandle dst_at_a = remote_view(*b_, *a_, dst, "dst");
+  ASSERT_EQ(dst_at_a.rails.size(), 1u);
+  std::vector<Memory> srcs;
+  for (uint32_t seed = 3; seed < 7; ++seed)
+    srcs.emplace_back(kBytes, seed);
+  auto write = [&](uint32_t i) {
+    auto h = a_->request_buffer(srcs[i]);
+    ASSERT_TRUE(h);
+    auto w = a_->transfer(make_write(*h, dst_at_a, kBytes, 0, 0), 60000);
+    ASSERT_TRUE(w) << error_message(w.error());
+    EXPECT_TRUE(holds_pattern(dst, 0, kBytes, 3 + i, 0)) << "write " << i;
+  };
+  write(0);  // striping queue pairs up on both rails
+  ASSERT_EQ(a_->stats().striped_ops, 1u);
+  ASSERT_EQ(a_->stats().stripe_failovers, 0u);
+  // b's rail device goes away: b lets go of it (the delete completes), while a's rxe2 port
+  // stays ACTIVE, so a's slices on rail 1 get no answer until its NIC gives up on them
+  // (retry exceeded, ~0.5 s here); then its primary queue pair moves them again.
+  Command del = start_command({"/usr/bin/rdma", "link", "delete", "rxe3"});
+  ASSERT_GT(del.pid, 0);
+  rxe3_deleted_ = true;
+  EXPECT_EQ(wait_command(del, std::chrono::seconds(30)), 0) << "b did not let go of rxe3";
+  auto lost = [](const ManagerStats& s) {
+    return s.rails.size() == 1 && s.rails[0].find("rxe3 (lost") == 0;
+  };
+  EXPECT_TRUE(lost(b_->wait_stats(lost, std::chrono::seconds(30)))) << "b never saw rxe3 go";
+  for (uint32_t i = 1; i < 4; ++i)
+    write(i);
+  ManagerStats s = a_->stats();
+  EXPECT_GE(s.stripe_failovers, 1u);
+  EXPECT_EQ(s.errors, 0u);
+  // b still serves and moves bytes on its primary device.
+  Memory src(4 << 20, 8), back(4 << 20);
+  BufferHandle back_at_b = remote_view(*a_, *b_, back, "back");
+  auto src_h = b_->request_buffer(src);
+  ASSERT_TRUE(src_h);
+  EXPECT_TRUE(src_h->rails.empty());  // registered on every rail or none (invariant 18)
+  auto w = b_->transfer(make_write(*src_h, back_at_b, src.bytes.size(), 0, 0), 60000);
+  ASSERT_TRUE(w) << error_message(w.error());
+  EXPECT_TRUE(holds_pattern(back, 0, back.bytes.size(), 8, 0));
+}
+
+TEST_F(StripingTest, ARailWhoseLinkGoesDownMidTransferLosesNoByte) {
+  write_and_read_back(8 << 20, 0, 3);
+  // Writes run in a loop while veth3 goes down (rxe3's port, and rxe2's: its carrier): the
+  // slices in flight on that rail fail over, later ops find its port down and leave it out.
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0}, done{0};
+  Memory src(32 << 20, 11), dst(32 << 20);
+  BufferHandle dst_at_a = remote_view(*b_, *a_, dst, "dst");
+  auto src_h = a_->request_buffer(src);
+  ASSERT_TRUE(src_h);
+  std::thread writer([&] {
+    // Its own client: the test thread keeps asking the manager for its stats meanwhile.
+    RdmaClient client(a_->node().system(), a_->manager());
+    while (!stop.load()) {
+      auto w = client.transfer(make_write(*src_h, dst_at_a, src.bytes.size(), 0, 0), 60000);
+      if (!w.ok()) {
+        ADD_FAILURE() << w.error().to_string();
+        ++failures;
+      }
+      ++done;
+    }
+  });
+  auto striped = [](const ManagerStats& s) { return s.striped_ops >= 3; };
+  EXPECT_TRUE(striped(a_->wait_stats(striped, std::chrono::seconds(60))));
+  EXPECT_EQ(run_command({"/usr/sbin/ip", "link", "set", "veth3", "down"}), 0);
+  link_down_ = true;
+  const int before = done.load();
+  auto later = [&](const ManagerStats&) { return done.load() >= before + 3; };
+  a_->wait_stats(later, std::chrono::seconds(120));
+  stop = true;
+  writer.join();
+  EXPECT_GE(done.load(), before + 3);
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_TRUE(holds_pattern(dst, 0, dst.bytes.size(), 11, 0));
+  write_and_read_back(8 << 20, 0, 12);  // the primary alone, every byte
+}
+
+}  // namespace
+}  // namespace caf_rdma::testing
