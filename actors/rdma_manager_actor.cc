@@ -348,10 +348,14 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
 }
 
 void ManagerState::say_started() const {
-  std::string stream = stream_server_ ? "; fallback stream channel on " + stream_server_->host() +
-                                            ":" + std::to_string(stream_server_->port()) +
-                                            (options_.stream_tls.any() ? " (TLS)" : "")
-                                      : std::string();
+  std::string stream = stream_server_
+                           ? "; fallback stream channel on " + stream_server_->host() + ":" +
+                                 std::to_string(stream_server_->port()) +
+                                 (options_.stream_tls.any() ? " (TLS)" : "") +
+                                 (stream_server_->unix_name().empty()
+                                      ? std::string()
+                                      : ", same-host endpoint @" + stream_server_->unix_name())
+                           : std::string();
   if (domain_) {
     log_line(LogLevel::kInfo, "%s: started, transport %s: RDMA on %s%s", options_.name.c_str(),
              to_string(options_.mode), domain_->describe().c_str(), stream.c_str());
