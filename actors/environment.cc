@@ -27,6 +27,7 @@ const std::vector<EnvironmentVariable>& environment_variables() {
       {kEnvStreamMin, V::kManagerOptions},
       {kEnvInlinePoll, V::kManagerOptions},
       {kEnvVerify, V::kManagerOptions},
+      {kEnvSameHost, V::kManagerOptions},
       {kEnvReleaseOrphans, V::kManagerOptions},
       {kEnvGpu, V::kManagerOptions},
       {kEnvMaxTimeout, V::kManagerOptions},

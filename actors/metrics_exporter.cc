@@ -186,6 +186,7 @@ void add_stats(Families& f, const ManagerStats& s) {
       {"caf_rdma_served_fallback_bytes_total", s.served_fallback_bytes},
       {"caf_rdma_stream_ops_total", s.stream_ops},
       {"caf_rdma_stream_refused_total", s.stream_refused},
+      {"caf_rdma_same_host_ops_total", s.same_host_ops},
       {"caf_rdma_direct_ops_total", s.direct_ops},
       {"caf_rdma_staged_chunks_total", s.staged_chunks},
       {"caf_rdma_links_lost_total", s.links_lost},

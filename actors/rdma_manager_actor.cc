@@ -104,6 +104,9 @@ Result<ManagerOptions> ManagerOptions::from_env() {
   uint64_t inline_us = static_cast<uint64_t>(o.inline_poll.count());
   CAF_RDMA_RETURN_IF_ERROR(number(kEnvInlinePoll, 0, 100000, inline_us));
   o.inline_poll = std::chrono::microseconds(inline_us);
+  uint64_t same_host = o.same_host ? 1 : 0;
+  CAF_RDMA_RETURN_IF_ERROR(number(kEnvSameHost, 0, 1, same_host));
+  o.same_host = same_host == 1;
   uint64_t verify = o.verify ? 1 : 0;
   CAF_RDMA_RETURN_IF_ERROR(number(kEnvVerify, 0, 1, verify));
   o.verify = verify == 1;
@@ -388,13 +391,15 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
       usable = ctx.ok();
     }
     if (usable) {
-      if (auto server = StreamServer::start(options_.stream_host, StreamServer::Limits{}, tls);
-          server.ok()) {
+      StreamServer::Limits limits;
+      limits.same_host = options_.same_host;
+      if (auto server = StreamServer::start(options_.stream_host, limits, tls); server.ok()) {
         stream_server_ = std::move(*server);
         stream_server_->set_authorizer(
             handle_authorizer(registry_, self_->address(), options_.max_timeout));
       }
-      stream_client_ = std::make_shared<StreamClient>(options_.stream_threads, tls);
+      stream_client_ =
+          std::make_shared<StreamClient>(options_.stream_threads, tls, options_.same_host);
       if (!options_.verify)
         stream_lane_ = std::make_shared<StreamLane>(registry_, stream_client_, self_->address());
     }
@@ -404,10 +409,14 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
 }
 
 void ManagerState::say_started() const {
-  std::string stream = stream_server_ ? "; fallback stream channel on " + stream_server_->host() +
-                                            ":" + std::to_string(stream_server_->port()) +
-                                            (options_.stream_tls.any() ? " (TLS)" : "")
-                                      : std::string();
+  std::string stream = stream_server_
+                           ? "; fallback stream channel on " + stream_server_->host() + ":" +
+                                 std::to_string(stream_server_->port()) +
+                                 (options_.stream_tls.any() ? " (TLS)" : "") +
+                                 (stream_server_->unix_name().empty()
+                                      ? std::string()
+                                      : ", same-host endpoint @" + stream_server_->unix_name())
+                           : std::string();
   if (domain_) {
     log_line(LogLevel::kInfo, "%s: started, transport %s: RDMA on %s%s%s", options_.name.c_str(),
              to_string(options_.mode), domain_->describe().c_str(), rails.describe().c_str(),
@@ -498,6 +507,7 @@ ManagerStats ManagerState::stats() const {
   s.fallback_bytes += direct.stream_bytes;
   s.errors += direct.stream_errors;
   s.stream_lane_ops = direct.stream_ops;
+  s.same_host_ops = stream_client_ ? stream_client_->same_host_ops() : 0;
   s.lanes = lanes_.size();
   for (const auto& [key, peer] : peers_)
     s.lanes += peer.lanes.size();

@@ -27,6 +27,9 @@ constexpr const char* kEnvInlinePoll = "CAF_RDMA_INLINE_POLL_US";
 constexpr uint64_t kInlinePollMaxBytes = 4096;
 /// How late a transfer's timeout may fire (its deadline sweep is shared with other transfers).
 constexpr std::chrono::milliseconds kDeadlineSlack{10};
+/// "0": transfers between nodes of one host take TCP, not the same-host endpoint
+/// (ManagerOptions::same_host).
+constexpr const char* kEnvSameHost = "CAF_RDMA_SAME_HOST";
 /// "1": verify mode (ManagerOptions::verify).
 constexpr const char* kEnvVerify = "CAF_RDMA_VERIFY";
 /// "1": release the buffers of an actor that ends without releasing them
@@ -121,6 +124,12 @@ struct ManagerOptions {
   std::string stream_host;
   /// Stream transfers this manager runs at once as requester (more wait).
   uint32_t stream_threads = 4;
+  /// Same host (components/same_host.h): the stream channel also listens on an abstract
+  /// AF_UNIX endpoint its handles name, and this node's stream transfers to an owner on this
+  /// host (same boot id and network namespace) go there instead of over TCP: the owner copies
+  /// the bytes by cross-memory attach (in-band on the socket where the kernel refuses it).
+  /// Same protocol, checks and errors as over TCP. On by default; CAF_RDMA_SAME_HOST=0.
+  bool same_host = true;
   /// Fallback fetch answers (CAF chunks) on their way between this node and one peer node,
   /// in bytes (each fetch counts at least kWindowMinCharge). As owner: answers served to the
   /// peer count until the peer proved it read them (it answers a read_ack the owner sends after

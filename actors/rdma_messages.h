@@ -74,6 +74,12 @@ struct BufferHandle {
   /// The owner's rails (its devices after `device`, in its order): rail k is rails[k - 1].
   /// Empty: one device. Slices of a large transfer go over rail k only when both sides have it.
   std::vector<RailKey> rails;
+  /// The owner's same-host endpoint (components/same_host.h): the identity of its host
+  /// (boot id and network namespace) and the abstract AF_UNIX name of its stream channel. A
+  /// requester with the same host identity moves the bytes through it (cross-memory attach by
+  /// the owner, or in-band), not over TCP; "" when the owner has none (CAF_RDMA_SAME_HOST=0).
+  std::string stream_host_id;
+  std::string stream_unix;
 
   bool has_rdma() const { return !device.empty() && gid.size() == 16; }
   bool on_gpu() const { return memory != static_cast<uint8_t>(BufferMemory::kHost); }
@@ -83,7 +89,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BufferHandle& x) {
   return f(caf::meta::type_name("caf_rdma::BufferHandle"), x.id, x.addr, x.size, x.access, x.rkey,
            x.device, x.gid, x.ethernet, x.owner, x.owner_name, x.memory, x.gpu, x.secret_hi,
-           x.secret_lo, x.incarnation, x.stream_host, x.stream_port, x.rails);
+           x.secret_lo, x.incarnation, x.stream_host, x.stream_port, x.stream_host_id,
+           x.stream_unix, x.rails);
 }
 
 /// How the peer protocol names a buffer to its owner: its id and the handle's secret.
@@ -352,11 +359,15 @@ struct StreamGrantMsg {
   uint64_t token = 0;
   std::string host;
   uint16_t port = 0;
+  /// The owner's same-host endpoint, as in BufferHandle (stream_host_id, stream_unix).
+  std::string host_id;
+  std::string unix_name;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StreamGrantMsg& x) {
-  return f(caf::meta::type_name("caf_rdma::StreamGrantMsg"), x.token, x.host, x.port);
+  return f(caf::meta::type_name("caf_rdma::StreamGrantMsg"), x.token, x.host, x.port, x.host_id,
+           x.unix_name);
 }
 
 /// Largest fallback chunk (fetch length, store size, ByteChunk on the wire): what a peer can make
@@ -527,6 +538,10 @@ struct ManagerStats {
   /// Fallback ops (counted in fallback_ops) that RdmaClients ran over stream lanes
   /// (actors/stream_lane.h), straight to the owners' stream channels.
   uint64_t stream_lane_ops = 0;
+  /// Stream ops this node ran as requester (stream lanes and the manager's stream path) that
+  /// moved over the owner's same-host endpoint instead of TCP (counted in stream_ops or
+  /// stream_lane_ops too).
+  uint64_t same_host_ops = 0;
   uint64_t lanes = 0;           ///< direct lanes open: opened here plus accepted from peers
   uint64_t busy_buffers = 0;    ///< local buffers a transfer or a direct lane is using now
   uint64_t device_losses = 0;   ///< times the RDMA device went away while this manager used it
@@ -588,7 +603,7 @@ typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
            x.polled_cqs, x.staged_chunks, x.staged_overlapped, x.links_lost, x.reconnects,
            x.no_rdma_reason, x.window_bytes, x.fetches_waiting, x.registrants, x.orphaned_buffers,
            x.notices_sent, x.notices_pending, x.notices_refused, x.notified_writes, x.rails,
-           x.striped_ops, x.stripe_slices, x.stripe_failovers, x.telemetry);
+           x.striped_ops, x.stripe_slices, x.stripe_failovers, x.telemetry, x.same_host_ops);
 }
 
 /// Registers every message type above. Call on the config of every actor system that talks

@@ -10,6 +10,7 @@
 #include "actors/detail/manager_events.h"
 #include "actors/manager/telemetry.h"
 #include "actors/transfer_checks.h"
+#include "components/same_host.h"
 #include "components/secure_random.h"
 
 namespace caf_rdma {
@@ -31,9 +32,11 @@ bool loopback(const std::string& host) {
 
 /// Whether `remote`'s stream channel is the owner's as this process reaches it: a loopback
 /// stream address is taken only from an owner whose own address is loopback too (on another
-/// host it would hand the handle's secret to whatever listens on that port here).
+/// host it would hand the handle's secret to whatever listens on that port here), or from an
+/// owner on this very host (its same-host endpoint is taken then, not the port).
 bool reachable(const BufferHandle& remote) {
-  if (!loopback(remote.stream_host))
+  if (!loopback(remote.stream_host) ||
+      !same_host_endpoint(remote.stream_host_id, remote.stream_unix).empty())
     return true;
   const auto colon = remote.owner_name.rfind(':');
   return colon != std::string::npos && loopback(remote.owner_name.substr(0, colon));
@@ -81,6 +84,7 @@ std::optional<Result<TransferReply>> StreamLane::transfer(const TransferOp& op,
   StreamJob job;
   job.host = op.remote.stream_host;
   job.port = op.remote.stream_port;
+  job.unix_name = same_host_endpoint(op.remote.stream_host_id, op.remote.stream_unix);
   job.direction = is_read(op) ? StreamDirection::kOutOfOwner : StreamDirection::kIntoOwner;
   job.addr = reinterpret_cast<uint8_t*>(entry->addr) + op.local_offset;
   job.length = *length;

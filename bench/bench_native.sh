@@ -6,10 +6,13 @@
 #   bash bench/bench_native.sh MODE OUT BAZEL_BIN     (MODE short|long) -> OUT/native/:
 #     memcpy.txt        memcpy_bw: bytes copied per second at the bench's sizes and 64 MiB
 #     round_<r>.ref     tcp_lat, futex_lat, caf_rtt: 8-byte round trips between two processes
-#     round_<r>.bench   rdma_bench --paths fallback,fallback-lane --lat-only: the fallback's
-#                       8-byte read and write, from RdmaClient (through the manager, and over
-#                       its stream lane) and from an actor, taken right after the .ref
-#                       figures of the same round (bench_report.py pairs them per round)
+#     round_<r>.bench   rdma_bench --paths fallback,fallback-lane,same-host --lat-only: the
+#                       fallback's 8-byte read and write, from RdmaClient (through the manager,
+#                       and over its stream lane, by TCP and by the same-host endpoint) and from
+#                       an actor, taken right after the .ref figures of the same round
+#                       (bench_report.py pairs them per round)
+#     same_host_bw.txt  rdma_bench --paths same-host --sizes 64M: 64 MiB copies between two
+#                       nodes of this host (cross-memory attach), judged by memcpy at 64 MiB
 #     instructions.txt  user-space instructions per op (callgrind; count_instructions.sh)
 #     kv.txt            kv_store beside redis (kv_vs_redis.sh)
 # Native figures are noisy on a shared machine: several rounds, and the report takes medians.
@@ -30,6 +33,9 @@ step() {  # name limit_s cmd... : runs cmd (bounded), records a failure
 }
 step memcpy_bw 120 "$bin/bench/memcpy_bw" --sizes "$sizes" --bytes "$copy_bytes" > "$out/memcpy.txt"
 cat "$out/memcpy.txt"
+step same_host_bw 300 "$bin/bench/rdma_bench" --paths same-host --sizes 64M \
+  --bytes-per-size "$copy_bytes" > "$out/same_host_bw.txt" 2>> "$out/rdma_bench.err"
+cat "$out/same_host_bw.txt"
 rm -f "$out"/round_*
 for r in $(seq 1 "$rounds"); do
   {
@@ -37,7 +43,7 @@ for r in $(seq 1 "$rounds"); do
     step futex_lat 60 "$bin/bench/futex_lat" --iters "$iters"
     step caf_rtt 120 "$bin/bench/caf_rtt" --iters "$iters"
   } > "$out/round_$r.ref"
-  step rdma_bench 300 "$bin/bench/rdma_bench" --paths fallback,fallback-lane --lat-only --sizes 4096 \
+  step rdma_bench 300 "$bin/bench/rdma_bench" --paths fallback,fallback-lane,same-host --lat-only --sizes 4096 \
     --lat-iters "$iters" > "$out/round_$r.bench" 2>> "$out/rdma_bench.err"
   echo "native round $r:"
   cat "$out/round_$r.ref" "$out/round_$r.bench"

@@ -118,7 +118,8 @@ def report_kv(out):
 
 # The native rounds' paths (bench_native.sh): references first, then the fallback's.
 NATIVE_PATHS = (("tcp-lat", "rtt"), ("futex-lat", "rtt"), ("caf-rtt", "rtt"),
-                ("caf-rtt-blocking", "rtt"), ("fallback-lane", "read"), ("fallback", "read"),
+                ("caf-rtt-blocking", "rtt"), ("same-host", "read"), ("same-host", "write"),
+                ("fallback-lane", "read"), ("fallback", "read"),
                 ("fallback-async", "read"), ("fallback-lane", "write"), ("fallback", "write"),
                 ("fallback-async", "write"))
 
@@ -143,6 +144,16 @@ def report_native(native):
         big = copy.get(("memcpy", "copy", 64 << 20))
         if big:
             ratios.append(("memcpy_64m_MBps", big))
+        # Same-host copies of 64 MiB (cross-memory attach) against memcpy of 64 MiB: the lower
+        # of read and write is the ratio.
+        sh, _, _ = parse_bench(os.path.join(native, "same_host_bw.txt"))
+        copies = {op: sh.get(("same-host", op, 64 << 20)) for op in ("read", "write")}
+        if big and all(copies.values()):
+            print("same-host 64 MiB copies between two nodes (rdma_bench --paths same-host): "
+                  + ", ".join(f"{op} {v:.0f} MB/s" for op, v in copies.items()))
+            ratios.append(("same_host_copy_64M_vs_memcpy", min(copies.values()) / big))
+            for op, v in copies.items():
+                ratios.append((f"same_host_{op}_64M_vs_memcpy", v / big))
     if rounds:
         print(f"\nlatency 8 B natively, two processes unless noted, {len(rounds)} rounds "
               f"(median us per round; csw/op: this process + the peer process)")
@@ -174,7 +185,10 @@ def report_native(native):
                  ("tcp-lat", "rtt")),
                 ("fallback_actor_read_vs_caf_rtt", ("fallback-async", "read"),
                  ("caf-rtt", "rtt")),
-                ("caf_rtt_vs_tcp_lat", ("caf-rtt", "rtt"), ("tcp-lat", "rtt"))):
+                ("caf_rtt_vs_tcp_lat", ("caf-rtt", "rtt"), ("tcp-lat", "rtt")),
+                ("same_host_read_lat_vs_futex_lat", ("same-host", "read"), ("futex-lat", "rtt")),
+                ("same_host_write_lat_vs_futex_lat", ("same-host", "write"),
+                 ("futex-lat", "rtt"))):
             v = paired(num, den)
             if v is not None:
                 ratios.append((name, v))

@@ -11,6 +11,10 @@
 //   fallback    the manager's requests with CAF_RDMA_TRANSPORT=fallback (bytes in CAF messages)
 //   fallback-lane  RdmaClient's stream lane on the same nodes: straight to the owner's stream
 //               channel, authorized by the handle (actors/stream_lane.h)
+//   same-host   fallback-lane with the owner's same-host endpoint (README "Same-host transfers"):
+//               the lane's 8-byte ops in-band over AF_UNIX, and the bandwidth sizes (batches,
+//               through the managers' stream path) by cross-memory attach. The other fallback
+//               paths run with ManagerOptions::same_host off, so they stay TCP's figures.
 //   tcp         a raw TCP stream over loopback (the fallback's reference)
 // Output: one line per figure, machine-readable:
 //   bw <path> <write|read> <bytes> <MB/s>
@@ -57,7 +61,8 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr const char* kUsage =
-    "usage: rdma_bench [--paths components,actor,direct,fallback,fallback-lane,fallback-tls,tcp]\n"
+    "usage: rdma_bench [--paths "
+    "components,actor,direct,fallback,fallback-lane,same-host,fallback-tls,tcp]\n"
     "                  [--sizes 4K,64K,1M] [--bytes-per-size BYTES] [--lat-iters N]\n"
     "                  [--peer-device NAME] [--scheduler-threads N] [--lat-only]\n"
     "                  [--tls CERT,KEY,CAFILE]\n"
@@ -274,7 +279,8 @@ int bench_manager(const Options& o, const std::string& path_name) {
   const char* path = path_name.c_str();
   bool tls = path_name == "fallback-tls";
   // fallback-lane: RdmaClient's stream lane (actors/stream_lane.h), on managers in fallback mode.
-  bool lane = path_name == "fallback-lane";
+  bool same_host = path_name == "same-host";
+  bool lane = path_name == "fallback-lane" || same_host;
   bool fallback = path_name == "fallback" || lane || tls;
   bool direct = path_name == "direct" || lane;
   if (tls && !o.tls.any())
@@ -294,6 +300,7 @@ int bench_manager(const Options& o, const std::string& path_name) {
     owner_opts.manager.ibverbs.device_name = o.peer_device;
   auto mode = fallback ? TransportMode::kFallback : TransportMode::kRdma;
   user_opts.manager.mode = owner_opts.manager.mode = mode;
+  user_opts.manager.same_host = owner_opts.manager.same_host = same_host;
   auto owner = RdmaNode::start(owner_opts);
   auto user = RdmaNode::start(user_opts);
   if (!owner.ok() || !user.ok())
@@ -397,6 +404,8 @@ int bench_manager(const Options& o, const std::string& path_name) {
                         static_cast<unsigned long long>(stats->direct_ops),
                         static_cast<unsigned long long>(stats->rdma_ops)),
            1;
+  if (same_host && stats->same_host_ops == 0)
+    return std::fprintf(stderr, "%s: no op took the same-host endpoint\n", path), 1;
   std::printf("registered_bytes %s %llu\n", path,
               static_cast<unsigned long long>(stats->registered_bytes));
   std::fflush(stdout);
@@ -676,7 +685,7 @@ int main(int argc, char** argv) {
     if (p == "components")
       rc |= bench_components(o);
     else if (p == "actor" || p == "direct" || p == "fallback" || p == "fallback-lane" ||
-             p == "fallback-tls")
+             p == "same-host" || p == "fallback-tls")
       rc |= bench_manager(o, p);
     else if (p == "tcp")
       rc |= bench_tcp(o);

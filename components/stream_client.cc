@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <limits>
 
+#include "components/same_host.h"
+
 namespace caf_rdma {
 
-StreamClient::StreamClient(size_t threads, TlsContext tls)
-    : tls_(std::move(tls)), threads_(std::max<size_t>(threads, 1)) {}
+StreamClient::StreamClient(size_t threads, TlsContext tls, bool same_host)
+    : tls_(std::move(tls)), same_host_(same_host), threads_(std::max<size_t>(threads, 1)) {}
 
 StreamClient::~StreamClient() {
   stop();
@@ -98,14 +100,24 @@ StreamEnd StreamClient::run_now(const StreamJob& job) {
   }
   StreamEnd end = run(job);
   if (!end.status.ok())
-    end.status =
-        end.status.error().with_context("stream " + std::string(to_string(job.direction)) + " at " +
-                                        job.host + ":" + std::to_string(job.port));
+    end.status = end.status.error().with_context(
+        "stream " + std::string(to_string(job.direction)) + " at " +
+        (end.same_host ? "@" + job.unix_name : job.host + ":" + std::to_string(job.port)));
   return end;
 }
 
-Result<Socket> StreamClient::take_connection(const StreamJob& job, bool fresh, bool& pooled) {
-  std::string endpoint = job.host + ":" + std::to_string(job.port);
+namespace {
+
+/// The pool's key of a job's endpoint.
+std::string endpoint_of(const StreamJob& job, bool local) {
+  return local ? "unix:" + job.unix_name : job.host + ":" + std::to_string(job.port);
+}
+
+}  // namespace
+
+Result<Socket> StreamClient::take_connection(const StreamJob& job, bool fresh, bool local,
+                                             bool& pooled) {
+  std::string endpoint = endpoint_of(job, local);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_)
@@ -120,14 +132,15 @@ Result<Socket> StreamClient::take_connection(const StreamJob& job, bool fresh, b
     }
   }
   pooled = false;
-  CAF_RDMA_ASSIGN_OR_RETURN(Socket s, connect_tcp(job.host, job.port, job.deadline));
+  CAF_RDMA_ASSIGN_OR_RETURN(Socket s, local ? connect_unix(job.unix_name, job.deadline)
+                                            : connect_tcp(job.host, job.port, job.deadline));
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_)
       return Error(ErrorCode::kPeerUnavailable, "stream transfer cancelled: its manager stopped");
     busy_fds_.insert(s.fd());  // from here the destructor can wake it
   }
-  if (tls_) {
+  if (tls_ && !local) {  // same host: the kernel names the peer (stream_server.h inv. 12)
     Status st = start_tls(s, tls_, false, job.deadline, "stream channel to " + endpoint);
     if (!st.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -146,6 +159,34 @@ void StreamClient::give_back(const std::string& endpoint, Socket s) {
 }
 
 StreamEnd StreamClient::run(const StreamJob& job) {
+  bool local = same_host_ && !job.unix_name.empty();
+  if (local) {
+    std::lock_guard<std::mutex> lock(mu_);
+    local = unusable_unix_.count(job.unix_name) == 0;
+  }
+  bool unanswered = false;
+  if (!local)
+    return run_on(job, false, &unanswered);
+  StreamEnd end = run_on(job, true, &unanswered);
+  // Invariant 5: an endpoint this process cannot use (not reachable, or another uid) is given
+  // up; the owner took nothing on it, so TCP may carry the job.
+  const bool other_uid =
+      !end.status.ok() && end.status.error().code() == ErrorCode::kPermissionDenied;
+  if (!unanswered && !other_uid) {
+    end.same_host = true;
+    if (end.status.ok())
+      ++same_host_ops_;
+    return end;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    unusable_unix_.insert(job.unix_name);
+  }
+  return run_on(job, false, &unanswered);
+}
+
+StreamEnd StreamClient::run_on(const StreamJob& job, bool local, bool* unanswered) {
+  *unanswered = false;
   // Invariant 3: a connection lost before "go" is tried once more, fresh; a job the owner never
   // took ends `refused`.
   auto lost = [this](const Status& st, Reach reach) {
@@ -156,15 +197,16 @@ StreamEnd StreamClient::run(const StreamJob& job) {
     return reach == Reach::kAnswered && st.error().code() == ErrorCode::kNotFound;
   };
   Reach reach = Reach::kNoAnswer;
-  Status st = attempt(job, /*fresh=*/false, reach);
+  Status st = attempt(job, /*fresh=*/false, local, reach);
   if (st.ok() || reach == Reach::kTaken)
     return StreamEnd{std::move(st)};
   if (lost(st, reach)) {
     Status first = std::move(st);
-    st = attempt(job, /*fresh=*/true, reach);
+    st = attempt(job, /*fresh=*/true, local, reach);
     if (st.ok() || reach == Reach::kTaken)
       return StreamEnd{std::move(st)};
-    if (lost(st, reach))
+    *unanswered = lost(st, reach);
+    if (*unanswered)
       return StreamEnd{
           Error(st.error().code(),
                 "the owner refused or closed two connections before taking the request: " +
@@ -174,11 +216,11 @@ StreamEnd StreamClient::run(const StreamJob& job) {
   return StreamEnd{st, unknown_grant(st, reach)};
 }
 
-Status StreamClient::attempt(const StreamJob& job, bool fresh, Reach& reach) {
+Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach& reach) {
   reach = Reach::kNoAnswer;
-  std::string endpoint = job.host + ":" + std::to_string(job.port);
+  std::string endpoint = endpoint_of(job, local);
   bool pooled = false;
-  CAF_RDMA_ASSIGN_OR_RETURN(Socket s, take_connection(job, fresh, pooled));
+  CAF_RDMA_ASSIGN_OR_RETURN(Socket s, take_connection(job, fresh, local, pooled));
   auto fail = [&](Status st) {
     std::lock_guard<std::mutex> lock(mu_);
     busy_fds_.erase(s.fd());
@@ -189,6 +231,12 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, Reach& reach) {
   StreamRequest request{job.direction, job.token, job.length};
   request.by_handle = job.by_handle;
   request.handle = job.handle;
+  if (local && job.length > kEagerBytes) {
+    // Invariant 5: the owner copies (unless it said its kernel refuses).
+    std::lock_guard<std::mutex> lock(mu_);
+    request.cross_memory = inband_only_.count(endpoint) == 0;
+    request.peer_addr = reinterpret_cast<uint64_t>(job.addr);
+  }
   if (request.by_handle) {
     // The time this attempt has left (a retry has less than the first).
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -214,15 +262,37 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, Reach& reach) {
     give_back(endpoint, std::move(s));
     return {};
   }
-  Result<Status> go =
-      st.ok() ? read_status(s, job.deadline, "stream answer") : Result<Status>(st.error());
-  if (!go.ok())
-    return fail(go.error());
-  if (!go->ok()) {
-    // The owner refused (and closes the connection when the request named no grant).
-    reach = Reach::kAnswered;
-    (void)fail(Status{});
-    return *go;
+  if (request.cross_memory) {
+    // One answer: the owner copied (or failed, or refused), or "in-band go" (stream_protocol.h).
+    // Awaited past the deadline: the owner may be copying into job.addr until it answers.
+    auto answer =
+        st.ok() ? read_cross_memory_answer(s, job.deadline + kEagerAnswerGrace, "stream answer")
+                : Result<CrossMemoryAnswer>(st.error());
+    if (!answer.ok())
+      return fail(answer.error());
+    if (!answer->inband) {
+      if (!answer->status.ok()) {
+        reach = Reach::kAnswered;
+        (void)fail(Status{});
+        return answer->status;
+      }
+      reach = Reach::kTaken;
+      give_back(endpoint, std::move(s));
+      return {};
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    inband_only_.insert(endpoint);  // the next requests ask for nothing it refuses
+  } else {
+    Result<Status> go =
+        st.ok() ? read_status(s, job.deadline, "stream answer") : Result<Status>(st.error());
+    if (!go.ok())
+      return fail(go.error());
+    if (!go->ok()) {
+      // The owner refused (and closes the connection when the request named no grant).
+      reach = Reach::kAnswered;
+      (void)fail(Status{});
+      return *go;
+    }
   }
   reach = Reach::kTaken;  // from here bytes move (invariant 2)
   if (job.direction == StreamDirection::kIntoOwner) {

@@ -19,9 +19,22 @@
 //     submitter may move its bytes another way. A timeout is never retried (the deadline is
 //     the transfer's) and never `refused`; nor is anything after "go".
 //  4. Every wait ends by the job's deadline (or when the client stops: it shuts the sockets
-//     of running jobs down); idle pooled connections are not waited on.
+//     of running jobs down); idle pooled connections are not waited on. Except the one answer
+//     to a cross-memory request (invariant 5), awaited up to kEagerAnswerGrace longer: the
+//     owner may be copying into the job's memory until it answers.
+//  5. Same host: a job naming its owner's same-host endpoint (StreamJob::unix_name, set only
+//     when the owner's host identity is this process's: same_host.h) runs over that AF_UNIX
+//     endpoint, never TLS, when the client was made with `same_host` (CAF_RDMA_SAME_HOST, read
+//     by ManagerOptions). Jobs over kEagerBytes ask the owner to move the bytes by cross-memory
+//     attach ("CMS1"/"CMH1": the job's address goes in the request, the owner copies);
+//     smaller ones travel in-band on the socket (the bytes ride in the answer's one send, which
+//     costs less than the kernel's page walk for a few KiB). An owner that answers "in-band
+//     go" (its kernel refused) gets plain requests on that endpoint from then on. An endpoint
+//     that cannot be reached (invariant 3's two tries) or that refuses this uid is given up
+//     for the client's life and the job runs over TCP, as if no endpoint had been named.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -43,11 +56,15 @@ struct StreamEnd {
   /// Failed before the owner took the request on any connection (invariant 3): no byte moved
   /// and none can move later, so the bytes may be moved another way.
   bool refused = false;
+  bool same_host = false;  ///< moved over the owner's same-host endpoint (invariant 5)
 };
 
 struct StreamJob {
   std::string host;  ///< the owner's stream endpoint
   uint16_t port = 0;
+  /// The owner's same-host endpoint when it runs on this host (same_host_endpoint()), else ""
+  /// (invariant 5).
+  std::string unix_name;
   uint64_t token = 0;  ///< the owner's grant
   /// Authorized by a buffer handle instead of a grant ("CRH1", stream_protocol.h).
   bool by_handle = false;
@@ -67,7 +84,8 @@ public:
   /// transfer (a node that never needs the stream channel runs none).
   /// With `tls`, every connection is TLS: the owner must show a certificate the context's CA
   /// file vouches for, and this node shows its own.
-  explicit StreamClient(size_t threads = 4, TlsContext tls = nullptr);
+  /// With `same_host` false every job runs over TCP (invariant 5).
+  explicit StreamClient(size_t threads = 4, TlsContext tls = nullptr, bool same_host = true);
   /// stop().
   ~StreamClient();
   /// Fails queued jobs, wakes running ones (their sockets are shut down) and joins the workers;
@@ -89,6 +107,8 @@ public:
                                        "thread");
   /// Idle pooled connections (all endpoints).
   size_t idle_connections() const;
+  /// Jobs that ended well over a same-host endpoint (invariant 5).
+  uint64_t same_host_ops() const { return same_host_ops_.load(); }
 
 private:
   /// How far one attempt got (invariant 3).
@@ -99,12 +119,19 @@ private:
   };
   void work();
   StreamEnd run(const StreamJob& job);
+  /// Invariant 3's tries of `job` over TCP, or over its same-host endpoint (`local`);
+  /// `*unanswered`: both tries failed before the owner answered.
+  StreamEnd run_on(const StreamJob& job, bool local, bool* unanswered);
   /// One try of `job` on one connection (a pooled one unless `fresh`).
-  Status attempt(const StreamJob& job, bool fresh, Reach& reach);
-  Result<Socket> take_connection(const StreamJob& job, bool fresh, bool& pooled);
+  Status attempt(const StreamJob& job, bool fresh, bool local, Reach& reach);
+  Result<Socket> take_connection(const StreamJob& job, bool fresh, bool local, bool& pooled);
   void give_back(const std::string& endpoint, Socket s);
 
   const TlsContext tls_;  ///< null: plain TCP
+  const bool same_host_;  ///< invariant 5
+  std::atomic<uint64_t> same_host_ops_{0};
+  std::set<std::string> inband_only_;    ///< same-host endpoints that answered "in-band go"
+  std::set<std::string> unusable_unix_;  ///< same-host endpoints given up (invariant 5)
   mutable std::mutex mu_;
   std::condition_variable ready_;
   bool stopping_ = false;

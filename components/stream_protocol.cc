@@ -11,6 +11,8 @@ namespace {
 constexpr uint32_t kMagic = 0x32535243;        // "CRS2" little-endian
 constexpr uint32_t kMagicV1 = 0x31535243;      // "CRS1": a build without the final status of a READ
 constexpr uint32_t kMagicHandle = 0x31485243;  // "CRH1": authorized by a buffer handle
+constexpr uint32_t kMagicCma = 0x31534d43;     // "CMS1": "CRS2" by cross-memory attach
+constexpr uint32_t kMagicCmaHandle = 0x31484d43;  // "CMH1": "CRH1" by cross-memory attach
 
 void put(uint8_t* p, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i)
@@ -40,23 +42,38 @@ Status write_request(const Socket& s, const StreamRequest& r, Deadline deadline)
   uint8_t b[kMaxRequestBytes];
   put(b + 4, static_cast<uint32_t>(r.direction), 4);
   if (!r.by_handle) {
-    put(b, kMagic, 4);
+    put(b, r.cross_memory ? kMagicCma : kMagic, 4);
     put(b + 8, r.token, 8);
     put(b + 16, r.length, 8);
-    return send_all(s, b, kRequestBytes, deadline, "stream request");
+    if (r.cross_memory)
+      put(b + kRequestBytes, r.peer_addr, 8);
+    return send_all(s, b, r.cross_memory ? kCrossMemoryRequestBytes : kRequestBytes, deadline,
+                    "stream request");
   }
-  put(b, kMagicHandle, 4);
+  put(b, r.cross_memory ? kMagicCmaHandle : kMagicHandle, 4);
   put(b + 8, r.length, 8);
   put(b + 16, r.handle.id, 8);
   put(b + 24, r.handle.secret_hi, 8);
   put(b + 32, r.handle.secret_lo, 8);
   put(b + 40, r.handle.offset, 8);
   put(b + 48, r.handle.timeout_ms, 4);
-  return send_all(s, b, kHandleRequestBytes, deadline, "stream request");
+  if (r.cross_memory)
+    put(b + kHandleRequestBytes, r.peer_addr, 8);
+  return send_all(s, b, r.cross_memory ? kCrossMemoryHandleRequestBytes : kHandleRequestBytes,
+                  deadline, "stream request");
 }
 
 size_t request_bytes(const uint8_t* magic4) {
-  return get(magic4, 4) == kMagicHandle ? kHandleRequestBytes : kRequestBytes;
+  switch (get(magic4, 4)) {
+    case kMagicHandle:
+      return kHandleRequestBytes;
+    case kMagicCma:
+      return kCrossMemoryRequestBytes;
+    case kMagicCmaHandle:
+      return kCrossMemoryHandleRequestBytes;
+    default:
+      return kRequestBytes;
+  }
 }
 
 Result<StreamRequest> read_request(const Socket& s, Deadline deadline) {
@@ -71,7 +88,8 @@ Result<StreamRequest> parse_request(const uint8_t* b) {
     return Error(ErrorCode::kInvalidArgument,
                  "stream request of protocol version 1 (\"CRS1\"); this owner speaks version 2 "
                  "(\"CRS2\"): run the same caf-rdma release on every node");
-  if (get(b, 4) != kMagic && get(b, 4) != kMagicHandle)
+  const uint64_t magic = get(b, 4);
+  if (magic != kMagic && magic != kMagicHandle && magic != kMagicCma && magic != kMagicCmaHandle)
     return Error(ErrorCode::kInvalidArgument,
                  "not a caf-rdma stream request (bad magic): is another program connecting?");
   uint64_t dir = get(b + 4, 4);
@@ -81,7 +99,8 @@ Result<StreamRequest> parse_request(const uint8_t* b) {
                  "stream request with unknown direction " + std::to_string(dir));
   StreamRequest r;
   r.direction = static_cast<StreamDirection>(dir);
-  if (get(b, 4) == kMagicHandle) {
+  r.cross_memory = magic == kMagicCma || magic == kMagicCmaHandle;
+  if (magic == kMagicHandle || magic == kMagicCmaHandle) {
     r.by_handle = true;
     r.length = get(b + 8, 8);
     r.handle.id = get(b + 16, 8);
@@ -89,10 +108,14 @@ Result<StreamRequest> parse_request(const uint8_t* b) {
     r.handle.secret_lo = get(b + 32, 8);
     r.handle.offset = get(b + 40, 8);
     r.handle.timeout_ms = static_cast<uint32_t>(get(b + 48, 4));
+    if (r.cross_memory)
+      r.peer_addr = get(b + kHandleRequestBytes, 8);
     return r;
   }
   r.token = get(b + 8, 8);
   r.length = get(b + 16, 8);
+  if (r.cross_memory)
+    r.peer_addr = get(b + kRequestBytes, 8);
   return r;
 }
 
@@ -113,21 +136,59 @@ Status write_status(const Socket& s, const Status& st, Deadline deadline) {
   return send_all(s, b.data(), b.size(), deadline, "stream status");
 }
 
-Result<Status> read_status(const Socket& s, Deadline deadline, const std::string& what) {
+namespace {
+
+/// A status as sent: its raw code and its message.
+struct RawStatus {
+  uint32_t code = 0;
+  std::string message;
+};
+
+Result<RawStatus> read_raw_status(const Socket& s, Deadline deadline, const std::string& what) {
   uint8_t b[8];
   CAF_RDMA_RETURN_IF_ERROR(recv_all(s, b, sizeof(b), deadline, what));
-  uint64_t code = get(b, 4);
+  RawStatus r;
+  r.code = static_cast<uint32_t>(get(b, 4));
   uint64_t n = get(b + 4, 4);
   if (n > kMaxStatusMessage)
     return Error(ErrorCode::kInternal,
                  what + ": status message of " + std::to_string(n) + " bytes (garbled stream)");
-  std::string msg(n, '\0');
-  CAF_RDMA_RETURN_IF_ERROR(recv_all(s, msg.data(), n, deadline, what));
-  if (code == 0)
+  r.message.assign(n, '\0');
+  CAF_RDMA_RETURN_IF_ERROR(recv_all(s, r.message.data(), n, deadline, what));
+  return r;
+}
+
+Status to_status(const RawStatus& r) {
+  if (r.code == 0)
     return Status{};
+  uint32_t code = r.code;
   if (code > static_cast<uint32_t>(ErrorCode::kPermissionDenied))
     code = static_cast<uint32_t>(ErrorCode::kInternal);
-  return Status(Error(static_cast<ErrorCode>(code), msg));
+  return Status(Error(static_cast<ErrorCode>(code), r.message));
+}
+
+}  // namespace
+
+Result<Status> read_status(const Socket& s, Deadline deadline, const std::string& what) {
+  CAF_RDMA_ASSIGN_OR_RETURN(RawStatus r, read_raw_status(s, deadline, what));
+  return to_status(r);
+}
+
+Status write_inband_go(const Socket& s, Deadline deadline) {
+  uint8_t b[8];
+  put(b, kInbandGoCode, 4);
+  put(b + 4, 0, 4);
+  return send_all(s, b, sizeof(b), deadline, "stream status");
+}
+
+Result<CrossMemoryAnswer> read_cross_memory_answer(const Socket& s, Deadline deadline,
+                                                   const std::string& what) {
+  CAF_RDMA_ASSIGN_OR_RETURN(RawStatus r, read_raw_status(s, deadline, what));
+  CrossMemoryAnswer a;
+  a.inband = r.code == kInbandGoCode;
+  if (!a.inband)
+    a.status = to_status(r);
+  return a;
 }
 
 }  // namespace caf_rdma

@@ -6,6 +6,10 @@
 //                     no grant asked over CAF first): magic "CRH1", direction (u32),
 //                     length (u64), buffer id (u64), secret (2 x u64), offset (u64),
 //                     timeout ms (u32)
+//                     or, on a same-host (AF_UNIX) connection, either of them asking the owner
+//                     to move the bytes by cross-memory attach (stream_server.h invariant 11):
+//                     "CMS1" = "CRS2" + the requester's address (u64), "CMH1" = "CRH1" + the
+//                     requester's address (u64)
 //   owner  -> client  status:  code (u32, 0 = go ahead), message length (u32), message
 //   then, into the owner:     client sends `length` bytes, owner answers a final status
 //         out of the owner:   owner sends `length` bytes, then a final status
@@ -19,6 +23,13 @@
 // follows from it, back to the owner too) happens after the owner is done with the memory: an
 // owner may reuse the source of a READ once the requester's reply reached it, as on the NIC
 // (and ThreadSanitizer sees that order: the owner's sockets carry it).
+// A cross-memory request ("CMS1", "CMH1") gets one answer: the final status (the owner copied
+// the bytes into or out of the requester's memory with process_vm_writev/readv and no longer
+// touches either side), a refusal, or "in-band go" (code kInbandGoCode): the kernel refused
+// cross-memory attach (or the owner does not use it), and the exchange goes on as for the
+// plain request ("go" was that answer; bytes, then the final status). A client waits for that
+// one answer past its deadline by kEagerAnswerGrace, as for an eager write: the owner may be
+// copying into its memory until it answers.
 // "CRS1" (version 1: no final status after a READ) is refused with a clear error.
 //
 // Integers are little-endian. A token names one grant the owner made (buffer range, direction,
@@ -61,6 +72,10 @@ struct StreamRequest {
   uint64_t length = 0;
   bool by_handle = false;  ///< "CRH1": `handle` authorizes it
   HandleAccess handle;
+  /// "CMS1"/"CMH1" (same-host connections only): the owner moves the bytes by cross-memory
+  /// attach between its buffer and [peer_addr, peer_addr + length) of the requester.
+  bool cross_memory = false;
+  uint64_t peer_addr = 0;
 };
 
 /// Longest status message sent (longer ones are cut).
@@ -76,7 +91,8 @@ constexpr uint64_t kEagerBytes = 64 << 10;
 constexpr std::chrono::milliseconds kEagerAnswerGrace{1000};
 /// Whether request `r` sends its bytes without waiting for "go".
 inline bool eager_write(const StreamRequest& r) {
-  return r.by_handle && r.direction == StreamDirection::kIntoOwner && r.length <= kEagerBytes;
+  return r.by_handle && !r.cross_memory && r.direction == StreamDirection::kIntoOwner &&
+         r.length <= kEagerBytes;
 }
 
 /// Appends the wire form of `st` (what write_status sends) to `out`.
@@ -86,7 +102,10 @@ Status write_request(const Socket& s, const StreamRequest& r, Deadline deadline)
 /// Bytes of a request on the wire: by grant ("CRS2"), by handle ("CRH1"), the longest.
 constexpr size_t kRequestBytes = 24;
 constexpr size_t kHandleRequestBytes = 52;
-constexpr size_t kMaxRequestBytes = kHandleRequestBytes;
+/// The same, asking for cross-memory attach ("CMS1", "CMH1": the requester's address added).
+constexpr size_t kCrossMemoryRequestBytes = kRequestBytes + 8;
+constexpr size_t kCrossMemoryHandleRequestBytes = kHandleRequestBytes + 8;
+constexpr size_t kMaxRequestBytes = kCrossMemoryHandleRequestBytes;
 /// Bytes of the request whose first 4 bytes are `magic4` (kRequestBytes for an unknown magic:
 /// parse_request then says what is wrong).
 size_t request_bytes(const uint8_t* magic4);
@@ -97,5 +116,18 @@ Result<StreamRequest> parse_request(const uint8_t* b);
 Status write_status(const Socket& s, const Status& st, Deadline deadline);
 /// The outer Result fails when the connection does; the inner Status is the owner's answer.
 Result<Status> read_status(const Socket& s, Deadline deadline, const std::string& what);
+
+/// The status code of "in-band go" (the answer to a cross-memory request whose bytes travel on
+/// the connection after all); never an ErrorCode.
+constexpr uint32_t kInbandGoCode = 0xFFFFFFFFu;
+Status write_inband_go(const Socket& s, Deadline deadline);
+/// The one answer to a cross-memory request: `inband` (go on as for the plain request), or
+/// `status` (the final status, or the refusal).
+struct CrossMemoryAnswer {
+  bool inband = false;
+  Status status;
+};
+Result<CrossMemoryAnswer> read_cross_memory_answer(const Socket& s, Deadline deadline,
+                                                   const std::string& what);
 
 }  // namespace caf_rdma

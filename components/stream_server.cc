@@ -16,6 +16,8 @@
 #include <limits>
 #include <system_error>
 
+#include "components/cross_memory.h"
+#include "components/same_host.h"
 #include "components/secure_random.h"
 
 namespace caf_rdma {
@@ -63,17 +65,28 @@ Result<std::unique_ptr<StreamServer>> StreamServer::start(const std::string& hos
   if (!listener.ok())
     return listener.error().with_context("stream channel");
   CAF_RDMA_ASSIGN_OR_RETURN(uint16_t port, local_port(*listener));
-  std::unique_ptr<StreamServer> server(
-      new StreamServer(host, std::move(*listener), port, limits, std::move(tls)));
+  Socket unix_listener;
+  std::string unix_name;
+  if (limits.same_host) {
+    auto u = listen_unix(&unix_name);
+    if (!u.ok())
+      return u.error().with_context("stream channel");
+    unix_listener = std::move(*u);
+  }
+  std::unique_ptr<StreamServer> server(new StreamServer(host, std::move(*listener), port, limits,
+                                                        std::move(tls), std::move(unix_listener),
+                                                        std::move(unix_name)));
   CAF_RDMA_RETURN_IF_ERROR(server->start_threads());
   return server;
 }
 
 StreamServer::StreamServer(std::string host, Socket listener, uint16_t port, Limits limits,
-                           TlsContext tls)
+                           TlsContext tls, Socket unix_listener, std::string unix_name)
     : host_(std::move(host)),
       listener_(std::move(listener)),
       port_(port),
+      unix_listener_(std::move(unix_listener)),
+      unix_name_(std::move(unix_name)),
       limits_(limits),
       tls_(std::move(tls)),
       unauthenticated_(limits.max_unauthenticated, limits.max_unauthenticated_per_host) {}
@@ -87,7 +100,9 @@ Status StreamServer::start_threads() {
     return errno_error("pipe", errno);
   stop_read_ = p[0];
   stop_write_ = p[1];
-  for (int fd : {listener_.fd(), stop_read_}) {
+  for (int fd : {listener_.fd(), stop_read_, unix_listener_.fd()}) {
+    if (fd < 0)
+      continue;  // no same-host endpoint
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
@@ -168,6 +183,10 @@ size_t StreamServer::authenticated_connections() const {
 uint64_t StreamServer::accepted() const {
   std::lock_guard<std::mutex> lock(mu_);
   return accepted_;
+}
+
+std::string StreamServer::host_id() const {
+  return unix_name_.empty() ? std::string() : host_identity();
 }
 
 uint64_t StreamServer::evicted() const {
@@ -255,12 +274,17 @@ void StreamServer::event_loop() {
     now = std::chrono::steady_clock::now();
     // Invariant 5: connections that have something to say first, then new ones.
     bool listener_ready = false;
+    bool unix_ready = false;
     for (int i = 0; i < std::max(n, 0); ++i) {
       int fd = events[i].data.fd;
       if (fd == stop_read_)
         return;
       if (fd == listener_.fd()) {
         listener_ready = true;
+        continue;
+      }
+      if (unix_listener_.valid() && fd == unix_listener_.fd()) {
+        unix_ready = true;
         continue;
       }
       std::shared_ptr<Connection> c;
@@ -277,7 +301,9 @@ void StreamServer::event_loop() {
       }
     }
     if (listener_ready)
-      accept_all(now);
+      accept_all(now, listener_, false);
+    if (unix_ready)
+      accept_all(now, unix_listener_, true);
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_)
       return;
@@ -290,10 +316,15 @@ void StreamServer::event_loop() {
       close_locked(fd);
     // The listener paused (out of fds or memory): resume when the pause is over.
     if (!accepting && now >= resume_at) {
-      epoll_event ev{};
-      ev.events = EPOLLIN;
-      ev.data.fd = listener_.fd();
-      accepting = ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listener_.fd(), &ev) == 0;
+      accepting = true;
+      for (const Socket* l : {&listener_, &unix_listener_}) {
+        if (!l->valid())
+          continue;
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.fd = l->fd();
+        accepting = ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, l->fd(), &ev) == 0 && accepting;
+      }
       if (!accepting)
         resume_at = now + limits_.accept_backoff;
     }
@@ -306,17 +337,38 @@ void StreamServer::event_loop() {
   }
 }
 
-void StreamServer::accept_all(Deadline now) {
+bool StreamServer::admit_same_host(Socket& s, Connection& c) {
+  // Invariant 12: the kernel's word on who connected.
+  auto cred = peer_credentials(s);
+  Status refusal;
+  if (!cred.ok())
+    refusal = cred.error();
+  else if (cred->uid != ::geteuid())
+    refusal =
+        Error(ErrorCode::kPermissionDenied,
+              "same-host stream channel @" + unix_name_ + ": pid " + std::to_string(cred->pid) +
+                  " runs as uid " + std::to_string(cred->uid) + ", this owner as uid " +
+                  std::to_string(::geteuid()) + ": only the same uid is served");
+  if (!refusal.ok()) {
+    (void)write_status(s, refusal, std::chrono::steady_clock::now());
+    return false;
+  }
+  c.same_host = true;
+  c.peer_pid = cred->pid;
+  return true;
+}
+
+void StreamServer::accept_all(Deadline now, const Socket& listener, bool same_host) {
   // Bounded per wake-up: a connect flood cannot keep this thread from its deadlines.
   for (int n = 0; n < kAcceptsPerWake; ++n) {
     Socket s;
     uint32_t ip = 0;
-    switch (accept_step(listener_, &s, &ip)) {
+    switch (accept_step(listener, &s, &ip)) {
       case AcceptStep::kRetry:
         continue;
       case AcceptStep::kOutOfResources: {
         // Listening resumes after a moment (event_loop).
-        pause_listener(epoll_fd_, listener_.fd());
+        pause_listener(epoll_fd_, listener.fd());
         std::lock_guard<std::mutex> lock(mu_);
         listener_paused_ = true;
         return;
@@ -330,7 +382,12 @@ void StreamServer::accept_all(Deadline now) {
     auto c = std::make_shared<Connection>();
     c->peer_ip = ip;
     c->header_deadline = now + limits_.auth_timeout;
-    if (tls_) {
+    if (same_host) {
+      // Invariant 11: every local process counts as 127.0.0.1 (invariant 3), and no TLS.
+      c->peer_ip = ip = 0x7f000001;
+      if (!admit_same_host(s, *c))
+        continue;  // closed (invariant 12)
+    } else if (tls_) {
       if (!begin_tls_accept(s, tls_).ok())
         continue;  // closed at once
       c->handshaking = true;
@@ -545,18 +602,46 @@ bool StreamServer::serve(Connection& c) {
   else if (std::chrono::steady_clock::now() >= g.deadline)
     verdict = Error(ErrorCode::kTimeout, "stream grant of " + std::to_string(g.length) +
                                              " bytes was claimed after its deadline");
+  else if (req.cross_memory && !c.same_host)
+    verdict = Error(ErrorCode::kInvalidArgument,
+                    "cross-memory stream request on a TCP connection (only same-host "
+                    "connections may ask for it)");
   if (!verdict.ok()) {
     g.done(req.token, verdict, 0);
     // An eager write's bytes sit unread on the connection: it cannot carry a next request.
     return write_status(s, verdict, io_limit).ok() && !eager_write(req);
   }
   Status st;
-  if (eager_write(req)) {
+  bool answered = false;  // a cross-memory request's one answer was sent
+  if (req.cross_memory && limits_.cross_memory && !c.cma_refused) {
+    // Invariant 11: the owner copies, into or out of the SO_PEERCRED pid's memory only.
+    const std::string subject = req.by_handle ? "buffer " + std::to_string(req.handle.id) +
+                                                    " offset " + std::to_string(req.handle.offset)
+                                              : "stream grant " + std::to_string(req.token);
+    bool refused = false;
+    st = cross_memory_copy(c.peer_pid, g.addr, req.peer_addr, g.length,
+                           g.direction == StreamDirection::kOutOfOwner, g.deadline, subject,
+                           &refused);
+    if (refused) {
+      c.cma_refused = true;  // remembered: no failed syscall per op on this connection
+      st = Status{};
+    } else {
+      ++cross_memory_served_;
+      // The copy returned: the answer (the requester waits for it past its deadline).
+      Status sent = write_status(s, st, std::chrono::steady_clock::now() + kEagerAnswerGrace);
+      if (st.ok())
+        st = sent;
+      answered = true;
+    }
+  }
+  if (answered) {
+    // Done above.
+  } else if (eager_write(req)) {
     // Its bytes follow the request (stream_protocol.h): no "go".
     st = recv_all(s, g.addr, g.length, g.deadline, "stream data into the owner");
     if (st.ok())
       st = write_status(s, Status{}, g.deadline);
-  } else if (req.by_handle && g.length <= kEagerBytes) {
+  } else if (req.by_handle && !req.cross_memory && g.length <= kEagerBytes) {
     // A small read by handle: go, the bytes and the final status in one send.
     std::vector<uint8_t> out;
     out.reserve(g.length + 16);
@@ -565,7 +650,10 @@ bool StreamServer::serve(Connection& c) {
     append_status(out, Status{});
     st = send_all(s, out.data(), out.size(), g.deadline, "stream data out of the owner");
   } else {
-    st = write_status(s, Status{}, g.deadline);
+    // "go" (for a cross-memory request the kernel or the owner refused: "in-band go").
+    if (req.cross_memory)
+      ++inband_served_;
+    st = req.cross_memory ? write_inband_go(s, g.deadline) : write_status(s, Status{}, g.deadline);
     if (st.ok() && g.direction == StreamDirection::kIntoOwner) {
       st = recv_all(s, g.addr, g.length, g.deadline, "stream data into the owner");
       if (st.ok())

@@ -59,8 +59,24 @@
 //     itself (a lane's ping-pong then costs no hand-off from the event thread); a request that
 //     has begun must arrive whole within kLingerHeader. Otherwise the connection goes back to
 //     the event thread as before.
+// 11. Same host (Limits::same_host): the server also listens on an abstract AF_UNIX endpoint
+//     (same_host.h), announced beside the TCP port with the host's identity. Its connections
+//     speak the same protocol, pass through the same claim() (grants and requests by handle:
+//     the same checks, answers and holds) and the same slots (all count as 127.0.0.1), never
+//     TLS (the kernel names the peer, invariant 12). On them a request may ask for
+//     cross-memory attach ("CMS1"/"CMH1"): the worker copies the bytes itself between the
+//     claimed range and the requester's memory (cross_memory.h: process_vm_writev for a read,
+//     process_vm_readv for a write, into the SO_PEERCRED pid only), then answers the final
+//     status; `done` runs after that copy returned. When the kernel refuses (EPERM, ENOSYS) the
+//     answer is "in-band go" and the bytes travel on the connection; the refusal is remembered
+//     for the connection (no failed syscall per op). Limits::cross_memory = false (a test hook,
+//     or a host that forbids it) answers every such request in-band.
+// 12. A same-host connection is served only when its peer runs as this process's uid
+//     (SO_PEERCRED at accept): another uid gets permission_denied naming both uids, and is
+//     closed before its request is read.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -115,6 +131,10 @@ public:
     std::chrono::milliseconds auth_timeout{5000};
     size_t workers = 4;
     std::chrono::milliseconds accept_backoff{100};
+    /// Invariant 11: listen on a same-host (AF_UNIX) endpoint too.
+    bool same_host = false;
+    /// Invariant 11: false (a test hook, named so) answers cross-memory requests in-band.
+    bool cross_memory = true;
   };
 
   /// Listens on host (IPv4), port chosen by the kernel; starts the event thread and the
@@ -133,6 +153,10 @@ public:
 
   const std::string& host() const { return host_; }
   uint16_t port() const { return port_; }
+  /// Invariant 11: the same-host endpoint's abstract name ("" without one), and the identity of
+  /// the host it is reachable from (same_host.h; "" without an endpoint).
+  const std::string& unix_name() const { return unix_name_; }
+  std::string host_id() const;
 
   /// Allows one client to move `length` bytes into or out of [addr, addr + length) before the
   /// deadline. The memory must stay valid until `done` is called or `revoke` returns true.
@@ -154,6 +178,10 @@ public:
   uint64_t accepted() const;
   /// Unauthenticated connections closed so far to make room for newer ones (invariant 3).
   uint64_t evicted() const;
+  /// Requests served by cross-memory attach, and same-host requests whose bytes went in-band
+  /// (invariant 11).
+  uint64_t cross_memory_served() const { return cross_memory_served_.load(); }
+  uint64_t inband_served() const { return inband_served_.load(); }
 
 private:
   struct Grant {
@@ -173,16 +201,23 @@ private:
     bool authenticated = false;  ///< claimed a grant at least once (invariant 2)
     bool over_slots = false;     ///< authenticated beyond the slots: closed after its transfer
     bool busy = false;           ///< a worker has it (not in epoll)
+    bool same_host = false;      ///< accepted on the AF_UNIX endpoint (invariant 11)
+    pid_t peer_pid = 0;          ///< its SO_PEERCRED pid (same host only)
+    bool cma_refused = false;    ///< the kernel refused cross-memory attach to it (invariant 11)
     /// Unauthenticated: its place in accept order; authenticated: in order of last use.
     uint64_t seq = 0;
     StreamRequest request;
     Grant grant;  ///< claimed by `request` (valid while busy)
   };
 
-  StreamServer(std::string host, Socket listener, uint16_t port, Limits limits, TlsContext tls);
+  StreamServer(std::string host, Socket listener, uint16_t port, Limits limits, TlsContext tls,
+               Socket unix_listener, std::string unix_name);
   Status start_threads();
   void event_loop();
-  void accept_all(Deadline now);
+  /// Accepts what waits on `listener` (the TCP one, or the same-host one).
+  void accept_all(Deadline now, const Socket& listener, bool same_host);
+  /// Invariant 12: whether a same-host connection may be served; else it was answered.
+  bool admit_same_host(Socket& s, Connection& c);
   /// Invariant 3: closes an unauthenticated connection if a new one from `ip` would exceed
   /// their budget.
   void make_room_locked(uint32_t ip);
@@ -213,6 +248,10 @@ private:
   const std::string host_;
   Socket listener_;
   const uint16_t port_;
+  Socket unix_listener_;  ///< invariant 11 (invalid without Limits::same_host)
+  const std::string unix_name_;
+  std::atomic<uint64_t> cross_memory_served_{0};
+  std::atomic<uint64_t> inband_served_{0};
   const Limits limits_;
   const TlsContext tls_;  ///< null: plain TCP
   int epoll_fd_ = -1;

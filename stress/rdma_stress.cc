@@ -466,7 +466,8 @@ int Child::run() {
       << " batches " << c_.batches << " churn " << c_.churn << " released_tries "
       << c_.released_tries << " released_refused " << c_.released_refused << " revoke_failures "
       << c_.revoke_failures << " corrupt " << c_.corrupt << " unexpected " << c_.unexpected
-      << " path " << (stats.ok() && stats->rdma_ops > 0 ? "rdma" : "fallback") << " errors";
+      << " path " << (stats.ok() && stats->rdma_ops > 0 ? "rdma" : "fallback") << " same_host_ops "
+      << (stats.ok() ? stats->same_host_ops : 0) << " errors";
   for (const auto& [code, k] : c_.errors)
     out << " " << code << "=" << k;
   out << " named_dead";

@@ -132,6 +132,8 @@ caf::result<BufferHandle> BufferTable::request_buffer(uint64_t addr, uint64_t si
   if (m_.stream_server_ && entry.memory == BufferMemory::kHost) {
     h.stream_host = m_.stream_server_->host();
     h.stream_port = m_.stream_server_->port();
+    h.stream_host_id = m_.stream_server_->host_id();
+    h.stream_unix = m_.stream_server_->unix_name();
   }
   if (entry.memory == BufferMemory::kHost)
     m_.rails.register_buffer(entry, h, mr_access);  // invariant 18

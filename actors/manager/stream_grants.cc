@@ -54,7 +54,8 @@ caf::result<StreamGrantMsg> StreamGrants::stream_grant(const BufferRef& ref, uin
   // Withdrawn if nobody claims it in time (the requester timed out or died).
   m_.self_->delayed_send(m_.self_, std::chrono::milliseconds(limit_ms) + kRequestBackstop,
                          StreamExpire{token});
-  return StreamGrantMsg{token, m_.stream_server_->host(), m_.stream_server_->port()};
+  return StreamGrantMsg{token, m_.stream_server_->host(), m_.stream_server_->port(),
+                        m_.stream_server_->host_id(), m_.stream_server_->unix_name()};
 }
 
 void StreamGrants::end_grant(uint64_t token) {

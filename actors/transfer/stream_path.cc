@@ -3,6 +3,7 @@
 
 #include "actors/detail/manager_state.h"
 #include "actors/op_texts.h"
+#include "components/same_host.h"
 
 namespace caf_rdma::detail {
 
@@ -42,6 +43,7 @@ void StreamPath::granted(OpId id, const StreamGrantMsg& grant) {
   StreamJob job;
   job.host = grant.host;
   job.port = grant.port;
+  job.unix_name = same_host_endpoint(grant.host_id, grant.unix_name);
   job.token = grant.token;
   job.direction = o->is_read() ? StreamDirection::kOutOfOwner : StreamDirection::kIntoOwner;
   job.addr = reinterpret_cast<uint8_t*>(local.addr) + o->op.local_offset;

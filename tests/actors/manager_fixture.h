@@ -158,6 +158,7 @@ inline std::unique_ptr<TestNode> start_node(const ManagerOptions& extra = {}) {
   o.manager.verify = o.manager.verify || extra.verify;
   o.manager.release_orphans = o.manager.release_orphans || extra.release_orphans;
   o.manager.orphan_grace = extra.orphan_grace;
+  o.manager.same_host = o.manager.same_host && extra.same_host;
   if (!extra.ibverbs.device_name.empty())
     o.manager.ibverbs.device_name = extra.ibverbs.device_name;
   auto n = RdmaNode::start(o);

@@ -1,0 +1,37 @@
+// Cross-memory attach (process_vm_readv / process_vm_writev): the owner's stream server copies
+// a same-host request's bytes straight between its buffer and the requester's memory, one copy
+// in the kernel, no socket in between (stream_server.h invariant 11). No CAF.
+//
+// Invariants:
+//  1. Only the owner calls it, after it checked the request (secret, bounds, access) and while
+//     it holds its buffer; the pid is the connection's SO_PEERCRED pid (same_host.h), never a
+//     number from the request, so a requester can only make the owner touch its own memory.
+//  2. Short counts are resumed where they stopped (the kernel returns a partial count at the
+//     first page it cannot reach, or after a signal); bytes move in pieces of at most
+//     kCrossMemoryPiece, and the deadline is checked between pieces.
+//  3. `refused` is set only when the kernel refused before any byte moved (EPERM: Yama's
+//     ptrace_scope, a different uid, an LSM; ENOSYS: no CMA in this kernel; seccomp's EPERM in
+//     containers): the caller may then move the bytes another way. Every other failure names
+//     buffer id, offset, size, peer pid and errno.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "components/socket_io.h"
+
+namespace caf_rdma {
+
+/// Invariant 2: bytes per process_vm_* call (the deadline is checked between them).
+constexpr uint64_t kCrossMemoryPiece = 16ull << 20;
+
+/// Copies `n` bytes between `local` (this process) and `remote_addr` in process `pid`:
+/// into pid's memory when `to_remote` (a read served by the owner), else out of it (a write).
+/// `subject` names the owner's side for errors ("buffer 7 offset 4096", "grant 123").
+Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64_t n,
+                         bool to_remote, Deadline deadline, const std::string& subject,
+                         bool* refused);
+
+}  // namespace caf_rdma

@@ -1,0 +1,164 @@
+// Same-host transfers between two nodes (README "Same-host transfers"; stream_server.h
+// invariant 11): handles name the owner's same-host endpoint, the stream lane and the
+// manager's stream path move the bytes through it (ManagerStats::same_host_ops proves it),
+// every byte checked; refusals give the same error codes as over TCP; CAF_RDMA_SAME_HOST=0
+// (ManagerOptions::same_host) keeps them on TCP. Natively, on the fallback.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "actors/environment.h"
+#include "actors/rdma_client.h"
+#include "tests/actors/manager_fixture.h"
+
+namespace caf_rdma::testing {
+namespace {
+
+struct Pair {
+  std::unique_ptr<TestNode> owner, user;
+  explicit Pair(bool same_host) {
+    ManagerOptions o;
+    o.same_host = same_host;
+    owner = start_node(o);
+    user = start_node(o);
+  }
+  ~Pair() {
+    user.reset();
+    owner.reset();
+  }
+  uint64_t same_host_ops() {
+    RdmaClient c(user->node().system(), user->manager());
+    auto s = c.stats();
+    EXPECT_TRUE(s.ok());
+    return s.ok() ? s->same_host_ops : 0;
+  }
+};
+
+TEST(SameHostNodesTest, LaneAndManagerMoveEveryByteThroughTheSameHostEndpoint) {
+  Pair p(true);
+  ASSERT_TRUE(p.owner && p.user);
+  const uint64_t size = 4 << 20;
+  Memory theirs(size, 3);
+  BufferHandle remote = remote_view(*p.owner, *p.user, theirs, "same-host-target");
+  ASSERT_FALSE(remote.stream_unix.empty()) << "the owner's handle names its same-host endpoint";
+  ASSERT_FALSE(remote.stream_host_id.empty());
+  RdmaClient me(p.user->node().system(), p.user->manager());
+  Memory mine(size, 0);
+  auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
+  ASSERT_TRUE(local.ok()) << local.error().to_string();
+  uint64_t ops = 0;
+  // The lane: in-band up to 64 KiB, cross-memory attach above.
+  for (uint64_t s : {uint64_t{8}, uint64_t{65536}, uint64_t{65537}, size}) {
+    auto r = me.read(local->handle(), remote, Range::of(s));
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    for (uint64_t i = 0; i < s; ++i)
+      ASSERT_EQ(mine.bytes[i], pattern(i, 3)) << "read of " << s << ", byte " << i;
+    ++ops;
+  }
+  for (uint64_t i = 0; i < size; ++i)
+    mine.bytes[i] = pattern(i, 8);
+  for (uint64_t s : {uint64_t{8}, uint64_t{65537}, size}) {
+    auto w = me.write(local->handle(), remote, Range::of(s).at_remote(size - s));
+    ASSERT_TRUE(w.ok()) << w.error().to_string();
+    for (uint64_t i = 0; i < s; ++i)
+      ASSERT_EQ(theirs.bytes[size - s + i], pattern(i, 8)) << "write of " << s << ", byte " << i;
+    ++ops;
+  }
+  // The manager's stream path (a batch goes through the manager): grants, then the endpoint.
+  std::vector<TransferOp> batch{make_write(local->handle(), remote, 1 << 20),
+                                make_read(local->handle(), remote, 3 << 20)};
+  auto b = me.batch(batch, 20000);
+  ASSERT_TRUE(b.ok()) << b.error().to_string();
+  for (const auto& out : *b)
+    ASSERT_TRUE(out.ok()) << out.message;
+  for (uint64_t i = 0; i < (3u << 20); ++i)
+    ASSERT_EQ(mine.bytes[i], theirs.bytes[i]) << "batch read, byte " << i;
+  auto stats = me.stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->stream_lane_ops, ops);
+  EXPECT_EQ(stats->stream_ops, 2u);
+  EXPECT_EQ(stats->same_host_ops, ops + 2);
+}
+
+/// Codes of the refusals StreamLaneTest checks over TCP, for one pair of nodes.
+std::vector<ErrorCode> refusal_codes(Pair& p) {
+  std::vector<ErrorCode> codes;
+  Memory theirs(1 << 20, 5), ro(1 << 20, 6);
+  BufferHandle remote = remote_view(*p.owner, *p.user, theirs, "errors");
+  BufferHandle read_only = remote_view(*p.owner, *p.user, ro, "ro", BufferAccess::kReadOnly);
+  RdmaClient me(p.user->node().system(), p.user->manager());
+  Memory mine(1 << 20, 1);
+  auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
+  EXPECT_TRUE(local.ok());
+  if (!local.ok())
+    return codes;
+  auto code = [&](const Result<TransferReply>& r) {
+    EXPECT_FALSE(r.ok());
+    codes.push_back(r.ok() ? ErrorCode::kInternal : r.error().code());
+  };
+  BufferHandle forged = remote;
+  forged.secret_lo ^= 1;
+  for (uint64_t n : {uint64_t{16}, uint64_t{1 << 19}}) {
+    code(me.read(local->handle(), remote, Range::of(n).at_remote((1 << 20) - 8)));
+    code(me.read(local->handle(), forged, Range::of(n)));
+    code(me.write(local->handle(), read_only, Range::of(n)));
+  }
+  for (uint64_t i = 0; i < (1u << 20); ++i) {
+    EXPECT_EQ(theirs.bytes[i], pattern(i, 5));
+    EXPECT_EQ(ro.bytes[i], pattern(i, 6));
+  }
+  RdmaClient owner(p.owner->node().system(), p.owner->manager());
+  EXPECT_TRUE(owner.release(remote.id).ok());
+  code(me.read(local->handle(), remote, Range::of(16)));
+  code(me.read(local->handle(), remote, Range::of(1 << 19)));
+  return codes;
+}
+
+TEST(SameHostNodesTest, RefusalsGiveTheSameCodesAsOverTcp) {
+  Pair same_host(true), tcp(false);
+  ASSERT_TRUE(same_host.owner && same_host.user && tcp.owner && tcp.user);
+  const auto a = refusal_codes(same_host);
+  const auto b = refusal_codes(tcp);
+  EXPECT_EQ(a, b);
+  const std::vector<ErrorCode> expected{ErrorCode::kOutOfBounds,      ErrorCode::kPermissionDenied,
+                                        ErrorCode::kInvalidArgument,  ErrorCode::kOutOfBounds,
+                                        ErrorCode::kPermissionDenied, ErrorCode::kInvalidArgument,
+                                        ErrorCode::kReleased,         ErrorCode::kReleased};
+  EXPECT_EQ(a, expected);
+  EXPECT_EQ(tcp.same_host_ops(), 0u);
+}
+
+TEST(SameHostNodesTest, SameHostOffKeepsTransfersOnTcp) {
+  // The variable, read in one place (ManagerOptions::from_env), known to the environment list.
+  ASSERT_EQ(::setenv(kEnvSameHost, "0", 1), 0);
+  auto off = ManagerOptions::from_env();
+  EXPECT_TRUE(unknown_environment_variables().empty());
+  ASSERT_EQ(::setenv(kEnvSameHost, "2", 1), 0);
+  auto bad = ManagerOptions::from_env();
+  ::unsetenv(kEnvSameHost);
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->same_host);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code(), ErrorCode::kInvalidArgument);
+  auto on = ManagerOptions::from_env();
+  ASSERT_TRUE(on.ok());
+  EXPECT_TRUE(on->same_host);
+  Pair p(false);
+  ASSERT_TRUE(p.owner && p.user);
+  Memory theirs(1 << 20, 4);
+  BufferHandle remote = remote_view(*p.owner, *p.user, theirs, "tcp-only");
+  EXPECT_TRUE(remote.stream_unix.empty());
+  RdmaClient me(p.user->node().system(), p.user->manager());
+  Memory mine(1 << 20, 0);
+  auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
+  ASSERT_TRUE(local.ok());
+  auto r = me.read(local->handle(), remote, Range::of(1 << 20));
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  for (uint64_t i = 0; i < (1u << 20); ++i)
+    ASSERT_EQ(mine.bytes[i], pattern(i, 4)) << i;
+  EXPECT_EQ(p.same_host_ops(), 0u);
+}
+
+}  // namespace
+}  // namespace caf_rdma::testing

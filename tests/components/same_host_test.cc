@@ -1,0 +1,317 @@
+// The stream channel's same-host endpoint (stream_server.h invariants 11-12, stream_client.h
+// invariant 5, same_host.h, cross_memory.h) without the manager: grants and requests by handle
+// over the AF_UNIX endpoint, the bytes moved by cross-memory attach and, forced with the test
+// hook Limits::cross_memory = false, in-band; every byte checked; the same answers as over
+// TCP; another uid refused; same_host off and an unreachable endpoint take TCP.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <vector>
+
+#include "components/same_host.h"
+#include "components/stream_client.h"
+#include "components/stream_protocol.h"
+#include "components/stream_server.h"
+
+namespace caf_rdma {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+uint8_t pattern(uint64_t i, uint32_t seed) {
+  return static_cast<uint8_t>((i * 2654435761u + seed) >> 13);
+}
+
+std::vector<uint8_t> filled(uint64_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  for (uint64_t i = 0; i < n; ++i)
+    v[i] = pattern(i, seed);
+  return v;
+}
+
+/// Checks every byte of `v` against pattern(seed); the first difference as text.
+std::string first_difference(const uint8_t* v, uint64_t n, uint32_t seed) {
+  for (uint64_t i = 0; i < n; ++i)
+    if (v[i] != pattern(i, seed))
+      return "byte " + std::to_string(i) + " of " + std::to_string(n);
+  return "";
+}
+
+std::unique_ptr<StreamServer> start_server(bool cross_memory = true) {
+  StreamServer::Limits limits;
+  limits.same_host = true;
+  limits.cross_memory = cross_memory;
+  auto s = StreamServer::start("127.0.0.1", limits);
+  EXPECT_TRUE(s.ok()) << s.error().to_string();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+/// A grant of [addr, addr + n) whose `done` reports (status, whether `check` held then).
+struct Grant {
+  uint64_t token = 0;
+  std::shared_ptr<std::promise<std::pair<Status, bool>>> done =
+      std::make_shared<std::promise<std::pair<Status, bool>>>();
+  std::pair<Status, bool> wait() {
+    auto f = done->get_future();
+    if (f.wait_for(10s) != std::future_status::ready)
+      return {Error(ErrorCode::kTimeout, "the grant never finished (10 s)"), false};
+    return f.get();
+  }
+};
+
+Grant grant(
+    StreamServer& server, uint8_t* addr, uint64_t n, StreamDirection d,
+    std::function<bool()> check = [] { return true; }) {
+  Grant g;
+  auto p = g.done;
+  g.token = server.grant(addr, n, d, Clock::now() + 10s, [p, check](uint64_t, Status st, uint64_t) {
+    p->set_value({st, check()});
+  });
+  return g;
+}
+
+StreamJob job_for(const StreamServer& server, uint64_t token, StreamDirection d, uint8_t* addr,
+                  uint64_t n) {
+  StreamJob j;
+  j.host = server.host();
+  j.port = server.port();
+  j.unix_name = same_host_endpoint(server.host_id(), server.unix_name());
+  j.token = token;
+  j.direction = d;
+  j.addr = addr;
+  j.length = n;
+  j.deadline = Clock::now() + 10s;
+  return j;
+}
+
+TEST(SameHostTest, TheHostIdentityNamesBootAndNetworkNamespace) {
+  // same_host.h invariant 1.
+  ASSERT_FALSE(host_identity().empty());
+  EXPECT_NE(host_identity().find("/net:"), std::string::npos) << host_identity();
+  EXPECT_EQ(same_host_endpoint(host_identity(), "x"), "x");
+  EXPECT_EQ(same_host_endpoint("another-boot/net:1", "x"), "");
+  EXPECT_EQ(same_host_endpoint("", "x"), "");
+  EXPECT_EQ(same_host_endpoint(host_identity(), ""), "");
+}
+
+// Invariant 11: a write and a read of grants over the unix endpoint, by cross-memory attach;
+// the grant's `done` (what a release waits for) comes only after the copy.
+TEST(SameHostTest, GrantsMoveByCrossMemoryAttachEveryByteChecked) {
+  auto server = start_server();
+  ASSERT_TRUE(server);
+  ASSERT_FALSE(server->unix_name().empty());
+  StreamClient client(2);
+  for (uint64_t n : {uint64_t{kEagerBytes + 1}, uint64_t{(3 << 20) + 5}}) {
+    std::vector<uint8_t> owner(n, 0), mine = filled(n, 7), back(n, 0);
+    Grant w = grant(*server, owner.data(), n, StreamDirection::kIntoOwner,
+                    [&] { return first_difference(owner.data(), n, 7).empty(); });
+    StreamEnd end =
+        client.run_now(job_for(*server, w.token, StreamDirection::kIntoOwner, mine.data(), n));
+    ASSERT_TRUE(end.status.ok()) << end.status.error().to_string();
+    EXPECT_TRUE(end.same_host);
+    auto [wst, written_before_done] = w.wait();
+    EXPECT_TRUE(wst.ok());
+    EXPECT_TRUE(written_before_done) << "done came before the copy into the owner ended";
+    EXPECT_EQ(first_difference(owner.data(), n, 7), "");
+    Grant r = grant(*server, owner.data(), n, StreamDirection::kOutOfOwner,
+                    [&] { return first_difference(back.data(), n, 7).empty(); });
+    end = client.run_now(job_for(*server, r.token, StreamDirection::kOutOfOwner, back.data(), n));
+    ASSERT_TRUE(end.status.ok()) << end.status.error().to_string();
+    auto [rst, read_before_done] = r.wait();
+    EXPECT_TRUE(rst.ok());
+    EXPECT_TRUE(read_before_done) << "done came before the copy into the requester ended";
+    EXPECT_EQ(first_difference(back.data(), n, 7), "");
+  }
+  EXPECT_EQ(server->cross_memory_served(), 4u);
+  EXPECT_EQ(server->inband_served(), 0u);
+  EXPECT_EQ(client.same_host_ops(), 4u);
+}
+
+// Invariant 11 with the test hook that forces the in-band fallback (as a kernel refusing
+// process_vm_* would): bytes on the socket, every byte checked, and the client asks for
+// cross-memory attach only once per endpoint.
+TEST(SameHostTest, TheInbandFallbackMovesEveryByteAndIsRemembered) {
+  auto server = start_server(/*cross_memory=*/false);
+  ASSERT_TRUE(server);
+  StreamClient client(1);
+  const uint64_t n = (1 << 20) + 3;
+  std::vector<uint8_t> owner(n, 0), mine = filled(n, 9), back(n, 0);
+  for (int round = 0; round < 2; ++round) {
+    Grant w = grant(*server, owner.data(), n, StreamDirection::kIntoOwner);
+    StreamEnd end =
+        client.run_now(job_for(*server, w.token, StreamDirection::kIntoOwner, mine.data(), n));
+    ASSERT_TRUE(end.status.ok()) << end.status.error().to_string();
+    EXPECT_TRUE(w.wait().first.ok());
+    EXPECT_EQ(first_difference(owner.data(), n, 9), "");
+    Grant r = grant(*server, owner.data(), n, StreamDirection::kOutOfOwner);
+    end = client.run_now(job_for(*server, r.token, StreamDirection::kOutOfOwner, back.data(), n));
+    ASSERT_TRUE(end.status.ok()) << end.status.error().to_string();
+    EXPECT_TRUE(r.wait().first.ok());
+    EXPECT_EQ(first_difference(back.data(), n, 9), "");
+    std::fill(back.begin(), back.end(), 0);
+  }
+  EXPECT_EQ(server->cross_memory_served(), 0u);
+  EXPECT_EQ(server->inband_served(), 1u) << "only the first request asked for attach";
+  EXPECT_EQ(client.same_host_ops(), 4u);
+}
+
+/// An authorizer over one buffer, checking the secret and bounds as the manager's does.
+struct OneBuffer {
+  std::vector<uint8_t> bytes;
+  bool read_only = false;
+  StreamServer::Authorizer authorizer() {
+    return [this](const StreamRequest& req) -> Result<StreamServer::HandleGrant> {
+      if (req.handle.secret_hi != 1 || req.handle.secret_lo != 2 ||
+          req.handle.offset + req.length > bytes.size() ||
+          (read_only && req.direction == StreamDirection::kIntoOwner))
+        return Error(ErrorCode::kNotFound, "buffer " + std::to_string(req.handle.id) +
+                                               " is not served by handle here: ask its manager");
+      StreamServer::HandleGrant g;
+      g.addr = bytes.data() + req.handle.offset;
+      g.done = [](Status, uint64_t) {};
+      return g;
+    };
+  }
+};
+
+// Requests by handle (the stream lane's) over the unix endpoint, small (in-band) and large
+// (cross-memory attach); refusals answer exactly as over TCP.
+TEST(SameHostTest, RequestsByHandleAnswerAsOverTcp) {
+  auto server = start_server();
+  ASSERT_TRUE(server);
+  OneBuffer buffer{filled(4 << 20, 3)};
+  server->set_authorizer(buffer.authorizer());
+  StreamClient same_host(1), tcp(1, nullptr, /*same_host=*/false);
+  auto by_handle = [&](uint64_t n, uint64_t offset, StreamDirection d, uint8_t* addr,
+                       uint64_t secret_lo) {
+    StreamJob j = job_for(*server, 0, d, addr, n);
+    j.by_handle = true;
+    j.handle = HandleAccess{5, 1, secret_lo, offset, 10000};
+    return j;
+  };
+  for (uint64_t n : {uint64_t{8}, uint64_t{kEagerBytes}, uint64_t{(2 << 20) + 1}}) {
+    std::vector<uint8_t> back(n, 0);
+    StreamEnd end =
+        same_host.run_now(by_handle(n, 0, StreamDirection::kOutOfOwner, back.data(), 2));
+    ASSERT_TRUE(end.status.ok()) << end.status.error().to_string();
+    EXPECT_EQ(first_difference(back.data(), n, 3), "") << n;
+    std::vector<uint8_t> out = filled(n, 4);
+    const uint64_t at = (4 << 20) - n;
+    end = same_host.run_now(by_handle(n, at, StreamDirection::kIntoOwner, out.data(), 2));
+    ASSERT_TRUE(end.status.ok()) << end.status.error().to_string();
+    EXPECT_EQ(first_difference(buffer.bytes.data() + at, n, 4), "") << n;
+    buffer.bytes = filled(4 << 20, 3);
+  }
+  EXPECT_EQ(same_host.same_host_ops(), 6u);
+  // Wrong secret, out of bounds, a write into a read-only buffer: the same answer both ways.
+  buffer.read_only = true;
+  std::vector<uint8_t> scratch(1 << 20, 0);
+  struct Case {
+    uint64_t n, offset, secret_lo;
+    StreamDirection d;
+  };
+  for (const Case& c : {Case{8, 0, 3, StreamDirection::kOutOfOwner},
+                        Case{1 << 20, 0, 3, StreamDirection::kOutOfOwner},
+                        Case{1 << 20, (4 << 20) - 8, 2, StreamDirection::kOutOfOwner},
+                        Case{16, 0, 2, StreamDirection::kIntoOwner},
+                        Case{1 << 20, 0, 2, StreamDirection::kIntoOwner}}) {
+    StreamEnd a = same_host.run_now(by_handle(c.n, c.offset, c.d, scratch.data(), c.secret_lo));
+    StreamEnd b = tcp.run_now(by_handle(c.n, c.offset, c.d, scratch.data(), c.secret_lo));
+    ASSERT_FALSE(a.status.ok());
+    ASSERT_FALSE(b.status.ok());
+    EXPECT_TRUE(a.same_host);
+    EXPECT_FALSE(b.same_host);
+    EXPECT_EQ(a.status.error().code(), b.status.error().code());
+    EXPECT_EQ(a.refused, b.refused);
+    EXPECT_NE(a.status.error().message().find("ask its manager"), std::string::npos)
+        << a.status.error().message();
+  }
+  EXPECT_EQ(first_difference(buffer.bytes.data(), 4 << 20, 3), "") << "a refusal stored bytes";
+  EXPECT_EQ(tcp.same_host_ops(), 0u);
+}
+
+TEST(SameHostTest, ACrossMemoryRequestOverTcpIsRefused) {
+  auto server = start_server();
+  ASSERT_TRUE(server);
+  std::vector<uint8_t> owner(1 << 20, 0), mine(1 << 20, 1);
+  Grant g = grant(*server, owner.data(), owner.size(), StreamDirection::kIntoOwner);
+  auto s = connect_tcp(server->host(), server->port(), Clock::now() + 5s);
+  ASSERT_TRUE(s.ok());
+  StreamRequest r{StreamDirection::kIntoOwner, g.token, owner.size()};
+  r.cross_memory = true;
+  r.peer_addr = reinterpret_cast<uint64_t>(mine.data());
+  ASSERT_TRUE(write_request(*s, r, Clock::now() + 5s).ok());
+  auto answer = read_cross_memory_answer(*s, Clock::now() + 5s, "answer");
+  ASSERT_TRUE(answer.ok()) << answer.error().to_string();
+  ASSERT_FALSE(answer->inband);
+  ASSERT_FALSE(answer->status.ok());
+  EXPECT_EQ(answer->status.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(answer->status.error().message().find("TCP"), std::string::npos);
+  EXPECT_FALSE(g.wait().first.ok());
+  EXPECT_EQ(owner, std::vector<uint8_t>(1 << 20, 0));
+}
+
+// Invariant 12 (needs root to become another uid; skipped otherwise).
+TEST(SameHostTest, ARequesterOfAnotherUidIsRefused) {
+  if (::geteuid() != 0)
+    GTEST_SKIP() << "needs root to run a requester as another uid";
+  auto server = start_server();
+  ASSERT_TRUE(server);
+  const std::string name = server->unix_name();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // nobody: connect, ask, and exit 0 only when refused with permission_denied.
+    if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0)
+      ::_exit(2);
+    auto s = connect_unix(name, Clock::now() + 5s);
+    if (!s.ok())
+      ::_exit(3);
+    (void)write_request(*s, StreamRequest{StreamDirection::kOutOfOwner, 1, 8}, Clock::now() + 5s);
+    auto st = read_status(*s, Clock::now() + 5s, "answer");
+    ::_exit(st.ok() && !st->ok() && st->error().code() == ErrorCode::kPermissionDenied &&
+                    st->error().message().find("uid 65534") != std::string::npos
+                ? 0
+                : 4);
+  }
+  int status = 0;
+  // Bounded: the child's every wait has a 5 s deadline.
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: setuid failed, 3: no connection, 4: not refused so";
+}
+
+// stream_client.h invariant 5: without same_host (CAF_RDMA_SAME_HOST=0), and with an endpoint
+// nobody listens on, jobs take TCP.
+TEST(SameHostTest, WithoutSameHostOrWithoutAListenerTheJobTakesTcp) {
+  auto server = start_server();
+  ASSERT_TRUE(server);
+  const uint64_t n = 1 << 20;
+  std::vector<uint8_t> owner(n, 0), mine = filled(n, 11);
+  StreamClient off(1, nullptr, /*same_host=*/false), on(1);
+  Grant g1 = grant(*server, owner.data(), n, StreamDirection::kIntoOwner);
+  StreamEnd end =
+      off.run_now(job_for(*server, g1.token, StreamDirection::kIntoOwner, mine.data(), n));
+  ASSERT_TRUE(end.status.ok()) << end.status.error().to_string();
+  EXPECT_FALSE(end.same_host);
+  EXPECT_EQ(first_difference(owner.data(), n, 11), "");
+  std::fill(owner.begin(), owner.end(), 0);
+  Grant g2 = grant(*server, owner.data(), n, StreamDirection::kIntoOwner);
+  StreamJob j = job_for(*server, g2.token, StreamDirection::kIntoOwner, mine.data(), n);
+  j.unix_name = "caf-rdma-stream-nobody-listens-here";
+  end = on.run_now(j);
+  ASSERT_TRUE(end.status.ok()) << end.status.error().to_string();
+  EXPECT_FALSE(end.same_host);
+  EXPECT_EQ(first_difference(owner.data(), n, 11), "");
+  EXPECT_EQ(server->cross_memory_served(), 0u);
+  EXPECT_EQ(off.same_host_ops() + on.same_host_ops(), 0u);
+}
+
+}  // namespace
+}  // namespace caf_rdma
