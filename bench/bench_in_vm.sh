@@ -50,6 +50,15 @@ rc=$?
 cat "$out/rdma_bench.txt"
 grep -E "Maximum resident|Elapsed" "$out/rdma_bench.err" || true
 [ $rc -eq 0 ] || { echo "rdma_bench failed:"; tail -20 "$out/rdma_bench.err"; }
+# Striping (actors/manager/rails.h): nodes on rxe0+rxe2 and rxe1+rxe3 (two wires) against nodes
+# on rxe0 and rxe1, same run, 16 MiB and up; with the machine's busy CPU fraction (what bounds
+# it in the emulated VM).
+if [ -e /sys/class/infiniband/rxe2 ]; then
+  timeout 900 "$bin" --paths striping --sizes 16M,64M --bytes-per-size "$bw_bytes" \
+    --devices rxe0,rxe2 --peer-devices rxe1,rxe3 > "$out/striping.txt" 2>> "$out/rdma_bench.err" ||
+    { echo "striping failed"; rc=1; }
+  cat "$out/striping.txt"
+fi
 # Latency in paired rounds: ib_read_lat/ib_write_lat, then caf-rdma's latency paths, right after
 # each other, several times. The emulated machine's speed drifts by 2x within minutes; a ratio
 # of two figures taken seconds apart drifts much less (bench_report.py takes the median).

@@ -207,6 +207,29 @@ def report_native(native):
     return ratios
 
 
+def report_striping(out):
+    """Prints two devices against one (striping.txt); returns the ratio lines."""
+    path = os.path.join(out, "striping.txt")
+    ratios = []
+    if not os.path.exists(path):
+        return ratios
+    busy = {}
+    print("\nstriping over 2 devices against 1 (through the manager, same run; busy = the "
+          "machine's CPUs):")
+    for line in open(path):
+        p = line.split()
+        if p[:1] == ["cpu-busy"] and len(p) == 5:
+            busy[(p[1], p[2], int(p[3]))] = float(p[4])
+        elif p[:5] == ["striping", "2", "devices", "/", "1"] and len(p) == 9:
+            op, size, ratio = p[6], int(p[7]), float(p[8])
+            b1 = busy.get(("striping-1dev", op, size))
+            b2 = busy.get(("striping-2dev", op, size))
+            cpu = f"   busy {b1:.2f} -> {b2:.2f}" if b1 is not None and b2 is not None else ""
+            print(f"  striping 2 devices / 1 device {op:5} {human(size):>5} {ratio:.3f}{cpu}")
+            ratios.append((f"striping_2dev_vs_1dev_{op}_{human(size).lower()}", ratio))
+    return ratios
+
+
 def human(n):
     for unit, div in (("M", 1 << 20), ("K", 1 << 10)):
         if n >= div and n % div == 0:
@@ -319,6 +342,7 @@ def main():
             p = line.split()
             if len(p) == 3 and p[0] == "instructions":
                 print(f"  {p[1]:12} {int(p[2]):>8}")
+    ratios += report_striping(out)
     ratios += report_native(os.path.join(out, "native"))
     ratios += report_kv(os.path.join(out, "native"))
     if "reg_first_us" in extra:

@@ -76,7 +76,9 @@ constexpr const char* kUsage =
     "  (what TLS costs; not in the default paths).\n"
     "  striping: write and read bandwidth through the manager between nodes on one device each,\n"
     "  then on --devices A,B and --peer-devices C,D (rails: actors/manager/rails.h), and the\n"
-    "  ratio 'striping 2 devices / 1 device', same run (not in the default paths).\n";
+    "  ratio 'striping 2 devices / 1 device', same run, with --stripe-qps N queue pairs per\n"
+    "  pair of devices (default 1), and the machine's busy CPU fraction (not in the default\n"
+    "  paths).\n";
 
 struct Options {
   std::vector<std::string> paths{"components", "actor", "direct", "fallback", "tcp"};
@@ -88,8 +90,10 @@ struct Options {
   size_t scheduler_threads = 0;
   bool lat_only = false;
   TlsCredentials tls;  // --tls, for the fallback-tls path
-  // --devices, --peer-devices: the striping path's devices (the first of each is the primary).
+  // --devices, --peer-devices: the striping path's devices (the first of each is the primary);
+  // --stripe-qps: its queue pairs per pair of devices.
   std::vector<std::string> devices, peer_devices;
+  uint32_t stripe_qps = 1;
 };
 
 double mbps(uint64_t bytes, Clock::duration d) {
@@ -414,15 +418,34 @@ int bench_manager(const Options& o, const std::string& path_name) {
 
 // -- striping ---------------------------------------------------------------------------------
 
+/// Busy and total CPU time of the whole machine so far (/proc/stat, in clock ticks): Soft-RoCE
+/// moves the bytes in the kernel, outside any process's CPU time.
+std::pair<uint64_t, uint64_t> machine_cpu() {
+  std::FILE* f = std::fopen("/proc/stat", "r");
+  unsigned long long v[8] = {};
+  if (f == nullptr)
+    return {0, 0};
+  int n = std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                      &v[3], &v[4], &v[5], &v[6], &v[7]);
+  std::fclose(f);
+  if (n != 8)
+    return {0, 0};
+  uint64_t total = 0;
+  for (auto x : v)
+    total += x;
+  return {total - v[3] - v[4], total};  // idle and iowait are not busy
+}
+
 /// Bandwidth (MB/s) of writes and reads of each size through the manager between nodes on
-/// `devices` and `peer_devices` (first: primary; the rest: rails), by "op size".
+/// `devices` and `peer_devices` (first: primary; the rest: rails), by "op size"; and under
+/// "cpu op size" the fraction of the machine's CPUs busy meanwhile.
 Result<std::map<std::string, double>> striping_bandwidth(const Options& o,
                                                          const std::vector<std::string>& devices,
                                                          const std::vector<std::string>& peer) {
   CAF_RDMA_ASSIGN_OR_RETURN(auto base, ManagerOptions::from_env());
   base.mode = TransportMode::kRdma;
   base.stripe_min_bytes = 1 << 20;
-  base.stripe_qps = 1;  // devices against devices, one queue pair per pair
+  base.stripe_qps = o.stripe_qps;
   NodeOptions user_opts, owner_opts;
   user_opts.manager = owner_opts.manager = base;
   user_opts.scheduler_threads = owner_opts.scheduler_threads = o.scheduler_threads;
@@ -448,6 +471,7 @@ Result<std::map<std::string, double>> striping_bandwidth(const Options& o,
   for (const char* op : {"write", "read"}) {
     for (uint64_t size : o.sizes) {
       uint64_t n = std::max<uint64_t>(4, std::min<uint64_t>(iterations(o, size), 64));
+      auto cpu0 = machine_cpu();
       auto t0 = Clock::now();
       for (uint64_t sent = 0; sent < n; sent += 4) {  // 4 ops in flight
         std::vector<TransferOp> ops;
@@ -459,6 +483,10 @@ Result<std::map<std::string, double>> striping_bandwidth(const Options& o,
           CAF_RDMA_RETURN_IF_ERROR(r.status());
       }
       out[std::string(op) + " " + std::to_string(size)] = mbps(n * size, Clock::now() - t0);
+      auto cpu1 = machine_cpu();
+      if (cpu1.second > cpu0.second)
+        out["cpu " + std::string(op) + " " + std::to_string(size)] =
+            double(cpu1.first - cpu0.first) / double(cpu1.second - cpu0.second);
     }
   }
   CAF_RDMA_ASSIGN_OR_RETURN(auto stats, me.stats());
@@ -488,6 +516,11 @@ int bench_striping(const Options& o) {
   }
   auto best = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
   for (auto& [key, v] : one) {
+    if (key.rfind("cpu ", 0) == 0) {  // what bounds it under emulation: the CPUs
+      std::printf("cpu-busy striping-1dev %s %.2f\ncpu-busy striping-2dev %s %.2f\n",
+                  key.c_str() + 4, best(v), key.c_str() + 4, best(two[key]));
+      continue;
+    }
     std::printf("bw striping-1dev %s %.1f\n", key.c_str(), best(v));
     std::printf("bw striping-2dev %s %.1f\n", key.c_str(), best(two[key]));
     std::printf("striping 2 devices / 1 device %s %.3f\n", key.c_str(), best(two[key]) / best(v));
@@ -611,7 +644,8 @@ int main(int argc, char** argv) {
   auto flags =
       Flags::parse(argc, argv,
                    {"--paths", "--sizes", "--bytes-per-size", "--lat-iters", "--peer-device",
-                    "--scheduler-threads", "--tls", "--devices", "--peer-devices"},
+                    "--scheduler-threads", "--tls", "--devices", "--peer-devices",
+                    "--stripe-qps"},
                    {"--help", "-h", "--lat-only"});
   if (!flags.ok()) {
     std::fprintf(stderr, "rdma_bench: %s\n%s", flags.error().message().c_str(), kUsage);
@@ -662,6 +696,12 @@ int main(int argc, char** argv) {
   }
   o.scheduler_threads = *threads;
   o.lat_only = flags->has("--lat-only");
+  auto qps = flags->get_u64("--stripe-qps", 1);
+  if (!qps.ok() || *qps < 1 || *qps > kMaxStripeQps) {
+    std::fprintf(stderr, "rdma_bench: --stripe-qps must be 1..%u\n", kMaxStripeQps);
+    return 2;
+  }
+  o.stripe_qps = static_cast<uint32_t>(*qps);
   for (auto [flag, list] :
        {std::pair{"--devices", &o.devices}, {"--peer-devices", &o.peer_devices}})
     if (flags->has(flag)) {

@@ -29,7 +29,8 @@ bin=$PWD/bazel-bin/bench/rdma_bench
 echo "run_bench: $mode mode, results in $out" >&2
 rc=0
 t0=$SECONDS
-tests/rxe_vm/run_in_vm.sh -t 3000 -s "$out" -- bash bench/bench_in_vm.sh "$mode" "$out" "$bin" || rc=$?
+# Quad mode: rxe0-rxe1 as in pair mode, plus rxe2-rxe3 on a second wire for the striping path.
+tests/rxe_vm/run_in_vm.sh -r quad -t 3000 -s "$out" -- bash bench/bench_in_vm.sh "$mode" "$out" "$bin" || rc=$?
 t1=$SECONDS
 # Natively, after the VM is gone: the fallback's references (TCP, CAF, futex, memcpy, redis).
 bash bench/bench_native.sh "$mode" "$out" "$PWD/bazel-bin" || rc=$?
