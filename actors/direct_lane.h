@@ -111,6 +111,9 @@ struct LaneGrant {
   /// The manager stripes reads and writes of at least this many bytes with owners that have
   /// rails (manager/rails.h): its client sends those to it, not down the lane. 0: none.
   uint64_t stripe_min_bytes = 0;
+  /// It stripes over several queue pairs of its one device too (stripe_qps > 1): every op
+  /// from stripe_min_bytes on goes to it, rails or not.
+  bool stripes_one_device = false;
 };
 
 }  // namespace caf_rdma

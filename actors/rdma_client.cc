@@ -123,7 +123,8 @@ DirectLane* RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
     slot.lane.reset();  // its destructor has the manager close the owner's side
   // A large op with an owner that has rails: the manager stripes it over its devices.
   auto striped = [&op](const LaneSlot& s) {
-    if (s.stripe_min_bytes == 0 || op.remote.rails.empty() || op.local.rails.empty())
+    if (s.stripe_min_bytes == 0 ||
+        (!s.stripes_one_device && (op.remote.rails.empty() || op.local.rails.empty())))
       return false;
     auto n = checked_length(op, op.local.size, static_cast<BufferAccess>(op.local.access));
     return n.ok() && *n >= s.stripe_min_bytes;
@@ -138,6 +139,7 @@ DirectLane* RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
     slot.lane = grant->lane;
     slot.verify = grant->verify;
     slot.stripe_min_bytes = grant->stripe_min_bytes;
+    slot.stripes_one_device = grant->stripes_one_device;
     slot.open_timeouts = 0;
     return striped(slot) ? nullptr : slot.lane.get();
   }

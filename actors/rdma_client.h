@@ -133,8 +133,9 @@ public:
 private:
   struct LaneSlot {
     std::shared_ptr<DirectLane> lane;
-    bool verify = false;            ///< the manager's verify mode, given with the lane
-    uint64_t stripe_min_bytes = 0;  ///< LaneGrant's: larger ops with rails go to the manager
+    bool verify = false;              ///< the manager's verify mode, given with the lane
+    uint64_t stripe_min_bytes = 0;    ///< LaneGrant's: larger ops with rails go to the manager
+    bool stripes_one_device = false;  ///< LaneGrant's: larger ops go to it, rails or not
     /// No lane to this owner before then (the manager refused one): use the manager.
     std::chrono::steady_clock::time_point retry_after{};
     /// Lane handshakes in a row that did not finish within their transfer's timeout: the

@@ -425,8 +425,8 @@ std::pair<uint64_t, uint64_t> machine_cpu() {
   unsigned long long v[8] = {};
   if (f == nullptr)
     return {0, 0};
-  int n = std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-                      &v[3], &v[4], &v[5], &v[6], &v[7]);
+  int n = std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                      &v[4], &v[5], &v[6], &v[7]);
   std::fclose(f);
   if (n != 8)
     return {0, 0};
@@ -644,8 +644,7 @@ int main(int argc, char** argv) {
   auto flags =
       Flags::parse(argc, argv,
                    {"--paths", "--sizes", "--bytes-per-size", "--lat-iters", "--peer-device",
-                    "--scheduler-threads", "--tls", "--devices", "--peer-devices",
-                    "--stripe-qps"},
+                    "--scheduler-threads", "--tls", "--devices", "--peer-devices", "--stripe-qps"},
                    {"--help", "-h", "--lat-only"});
   if (!flags.ok()) {
     std::fprintf(stderr, "rdma_bench: %s\n%s", flags.error().message().c_str(), kUsage);

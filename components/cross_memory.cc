@@ -24,6 +24,14 @@ Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64
            " for " + subject + ", size " + std::to_string(n) + " (" + std::to_string(done) +
            " bytes moved)";
   };
+  if (pid <= 0) {
+    // SO_PEERCRED gives 0 for a requester of another pid namespace (a sidecar container that
+    // shares the network namespace only): it cannot be reached, so the bytes go in-band.
+    *refused = true;
+    return Error(ErrorCode::kPermissionDenied, describe(0) +
+                                                   ": the requester's pid is not "
+                                                   "visible in this pid namespace");
+  }
   uint64_t done = 0;
   while (done < n) {
     if (done > 0 && std::chrono::steady_clock::now() >= deadline)
@@ -37,7 +45,7 @@ Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64
       const int err = errno;
       if (err == EINTR)
         continue;
-      if (done == 0 && (err == EPERM || err == ENOSYS || err == EACCES))
+      if (done == 0 && (err == EPERM || err == ENOSYS || err == EACCES || err == ESRCH))
         *refused = true;  // invariant 3: nothing moved, the caller may go another way
       const ErrorCode code = err == ESRCH    ? ErrorCode::kPeerUnavailable
                              : err == EFAULT ? ErrorCode::kInvalidArgument

@@ -11,7 +11,8 @@
 //     kCrossMemoryPiece, and the deadline is checked between pieces.
 //  3. `refused` is set only when the kernel refused before any byte moved (EPERM: Yama's
 //     ptrace_scope, a different uid, an LSM; ENOSYS: no CMA in this kernel; seccomp's EPERM in
-//     containers): the caller may then move the bytes another way. Every other failure names
+//     containers; ESRCH or pid 0: a requester in another pid namespace): the caller may then
+//     move the bytes another way. Every other failure names
 //     buffer id, offset, size, peer pid and errno.
 #pragma once
 

@@ -116,7 +116,7 @@ struct Peer {
   /// when a failed one may be tried again.
   std::map<uint32_t, std::shared_ptr<RdmaQueuePair>> stripes;
   std::map<uint32_t, std::shared_ptr<RdmaQueuePair>> stripes_accepted;
-  std::set<uint32_t> stripes_opening;
+  std::map<uint32_t, uint64_t> stripes_opening;  ///< stripe -> its handshake's opening number
   std::vector<OpId> stripe_waiting;
   std::map<uint32_t, std::chrono::steady_clock::time_point> stripe_failed;
   /// Counts its lost links (invariant 13): `fetching` holds only fetches asked over the

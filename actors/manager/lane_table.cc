@@ -87,8 +87,10 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
             auto lane = std::make_shared<DirectLane>(id, std::move(qp), m_.registry_, me, owner,
                                                      name, m_.capped(UINT32_MAX));
             m_.lanes_.emplace(id, LaneRecord{key, weak_qp, lane});
+            const bool stripes = !m_.rails_.empty() || m_.options_.stripe_qps > 1;
             rp.deliver(LaneGrant{std::move(lane), m_.options_.verify,
-                                 m_.rails_.empty() ? 0 : m_.options_.stripe_min_bytes});
+                                 stripes ? m_.options_.stripe_min_bytes : 0,
+                                 m_.options_.stripe_qps > 1});
           },
           [this, rp, key, held, id, owner = remote.owner, timeout](caf::error& err) mutable {
             (void)m_.handshakes.take_opening(held);

@@ -45,12 +45,14 @@ Result<std::vector<std::shared_ptr<RdmaDomain>>> open_rails(const ManagerOptions
 void Rails::register_buffer(LocalBuffer& entry, BufferHandle& h, Access access) {
   if (m_.rails_.empty() || entry.rdma.released())
     return;
-  for (const RailDevice& rail : m_.rails_)
-    if (!rail.domain)
-      return;  // a rail was lost: on every rail or none (invariant 18)
   std::vector<RdmaBuffer> regions;
   std::vector<RailKey> keys;
   for (const RailDevice& rail : m_.rails_) {
+    if (!rail.domain) {  // lost: an empty key keeps the others' positions (invariant 18)
+      regions.emplace_back();
+      keys.emplace_back();
+      continue;
+    }
     auto b = rail.domain->register_buffer(reinterpret_cast<void*>(entry.addr), entry.size, access);
     if (!b.ok()) {
       // Invariant 18: on every rail or none; the buffer moves on the primary device alone.
@@ -86,17 +88,23 @@ bool Rails::port_active(uint32_t rail) const {
 
 bool Rails::stripes(OpId id, std::vector<StripeLane>* lanes) {
   const OpRecord* o = m_.op_record(id);
-  if (o == nullptr || m_.rails_.empty() || o->length < m_.options_.stripe_min_bytes ||
-      o->op.remote.rails.empty() || o->peer == m_.facade_.address())
+  // A notify write is not striped: its fence READ orders only the writes of its own queue pair
+  // (manager/write_notices.h).
+  if (o == nullptr || o->length < m_.options_.stripe_min_bytes || o->peer == m_.facade_.address() ||
+      o->op.notify)
     return false;
+  // The rails both sides have (none: the op may still take stripe_qps queue pairs of the
+  // primary devices).
   const LocalBuffer& local = m_.buffers_.at(o->op.local.id);
-  if (local.rails.size() != m_.rails_.size())
+  uint32_t rails = 0;
+  if (!m_.rails_.empty() && local.rails.size() == m_.rails_.size())
+    rails = static_cast<uint32_t>(std::min(m_.rails_.size(), o->op.remote.rails.size()));
+  if (rails == 0 && m_.options_.stripe_qps < 2)
     return false;
   auto it = m_.peers_.find(o->peer);
   if (it == m_.peers_.end())
     return false;
   Peer& p = it->second;
-  const auto rails = static_cast<uint32_t>(std::min(m_.rails_.size(), o->op.remote.rails.size()));
   const auto now = m_.now();
   bool waits = false;
   for (uint32_t j = 0; j < m_.options_.stripe_qps; ++j) {
@@ -104,6 +112,9 @@ bool Rails::stripes(OpId id, std::vector<StripeLane>* lanes) {
       const uint32_t s = stripe_index(rail, j);
       if (s == 0 || !port_active(rail))
         continue;  // the managers' own queue pair; a rail whose port is down gets no slice
+      if (rail > 0 &&
+          (o->op.remote.rails[rail - 1].device.empty() || local.rails[rail - 1].released()))
+        continue;  // a rail one side lost (invariant 21)
       if (auto q = p.stripes.find(s); q != p.stripes.end()) {
         if (!q->second->needs_recovery()) {
           lanes->push_back(StripeLane{q->second, rail});
@@ -154,16 +165,23 @@ void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
   mine.stripe = stripe;
   mine.rail = rail;
   const uint64_t held = m_.handshakes.hold_opening(std::move(qp));
-  p.stripes_opening.insert(stripe);
+  p.stripes_opening[stripe] = held;
+  // The rail's device as it is now: a lost (and reopened) one's answer is not taken.
+  std::weak_ptr<RdmaDomain> device = domain;
   ++m_.counters_.handshakes;
-  auto ended = [this, key, stripe, held](const QpInfoMsg* remote, const std::string& why) {
+  auto ended = [this, key, stripe, held, device](const QpInfoMsg* remote, const std::string& why) {
     auto qp = m_.handshakes.take_opening(held);
     auto it = m_.peers_.find(key);
     if (it == m_.peers_.end())
       return;
     Peer& p = it->second;
-    if (p.stripes_opening.erase(stripe) == 0)
-      return;  // dropped meanwhile (device loss, the peer's end): its ops were failed
+    auto opening = p.stripes_opening.find(stripe);
+    if (opening == p.stripes_opening.end() || opening->second != held)
+      return;  // dropped meanwhile (device loss, the peer's end), or a later handshake's
+    p.stripes_opening.erase(opening);
+    const uint32_t rail = rail_of(stripe);
+    if (qp && device.lock() != domain_of(rail))
+      qp.reset();  // its device was lost meanwhile (invariant 21): let it go
     std::string failed = why;
     if (qp && remote != nullptr) {
       Status st = remote->gid.size() == 16 ? qp->connect(from_msg(*remote))
@@ -210,6 +228,13 @@ Result<QpInfoMsg> Rails::accept(Peer& p, const QpInfoMsg& remote) {
                      std::to_string(remote.stripe) + " and rail " + std::to_string(rail) +
                      ", which do not match (at most " + std::to_string(kMaxStripeQps) +
                      " queue pairs per pair of devices)");
+  // Bounded by this manager's own settings: at most (rails + 1) x stripe_qps per peer.
+  const uint32_t j = remote.stripe / (static_cast<uint32_t>(kMaxRails) + 1);
+  if (j >= m_.options_.stripe_qps)
+    return Error(ErrorCode::kInvalidArgument,
+                 "striping handshake from " + p.name + " for queue pair " + std::to_string(j + 1) +
+                     " of a pair of devices; " + m_.options_.name + " takes " +
+                     std::to_string(m_.options_.stripe_qps));
   if (rail > m_.rails_.size())
     return Error(ErrorCode::kNoDevice,
                  "manager " + m_.options_.name + " has no rail " + std::to_string(rail) +
@@ -220,6 +245,9 @@ Result<QpInfoMsg> Rails::accept(Peer& p, const QpInfoMsg& remote) {
                                            " was lost: " + m_.rails_[rail - 1].lost);
   if (rail == 0 && !m_.domain_)
     return Error(ErrorCode::kNoDevice, "manager " + m_.options_.name + " has no RDMA device now");
+  if (!port_active(rail))
+    return Error(ErrorCode::kNoDevice, "manager " + m_.options_.name + "'s device " +
+                                           domain_of(rail)->device_name() + " has its port down");
   const auto& domain = domain_of(rail);
   std::shared_ptr<CompletionRouter>& cq =
       rail == 0 ? m_.completions_ : m_.rails_.at(rail - 1).completions;
@@ -239,15 +267,23 @@ Result<QpInfoMsg> Rails::accept(Peer& p, const QpInfoMsg& remote) {
   return mine;
 }
 
-void Rails::drop(const caf::actor_addr& key, const std::shared_ptr<RdmaQueuePair>& qp) {
+void Rails::drop(const caf::actor_addr& key, std::shared_ptr<RdmaQueuePair> qp) {
   auto it = m_.peers_.find(key);
   if (it == m_.peers_.end() || !qp)
     return;
   if (m_.poller_)
     m_.poller_->remove(qp.get());
-  for (auto* table : {&it->second.stripes, &it->second.stripes_accepted})
-    for (auto s = table->begin(); s != table->end();)
-      s = s->second == qp ? table->erase(s) : std::next(s);
+  Peer& p = it->second;
+  for (auto s = p.stripes.begin(); s != p.stripes.end();) {
+    if (s->second != qp) {
+      ++s;
+      continue;
+    }
+    p.stripe_failed[s->first] = m_.now();  // it died: not made again for kStripeRetry
+    s = p.stripes.erase(s);
+  }
+  for (auto s = p.stripes_accepted.begin(); s != p.stripes_accepted.end();)
+    s = s->second == qp ? p.stripes_accepted.erase(s) : std::next(s);
 }
 
 void Rails::drop_peer(Peer& p, const caf::error& err) {
@@ -341,7 +377,8 @@ bool Rails::rail_event(const DeviceChanged& e) {
       rail.lost = e.what;
       rail.monitor.reset();
       for (auto& [id, b] : m_.buffers_)
-        b.rails.clear();  // invariant 18: on every rail or none
+        if (b.rails.size() == m_.rails_.size())
+          b.rails[k] = RdmaBuffer();  // the other rails' registrations stay (invariant 18)
       rail.completions.reset();
       rail.domain.reset();
     }

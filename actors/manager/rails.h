@@ -13,24 +13,29 @@
 // Invariants (numbered as the manager's, which lists them all):
 // 18. A host buffer is registered on every rail when it is registered, or on none (its handle
 //     then carries no rails and its transfers are never striped); a handle's rails are its
-//     owner's, in its owner's order.
-// 19. An RDMA read or write of at least stripe_min_bytes between two buffers with rails is cut
-//     into slices (actors/transfer/stripe_plan.h), one per usable queue pair: the managers' own
-//     and the striping queue pairs to that peer on rails both sides have whose local port is
-//     ACTIVE. Its reply comes only once every slice completed (no byte of it lands after the
-//     reply). A slice that fails on a rail runs once more on the managers' own queue pair
-//     (failover: the op still moves every byte); the op fails only when a slice fails there,
-//     with that error.
+//     owner's, in its owner's order; a lost rail's key is empty (device "") and gets no slice,
+//     the other rails' keys stay valid.
+// 19. An RDMA read or write (not a notify write: its fence orders one queue pair only) of at
+//     least stripe_min_bytes between two buffers with rails (or,
+//     with stripe_qps > 1, any two) is cut into slices (actors/transfer/stripe_plan.h), one per
+//     usable queue pair: the managers' own and the striping queue pairs to that peer on the
+//     primary devices and on rails both sides have, whose local port is ACTIVE. Its reply comes
+//     only once every slice completed (no byte of it lands after the reply). A slice that fails on
+//     a rail runs once more on the managers' own queue pair (failover: the op still moves every
+//     byte); the op fails only when a slice fails there, with that error.
 // 20. Striping queue pairs are made on first use, one handshake per (peer, stripe), initiated
 //     by the requester as the managers' own (invariant 3; the peer keeps at most one accepted
-//     per stripe, bounded by the stripe numbers it accepts). An op that could use one whose
+//     per stripe, and accepts only stripes of its own rails whose port is ACTIVE, at most
+//     stripe_qps per pair of devices); a striping queue pair that died is not made again for
+//     kStripeRetry either. An op that could use one whose
 //     handshake is in flight waits for it; a handshake that failed is not tried again for
 //     kStripeRetry (the op runs on the queue pairs there are). A striping queue pair in ERR is
 //     dropped; the primary device's loss, and a peer's end, drop them all before any reply.
 // 21. A rail whose port goes down has its striping queue pairs flushed at once (their slices
 //     fail over), and gets no slices while its port is not ACTIVE; a rail whose device is lost
-//     is let go of (queue pairs, every buffer's registrations on every rail, its device) and
-//     not used again by this manager.
+//     is let go of (queue pairs, every buffer's registration on it, its device) and not used
+//     again by this manager. A failed slice fails over whatever the error (a rail's key the
+//     owner no longer honours included): the managers' own queue pair's answer is the op's.
 #pragma once
 
 #include <chrono>
@@ -80,7 +85,7 @@ public:
   /// A peer's striping handshake (QpInfoMsg::stripe != 0).
   Result<QpInfoMsg> accept(Peer& p, const QpInfoMsg& remote);
   /// Drops striping queue pair `qp` of peer `key` (in ERR: invariant 20).
-  void drop(const caf::actor_addr& key, const std::shared_ptr<RdmaQueuePair>& qp);
+  void drop(const caf::actor_addr& key, std::shared_ptr<RdmaQueuePair> qp);
   /// The peer ended: its striping queue pairs go, its waiting ops fail with `err`.
   void drop_peer(Peer& p, const caf::error& err);
   /// The primary device was lost: every striping queue pair goes (invariant 20).

@@ -276,24 +276,29 @@ bool RdmaPath::deadline(OpId id, DeadlineStage stage) {
     return false;
   // An op whose RDMA is over and that waits for its owner's answer has nothing to flush.
   auto qp = u == nullptr || u->awaiting_owner ? nullptr : u->qp.lock();
-  if (!qp)
-    return TransferPath::deadline(id, stage);
-  // A striped op's slices on other queue pairs (invariant 10).
+  // A striped op's unfinished slices, on whatever queue pairs (invariant 10), also when the
+  // primary's is gone: none may be on a NIC at the reply.
   std::vector<std::shared_ptr<RdmaQueuePair>> others;
-  for (const OpSlice& slice : u->slices)
-    if (auto sq = slice.qp.lock(); sq && !slice.done && sq != qp)
-      others.push_back(std::move(sq));
+  if (u != nullptr)
+    for (const OpSlice& slice : u->slices)
+      if (auto sq = slice.qp.lock(); sq && !slice.done && sq != qp &&
+                                     std::find(others.begin(), others.end(), sq) == others.end())
+        others.push_back(std::move(sq));
+  if (!qp && others.empty())
+    return TransferPath::deadline(id, stage);
   if (stage == DeadlineStage::kDue) {
     // Flush: every outstanding request completes (with an error), then we reply.
     const std::string why = "a transfer timed out after " +
                             std::to_string(m_.transfers_.at(id.ticket).timeout_ms) + " ms";
-    (void)qp->abort(why);
+    if (qp)
+      (void)qp->abort(why);
     for (const auto& sq : others)
       (void)sq->abort(why);
     return true;
   }
-  // The flush did not finish in time: destroy the QP so the NIC stops for sure (invariant 6).
-  m_.handshakes.drop_qp_of(o->peer, qp);
+  // The flush did not finish in time: destroy the QPs so the NIC stops for sure (invariant 6).
+  if (qp)
+    m_.handshakes.drop_qp_of(o->peer, qp);
   for (const auto& sq : others)
     m_.rails.drop(o->peer, sq);
   others.clear();
@@ -377,13 +382,16 @@ void RdmaPath::slice_completed(OpId id, uint32_t i, TransferOutcome outcome, OpF
     return;
   OpSlice& slice = u.slices[i];
   const OpRecord& o = *m_.op_record(id);
-  if (!outcome.ok() && slice.rail != 0 && !slice.failed_over && fault != OpFault::kRemoteAccess &&
+  auto slice_qp = slice.qp.lock();
+  const bool on_primary = slice_qp && slice_qp == u.qp.lock();
+  if (!outcome.ok() && !on_primary && !slice.failed_over &&
       !m_.transfers_.at(id.ticket).timed_out) {
-    // Invariant 10: the rail failed (its QP in ERR, its port down): the managers' own queue
-    // pair moves this slice once more, so the op still moves every byte.
-    auto failed_qp = slice.qp.lock();
-    if (failed_qp && failed_qp->needs_recovery())
-      m_.rails.drop(o.peer, failed_qp);
+    // Invariant 10: a striping queue pair failed (in ERR, its port down, the owner's rail
+    // gone, even a key refused there): the managers' own queue pair moves this slice once
+    // more, so the op still moves every byte; its answer is the op's.
+    if (slice_qp && slice_qp->needs_recovery())
+      m_.rails.drop(o.peer, slice_qp);
+    slice_qp.reset();
     log_line(LogLevel::kWarn,
              "%s: a slice of %llu bytes on rail %u to %s failed (%s); "
              "it runs again on %s",

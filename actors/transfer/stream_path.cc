@@ -14,9 +14,14 @@ void StreamPath::start(OpId id) {
   const OpRecord& o = *m_.op_record(id);
   const Transfer& t = m_.transfers_.at(id.ticket);
   const TransferOp& op = o.op;
+  // The time the transfer has left, not its whole timeout: the owner's grant (and a same-host
+  // owner's copy into our memory) must end before we give up on it.
+  const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(m_.now() - t.started);
+  const auto left = static_cast<uint32_t>(
+      std::max<int64_t>(1, static_cast<int64_t>(t.timeout_ms) - spent.count()));
   m_.peer_table
       .peer_request(op.remote.owner, request_timeout(t), stream_grant_atom::value,
-                    ref_of(op.remote), op.remote_offset, o.length, op.kind, t.timeout_ms)
+                    ref_of(op.remote), op.remote_offset, o.length, op.kind, left)
       .then([this, id](StreamGrantMsg& grant) { granted(id, grant); },
             [this, id](caf::error& err) {
               const OpRecord* o = m_.op_record(id);
