@@ -197,6 +197,7 @@ void add_stats(Families& f, const ManagerStats& s) {
       {"caf_rdma_striped_ops_total", s.striped_ops},
       {"caf_rdma_stripe_slices_total", s.stripe_slices},
       {"caf_rdma_stripe_failovers_total", s.stripe_failovers},
+      {"caf_rdma_spread_ops_total", s.spread_ops},
       {"caf_rdma_device_losses_total", s.device_losses},
       {"caf_rdma_device_reopens_total", s.device_reopens},
       {"caf_rdma_facade_dropped_total", s.facade_dropped},

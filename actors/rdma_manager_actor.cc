@@ -531,6 +531,7 @@ ManagerStats ManagerState::stats() const {
   s.striped_ops = counters_.striped_ops;
   s.stripe_slices = counters_.stripe_slices;
   s.stripe_failovers = counters_.stripe_failovers;
+  s.spread_ops = counters_.spread_ops;
   uint64_t buffer_bytes = 0;
   for (const auto& [id, b] : buffers_) {
     s.registered_buffers += b.released ? 0 : 1;

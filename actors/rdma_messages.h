@@ -589,6 +589,9 @@ struct ManagerStats {
   uint64_t striped_ops = 0;
   uint64_t stripe_slices = 0;
   uint64_t stripe_failovers = 0;
+  /// Smaller RDMA ops that ran whole on a striping queue pair with fewer ops pending than the
+  /// managers' own (manager/rails.h invariant 19).
+  uint64_t spread_ops = 0;
   /// Per op, by peer, path and kind: bytes, ops, errors, latencies (actors/manager/telemetry.h).
   ManagerTelemetry telemetry;
 };
@@ -603,7 +606,8 @@ typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
            x.polled_cqs, x.staged_chunks, x.staged_overlapped, x.links_lost, x.reconnects,
            x.no_rdma_reason, x.window_bytes, x.fetches_waiting, x.registrants, x.orphaned_buffers,
            x.notices_sent, x.notices_pending, x.notices_refused, x.notified_writes, x.rails,
-           x.striped_ops, x.stripe_slices, x.stripe_failovers, x.telemetry, x.same_host_ops);
+           x.striped_ops, x.stripe_slices, x.stripe_failovers, x.spread_ops, x.telemetry,
+           x.same_host_ops);
 }
 
 /// Registers every message type above. Call on the config of every actor system that talks

@@ -291,6 +291,11 @@ size_t RdmaQueuePair::outstanding_work_requests() const {
   return state_.send_in_flight.size();
 }
 
+size_t RdmaQueuePair::pending_ops() const {
+  std::lock_guard<std::mutex> guard(state_.mu);
+  return state_.ops.size();
+}
+
 bool RdmaQueuePair::idle() const {
   std::lock_guard<std::mutex> guard(state_.mu);
   return state_.ops.empty();

@@ -139,6 +139,8 @@ public:
   size_t outstanding_work_requests() const;
   /// True when no accepted op is waiting for completion.
   bool idle() const;
+  /// Accepted ops waiting for completion (queued or posted).
+  size_t pending_ops() const;
   /// What the device granted (invariants 7 and 8: completion entries >= send + receive).
   Limits limits() const;
 

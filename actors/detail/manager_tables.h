@@ -169,7 +169,7 @@ struct Counters {
   uint64_t staged_chunks = 0, staged_overlapped = 0;
   uint64_t links_lost = 0, reconnects = 0;
   uint64_t notices_sent = 0, notices_refused = 0, notified_writes = 0;
-  uint64_t striped_ops = 0, stripe_slices = 0, stripe_failovers = 0;
+  uint64_t striped_ops = 0, stripe_slices = 0, stripe_failovers = 0, spread_ops = 0;
 };
 
 /// A failed request's or lower layer's error as a transfer outcome (CAF's request timeout is

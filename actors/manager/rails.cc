@@ -143,6 +143,35 @@ bool Rails::stripes(OpId id, std::vector<StripeLane>* lanes) {
   return !lanes->empty();
 }
 
+StripeLane Rails::least_busy(OpId id, const std::shared_ptr<RdmaQueuePair>& primary) {
+  StripeLane best{primary, 0};
+  const OpRecord* o = m_.op_record(id);
+  if (o == nullptr || o->op.notify || o->peer == m_.facade_.address())
+    return best;
+  auto it = m_.peers_.find(o->peer);
+  if (it == m_.peers_.end() || it->second.stripes.empty())
+    return best;
+  const LocalBuffer& local = m_.buffers_.at(o->op.local.id);
+  const bool rails_usable = !m_.rails_.empty() && local.rails.size() == m_.rails_.size();
+  size_t fewest = primary->pending_ops();
+  for (const auto& [s, qp] : it->second.stripes) {
+    const uint32_t rail = rail_of(s);
+    if (fewest == 0)
+      break;
+    if (rail > 0 && (!rails_usable || rail > o->op.remote.rails.size() ||
+                     o->op.remote.rails[rail - 1].device.empty() ||
+                     local.rails[rail - 1].released() || !port_active(rail)))
+      continue;
+    if (qp->needs_recovery())
+      continue;
+    if (size_t n = qp->pending_ops(); n < fewest) {
+      fewest = n;
+      best = StripeLane{qp, rail};
+    }
+  }
+  return best;
+}
+
 void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
   Peer& p = m_.peers_.at(key);
   const uint32_t rail = rail_of(stripe);
@@ -286,14 +315,18 @@ void Rails::drop(const caf::actor_addr& key, std::shared_ptr<RdmaQueuePair> qp) 
     s = s->second == qp ? p.stripes_accepted.erase(s) : std::next(s);
 }
 
-void Rails::drop_peer(Peer& p, const caf::error& err) {
+void Rails::forget(Peer& p) {
   for (auto* table : {&p.stripes, &p.stripes_accepted}) {
     for (auto& [s, qp] : *table)
       if (m_.poller_)
         m_.poller_->remove(qp.get());
-    table->clear();
+    table->clear();  // the last reference: destroyed (what it holds completes flushed)
   }
   p.stripes_opening.clear();
+}
+
+void Rails::drop_peer(Peer& p, const caf::error& err) {
+  forget(p);
   auto waiting = std::move(p.stripe_waiting);
   p.stripe_waiting.clear();
   for (OpId id : waiting)
@@ -302,13 +335,7 @@ void Rails::drop_peer(Peer& p, const caf::error& err) {
 
 void Rails::drop_all() {
   for (auto& [key, p] : m_.peers_) {
-    for (auto* table : {&p.stripes, &p.stripes_accepted}) {
-      for (auto& [s, qp] : *table)
-        if (m_.poller_)
-          m_.poller_->remove(qp.get());
-      table->clear();
-    }
-    p.stripes_opening.clear();
+    forget(p);
     p.stripe_waiting.clear();  // on the NIC's list (RdmaPath::on_nic): failed by the caller
   }
 }

@@ -19,7 +19,9 @@
 //     least stripe_min_bytes between two buffers with rails (or,
 //     with stripe_qps > 1, any two) is cut into slices (actors/transfer/stripe_plan.h), one per
 //     usable queue pair: the managers' own and the striping queue pairs to that peer on the
-//     primary devices and on rails both sides have, whose local port is ACTIVE. Its reply comes
+//     primary devices and on rails both sides have, whose local port is ACTIVE. A smaller one
+//     (above kInlinePollMaxBytes: the latency path stays on the managers' queue pair) goes
+//     whole to the one of those already made with the fewest ops pending. Its reply comes
 //     only once every slice completed (no byte of it lands after the reply). A slice that fails on
 //     a rail runs once more on the managers' own queue pair (failover: the op still moves every
 //     byte); the op fails only when a slice fails there, with that error.
@@ -82,6 +84,10 @@ public:
   /// again once that ended (invariant 20). True with `lanes`: its slices go on `lanes` besides
   /// the managers' queue pair.
   bool stripes(OpId id, std::vector<StripeLane>* lanes);
+  /// For op `id` below stripe_min_bytes (and above kInlinePollMaxBytes): the ready queue pair
+  /// to its owner, among the managers' own (`primary`) and the striping ones whose rail both
+  /// sides have, with the fewest ops pending (the primary on a tie); makes none (invariant 19).
+  StripeLane least_busy(OpId id, const std::shared_ptr<RdmaQueuePair>& primary);
   /// A peer's striping handshake (QpInfoMsg::stripe != 0).
   Result<QpInfoMsg> accept(Peer& p, const QpInfoMsg& remote);
   /// Drops striping queue pair `qp` of peer `key` (in ERR: invariant 20).
@@ -108,6 +114,8 @@ public:
   std::string describe() const;
 
 private:
+  /// Drops every striping queue pair of `p` and its handshakes in flight.
+  void forget(Peer& p);
   void handshake(const caf::actor_addr& key, uint32_t stripe);
   /// A striping handshake of `p` ended: ops that waited for it are connected again.
   void handshake_ended(Peer& p);

@@ -74,6 +74,12 @@ void RdmaPath::post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
         return;  // waits for a striping handshake (manager/rails.h invariant 20)
       return post_striped(id, qp, lanes);
     }
+    if (o.length > kInlinePollMaxBytes) {
+      // Manager invariant 19: whole, on the least busy queue pair to the owner.
+      StripeLane lane = m_.rails.least_busy(id, qp);
+      if (lane.qp != qp)
+        return post_striped(id, qp, {lane}, false);
+    }
   }
   // Accepted before any release of the buffer: the entry (and its region) lives until we finish.
   LocalBuffer& local = m_.buffers_.at(op.local.id);
@@ -319,10 +325,12 @@ std::vector<OpId> RdmaPath::on_nic() const {
 }
 
 void RdmaPath::post_striped(OpId id, const std::shared_ptr<RdmaQueuePair>& primary,
-                            const std::vector<StripeLane>& lanes) {
+                            const std::vector<StripeLane>& lanes, bool with_primary) {
   OpRecord& o = *m_.op_record(id);
   NicUse& u = *use(id);
-  std::vector<StripeLane> all{StripeLane{primary, 0}};
+  std::vector<StripeLane> all;
+  if (with_primary)
+    all.push_back(StripeLane{primary, 0});
   all.insert(all.end(), lanes.begin(), lanes.end());
   auto spans = plan_slices(o.length, all.size());
   u.qp = primary;
@@ -331,14 +339,19 @@ void RdmaPath::post_striped(OpId id, const std::shared_ptr<RdmaQueuePair>& prima
   for (size_t i = 0; i < spans.size(); ++i)
     u.slices.push_back(OpSlice{spans[i].offset, spans[i].length, all[i].qp, all[i].rail});
   u.open_slices = u.slices.size();
-  ++m_.counters_.striped_ops;
-  m_.counters_.stripe_slices += u.slices.size();
+  if (with_primary) {
+    ++m_.counters_.striped_ops;
+    m_.counters_.stripe_slices += u.slices.size();
+  } else {
+    ++m_.counters_.spread_ops;
+  }
   for (uint32_t i = 0; i < u.slices.size(); ++i) {
     Status st = post_slice(id, i, all[i].qp, all[i].rail);
     if (st.ok())
       continue;
     OpSlice& slice = use(id)->slices[i];
-    if (i != 0 && !slice.failed_over) {  // its rail refused the post: the primary takes it
+    if (all[i].qp != primary &&
+        !slice.failed_over) {  // its rail refused the post: the primary takes it
       slice.failed_over = true;
       ++m_.counters_.stripe_failovers;
       if (post_slice(id, i, primary, 0).ok())

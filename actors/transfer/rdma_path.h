@@ -142,9 +142,10 @@ protected:
   }
 
 private:
-  /// Invariant 10: posts the op's slices on `primary` and `lanes`.
+  /// Invariant 10: posts the op's slices on `primary` (unless not `with_primary`: the op goes
+  /// whole to its one lane, `primary` taking it over if that fails) and `lanes`.
   void post_striped(OpId id, const std::shared_ptr<RdmaQueuePair>& primary,
-                    const std::vector<StripeLane>& lanes);
+                    const std::vector<StripeLane>& lanes, bool with_primary = true);
   /// Posts slice `i` of the op on `qp` (rail `rail`).
   Status post_slice(OpId id, uint32_t i, const std::shared_ptr<RdmaQueuePair>& qp, uint32_t rail);
   /// A completion of slice `i` of a striped op.

@@ -32,17 +32,6 @@ std::unique_ptr<TestNode> start_on(const std::string& device) {
   return n.ok() ? std::make_unique<TestNode>(std::move(*n)) : nullptr;
 }
 
-/// Every byte of [offset, offset + n) of `m` is the pattern `seed` had there in `src_offset`.
-::testing::AssertionResult holds_pattern(const Memory& m, uint64_t offset, uint64_t n,
-                                         uint32_t seed, uint64_t src_offset) {
-  for (uint64_t i = 0; i < n; ++i)
-    if (m.bytes[offset + i] != pattern(src_offset + i, seed))
-      return ::testing::AssertionFailure()
-             << "byte " << offset + i << " is " << int(m.bytes[offset + i]) << ", expected "
-             << int(pattern(src_offset + i, seed));
-  return ::testing::AssertionSuccess();
-}
-
 /// Waits (60 s at most) until `n` can use RDMA again (or not): its stats' no_rdma_reason.
 bool wait_rdma(TestNode& n, bool usable) {
   auto reached = [usable](const ManagerStats& s) { return s.no_rdma_reason.empty() == usable; };

@@ -56,6 +56,17 @@ struct Memory {
 };
 
 /// A node plus a blocking requester in its actor system.
+/// Every byte of [offset, offset + n) of `m` is the pattern `seed` had at `src_offset` on.
+inline ::testing::AssertionResult holds_pattern(const Memory& m, uint64_t offset, uint64_t n,
+                                                uint32_t seed, uint64_t src_offset) {
+  for (uint64_t i = 0; i < n; ++i)
+    if (m.bytes[offset + i] != pattern(src_offset + i, seed))
+      return ::testing::AssertionFailure()
+             << "byte " << offset + i << " is " << int(m.bytes[offset + i]) << ", expected "
+             << int(pattern(src_offset + i, seed));
+  return ::testing::AssertionSuccess();
+}
+
 class TestNode {
 public:
   explicit TestNode(std::unique_ptr<RdmaNode> node) : node_(std::move(node)) {

@@ -40,16 +40,6 @@ std::unique_ptr<TestNode> start_on(const std::string& primary, const std::string
   return n.ok() ? std::make_unique<TestNode>(std::move(*n)) : nullptr;
 }
 
-::testing::AssertionResult holds_pattern(const Memory& m, uint64_t offset, uint64_t n,
-                                         uint32_t seed, uint64_t src_offset) {
-  for (uint64_t i = 0; i < n; ++i)
-    if (m.bytes[offset + i] != pattern(src_offset + i, seed))
-      return ::testing::AssertionFailure()
-             << "byte " << offset + i << " is " << int(m.bytes[offset + i]) << ", expected "
-             << int(pattern(src_offset + i, seed));
-  return ::testing::AssertionSuccess();
-}
-
 class StripingTest : public DeviceChangingTest {
 protected:
   StripingTest()
@@ -113,6 +103,26 @@ TEST_F(StripingTest, LargeReadsAndWritesMoveEveryByteOverBothRails) {
   EXPECT_EQ(s.stripe_slices, 6u * 4);
   EXPECT_EQ(s.stripe_failovers, 0u);
   EXPECT_EQ(b_->stats().striped_ops, 0u);  // b only answered (one-sided)
+
+  // Smaller ops go whole to the least busy queue pair: in a batch, not all on the primary's.
+  {
+    constexpr uint64_t kOp = 512 << 10, kOps = 8;
+    Memory src(kOp * kOps, 17), dst(kOp * kOps);
+    BufferHandle dst_at_a = remote_view(*b_, *a_, dst, "dst");
+    auto src_h = a_->request_buffer(src);
+    ASSERT_TRUE(src_h);
+    std::vector<TransferOp> ops;
+    for (uint64_t i = 0; i < kOps; ++i)
+      ops.push_back(make_write(*src_h, dst_at_a, kOp, i * kOp, i * kOp));
+    auto r = a_->batch(ops, 60000);
+    ASSERT_TRUE(r) << error_message(r.error());
+    for (const auto& out : *r)
+      EXPECT_TRUE(out.ok()) << out.message;
+    EXPECT_TRUE(holds_pattern(dst, 0, kOp * kOps, 17, 0));
+    ManagerStats after = a_->stats();
+    EXPECT_GE(after.spread_ops, 1u);
+    EXPECT_EQ(after.striped_ops, s.striped_ops);
+  }
 
   // RdmaClient sends large ops with an owner that has rails to its manager (no direct lane).
   RdmaClient client(a_->node().system(), a_->manager());
