@@ -358,6 +358,20 @@ int bench_manager(const Options& o, const std::string& path_name) {
       auto dt = Clock::now() - t0;
       std::printf("bw %s %s %llu %.1f\n", path, op, static_cast<unsigned long long>(size),
                   mbps(n * size, dt));
+      if (same_host) {
+        // One copy at a time, as a program's read() or write() of a large buffer: the stream
+        // lane, no batch (what same_host_copy_64M_vs_memcpy judges).
+        t0 = Clock::now();
+        for (uint64_t i = 0; i < n; ++i) {
+          auto r = std::strcmp(op, "write") == 0
+                       ? me.write(*hs, *target, Range::of(size), std::chrono::seconds(120))
+                       : me.read(*hs, *target, Range::of(size), std::chrono::seconds(120));
+          if (!r.ok())
+            return std::fprintf(stderr, "%s: %s\n", path, r.error().to_string().c_str()), 1;
+        }
+        std::printf("bw same-host-one %s %llu %.1f\n", op, static_cast<unsigned long long>(size),
+                    mbps(n * size, Clock::now() - t0));
+      }
       std::fflush(stdout);
     }
   }

@@ -4,8 +4,11 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <thread>
+#include <vector>
 
 namespace caf_rdma {
 
@@ -32,31 +35,64 @@ Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64
                                                    ": the requester's pid is not "
                                                    "visible in this pid namespace");
   }
-  uint64_t done = 0;
-  while (done < n) {
-    if (done > 0 && std::chrono::steady_clock::now() >= deadline)
-      return Error(ErrorCode::kTimeout, describe(done) + ": the deadline passed");
-    const uint64_t piece = std::min(n - done, kCrossMemoryPiece);
-    iovec mine{local + done, piece};
-    iovec theirs{reinterpret_cast<void*>(remote_addr + done), piece};
-    const ssize_t k = to_remote ? ::process_vm_writev(pid, &mine, 1, &theirs, 1, 0)
-                                : ::process_vm_readv(pid, &mine, 1, &theirs, 1, 0);
-    if (k < 0) {
-      const int err = errno;
-      if (err == EINTR)
-        continue;
-      if (done == 0 && (err == EPERM || err == ENOSYS || err == EACCES || err == ESRCH))
-        *refused = true;  // invariant 3: nothing moved, the caller may go another way
-      const ErrorCode code = err == ESRCH    ? ErrorCode::kPeerUnavailable
-                             : err == EFAULT ? ErrorCode::kInvalidArgument
-                                             : ErrorCode::kInternal;
-      return Error(code, describe(done) + ": " + errno_string(err));
+  // Copies [from, from + len) of the range piece by piece; `moved` counts its bytes.
+  auto part = [&](uint64_t from, uint64_t len, std::atomic<uint64_t>& moved) -> Status {
+    uint64_t done = 0;
+    while (done < len) {
+      if (moved.load() > 0 && std::chrono::steady_clock::now() >= deadline)
+        return Error(ErrorCode::kTimeout, describe(moved.load()) + ": the deadline passed");
+      const uint64_t piece = std::min(len - done, kCrossMemoryPiece);
+      iovec mine{local + from + done, piece};
+      iovec theirs{reinterpret_cast<void*>(remote_addr + from + done), piece};
+      const ssize_t k = to_remote ? ::process_vm_writev(pid, &mine, 1, &theirs, 1, 0)
+                                  : ::process_vm_readv(pid, &mine, 1, &theirs, 1, 0);
+      if (k < 0) {
+        const int err = errno;
+        if (err == EINTR)
+          continue;
+        if (moved.load() == 0 && (err == EPERM || err == ENOSYS || err == EACCES || err == ESRCH))
+          *refused = true;  // invariant 3: nothing moved, the caller may go another way
+        const ErrorCode code = err == ESRCH    ? ErrorCode::kPeerUnavailable
+                               : err == EFAULT ? ErrorCode::kInvalidArgument
+                                               : ErrorCode::kInternal;
+        return Error(code, describe(moved.load()) + ": " + errno_string(err));
+      }
+      if (k == 0)
+        return Error(ErrorCode::kInvalidArgument,
+                     describe(moved.load()) + ": the kernel moved nothing (unmapped memory?)");
+      done += static_cast<uint64_t>(k);  // invariant 2: a short count resumes where it stopped
+      moved += static_cast<uint64_t>(k);
     }
-    if (k == 0)
-      return Error(ErrorCode::kInvalidArgument,
-                   describe(done) + ": the kernel moved nothing (unmapped memory?)");
-    done += static_cast<uint64_t>(k);  // invariant 2: a short count resumes where it stopped
+    return {};
+  };
+  std::atomic<uint64_t> moved{0};
+  // Invariant 4: the first piece alone (a refusal moves nothing, and needs no thread), then
+  // the rest in parts that run at once.
+  const uint64_t first = n >= kCrossMemoryParallelMin ? kCrossMemoryPiece / 16 : n;
+  CAF_RDMA_RETURN_IF_ERROR(part(0, first, moved));
+  const uint64_t rest = n - first;
+  if (rest == 0)
+    return {};
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const auto parts = static_cast<unsigned>(
+      std::min<uint64_t>(std::min(cores, kCrossMemoryThreads),
+                         std::max<uint64_t>(1, rest / (kCrossMemoryParallelMin / 2))));
+  std::vector<Status> results(parts);
+  std::vector<std::thread> helpers;
+  const uint64_t each = (rest + parts - 1) / parts;
+  for (unsigned t = 1; t < parts; ++t) {
+    const uint64_t from = first + t * each;
+    if (from >= n)
+      break;
+    helpers.emplace_back(
+        [&, t, from] { results[t] = part(from, std::min(each, n - from), moved); });
   }
+  results[0] = part(first, std::min(each, rest), moved);
+  for (auto& h : helpers)
+    h.join();
+  for (auto& st : results)
+    if (!st.ok())
+      return st;
   return {};
 }
 

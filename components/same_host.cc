@@ -50,6 +50,11 @@ std::string read_identity() {
 
 }  // namespace
 
+bool is_other_uid_refusal(const Status& st) {
+  return !st.ok() && st.error().code() == ErrorCode::kPermissionDenied &&
+         st.error().message().rfind(kOtherUidRefusal, 0) == 0;
+}
+
 const std::string& host_identity() {
   static const std::string identity = read_identity();
   return identity;

@@ -29,6 +29,13 @@ namespace caf_rdma {
 /// Invariant 1: "<boot_id>/net:<inode>" of this process, read once; "" when unreadable.
 const std::string& host_identity();
 
+/// How an owner's refusal of a requester of another uid begins (permission_denied, sent at
+/// accept): the one text by which a requester tells it from a refused access (a write into a
+/// read-only buffer is permission_denied too) and gives up the endpoint.
+constexpr const char* kOtherUidRefusal = "same-host stream channel refuses pid ";
+/// Whether `st` is that refusal.
+bool is_other_uid_refusal(const Status& st);
+
 /// The endpoint to use for an owner that announced (`owner_host_id`, `unix_name`): `unix_name`
 /// when the owner runs on this host (same identity, both non-empty), else "" (use TCP).
 std::string same_host_endpoint(const std::string& owner_host_id, const std::string& unix_name);

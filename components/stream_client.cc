@@ -170,8 +170,8 @@ StreamEnd StreamClient::run(const StreamJob& job) {
   StreamEnd end = run_on(job, true, &unanswered);
   // Invariant 5: an endpoint this process cannot use (not reachable, or another uid) is given
   // up; the owner took nothing on it, so TCP may carry the job.
-  const bool other_uid =
-      !end.status.ok() && end.status.error().code() == ErrorCode::kPermissionDenied;
+  // (Not any permission_denied: a write into a read-only buffer is one too.)
+  const bool other_uid = is_other_uid_refusal(end.status);
   if (!unanswered && !other_uid) {
     end.same_host = true;
     if (end.status.ok())

@@ -346,9 +346,9 @@ bool StreamServer::admit_same_host(Socket& s, Connection& c) {
   else if (cred->uid != ::geteuid())
     refusal =
         Error(ErrorCode::kPermissionDenied,
-              "same-host stream channel @" + unix_name_ + ": pid " + std::to_string(cred->pid) +
-                  " runs as uid " + std::to_string(cred->uid) + ", this owner as uid " +
-                  std::to_string(::geteuid()) + ": only the same uid is served");
+              kOtherUidRefusal + std::to_string(cred->pid) + " (uid " + std::to_string(cred->uid) +
+                  ") at @" + unix_name_ + ": this owner runs as uid " +
+                  std::to_string(::geteuid()) + ", and only the same uid is served");
   if (!refusal.ok()) {
     (void)write_status(s, refusal, std::chrono::steady_clock::now());
     return false;

@@ -275,7 +275,7 @@ TEST(SameHostTest, ARequesterOfAnotherUidIsRefused) {
       ::_exit(3);
     (void)write_request(*s, StreamRequest{StreamDirection::kOutOfOwner, 1, 8}, Clock::now() + 5s);
     auto st = read_status(*s, Clock::now() + 5s, "answer");
-    ::_exit(st.ok() && !st->ok() && st->error().code() == ErrorCode::kPermissionDenied &&
+    ::_exit(st.ok() && is_other_uid_refusal(*st) &&
                     st->error().message().find("uid 65534") != std::string::npos
                 ? 0
                 : 4);
