@@ -518,8 +518,11 @@ int bench_striping(const Options& o) {
   for (int round = 0; round < 2; ++round) {
     for (size_t n : {size_t{1}, size_t{2}}) {
       auto bw = striping_bandwidth(
-          o, std::vector<std::string>(o.devices.begin(), o.devices.begin() + n),
-          std::vector<std::string>(o.peer_devices.begin(), o.peer_devices.begin() + n));
+          o,
+          std::vector<std::string>(o.devices.begin(),
+                                   o.devices.begin() + static_cast<std::ptrdiff_t>(n)),
+          std::vector<std::string>(o.peer_devices.begin(),
+                                   o.peer_devices.begin() + static_cast<std::ptrdiff_t>(n)));
       if (!bw.ok())
         return std::fprintf(stderr, "striping (%zu devices): %s\n", n,
                             bw.error().to_string().c_str()),

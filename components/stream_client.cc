@@ -247,10 +247,15 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
   Status st = write_request(s, request, job.deadline);
   if (eager_write(request)) {
     // The bytes right after the request (stream_protocol.h); the one answer says how it ended.
+    const bool asked = st.ok();
     if (st.ok())
       st = send_all(s, job.addr, job.length, job.deadline, "stream data");
-    Result<Status> end = st.ok() ? read_status(s, job.deadline + kEagerAnswerGrace, "stream answer")
-                                 : Result<Status>(st.error());
+    // Sent the request but not all its bytes: the owner may have refused it and closed the
+    // connection between our two sends (its answer then waits on the socket, unread).
+    Result<Status> end = asked ? read_status(s, job.deadline + kEagerAnswerGrace, "stream answer")
+                               : Result<Status>(st.error());
+    if (end.ok() && end->ok() && !st.ok())
+      end = Result<Status>(st.error());  // a success that cannot be: the bytes did not all go
     if (!end.ok())
       return fail(end.error());  // no answer: it may be tried again (a write, idempotent)
     if (!end->ok()) {

@@ -16,22 +16,25 @@ constexpr std::chrono::milliseconds kReopenMax{2000};
 
 }  // namespace
 
-void DeviceWatch::watch_device() {
-  m_.monitor_.reset();
-  if (!m_.domain_)
-    return;
+std::unique_ptr<DeviceMonitor> DeviceWatch::monitor(const RdmaDomain& domain,
+                                                    const std::string& unwatched) {
   caf::actor me = caf::actor_cast<caf::actor>(m_.self_);
-  uint64_t incarnation = m_.domain_->incarnation();
-  auto monitor = DeviceMonitor::start(m_.domain_->context(), [me, incarnation](DeviceEvent e) {
+  uint64_t incarnation = domain.incarnation();
+  auto monitor = DeviceMonitor::start(domain.context(), [me, incarnation](DeviceEvent e) {
     caf::anon_send(
         me, DeviceChanged{incarnation, static_cast<uint8_t>(e.kind), e.port, std::move(e.what)});
   });
   if (monitor.ok())
-    m_.monitor_ = std::move(*monitor);
-  else
-    log_line(LogLevel::kWarn,
-             "%s: the device cannot be watched (its loss would show as timeouts): %s",
-             m_.options_.name.c_str(), monitor.error().message().c_str());
+    return std::move(*monitor);
+  log_line(LogLevel::kWarn, "%s: %s cannot be watched (%s): %s", m_.options_.name.c_str(),
+           domain.device_name().c_str(), unwatched.c_str(), monitor.error().message().c_str());
+  return nullptr;
+}
+
+void DeviceWatch::watch_device() {
+  m_.monitor_.reset();
+  if (m_.domain_)
+    m_.monitor_ = monitor(*m_.domain_, "its loss would show as timeouts");
 }
 
 void DeviceWatch::device_changed(const DeviceChanged& e) {

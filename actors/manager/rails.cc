@@ -296,7 +296,10 @@ Result<QpInfoMsg> Rails::accept(Peer& p, const QpInfoMsg& remote) {
   return mine;
 }
 
-void Rails::drop(const caf::actor_addr& key, std::shared_ptr<RdmaQueuePair> qp) {
+void Rails::drop(const caf::actor_addr& key, const std::shared_ptr<RdmaQueuePair>& dropped) {
+  // `dropped` may be an entry erased below: the copy keeps it alive and the comparisons valid.
+  std::shared_ptr<RdmaQueuePair> qp =
+      dropped;  // NOLINT(performance-unnecessary-copy-initialization)
   auto it = m_.peers_.find(key);
   if (it == m_.peers_.end() || !qp)
     return;
@@ -351,20 +354,9 @@ void Rails::abort(const std::string& reason, const caf::actor_addr* peer) {
 }
 
 void Rails::watch() {
-  caf::actor me = caf::actor_cast<caf::actor>(m_.self_);
-  for (RailDevice& rail : m_.rails_) {
-    const uint64_t incarnation = rail.domain->incarnation();
-    auto monitor = DeviceMonitor::start(rail.domain->context(), [me, incarnation](DeviceEvent e) {
-      caf::anon_send(
-          me, DeviceChanged{incarnation, static_cast<uint8_t>(e.kind), e.port, std::move(e.what)});
-    });
-    if (monitor.ok())
-      rail.monitor = std::move(*monitor);
-    else
-      log_line(LogLevel::kWarn,
-               "%s: rail %s cannot be watched (its failures show as slices timing out): %s",
-               m_.options_.name.c_str(), rail.name.c_str(), monitor.error().message().c_str());
-  }
+  for (RailDevice& rail : m_.rails_)
+    rail.monitor =
+        m_.device.monitor(*rail.domain, "a rail: its failures show as slices timing out");
 }
 
 bool Rails::rail_event(const DeviceChanged& e) {

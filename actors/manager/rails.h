@@ -91,7 +91,7 @@ public:
   /// A peer's striping handshake (QpInfoMsg::stripe != 0).
   Result<QpInfoMsg> accept(Peer& p, const QpInfoMsg& remote);
   /// Drops striping queue pair `qp` of peer `key` (in ERR: invariant 20).
-  void drop(const caf::actor_addr& key, std::shared_ptr<RdmaQueuePair> qp);
+  void drop(const caf::actor_addr& key, const std::shared_ptr<RdmaQueuePair>& dropped);
   /// The peer ended: its striping queue pairs go, its waiting ops fail with `err`.
   void drop_peer(Peer& p, const caf::error& err);
   /// The primary device was lost: every striping queue pair goes (invariant 20).

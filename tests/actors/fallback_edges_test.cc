@@ -192,7 +192,7 @@ caf::behavior deaf_granter(caf::event_based_actor*, uint16_t port) {
   return {
       [=](stream_grant_atom, const BufferRef&, uint64_t, uint64_t, uint8_t, uint32_t,
           const PeerNonce& n) {
-        return caf::make_message(StreamGrantMsg{42, "127.0.0.1", port}, n);
+        return caf::make_message(StreamGrantMsg{42, "127.0.0.1", port, "", ""}, n);
       },
   };
 }

@@ -11,6 +11,7 @@
 #include "actors/environment.h"
 #include "actors/rdma_client.h"
 #include "tests/actors/manager_fixture.h"
+#include "tests/scoped_env.h"
 
 namespace caf_rdma::testing {
 namespace {
@@ -131,12 +132,17 @@ TEST(SameHostNodesTest, RefusalsGiveTheSameCodesAsOverTcp) {
 
 TEST(SameHostNodesTest, SameHostOffKeepsTransfersOnTcp) {
   // The variable, read in one place (ManagerOptions::from_env), known to the environment list.
-  ASSERT_EQ(::setenv(kEnvSameHost, "0", 1), 0);
-  auto off = ManagerOptions::from_env();
-  EXPECT_TRUE(unknown_environment_variables().empty());
-  ASSERT_EQ(::setenv(kEnvSameHost, "2", 1), 0);
-  auto bad = ManagerOptions::from_env();
-  ::unsetenv(kEnvSameHost);
+  Result<ManagerOptions> off = Error(ErrorCode::kInternal, "not read");
+  Result<ManagerOptions> bad = Error(ErrorCode::kInternal, "not read");
+  {
+    ScopedEnv zero(kEnvSameHost, "0");
+    off = ManagerOptions::from_env();
+    EXPECT_TRUE(unknown_environment_variables().empty());
+  }
+  {
+    ScopedEnv two(kEnvSameHost, "2");
+    bad = ManagerOptions::from_env();
+  }
   ASSERT_TRUE(off.ok());
   EXPECT_FALSE(off->same_host);
   ASSERT_FALSE(bad.ok());

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "actors/rdma_manager_actor.h"
+#include "tests/scoped_env.h"
 
 namespace caf_rdma::detail {
 namespace {
@@ -32,11 +33,13 @@ TEST(StripePlanTest, SlicesCoverTheRangeOnceAlignedAndEven) {
         at += slices[i].length;
       }
       EXPECT_EQ(at, length);
-      if (slices.size() > 2)
+      if (slices.size() > 2) {
         EXPECT_LE(longest - shortest, kSliceAlign);  // invariant 3
+      }
       // As many slices as lanes whenever each can have a whole unit.
-      if (length >= lanes * kSliceAlign)
+      if (length >= lanes * kSliceAlign) {
         EXPECT_EQ(slices.size(), lanes);
+      }
     }
   }
   EXPECT_TRUE(plan_slices(0, 4).empty());
@@ -57,9 +60,11 @@ TEST(StripePlanTest, DeviceListsAreCheckedAndNamed) {
               std::string::npos)
         << r.error().message();
   }
-  ::setenv(kEnvDevices, "rxe0,rxe2", 1);
-  auto o = ManagerOptions::from_env();
-  ::unsetenv(kEnvDevices);
+  Result<ManagerOptions> o = Error(ErrorCode::kInternal, "not read");
+  {
+    caf_rdma::testing::ScopedEnv devices(kEnvDevices, "rxe0,rxe2");
+    o = ManagerOptions::from_env();
+  }
   ASSERT_TRUE(o.ok()) << o.error().to_string();
   EXPECT_EQ(o->ibverbs.device_name, "rxe0");
   EXPECT_EQ(o->rail_devices, std::vector<std::string>{"rxe2"});

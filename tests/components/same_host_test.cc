@@ -67,12 +67,13 @@ struct Grant {
 
 Grant grant(
     StreamServer& server, uint8_t* addr, uint64_t n, StreamDirection d,
-    std::function<bool()> check = [] { return true; }) {
+    const std::function<bool()>& check = [] { return true; }) {
   Grant g;
   auto p = g.done;
-  g.token = server.grant(addr, n, d, Clock::now() + 10s, [p, check](uint64_t, Status st, uint64_t) {
-    p->set_value({st, check()});
-  });
+  g.token = server.grant(addr, n, d, Clock::now() + 10s,
+                         [p, check](uint64_t, const Status& st, uint64_t) {
+                           p->set_value({st, check()});
+                         });
   return g;
 }
 
@@ -174,7 +175,7 @@ struct OneBuffer {
                                                " is not served by handle here: ask its manager");
       StreamServer::HandleGrant g;
       g.addr = bytes.data() + req.handle.offset;
-      g.done = [](Status, uint64_t) {};
+      g.done = [](const Status&, uint64_t) {};
       return g;
     };
   }

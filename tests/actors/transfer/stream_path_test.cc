@@ -327,7 +327,7 @@ caf::behavior refusing_owner(caf::event_based_actor*, uint16_t port, Memory* mem
   return {
       [=](stream_grant_atom, const BufferRef&, uint64_t, uint64_t, uint8_t, uint32_t,
           const PeerNonce& n) {
-        return caf::make_message(StreamGrantMsg{42, "127.0.0.1", port}, n);
+        return caf::make_message(StreamGrantMsg{42, "127.0.0.1", port, "", ""}, n);
       },
       [=](fetch_atom, const BufferRef&, uint64_t offset, uint64_t length, const PeerNonce& n) {
         return caf::make_message(ByteChunk::copy_of(mem->bytes.data() + offset, length), n);
