@@ -67,14 +67,23 @@ TEST(SameHostNodesTest, LaneAndManagerMoveEveryByteThroughTheSameHostEndpoint) {
     ++ops;
   }
   // The manager's stream path (a batch goes through the manager): grants, then the endpoint.
-  std::vector<TransferOp> batch{make_write(local->handle(), remote, 1 << 20),
-                                make_read(local->handle(), remote, 3 << 20)};
+  // Its two ops touch disjoint bytes on both sides (they run at once).
+  constexpr uint64_t kSplit = 3 << 20;
+  for (uint64_t i = 0; i < size; ++i) {
+    if (i < kSplit)
+      theirs.bytes[i] = pattern(i, 10);  // no transfer runs now: the owner's memory is ours
+    else
+      mine.bytes[i] = pattern(i, 9);
+  }
+  std::vector<TransferOp> batch{make_write(local->handle(), remote, size - kSplit, kSplit, kSplit),
+                                make_read(local->handle(), remote, kSplit)};
   auto b = me.batch(batch, 20000);
   ASSERT_TRUE(b.ok()) << b.error().to_string();
   for (const auto& out : *b)
     ASSERT_TRUE(out.ok()) << out.message;
-  for (uint64_t i = 0; i < (3u << 20); ++i)
-    ASSERT_EQ(mine.bytes[i], theirs.bytes[i]) << "batch read, byte " << i;
+  for (uint64_t i = 0; i < size; ++i)
+    ASSERT_EQ(i < kSplit ? mine.bytes[i] : theirs.bytes[i], pattern(i, i < kSplit ? 10 : 9))
+        << "batch " << (i < kSplit ? "read" : "write") << ", byte " << i;
   auto stats = me.stats();
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->stream_lane_ops, ops);
