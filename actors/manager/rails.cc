@@ -298,8 +298,8 @@ Result<QpInfoMsg> Rails::accept(Peer& p, const QpInfoMsg& remote) {
 
 void Rails::drop(const caf::actor_addr& key, const std::shared_ptr<RdmaQueuePair>& dropped) {
   // `dropped` may be an entry erased below: the copy keeps it alive and the comparisons valid.
-  std::shared_ptr<RdmaQueuePair> qp =
-      dropped;  // NOLINT(performance-unnecessary-copy-initialization)
+  // NOLINTNEXTLINE(performance-unnecessary-copy-initialization): the copy is the point
+  std::shared_ptr<RdmaQueuePair> qp = dropped;
   auto it = m_.peers_.find(key);
   if (it == m_.peers_.end() || !qp)
     return;
