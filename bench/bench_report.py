@@ -223,13 +223,18 @@ def report_striping(out):
         p = line.split()
         if p[:1] == ["cpu-busy"] and len(p) == 5:
             busy[(p[1], p[2], int(p[3]))] = float(p[4])
-        elif p[:5] == ["striping", "2", "devices", "/", "1"] and len(p) == 9:
-            op, size, ratio = p[6], int(p[7]), float(p[8])
+        elif p[:1] == ["striping"] and len(p) >= 9 and p[-6:-3] == ["/", "1", "device"]:
+            # "striping 2 devices / 1 device OP SIZE RATIO", "striping 2x queue pairs / ..."
+            two_devices = p[2] == "devices"
+            op, size, ratio = p[-3], int(p[-2]), float(p[-1])
+            other = "striping-2dev" if two_devices else "striping-1dev-2xqp"
             b1 = busy.get(("striping-1dev", op, size))
-            b2 = busy.get(("striping-2dev", op, size))
+            b2 = busy.get((other, op, size))
             cpu = f"   busy {b1:.2f} -> {b2:.2f}" if b1 is not None and b2 is not None else ""
-            print(f"  striping 2 devices / 1 device {op:5} {human(size):>5} {ratio:.3f}{cpu}")
-            ratios.append((f"striping_2dev_vs_1dev_{op}_{human(size).lower()}", ratio))
+            what = "2 devices / 1 device" if two_devices else "2x queue pairs / 1 device"
+            print(f"  striping {what:26} {op:5} {human(size):>5} {ratio:.3f}{cpu}")
+            name = "2dev_vs_1dev" if two_devices else "2xqp_vs_1dev"
+            ratios.append((f"striping_{name}_{op}_{human(size).lower()}", ratio))
     return ratios
 
 

@@ -459,7 +459,7 @@ Result<std::map<std::string, double>> striping_bandwidth(const Options& o,
   CAF_RDMA_ASSIGN_OR_RETURN(auto base, ManagerOptions::from_env());
   base.mode = TransportMode::kRdma;
   base.stripe_min_bytes = 1 << 20;
-  base.stripe_qps = o.stripe_qps;
+  base.stripe_qps = o.stripe_qps;  // with one device and 1: no striping at all
   NodeOptions user_opts, owner_opts;
   user_opts.manager = owner_opts.manager = base;
   user_opts.scheduler_threads = owner_opts.scheduler_threads = o.scheduler_threads;
@@ -513,34 +513,45 @@ Result<std::map<std::string, double>> striping_bandwidth(const Options& o,
 int bench_striping(const Options& o) {
   if (o.devices.size() != 2 || o.peer_devices.size() != 2)
     return std::fprintf(stderr, "striping: needs --devices A,B and --peer-devices C,D\n"), 1;
-  // Alternating one-device and two-device runs (the emulated machine's speed drifts).
-  std::map<std::string, std::vector<double>> one, two;
+  // Three node pairs, alternating (the emulated machine's speed drifts): one device with
+  // --stripe-qps queue pairs, two devices with as many each, and one device with twice as many
+  // (as many queue pairs as the two devices: what a second device adds beyond more QPs).
+  struct Config {
+    const char* name;
+    size_t devices;
+    uint32_t qps;
+  };
+  const Config configs[] = {{"1dev", 1, o.stripe_qps},
+                            {"2dev", 2, o.stripe_qps},
+                            {"1dev-2xqp", 1, std::min(2 * o.stripe_qps, kMaxStripeQps)}};
+  std::map<std::string, std::map<std::string, std::vector<double>>> runs;  // config, key
   for (int round = 0; round < 2; ++round) {
-    for (size_t n : {size_t{1}, size_t{2}}) {
+    for (const Config& c : configs) {
+      Options with = o;
+      with.stripe_qps = c.qps;
+      const auto n = static_cast<std::ptrdiff_t>(c.devices);
       auto bw = striping_bandwidth(
-          o,
-          std::vector<std::string>(o.devices.begin(),
-                                   o.devices.begin() + static_cast<std::ptrdiff_t>(n)),
-          std::vector<std::string>(o.peer_devices.begin(),
-                                   o.peer_devices.begin() + static_cast<std::ptrdiff_t>(n)));
+          with, std::vector<std::string>(o.devices.begin(), o.devices.begin() + n),
+          std::vector<std::string>(o.peer_devices.begin(), o.peer_devices.begin() + n));
       if (!bw.ok())
-        return std::fprintf(stderr, "striping (%zu devices): %s\n", n,
-                            bw.error().to_string().c_str()),
+        return std::fprintf(stderr, "striping (%s): %s\n", c.name, bw.error().to_string().c_str()),
                1;
       for (auto& [key, v] : *bw)
-        (n == 1 ? one : two)[key].push_back(v);
+        runs[c.name][key].push_back(v);
     }
   }
   auto best = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
-  for (auto& [key, v] : one) {
-    if (key.rfind("cpu ", 0) == 0) {  // what bounds it under emulation: the CPUs
-      std::printf("cpu-busy striping-1dev %s %.2f\ncpu-busy striping-2dev %s %.2f\n",
-                  key.c_str() + 4, best(v), key.c_str() + 4, best(two[key]));
+  for (auto& [key, v] : runs["1dev"]) {
+    const bool cpu = key.rfind("cpu ", 0) == 0;  // what bounds it under emulation: the CPUs
+    for (const Config& c : configs)
+      std::printf(cpu ? "cpu-busy striping-%s %s %.2f\n" : "bw striping-%s %s %.1f\n", c.name,
+                  key.c_str() + (cpu ? 4 : 0), best(runs[c.name][key]));
+    if (cpu)
       continue;
-    }
-    std::printf("bw striping-1dev %s %.1f\n", key.c_str(), best(v));
-    std::printf("bw striping-2dev %s %.1f\n", key.c_str(), best(two[key]));
-    std::printf("striping 2 devices / 1 device %s %.3f\n", key.c_str(), best(two[key]) / best(v));
+    std::printf("striping 2 devices / 1 device %s %.3f\n", key.c_str(),
+                best(runs["2dev"][key]) / best(v));
+    std::printf("striping 2x queue pairs / 1 device %s %.3f\n", key.c_str(),
+                best(runs["1dev-2xqp"][key]) / best(v));
   }
   std::fflush(stdout);
   return 0;
