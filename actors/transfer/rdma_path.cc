@@ -349,23 +349,37 @@ void RdmaPath::post_striped(OpId id, const std::shared_ptr<RdmaQueuePair>& prima
     Status st = post_slice(id, i, all[i].qp, all[i].rail);
     if (st.ok())
       continue;
-    OpSlice& slice = use(id)->slices[i];
-    if (all[i].qp != primary &&
-        !slice.failed_over) {  // its rail refused the post: the primary takes it
-      slice.failed_over = true;
-      ++m_.counters_.stripe_failovers;
-      if (post_slice(id, i, primary, 0).ok())
-        continue;
-    }
-    slice.done = true;
-    --use(id)->open_slices;
-    if (!use(id)->slice_error)
-      use(id)->slice_error.emplace(outcome_of(st.error()), OpFault::kNone);
+    TransferOutcome why = outcome_of(st.error());
+    // Its queue pair refused the post: the primary takes it.
+    if (all[i].qp != primary && fail_over(id, i, &why))
+      continue;
+    end_slice(u, i, std::move(why), OpFault::kNone);
   }
-  if (use(id)->open_slices == 0)
+  if (u.open_slices == 0)
     return slices_ended(id);
   if (!m_.batching_)
     m_.poller_->wake();
+}
+
+bool RdmaPath::fail_over(OpId id, uint32_t i, TransferOutcome* why) {
+  NicUse& u = *use(id);
+  u.slices[i].failed_over = true;
+  ++m_.counters_.stripe_failovers;
+  auto primary = u.qp.lock();
+  if (!primary || primary->needs_recovery())
+    return false;
+  Status st = post_slice(id, i, primary, 0);
+  if (!st.ok())
+    *why = outcome_of(st.error());
+  return st.ok();
+}
+
+bool RdmaPath::end_slice(NicUse& u, uint32_t i, TransferOutcome outcome, OpFault fault) {
+  u.slices[i].done = true;
+  --u.open_slices;
+  if (!outcome.ok() && !u.slice_error)
+    u.slice_error.emplace(std::move(outcome), fault);
+  return u.open_slices == 0;
 }
 
 Status RdmaPath::post_slice(OpId id, uint32_t i, const std::shared_ptr<RdmaQueuePair>& qp,
@@ -411,24 +425,13 @@ void RdmaPath::slice_completed(OpId id, uint32_t i, TransferOutcome outcome, OpF
              m_.options_.name.c_str(), static_cast<unsigned long long>(slice.length), slice.rail,
              o.op.remote.owner_name.c_str(), outcome.message.c_str(),
              m_.domain_ ? m_.domain_->device_name().c_str() : "the primary device");
-    slice.failed_over = true;
-    ++m_.counters_.stripe_failovers;
-    auto primary = u.qp.lock();
-    if (primary && !primary->needs_recovery()) {
-      Status st = post_slice(id, i, primary, 0);
-      if (st.ok()) {
-        if (!m_.batching_)
-          m_.poller_->wake();
-        return;
-      }
-      outcome = outcome_of(st.error());
+    if (fail_over(id, i, &outcome)) {
+      if (!m_.batching_)
+        m_.poller_->wake();
+      return;
     }
   }
-  slice.done = true;
-  --u.open_slices;
-  if (!outcome.ok() && !u.slice_error)
-    u.slice_error.emplace(std::move(outcome), fault);
-  if (u.open_slices == 0)
+  if (end_slice(u, i, std::move(outcome), fault))
     slices_ended(id);
 }
 

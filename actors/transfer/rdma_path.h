@@ -150,6 +150,12 @@ private:
   Status post_slice(OpId id, uint32_t i, const std::shared_ptr<RdmaQueuePair>& qp, uint32_t rail);
   /// A completion of slice `i` of a striped op.
   void slice_completed(OpId id, uint32_t i, TransferOutcome outcome, OpFault fault);
+  /// Invariant 10: slice `i` runs once more on the managers' own queue pair (counted as a
+  /// failover); false when that queue pair is unusable or refused it (then `why` says so).
+  bool fail_over(OpId id, uint32_t i, TransferOutcome* why);
+  /// Slice `i` of `u` ended with `outcome` (the op keeps its first error); true when it was
+  /// the last one still on a NIC.
+  static bool end_slice(NicUse& u, uint32_t i, TransferOutcome outcome, OpFault fault);
   /// Ends a striped op once its last slice ended.
   void slices_ended(OpId id);
 
