@@ -41,6 +41,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -53,6 +54,7 @@
 #include "bench/bench_output.h"
 #include "components/rdma_domain.h"
 #include "components/rdma_queue_pair.h"
+#include "primitives/cuda_driver.h"
 #include "support/flags.h"
 
 using namespace caf_rdma;
@@ -65,7 +67,7 @@ constexpr const char* kUsage =
     "components,actor,direct,fallback,fallback-lane,same-host,fallback-tls,tcp]\n"
     "                  [--sizes 4K,64K,1M] [--bytes-per-size BYTES] [--lat-iters N]\n"
     "                  [--peer-device NAME] [--scheduler-threads N] [--lat-only]\n"
-    "                  [--tls CERT,KEY,CAFILE]\n"
+    "                  [--tls CERT,KEY,CAFILE] [--memory host|gpu]\n"
     "  Bandwidth (RDMA WRITE and READ) per message size and 8-byte latency (median, p99) for\n"
     "  each path; registration cache timing; peak RSS. The local side uses CAF_RDMA_DEVICE\n"
     "  (default: first active device), the remote side --peer-device (default: the same).\n"
@@ -78,7 +80,12 @@ constexpr const char* kUsage =
     "  then on --devices A,B and --peer-devices C,D (rails: actors/manager/rails.h), and the\n"
     "  ratio 'striping 2 devices / 1 device', same run, with --stripe-qps N queue pairs per\n"
     "  pair of devices (default 1), and the machine's busy CPU fraction (not in the default\n"
-    "  paths).\n";
+    "  paths).\n"
+    "  --memory gpu (a build with --config=cuda, on a host with a GPU): cudaMemcpy's copies\n"
+    "  (GPU<->host pageable and page-locked, within the GPU) at each size, then GPU->GPU,\n"
+    "  host->GPU and GPU->host writes and reads through two managers on each of --paths\n"
+    "  (actor, direct, fallback; default: fallback), every size's bytes checked, and each\n"
+    "  one's ratio to the cudaMemcpy copies its bytes need at the least.\n";
 
 struct Options {
   std::vector<std::string> paths{"components", "actor", "direct", "fallback", "tcp"};
@@ -557,6 +564,225 @@ int bench_striping(const Options& o) {
   return 0;
 }
 
+// -- GPU memory --------------------------------------------------------------------------------
+
+/// The bytes the GPU figures check: pattern(i, seed), as the GPU tests write them.
+uint8_t pattern(uint64_t i, uint32_t seed) {
+  return static_cast<uint8_t>((i * 2654435761ull + seed) >> 11);
+}
+
+/// One buffer of the GPU bench: pageable host memory, or an allocation of GPU 0 (freed with it).
+class BenchMemory {
+public:
+  BenchMemory(const CudaDriver& cuda, bool gpu, uint64_t size) : cuda_(cuda), gpu_(gpu) {
+    if (!gpu) {
+      host_.assign(size, 0);
+      return;
+    }
+    auto p = cuda.alloc_device(size, 0);
+    if (!p.ok())
+      error_ = p.error();
+    else
+      dev_ = *p;
+  }
+  ~BenchMemory() {
+    if (dev_ != 0)
+      (void)cuda_.free_device(dev_);
+  }
+  BenchMemory(const BenchMemory&) = delete;
+  BenchMemory& operator=(const BenchMemory&) = delete;
+
+  const std::optional<Error>& error() const { return error_; }
+  bool gpu() const { return gpu_; }
+  const void* address() const { return gpu_ ? reinterpret_cast<const void*>(dev_) : host_.data(); }
+  /// [0, n) := `bytes`.
+  Status fill(const std::vector<uint8_t>& bytes, uint64_t n) {
+    if (gpu_)
+      return cuda_.copy_to_device(dev_, bytes.data(), n, 0);
+    std::memcpy(host_.data(), bytes.data(), n);
+    return {};
+  }
+  /// [0, n), read back.
+  Result<std::vector<uint8_t>> bytes(uint64_t n) const {
+    if (!gpu_)
+      return std::vector<uint8_t>(host_.begin(), host_.begin() + static_cast<std::ptrdiff_t>(n));
+    std::vector<uint8_t> out(n);
+    CAF_RDMA_RETURN_IF_ERROR(cuda_.copy_to_host(out.data(), dev_, n, 0));
+    return out;
+  }
+
+private:
+  const CudaDriver& cuda_;
+  bool gpu_;
+  std::vector<uint8_t> host_;
+  uint64_t dev_ = 0;
+  std::optional<Error> error_;
+};
+
+/// The references: cudaMemcpy's copies (the driver's cuMemcpy*, synchronous) at each size,
+/// GPU->host and host->GPU with pageable and page-locked host memory, and within GPU 0, in MB/s
+/// by "kind size".
+Result<std::map<std::string, double>> cuda_memcpy_bandwidth(const CudaDriver& cuda,
+                                                            const Options& o) {
+  uint64_t max_size = *std::max_element(o.sizes.begin(), o.sizes.end());
+  std::vector<uint8_t> host(max_size, 5), locked(max_size, 6);
+  CAF_RDMA_RETURN_IF_ERROR(cuda.host_register(locked.data(), max_size, 0));
+  BenchMemory a(cuda, true, max_size), b(cuda, true, max_size);
+  std::map<std::string, double> out;
+  Status st;
+  for (uint64_t size : o.sizes) {
+    const uint64_t n = std::max<uint64_t>(4, std::min<uint64_t>(iterations(o, size), 4096));
+    const auto src = reinterpret_cast<uint64_t>(a.address());
+    const auto dst = reinterpret_cast<uint64_t>(b.address());
+    const std::pair<const char*, std::function<Status()>> copies[] = {
+        {"cuda-d2h", [&] { return cuda.copy_to_host(host.data(), src, size, 0); }},
+        {"cuda-d2h-locked", [&] { return cuda.copy_to_host(locked.data(), src, size, 0); }},
+        {"cuda-h2d", [&] { return cuda.copy_to_device(dst, host.data(), size, 0); }},
+        {"cuda-h2d-locked", [&] { return cuda.copy_to_device(dst, locked.data(), size, 0); }},
+        {"cuda-d2d", [&] { return cuda.copy_on_device(dst, src, size, 0); }}};
+    for (const auto& [kind, copy] : copies) {
+      if (a.error() || b.error())
+        break;
+      auto t0 = Clock::now();
+      for (uint64_t i = 0; i < n && st.ok(); ++i)
+        st = copy();
+      if (!st.ok())
+        break;
+      out[std::string(kind) + " " + std::to_string(size)] = mbps(n * size, Clock::now() - t0);
+    }
+  }
+  (void)cuda.host_unregister(locked.data(), 0);
+  if (a.error() || b.error())
+    return a.error() ? *a.error() : *b.error();
+  CAF_RDMA_RETURN_IF_ERROR(st);
+  return out;
+}
+
+/// Write and read bandwidth (MB/s, by "op size") between a requester's buffer and an owner's,
+/// each in host memory or on GPU 0, through two managers on `path` ("actor", "direct" or
+/// "fallback"); the bytes each size moved are checked.
+Result<std::map<std::string, double>> gpu_path_bandwidth(const CudaDriver& cuda, const Options& o,
+                                                         const std::string& path, bool local_gpu,
+                                                         bool remote_gpu) {
+  CAF_RDMA_ASSIGN_OR_RETURN(auto base, ManagerOptions::from_env());
+  base.mode = path == "fallback" ? TransportMode::kFallback : TransportMode::kRdma;
+  uint64_t max_size = *std::max_element(o.sizes.begin(), o.sizes.end());
+  BenchMemory mine(cuda, local_gpu, max_size), theirs(cuda, remote_gpu, max_size);
+  for (const BenchMemory* m : {&mine, &theirs})
+    if (m->error())
+      return *m->error();
+  NodeOptions user_opts, owner_opts;
+  user_opts.manager = owner_opts.manager = base;
+  user_opts.scheduler_threads = owner_opts.scheduler_threads = o.scheduler_threads;
+  if (!o.peer_device.empty())
+    owner_opts.manager.ibverbs.device_name = o.peer_device;
+  CAF_RDMA_ASSIGN_OR_RETURN(auto owner, RdmaNode::start(owner_opts));
+  CAF_RDMA_ASSIGN_OR_RETURN(auto user, RdmaNode::start(user_opts));
+  CAF_RDMA_ASSIGN_OR_RETURN(auto owner_proxy, user->remote_manager("127.0.0.1", owner->port()));
+  RdmaClient owner_client(owner->system(), owner->manager());
+  RdmaClient remote(user->system(), owner_proxy);
+  RdmaClient me(user->system(), user->manager(), path == "direct");
+  CAF_RDMA_ASSIGN_OR_RETURN(auto hd, owner_client.request_buffer(theirs.address(), max_size));
+  CAF_RDMA_RETURN_IF_ERROR(owner_client.put("dst", hd));
+  CAF_RDMA_ASSIGN_OR_RETURN(auto target, remote.get("dst", 5000));
+  CAF_RDMA_ASSIGN_OR_RETURN(auto hs, me.request_buffer(mine.address(), max_size));
+  std::map<std::string, double> out;
+  std::vector<uint8_t> expected(max_size), zeros(max_size, 0);
+  for (const char* op : {"write", "read"}) {
+    const bool write = std::strcmp(op, "write") == 0;
+    BenchMemory& from = write ? mine : theirs;
+    BenchMemory& to = write ? theirs : mine;
+    for (uint64_t size : o.sizes) {
+      const auto seed = static_cast<uint32_t>(size) + (write ? 1u : 2u);
+      for (uint64_t i = 0; i < size; ++i)
+        expected[i] = pattern(i, seed);
+      CAF_RDMA_RETURN_IF_ERROR(from.fill(expected, size));
+      CAF_RDMA_RETURN_IF_ERROR(to.fill(zeros, size));
+      const uint64_t n = std::max<uint64_t>(4, std::min<uint64_t>(iterations(o, size), 1024));
+      auto t0 = Clock::now();
+      for (uint64_t sent = 0; sent < n; sent += 8) {  // up to 8 ops in flight
+        std::vector<TransferOp> ops;
+        for (uint64_t i = 0; i < std::min<uint64_t>(8, n - sent); ++i)
+          ops.push_back(write ? make_write(hs, target, size) : make_read(hs, target, size));
+        CAF_RDMA_ASSIGN_OR_RETURN(auto outcomes, me.batch(ops, 120000));
+        for (auto& r : outcomes)
+          CAF_RDMA_RETURN_IF_ERROR(r.status());
+      }
+      out[std::string(op) + " " + std::to_string(size)] = mbps(n * size, Clock::now() - t0);
+      CAF_RDMA_ASSIGN_OR_RETURN(auto got, to.bytes(size));
+      auto bad = std::mismatch(got.begin(), got.end(), expected.begin()).first;
+      if (bad != got.end())
+        return Error(ErrorCode::kInternal, std::string(op) + " of " + std::to_string(size) +
+                                               " bytes: byte " + std::to_string(bad - got.begin()) +
+                                               " is " + std::to_string(*bad) + ", expected " +
+                                               std::to_string(expected[bad - got.begin()]));
+    }
+  }
+  return out;
+}
+
+/// --memory gpu: the cudaMemcpy references, then GPU<->GPU, host->GPU and GPU->host through two
+/// managers on each of the manager paths in --paths, with each one's ratio to the cudaMemcpy
+/// copies its bytes need at the least (a path through host memory cannot beat them): GPU->host
+/// one GPU->host copy, host->GPU one host->GPU copy, GPU->GPU both in turn.
+int bench_gpu(const Options& o) {
+  auto cuda = CudaDriver::get();
+  if (!cuda.ok())
+    return std::fprintf(stderr, "gpu: %s\n", cuda.error().to_string().c_str()), 1;
+  if ((*cuda)->device_count() == 0)
+    return std::fprintf(stderr, "gpu: the CUDA driver sees no GPU\n"), 1;
+  auto ref = cuda_memcpy_bandwidth(**cuda, o);
+  if (!ref.ok())
+    return std::fprintf(stderr, "gpu: cudaMemcpy: %s\n", ref.error().to_string().c_str()), 1;
+  for (auto& [key, v] : *ref)
+    std::printf("bw %s %.1f\n", key.c_str(), v);
+  std::fflush(stdout);
+  struct Combo {
+    const char* name;
+    bool local_gpu, remote_gpu;
+  };
+  // host-host: the same managers' figure for host memory, for comparison.
+  const Combo combos[] = {{"gpu-gpu", true, true},
+                          {"host-gpu", false, true},
+                          {"gpu-host", true, false},
+                          {"host-host", false, false}};
+  int rc = 0;
+  for (const auto& path : o.paths) {
+    if (path != "actor" && path != "direct" && path != "fallback") {
+      std::fprintf(stderr, "gpu: path '%s' is not one of actor, direct, fallback\n", path.c_str());
+      return 2;
+    }
+    for (const Combo& c : combos) {
+      auto bw = gpu_path_bandwidth(**cuda, o, path, c.local_gpu, c.remote_gpu);
+      if (!bw.ok()) {
+        std::fprintf(stderr, "gpu %s %s: %s\n", path.c_str(), c.name,
+                     bw.error().to_string().c_str());
+        rc = 1;
+        continue;
+      }
+      for (auto& [key, v] : *bw) {
+        const std::string op = key.substr(0, key.find(' '));
+        const std::string size = key.substr(key.find(' ') + 1);
+        // The copies a path through host memory needs: out of the GPU on the side whose memory
+        // is on it and the bytes leave, into the GPU on the side that receives them.
+        const bool out_of_gpu = op == "write" ? c.local_gpu : c.remote_gpu;
+        const bool into_gpu = op == "write" ? c.remote_gpu : c.local_gpu;
+        double floor_s = 0;  // seconds per MB
+        if (out_of_gpu)
+          floor_s += 1 / (*ref)["cuda-d2h-locked " + size];
+        if (into_gpu)
+          floor_s += 1 / (*ref)["cuda-h2d-locked " + size];
+        std::printf("bw gpu-%s-%s %s %.1f\n", path.c_str(), c.name, key.c_str(), v);
+        if (floor_s > 0)
+          std::printf("ratio gpu_%s_%s_%s_%s_vs_cuda_memcpy %.3f\n", path.c_str(), c.name,
+                      op.c_str(), size.c_str(), v * floor_s);
+      }
+      std::fflush(stdout);
+    }
+  }
+  return rc;
+}
+
 // -- raw TCP -----------------------------------------------------------------------------------
 
 // Every socket call of the raw TCP reference is bounded (a stuck peer fails the run, it does not
@@ -669,11 +895,11 @@ Result<std::vector<std::string>> split(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto flags =
-      Flags::parse(argc, argv,
-                   {"--paths", "--sizes", "--bytes-per-size", "--lat-iters", "--peer-device",
-                    "--scheduler-threads", "--tls", "--devices", "--peer-devices", "--stripe-qps"},
-                   {"--help", "-h", "--lat-only"});
+  auto flags = Flags::parse(
+      argc, argv,
+      {"--paths", "--sizes", "--bytes-per-size", "--lat-iters", "--peer-device",
+       "--scheduler-threads", "--tls", "--devices", "--peer-devices", "--stripe-qps", "--memory"},
+      {"--help", "-h", "--lat-only"});
   if (!flags.ok()) {
     std::fprintf(stderr, "rdma_bench: %s\n%s", flags.error().message().c_str(), kUsage);
     return 2;
@@ -747,8 +973,16 @@ int main(int argc, char** argv) {
     }
     o.tls = TlsCredentials{(*files)[0], (*files)[1], (*files)[2], ""};
   }
-  int rc = 0;
-  for (const auto& p : o.paths) {
+  const std::string memory = flags->get("--memory", "host");
+  if (memory != "host" && memory != "gpu") {
+    std::fprintf(stderr, "rdma_bench: --memory must be host or gpu, not '%s'\n", memory.c_str());
+    return 2;
+  }
+  const bool gpu = memory == "gpu";
+  if (gpu && !flags->has("--paths"))
+    o.paths = {"fallback"};
+  int rc = gpu ? bench_gpu(o) : 0;
+  for (const auto& p : gpu ? std::vector<std::string>{} : o.paths) {
     if (p == "components")
       rc |= bench_components(o);
     else if (p == "actor" || p == "direct" || p == "fallback" || p == "fallback-lane" ||

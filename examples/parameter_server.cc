@@ -9,6 +9,11 @@
 //   gradient of worker w at step s, element i:  (w + 1) * (s + 1) + i % 7
 //   weights after steps 0..s, element i:        N(N+1)/2 * (s+1)(s+2)/2 + N * (s+1) * (i % 7)
 //
+// With --gpu every buffer (the server's gradients and weights, each worker's) lives in GPU
+// memory, as in training: the managers move it GPU to GPU (GPUDirect where the NIC can register
+// it, else through host bounce buffers or the owner); the server copies the gradients to the
+// host to check and sum them (an example, not a kernel) and the summed weights back.
+//
 // Without --role the program launches the server and the workers as child processes on this
 // host; `--role server --host ADDR` and `--role worker ...` run one part each, so the server
 // and its workers may live on different hosts (tests/two_hosts/ runs them in two VMs).
@@ -25,6 +30,7 @@
 
 #include "actors/rdma_client.h"
 #include "actors/rdma_node.h"
+#include "primitives/cuda_driver.h"
 #include "support/child_process.h"
 #include "support/flags.h"
 
@@ -36,12 +42,14 @@ namespace {
 using step_atom = caf::atom_constant<caf::atom("ps_step")>;
 
 constexpr const char* kUsage =
-    "usage: parameter_server [--workers N] [--steps S] [--size BYTES] [--timeout-ms MS]\n"
+    "usage: parameter_server [--workers N] [--steps S] [--size BYTES] [--timeout-ms MS] [--gpu]\n"
     "  Starts one server process and N worker processes (defaults: 2 workers, 5 steps,\n"
     "  1 MiB of float64 weights). Every step: workers RDMA-write gradients into the server's\n"
     "  per-worker buffers, the server sums them into the weights, workers RDMA-read the weights.\n"
     "  Every step and the final weights are verified. Exit code 0 when all checks pass.\n"
     "  Transport: CAF_RDMA_TRANSPORT=auto|rdma|fallback; device: CAF_RDMA_DEVICE.\n"
+    "  --gpu: every buffer in GPU memory (server: GPU 0; worker R: GPU R mod the GPUs);\n"
+    "  needs a build with --config=cuda and a GPU.\n"
     "One role per process (e.g. the server on one host, the workers on another; the same\n"
     "--workers, --steps, --size and --timeout-ms everywhere):\n"
     "  parameter_server --role server [--host ADDR]   publishes its manager and coordinator on\n"
@@ -55,6 +63,7 @@ struct Params {
   uint32_t steps = 5;
   uint64_t elements = (1 << 20) / 8;
   uint32_t timeout_ms = 60000;
+  bool gpu = false;
 };
 
 double gradient(uint32_t w, uint32_t s, uint64_t i) {
@@ -72,6 +81,69 @@ int fail(const std::string& who, const Error& e) {
   return 1;
 }
 
+/// A float64 array the program computes with in `view` (host memory) and the managers move at
+/// address(): `view` itself, or with --gpu an allocation of one GPU, which push() fills from
+/// `view` and pull() copies into it.
+class Tensor {
+public:
+  Tensor(uint64_t elements, bool gpu, int device) : view(elements, 0.0), device_(device) {
+    if (!gpu)
+      return;
+    auto cuda = CudaDriver::get();
+    if (!cuda.ok()) {
+      error_ = cuda.error().with_context("--gpu");
+      return;
+    }
+    auto p = (*cuda)->alloc_device(bytes(), device);
+    if (!p.ok()) {
+      error_ = p.error();
+      return;
+    }
+    cuda_ = *cuda;
+    dev_ = *p;
+    error_ = to_status(push());
+  }
+  ~Tensor() {
+    if (dev_ != 0)
+      (void)cuda_->free_device(dev_);
+  }
+  Tensor(const Tensor&) = delete;
+  Tensor& operator=(const Tensor&) = delete;
+
+  /// Why the GPU memory could not be had (none: fine).
+  const std::optional<Error>& error() const { return error_; }
+  const void* address() const {
+    return dev_ != 0 ? reinterpret_cast<const void*>(dev_) : static_cast<const void*>(view.data());
+  }
+  uint64_t bytes() const { return view.size() * sizeof(double); }
+  Status push() {
+    return dev_ != 0 ? cuda_->copy_to_device(dev_, view.data(), bytes(), device_) : Status{};
+  }
+  Status pull() {
+    return dev_ != 0 ? cuda_->copy_to_host(view.data(), dev_, bytes(), device_) : Status{};
+  }
+
+  std::vector<double> view;
+
+private:
+  static std::optional<Error> to_status(const Status& st) {
+    return st.ok() ? std::nullopt : std::optional<Error>(st.error());
+  }
+  int device_;
+  CudaDriver* cuda_ = nullptr;
+  uint64_t dev_ = 0;
+  std::optional<Error> error_;
+};
+
+/// The GPU of worker `rank` (0 for the server): ranks spread over the host's GPUs.
+int gpu_of(const Params& p, uint32_t rank) {
+  if (!p.gpu)
+    return 0;
+  auto cuda = CudaDriver::get();
+  int n = cuda.ok() ? (*cuda)->device_count() : 0;
+  return n > 0 ? static_cast<int>(rank % static_cast<uint32_t>(n)) : 0;
+}
+
 // -- server ------------------------------------------------------------------------------------
 
 struct CoordinatorState {
@@ -82,7 +154,7 @@ struct CoordinatorState {
 };
 
 caf::behavior coordinator(caf::stateful_actor<CoordinatorState>* self, Params p,
-                          std::vector<std::vector<double>>* grads, std::vector<double>* weights,
+                          std::vector<std::unique_ptr<Tensor>>* grads, Tensor* weights,
                           const std::shared_ptr<std::promise<std::string>>& finished) {
   return {[=](step_atom, uint32_t worker, uint32_t step) -> caf::result<uint32_t> {
     auto& st = self->state;
@@ -103,19 +175,26 @@ caf::behavior coordinator(caf::stateful_actor<CoordinatorState>* self, Params p,
       return caf::delegated<uint32_t>();
     // All gradients of this step are in our memory (written by RDMA): check and sum them.
     std::string problem;
-    for (uint32_t w = 0; w < p.workers && problem.empty(); ++w)
+    for (uint32_t w = 0; w < p.workers && problem.empty(); ++w) {
+      if (Status st = (*grads)[w]->pull(); !st.ok()) {
+        problem = st.error().to_string();
+        break;
+      }
       for (uint64_t i = 0; i < p.elements; ++i) {
-        double g = (*grads)[w][i];
+        double g = (*grads)[w]->view[i];
         if (g != gradient(w, step, i)) {
           problem = "step " + std::to_string(step) + ": gradient " + std::to_string(i) +
                     " of worker " + std::to_string(w) + " is " + std::to_string(g) + ", expected " +
                     std::to_string(gradient(w, step, i));
           break;
         }
-        (*weights)[i] += g;
+        weights->view[i] += g;
       }
+    }
+    if (Status st = weights->push(); problem.empty() && !st.ok())
+      problem = st.error().to_string();
     std::printf("server: step %u: summed %u gradients, weights[1] = %.0f%s\n", step, p.workers,
-                (*weights)[1 % p.elements], problem.empty() ? "" : " (BAD GRADIENT)");
+                weights->view[1 % p.elements], problem.empty() ? "" : " (BAD GRADIENT)");
     std::fflush(stdout);
     for (auto& w : st.waiting)
       if (problem.empty())
@@ -132,9 +211,15 @@ caf::behavior coordinator(caf::stateful_actor<CoordinatorState>* self, Params p,
 
 int run_server(const Params& p, const std::string& host) {
   // Registered memory must outlive the node (declared first, destroyed last).
-  uint64_t bytes = p.elements * sizeof(double);
-  std::vector<std::vector<double>> grads(p.workers, std::vector<double>(p.elements, 0.0));
-  std::vector<double> weights(p.elements, 0.0);
+  std::vector<std::unique_ptr<Tensor>> grads;
+  for (uint32_t w = 0; w < p.workers; ++w)
+    grads.push_back(std::make_unique<Tensor>(p.elements, p.gpu, 0));
+  Tensor weights(p.elements, p.gpu, 0);
+  if (weights.error())
+    return fail("server", *weights.error());
+  for (const auto& g : grads)
+    if (g->error())
+      return fail("server", *g->error());
   auto options = NodeOptions::from_env();  // the defaults and the CAF_RDMA_* environment
   if (!options.ok())
     return fail("server", options.error());
@@ -145,13 +230,13 @@ int run_server(const Params& p, const std::string& host) {
   RdmaClient client((*node)->system(), (*node)->manager());
   // Register once, for all steps.
   for (uint32_t w = 0; w < p.workers; ++w) {
-    auto h = client.request_buffer(grads[w].data(), bytes);
+    auto h = client.request_buffer(grads[w]->address(), weights.bytes());
     if (!h.ok())
       return fail("server", h.error());
     if (Status st = client.put("grad/" + std::to_string(w), *h); !st.ok())
       return fail("server", st.error());
   }
-  auto wh = client.request_buffer(weights.data(), bytes, BufferAccess::kReadOnly);
+  auto wh = client.request_buffer(weights.address(), weights.bytes(), BufferAccess::kReadOnly);
   if (!wh.ok())
     return fail("server", wh.error());
   if (Status st = client.put("weights", *wh); !st.ok())
@@ -175,17 +260,19 @@ int run_server(const Params& p, const std::string& host) {
   caf::anon_send_exit(coord, caf::exit_reason::user_shutdown);
   if (!problem.empty())
     return fail("server", Error(ErrorCode::kInternal, problem));
+  if (Status st = weights.pull(); !st.ok())
+    return fail("server", st.error());
   for (uint64_t i = 0; i < p.elements; ++i)
-    if (weights[i] != weight_after(p, p.steps - 1, i))
+    if (weights.view[i] != weight_after(p, p.steps - 1, i))
       return fail("server",
                   Error(ErrorCode::kInternal, "final weight " + std::to_string(i) + " is " +
-                                                  std::to_string(weights[i]) + ", expected " +
+                                                  std::to_string(weights.view[i]) + ", expected " +
                                                   std::to_string(weight_after(p, p.steps - 1, i))));
   auto stats = client.stats();
   std::printf(
-      "server: final weights verified against the closed form (%llu elements); "
+      "server: final weights verified against the closed form (%llu elements, %s memory); "
       "registered buffers %llu, device %s\n",
-      static_cast<unsigned long long>(p.elements),
+      static_cast<unsigned long long>(p.elements), p.gpu ? "GPU" : "host",
       static_cast<unsigned long long>(stats.ok() ? stats->registered_buffers : 0),
       stats.ok() && !stats->device.empty() ? stats->device.c_str() : "none (fallback)");
   std::fflush(stdout);
@@ -202,7 +289,11 @@ int run_worker(const Params& p, uint32_t rank, const std::string& server,
   if (!sp.ok() || !cp.ok())
     return fail(me, !sp.ok() ? sp.error() : cp.error());
   uint64_t bytes = p.elements * sizeof(double);
-  std::vector<double> grad(p.elements), weights(p.elements);  // outlive the node
+  Tensor grad(p.elements, p.gpu, gpu_of(p, rank));  // outlive the node
+  Tensor weights(p.elements, p.gpu, gpu_of(p, rank));
+  for (const Tensor* t : {&grad, &weights})
+    if (t->error())
+      return fail(me, *t->error());
   auto node = RdmaNode::start();  // the defaults and the CAF_RDMA_* environment
   if (!node.ok())
     return fail(me, node.error());
@@ -218,8 +309,8 @@ int run_worker(const Params& p, uint32_t rank, const std::string& server,
   auto weights_h = remote.get("weights", 30000);
   if (!grad_h.ok() || !weights_h.ok())
     return fail(me, !grad_h.ok() ? grad_h.error() : weights_h.error());
-  auto lg = local.request_buffer(grad.data(), bytes);
-  auto lw = local.request_buffer(weights.data(), bytes);
+  auto lg = local.request_buffer(grad.address(), bytes);
+  auto lw = local.request_buffer(weights.address(), bytes);
   if (!lg.ok() || !lw.ok())
     return fail(me, !lg.ok() ? lg.error() : lw.error());
   caf::scoped_actor self{(*node)->system()};
@@ -227,7 +318,9 @@ int run_worker(const Params& p, uint32_t rank, const std::string& server,
   auto t0 = std::chrono::steady_clock::now();
   for (uint32_t s = 0; s < p.steps; ++s) {
     for (uint64_t i = 0; i < p.elements; ++i)
-      grad[i] = gradient(rank, s, i);
+      grad.view[i] = gradient(rank, s, i);
+    if (Status st = grad.push(); !st.ok())  // with --gpu: as if a kernel had computed them there
+      return fail(me, st.error());
     auto w = local.write(*lg, *grad_h, Range::whole(), std::chrono::milliseconds(p.timeout_ms));
     if (!w.ok())
       return fail(me, w.error().with_context("step " + std::to_string(s) + " gradient write"));
@@ -243,20 +336,25 @@ int run_worker(const Params& p, uint32_t rank, const std::string& server,
     auto r = local.read(*lw, *weights_h, Range::whole(), std::chrono::milliseconds(p.timeout_ms));
     if (!r.ok())
       return fail(me, r.error().with_context("step " + std::to_string(s) + " weights read"));
+    if (Status st = weights.pull(); !st.ok())
+      return fail(me, st.error());
     for (uint64_t i = 0; i < p.elements; ++i)
-      if (weights[i] != weight_after(p, s, i))
-        return fail(me, Error(ErrorCode::kInternal, "step " + std::to_string(s) + ": weight " +
-                                                        std::to_string(i) + " is " +
-                                                        std::to_string(weights[i]) + ", expected " +
-                                                        std::to_string(weight_after(p, s, i))));
+      if (weights.view[i] != weight_after(p, s, i))
+        return fail(me, Error(ErrorCode::kInternal,
+                              "step " + std::to_string(s) + ": weight " + std::to_string(i) +
+                                  " is " + std::to_string(weights.view[i]) + ", expected " +
+                                  std::to_string(weight_after(p, s, i))));
     path = w->path == r->path ? w->path : w->path + "/" + r->path;
   }
   // Tell the server we are done with its buffers.
   self->request(*coord, std::chrono::milliseconds(p.timeout_ms), step_atom::value, rank, p.steps)
       .receive([](uint32_t) {}, [](caf::error&) {});
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("%s: %u steps verified, %llu bytes written and read per step, path %s, %.3f s\n",
-              me.c_str(), p.steps, static_cast<unsigned long long>(bytes), path.c_str(), secs);
+  std::printf(
+      "%s: %u steps verified, %llu bytes of %s memory written and read per step, path %s, "
+      "%.3f s\n",
+      me.c_str(), p.steps, static_cast<unsigned long long>(bytes),
+      p.gpu ? ("GPU " + std::to_string(gpu_of(p, rank))).c_str() : "host", path.c_str(), secs);
   std::fflush(stdout);
   return 0;
 }
@@ -327,8 +425,11 @@ int run_all(const Params& p, const std::vector<std::string>& common) {
     std::printf("parameter_server: FAILED\n");
     return 1;
   }
-  std::printf("parameter_server: OK: %u workers x %u steps x %llu bytes, every step verified\n",
-              p.workers, p.steps, static_cast<unsigned long long>(p.elements) * sizeof(double));
+  std::printf(
+      "parameter_server: OK: %u workers x %u steps x %llu bytes of %s memory, every step "
+      "verified\n",
+      p.workers, p.steps, static_cast<unsigned long long>(p.elements) * sizeof(double),
+      p.gpu ? "GPU" : "host");
   return 0;
 }
 
@@ -338,7 +439,7 @@ int main(int argc, char** argv) {
   auto flags = Flags::parse(argc, argv,
                             {"--workers", "--steps", "--size", "--timeout-ms", "--role", "--rank",
                              "--server", "--coordinator", "--host"},
-                            {"--help", "-h"});
+                            {"--help", "-h", "--gpu"});
   if (!flags.ok()) {
     std::fprintf(stderr, "parameter_server: %s\n%s", flags.error().message().c_str(), kUsage);
     return 2;
@@ -368,9 +469,12 @@ int main(int argc, char** argv) {
   p.steps = static_cast<uint32_t>(*steps);
   p.elements = *size / 8;
   p.timeout_ms = static_cast<uint32_t>(*timeout);
+  p.gpu = flags->has("--gpu");
   std::vector<std::string> common{
       "--workers", std::to_string(p.workers), "--steps",      std::to_string(p.steps),
       "--size",    std::to_string(*size),     "--timeout-ms", std::to_string(p.timeout_ms)};
+  if (p.gpu)
+    common.emplace_back("--gpu");
   std::string role = flags->get("--role", "");
   if (role == "server")
     return run_server(p, flags->get("--host", "127.0.0.1"));

@@ -55,6 +55,9 @@ Status CudaDriver::copy_to_host(void*, uint64_t, uint64_t, int) const {
 Status CudaDriver::copy_to_device(uint64_t, const void*, uint64_t, int) const {
   return not_built();
 }
+Status CudaDriver::copy_on_device(uint64_t, uint64_t, uint64_t, int) const {
+  return not_built();
+}
 Status CudaDriver::host_register(void*, uint64_t, int) const {
   return not_built();
 }
@@ -99,6 +102,7 @@ struct CudaDriver::Api {
   decltype(&::cuStreamSynchronize) stream_synchronize = nullptr;
   decltype(&::cuMemcpyDtoHAsync_v2) memcpy_dtoh_async = nullptr;
   decltype(&::cuMemcpyHtoDAsync_v2) memcpy_htod_async = nullptr;
+  decltype(&::cuMemcpyDtoDAsync_v2) memcpy_dtod_async = nullptr;
   decltype(&::cuMemAlloc_v2) mem_alloc = nullptr;
   decltype(&::cuMemAllocManaged) mem_alloc_managed = nullptr;
   decltype(&::cuMemFree_v2) mem_free = nullptr;
@@ -142,6 +146,18 @@ struct CudaDriver::Api {
         return error("cuStreamCreate", r);
     return {};
   }
+
+  // Runs one copy that `enqueue` puts on device d's copy stream, and waits for it.
+  template <class Enqueue>
+  Status copy(int d, const char* call, uint64_t n, Enqueue enqueue) {
+    CAF_RDMA_RETURN_IF_ERROR(use_device(d));
+    std::lock_guard<std::mutex> guard(*device_mutex[d]);
+    if (CUresult r = enqueue(streams[d]); r != CUDA_SUCCESS)
+      return error(std::string(call) + "(" + std::to_string(n) + " bytes)", r);
+    if (CUresult r = stream_synchronize(streams[d]); r != CUDA_SUCCESS)
+      return error("cuStreamSynchronize", r);
+    return {};
+  }
 };
 
 namespace {
@@ -173,6 +189,7 @@ Result<std::unique_ptr<CudaDriver::Api> > load_api() {
             load(api->lib, "cuStreamSynchronize", api->stream_synchronize) &&
             load(api->lib, "cuMemcpyDtoHAsync_v2", api->memcpy_dtoh_async) &&
             load(api->lib, "cuMemcpyHtoDAsync_v2", api->memcpy_htod_async) &&
+            load(api->lib, "cuMemcpyDtoDAsync_v2", api->memcpy_dtod_async) &&
             load(api->lib, "cuMemAlloc_v2", api->mem_alloc) &&
             load(api->lib, "cuMemAllocManaged", api->mem_alloc_managed) &&
             load(api->lib, "cuMemFree_v2", api->mem_free) &&
@@ -268,25 +285,18 @@ Result<bool> CudaDriver::sync_memops(uint64_t addr) const {
 }
 
 Status CudaDriver::copy_to_host(void* dst, uint64_t src, uint64_t n, int device) const {
-  CAF_RDMA_RETURN_IF_ERROR(api_->use_device(device));
-  std::lock_guard<std::mutex> guard(*api_->device_mutex[device]);
-  CUstream s = api_->streams[device];
-  if (CUresult r = api_->memcpy_dtoh_async(dst, src, n, s); r != CUDA_SUCCESS)
-    return api_->error("cuMemcpyDtoHAsync(" + std::to_string(n) + " bytes)", r);
-  if (CUresult r = api_->stream_synchronize(s); r != CUDA_SUCCESS)
-    return api_->error("cuStreamSynchronize", r);
-  return {};
+  return api_->copy(device, "cuMemcpyDtoHAsync", n,
+                    [&](CUstream s) { return api_->memcpy_dtoh_async(dst, src, n, s); });
 }
 
 Status CudaDriver::copy_to_device(uint64_t dst, const void* src, uint64_t n, int device) const {
-  CAF_RDMA_RETURN_IF_ERROR(api_->use_device(device));
-  std::lock_guard<std::mutex> guard(*api_->device_mutex[device]);
-  CUstream s = api_->streams[device];
-  if (CUresult r = api_->memcpy_htod_async(dst, src, n, s); r != CUDA_SUCCESS)
-    return api_->error("cuMemcpyHtoDAsync(" + std::to_string(n) + " bytes)", r);
-  if (CUresult r = api_->stream_synchronize(s); r != CUDA_SUCCESS)
-    return api_->error("cuStreamSynchronize", r);
-  return {};
+  return api_->copy(device, "cuMemcpyHtoDAsync", n,
+                    [&](CUstream s) { return api_->memcpy_htod_async(dst, src, n, s); });
+}
+
+Status CudaDriver::copy_on_device(uint64_t dst, uint64_t src, uint64_t n, int device) const {
+  return api_->copy(device, "cuMemcpyDtoDAsync", n,
+                    [&](CUstream s) { return api_->memcpy_dtod_async(dst, src, n, s); });
 }
 
 Status CudaDriver::host_register(void* p, uint64_t n, int device) const {

@@ -40,6 +40,8 @@ public:
   /// Copies between device and host memory on a stream of `device`, waiting for the copy.
   Status copy_to_host(void* dst, uint64_t src, uint64_t n, int device) const;
   Status copy_to_device(uint64_t dst, const void* src, uint64_t n, int device) const;
+  /// Copies between two allocations of `device` (cuMemcpyDtoDAsync), waiting for the copy.
+  Status copy_on_device(uint64_t dst, uint64_t src, uint64_t n, int device) const;
   /// Page-locks host memory [p, p + n) for every GPU (cuMemHostRegister, PORTABLE), with
   /// `device`'s context current: copies between it and GPU memory then run as DMA, without the
   /// driver's copy through its own pinned staging memory. Undone by host_unregister(p, device).
