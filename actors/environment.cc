@@ -26,6 +26,7 @@ const std::vector<EnvironmentVariable>& environment_variables() {
       {kEnvFallbackWindow, V::kManagerOptions},
       {kEnvStreamMin, V::kManagerOptions},
       {kEnvInlinePoll, V::kManagerOptions},
+      {kEnvBusyPoll, V::kManagerOptions},
       {kEnvVerify, V::kManagerOptions},
       {kEnvSameHost, V::kManagerOptions},
       {kEnvReleaseOrphans, V::kManagerOptions},

@@ -33,6 +33,10 @@ namespace caf_rdma {
 /// Environment variable: "0" turns direct lanes off for clients that do not choose.
 constexpr const char* kEnvDirect = "CAF_RDMA_DIRECT";
 
+/// Where a node's actor system carries its busy-poll window in microseconds
+/// (ManagerOptions::busy_poll; RdmaNode puts it in the system's settings, RdmaClient reads it).
+constexpr const char* kBusyPollSetting = "caf-rdma.busy-poll-us";
+
 class RdmaClient {
 public:
   /// The timeout of read and write when none is given.
@@ -145,6 +149,9 @@ private:
 
   template <class T, class... Ts>
   Result<T> call(std::chrono::milliseconds timeout, Ts&&... xs);
+  /// Spins up to busy_poll_ until a message is in the mailbox (then receive takes it without
+  /// a wake-up): busy polling's client side.
+  void spin_for_reply();
   /// How long to wait for the answer to a request that itself may take `ms` (a transfer's or a
   /// directory wait's timeout): that, plus the reply timeout.
   std::chrono::milliseconds reply_wait(uint32_t ms) const {
@@ -177,6 +184,8 @@ private:
   std::chrono::milliseconds reply_timeout_;
   std::unique_ptr<caf::scoped_actor> self_;
   bool direct_ = false;
+  /// The node's busy-poll window (ManagerOptions::busy_poll; 0: block at once).
+  std::chrono::microseconds busy_poll_{0};
   std::map<caf::actor_addr, LaneSlot> lanes_;
   std::shared_ptr<StreamLane> stream_lane_;
   bool stream_lane_asked_ = false;  ///< the manager was asked (its answer may be no lane)

@@ -104,6 +104,9 @@ Result<ManagerOptions> ManagerOptions::from_env() {
   uint64_t inline_us = static_cast<uint64_t>(o.inline_poll.count());
   CAF_RDMA_RETURN_IF_ERROR(number(kEnvInlinePoll, 0, 100000, inline_us));
   o.inline_poll = std::chrono::microseconds(inline_us);
+  uint64_t busy_us = static_cast<uint64_t>(o.busy_poll.count());
+  CAF_RDMA_RETURN_IF_ERROR(number(kEnvBusyPoll, 0, kMaxBusyPollUs, busy_us));
+  o.busy_poll = std::chrono::microseconds(busy_us);
   uint64_t same_host = o.same_host ? 1 : 0;
   CAF_RDMA_RETURN_IF_ERROR(number(kEnvSameHost, 0, 1, same_host));
   o.same_host = same_host == 1;

@@ -23,6 +23,11 @@ constexpr const char* kEnvFallbackWindow = "CAF_RDMA_FALLBACK_WINDOW";
 constexpr const char* kEnvStreamMin = "CAF_RDMA_STREAM_MIN";
 /// Microseconds the manager polls inline for the completion of a single small RDMA transfer.
 constexpr const char* kEnvInlinePoll = "CAF_RDMA_INLINE_POLL_US";
+/// Microseconds a latency-critical node busy-polls instead of sleeping (0, the default: off;
+/// ManagerOptions::busy_poll).
+constexpr const char* kEnvBusyPoll = "CAF_RDMA_BUSY_POLL_US";
+/// The longest busy-poll window (CAF_RDMA_BUSY_POLL_US's bound).
+constexpr uint64_t kMaxBusyPollUs = 10000;
 /// Transfers up to this size are polled inline (see ManagerOptions::inline_poll).
 constexpr uint64_t kInlinePollMaxBytes = 4096;
 /// How late a transfer's timeout may fire (its deadline sweep is shared with other transfers).
@@ -110,6 +115,13 @@ struct ManagerOptions {
   /// completion itself this long before leaving it to the poller thread (one thread hop less
   /// on the latency path, at the cost of holding a scheduler thread that long). 0: never.
   std::chrono::microseconds inline_poll{50};
+  /// Busy-poll for latency (off by default): with a window W > 0 the manager polls inline for
+  /// a small transfer's completion for up to max(inline_poll, W), a node started with these
+  /// options (RdmaNode) has its CAF workers spin about W before they sleep, and RdmaClient on
+  /// that node spins up to W for its reply before it blocks. No thread hand-off then sleeps on
+  /// the 8-byte path (an op costs no wake-up), at the price of that many spinning threads: for
+  /// nodes with spare cores. README "Latency: busy polling". CAF_RDMA_BUSY_POLL_US.
+  std::chrono::microseconds busy_poll{0};
   /// Fallback transport: bytes per CAF message (at most kMaxChunkBytes) and messages in flight
   /// per transfer.
   uint64_t fallback_chunk_bytes = 256 << 10;
@@ -185,7 +197,7 @@ struct ManagerOptions {
 
   /// Defaults, then CAF_RDMA_TRANSPORT, CAF_RDMA_FALLBACK_CHUNK, CAF_RDMA_FALLBACK_WINDOW,
   /// CAF_RDMA_STREAM_MIN, CAF_RDMA_PEER_WINDOW, CAF_RDMA_TOTAL_WINDOW,
-  /// CAF_RDMA_INLINE_POLL_US, CAF_RDMA_VERIFY, CAF_RDMA_RELEASE_ORPHANS,
+  /// CAF_RDMA_INLINE_POLL_US, CAF_RDMA_BUSY_POLL_US, CAF_RDMA_VERIFY, CAF_RDMA_RELEASE_ORPHANS,
   /// CAF_RDMA_GPU, CAF_RDMA_MAX_TIMEOUT_MS, CAF_RDMA_DEVICES, CAF_RDMA_STRIPE_MIN,
   /// CAF_RDMA_STRIPE_QPS and the IbverbsConfig variables (CAF_RDMA_DEVICE, ...).
   /// A malformed value is an error naming the variable and what it may be (e.g.

@@ -7,12 +7,18 @@
 
 #include "actors/detail/manager_events.h"
 #include "actors/environment.h"
+#include "actors/rdma_client.h"
 #include "actors/rdma_errors.h"
 #include "actors/rdma_messages.h"
 #include "actors/tls_transport.h"
 #include "primitives/log.h"
 
 namespace caf_rdma {
+
+namespace {
+/// Polls of an idle CAF work-stealing worker per microsecond of busy polling (see start()).
+constexpr size_t kPollsPerMicrosecond = 20;
+}  // namespace
 
 Result<NodeOptions> NodeOptions::from_env() {
   NodeOptions o;
@@ -73,6 +79,15 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
     node->config_->set("scheduler.max-threads", options.scheduler_threads);
   if (const char* policy = std::getenv(kEnvScheduler); policy != nullptr && *policy)
     node->config_->set("scheduler.policy", caf::atom_from_string(std::string(policy)));
+  if (const auto busy = static_cast<size_t>(options.manager.busy_poll.count()); busy > 0) {
+    // Busy polling (ManagerOptions::busy_poll): a work-stealing worker that ran out of jobs
+    // polls its queue without sleeping for about the window (kPollsPerMicrosecond: what one
+    // poll costs on a current x86 core; CAF counts polls, not time) before it sleeps, and the
+    // node's RdmaClients read the window from the system's settings.
+    node->config_->set("work-stealing.moderate-sleep-duration", caf::timespan{0});
+    node->config_->set("work-stealing.moderate-poll-attempts", busy * kPollsPerMicrosecond);
+    caf::put(node->config_->content, kBusyPollSetting, busy);
+  }
   if (options.configure)
     options.configure(*node->config_);
   node->system_ = std::make_unique<caf::actor_system>(*node->config_);

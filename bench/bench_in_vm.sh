@@ -42,7 +42,7 @@ openssl req -x509 $ec -days 2 -subj /CN=bench-ca -keyout "$tls/ca.key" -out "$tl
   openssl req $ec -subj /CN=bench-node -keyout "$tls/node.key" -out "$tls/node.csr" 2>/dev/null &&
   openssl x509 -req -days 2 -in "$tls/node.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" \
     -set_serial 1 -out "$tls/node.pem" 2>/dev/null || echo "bench: cannot make TLS certificates"
-CAF_RDMA_DEVICE=rxe1 /usr/bin/time -v "$bin" --paths components,actor,direct,fallback,fallback-tls,tcp \
+CAF_RDMA_DEVICE=rxe1 /usr/bin/time -v "$bin" --paths components,actor,actor-busy,direct,fallback,fallback-tls,tcp \
   --sizes "$csv_sizes" --tls "$tls/node.pem,$tls/node.key,$tls/ca.pem" \
   --bytes-per-size "$bw_bytes" --lat-iters "$lat_iters" --peer-device rxe0 \
   > "$out/rdma_bench.txt" 2> "$out/rdma_bench.err"
@@ -66,7 +66,7 @@ rm -f "$out"/lat_round_*
 for r in $(seq 1 "$lat_rounds"); do
   { echo "== ib_read_lat 8"; perf_pair ib_read_lat -s 8 -n "$lat_iters"
     echo "== ib_write_lat 8"; perf_pair ib_write_lat -s 8 -n "$lat_iters"; } > "$out/lat_round_$r.perftest" 2>&1
-  CAF_RDMA_DEVICE=rxe1 timeout 600 "$bin" --paths components,actor,direct --lat-only \
+  CAF_RDMA_DEVICE=rxe1 timeout 600 "$bin" --paths components,actor,actor-busy,direct --lat-only \
     --lat-iters "$lat_iters" --peer-device rxe0 > "$out/lat_round_$r.bench" 2>> "$out/rdma_bench.err" ||
     { echo "latency round $r failed"; rc=1; }
   echo "latency round $r:"; cat "$out/lat_round_$r.bench"

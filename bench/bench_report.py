@@ -305,8 +305,9 @@ def main():
             if REF_FACTOR[op] != 1.0:
                 print(f"{'  x2: round trip':28} {ref_lat(plat, op):>10.2f} "
                       f"{plat[op][1] * REF_FACTOR[op]:>8.2f}   (what write ratios use)")
-        for path in ("components", "actor", "actor-async", "direct", "fallback",
-                     "fallback-async", "fallback-tls", "fallback-tls-async"):
+        for path in ("components", "actor", "actor-async", "actor-busy", "actor-busy-async",
+                     "direct", "fallback", "fallback-async", "fallback-tls",
+                     "fallback-tls-async"):
             if (path, op) in lat:
                 m, p = lat[(path, op)]
                 sw = f"{csw[(path, op)][0]:.2f}" if (path, op) in csw else "-"
@@ -322,7 +323,8 @@ def main():
         print(f"\nlatency 8 B in {len(rounds)} paired rounds (median us; ratio to perftest "
               f"of the same round: ib_read_lat, and 2 x ib_write_lat for writes)")
         for op in ("read", "write"):
-            for path in ("components", "actor", "actor-async", "direct"):
+            for path in ("components", "actor", "actor-async", "actor-busy", "actor-busy-async",
+                         "direct"):
                 cells, rs = [], []
                 for rplat, rlat in rounds:
                     if op in rplat and (path, op) in rlat:
@@ -337,12 +339,15 @@ def main():
             ratios.append((f"{path}_{op}_lat_median_vs_ib_{op}_lat{REF_SUFFIX[op]}", v))
     # What a message to the manager costs over the direct lane: actor 8 B read / direct 8 B
     # read, per paired round (the main run's when there are no rounds), in the VM.
-    per_round = [rl[("actor", "read")][0] / rl[("direct", "read")][0] for _, rl in rounds
-                 if ("actor", "read") in rl and ("direct", "read") in rl]
-    if not per_round and ("actor", "read") in lat and ("direct", "read") in lat:
-        per_round = [lat[("actor", "read")][0] / lat[("direct", "read")][0]]
-    if per_round:
-        ratios.append(("actor_read_lat_vs_direct", statistics.median(per_round)))
+    # actor-busy: the same with busy polling on the requester's node (ManagerOptions::busy_poll).
+    for path, name in (("actor", "actor_read_lat_vs_direct"),
+                       ("actor-busy", "actor_busy_read_lat_vs_direct")):
+        per_round = [rl[(path, "read")][0] / rl[("direct", "read")][0] for _, rl in rounds
+                     if (path, "read") in rl and ("direct", "read") in rl]
+        if not per_round and (path, "read") in lat and ("direct", "read") in lat:
+            per_round = [lat[(path, "read")][0] / lat[("direct", "read")][0]]
+        if per_round:
+            ratios.append((name, statistics.median(per_round)))
     ins = os.path.join(out, "instructions.txt")
     if os.path.exists(ins):
         print("\nuser-space instructions per 8-byte op (callgrind, read and write averaged):")

@@ -5,6 +5,8 @@
 //   components  RdmaQueuePair directly: ops submitted asynchronously, completions polled here
 //   actor       every op a request to RdmaManagerActor (two nodes, handles over TCP loopback);
 //               RdmaClient with direct lanes off, as an actor sees the manager
+//   actor-busy  actor with busy polling on the requester's node (ManagerOptions::busy_poll,
+//               --busy-poll-us, default 1000): no thread sleeps between request and reply
 //   direct      RdmaClient's default: one request opens a direct lane (a queue pair of the
 //               client's own to the owner, connected by the managers), then the calling thread
 //               posts and polls with no message per op
@@ -64,16 +66,18 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: rdma_bench [--paths "
-    "components,actor,direct,fallback,fallback-lane,same-host,fallback-tls,tcp]\n"
+    "components,actor,actor-busy,direct,fallback,fallback-lane,same-host,fallback-tls,tcp]\n"
     "                  [--sizes 4K,64K,1M] [--bytes-per-size BYTES] [--lat-iters N]\n"
     "                  [--peer-device NAME] [--scheduler-threads N] [--lat-only]\n"
-    "                  [--tls CERT,KEY,CAFILE] [--memory host|gpu]\n"
+    "                  [--tls CERT,KEY,CAFILE] [--memory host|gpu] [--busy-poll-us US]\n"
     "  Bandwidth (RDMA WRITE and READ) per message size and 8-byte latency (median, p99) for\n"
     "  each path; registration cache timing; peak RSS. The local side uses CAF_RDMA_DEVICE\n"
     "  (default: first active device), the remote side --peer-device (default: the same).\n"
     "  Defaults: all paths, sizes 4K..64M by powers of 4, 256 MiB per size, 1000 latency iters,\n"
     "  CAF's default number of scheduler threads per node. --lat-only: only the latency figures\n"
     "  (run_bench.sh alternates such rounds with ib_read_lat to pair the ratios in time).\n"
+    "  actor-busy: the actor path with busy polling on the requester's node\n"
+    "  (CAF_RDMA_BUSY_POLL_US's option, window --busy-poll-us, default 1000).\n"
     "  fallback-tls: the fallback path between nodes speaking mutual TLS with --tls's files\n"
     "  (what TLS costs; not in the default paths).\n"
     "  striping: write and read bandwidth through the manager between nodes on one device each,\n"
@@ -101,6 +105,7 @@ struct Options {
   // --stripe-qps: its queue pairs per pair of devices.
   std::vector<std::string> devices, peer_devices;
   uint32_t stripe_qps = 1;
+  std::chrono::microseconds busy_poll{1000};  // the actor-busy path's window
 };
 
 double mbps(uint64_t bytes, Clock::duration d) {
@@ -294,6 +299,7 @@ int bench_manager(const Options& o, const std::string& path_name) {
   bool lane = path_name == "fallback-lane" || same_host;
   bool fallback = path_name == "fallback" || lane || tls;
   bool direct = path_name == "direct" || lane;
+  bool busy = path_name == "actor-busy";
   if (tls && !o.tls.any())
     return std::fprintf(stderr, "fallback-tls: needs --tls CERT,KEY,CAFILE\n"), 1;
   auto base = ManagerOptions::from_env();
@@ -312,6 +318,8 @@ int bench_manager(const Options& o, const std::string& path_name) {
   auto mode = fallback ? TransportMode::kFallback : TransportMode::kRdma;
   user_opts.manager.mode = owner_opts.manager.mode = mode;
   user_opts.manager.same_host = owner_opts.manager.same_host = same_host;
+  if (busy)
+    user_opts.manager.busy_poll = o.busy_poll;
   auto owner = RdmaNode::start(owner_opts);
   auto user = RdmaNode::start(user_opts);
   if (!owner.ok() || !user.ok())
@@ -416,6 +424,7 @@ int bench_manager(const Options& o, const std::string& path_name) {
       return 1;
     const char* async_path = tls        ? "fallback-tls-async"
                              : fallback ? "fallback-async"
+                             : busy     ? "actor-busy-async"
                                         : "actor-async";
     bench::print_latency(async_path, op, from_actor);
     bench::print_switches(async_path, op, bench::per_op(switches, iters + 10), std::nullopt);
@@ -895,11 +904,11 @@ Result<std::vector<std::string>> split(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto flags = Flags::parse(
-      argc, argv,
-      {"--paths", "--sizes", "--bytes-per-size", "--lat-iters", "--peer-device",
-       "--scheduler-threads", "--tls", "--devices", "--peer-devices", "--stripe-qps", "--memory"},
-      {"--help", "-h", "--lat-only"});
+  auto flags = Flags::parse(argc, argv,
+                            {"--paths", "--sizes", "--bytes-per-size", "--lat-iters",
+                             "--peer-device", "--scheduler-threads", "--tls", "--devices",
+                             "--peer-devices", "--stripe-qps", "--memory", "--busy-poll-us"},
+                            {"--help", "-h", "--lat-only"});
   if (!flags.ok()) {
     std::fprintf(stderr, "rdma_bench: %s\n%s", flags.error().message().c_str(), kUsage);
     return 2;
@@ -955,6 +964,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.stripe_qps = static_cast<uint32_t>(*qps);
+  auto busy_us = flags->get_u64("--busy-poll-us", static_cast<uint64_t>(o.busy_poll.count()));
+  if (!busy_us.ok() || *busy_us < 1 || *busy_us > kMaxBusyPollUs) {
+    std::fprintf(stderr, "rdma_bench: --busy-poll-us must be 1..%llu\n",
+                 static_cast<unsigned long long>(kMaxBusyPollUs));
+    return 2;
+  }
+  o.busy_poll = std::chrono::microseconds(*busy_us);
   for (auto [flag, list] :
        {std::pair{"--devices", &o.devices}, {"--peer-devices", &o.peer_devices}})
     if (flags->has(flag)) {
@@ -985,8 +1001,8 @@ int main(int argc, char** argv) {
   for (const auto& p : gpu ? std::vector<std::string>{} : o.paths) {
     if (p == "components")
       rc |= bench_components(o);
-    else if (p == "actor" || p == "direct" || p == "fallback" || p == "fallback-lane" ||
-             p == "same-host" || p == "fallback-tls")
+    else if (p == "actor" || p == "actor-busy" || p == "direct" || p == "fallback" ||
+             p == "fallback-lane" || p == "same-host" || p == "fallback-tls")
       rc |= bench_manager(o, p);
     else if (p == "tcp")
       rc |= bench_tcp(o);

@@ -100,8 +100,9 @@ void RdmaPath::post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
                       : RdmaOp::write(std::move(slice), std::move(remote), op.remote_offset);
   }
   // Invariant 1: a single small transfer is polled for here; `landed` tells when it completed.
-  const bool poll_inline = m_.options_.inline_poll.count() > 0 &&
-                           !m_.transfers_.at(id.ticket).batch && o.length <= kInlinePollMaxBytes;
+  const auto window = std::max(m_.options_.inline_poll, m_.options_.busy_poll);
+  const bool poll_inline =
+      window.count() > 0 && !m_.transfers_.at(id.ticket).batch && o.length <= kInlinePollMaxBytes;
   std::shared_ptr<std::atomic<bool>> landed;
   if (poll_inline)
     landed = std::make_shared<std::atomic<bool>>(false);
@@ -111,7 +112,7 @@ void RdmaPath::post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
   if (m_.batching_)
     return;  // invariant 2: posted with the rest of the batch
   if (poll_inline) {
-    auto until = std::chrono::steady_clock::now() + m_.options_.inline_poll;
+    auto until = std::chrono::steady_clock::now() + window;
     while (!landed->load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until)
       qp->progress();
     if (landed->load(std::memory_order_acquire))

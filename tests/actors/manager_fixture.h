@@ -9,6 +9,7 @@
 
 #include <caf/all.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -170,6 +171,7 @@ inline std::unique_ptr<TestNode> start_node(const ManagerOptions& extra = {}) {
   o.manager.release_orphans = o.manager.release_orphans || extra.release_orphans;
   o.manager.orphan_grace = extra.orphan_grace;
   o.manager.same_host = o.manager.same_host && extra.same_host;
+  o.manager.busy_poll = std::max(o.manager.busy_poll, extra.busy_poll);
   if (!extra.ibverbs.device_name.empty())
     o.manager.ibverbs.device_name = extra.ibverbs.device_name;
   auto n = RdmaNode::start(o);
