@@ -96,6 +96,11 @@ void DirectRegistry::count_stream(bool ok, uint64_t bytes) {
   }
 }
 
+void DirectRegistry::count_served(uint64_t bytes) {
+  std::lock_guard<std::mutex> g(mu_);
+  counters_.served_bytes += bytes;
+}
+
 DirectRegistry::Counters DirectRegistry::counters() const {
   std::lock_guard<std::mutex> g(mu_);
   return counters_;

@@ -48,6 +48,8 @@ public:
     uint64_t stream_ops = 0;
     uint64_t stream_bytes = 0;
     uint64_t stream_errors = 0;
+    /// Bytes this node served as owner to requests by handle (stream lanes' and managers').
+    uint64_t served_bytes = 0;
   };
 
   void add(uint64_t id, const Entry& entry);
@@ -71,6 +73,7 @@ public:
 
   void count(bool ok, uint64_t bytes);
   void count_stream(bool ok, uint64_t bytes);
+  void count_served(uint64_t bytes);
   Counters counters() const;
   /// One lane op ended (Telemetry invariant 1), and what the lanes recorded so far.
   void record(const OpSample& sample);

@@ -510,6 +510,7 @@ ManagerStats ManagerState::stats() const {
   s.fallback_bytes += direct.stream_bytes;
   s.errors += direct.stream_errors;
   s.stream_lane_ops = direct.stream_ops;
+  s.served_fallback_bytes += direct.served_bytes;
   s.same_host_ops = stream_client_ ? stream_client_->same_host_ops() : 0;
   s.lanes = lanes_.size();
   for (const auto& [key, peer] : peers_)

@@ -25,23 +25,6 @@ void tell_idle(bool last, const caf::actor_addr& manager, uint64_t id) {
     caf::anon_send(m, detail::LaneIdle{id});
 }
 
-/// Whether `host` is a loopback address.
-bool loopback(const std::string& host) {
-  return host.rfind("127.", 0) == 0 || host == "::1" || host == "localhost";
-}
-
-/// Whether `remote`'s stream channel is the owner's as this process reaches it: a loopback
-/// stream address is taken only from an owner whose own address is loopback too (on another
-/// host it would hand the handle's secret to whatever listens on that port here), or from an
-/// owner on this very host (its same-host endpoint is taken then, not the port).
-bool reachable(const BufferHandle& remote) {
-  if (!loopback(remote.stream_host) ||
-      !same_host_endpoint(remote.stream_host_id, remote.stream_unix).empty())
-    return true;
-  const auto colon = remote.owner_name.rfind(':');
-  return colon != std::string::npos && loopback(remote.owner_name.substr(0, colon));
-}
-
 /// "ask its manager": the refusal that sends a client to the manager (invariant 3).
 Error ask_the_manager(uint64_t id) {
   return Error(ErrorCode::kNotFound,
@@ -63,7 +46,7 @@ std::optional<Result<TransferReply>> StreamLane::transfer(const TransferOp& op,
   const auto started = std::chrono::steady_clock::now();
   // Invariant 1.
   if ((!is_read(op) && !is_write(op)) || op.notify || op.remote.stream_port == 0 ||
-      !reachable(op.remote) || (op.remote.has_rdma() && op.local.has_rdma()) ||
+      !stream_reachable(op.remote) || (op.remote.has_rdma() && op.local.has_rdma()) ||
       op.remote.memory != static_cast<uint8_t>(BufferMemory::kHost) || !op.remote.owner ||
       !op.local.owner || op.remote.owner.node() == op.local.owner.node())
     return std::nullopt;
@@ -148,7 +131,8 @@ StreamServer::Authorizer handle_authorizer(std::shared_ptr<DirectRegistry> regis
     g.addr = reinterpret_cast<uint8_t*>(entry->addr) + h.offset;
     g.max_timeout = max_timeout;
     const uint64_t id = h.id;
-    g.done = [registry, manager, id](const Status&, uint64_t) {
+    g.done = [registry, manager, id](const Status&, uint64_t bytes) {
+      registry->count_served(bytes);
       tell_idle(registry->done(id), manager, id);
     };
     return g;

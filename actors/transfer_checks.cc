@@ -1,6 +1,8 @@
 // Transfer checks shared by the manager and the direct lanes.
 #include "actors/transfer_checks.h"
 
+#include "components/same_host.h"
+
 namespace caf_rdma {
 
 const char* kind_name(uint8_t kind) {
@@ -139,6 +141,22 @@ bool ranges_overlap(uint64_t a, uint64_t b, uint64_t n) {
   if (n == 0)
     return false;
   return a < b ? b - a < n : a - b < n;
+}
+
+namespace {
+
+bool loopback(const std::string& host) {
+  return host.rfind("127.", 0) == 0 || host == "::1" || host == "localhost";
+}
+
+}  // namespace
+
+bool stream_reachable(const BufferHandle& remote) {
+  if (!loopback(remote.stream_host) ||
+      !same_host_endpoint(remote.stream_host_id, remote.stream_unix).empty())
+    return true;
+  const auto colon = remote.owner_name.rfind(':');
+  return colon != std::string::npos && loopback(remote.owner_name.substr(0, colon));
 }
 
 }  // namespace caf_rdma

@@ -3,25 +3,46 @@
 
 #include "actors/detail/manager_state.h"
 #include "actors/op_texts.h"
+#include "actors/transfer_checks.h"
 #include "components/same_host.h"
 
 namespace caf_rdma::detail {
 
+uint32_t StreamPath::time_left(OpId id) const {
+  // The time the transfer has left, not its whole timeout: the owner's grant (and a same-host
+  // owner's copy into our memory) must end before we give up on it.
+  const Transfer& t = m_.transfers_.at(id.ticket);
+  const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(m_.now() - t.started);
+  return static_cast<uint32_t>(
+      std::max<int64_t>(1, static_cast<int64_t>(t.timeout_ms) - spent.count()));
+}
+
 void StreamPath::start(OpId id) {
   if (m_.peer_table.reachable(id) == nullptr)
     return;  // failed (down) or parked until its link is made again
-  ops_.try_emplace(id);
+  StreamOp& s = ops_[id];
+  const TransferOp& op = m_.op_record(id)->op;
+  if (op.notify || op.remote.stream_port == 0 || !stream_reachable(op.remote))
+    return ask_grant(id);
+  // Invariant 4: authorized by the handle, no grant round trip.
+  s.by_handle = true;
+  StreamJob job;
+  job.host = op.remote.stream_host;
+  job.port = op.remote.stream_port;
+  job.unix_name = same_host_endpoint(op.remote.stream_host_id, op.remote.stream_unix);
+  job.by_handle = true;
+  job.handle = HandleAccess{op.remote.id, op.remote.secret_hi, op.remote.secret_lo,
+                            op.remote_offset, time_left(id)};
+  run(id, std::move(job));
+}
+
+void StreamPath::ask_grant(OpId id) {
   const OpRecord& o = *m_.op_record(id);
   const Transfer& t = m_.transfers_.at(id.ticket);
   const TransferOp& op = o.op;
-  // The time the transfer has left, not its whole timeout: the owner's grant (and a same-host
-  // owner's copy into our memory) must end before we give up on it.
-  const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(m_.now() - t.started);
-  const auto left = static_cast<uint32_t>(
-      std::max<int64_t>(1, static_cast<int64_t>(t.timeout_ms) - spent.count()));
   m_.peer_table
       .peer_request(op.remote.owner, request_timeout(t), stream_grant_atom::value,
-                    ref_of(op.remote), op.remote_offset, o.length, op.kind, left)
+                    ref_of(op.remote), op.remote_offset, o.length, op.kind, time_left(id))
       .then([this, id](StreamGrantMsg& grant) { granted(id, grant); },
             [this, id](caf::error& err) {
               const OpRecord* o = m_.op_record(id);
@@ -43,13 +64,18 @@ void StreamPath::granted(OpId id, const StreamGrantMsg& grant) {
     m_.peers_.at(o->peer).no_stream = true;  // invariant 3: chunks from now on
     return m_.chunks_.take_over(id);
   }
-  LocalBuffer& local = m_.buffers_.at(o->op.local.id);
-  ++local.in_use;  // invariant 1: until the stream job has stopped touching the memory
   StreamJob job;
   job.host = grant.host;
   job.port = grant.port;
   job.unix_name = same_host_endpoint(grant.host_id, grant.unix_name);
   job.token = grant.token;
+  run(id, std::move(job));
+}
+
+void StreamPath::run(OpId id, StreamJob job) {
+  OpRecord* o = m_.op_record(id);
+  LocalBuffer& local = m_.buffers_.at(o->op.local.id);
+  ++local.in_use;  // invariant 1: until the stream job has stopped touching the memory
   job.direction = o->is_read() ? StreamDirection::kOutOfOwner : StreamDirection::kIntoOwner;
   job.addr = reinterpret_cast<uint8_t*>(local.addr) + o->op.local_offset;
   job.length = o->length;
@@ -70,12 +96,22 @@ void StreamPath::granted(OpId id, const StreamGrantMsg& grant) {
 }
 
 void StreamPath::job_ended(OpId id, uint64_t local_id, TransferOutcome outcome, bool refused) {
-  if (auto it = ops_.find(id); it != ops_.end())
+  bool by_handle = false;
+  if (auto it = ops_.find(id); it != ops_.end()) {
     it->second.streaming = false;
+    by_handle = std::exchange(it->second.by_handle, false);
+  }
   if (const OpRecord* o = m_.op_record(id); o != nullptr) {
     const Transfer& t = m_.transfers_.at(id.ticket);
     auto p = m_.peers_.find(o->peer);
     const bool down = p != m_.peers_.end() && !p->second.down_reason.empty();
+    if (by_handle && !down && !t.timed_out && m_.now() < t.due &&
+        (refused || outcome.code == static_cast<uint8_t>(ErrorCode::kNotFound))) {
+      // Invariant 4: the owner does not serve it by handle (no byte moved): ask for a grant.
+      ask_grant(id);
+      m_.buffer_table.buffer_done(local_id);
+      return;
+    }
     // A queued job cancelled because its peer went down ends with a timeout code too
     // (StreamClient::cancel_queued): that one is the peer's failure, not the deadline's.
     const bool job_timed_out =

@@ -1,6 +1,7 @@
-// StreamPath: the fallback's TCP stream channel, requester side: the owner grants the op a
-// token for its stream server (stream_grant), and this node's StreamClient moves the bytes
-// between the local buffer and that server, straight from and into the buffers' memory.
+// StreamPath: the fallback's TCP stream channel, requester side: the op goes to the owner's
+// stream server authorized by its handle, or with a token the owner granted for it
+// (stream_grant), and this node's StreamClient moves the bytes between the local buffer and
+// that server, straight from and into the buffers' memory.
 // The owner side (grants, the server) is actors/manager/stream_grants.h.
 //
 // Invariants:
@@ -13,6 +14,11 @@
 //     lost). A job that failed after its owner took the request is not redone.
 //  3. An owner without a stream channel (grant port 0), or with enough grants out
 //     (resource_exhausted), gets chunks: the first from then on, the second for this op.
+//  4. An op whose remote handle names a stream endpoint that is its owner's
+//     (stream_reachable) first goes by handle, as RdmaClient's stream lane does ("CRH1": the
+//     owner checks secret, bounds, access and release itself), with no grant round trip over
+//     CAF; a notify write asks for a grant (its owner must learn of it). What the owner does
+//     not take by handle (refused, or "ask its manager") moved no byte and asks for a grant.
 #pragma once
 
 #include <map>
@@ -20,6 +26,7 @@
 
 #include "actors/rdma_messages.h"
 #include "actors/transfer/transfer_path.h"
+#include "components/stream_client.h"
 
 namespace caf_rdma::detail {
 
@@ -40,9 +47,16 @@ private:
   struct StreamOp {
     uint64_t job_tag = 0;    ///< its StreamJob's tag (to cancel it while queued)
     bool streaming = false;  ///< its job runs (the reply waits for it to stop)
+    bool by_handle = false;  ///< its job goes by handle (invariant 4)
   };
 
+  /// Milliseconds its transfer has left (at least 1).
+  uint32_t time_left(OpId id) const;
+  /// Asks the owner for a grant; granted() runs the job.
+  void ask_grant(OpId id);
   void granted(OpId id, const StreamGrantMsg& grant);
+  /// Runs `job` (its endpoint and authorization filled in) for op `id`.
+  void run(OpId id, StreamJob job);
   /// The job ended with an error: the op fails (naming why), or goes to chunks (invariant 2).
   void job_failed(OpId id, TransferOutcome outcome, bool refused);
 

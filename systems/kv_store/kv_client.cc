@@ -214,8 +214,20 @@ Result<ValueInfo> KvSession::get(const std::string& key) {
   if (auto d = doubt())
     return *d;
   auto r = call<ValueInfo>(get_atom::value, key, slot, offset_);
-  if (!r.ok())
+  if (!r.ok()) {
     note_outcome("get '" + key + "'", r.error());
+    return r;
+  }
+  if (r->path == kPathInline) {
+    if (r->bytes.size() != r->length || r->length > slot_bytes())
+      return Error(ErrorCode::kInternal, "get '" + key + "': the server's inline answer has " +
+                                             std::to_string(r->bytes.size()) +
+                                             " bytes for a value of " + std::to_string(r->length) +
+                                             " (slot of " + std::to_string(slot_bytes()) +
+                                             " bytes)");
+    std::memcpy(data_, r->bytes.data(), r->length);
+    r->bytes = {};
+  }
   return r;
 }
 

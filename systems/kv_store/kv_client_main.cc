@@ -77,7 +77,7 @@ int bench(KvClient& client, uint64_t ops, uint64_t value_size, uint32_t threads)
   uint64_t keys = std::max<uint64_t>(1, std::min<uint64_t>(ops, stats->pool_bytes / 2 / per_key));
   uint64_t keys_per_thread = std::max<uint64_t>(1, keys / threads);
   std::vector<Latencies> put_lat(threads), get_lat(threads);
-  std::vector<std::string> errors(threads), paths(threads);
+  std::vector<std::string> errors(threads), put_paths(threads), get_paths(threads);
   std::atomic<uint64_t> verified{0};
   auto run_phase = [&](bool put) {
     auto t0 = std::chrono::steady_clock::now();
@@ -103,7 +103,7 @@ int bench(KvClient& client, uint64_t ops, uint64_t value_size, uint32_t threads)
             break;
           }
           (put ? put_lat : get_lat)[t].us.push_back(us);
-          paths[t] = r->path;
+          (put ? put_paths : get_paths)[t] = r->path;
           if (!put) {
             for (uint64_t b = 0; b < value_size; ++b)
               expect[b] = value_byte(b, seed);
@@ -136,8 +136,8 @@ int bench(KvClient& client, uint64_t ops, uint64_t value_size, uint32_t threads)
               static_cast<unsigned long long>(ops), static_cast<unsigned long long>(value_size),
               threads, static_cast<unsigned long long>(keys_per_thread) * threads,
               client.server().c_str());
-  puts.print("put", put_secs, paths[0]);
-  gets.print("get", get_secs, paths[0]);
+  puts.print("put", put_secs, put_paths[0]);
+  gets.print("get", get_secs, get_paths[0]);
   std::printf("  verified %llu values\n", static_cast<unsigned long long>(verified.load()));
   return 0;
 }

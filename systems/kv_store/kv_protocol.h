@@ -1,6 +1,9 @@
-// The kv_store protocol: what a kv_client says to a kv_server, over CAF messages. Values never
-// travel in these messages: the server RDMA-reads a PUT's value out of the client's registered
-// buffer and RDMA-writes a GET's value into it (or the managers' fallback moves the bytes).
+// The kv_store protocol: what a kv_client says to a kv_server, over CAF messages. Values travel
+// by RDMA: the server RDMA-reads a PUT's value out of the client's registered buffer and
+// RDMA-writes a GET's value into it. Where RDMA cannot move them (either side without a device:
+// the managers' fallback would carry the bytes in CAF messages anyway), a GET's value of at most
+// kInlineValueMax bytes comes in the reply itself (path "inline"), one round trip instead of the
+// managers' three, and the client copies it into its buffer.
 #pragma once
 
 #include <caf/actor_system_config.hpp>
@@ -11,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "actors/rdma_messages.h"
 
@@ -23,6 +27,10 @@ using stats_atom = caf::atom_constant<caf::atom("kv_stats")>;
 
 /// Longest key the server accepts.
 constexpr uint64_t kMaxKeyBytes = 1024;
+/// Largest GET value a server answers inline when RDMA cannot move it (see above).
+constexpr uint64_t kInlineValueMax = 64 << 10;
+/// ValueInfo::path of a value that came in the reply.
+constexpr const char* kPathInline = "inline";
 
 /// Errors are caf_rdma errors (category "caf_rdma", see actors/rdma_errors.h):
 ///   not_found           GET/DELETE of a key the store does not hold
@@ -35,12 +43,16 @@ constexpr uint64_t kMaxKeyBytes = 1024;
 /// What a PUT stored or a GET delivered.
 struct ValueInfo {
   uint64_t length = 0;
-  std::string path;  ///< "rdma-direct" or "fallback"; "" for an empty value (no bytes moved)
+  /// "rdma-direct", "fallback" or kPathInline; "" for an empty value (no bytes moved)
+  std::string path;
+  /// A GET answered inline: the value's bytes (the client moves them into its buffer and
+  /// leaves this empty in what it returns).
+  std::vector<uint8_t> bytes;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ValueInfo& x) {
-  return f(caf::meta::type_name("caf_rdma::kv::ValueInfo"), x.length, x.path);
+  return f(caf::meta::type_name("caf_rdma::kv::ValueInfo"), x.length, x.path, x.bytes);
 }
 
 struct ServerStats {

@@ -80,7 +80,7 @@ caf::result<ValueInfo> StoreState::put(const std::string& key, const BufferHandl
   }
   if (length == 0) {
     index_[key] = std::make_shared<const KvBlock>(pool_, 0, 0);
-    return ValueInfo{0, ""};
+    return ValueInfo{0, "", {}};
   }
   if (length > pool_->capacity()) {
     ++stats_.errors;
@@ -110,7 +110,7 @@ caf::result<ValueInfo> StoreState::put(const std::string& key, const BufferHandl
       .then(
           [=](TransferReply& r) mutable {
             index_[key] = block;
-            rp.deliver(ValueInfo{length, r.path});
+            rp.deliver(ValueInfo{length, r.path, {}});
           },
           [=](caf::error& err) mutable {
             ++stats_.errors;
@@ -142,7 +142,13 @@ caf::result<ValueInfo> StoreState::get(const std::string& key, const BufferHandl
                                " bytes at offset " + std::to_string(offset));
   }
   if (length == 0)
-    return ValueInfo{0, ""};
+    return ValueInfo{0, "", {}};
+  if (length <= kInlineValueMax && (pool_handle_.device.empty() || !dst.has_rdma())) {
+    // RDMA cannot move it: the bytes go in the reply (kv_protocol.h). A block in the index is
+    // never written again, so reading it here races with nothing.
+    const auto* at = reinterpret_cast<const uint8_t*>(pool_handle_.addr) + block->offset();
+    return ValueInfo{length, kPathInline, std::vector<uint8_t>(at, at + length)};
+  }
   auto rp = self_->make_response_promise<ValueInfo>();
   std::string what = "get " + key_text(key) + " into " + describe(dst);
   self_
@@ -150,7 +156,7 @@ caf::result<ValueInfo> StoreState::get(const std::string& key, const BufferHandl
                 make_write(pool_handle_, dst, length, block->offset(), offset), timeout_ms_)
       .then(
           [=](TransferReply& r) mutable {
-            rp.deliver(ValueInfo{length, r.path});
+            rp.deliver(ValueInfo{length, r.path, {}});
           },
           [=](caf::error& err) mutable {
             ++stats_.errors;

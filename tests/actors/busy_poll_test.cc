@@ -39,7 +39,9 @@ TEST(BusyPollOptionTest, TheEnvironmentSetsTheWindowWithinItsBound) {
       << o.error().message();
 }
 
-TEST(BusyPollOptionTest, ANodeWithAWindowHasSpinningWorkersAndTellsItsClients) {
+class BusyPollTest : public TwoNodeTest {};
+
+TEST_F(BusyPollTest, ANodeWithAWindowHasSpinningWorkersAndTellsItsClients) {
   ManagerOptions busy;
   busy.busy_poll = std::chrono::microseconds(700);
   auto on = start_node(busy);
@@ -56,8 +58,6 @@ TEST(BusyPollOptionTest, ANodeWithAWindowHasSpinningWorkersAndTellsItsClients) {
                         caf::defaults::work_stealing::moderate_sleep_duration),
             caf::timespan{0});
 }
-
-class BusyPollTest : public TwoNodeTest {};
 
 // Every op through the manager (no direct lane), from a client of the busy node: 8-byte
 // writes and reads in turn (each read sees the write before it), then 4 KiB and 1 MiB.

@@ -197,9 +197,10 @@ caf::behavior deaf_granter(caf::event_based_actor*, uint16_t port) {
   };
 }
 
-// A granted stream whose owner never answers on its channel ends at the transfer's own deadline
-// with `timeout` naming the stream (the job stops then), not at the caller's request timeout.
-TEST_F(FallbackEdgesTest, AGrantedStreamWhoseOwnerNeverAnswersEndsAtItsOwnDeadline) {
+// A stream whose owner never answers on its channel ends at the transfer's own deadline with
+// `timeout` naming the stream (the job stops then), not at the caller's request timeout: granted
+// (the handle names no stream endpoint) and by handle (it names the deaf one).
+TEST_F(FallbackEdgesTest, AStreamWhoseOwnerNeverAnswersEndsAtItsOwnDeadline) {
   DeafListener deaf;
   ASSERT_NE(deaf.port(), 0);
   constexpr uint64_t kLen = 512 << 10;  // above stream_min_bytes: the stream channel
@@ -207,14 +208,23 @@ TEST_F(FallbackEdgesTest, AGrantedStreamWhoseOwnerNeverAnswersEndsAtItsOwnDeadli
   auto local = user_->request_buffer(dst);
   ASSERT_TRUE(local);
   auto owner = user_->node().system().spawn(deaf_granter, deaf.port());
-  BufferHandle h = owned_by_mute(*local, owner, fake);
-  h.size = kLen;
-  for (auto kind : {TransferKind::kRead, TransferKind::kWrite}) {
-    SCOPED_TRACE(kind == TransferKind::kRead ? "read" : "write");
-    auto op = kind == TransferKind::kRead ? make_read(*local, h) : make_write(*local, h);
-    auto r = user_->transfer(op, 700);  // the fixture's own request waits 10 s more
-    EXPECT_RDMA_ERROR(r, ErrorCode::kTimeout, "stream channel did not complete within 700 ms");
-  }
+  BufferHandle granted = owned_by_mute(*local, owner, fake);
+  granted.size = kLen;
+  granted.stream_port = 0;  // no endpoint in the handle: the requester asks for a grant
+  BufferHandle by_handle = granted;
+  by_handle.owner_name = "127.0.0.1:1";  // a loopback owner: its loopback endpoint is taken
+  by_handle.stream_host = "127.0.0.1";
+  by_handle.stream_port = deaf.port();
+  by_handle.stream_host_id.clear();  // not this host's same-host endpoint: TCP
+  by_handle.stream_unix.clear();
+  for (const BufferHandle& h : {granted, by_handle})
+    for (auto kind : {TransferKind::kRead, TransferKind::kWrite}) {
+      SCOPED_TRACE(kind == TransferKind::kRead ? "read" : "write");
+      SCOPED_TRACE(h.stream_port == 0 ? "granted" : "by handle");
+      auto op = kind == TransferKind::kRead ? make_read(*local, h) : make_write(*local, h);
+      auto r = user_->transfer(op, 700);  // the fixture's own request waits 10 s more
+      EXPECT_RDMA_ERROR(r, ErrorCode::kTimeout, "stream channel did not complete within 700 ms");
+    }
   for (uint8_t b : dst.bytes)
     ASSERT_EQ(b, 0) << "bytes arrived from a stream nobody served";
   EXPECT_TRUE(user_->wait_quiet()) << "a stream job still holds the buffer";

@@ -298,6 +298,12 @@ inline BufferHandle owned_by_mute(const BufferHandle& local, const caf::actor& m
   h.addr = mem.addr();
   h.owner = mute;
   h.owner_name = "mute-owner";
+  // No stream endpoint of its own (requests by handle would go to `local`'s node): the
+  // stand-in is asked for grants.
+  h.stream_host.clear();
+  h.stream_port = 0;
+  h.stream_host_id.clear();
+  h.stream_unix.clear();
   return h;
 }
 

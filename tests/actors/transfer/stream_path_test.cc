@@ -320,6 +320,55 @@ TEST_F(StreamPathTest, ASilentFloodDoesNotKeepTransfersOffTheStream) {
   EXPECT_EQ(us.stream_refused, 0u);
 }
 
+/// A stand-in owner that counts the grants it is asked for and gives none (no stream port: the
+/// requester would move the op in chunks, which it does not serve either).
+caf::behavior counting_owner(caf::event_based_actor*, std::shared_ptr<std::atomic<int>> asked) {
+  return {
+      [=](stream_grant_atom, const BufferRef&, uint64_t, uint64_t, uint8_t, uint32_t,
+          const PeerNonce& n) {
+        ++*asked;
+        return caf::make_message(StreamGrantMsg{0, "", 0, "", ""}, n);
+      },
+  };
+}
+
+// StreamPath invariant 4: an op whose handle names its owner's stream endpoint goes by handle,
+// with no grant over CAF (the stand-in owner of the handle is never asked), and lands every
+// byte both ways; the real owner checks and counts it.
+TEST_F(StreamPathTest, ALargeTransferGoesByHandleWithoutAGrant) {
+  SCOPED_TRACE("StreamPath invariant 4");
+  constexpr uint64_t kLen = (2 << 20) + 9;
+  Memory theirs(kLen, 0), mine(kLen, 21), back(kLen);
+  auto ht = owner_->request_buffer(theirs);
+  auto hm = user_->request_buffer(mine);
+  auto hb = user_->request_buffer(back);
+  ASSERT_TRUE(ht && hm && hb);
+  BufferHandle remote = handle_via_directory(*owner_, *user_, *ht);
+  ASSERT_NE(remote.stream_port, 0);
+  auto asked = std::make_shared<std::atomic<int>>(0);
+  auto stand_in = user_->node().system().spawn(counting_owner, asked);
+  remote.owner = stand_in;  // grants would be asked of it; the stream endpoint is the owner's
+  auto w = user_->transfer(make_write(*hm, remote), 30000);
+  ASSERT_TRUE(w) << error_message(w.error());
+  EXPECT_EQ(theirs.bytes, mine.bytes);
+  auto r = user_->transfer(make_read(*hb, remote), 30000);
+  ASSERT_TRUE(r) << error_message(r.error());
+  EXPECT_EQ(back.bytes, mine.bytes);
+  EXPECT_EQ(asked->load(), 0) << "a grant was asked for";
+  EXPECT_EQ(user_->stats().stream_ops, 2u);
+  uint64_t served = 0;  // counted when the owner's stream worker is done, maybe after the reply
+  for (int i = 0; i < 500 && served < 2 * kLen; ++i, std::this_thread::sleep_for(10ms))
+    served = owner_->stats().served_fallback_bytes;
+  EXPECT_EQ(served, 2 * kLen);
+  // A wrong secret is refused by the owner by handle: the op then asks the stand-in for a grant
+  // (and gets none, so it moves in chunks, which the stand-in does not serve: an error).
+  remote.secret_lo ^= 1;
+  auto bad = user_->transfer(make_read(*hb, remote), 2000);
+  EXPECT_FALSE(bad);
+  EXPECT_EQ(asked->load(), 1) << "a refusal by handle must ask for a grant";
+  caf::anon_send_exit(stand_in, caf::exit_reason::user_shutdown);
+}
+
 // A stand-in owner whose stream channel refuses every connection (a port bound by nobody who
 // listens) and which serves fetch and store chunks from `mem`, as an owner does (every request
 // and answer sealed: actors/peer_facade.h, invariant 6).
