@@ -528,7 +528,9 @@ struct ManagerStats {
   uint64_t handshakes = 0;
   uint64_t registered_buffers = 0;
   uint64_t registered_bytes = 0;       ///< bytes in live memory regions
-  uint64_t served_fallback_bytes = 0;  ///< bytes this manager served as owner on the fallback
+  /// Bytes this node served as owner on the fallback: CAF chunks, grants, and requests by
+  /// handle (stream lanes and managers' stream paths) its stream channel served.
+  uint64_t served_fallback_bytes = 0;
   uint64_t stream_ops =
       0;  ///< fallback ops (counted in fallback_ops) moved over the stream channel
   /// Fallback ops whose stream the owner refused before taking it (its channel was full or
