@@ -35,7 +35,7 @@ constexpr const char* kEnvDirect = "CAF_RDMA_DIRECT";
 
 /// Where a node's actor system carries its busy-poll window in microseconds
 /// (ManagerOptions::busy_poll; RdmaNode puts it in the system's settings, RdmaClient reads it).
-constexpr const char* kBusyPollSetting = "caf-rdma.busy-poll-us";
+inline constexpr char kBusyPollSetting[] = "caf-rdma.busy-poll-us";
 
 class RdmaClient {
 public:

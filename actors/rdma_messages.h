@@ -527,7 +527,7 @@ struct ManagerStats {
   uint64_t live_qps = 0;
   uint64_t handshakes = 0;
   uint64_t registered_buffers = 0;
-  uint64_t registered_bytes = 0;       ///< bytes in live memory regions
+  uint64_t registered_bytes = 0;  ///< bytes in live memory regions
   /// Bytes this node served as owner on the fallback: CAF chunks, grants, and requests by
   /// handle (stream lanes and managers' stream paths) its stream channel served.
   uint64_t served_fallback_bytes = 0;

@@ -322,7 +322,8 @@ TEST_F(StreamPathTest, ASilentFloodDoesNotKeepTransfersOffTheStream) {
 
 /// A stand-in owner that counts the grants it is asked for and gives none (no stream port: the
 /// requester would move the op in chunks, which it does not serve either).
-caf::behavior counting_owner(caf::event_based_actor*, std::shared_ptr<std::atomic<int>> asked) {
+caf::behavior counting_owner(caf::event_based_actor*,
+                             const std::shared_ptr<std::atomic<int>>& asked) {
   return {
       [=](stream_grant_atom, const BufferRef&, uint64_t, uint64_t, uint8_t, uint32_t,
           const PeerNonce& n) {
