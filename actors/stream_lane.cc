@@ -64,17 +64,11 @@ std::optional<Result<TransferReply>> StreamLane::transfer(const TransferOp& op,
     record(op, length.error(), 0, started);
     return Result<TransferReply>(length.error());
   }
-  StreamJob job;
-  job.host = op.remote.stream_host;
-  job.port = op.remote.stream_port;
-  job.unix_name = same_host_endpoint(op.remote.stream_host_id, op.remote.stream_unix);
+  StreamJob job = job_by_handle(op.remote, op.remote_offset, timeout_ms);
   job.direction = is_read(op) ? StreamDirection::kOutOfOwner : StreamDirection::kIntoOwner;
   job.addr = reinterpret_cast<uint8_t*>(entry->addr) + op.local_offset;
   job.length = *length;
   job.deadline = started + std::chrono::milliseconds(timeout_ms);
-  job.by_handle = true;
-  job.handle = HandleAccess{op.remote.id, op.remote.secret_hi, op.remote.secret_lo,
-                            op.remote_offset, timeout_ms};
   StreamEnd end = client_->run_now(job);
   done_with(op.local.id);  // the memory is no longer touched (StreamClient invariant 1)
   // Invariant 3: what the owner did not take (or does not know) is the manager's to move.
@@ -107,6 +101,17 @@ void StreamLane::record(const TransferOp& op, const Status& st, uint64_t bytes,
   s.latency = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::steady_clock::now() - started);
   registry_->record(s);
+}
+
+StreamJob job_by_handle(const BufferHandle& remote, uint64_t remote_offset, uint32_t timeout_ms) {
+  StreamJob job;
+  job.host = remote.stream_host;
+  job.port = remote.stream_port;
+  job.unix_name = same_host_endpoint(remote.stream_host_id, remote.stream_unix);
+  job.by_handle = true;
+  job.handle =
+      HandleAccess{remote.id, remote.secret_hi, remote.secret_lo, remote_offset, timeout_ms};
+  return job;
 }
 
 StreamServer::Authorizer handle_authorizer(std::shared_ptr<DirectRegistry> registry,

@@ -61,6 +61,12 @@ private:
 /// `manager` (LaneIdle). A request it cannot allow is refused with not_found, which sends its
 /// client to the manager (invariant 3).
 /// `max_timeout` bounds how long one request may hold the buffer (ManagerOptions::max_timeout).
+/// A stream job to `remote`'s owner authorized by the handle ("CRH1"): the owner's stream
+/// endpoint (its same-host one when it runs on this host) and the handle's id and secret, at
+/// `remote_offset`, for `timeout_ms`. The caller fills in direction, memory, length and
+/// deadline. The lane's and the manager's stream path's requests by handle.
+StreamJob job_by_handle(const BufferHandle& remote, uint64_t remote_offset, uint32_t timeout_ms);
+
 StreamServer::Authorizer handle_authorizer(std::shared_ptr<DirectRegistry> registry,
                                            caf::actor_addr manager,
                                            std::chrono::milliseconds max_timeout);

@@ -1,6 +1,7 @@
 // Transfer checks shared by the manager and the direct lanes.
 #include "actors/transfer_checks.h"
 
+#include "actors/rdma_node.h"
 #include "components/same_host.h"
 
 namespace caf_rdma {
@@ -143,20 +144,12 @@ bool ranges_overlap(uint64_t a, uint64_t b, uint64_t n) {
   return a < b ? b - a < n : a - b < n;
 }
 
-namespace {
-
-bool loopback(const std::string& host) {
-  return host.rfind("127.", 0) == 0 || host == "::1" || host == "localhost";
-}
-
-}  // namespace
-
 bool stream_reachable(const BufferHandle& remote) {
-  if (!loopback(remote.stream_host) ||
+  if (!is_loopback_host(remote.stream_host) ||
       !same_host_endpoint(remote.stream_host_id, remote.stream_unix).empty())
     return true;
   const auto colon = remote.owner_name.rfind(':');
-  return colon != std::string::npos && loopback(remote.owner_name.substr(0, colon));
+  return colon != std::string::npos && is_loopback_host(remote.owner_name.substr(0, colon));
 }
 
 }  // namespace caf_rdma

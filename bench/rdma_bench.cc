@@ -634,35 +634,33 @@ private:
 Result<std::map<std::string, double>> cuda_memcpy_bandwidth(const CudaDriver& cuda,
                                                             const Options& o) {
   uint64_t max_size = *std::max_element(o.sizes.begin(), o.sizes.end());
+  BenchMemory a(cuda, true, max_size), b(cuda, true, max_size);
+  for (const BenchMemory* m : {&a, &b})
+    if (m->error())
+      return *m->error();
   std::vector<uint8_t> host(max_size, 5), locked(max_size, 6);
   CAF_RDMA_RETURN_IF_ERROR(cuda.host_register(locked.data(), max_size, 0));
-  BenchMemory a(cuda, true, max_size), b(cuda, true, max_size);
+  const auto src = reinterpret_cast<uint64_t>(a.address());
+  const auto dst = reinterpret_cast<uint64_t>(b.address());
   std::map<std::string, double> out;
   Status st;
-  for (uint64_t size : o.sizes) {
-    const uint64_t n = std::max<uint64_t>(4, std::min<uint64_t>(iterations(o, size), 4096));
-    const auto src = reinterpret_cast<uint64_t>(a.address());
-    const auto dst = reinterpret_cast<uint64_t>(b.address());
+  for (auto size = o.sizes.begin(); size != o.sizes.end() && st.ok(); ++size) {
+    const uint64_t n = std::max<uint64_t>(4, std::min<uint64_t>(iterations(o, *size), 4096));
+    const uint64_t len = *size;
     const std::pair<const char*, std::function<Status()>> copies[] = {
-        {"cuda-d2h", [&] { return cuda.copy_to_host(host.data(), src, size, 0); }},
-        {"cuda-d2h-locked", [&] { return cuda.copy_to_host(locked.data(), src, size, 0); }},
-        {"cuda-h2d", [&] { return cuda.copy_to_device(dst, host.data(), size, 0); }},
-        {"cuda-h2d-locked", [&] { return cuda.copy_to_device(dst, locked.data(), size, 0); }},
-        {"cuda-d2d", [&] { return cuda.copy_on_device(dst, src, size, 0); }}};
-    for (const auto& [kind, copy] : copies) {
-      if (a.error() || b.error())
-        break;
+        {"cuda-d2h", [&] { return cuda.copy_to_host(host.data(), src, len, 0); }},
+        {"cuda-d2h-locked", [&] { return cuda.copy_to_host(locked.data(), src, len, 0); }},
+        {"cuda-h2d", [&] { return cuda.copy_to_device(dst, host.data(), len, 0); }},
+        {"cuda-h2d-locked", [&] { return cuda.copy_to_device(dst, locked.data(), len, 0); }},
+        {"cuda-d2d", [&] { return cuda.copy_on_device(dst, src, len, 0); }}};
+    for (auto copy = std::begin(copies); copy != std::end(copies) && st.ok(); ++copy) {
       auto t0 = Clock::now();
       for (uint64_t i = 0; i < n && st.ok(); ++i)
-        st = copy();
-      if (!st.ok())
-        break;
-      out[std::string(kind) + " " + std::to_string(size)] = mbps(n * size, Clock::now() - t0);
+        st = copy->second();
+      out[std::string(copy->first) + " " + std::to_string(len)] = mbps(n * len, Clock::now() - t0);
     }
   }
   (void)cuda.host_unregister(locked.data(), 0);
-  if (a.error() || b.error())
-    return a.error() ? *a.error() : *b.error();
   CAF_RDMA_RETURN_IF_ERROR(st);
   return out;
 }

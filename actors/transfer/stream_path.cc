@@ -3,6 +3,7 @@
 
 #include "actors/detail/manager_state.h"
 #include "actors/op_texts.h"
+#include "actors/stream_lane.h"
 #include "actors/transfer_checks.h"
 #include "components/same_host.h"
 
@@ -26,14 +27,7 @@ void StreamPath::start(OpId id) {
     return ask_grant(id);
   // Invariant 4: authorized by the handle, no grant round trip.
   s.by_handle = true;
-  StreamJob job;
-  job.host = op.remote.stream_host;
-  job.port = op.remote.stream_port;
-  job.unix_name = same_host_endpoint(op.remote.stream_host_id, op.remote.stream_unix);
-  job.by_handle = true;
-  job.handle = HandleAccess{op.remote.id, op.remote.secret_hi, op.remote.secret_lo,
-                            op.remote_offset, time_left(id)};
-  run(id, std::move(job));
+  run(id, job_by_handle(op.remote, op.remote_offset, time_left(id)));
 }
 
 void StreamPath::ask_grant(OpId id) {

@@ -67,10 +67,10 @@ TEST_F(StreamLaneTest, ReadsAndWritesGoStraightToTheOwnersStreamChannel) {
   uint64_t lane_bytes = 0;
   for (uint64_t s : sizes)
     lane_bytes += 2 * s;
-  uint64_t served = 0;
-  for (int i = 0; i < 500 && served < lane_bytes; ++i, std::this_thread::sleep_for(10ms))
-    served = owner_stats().served_fallback_bytes - owner_before.served_fallback_bytes;
-  EXPECT_EQ(served, lane_bytes);
+  const uint64_t before = owner_before.served_fallback_bytes;
+  ManagerStats after = owner_->wait_stats(
+      [&](const ManagerStats& s) { return s.served_fallback_bytes >= before + lane_bytes; });
+  EXPECT_EQ(after.served_fallback_bytes - before, lane_bytes);
   EXPECT_EQ(owner_stats().fallback_ops, owner_before.fallback_ops);
 }
 

@@ -20,6 +20,13 @@
 namespace caf_rdma::testing {
 namespace {
 
+/// `owner`'s served_fallback_bytes once they reached `at_least` (or after the wait's limit).
+uint64_t served_once(TestNode& owner, uint64_t at_least) {
+  return owner
+      .wait_stats([&](const ManagerStats& s) { return s.served_fallback_bytes >= at_least; })
+      .served_fallback_bytes;
+}
+
 std::unique_ptr<TestNode> fallback_node(uint64_t stream_min_bytes) {
   NodeOptions o;
   o.manager.mode = TransportMode::kFallback;
@@ -85,10 +92,7 @@ TEST_F(StreamPathTest, LargeTransfersTakeTheStreamAndLandExactly) {
   EXPECT_EQ(us.fallback_ops, 2u);
   // The owner counts a grant when its connection thread reports back, which may be just after
   // the requester's reply.
-  uint64_t served = 0;
-  for (int i = 0; i < 500 && served < 2 * kLen; ++i, std::this_thread::sleep_for(10ms))
-    served = owner_->stats().served_fallback_bytes;
-  EXPECT_EQ(served, 2 * kLen);
+  EXPECT_EQ(served_once(*owner_, 2 * kLen), 2 * kLen);
 
   // Below stream_min_bytes: CAF chunks (counted as fallback, not stream).
   auto small = user_->transfer(make_write(*hm, remote, 64 << 10));
@@ -357,10 +361,8 @@ TEST_F(StreamPathTest, ALargeTransferGoesByHandleWithoutAGrant) {
   EXPECT_EQ(back.bytes, mine.bytes);
   EXPECT_EQ(asked->load(), 0) << "a grant was asked for";
   EXPECT_EQ(user_->stats().stream_ops, 2u);
-  uint64_t served = 0;  // counted when the owner's stream worker is done, maybe after the reply
-  for (int i = 0; i < 500 && served < 2 * kLen; ++i, std::this_thread::sleep_for(10ms))
-    served = owner_->stats().served_fallback_bytes;
-  EXPECT_EQ(served, 2 * kLen);
+  // Counted when the owner's stream worker is done, maybe just after the reply.
+  EXPECT_EQ(served_once(*owner_, 2 * kLen), 2 * kLen);
   // A wrong secret is refused by the owner by handle: the op then asks the stand-in for a grant
   // (and gets none, so it moves in chunks, which the stand-in does not serve: an error).
   remote.secret_lo ^= 1;
