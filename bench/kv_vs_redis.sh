@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The key-value store beside redis, natively (no RDMA device: kv_store's fallback path, bytes in
-# CAF messages and the stream channel), GET throughput and p50 at the same value sizes and
+# The key-value store beside redis, natively (no RDMA device: kv_store's fallback path; GETs go
+# to the server's same-host GET listener, PUTs through CAF and the managers' stream channel, as
+# kv_local_get.h says), GET throughput and p50 at the same value sizes and
 # concurrency: 4 KiB values with 8 clients and 1 MiB values with 4 clients. kv_client bench
 # (N PUTs, then N GETs, every GET verified) against redis-benchmark -t set,get (N SETs, then N
 # GETs of one key, no pipelining) on a redis-server that listens on a unix socket only (no port:

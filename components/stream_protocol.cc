@@ -6,6 +6,18 @@
 
 namespace caf_rdma {
 
+void store_le(uint8_t* p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i)
+    p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+uint64_t load_le(const uint8_t* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i)
+    v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+
 namespace {
 
 constexpr uint32_t kMagic = 0x32535243;        // "CRS2" little-endian
@@ -13,18 +25,6 @@ constexpr uint32_t kMagicV1 = 0x31535243;      // "CRS1": a build without the fi
 constexpr uint32_t kMagicHandle = 0x31485243;  // "CRH1": authorized by a buffer handle
 constexpr uint32_t kMagicCma = 0x31534d43;     // "CMS1": "CRS2" by cross-memory attach
 constexpr uint32_t kMagicCmaHandle = 0x31484d43;  // "CMH1": "CRH1" by cross-memory attach
-
-void put(uint8_t* p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i)
-    p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-
-uint64_t get(const uint8_t* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i)
-    v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
 
 }  // namespace
 
@@ -40,31 +40,31 @@ const char* to_string(StreamDirection d) {
 
 Status write_request(const Socket& s, const StreamRequest& r, Deadline deadline) {
   uint8_t b[kMaxRequestBytes];
-  put(b + 4, static_cast<uint32_t>(r.direction), 4);
+  store_le(b + 4, static_cast<uint32_t>(r.direction), 4);
   if (!r.by_handle) {
-    put(b, r.cross_memory ? kMagicCma : kMagic, 4);
-    put(b + 8, r.token, 8);
-    put(b + 16, r.length, 8);
+    store_le(b, r.cross_memory ? kMagicCma : kMagic, 4);
+    store_le(b + 8, r.token, 8);
+    store_le(b + 16, r.length, 8);
     if (r.cross_memory)
-      put(b + kRequestBytes, r.peer_addr, 8);
+      store_le(b + kRequestBytes, r.peer_addr, 8);
     return send_all(s, b, r.cross_memory ? kCrossMemoryRequestBytes : kRequestBytes, deadline,
                     "stream request");
   }
-  put(b, r.cross_memory ? kMagicCmaHandle : kMagicHandle, 4);
-  put(b + 8, r.length, 8);
-  put(b + 16, r.handle.id, 8);
-  put(b + 24, r.handle.secret_hi, 8);
-  put(b + 32, r.handle.secret_lo, 8);
-  put(b + 40, r.handle.offset, 8);
-  put(b + 48, r.handle.timeout_ms, 4);
+  store_le(b, r.cross_memory ? kMagicCmaHandle : kMagicHandle, 4);
+  store_le(b + 8, r.length, 8);
+  store_le(b + 16, r.handle.id, 8);
+  store_le(b + 24, r.handle.secret_hi, 8);
+  store_le(b + 32, r.handle.secret_lo, 8);
+  store_le(b + 40, r.handle.offset, 8);
+  store_le(b + 48, r.handle.timeout_ms, 4);
   if (r.cross_memory)
-    put(b + kHandleRequestBytes, r.peer_addr, 8);
+    store_le(b + kHandleRequestBytes, r.peer_addr, 8);
   return send_all(s, b, r.cross_memory ? kCrossMemoryHandleRequestBytes : kHandleRequestBytes,
                   deadline, "stream request");
 }
 
 size_t request_bytes(const uint8_t* magic4) {
-  switch (get(magic4, 4)) {
+  switch (load_le(magic4, 4)) {
     case kMagicHandle:
       return kHandleRequestBytes;
     case kMagicCma:
@@ -84,15 +84,15 @@ Result<StreamRequest> read_request(const Socket& s, Deadline deadline) {
 }
 
 Result<StreamRequest> parse_request(const uint8_t* b) {
-  if (get(b, 4) == kMagicV1)
+  if (load_le(b, 4) == kMagicV1)
     return Error(ErrorCode::kInvalidArgument,
                  "stream request of protocol version 1 (\"CRS1\"); this owner speaks version 2 "
                  "(\"CRS2\"): run the same caf-rdma release on every node");
-  const uint64_t magic = get(b, 4);
+  const uint64_t magic = load_le(b, 4);
   if (magic != kMagic && magic != kMagicHandle && magic != kMagicCma && magic != kMagicCmaHandle)
     return Error(ErrorCode::kInvalidArgument,
                  "not a caf-rdma stream request (bad magic): is another program connecting?");
-  uint64_t dir = get(b + 4, 4);
+  uint64_t dir = load_le(b + 4, 4);
   if (dir != static_cast<uint32_t>(StreamDirection::kIntoOwner) &&
       dir != static_cast<uint32_t>(StreamDirection::kOutOfOwner))
     return Error(ErrorCode::kInvalidArgument,
@@ -102,20 +102,20 @@ Result<StreamRequest> parse_request(const uint8_t* b) {
   r.cross_memory = magic == kMagicCma || magic == kMagicCmaHandle;
   if (magic == kMagicHandle || magic == kMagicCmaHandle) {
     r.by_handle = true;
-    r.length = get(b + 8, 8);
-    r.handle.id = get(b + 16, 8);
-    r.handle.secret_hi = get(b + 24, 8);
-    r.handle.secret_lo = get(b + 32, 8);
-    r.handle.offset = get(b + 40, 8);
-    r.handle.timeout_ms = static_cast<uint32_t>(get(b + 48, 4));
+    r.length = load_le(b + 8, 8);
+    r.handle.id = load_le(b + 16, 8);
+    r.handle.secret_hi = load_le(b + 24, 8);
+    r.handle.secret_lo = load_le(b + 32, 8);
+    r.handle.offset = load_le(b + 40, 8);
+    r.handle.timeout_ms = static_cast<uint32_t>(load_le(b + 48, 4));
     if (r.cross_memory)
-      r.peer_addr = get(b + kHandleRequestBytes, 8);
+      r.peer_addr = load_le(b + kHandleRequestBytes, 8);
     return r;
   }
-  r.token = get(b + 8, 8);
-  r.length = get(b + 16, 8);
+  r.token = load_le(b + 8, 8);
+  r.length = load_le(b + 16, 8);
   if (r.cross_memory)
-    r.peer_addr = get(b + kRequestBytes, 8);
+    r.peer_addr = load_le(b + kRequestBytes, 8);
   return r;
 }
 
@@ -124,8 +124,8 @@ void append_status(std::vector<uint8_t>& out, const Status& st) {
   if (msg.size() > kMaxStatusMessage)
     msg.resize(kMaxStatusMessage);
   uint8_t b[8];
-  put(b, st.ok() ? 0 : static_cast<uint32_t>(st.error().code()), 4);
-  put(b + 4, msg.size(), 4);
+  store_le(b, st.ok() ? 0 : static_cast<uint32_t>(st.error().code()), 4);
+  store_le(b + 4, msg.size(), 4);
   out.insert(out.end(), b, b + sizeof(b));
   out.insert(out.end(), msg.begin(), msg.end());
 }
@@ -148,8 +148,8 @@ Result<RawStatus> read_raw_status(const Socket& s, Deadline deadline, const std:
   uint8_t b[8];
   CAF_RDMA_RETURN_IF_ERROR(recv_all(s, b, sizeof(b), deadline, what));
   RawStatus r;
-  r.code = static_cast<uint32_t>(get(b, 4));
-  uint64_t n = get(b + 4, 4);
+  r.code = static_cast<uint32_t>(load_le(b, 4));
+  uint64_t n = load_le(b + 4, 4);
   if (n > kMaxStatusMessage)
     return Error(ErrorCode::kInternal,
                  what + ": status message of " + std::to_string(n) + " bytes (garbled stream)");
@@ -176,8 +176,8 @@ Result<Status> read_status(const Socket& s, Deadline deadline, const std::string
 
 Status write_inband_go(const Socket& s, Deadline deadline) {
   uint8_t b[8];
-  put(b, kInbandGoCode, 4);
-  put(b + 4, 0, 4);
+  store_le(b, kInbandGoCode, 4);
+  store_le(b + 4, 0, 4);
   return send_all(s, b, sizeof(b), deadline, "stream status");
 }
 

@@ -95,6 +95,10 @@ inline bool eager_write(const StreamRequest& r) {
          r.length <= kEagerBytes;
 }
 
+/// The wire's integers: `bytes` bytes (at most 8), little-endian.
+void store_le(uint8_t* p, uint64_t v, int bytes);
+uint64_t load_le(const uint8_t* p, int bytes);
+
 /// Appends the wire form of `st` (what write_status sends) to `out`.
 void append_status(std::vector<uint8_t>& out, const Status& st);
 

@@ -9,13 +9,12 @@
 
 #include "actors/rdma_client.h"
 #include "actors/rdma_errors.h"
+#include "components/same_host.h"
+#include "systems/kv_store/kv_local_get.h"
 
 namespace caf_rdma::kv {
 
 namespace {
-
-/// In the errors of requests that got no answer in time (from the server, or the gateway).
-constexpr const char* kNoAnswer = "did not answer";
 
 struct GatewayState {
   static inline const char* name = "kv_gateway";
@@ -94,6 +93,7 @@ server_actor::behavior_type gateway(server_actor::stateful_pointer<GatewayState>
         return forward<uint64_t>(self, t, what, a, std::move(k));
       },
       [=](stats_atom a) { return forward<ServerStats>(self, t, "stats", a); },
+      [=](hello_atom a) { return forward<ServerInfo>(self, t, "hello", a); },
   };
 }
 
@@ -132,6 +132,11 @@ Result<std::unique_ptr<KvClient>> KvClient::connect(KvClientOptions options) {
     client->buffer_ = *h;
   }
   client->gateway_ = sys.spawn(gateway, *server, options.server, options.timeout_ms);
+  auto info = client->session(0)->call<ServerInfo>(hello_atom::value);
+  if (!info.ok())
+    return info.error().with_context("kv_server at " + options.server);
+  if (options.manager.same_host && !rdma_moves_gets(info->device, client->buffer_))
+    client->get_endpoint_ = same_host_endpoint(info->host_id, info->get_endpoint);
   return client;
 }
 
@@ -206,13 +211,47 @@ Result<ValueInfo> KvSession::put_from_slot(const std::string& key, uint64_t size
   return r;
 }
 
+std::optional<Result<ValueInfo>> KvSession::local_get(const std::string& key) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(client_->options_.timeout_ms);
+  if (!local_.valid()) {
+    auto s = connect_unix(client_->get_endpoint_, deadline);
+    if (!s.ok()) {
+      local_failed_ = true;  // the listener is gone or full: ask the store actor from now on
+      return std::nullopt;
+    }
+    local_ = std::move(*s);
+  }
+  bool broken = false;
+  auto r = kv::local_get(local_, key, data_, slot_bytes(), deadline, client_->options_.server,
+                         &broken);
+  if (broken) {
+    local_.close();
+    // A connection the listener closed (it stopped, or took our request for garbage) moved
+    // nothing more: ask the store actor. One that did not answer in time leaves the slot in
+    // doubt (the listener may still copy into it), as a CAF request does.
+    if (r && !r->ok() && r->error().code() != ErrorCode::kTimeout) {
+      local_failed_ = true;
+      return std::nullopt;
+    }
+  }
+  return r;
+}
+
 Result<ValueInfo> KvSession::get(const std::string& key) {
+  if (auto d = doubt())
+    return *d;
+  if (!client_->get_endpoint_.empty() && !local_failed_) {
+    if (auto r = local_get(key)) {
+      if (!r->ok())
+        note_outcome("get '" + key + "'", r->error());
+      return std::move(*r);
+    }
+  }
   BufferHandle slot = client_->buffer_;
   // The server checks the value against the space left in the buffer from our offset, so
   // trim the handle to end at the slot's end.
   slot.size = offset_ + slot_bytes();
-  if (auto d = doubt())
-    return *d;
   auto r = call<ValueInfo>(get_atom::value, key, slot, offset_);
   if (!r.ok()) {
     note_outcome("get '" + key + "'", r.error());

@@ -1,7 +1,8 @@
 // KvClient: connects to a kv_server, registers one receive/send buffer with its own node's
 // manager, and hands out sessions (one per thread), each using its own slot of that buffer.
 // Values move by RDMA between the slot and the server's pool; the client only sends the key
-// and its buffer's handle. All calls block with a timeout; errors are `Error`s whose message
+// and its buffer's handle. Where RDMA would not move a GET's value and the server runs on this
+// host, the session asks the server's same-host GET listener instead (kv_local_get.h). All calls block with a timeout; errors are `Error`s whose message
 // names the key, sizes and peer; codes as listed in kv_protocol.h.
 #pragma once
 
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "actors/rdma_node.h"
+#include "components/socket_io.h"
 #include "primitives/status.h"
 #include "systems/kv_store/kv_protocol.h"
 
@@ -63,6 +65,8 @@ private:
   std::unique_ptr<RdmaNode> node_;
   BufferHandle buffer_;
   server_actor gateway_;  // local actor forwarding to the server, failing requests if it dies
+  /// The server's same-host GET listener (kv_local_get.h) when GETs may use it, else "".
+  std::string get_endpoint_;
   std::mutex doubt_mutex_;
   std::vector<std::string> in_doubt_;  // [slot]: the request that left it in doubt ("": none)
 };
@@ -97,12 +101,16 @@ private:
   std::optional<Error> doubt() const;
   /// After a put or get: marks the slot in doubt when the server did not answer in time.
   void note_outcome(const std::string& what, const Error& e);
+  /// A GET through the server's same-host listener; nothing: ask the store actor.
+  std::optional<Result<ValueInfo>> local_get(const std::string& key);
 
   KvClient* client_;
   uint32_t slot_;
   uint64_t offset_;
   uint8_t* data_;
   std::unique_ptr<caf::scoped_actor> self_;
+  Socket local_;              ///< to the same-host GET listener, opened on first use
+  bool local_failed_ = false;  ///< the listener could not be reached: GETs go over CAF
 };
 
 }  // namespace caf_rdma::kv

@@ -14,6 +14,7 @@ std::optional<uint64_t> KvPool::allocate(uint64_t size) {
   if (size == 0)
     return std::nullopt;
   uint64_t need = rounded(size);
+  std::lock_guard<std::mutex> g(mutex_);
   for (auto it = free_.begin(); it != free_.end(); ++it) {
     if (it->second < need)
       continue;
@@ -30,6 +31,7 @@ std::optional<uint64_t> KvPool::allocate(uint64_t size) {
 
 void KvPool::free(uint64_t offset, uint64_t size) {
   uint64_t n = rounded(size);
+  std::lock_guard<std::mutex> g(mutex_);
   used_ -= n;
   auto next = free_.lower_bound(offset);
   if (next != free_.end() && offset + n == next->first) {
@@ -46,7 +48,13 @@ void KvPool::free(uint64_t offset, uint64_t size) {
   free_.emplace(offset, n);
 }
 
+uint64_t KvPool::used() const {
+  std::lock_guard<std::mutex> g(mutex_);
+  return used_;
+}
+
 uint64_t KvPool::largest_free() const {
+  std::lock_guard<std::mutex> g(mutex_);
   uint64_t best = 0;
   for (const auto& [offset, size] : free_)
     best = std::max(best, size);

@@ -1,11 +1,13 @@
 // KvPool: first-fit allocator of blocks inside the server's one registered memory pool (offsets
 // only; the memory and its registration belong to KvServer). Free neighbours coalesce.
-// Not thread-safe: the server actor is its only user.
+// Thread-safe: the store actor allocates, and a block is freed by its last holder, which may be
+// the same-host GET listener's thread (kv_index.h invariant 2).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 namespace caf_rdma::kv {
@@ -21,7 +23,7 @@ public:
   void free(uint64_t offset, uint64_t size);
 
   uint64_t capacity() const { return capacity_; }
-  uint64_t used() const { return used_; }
+  uint64_t used() const;
   uint64_t largest_free() const;
   /// Bytes a value of `size` takes in the pool (rounded up to the alignment).
   uint64_t rounded(uint64_t size) const { return (size + alignment_ - 1) & ~(alignment_ - 1); }
@@ -29,6 +31,7 @@ public:
 private:
   uint64_t capacity_;
   uint64_t alignment_;
+  mutable std::mutex mutex_;
   uint64_t used_ = 0;
   std::map<uint64_t, uint64_t> free_;  // offset -> size
 };

@@ -3,7 +3,8 @@
 // RDMA-writes a GET's value into it. Where RDMA cannot move them (either side without a device:
 // the managers' fallback would carry the bytes in CAF messages anyway), a GET's value of at most
 // kInlineValueMax bytes comes in the reply itself (path "inline"), one round trip instead of the
-// managers' three, and the client copies it into its buffer.
+// managers' three, and the client copies it into its buffer. On one host, such GETs skip CAF
+// altogether: kv_local_get.h.
 #pragma once
 
 #include <caf/actor_system_config.hpp>
@@ -24,6 +25,7 @@ using put_atom = caf::atom_constant<caf::atom("kv_put")>;
 using get_atom = caf::atom_constant<caf::atom("kv_get")>;
 using delete_atom = caf::atom_constant<caf::atom("kv_del")>;
 using stats_atom = caf::atom_constant<caf::atom("kv_stats")>;
+using hello_atom = caf::atom_constant<caf::atom("kv_hello")>;
 
 /// Longest key the server accepts.
 constexpr uint64_t kMaxKeyBytes = 1024;
@@ -31,6 +33,19 @@ constexpr uint64_t kMaxKeyBytes = 1024;
 constexpr uint64_t kInlineValueMax = 64 << 10;
 /// ValueInfo::path of a value that came in the reply.
 constexpr const char* kPathInline = "inline";
+/// ValueInfo::path of a value the server copied into the client's slot by cross-memory attach
+/// (a same-host GET, kv_local_get.h).
+constexpr const char* kPathSameHost = "same-host";
+/// In the errors of requests that got no answer in time (from the server, or the gateway):
+/// their slot is in doubt (KvSession::put).
+constexpr const char* kNoAnswer = "did not answer";
+
+/// Whether RDMA moves a GET's value from a server with RDMA device `server_device` ("" for
+/// none) into `client_buffer`: else it comes in the reply (up to kInlineValueMax), or over the
+/// same-host GET listener (kv_local_get.h).
+inline bool rdma_moves_gets(const std::string& server_device, const BufferHandle& client_buffer) {
+  return !server_device.empty() && client_buffer.has_rdma();
+}
 
 /// Errors are caf_rdma errors (category "caf_rdma", see actors/rdma_errors.h):
 ///   not_found           GET/DELETE of a key the store does not hold
@@ -70,6 +85,18 @@ typename Inspector::result_type inspect(Inspector& f, ServerStats& x) {
            x.largest_free, x.puts, x.gets, x.deletes, x.errors, x.device);
 }
 
+/// What a client learns of its server when it connects.
+struct ServerInfo {
+  std::string device;        ///< the server's RDMA device, "" on the fallback
+  std::string host_id;       ///< components/same_host.h's host_identity() of the server
+  std::string get_endpoint;  ///< its same-host GET listener's name, "" without one
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ServerInfo& x) {
+  return f(caf::meta::type_name("caf_rdma::kv::ServerInfo"), x.device, x.host_id, x.get_endpoint);
+}
+
 using server_actor = caf::typed_actor<
     /// PUT: read `length` bytes at `offset` of the client's buffer and store them under `key`.
     /// The old value (if any) stays readable until the new one is completely in the pool; a
@@ -79,7 +106,9 @@ using server_actor = caf::typed_actor<
     caf::replies_to<get_atom, std::string, BufferHandle, uint64_t>::with<ValueInfo>,
     /// DELETE: replies with the length of the removed value.
     caf::replies_to<delete_atom, std::string>::with<uint64_t>,
-    caf::replies_to<stats_atom>::with<ServerStats>>;
+    caf::replies_to<stats_atom>::with<ServerStats>,
+    /// What the client needs to know of the server (its device, its same-host GET listener).
+    caf::replies_to<hello_atom>::with<ServerInfo>>;
 
 /// Registers the kv message types (with caf_rdma's); pass as NodeOptions::configure.
 void add_kv_message_types(caf::actor_system_config& cfg);

@@ -3,25 +3,20 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include <unordered_map>
-
 #include "actors/rdma_client.h"
 #include "actors/rdma_errors.h"
+#include "components/same_host.h"
+#include "systems/kv_store/kv_index.h"
 #include "systems/kv_store/kv_pool.h"
 
 namespace caf_rdma::kv {
 
 namespace {
 
-std::string key_text(const std::string& key) {
-  return "'" + (key.size() <= 64 ? key : key.substr(0, 61) + "...") + "'";
-}
-
 caf::error check_key(const std::string& key) {
-  if (key.empty() || key.size() > kMaxKeyBytes)
-    return make_rdma_error(ErrorCode::kInvalidArgument,
-                           "key of " + std::to_string(key.size()) + " bytes; keys have 1 to " +
-                               std::to_string(kMaxKeyBytes) + " bytes");
+  Status st = check_key_length(key.size());
+  if (!st.ok())
+    return make_rdma_error(st.error().code(), st.error().message());
   return {};
 }
 
@@ -39,15 +34,17 @@ public:
 
   using Self = server_actor::stateful_pointer<StoreState>;
 
-  void init(Self self, rdma_manager_actor manager, BufferHandle pool_handle, uint32_t timeout_ms) {
+  void init(Self self, rdma_manager_actor manager, BufferHandle pool_handle,
+            std::shared_ptr<KvIndex> index, std::shared_ptr<KvPool> pool, ServerInfo info,
+            uint32_t timeout_ms) {
     self_ = self;
     manager_ = std::move(manager);
-    pool_ = std::make_shared<KvPool>(pool_handle.size);
+    index_ = std::move(index);
+    pool_ = std::move(pool);
+    info_ = std::move(info);
     pool_handle_ = std::move(pool_handle);
     timeout_ms_ = timeout_ms;
     slack_ = std::chrono::milliseconds(timeout_ms) + std::chrono::seconds(10);
-    stats_.pool_bytes = pool_->capacity();
-    stats_.device = pool_handle_.device;
   }
 
   /// PUT: RDMA READ of the value from the client's buffer into a fresh block.
@@ -58,32 +55,33 @@ public:
   /// DELETE: the value's length.
   caf::result<uint64_t> remove(const std::string& key);
   ServerStats stats() const;
+  const ServerInfo& info() const { return info_; }
 
 private:
   Self self_ = nullptr;
   rdma_manager_actor manager_;
   BufferHandle pool_handle_;  // the whole pool, owned by `manager_`
   std::shared_ptr<KvPool> pool_;
-  std::unordered_map<std::string, std::shared_ptr<const KvBlock>> index_;
+  std::shared_ptr<KvIndex> index_;  // shared with the same-host GET listener
+  ServerInfo info_;
   uint32_t timeout_ms_ = 30000;
   std::chrono::milliseconds slack_{
       0};  // of each request to the manager: the transfer's limit + 10 s
-  ServerStats stats_;
 };
 
 caf::result<ValueInfo> StoreState::put(const std::string& key, const BufferHandle& src,
                                        uint64_t offset, uint64_t length) {
-  ++stats_.puts;
+  ++index_->puts;
   if (auto err = check_key(key)) {
-    ++stats_.errors;
+    ++index_->errors;
     return err;
   }
   if (length == 0) {
-    index_[key] = std::make_shared<const KvBlock>(pool_, 0, 0);
+    index_->put(key, std::make_shared<const KvBlock>(pool_, 0, 0));
     return ValueInfo{0, "", {}};
   }
   if (length > pool_->capacity()) {
-    ++stats_.errors;
+    ++index_->errors;
     return make_rdma_error(ErrorCode::kSizeMismatch,
                            "put " + key_text(key) + ": value of " + std::to_string(length) +
                                " bytes is larger than the whole pool (" +
@@ -91,7 +89,7 @@ caf::result<ValueInfo> StoreState::put(const std::string& key, const BufferHandl
   }
   auto at = pool_->allocate(length);
   if (!at) {
-    ++stats_.errors;
+    ++index_->errors;
     return make_rdma_error(
         ErrorCode::kResourceExhausted,
         "put " + key_text(key) + ": pool full: the value needs " +
@@ -109,11 +107,11 @@ caf::result<ValueInfo> StoreState::put(const std::string& key, const BufferHandl
                 make_read(pool_handle_, src, length, block->offset(), offset), timeout_ms_)
       .then(
           [=](TransferReply& r) mutable {
-            index_[key] = block;
+            index_->put(key, block);
             rp.deliver(ValueInfo{length, r.path, {}});
           },
           [=](caf::error& err) mutable {
-            ++stats_.errors;
+            ++index_->errors;
             rp.deliver(in_op(err, what));
           });
   return rp;
@@ -121,29 +119,25 @@ caf::result<ValueInfo> StoreState::put(const std::string& key, const BufferHandl
 
 caf::result<ValueInfo> StoreState::get(const std::string& key, const BufferHandle& dst,
                                        uint64_t offset) {
-  ++stats_.gets;
+  ++index_->gets;
   if (auto err = check_key(key)) {
-    ++stats_.errors;
+    ++index_->errors;
     return err;
   }
-  auto it = index_.find(key);
-  if (it == index_.end()) {
-    ++stats_.errors;
-    return make_rdma_error(ErrorCode::kNotFound, "get " + key_text(key) + ": no such key");
+  uint64_t room = offset > dst.size ? 0 : dst.size - offset;
+  auto found = index_->for_get(key, room,
+                               "the client's buffer " + std::to_string(dst.id) + " has " +
+                                   std::to_string(room) + " bytes at offset " +
+                                   std::to_string(offset));
+  if (!found.ok()) {
+    ++index_->errors;
+    return make_rdma_error(found.error().code(), found.error().message());
   }
-  auto block = it->second;  // held until the write is done
+  auto block = *found;  // held until the write is done
   uint64_t length = block->length();
-  if (offset > dst.size || length > dst.size - offset) {
-    ++stats_.errors;
-    return make_rdma_error(ErrorCode::kSizeMismatch,
-                           "get " + key_text(key) + ": the value has " + std::to_string(length) +
-                               " bytes, the client's buffer " + std::to_string(dst.id) + " has " +
-                               std::to_string(offset > dst.size ? 0 : dst.size - offset) +
-                               " bytes at offset " + std::to_string(offset));
-  }
   if (length == 0)
     return ValueInfo{0, "", {}};
-  if (length <= kInlineValueMax && (pool_handle_.device.empty() || !dst.has_rdma())) {
+  if (length <= kInlineValueMax && !rdma_moves_gets(pool_handle_.device, dst)) {
     // RDMA cannot move it: the bytes go in the reply (kv_protocol.h). A block in the index is
     // never written again, so reading it here races with nothing.
     const auto* at = reinterpret_cast<const uint8_t*>(pool_handle_.addr) + block->offset();
@@ -159,35 +153,42 @@ caf::result<ValueInfo> StoreState::get(const std::string& key, const BufferHandl
             rp.deliver(ValueInfo{length, r.path, {}});
           },
           [=](caf::error& err) mutable {
-            ++stats_.errors;
+            ++index_->errors;
             rp.deliver(in_op(err, what));
           });
   return rp;
 }
 
 caf::result<uint64_t> StoreState::remove(const std::string& key) {
-  ++stats_.deletes;
-  auto it = index_.find(key);
-  if (it == index_.end()) {
-    ++stats_.errors;
+  ++index_->deletes;
+  auto length = index_->erase(key);  // the block returns to the pool once no GET reads it
+  if (!length) {
+    ++index_->errors;
     return make_rdma_error(ErrorCode::kNotFound, "delete " + key_text(key) + ": no such key");
   }
-  uint64_t length = it->second->length();
-  index_.erase(it);  // the block returns to the pool once no GET reads it
-  return length;
+  return *length;
 }
 
 ServerStats StoreState::stats() const {
-  ServerStats s = stats_;
-  s.keys = index_.size();
+  ServerStats s;
+  s.puts = index_->puts;
+  s.gets = index_->gets;
+  s.deletes = index_->deletes;
+  s.errors = index_->errors;
+  s.pool_bytes = pool_->capacity();
+  s.device = pool_handle_.device;
+  s.keys = index_->size();
   s.used_bytes = pool_->used();
   s.largest_free = pool_->largest_free();
   return s;
 }
 
 server_actor::behavior_type store(StoreState::Self self, rdma_manager_actor manager,
-                                  BufferHandle pool_handle, uint32_t timeout_ms) {
-  self->state.init(self, std::move(manager), std::move(pool_handle), timeout_ms);
+                                  BufferHandle pool_handle, std::shared_ptr<KvIndex> index,
+                                  std::shared_ptr<KvPool> pool, ServerInfo info,
+                                  uint32_t timeout_ms) {
+  self->state.init(self, std::move(manager), std::move(pool_handle), std::move(index),
+                   std::move(pool), std::move(info), timeout_ms);
   return {
       [=](put_atom, std::string& key, BufferHandle& src, uint64_t offset, uint64_t length) {
         return self->state.put(key, src, offset, length);
@@ -197,6 +198,7 @@ server_actor::behavior_type store(StoreState::Self self, rdma_manager_actor mana
       },
       [=](delete_atom, std::string& key) { return self->state.remove(key); },
       [=](stats_atom) { return self->state.stats(); },
+      [=](hello_atom) { return self->state.info(); },
   };
 }
 
@@ -228,7 +230,18 @@ Result<std::unique_ptr<KvServer>> KvServer::start(KvServerOptions options) {
     pool = *h;
   }
   server->device_ = pool.device;
-  server->actor_ = sys.spawn(store, server->node_->manager(), pool, options.transfer_timeout_ms);
+  auto index = std::make_shared<KvIndex>();
+  ServerInfo info;
+  info.device = pool.device;
+  if (options.manager.same_host) {
+    CAF_RDMA_ASSIGN_OR_RETURN(server->listener_,
+                              KvGetListener::start(index, server->memory_.get()));
+    info.host_id = host_identity();
+    info.get_endpoint = server->listener_->unix_name();
+  }
+  server->actor_ = sys.spawn(store, server->node_->manager(), pool, std::move(index),
+                             std::make_shared<KvPool>(pool.size), std::move(info),
+                             options.transfer_timeout_ms);
   // Under the node's policy: over TLS when the node has credentials (handles with their
   // secrets never travel in plaintext, and no process without a certificate reaches it).
   auto port = server->node_->publish(server->actor_, options.port);
@@ -245,6 +258,7 @@ KvServer::~KvServer() {
   if (actor_)
     caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
   actor_ = nullptr;
+  listener_.reset();
   node_.reset();
 }
 

@@ -1,7 +1,8 @@
 // KvServer: an RdmaNode whose manager registers one memory pool, once, plus the store actor
 // (published at the server's address) that keeps the key index and moves values with RDMA
 // through its manager: PUT = RDMA READ from the client's buffer into a fresh pool block, GET =
-// RDMA WRITE from the value's block into the client's buffer.
+// RDMA WRITE from the value's block into the client's buffer. Clients on the same host GET
+// through the server's same-host listener instead, without CAF (kv_local_get.h).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 
 #include "actors/rdma_node.h"
 #include "primitives/status.h"
+#include "systems/kv_store/kv_local_get.h"
 #include "systems/kv_store/kv_protocol.h"
 
 namespace caf_rdma::kv {
@@ -38,6 +40,8 @@ public:
   /// The server's RDMA device, "" when values move on the fallback.
   const std::string& device() const { return device_; }
   const server_actor& actor() const { return actor_; }
+  /// The same-host GET listener's abstract name (kv_local_get.h), "" without one.
+  std::string get_endpoint() const { return listener_ ? listener_->unix_name() : ""; }
   RdmaNode& node() { return *node_; }
 
 private:
@@ -45,6 +49,9 @@ private:
 
   std::unique_ptr<uint8_t[]> memory_;  // declared first: freed after the node is gone
   std::unique_ptr<RdmaNode> node_;
+  /// Same-host GETs (kv_local_get.h); null with ManagerOptions::same_host off. Stopped before
+  /// the node and the memory go.
+  std::unique_ptr<KvGetListener> listener_;
   server_actor actor_;
   std::string host_;
   uint16_t port_ = 0;

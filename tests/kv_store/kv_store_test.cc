@@ -9,10 +9,13 @@
 #include <signal.h>
 
 #include <atomic>
+#include <set>
 #include <thread>
 
 #include "actors/rdma_client.h"
 #include "actors/rdma_errors.h"
+#include "components/same_host.h"
+#include "components/socket_io.h"
 #include "support/child_process.h"
 #include "systems/kv_store/kv_client.h"
 #include "systems/kv_store/kv_server.h"
@@ -74,12 +77,21 @@ protected:
     ASSERT_TRUE(r.ok()) << r.error().to_string();
     ASSERT_EQ(r->length, v.size());
     if (!v.empty()) {
-      // Without RDMA a small value comes in the reply (kv_protocol.h).
-      const bool in_reply = expected_path() == kPathFallback && v.size() <= kInlineValueMax;
-      EXPECT_EQ(r->path, in_reply ? kPathInline : expected_path()) << key;
+      EXPECT_EQ(r->path, get_path(v.size())) << key;
       EXPECT_TRUE(r->bytes.empty()) << "the inline bytes are the slot's now";
       EXPECT_EQ(std::memcmp(s.slot_data(), v.data(), v.size()), 0) << "value of " << key;
     }
+  }
+
+  /// The path of a GET of `size` bytes: without RDMA a small value comes in the answer
+  /// (kv_protocol.h), and a larger one by cross-memory attach from the server's same-host GET
+  /// listener (kv_local_get.h; server and client are in this process) unless same-host is off.
+  std::string get_path(uint64_t size) const {
+    if (expected_path() != kPathFallback)
+      return expected_path();
+    if (size <= kInlineValueMax)
+      return kPathInline;
+    return manager_.same_host ? kPathSameHost : kPathFallback;
   }
 
   ManagerOptions manager_;
@@ -186,11 +198,106 @@ TEST_F(KvStoreTest, ValueLargerThanTheClientBufferIsRefusedOnBothSides) {
   auto v = value_of(3 << 20, 4);
   ASSERT_TRUE(big_client->session(0)->put("three-mib", v.data(), v.size()).ok());
   auto s = small_client->session(0);
+  // "the client's slot" (same-host listener) or "the client's buffer N" (store actor).
   EXPECT_ERROR(s->get("three-mib"), ErrorCode::kSizeMismatch,
-               "the value has 3145728 bytes, the client's buffer");
+               "get 'three-mib': the value has 3145728 bytes, the client's");
   EXPECT_ERROR(s->put("three-mib", v.data(), v.size()), ErrorCode::kSizeMismatch,
                "larger than the client's buffer slot (1048576 bytes");
   expect_value(*big_client->session(0), "three-mib", v);
+}
+
+// kv_local_get.h: on one host without RDMA, GETs go to the server's listener, not its actor;
+// a value replaced or deleted while GETs run is seen whole, old or new, never mixed.
+TEST_F(KvStoreTest, SameHostGetsSeeEveryReplacementWhole) {
+  if (expected_path() != kPathFallback || !manager_.same_host)
+    GTEST_SKIP() << "same-host GETs are the fallback's (RDMA moves them here)";
+  auto writer = connect(4 << 20);
+  auto reader = connect(4 << 20);
+  ASSERT_TRUE(writer && reader);
+  auto w = writer->session(0);
+  auto r = reader->session(0);
+  // Above kInlineValueMax: copied by cross-memory attach while the writer replaces the value.
+  const uint64_t kSize = 3 * kInlineValueMax + 5;
+  std::vector<std::vector<uint8_t>> values;
+  for (uint32_t i = 0; i < 4; ++i)
+    values.push_back(value_of(kSize - (i % 2) * 64, 40 + i));  // two lengths
+  values.push_back(value_of(1000, 50));                        // and one in the answer
+  ASSERT_TRUE(w->put("hot", values[0].data(), values[0].size()).ok());
+  auto before = writer->server_stats();
+  ASSERT_TRUE(before.ok());
+  std::atomic<bool> stop{false};
+  std::string writer_error;
+  std::thread t([&] {
+    for (uint32_t i = 1; !stop && writer_error.empty(); ++i) {
+      const auto& v = values[i % values.size()];
+      auto p = w->put("hot", v.data(), v.size());
+      if (!p.ok())
+        writer_error = p.error().to_string();
+    }
+  });
+  std::set<std::string> paths;
+  uint32_t gets = 0;
+  for (; gets < 300; ++gets) {
+    auto g = r->get("hot");
+    ASSERT_TRUE(g.ok()) << g.error().to_string();
+    paths.insert(g->path);
+    bool whole = false;
+    for (const auto& v : values)
+      whole = whole || (g->length == v.size() && std::memcmp(r->slot_data(), v.data(), v.size()) == 0);
+    ASSERT_TRUE(whole) << "GET " << gets << " of " << g->length << " bytes (path " << g->path
+                       << ") is none of the values put";
+  }
+  stop = true;
+  t.join();
+  EXPECT_TRUE(writer_error.empty()) << writer_error;
+  EXPECT_EQ(paths.count(kPathFallback), 0u) << "a GET went through the store actor's manager";
+  EXPECT_EQ(paths.count(kPathSameHost), 1u);
+  auto after = writer->server_stats();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->gets - before->gets, gets);
+  EXPECT_EQ(after->errors, 0u);
+  ASSERT_TRUE(w->remove("hot").ok());
+  EXPECT_ERROR(r->get("hot"), ErrorCode::kNotFound, "get 'hot': no such key");
+  EXPECT_ERROR(r->get(std::string(kMaxKeyBytes + 1, 'k')), ErrorCode::kInvalidArgument,
+               "key of 1025 bytes; keys have 1 to 1024 bytes");
+  // After an error, the same session's connection still serves.
+  ASSERT_TRUE(w->put("hot", values[4].data(), values[4].size()).ok());
+  expect_value(*r, "hot", values[4]);
+}
+
+// A connection that sends garbage, or half a request, is closed (kv_local_get.h invariant 2)
+// and holds nobody up; without the same-host option, GETs go over CAF.
+TEST_F(KvStoreTest, SameHostListenerShrugsOffGarbageAndCanBeTurnedOff) {
+  if (expected_path() != kPathFallback || !manager_.same_host)
+    GTEST_SKIP() << "same-host GETs are the fallback's (RDMA moves them here)";
+  auto client = connect(1 << 20);
+  ASSERT_TRUE(client);
+  auto s = client->session(0);
+  auto v = value_of(200 << 10, 61);
+  ASSERT_TRUE(s->put("k", v.data(), v.size()).ok());
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  auto garbage = connect_unix(server_->get_endpoint(), deadline);
+  auto half = connect_unix(server_->get_endpoint(), deadline);
+  ASSERT_TRUE(garbage.ok() && half.ok());
+  const char junk[32] = "GET k HTTP/1.1\r\n\r\n";
+  ASSERT_TRUE(send_all(*garbage, junk, sizeof(junk), deadline, "junk").ok());
+  ASSERT_TRUE(send_all(*half, "KVG1", 4, deadline, "half").ok());
+  uint8_t byte = 0;
+  auto closed = recv_all(*garbage, &byte, 1, deadline, "junk's answer");
+  EXPECT_EQ(closed.error().code(), ErrorCode::kPeerUnavailable) << closed.error().to_string();
+  expect_value(*s, "k", v);  // the half request waits; nobody else does
+  ManagerOptions off = manager_;
+  off.same_host = false;
+  KvClientOptions o;
+  o.server = server_->address();
+  o.buffer_bytes = 1 << 20;
+  o.manager = off;
+  auto caf_client = KvClient::connect(o);
+  ASSERT_TRUE(caf_client.ok()) << caf_client.error().to_string();
+  auto g = (*caf_client)->session(0)->get("k");
+  ASSERT_TRUE(g.ok()) << g.error().to_string();
+  EXPECT_EQ(g->path, kPathFallback);
+  EXPECT_EQ(std::memcmp((*caf_client)->session(0)->slot_data(), v.data(), v.size()), 0);
 }
 
 TEST_F(KvStoreTest, PoolFullLeavesTheOldValueIntact) {
