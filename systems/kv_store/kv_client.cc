@@ -223,8 +223,8 @@ std::optional<Result<ValueInfo>> KvSession::local_get(const std::string& key) {
     local_ = std::move(*s);
   }
   bool broken = false;
-  auto r = kv::local_get(local_, key, data_, slot_bytes(), deadline, client_->options_.server,
-                         &broken);
+  auto r =
+      kv::local_get(local_, key, data_, slot_bytes(), deadline, client_->options_.server, &broken);
   if (broken) {
     local_.close();
     // A connection the listener closed (it stopped, or took our request for garbage) moved

@@ -2,8 +2,9 @@
 // manager, and hands out sessions (one per thread), each using its own slot of that buffer.
 // Values move by RDMA between the slot and the server's pool; the client only sends the key
 // and its buffer's handle. Where RDMA would not move a GET's value and the server runs on this
-// host, the session asks the server's same-host GET listener instead (kv_local_get.h). All calls block with a timeout; errors are `Error`s whose message
-// names the key, sizes and peer; codes as listed in kv_protocol.h.
+// host, the session asks the server's same-host GET listener instead (kv_local_get.h). All calls
+// block with a timeout; errors are `Error`s whose message names the key, sizes and peer; codes as
+// listed in kv_protocol.h.
 #pragma once
 
 #include <caf/scoped_actor.hpp>
@@ -109,7 +110,7 @@ private:
   uint64_t offset_;
   uint8_t* data_;
   std::unique_ptr<caf::scoped_actor> self_;
-  Socket local_;              ///< to the same-host GET listener, opened on first use
+  Socket local_;               ///< to the same-host GET listener, opened on first use
   bool local_failed_ = false;  ///< the listener could not be reached: GETs go over CAF
 };
 

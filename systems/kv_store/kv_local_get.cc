@@ -53,8 +53,7 @@ Result<std::unique_ptr<KvGetListener>> KvGetListener::start(std::shared_ptr<KvIn
   l->epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   l->stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (l->epoll_fd_ < 0 || l->stop_fd_ < 0)
-    return Error(ErrorCode::kInternal,
-                 "kv GET listener: epoll/eventfd: " + errno_string(errno));
+    return Error(ErrorCode::kInternal, "kv GET listener: epoll/eventfd: " + errno_string(errno));
   for (int fd : {l->listener_.fd(), l->stop_fd_}) {
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -214,8 +213,8 @@ void KvGetListener::run() {
   }
 }
 
-std::optional<Result<ValueInfo>> local_get(const Socket& s, const std::string& key,
-                                           uint8_t* slot, uint64_t capacity, Deadline deadline,
+std::optional<Result<ValueInfo>> local_get(const Socket& s, const std::string& key, uint8_t* slot,
+                                           uint64_t capacity, Deadline deadline,
                                            const std::string& server, bool* broken) {
   const std::string what = "get " + key_text(key) + ": kv_server at " + server;
   auto failed = [&](const Error& e) -> Result<ValueInfo> {

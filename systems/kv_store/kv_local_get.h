@@ -91,8 +91,8 @@ private:
 /// or kPathSameHost, `bytes` empty) or the server's error; nothing when the listener said
 /// kAskCaf. `*broken` is set when the connection failed (the caller closes it); a failure
 /// that is a timeout is kTimeout naming `server` and saying it kNoAnswer.
-std::optional<Result<ValueInfo>> local_get(const Socket& s, const std::string& key,
-                                           uint8_t* slot, uint64_t capacity, Deadline deadline,
+std::optional<Result<ValueInfo>> local_get(const Socket& s, const std::string& key, uint8_t* slot,
+                                           uint64_t capacity, Deadline deadline,
                                            const std::string& server, bool* broken);
 
 }  // namespace caf_rdma::kv

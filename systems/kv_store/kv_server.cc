@@ -125,10 +125,10 @@ caf::result<ValueInfo> StoreState::get(const std::string& key, const BufferHandl
     return err;
   }
   uint64_t room = offset > dst.size ? 0 : dst.size - offset;
-  auto found = index_->for_get(key, room,
-                               "the client's buffer " + std::to_string(dst.id) + " has " +
-                                   std::to_string(room) + " bytes at offset " +
-                                   std::to_string(offset));
+  auto found =
+      index_->for_get(key, room,
+                      "the client's buffer " + std::to_string(dst.id) + " has " +
+                          std::to_string(room) + " bytes at offset " + std::to_string(offset));
   if (!found.ok()) {
     ++index_->errors;
     return make_rdma_error(found.error().code(), found.error().message());
@@ -239,9 +239,9 @@ Result<std::unique_ptr<KvServer>> KvServer::start(KvServerOptions options) {
     info.host_id = host_identity();
     info.get_endpoint = server->listener_->unix_name();
   }
-  server->actor_ = sys.spawn(store, server->node_->manager(), pool, std::move(index),
-                             std::make_shared<KvPool>(pool.size), std::move(info),
-                             options.transfer_timeout_ms);
+  server->actor_ =
+      sys.spawn(store, server->node_->manager(), pool, std::move(index),
+                std::make_shared<KvPool>(pool.size), std::move(info), options.transfer_timeout_ms);
   // Under the node's policy: over TLS when the node has credentials (handles with their
   // secrets never travel in plaintext, and no process without a certificate reaches it).
   auto port = server->node_->publish(server->actor_, options.port);

@@ -219,9 +219,9 @@ TEST_F(KvStoreTest, SameHostGetsSeeEveryReplacementWhole) {
   // Above kInlineValueMax: copied by cross-memory attach while the writer replaces the value.
   const uint64_t kSize = 3 * kInlineValueMax + 5;
   std::vector<std::vector<uint8_t>> values;
-  for (uint32_t i = 0; i < 4; ++i)
-    values.push_back(value_of(kSize - (i % 2) * 64, 40 + i));  // two lengths
-  values.push_back(value_of(1000, 50));                        // and one in the answer
+  for (uint64_t i = 0; i < 4; ++i)
+    values.push_back(value_of(kSize - (i % 2) * 64, static_cast<uint32_t>(40 + i)));  // two lengths
+  values.push_back(value_of(1000, 50));  // and one in the answer
   ASSERT_TRUE(w->put("hot", values[0].data(), values[0].size()).ok());
   auto before = writer->server_stats();
   ASSERT_TRUE(before.ok());
@@ -243,7 +243,8 @@ TEST_F(KvStoreTest, SameHostGetsSeeEveryReplacementWhole) {
     paths.insert(g->path);
     bool whole = false;
     for (const auto& v : values)
-      whole = whole || (g->length == v.size() && std::memcmp(r->slot_data(), v.data(), v.size()) == 0);
+      whole =
+          whole || (g->length == v.size() && std::memcmp(r->slot_data(), v.data(), v.size()) == 0);
     ASSERT_TRUE(whole) << "GET " << gets << " of " << g->length << " bytes (path " << g->path
                        << ") is none of the values put";
   }
