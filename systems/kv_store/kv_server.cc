@@ -149,12 +149,17 @@ caf::result<ValueInfo> StoreState::get(const std::string& key, const BufferHandl
       ->request(manager_, slack_, transfer_atom::value,
                 make_write(pool_handle_, dst, length, block->offset(), offset), timeout_ms_)
       .then(
-          [=](TransferReply& r) mutable {
+          // Both hold the block until the manager's answer (the write's end): a PUT or DELETE
+          // in between must not return it to the pool while RDMA still reads it (kv_index.h
+          // invariant 2). [=] alone would not capture it: it is not otherwise used here.
+          [=, block = block](TransferReply& r) mutable {
             rp.deliver(ValueInfo{length, r.path, {}});
+            block.reset();
           },
-          [=](caf::error& err) mutable {
+          [=, block = block](caf::error& err) mutable {
             ++index_->errors;
             rp.deliver(in_op(err, what));
+            block.reset();
           });
   return rp;
 }
