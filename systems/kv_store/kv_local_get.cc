@@ -50,38 +50,46 @@ Result<std::unique_ptr<KvGetListener>> KvGetListener::start(std::shared_ptr<KvIn
   l->index_ = std::move(index);
   l->pool_ = pool;
   CAF_RDMA_ASSIGN_OR_RETURN(l->listener_, listen_unix(&l->unix_name_));
-  l->epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   l->stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (l->epoll_fd_ < 0 || l->stop_fd_ < 0)
-    return Error(ErrorCode::kInternal, "kv GET listener: epoll/eventfd: " + errno_string(errno));
-  for (int fd : {l->listener_.fd(), l->stop_fd_}) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = fd;
-    if (::epoll_ctl(l->epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
-      return Error(ErrorCode::kInternal, "kv GET listener: epoll_ctl: " + errno_string(errno));
+  if (l->stop_fd_ < 0)
+    return Error(ErrorCode::kInternal, "kv GET listener: eventfd: " + errno_string(errno));
+  for (size_t i = 0; i < kLoops; ++i) {
+    int epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
+    if (epoll_fd < 0)
+      return Error(ErrorCode::kInternal, "kv GET listener: epoll_create1: " + errno_string(errno));
+    l->epoll_fds_.push_back(epoll_fd);
+    // Each new connection wakes one thread (EPOLLEXCLUSIVE); the stop event wakes them all.
+    for (int fd : {l->listener_.fd(), l->stop_fd_}) {
+      epoll_event ev{};
+      ev.events = fd == l->stop_fd_ ? EPOLLIN : EPOLLIN | EPOLLEXCLUSIVE;
+      ev.data.fd = fd;
+      if (::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0)
+        return Error(ErrorCode::kInternal, "kv GET listener: epoll_ctl: " + errno_string(errno));
+    }
   }
-  l->thread_ = std::thread([p = l.get()] { p->run(); });
+  for (int epoll_fd : l->epoll_fds_)
+    l->threads_.emplace_back([p = l.get(), epoll_fd] { p->run(epoll_fd); });
   return l;
 }
 
 KvGetListener::~KvGetListener() {
-  if (thread_.joinable()) {
+  if (!threads_.empty()) {
     uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(stop_fd_, &one, sizeof(one));
-    thread_.join();
+    for (auto& t : threads_)
+      t.join();
   }
-  if (epoll_fd_ >= 0)
-    ::close(epoll_fd_);
+  for (int fd : epoll_fds_)
+    ::close(fd);
   if (stop_fd_ >= 0)
     ::close(stop_fd_);
 }
 
-void KvGetListener::run() {
+void KvGetListener::run(int epoll_fd) {
   std::unordered_map<int, Connection> conns;
   const uid_t uid = ::getuid();
   auto drop = [&](int fd) {
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+    ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
     conns.erase(fd);
   };
   // Answers the complete request on `c` (invariants 2-4); false: the connection must close.
@@ -166,7 +174,7 @@ void KvGetListener::run() {
   std::vector<epoll_event> events(64);
   auto next_sweep = std::chrono::steady_clock::now();
   for (;;) {
-    int n = ::epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), 1000);
+    int n = ::epoll_wait(epoll_fd, events.data(), static_cast<int>(events.size()), 1000);
     if (n < 0 && errno != EINTR)
       return;
     for (int i = 0; i < n; ++i) {
@@ -180,13 +188,13 @@ void KvGetListener::run() {
             break;
           Socket s(cfd);
           auto who = peer_credentials(s);
-          if (!who.ok() || who->uid != uid || conns.size() >= kMaxConnections)
+          if (!who.ok() || who->uid != uid || conns.size() >= kMaxConnections / kLoops)
             continue;  // invariants 1 and 2: closed unserved
           ::setsockopt(cfd, SOL_SOCKET, SO_SNDBUF, &kSendBuffer, sizeof(kSendBuffer));
           epoll_event ev{};
           ev.events = EPOLLIN;
           ev.data.fd = cfd;
-          if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, cfd, &ev) != 0)
+          if (::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, cfd, &ev) != 0)
             continue;
           Connection& c = conns[cfd];
           c.socket = std::move(s);
@@ -204,7 +212,7 @@ void KvGetListener::run() {
     next_sweep = now + std::chrono::milliseconds(100);
     for (auto it = conns.begin(); it != conns.end();) {
       if (it->second.got > 0 && it->second.request_deadline < now) {
-        ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->first, nullptr);
+        ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, it->first, nullptr);
         it = conns.erase(it);
       } else {
         ++it;

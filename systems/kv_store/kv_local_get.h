@@ -18,7 +18,8 @@
 //  1. Only peers running as this process's uid are served (SO_PEERCRED at accept, the kernel's
 //     word), as on the stream channel's same-host endpoint; a cross-memory copy goes only into
 //     the SO_PEERCRED pid, so a client can make the listener write only into its own memory.
-//  2. The listener never waits on a client: one event thread (epoll); a connection's next
+//  2. The listener never waits on a client: kLoops event threads (epoll), each serving the
+//     connections it accepted, so kLoops values are copied at once; a connection's next
 //     request is read only after its answer went out; an answer that does not go into the
 //     socket's send buffer at once (sized for the largest in-band answer) closes the
 //     connection, as does a request not complete kRequestTimeout after its first byte, or one
@@ -39,6 +40,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "components/socket_io.h"
 #include "systems/kv_store/kv_index.h"
@@ -56,6 +58,7 @@ enum class LocalGetHow : uint32_t {
 class KvGetListener {
 public:
   /// Invariant 2's bounds.
+  static constexpr size_t kLoops = 2;
   static constexpr size_t kMaxConnections = 1024;
   static constexpr std::chrono::milliseconds kRequestTimeout{5000};
   /// The longest a cross-memory copy of one value may take.
@@ -64,7 +67,7 @@ public:
   /// Listens on a fresh abstract name; values are read at `pool` + their block's offset.
   static Result<std::unique_ptr<KvGetListener>> start(std::shared_ptr<KvIndex> index,
                                                       const uint8_t* pool);
-  /// Stops and joins the event thread; open connections close (their clients ask over CAF).
+  /// Stops and joins the event threads; open connections close (their clients ask over CAF).
   ~KvGetListener();
 
   /// The abstract name (announced in ServerInfo::get_endpoint).
@@ -74,16 +77,17 @@ public:
 
 private:
   KvGetListener() = default;
-  void run();
+  /// One event thread: serves the connections it accepts through `epoll_fd`.
+  void run(int epoll_fd);
 
   std::shared_ptr<KvIndex> index_;
   const uint8_t* pool_ = nullptr;
   Socket listener_;
-  int epoll_fd_ = -1;
+  std::vector<int> epoll_fds_;  // one per event thread
   int stop_fd_ = -1;
   std::string unix_name_;
   std::atomic<uint64_t> answered_{0};
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 /// The client's side of one GET over `s` (connected to a KvGetListener): the value of `key`
