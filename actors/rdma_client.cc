@@ -47,10 +47,25 @@ template <class T, class... Ts>
 Result<T> RdmaClient::call(std::chrono::milliseconds timeout, Ts&&... xs) {
   std::optional<Result<T>> out;
   if (manager_.node() == sys_.node()) {
-    auto handle = (*self_)->request(manager_, timeout, std::forward<Ts>(xs)...);
-    spin_for_reply();
-    handle.receive([&](T& value) { out.emplace(std::move(value)); },
-                   [&](caf::error& err) { out.emplace(to_error(err)); });
+    // CAF's request timeout is armed only when the answer is not there after the busy-poll
+    // window: a request answered within it wakes no timer thread (busy polling's point).
+    const auto asked = std::chrono::steady_clock::now();
+    auto handle = (*self_)->request(manager_, caf::infinite, std::forward<Ts>(xs)...);
+    auto on_value = [&](T& value) { out.emplace(std::move(value)); };
+    auto on_error = [&](caf::error& err) { out.emplace(to_error(err)); };
+    if (spin_for_reply()) {
+      // Something is in the mailbox, most likely the answer: take it if so, without waiting.
+      caf::blocking_actor::accept_one_cond one;
+      (*self_)->varargs_receive(
+          one, handle.id(), on_value, on_error, caf::after(std::chrono::seconds(0)) >> [] {});
+    }
+    if (!out) {
+      auto left = std::max(std::chrono::steady_clock::duration::zero(),
+                           timeout - (std::chrono::steady_clock::now() - asked));
+      (*self_)->request_response_timeout(
+          caf::duration{std::chrono::duration_cast<std::chrono::microseconds>(left)}, handle.id());
+      handle.receive(on_value, on_error);
+    }
   } else {
     // Another node's facade: the question goes sealed and only its sealed answer counts
     // (actors/peer_facade.h, invariant 6); whatever else arrives under its id is skipped.
@@ -89,13 +104,14 @@ Result<T> RdmaClient::call(std::chrono::milliseconds timeout, Ts&&... xs) {
   return std::move(*out);
 }
 
-void RdmaClient::spin_for_reply() {
+bool RdmaClient::spin_for_reply() {
   if (busy_poll_.count() == 0)
-    return;
+    return false;
   const auto until = std::chrono::steady_clock::now() + busy_poll_;
   auto& mailbox = (*self_)->mailbox();
   while (mailbox.empty() && std::chrono::steady_clock::now() < until) {
   }
+  return !mailbox.empty();
 }
 
 Result<BufferHandle> RdmaClient::request_buffer(const void* addr, uint64_t size,

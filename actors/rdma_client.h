@@ -150,8 +150,9 @@ private:
   template <class T, class... Ts>
   Result<T> call(std::chrono::milliseconds timeout, Ts&&... xs);
   /// Spins up to busy_poll_ until a message is in the mailbox (then receive takes it without
-  /// a wake-up): busy polling's client side.
-  void spin_for_reply();
+  /// a wake-up): busy polling's client side. True: a message is there (false at once when
+  /// busy polling is off).
+  bool spin_for_reply();
   /// How long to wait for the answer to a request that itself may take `ms` (a transfer's or a
   /// directory wait's timeout): that, plus the reply timeout.
   std::chrono::milliseconds reply_wait(uint32_t ms) const {
