@@ -62,8 +62,10 @@ Result<T> RdmaClient::call(std::chrono::milliseconds timeout, Ts&&... xs) {
     if (!out) {
       auto left = std::max(std::chrono::steady_clock::duration::zero(),
                            timeout - (std::chrono::steady_clock::now() - asked));
+      // What request(timeout) arms: it takes the request's id (the handle holds the answer's).
       (*self_)->request_response_timeout(
-          caf::duration{std::chrono::duration_cast<std::chrono::microseconds>(left)}, handle.id());
+          caf::duration{std::chrono::duration_cast<std::chrono::microseconds>(left)},
+          caf::make_message_id(handle.id().request_id().integer_value()));
       handle.receive(on_value, on_error);
     }
   } else {

@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 
 #include <cstring>
+#include <vector>
 
 #include "actors/rdma_client.h"
 #include "actors/rdma_node.h"
@@ -102,6 +103,40 @@ TEST_F(BusyPollTest, EveryByteArrivesThroughTheManagerWithBusyPollingOn) {
   auto stats = client.stats();
   ASSERT_TRUE(stats.ok()) << stats.error().to_string();
   EXPECT_EQ(stats->direct_ops, 0u);
+}
+
+// Takes every request and never answers it (its promises stay open until it exits).
+struct NeverAnswers {
+  std::vector<caf::response_promise> held;
+};
+caf::behavior never_answers(caf::stateful_actor<NeverAnswers>* self) {
+  self->set_default_handler(
+      [self](caf::scheduled_actor*, caf::message_view&) -> caf::result<caf::message> {
+        self->state.held.push_back(self->make_response_promise());
+        return caf::delegated<caf::message>{};
+      });
+  return {[](int) {}};
+}
+
+// A client of a busy node arms CAF's request timeout only when its spin found no reply
+// (RdmaClient::call): a manager that never answers still ends the call at its timeout.
+TEST_F(BusyPollTest, AClientOfABusyNodeStillTimesOutWhenNobodyAnswers) {
+  ManagerOptions busy;
+  busy.busy_poll = std::chrono::microseconds(500);
+  auto me = start_node(busy);
+  ASSERT_TRUE(me);
+  auto mute = me->node().system().spawn(never_answers);
+  RdmaClient client(me->node().system(), caf::actor_cast<rdma_manager_actor>(mute),
+                    /*direct=*/false, std::chrono::milliseconds(300));
+  for (int i = 0; i < 2; ++i) {  // the second call after a timed-out first
+    auto t0 = std::chrono::steady_clock::now();
+    auto stats = client.stats();
+    auto took = std::chrono::steady_clock::now() - t0;
+    ASSERT_FALSE(stats.ok());
+    EXPECT_EQ(stats.error().code(), ErrorCode::kTimeout) << stats.error().to_string();
+    EXPECT_LT(took, std::chrono::seconds(20));  // its own 300 ms, not forever (loaded CI)
+  }
+  caf::anon_send_exit(mute, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace
