@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -61,12 +62,14 @@ protected:
     server_ = std::move(*s);
   }
 
-  std::unique_ptr<KvClient> connect(uint64_t buffer_bytes = 32 << 20, uint32_t slots = 1) {
+  /// A client of the server; `manager`: its options instead of the fixture's.
+  std::unique_ptr<KvClient> connect(uint64_t buffer_bytes = 32 << 20, uint32_t slots = 1,
+                                    std::optional<ManagerOptions> manager = std::nullopt) {
     KvClientOptions o;
     o.server = server_->address();
     o.buffer_bytes = buffer_bytes;
     o.slots = slots;
-    o.manager = manager_;
+    o.manager = manager.value_or(manager_);
     auto c = KvClient::connect(o);
     EXPECT_TRUE(c.ok()) << c.error().to_string();
     return c.ok() ? std::move(*c) : nullptr;
@@ -297,16 +300,12 @@ TEST_F(KvStoreTest, SameHostListenerShrugsOffGarbageAndCanBeTurnedOff) {
   expect_value(*s, "k", v);  // the half request waits; nobody else does
   ManagerOptions off = manager_;
   off.same_host = false;
-  KvClientOptions o;
-  o.server = server_->address();
-  o.buffer_bytes = 1 << 20;
-  o.manager = off;
-  auto caf_client = KvClient::connect(o);
-  ASSERT_TRUE(caf_client.ok()) << caf_client.error().to_string();
-  auto g = (*caf_client)->session(0)->get("k");
+  auto caf_client = connect(1 << 20, 1, off);
+  ASSERT_TRUE(caf_client);
+  auto g = caf_client->session(0)->get("k");
   ASSERT_TRUE(g.ok()) << g.error().to_string();
   EXPECT_EQ(g->path, expected_path());  // the store actor's manager moved it
-  EXPECT_EQ(std::memcmp((*caf_client)->session(0)->slot_data(), v.data(), v.size()), 0);
+  EXPECT_EQ(std::memcmp(caf_client->session(0)->slot_data(), v.data(), v.size()), 0);
 }
 
 TEST_F(KvStoreTest, PoolFullLeavesTheOldValueIntact) {
