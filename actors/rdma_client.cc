@@ -9,6 +9,7 @@
 
 #include "actors/op_texts.h"
 #include "actors/rdma_errors.h"
+#include "actors/request_timer.h"
 #include "actors/transfer_checks.h"
 #include "components/checksum.h"
 #include "components/secure_random.h"
@@ -67,6 +68,7 @@ Result<T> RdmaClient::call(std::chrono::milliseconds timeout, Ts&&... xs) {
           caf::duration{std::chrono::duration_cast<std::chrono::microseconds>(left)},
           caf::make_message_id(handle.id().request_id().integer_value()));
       handle.receive(on_value, on_error);
+      cancel_request_timer(self_->ptr(), handle.id());
     }
   } else {
     // Another node's facade: the question goes sealed and only its sealed answer counts
@@ -100,6 +102,7 @@ Result<T> RdmaClient::call(std::chrono::milliseconds timeout, Ts&&... xs) {
             return caf::message{};
           });
     }
+    cancel_request_timer(self_->ptr(), handle.id());
   }
   if (!out)
     return Error(ErrorCode::kInternal, "no reply from the manager");
@@ -129,6 +132,12 @@ Result<RegisteredBuffer> RdmaClient::register_buffer(const void* addr, uint64_t 
 
 Result<uint64_t> RdmaClient::release(uint64_t id) {
   return call<uint64_t>(reply_timeout_, release_buffer_atom::value, id);
+}
+
+size_t RdmaClient::waiting_messages() const {
+  auto& mailbox = (*self_)->mailbox();
+  mailbox.flush_cache();  // what earlier receives skipped counts too
+  return mailbox.size();
 }
 
 size_t RdmaClient::lanes() const {

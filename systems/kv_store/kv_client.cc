@@ -9,6 +9,7 @@
 
 #include "actors/rdma_client.h"
 #include "actors/rdma_errors.h"
+#include "actors/request_timer.h"
 #include "components/same_host.h"
 #include "systems/kv_store/kv_local_get.h"
 
@@ -145,6 +146,13 @@ KvClient::~KvClient() {
     caf::anon_send_exit(gateway_, caf::exit_reason::user_shutdown);
   gateway_ = nullptr;
   node_.reset();
+  // A slot in doubt may still be written: a same-host GET's copy (kv_local_get.h invariant 1)
+  // can outlive the node. Its buffer stays until the process ends rather than be reused.
+  for (const auto& why : in_doubt_)
+    if (!why.empty()) {
+      (void)memory_.release();
+      break;
+    }
 }
 
 std::unique_ptr<KvSession> KvClient::session(uint32_t slot) {
@@ -171,17 +179,17 @@ template <class T, class... Ts>
 Result<T> KvSession::call(Ts&&... xs) {
   std::optional<Result<T>> out;
   auto limit = std::chrono::milliseconds(client_->options_.timeout_ms) + std::chrono::seconds(60);
-  (*self_)
-      ->request(client_->gateway_, limit, std::forward<Ts>(xs)...)
-      .receive([&](T& v) { out.emplace(std::move(v)); },
-               [&](caf::error& e) {
-                 Error err = to_error(e);
-                 // The gateway answers before this limit; not answering means it is gone.
-                 out.emplace(e.category() == caf::atom("system")
-                                 ? err.with_context("kv request to " + client_->options_.server +
-                                                    " (this client's gateway " + kNoAnswer + ")")
-                                 : err);
-               });
+  auto handle = (*self_)->request(client_->gateway_, limit, std::forward<Ts>(xs)...);
+  handle.receive([&](T& v) { out.emplace(std::move(v)); },
+                 [&](caf::error& e) {
+                   Error err = to_error(e);
+                   // The gateway answers before this limit; not answering means it is gone.
+                   out.emplace(e.category() == caf::atom("system")
+                                   ? err.with_context("kv request to " + client_->options_.server +
+                                                      " (this client's gateway " + kNoAnswer + ")")
+                                   : err);
+                 });
+  cancel_request_timer(self_->ptr(), handle.id());
   if (!out)
     return Error(ErrorCode::kInternal, "no reply from the kv gateway");
   return std::move(*out);
@@ -215,9 +223,12 @@ std::optional<Result<ValueInfo>> KvSession::local_get(const std::string& key) {
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(client_->options_.timeout_ms);
   if (!local_.valid()) {
-    auto s = connect_unix(client_->get_endpoint_, deadline);
+    // An abstract AF_UNIX connect is answered at once; a longer wait is a listener in trouble.
+    auto s = connect_unix(client_->get_endpoint_,
+                          std::min(deadline, std::chrono::steady_clock::now() + kLocalRetry));
     if (!s.ok()) {
-      local_failed_ = true;  // the listener is gone or full: ask the store actor from now on
+      // The listener is gone or full: ask the store actor for a while.
+      local_retry_after_ = std::chrono::steady_clock::now() + kLocalRetry;
       return std::nullopt;
     }
     local_ = std::move(*s);
@@ -231,7 +242,7 @@ std::optional<Result<ValueInfo>> KvSession::local_get(const std::string& key) {
     // nothing more: ask the store actor. One that did not answer in time leaves the slot in
     // doubt (the listener may still copy into it), as a CAF request does.
     if (r && !r->ok() && r->error().code() != ErrorCode::kTimeout) {
-      local_failed_ = true;
+      local_retry_after_ = std::chrono::steady_clock::now() + kLocalRetry;
       return std::nullopt;
     }
   }
@@ -241,7 +252,7 @@ std::optional<Result<ValueInfo>> KvSession::local_get(const std::string& key) {
 Result<ValueInfo> KvSession::get(const std::string& key) {
   if (auto d = doubt())
     return *d;
-  if (!client_->get_endpoint_.empty() && !local_failed_) {
+  if (!client_->get_endpoint_.empty() && std::chrono::steady_clock::now() >= local_retry_after_) {
     if (auto r = local_get(key)) {
       if (!r->ok())
         note_outcome("get '" + key + "'", r->error());

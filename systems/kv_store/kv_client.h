@@ -9,6 +9,7 @@
 
 #include <caf/scoped_actor.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -80,7 +81,8 @@ public:
   /// A put or get that got no answer in time (the server stalled) leaves its slot in doubt:
   /// the server's transfer may still read or write it later. Every later put or get through
   /// that slot (any session of it) then fails with timeout naming the request; use another
-  /// slot or client. A fast, silent reuse could store or return another request's bytes.
+  /// slot or client. A fast, silent reuse could store or return another request's bytes. A
+  /// client with a slot in doubt leaves its buffer allocated when it goes.
   Result<ValueInfo> put(const std::string& key, const void* data, uint64_t size);
   /// Stores the first `size` bytes already in `slot_data()` under `key` (no copy).
   Result<ValueInfo> put_from_slot(const std::string& key, uint64_t size);
@@ -110,8 +112,10 @@ private:
   uint64_t offset_;
   uint8_t* data_;
   std::unique_ptr<caf::scoped_actor> self_;
-  Socket local_;               ///< to the same-host GET listener, opened on first use
-  bool local_failed_ = false;  ///< the listener could not be reached: GETs go over CAF
+  Socket local_;  ///< to the same-host GET listener, opened on first use
+  /// GETs go over CAF until then: the listener could not be reached, or closed on us.
+  std::chrono::steady_clock::time_point local_retry_after_{};
+  static constexpr std::chrono::seconds kLocalRetry{1};
 };
 
 }  // namespace caf_rdma::kv

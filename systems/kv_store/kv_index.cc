@@ -18,7 +18,7 @@ Status check_key_length(uint64_t bytes) {
 
 void KvIndex::put(const std::string& key, std::shared_ptr<const KvBlock> block) {
   std::lock_guard<std::mutex> g(mutex_);
-  map_[key] = std::move(block);
+  map_[key].swap(block);  // the replaced block (now in `block`) is let go after the lock
 }
 
 std::optional<uint64_t> KvIndex::erase(const std::string& key) {

@@ -1,5 +1,6 @@
 #include "systems/kv_store/kv_local_get.h"
 
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -34,6 +35,12 @@ struct Connection {
   Deadline request_deadline{};
   bool cross_memory_refused = false;  // the kernel said no once: answer kAskCaf at once
 };
+
+/// Whether the client closed its end (or the connection broke), without reading from it.
+bool peer_gone(const Socket& s) {
+  pollfd p{s.fd(), POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) != 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
 
 void append_tail(std::vector<uint8_t>& out, LocalGetHow how, uint64_t length) {
   uint8_t b[kAnswerTail];
@@ -112,6 +119,10 @@ void KvGetListener::run(int epoll_fd) {
         answer.insert(answer.end(), at, at + length);
         index_->gets++;
       } else {
+        // A client that gave up (timed out, or exited: its pid may be another's by now) has
+        // closed its end: copy nothing into memory it may have freed (invariant 1).
+        if (peer_gone(c.socket))
+          return false;
         bool refused = c.cross_memory_refused;
         Status st;
         if (!refused)
@@ -122,6 +133,7 @@ void KvGetListener::run(int epoll_fd) {
         if (refused) {
           append_status(answer, Status());
           append_tail(answer, LocalGetHow::kAskCaf, length);
+          answered_--;  // the store actor answers this one (counted just below)
         } else {
           append_status(answer, st);
           if (st.ok())
@@ -225,10 +237,16 @@ std::optional<Result<ValueInfo>> local_get(const Socket& s, const std::string& k
                                            uint64_t capacity, Deadline deadline,
                                            const std::string& server, bool* broken) {
   const std::string what = "get " + key_text(key) + ": kv_server at " + server;
+  // Until its answer is read, the listener may still copy into the slot by cross-memory attach
+  // (only values above kInlineValueMax, and only where the slot could hold one): a timeout then
+  // leaves the slot in doubt (kNoAnswer, KvSession::put). Later, or with a smaller slot, no.
+  bool may_copy = capacity > kInlineValueMax;
   auto failed = [&](const Error& e) -> Result<ValueInfo> {
     *broken = true;
     if (e.code() == ErrorCode::kTimeout)
-      return Error(ErrorCode::kTimeout, what + " " + kNoAnswer + " in time (same-host GET)");
+      return Error(ErrorCode::kTimeout,
+                   what + (may_copy ? std::string(" ") + kNoAnswer + " in time (same-host GET)"
+                                    : " (same-host GET): timed out"));
     return Error(e.code(), what + " (same-host GET): " + e.message());
   };
   // The listener closes a connection whose key it will not read: the session's text instead.
@@ -247,6 +265,7 @@ std::optional<Result<ValueInfo>> local_get(const Socket& s, const std::string& k
   auto st = read_status(s, deadline, what);
   if (!st.ok())
     return failed(st.error());
+  may_copy = false;  // the answer goes out after the copy ended (invariant 3)
   if (!st->ok())
     return Result<ValueInfo>(st->error());
   uint8_t tail[kAnswerTail];

@@ -17,18 +17,24 @@
 // Invariants:
 //  1. Only peers running as this process's uid are served (SO_PEERCRED at accept, the kernel's
 //     word), as on the stream channel's same-host endpoint; a cross-memory copy goes only into
-//     the SO_PEERCRED pid, so a client can make the listener write only into its own memory.
+//     the SO_PEERCRED pid, so a client can make the listener write only into its own memory,
+//     and only while the client's end is open (checked right before the copy): a client that
+//     gave up or exited is never written to. A client whose GET timed out while a copy may
+//     still run keeps its buffer until its process ends (KvClient's destructor).
 //  2. The listener never waits on a client: kLoops event threads (epoll), each serving the
-//     connections it accepted, so kLoops values are copied at once; a connection's next
+//     connections it accepted, so kLoops values are copied at once (a copy holds up the other
+//     connections of its thread for as long as it runs, which its size bounds); a connection's next
 //     request is read only after its answer went out; an answer that does not go into the
 //     socket's send buffer at once (sized for the largest in-band answer) closes the
 //     connection, as does a request not complete kRequestTimeout after its first byte, or one
-//     that is not "KVG1". At most kMaxConnections are open; more are closed at accept.
+//     that is not "KVG1". At most kMaxConnections / kLoops are open per thread; more are
+//     closed at accept (the client then asks over CAF for a second, and tries again later).
 //  3. A value's block is held while it is copied (kv_index.h invariant 2); the answer goes out
 //     after the last byte was copied, so a client that has its answer owns its slot again.
 //  4. The listener words no error of its own about a key: its errors are the index's (the
-//     store actor's texts). What it cannot move (a value above kInlineValueMax where the kernel
-//     refuses cross-memory attach) is answered kAskCaf, and the client asks the store actor.
+//     store actor's codes and texts; the size's names the client's slot), or the copy's. What it
+//     cannot move (a value above kInlineValueMax where the kernel refuses cross-memory attach) is
+//     answered kAskCaf, and the client asks the store actor.
 #pragma once
 
 #include <sys/types.h>
