@@ -64,7 +64,7 @@ protected:
 
   /// A client of the server; `manager`: its options instead of the fixture's.
   std::unique_ptr<KvClient> connect(uint64_t buffer_bytes = 32 << 20, uint32_t slots = 1,
-                                    std::optional<ManagerOptions> manager = std::nullopt) {
+                                    const std::optional<ManagerOptions>& manager = std::nullopt) {
     KvClientOptions o;
     o.server = server_->address();
     o.buffer_bytes = buffer_bytes;
