@@ -67,8 +67,7 @@ Result<T> RdmaClient::call(std::chrono::milliseconds timeout, Ts&&... xs) {
       (*self_)->request_response_timeout(
           caf::duration{std::chrono::duration_cast<std::chrono::microseconds>(left)},
           caf::make_message_id(handle.id().request_id().integer_value()));
-      handle.receive(on_value, on_error);
-      cancel_request_timer(self_->ptr(), handle.id());
+      receive_answer(self_->ptr(), handle, on_value, on_error);
     }
   } else {
     // Another node's facade: the question goes sealed and only its sealed answer counts

@@ -7,18 +7,30 @@
 // messages in the mailbox 400 ms later. A scoped_actor that lives for many requests would grow
 // without bound, rescan them at each receive, and (busy polling) find its mailbox never empty.
 //
-// Invariant: every blocking request that armed a timer and lives on in its actor ends with
-// cancel_request_timer once its answer (or its timeout) is in.
+// Invariant: every blocking request that armed a timer, from an actor that lives on for other
+// requests, ends with cancel_request_timer once its answer (or its timeout) is in
+// (receive_answer does both). A scoped_actor made for one request needs nothing: what comes
+// after it is gone is dropped.
 #pragma once
 
 #include <caf/blocking_actor.hpp>
 #include <caf/message_id.hpp>
+
+#include <utility>
 
 namespace caf_rdma {
 
 /// Ends the timer of the request whose answer id is `answer` (a no-op once it fired).
 inline void cancel_request_timer(caf::blocking_actor* self, caf::message_id answer) {
   self->clock().cancel_request_timeout(self, answer);
+}
+
+/// `handle.receive(handlers...)` for a request `self` made, then its timer's end:
+/// receive_answer(self.ptr(), self->request(dest, timeout, xs...), on_value, on_error).
+template <class Handle, class... Handlers>
+void receive_answer(caf::blocking_actor* self, Handle handle, Handlers&&... handlers) {
+  handle.receive(std::forward<Handlers>(handlers)...);
+  cancel_request_timer(self, handle.id());
 }
 
 }  // namespace caf_rdma

@@ -9,6 +9,7 @@
 
 #include "actors/rdma_client.h"
 #include "actors/rdma_errors.h"
+#include "actors/request_timer.h"
 #include "systems/collectives/group_member.h"
 
 namespace caf_rdma::group {
@@ -153,10 +154,11 @@ Result<std::unique_ptr<PeerGroup>> PeerGroup::form(PeerGroupOptions o) {
     }
   }
   std::optional<Error> failed;
-  (*self)
-      ->request(g->member_, std::chrono::milliseconds(form_ms) + std::chrono::seconds(10),
-                formed_atom::value)
-      .receive([](bool) {}, [&](caf::error& e) { failed = to_error(e); });
+  receive_answer(
+      (*self).ptr(),
+      (*self)->request(g->member_, std::chrono::milliseconds(form_ms) + std::chrono::seconds(10),
+                       formed_atom::value),
+      [](bool) {}, [&](caf::error& e) { failed = to_error(e); });
   if (failed)
     return failed->with_context("forming the group at rank " + std::to_string(o.rank));
   return g;
@@ -201,10 +203,9 @@ Result<std::string> PeerGroup::ask(Ts&&... xs) {
   // waits, bounded by the timeout, until no member's writes of it are in flight).
   auto limit = 2 * std::chrono::milliseconds(options_.timeout_ms) + std::chrono::seconds(10);
   Lease self(this);
-  (*self)
-      ->request(member_, limit, std::forward<Ts>(xs)...)
-      .receive([&](std::string& path) { out.emplace(std::move(path)); },
-               [&](caf::error& e) { out.emplace(to_error(e)); });
+  receive_answer((*self).ptr(), (*self)->request(member_, limit, std::forward<Ts>(xs)...),
+                 [&](std::string& path) { out.emplace(std::move(path)); },
+                 [&](caf::error& e) { out.emplace(to_error(e)); });
   if (!out)
     return Error(ErrorCode::kInternal, "no reply from the group member");
   if (out->ok() && !(*out)->empty()) {
@@ -262,15 +263,13 @@ Result<std::vector<uint8_t>> PeerGroup::recv(uint32_t peer) {
     std::optional<Error> err;
     uint64_t len = 0, msg = 0;
     bool last = false;
-    (*self)
-        ->request(member_, limit, recv_atom::value, peer)
-        .receive(
-            [&](uint64_t n, bool l, uint64_t m) {
-              len = n;
-              last = l;
-              msg = m;
-            },
-            [&](caf::error& e) { err = to_error(e); });
+    receive_answer((*self).ptr(), (*self)->request(member_, limit, recv_atom::value, peer),
+                   [&](uint64_t n, bool l, uint64_t m) {
+                     len = n;
+                     last = l;
+                     msg = m;
+                   },
+                   [&](caf::error& e) { err = to_error(e); });
     if (err) {
       if (current)  // the rest of this message, if it comes, is not the next one
         done_upto = *current;
@@ -294,9 +293,9 @@ Result<std::vector<uint8_t>> PeerGroup::recv(uint32_t peer) {
     }
     if (current && msg != *current) {
       // The next message began: ours will not end. Its chunk stays queued for the next call.
-      (*self)
-          ->request(member_, limit, unrecv_atom::value, peer, len, last, msg)
-          .receive([](bool) {}, [](caf::error&) {});
+      receive_answer((*self).ptr(),
+                     (*self)->request(member_, limit, unrecv_atom::value, peer, len, last, msg),
+                     [](bool) {}, [](caf::error&) {});
       done_upto = *current;
       return cut();
     }

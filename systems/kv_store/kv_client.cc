@@ -179,17 +179,17 @@ template <class T, class... Ts>
 Result<T> KvSession::call(Ts&&... xs) {
   std::optional<Result<T>> out;
   auto limit = std::chrono::milliseconds(client_->options_.timeout_ms) + std::chrono::seconds(60);
-  auto handle = (*self_)->request(client_->gateway_, limit, std::forward<Ts>(xs)...);
-  handle.receive([&](T& v) { out.emplace(std::move(v)); },
-                 [&](caf::error& e) {
-                   Error err = to_error(e);
-                   // The gateway answers before this limit; not answering means it is gone.
-                   out.emplace(e.category() == caf::atom("system")
-                                   ? err.with_context("kv request to " + client_->options_.server +
-                                                      " (this client's gateway " + kNoAnswer + ")")
-                                   : err);
-                 });
-  cancel_request_timer(self_->ptr(), handle.id());
+  receive_answer(
+      self_->ptr(), (*self_)->request(client_->gateway_, limit, std::forward<Ts>(xs)...),
+      [&](T& v) { out.emplace(std::move(v)); },
+      [&](caf::error& e) {
+        Error err = to_error(e);
+        // The gateway answers before this limit; not answering means it is gone.
+        out.emplace(e.category() == caf::atom("system")
+                        ? err.with_context("kv request to " + client_->options_.server +
+                                           " (this client's gateway " + kNoAnswer + ")")
+                        : err);
+      });
   if (!out)
     return Error(ErrorCode::kInternal, "no reply from the kv gateway");
   return std::move(*out);
