@@ -133,12 +133,6 @@ Result<uint64_t> RdmaClient::release(uint64_t id) {
   return call<uint64_t>(reply_timeout_, release_buffer_atom::value, id);
 }
 
-size_t RdmaClient::waiting_messages() const {
-  auto& mailbox = (*self_)->mailbox();
-  mailbox.flush_cache();  // what earlier receives skipped counts too
-  return mailbox.size();
-}
-
 size_t RdmaClient::lanes() const {
   size_t n = 0;
   for (const auto& [owner, slot] : lanes_)

@@ -133,10 +133,6 @@ public:
   bool direct() const { return direct_; }
   /// Direct lanes this client holds (one per owner manager it moved bytes with).
   size_t lanes() const;
-  /// Messages waiting in this client's mailbox: write notices nobody took yet (next_notice),
-  /// and answers that came after their call gave up. Answered calls leave none behind
-  /// (actors/request_timer.h).
-  size_t waiting_messages() const;
 
 private:
   struct LaneSlot {
