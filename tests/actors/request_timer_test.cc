@@ -38,19 +38,24 @@ size_t late_answers(caf::scoped_actor& self, const std::vector<caf::message_id>&
   return late;
 }
 
+constexpr auto kTimeout = std::chrono::milliseconds(200);
+
+// 100 requests to `e`; the answer ids of those answered in time (a request that timed out
+// under load may still get its real answer later: that one is not a timer's).
 std::vector<caf::message_id> ask(caf::scoped_actor& self, const caf::actor& e, bool end_timer) {
   std::vector<caf::message_id> ids;
   for (int i = 0; i < 100; ++i) {
-    auto h = self->request(e, std::chrono::milliseconds(50), i);
+    auto h = self->request(e, kTimeout, i);
     int got = -1;
     if (end_timer)
       receive_answer(
           self.ptr(), h, [&](int x) { got = x; }, [](caf::error&) {});
     else
       h.receive([&](int x) { got = x; }, [](caf::error&) {});
-    EXPECT_EQ(got, i);
-    ids.push_back(h.id());
+    if (got == i)
+      ids.push_back(h.id());
   }
+  EXPECT_FALSE(ids.empty()) << "no request answered within " << kTimeout.count() << " ms";
   return ids;
 }
 
@@ -60,10 +65,10 @@ TEST(RequestTimerTest, AnAnsweredRequestLeavesNoTimeoutBehind) {
   auto e = sys.spawn(echo);
   caf::scoped_actor self{sys};
   auto ids = ask(self, e, true);
-  EXPECT_EQ(late_answers(self, ids, std::chrono::milliseconds(200)), 0u);
+  EXPECT_EQ(late_answers(self, ids, 2 * kTimeout), 0u);
   // What it prevents: without ending the timers, each answered request's timeout comes later.
   ids = ask(self, e, false);
-  EXPECT_EQ(late_answers(self, ids, std::chrono::milliseconds(200)), ids.size());
+  EXPECT_EQ(late_answers(self, ids, 2 * kTimeout), ids.size());
   caf::anon_send_exit(e, caf::exit_reason::user_shutdown);
 }
 
