@@ -167,9 +167,10 @@ void KvGetListener::run(int epoll_fd) {
         if (load_le(c.head, 4) != kMagic)
           return false;
         uint64_t key_bytes = load_le(c.head + 4, 4);
-        if (!check_key_length(key_bytes).ok()) {
+        Status valid = check_key_length(key_bytes);
+        if (!valid.ok()) {
           std::vector<uint8_t> answer;
-          append_status(answer, check_key_length(key_bytes));
+          append_status(answer, valid);
           ::send(c.socket.fd(), answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
           return false;  // the key's bytes would follow: nothing more on this connection
         }

@@ -122,10 +122,6 @@ caf::result<ValueInfo> StoreState::put(const std::string& key, const BufferHandl
 caf::result<ValueInfo> StoreState::get(const std::string& key, const BufferHandle& dst,
                                        uint64_t offset) {
   ++index_->gets;
-  if (auto err = check_key(key)) {
-    ++index_->errors;
-    return err;
-  }
   uint64_t room = offset > dst.size ? 0 : dst.size - offset;
   auto found =
       index_->for_get(key, room,
