@@ -129,6 +129,10 @@ Result<RegisteredBuffer> RdmaClient::register_buffer(const void* addr, uint64_t 
   return RegisteredBuffer::make(sys_, manager_, addr, size, access, reply_timeout_);
 }
 
+Result<RegisteredBuffer> RdmaClient::allocate_buffer(uint64_t size, BufferAccess access) {
+  return RegisteredBuffer::allocate(sys_, manager_, size, access, reply_timeout_);
+}
+
 Result<uint64_t> RdmaClient::release(uint64_t id) {
   return call<uint64_t>(reply_timeout_, release_buffer_atom::value, id);
 }

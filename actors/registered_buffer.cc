@@ -17,11 +17,23 @@ RegisteredBuffer::RegisteredBuffer(caf::actor_system& sys, rdma_manager_actor ma
     : sys_(&sys), manager_(std::move(manager)), handle_(std::move(handle)), timeout_(timeout) {}
 
 RegisteredBuffer::~RegisteredBuffer() {
-  if (!registered())
-    return;
-  if (Status st = release(); !st.ok())  // invariant 2
-    log_line(LogLevel::kError, "releasing buffer %llu on destruction failed: %s",
-             static_cast<unsigned long long>(handle_.id), st.error().to_string().c_str());
+  if (registered()) {
+    if (Status st = release(); !st.ok())  // invariant 2
+      log_line(LogLevel::kError, "releasing buffer %llu on destruction failed: %s",
+               static_cast<unsigned long long>(handle_.id), st.error().to_string().c_str());
+  }
+  keep_memory_if_in_use();
+}
+
+void RegisteredBuffer::keep_memory_if_in_use() {
+  if (memory_free_ || memory_.data() == nullptr)
+    return;  // invariant 5: an answered release (or no memory of its own)
+  log_line(
+      LogLevel::kError,
+      "buffer %llu: its %llu bytes stay allocated (its release failed or was not answered, so a "
+      "transfer may still use them)",
+      static_cast<unsigned long long>(handle_.id), static_cast<unsigned long long>(memory_.size()));
+  memory_.leak();
 }
 
 RegisteredBuffer::RegisteredBuffer(RegisteredBuffer&& other) noexcept
@@ -29,7 +41,9 @@ RegisteredBuffer::RegisteredBuffer(RegisteredBuffer&& other) noexcept
       manager_(std::move(other.manager_)),
       handle_(std::move(other.handle_)),
       timeout_(other.timeout_),
-      registrant_(std::move(other.registrant_)) {}
+      registrant_(std::move(other.registrant_)),
+      memory_(std::move(other.memory_)),
+      memory_free_(std::exchange(other.memory_free_, true)) {}
 
 RegisteredBuffer& RegisteredBuffer::operator=(RegisteredBuffer&& other) noexcept {
   if (this != &other) {
@@ -39,6 +53,8 @@ RegisteredBuffer& RegisteredBuffer::operator=(RegisteredBuffer&& other) noexcept
     handle_ = std::move(other.handle_);
     timeout_ = other.timeout_;
     registrant_ = std::move(other.registrant_);
+    memory_ = std::move(other.memory_);
+    memory_free_ = std::exchange(other.memory_free_, true);
   }
   return *this;
 }
@@ -62,6 +78,23 @@ Result<RegisteredBuffer> RegisteredBuffer::make(caf::actor_system& sys, rdma_man
   return b;
 }
 
+Result<RegisteredBuffer> RegisteredBuffer::allocate(caf::actor_system& sys,
+                                                    rdma_manager_actor manager, uint64_t size,
+                                                    BufferAccess access,
+                                                    std::chrono::milliseconds timeout) {
+  auto memory = HostMemory::allocate(size);
+  if (!memory.ok())
+    return memory.error();
+  auto b = make(sys, std::move(manager), memory->data(), size, access, timeout);
+  if (!b.ok()) {
+    if (b.error().code() == ErrorCode::kTimeout)
+      memory->leak();  // invariant 5: the manager may still register it
+    return b.error();
+  }
+  b->memory_ = std::move(*memory);
+  return b;
+}
+
 Status RegisteredBuffer::release() {
   if (!registered())
     return Error(ErrorCode::kInvalidArgument,
@@ -80,6 +113,7 @@ Status RegisteredBuffer::release() {
                [&](caf::error& err) {
                  out = to_error(err).with_context("releasing buffer " + std::to_string(handle_.id));
                });
+  memory_free_ = out.ok();  // invariant 5
   return out;
 }
 

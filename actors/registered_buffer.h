@@ -13,6 +13,12 @@
 //     itself (leak accounting, actors/manager/registrant_watch.h): it holds the actor that
 //     registered the buffer until the release, so the end of the client that made it is not
 //     taken for a leak of the buffer.
+//  5. One made by `allocate` owns its memory (components/host_memory.h): the memory stays
+//     mapped while the RegisteredBuffer lives (also after release(), so data() stays valid),
+//     and goes with it only if its release was answered; a release that failed or was never
+//     answered leaves the memory mapped for the process's life (a transfer may still use it),
+//     and says so on stderr. Registration errors free it, except a timeout (the manager may
+//     register it after all).
 #pragma once
 
 #include <caf/actor_system.hpp>
@@ -22,6 +28,7 @@
 #include <memory>
 
 #include "actors/rdma_manager_interface.h"
+#include "components/host_memory.h"
 #include "primitives/status.h"
 
 namespace caf_rdma {
@@ -37,6 +44,12 @@ public:
   static Result<RegisteredBuffer> make(caf::actor_system& sys, rdma_manager_actor manager,
                                        const void* addr, uint64_t size, BufferAccess access,
                                        std::chrono::milliseconds timeout);
+  /// Allocates `size` bytes of zeroed host memory (HostMemory: 2 MiB-aligned and advised to
+  /// huge pages from 2 MiB) and registers them with `manager` as `make` does; invariant 5.
+  /// Errors: HostMemory::allocate's, then make's.
+  static Result<RegisteredBuffer> allocate(caf::actor_system& sys, rdma_manager_actor manager,
+                                           uint64_t size, BufferAccess access,
+                                           std::chrono::milliseconds timeout);
   ~RegisteredBuffer();
   RegisteredBuffer(RegisteredBuffer&& other) noexcept;
   RegisteredBuffer& operator=(RegisteredBuffer&& other) noexcept;
@@ -45,6 +58,12 @@ public:
 
   const BufferHandle& handle() const { return handle_; }
   operator const BufferHandle&() const { return handle_; }  // NOLINT: passed where handles go
+  /// The buffer's first byte in this process (its handle's address); for one made by
+  /// `allocate`, valid while it lives (invariant 5).
+  uint8_t* data() const { return reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(handle_.addr)); }
+  uint64_t size() const { return handle_.size; }
+  /// Whether it owns its memory (made by `allocate`) and the kernel took the huge page advice.
+  bool huge_pages() const { return memory_.huge_pages(); }
   /// Whether it still holds a registration (not released, not moved from).
   bool registered() const { return sys_ != nullptr; }
 
@@ -53,11 +72,15 @@ public:
   Status release();
 
 private:
+  void keep_memory_if_in_use();  ///< invariant 5, on destruction
+
   caf::actor_system* sys_ = nullptr;
   rdma_manager_actor manager_;
   BufferHandle handle_;
   std::chrono::milliseconds timeout_{0};
   std::unique_ptr<caf::scoped_actor> registrant_;  ///< invariant 4 (made by `make`)
+  HostMemory memory_;        ///< invariant 5 (made by `allocate`); empty otherwise
+  bool memory_free_ = true;  ///< invariant 5: false once a release failed
 };
 
 }  // namespace caf_rdma

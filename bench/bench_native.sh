@@ -11,8 +11,11 @@
 #                       and over its stream lane, by TCP and by the same-host endpoint) and from
 #                       an actor, taken right after the .ref figures of the same round
 #                       (bench_report.py pairs them per round)
-#     same_host_bw.txt  rdma_bench --paths same-host --sizes 64M: 64 MiB copies between two
-#                       nodes of this host (cross-memory attach), judged by memcpy at 64 MiB
+#     copy_<r>.*        64 MiB copies, in rounds seconds apart (bench_report.py pairs them per
+#                       round and takes the median ratio): .memcpy, memcpy_bw at 64 MiB; .bench,
+#                       rdma_bench --paths same-host --sizes 64M between two nodes of this host
+#                       (cross-memory attach) with buffers from RdmaClient::allocate_buffer; .user,
+#                       the same with the program's own std::vector memory
 #     instructions.txt  user-space instructions per op (callgrind; count_instructions.sh)
 #     kv.txt            kv_store beside redis (kv_vs_redis.sh)
 # Native figures are noisy on a shared machine: several rounds, and the report takes medians.
@@ -33,10 +36,17 @@ step() {  # name limit_s cmd... : runs cmd (bounded), records a failure
 }
 step memcpy_bw 120 "$bin/bench/memcpy_bw" --sizes "$sizes" --bytes "$copy_bytes" > "$out/memcpy.txt"
 cat "$out/memcpy.txt"
-step same_host_bw 300 "$bin/bench/rdma_bench" --paths same-host --sizes 64M \
-  --bytes-per-size "$copy_bytes" > "$out/same_host_bw.txt" 2>> "$out/rdma_bench.err"
-cat "$out/same_host_bw.txt"
-rm -f "$out"/round_*
+rm -f "$out"/round_* "$out"/copy_*
+for r in $(seq 1 "$rounds"); do
+  step memcpy_bw 120 "$bin/bench/memcpy_bw" --sizes 64M --bytes "$copy_bytes" > "$out/copy_$r.memcpy"
+  step same_host_bw 300 "$bin/bench/rdma_bench" --paths same-host --sizes 64M --memory allocated \
+    --bytes-per-size "$copy_bytes" > "$out/copy_$r.bench" 2>> "$out/rdma_bench.err"
+  step same_host_bw 300 "$bin/bench/rdma_bench" --paths same-host --sizes 64M --memory host \
+    --bytes-per-size "$copy_bytes" > "$out/copy_$r.user" 2>> "$out/rdma_bench.err"
+  echo "native copy round $r:"
+  grep -h '^bw' "$out/copy_$r.memcpy" "$out/copy_$r.bench"
+  grep -h '^bw' "$out/copy_$r.user" | sed 's/same-host/same-host-user-memory/'
+done
 for r in $(seq 1 "$rounds"); do
   {
     step tcp_lat 60 "$bin/bench/tcp_lat" --iters "$iters"

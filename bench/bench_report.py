@@ -124,6 +124,39 @@ NATIVE_PATHS = (("tcp-lat", "rtt"), ("futex-lat", "rtt"), ("caf-rtt", "rtt"),
                 ("fallback-async", "write"))
 
 
+def report_copies(native):
+    """Same-host copies of 64 MiB (cross-memory attach) against memcpy of 64 MiB, in rounds
+    (bench_native.sh's copy_<r>.*): one copy at a time (a program's read() or write():
+    same-host-one) and batched through the manager (same-host), with buffers the library
+    allocated (.bench) and with the program's std::vector memory (.user). Per round, the lower
+    of read and write over that round's memcpy; the ratio printed is the median over rounds."""
+    ratios = []
+    per_name = {}
+    r = 1
+    while os.path.exists(os.path.join(native, f"copy_{r}.memcpy")):
+        mc, _, _ = parse_bench(os.path.join(native, f"copy_{r}.memcpy"))
+        big = mc.get(("memcpy", "copy", 64 << 20))
+        for suffix, memory in ((".bench", ""), (".user", "_user_memory")):
+            sh, _, _ = parse_bench(os.path.join(native, f"copy_{r}{suffix}"))
+            for path, kind in (("same-host-one", "copy"), ("same-host", "batch_copy")):
+                copies = {op: sh.get((path, op, 64 << 20)) for op in ("read", "write")}
+                if not big or not all(copies.values()):
+                    continue
+                name = f"same_host{memory}_{kind}_64M_vs_memcpy"
+                per_name.setdefault(name, []).append(
+                    (min(copies.values()) / big, copies, big))
+        r += 1
+    if per_name:
+        print(f"\nsame-host 64 MiB copies between two nodes / memcpy 64 MiB, {r - 1} rounds "
+              "(MB/s per round: read, write, memcpy):")
+    for name, rounds in per_name.items():
+        print(f"  {name:<44} " + "; ".join(
+            f"{c['read']:.0f} {c['write']:.0f} {m:.0f}" for _, c, m in rounds)
+            + f"  -> median ratio {statistics.median(x for x, _, _ in rounds):.3f}")
+        ratios.append((name, statistics.median(x for x, _, _ in rounds)))
+    return ratios
+
+
 def report_native(native):
     """Prints the native references beside the fallback (bench_native.sh's native/ folder);
     returns the ratio lines. Per-round ratios pair figures taken seconds apart; the ratio
@@ -144,19 +177,7 @@ def report_native(native):
         big = copy.get(("memcpy", "copy", 64 << 20))
         if big:
             ratios.append(("memcpy_64m_MBps", big))
-        # Same-host copies of 64 MiB (cross-memory attach) against memcpy of 64 MiB, one copy
-        # at a time (a program's read() or write(): same-host-one) and batched through the
-        # manager (same-host): the lower of read and write of one copy at a time is the ratio.
-        sh, _, _ = parse_bench(os.path.join(native, "same_host_bw.txt"))
-        for path, name in (("same-host-one", "same_host_copy_64M_vs_memcpy"),
-                           ("same-host", "same_host_batch_copy_64M_vs_memcpy")):
-            copies = {op: sh.get((path, op, 64 << 20)) for op in ("read", "write")}
-            if big and all(copies.values()):
-                print(f"same-host 64 MiB copies between two nodes ({path}): "
-                      + ", ".join(f"{op} {v:.0f} MB/s" for op, v in copies.items()))
-                ratios.append((name, min(copies.values()) / big))
-                for op, v in copies.items():
-                    ratios.append((f"{name.replace('copy', op)}", v / big))
+    ratios += report_copies(native)
     if rounds:
         print(f"\nlatency 8 B natively, two processes unless noted, {len(rounds)} rounds "
               f"(median us per round; csw/op: this process + the peer process)")

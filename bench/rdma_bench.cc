@@ -69,7 +69,8 @@ constexpr const char* kUsage =
     "components,actor,actor-busy,direct,fallback,fallback-lane,same-host,fallback-tls,tcp]\n"
     "                  [--sizes 4K,64K,1M] [--bytes-per-size BYTES] [--lat-iters N]\n"
     "                  [--peer-device NAME] [--scheduler-threads N] [--lat-only]\n"
-    "                  [--tls CERT,KEY,CAFILE] [--memory host|gpu] [--busy-poll-us US]\n"
+    "                  [--tls CERT,KEY,CAFILE] [--memory host|allocated|gpu]\n"
+    "                  [--busy-poll-us US]\n"
     "  Bandwidth (RDMA WRITE and READ) per message size and 8-byte latency (median, p99) for\n"
     "  each path; registration cache timing; peak RSS. The local side uses CAF_RDMA_DEVICE\n"
     "  (default: first active device), the remote side --peer-device (default: the same).\n"
@@ -85,6 +86,9 @@ constexpr const char* kUsage =
     "  ratio 'striping 2 devices / 1 device', same run, with --stripe-qps N queue pairs per\n"
     "  pair of devices (default 1), and the machine's busy CPU fraction (not in the default\n"
     "  paths).\n"
+    "  --memory: the buffers of the paths through managers: host (default), std::vector memory\n"
+    "  of the program registered with register_buffer; allocated, memory the library allocates\n"
+    "  (RdmaClient::allocate_buffer: huge pages from 2 MiB); gpu, below.\n"
     "  --memory gpu (a build with --config=cuda, on a host with a GPU): cudaMemcpy's copies\n"
     "  (GPU<->host pageable and page-locked, within the GPU) at each size, then GPU->GPU,\n"
     "  host->GPU and GPU->host writes and reads through two managers on each of --paths\n"
@@ -106,6 +110,7 @@ struct Options {
   std::vector<std::string> devices, peer_devices;
   uint32_t stripe_qps = 1;
   std::chrono::microseconds busy_poll{1000};  // the actor-busy path's window
+  bool allocated = false;                     // --memory allocated: RdmaClient::allocate_buffer
 };
 
 double mbps(uint64_t bytes, Clock::duration d) {
@@ -306,7 +311,8 @@ int bench_manager(const Options& o, const std::string& path_name) {
   if (!base.ok())
     return std::fprintf(stderr, "%s\n", base.error().to_string().c_str()), 1;
   uint64_t max_size = *std::max_element(o.sizes.begin(), o.sizes.end());
-  std::vector<uint8_t> src(max_size, 1), dst(max_size, 0);  // outlive the nodes
+  // --memory host: the program's vectors, which outlive the nodes; allocated: below.
+  std::vector<uint8_t> src(o.allocated ? 0 : max_size, 1), dst(o.allocated ? 0 : max_size, 0);
   NodeOptions user_opts, owner_opts;
   user_opts.manager = *base;
   owner_opts.manager = *base;
@@ -332,11 +338,26 @@ int bench_manager(const Options& o, const std::string& path_name) {
   RdmaClient owner_client((*owner)->system(), (*owner)->manager());
   RdmaClient remote((*user)->system(), *owner_proxy);
   RdmaClient me((*user)->system(), (*user)->manager(), direct);
-  auto hd = owner_client.request_buffer(dst.data(), max_size);
+  // --memory allocated: the library's memory, released (and freed) before the nodes stop.
+  std::optional<RegisteredBuffer> allocated_dst, allocated_src;
+  auto registered = [&](RdmaClient& client, std::vector<uint8_t>& mine, uint8_t fill,
+                        std::optional<RegisteredBuffer>& keep) -> Result<BufferHandle> {
+    if (!o.allocated)
+      return client.request_buffer(mine.data(), max_size);
+    auto b = client.allocate_buffer(max_size);
+    if (!b.ok())
+      return b.error();
+    std::memset(b->data(), fill, max_size);
+    keep.emplace(std::move(*b));
+    return keep->handle();
+  };
+  auto hd = registered(owner_client, dst, 0, allocated_dst);
   if (!hd.ok() || !owner_client.put("dst", *hd).ok())
-    return std::fprintf(stderr, "%s: owner registration failed\n", path), 1;
+    return std::fprintf(stderr, "%s: owner registration failed: %s\n", path,
+                        hd.ok() ? "put" : hd.error().to_string().c_str()),
+           1;
   auto target = remote.get("dst", 5000);
-  auto hs = me.request_buffer(src.data(), max_size);
+  auto hs = registered(me, src, 1, allocated_src);
   if (!target.ok() || !hs.ok())
     return std::fprintf(stderr, "%s: setup failed\n", path), 1;
   // Warm up: the handshake happens here, not in the measurement.
@@ -988,10 +1009,12 @@ int main(int argc, char** argv) {
     o.tls = TlsCredentials{(*files)[0], (*files)[1], (*files)[2], ""};
   }
   const std::string memory = flags->get("--memory", "host");
-  if (memory != "host" && memory != "gpu") {
-    std::fprintf(stderr, "rdma_bench: --memory must be host or gpu, not '%s'\n", memory.c_str());
+  if (memory != "host" && memory != "allocated" && memory != "gpu") {
+    std::fprintf(stderr, "rdma_bench: --memory must be host, allocated or gpu, not '%s'\n",
+                 memory.c_str());
     return 2;
   }
+  o.allocated = memory == "allocated";
   const bool gpu = memory == "gpu";
   if (gpu && !flags->has("--paths"))
     o.paths = {"fallback"};

@@ -112,10 +112,10 @@ Result<std::unique_ptr<KvClient>> KvClient::connect(KvClientOptions options) {
   client->options_ = options;
   client->slot_bytes_ = options.buffer_bytes / options.slots;
   client->in_doubt_.assign(options.slots, "");
-  client->memory_.reset(new (std::nothrow) uint8_t[options.buffer_bytes]);
-  if (!client->memory_)
-    return Error(ErrorCode::kInvalidArgument, "cannot allocate a client buffer of " +
-                                                  std::to_string(options.buffer_bytes) + " bytes");
+  auto memory = HostMemory::allocate(options.buffer_bytes);
+  if (!memory.ok())
+    return memory.error().with_context("the client buffer");
+  client->memory_ = std::move(*memory);
   NodeOptions no;
   no.manager = options.manager;
   no.configure = add_kv_message_types;
@@ -127,7 +127,7 @@ Result<std::unique_ptr<KvClient>> KvClient::connect(KvClientOptions options) {
     return server.error();
   {
     RdmaClient rc(sys, client->node_->manager());
-    auto h = rc.request_buffer(client->memory_.get(), options.buffer_bytes);
+    auto h = rc.request_buffer(client->memory_.data(), options.buffer_bytes);
     if (!h.ok())
       return h.error().with_context("registering the client buffer");
     client->buffer_ = *h;
@@ -150,7 +150,7 @@ KvClient::~KvClient() {
   // can outlive the node. Its buffer stays until the process ends rather than be reused.
   for (const auto& why : in_doubt_)
     if (!why.empty()) {
-      (void)memory_.release();
+      memory_.leak();
       break;
     }
 }
@@ -170,7 +170,7 @@ KvSession::KvSession(KvClient* client, uint32_t slot)
     : client_(client),
       slot_(slot),
       offset_(uint64_t(slot) * client->slot_bytes_),
-      data_(client->memory_.get() + offset_),
+      data_(client->memory_.data() + offset_),
       self_(std::make_unique<caf::scoped_actor>(client->node_->system())) {}
 
 KvSession::~KvSession() = default;

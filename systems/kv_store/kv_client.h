@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "actors/rdma_node.h"
+#include "components/host_memory.h"
 #include "components/socket_io.h"
 #include "primitives/status.h"
 #include "systems/kv_store/kv_protocol.h"
@@ -62,7 +63,7 @@ private:
   KvClient() = default;
 
   KvClientOptions options_;
-  std::unique_ptr<uint8_t[]> memory_;  // freed after the node is gone
+  HostMemory memory_;  // freed after the node is gone (huge pages: host_memory.h)
   uint64_t slot_bytes_ = 0;
   std::unique_ptr<RdmaNode> node_;
   BufferHandle buffer_;

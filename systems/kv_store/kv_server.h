@@ -10,6 +10,7 @@
 #include <string>
 
 #include "actors/rdma_node.h"
+#include "components/host_memory.h"
 #include "primitives/status.h"
 #include "systems/kv_store/kv_local_get.h"
 #include "systems/kv_store/kv_protocol.h"
@@ -47,7 +48,7 @@ public:
 private:
   KvServer() = default;
 
-  std::unique_ptr<uint8_t[]> memory_;  // declared first: freed after the node is gone
+  HostMemory memory_;  // declared first: freed after the node is gone
   std::unique_ptr<RdmaNode> node_;
   /// Same-host GETs (kv_local_get.h); null with ManagerOptions::same_host off. Stopped before
   /// the node and the memory go.

@@ -4,11 +4,15 @@
 // from many threads each bring their own reply, every byte checked. Built for both transports.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <future>
 #include <thread>
 #include <vector>
 
 #include "actors/rdma_client.h"
+#include "components/host_mapping.h"
+#include "components/host_memory.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/actors/two_node_test.h"
 #include "tests/rdma_test.h"
@@ -60,6 +64,59 @@ TEST_F(RegisteredBufferTest, ARegistrationReleasesItselfWhenItGoesAndOnlyOnce) {
   EXPECT_NE(twice.error().message().find("released already"), std::string::npos)
       << twice.error().message();
   EXPECT_EQ(registered(*user_), before);
+}
+
+// RdmaClient::allocate_buffer (invariant 5): the library's memory comes zeroed, 2 MiB-aligned,
+// moves every byte both ways, and goes with its registration.
+TEST_F(RegisteredBufferTest, AnAllocatedBufferIsZeroedAlignedAndMovesEveryByte) {
+  constexpr uint64_t kSize = (4 << 20) + 123;  // two huge pages and a tail that is not one
+  Memory remote_mem(kSize, 47);
+  BufferHandle remote = remote_view(*owner_, *user_, remote_mem, "allocated");
+  RdmaClient client(user_->node().system(), user_->manager());
+  const uint64_t before = registered(*user_);
+  {
+    auto mine = client.allocate_buffer(kSize);
+    ASSERT_TRUE(mine.ok()) << mine.error().to_string();
+    EXPECT_EQ(registered(*user_), before + 1);
+    ASSERT_EQ(mine->size(), kSize);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(mine->data()) % HostMemory::kHugePage, 0u);
+    EXPECT_TRUE(std::all_of(mine->data(), mine->data() + kSize, [](uint8_t b) { return b == 0; }));
+    auto r = client.read(*mine, remote);
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    EXPECT_EQ(r->path, expected_path());
+    EXPECT_TRUE(std::equal(mine->data(), mine->data() + kSize, remote_mem.bytes.begin()))
+        << "the read's bytes differ";
+    const Memory expected(kSize, 53);
+    std::copy(expected.bytes.begin(), expected.bytes.end(), mine->data());
+    auto w = client.write(*mine, remote);
+    ASSERT_TRUE(w.ok()) << w.error().to_string();
+    EXPECT_EQ(w->path, expected_path());
+    EXPECT_EQ(remote_mem.bytes, expected.bytes) << "the write's bytes differ";
+  }
+  EXPECT_EQ(registered(*user_), before) << "the registration outlived its object";
+  auto zero = client.allocate_buffer(0);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(zero.error().message().find("size 0"), std::string::npos) << zero.error().message();
+}
+
+// Invariant 5: a release that fails leaves the memory mapped (a transfer may still use it).
+TEST_F(RegisteredBufferTest, AnAllocatedBufferWhoseReleaseFailsKeepsItsMemory) {
+  constexpr uint64_t kSize = 3 << 20;
+  RdmaClient client(user_->node().system(), user_->manager());
+  uint64_t addr = 0;
+  {
+    auto mine = client.allocate_buffer(kSize);
+    ASSERT_TRUE(mine.ok()) << mine.error().to_string();
+    addr = reinterpret_cast<uint64_t>(mine->data());
+    std::memset(mine->data(), 0x5a, kSize);
+    ASSERT_TRUE(client.release(mine->handle().id).ok());  // released behind its back
+    Status again = mine->release();
+    ASSERT_FALSE(again.ok()) << "buffer " << mine->handle().id << " was released twice";
+  }
+  ASSERT_TRUE(check_host_range(addr, kSize, true).ok()) << "its memory was unmapped";
+  const auto* bytes = reinterpret_cast<const uint8_t*>(addr);
+  EXPECT_TRUE(std::all_of(bytes, bytes + kSize, [](uint8_t b) { return b == 0x5a; }));
 }
 
 // Futures: transfers started from many threads at once each complete with their own reply, and

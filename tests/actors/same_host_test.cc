@@ -10,6 +10,7 @@
 
 #include "actors/environment.h"
 #include "actors/rdma_client.h"
+#include "components/host_memory.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/scoped_env.h"
 
@@ -89,6 +90,35 @@ TEST(SameHostNodesTest, LaneAndManagerMoveEveryByteThroughTheSameHostEndpoint) {
   EXPECT_EQ(stats->stream_lane_ops, ops);
   EXPECT_EQ(stats->stream_ops, 2u);
   EXPECT_EQ(stats->same_host_ops, ops + 2);
+}
+
+// Buffers the library allocates (RdmaClient::allocate_buffer: huge pages) move every byte
+// through cross-memory attach, in parallel parts whose bounds fall inside huge pages
+// (cross_memory.h invariant 4), both ways.
+TEST(SameHostNodesTest, AllocatedBuffersMoveEveryByteInParallelParts) {
+  Pair p(true);
+  ASSERT_TRUE(p.owner && p.user);
+  const uint64_t size = (20 << 20) + 4096 + 7;
+  auto theirs = HostMemory::allocate(size);
+  ASSERT_TRUE(theirs.ok()) << theirs.error().to_string();
+  for (uint64_t i = 0; i < size; ++i)
+    theirs->data()[i] = pattern(i, 21);
+  BufferHandle remote = remote_view(*p.owner, *p.user, reinterpret_cast<uint64_t>(theirs->data()),
+                                    size, "allocated-target");
+  RdmaClient me(p.user->node().system(), p.user->manager());
+  auto mine = me.allocate_buffer(size);
+  ASSERT_TRUE(mine.ok()) << mine.error().to_string();
+  auto r = me.read(*mine, remote);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  for (uint64_t i = 0; i < size; ++i)
+    ASSERT_EQ(mine->data()[i], pattern(i, 21)) << "read, byte " << i;
+  for (uint64_t i = 0; i < size; ++i)
+    mine->data()[i] = pattern(i, 22);
+  auto w = me.write(*mine, remote);
+  ASSERT_TRUE(w.ok()) << w.error().to_string();
+  for (uint64_t i = 0; i < size; ++i)
+    ASSERT_EQ(theirs->data()[i], pattern(i, 22)) << "write, byte " << i;
+  EXPECT_EQ(p.same_host_ops(), 2u);
 }
 
 /// Codes of the refusals StreamLaneTest checks over TCP, for one pair of nodes.
