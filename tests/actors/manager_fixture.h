@@ -283,7 +283,7 @@ inline caf::behavior held_fetch_owner(caf::event_based_actor* self,
           return;
         ByteChunk c = ByteChunk::allocate((*held)->length);
         for (uint64_t i = 0; i < c.size; ++i)
-          c.owned[i] = pattern(i, seed);
+          c.owned[static_cast<std::ptrdiff_t>(i)] = pattern(i, seed);
         (*held)->rp.deliver(std::move(c), (*held)->nonce);
       },
   };

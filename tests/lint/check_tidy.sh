@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs clang-tidy-14 (.clang-tidy) over every C++ source of this repository with Bazel's own
-# compile commands (tests/lint/compile_commands.py); fails on any finding.
+# compile commands (tests/lint/compile_commands.py); fails on any finding, in a source or in a
+# header it includes (clang-tidy names headers relative to the root, "./tests/...")
 # Usage: check_tidy.sh [bazel startup options...]   (run_tests.sh passes --output_user_root)
 # Builds //... first (the execution root's links to every package); a no-op after the native lane.
 set -uo pipefail
@@ -22,9 +23,9 @@ folders=$(git ls-files '*.cc' '*.cu' | grep / | cut -d/ -f1 | sort -u | paste -s
 run-clang-tidy-14 -quiet -p . -j "$(nproc)" "$PWD/($folders)/" \
   2>&1 | sed 's/\x1b\[[0-9;]*m//g' >"$out"
 rc=${PIPESTATUS[0]}
-findings=$(grep -cE '^/.*: (warning|error):' "$out")
+findings=$(grep -cE '^\.?/.*: (warning|error):' "$out")
 if [ "$rc" -ne 0 ] || [ "$findings" -ne 0 ]; then
-  grep -E -A3 '^/.*: (warning|error):' "$out" | head -200
+  grep -E -A3 '^\.?/.*: (warning|error):' "$out" | head -200
   echo "check_tidy: $findings finding(s) (run-clang-tidy exit $rc)" >&2
   exit 1
 fi
