@@ -63,8 +63,8 @@ public:
   /// `size` bytes of zeroed host memory that the library allocates, registered as
   /// register_buffer does; the memory goes with the RegisteredBuffer (its data()). From 2 MiB
   /// it is 2 MiB-aligned and advised to transparent huge pages, which every transport moves
-  /// faster (fewer pages to pin): same-host copies of 64 MiB ran 1.6x faster than from
-  /// std::vector memory (README "Buffers the library allocates"). The node must outlive it.
+  /// faster (fewer pages to pin): same-host copies of 64 MiB ran about twice as fast as
+  /// from std::vector memory (README "Buffers the library allocates"). The node must outlive it.
   Result<RegisteredBuffer> allocate_buffer(uint64_t size,
                                            BufferAccess access = BufferAccess::kReadWrite);
   Result<uint64_t> release(uint64_t id);

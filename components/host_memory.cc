@@ -48,8 +48,6 @@ Result<HostMemory> HostMemory::allocate(uint64_t size) {
   HostMemory m;
   m.data_ = aligned;
   m.size_ = size;
-  m.mapping_ = aligned;
-  m.mapping_size_ = length;
   // Invariant 2: a hint; EINVAL where the kernel has no transparent huge pages.
   m.huge_pages_ = huge && ::madvise(aligned, length, MADV_HUGEPAGE) == 0;
   return m;
@@ -62,8 +60,6 @@ HostMemory::~HostMemory() {
 HostMemory::HostMemory(HostMemory&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
-      mapping_(std::exchange(other.mapping_, nullptr)),
-      mapping_size_(std::exchange(other.mapping_size_, 0)),
       huge_pages_(std::exchange(other.huge_pages_, false)) {}
 
 HostMemory& HostMemory::operator=(HostMemory&& other) noexcept {
@@ -71,8 +67,6 @@ HostMemory& HostMemory::operator=(HostMemory&& other) noexcept {
     unmap();
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
-    mapping_ = std::exchange(other.mapping_, nullptr);
-    mapping_size_ = std::exchange(other.mapping_size_, 0);
     huge_pages_ = std::exchange(other.huge_pages_, false);
   }
   return *this;
@@ -81,13 +75,11 @@ HostMemory& HostMemory::operator=(HostMemory&& other) noexcept {
 void HostMemory::leak() {
   data_ = nullptr;
   size_ = 0;
-  mapping_ = nullptr;
-  mapping_size_ = 0;
 }
 
 void HostMemory::unmap() {
-  if (mapping_ != nullptr)
-    ::munmap(mapping_, mapping_size_);
+  if (data_ != nullptr)
+    ::munmap(data_, size_);  // the kernel unmaps every page the range touches
   leak();
 }
 

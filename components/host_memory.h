@@ -50,10 +50,8 @@ public:
 private:
   void unmap();
 
-  uint8_t* data_ = nullptr;
+  uint8_t* data_ = nullptr;  ///< the mapping's start (its slack before and after is unmapped)
   uint64_t size_ = 0;
-  void* mapping_ = nullptr;  ///< what mmap returned (data_ may lie above it, invariant 1)
-  uint64_t mapping_size_ = 0;
   bool huge_pages_ = false;
 };
 
