@@ -75,6 +75,16 @@ std::string notice_failed_text(const TransferOp& op, uint64_t length, const std:
          " were written, but its owner was not notified: " + why;
 }
 
+std::string notice_unknown_text(const TransferOp& op, uint64_t length, const std::string& why) {
+  return "the " + std::to_string(length) + " bytes of the write into " + describe(op.remote) +
+         " were written; whether its owner notified its watcher is unknown: " + why;
+}
+
+std::string notice_unsent_text(uint32_t timeout_ms) {
+  return "no notice was sent: its " + std::to_string(timeout_ms) +
+         " ms ran out before its bytes were confirmed in place";
+}
+
 std::string notice_refused_text(uint64_t id, const std::string& owner, const std::string& why) {
   return "notice of a write into buffer " + std::to_string(id) + " of " + owner +
          " refused: " + why;

@@ -52,6 +52,11 @@ std::string owner_refused_text(const TransferOp& op, const std::string& why);
 /// "the LENGTH bytes of the write into BUFFER were written, but its owner was not notified:
 /// WHY": a notify write whose notice failed (manager/write_notices.h).
 std::string notice_failed_text(const TransferOp& op, uint64_t length, const std::string& why);
+/// "the LEN bytes of the write into BUFFER were written; whether its owner notified its
+/// watcher is unknown: WHY": the notice left, and no answer came (manager/write_notices.h 16).
+std::string notice_unknown_text(const TransferOp& op, uint64_t length, const std::string& why);
+/// "no notice was sent: its MS ms ran out before its bytes were confirmed in place".
+std::string notice_unsent_text(uint32_t timeout_ms);
 /// "notice of a write into buffer ID of OWNER refused: WHY" (the owner's side).
 std::string notice_refused_text(uint64_t id, const std::string& owner, const std::string& why);
 

@@ -93,7 +93,7 @@ Result<uint64_t> WriteNotices::deliver(const BufferRef& ref, uint64_t offset, ui
 
 void WriteNotices::after_write(OpId id, TransferOutcome written,
                                const std::weak_ptr<RdmaQueuePair>& qp) {
-  written_[id] = std::move(written);
+  written_[id] = Pending{std::move(written), false};
   auto q = qp.lock();
   if (!q)
     return tell_owner(id);
@@ -143,37 +143,59 @@ void WriteNotices::fenced(OpId id, const TransferOutcome& fence) {
 void WriteNotices::tell_owner(OpId id) {
   const OpRecord& o = *m_.op_record(id);
   const TransferOp& op = o.op;
+  const Transfer& t = m_.transfers_.at(id.ticket);
+  if (t.timed_out || m_.now() >= t.due) {  // invariant 16: no notice leaves after the deadline
+    Error e(ErrorCode::kTimeout, notice_unsent_text(t.timeout_ms));
+    return finish(id, &e);
+  }
   if (op.remote.owner.address() == m_.facade_.address()) {  // ours: no message to send
     auto n = deliver(ref_of(op.remote), op.remote_offset, o.length, op.tag, "", m_.options_.name);
     return finish(id, n.ok() ? nullptr : &n.error());
   }
-  const Transfer& t = m_.transfers_.at(id.ticket);
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(t.due - m_.now());
-  left = std::max(left, std::chrono::milliseconds(1));
+  left = std::max(left, std::chrono::milliseconds(1)) + kNoticeGrace;
+  written_.at(id).asked = true;
   m_.peer_table.ask_peer<uint64_t>(
       op.remote.owner, op.remote.owner_name, left, [this, id](uint64_t&) { finish(id, nullptr); },
       [this, id](const caf::error& err) {
         Error e = to_error(err);
-        finish(id, &e);
+        // The owner refuses with its own codes; no answer (CAF's timeout, a lost link, a peer
+        // gone) leaves open whether the notice reached the watcher.
+        const bool answered = err.category() != caf::atom("system") &&
+                              e.code() != ErrorCode::kPeerUnavailable &&
+                              e.code() != ErrorCode::kTimeout;
+        finish(id, &e, !answered);
       },
       notice_atom::value, ref_of(op.remote), op.remote_offset, o.length, op.tag, m_.options_.name);
 }
 
 void WriteNotices::deadline(OpId id) {
-  Error e(ErrorCode::kTimeout, "its owner did not confirm the notice in time");
+  auto it = written_.find(id);
+  if (it == written_.end() || it->second.asked)
+    return;  // the owner's answer, or kNoticeGrace after the deadline, ends it (invariant 16)
+  const Transfer& t = m_.transfers_.at(id.ticket);
+  Error e(ErrorCode::kTimeout, notice_unsent_text(t.timeout_ms));
   finish(id, &e);
 }
 
-void WriteNotices::finish(OpId id, const Error* failed) {
+void WriteNotices::end(OpId id, const Error& why) {
+  auto it = written_.find(id);
+  finish(id, &why, it != written_.end() && it->second.asked);
+}
+
+void WriteNotices::finish(OpId id, const Error* failed, bool unknown) {
   auto it = written_.find(id);
   if (it == written_.end())
     return;
-  TransferOutcome out = std::move(it->second);
+  TransferOutcome out = std::move(it->second.written);
   written_.erase(it);
   const OpRecord* o = m_.op_record(id);
   if (o == nullptr)
     return;
-  if (failed != nullptr)
+  if (failed != nullptr && unknown)
+    out = outcome_of(Error(ErrorCode::kPeerUnavailable,
+                           notice_unknown_text(o->op, o->length, failed->message())));
+  else if (failed != nullptr)
     out =
         outcome_of(Error(failed->code(), notice_failed_text(o->op, o->length, failed->message())));
   else

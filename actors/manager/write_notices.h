@@ -13,7 +13,13 @@
 //     back (RC runs them in order at the responder, whose answer to the READ leaves only once
 //     the written bytes are in memory). At most one notice per write: a notify write is never
 //     run twice for its notice, and its error says that its bytes were written.
-// 16. The writer's reply comes after the owner sent the notice to its watcher, or refused it.
+// 16. The writer's reply comes after the owner sent the notice to its watcher, or refused it,
+//     and says which: ok is exactly one notice; "was not notified" is none (the owner refused,
+//     or no notice left this node: the write's time ran out before its bytes were confirmed in
+//     place); once a notice has left, the writer's deadline does not end the op: it waits for
+//     the owner's answer up to kNoticeGrace past the deadline. Only an owner that does not
+//     answer by then, or a link lost while the notice was out, gives the third answer, that
+//     whether the watcher was told is unknown (peer_unavailable, never timeout or ok).
 // 17. Bounded (manager invariant 7): notices sent to watchers and not answered yet count per
 //     writing node (kMaxPendingNotices) and together (kMaxPendingNoticesTotal); beyond, a notice
 //     is refused. A notice counts until its watcher answers, fails or max_timeout passes.
@@ -51,12 +57,17 @@ public:
   void after_write(OpId id, TransferOutcome written, const std::weak_ptr<RdmaQueuePair>& qp);
   /// The fence READ of op `id` completed with `fence` (FenceDone).
   void fenced(OpId id, const TransferOutcome& fence);
-  /// Op `id`'s transfer timed out while its notice was on its way.
+  /// How long past a notify write's deadline the writer waits for the owner's answer to a
+  /// notice already sent (invariant 16).
+  static constexpr std::chrono::seconds kNoticeGrace{2};
+  /// Op `id`'s transfer timed out while its notice was on its way: ends it if no notice was
+  /// sent yet (none will be); otherwise the owner's answer ends it (invariant 16).
   void deadline(OpId id);
   /// Whether op `id`'s notice is on its way (its end goes through `end`).
   bool waiting(OpId id) const { return written_.count(id) != 0; }
-  /// Ends op `id`, whose notice is on its way, with `why` (saying its bytes were written).
-  void end(OpId id, const Error& why) { finish(id, &why); }
+  /// Ends op `id`, whose notice is on its way, with `why` (its peer or device went): "not
+  /// notified" before a notice left, "unknown" after.
+  void end(OpId id, const Error& why);
   /// The device went away: the fence target's registration goes with it.
   void drop_device();
 
@@ -66,13 +77,18 @@ private:
                            const std::string& node, const std::string& writer);
   /// Writer side: asks the owner (or this node, when it owns the buffer) to send the notice.
   void tell_owner(OpId id);
-  /// Ends op `id` with its write's outcome, or `failed` (which says the bytes were written).
-  void finish(OpId id, const Error* failed);
+  /// Ends op `id` with its write's outcome, or `failed` (which says the bytes were written):
+  /// not notified, or (`unknown`) perhaps notified.
+  void finish(OpId id, const Error* failed, bool unknown = false);
   /// The registered byte fence READs land in (made on first use, for the current device).
   Result<RdmaBuffer> fence_target();
 
-  /// Writer side: the outcome of each notify write whose notice is on its way.
-  std::map<OpId, TransferOutcome> written_;
+  /// Writer side: a notify write whose notice is on its way.
+  struct Pending {
+    TransferOutcome written;  ///< the write's own outcome (its bytes moved)
+    bool asked = false;       ///< the notice left for the owner: only its answer is exact
+  };
+  std::map<OpId, Pending> written_;
   /// Owner side: notices not answered yet, by writing node ("" for this node), and together.
   std::map<std::string, uint64_t> pending_by_node_;
   uint64_t pending_ = 0;

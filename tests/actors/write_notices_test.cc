@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <iostream>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -261,6 +263,121 @@ TEST_F(WriteNoticesTest, EveryErrorNamesWhatWasWrong) {
                [](caf::error& e) {
                  EXPECT_EQ(error_code(e), ErrorCode::kPermissionDenied) << error_message(e);
                });
+}
+
+/// Each sweep write's size (odd: its last byte is no other write's) and their number.
+constexpr uint64_t kSweepBytes = (2 << 20) + 3;
+constexpr uint64_t kSweepWrites = 32;
+
+/// Notify writes with timeouts around one write's duration, into `remote` (watched by a
+/// checking watcher whose notices land in `seen`), from `writer`: each answer is true. An ok
+/// write notified exactly once; a failed one notified nobody (its bytes may have moved); a
+/// retry of a failed one with time enough notifies exactly once (write_notices.h invariant 16).
+void sweep_notify_timeouts(RdmaClient& writer, const BufferHandle& remote, Memory& target,
+                           const std::shared_ptr<Seen>& seen) {
+  constexpr uint64_t kBytes = kSweepBytes;
+  constexpr uint64_t kWrites = kSweepWrites;
+  ASSERT_GE(target.bytes.size(), (kWrites + 1) * kBytes + 8);
+  std::vector<Memory> src;
+  std::vector<RegisteredBuffer> local;
+  for (uint64_t k = 0; k <= kWrites; ++k) {
+    src.emplace_back(kBytes);
+    for (uint64_t i = 0; i < kBytes; ++i)
+      src.back().bytes[i] = written_byte(1000 + k, i);
+    auto l = writer.register_buffer(src.back().bytes.data(), kBytes);
+    ASSERT_TRUE(l.ok()) << l.error().to_string();
+    local.push_back(std::move(*l));
+  }
+  auto write = [&](uint64_t k, milliseconds timeout) {
+    return writer.write_notify(local[k].handle(), remote, 1000 + k,
+                               Range::of(kBytes).at_remote(k * kBytes), timeout);
+  };
+  // One write's duration, with time enough (it notifies too: the sentinel below counts it).
+  const auto t0 = std::chrono::steady_clock::now();
+  auto first = write(kWrites, seconds(30));
+  ASSERT_TRUE(first.ok()) << first.error().to_string();
+  const auto d = std::max<int64_t>(
+      1, std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - t0).count());
+  std::vector<bool> ok(kWrites, false);
+  std::vector<std::string> why(kWrites);
+  for (uint64_t k = 0; k < kWrites; ++k) {
+    // 0.5x to 1.5x the duration: some end while the data moves, some while the notice does.
+    auto r = write(k, milliseconds(std::max<int64_t>(1, d * (50 + 100 * k / (kWrites - 1)) / 100)));
+    ok[k] = r.ok();
+    if (!r.ok()) {
+      why[k] = r.error().to_string();
+      EXPECT_NE(r.error().code(), ErrorCode::kPeerUnavailable)
+          << "write " << k << ": the owner answered every notice on this healthy link: " << why[k];
+    }
+  }
+  // Retries with time enough, then a sentinel: its notice comes after every notice sent before
+  // it (one writer manager, one owner manager, one watcher: in order).
+  for (uint64_t k = 0; k < kWrites; ++k)
+    if (!ok[k]) {
+      auto r = write(k, seconds(30));
+      ASSERT_TRUE(r.ok()) << "retry of write " << k << ": " << r.error().to_string();
+    }
+  const uint64_t sentinel_tag = 999999;
+  Memory sentinel(8);
+  for (uint64_t i = 0; i < 8; ++i)
+    sentinel.bytes[i] = written_byte(sentinel_tag, i);
+  auto sl = writer.register_buffer(sentinel.bytes.data(), 8);
+  ASSERT_TRUE(sl.ok()) << sl.error().to_string();
+  auto s = writer.write_notify(sl->handle(), remote, sentinel_tag,
+                               Range::of(8).at_remote((kWrites + 1) * kBytes), seconds(30));
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  const auto due = std::chrono::steady_clock::now() + seconds(30);
+  std::unique_lock<std::mutex> lock(seen->mu);
+  ASSERT_TRUE(seen->cv.wait_until(lock, due, [&] {
+    return std::any_of(seen->notices.begin(), seen->notices.end(),
+                       [&](const WriteNotice& n) { return n.tag == sentinel_tag; });
+  }));
+  std::map<uint64_t, int> count;
+  for (const auto& n : seen->notices)
+    ++count[n.tag];
+  uint64_t failed = 0;
+  for (uint64_t k = 0; k < kWrites; ++k) {
+    // Exactly one: the first write's when it succeeded, the retry's when it failed (a failed
+    // write that notified too would make two).
+    EXPECT_EQ(count[1000 + k], 1) << "write " << k << (ok[k] ? " succeeded" : " failed: " + why[k]);
+    failed += ok[k] ? 0 : 1;
+  }
+  EXPECT_EQ(count[1000 + kWrites], 1);
+  // Each notice's bytes were in place when it came (the watcher checked the retry's, whose
+  // bytes are the same), and every byte is there now, the bytes between ranges untouched.
+  EXPECT_TRUE(seen->wrong.empty()) << seen->wrong.front();
+  for (uint64_t k = 0; k <= kWrites; ++k)
+    for (uint64_t i = 0; i < kBytes; ++i)
+      ASSERT_EQ(target.bytes[k * kBytes + i], written_byte(1000 + k, i)) << "write " << k;
+  std::cout << "[ sweep    ] one notify write " << d << " ms; " << failed << " of " << kWrites
+            << " failed within their timeouts, each without a notice" << std::endl;
+}
+
+TEST_F(WriteNoticesTest, ANotifyWriteThatFailsNotifiesNobodyAndOneThatSucceedsNotifiesOnce) {
+  Memory target((kSweepWrites + 1) * kSweepBytes + 64);
+  BufferHandle remote = remote_view(*owner_, *user_, target, "sweep");
+  auto seen = std::make_shared<Seen>();
+  RdmaClient owner_client(owner_->node().system(), owner_->manager());
+  ASSERT_TRUE(
+      owner_client
+          .watch_writes(remote.id, spawn_checking_watcher(owner_->node().system(), target, seen))
+          .ok());
+  RdmaClient writer(user_->node().system(), user_->manager());
+  sweep_notify_timeouts(writer, remote, target, seen);
+}
+
+TEST_F(WriteNoticesTest, ANotifyWriteIntoThisNodesBufferIsAsExact) {
+  Memory target((kSweepWrites + 1) * kSweepBytes + 64);
+  auto seen = std::make_shared<Seen>();
+  RdmaClient owner_client(owner_->node().system(), owner_->manager());
+  auto mine = owner_client.register_buffer(target.bytes.data(), target.bytes.size());
+  ASSERT_TRUE(mine.ok()) << mine.error().to_string();
+  ASSERT_TRUE(
+      owner_client
+          .watch_writes(mine->handle().id,
+                        spawn_checking_watcher(owner_->node().system(), target, seen))
+          .ok());
+  sweep_notify_timeouts(owner_client, mine->handle(), target, seen);
 }
 
 TEST_F(WriteNoticesTest, AWriterCannotMakeTheOwnerHoldUnansweredNoticesBeyondTheLimit) {
