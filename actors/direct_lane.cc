@@ -58,10 +58,15 @@ void DirectLane::retire() {
 
 class DirectLane::Use {
 public:
-  explicit Use(const DirectLane& lane) : lane_(lane), guard_(lane.mu_) {
-    lane_.settle_locked();  // retired just before: run nothing on the aborted queue pair
+  /// Takes the lane if no other thread's op runs on it (invariant 4): see owns().
+  explicit Use(const DirectLane& lane) : lane_(lane), guard_(lane.mu_, std::try_to_lock) {
+    if (guard_.owns_lock())
+      lane_.settle_locked();  // retired just before: run nothing on the aborted queue pair
   }
+  bool owns() const { return guard_.owns_lock(); }
   ~Use() {
+    if (!guard_.owns_lock())
+      return;
     lane_.settle_locked();
     guard_.unlock();
     // `retire` may have found mu_ held after settle_locked looked: look again (retire sets
@@ -172,6 +177,8 @@ std::optional<Result<TransferReply>> DirectLane::transfer(const TransferOp& op, 
   timeout_ms = std::min(timeout_ms, max_timeout_ms_);
   const auto started = std::chrono::steady_clock::now();
   Use use(*this);
+  if (!use.owns())
+    return std::nullopt;  // another thread's op runs on it: the next way takes this one
   auto prepared = prepare(op);
   if (!prepared)
     return std::nullopt;
@@ -198,6 +205,8 @@ std::optional<std::vector<TransferOutcome>> DirectLane::batch(const std::vector<
   timeout_ms = std::min(timeout_ms, max_timeout_ms_);
   const auto started = std::chrono::steady_clock::now();
   Use use(*this);
+  if (!use.owns())
+    return std::nullopt;  // another thread's op runs on it: the manager takes the batch
   std::vector<std::optional<Result<Prepared>>> prepared;
   prepared.reserve(ops.size());
   for (const auto& op : ops) {

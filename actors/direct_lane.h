@@ -14,7 +14,9 @@
 //     buffers; a release of a local buffer replies only after the lane's op on it ended.
 //  3. A lane whose queue pair failed is `broken()`: drop it; its destructor tells the manager,
 //     which has the owner close its side. A new lane is a new handshake.
-//  4. One thread at a time (like RdmaClient); the manager may only `retire` it, from its own.
+//  4. One op at a time: a thread whose op finds the lane running another thread's op gets
+//     nothing from `transfer`/`batch` at once (its caller takes the next way), never a wait on
+//     that op. The manager may only `retire` it, from its own thread.
 //  5. A retired lane (its device went away) lets go of its queue pair at once if no op of its
 //     client is running, else as that op ends, whether or not the client uses the lane again:
 //     a lane kept by an idle client does not keep a lost device from being removed. A retired

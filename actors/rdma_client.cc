@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
 
 #include "actors/op_texts.h"
 #include "actors/rdma_errors.h"
@@ -44,30 +45,68 @@ RdmaClient::RdmaClient(caf::actor_system& sys, rdma_manager_actor manager, bool 
 
 RdmaClient::~RdmaClient() = default;
 
+namespace {
+
+/// An object from `idle` (or a new one from `make`) for one scope, given back after.
+template <class T>
+class Lease {
+public:
+  template <class Make>
+  Lease(std::mutex& mu, std::vector<std::unique_ptr<T>>& idle, Make make) : mu_(mu), idle_(idle) {
+    {
+      std::lock_guard<std::mutex> guard(mu_);
+      if (!idle_.empty()) {
+        item_ = std::move(idle_.back());
+        idle_.pop_back();
+      }
+    }
+    if (!item_)
+      item_ = make();
+  }
+  ~Lease() {
+    std::lock_guard<std::mutex> guard(mu_);
+    idle_.push_back(std::move(item_));
+  }
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  T& operator*() const { return *item_; }
+
+private:
+  std::mutex& mu_;
+  std::vector<std::unique_ptr<T>>& idle_;
+  std::unique_ptr<T> item_;
+};
+
+}  // namespace
+
 template <class T, class... Ts>
 Result<T> RdmaClient::call(std::chrono::milliseconds timeout, Ts&&... xs) {
   std::optional<Result<T>> out;
+  // This call's own actor: no other thread receives on it.
+  Lease<caf::scoped_actor> lease(pool_mu_, idle_actors_,
+                                 [this] { return std::make_unique<caf::scoped_actor>(sys_); });
+  caf::scoped_actor& self = *lease;
   if (manager_.node() == sys_.node()) {
     // CAF's request timeout is armed only when the answer is not there after the busy-poll
     // window: a request answered within it wakes no timer thread (busy polling's point).
     const auto asked = std::chrono::steady_clock::now();
-    auto handle = (*self_)->request(manager_, caf::infinite, std::forward<Ts>(xs)...);
+    auto handle = self->request(manager_, caf::infinite, std::forward<Ts>(xs)...);
     auto on_value = [&](T& value) { out.emplace(std::move(value)); };
     auto on_error = [&](caf::error& err) { out.emplace(to_error(err)); };
-    if (spin_for_reply()) {
+    if (spin_for_reply(self)) {
       // Something is in the mailbox, most likely the answer: take it if so, without waiting.
       caf::blocking_actor::accept_one_cond one;
-      (*self_)->varargs_receive(
+      self->varargs_receive(
           one, handle.id(), on_value, on_error, caf::after(std::chrono::seconds(0)) >> [] {});
     }
     if (!out) {
       auto left = std::max(std::chrono::steady_clock::duration::zero(),
                            timeout - (std::chrono::steady_clock::now() - asked));
       // What request(timeout) arms: it takes the request's id (the handle holds the answer's).
-      (*self_)->request_response_timeout(
+      self->request_response_timeout(
           caf::duration{std::chrono::duration_cast<std::chrono::microseconds>(left)},
           caf::make_message_id(handle.id().request_id().integer_value()));
-      receive_answer(self_->ptr(), handle, on_value, on_error);
+      receive_answer(self.ptr(), handle, on_value, on_error);
     }
   } else {
     // Another node's facade: the question goes sealed and only its sealed answer counts
@@ -76,7 +115,7 @@ Result<T> RdmaClient::call(std::chrono::milliseconds timeout, Ts&&... xs) {
     secure_random(&nonce, sizeof(nonce));
     const auto due = std::chrono::steady_clock::now() + timeout;
     const caf::node_id asked = manager_.node();
-    auto handle = (*self_)->request(caf::actor_cast<caf::actor>(manager_), timeout,
+    auto handle = self->request(caf::actor_cast<caf::actor>(manager_), timeout,
                                     caf::make_message(std::forward<Ts>(xs)..., nonce));
     while (!out) {
       handle.receive(
@@ -87,7 +126,7 @@ Result<T> RdmaClient::call(std::chrono::milliseconds timeout, Ts&&... xs) {
           },
           caf::others >> [&](caf::message_view& view) -> caf::result<caf::message> {
             caf::message m = view.move_content_to_message();
-            const auto* e = (*self_)->current_mailbox_element();
+            const auto* e = self->current_mailbox_element();
             const bool from_asked = e != nullptr && e->sender && e->sender->node() == asked;
             if (!from_asked || m.size() != 2 || !m.match_element<PeerNonce>(1))
               return caf::message{};
@@ -101,18 +140,18 @@ Result<T> RdmaClient::call(std::chrono::milliseconds timeout, Ts&&... xs) {
             return caf::message{};
           });
     }
-    cancel_request_timer(self_->ptr(), handle.id());
+    cancel_request_timer(self.ptr(), handle.id());
   }
   if (!out)
     return Error(ErrorCode::kInternal, "no reply from the manager");
   return std::move(*out);
 }
 
-bool RdmaClient::spin_for_reply() {
+bool RdmaClient::spin_for_reply(caf::scoped_actor& self) {
   if (busy_poll_.count() == 0)
     return false;
   const auto until = std::chrono::steady_clock::now() + busy_poll_;
-  auto& mailbox = (*self_)->mailbox();
+  auto& mailbox = self->mailbox();
   while (mailbox.empty() && std::chrono::steady_clock::now() < until) {
   }
   return !mailbox.empty();
@@ -138,23 +177,20 @@ Result<uint64_t> RdmaClient::release(uint64_t id) {
 }
 
 size_t RdmaClient::lanes() const {
+  std::lock_guard<std::mutex> guard(lanes_mu_);
   size_t n = 0;
   for (const auto& [owner, slot] : lanes_)
     n += slot.lane ? 1 : 0;
   return n;
 }
 
-DirectLane* RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
-                                 std::optional<Error>* failed) {
+std::shared_ptr<DirectLane> RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
+                                                 std::optional<Error>* failed, bool* verify) {
   if (!direct_ || timeout_ms == 0 || is_atomic(op) || op.notify || !op.remote.owner ||
       !op.remote.has_rdma() || op.remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged) ||
       !op.local.owner ||
       op.local.owner.node() != manager_.node())  // local handles name the node's facade
     return nullptr;
-  auto now = std::chrono::steady_clock::now();
-  LaneSlot& slot = lanes_[op.remote.owner.address()];
-  if (slot.lane && slot.lane->broken())
-    slot.lane.reset();  // its destructor has the manager close the owner's side
   // A large op with an owner that has rails: the manager stripes it over its devices.
   auto striped = [&op](const LaneSlot& s) {
     if (s.stripe_min_bytes == 0 ||
@@ -163,19 +199,39 @@ DirectLane* RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
     auto n = checked_length(op, op.local.size, static_cast<BufferAccess>(op.local.access));
     return n.ok() && *n >= s.stripe_min_bytes;
   };
-  if (slot.lane)
-    return striped(slot) ? nullptr : slot.lane.get();
-  if (now < slot.retry_after)
-    return nullptr;
+  const caf::actor_addr owner = op.remote.owner.address();
+  auto now = std::chrono::steady_clock::now();
+  std::shared_ptr<DirectLane> broken;  // dropped outside the lock (its destructor sends)
+  {
+    std::lock_guard<std::mutex> guard(lanes_mu_);
+    LaneSlot& slot = lanes_[owner];
+    if (slot.lane && slot.lane->broken())
+      broken = std::move(slot.lane);  // its destructor has the manager close the owner's side
+    if (slot.lane) {
+      if (verify != nullptr)
+        *verify = slot.verify;
+      return striped(slot) ? nullptr : slot.lane;
+    }
+    if (now < slot.retry_after)
+      return nullptr;
+  }
+  // Asked without the lock: another thread may open a lane to the same owner meanwhile; the
+  // first one kept wins, the other goes (its destructor closes it).
   auto grant = call<LaneGrant>(std::chrono::milliseconds(timeout_ms) + kLaneBackstop,
                                lane_open_atom::value, op.remote, timeout_ms);
+  std::lock_guard<std::mutex> guard(lanes_mu_);
+  LaneSlot& slot = lanes_[owner];
   if (grant.ok() && grant->lane) {
-    slot.lane = grant->lane;
-    slot.verify = grant->verify;
-    slot.stripe_min_bytes = grant->stripe_min_bytes;
-    slot.stripes_one_device = grant->stripes_one_device;
-    slot.open_timeouts = 0;
-    return striped(slot) ? nullptr : slot.lane.get();
+    if (!slot.lane || slot.lane->broken()) {
+      slot.lane = grant->lane;
+      slot.verify = grant->verify;
+      slot.stripe_min_bytes = grant->stripe_min_bytes;
+      slot.stripes_one_device = grant->stripes_one_device;
+      slot.open_timeouts = 0;
+    }
+    if (verify != nullptr)
+      *verify = slot.verify;
+    return striped(slot) ? nullptr : slot.lane;
   }
   Error e = grant.ok() ? Error(ErrorCode::kInternal, "empty lane grant") : grant.error();
   if (e.code() == ErrorCode::kTimeout) {
@@ -195,11 +251,23 @@ DirectLane* RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
   return nullptr;
 }
 
+void RdmaClient::drop_lane(const caf::actor_addr& owner, const std::shared_ptr<DirectLane>& lane) {
+  std::shared_ptr<DirectLane> gone;  // its destructor runs outside the lock
+  std::lock_guard<std::mutex> guard(lanes_mu_);
+  auto it = lanes_.find(owner);
+  if (it != lanes_.end() && it->second.lane == lane)
+    gone = std::move(it->second.lane);
+}
+
 Error RdmaClient::lane_error(const TransferOp& op, Error error, OpFault fault,
                              uint32_t timeout_ms) {
-  auto it = lanes_.find(op.remote.owner.address());
-  if (it != lanes_.end() && it->second.lane && it->second.lane->broken())
-    it->second.lane.reset();
+  {
+    std::shared_ptr<DirectLane> gone;  // its destructor runs outside the lock
+    std::lock_guard<std::mutex> guard(lanes_mu_);
+    auto it = lanes_.find(op.remote.owner.address());
+    if (it != lanes_.end() && it->second.lane && it->second.lane->broken())
+      gone = std::move(it->second.lane);
+  }
   if (error.code() != ErrorCode::kWorkCompletion && error.code() != ErrorCode::kTimeout)
     return error;
   const std::string kind = kind_name(op.kind);
@@ -259,7 +327,8 @@ std::optional<Result<TransferReply>> RdmaClient::lane_transfer(const TransferOp&
                                                                uint32_t timeout_ms,
                                                                std::optional<Error>* failed) {
   for (int attempt = 0; attempt < 2; ++attempt) {
-    DirectLane* lane = lane_for(op, timeout_ms, failed);
+    bool verify = false;
+    std::shared_ptr<DirectLane> lane = lane_for(op, timeout_ms, failed, &verify);
     if (lane == nullptr)
       return std::nullopt;
     OpFault fault = OpFault::kNone;
@@ -267,7 +336,7 @@ std::optional<Result<TransferReply>> RdmaClient::lane_transfer(const TransferOp&
     if (!r)
       return std::nullopt;
     if (r->ok()) {
-      if (lanes_[op.remote.owner.address()].verify)
+      if (verify)
         if (Status st = verify_lane_op(op, (*r)->bytes); !st.ok())
           return Result<TransferReply>(st.error());
       return r;
@@ -276,7 +345,7 @@ std::optional<Result<TransferReply>> RdmaClient::lane_transfer(const TransferOp&
     // time ran out: the flush was the timeout's).
     if (fault == OpFault::kFlushed && r->error().code() != ErrorCode::kTimeout && attempt == 0 &&
         lane->broken()) {
-      lanes_[op.remote.owner.address()].lane.reset();
+      drop_lane(op.remote.owner.address(), lane);
       continue;
     }
     return Result<TransferReply>(lane_error(op, r->error(), fault, timeout_ms));
@@ -289,16 +358,26 @@ std::optional<Result<TransferReply>> RdmaClient::stream_transfer(const TransferO
   if (!direct_ || timeout_ms == 0 || !op.local.owner || op.local.owner.node() != manager_.node() ||
       op.remote.stream_port == 0)
     return std::nullopt;
-  if (!stream_lane_asked_) {
+  std::shared_ptr<StreamLane> lane;
+  bool asked = false;
+  {
+    std::lock_guard<std::mutex> guard(lanes_mu_);
+    lane = stream_lane_;
+    asked = stream_lane_asked_;
+  }
+  if (!asked) {
+    // Asked without the lock; two threads asking at once get the same lane.
     auto grant = call<StreamLaneGrant>(reply_timeout_, stream_lane_atom::value);
     if (!grant.ok())
       return std::nullopt;  // asked again next time
+    std::lock_guard<std::mutex> guard(lanes_mu_);
     stream_lane_asked_ = true;
     stream_lane_ = grant->lane;
+    lane = stream_lane_;
   }
-  if (!stream_lane_)
+  if (!lane)
     return std::nullopt;
-  return stream_lane_->transfer(op, timeout_ms);
+  return lane->transfer(op, timeout_ms);  // StreamLane invariant 4: thread-safe
 }
 
 Result<TransferReply> RdmaClient::transfer(const TransferOp& op, uint32_t timeout_ms) {
@@ -383,6 +462,8 @@ Result<uint64_t> RdmaClient::compare_swap(const BufferHandle& remote, uint64_t o
 }
 
 Result<uint64_t> RdmaClient::run_atomic(TransferOp op, std::chrono::milliseconds timeout) {
+  // One word receives the old value: one atomic of this client's at a time owns it.
+  std::lock_guard<std::mutex> guard(atomic_mu_);
   if (!atomic_registration_) {
     auto reg = register_buffer(atomic_word_.get(), kAtomicBytes);
     if (!reg.ok())
@@ -439,17 +520,19 @@ Result<TransferReply> RdmaClient::read(const BufferHandle& local, const BufferHa
 Result<TransferReply> RdmaClient::transfer_scratch(TransferKind kind, const BufferHandle& local,
                                                    const BufferHandle& remote, uint32_t timeout_ms,
                                                    Range range) {
-  // Assigning into the reused op keeps the handles' strings and GID vectors allocated: the
-  // latency path makes no copies of its own.
-  scratch_.kind = wire_kind(kind);
-  scratch_.local = local;
-  scratch_.local_offset = range.local_offset;
-  scratch_.remote = remote;
-  scratch_.remote_offset = range.remote_offset;
-  scratch_.length = range.length;
-  auto result = transfer(scratch_, timeout_ms);
-  scratch_.local.owner = nullptr;  // hold no reference to either manager between calls
-  scratch_.remote.owner = nullptr;
+  // Assigning into a reused op (leased from the pool) keeps the handles' strings and GID
+  // vectors allocated: the latency path makes no copies of its own.
+  Lease<TransferOp> lease(pool_mu_, idle_ops_, [] { return std::make_unique<TransferOp>(); });
+  TransferOp& scratch = *lease;
+  scratch.kind = wire_kind(kind);
+  scratch.local = local;
+  scratch.local_offset = range.local_offset;
+  scratch.remote = remote;
+  scratch.remote_offset = range.remote_offset;
+  scratch.length = range.length;
+  auto result = transfer(scratch, timeout_ms);
+  scratch.local.owner = nullptr;  // hold no reference to either manager between calls
+  scratch.remote.owner = nullptr;
   return result;
 }
 
@@ -464,12 +547,13 @@ Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<Transfe
   });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   std::optional<Error> failed;
-  DirectLane* lane = one_owner ? lane_for(ops.front(), timeout_ms, &failed) : nullptr;
+  bool verify = false;
+  std::shared_ptr<DirectLane> lane =
+      one_owner ? lane_for(ops.front(), timeout_ms, &failed, &verify) : nullptr;
   if (failed)
     return *failed;
   if (lane) {
     std::vector<OpFault> faults;
-    bool verify = lanes_[ops.front().remote.owner.address()].verify;
     if (auto outcomes = lane->batch(ops, timeout_ms, &faults)) {
       for (size_t i = 0; i < outcomes->size(); ++i) {
         TransferOutcome& o = (*outcomes)[i];
@@ -541,6 +625,7 @@ Status RdmaClient::watch_writes(uint64_t id) {
 
 Result<WriteNotice> RdmaClient::next_notice(std::chrono::milliseconds timeout) {
   std::optional<WriteNotice> got;
+  std::lock_guard<std::mutex> guard(notice_mu_);  // one receiver on self_ at a time
   // The handler returns nothing: CAF answers the owner's request with an empty message, which
   // tells it the notice was taken.
   (*self_)->receive([&](write_notice_atom, WriteNotice& n) { got = std::move(n); },

@@ -2,6 +2,13 @@
 // command-line tools). Every call waits for the reply with a timeout; errors come back as
 // `Error` (code + message from the manager). Never use it inside an actor's handler.
 //
+// Thread-safe: any number of threads may call one client at once, blocking calls included.
+// Each call in progress has a blocking actor of its own (leased from the client's pool, so
+// answers never cross between threads), the lanes' table and the stream lane are taken under a
+// lock, a direct lane busy with another thread's op declines (the op goes the next way, so no
+// thread waits on another's op), and atomics take turns on the client's 8-byte word.
+// next_notice() takes notices one thread at a time.
+//
 // Reads and writes between NIC-registered buffers go over direct lanes (actors/direct_lane.h):
 // the first transfer to an owner asks the manager for a queue pair of this client's own to it;
 // from then on the calling thread posts and polls itself, with no message per op. Everything
@@ -20,6 +27,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -154,20 +162,25 @@ private:
     uint32_t open_timeouts = 0;
   };
 
+
   template <class T, class... Ts>
   Result<T> call(std::chrono::milliseconds timeout, Ts&&... xs);
-  /// Spins up to busy_poll_ until a message is in the mailbox (then receive takes it without
-  /// a wake-up): busy polling's client side. True: a message is there (false at once when
-  /// busy polling is off).
-  bool spin_for_reply();
+  /// Spins up to busy_poll_ until a message is in `self`'s mailbox (then receive takes it
+  /// without a wake-up): busy polling's client side. True: a message is there (false at once
+  /// when busy polling is off).
+  bool spin_for_reply(caf::scoped_actor& self);
   /// How long to wait for the answer to a request that itself may take `ms` (a transfer's or a
   /// directory wait's timeout): that, plus the reply timeout.
   std::chrono::milliseconds reply_wait(uint32_t ms) const {
     return std::chrono::milliseconds(ms) + reply_timeout_;
   }
-  /// The lane for ops to `remote`'s owner, opened on first use; null: go through the manager.
-  /// A lane that could not be opened within the timeout sets `failed` (the transfer's error).
-  DirectLane* lane_for(const TransferOp& op, uint32_t timeout_ms, std::optional<Error>* failed);
+  /// The lane for ops to `remote`'s owner, opened on first use, and whether the manager's
+  /// verify mode holds for it; null: go through the manager. A lane that could not be opened
+  /// within the timeout sets `failed` (the transfer's error).
+  std::shared_ptr<DirectLane> lane_for(const TransferOp& op, uint32_t timeout_ms,
+                                       std::optional<Error>* failed, bool* verify = nullptr);
+  /// Drops the lane to `owner` if it is `lane` (another thread may have replaced it).
+  void drop_lane(const caf::actor_addr& owner, const std::shared_ptr<DirectLane>& lane);
   /// After a lane op failed: drops a broken lane and names the cause: a peer that is down or
   /// does not answer (peer_unavailable), or the owner's reason for refusing the access
   /// (released, unknown_buffer, out_of_bounds, ...).
@@ -190,14 +203,23 @@ private:
   caf::actor_system& sys_;
   rdma_manager_actor manager_;
   std::chrono::milliseconds reply_timeout_;
+  /// The client as a watcher (watch_writes(id)): only next_notice receives on it.
   std::unique_ptr<caf::scoped_actor> self_;
+  std::mutex notice_mu_;  ///< next_notice: one receiver at a time
+  /// Pools, each under pool_mu_: one call in progress leases a blocking actor that receives
+  /// only its own answers, and read() and write() an op they fill in place (it keeps its
+  /// handles' strings allocated between calls).
+  std::mutex pool_mu_;
+  std::vector<std::unique_ptr<caf::scoped_actor>> idle_actors_;
+  std::vector<std::unique_ptr<TransferOp>> idle_ops_;
   bool direct_ = false;
   /// The node's busy-poll window (ManagerOptions::busy_poll; 0: block at once).
   std::chrono::microseconds busy_poll_{0};
+  mutable std::mutex lanes_mu_;  ///< lanes_, stream_lane_, stream_lane_asked_
   std::map<caf::actor_addr, LaneSlot> lanes_;
   std::shared_ptr<StreamLane> stream_lane_;
   bool stream_lane_asked_ = false;  ///< the manager was asked (its answer may be no lane)
-  TransferOp scratch_;
+  std::mutex atomic_mu_;            ///< one atomic at a time owns the word and its registration
   /// Where the old values of this client's atomics land, and its registration (made on first
   /// use; released before the word goes: declared after it).
   std::unique_ptr<uint64_t> atomic_word_ = std::make_unique<uint64_t>(0);
