@@ -8,6 +8,7 @@
 #include <limits>
 #include <mutex>
 
+#include "actors/detail/node_objects.h"
 #include "actors/op_texts.h"
 #include "actors/rdma_errors.h"
 #include "actors/request_timer.h"
@@ -36,6 +37,7 @@ RdmaClient::RdmaClient(caf::actor_system& sys, rdma_manager_actor manager,
 RdmaClient::RdmaClient(caf::actor_system& sys, rdma_manager_actor manager, bool direct,
                        std::chrono::milliseconds reply_timeout)
     : sys_(sys),
+      listed_(detail::node_object_added(sys, "RdmaClient")),
       manager_(std::move(manager)),
       reply_timeout_(reply_timeout),
       self_(std::make_unique<caf::scoped_actor>(sys)),
@@ -43,7 +45,9 @@ RdmaClient::RdmaClient(caf::actor_system& sys, rdma_manager_actor manager, bool 
       direct_(direct && manager_ && manager_.node() == sys.node()),
       busy_poll_(caf::get_or(sys.config(), kBusyPollSetting, size_t{0})) {}
 
-RdmaClient::~RdmaClient() = default;
+RdmaClient::~RdmaClient() {
+  detail::node_object_removed(sys_, listed_);
+}
 
 namespace {
 
@@ -82,6 +86,8 @@ private:
 template <class T, class... Ts>
 Result<T> RdmaClient::call(std::chrono::milliseconds timeout, Ts&&... xs) {
   std::optional<Result<T>> out;
+  if (detail::node_stopped(sys_))  // its node is gone: nothing to ask (node_objects.h 2)
+    return Error(ErrorCode::kPeerUnavailable, detail::node_stopped_text("RdmaClient"));
   // This call's own actor: no other thread receives on it.
   Lease<caf::scoped_actor> lease(pool_mu_, idle_actors_,
                                  [this] { return std::make_unique<caf::scoped_actor>(sys_); });
@@ -381,6 +387,8 @@ std::optional<Result<TransferReply>> RdmaClient::stream_transfer(const TransferO
 }
 
 Result<TransferReply> RdmaClient::transfer(const TransferOp& op, uint32_t timeout_ms) {
+  if (detail::node_stopped(sys_))  // no lane either: the node's queue pairs are gone
+    return Error(ErrorCode::kPeerUnavailable, detail::node_stopped_text("RdmaClient"));
   std::optional<Error> failed;
   if (auto r = lane_transfer(op, timeout_ms, &failed))
     return std::move(*r);
@@ -425,6 +433,10 @@ std::future<Result<TransferReply>> RdmaClient::transfer_async(TransferOp op,
   };
   auto pending = std::make_shared<Pending>();
   auto future = pending->promise.get_future();
+  if (detail::node_stopped(sys_)) {
+    pending->answer(Error(ErrorCode::kPeerUnavailable, detail::node_stopped_text("RdmaClient")));
+    return future;
+  }
   const uint32_t ms = timeout_ms_of(timeout);
   // An actor of its own per transfer: the answer may come after this client is gone, and
   // any thread may start one.
@@ -538,6 +550,8 @@ Result<TransferReply> RdmaClient::transfer_scratch(TransferKind kind, const Buff
 
 Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<TransferOp>& ops,
                                                        uint32_t timeout_ms) {
+  if (detail::node_stopped(sys_))
+    return Error(ErrorCode::kPeerUnavailable, detail::node_stopped_text("RdmaClient"));
   // One owner for all ops: one lane runs them as one chain.
   // Atomics and notify writes go through the manager (lanes carry plain reads and writes), and
   // so does a batch with any.
@@ -625,6 +639,8 @@ Status RdmaClient::watch_writes(uint64_t id) {
 
 Result<WriteNotice> RdmaClient::next_notice(std::chrono::milliseconds timeout) {
   std::optional<WriteNotice> got;
+  if (detail::node_stopped(sys_))
+    return Error(ErrorCode::kPeerUnavailable, detail::node_stopped_text("RdmaClient"));
   std::lock_guard<std::mutex> guard(notice_mu_);  // one receiver on self_ at a time
   // The handler returns nothing: CAF answers the owner's request with an empty message, which
   // tells it the notice was taken.

@@ -51,8 +51,9 @@ public:
   static constexpr std::chrono::milliseconds kDefaultTimeout{30000};
 
   /// Talks to `manager` (this node's, or a remote proxy for directory calls) from `sys`.
-  /// `sys` (the RdmaNode) must outlive the client: destroy the client first (it holds an actor
-  /// of `sys`, and CAF's shutdown of a system waits for its actors).
+  /// Destroy the client before its RdmaNode. A node destroyed first names the client on
+  /// stderr and returns; the client then does nothing: every call fails with peer_unavailable
+  /// saying so (actors/detail/node_objects.h), and its destructor returns.
   /// Direct lanes: as CAF_RDMA_DIRECT says (default on); only with this process's manager.
   RdmaClient(caf::actor_system& sys, rdma_manager_actor manager,
              std::chrono::milliseconds reply_timeout = std::chrono::seconds(60));
@@ -201,6 +202,7 @@ private:
   Result<uint64_t> run_atomic(TransferOp op, std::chrono::milliseconds timeout);
 
   caf::actor_system& sys_;
+  uint64_t listed_ = 0;  ///< its token in detail/node_objects.h
   rdma_manager_actor manager_;
   std::chrono::milliseconds reply_timeout_;
   /// The client as a watcher (watch_writes(id)): only next_notice receives on it.

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "actors/detail/manager_events.h"
+#include "actors/detail/node_objects.h"
 #include "actors/environment.h"
 #include "actors/rdma_client.h"
 #include "actors/rdma_errors.h"
@@ -37,8 +38,6 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
   if (const char* level = std::getenv(kEnvLog); level != nullptr && *level != '\0')
     if (auto parsed = parse_log_level(level); !parsed.ok())
       return parsed.error().with_context("starting a node");
-  report_environment(options.manager.name.empty() ? options.host : options.manager.name,
-                     options.manager.from_environment);
   MetricsOptions metrics = options.metrics;
   if (!metrics.enabled) {
     auto from_env = MetricsOptions::from_env();
@@ -77,8 +76,17 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
   node->config_->set("middleman.enable-automatic-connections", false);
   if (options.scheduler_threads > 0)
     node->config_->set("scheduler.max-threads", options.scheduler_threads);
-  if (const char* policy = std::getenv(kEnvScheduler); policy != nullptr && *policy)
-    node->config_->set("scheduler.policy", caf::atom_from_string(std::string(policy)));
+  if (const char* policy = std::getenv(kEnvScheduler); policy != nullptr && *policy) {
+    // Only CAF's two real schedulers: its "testing" one runs nothing by itself (a node started
+    // with it would wait for ever), and an unknown name would be CAF's to misread.
+    const std::string p(policy);
+    if (p != "stealing" && p != "sharing")
+      return Error(ErrorCode::kInvalidArgument,
+                   std::string("starting a node: ") + kEnvScheduler + "=" + p +
+                       " is no scheduler caf-rdma runs on: choose stealing (CAF's default) or "
+                       "sharing");
+    node->config_->set("scheduler.policy", caf::atom_from_string(p));
+  }
   if (const auto busy = static_cast<size_t>(options.manager.busy_poll.count()); busy > 0) {
     // Busy polling (ManagerOptions::busy_poll): a work-stealing worker that ran out of jobs
     // polls its queue without sleeping for about the window (kPollsPerMicrosecond: what one
@@ -144,6 +152,9 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
     return port.error();
   }
   node->port_ = *port;
+  // Named as its manager is (HOST:PORT unless it has a name): the port is known now.
+  report_environment(options.manager.name.empty() ? node->address() : options.manager.name,
+                     options.manager.from_environment);
   if (metrics.enabled) {
     auto exporter = MetricsExporter::start(*node->system_, node->manager_, metrics, node->tls_);
     if (!exporter.ok()) {
@@ -168,6 +179,22 @@ RdmaNode::~RdmaNode() {
     caf::anon_send_exit(manager_, caf::exit_reason::user_shutdown);
     manager_ = nullptr;
     stop_connector();
+    // Clients and RegisteredBuffers of this node that still live hold actors of its system,
+    // whose destructor would wait for them for ever: they turn inert, and the system is kept
+    // (detail/node_objects.h).
+    std::vector<std::string> alive = detail::node_objects_stop(*system_);
+    if (!alive.empty()) {
+      std::string names;
+      for (const auto& a : alive)
+        names += (names.empty() ? "" : ", ") + a;
+      log_line(LogLevel::kError,
+               "caf-rdma: RdmaNode %s destroyed while %zu object(s) of it lived: %s; they do "
+               "nothing now (their calls fail), and the node's actor system stays until the "
+               "process ends: destroy clients and RegisteredBuffers before their node",
+               address().c_str(), alive.size(), names.c_str());
+      detail::node_system_keep(std::move(config_), std::move(system_));
+      return;
+    }
     system_.reset();
   }
 }

@@ -7,6 +7,7 @@
 #include <optional>
 #include <utility>
 
+#include "actors/detail/node_objects.h"
 #include "actors/rdma_errors.h"
 #include "primitives/log.h"
 
@@ -14,7 +15,16 @@ namespace caf_rdma {
 
 RegisteredBuffer::RegisteredBuffer(caf::actor_system& sys, rdma_manager_actor manager,
                                    BufferHandle handle, std::chrono::milliseconds timeout)
-    : sys_(&sys), manager_(std::move(manager)), handle_(std::move(handle)), timeout_(timeout) {}
+    : sys_(&sys), manager_(std::move(manager)), handle_(std::move(handle)), timeout_(timeout) {
+  listed_in_ = &sys;
+  listed_ = detail::node_object_added(sys, "RegisteredBuffer " + std::to_string(handle_.id) +
+                                               " (" + std::to_string(handle_.size) + " bytes)");
+}
+
+void RegisteredBuffer::unlist() {
+  if (listed_in_ != nullptr)
+    detail::node_object_removed(*std::exchange(listed_in_, nullptr), listed_);
+}
 
 RegisteredBuffer::~RegisteredBuffer() {
   if (registered()) {
@@ -23,6 +33,7 @@ RegisteredBuffer::~RegisteredBuffer() {
                static_cast<unsigned long long>(handle_.id), st.error().to_string().c_str());
   }
   keep_memory_if_in_use();
+  unlist();
 }
 
 void RegisteredBuffer::keep_memory_if_in_use() {
@@ -43,7 +54,9 @@ RegisteredBuffer::RegisteredBuffer(RegisteredBuffer&& other) noexcept
       timeout_(other.timeout_),
       registrant_(std::move(other.registrant_)),
       memory_(std::move(other.memory_)),
-      memory_free_(std::exchange(other.memory_free_, true)) {}
+      memory_free_(std::exchange(other.memory_free_, true)),
+      listed_in_(std::exchange(other.listed_in_, nullptr)),
+      listed_(other.listed_) {}
 
 RegisteredBuffer& RegisteredBuffer::operator=(RegisteredBuffer&& other) noexcept {
   if (this != &other) {
@@ -55,6 +68,8 @@ RegisteredBuffer& RegisteredBuffer::operator=(RegisteredBuffer&& other) noexcept
     registrant_ = std::move(other.registrant_);
     memory_ = std::move(other.memory_);
     memory_free_ = std::exchange(other.memory_free_, true);
+    listed_in_ = std::exchange(other.listed_in_, nullptr);
+    listed_ = other.listed_;
   }
   return *this;
 }
@@ -63,6 +78,8 @@ Result<RegisteredBuffer> RegisteredBuffer::make(caf::actor_system& sys, rdma_man
                                                 const void* addr, uint64_t size,
                                                 BufferAccess access,
                                                 std::chrono::milliseconds timeout) {
+  if (detail::node_stopped(sys))
+    return Error(ErrorCode::kPeerUnavailable, detail::node_stopped_text("RdmaClient"));
   auto registrant = std::make_unique<caf::scoped_actor>(sys);
   std::optional<Result<BufferHandle>> h;
   (*registrant)
@@ -100,6 +117,13 @@ Status RegisteredBuffer::release() {
     return Error(ErrorCode::kInvalidArgument,
                  "buffer " + std::to_string(handle_.id) + " was released already (or moved)");
   caf::actor_system& sys = *std::exchange(sys_, nullptr);  // invariant 1: once, even if it fails
+  unlist();
+  if (detail::node_stopped(sys)) {  // invariant 3: its node is gone, nothing to ask
+    registrant_.reset();
+    memory_free_ = false;
+    return Error(ErrorCode::kPeerUnavailable,
+                 detail::node_stopped_text("RegisteredBuffer " + std::to_string(handle_.id)));
+  }
   Status out = Error(ErrorCode::kTimeout, "releasing buffer " + std::to_string(handle_.id) +
                                               ": no answer within " +
                                               std::to_string(timeout_.count()) + " ms");

@@ -8,7 +8,10 @@
 //  1. A RegisteredBuffer releases its buffer at most once (moved-from ones release nothing).
 //  2. Its destructor waits at most its timeout for the manager's answer, and reports a failed
 //     or late release on stderr (naming the buffer) instead of throwing.
-//  3. The actor system of its manager (the RdmaNode) must outlive it, as for RdmaClient.
+//  3. Destroy it before the actor system of its manager (the RdmaNode), as an RdmaClient. A node
+//     destroyed first names it on stderr and returns; it then does nothing: its release fails
+//     with peer_unavailable saying so, leaving memory of its own mapped (invariant 5), and its
+//     destructor returns (actors/detail/node_objects.h).
 //  4. One made by `make` (as RdmaClient::register_buffer does) is its buffer's registrant
 //     itself (leak accounting, actors/manager/registrant_watch.h): it holds the actor that
 //     registered the buffer until the release, so the end of the client that made it is not
@@ -73,6 +76,7 @@ public:
 
 private:
   void keep_memory_if_in_use();  ///< invariant 5, on destruction
+  void unlist();                 ///< off detail/node_objects.h's list (once)
 
   caf::actor_system* sys_ = nullptr;
   rdma_manager_actor manager_;
@@ -81,6 +85,9 @@ private:
   std::unique_ptr<caf::scoped_actor> registrant_;  ///< invariant 4 (made by `make`)
   HostMemory memory_;        ///< invariant 5 (made by `allocate`); empty otherwise
   bool memory_free_ = true;  ///< invariant 5: false once a release failed
+  /// Listed in detail/node_objects.h while registered: under this system, with this token.
+  const caf::actor_system* listed_in_ = nullptr;
+  uint64_t listed_ = 0;
 };
 
 }  // namespace caf_rdma

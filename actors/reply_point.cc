@@ -76,6 +76,8 @@ void ManagerState::finish_op(OpId id, TransferOutcome outcome) {
   sample.peer = o->op.remote.owner_name;
   sample.path = outcome.path;
   sample.kind = o->op.kind;
+  sample.notify = o->op.notify;
+  sample.tag = o->op.tag;
   sample.ok = outcome.ok();
   sample.bytes = outcome.bytes;
   sample.code = static_cast<ErrorCode>(outcome.code);

@@ -7,6 +7,9 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -35,10 +38,17 @@ Status readable(const char* field, const std::string& path) {
                " is not set (a certificate, its key and the cluster's CA "
                "file are all needed: " +
                kEnvTlsCertificate + ", " + kEnvTlsKey + ", " + kEnvTlsCaFile + ")");
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr)
+  // Opened without blocking (a FIFO named here would block fopen for ever) and checked to be a
+  // regular file before OpenSSL reads it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
     return bad(std::string(field) + " '" + path + "' cannot be read: " + errno_string(errno));
-  std::fclose(f);
+  struct stat st {};
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  ::close(fd);
+  if (!regular)
+    return bad(std::string(field) + " '" + path +
+               "' is not a regular file (a FIFO, device or directory is not read)");
   return {};
 }
 

@@ -5,23 +5,34 @@ transport_test(name = "x", srcs = [...], ...) declares
   x_rdma_test      CAF_RDMA_TRANSPORT=rdma, size large, tagged "rdma": on the host's RDMA
                    device, or in the Soft-RoCE VM (`bazel test --config=rxe //...`).
 A source ending in .sh makes sh_tests, else cc_tests (//:cc.bzl's). Other attributes go to both.
+C++ twins compile their sources once: both link x_test_lib (testonly, alwayslink: GoogleTest
+registers the cases from static initializers), so each lane compiles a twin's sources once,
+not once per transport.
 """
 
-load("//:cc.bzl", "cc_test")
+load("//:cc.bzl", "cc_library", "cc_test")
 
 def transport_test(name, srcs, deps = [], data = [], **kwargs):
     is_sh = [s for s in srcs if s.endswith(".sh")] != []
+    lib = "%s_test_lib" % name
+    if not is_sh:
+        cc_library(
+            name = lib,
+            testonly = True,
+            srcs = srcs,
+            deps = deps,
+            alwayslink = True,
+        )
     for mode, size, tags in [("fallback", "medium", []), ("rdma", "large", ["rdma"])]:
         attrs = dict(
             name = "%s_%s_test" % (name, mode),
             size = size,
-            srcs = srcs,
             data = data,
             env = {"CAF_RDMA_TRANSPORT": mode},
             tags = tags,
         )
         attrs.update(kwargs)
         if is_sh:
-            native.sh_test(**attrs)
+            native.sh_test(srcs = srcs, **attrs)
         else:
-            cc_test(deps = deps, **attrs)
+            cc_test(deps = [":" + lib], **attrs)

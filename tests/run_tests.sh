@@ -5,17 +5,20 @@
 #   2. native lane:  `bazel test //...`  (rdma-tagged tests report a visible SKIP without a device);
 #   3. VM lane:      `bazel test --config=rxe //...`  (the rdma-tagged tests, inside the Soft-RoCE
 #                    VM, one VM boot per test binary; a skip there is a failure);
-#   4. cuda lane:    `bazel build --config=cuda //...` (everything compiled against /usr/local/cuda)
-#                    and `bazel test --config=cuda //tests/gpu/...` (gpu-tagged: they run on a
-#                    host with a GPU, and report a visible SKIP with the reason elsewhere);
+#   4. cuda lane:    what --config=cuda changes, compiled against /usr/local/cuda (only
+#                    primitives/cuda_driver.cc and tests/gpu/ read CAF_RDMA_WITH_CUDA: the GPU
+#                    tests and the programs that move GPU memory, $cuda_targets below), and
+#                    `bazel test --config=cuda //tests/gpu/...` (gpu-tagged: they run on a host
+#                    with a GPU, and report a visible SKIP with the reason elsewhere);
 #   5. the stress tool (stress/rdma_stress) in short mode, natively and in the VM; the external
 #      workspace (examples/external, tests/external/run_external.sh): caf-rdma used as README.md
 #      tells users, built with --dynamic_mode=off and Bazel's default, run natively, and its
 #      dynamic build in the VM (path rdma-direct);
 #   6. tidy: clang-tidy-14 over every source (tests/lint/check_tidy.sh, .clang-tidy), right after
 #      the native lane, whose build it reuses;
-#   7. sanitizer lanes: the native lane under `--config=asan` (AddressSanitizer + UBSan) and
-#      under `--config=tsan` (ThreadSanitizer, with CAF itself built with it:
+#   7. sanitizer lanes: the native lane's tests that run natively (not the rdma- or gpu-tagged,
+#      which skip there) under `--config=asan` (AddressSanitizer + UBSan; test sources at -O0,
+#      the library at -O1: .bazelrc) and under `--config=tsan` (ThreadSanitizer, with CAF itself built with it:
 #      tests/sanitizers/build_caf_tsan.sh, ~5 minutes once per machine);
 #   8. prints every test case of all lanes, the totals and each lane's duration;
 #   9. two-host lane (run after the stress lane; tests/two_hosts/run_two_hosts_lane.sh, ~2.5 min):
@@ -36,8 +39,21 @@ stamp() { echo "[run_tests $(( $(date +%s) - t0 ))s] $*"; }
 # CAF_RDMA_BAZEL_OUTPUT_ROOT: Bazel's output root for this run (e.g. an empty one: a cold build).
 bazel() { command bazel ${CAF_RDMA_BAZEL_OUTPUT_ROOT:+--output_user_root="$CAF_RDMA_BAZEL_OUTPUT_ROOT"} "$@"; }
 durations=""
+# Each lane's budget in seconds on an idle 2-core machine (the whole of .ci/run, bench included,
+# aims at 45 minutes; CI's hard limit is 90): a lane over its budget is named at its end and in
+# the totals, so a slow lane is seen before the run nears the limit (.ci/run adds the total).
+declare -A lane_budget=([native]=600 [tidy]=660 [vm]=600 [cuda]=240 [stress]=150 [two-hosts]=210
+                        [external]=180 [asan]=900 [tsan]=720)
+over_budget=""
 lane_start() { lane_t=$(date +%s); }
-lane_end() { durations+=" $1 $(( $(date +%s) - lane_t ))s"; }
+lane_end() {
+  local took=$(( $(date +%s) - lane_t )) budget=${lane_budget[$1]:-0}
+  durations+=" $1 ${took}s/${budget}s"
+  if [ "$took" -gt "$budget" ]; then
+    over_budget+=" $1 (${took}s, budget ${budget}s)"
+    echo "run_tests: WARNING: lane $1 took ${took}s, over its budget of ${budget}s" >&2
+  fi
+}
 
 stamp "installing dependencies"
 bash third_party/install_deps.sh || { echo "run_tests: dependency installation failed" >&2; exit 1; }
@@ -53,7 +69,7 @@ if [ $only_two_hosts = 1 ]; then
   lane_start
   two_hosts_lane "$@"
   lane_end two-hosts
-  stamp "lane durations:$durations"
+  stamp "lane durations (took/budget):$durations"
   exit $two_hosts_rc
 fi
 
@@ -86,9 +102,13 @@ python3 tests/summarize.py --fail-on-skip rxe-vm "$logs" $rdma_targets > /tmp/ca
 rxe_sum_rc=$?
 
 lane_end vm
-stamp "cuda lane: bazel build --config=cuda //... && bazel test --config=cuda //tests/gpu/..."
+# Only cuda_driver.cc and tests/gpu/ compile differently under --config=cuda: the lane builds
+# the GPU tests, the public library and the programs that take GPU memory (not every test
+# again, whose code is the native lane's).
+cuda_targets="//tests/gpu/... //:caf_rdma //doctor:caf_rdma_doctor //examples:parameter_server //bench:rdma_bench"
+stamp "cuda lane: bazel build --config=cuda $cuda_targets && bazel test --config=cuda //tests/gpu/..."
 lane_start
-bazel build --config=cuda "$@" //... && bazel test --config=cuda "$@" //tests/gpu/...
+bazel build --config=cuda "$@" $cuda_targets && bazel test --config=cuda "$@" //tests/gpu/...
 cuda_rc=$?
 cuda_logs=$(bazel info --config=cuda bazel-testlogs 2>/dev/null)
 python3 tests/summarize.py cuda "$cuda_logs" $(bazel query 'tests(//tests/gpu/...)' 2>/dev/null) \
@@ -130,16 +150,19 @@ lane_end external
 
 # Sanitizer lanes: every native test again, instrumented; any report fails the test.
 lane_start
-stamp "asan lane: bazel test --config=asan //..."
-bazel test --config=asan "$@" //...
+# The rdma- and gpu-tagged tests skip without their device: not built or run here (the VM lane
+# and the cuda lane run them).
+sanitized=(--build_tests_only --test_tag_filters=-rdma,-gpu)
+stamp "asan lane: bazel test --config=asan ${sanitized[*]} //..."
+bazel test --config=asan "${sanitized[@]}" "$@" //...
 asan_rc=$?
 python3 tests/summarize.py asan "$(bazel info --config=asan bazel-testlogs 2>/dev/null)" \
   > /tmp/caf_rdma_asan_summary.$$ || asan_rc=1
 lane_end asan
 lane_start
-stamp "tsan lane: tests/sanitizers/build_caf_tsan.sh && bazel test --config=tsan //..."
+stamp "tsan lane: tests/sanitizers/build_caf_tsan.sh && bazel test --config=tsan ${sanitized[*]} //..."
 if bash tests/sanitizers/build_caf_tsan.sh; then
-  bazel test --config=tsan "$@" //...
+  bazel test --config=tsan "${sanitized[@]}" "$@" //...
   tsan_rc=$?
   python3 tests/summarize.py tsan "$(bazel info --config=tsan bazel-testlogs 2>/dev/null)" \
     > /tmp/caf_rdma_tsan_summary.$$ || tsan_rc=1
@@ -157,7 +180,8 @@ cat $sums | grep -v '^lane '
 echo "================ totals ================"
 grep -h '^lane ' $sums
 rm -f $sums
-stamp "lane durations:$durations"
+stamp "lane durations (took/budget):$durations"
+[ -z "$over_budget" ] || stamp "lanes over their budget:$over_budget"
 stamp "done: native bazel exit $native_rc, VM lane bazel exit $rxe_rc, cuda lane exit $cuda_rc, stress exit $stress_rc, two-hosts exit $two_hosts_rc, external exit $external_rc, asan exit $asan_rc, tsan exit $tsan_rc, format exit $format_rc, tidy exit $tidy_rc"
 if [ $native_rc -ne 0 ] || [ $rxe_rc -ne 0 ] || [ $native_sum_rc -ne 0 ] || [ $rxe_sum_rc -ne 0 ] ||
    [ $cuda_rc -ne 0 ] || [ $cuda_sum_rc -ne 0 ] || [ $stress_rc -ne 0 ] || [ $external_rc -ne 0 ] ||

@@ -249,8 +249,8 @@ Result<LocalBuffer*> BufferTable::owner_access(const BufferRef& ref, uint64_t of
   auto refused = [&] {
     return Error(ErrorCode::kPermissionDenied,
                  "access to buffer " + std::to_string(id) + " of " + m_.options_.name +
-                     " refused: the handle's secret is not the one its owner issued (forged, or "
-                     "a handle of an earlier registration)");
+                     " refused: its owner issued no handle with this id and secret (a wrong id or "
+                     "secret: forged, or a handle of an earlier registration)");
   };
   auto found = owned_buffer(id, "remote");
   if (!found.ok())

@@ -69,7 +69,7 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
               rp.deliver(make_rdma_error(ErrorCode::kNoDevice,
                                          "no direct lane to peer manager " + name +
                                              ": this manager's RDMA device went away during "
-                                             "the m_.handshakes.handshake (" +
+                                             "the handshake (" +
                                              m_.no_rdma_reason_ + ")"));
               return;
             }

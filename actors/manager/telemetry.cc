@@ -47,14 +47,15 @@ void trace(const OpSample& s) {
   if (!log_enabled(LogLevel::kDebug))
     return;
   const bool read = is_read_kind(s.kind);
-  const char* kind = kind_name(s.kind);
+  const std::string kind = s.notify ? "notify write (tag " + std::to_string(s.tag) + ")"
+                                    : std::string(kind_name(s.kind));
   const auto us = static_cast<unsigned long long>(s.latency.count() / 1000);
   if (s.ok)
-    log_line(LogLevel::kDebug, "%s of %llu bytes %s %s via %s: done in %llu us", kind,
+    log_line(LogLevel::kDebug, "%s of %llu bytes %s %s via %s: done in %llu us%s", kind.c_str(),
              static_cast<unsigned long long>(s.bytes), read ? "from" : "to", s.peer.c_str(),
-             s.path.c_str(), us);
+             s.path.c_str(), us, s.notify ? ", its owner notified" : "");
   else
-    log_line(LogLevel::kDebug, "%s %s %s via %s: failed in %llu us: %s: %s", kind,
+    log_line(LogLevel::kDebug, "%s %s %s via %s: failed in %llu us: %s: %s", kind.c_str(),
              read ? "from" : "to", s.peer.c_str(), s.path.empty() ? "no path" : s.path.c_str(), us,
              to_string(s.code), s.message.c_str());
 }

@@ -79,6 +79,23 @@ TEST(EnvironmentTest, TheDefaultStartAppliesTheEnvironmentAndAnExplicitOneSaysWh
   }
 }
 
+// A scheduler CAF has but caf-rdma cannot run on ("testing" runs nothing by itself: the start
+// waited for ever) is refused at start, naming the variable and the choices.
+TEST(EnvironmentTest, ASchedulerNodesCannotRunOnIsRefusedAtStart) {
+  for (const char* bad : {"testing", "fifo"}) {
+    ScopedEnv scheduler("CAF_RDMA_SCHEDULER", bad);
+    auto node = RdmaNode::start(NodeOptions{});
+    ASSERT_FALSE(node.ok()) << bad;
+    EXPECT_EQ(node.error().code(), ErrorCode::kInvalidArgument);
+    for (const std::string& frag : {std::string("CAF_RDMA_SCHEDULER=") + bad,
+                                    std::string("stealing"), std::string("sharing")})
+      EXPECT_NE(node.error().message().find(frag), std::string::npos) << node.error().message();
+  }
+  ScopedEnv sharing("CAF_RDMA_SCHEDULER", "sharing");
+  auto node = RdmaNode::start(NodeOptions{});
+  ASSERT_TRUE(node.ok()) << node.error().to_string();
+}
+
 // environment.h invariant 1: a misspelt variable is named at start, not silently ignored.
 TEST(EnvironmentTest, AnUnknownCafRdmaVariableIsReported) {
   ScopedEnv typo("CAF_RDMA_TRANSPROT", "rdma");
@@ -90,6 +107,9 @@ TEST(EnvironmentTest, AnUnknownCafRdmaVariableIsReported) {
     std::string said = ::testing::internal::GetCapturedStderr();
     ASSERT_TRUE(node.ok()) << node.error().to_string();
     EXPECT_NE(said.find("unknown environment variable CAF_RDMA_TRANSPROT"), std::string::npos)
+        << said;
+    // The node is named with its port (HOST:PORT: "127.0.0.1:" alone named no node).
+    EXPECT_NE(said.find((*node)->address() + ": unknown environment variable"), std::string::npos)
         << said;
   }
   // Every variable caf-rdma reads is known (none of them is reported).

@@ -121,6 +121,44 @@ TEST(SameHostNodesTest, AllocatedBuffersMoveEveryByteInParallelParts) {
   EXPECT_EQ(p.same_host_ops(), 2u);
 }
 
+// A range of odd size and offset, copied in parallel parts, touches no byte outside it: the
+// guard bytes on both sides of the range stay as they were, on both sides of the copy.
+TEST(SameHostNodesTest, AnOddRangeCopiedInPartsTouchesNoByteAroundIt) {
+  Pair p(true);
+  ASSERT_TRUE(p.owner && p.user);
+  constexpr uint64_t kGuard = 4099;
+  const uint64_t size = (20 << 20) + 4103;  // parts' bounds fall at odd places
+  const uint64_t total = size + 2 * kGuard;
+  auto theirs = HostMemory::allocate(total);
+  ASSERT_TRUE(theirs.ok()) << theirs.error().to_string();
+  for (uint64_t i = 0; i < total; ++i)
+    theirs->data()[i] = pattern(i, 31);
+  BufferHandle remote = remote_view(*p.owner, *p.user, reinterpret_cast<uint64_t>(theirs->data()),
+                                    total, "guarded-target");
+  RdmaClient me(p.user->node().system(), p.user->manager());
+  auto mine = me.allocate_buffer(total);
+  ASSERT_TRUE(mine.ok()) << mine.error().to_string();
+  for (uint64_t i = 0; i < total; ++i)
+    mine->data()[i] = pattern(i, 32);
+  // Read [kGuard + 1, +size) of theirs into [kGuard - 1, +size) of mine: offsets differ by 2.
+  auto r = me.read(*mine, remote, Range::of(size).at_local(kGuard - 1).at_remote(kGuard + 1));
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  for (uint64_t i = 0; i < total; ++i) {
+    const bool in = i >= kGuard - 1 && i < kGuard - 1 + size;
+    ASSERT_EQ(mine->data()[i], in ? pattern(i + 2, 31) : pattern(i, 32))
+        << (in ? "read, byte " : "read, guard byte ") << i;
+  }
+  // Write it back 3 bytes further on: theirs outside the range keeps its own bytes.
+  auto w = me.write(*mine, remote, Range::of(size).at_local(kGuard - 1).at_remote(kGuard + 4));
+  ASSERT_TRUE(w.ok()) << w.error().to_string();
+  for (uint64_t i = 0; i < total; ++i) {
+    const bool in = i >= kGuard + 4 && i < kGuard + 4 + size;
+    ASSERT_EQ(theirs->data()[i], in ? pattern(i - 3, 31) : pattern(i, 31))
+        << (in ? "write, byte " : "write, guard byte ") << i;
+  }
+  EXPECT_EQ(p.same_host_ops(), 2u);
+}
+
 /// Codes of the refusals StreamLaneTest checks over TCP, for one pair of nodes.
 std::vector<ErrorCode> refusal_codes(Pair& p) {
   std::vector<ErrorCode> codes;

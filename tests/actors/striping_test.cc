@@ -96,8 +96,10 @@ TEST_F(StripingTest, LargeReadsAndWritesMoveEveryByteOverBothRails) {
   EXPECT_EQ(a_->stats().striped_ops, 0u);
   const uint64_t sizes[] = {kStripeMin, (16 << 20) + 4097, 64 << 20};
   uint32_t seed = 2;
-  for (uint64_t n : sizes)
-    write_and_read_back(n, 4096 + seed, seed++);
+  for (uint64_t n : sizes) {
+    write_and_read_back(n, 4096 + seed, seed);  // (seed++ in the call was unsequenced)
+    ++seed;
+  }
   ManagerStats s = a_->stats();
   EXPECT_EQ(s.striped_ops, 6u);  // 3 sizes, written and read
   EXPECT_EQ(s.stripe_slices, 6u * 4);

@@ -11,12 +11,14 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <stdlib.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -170,7 +172,14 @@ TEST_F(TlsTest, BadCredentialsFailAtStartNamingTheFile) {
     const char* says;
   };
   std::string missing = p.dir + "/nonexistent.pem";
+  // A FIFO nobody writes: opening it for reading the usual way blocks for ever.
+  std::string fifo = p.dir + "/fifo.pem";
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
   Case cases[] = {
+      {"a FIFO as certificate", {fifo, p.dir + "/a.key", p.ca, ""}, "is not a regular file"},
+      {"a directory as CA file", {p.dir + "/a.pem", p.dir + "/a.key", p.dir, ""},
+       "is not a regular file"},
       {"no key", {p.dir + "/a.pem", "", p.ca, ""}, "key is not set"},
       {"no CA file", {p.dir + "/a.pem", p.dir + "/a.key", "", ""}, "CA file is not set"},
       {"missing certificate", {missing, p.dir + "/a.key", p.ca, ""}, "nonexistent.pem"},

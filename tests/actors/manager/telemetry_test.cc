@@ -83,11 +83,18 @@ TEST(TelemetryTest, EachOpIsOneDebugLineAndNoneBelowDebug) {
   ::testing::internal::CaptureStderr();
   t.record(ok("a:1", wire_kind(TransferKind::kWrite), 4096, std::chrono::microseconds(53)));
   t.record(bad);
+  // A notify write says so, with its tag (it is not a plain write).
+  OpSample notified = ok("a:1", wire_kind(TransferKind::kWrite), 64, std::chrono::microseconds(9));
+  notified.notify = true;
+  notified.tag = 17;
+  t.record(notified);
   std::string said = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(said,
             "caf-rdma debug: write of 4096 bytes to a:1 via rdma-direct: done in 53 us\n"
             "caf-rdma debug: read from b:2 via no path: failed in 0 us: out_of_bounds: offset 8 "
-            "length 8 does not fit buffer 3\n");
+            "length 8 does not fit buffer 3\n"
+            "caf-rdma debug: notify write (tag 17) of 64 bytes to a:1 via rdma-direct: done in "
+            "9 us, its owner notified\n");
   set_log_level(LogLevel::kInfo);
   ::testing::internal::CaptureStderr();
   t.record(bad);
