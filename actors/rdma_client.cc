@@ -122,7 +122,7 @@ Result<T> RdmaClient::call(std::chrono::milliseconds timeout, Ts&&... xs) {
     const auto due = std::chrono::steady_clock::now() + timeout;
     const caf::node_id asked = manager_.node();
     auto handle = self->request(caf::actor_cast<caf::actor>(manager_), timeout,
-                                    caf::make_message(std::forward<Ts>(xs)..., nonce));
+                                caf::make_message(std::forward<Ts>(xs)..., nonce));
     while (!out) {
       handle.receive(
           [&](caf::error& err) {

@@ -163,7 +163,6 @@ private:
     uint32_t open_timeouts = 0;
   };
 
-
   template <class T, class... Ts>
   Result<T> call(std::chrono::milliseconds timeout, Ts&&... xs);
   /// Spins up to busy_poll_ until a message is in `self`'s mailbox (then receive takes it

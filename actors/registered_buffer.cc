@@ -17,8 +17,8 @@ RegisteredBuffer::RegisteredBuffer(caf::actor_system& sys, rdma_manager_actor ma
                                    BufferHandle handle, std::chrono::milliseconds timeout)
     : sys_(&sys), manager_(std::move(manager)), handle_(std::move(handle)), timeout_(timeout) {
   listed_in_ = &sys;
-  listed_ = detail::node_object_added(sys, "RegisteredBuffer " + std::to_string(handle_.id) +
-                                               " (" + std::to_string(handle_.size) + " bytes)");
+  listed_ = detail::node_object_added(sys, "RegisteredBuffer " + std::to_string(handle_.id) + " (" +
+                                               std::to_string(handle_.size) + " bytes)");
 }
 
 void RegisteredBuffer::unlist() {

@@ -2,12 +2,12 @@
 
 #include "components/socket_io.h"
 
+#include <fcntl.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 

@@ -38,9 +38,9 @@ constexpr const char* kNoPath = "none";
 
 /// How one op ended, as telemetry records it.
 struct OpSample {
-  std::string peer;  ///< the remote buffer's owner name (BufferHandle::owner_name)
-  std::string path;  ///< reply path; "" (kNoPath) when none was chosen
-  uint8_t kind = 0;  ///< TransferKind
+  std::string peer;     ///< the remote buffer's owner name (BufferHandle::owner_name)
+  std::string path;     ///< reply path; "" (kNoPath) when none was chosen
+  uint8_t kind = 0;     ///< TransferKind
   bool notify = false;  ///< a notify write (TransferOp::notify), with its tag
   uint64_t tag = 0;
   bool ok = false;

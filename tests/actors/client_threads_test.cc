@@ -43,8 +43,9 @@ void run_threads(int n, seconds limit, Body body) {
     if (done[t].wait_until(due) != std::future_status::ready)
       out += " " + std::to_string(t);
   if (!out.empty()) {
-    std::cerr << "client_threads_test: threads" << out << " of " << n << " still in their calls after "
-              << limit.count() << " s: one RdmaClient hangs under concurrent use" << std::endl;
+    std::cerr << "client_threads_test: threads" << out << " of " << n
+              << " still in their calls after " << limit.count()
+              << " s: one RdmaClient hangs under concurrent use" << std::endl;
     std::_Exit(1);
   }
 }
@@ -59,8 +60,7 @@ uint8_t thread_byte(uint64_t i, int t, int r) {
 
 /// `threads` threads share one client; each writes then reads back its own region `rounds`
 /// times, checking every byte it read and the remote region itself.
-void share_one_client(TestNode& owner, TestNode& user, bool direct, int threads,
-                      int rounds) {
+void share_one_client(TestNode& owner, TestNode& user, bool direct, int threads, int rounds) {
   constexpr uint64_t kRegion = 64 << 10;
   constexpr uint64_t kGuard = 64;  // between regions: nobody writes there
   constexpr uint8_t kGuardByte = 0xa5;
@@ -82,9 +82,9 @@ void share_one_client(TestNode& owner, TestNode& user, bool direct, int threads,
       for (uint64_t i = 0; i < kRegion; ++i)
         src.bytes[mine + i] = thread_byte(i, t, r);
       auto w = client.write(*hs, remote, Range::of(kRegion).at_local(mine).at_remote(t * stride));
-      auto rd = w.ok() ? client.read(*hb, remote,
-                                     Range::of(kRegion).at_local(mine).at_remote(t * stride))
-                       : Result<TransferReply>(w.error());
+      auto rd =
+          w.ok() ? client.read(*hb, remote, Range::of(kRegion).at_local(mine).at_remote(t * stride))
+                 : Result<TransferReply>(w.error());
       std::string bad;
       if (!rd.ok())
         bad = rd.error().to_string();

@@ -372,11 +372,10 @@ TEST_F(WriteNoticesTest, ANotifyWriteIntoThisNodesBufferIsAsExact) {
   RdmaClient owner_client(owner_->node().system(), owner_->manager());
   auto mine = owner_client.register_buffer(target.bytes.data(), target.bytes.size());
   ASSERT_TRUE(mine.ok()) << mine.error().to_string();
-  ASSERT_TRUE(
-      owner_client
-          .watch_writes(mine->handle().id,
-                        spawn_checking_watcher(owner_->node().system(), target, seen))
-          .ok());
+  ASSERT_TRUE(owner_client
+                  .watch_writes(mine->handle().id,
+                                spawn_checking_watcher(owner_->node().system(), target, seen))
+                  .ok());
   sweep_notify_timeouts(owner_client, mine->handle(), target, seen);
 }
 

@@ -178,7 +178,8 @@ TEST_F(TlsTest, BadCredentialsFailAtStartNamingTheFile) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
   Case cases[] = {
       {"a FIFO as certificate", {fifo, p.dir + "/a.key", p.ca, ""}, "is not a regular file"},
-      {"a directory as CA file", {p.dir + "/a.pem", p.dir + "/a.key", p.dir, ""},
+      {"a directory as CA file",
+       {p.dir + "/a.pem", p.dir + "/a.key", p.dir, ""},
        "is not a regular file"},
       {"no key", {p.dir + "/a.pem", "", p.ca, ""}, "key is not set"},
       {"no CA file", {p.dir + "/a.pem", p.dir + "/a.key", "", ""}, "CA file is not set"},
