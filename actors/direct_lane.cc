@@ -43,7 +43,11 @@ DirectLane::~DirectLane() {
 }
 
 bool DirectLane::broken() const {
-  std::lock_guard<std::mutex> guard(mu_);
+  // Never waits on another thread's op (invariant 4): a lane in use is not known broken unless
+  // it was retired; the op in use settles it as it ends.
+  std::unique_lock<std::mutex> guard(mu_, std::try_to_lock);
+  if (!guard.owns_lock())
+    return retired_.load(std::memory_order_seq_cst);
   settle_locked();
   return !qp_ || qp_->needs_recovery();
 }

@@ -64,7 +64,7 @@ public:
                                                     std::vector<OpFault>* faults = nullptr);
 
   /// The queue pair failed (remote access error, timeout, the owner vanished) or the lane was
-  /// retired: drop the lane.
+  /// retired: drop the lane. While another thread's op runs on it, only retirement is seen.
   bool broken() const;
   /// Invariant 5: the manager's device went away; the lane lets go of its queue pair (now, or
   /// when its client's op in progress ends). Never waits for that op.

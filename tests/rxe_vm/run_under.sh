@@ -31,7 +31,5 @@ limit=${TEST_TIMEOUT:-900}
 [ "$limit" -gt 60 ] && limit=$((limit - 15))
 # A test's BUILD `env` may ask for RXE_VM_MODE=quad (two wires: rxe0-rxe1, rxe2-rxe3).
 mode=${RXE_VM_MODE:-pair}
-# One vCPU: --config=rxe runs two VMs at once (.bazelrc); CAF_RDMA_VM_CPUS chooses another count.
-cpus=${CAF_RDMA_VM_CPUS:-1}
-echo "run_under: running $(basename "$1") inside the Soft-RoCE VM (rxe mode $mode, $cpus vCPU), limit ${limit}s" >&2
-exec "$here/run_in_vm.sh" -r "$mode" -c "$cpus" -t "$limit" "${shares[@]}" "${args[@]}" -- "$@"
+echo "run_under: running $(basename "$1") inside the Soft-RoCE VM (rxe mode $mode), limit ${limit}s" >&2
+exec "$here/run_in_vm.sh" -r "$mode" -t "$limit" "${shares[@]}" "${args[@]}" -- "$@"

@@ -172,8 +172,9 @@ TEST_F(TlsTest, BadCredentialsFailAtStartNamingTheFile) {
     const char* says;
   };
   std::string missing = p.dir + "/nonexistent.pem";
-  // A FIFO nobody writes: opening it for reading the usual way blocks for ever.
-  std::string fifo = p.dir + "/fifo.pem";
+  // A FIFO nobody writes: opening it for reading the usual way blocks for ever. In /tmp: the
+  // VM shares the test's own directories over 9p, which holds no FIFO.
+  std::string fifo = "/tmp/caf-rdma-tls-fifo-" + std::to_string(::getpid()) + ".pem";
   ::unlink(fifo.c_str());
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
   Case cases[] = {
@@ -207,6 +208,7 @@ TEST_F(TlsTest, BadCredentialsFailAtStartNamingTheFile) {
     EXPECT_NE(n.error().message().find(c.says), std::string::npos)
         << c.what << ": " << n.error().message();
   }
+  ::unlink(fifo.c_str());
 }
 
 // The application's own actors (RdmaNode::publish / connect): a TLS node publishes them over TLS,
