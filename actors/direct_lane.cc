@@ -42,16 +42,6 @@ DirectLane::~DirectLane() {
     caf::anon_send(manager_, detail::LaneClosed{id_});
 }
 
-bool DirectLane::broken() const {
-  // Never waits on another thread's op (invariant 4): a lane in use is not known broken unless
-  // it was retired; the op in use settles it as it ends.
-  std::unique_lock<std::mutex> guard(mu_, std::try_to_lock);
-  if (!guard.owns_lock())
-    return retired_.load(std::memory_order_seq_cst);
-  settle_locked();
-  return !qp_ || qp_->needs_recovery();
-}
-
 void DirectLane::retire() {
   retired_.store(true, std::memory_order_seq_cst);
   std::unique_lock<std::mutex> guard(mu_, std::try_to_lock);
@@ -72,6 +62,8 @@ public:
     if (!guard_.owns_lock())
       return;
     lane_.settle_locked();
+    if (lane_.qp_ && lane_.qp_->needs_recovery())
+      lane_.failed_.store(true, std::memory_order_release);  // seen by broken() while in use
     guard_.unlock();
     // `retire` may have found mu_ held after settle_locked looked: look again (retire sets
     // retired_ before it tries the lock, so one of the two sees the other).
@@ -87,6 +79,15 @@ private:
   const DirectLane& lane_;
   std::unique_lock<std::mutex> guard_;
 };
+
+bool DirectLane::broken() const {
+  // Never waits on another thread's op (invariant 4): a lane in use is broken if it was retired
+  // or an op found its queue pair failed (failed_, set as that op ended).
+  Use use(*this);
+  if (!use.owns())
+    return retired_.load(std::memory_order_seq_cst) || failed_.load(std::memory_order_acquire);
+  return !qp_ || qp_->needs_recovery();
+}
 
 void DirectLane::settle_locked() const {
   if (qp_ && retired_.load(std::memory_order_acquire))

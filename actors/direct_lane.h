@@ -98,6 +98,8 @@ private:
   /// Held by the client's calls, tried by `retire` (invariant 5); guards qp_.
   mutable std::mutex mu_;
   std::atomic<bool> retired_{false};
+  /// An op found the queue pair failed (set as it ended): broken() sees it without the lock.
+  mutable std::atomic<bool> failed_{false};
   mutable std::shared_ptr<RdmaQueuePair> qp_;  ///< null once retired
   std::shared_ptr<DirectRegistry> registry_;
   caf::actor manager_;

@@ -68,17 +68,22 @@ public:
       item_ = make();
   }
   ~Lease() {
+    if (discard_)
+      return;
     std::lock_guard<std::mutex> guard(mu_);
     idle_.push_back(std::move(item_));
   }
   Lease(const Lease&) = delete;
   Lease& operator=(const Lease&) = delete;
   T& operator*() const { return *item_; }
+  /// Not given back: it goes with the lease (e.g. an actor a late answer may still reach).
+  void discard() { discard_ = true; }
 
 private:
   std::mutex& mu_;
   std::vector<std::unique_ptr<T>>& idle_;
   std::unique_ptr<T> item_;
+  bool discard_ = false;
 };
 
 }  // namespace
@@ -98,7 +103,13 @@ Result<T> RdmaClient::call(std::chrono::milliseconds timeout, Ts&&... xs) {
     const auto asked = std::chrono::steady_clock::now();
     auto handle = self->request(manager_, caf::infinite, std::forward<Ts>(xs)...);
     auto on_value = [&](T& value) { out.emplace(std::move(value)); };
-    auto on_error = [&](caf::error& err) { out.emplace(to_error(err)); };
+    auto on_error = [&](caf::error& err) {
+      // No answer in time: the late one would wait in this actor's mailbox (and end busy
+      // polling's spin at once on every later call): the actor is not pooled again.
+      if (err == caf::sec::request_timeout)
+        lease.discard();
+      out.emplace(to_error(err));
+    };
     if (spin_for_reply(self)) {
       // Something is in the mailbox, most likely the answer: take it if so, without waiting.
       caf::blocking_actor::accept_one_cond one;
@@ -127,8 +138,10 @@ Result<T> RdmaClient::call(std::chrono::milliseconds timeout, Ts&&... xs) {
       handle.receive(
           [&](caf::error& err) {
             // Unsealed: only CAF's own timeout, once the deadline passed.
-            if (err == caf::sec::request_timeout && std::chrono::steady_clock::now() >= due)
+            if (err == caf::sec::request_timeout && std::chrono::steady_clock::now() >= due) {
+              lease.discard();  // a late answer may still come to it
               out.emplace(to_error(err));
+            }
           },
           caf::others >> [&](caf::message_view& view) -> caf::result<caf::message> {
             caf::message m = view.move_content_to_message();
@@ -221,6 +234,8 @@ std::shared_ptr<DirectLane> RdmaClient::lane_for(const TransferOp& op, uint32_t 
     if (now < slot.retry_after)
       return nullptr;
   }
+  // A broken lane is closed before the new one is asked for (the owner counts its lanes).
+  broken.reset();
   // Asked without the lock: another thread may open a lane to the same owner meanwhile; the
   // first one kept wins, the other goes (its destructor closes it).
   auto grant = call<LaneGrant>(std::chrono::milliseconds(timeout_ms) + kLaneBackstop,
@@ -398,8 +413,10 @@ Result<TransferReply> RdmaClient::transfer(const TransferOp& op, uint32_t timeou
   // declines only after its owner closed two connections may so take longer than the timeout.
   if (auto r = stream_transfer(op, timeout_ms))
     return std::move(*r);
-  // The manager answers within timeout_ms (plus a flush); wait a little longer than that.
-  return call<TransferReply>(reply_wait(timeout_ms), transfer_atom::value, op, timeout_ms);
+  // The manager answers within timeout_ms (plus a flush, or kNoticeGrace for a notice on its
+  // way); wait a little longer than that.
+  return call<TransferReply>(reply_wait(timeout_ms, op.notify), transfer_atom::value, op,
+                             timeout_ms);
 }
 
 namespace {
@@ -440,25 +457,26 @@ std::future<Result<TransferReply>> RdmaClient::transfer_async(TransferOp op,
   const uint32_t ms = timeout_ms_of(timeout);
   // An actor of its own per transfer: the answer may come after this client is gone, and
   // any thread may start one.
-  sys_.spawn([pending, op = std::move(op), ms, manager = manager_,
-              wait = reply_wait(ms)](caf::event_based_actor* self) {
-    self->monitor(manager);
-    self->set_down_handler([self, pending](caf::down_msg&) {
-      pending->answer(Error(ErrorCode::kPeerUnavailable,
-                            "the manager stopped before the transfer's reply came"));
-      self->quit();
-    });
-    self->request(manager, wait, transfer_atom::value, op, ms)
-        .then(
-            [self, pending](TransferReply& reply) {
-              pending->answer(std::move(reply));
-              self->quit();
-            },
-            [self, pending](caf::error& err) {
-              pending->answer(to_error(err));
-              self->quit();
-            });
-  });
+  const auto wait = reply_wait(ms, op.notify);
+  sys_.spawn(
+      [pending, op = std::move(op), ms, manager = manager_, wait](caf::event_based_actor* self) {
+        self->monitor(manager);
+        self->set_down_handler([self, pending](caf::down_msg&) {
+          pending->answer(Error(ErrorCode::kPeerUnavailable,
+                                "the manager stopped before the transfer's reply came"));
+          self->quit();
+        });
+        self->request(manager, wait, transfer_atom::value, op, ms)
+            .then(
+                [self, pending](TransferReply& reply) {
+                  pending->answer(std::move(reply));
+                  self->quit();
+                },
+                [self, pending](caf::error& err) {
+                  pending->answer(to_error(err));
+                  self->quit();
+                });
+      });
   return future;
 }
 
@@ -614,7 +632,9 @@ Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<Transfe
       return std::move(*outcomes);
     }
   }
-  return call<std::vector<TransferOutcome>>(reply_wait(timeout_ms), batch_atom::value, ops,
+  const bool notices =
+      std::any_of(ops.begin(), ops.end(), [](const TransferOp& o) { return o.notify; });
+  return call<std::vector<TransferOutcome>>(reply_wait(timeout_ms, notices), batch_atom::value, ops,
                                             timeout_ms);
 }
 

@@ -170,9 +170,11 @@ private:
   /// when busy polling is off).
   bool spin_for_reply(caf::scoped_actor& self);
   /// How long to wait for the answer to a request that itself may take `ms` (a transfer's or a
-  /// directory wait's timeout): that, plus the reply timeout.
-  std::chrono::milliseconds reply_wait(uint32_t ms) const {
-    return std::chrono::milliseconds(ms) + reply_timeout_;
+  /// directory wait's timeout): that, plus the reply timeout, plus kNoticeGrace when it asks
+  /// for a write notice (the manager then answers up to that much after `ms`).
+  std::chrono::milliseconds reply_wait(uint32_t ms, bool notice = false) const {
+    return std::chrono::milliseconds(ms) + reply_timeout_ +
+           (notice ? std::chrono::milliseconds(kNoticeGrace) : std::chrono::milliseconds(0));
   }
   /// The lane for ops to `remote`'s owner, opened on first use, and whether the manager's
   /// verify mode holds for it; null: go through the manager. A lane that could not be opened

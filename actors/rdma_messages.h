@@ -9,6 +9,7 @@
 #include <caf/sec.hpp>
 #include <caf/serializer.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -197,6 +198,10 @@ typename Inspector::result_type inspect(Inspector& f, WriteNotice& x) {
 /// all nodes together; beyond them a notify write fails with resource_exhausted (its bytes are
 /// written).
 constexpr uint64_t kMaxPendingNotices = 1024;
+/// How long past a notify write's timeout its writer waits for the owner's answer to a notice
+/// already sent (actors/manager/write_notices.h invariant 16); an RdmaClient waits this much
+/// longer for a notify write's reply.
+constexpr std::chrono::seconds kNoticeGrace{2};
 constexpr uint64_t kMaxPendingNoticesTotal = 16384;
 
 // -- the kind on the wire: a byte (TransferOp::kind, and the kind of buf_check, ask_check and

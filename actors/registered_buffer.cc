@@ -79,7 +79,7 @@ Result<RegisteredBuffer> RegisteredBuffer::make(caf::actor_system& sys, rdma_man
                                                 BufferAccess access,
                                                 std::chrono::milliseconds timeout) {
   if (detail::node_stopped(sys))
-    return Error(ErrorCode::kPeerUnavailable, detail::node_stopped_text("RdmaClient"));
+    return Error(ErrorCode::kPeerUnavailable, detail::node_stopped_text("RegisteredBuffer"));
   auto registrant = std::make_unique<caf::scoped_actor>(sys);
   std::optional<Result<BufferHandle>> h;
   (*registrant)

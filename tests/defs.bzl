@@ -16,12 +16,15 @@ def transport_test(name, srcs, deps = [], data = [], **kwargs):
     is_sh = [s for s in srcs if s.endswith(".sh")] != []
     lib = "%s_test_lib" % name
     if not is_sh:
+        # What compiles the sources goes to the library (the tests have none of their own).
+        compile = {k: kwargs.pop(k) for k in ["copts", "defines", "local_defines", "includes"] if k in kwargs}
         cc_library(
             name = lib,
             testonly = True,
             srcs = srcs,
             deps = deps,
             alwayslink = True,
+            **compile
         )
     for mode, size, tags in [("fallback", "medium", []), ("rdma", "large", ["rdma"])]:
         attrs = dict(

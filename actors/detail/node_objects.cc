@@ -1,6 +1,7 @@
 // NodeObjects (see node_objects.h).
 #include "actors/detail/node_objects.h"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <set>
@@ -17,6 +18,10 @@ struct Table {
   std::vector<std::unique_ptr<caf::actor_system_config>> kept_configs;  // invariant 3
   std::vector<std::unique_ptr<caf::actor_system>> kept;
 };
+
+/// Whether any node ever stopped with objects alive: until then node_stopped takes no lock
+/// (it runs on every call of every client).
+std::atomic<bool> any_stopped{false};
 
 Table& table() {
   static auto* t = new Table;  // never destroyed: objects may go after static destructors ran
@@ -52,12 +57,15 @@ std::vector<std::string> node_objects_stop(const caf::actor_system& sys) {
   if (it == t.live.end())
     return out;
   t.stopped.insert(&sys);
+  any_stopped.store(true, std::memory_order_release);
   for (const auto& [token, what] : it->second)
     out.push_back(what);
   return out;
 }
 
 bool node_stopped(const caf::actor_system& sys) {
+  if (!any_stopped.load(std::memory_order_acquire))
+    return false;
   Table& t = table();
   std::lock_guard<std::mutex> guard(t.mu);
   return t.stopped.count(&sys) != 0;

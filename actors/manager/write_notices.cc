@@ -154,19 +154,25 @@ void WriteNotices::tell_owner(OpId id) {
   }
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(t.due - m_.now());
   left = std::max(left, std::chrono::milliseconds(1)) + kNoticeGrace;
-  written_.at(id).asked = true;
   m_.peer_table.ask_peer<uint64_t>(
       op.remote.owner, op.remote.owner_name, left, [this, id](uint64_t&) { finish(id, nullptr); },
       [this, id](const caf::error& err) {
+        // Failed at once inside ask_peer (a peer known down, a link being made again): nothing
+        // was sent, so nobody was notified. After it was sent: the owner's refusal (its own
+        // codes) notified nobody; no answer (CAF's timeout, the owner gone, a link lost)
+        // leaves open whether the notice reached the watcher.
+        auto it = written_.find(id);
+        const bool sent = it != written_.end() && it->second.asked;
         Error e = to_error(err);
-        // The owner refuses with its own codes; no answer (CAF's timeout, a lost link, a peer
-        // gone) leaves open whether the notice reached the watcher.
-        const bool answered = err.category() != caf::atom("system") &&
-                              e.code() != ErrorCode::kPeerUnavailable &&
-                              e.code() != ErrorCode::kTimeout;
-        finish(id, &e, !answered);
+        const bool no_answer =
+            err.category() == caf::atom("system")
+                ? err == caf::sec::request_timeout || err == caf::sec::request_receiver_down
+                : e.code() == ErrorCode::kPeerUnavailable || e.code() == ErrorCode::kTimeout;
+        finish(id, &e, sent && no_answer);
       },
       notice_atom::value, ref_of(op.remote), op.remote_offset, o.length, op.tag, m_.options_.name);
+  if (auto it = written_.find(id); it != written_.end())  // not failed at once: it left
+    it->second.asked = true;
 }
 
 void WriteNotices::deadline(OpId id) {

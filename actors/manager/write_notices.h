@@ -57,9 +57,6 @@ public:
   void after_write(OpId id, TransferOutcome written, const std::weak_ptr<RdmaQueuePair>& qp);
   /// The fence READ of op `id` completed with `fence` (FenceDone).
   void fenced(OpId id, const TransferOutcome& fence);
-  /// How long past a notify write's deadline the writer waits for the owner's answer to a
-  /// notice already sent (invariant 16).
-  static constexpr std::chrono::seconds kNoticeGrace{2};
   /// Op `id`'s transfer timed out while its notice was on its way: ends it if no notice was
   /// sent yet (none will be); otherwise the owner's answer ends it (invariant 16).
   void deadline(OpId id);

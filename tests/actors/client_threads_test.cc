@@ -166,9 +166,11 @@ TEST_F(ClientThreadsTest, AtomicsFromManyThreadsOfOneClientEachGetTheirOwnOldVal
   uint64_t final_value = 0;
   std::memcpy(&final_value, word.bytes.data() + 8, 8);
   EXPECT_EQ(final_value, static_cast<uint64_t>(kThreads * kAdds));
-  for (uint64_t i = 0; i < 64; ++i)
-    if (i < 8 || i >= 16)
+  for (uint64_t i = 0; i < 64; ++i) {
+    if (i < 8 || i >= 16) {
       ASSERT_EQ(word.bytes[i], 0) << "byte " << i << " outside the word";
+    }
+  }
 }
 
 }  // namespace

@@ -66,6 +66,9 @@ TEST(NodeShutdownTest, ANodeDestroyedBeforeItsClientAndBuffersReturnsNamesThemAn
         "RegisteredBuffer " + std::to_string(allocated_id) + " (4096 bytes)"})
     EXPECT_NE(said.find(frag), std::string::npos) << "stderr: " << said;
 
+  // New bytes at the source: an inert call that moved them would show in `allocated`.
+  for (uint64_t i = 0; i < 4096; ++i)
+    mem.bytes[i] = pattern(i, 8);
   // Inert: every call fails at once, saying why.
   auto expect_inert = [](const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kPeerUnavailable) << e.to_string();
@@ -94,9 +97,11 @@ TEST(NodeShutdownTest, ANodeDestroyedBeforeItsClientAndBuffersReturnsNamesThemAn
     ASSERT_FALSE(rel.ok());
     expect_inert(rel.error());
   });
-  // Nothing moved after the node went: the memory holds what it held.
-  for (uint64_t i = 0; i < 4096; ++i)
+  // Nothing moved after the node went: each side holds what it held.
+  for (uint64_t i = 0; i < 4096; ++i) {
     ASSERT_EQ(allocated->data()[i], pattern(i, 7)) << "byte " << i;
+    ASSERT_EQ(mem.bytes[i], pattern(i, 8)) << "byte " << i;
+  }
   within("the inert objects' destructors", std::chrono::seconds(60), [&] {
     allocated.reset();
     mine.reset();
