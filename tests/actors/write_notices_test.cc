@@ -308,7 +308,8 @@ void sweep_notify_timeouts(RdmaClient& writer, const BufferHandle& remote, Memor
   std::vector<std::string> why(kWrites);
   for (uint64_t k = 0; k < kWrites; ++k) {
     // 0.3x to 1.5x the duration: some end while the data moves, some while the notice does.
-    auto r = write(k, milliseconds(std::max<int64_t>(1, d * (30 + 120 * k / (kWrites - 1)) / 100)));
+    const auto step = static_cast<int64_t>(k) * 120 / static_cast<int64_t>(kWrites - 1);
+    auto r = write(k, milliseconds(std::max<int64_t>(1, d * (30 + step) / 100)));
     ok[k] = r.ok();
     if (!r.ok()) {
       why[k] = r.error().to_string();

@@ -176,7 +176,7 @@ TEST_F(TlsTest, BadCredentialsFailAtStartNamingTheFile) {
   // VM shares the test's own directories over 9p, which holds no FIFO.
   std::string fifo = "/tmp/caf-rdma-tls-fifo-" + std::to_string(::getpid()) + ".pem";
   ::unlink(fifo.c_str());
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << "errno " << errno;
   Case cases[] = {
       {"a FIFO as certificate", {fifo, p.dir + "/a.key", p.ca, ""}, "is not a regular file"},
       {"a directory as CA file",
