@@ -49,6 +49,10 @@ RdmaClient::~RdmaClient() {
   detail::node_object_removed(sys_, listed_);
 }
 
+Status RdmaClient::node_alive() const {
+  return detail::node_alive(sys_, "RdmaClient");
+}
+
 namespace {
 
 /// An object from `idle` (or a new one from `make`) for one scope, given back after.
@@ -91,8 +95,8 @@ private:
 template <class T, class... Ts>
 Result<T> RdmaClient::call(std::chrono::milliseconds timeout, Ts&&... xs) {
   std::optional<Result<T>> out;
-  if (detail::node_stopped(sys_))  // its node is gone: nothing to ask (node_objects.h 2)
-    return Error(ErrorCode::kPeerUnavailable, detail::node_stopped_text("RdmaClient"));
+  if (Status alive = node_alive(); !alive.ok())  // nothing to ask (node_objects.h 2)
+    return alive.error();
   // This call's own actor: no other thread receives on it.
   Lease<caf::scoped_actor> lease(pool_mu_, idle_actors_,
                                  [this] { return std::make_unique<caf::scoped_actor>(sys_); });
@@ -402,8 +406,8 @@ std::optional<Result<TransferReply>> RdmaClient::stream_transfer(const TransferO
 }
 
 Result<TransferReply> RdmaClient::transfer(const TransferOp& op, uint32_t timeout_ms) {
-  if (detail::node_stopped(sys_))  // no lane either: the node's queue pairs are gone
-    return Error(ErrorCode::kPeerUnavailable, detail::node_stopped_text("RdmaClient"));
+  if (Status alive = node_alive(); !alive.ok())  // no lane either: its queue pairs are gone
+    return alive.error();
   std::optional<Error> failed;
   if (auto r = lane_transfer(op, timeout_ms, &failed))
     return std::move(*r);
@@ -450,8 +454,8 @@ std::future<Result<TransferReply>> RdmaClient::transfer_async(TransferOp op,
   };
   auto pending = std::make_shared<Pending>();
   auto future = pending->promise.get_future();
-  if (detail::node_stopped(sys_)) {
-    pending->answer(Error(ErrorCode::kPeerUnavailable, detail::node_stopped_text("RdmaClient")));
+  if (Status alive = node_alive(); !alive.ok()) {
+    pending->answer(alive.error());
     return future;
   }
   const uint32_t ms = timeout_ms_of(timeout);
@@ -568,8 +572,8 @@ Result<TransferReply> RdmaClient::transfer_scratch(TransferKind kind, const Buff
 
 Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<TransferOp>& ops,
                                                        uint32_t timeout_ms) {
-  if (detail::node_stopped(sys_))
-    return Error(ErrorCode::kPeerUnavailable, detail::node_stopped_text("RdmaClient"));
+  if (Status alive = node_alive(); !alive.ok())
+    return alive.error();
   // One owner for all ops: one lane runs them as one chain.
   // Atomics and notify writes go through the manager (lanes carry plain reads and writes), and
   // so does a batch with any.
@@ -659,8 +663,8 @@ Status RdmaClient::watch_writes(uint64_t id) {
 
 Result<WriteNotice> RdmaClient::next_notice(std::chrono::milliseconds timeout) {
   std::optional<WriteNotice> got;
-  if (detail::node_stopped(sys_))
-    return Error(ErrorCode::kPeerUnavailable, detail::node_stopped_text("RdmaClient"));
+  if (Status alive = node_alive(); !alive.ok())
+    return alive.error();
   std::lock_guard<std::mutex> guard(notice_mu_);  // one receiver on self_ at a time
   // The handler returns nothing: CAF answers the owner's request with an empty message, which
   // tells it the notice was taken.

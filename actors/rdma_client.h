@@ -163,6 +163,8 @@ private:
     uint32_t open_timeouts = 0;
   };
 
+  /// Fails once its node was destroyed while it lived (actors/detail/node_objects.h).
+  Status node_alive() const;
   template <class T, class... Ts>
   Result<T> call(std::chrono::milliseconds timeout, Ts&&... xs);
   /// Spins up to busy_poll_ until a message is in `self`'s mailbox (then receive takes it

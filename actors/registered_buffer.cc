@@ -78,8 +78,8 @@ Result<RegisteredBuffer> RegisteredBuffer::make(caf::actor_system& sys, rdma_man
                                                 const void* addr, uint64_t size,
                                                 BufferAccess access,
                                                 std::chrono::milliseconds timeout) {
-  if (detail::node_stopped(sys))
-    return Error(ErrorCode::kPeerUnavailable, detail::node_stopped_text("RegisteredBuffer"));
+  if (Status alive = detail::node_alive(sys, "RegisteredBuffer"); !alive.ok())
+    return alive.error();
   auto registrant = std::make_unique<caf::scoped_actor>(sys);
   std::optional<Result<BufferHandle>> h;
   (*registrant)
@@ -118,11 +118,11 @@ Status RegisteredBuffer::release() {
                  "buffer " + std::to_string(handle_.id) + " was released already (or moved)");
   caf::actor_system& sys = *std::exchange(sys_, nullptr);  // invariant 1: once, even if it fails
   unlist();
-  if (detail::node_stopped(sys)) {  // invariant 3: its node is gone, nothing to ask
+  if (Status alive = detail::node_alive(sys, "RegisteredBuffer " + std::to_string(handle_.id));
+      !alive.ok()) {  // invariant 3: its node is gone, nothing to ask
     registrant_.reset();
     memory_free_ = false;
-    return Error(ErrorCode::kPeerUnavailable,
-                 detail::node_stopped_text("RegisteredBuffer " + std::to_string(handle_.id)));
+    return alive;
   }
   Status out = Error(ErrorCode::kTimeout, "releasing buffer " + std::to_string(handle_.id) +
                                               ": no answer within " +

@@ -71,9 +71,13 @@ bool node_stopped(const caf::actor_system& sys) {
   return t.stopped.count(&sys) != 0;
 }
 
-std::string node_stopped_text(const std::string& what) {
-  return "its RdmaNode was destroyed while this " + what +
-         " lived (destroy clients and RegisteredBuffers before their node): it does nothing now";
+Status node_alive(const caf::actor_system& sys, const std::string& what) {
+  if (!node_stopped(sys))
+    return {};
+  return Error(ErrorCode::kPeerUnavailable,
+               "its RdmaNode was destroyed while this " + what +
+                   " lived (destroy clients and RegisteredBuffers before their node): it does "
+                   "nothing now");
 }
 
 void node_system_keep(std::unique_ptr<caf::actor_system_config> config,

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "primitives/status.h"
+
 namespace caf_rdma::detail {
 
 /// Adds an object of `sys` named `what`; the token removes it.
@@ -32,8 +34,9 @@ void node_object_removed(const caf::actor_system& sys, uint64_t token);
 std::vector<std::string> node_objects_stop(const caf::actor_system& sys);
 /// Whether the node of `sys` was destroyed while objects of it lived.
 bool node_stopped(const caf::actor_system& sys);
-/// "its RdmaNode was destroyed while this WHAT lived (...)": the error of every call after.
-std::string node_stopped_text(const std::string& what);
+/// Nothing while the node of `sys` runs; after it stopped (invariant 2), peer_unavailable
+/// "its RdmaNode was destroyed while this WHAT lived (...)": the error of every call of `what`.
+Status node_alive(const caf::actor_system& sys, const std::string& what);
 /// Keeps `sys`, and the config it reads, for the process's life (invariant 3).
 void node_system_keep(std::unique_ptr<caf::actor_system_config> config,
                       std::unique_ptr<caf::actor_system> sys);
