@@ -183,7 +183,8 @@ struct WriteNotice {
   uint64_t length = 0;  ///< bytes written
   uint64_t tag = 0;     ///< the writer's TransferOp::tag
   /// The writing node as CAF knows it (its connection's node id; "" for this node) and as the
-  /// writer names itself (its manager's name, not checked).
+  /// writer names itself (its manager's name, not checked; cut to kMaxWriterName bytes by the
+  /// owner, the cut said with "...").
   std::string writer_node;
   std::string writer;
 };
@@ -203,6 +204,9 @@ constexpr uint64_t kMaxPendingNotices = 1024;
 /// longer for a notify write's reply.
 constexpr std::chrono::seconds kNoticeGrace{2};
 constexpr uint64_t kMaxPendingNoticesTotal = 16384;
+/// The longest writer name a notice carries to a watcher (WriteNotice::writer): what a pending
+/// notice costs its owner stays bounded whatever name a peer sends.
+constexpr size_t kMaxWriterName = 256;
 
 // -- the kind on the wire: a byte (TransferOp::kind, and the kind of buf_check, ask_check and
 //    stream_grant), read through these rather than compared with casts.

@@ -121,4 +121,16 @@ Result<PeerCredentials> peer_credentials(const Socket& s) {
   return PeerCredentials{cred.pid, cred.uid};
 }
 
+Status listener_is_own_uid(const Socket& s, const std::string& name) {
+  CAF_RDMA_ASSIGN_OR_RETURN(PeerCredentials cred, peer_credentials(s));
+  if (cred.uid == ::geteuid())
+    return {};
+  return Error(ErrorCode::kPermissionDenied,
+               "same-host endpoint @" + name + " is held by pid " + std::to_string(cred.pid) +
+                   " of uid " + std::to_string(cred.uid) + ", not by this process's uid " +
+                   std::to_string(::geteuid()) +
+                   ": not its owner (an owner serves only its own uid), so nothing was sent to "
+                   "it");
+}
+
 }  // namespace caf_rdma

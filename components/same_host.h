@@ -16,6 +16,12 @@
 //  3. peer_credentials() is the kernel's word (SO_PEERCRED: the connecting process's pid and
 //     uid at connect time), never what a peer says about itself.
 //  4. Every call that waits has a deadline; errors name the endpoint and errno.
+//  5. A requester trusts a same-host listener only when the kernel says it runs as the
+//     requester's own uid (listener_is_own_uid(): SO_PEERCRED of the connected socket), checked
+//     before a byte or a secret is sent. An owner serves only its own uid (stream_server.h
+//     invariant 12), so a listener of another uid is never an owner this process could use: it
+//     is a process that bound the name after its owner died (abstract names are free again
+//     the moment their socket closes), and it learns nothing but the connect.
 #pragma once
 
 #include <sys/types.h>
@@ -52,5 +58,10 @@ struct PeerCredentials {
   uid_t uid = 0;
 };
 Result<PeerCredentials> peer_credentials(const Socket& s);
+
+/// Invariant 5: ok when the listener at the other end of `s` (connected to @`name`) runs as
+/// this process's effective uid; else permission_denied naming the endpoint, the listener's
+/// pid and uid, and this process's uid.
+Status listener_is_own_uid(const Socket& s, const std::string& name);
 
 }  // namespace caf_rdma

@@ -275,11 +275,26 @@ Result<size_t> tls_io(SSL* ssl, uint8_t* p, size_t n, bool sending, short& event
   return Error(ErrorCode::kPeerUnavailable, tls_failure(ssl, code));
 }
 
-/// Sends (or receives) exactly n bytes at p before the deadline.
+/// Sends (or receives) exactly n bytes at p before the deadline, and while no wait for the next
+/// byte lasts longer than `stall` (when > 0).
 Status move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline deadline, const std::string& what,
-                bool sending) {
+                bool sending, std::chrono::milliseconds stall) {
   uint64_t done = 0;
   auto progress = [&] { return std::to_string(done) + " of " + std::to_string(n) + " bytes"; };
+  auto last_move = std::chrono::steady_clock::now();
+  // The wait for the next byte ends at the deadline, or `stall` after the last byte moved.
+  auto wait_end = [&] {
+    return stall.count() > 0 ? std::min(deadline, last_move + stall) : deadline;
+  };
+  auto waited_out = [&] {
+    if (stall.count() > 0 && std::chrono::steady_clock::now() < deadline)
+      return Error(ErrorCode::kTimeout, what + ": no byte moved for " +
+                                            std::to_string(stall.count()) + " ms after " +
+                                            progress() + " (the peer stopped " +
+                                            (sending ? "reading" : "sending") + "): given up");
+    return Error(ErrorCode::kTimeout,
+                 what + ": timed out after " + (sending ? "sending " : "receiving ") + progress());
+  };
   std::optional<SigpipeGuard> guard;
   if (s.tls() != nullptr)
     guard.emplace();
@@ -291,18 +306,21 @@ Status move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline deadline, cons
       return Error(k.error().code(), what + ": " + (closed ? "connection closed: " : "") +
                                          k.error().message() + " (after " + progress() + ")");
     done += *k;
-    if (*k > 0)
+    if (*k > 0) {
+      last_move = std::chrono::steady_clock::now();
       continue;
-    CAF_RDMA_ASSIGN_OR_RETURN(bool ready, wait_ready(s.fd(), events, deadline));
+    }
+    CAF_RDMA_ASSIGN_OR_RETURN(bool ready, wait_ready(s.fd(), events, wait_end()));
     if (!ready)
-      return Error(ErrorCode::kTimeout, what + ": timed out after " +
-                                            (sending ? "sending " : "receiving ") + progress());
+      return waited_out();
   }
   while (done < n) {
     ssize_t k = sending ? ::send(s.fd(), p + done, n - done, MSG_NOSIGNAL)
                         : ::recv(s.fd(), p + done, n - done, 0);
     if (k > 0) {
       done += static_cast<uint64_t>(k);
+      if (stall.count() > 0)
+        last_move = std::chrono::steady_clock::now();
       continue;
     }
     if (k == 0)
@@ -316,11 +334,10 @@ Status move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline deadline, cons
     // protocol here half-closes a connection it still reads from. Without this, a send to a
     // peer that went away behind a full window would wait for its deadline.
     short revents = 0;
-    CAF_RDMA_ASSIGN_OR_RETURN(
-        bool ready, wait_ready(s.fd(), sending ? POLLOUT | POLLRDHUP : POLLIN, deadline, &revents));
+    CAF_RDMA_ASSIGN_OR_RETURN(bool ready, wait_ready(s.fd(), sending ? POLLOUT | POLLRDHUP : POLLIN,
+                                                     wait_end(), &revents));
     if (!ready)
-      return Error(ErrorCode::kTimeout, what + ": timed out after " +
-                                            (sending ? "sending " : "receiving ") + progress());
+      return waited_out();
     if (sending && (revents & POLLRDHUP) != 0 && (revents & POLLOUT) == 0)
       return Error(ErrorCode::kPeerUnavailable,
                    what + ": connection closed by the peer after " + progress());
@@ -438,13 +455,14 @@ size_t tls_pending(const Socket& s) {
 }
 
 Status send_all(const Socket& s, const void* data, uint64_t n, Deadline deadline,
-                const std::string& what) {
-  return move_all(s, static_cast<uint8_t*>(const_cast<void*>(data)), n, deadline, what, true);
+                const std::string& what, std::chrono::milliseconds stall) {
+  return move_all(s, static_cast<uint8_t*>(const_cast<void*>(data)), n, deadline, what, true,
+                  stall);
 }
 
-Status recv_all(const Socket& s, void* data, uint64_t n, Deadline deadline,
-                const std::string& what) {
-  return move_all(s, static_cast<uint8_t*>(data), n, deadline, what, false);
+Status recv_all(const Socket& s, void* data, uint64_t n, Deadline deadline, const std::string& what,
+                std::chrono::milliseconds stall) {
+  return move_all(s, static_cast<uint8_t*>(data), n, deadline, what, false, stall);
 }
 
 AcceptStep accept_step(const Socket& listener, Socket* out, uint32_t* ip) {

@@ -124,10 +124,12 @@ size_t tls_pending(const Socket& s);
 
 /// Sends/receives exactly n bytes before the deadline (through TLS when the socket has it). Errors:
 /// timeout, peer_unavailable (the peer closed or reset the connection), internal (other errno);
-/// `what` starts the message.
+/// `what` starts the message. With a `stall` limit (> 0) it also ends, with timeout, as soon as
+/// no byte moved for that long (the peer stopped reading or sending): a peer that holds a
+/// transfer open without moving it holds it only that long.
 Status send_all(const Socket& s, const void* data, uint64_t n, Deadline deadline,
-                const std::string& what);
-Status recv_all(const Socket& s, void* data, uint64_t n, Deadline deadline,
-                const std::string& what);
+                const std::string& what, std::chrono::milliseconds stall = {});
+Status recv_all(const Socket& s, void* data, uint64_t n, Deadline deadline, const std::string& what,
+                std::chrono::milliseconds stall = {});
 
 }  // namespace caf_rdma

@@ -140,6 +140,14 @@ Result<Socket> StreamClient::take_connection(const StreamJob& job, bool fresh, b
       return Error(ErrorCode::kPeerUnavailable, "stream transfer cancelled: its manager stopped");
     busy_fds_.insert(s.fd());  // from here the destructor can wake it
   }
+  if (local) {  // same_host.h invariant 5: nothing goes to a listener of another uid
+    Status st = listener_is_own_uid(s, job.unix_name);
+    if (!st.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      busy_fds_.erase(s.fd());
+      return st.error();
+    }
+  }
   if (tls_ && !local) {  // same host: the kernel names the peer (stream_server.h inv. 12)
     Status st = start_tls(s, tls_, false, job.deadline, "stream channel to " + endpoint);
     if (!st.ok()) {

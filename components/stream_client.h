@@ -29,9 +29,12 @@
 //     attach ("CMS1"/"CMH1": the job's address goes in the request, the owner copies);
 //     smaller ones travel in-band on the socket (the bytes ride in the answer's one send, which
 //     costs less than the kernel's page walk for a few KiB). An owner that answers "in-band
-//     go" (its kernel refused) gets plain requests on that endpoint from then on. An endpoint
-//     that cannot be reached (invariant 3's two tries) or that refuses this uid is given up
-//     for the client's life and the job runs over TCP, as if no endpoint had been named.
+//     go" (its kernel refused) gets plain requests on that endpoint from then on. A listener
+//     of another uid gets nothing but the connect (same_host.h invariant 5: not the owner, e.g.
+//     a process that took the name of a dead owner's endpoint). An endpoint that cannot be
+//     reached (invariant 3's two tries), whose listener is of another uid, or that refuses
+//     this uid is given up for the client's life and the job runs over TCP, as if no endpoint
+//     had been named (a dead owner's TCP port then answers peer_unavailable).
 #pragma once
 
 #include <atomic>

@@ -634,13 +634,16 @@ bool StreamServer::serve(Connection& c) {
       answered = true;
     }
   }
+  // Invariant 13: no wait for the peer lasts longer than the stall limit.
+  const auto stall = limits_.stall_timeout;
+  auto answer_by = [&] { return std::min(g.deadline, std::chrono::steady_clock::now() + stall); };
   if (answered) {
     // Done above.
   } else if (eager_write(req)) {
     // Its bytes follow the request (stream_protocol.h): no "go".
-    st = recv_all(s, g.addr, g.length, g.deadline, "stream data into the owner");
+    st = recv_all(s, g.addr, g.length, g.deadline, "stream data into the owner", stall);
     if (st.ok())
-      st = write_status(s, Status{}, g.deadline);
+      st = write_status(s, Status{}, answer_by());
   } else if (req.by_handle && !req.cross_memory && g.length <= kEagerBytes) {
     // A small read by handle: go, the bytes and the final status in one send.
     std::vector<uint8_t> out;
@@ -648,20 +651,21 @@ bool StreamServer::serve(Connection& c) {
     append_status(out, Status{});
     out.insert(out.end(), g.addr, g.addr + g.length);
     append_status(out, Status{});
-    st = send_all(s, out.data(), out.size(), g.deadline, "stream data out of the owner");
+    st = send_all(s, out.data(), out.size(), g.deadline, "stream data out of the owner", stall);
   } else {
     // "go" (for a cross-memory request the kernel or the owner refused: "in-band go").
     if (req.cross_memory)
       ++inband_served_;
-    st = req.cross_memory ? write_inband_go(s, g.deadline) : write_status(s, Status{}, g.deadline);
+    st =
+        req.cross_memory ? write_inband_go(s, answer_by()) : write_status(s, Status{}, answer_by());
     if (st.ok() && g.direction == StreamDirection::kIntoOwner) {
-      st = recv_all(s, g.addr, g.length, g.deadline, "stream data into the owner");
+      st = recv_all(s, g.addr, g.length, g.deadline, "stream data into the owner", stall);
       if (st.ok())
-        st = write_status(s, Status{}, g.deadline);
+        st = write_status(s, Status{}, answer_by());
     } else if (st.ok()) {
-      st = send_all(s, g.addr, g.length, g.deadline, "stream data out of the owner");
+      st = send_all(s, g.addr, g.length, g.deadline, "stream data out of the owner", stall);
       if (st.ok())
-        st = write_status(s, Status{}, g.deadline);  // sent: the memory is no longer read
+        st = write_status(s, Status{}, answer_by());  // sent: the memory is no longer read
     }
   }
   // The memory is not touched after this point: the owner may release it.

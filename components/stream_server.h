@@ -74,6 +74,10 @@
 // 12. A same-host connection is served only when its peer runs as this process's uid
 //     (SO_PEERCRED at accept): another uid gets permission_denied naming both uids, and is
 //     closed before its request is read.
+// 13. A claimed transfer holds its worker and its memory (and so a release of its buffer) only
+//     while bytes move: when its peer moves none for `stall_timeout` (a write's bytes stop
+//     coming, a read's reader stops reading, the final answer cannot be sent), it ends with
+//     timeout and its `done` runs, whatever time its grant had left.
 #pragma once
 
 #include <atomic>
@@ -130,6 +134,8 @@ public:
     size_t max_unauthenticated_per_host = 64;
     std::chrono::milliseconds auth_timeout{5000};
     size_t workers = 4;
+    /// Invariant 13: how long a claimed transfer may move no byte before it ends.
+    std::chrono::milliseconds stall_timeout{10000};
     std::chrono::milliseconds accept_backoff{100};
     /// Invariant 11: listen on a same-host (AF_UNIX) endpoint too.
     bool same_host = false;

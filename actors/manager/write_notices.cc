@@ -63,7 +63,11 @@ Result<uint64_t> WriteNotices::deliver(const BufferRef& ref, uint64_t offset, ui
   ++pending_by_node_[node];
   ++pending_;
   ++m_.counters_.notices_sent;
-  WriteNotice n{ref.id, offset, length, tag, node, writer};
+  // Invariant 17: a pending notice's size is bounded too, whatever name its writer sent.
+  WriteNotice n{
+      ref.id, offset,
+      length, tag,
+      node,   writer.size() <= kMaxWriterName ? writer : writer.substr(0, kMaxWriterName) + "..."};
   caf::actor watcher = b.watcher;
   const uint64_t id = ref.id;
   auto answered = [this, node] {

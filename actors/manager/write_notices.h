@@ -22,7 +22,8 @@
 //     whether the watcher was told is unknown (peer_unavailable, never timeout or ok).
 // 17. Bounded (manager invariant 7): notices sent to watchers and not answered yet count per
 //     writing node (kMaxPendingNotices) and together (kMaxPendingNoticesTotal); beyond, a notice
-//     is refused. A notice counts until its watcher answers, fails or max_timeout passes.
+//     is refused. A notice counts until its watcher answers, fails or max_timeout passes. The
+//     writer's name it carries is cut to kMaxWriterName bytes.
 #pragma once
 
 #include <map>

@@ -2,11 +2,17 @@
 // invariant 5, same_host.h, cross_memory.h) without the manager: grants and requests by handle
 // over the AF_UNIX endpoint, the bytes moved by cross-memory attach and, forced with the test
 // hook Limits::cross_memory = false, in-band; every byte checked; the same answers as over
-// TCP; another uid refused; same_host off and an unreachable endpoint take TCP.
+// TCP; another uid refused; same_host off and an unreachable endpoint take TCP; a listener of
+// another uid on an owner's endpoint name gets nothing (same_host.h invariant 5).
 #include <gtest/gtest.h>
 
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include <chrono>
 #include <future>
@@ -313,6 +319,138 @@ TEST(SameHostTest, WithoutSameHostOrWithoutAListenerTheJobTakesTcp) {
   EXPECT_EQ(first_difference(owner.data(), n, 11), "");
   EXPECT_EQ(server->cross_memory_served(), 0u);
   EXPECT_EQ(off.same_host_ops() + on.same_host_ops(), 0u);
+}
+
+/// A process of uid 65534 (nobody) listening on abstract name `name`, as a squatter would once
+/// an owner died: it accepts every connection and counts every byte it receives until stop().
+class Squatter {
+public:
+  explicit Squatter(const std::string& name) {
+    int ready[2], stop[2], count[2];
+    if (::pipe(ready) != 0 || ::pipe(stop) != 0 || ::pipe(count) != 0)
+      return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(ready[0]);
+      ::close(stop[1]);
+      ::close(count[0]);
+      run(name, ready[1], stop[0], count[1]);  // never returns
+    }
+    ::close(ready[1]);
+    ::close(stop[0]);
+    ::close(count[1]);
+    stop_ = stop[1];
+    count_ = count[0];
+    char c = 0;
+    // The child writes one byte once it listens, or exits (EOF): no sleep.
+    listening_ = pid_ > 0 && ::read(ready[0], &c, 1) == 1 && c == 'L';
+    ::close(ready[0]);
+  }
+  bool listening() const { return listening_; }
+  /// Ends the squatter; the bytes it received, or -1 when it failed.
+  long long stop() {
+    ::close(stop_);
+    long long n = -1;
+    if (::read(count_, &n, sizeof(n)) != static_cast<ssize_t>(sizeof(n)))
+      n = -1;
+    ::close(count_);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? n : -1;
+  }
+
+private:
+  [[noreturn]] static void run(const std::string& name, int ready, int stop, int count) {
+    if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0)
+      ::_exit(2);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path + 1, name.data(), name.size());
+    const int l = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    if (l < 0 || ::bind(l, reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(l, 16) != 0)
+      ::_exit(3);
+    if (::write(ready, "L", 1) != 1)
+      ::_exit(4);
+    long long received = 0;
+    std::vector<int> conns;
+    // Until the parent closes `stop` (or 30 s pass: the parent died).
+    for (int rounds = 0; rounds < 300; ++rounds) {
+      std::vector<pollfd> fds{{stop, POLLIN, 0}, {l, POLLIN, 0}};
+      for (int c : conns)
+        fds.push_back({c, POLLIN, 0});
+      if (::poll(fds.data(), fds.size(), 100) < 0)
+        ::_exit(5);
+      if (fds[0].revents != 0)
+        break;
+      if (fds[1].revents & POLLIN) {
+        const int c = ::accept(l, nullptr, nullptr);
+        if (c >= 0)
+          conns.push_back(c);
+      }
+      for (size_t i = 2; i < fds.size(); ++i) {
+        if ((fds[i].revents & POLLIN) == 0)
+          continue;
+        char buf[4096];
+        const ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
+        if (n > 0)
+          received += n;
+      }
+    }
+    ::_exit(::write(count, &received, sizeof(received)) == sizeof(received) ? 0 : 6);
+  }
+
+  pid_t pid_ = -1;
+  int stop_ = -1;
+  int count_ = -1;
+  bool listening_ = false;
+};
+
+// same_host.h invariant 5 (needs root to run the squatter as another uid; skipped otherwise):
+// an owner's endpoint name held by a listener of another uid (what follows an owner's death)
+// gets no request, no secret and no byte; the job takes the owner's TCP port, every byte
+// checked, and the endpoint is given up.
+TEST(SameHostTest, AListenerOfAnotherUidOnTheOwnersEndpointGetsNothing) {
+  if (::geteuid() != 0)
+    GTEST_SKIP() << "needs root to run a listener as another uid";
+  const std::string name = "caf-rdma-stream-squatted-" + std::to_string(::getpid());
+  Squatter squatter(name);
+  ASSERT_TRUE(squatter.listening()) << "the squatter could not listen as uid 65534";
+  auto server = start_server();
+  ASSERT_TRUE(server);
+  // Straight: connected, the check names the endpoint and both uids.
+  auto s = connect_unix(name, Clock::now() + 5s);
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  Status st = listener_is_own_uid(*s, name);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), ErrorCode::kPermissionDenied);
+  for (const char* part : {"@caf-rdma-stream-squatted-", "of uid 65534", "uid 0"})
+    EXPECT_NE(st.error().message().find(part), std::string::npos) << st.error().message();
+  s->close();
+  // Through the client: a write by handle and a read by grant, each of 1 MiB (cross-memory
+  // sized: the request would carry this process's address) and 4 KiB (eager: the bytes would
+  // follow the request at once).
+  StreamClient client(1);
+  for (const uint64_t n : {uint64_t{1} << 20, uint64_t{4096}}) {
+    std::vector<uint8_t> owner(n, 0), mine = filled(n, 21);
+    Grant w = grant(*server, owner.data(), n, StreamDirection::kIntoOwner);
+    StreamJob j = job_for(*server, w.token, StreamDirection::kIntoOwner, mine.data(), n);
+    j.unix_name = name;
+    StreamEnd end = client.run_now(j);
+    ASSERT_TRUE(end.status.ok()) << end.status.error().to_string();
+    EXPECT_FALSE(end.same_host);
+    EXPECT_EQ(first_difference(owner.data(), n, 21), "");
+    std::fill(mine.begin(), mine.end(), 0);
+    Grant r = grant(*server, owner.data(), n, StreamDirection::kOutOfOwner);
+    j = job_for(*server, r.token, StreamDirection::kOutOfOwner, mine.data(), n);
+    j.unix_name = name;
+    end = client.run_now(j);
+    ASSERT_TRUE(end.status.ok()) << end.status.error().to_string();
+    EXPECT_FALSE(end.same_host);
+    EXPECT_EQ(first_difference(mine.data(), n, 21), "");
+  }
+  EXPECT_EQ(client.same_host_ops(), 0u);
+  EXPECT_EQ(squatter.stop(), 0) << "bytes sent to the squatter (-1: it failed)";
 }
 
 }  // namespace

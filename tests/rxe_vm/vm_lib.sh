@@ -85,7 +85,10 @@ vm_verdict() {
   qrc=$(cat "$run/qrc" 2>/dev/null || echo 125)
   if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then echo "$label: timed out after ${timeout_s}s" >&2; return 124; fi
   if [ ! -f "$run/rc" ]; then
-    echo "$label: the VM did not report an exit code (qemu exit $qrc); console tail:" >&2
+    echo "$label: the VM did not report an exit code (qemu exit $qrc); its kernel's first report:" >&2
+    grep -E -m 12 -A 12 'BUG:|Oops|general protection fault|kernel BUG|WARNING:|KASAN:|UBSAN:' \
+      "$run/console.log" | head -40 >&2
+    echo "$label: console tail:" >&2
     tail -30 "$run/console.log" >&2
     return 125
   fi

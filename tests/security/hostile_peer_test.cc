@@ -371,12 +371,20 @@ TEST_F(HostilePeerTest, WriteNoticesFromAPeerAreCheckedByTheOwner) {
   auto ok = peer_ask<uint64_t>(notice_atom::value, ref_of(h), uint64_t{8}, uint64_t{16},
                                uint64_t{77}, liar);
   ASSERT_TRUE(ok) << error_message(ok.error());
+  // A name of 1 MiB reaches the watcher cut to kMaxWriterName bytes (a pending notice's cost is
+  // bounded: trust, third pass, finding 3).
+  const std::string huge(1 << 20, 'x');
+  auto cut = peer_ask<uint64_t>(notice_atom::value, ref_of(h), uint64_t{0}, uint64_t{8},
+                                uint64_t{78}, huge);
+  ASSERT_TRUE(cut) << error_message(cut.error());
   std::vector<WriteNotice> got;
   bool more = true;
   while (more)
     watcher->receive([&](write_notice_atom, WriteNotice& n) { got.push_back(std::move(n)); },
                      caf::after(std::chrono::milliseconds(300)) >> [&] { more = false; });
-  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1].tag, 78u);
+  EXPECT_EQ(got[1].writer, huge.substr(0, kMaxWriterName) + "...");
   EXPECT_EQ(got[0].buffer, h.id);
   EXPECT_EQ(got[0].offset, 8u);
   EXPECT_EQ(got[0].length, 16u);

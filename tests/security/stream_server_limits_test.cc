@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <future>
@@ -298,6 +299,64 @@ TEST(StreamServerLimits, GarbageIsAnsweredAndClosed) {
   EXPECT_NE(answer->error().message().find("bad magic"), std::string::npos);
   EXPECT_TRUE(closed_by_server(*s, 10s));
   honest_read(**server, 4096, 4);
+}
+
+// Trust, third pass, finding 2: claimed transfers that never move a byte held every worker
+// (and a release of their buffers) until their grants' deadlines, up to max_timeout. Now each
+// ends once its peer moved no byte for stall_timeout (invariant 13): a write whose bytes never
+// come, a write that stops half-way, and a read whose reader never reads. An honest read asked
+// while they hold both workers is served, every byte checked; each stalled grant's `done` says
+// so, with what had moved.
+TEST(StreamServerLimits, ClaimedTransfersThatStopMovingFreeTheirWorkers) {
+  StreamServer::Limits limits;
+  limits.workers = 2;
+  limits.stall_timeout = 1000ms;
+  auto server = StreamServer::start("127.0.0.1", limits);
+  ASSERT_TRUE(server.ok()) << server.error().to_string();
+  // Larger than what the kernel buffers on loopback, so the unread read blocks its worker.
+  const uint64_t n = 64 << 20;
+  std::vector<uint8_t> memory(3 * n, 0);
+  struct Held {
+    std::promise<std::pair<Status, uint64_t>> done;
+    Result<Socket> socket = Error(ErrorCode::kInternal, "not connected");
+  };
+  std::vector<Held> held(3);
+  const std::vector<uint8_t> part(1 << 20, 7);
+  const StreamDirection dirs[3] = {StreamDirection::kIntoOwner, StreamDirection::kIntoOwner,
+                                   StreamDirection::kOutOfOwner};
+  for (size_t i = 0; i < 3; ++i) {
+    Held& h = held[i];
+    const uint64_t token = (*server)->grant(memory.data() + i * n, n, dirs[i], Clock::now() + 600s,
+                                            [&h](uint64_t, const Status& st, uint64_t bytes) {
+                                              h.done.set_value({st, bytes});
+                                            });
+    h.socket = connect_tcp((*server)->host(), (*server)->port(), Clock::now() + 10s);
+    ASSERT_TRUE(h.socket.ok()) << h.socket.error().to_string();
+    ASSERT_TRUE(write_request(*h.socket, {dirs[i], token, n}, Clock::now() + 10s).ok());
+    auto go = read_status(*h.socket, Clock::now() + 10s, "go");
+    ASSERT_TRUE(go.ok() && go->ok());
+    if (i == 1)  // the second write sends a part, then stops
+      ASSERT_TRUE(send_all(*h.socket, part.data(), part.size(), Clock::now() + 10s, "part").ok());
+  }
+  honest_read(**server, 4 << 20, 5);
+  for (size_t i = 0; i < 3; ++i) {
+    auto f = held[i].done.get_future();
+    ASSERT_EQ(f.wait_for(20s), std::future_status::ready)
+        << "stalled grant " << i << " never ended";
+    auto [st, bytes] = f.get();
+    ASSERT_FALSE(st.ok()) << "stalled grant " << i;
+    EXPECT_EQ(st.error().code(), ErrorCode::kTimeout) << st.error().to_string();
+    EXPECT_NE(st.error().message().find("no byte moved for 1000 ms"), std::string::npos)
+        << st.error().message();
+    EXPECT_NE(st.error().message().find(i == 2 ? "stopped reading" : "stopped sending"),
+              std::string::npos)
+        << st.error().message();
+    EXPECT_EQ(bytes, 0u);
+  }
+  // The half-way write's first MiB landed, nothing after it.
+  EXPECT_EQ(std::vector<uint8_t>(memory.begin() + n, memory.begin() + n + part.size()), part);
+  EXPECT_EQ(std::count(memory.begin() + n + part.size(), memory.begin() + 2 * n, 0),
+            static_cast<std::ptrdiff_t>(n - part.size()));
 }
 
 /// mt19937_64's output tempering, inverted: the generator's state word behind an output.

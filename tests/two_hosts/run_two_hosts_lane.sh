@@ -6,7 +6,8 @@
 # on b), remote atomics (adders on b, counter on a), a's link going down mid-transfer, and the
 # stress tool with its ranks on both hosts.
 # Prints both VMs' output and the lane's duration; exits with run_two_hosts.sh's code (0 all
-# passed; 124 timeout; 125 a VM failed; 126 a guest kernel warned; else failed steps).
+# passed; 124 timeout; 125 a VM failed; 126 a guest kernel warned; else failed steps). A guest
+# kernel panic runs the lane once more, saying so.
 # Boots two VMs of 1536 MB and one vCPU each. TWO_HOSTS_LINK_DOWN=b: b sets its own link down
 # instead of a (two_hosts_guest.sh step 3).
 set -uo pipefail
@@ -17,8 +18,21 @@ bazel build "$@" //examples:parameter_server //tests/actors:atomic_adder //stres
   //tests/two_hosts:buffer_owner //tests/two_hosts:transfer_loop ||
   { echo "two_hosts: build failed" >&2; exit 1; }
 bin=$(realpath bazel-bin)
-tests/rxe_vm/run_two_hosts.sh -t 600 -m 1536 -c 1 -e TWO_HOSTS_LINK_DOWN -- \
-  tests/two_hosts/two_hosts_guest.sh "$bin"
-rc=$?
+out=$(mktemp "${TMPDIR:-/tmp}/two-hosts.XXXXXX")
+trap 'rm -f "$out"' EXIT
+for run in 1 2; do
+  tests/rxe_vm/run_two_hosts.sh -t 600 -m 1536 -c 1 -e TWO_HOSTS_LINK_DOWN -- \
+    tests/two_hosts/two_hosts_guest.sh "$bin" 2>&1 | tee "$out"
+  rc=${PIPESTATUS[0]}
+  # A guest kernel that panicked (rxe of Debian's 6.12.95 twice in about ten runs, a corrupted
+  # slab freelist while rxe_receiver built an ACK: a kernel bug, README "Known limits") ends
+  # that VM before its programs report; the lane runs once more and says so. Any other failure,
+  # and a second panic, fail the lane.
+  if [ "$run" = 1 ] && [ "$rc" = 125 ] && grep -q 'Kernel panic' "$out"; then
+    echo "two_hosts: WARNING: a guest kernel panicked (its report is above); running the lane once more" >&2
+    continue
+  fi
+  break
+done
 echo "two_hosts: exit $rc after $(( $(date +%s) - t0 )) s"
 exit $rc
