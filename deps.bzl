@@ -75,7 +75,7 @@ def caf_rdma_deps():
         ("openssl", "/usr", "openssl.BUILD"),
         # prometheus-cpp (Debian's prometheus-cpp-dev): a node's metrics over HTTP.
         ("prometheus", "/usr", "prometheus.BUILD"),
-        # GoogleTest: only caf-rdma's own tests use it.
+        # GoogleTest: caf-rdma's tests, and a using workspace's (@gtest//:gtest_main; README).
         ("gtest", "/usr", "gtest.BUILD"),
         # CUDA Toolkit headers, only used under --config=cuda (--define=cuda=true; the driver
         # is dlopen'ed at run time).

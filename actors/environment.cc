@@ -117,7 +117,7 @@ void report_environment(const std::string& node, bool manager_from_env) {
   if (auto unknown = unknown_environment_variables(); !unknown.empty())
     log_line(LogLevel::kWarn,
              "%s: unknown environment variable%s %s ignored (misspelt? the variables are "
-             "listed in README.md, \"Configuration\")",
+             "listed in docs/configuration.md)",
              node.c_str(), unknown.size() > 1 ? "s" : "", list(unknown).c_str());
   if (manager_from_env)
     return;

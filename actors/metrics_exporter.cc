@@ -1,5 +1,5 @@
 // MetricsExporter (see metrics_exporter.h): the metric names, their labels and meanings are
-// listed in README.md, "Metrics".
+// listed in docs/operations.md, "Metrics".
 #include "actors/metrics_exporter.h"
 
 #include <prometheus/collectable.h>
@@ -204,7 +204,7 @@ void add_stats(Families& f, const ManagerStats& s) {
       {"caf_rdma_forged_answers_total", s.forged_answers},
   };
   for (const auto& [name, value] : counters)
-    f.counter(name, "ManagerStats counter (README.md, \"The manager\")", {},
+    f.counter(name, "ManagerStats counter (docs/architecture.md, \"The manager\")", {},
               static_cast<double>(value));
 }
 

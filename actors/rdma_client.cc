@@ -301,8 +301,8 @@ Error RdmaClient::lane_error(const TransferOp& op, Error error, OpFault fault,
   if (down.ok() && !down->empty())
     return Error(ErrorCode::kPeerUnavailable,
                  op_peer_down_text(op.kind, op.remote.owner_name, *down));
-  // A timeout used the transfer's time up: its reply comes now (README "Replies"), not after
-  // a question to an owner that may be silent for as long again.
+  // A timeout used the transfer's time up: its reply comes now (docs/guarantees.md, "Replies"), not
+  // after a question to an owner that may be silent for as long again.
   if (error.code() == ErrorCode::kTimeout)
     return error;
   // Ask the owner itself (bounded): it says why it refused an access, and its silence says

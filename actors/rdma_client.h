@@ -73,7 +73,8 @@ public:
   /// register_buffer does; the memory goes with the RegisteredBuffer (its data()). From 2 MiB
   /// it is 2 MiB-aligned and advised to transparent huge pages, which every transport moves
   /// faster (fewer pages to pin): same-host copies of 64 MiB ran about twice as fast as
-  /// from std::vector memory (README "Buffers the library allocates"). The node must outlive it.
+  /// from std::vector memory (docs/guarantees.md, "Buffers the library allocates"). The node must
+  /// outlive it.
   Result<RegisteredBuffer> allocate_buffer(uint64_t size,
                                            BufferAccess access = BufferAccess::kReadWrite);
   Result<uint64_t> release(uint64_t id);
@@ -84,8 +85,8 @@ public:
                               Range range = Range::whole(),
                               std::chrono::milliseconds timeout = kDefaultTimeout);
   /// write(), and its owner's watcher receives a WriteNotice with `tag` once the bytes are in
-  /// place; the reply comes after the owner sent it (README "Write notifications"). Through
-  /// the manager, never a direct lane. Errors also: invalid_argument (nobody watches the
+  /// place; the reply comes after the owner sent it (docs/guarantees.md, "Write notifications").
+  /// Through the manager, never a direct lane. Errors also: invalid_argument (nobody watches the
   /// buffer), resource_exhausted (too many notices wait for the watcher); both say the bytes
   /// were written.
   Result<TransferReply> write_notify(const BufferHandle& local, const BufferHandle& remote,
@@ -122,8 +123,8 @@ public:
   /// in its owner's memory): adds `add` (wrapping), or stores `desired` if the word equals
   /// `expected`; returns the word's old value (compare-swap swapped iff it equals `expected`).
   /// Through the manager, never a direct lane; the old value lands in an 8-byte word of the
-  /// client's, registered with the manager on first use. README "Atomics" says what is
-  /// atomic with what.
+  /// client's, registered with the manager on first use. docs/architecture.md, "Atomics" says what
+  /// is atomic with what.
   Result<uint64_t> fetch_add(const BufferHandle& remote, uint64_t offset, uint64_t add,
                              std::chrono::milliseconds timeout = kDefaultTimeout);
   Result<uint64_t> compare_swap(const BufferHandle& remote, uint64_t offset, uint64_t expected,

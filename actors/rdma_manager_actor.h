@@ -59,7 +59,7 @@ constexpr const char* kEnvStripeQps = "CAF_RDMA_STRIPE_QPS";
 constexpr uint32_t kMaxStripeQps = 8;
 constexpr size_t kMaxRails = 15;
 
-// Bounds on what one requester or peer can make a manager hold (README "Security model").
+// Bounds on what one requester or peer can make a manager hold (docs/security.md).
 /// Longest directory name, in bytes.
 constexpr size_t kMaxDirectoryName = 256;
 /// Names in one manager's directory.
@@ -89,14 +89,14 @@ const char* to_string(TransportMode mode);
 struct ManagerOptions {
   /// The primary device (the one `ibverbs` selects): every queue pair and handle has it.
   IbverbsConfig ibverbs;
-  /// Striping over several devices (actors/manager/rails.h, README "Several devices"): more
-  /// devices of this host, its rails 1, 2, ... in this order (same port and GID rules as the
-  /// primary). Host buffers are registered on each, and an RDMA read or write of at least
-  /// `stripe_min_bytes` with an owner that has rails too is cut in slices that run in parallel
-  /// over queue pairs of rail k to the owner's rail k (rail-aligned, as multi-NIC fabrics are
-  /// cabled), `stripe_qps` per pair of devices, the primary's included. Empty: one device
-  /// (the default: processes of a host spread over its devices by local rank, see IbverbsConfig;
-  /// a process that is alone on a multi-NIC host lists them, or CAF_RDMA_DEVICES=all).
+  /// Striping over several devices (actors/manager/rails.h, docs/architecture.md, "Several
+  /// devices"): more devices of this host, its rails 1, 2, ... in this order (same port and GID
+  /// rules as the primary). Host buffers are registered on each, and an RDMA read or write of at
+  /// least `stripe_min_bytes` with an owner that has rails too is cut in slices that run in
+  /// parallel over queue pairs of rail k to the owner's rail k (rail-aligned, as multi-NIC fabrics
+  /// are cabled), `stripe_qps` per pair of devices, the primary's included. Empty: one device (the
+  /// default: processes of a host spread over its devices by local rank, see IbverbsConfig; a
+  /// process that is alone on a multi-NIC host lists them, or CAF_RDMA_DEVICES=all).
   std::vector<std::string> rail_devices;
   /// CAF_RDMA_DEVICES=all: every other device with an active port is a rail (set by from_env).
   bool all_devices = false;
@@ -120,7 +120,7 @@ struct ManagerOptions {
   /// options (RdmaNode) has its CAF workers spin about W before they sleep, and RdmaClient on
   /// that node spins up to W for its reply before it blocks. No thread hand-off then sleeps on
   /// the 8-byte path (an op costs no wake-up), at the price of that many spinning threads: for
-  /// nodes with spare cores. README "Latency: busy polling". CAF_RDMA_BUSY_POLL_US.
+  /// nodes with spare cores. docs/performance.md, "Latency: busy polling". CAF_RDMA_BUSY_POLL_US.
   std::chrono::microseconds busy_poll{0};
   /// Fallback transport: bytes per CAF message (at most kMaxChunkBytes) and messages in flight
   /// per transfer.

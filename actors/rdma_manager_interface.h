@@ -37,7 +37,7 @@
 
 namespace caf_rdma {
 
-/// The node's own actors only (see "Security model" in the README): requests that act on this
+/// The node's own actors only (see docs/security.md): requests that act on this
 /// node's memory. From an actor of another node (or an anonymous sender) they fail with
 /// permission_denied naming the request and the sender's node.
 using local_requests_actor = caf::typed_actor<

@@ -161,7 +161,7 @@ struct TransferOp {
   uint64_t compare = 0;  ///< compare-swap: the value the word must hold to be swapped
   /// Writes: once the bytes are in place, the remote buffer's owner sends one WriteNotice
   /// (with `tag`) to the actor it watches the buffer with (watch_writes); the reply comes after
-  /// that. See README "Write notifications".
+  /// that. See docs/guarantees.md, "Write notifications".
   bool notify = false;
   uint64_t tag = 0;  ///< the writer's word for the notice (WriteNotice::tag)
 };
@@ -287,7 +287,7 @@ TransferOp make_notify_write(BufferHandle local, BufferHandle remote, uint64_t t
 /// Atomics on the 8-byte word at `remote_offset` of `remote`; the word's old value lands in the
 /// 8 bytes at `local_offset` of `local` (which must be read-write host memory of the manager
 /// asked). Fetch-add adds `add` (wrapping); compare-swap stores `swap` if the word equals
-/// `compare`. See README "Atomics" for what is atomic with what.
+/// `compare`. See docs/architecture.md, "Atomics" for what is atomic with what.
 TransferOp make_fetch_add(BufferHandle local, BufferHandle remote, uint64_t remote_offset,
                           uint64_t add, uint64_t local_offset = 0);
 TransferOp make_compare_swap(BufferHandle local, BufferHandle remote, uint64_t remote_offset,

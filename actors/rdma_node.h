@@ -69,8 +69,8 @@ struct NodeOptions {
   /// How long remote_manager waits for the connection and CAF's handshake (TLS included).
   std::chrono::milliseconds connect_timeout{30000};
   /// The node's metrics over HTTP in the Prometheus text format (actors/metrics_exporter.h;
-  /// README "Metrics"): off by default; not enabled here, CAF_RDMA_METRICS=HOST:PORT when set.
-  /// Under TLS only on a loopback host.
+  /// docs/operations.md, "Metrics"): off by default; not enabled here, CAF_RDMA_METRICS=HOST:PORT
+  /// when set. Under TLS only on a loopback host.
   MetricsOptions metrics;
 
   /// The defaults with the environment applied: `manager` from ManagerOptions::from_env (an

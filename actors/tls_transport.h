@@ -1,6 +1,6 @@
 // TLS between nodes for CAF's BASP connections, in place of CAF 0.17's OpenSSL module
 // (libcaf_openssl), whose session code we cannot change (Debian's build) and which fails in two
-// ways (README "Authenticated nodes"):
+// ways (docs/security.md, "Authenticated nodes"):
 //
 //  - It never empties OpenSSL's per-thread error queue: a connection that fails (a member that
 //    goes away without close_notify leaves "unexpected eof while reading") leaves its error

@@ -13,7 +13,8 @@
 //   fallback    the manager's requests with CAF_RDMA_TRANSPORT=fallback (bytes in CAF messages)
 //   fallback-lane  RdmaClient's stream lane on the same nodes: straight to the owner's stream
 //               channel, authorized by the handle (actors/stream_lane.h)
-//   same-host   fallback-lane with the owner's same-host endpoint (README "Same-host transfers"):
+//   same-host   fallback-lane with the owner's same-host endpoint (docs/architecture.md, "Same-host
+//   transfers"):
 //               the lane's 8-byte ops in-band over AF_UNIX, and the bandwidth sizes (batches,
 //               through the managers' stream path) by cross-memory attach. The other fallback
 //               paths run with ManagerOptions::same_host off, so they stay TCP's figures.

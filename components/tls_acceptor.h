@@ -6,7 +6,7 @@
 // Why a thread of its own: CAF 0.17's OpenSSL module runs the handshake inside its multiplexer
 // and, while a peer stays silent, keeps the connection registered for writing (the server's
 // BASP handshake is queued) and calls SSL_accept again on every wake-up: 50 silent connections
-// took 4.9 s of CPU in 5 s (README "Authenticated nodes").
+// took 4.9 s of CPU in 5 s (docs/security.md, "Authenticated nodes").
 //
 // Invariants (what a client that is not honest can make it hold):
 //  1. A connection reaches the consumer only after its TLS handshake completed and the client

@@ -14,7 +14,7 @@ Examination examine(const HostView& host, const GpuView& gpus, const Result<Ibve
     cfg = *config;
   else
     e.findings.push_back(fail("configuration from the environment: " + config.error().message(),
-                              "correct or unset that variable (README.md, \"Configuration\"); "
+                              "correct or unset that variable (docs/configuration.md); "
                               "every node refuses to start with it",
                               Scope::kAll));
   auto usable = check_devices(host, cfg, e.findings);

@@ -40,7 +40,9 @@ void check_gpus(const HostView& host, const GpuView& gpus, Findings& out) {
   if (!gpus.built_with_cuda) {
     out.push_back(
         info("GPUs not checked: this build has no CUDA support "
-             "(`bazel build --config=cuda //doctor:caf_rdma_doctor`)"));
+             "(`bazel build --config=cuda //doctor:caf_rdma_doctor` in caf-rdma's checkout, "
+             "`--config=cuda @caf_rdma//doctor:caf_rdma_doctor` from a workspace that imports "
+             "caf_rdma.bazelrc)"));
     return;
   }
   if (!gpus.driver_error.empty()) {

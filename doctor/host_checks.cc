@@ -102,7 +102,7 @@ void check_kernel(const HostView& host, Findings& out) {
     return;
   std::string problem = known_device_problem(rxe, 0, host.kernel_release);
   if (!problem.empty())
-    out.push_back(warn(problem, "boot Linux 6.2 or newer (README.md, \"Known limits\")"));
+    out.push_back(warn(problem, "boot Linux 6.2 or newer (docs/limits.md, \"Known limits\")"));
 }
 
 }  // namespace caf_rdma::doctor

@@ -11,9 +11,9 @@ namespace caf_rdma {
 
 const char* const kNoDeviceHint =
     "To get one: run on a host with RDMA hardware (InfiniBand or RoCE NIC with rdma-core "
-    "installed), or inside the Soft-RoCE VM this project ships: "
-    "`bazel test --config=rxe //...` for the tests, `tests/rxe_vm/run_in_vm.sh COMMAND` for any "
-    "program; or use the fallback transport, which needs no device.";
+    "installed), or inside the Soft-RoCE VM caf-rdma ships (in caf-rdma's checkout: "
+    "`bazel test --config=rxe //...` for its tests, `tests/rxe_vm/run_in_vm.sh COMMAND` for any "
+    "program, yours included); or use the fallback transport, which needs no device.";
 
 PortInfo port_info_from(const ibv_port_attr& attr, uint8_t port_num) {
   PortInfo info;

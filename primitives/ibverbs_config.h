@@ -11,7 +11,7 @@
 
 namespace caf_rdma {
 
-/// Environment variables read by `IbverbsConfig::from_env` (documented in README.md).
+/// Environment variables read by `IbverbsConfig::from_env` (docs/configuration.md).
 constexpr const char* kEnvDevice = "CAF_RDMA_DEVICE";       ///< device name, e.g. "mlx5_0"
 constexpr const char* kEnvPort = "CAF_RDMA_PORT";           ///< port number, 1-based
 constexpr const char* kEnvGidIndex = "CAF_RDMA_GID_INDEX";  ///< GID table index

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (README quick start, second command):
 #   1. installs missing Debian packages (third_party/install_deps.sh) and builds the VM image;
-#      checks the sources' layout (tests/lint/check_format.sh, .clang-format);
+#      checks the sources' layout (tests/lint/check_format.sh, .clang-format) and the docs' links,
+#      labels and tour (tests/lint/check_docs.py);
 #   2. native lane:  `bazel test //...`  (rdma-tagged tests report a visible SKIP without a device);
 #   3. VM lane:      `bazel test --config=rxe //...`  (the rdma-tagged tests, inside the Soft-RoCE
 #                    VM, one VM boot per test binary; a skip there is a failure);
@@ -73,9 +74,12 @@ if [ $only_two_hosts = 1 ]; then
   exit $two_hosts_rc
 fi
 
-stamp "format: tests/lint/check_format.sh"
+stamp "format: tests/lint/check_format.sh; docs: tests/lint/check_docs.py"
 bash tests/lint/check_format.sh
 format_rc=$?
+# Every relative link and Bazel label of README.md and docs/, and README's tour = the program
+# the native lane compiles (tests/docs/api_tour.cc).
+python3 tests/lint/check_docs.py || format_rc=1
 
 stamp "native lane: bazel test //..."
 lane_start

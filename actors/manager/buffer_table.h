@@ -14,7 +14,7 @@
 // 14. The owner applies a fallback atomic with one CPU atomic instruction on the aligned 64-bit
 //     word (__atomic_fetch_add, __atomic_compare_exchange_n, sequentially consistent), after
 //     the same checks as a store of those 8 bytes: so owner-side atomics on one word are atomic
-//     with each other (NOT with NIC atomics on the word: README "Atomics").
+//     with each other (NOT with NIC atomics on the word: docs/architecture.md, "Atomics").
 #pragma once
 
 #include "actors/detail/manager_tables.h"

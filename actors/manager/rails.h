@@ -1,5 +1,5 @@
 // Rails: the manager's devices after its primary one, and the striping of large RDMA transfers
-// over them (README "Several devices").
+// over them (docs/architecture.md, "Several devices").
 //
 // A part of the manager (actors/detail/manager_state.h): it works on the tables the front
 // keeps (detail/manager_tables.h); what is its own is below.

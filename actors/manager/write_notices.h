@@ -1,7 +1,8 @@
-// WriteNotices: write notifications (README "Write notifications"). As owner: who watches each
-// buffer (LocalBuffer::watcher), the notice of each write sent to that watcher, and how many
-// notices wait for its answer, per writing node. As writer: a write that asked for a notice
-// (TransferOp::notify) tells its owner once its bytes are in place, and is answered after that.
+// WriteNotices: write notifications (docs/guarantees.md, "Write notifications"). As owner: who
+// watches each buffer (LocalBuffer::watcher), the notice of each write sent to that watcher, and
+// how many notices wait for its answer, per writing node. As writer: a write that asked for a
+// notice (TransferOp::notify) tells its owner once its bytes are in place, and is answered after
+// that.
 //
 // A part of the manager (actors/detail/manager_state.h): it works on the tables the front
 // keeps (detail/manager_tables.h); what is its own is below.

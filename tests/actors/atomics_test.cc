@@ -188,6 +188,40 @@ TEST_F(AtomicsTest, CompareSwapLockProtectsASharedRegion) {
     ASSERT_EQ(shared.bytes[kRegion + i], last) << "region byte " << i;
 }
 
+// Alignment is the word's address in its owner's memory, not the offset: a buffer that starts
+// 4 bytes past an 8-byte boundary has its aligned words at offsets 4, 12, ...; offset 0 is
+// misaligned there. The allowed word passes the requester's check and the owner's (either
+// checking the offset alone would refuse it); every byte around the word checked.
+TEST_F(AtomicsTest, AlignmentIsTheWordsAddressInItsOwnersMemory) {
+  Memory counter(64, 9), local(16);
+  ASSERT_EQ(counter.addr() % 8, 0u);
+  BufferHandle remote = remote_view(*owner_, *user_, counter.addr() + 4, 48, "atomic-shifted",
+                                    BufferAccess::kReadWrite);
+  auto hl = user_->request_buffer(local);
+  ASSERT_TRUE(hl);
+  uint64_t before = 0;
+  std::memcpy(&before, counter.bytes.data() + 8, 8);
+  auto add = user_->transfer(make_fetch_add(*hl, remote, 4, 5));  // address counter + 8
+  ASSERT_TRUE(add) << error_message(add.error());
+  RdmaClient me(user_->node().system(), user_->manager());
+  auto old = me.fetch_add(remote, 4, 0);
+  ASSERT_TRUE(old.ok()) << old.error().to_string();
+  EXPECT_EQ(*old, before + 5);
+  uint64_t after = 0;
+  std::memcpy(&after, counter.bytes.data() + 8, 8);
+  EXPECT_EQ(after, before + 5);
+  for (uint64_t offset : {uint64_t{0}, uint64_t{8}}) {  // addresses counter + 4, counter + 12
+    auto misaligned = me.fetch_add(remote, offset, 1);
+    ASSERT_FALSE(misaligned.ok()) << "offset " << offset;
+    EXPECT_EQ(misaligned.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(misaligned.error().message().find("misaligned"), std::string::npos)
+        << misaligned.error().message();
+  }
+  for (uint64_t i = 0; i < 64; ++i)
+    if (i < 8 || i >= 16)
+      ASSERT_EQ(counter.bytes[i], pattern(i, 9)) << "byte " << i << " around the word";
+}
+
 TEST_F(AtomicsTest, EveryErrorNamesWhatWasWrong) {
   Memory counter(64, 5), ro(64, 6), local(16);
   BufferHandle remote = remote_view(*owner_, *user_, counter, "atomic-errors");
@@ -359,9 +393,9 @@ TEST(AtomicsAcrossProcessesTest, ManyActorsInSeveralProcessesAddToOneCounter) {
     EXPECT_TRUE(code && *code == 0) << c.name() << " did not exit with 0";
   }
   const uint64_t total = uint64_t{kProcesses} * kThreads * kAdds + uint64_t{kLocalThreads} * kAdds;
-  // The owner reads its word through its manager (README "Atomics": the owner's code, too, goes
-  // through the manager): a fetch-add of 0 answers the total, and its reply orders every earlier
-  // atomic (applied by the manager, or its NIC) before the plain read below.
+  // The owner reads its word through its manager (docs/architecture.md, "Atomics": the owner's
+  // code, too, goes through the manager): a fetch-add of 0 answers the total, and its reply orders
+  // every earlier atomic (applied by the manager, or its NIC) before the plain read below.
   {
     RdmaClient me(owner->node().system(), owner->manager());
     auto now = me.fetch_add(*h, 8, 0);

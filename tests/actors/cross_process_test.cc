@@ -97,7 +97,7 @@ TEST_F(CrossProcessTest, ReadWriteAcrossProcessesThenSurviveThePeersDeath) {
   ASSERT_TRUE(node_->transfer(make_read(*hb, remote)));
   EXPECT_EQ(back.bytes, src.bytes);
   // On one host the fallback's stream transfers take the peer's same-host endpoint by default
-  // (README "Same-host transfers"; off with CAF_RDMA_SAME_HOST=0).
+  // (docs/architecture.md, "Same-host transfers"; off with CAF_RDMA_SAME_HOST=0).
   if (expected_path() == kPathFallback && ManagerOptions::from_env()->same_host)
     EXPECT_GE(node_->stats().same_host_ops, 3u);
 

@@ -81,9 +81,9 @@ TEST_F(FallbackEdgesTest, ChunkedTransfersLandEachChunkAtItsOffset) {
   }
 }
 
-// Verify mode checks the RDMA paths only (README "Verify mode"); on the fallback it changes
-// nothing: chunked and streamed transfers between verifying nodes move every byte, unchecked by
-// an extra checksum round (no data_mismatch, no extra question to the owner).
+// Verify mode checks the RDMA paths only (docs/architecture.md, "Verify mode"); on the fallback it
+// changes nothing: chunked and streamed transfers between verifying nodes move every byte,
+// unchecked by an extra checksum round (no data_mismatch, no extra question to the owner).
 TEST_F(FallbackEdgesTest, VerifyModeLeavesTheFallbackAsItIs) {
   auto owner = fallback_node(true), user = fallback_node(true);
   ASSERT_TRUE(owner && user);

@@ -1,6 +1,6 @@
-// Same-host transfers between two nodes (README "Same-host transfers"; stream_server.h
-// invariant 11): handles name the owner's same-host endpoint, the stream lane and the
-// manager's stream path move the bytes through it (ManagerStats::same_host_ops proves it),
+// Same-host transfers between two nodes (docs/architecture.md, "Same-host transfers";
+// stream_server.h invariant 11): handles name the owner's same-host endpoint, the stream lane and
+// the manager's stream path move the bytes through it (ManagerStats::same_host_ops proves it),
 // every byte checked; refusals give the same error codes as over TCP; CAF_RDMA_SAME_HOST=0
 // (ManagerOptions::same_host) keeps them on TCP. Natively, on the fallback.
 #include <gtest/gtest.h>

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "actors/rdma_client.h"
+#include "actors/stream_lane.h"
 #include "tests/actors/two_node_test.h"
 
 namespace caf_rdma::testing {
@@ -110,6 +111,67 @@ TEST_F(StreamLaneTest, ErrorsAreTheManagersInItsOwnWords) {
   ASSERT_FALSE(gone.ok());
   EXPECT_EQ(gone.error().code(), ErrorCode::kReleased) << gone.error().message();
   EXPECT_NE(gone.error().message().find("buffer " + std::to_string(remote.id)), std::string::npos);
+}
+
+// The owner's side alone (handle_authorizer): a request by handle is allowed exactly within the
+// buffer: its last byte yes, one byte past the end no (nor an offset past it, a wrong secret or
+// a write into a read-only buffer); each refusal sends the client to the manager and holds
+// nothing, each grant holds the buffer until its `done`.
+TEST(StreamLaneAuthorizerTest, ARequestByHandleFitsTheBufferToTheByte) {
+  auto registry = std::make_shared<DirectRegistry>();
+  std::vector<uint8_t> memory(4096, 0);
+  DirectRegistry::Entry e;
+  e.size = memory.size();
+  e.secret_hi = 11;
+  e.secret_lo = 22;
+  e.addr = reinterpret_cast<uint64_t>(memory.data());
+  registry->add(7, e);
+  e.access = BufferAccess::kReadOnly;
+  registry->add(8, e);
+  auto authorize = handle_authorizer(registry, caf::actor_addr{}, std::chrono::milliseconds(5000));
+  auto request = [](uint64_t id, uint64_t offset, uint64_t length, StreamDirection d) {
+    StreamRequest r;
+    r.direction = d;
+    r.length = length;
+    r.by_handle = true;
+    r.handle = HandleAccess{id, 11, 22, offset, 1000};
+    return r;
+  };
+  const auto in = StreamDirection::kIntoOwner;
+  const auto out = StreamDirection::kOutOfOwner;
+  struct Case {
+    const char* what;
+    StreamRequest req;
+    bool allowed;
+  };
+  StreamRequest wrong_secret = request(7, 0, 1, out);
+  wrong_secret.handle.secret_lo ^= 1;
+  const std::vector<Case> cases = {
+      {"the whole buffer", request(7, 0, 4096, in), true},
+      {"its last byte", request(7, 4095, 1, out), true},
+      {"one byte past the end", request(7, 1, 4096, in), false},
+      {"one byte past the end, reading", request(7, 4095, 2, out), false},
+      {"an offset past the end", request(7, 4097, 1, out), false},
+      {"zero bytes", request(7, 0, 0, out), false},
+      {"a wrong secret", wrong_secret, false},
+      {"a write into a read-only buffer", request(8, 0, 8, in), false},
+      {"a read of a read-only buffer", request(8, 0, 8, out), true},
+      {"an unknown buffer", request(9, 0, 8, out), false},
+  };
+  for (const Case& c : cases) {
+    auto g = authorize(c.req);
+    ASSERT_EQ(g.ok(), c.allowed) << c.what;
+    if (!g.ok()) {
+      EXPECT_EQ(g.error().code(), ErrorCode::kNotFound) << c.what << ": " << g.error().message();
+      EXPECT_NE(g.error().message().find("ask its manager"), std::string::npos) << c.what;
+      EXPECT_FALSE(registry->busy(c.req.handle.id)) << c.what << ": a refusal holds nothing";
+      continue;
+    }
+    EXPECT_EQ(g->addr, memory.data() + c.req.handle.offset) << c.what;
+    EXPECT_TRUE(registry->busy(c.req.handle.id)) << c.what << ": held until done";
+    g->done(Status{}, c.req.length);
+    EXPECT_FALSE(registry->busy(c.req.handle.id)) << c.what;
+  }
 }
 
 TEST_F(StreamLaneTest, ManyThreadsAtOnceEachWithItsOwnRange) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run_external.sh [BAZEL_BUILD_OPTIONS...]: examples/external as a user's workspace would build it
-# (README.md, "Use caf-rdma in your project": local_repository + caf_rdma_deps(), nothing of
-# caf-rdma's .bazelrc), in both link modes:
+# (README.md, "Use caf-rdma in your project": local_repository + caf_rdma_deps(), and its
+# .bazelrc imports caf_rdma.bazelrc, nothing else of caf-rdma's settings), in both link modes:
 #   1. `bazel test //:buffer_exchange_test` with --dynamic_mode=off, then with Bazel's default
 #      dynamic mode, each run natively (no device here: the fallback path);
 #   2. the dynamic build's references to libibverbs: each at its current symbol version
@@ -34,6 +34,14 @@ for mode in off default; do
   xbazel test --dynamic_mode=$mode "${common[@]}" //:buffer_exchange_test > "$ob/test.log" 2>&1
   test_rc=$?
   grep -E '^(user|owner|buffer_exchange): |^INFO: [0-9]+ processes|^INFO: Elapsed' "$ob/test.log"
+  # Quiet: with caf_rdma.bazelrc imported, no action runs in Debian Bazel's linux-sandbox, whose
+  # debug lines would bury the build's output (thousands for this small build).
+  noisy=$(grep -c 'linux-sandbox' "$ob/test.log")
+  if [ "$noisy" != 0 ]; then
+    grep -m 3 'linux-sandbox' "$ob/test.log"
+    say "FAILED: --dynamic_mode=$mode: $noisy lines name linux-sandbox (is caf_rdma.bazelrc imported?)"
+    rc=1
+  fi
   if [ $test_rc != 0 ]; then
     tail -40 "$ob/test.log"
     say "FAILED: --dynamic_mode=$mode (bazel exit $test_rc)"

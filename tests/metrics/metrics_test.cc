@@ -1,8 +1,8 @@
-// A node's metrics (actors/metrics_exporter.h, README "Metrics"), scraped with a real HTTP client
-// (curl): after known work between two nodes the bytes and ops counters equal that work per path
-// and kind, a deliberate out-of-bounds request shows as one error with its code, the latency
-// histograms count the ops, the registered bytes are what was registered; a manager that does
-// not answer gives an error metric, not a hung scrape (exporter invariant 1); a malformed
+// A node's metrics (actors/metrics_exporter.h, docs/operations.md, "Metrics"), scraped with a real
+// HTTP client (curl): after known work between two nodes the bytes and ops counters equal that work
+// per path and kind, a deliberate out-of-bounds request shows as one error with its code, the
+// latency histograms count the ops, the registered bytes are what was registered; a manager that
+// does not answer gives an error metric, not a hung scrape (exporter invariant 1); a malformed
 // CAF_RDMA_METRICS is refused naming it, and under TLS a non-loopback metrics host is refused
 // (invariant 2). Built for both transports.
 #include <gtest/gtest.h>
@@ -226,7 +226,7 @@ TEST_F(MetricsTest, AScrapeShowsExactlyTheWorkDone) {
   } else {
     EXPECT_EQ(sum(all, "caf_rdma_pinned_bytes"), 0);
   }
-  // The sample README.md shows comes from here.
+  // The sample docs/operations.md shows comes from here.
   std::printf("---- scrape of the user node ----\n%s---- end of scrape ----\n", text.c_str());
 }
 

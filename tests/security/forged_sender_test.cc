@@ -1,4 +1,4 @@
-// Forged senders (README "Security model"): CAF 0.17's BASP resolves the sender of a routed
+// Forged senders (docs/security.md): CAF 0.17's BASP resolves the sender of a routed
 // message that claims the receiving node through the local actor registry, where every actor of
 // the node that was ever serialized sits, and it delivers only to actors in that registry. A
 // hostile peer that writes BASP frames by hand (RawBaspClient) can therefore make a message look

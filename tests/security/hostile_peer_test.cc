@@ -1,5 +1,5 @@
 // A hostile peer node against an ordinary node: each test reproduces one finding of the
-// security review (README "Security model") with only what a peer has — the victim's published
+// security review (docs/security.md) with only what a peer has — the victim's published
 // manager, the public messages, handles it was given, the stream channel's wire format — and
 // asserts the victim refuses, names why, changes no byte and keeps serving.
 //
@@ -153,7 +153,7 @@ TEST_F(HostilePeerTest, APeerCannotRegisterTheVictimsMemory) {
   EXPECT_EQ(victim_->stats().registered_buffers, 0u);  // and the victim still answers
 }
 
-// Forged senders (CAF's BASP layer, README "Security model"): a peer whose handshake states the
+// Forged senders (CAF's BASP layer, docs/security.md): a peer whose handshake states the
 // victim's own node id gets, for any actor id it names, a network proxy claiming to be an actor of
 // the victim's node. The test makes such a proxy on the victim's system (its "broker" stands for
 // the attacker's connection: the proxy forwards the victim's replies there) and sends

@@ -1,4 +1,4 @@
-// What peers make an owner hold on the fallback (README "Security model", manager invariants 7
+// What peers make an owner hold on the fallback (docs/security.md, manager invariants 7
 // and 11): the fetch answers on their way to a peer are bounded by its window, also when the
 // peer never reads them, and the memory a burst took goes back afterwards.
 //

@@ -1,5 +1,5 @@
 // Hostile clients of the fallback's stream channel (components/stream_server.h), each the
-// reproduction of a finding of the security review (README "Security model"): silent and
+// reproduction of a finding of the security review (docs/security.md): silent and
 // truncated connections, connection floods (that must not lock honest clients out), fd
 // exhaustion, garbage headers and predictable grant tokens. No CAF: the raw wire format, as any
 // program reaching the port could speak it, and the StreamClient the manager uses.

@@ -1,4 +1,4 @@
-// Authenticated nodes (README "Security model"): nodes with certificates of one cluster CA
+// Authenticated nodes (docs/security.md): nodes with certificates of one cluster CA
 // connect over mutual TLS and move bytes; a node without a certificate, or with one of another
 // CA, is turned away within the connect timeout while the node keeps serving its peers; bad
 // credentials fail at start naming the file (never CAF's abort at the first connection, never

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run_two_hosts_lane.sh [BAZEL_BUILD_ARGS...]: the two-host lane (README "The two-host lane").
+# run_two_hosts_lane.sh [BAZEL_BUILD_ARGS...]: the two-host lane (docs/testing.md, "The two-host lane").
 # Builds what the lane runs, then boots two Soft-RoCE VMs on one virtual wire
 # (tests/rxe_vm/run_two_hosts.sh: host a 10.98.0.1, host b 10.98.0.2, rxe0 on each one's NIC)
 # and runs tests/two_hosts/two_hosts_guest.sh in both: parameter_server (server on a, workers
@@ -25,7 +25,7 @@ for run in 1 2; do
     tests/two_hosts/two_hosts_guest.sh "$bin" 2>&1 | tee "$out"
   rc=${PIPESTATUS[0]}
   # A guest kernel that panicked (rxe of Debian's 6.12.95 twice in about ten runs, a corrupted
-  # slab freelist while rxe_receiver built an ACK: a kernel bug, README "Known limits") ends
+  # slab freelist while rxe_receiver built an ACK: a kernel bug, docs/limits.md) ends
   # that VM before its programs report; the lane runs once more and says so. Any other failure,
   # and a second panic, fail the lane.
   if [ "$run" = 1 ] && [ "$rc" = 125 ] && grep -q 'Kernel panic' "$out"; then

@@ -32,7 +32,7 @@ log=/tmp/two_hosts  # this VM's own (tmpfs) files
 mkdir -p "$log"
 export CAF_RDMA_TRANSPORT=rdma
 # Host a publishes on 10.98.0.1, beyond loopback: without TLS that needs the opt-in. The wire is
-# a private link between two VMs on this machine (README "Security model").
+# a private link between two VMs on this machine (docs/security.md).
 # (b's stress ranks too: remote_exec.py's server gets it.)
 [ "$me" = a ] && export CAF_RDMA_PLAINTEXT=1
 failed=0
