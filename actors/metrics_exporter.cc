@@ -181,31 +181,66 @@ void add_stats(Families& f, const ManagerStats& s) {
           static_cast<double>(s.fetches_waiting));
   f.gauge("caf_rdma_notices_pending", "As owner: write notices waiting for their watchers' answers",
           {}, static_cast<double>(s.notices_pending));
-  const std::pair<const char*, uint64_t> counters[] = {
-      {"caf_rdma_handshakes_total", s.handshakes},
-      {"caf_rdma_served_fallback_bytes_total", s.served_fallback_bytes},
-      {"caf_rdma_stream_ops_total", s.stream_ops},
-      {"caf_rdma_stream_refused_total", s.stream_refused},
-      {"caf_rdma_same_host_ops_total", s.same_host_ops},
-      {"caf_rdma_direct_ops_total", s.direct_ops},
-      {"caf_rdma_staged_chunks_total", s.staged_chunks},
-      {"caf_rdma_links_lost_total", s.links_lost},
-      {"caf_rdma_reconnects_total", s.reconnects},
-      {"caf_rdma_notices_sent_total", s.notices_sent},
-      {"caf_rdma_notices_refused_total", s.notices_refused},
-      {"caf_rdma_notified_writes_total", s.notified_writes},
-      {"caf_rdma_striped_ops_total", s.striped_ops},
-      {"caf_rdma_stripe_slices_total", s.stripe_slices},
-      {"caf_rdma_stripe_failovers_total", s.stripe_failovers},
-      {"caf_rdma_spread_ops_total", s.spread_ops},
-      {"caf_rdma_device_losses_total", s.device_losses},
-      {"caf_rdma_device_reopens_total", s.device_reopens},
-      {"caf_rdma_facade_dropped_total", s.facade_dropped},
-      {"caf_rdma_forged_answers_total", s.forged_answers},
+  // One HELP per counter, saying what it counts (ManagerStats, actors/rdma_messages.h).
+  struct Counter {
+    const char* name;
+    const char* help;
+    uint64_t value;
   };
-  for (const auto& [name, value] : counters)
-    f.counter(name, "ManagerStats counter (docs/architecture.md, \"The manager\")", {},
-              static_cast<double>(value));
+  const Counter counters[] = {
+      {"caf_rdma_handshakes_total", "Queue-pair handshakes this manager completed with peers",
+       s.handshakes},
+      {"caf_rdma_served_fallback_bytes_total",
+       "As owner: bytes served to peers on the fallback (CAF chunks, stream grants and requests "
+       "by handle)",
+       s.served_fallback_bytes},
+      {"caf_rdma_stream_ops_total",
+       "As requester: fallback ops moved over an owner's stream channel (TCP or same-host)",
+       s.stream_ops},
+      {"caf_rdma_stream_refused_total",
+       "As requester: fallback ops whose stream the owner refused before taking it, moved in CAF "
+       "chunks instead",
+       s.stream_refused},
+      {"caf_rdma_same_host_ops_total",
+       "As requester: stream ops moved over the owner's same-host endpoint instead of TCP",
+       s.same_host_ops},
+      {"caf_rdma_direct_ops_total", "RDMA ops run by clients' direct lanes, not by the manager",
+       s.direct_ops},
+      {"caf_rdma_staged_chunks_total",
+       "Chunks of rdma-staged transfers (GPU memory) moved through bounce buffers",
+       s.staged_chunks},
+      {"caf_rdma_links_lost_total", "Links to peer managers lost while the peer may live",
+       s.links_lost},
+      {"caf_rdma_reconnects_total", "Links to a peer manager made again after one was lost",
+       s.reconnects},
+      {"caf_rdma_notices_sent_total", "As owner: write notices sent to this node's watchers",
+       s.notices_sent},
+      {"caf_rdma_notices_refused_total",
+       "As owner: write notices refused (nobody watches the buffer, too many waiting)",
+       s.notices_refused},
+      {"caf_rdma_notified_writes_total",
+       "As writer: notify writes whose owner confirmed it sent the notice", s.notified_writes},
+      {"caf_rdma_striped_ops_total", "RDMA ops split in slices over several queue pairs",
+       s.striped_ops},
+      {"caf_rdma_stripe_slices_total", "Slices of striped RDMA ops", s.stripe_slices},
+      {"caf_rdma_stripe_failovers_total",
+       "Slices a failed rail handed to the primary device's queue pair", s.stripe_failovers},
+      {"caf_rdma_spread_ops_total",
+       "Smaller RDMA ops run whole on a striping queue pair with fewer ops pending", s.spread_ops},
+      {"caf_rdma_device_losses_total", "Times the RDMA device went away while this manager used it",
+       s.device_losses},
+      {"caf_rdma_device_reopens_total", "Times the RDMA device was opened again after a loss",
+       s.device_reopens},
+      {"caf_rdma_facade_dropped_total",
+       "Messages from the network the facade dropped (answers nobody was owed, refusals it could "
+       "not send back)",
+       s.facade_dropped},
+      {"caf_rdma_forged_answers_total",
+       "Answers to this node's peer requests dropped as forged (no seal, or from another node)",
+       s.forged_answers},
+  };
+  for (const Counter& c : counters)
+    f.counter(c.name, c.help, {}, static_cast<double>(c.value));
 }
 
 /// The device's kernel counters, read now (primitives/nic_counters.h).

@@ -126,11 +126,16 @@ Status listener_is_own_uid(const Socket& s, const std::string& name) {
   if (cred.uid == ::geteuid())
     return {};
   return Error(ErrorCode::kPermissionDenied,
-               "same-host endpoint @" + name + " is held by pid " + std::to_string(cred.pid) +
+               kForeignListener + ("@" + name) + " is held by pid " + std::to_string(cred.pid) +
                    " of uid " + std::to_string(cred.uid) + ", not by this process's uid " +
                    std::to_string(::geteuid()) +
                    ": not its owner (an owner serves only its own uid), so nothing was sent to "
                    "it");
+}
+
+bool is_foreign_listener(const Status& st) {
+  return !st.ok() && st.error().code() == ErrorCode::kPermissionDenied &&
+         st.error().message().rfind(kForeignListener, 0) == 0;
 }
 
 }  // namespace caf_rdma

@@ -59,9 +59,14 @@ struct PeerCredentials {
 };
 Result<PeerCredentials> peer_credentials(const Socket& s);
 
+/// How the refusal of a same-host listener of another uid begins (invariant 5): the one text by
+/// which a requester tells it from the owner's answers.
+constexpr const char* kForeignListener = "same-host listener of another uid: ";
 /// Invariant 5: ok when the listener at the other end of `s` (connected to @`name`) runs as
-/// this process's effective uid; else permission_denied naming the endpoint, the listener's
-/// pid and uid, and this process's uid.
+/// this process's effective uid; else permission_denied, starting with kForeignListener, naming
+/// the endpoint, the listener's pid and uid, and this process's uid.
 Status listener_is_own_uid(const Socket& s, const std::string& name);
+/// Whether `st` is that refusal.
+bool is_foreign_listener(const Status& st);
 
 }  // namespace caf_rdma

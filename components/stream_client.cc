@@ -201,6 +201,7 @@ StreamEnd StreamClient::run_on(const StreamJob& job, bool local, bool* unanswere
     std::lock_guard<std::mutex> lock(mu_);
     return reach == Reach::kNoAnswer && st.error().code() != ErrorCode::kTimeout && !stopping_;
   };
+
   auto unknown_grant = [](const Status& st, Reach reach) {
     return reach == Reach::kAnswered && st.error().code() == ErrorCode::kNotFound;
   };
@@ -208,6 +209,10 @@ StreamEnd StreamClient::run_on(const StreamJob& job, bool local, bool* unanswere
   Status st = attempt(job, /*fresh=*/false, local, reach);
   if (st.ok() || reach == Reach::kTaken)
     return StreamEnd{std::move(st)};
+  if (is_foreign_listener(st)) {  // not tried again: it was never the owner (invariant 5)
+    *unanswered = true;
+    return StreamEnd{std::move(st), /*refused=*/true};
+  }
   if (lost(st, reach)) {
     Status first = std::move(st);
     st = attempt(job, /*fresh=*/true, local, reach);

@@ -74,10 +74,11 @@
 // 12. A same-host connection is served only when its peer runs as this process's uid
 //     (SO_PEERCRED at accept): another uid gets permission_denied naming both uids, and is
 //     closed before its request is read.
-// 13. A claimed transfer holds its worker and its memory (and so a release of its buffer) only
-//     while bytes move: when its peer moves none for `stall_timeout` (a write's bytes stop
-//     coming, a read's reader stops reading, the final answer cannot be sent), it ends with
-//     timeout and its `done` runs, whatever time its grant had left.
+// 13. A claimed transfer whose peer moves no byte for `stall_timeout` (a write's bytes stop
+//     coming, a read's reader stops reading, the final answer cannot be sent) ends with
+//     timeout and its `done` runs, freeing its worker and its memory (and so a release of its
+//     buffer), whatever time its grant had left. A peer that keeps bytes trickling holds them
+//     until the grant's deadline (at most the owner's max_timeout).
 #pragma once
 
 #include <atomic>

@@ -173,6 +173,24 @@ std::optional<int> ChildProcess::wait_for(std::chrono::milliseconds timeout) {
   }
 }
 
+bool ChildProcess::wait_stopped(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (pid_ > 0 && !exit_code_) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid_, &status, WUNTRACED | WNOHANG);
+    if (r == pid_) {
+      if (WIFSTOPPED(status))
+        return true;
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return false;
+    }
+    if (std::chrono::steady_clock::now() >= deadline)
+      return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
 void ChildProcess::kill(int signal) {
   if (pid_ > 0 && !exit_code_)
     ::kill(pid_, signal);

@@ -44,6 +44,10 @@ public:
   std::optional<int> wait_for(std::chrono::milliseconds timeout);
 
   void kill(int signal);
+  /// After kill(SIGSTOP): waits until every thread of the child has stopped (the kernel's word,
+  /// waitpid WUNTRACED), up to `timeout`; false when it did not (or it exited). A stop only
+  /// queued when kill() returns: until then the child may still act.
+  bool wait_stopped(std::chrono::milliseconds timeout);
 
 private:
   ChildProcess() = default;

@@ -52,7 +52,17 @@ caf::result<T> forward(server_actor::stateful_pointer<GatewayState> self,
                                          what + ": kv_server at " + self->state.server_name + " " +
                                              kNoAnswer + " within " +
                                              std::to_string(timeout.count()) + " ms"));
-            else if (err.category() == caf::atom("system"))
+            else if (err == caf::sec::request_receiver_down ||
+                     err == caf::sec::no_route_to_receiving_node) {
+              // The server went: the same answer as its down message gives (which may come
+              // before or after this one), so the text does not depend on which came first.
+              auto& st = self->state;
+              if (!st.gone)
+                st.gone = make_rdma_error(
+                    ErrorCode::kPeerUnavailable,
+                    "kv_server at " + st.server_name + " is gone (" + error_message(err) + ")");
+              rp.deliver(st.gone);
+            } else if (err.category() == caf::atom("system"))
               rp.deliver(make_rdma_error(
                   request_error_code(err),
                   what + ": kv_server at " + self->state.server_name + ": " + error_message(err)));
@@ -226,8 +236,9 @@ std::optional<Result<ValueInfo>> KvSession::local_get(const std::string& key) {
     // An abstract AF_UNIX connect is answered at once; a longer wait is a listener in trouble.
     auto s = connect_unix(client_->get_endpoint_,
                           std::min(deadline, std::chrono::steady_clock::now() + kLocalRetry));
-    if (!s.ok()) {
-      // The listener is gone or full: ask the store actor for a while.
+    // The listener is gone or full, or of another uid (same_host.h invariant 5: not the server,
+    // which runs as ours; it gets no key and no slot address): ask the store actor for a while.
+    if (!s.ok() || !listener_is_own_uid(*s, client_->get_endpoint_).ok()) {
       local_retry_after_ = std::chrono::steady_clock::now() + kLocalRetry;
       return std::nullopt;
     }

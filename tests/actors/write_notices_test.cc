@@ -299,6 +299,9 @@ void sweep_notify_timeouts(RdmaClient& writer, const BufferHandle& remote, Memor
   // (both notify too: counted below).
   auto warm = write(kWrites, seconds(30));
   ASSERT_TRUE(warm.ok()) << warm.error().to_string();
+  // Its watcher done checking slot kWrites before the timed write rewrites it (the reply comes
+  // once the notice left, not once it was handled: ThreadSanitizer saw the two overlap).
+  ASSERT_TRUE(seen->wait_for(1, seconds(30)));
   const auto t0 = std::chrono::steady_clock::now();
   auto first = write(kWrites, seconds(30));
   ASSERT_TRUE(first.ok()) << first.error().to_string();

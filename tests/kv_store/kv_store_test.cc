@@ -385,8 +385,11 @@ TEST_F(KvStoreTest, ServerGoneMidRequestFailsTheRequestNamingTheServer) {
   auto s = (*c)->session(0);
   auto v = value_of(1000, 8);
   ASSERT_TRUE(s->put("x", v.data(), v.size()).ok());
-  // Freeze the server, so the GET is certainly in flight, then kill it.
+  // Freeze the server, so the GET is certainly in flight, then kill it. Frozen means every
+  // thread stopped: kill() only queues the stop, and a thread not yet stopped could serve the
+  // GET (1 failure in 8 loaded runs).
   proc->kill(SIGSTOP);
+  ASSERT_TRUE(proc->wait_stopped(30s)) << "the server did not stop";
   std::atomic<bool> done{false};
   Result<ValueInfo> got = Error(ErrorCode::kInternal, "not run");
   std::thread getter([&] {

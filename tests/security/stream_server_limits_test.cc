@@ -305,15 +305,14 @@ TEST(StreamServerLimits, GarbageIsAnsweredAndClosed) {
 // (and a release of their buffers) until their grants' deadlines, up to max_timeout. Now each
 // ends once its peer moved no byte for stall_timeout (invariant 13): a write whose bytes never
 // come, a write that stops half-way, and a read whose reader never reads. An honest read asked
-// while they hold both workers is served, every byte checked; each stalled grant's `done` says
-// so, with what had moved.
+// while they hold or wait for both workers is served, every byte checked; each stalled grant's
+// `done` says so, with no byte counted as moved.
 TEST(StreamServerLimits, ClaimedTransfersThatStopMovingFreeTheirWorkers) {
   StreamServer::Limits limits;
   limits.workers = 2;
   limits.stall_timeout = 1000ms;
-  auto server = StreamServer::start("127.0.0.1", limits);
-  ASSERT_TRUE(server.ok()) << server.error().to_string();
-  // Larger than what the kernel buffers on loopback, so the unread read blocks its worker.
+  // Larger than what the kernel buffers on loopback (the reader's receive buffer is cut to
+  // 4 KiB below), so the unread read blocks its worker.
   const uint64_t n = 64 << 20;
   std::vector<uint8_t> memory(3 * n, 0);
   struct Held {
@@ -322,6 +321,9 @@ TEST(StreamServerLimits, ClaimedTransfersThatStopMovingFreeTheirWorkers) {
   };
   std::vector<Held> held(3);
   const std::vector<uint8_t> part(1 << 20, 7);
+  // Declared after what its grants touch: destroyed first (its workers end their grants then).
+  auto server = StreamServer::start("127.0.0.1", limits);
+  ASSERT_TRUE(server.ok()) << server.error().to_string();
   const StreamDirection dirs[3] = {StreamDirection::kIntoOwner, StreamDirection::kIntoOwner,
                                    StreamDirection::kOutOfOwner};
   for (size_t i = 0; i < 3; ++i) {
@@ -332,11 +334,16 @@ TEST(StreamServerLimits, ClaimedTransfersThatStopMovingFreeTheirWorkers) {
                                             });
     h.socket = connect_tcp((*server)->host(), (*server)->port(), Clock::now() + 10s);
     ASSERT_TRUE(h.socket.ok()) << h.socket.error().to_string();
+    if (dirs[i] == StreamDirection::kOutOfOwner) {
+      const int small = 4096;
+      ASSERT_EQ(::setsockopt(h.socket->fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+    }
     ASSERT_TRUE(write_request(*h.socket, {dirs[i], token, n}, Clock::now() + 10s).ok());
     auto go = read_status(*h.socket, Clock::now() + 10s, "go");
     ASSERT_TRUE(go.ok() && go->ok());
-    if (i == 1)  // the second write sends a part, then stops
+    if (i == 1) {  // the second write sends a part, then stops
       ASSERT_TRUE(send_all(*h.socket, part.data(), part.size(), Clock::now() + 10s, "part").ok());
+    }
   }
   honest_read(**server, 4 << 20, 5);
   for (size_t i = 0; i < 3; ++i) {
