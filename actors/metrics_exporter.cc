@@ -331,23 +331,35 @@ Result<MetricsOptions> MetricsOptions::from_env() {
 Result<std::unique_ptr<MetricsExporter>> MetricsExporter::start(caf::actor_system& sys,
                                                                 rdma_manager_actor manager,
                                                                 const MetricsOptions& options,
-                                                                bool tls) {
+                                                                bool tls, bool plaintext_ok) {
   const std::string where = options.host + ":" + std::to_string(options.port);
+  // Invariant 2.
+  const std::string loopback_only = "; reach it through an SSH tunnel or a local agent)";
   if (tls && !is_loopback_host(options.host))
     return Error(ErrorCode::kInvalidArgument,
                  "refusing to serve metrics on " + where +
                      ": this node uses TLS and its metrics endpoint speaks plain HTTP without "
                      "authentication, so it is served only on a loopback host (e.g. 127.0.0.1:" +
-                     std::to_string(options.port) +
-                     "; reach it through an SSH tunnel or a local "
-                     "agent)");
+                     std::to_string(options.port) + loopback_only);
+  if (!tls && !plaintext_ok && !is_loopback_host(options.host))
+    return Error(ErrorCode::kInvalidArgument,
+                 "refusing to serve metrics on " + where +
+                     ": its endpoint speaks plain HTTP without authentication, served beyond "
+                     "loopback only with the opt-in a plaintext node needs to publish there (" +
+                     std::string(kEnvPlaintext) +
+                     "=1 or NodeOptions::allow_plaintext); else on a loopback host (e.g. "
+                     "127.0.0.1:" +
+                     std::to_string(options.port) + loopback_only);
   std::unique_ptr<MetricsExporter> e(new MetricsExporter());
   e->collector_ = std::make_shared<Collector>(sys, std::move(manager), options.scrape_timeout);
   const bool v6 = options.host.find(':') != std::string::npos;
   const std::string bind =
       (v6 ? "[" + options.host + "]" : options.host) + ":" + std::to_string(options.port);
   try {
-    e->exposer_ = std::make_unique<prometheus::Exposer>(bind, /*num_threads=*/2);
+    // Invariant 5: civetweb's threads, and its wait for a request on each connection.
+    e->exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", bind, "num_threads", std::to_string(kHttpThreads), "request_timeout_ms",
+        std::to_string(kHttpRequestTimeout.count())});
   } catch (const std::exception& ex) {
     return Error(ErrorCode::kPeerUnavailable,
                  "cannot serve metrics on " + where + ": " + ex.what());

@@ -7,10 +7,15 @@
 //  1. A scrape never hangs on the manager: its stats request has a timeout (scrape_timeout);
 //     a manager that does not answer in time gives `caf_rdma_manager_up 0` and one more
 //     `caf_rdma_scrape_errors_total`, not a stalled HTTP request.
-//  2. Under TLS (the node has credentials) metrics are served only on a loopback host: the
-//     endpoint speaks plain HTTP, without authentication, so beyond loopback it would show
-//     the cluster's traffic to anyone who reaches the port. A non-loopback host is refused at
-//     start, naming the host and why.
+//  2. Metrics are served beyond a loopback host only on a plaintext node given the same
+//     opt-in its manager needs to publish beyond loopback (CAF_RDMA_PLAINTEXT=1 or
+//     NodeOptions::allow_plaintext); under TLS (the node has credentials) never. The endpoint
+//     speaks plain HTTP, without authentication: beyond loopback it shows the node's traffic
+//     to anyone who reaches the port. A non-loopback host otherwise is refused at start,
+//     naming the host and why.
+//  5. A scrape is not held up by idle connections: kHttpThreads threads serve, and a
+//     connection that sends no request within kHttpRequestTimeout is closed, so N silent
+//     connections delay a scrape by at most about N / kHttpThreads such timeouts.
 //  3. The exporter stops (its HTTP threads joined, a scrape in progress finished within its
 //     timeout) before the actor system it asks goes: RdmaNode destroys it first.
 //  4. The port is the one bound (port 0: the OS picks it); nothing is chosen before the bind.
@@ -53,12 +58,18 @@ struct MetricsOptions {
 
 class MetricsExporter {
 public:
-  /// Serves `manager`'s metrics on options.host:options.port. `tls`: the node speaks TLS
-  /// (invariant 2). Errors: invalid_argument (a non-loopback host under TLS),
-  /// peer_unavailable naming host:port when it cannot be bound.
+  /// Invariant 5: HTTP threads, and how long one waits for a connection's request.
+  static constexpr int kHttpThreads = 8;
+  static constexpr std::chrono::milliseconds kHttpRequestTimeout{2000};
+
+  /// Serves `manager`'s metrics on options.host:options.port. `tls`: the node speaks TLS;
+  /// `plaintext_ok`: a plaintext node given the opt-in (invariant 2). Errors: invalid_argument
+  /// (a non-loopback host where invariant 2 refuses it), peer_unavailable naming host:port
+  /// when it cannot be bound.
   static Result<std::unique_ptr<MetricsExporter>> start(caf::actor_system& sys,
                                                         rdma_manager_actor manager,
-                                                        const MetricsOptions& options, bool tls);
+                                                        const MetricsOptions& options, bool tls,
+                                                        bool plaintext_ok = false);
   /// Stops serving: joins the HTTP threads (a scrape in progress ends within its timeout).
   ~MetricsExporter();
   MetricsExporter(const MetricsExporter&) = delete;

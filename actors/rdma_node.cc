@@ -156,7 +156,8 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
   report_environment(options.manager.name.empty() ? node->address() : options.manager.name,
                      options.manager.from_environment);
   if (metrics.enabled) {
-    auto exporter = MetricsExporter::start(*node->system_, node->manager_, metrics, node->tls_);
+    auto exporter =
+        MetricsExporter::start(*node->system_, node->manager_, metrics, node->tls_, plaintext_ok);
     if (!exporter.ok()) {
       caf::anon_send_exit(node->manager_, caf::exit_reason::user_shutdown);
       node->stop_connector();

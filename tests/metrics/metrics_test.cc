@@ -7,7 +7,11 @@
 // (invariant 2). Built for both transports.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <map>
@@ -298,6 +302,50 @@ TEST_F(MetricsTest, UnderTlsANonLoopbackMetricsHostIsRefused) {
   auto served = RdmaNode::start(o);
   ASSERT_TRUE(served.ok()) << served.error().to_string();
   EXPECT_EQ(sum(parse(scrape((*served)->metrics_port())), "caf_rdma_manager_up"), 1);
+}
+
+// Exporter invariant 2 on a plaintext node: beyond loopback only with the opt-in its manager
+// needs to publish there (trust, third pass, finding 7).
+TEST_F(MetricsTest, APlaintextNodeServesMetricsBeyondLoopbackOnlyWithTheOptIn) {
+  ScopedEnv no_opt_in(kEnvPlaintext, "0");
+  NodeOptions o = node_options();
+  o.metrics.enabled = true;
+  o.metrics.host = "0.0.0.0";
+  auto refused = RdmaNode::start(o);
+  ASSERT_FALSE(refused.ok()) << "metrics served on 0.0.0.0 without the plaintext opt-in";
+  EXPECT_EQ(refused.error().code(), ErrorCode::kInvalidArgument);
+  for (const char* part : {"metrics on 0.0.0.0:0", "CAF_RDMA_PLAINTEXT=1", "loopback"})
+    EXPECT_NE(refused.error().message().find(part), std::string::npos)
+        << refused.error().to_string();
+  o.allow_plaintext = true;
+  auto served = RdmaNode::start(o);
+  ASSERT_TRUE(served.ok()) << served.error().to_string();
+  EXPECT_EQ(sum(parse(scrape((*served)->metrics_port())), "caf_rdma_manager_up"), 1);
+}
+
+// Exporter invariant 5: silent connections do not hold a scrape up (before: 2 HTTP threads,
+// each held 30 s by a connection that sent nothing; 8 such connections held a scrape over
+// 118 s, past the scrape's 60 s limit here).
+TEST_F(MetricsTest, SilentConnectionsDoNotHoldUpAScrape) {
+  auto n = [] {
+    ScopedEnv metrics(kEnvMetrics, "127.0.0.1:0");
+    return RdmaNode::start(node_options());
+  }();
+  ASSERT_TRUE(n.ok()) << n.error().to_string();
+  std::vector<int> silent;
+  for (int i = 0; i < 3 * MetricsExporter::kHttpThreads / 2; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons((*n)->metrics_port());
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    silent.push_back(fd);
+  }
+  EXPECT_EQ(sum(parse(scrape((*n)->metrics_port())), "caf_rdma_manager_up"), 1);
+  for (int fd : silent)
+    ::close(fd);
 }
 
 }  // namespace
