@@ -48,11 +48,16 @@ std::string read_identity() {
   return boot + "/net:" + std::to_string(static_cast<unsigned long long>(st.st_ino));
 }
 
+/// Whether `st` is a permission_denied whose text starts with `prefix` (the two refusals below).
+bool refusal_starting(const Status& st, const char* prefix) {
+  return !st.ok() && st.error().code() == ErrorCode::kPermissionDenied &&
+         st.error().message().rfind(prefix, 0) == 0;
+}
+
 }  // namespace
 
 bool is_other_uid_refusal(const Status& st) {
-  return !st.ok() && st.error().code() == ErrorCode::kPermissionDenied &&
-         st.error().message().rfind(kOtherUidRefusal, 0) == 0;
+  return refusal_starting(st, kOtherUidRefusal);
 }
 
 const std::string& host_identity() {
@@ -134,8 +139,7 @@ Status listener_is_own_uid(const Socket& s, const std::string& name) {
 }
 
 bool is_foreign_listener(const Status& st) {
-  return !st.ok() && st.error().code() == ErrorCode::kPermissionDenied &&
-         st.error().message().rfind(kForeignListener, 0) == 0;
+  return refusal_starting(st, kForeignListener);
 }
 
 }  // namespace caf_rdma

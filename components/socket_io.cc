@@ -319,8 +319,7 @@ Status move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline deadline, cons
                         : ::recv(s.fd(), p + done, n - done, 0);
     if (k > 0) {
       done += static_cast<uint64_t>(k);
-      if (stall.count() > 0)
-        last_move = std::chrono::steady_clock::now();
+      last_move = std::chrono::steady_clock::now();
       continue;
     }
     if (k == 0)

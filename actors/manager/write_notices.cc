@@ -2,6 +2,7 @@
 #include "actors/manager/write_notices.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "actors/detail/manager_state.h"
 #include "actors/op_texts.h"
@@ -64,10 +65,9 @@ Result<uint64_t> WriteNotices::deliver(const BufferRef& ref, uint64_t offset, ui
   ++pending_;
   ++m_.counters_.notices_sent;
   // Invariant 17: a pending notice's size is bounded too, whatever name its writer sent.
-  WriteNotice n{
-      ref.id, offset,
-      length, tag,
-      node,   writer.size() <= kMaxWriterName ? writer : writer.substr(0, kMaxWriterName) + "..."};
+  std::string name =
+      writer.size() <= kMaxWriterName ? writer : writer.substr(0, kMaxWriterName) + "...";
+  WriteNotice n{ref.id, offset, length, tag, node, std::move(name)};
   caf::actor watcher = b.watcher;
   const uint64_t id = ref.id;
   auto answered = [this, node] {
