@@ -22,6 +22,7 @@
 #include "actors/manager/telemetry.h"
 #include "actors/rdma_messages.h"
 #include "components/rdma_buffer.h"
+#include "components/stream_protocol.h"
 
 namespace caf_rdma {
 
@@ -37,6 +38,9 @@ public:
     uint64_t secret_lo = 0;
     uint64_t addr = 0;  ///< first byte in this process
     BufferMemory memory = BufferMemory::kHost;
+    /// Set by the manager at the buffer's release: a peer's stream transfer by handle stops
+    /// (components/stream_server.h invariant 14).
+    Withdrawal withdrawal;
   };
 
   /// Counts of ops lanes ran (they count as RDMA ops of the manager).

@@ -135,6 +135,7 @@ StreamServer::Authorizer handle_authorizer(std::shared_ptr<DirectRegistry> regis
     StreamServer::HandleGrant g;
     g.addr = reinterpret_cast<uint8_t*>(entry->addr) + h.offset;
     g.max_timeout = max_timeout;
+    g.withdrawal = entry->withdrawal;
     const uint64_t id = h.id;
     g.done = [registry, manager, id](const Status&, uint64_t bytes) {
       registry->count_served(bytes);

@@ -57,7 +57,8 @@ private:
 };
 
 /// The owner's side: checks a request by handle against the buffers of `registry` and holds
-/// the buffer until the stream server is done with it; a release waiting for it is told through
+/// the buffer until the stream server is done with it (a release stops it at its next piece:
+/// components/stream_server.h invariant 14); the release waiting for that is told through
 /// `manager` (LaneIdle). A request it cannot allow is refused with not_found, which sends its
 /// client to the manager (invariant 3).
 /// `max_timeout` bounds how long one request may hold the buffer (ManagerOptions::max_timeout).

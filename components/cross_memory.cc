@@ -14,7 +14,7 @@ namespace caf_rdma {
 
 Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64_t n,
                          bool to_remote, Deadline deadline, const std::string& subject,
-                         bool* refused) {
+                         bool* refused, const Withdrawal& withdrawal) {
   *refused = false;
   auto describe = [&](uint64_t done) {
     return std::string("cross-memory ") + (to_remote ? "write into" : "read from") + " pid " +
@@ -39,6 +39,8 @@ Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64
   auto part = [&](uint64_t from, uint64_t len, std::atomic<uint64_t>& moved) -> Status {
     uint64_t done = 0;
     while (done < len) {
+      if (withdrawn(withdrawal))  // invariant 5
+        return released_midway_error(moved.load(), n);
       if (moved.load() > 0 && std::chrono::steady_clock::now() >= deadline)
         return Error(ErrorCode::kTimeout, describe(moved.load()) + ": the deadline passed");
       const uint64_t piece = std::min(len - done, kCrossMemoryPiece);
@@ -90,6 +92,10 @@ Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64
   results[0] = part(first, std::min(each, rest), moved);
   for (auto& h : helpers)
     h.join();
+  if (withdrawn(withdrawal))  // invariant 5: the count once every part stopped
+    for (auto& st : results)
+      if (!st.ok() && st.error().code() == ErrorCode::kReleased)
+        return released_midway_error(moved.load(), n);
   for (auto& st : results)
     if (!st.ok())
       return st;

@@ -18,6 +18,9 @@
 //     comes before any other thread starts), then the rest in at most kCrossMemoryThreads
 //     contiguous parts on as many threads (this one included, at most one per core), all
 //     joined before it returns: no byte moves after the call.
+//  5. A copy its owner withdraws (`withdrawal`, stream_protocol.h: its buffer was released)
+//     moves no piece after a part saw the flag: each part checks it before each piece, and the
+//     call returns released_midway_error once every part stopped.
 #pragma once
 
 #include <sys/types.h>
@@ -26,6 +29,7 @@
 #include <string>
 
 #include "components/socket_io.h"
+#include "components/stream_protocol.h"
 
 namespace caf_rdma {
 
@@ -43,6 +47,6 @@ constexpr unsigned kCrossMemoryThreads = 4;
 /// `subject` names the owner's side for errors ("buffer 7 offset 4096", "grant 123").
 Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64_t n,
                          bool to_remote, Deadline deadline, const std::string& subject,
-                         bool* refused);
+                         bool* refused, const Withdrawal& withdrawal = nullptr);
 
 }  // namespace caf_rdma

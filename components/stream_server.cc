@@ -19,6 +19,7 @@
 #include "components/cross_memory.h"
 #include "components/same_host.h"
 #include "components/secure_random.h"
+#include "components/withdrawable_move.h"
 
 namespace caf_rdma {
 
@@ -151,12 +152,13 @@ StreamServer::~StreamServer() {
 }
 
 uint64_t StreamServer::grant(uint8_t* addr, uint64_t length, StreamDirection direction,
-                             Deadline deadline, DoneFn done) {
+                             Deadline deadline, DoneFn done, Withdrawal withdrawal) {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t token = 0;
   while (token == 0 || grants_.count(token) != 0)
     token = secure_random_u64();
-  grants_.emplace(token, Grant{addr, length, direction, deadline, std::move(done)});
+  grants_.emplace(token,
+                  Grant{addr, length, direction, deadline, std::move(done), std::move(withdrawal)});
   return token;
 }
 
@@ -548,6 +550,7 @@ Result<StreamServer::Grant> StreamServer::grant_by_handle(const StreamRequest& r
   g.done = [done = std::move(h.done)](uint64_t, Status st, uint64_t bytes) {
     done(std::move(st), bytes);
   };
+  g.withdrawal = std::move(h.withdrawal);
   return g;
 }
 
@@ -612,7 +615,8 @@ bool StreamServer::serve(Connection& c) {
     return write_status(s, verdict, io_limit).ok() && !eager_write(req);
   }
   Status st;
-  bool answered = false;  // a cross-memory request's one answer was sent
+  bool answered = false;       // a cross-memory request's one answer was sent
+  bool keep_on_error = false;  // failed, but answered in step (invariant 14): still usable
   if (req.cross_memory && limits_.cross_memory && !c.cma_refused) {
     // Invariant 11: the owner copies, into or out of the SO_PEERCRED pid's memory only.
     const std::string subject = req.by_handle ? "buffer " + std::to_string(req.handle.id) +
@@ -621,7 +625,7 @@ bool StreamServer::serve(Connection& c) {
     bool refused = false;
     st = cross_memory_copy(c.peer_pid, g.addr, req.peer_addr, g.length,
                            g.direction == StreamDirection::kOutOfOwner, g.deadline, subject,
-                           &refused);
+                           &refused, g.withdrawal);
     if (refused) {
       c.cma_refused = true;  // remembered: no failed syscall per op on this connection
       st = Status{};
@@ -658,19 +662,22 @@ bool StreamServer::serve(Connection& c) {
       ++inband_served_;
     st =
         req.cross_memory ? write_inband_go(s, answer_by()) : write_status(s, Status{}, answer_by());
-    if (st.ok() && g.direction == StreamDirection::kIntoOwner) {
-      st = recv_all(s, g.addr, g.length, g.deadline, "stream data into the owner", stall);
-      if (st.ok())
-        st = write_status(s, Status{}, answer_by());
-    } else if (st.ok()) {
-      st = send_all(s, g.addr, g.length, g.deadline, "stream data out of the owner", stall);
-      if (st.ok())
-        st = write_status(s, Status{}, answer_by());  // sent: the memory is no longer read
+    if (st.ok()) {
+      // Invariant 14: in pieces; a withdrawn one ends in step, its final status says so.
+      st = move_withdrawable(s, g.addr, g.length, g.direction, g.deadline, stall, g.withdrawal,
+                             std::string("stream data ") + to_string(g.direction));
+      if (st.ok() || st.error().code() == ErrorCode::kReleased) {
+        // Sent once the memory is no longer touched.
+        Status sent = write_status(s, st, answer_by());
+        if (st.ok() || !sent.ok())
+          st = sent;
+        keep_on_error = sent.ok();
+      }
     }
   }
   // The memory is not touched after this point: the owner may release it.
   g.done(req.token, st, st.ok() ? g.length : 0);
-  return st.ok();
+  return st.ok() || keep_on_error;
 }
 
 }  // namespace caf_rdma

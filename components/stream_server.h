@@ -79,6 +79,12 @@
 //     timeout and its `done` runs, freeing its worker and its memory (and so a release of its
 //     buffer), whatever time its grant had left. A peer that keeps bytes trickling holds them
 //     until the grant's deadline (at most the owner's max_timeout).
+// 14. A claimed transfer its owner withdraws (the grant's Withdrawal, stream_protocol.h: the
+//     owner released its buffer) touches the memory no more after its current piece (on the
+//     connection: withdrawable_move.h; by cross-memory attach: cross_memory.h invariant 5): the
+//     rest of a write is read and dropped, the rest of a read sent as zeros, and the final
+//     status is released_midway_error (the connection stays usable); then `done` runs, so the
+//     owner's release waits for one piece, not for the transfer.
 #pragma once
 
 #include <atomic>
@@ -113,6 +119,8 @@ public:
   struct HandleGrant {
     uint8_t* addr = nullptr;
     std::function<void(Status, uint64_t bytes)> done;
+    /// Invariant 14: set when the owner releases the buffer.
+    Withdrawal withdrawal;
     /// The request's timeout is cut to this (the owner's bound on what a peer holds).
     std::chrono::milliseconds max_timeout = kMaxHandleTimeout;
   };
@@ -166,10 +174,11 @@ public:
   std::string host_id() const;
 
   /// Allows one client to move `length` bytes into or out of [addr, addr + length) before the
-  /// deadline. The memory must stay valid until `done` is called or `revoke` returns true.
+  /// deadline. The memory must stay valid until `done` is called or `revoke` returns true;
+  /// setting `withdrawal` makes a claimed transfer stop early (invariant 14).
   /// Returns the grant's token (never 0).
   uint64_t grant(uint8_t* addr, uint64_t length, StreamDirection direction, Deadline deadline,
-                 DoneFn done);
+                 DoneFn done, Withdrawal withdrawal = nullptr);
   /// Serve requests by handle with `authorize` (without one they are refused).
   void set_authorizer(Authorizer authorize);
   /// Withdraws a grant no client has claimed yet: true if it was unclaimed (its `done` will not
@@ -197,6 +206,7 @@ private:
     StreamDirection direction = StreamDirection::kIntoOwner;
     Deadline deadline{};
     DoneFn done;
+    Withdrawal withdrawal;  ///< invariant 14
   };
   struct Connection {
     Socket socket;

@@ -7,8 +7,9 @@
 //
 // Invariants (full text of 1-4, 8, 13 in the named files):
 //  1. Buffer ids are never reused; a released id stays known as released (manager/buffer_table.h).
-//  2. A buffer released while transfers use it is answered only once they finished; unclaimed
-//     stream grants on it are withdrawn (manager/buffer_table.h).
+//  2. A buffer's release is answered once no byte moves into or out of it: this node's own
+//     transfers on it finished, peers' transfers stopped (the release rule, the same on every
+//     transport; manager/buffer_table.h).
 //  3. At most one queue pair initiated and one accepted per peer manager; ops are posted only on
 //     initiated QPs (manager/qp_handshakes.h).
 //  4. A queue pair in ERR is dropped (destroyed, so the NIC stops); the next transfer makes a new

@@ -57,6 +57,9 @@ struct LocalBuffer {
   uint32_t in_use = 0;  ///< transfers, grants and fallback chunks in flight currently using it
   uint32_t grants = 0;  ///< stream grants outstanding on it (counted in in_use too)
   bool released = false;
+  /// Set at its release: peers' stream transfers on it stop at their next piece (manager
+  /// invariant 2; components/stream_server.h invariant 14).
+  std::shared_ptr<std::atomic<bool>> withdrawal = std::make_shared<std::atomic<bool>>(false);
   std::vector<caf::typed_response_promise<uint64_t>> release_waiters;
   caf::actor watcher;  ///< told of notify writes into it (manager/write_notices.h); none: null
 };

@@ -127,8 +127,9 @@ caf::result<BufferHandle> BufferTable::request_buffer(uint64_t addr, uint64_t si
   h.secret_lo = entry.secret_lo;
   if (entry.memory == BufferMemory::kHost ||
       (!entry.rdma.released() && entry.memory != BufferMemory::kGpuStaged))
-    m_.registry_->add(h.id, DirectRegistry::Entry{entry.rdma, size, entry.access, entry.secret_hi,
-                                                  entry.secret_lo, addr, entry.memory});
+    m_.registry_->add(h.id,
+                      DirectRegistry::Entry{entry.rdma, size, entry.access, entry.secret_hi,
+                                            entry.secret_lo, addr, entry.memory, entry.withdrawal});
   if (m_.stream_server_ && entry.memory == BufferMemory::kHost) {
     h.stream_host = m_.stream_server_->host();
     h.stream_port = m_.stream_server_->port();
@@ -176,14 +177,16 @@ caf::result<uint64_t> BufferTable::release_buffer(uint64_t id) {
   if (!b.ok())
     return to_caf_error(b.error());
   LocalBuffer* buf = *b;
-  // New transfers are refused from now on; transfers accepted before still complete, with the
-  // region registered, and the reply waits for them.
-  // Direct lanes, too: they may not start an op on it from now on, and the reply waits for
-  // the ops they have running.
-  // Stream grants nobody claimed yet are withdrawn first (their holders' claims then fail): a
-  // holder cannot keep the release waiting up to max_timeout. A claimed grant is a transfer in
-  // flight: waited for, like the others. (Before `released` is set, so that ending their holds
-  // cannot finish, and erase, the buffer under this function.)
+  // New transfers are refused from now on. This node's own transfers using it (as their local
+  // side) still complete, with the region registered, and the reply waits for them; direct
+  // lanes may not start an op on it from now on, and the reply waits for the ops they have
+  // running.
+  // Peers' transfers into or out of it are the release rule's (invariant 2): stream grants
+  // nobody claimed yet are withdrawn (their holders' claims then fail), claimed ones and
+  // requests by handle stop at their next piece, answering `released`; the reply waits only
+  // for that piece. (Before `released` is set, so that ending their holds cannot finish, and
+  // erase, the buffer under this function.)
+  buf->withdrawal->store(true, std::memory_order_release);
   m_.grants.revoke_unclaimed_grants(id);
   m_.registrants.released(id);
   buf->released = true;

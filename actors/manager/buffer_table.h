@@ -7,10 +7,15 @@
 // Invariants (numbered as the manager's, which lists them all):
 //  1. Buffer ids are never reused; a released id stays known as released.
 //  2. A buffer released while transfers use it is refused to new transfers at once, and its
-//     release reply (after which the caller may free the memory) waits until those transfers
-//     have finished: no byte moves into memory the caller already freed. Stream grants on it
-//     that no client claimed yet are withdrawn at the release (a holder cannot make it wait
-//     up to max_timeout); claimed ones are transfers in flight and are waited for.
+//     release reply (after which the caller may free the memory) comes only once no byte
+//     moves into or out of it any more. The release rule (docs/guarantees.md, "Release"), the
+//     same on every transport: this node's own transfers using it as their local side are
+//     waited for; a peer's transfer into or out of it is stopped, as the NIC stops a peer's
+//     one-sided op when the region is deregistered: stream grants no client claimed yet are
+//     withdrawn, claimed ones and requests by handle stop at their next piece
+//     (components/stream_server.h invariant 14) and answer `released`, CAF chunks after the
+//     release are refused. The peer's op fails `released`; bytes it moved before may have
+//     landed.
 // 14. The owner applies a fallback atomic with one CPU atomic instruction on the aligned 64-bit
 //     word (__atomic_fetch_add, __atomic_compare_exchange_n, sequentially consistent), after
 //     the same checks as a store of those 8 bytes: so owner-side atomics on one word are atomic

@@ -39,13 +39,14 @@ caf::result<StreamGrantMsg> StreamGrants::stream_grant(const BufferRef& ref, uin
   const uint32_t limit_ms = m_.capped(timeout_ms);
   caf::actor_addr me = m_.self_->address();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limit_ms);
-  uint64_t token =
-      m_.stream_server_->grant(reinterpret_cast<uint8_t*>(buf.addr) + offset, length,
-                               write ? StreamDirection::kIntoOwner : StreamDirection::kOutOfOwner,
-                               deadline, [me](uint64_t token, const Status&, uint64_t bytes) {
-                                 if (auto h = caf::actor_cast<caf::actor>(me))
-                                   caf::anon_send(h, StreamServed{token, bytes});
-                               });
+  uint64_t token = m_.stream_server_->grant(
+      reinterpret_cast<uint8_t*>(buf.addr) + offset, length,
+      write ? StreamDirection::kIntoOwner : StreamDirection::kOutOfOwner, deadline,
+      [me](uint64_t token, const Status&, uint64_t bytes) {
+        if (auto h = caf::actor_cast<caf::actor>(me))
+          caf::anon_send(h, StreamServed{token, bytes});
+      },
+      buf.withdrawal);
   // Held (released only after the grant was used or withdrawn), by its token.
   ++buf.in_use;
   ++buf.grants;

@@ -137,6 +137,65 @@ TEST_F(RevocationTest, OpsBesideARefusedOneSucceed) {
   }
 }
 
+// The release rule (docs/guarantees.md, "Release"; manager invariant 2), the same on every
+// transport: an owner that releases a buffer while a peer's write moves bytes into it stops the
+// write, as a NIC stops a peer's one-sided op when the region is deregistered. The write fails
+// `released` naming the buffer; the release returns (without waiting for the rest of the
+// write); no byte of the buffer changes after the release returned, and each byte holds either
+// what it held or the write's byte. The release is sent once the write is under way (the
+// owner's stream worker holds the buffer on the fallback, the user's op its local buffer on
+// RDMA); a write that still beat it finished before the release took effect, which the rule
+// allows (every byte then checked): a few tries, one of which must stop mid-way.
+TEST_F(RevocationTest, AReleaseDuringAPeersWriteStopsItTheSameWayOnEveryTransport) {
+  constexpr uint64_t kSize = 256ull << 20;
+  constexpr int kTries = 4;
+  auto src = std::make_unique<Memory>(kSize, 77);
+  auto local = user_->request_buffer(*src);
+  ASSERT_TRUE(local);
+  for (bool direct : {false, true}) {
+    SCOPED_TRACE(direct ? "RdmaClient direct lane" : "manager");
+    int stopped = 0;
+    for (int attempt = 0; attempt < kTries && stopped == 0; ++attempt) {
+      SCOPED_TRACE("try " + std::to_string(attempt));
+      auto mem = std::make_unique<Memory>(kSize);
+      BufferHandle remote =
+          publish(mem->addr(), kSize, "rel-" + std::to_string(direct) + std::to_string(attempt));
+      auto writing =
+          std::async(std::launch::async, [&] { return run(make_write(*local, remote), direct); });
+      TestNode& watched = expected_path() == kPathRdma ? *user_ : *owner_;
+      ASSERT_TRUE(watched.wait_busy(std::chrono::seconds(60))) << "the write never started";
+      auto released = owner_->release(remote.id);
+      ASSERT_TRUE(released) << error_message(released.error());
+      const std::vector<uint8_t> at_release = mem->bytes;
+      ASSERT_EQ(writing.wait_for(std::chrono::seconds(120)), std::future_status::ready);
+      auto w = writing.get();
+      EXPECT_TRUE(mem->bytes == at_release) << "bytes changed after the release returned";
+      if (w.ok()) {
+        // It finished before the release took effect: all of it landed.
+        EXPECT_TRUE(mem->bytes == src->bytes) << "a write reported success with missing bytes";
+        continue;
+      }
+      ++stopped;
+      EXPECT_EQ(w.error().code(), ErrorCode::kReleased) << w.error().to_string();
+      EXPECT_NE(w.error().message().find("buffer " + std::to_string(remote.id)), std::string::npos)
+          << w.error().message();
+      uint64_t landed = 0;
+      for (uint64_t i = 0; i < kSize; ++i) {
+        if (mem->bytes[i] == src->bytes[i])
+          landed += src->bytes[i] != 0 ? 1 : 0;  // a zero of the pattern tells nothing
+        else
+          ASSERT_EQ(mem->bytes[i], 0) << "byte " << i << " is neither the old nor the new one";
+      }
+      std::printf("[ release mid-write ] %s: %llu of %llu bytes had visibly landed: %s\n",
+                  direct ? "direct" : "manager", static_cast<unsigned long long>(landed),
+                  static_cast<unsigned long long>(kSize), w.error().message().c_str());
+      mem.reset();  // the release returned: the memory may go
+    }
+    EXPECT_EQ(stopped, 1) << "every write finished before its owner's release took effect";
+  }
+  EXPECT_TRUE(user_->release(local->id));
+}
+
 // An owner that dies while the requester waits for its answer (why the NIC refused an access,
 // its checksum in verify mode): the requester's manager fails the question with
 // peer_unavailable naming the owner as soon as it sees the owner go, not at the question's

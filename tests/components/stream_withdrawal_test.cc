@@ -1,0 +1,183 @@
+// The release rule on the stream channel (components/stream_server.h invariant 14,
+// withdrawable_move.h): a claimed transfer whose owner withdraws it (releases its buffer) stops
+// touching the memory after its current piece, keeps its connection in step (the rest of a
+// write read and dropped, the rest of a read sent as zeros), answers `released` with the bytes
+// it had moved, and the connection carries the next request. A raw client here sends or reads
+// a part, then the owner withdraws: the bound is deterministic (one piece, plus what the
+// sockets buffer for a read).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <vector>
+
+#include "components/stream_protocol.h"
+#include "components/stream_server.h"
+#include "components/withdrawable_move.h"
+
+namespace caf_rdma {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kSize = 64ull << 20;
+constexpr uint64_t kBeforeWithdrawal = 8ull << 20;
+
+std::vector<uint8_t> pattern(uint64_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  for (uint64_t i = 0; i < n; ++i)
+    v[i] = static_cast<uint8_t>(((i * 2654435761u + seed) >> 13) | 1);  // never 0
+  return v;
+}
+
+/// A grant's `done`, waited for (bounded).
+struct Done {
+  std::shared_ptr<std::promise<std::pair<Status, uint64_t>>> promise =
+      std::make_shared<std::promise<std::pair<Status, uint64_t>>>();
+  StreamServer::DoneFn fn() {
+    auto p = promise;
+    return [p](uint64_t, Status st, uint64_t bytes) { p->set_value({std::move(st), bytes}); };
+  }
+  std::pair<Status, uint64_t> wait() {
+    auto f = promise->get_future();
+    if (f.wait_for(20s) != std::future_status::ready)
+      return {Error(ErrorCode::kTimeout, "the grant never finished (20 s)"), 0};
+    return f.get();
+  }
+};
+
+class StreamWithdrawalTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    auto s = StreamServer::start("127.0.0.1");
+    ASSERT_TRUE(s.ok()) << s.error().to_string();
+    server_ = std::move(*s);
+    auto c = connect_tcp(server_->host(), server_->port(), Clock::now() + 10s);
+    ASSERT_TRUE(c.ok()) << c.error().to_string();
+    sock_ = std::move(*c);
+  }
+
+  /// Claims `token` for `direction` on the connection and reads "go".
+  void claim(uint64_t token, StreamDirection direction, uint64_t length) {
+    ASSERT_TRUE(write_request(sock_, {direction, token, length}, Clock::now() + 10s).ok());
+    auto go = read_status(sock_, Clock::now() + 10s, "go");
+    ASSERT_TRUE(go.ok() && go->ok()) << "the owner did not start the transfer";
+  }
+
+  /// The connection carries a next request after a withdrawn one: a 4 KiB write, every byte
+  /// checked.
+  void next_request_works() {
+    std::vector<uint8_t> owner(4096), mine = pattern(4096, 9);
+    Done done;
+    uint64_t t = server_->grant(owner.data(), owner.size(), StreamDirection::kIntoOwner,
+                                Clock::now() + 10s, done.fn());
+    claim(t, StreamDirection::kIntoOwner, owner.size());
+    ASSERT_TRUE(send_all(sock_, mine.data(), mine.size(), Clock::now() + 10s, "bytes").ok());
+    auto end = read_status(sock_, Clock::now() + 10s, "end");
+    ASSERT_TRUE(end.ok() && end->ok()) << "the connection no longer carries requests";
+    ASSERT_TRUE(done.wait().first.ok());
+    EXPECT_EQ(owner, mine);
+  }
+
+  std::unique_ptr<StreamServer> server_;
+  Socket sock_;
+};
+
+TEST_F(StreamWithdrawalTest, AWithdrawnWriteStopsAfterItsPieceAndSaysReleased) {
+  auto owner = std::vector<uint8_t>(kSize, 0);
+  const auto src = pattern(kSize, 2);
+  auto withdrawal = std::make_shared<std::atomic<bool>>(false);
+  Done done;
+  uint64_t t = server_->grant(owner.data(), kSize, StreamDirection::kIntoOwner,
+                              Clock::now() + 30s, done.fn(), withdrawal);
+  claim(t, StreamDirection::kIntoOwner, kSize);
+  ASSERT_TRUE(send_all(sock_, src.data(), kBeforeWithdrawal, Clock::now() + 10s, "bytes").ok());
+  withdrawal->store(true);
+  // The rest still goes on the connection (read and dropped by the owner).
+  ASSERT_TRUE(send_all(sock_, src.data() + kBeforeWithdrawal, kSize - kBeforeWithdrawal,
+                       Clock::now() + 20s, "bytes")
+                  .ok());
+  auto end = read_status(sock_, Clock::now() + 10s, "end");
+  ASSERT_TRUE(end.ok()) << end.error().to_string();
+  ASSERT_FALSE(end->ok()) << "a withdrawn write was answered as stored";
+  EXPECT_EQ(end->error().code(), ErrorCode::kReleased) << end->error().to_string();
+  EXPECT_NE(end->error().message().find("of " + std::to_string(kSize)), std::string::npos)
+      << end->error().message();
+  auto [st, bytes] = done.wait();
+  EXPECT_EQ(st.error().code(), ErrorCode::kReleased);
+  EXPECT_EQ(bytes, 0u);
+  // The owner was at most one piece past what it had when withdrawn: nothing beyond it.
+  const uint64_t bound = kBeforeWithdrawal + kWithdrawablePiece;
+  for (uint64_t i = 0; i < kSize; ++i) {
+    if (i < bound)
+      ASSERT_TRUE(owner[i] == 0 || owner[i] == src[i]) << "byte " << i;
+    else
+      ASSERT_EQ(owner[i], 0) << "byte " << i << " was written after the withdrawal";
+  }
+  next_request_works();
+}
+
+TEST_F(StreamWithdrawalTest, AWithdrawnReadSendsZerosForTheRestAndSaysReleased) {
+  const auto owner = pattern(kSize, 3);
+  std::vector<uint8_t> got(kSize, 0);
+  auto withdrawal = std::make_shared<std::atomic<bool>>(false);
+  Done done;
+  uint64_t t = server_->grant(const_cast<uint8_t*>(owner.data()), kSize,
+                              StreamDirection::kOutOfOwner, Clock::now() + 30s, done.fn(),
+                              withdrawal);
+  claim(t, StreamDirection::kOutOfOwner, kSize);
+  ASSERT_TRUE(recv_all(sock_, got.data(), kBeforeWithdrawal, Clock::now() + 10s, "bytes").ok());
+  withdrawal->store(true);
+  ASSERT_TRUE(recv_all(sock_, got.data() + kBeforeWithdrawal, kSize - kBeforeWithdrawal,
+                       Clock::now() + 20s, "bytes")
+                  .ok());
+  auto end = read_status(sock_, Clock::now() + 10s, "end");
+  ASSERT_TRUE(end.ok()) << end.error().to_string();
+  ASSERT_FALSE(end->ok()) << "a withdrawn read was answered as complete";
+  EXPECT_EQ(end->error().code(), ErrorCode::kReleased) << end->error().to_string();
+  EXPECT_EQ(done.wait().first.error().code(), ErrorCode::kReleased);
+  // Sent before the withdrawal: the part read, what the sockets buffered (a few MiB on
+  // loopback) and the piece under way. Everything from the second half on came as zeros.
+  for (uint64_t i = 0; i < kBeforeWithdrawal; ++i)
+    ASSERT_EQ(got[i], owner[i]) << "byte " << i;
+  for (uint64_t i = kSize / 2; i < kSize; ++i)
+    ASSERT_EQ(got[i], 0) << "byte " << i << " was read from the owner after the withdrawal";
+  next_request_works();
+}
+
+TEST_F(StreamWithdrawalTest, AGrantWithdrawnBeforeItsFirstPieceMovesNothing) {
+  for (auto direction : {StreamDirection::kIntoOwner, StreamDirection::kOutOfOwner}) {
+    SCOPED_TRACE(to_string(direction));
+    std::vector<uint8_t> owner(1 << 20, 0), mine = pattern(1 << 20, 4);
+    if (direction == StreamDirection::kOutOfOwner)
+      owner = pattern(1 << 20, 5);
+    const auto before = owner;
+    auto withdrawal = std::make_shared<std::atomic<bool>>(true);
+    Done done;
+    uint64_t t = server_->grant(owner.data(), owner.size(), direction, Clock::now() + 30s,
+                                done.fn(), withdrawal);
+    claim(t, direction, owner.size());
+    std::vector<uint8_t> got(owner.size(), 7);
+    Status moved = direction == StreamDirection::kIntoOwner
+                       ? send_all(sock_, mine.data(), mine.size(), Clock::now() + 10s, "bytes")
+                       : recv_all(sock_, got.data(), got.size(), Clock::now() + 10s, "bytes");
+    ASSERT_TRUE(moved.ok()) << moved.error().to_string();
+    auto end = read_status(sock_, Clock::now() + 10s, "end");
+    ASSERT_TRUE(end.ok() && !end->ok());
+    EXPECT_EQ(end->error().code(), ErrorCode::kReleased);
+    EXPECT_NE(end->error().message().find("(0 of 1048576 had moved"), std::string::npos)
+        << end->error().message();
+    EXPECT_EQ(done.wait().first.error().code(), ErrorCode::kReleased);
+    EXPECT_EQ(owner, before) << "the owner's memory changed";
+    if (direction == StreamDirection::kOutOfOwner) {
+      EXPECT_EQ(got, std::vector<uint8_t>(got.size(), 0)) << "the owner's bytes were sent";
+    }
+  }
+  next_request_works();
+}
+
+}  // namespace
+}  // namespace caf_rdma
