@@ -485,17 +485,19 @@ std::future<Result<TransferReply>> RdmaClient::transfer_async(TransferOp op,
 }
 
 Result<uint64_t> RdmaClient::fetch_add(const BufferHandle& remote, uint64_t offset, uint64_t add,
-                                       std::chrono::milliseconds timeout) {
-  return run_atomic(make_fetch_add(BufferHandle{}, remote, offset, add), timeout);
+                                       std::chrono::milliseconds timeout, std::string* path) {
+  return run_atomic(make_fetch_add(BufferHandle{}, remote, offset, add), timeout, path);
 }
 
 Result<uint64_t> RdmaClient::compare_swap(const BufferHandle& remote, uint64_t offset,
                                           uint64_t expected, uint64_t desired,
-                                          std::chrono::milliseconds timeout) {
-  return run_atomic(make_compare_swap(BufferHandle{}, remote, offset, expected, desired), timeout);
+                                          std::chrono::milliseconds timeout, std::string* path) {
+  return run_atomic(make_compare_swap(BufferHandle{}, remote, offset, expected, desired), timeout,
+                    path);
 }
 
-Result<uint64_t> RdmaClient::run_atomic(TransferOp op, std::chrono::milliseconds timeout) {
+Result<uint64_t> RdmaClient::run_atomic(TransferOp op, std::chrono::milliseconds timeout,
+                                        std::string* path) {
   // One word receives the old value: one atomic of this client's at a time owns it.
   std::lock_guard<std::mutex> guard(atomic_mu_);
   if (!atomic_registration_) {
@@ -509,6 +511,8 @@ Result<uint64_t> RdmaClient::run_atomic(TransferOp op, std::chrono::milliseconds
   auto reply = transfer(op, timeout_ms_of(timeout));  // never a lane (lane_for)
   if (!reply.ok())
     return Result<uint64_t>(reply.error());
+  if (path != nullptr)
+    *path = reply->path;
   // Written by the manager (or its completion thread) before its reply: ordered by the reply.
   uint64_t old = 0;
   std::memcpy(&old, atomic_word_.get(), kAtomicBytes);

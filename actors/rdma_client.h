@@ -124,12 +124,15 @@ public:
   /// `expected`; returns the word's old value (compare-swap swapped iff it equals `expected`).
   /// Through the manager, never a direct lane; the old value lands in an 8-byte word of the
   /// client's, registered with the manager on first use. docs/architecture.md, "Atomics" says what
-  /// is atomic with what.
+  /// is atomic with what. `path`, when given, receives the path the atomic took (`rdma-direct`:
+  /// the NIC's atomic; `fallback`: the owner's CPU atomic): never mix paths on one word.
   Result<uint64_t> fetch_add(const BufferHandle& remote, uint64_t offset, uint64_t add,
-                             std::chrono::milliseconds timeout = kDefaultTimeout);
+                             std::chrono::milliseconds timeout = kDefaultTimeout,
+                             std::string* path = nullptr);
   Result<uint64_t> compare_swap(const BufferHandle& remote, uint64_t offset, uint64_t expected,
                                 uint64_t desired,
-                                std::chrono::milliseconds timeout = kDefaultTimeout);
+                                std::chrono::milliseconds timeout = kDefaultTimeout,
+                                std::string* path = nullptr);
   /// A transfer whose result arrives later: the future is ready once the manager answered
   /// (every answer within `timeout` plus the reply timeout). Goes through the manager, not a
   /// direct lane; may be called from any thread, several at once, and the client may go
@@ -203,7 +206,7 @@ private:
                                          Range range);
 
   /// fetch_add and compare_swap: `op` with the client's atomic word as its local side.
-  Result<uint64_t> run_atomic(TransferOp op, std::chrono::milliseconds timeout);
+  Result<uint64_t> run_atomic(TransferOp op, std::chrono::milliseconds timeout, std::string* path);
 
   caf::actor_system& sys_;
   uint64_t listed_ = 0;  ///< its token in detail/node_objects.h

@@ -49,10 +49,12 @@ TEST_F(AtomicsTest, FetchAddAndCompareSwapReturnTheOldValue) {
   set_word(counter, 8, 40);
   BufferHandle remote = remote_view(*owner_, *user_, counter, "atomic-word");
   RdmaClient me(user_->node().system(), user_->manager());
-  auto a = me.fetch_add(remote, 8, 2);
+  std::string path;
+  auto a = me.fetch_add(remote, 8, 2, RdmaClient::kDefaultTimeout, &path);
   ASSERT_TRUE(a.ok()) << a.error().to_string();
   EXPECT_EQ(*a, 40u);
   EXPECT_EQ(word_at(counter, 8), 42u);
+  EXPECT_EQ(path, expected_path()) << "fetch_add must say which path it took";
   // Wraps around as unsigned arithmetic does.
   auto b = me.fetch_add(remote, 8, ~uint64_t{0});
   ASSERT_TRUE(b.ok()) << b.error().to_string();
@@ -63,8 +65,10 @@ TEST_F(AtomicsTest, FetchAddAndCompareSwapReturnTheOldValue) {
   ASSERT_TRUE(miss.ok()) << miss.error().to_string();
   EXPECT_EQ(*miss, 41u);
   EXPECT_EQ(word_at(counter, 8), 41u);
-  auto hit = me.compare_swap(remote, 8, 41, 100);
+  path.clear();
+  auto hit = me.compare_swap(remote, 8, 41, 100, RdmaClient::kDefaultTimeout, &path);
   ASSERT_TRUE(hit.ok()) << hit.error().to_string();
+  EXPECT_EQ(path, expected_path());
   EXPECT_EQ(*hit, 41u);
   EXPECT_EQ(word_at(counter, 8), 100u);
   // Nothing else in the buffer changed.

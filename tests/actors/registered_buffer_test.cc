@@ -119,6 +119,37 @@ TEST_F(RegisteredBufferTest, AnAllocatedBufferWhoseReleaseFailsKeepsItsMemory) {
   EXPECT_TRUE(std::all_of(bytes, bytes + kSize, [](uint8_t b) { return b == 0x5a; }));
 }
 
+// Invariant 5: memory whose registration timed out stays mapped (the manager may still register
+// it and serve peers from it). The "manager" here takes the registration and never answers; it
+// keeps the address it was asked to register, which the test then writes and reads.
+TEST_F(RegisteredBufferTest, AnAllocatedBufferWhoseRegistrationTimedOutKeepsItsMemory) {
+  constexpr uint64_t kSize = 3 << 20;
+  auto& sys = user_->node().system();
+  auto asked = std::make_shared<std::promise<std::pair<uint64_t, uint64_t>>>();
+  auto mute = sys.spawn([asked](caf::event_based_actor* self) -> caf::behavior {
+    auto held = std::make_shared<std::vector<caf::response_promise>>();
+    return {[self, asked, held](request_buffer_atom, uint64_t addr, uint64_t size, uint8_t) {
+      held->push_back(self->make_response_promise());
+      asked->set_value({addr, size});
+    }};
+  });
+  RdmaClient client(sys, caf::actor_cast<rdma_manager_actor>(mute), /*direct=*/false,
+                    std::chrono::milliseconds(300));
+  auto mine = client.allocate_buffer(kSize);
+  ASSERT_FALSE(mine.ok()) << "a registration nobody answered succeeded";
+  EXPECT_EQ(mine.error().code(), ErrorCode::kTimeout) << mine.error().to_string();
+  auto f = asked->get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  auto [addr, size] = f.get();
+  EXPECT_EQ(size, kSize);
+  ASSERT_TRUE(check_host_range(addr, size, true).ok()) << "its memory was unmapped";
+  auto* bytes = reinterpret_cast<uint8_t*>(addr);
+  EXPECT_TRUE(std::all_of(bytes, bytes + size, [](uint8_t b) { return b == 0; }));
+  std::memset(bytes, 0x3c, size);  // still this process's to write (and the manager's to serve)
+  EXPECT_TRUE(std::all_of(bytes, bytes + size, [](uint8_t b) { return b == 0x3c; }));
+  caf::anon_send_exit(mute, caf::exit_reason::user_shutdown);
+}
+
 // Futures: transfers started from many threads at once each complete with their own reply, and
 // every range lands where it was meant to (written, then read back into fresh memory).
 TEST_F(RegisteredBufferTest, AsynchronousTransfersFromManyThreadsEachBringTheirOwnReply) {

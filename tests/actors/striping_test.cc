@@ -6,6 +6,7 @@
 // hands its slices to the primary device; every transfer still moves every byte.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -150,6 +151,37 @@ TEST_F(StripingTest, LargeReadsAndWritesMoveEveryByteOverBothRails) {
   ASSERT_TRUE(w.ok()) << w.error().to_string();
   EXPECT_TRUE(holds_pattern(dst, 0, dst.bytes.size(), 9, 0));
   EXPECT_EQ(a_->stats().striped_ops, 7u);
+}
+
+// Invariant 19: an op is answered by its slices together: one whose slices fail on every queue
+// pair (the owner released the buffer, so every rail's key and the primary's are refused, and
+// each failover fails too) fails with `released`, never succeeds with bytes missing; no byte
+// moves either way.
+TEST_F(StripingTest, AStripedOpWhoseSlicesFailReportsTheFailure) {
+  constexpr uint64_t kSize = 8 << 20;
+  Memory dst(kSize), src(kSize, 61), back(kSize);
+  BufferHandle gone = remote_view(*b_, *a_, dst, "gone");
+  ASSERT_FALSE(gone.rails.empty()) << "the owner's handle carries no rails";
+  auto src_h = a_->request_buffer(src);
+  auto back_h = a_->request_buffer(back);
+  ASSERT_TRUE(src_h && back_h);
+  ASSERT_TRUE(b_->release(gone.id));
+  const ManagerStats before = a_->stats();
+  for (bool write : {true, false}) {
+    SCOPED_TRACE(write ? "write" : "read");
+    auto r = a_->transfer(write ? make_write(*src_h, gone) : make_read(*back_h, gone), 60000);
+    ASSERT_FALSE(r) << "a striped op whose every slice was refused succeeded";
+    EXPECT_EQ(error_code(r.error()), ErrorCode::kReleased) << error_message(r.error());
+  }
+  const ManagerStats after = a_->stats();
+  EXPECT_EQ(after.striped_ops - before.striped_ops, 2u) << "the ops were not striped";
+  EXPECT_GE(after.stripe_failovers - before.stripe_failovers, 1u);
+  auto zero = [](const Memory& m) {
+    return std::all_of(m.bytes.begin(), m.bytes.end(), [](uint8_t b) { return b == 0; });
+  };
+  EXPECT_TRUE(zero(dst)) << "a byte reached the released buffer";
+  EXPECT_TRUE(zero(back)) << "a byte came from the released buffer";
+  EXPECT_TRUE(a_->release(src_h->id) && a_->release(back_h->id));
 }
 
 TEST_F(StripingTest, OneDeviceStripesOverSeveralQueuePairs) {

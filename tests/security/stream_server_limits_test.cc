@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "components/same_host.h"
 #include "components/stream_client.h"
 #include "components/stream_server.h"
 #include "tests/silent_flood.h"
@@ -135,6 +136,44 @@ TEST(StreamServerLimits, AConnectionFloodKeepsOnlyItsShareAndTheNewest) {
   ASSERT_TRUE(wait_for_state([&] { return (*server)->accepted() >= 51; }, 30s));
   EXPECT_EQ((*server)->evicted(), 34u);
   EXPECT_TRUE(closed_by_server((*other)[0], 10s)) << "127.0.0.2's oldest should have made room";
+}
+
+// Invariants 3 and 11: the same-host endpoint's connections count as 127.0.0.1, so silent ones
+// from it and from 127.0.0.1 share that address's one budget: a same-host flood pushes out the
+// oldest loopback connections, as a loopback flood does, and never holds more than the share.
+TEST(StreamServerLimits, SilentSameHostAndLoopbackConnectionsShareOneBudget) {
+  StreamServer::Limits limits;
+  limits.max_unauthenticated = 64;
+  limits.max_unauthenticated_per_host = 8;
+  limits.auth_timeout = 60s;  // only room-making closes them here
+  limits.same_host = true;
+  auto server = StreamServer::start("127.0.0.1", limits);
+  ASSERT_TRUE(server.ok()) << server.error().to_string();
+  ASSERT_FALSE((*server)->unix_name().empty());
+  auto loopback = silent_flood((*server)->port(), {"127.0.0.1"}, 8);
+  ASSERT_TRUE(loopback.ok()) << loopback.error().to_string();
+  ASSERT_TRUE(wait_for_state([&] { return (*server)->accepted() >= 8; }, 30s));
+  EXPECT_EQ((*server)->connections(), 8u);
+  std::vector<Socket> same_host;
+  for (int i = 0; i < 8; ++i) {
+    auto s = connect_unix((*server)->unix_name(), Clock::now() + 10s);
+    ASSERT_TRUE(s.ok()) << s.error().to_string();
+    same_host.push_back(std::move(*s));
+  }
+  ASSERT_TRUE(wait_for_state([&] { return (*server)->accepted() >= 16; }, 30s))
+      << "accepted " << (*server)->accepted() << " of 16";
+  EXPECT_EQ((*server)->connections(), 8u) << "the same-host connections had a budget of their own";
+  EXPECT_EQ((*server)->evicted(), 8u);
+  for (auto& s : *loopback)
+    EXPECT_TRUE(closed_by_server(s, 10s)) << "a loopback connection was not the one pushed out";
+  // And the other way round: loopback connections push out the oldest same-host ones.
+  auto more = silent_flood((*server)->port(), {"127.0.0.1"}, 4);
+  ASSERT_TRUE(more.ok()) << more.error().to_string();
+  ASSERT_TRUE(wait_for_state([&] { return (*server)->accepted() >= 20; }, 30s));
+  EXPECT_EQ((*server)->connections(), 8u);
+  EXPECT_EQ((*server)->evicted(), 12u);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_TRUE(closed_by_server(same_host[i], 10s)) << "same-host connection " << i;
 }
 
 /// Writes `n` bytes into a grant of `server` and reads them back through another, both with

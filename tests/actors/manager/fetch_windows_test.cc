@@ -53,6 +53,31 @@ TEST_F(WindowTest, Inv12_AFetchBeyondThePeerWindowIsServedWhenTheWindowOpens) {
   expect_served(peer, 2);
 }
 
+// Invariant 12 (fetch_windows.h invariant 1): a read_ack's echo releases only the answers
+// served before that read_ack was sent, never those served after it: with a window of two
+// chunks, the echo of the first read_ack (sent after chunk 0) lets one waiting chunk through,
+// and the next fetch waits again until the second read_ack (sent after chunk 1) is echoed.
+TEST_F(WindowTest, Inv12_AReadAckReleasesOnlyWhatWasServedBeforeIt) {
+  SCOPED_TRACE("Invariant 12");
+  ASSERT_NO_FATAL_FAILURE(start(std::chrono::milliseconds(5000)));
+  FakePeer& peer = add_peer({}, "peer-node");
+  ask_three(peer);
+  expect_served(peer, 0);
+  expect_served(peer, 1);
+  auto acks = peer.log().of(read_ack_atom::value);
+  ASSERT_EQ(acks.size(), 2u) << "a read_ack after chunk 0, one after chunk 1";
+  peer.answer(acks[0]);
+  run_jobs();
+  expect_served(peer, 2);  // chunk 0 proven read: room for one
+  peer.fetch(3, facade(), ref_of(handle_), 3 * kChunk, kChunk);
+  run_jobs();
+  EXPECT_EQ(peer.log().fetched.count(3), 0u)
+      << "the first read_ack's echo released chunks served after it was sent";
+  peer.answer(acks[1]);  // chunk 1 proven read
+  run_jobs();
+  expect_served(peer, 3);
+}
+
 // Invariant 12: a fetch waiting for its window fails at window_wait with resource_exhausted
 // naming the peer and the window; not before.
 TEST_F(WindowTest, Inv12_AFetchWaitingForItsWindowFailsAtWindowWait) {
