@@ -6,10 +6,9 @@
 
 namespace caf_rdma {
 
-Status move_withdrawable(const Socket& s, uint8_t* addr, uint64_t length,
-                         StreamDirection direction, Deadline deadline,
-                         std::chrono::milliseconds stall, const Withdrawal& withdrawal,
-                         const std::string& what) {
+Status move_withdrawable(const Socket& s, uint8_t* addr, uint64_t length, StreamDirection direction,
+                         Deadline deadline, std::chrono::milliseconds stall,
+                         const Withdrawal& withdrawal, const std::string& what) {
   const bool into_owner = direction == StreamDirection::kIntoOwner;
   uint64_t moved = 0;
   while (moved < length && !withdrawn(withdrawal)) {  // invariant 1

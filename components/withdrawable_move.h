@@ -25,9 +25,8 @@ constexpr uint64_t kWithdrawablePiece = 4ull << 20;
 
 /// Moves [addr, addr + length) of the owner's memory: received from `s` for kIntoOwner, sent
 /// on it for kOutOfOwner. `what` names the bytes for errors.
-Status move_withdrawable(const Socket& s, uint8_t* addr, uint64_t length,
-                         StreamDirection direction, Deadline deadline,
-                         std::chrono::milliseconds stall, const Withdrawal& withdrawal,
-                         const std::string& what);
+Status move_withdrawable(const Socket& s, uint8_t* addr, uint64_t length, StreamDirection direction,
+                         Deadline deadline, std::chrono::milliseconds stall,
+                         const Withdrawal& withdrawal, const std::string& what);
 
 }  // namespace caf_rdma

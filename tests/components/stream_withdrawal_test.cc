@@ -91,8 +91,8 @@ TEST_F(StreamWithdrawalTest, AWithdrawnWriteStopsAfterItsPieceAndSaysReleased) {
   const auto src = pattern(kSize, 2);
   auto withdrawal = std::make_shared<std::atomic<bool>>(false);
   Done done;
-  uint64_t t = server_->grant(owner.data(), kSize, StreamDirection::kIntoOwner,
-                              Clock::now() + 30s, done.fn(), withdrawal);
+  uint64_t t = server_->grant(owner.data(), kSize, StreamDirection::kIntoOwner, Clock::now() + 30s,
+                              done.fn(), withdrawal);
   claim(t, StreamDirection::kIntoOwner, kSize);
   ASSERT_TRUE(send_all(sock_, src.data(), kBeforeWithdrawal, Clock::now() + 10s, "bytes").ok());
   withdrawal->store(true);
@@ -125,9 +125,9 @@ TEST_F(StreamWithdrawalTest, AWithdrawnReadSendsZerosForTheRestAndSaysReleased) 
   std::vector<uint8_t> got(kSize, 0);
   auto withdrawal = std::make_shared<std::atomic<bool>>(false);
   Done done;
-  uint64_t t = server_->grant(const_cast<uint8_t*>(owner.data()), kSize,
-                              StreamDirection::kOutOfOwner, Clock::now() + 30s, done.fn(),
-                              withdrawal);
+  uint64_t t =
+      server_->grant(const_cast<uint8_t*>(owner.data()), kSize, StreamDirection::kOutOfOwner,
+                     Clock::now() + 30s, done.fn(), withdrawal);
   claim(t, StreamDirection::kOutOfOwner, kSize);
   ASSERT_TRUE(recv_all(sock_, got.data(), kBeforeWithdrawal, Clock::now() + 10s, "bytes").ok());
   withdrawal->store(true);
