@@ -174,7 +174,9 @@ TEST_F(StripingTest, AStripedOpWhoseSlicesFailReportsTheFailure) {
     EXPECT_EQ(error_code(r.error()), ErrorCode::kReleased) << error_message(r.error());
   }
   const ManagerStats after = a_->stats();
-  EXPECT_EQ(after.striped_ops - before.striped_ops, 2u) << "the ops were not striped";
+  // The first op's failed slices took their striping queue pairs to ERR: they are not made
+  // again for kStripeRetry (invariant 20), so the second op may run whole on the primary's.
+  EXPECT_GE(after.striped_ops - before.striped_ops, 1u) << "the ops were not striped";
   EXPECT_GE(after.stripe_failovers - before.stripe_failovers, 1u);
   auto zero = [](const Memory& m) {
     return std::all_of(m.bytes.begin(), m.bytes.end(), [](uint8_t b) { return b == 0; });
