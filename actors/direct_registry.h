@@ -10,7 +10,8 @@
 //  2. A lane uses a buffer only between `acquire` and `done`. `release` refuses later acquires
 //     at once and says whether a lane still uses the buffer; `done` says when the last use of
 //     a released buffer ended: the manager's release reply (after which the caller may free
-//     the memory) waits for lanes exactly as for its own transfers.
+//     the memory) waits for lanes exactly as for its own transfers (a peer's request by handle
+//     ends early: `Entry::withdrawal`, components/withdrawal.h).
 //  3. Thread-safe.
 #pragma once
 
@@ -22,7 +23,7 @@
 #include "actors/manager/telemetry.h"
 #include "actors/rdma_messages.h"
 #include "components/rdma_buffer.h"
-#include "components/stream_protocol.h"
+#include "components/withdrawal.h"
 
 namespace caf_rdma {
 

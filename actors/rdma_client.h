@@ -124,8 +124,9 @@ public:
   /// `expected`; returns the word's old value (compare-swap swapped iff it equals `expected`).
   /// Through the manager, never a direct lane; the old value lands in an 8-byte word of the
   /// client's, registered with the manager on first use. docs/architecture.md, "Atomics" says what
-  /// is atomic with what. `path`, when given, receives the path the atomic took (`rdma-direct`:
-  /// the NIC's atomic; `fallback`: the owner's CPU atomic): never mix paths on one word.
+  /// is atomic with what. `path`, when given, receives the path a successful atomic took
+  /// (`rdma-direct`: the NIC's atomic; `fallback`: the owner's CPU atomic): never mix paths on one
+  /// word.
   Result<uint64_t> fetch_add(const BufferHandle& remote, uint64_t offset, uint64_t add,
                              std::chrono::milliseconds timeout = kDefaultTimeout,
                              std::string* path = nullptr);

@@ -3,7 +3,8 @@
 // one request authorized by the remote handle itself ("CRH1", components/stream_protocol.h):
 // no grant asked over CAF first, no actor hop on either side. The owner's stream server checks
 // the handle with `handle_authorizer` (secret, bounds, read-write, not released) and holds the
-// buffer until the bytes moved, as for its own transfers.
+// buffer until the bytes moved or its release stopped them (the release rule:
+// components/withdrawal.h).
 //
 // Invariants:
 //  1. A stream lane moves only reads and writes between host memory of this node and host
@@ -12,8 +13,9 @@
 //     loopback unless the owner's own address is too (the secret goes only where the owner
 //     is); anything else (atomics, notify
 //     writes, GPU memory, this node's own buffers, verify mode) goes through the manager.
-//  2. Both buffers are held (DirectRegistry::acquire_host) while their bytes move, so a release
-//     waits for the lane's op exactly as for the manager's (DirectRegistry invariant 2).
+//  2. Both buffers are held (DirectRegistry::acquire_host) while their bytes move (DirectRegistry
+//     invariant 2): a release of the requester's buffer waits for the lane's op, as for the
+//     manager's; the owner's release stops it at its next piece (stream_server.h invariant 14).
 //  3. What the lane cannot decide (a local handle it does not know, or whose secret is not the
 //     one registered; an owner that does not know the handle, or refuses the request before
 //     taking it: StreamEnd::refused) goes to the manager, which answers with its own checks and

@@ -35,12 +35,16 @@ Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64
                                                    ": the requester's pid is not "
                                                    "visible in this pid namespace");
   }
+  // Invariant 5's answer, with what moved in all.
+  auto withdrawn_error = [&](uint64_t moved) {
+    return released_midway_error(moved, n).with_context(describe(moved));
+  };
   // Copies [from, from + len) of the range piece by piece; `moved` counts its bytes.
   auto part = [&](uint64_t from, uint64_t len, std::atomic<uint64_t>& moved) -> Status {
     uint64_t done = 0;
     while (done < len) {
       if (withdrawn(withdrawal))  // invariant 5
-        return released_midway_error(moved.load(), n);
+        return withdrawn_error(moved.load());
       if (moved.load() > 0 && std::chrono::steady_clock::now() >= deadline)
         return Error(ErrorCode::kTimeout, describe(moved.load()) + ": the deadline passed");
       const uint64_t piece = std::min(len - done, kCrossMemoryPiece);
@@ -92,13 +96,13 @@ Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64
   results[0] = part(first, std::min(each, rest), moved);
   for (auto& h : helpers)
     h.join();
-  if (withdrawn(withdrawal))  // invariant 5: the count once every part stopped
-    for (auto& st : results)
-      if (!st.ok() && st.error().code() == ErrorCode::kReleased)
-        return released_midway_error(moved.load(), n);
+  // Invariant 5: another failure is the answer; else a withdrawal, with what moved in all.
+  for (auto& st : results)
+    if (!st.ok() && st.error().code() != ErrorCode::kReleased)
+      return st;
   for (auto& st : results)
     if (!st.ok())
-      return st;
+      return withdrawn_error(moved.load());  // once every part stopped
   return {};
 }
 

@@ -18,9 +18,10 @@
 //     comes before any other thread starts), then the rest in at most kCrossMemoryThreads
 //     contiguous parts on as many threads (this one included, at most one per core), all
 //     joined before it returns: no byte moves after the call.
-//  5. A copy its owner withdraws (`withdrawal`, stream_protocol.h: its buffer was released)
-//     moves no piece after a part saw the flag: each part checks it before each piece, and the
-//     call returns released_midway_error once every part stopped.
+//  5. A copy its owner withdraws (withdrawal.h: its buffer was released) moves no piece after
+//     a part saw it: each part looks before each piece; once every part stopped, the call
+//     returns released_midway_error (named as its other errors are), unless a part failed for
+//     another reason, whose error it returns.
 #pragma once
 
 #include <sys/types.h>
@@ -29,7 +30,7 @@
 #include <string>
 
 #include "components/socket_io.h"
-#include "components/stream_protocol.h"
+#include "components/withdrawal.h"
 
 namespace caf_rdma {
 

@@ -234,6 +234,10 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
   std::string endpoint = endpoint_of(job, local);
   bool pooled = false;
   CAF_RDMA_ASSIGN_OR_RETURN(Socket s, take_connection(job, fresh, local, pooled));
+  // stream_server.h invariant 14: an answer `released` came in step (the connection serves on).
+  auto in_step = [](const Status& answer) {
+    return !answer.ok() && answer.error().code() == ErrorCode::kReleased;
+  };
   auto fail = [&](Status st) {
     std::lock_guard<std::mutex> lock(mu_);
     busy_fds_.erase(s.fd());
@@ -273,7 +277,10 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
       return fail(end.error());  // no answer: it may be tried again (a write, idempotent)
     if (!end->ok()) {
       reach = Reach::kAnswered;  // refused: the owner stored nothing
-      (void)fail(Status{});
+      if (st.ok() && in_step(*end))
+        give_back(endpoint, std::move(s));
+      else
+        (void)fail(Status{});
       return *end;
     }
     reach = Reach::kTaken;
@@ -289,6 +296,11 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
     if (!answer.ok())
       return fail(answer.error());
     if (!answer->inband) {
+      if (in_step(answer->status)) {
+        reach = Reach::kTaken;  // its owner's release stopped the copy part-way
+        give_back(endpoint, std::move(s));
+        return answer->status;
+      }
       if (!answer->status.ok()) {
         reach = Reach::kAnswered;
         (void)fail(Status{});
@@ -313,23 +325,18 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
     }
   }
   reach = Reach::kTaken;  // from here bytes move (invariant 2)
-  if (job.direction == StreamDirection::kIntoOwner) {
-    st = send_all(s, job.addr, job.length, job.deadline, "stream data");
-    if (st.ok()) {
-      auto stored = read_status(s, job.deadline, "stream confirmation");
-      st = stored.ok() ? *stored : Status(stored.error());
-    }
-  } else {
-    st = recv_all(s, job.addr, job.length, job.deadline, "stream data");
-    if (st.ok()) {
-      auto sent = read_status(s, job.deadline, "stream end");
-      st = sent.ok() ? *sent : Status(sent.error());
-    }
-  }
+  const bool into_owner = job.direction == StreamDirection::kIntoOwner;
+  st = into_owner ? send_all(s, job.addr, job.length, job.deadline, "stream data")
+                  : recv_all(s, job.addr, job.length, job.deadline, "stream data");
   if (!st.ok())
     return fail(st);
+  auto end = read_status(s, job.deadline, into_owner ? "stream confirmation" : "stream end");
+  if (!end.ok())
+    return fail(end.error());
+  if (!end->ok() && !in_step(*end))
+    return fail(*end);
   give_back(endpoint, std::move(s));
-  return {};
+  return *end;
 }
 
 }  // namespace caf_rdma

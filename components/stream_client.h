@@ -35,6 +35,8 @@
 //     reached (invariant 3's two tries), whose listener is of another uid, or that refuses
 //     this uid is given up for the client's life and the job runs over TCP, as if no endpoint
 //     had been named (a dead owner's TCP port then answers peer_unavailable).
+//  6. A job its owner's release stopped (the answer `released`, in step: stream_server.h
+//     invariant 14) ends with that answer and its connection goes back to the pool.
 #pragma once
 
 #include <atomic>

@@ -28,13 +28,6 @@ constexpr uint32_t kMagicCmaHandle = 0x31484d43;  // "CMH1": "CRH1" by cross-mem
 
 }  // namespace
 
-Error released_midway_error(uint64_t moved, uint64_t length) {
-  return Error(ErrorCode::kReleased,
-               "its owner released the buffer while the transfer moved its bytes (" +
-                   std::to_string(moved) + " of " + std::to_string(length) +
-                   " had moved; those may have landed, no byte moves after this answer)");
-}
-
 const char* to_string(StreamDirection d) {
   switch (d) {
     case StreamDirection::kIntoOwner:

@@ -36,13 +36,12 @@
 // length, deadline), comes from getrandom (unpredictable) and is single-use.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <memory>
 #include <vector>
 
 #include "components/socket_io.h"
+#include "components/withdrawal.h"
 
 namespace caf_rdma {
 
@@ -96,16 +95,6 @@ inline bool eager_write(const StreamRequest& r) {
   return r.by_handle && !r.cross_memory && r.direction == StreamDirection::kIntoOwner &&
          r.length <= kEagerBytes;
 }
-
-/// Set by the owner when it releases the buffer a claimed transfer moves bytes of (the
-/// release rule, docs/guarantees.md "Release"): the transfer stops at its next piece, touches
-/// the buffer no more, and ends with released_midway_error. Null: never withdrawn.
-using Withdrawal = std::shared_ptr<const std::atomic<bool>>;
-inline bool withdrawn(const Withdrawal& w) {
-  return w && w->load(std::memory_order_acquire);
-}
-/// The one text of a transfer its owner's release stopped after `moved` of `length` bytes.
-Error released_midway_error(uint64_t moved, uint64_t length);
 
 /// The wire's integers: `bytes` bytes (at most 8), little-endian.
 void store_le(uint8_t* p, uint64_t v, int bytes);

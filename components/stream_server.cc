@@ -617,6 +617,7 @@ bool StreamServer::serve(Connection& c) {
   Status st;
   bool answered = false;       // a cross-memory request's one answer was sent
   bool keep_on_error = false;  // failed, but answered in step (invariant 14): still usable
+  bool done_early = false;     // `done` ran once the memory was no longer touched (invariant 14)
   if (req.cross_memory && limits_.cross_memory && !c.cma_refused) {
     // Invariant 11: the owner copies, into or out of the SO_PEERCRED pid's memory only.
     const std::string subject = req.by_handle ? "buffer " + std::to_string(req.handle.id) +
@@ -633,6 +634,7 @@ bool StreamServer::serve(Connection& c) {
       ++cross_memory_served_;
       // The copy returned: the answer (the requester waits for it past its deadline).
       Status sent = write_status(s, st, std::chrono::steady_clock::now() + kEagerAnswerGrace);
+      keep_on_error = sent.ok() && !st.ok() && st.error().code() == ErrorCode::kReleased;
       if (st.ok())
         st = sent;
       answered = true;
@@ -641,42 +643,59 @@ bool StreamServer::serve(Connection& c) {
   // Invariant 13: no wait for the peer lasts longer than the stall limit.
   const auto stall = limits_.stall_timeout;
   auto answer_by = [&] { return std::min(g.deadline, std::chrono::steady_clock::now() + stall); };
+  // Invariant 14: the bytes in pieces, then the final status; a withdrawn transfer lets its
+  // release go (`done`) before the rest crosses the wire without the memory.
+  auto in_band = [&]() -> Status {
+    const std::string what = std::string("stream data ") + to_string(g.direction);
+    auto moved = move_until_withdrawn(s, g.addr, g.length, g.direction, g.deadline, stall,
+                                      g.withdrawal, what);
+    if (!moved.ok())
+      return moved.error();
+    if (*moved == g.length)
+      return write_status(s, Status{}, answer_by());  // sent once the memory is not touched
+    Status released = released_midway_error(*moved, g.length);
+    g.done(req.token, released, *moved);
+    done_early = true;
+    Status rest =
+        move_rest_without_memory(s, g.length - *moved, g.direction, g.deadline, stall, what);
+    if (rest.ok())
+      rest = write_status(s, released, answer_by());
+    keep_on_error = rest.ok();
+    return rest.ok() ? released : rest;
+  };
   if (answered) {
     // Done above.
   } else if (eager_write(req)) {
-    // Its bytes follow the request (stream_protocol.h): no "go".
-    st = recv_all(s, g.addr, g.length, g.deadline, "stream data into the owner", stall);
-    if (st.ok())
-      st = write_status(s, Status{}, answer_by());
+    st = in_band();  // its bytes follow the request (stream_protocol.h): no "go"
   } else if (req.by_handle && !req.cross_memory && g.length <= kEagerBytes) {
-    // A small read by handle: go, the bytes and the final status in one send.
+    // A small read by handle: go, the bytes and the final status in one send (invariant 14:
+    // zeros and `released` once withdrawn).
+    const bool gone = withdrawn(g.withdrawal);
+    const Status end = gone ? Status(released_midway_error(0, g.length)) : Status{};
     std::vector<uint8_t> out;
     out.reserve(g.length + 16);
     append_status(out, Status{});
-    out.insert(out.end(), g.addr, g.addr + g.length);
-    append_status(out, Status{});
+    if (gone)
+      out.resize(out.size() + g.length, 0);
+    else
+      out.insert(out.end(), g.addr, g.addr + g.length);
+    append_status(out, end);
     st = send_all(s, out.data(), out.size(), g.deadline, "stream data out of the owner", stall);
+    keep_on_error = gone && st.ok();
+    if (st.ok())
+      st = end;
   } else {
     // "go" (for a cross-memory request the kernel or the owner refused: "in-band go").
     if (req.cross_memory)
       ++inband_served_;
     st =
         req.cross_memory ? write_inband_go(s, answer_by()) : write_status(s, Status{}, answer_by());
-    if (st.ok()) {
-      // Invariant 14: in pieces; a withdrawn one ends in step, its final status says so.
-      st = move_withdrawable(s, g.addr, g.length, g.direction, g.deadline, stall, g.withdrawal,
-                             std::string("stream data ") + to_string(g.direction));
-      if (st.ok() || st.error().code() == ErrorCode::kReleased) {
-        // Sent once the memory is no longer touched.
-        Status sent = write_status(s, st, answer_by());
-        if (st.ok() || !sent.ok())
-          st = sent;
-        keep_on_error = sent.ok();
-      }
-    }
+    if (st.ok())
+      st = in_band();
   }
   // The memory is not touched after this point: the owner may release it.
-  g.done(req.token, st, st.ok() ? g.length : 0);
+  if (!done_early)
+    g.done(req.token, st, st.ok() ? g.length : 0);
   return st.ok() || keep_on_error;
 }
 

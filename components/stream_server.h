@@ -79,12 +79,13 @@
 //     timeout and its `done` runs, freeing its worker and its memory (and so a release of its
 //     buffer), whatever time its grant had left. A peer that keeps bytes trickling holds them
 //     until the grant's deadline (at most the owner's max_timeout).
-// 14. A claimed transfer its owner withdraws (the grant's Withdrawal, stream_protocol.h: the
-//     owner released its buffer) touches the memory no more after its current piece (on the
-//     connection: withdrawable_move.h; by cross-memory attach: cross_memory.h invariant 5): the
-//     rest of a write is read and dropped, the rest of a read sent as zeros, and the final
-//     status is released_midway_error (the connection stays usable); then `done` runs, so the
-//     owner's release waits for one piece, not for the transfer.
+// 14. A claimed transfer whose buffer its owner released (the grant's Withdrawal, withdrawal.h)
+//     touches the memory no more after the piece it is moving (withdrawable_move.h; by
+//     cross-memory attach, cross_memory.h invariant 5; a small read or eager write by handle
+//     is one piece), and its `done` runs then, before the rest of it crosses the wire without
+//     the memory: the owner's release waits for that piece, not for the transfer. The final
+//     status is released_midway_error, sent in step: the connection serves on. (A peer that
+//     trickles the piece under way still holds it until the grant's deadline, invariant 13.)
 #pragma once
 
 #include <atomic>

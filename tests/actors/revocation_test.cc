@@ -152,9 +152,7 @@ TEST_F(RevocationTest, AReleaseDuringAPeersWriteStopsItTheSameWayOnEveryTranspor
   const bool rdma = expected_path() == kPathRdma;
   const uint64_t size = rdma ? 64ull << 20 : 256ull << 20;
   constexpr int kTries = 4;
-  auto src = std::make_unique<Memory>(size, 77);
-  auto local = user_->request_buffer(*src);
-  ASSERT_TRUE(local);
+  const Memory src(size, 77);
   // Whether the write is under way (bounded).
   auto under_way = [&](const Memory& mem) {
     if (!rdma)
@@ -169,8 +167,10 @@ TEST_F(RevocationTest, AReleaseDuringAPeersWriteStopsItTheSameWayOnEveryTranspor
     }
     return false;
   };
-  for (bool direct : {false, true}) {
-    SCOPED_TRACE(direct ? "RdmaClient direct lane" : "manager");
+  // Tries until a write was stopped with some of its bytes landed.
+  auto stop_a_write = [&](bool direct) {
+    auto local = user_->request_buffer(src);
+    ASSERT_TRUE(local);
     int stopped = 0;
     for (int attempt = 0; attempt < kTries && stopped == 0; ++attempt) {
       SCOPED_TRACE("try " + std::to_string(attempt));
@@ -190,28 +190,45 @@ TEST_F(RevocationTest, AReleaseDuringAPeersWriteStopsItTheSameWayOnEveryTranspor
       EXPECT_TRUE(mem->bytes == at_release) << "bytes changed after the release returned";
       if (w.ok()) {
         // It finished before the release took effect: all of it landed.
-        EXPECT_TRUE(mem->bytes == src->bytes) << "a write reported success with missing bytes";
+        EXPECT_TRUE(mem->bytes == src.bytes) << "a write reported success with missing bytes";
         continue;
       }
-      ++stopped;
       EXPECT_EQ(w.error().code(), ErrorCode::kReleased) << w.error().to_string();
       EXPECT_NE(w.error().message().find("buffer " + std::to_string(remote.id)), std::string::npos)
           << w.error().message();
       uint64_t landed = 0;
       for (uint64_t i = 0; i < size; ++i) {
-        if (mem->bytes[i] == src->bytes[i])
-          landed += src->bytes[i] != 0 ? 1 : 0;  // a zero of the pattern tells nothing
+        if (mem->bytes[i] == src.bytes[i])
+          landed += src.bytes[i] != 0 ? 1 : 0;  // a zero of the pattern tells nothing
         else
           ASSERT_EQ(mem->bytes[i], 0) << "byte " << i << " is neither the old nor the new one";
       }
       std::printf("[ release mid-write ] %s: %llu of %llu bytes had visibly landed: %s\n",
                   direct ? "direct" : "manager", static_cast<unsigned long long>(landed),
                   static_cast<unsigned long long>(size), w.error().message().c_str());
-      mem.reset();  // the release returned: the memory may go
+      stopped += landed > 0 ? 1 : 0;  // else refused before its first byte: try again
+      mem.reset();                    // the release returned: the memory may go
     }
-    EXPECT_EQ(stopped, 1) << "every write finished before its owner's release took effect";
+    EXPECT_EQ(stopped, 1) << "no write was stopped mid-way: each finished before its owner's "
+                             "release took effect, or had not begun";
+    EXPECT_TRUE(user_->release(local->id));
+  };
+  for (bool direct : {false, true}) {
+    SCOPED_TRACE(direct ? "RdmaClient direct lane" : "manager");
+    stop_a_write(direct);
   }
-  EXPECT_TRUE(user_->release(local->id));
+  if (rdma)
+    return;
+  // The fallback between hosts: the stream channel over TCP, not the same-host endpoint.
+  SCOPED_TRACE("fallback over TCP (no same-host endpoint)");
+  ManagerOptions tcp;
+  tcp.same_host = false;
+  user_.reset();
+  owner_.reset();
+  owner_ = start_node(tcp);
+  user_ = start_node(tcp);
+  ASSERT_TRUE(owner_ && user_);
+  stop_a_write(false);
 }
 
 // An owner that dies while the requester waits for its answer (why the NIC refused an access,

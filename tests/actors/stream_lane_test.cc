@@ -1,7 +1,8 @@
 // The stream lane (actors/stream_lane.h): RdmaClient's fallback reads and writes go straight to
 // the owner's stream channel, authorized by the handle, with no message to either manager
 // (invariant 1), every byte checked; what the lane cannot decide is answered by the manager in
-// its own words (invariant 3); a release waits for the lane's ops (invariant 2). Natively, on
+// its own words (invariant 3); a release of the requester's buffer waits for the lane's ops
+// (invariant 2). Natively, on
 // the fallback (a node on the rdma transport has no stream channel).
 #include <gtest/gtest.h>
 
