@@ -317,6 +317,9 @@ Result<rdma_manager_actor> spawn_manager(caf::actor_system& sys, ManagerOptions 
     return Error(ErrorCode::kInvalidArgument,
                  "ManagerOptions: peer_window_bytes and total_window_bytes must be at least " +
                      std::to_string(kWindowMinCharge) + " and window_wait > 0");
+  if (options.max_qps_per_node == 0 || options.max_qps == 0)
+    return Error(ErrorCode::kInvalidArgument,
+                 "ManagerOptions: max_qps_per_node and max_qps must be at least 1");
   if (options.max_timeout.count() <= 0 || options.max_timeout.count() > UINT32_MAX)
     return Error(ErrorCode::kInvalidArgument,
                  "ManagerOptions: max_timeout must be in 1.." + std::to_string(UINT32_MAX) + " ms");

@@ -155,6 +155,13 @@ struct ManagerOptions {
   /// As owner: fetch answers served to all peers and not yet proven read, and fetches waiting,
   /// each at most this many bytes in all. CAF_RDMA_TOTAL_WINDOW.
   uint64_t total_window_bytes = 256 << 20;
+  /// Queue pairs this manager accepts from peers' handshakes (their managers', lanes' and
+  /// striping queue pairs): at most this many from the actors of one peer node, and in all.
+  /// A handshake beyond is refused with resource_exhausted naming the limit and the node, so a
+  /// peer cannot grow the owner's memory by sending handshakes from many actors
+  /// (manager/qp_handshakes.h invariant 22).
+  uint32_t max_qps_per_node = 512;
+  uint32_t max_qps = 4096;
   /// As owner: how long a fetch beyond its window waits for the window to open before it fails
   /// with resource_exhausted naming the peer and the window (cut to max_timeout).
   std::chrono::milliseconds window_wait{30000};

@@ -53,6 +53,8 @@
 //     striping queue pairs are made on first use and dropped with the primary device or the
 //     peer; a rail whose port goes down or whose device is lost fails over at once
 //     (manager/rails.h).
+// 22. Queue pairs accepted from peers are capped per peer node and in all
+//     (manager/qp_handshakes.h).
 #pragma once
 
 #include "actors/detail/manager_tables.h"

@@ -276,7 +276,37 @@ caf::result<QpInfoMsg> QpHandshakes::accept_connect(const QpInfoMsg& remote) {
   return rp;
 }
 
+Status QpHandshakes::accept_room(const Peer& p, const QpInfoMsg& remote) const {
+  const bool adds = remote.lane != 0     ? p.lanes.count(remote.lane) == 0
+                    : remote.stripe != 0 ? p.stripes_accepted.count(remote.stripe) == 0
+                                         : !p.accepted;
+  if (!adds)
+    return {};
+  const caf::node_id node = p.manager.node();
+  uint64_t of_node = 0, all = 0;
+  for (const auto& [key, peer] : m_.peers_) {
+    const uint64_t n = (peer.accepted ? 1 : 0) + peer.lanes.size() + peer.stripes_accepted.size();
+    all += n;
+    if (peer.manager.node() == node)
+      of_node += n;
+  }
+  const auto& o = m_.options_;
+  if (of_node < o.max_qps_per_node && all < o.max_qps)
+    return {};
+  const bool node_full = of_node >= o.max_qps_per_node;
+  return Error(
+      ErrorCode::kResourceExhausted,
+      "queue-pair handshake from " + p.name + " (node " + caf::to_string(node) + ") refused by " +
+          o.name + ": " +
+          (node_full ? "that node has " + std::to_string(of_node) +
+                           " queue pairs accepted here (max_qps_per_node " +
+                           std::to_string(o.max_qps_per_node) + ")"
+                     : std::to_string(all) + " queue pairs are accepted from peers (max_qps " +
+                           std::to_string(o.max_qps) + ")"));
+}
+
 Result<QpInfoMsg> QpHandshakes::finish_accept(Peer& p, const QpInfoMsg& remote) {
+  CAF_RDMA_RETURN_IF_ERROR(accept_room(p, remote));  // invariant 22
   if (remote.lane != 0)
     return m_.lanes.accept_lane(p, remote);
   if (remote.stripe != 0)

@@ -10,6 +10,11 @@
 //     (a new handshake from the peer replaces it). Ops are only posted on initiated QPs.
 //  4. A queue pair in ERR is dropped (destroyed, so the NIC stops) and the next transfer to that
 //     peer makes a new one.
+// 22. Queue pairs accepted from peers (managers' own, lanes, striping queue pairs) are at most
+//     ManagerOptions::max_qps_per_node from the actors of one node, and max_qps in all: a
+//     handshake that would add one beyond is refused (resource_exhausted, naming the limit and
+//     the node) before a queue pair is made; one that replaces a queue pair it already has adds
+//     none.
 #pragma once
 
 #include "actors/detail/manager_tables.h"
@@ -25,6 +30,8 @@ public:
   caf::result<QpInfoMsg> accept_connect(const QpInfoMsg& remote);
   /// The rest of a queue-pair handshake from `p` (accept_connect), once it is taken for `p`.
   Result<QpInfoMsg> finish_accept(Peer& p, const QpInfoMsg& remote);
+  /// Invariant 22: ok, or why a handshake from `p` that would add a queue pair is refused.
+  Status accept_room(const Peer& p, const QpInfoMsg& remote) const;
   void drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp);
   /// Drops `qp` (of peer `key`'s, or the loopback QP) so the NIC stops using it.
   void drop_qp_of(const caf::actor_addr& key, const std::shared_ptr<RdmaQueuePair>& qp);

@@ -34,7 +34,8 @@ using Clock = std::chrono::steady_clock;
 /// Memory the victim never registered: what an attacker would like to read or overwrite.
 uint8_t g_secret[4096];
 
-std::unique_ptr<TestNode> victim_node(std::chrono::milliseconds max_timeout) {
+std::unique_ptr<TestNode> victim_node(std::chrono::milliseconds max_timeout,
+                                      uint32_t max_qps_per_node = 512, uint32_t max_qps = 4096) {
   NodeOptions o;
   auto env = ManagerOptions::from_env();
   EXPECT_TRUE(env.ok()) << env.error().to_string();
@@ -42,6 +43,8 @@ std::unique_ptr<TestNode> victim_node(std::chrono::milliseconds max_timeout) {
   // Auto: RDMA registrations where there is a device, and the fallback's stream channel.
   o.manager.mode = TransportMode::kAuto;
   o.manager.max_timeout = max_timeout;
+  o.manager.max_qps_per_node = max_qps_per_node;
+  o.manager.max_qps = max_qps;
   auto n = RdmaNode::start(o);
   EXPECT_TRUE(n.ok()) << n.error().to_string();
   return n.ok() ? std::make_unique<TestNode>(std::move(*n)) : nullptr;
@@ -726,6 +729,66 @@ TEST_F(HostilePeerTest, HandshakesAndDropsSpeakOnlyForTheirSender) {
   auto wrap = victim_->request_buffer(UINT64_MAX - 100, 4096);
   ASSERT_FALSE(wrap);
   EXPECT_EQ(error_code(wrap.error()), ErrorCode::kInvalidArgument) << error_message(wrap.error());
+}
+
+// Trust, third pass, finding 5: each sending actor counts as a peer, so 1000 handshakes from
+// 1000 actors of one node made 1000 queue pairs (the owner from 26 to 678 MB). Queue pairs
+// accepted from one node's actors, and in all, are capped (manager invariant 22): a handshake
+// beyond is refused with resource_exhausted naming the limit, and makes no queue pair; one that
+// replaces a queue pair its sender has is still taken.
+TEST_F(HostilePeerTest, QueuePairsAcceptedFromPeersAreCappedPerNodeAndInAll) {
+  if (expected_path() != kPathRdma)
+    GTEST_SKIP() << "queue pairs need an RDMA device: the VM lane runs this";
+  Memory word(64);
+  auto mine = attacker_->request_buffer(word);
+  ASSERT_TRUE(mine);
+  ASSERT_EQ(mine->gid.size(), 16u);
+  struct Case {
+    uint32_t per_node, total;
+    const char* limit;
+  };
+  for (const Case& c : {Case{3, 100, "max_qps_per_node 3"}, Case{100, 3, "max_qps 3"}}) {
+    SCOPED_TRACE(c.limit);
+    auto capped = victim_node(std::chrono::milliseconds(2000), c.per_node, c.total);
+    ASSERT_TRUE(capped);
+    auto p = attacker_->node().remote_manager("127.0.0.1", capped->node().port());
+    ASSERT_TRUE(p.ok()) << p.error().to_string();
+    const caf::actor victim = caf::actor_cast<caf::actor>(*p);
+    const uint64_t before = capped->stats().live_qps;
+    // Each handshake from an actor of its own (kept alive: a peer that ends loses its QPs).
+    std::vector<std::unique_ptr<caf::scoped_actor>> senders;
+    auto handshake = [&](caf::scoped_actor& from, uint32_t qp_num) {
+      QpInfoMsg m;
+      m.qp_num = qp_num;
+      m.gid = mine->gid;
+      m.psn = 1;
+      m.mtu = 3;  // IBV_MTU_1024
+      m.ethernet = mine->ethernet;
+      m.device = mine->device;
+      m.incarnation = mine->incarnation;
+      return sealed_request<QpInfoMsg>(from, victim, std::chrono::seconds(30),
+                                       qp_connect_atom::value, m);
+    };
+    for (uint32_t i = 0; i < 5; ++i) {
+      senders.push_back(std::make_unique<caf::scoped_actor>(attacker_->node().system()));
+      auto r = handshake(*senders.back(), 0x100 + i);
+      if (i < 3) {
+        EXPECT_TRUE(r) << "handshake " << i << ": " << error_message(r.error());
+        continue;
+      }
+      ASSERT_FALSE(r) << "handshake " << i << " beyond the cap made a queue pair";
+      EXPECT_EQ(error_code(r.error()), ErrorCode::kResourceExhausted) << error_message(r.error());
+      EXPECT_NE(error_message(r.error()).find(c.limit), std::string::npos)
+          << error_message(r.error());
+    }
+    EXPECT_EQ(capped->stats().live_qps - before, 3u);
+    // A sender that has its queue pair may replace it (a new handshake adds none).
+    auto again = handshake(*senders[0], 0x200);
+    EXPECT_TRUE(again) << error_message(again.error());
+    EXPECT_EQ(capped->stats().live_qps - before, 3u);
+    senders.clear();
+  }
+  EXPECT_TRUE(attacker_->release(mine->id));
 }
 
 }  // namespace
