@@ -1,0 +1,125 @@
+// The owner's side of one claimed stream transfer: StreamServer::serve, which moves the bytes
+// of a claimed grant on its connection or by cross-memory attach and answers (stream_server.h,
+// invariants 6, 9, 11, 13 and 14). The rest of the server (accepting, slots, claims, workers)
+// is stream_server.cc.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "components/cross_memory.h"
+#include "components/stream_server.h"
+#include "components/withdrawable_move.h"
+
+namespace caf_rdma {
+
+bool StreamServer::serve(Connection& c) {
+  const Socket& s = c.socket;
+  const StreamRequest& req = c.request;
+  const Deadline io_limit =
+      std::min(std::chrono::steady_clock::now() + std::chrono::seconds(5), c.grant.deadline);
+  Grant g = std::move(c.grant);
+  c.grant = Grant{};
+  Status verdict;
+  if (req.direction != g.direction || req.length != g.length)
+    verdict = Error(ErrorCode::kInvalidArgument,
+                    "stream request " + std::string(to_string(req.direction)) + " of " +
+                        std::to_string(req.length) + " bytes does not match its grant (" +
+                        to_string(g.direction) + ", " + std::to_string(g.length) + " bytes)");
+  else if (std::chrono::steady_clock::now() >= g.deadline)
+    verdict = Error(ErrorCode::kTimeout, "stream grant of " + std::to_string(g.length) +
+                                             " bytes was claimed after its deadline");
+  else if (req.cross_memory && !c.same_host)
+    verdict = Error(ErrorCode::kInvalidArgument,
+                    "cross-memory stream request on a TCP connection (only same-host "
+                    "connections may ask for it)");
+  if (!verdict.ok()) {
+    g.done(req.token, verdict, 0);
+    // An eager write's bytes sit unread on the connection: it cannot carry a next request.
+    return write_status(s, verdict, io_limit).ok() && !eager_write(req);
+  }
+  Status st;
+  bool answered = false;       // a cross-memory request's one answer was sent
+  bool keep_on_error = false;  // failed, but answered in step (invariant 14): still usable
+  bool done_early = false;     // `done` ran once the memory was no longer touched (invariant 14)
+  if (req.cross_memory && limits_.cross_memory && !c.cma_refused) {
+    // Invariant 11: the owner copies, into or out of the SO_PEERCRED pid's memory only.
+    const std::string subject = req.by_handle ? "buffer " + std::to_string(req.handle.id) +
+                                                    " offset " + std::to_string(req.handle.offset)
+                                              : "stream grant " + std::to_string(req.token);
+    bool refused = false;
+    st = cross_memory_copy(c.peer_pid, g.addr, req.peer_addr, g.length,
+                           g.direction == StreamDirection::kOutOfOwner, g.deadline, subject,
+                           &refused, g.withdrawal);
+    if (refused) {
+      c.cma_refused = true;  // remembered: no failed syscall per op on this connection
+      st = Status{};
+    } else {
+      ++cross_memory_served_;
+      // The copy returned: the answer (the requester waits for it past its deadline).
+      Status sent = write_status(s, st, std::chrono::steady_clock::now() + kEagerAnswerGrace);
+      keep_on_error = sent.ok() && !st.ok() && st.error().code() == ErrorCode::kReleased;
+      if (st.ok())
+        st = sent;
+      answered = true;
+    }
+  }
+  // Invariant 13: no wait for the peer lasts longer than the stall limit.
+  const auto stall = limits_.stall_timeout;
+  auto answer_by = [&] { return std::min(g.deadline, std::chrono::steady_clock::now() + stall); };
+  // Invariant 14: the bytes in pieces, then the final status; a withdrawn transfer lets its
+  // release go (`done`) before the rest crosses the wire without the memory.
+  auto in_band = [&]() -> Status {
+    const std::string what = std::string("stream data ") + to_string(g.direction);
+    auto moved = move_until_withdrawn(s, g.addr, g.length, g.direction, g.deadline, stall,
+                                      g.withdrawal, what);
+    if (!moved.ok())
+      return moved.error();
+    if (*moved == g.length)
+      return write_status(s, Status{}, answer_by());  // sent once the memory is not touched
+    Status released = released_midway_error(*moved, g.length);
+    g.done(req.token, released, *moved);
+    done_early = true;
+    Status rest =
+        move_rest_without_memory(s, g.length - *moved, g.direction, g.deadline, stall, what);
+    if (rest.ok())
+      rest = write_status(s, released, answer_by());
+    keep_on_error = rest.ok();
+    return rest.ok() ? released : rest;
+  };
+  if (answered) {
+    // Done above.
+  } else if (eager_write(req)) {
+    st = in_band();  // its bytes follow the request (stream_protocol.h): no "go"
+  } else if (req.by_handle && !req.cross_memory && g.length <= kEagerBytes) {
+    // A small read by handle: go, the bytes and the final status in one send (invariant 14:
+    // zeros and `released` once withdrawn).
+    const bool gone = withdrawn(g.withdrawal);
+    const Status end = gone ? Status(released_midway_error(0, g.length)) : Status{};
+    std::vector<uint8_t> out;
+    out.reserve(g.length + 16);
+    append_status(out, Status{});
+    if (gone)
+      out.resize(out.size() + g.length, 0);
+    else
+      out.insert(out.end(), g.addr, g.addr + g.length);
+    append_status(out, end);
+    st = send_all(s, out.data(), out.size(), g.deadline, "stream data out of the owner", stall);
+    keep_on_error = gone && st.ok();
+    if (st.ok())
+      st = end;
+  } else {
+    // "go" (for a cross-memory request the kernel or the owner refused: "in-band go").
+    if (req.cross_memory)
+      ++inband_served_;
+    st =
+        req.cross_memory ? write_inband_go(s, answer_by()) : write_status(s, Status{}, answer_by());
+    if (st.ok())
+      st = in_band();
+  }
+  // The memory is not touched after this point: the owner may release it.
+  if (!done_early)
+    g.done(req.token, st, st.ok() ? g.length : 0);
+  return st.ok() || keep_on_error;
+}
+
+}  // namespace caf_rdma
