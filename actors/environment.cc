@@ -34,6 +34,8 @@ const std::vector<EnvironmentVariable>& environment_variables() {
       {kEnvMaxTimeout, V::kManagerOptions},
       {kEnvPeerWindow, V::kManagerOptions},
       {kEnvTotalWindow, V::kManagerOptions},
+      {kEnvMaxQpsPerNode, V::kManagerOptions},
+      {kEnvMaxQps, V::kManagerOptions},
       {kEnvDevices, V::kManagerOptions},
       {kEnvStripeMin, V::kManagerOptions},
       {kEnvStripeQps, V::kManagerOptions},

@@ -101,6 +101,11 @@ Result<ManagerOptions> ManagerOptions::from_env() {
       number(kEnvPeerWindow, kWindowMinCharge, 1ull << 40, o.peer_window_bytes));
   CAF_RDMA_RETURN_IF_ERROR(
       number(kEnvTotalWindow, kWindowMinCharge, 1ull << 40, o.total_window_bytes));
+  uint64_t qps_per_node = o.max_qps_per_node, qps = o.max_qps;
+  CAF_RDMA_RETURN_IF_ERROR(number(kEnvMaxQpsPerNode, 1, 1u << 20, qps_per_node));
+  CAF_RDMA_RETURN_IF_ERROR(number(kEnvMaxQps, 1, 1u << 20, qps));
+  o.max_qps_per_node = static_cast<uint32_t>(qps_per_node);
+  o.max_qps = static_cast<uint32_t>(qps);
   uint64_t inline_us = static_cast<uint64_t>(o.inline_poll.count());
   CAF_RDMA_RETURN_IF_ERROR(number(kEnvInlinePoll, 0, 100000, inline_us));
   o.inline_poll = std::chrono::microseconds(inline_us);

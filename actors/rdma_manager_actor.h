@@ -48,6 +48,10 @@ constexpr const char* kEnvMaxTimeout = "CAF_RDMA_MAX_TIMEOUT_MS";
 /// (ManagerOptions::peer_window_bytes, total_window_bytes).
 constexpr const char* kEnvPeerWindow = "CAF_RDMA_PEER_WINDOW";
 constexpr const char* kEnvTotalWindow = "CAF_RDMA_TOTAL_WINDOW";
+/// Queue pairs accepted from peers: per peer node, and in all (ManagerOptions::max_qps_per_node,
+/// max_qps).
+constexpr const char* kEnvMaxQpsPerNode = "CAF_RDMA_MAX_QPS_PER_NODE";
+constexpr const char* kEnvMaxQps = "CAF_RDMA_MAX_QPS";
 /// Striping (ManagerOptions::rail_devices): "mlx5_0,mlx5_1,...": the manager's devices, the first
 /// its primary one (as CAF_RDMA_DEVICE), the others its rails; "all": every device with an
 /// active port. CAF_RDMA_STRIPE_MIN: bytes from which an RDMA transfer is striped;
@@ -159,7 +163,7 @@ struct ManagerOptions {
   /// striping queue pairs): at most this many from the actors of one peer node, and in all.
   /// A handshake beyond is refused with resource_exhausted naming the limit and the node, so a
   /// peer cannot grow the owner's memory by sending handshakes from many actors
-  /// (manager/qp_handshakes.h invariant 22).
+  /// (manager/qp_handshakes.h invariant 22). CAF_RDMA_MAX_QPS_PER_NODE, CAF_RDMA_MAX_QPS.
   uint32_t max_qps_per_node = 512;
   uint32_t max_qps = 4096;
   /// As owner: how long a fetch beyond its window waits for the window to open before it fails

@@ -25,6 +25,8 @@ namespace caf_rdma {
 
 /// Invariant 1: bytes moved between two looks at the withdrawal.
 constexpr uint64_t kWithdrawablePiece = 4ull << 20;
+// A small request by handle (at most kEagerBytes) is one piece: withdrawn, it moved nothing.
+static_assert(kEagerBytes <= kWithdrawablePiece, "an eager request must be one piece");
 
 /// Moves [addr, addr + length) of the owner's memory (received from `s` for kIntoOwner, sent on
 /// it for kOutOfOwner) until done or withdrawn: the bytes moved (`length`: all of them), or the

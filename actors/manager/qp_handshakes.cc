@@ -222,6 +222,11 @@ caf::result<QpInfoMsg> QpHandshakes::accept_connect(const QpInfoMsg& remote) {
                            "queue-pair handshake from " + caf::to_string(sender.address()) +
                                " names another manager (" +
                                caf::to_string(remote.manager.address()) + ") as its sender");
+  // Invariant 22 before a sender never seen is taken for a peer: a refused handshake leaves no
+  // trace (a flood of senders does not grow the peer table).
+  if (m_.peers_.count(sender.address()) == 0)
+    if (Status room = accept_room(sender.node(), caf::to_string(sender.address())); !room.ok())
+      return to_caf_error(room.error());
   Peer& p = m_.peer_table.peer_for(sender, "");
   if (caf::actor_cast<caf::actor_addr>(p.manager).get() ==
       caf::actor_cast<caf::actor_addr>(sender).get()) {
@@ -276,13 +281,7 @@ caf::result<QpInfoMsg> QpHandshakes::accept_connect(const QpInfoMsg& remote) {
   return rp;
 }
 
-Status QpHandshakes::accept_room(const Peer& p, const QpInfoMsg& remote) const {
-  const bool adds = remote.lane != 0     ? p.lanes.count(remote.lane) == 0
-                    : remote.stripe != 0 ? p.stripes_accepted.count(remote.stripe) == 0
-                                         : !p.accepted;
-  if (!adds)
-    return {};
-  const caf::node_id node = p.manager.node();
+Status QpHandshakes::accept_room(const caf::node_id& node, const std::string& who) const {
   uint64_t of_node = 0, all = 0;
   for (const auto& [key, peer] : m_.peers_) {
     const uint64_t n = (peer.accepted ? 1 : 0) + peer.lanes.size() + peer.stripes_accepted.size();
@@ -296,7 +295,7 @@ Status QpHandshakes::accept_room(const Peer& p, const QpInfoMsg& remote) const {
   const bool node_full = of_node >= o.max_qps_per_node;
   return Error(
       ErrorCode::kResourceExhausted,
-      "queue-pair handshake from " + p.name + " (node " + caf::to_string(node) + ") refused by " +
+      "queue-pair handshake from " + who + " (node " + caf::to_string(node) + ") refused by " +
           o.name + ": " +
           (node_full ? "that node has " + std::to_string(of_node) +
                            " queue pairs accepted here (max_qps_per_node " +
@@ -306,7 +305,12 @@ Status QpHandshakes::accept_room(const Peer& p, const QpInfoMsg& remote) const {
 }
 
 Result<QpInfoMsg> QpHandshakes::finish_accept(Peer& p, const QpInfoMsg& remote) {
-  CAF_RDMA_RETURN_IF_ERROR(accept_room(p, remote));  // invariant 22
+  // Invariant 22: a handshake replacing a queue pair its sender has adds none.
+  const bool adds = remote.lane != 0     ? p.lanes.count(remote.lane) == 0
+                    : remote.stripe != 0 ? p.stripes_accepted.count(remote.stripe) == 0
+                                         : !p.accepted;
+  if (adds)
+    CAF_RDMA_RETURN_IF_ERROR(accept_room(p.manager.node(), p.name));
   if (remote.lane != 0)
     return m_.lanes.accept_lane(p, remote);
   if (remote.stripe != 0)

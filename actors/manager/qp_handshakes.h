@@ -13,8 +13,10 @@
 // 22. Queue pairs accepted from peers (managers' own, lanes, striping queue pairs) are at most
 //     ManagerOptions::max_qps_per_node from the actors of one node, and max_qps in all: a
 //     handshake that would add one beyond is refused (resource_exhausted, naming the limit and
-//     the node) before a queue pair is made; one that replaces a queue pair it already has adds
-//     none.
+//     the node) before a queue pair is made, and before a sender never seen is taken for a
+//     peer; one that replaces a queue pair it already has adds none. (The node is the one the
+//     sender's id names: a node that routes messages for ids it invents can spread its
+//     handshakes over them; max_qps bounds them all.)
 #pragma once
 
 #include "actors/detail/manager_tables.h"
@@ -30,8 +32,9 @@ public:
   caf::result<QpInfoMsg> accept_connect(const QpInfoMsg& remote);
   /// The rest of a queue-pair handshake from `p` (accept_connect), once it is taken for `p`.
   Result<QpInfoMsg> finish_accept(Peer& p, const QpInfoMsg& remote);
-  /// Invariant 22: ok, or why a handshake from `p` that would add a queue pair is refused.
-  Status accept_room(const Peer& p, const QpInfoMsg& remote) const;
+  /// Invariant 22: ok, or why a handshake from `who` of `node` that would add a queue pair is
+  /// refused.
+  Status accept_room(const caf::node_id& node, const std::string& who) const;
   void drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp);
   /// Drops `qp` (of peer `key`'s, or the loopback QP) so the NIC stops using it.
   void drop_qp_of(const caf::actor_addr& key, const std::shared_ptr<RdmaQueuePair>& qp);
