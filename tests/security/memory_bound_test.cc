@@ -159,7 +159,7 @@ protected:
     BufferHandle mine = *lh;
     uint8_t* base = local.bytes.data();
     pid_t pid = owner_->pid();
-    reader_->node().system().spawn([=](caf::event_based_actor* self) {
+    auto burst = reader_->node().system().spawn([=](caf::event_based_actor* self) {
       struct State {
         Burst b;
         uint64_t next = 0, finished = 0;
@@ -202,6 +202,14 @@ protected:
     if (done.wait_for(std::chrono::milliseconds(kTimeoutMs) * 2 + std::chrono::seconds(60)) !=
         std::future_status::ready) {
       ADD_FAILURE() << "the burst never ended";
+      // `local` goes when this returns: first the actor that checks and zeroes its slots, then
+      // the reads still on their way into it (the release waits for them: this node's own).
+      caf::scoped_actor self{reader_->node().system()};
+      self->monitor(burst);
+      caf::anon_send_exit(burst, caf::exit_reason::kill);
+      self->receive([](const caf::down_msg&) {},
+                    caf::after(std::chrono::seconds(30)) >> [] { ADD_FAILURE() << "still alive"; });
+      EXPECT_TRUE(reader_->release(lh->id));
       return {};
     }
     Burst b = done.get();
