@@ -98,7 +98,7 @@ Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64
     h.join();
   // Invariant 5: another failure is the answer; else a withdrawal, with what moved in all.
   for (auto& st : results)
-    if (!st.ok() && st.error().code() != ErrorCode::kReleased)
+    if (!st.ok() && !ended_by_withdrawal(st))
       return st;
   for (auto& st : results)
     if (!st.ok())

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "components/same_host.h"
+#include "components/withdrawal.h"
 
 namespace caf_rdma {
 
@@ -234,10 +235,6 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
   std::string endpoint = endpoint_of(job, local);
   bool pooled = false;
   CAF_RDMA_ASSIGN_OR_RETURN(Socket s, take_connection(job, fresh, local, pooled));
-  // stream_server.h invariant 14: an answer `released` came in step (the connection serves on).
-  auto in_step = [](const Status& answer) {
-    return !answer.ok() && answer.error().code() == ErrorCode::kReleased;
-  };
   auto fail = [&](Status st) {
     std::lock_guard<std::mutex> lock(mu_);
     busy_fds_.erase(s.fd());
@@ -276,8 +273,8 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
     if (!end.ok())
       return fail(end.error());  // no answer: it may be tried again (a write, idempotent)
     if (!end->ok()) {
-      reach = Reach::kAnswered;  // refused: the owner stored nothing
-      if (st.ok() && in_step(*end))
+      reach = Reach::kAnswered;                  // refused: the owner stored nothing
+      if (st.ok() && ended_by_withdrawal(*end))  // in step: invariant 6
         give_back(endpoint, std::move(s));
       else
         (void)fail(Status{});
@@ -296,8 +293,8 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
     if (!answer.ok())
       return fail(answer.error());
     if (!answer->inband) {
-      if (in_step(answer->status)) {
-        reach = Reach::kTaken;  // its owner's release stopped the copy part-way
+      if (ended_by_withdrawal(answer->status)) {  // in step: invariant 6
+        reach = Reach::kTaken;                    // its owner's release stopped the copy part-way
         give_back(endpoint, std::move(s));
         return answer->status;
       }
@@ -333,7 +330,7 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
   auto end = read_status(s, job.deadline, into_owner ? "stream confirmation" : "stream end");
   if (!end.ok())
     return fail(end.error());
-  if (!end->ok() && !in_step(*end))
+  if (!end->ok() && !ended_by_withdrawal(*end))  // in step: invariant 6
     return fail(*end);
   give_back(endpoint, std::move(s));
   return *end;

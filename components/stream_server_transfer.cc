@@ -9,6 +9,7 @@
 #include "components/cross_memory.h"
 #include "components/stream_server.h"
 #include "components/withdrawable_move.h"
+#include "components/withdrawal.h"
 
 namespace caf_rdma {
 
@@ -57,7 +58,7 @@ bool StreamServer::serve(Connection& c) {
       ++cross_memory_served_;
       // The copy returned: the answer (the requester waits for it past its deadline).
       Status sent = write_status(s, st, std::chrono::steady_clock::now() + kEagerAnswerGrace);
-      keep_on_error = sent.ok() && !st.ok() && st.error().code() == ErrorCode::kReleased;
+      keep_on_error = sent.ok() && ended_by_withdrawal(st);
       if (st.ok())
         st = sent;
       answered = true;

@@ -25,5 +25,10 @@ inline bool withdrawn(const Withdrawal& w) {
 
 /// Invariant 2: a transfer its owner's release stopped after `moved` of `length` bytes.
 Error released_midway_error(uint64_t moved, uint64_t length);
+/// Whether `st` is such an end (its code is `released`: on the stream channel nothing else
+/// fails with it, a release refusing a request before it starts included).
+inline bool ended_by_withdrawal(const Status& st) {
+  return !st.ok() && st.error().code() == ErrorCode::kReleased;
+}
 
 }  // namespace caf_rdma

@@ -17,6 +17,7 @@
 #include "components/stream_protocol.h"
 #include "components/stream_server.h"
 #include "tests/closed_port.h"
+#include "tests/components/served.h"
 
 namespace caf_rdma {
 namespace {
@@ -30,22 +31,6 @@ std::vector<uint8_t> pattern(uint64_t n, uint32_t seed) {
     v[i] = static_cast<uint8_t>((i * 2654435761u + seed) >> 13);
   return v;
 }
-
-/// What a grant's done callback reported (the promise outlives a test that stopped waiting).
-struct Served {
-  std::shared_ptr<std::promise<std::pair<Status, uint64_t>>> promise =
-      std::make_shared<std::promise<std::pair<Status, uint64_t>>>();
-  std::future<std::pair<Status, uint64_t>> future = promise->get_future();
-  StreamServer::DoneFn fn() {
-    auto p = promise;
-    return [p](uint64_t, Status st, uint64_t bytes) { p->set_value({std::move(st), bytes}); };
-  }
-  std::pair<Status, uint64_t> wait() {
-    if (future.wait_for(10s) != std::future_status::ready)
-      return {Error(ErrorCode::kTimeout, "the grant never finished (10 s)"), 0};
-    return future.get();
-  }
-};
 
 /// Runs one job and waits (bounded) for how it ended.
 StreamEnd run_job_end(StreamClient& client, StreamJob job) {

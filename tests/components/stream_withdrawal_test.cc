@@ -18,6 +18,7 @@
 #include "components/stream_protocol.h"
 #include "components/stream_server.h"
 #include "components/withdrawable_move.h"
+#include "tests/components/served.h"
 
 namespace caf_rdma {
 namespace {
@@ -45,22 +46,6 @@ uint64_t tcp_buffer_limit(const std::string& name) {
   return 6ull << 20;
 }
 
-/// A grant's `done`, waited for (bounded).
-struct Done {
-  std::shared_ptr<std::promise<std::pair<Status, uint64_t>>> promise =
-      std::make_shared<std::promise<std::pair<Status, uint64_t>>>();
-  StreamServer::DoneFn fn() {
-    auto p = promise;
-    return [p](uint64_t, Status st, uint64_t bytes) { p->set_value({std::move(st), bytes}); };
-  }
-  std::pair<Status, uint64_t> wait() {
-    auto f = promise->get_future();
-    if (f.wait_for(20s) != std::future_status::ready)
-      return {Error(ErrorCode::kTimeout, "the grant never finished (20 s)"), 0};
-    return f.get();
-  }
-};
-
 class StreamWithdrawalTest : public ::testing::Test {
 protected:
   void SetUp() override {
@@ -83,15 +68,28 @@ protected:
   /// checked.
   void next_request_works() {
     std::vector<uint8_t> owner(4096), mine = pattern(4096, 9);
-    Done done;
+    Served done;
     uint64_t t = server_->grant(owner.data(), owner.size(), StreamDirection::kIntoOwner,
                                 Clock::now() + 10s, done.fn());
     claim(t, StreamDirection::kIntoOwner, owner.size());
     ASSERT_TRUE(send_all(sock_, mine.data(), mine.size(), Clock::now() + 10s, "bytes").ok());
     auto end = read_status(sock_, Clock::now() + 10s, "end");
     ASSERT_TRUE(end.ok() && end->ok()) << "the connection no longer carries requests";
-    ASSERT_TRUE(done.wait().first.ok());
+    ASSERT_TRUE(done.wait(20s).first.ok());
     EXPECT_EQ(owner, mine);
+  }
+
+  /// Requests by handle from now on get [addr, ...), withdrawn by `withdrawal`, and report to
+  /// `served`.
+  void authorize(uint8_t* addr, const Withdrawal& withdrawal, Served& served) {
+    server_->set_authorizer([addr, withdrawal, done = served.handle_fn()](
+                                const StreamRequest&) -> Result<StreamServer::HandleGrant> {
+      StreamServer::HandleGrant g;
+      g.addr = addr;
+      g.withdrawal = withdrawal;
+      g.done = done;
+      return g;
+    });
   }
 
   std::unique_ptr<StreamServer> server_;
@@ -102,7 +100,7 @@ TEST_F(StreamWithdrawalTest, AWithdrawnWriteStopsAfterItsPieceAndLetsTheReleaseG
   auto owner = std::vector<uint8_t>(kSize, 0);
   const auto src = pattern(kSize, 2);
   auto withdrawal = std::make_shared<std::atomic<bool>>(false);
-  Done done;
+  Served done;
   uint64_t t = server_->grant(owner.data(), kSize, StreamDirection::kIntoOwner, Clock::now() + 30s,
                               done.fn(), withdrawal);
   claim(t, StreamDirection::kIntoOwner, kSize);
@@ -114,7 +112,7 @@ TEST_F(StreamWithdrawalTest, AWithdrawnWriteStopsAfterItsPieceAndLetsTheReleaseG
                        Clock::now() + 10s, "bytes")
                   .ok());
   // The owner lets its release go now, before the rest of the write crossed the wire.
-  auto [st, bytes] = done.wait();
+  auto [st, bytes] = done.wait(20s);
   ASSERT_FALSE(st.ok()) << "a withdrawn write was reported done before the rest was sent";
   EXPECT_EQ(st.error().code(), ErrorCode::kReleased) << st.error().to_string();
   EXPECT_GE(bytes, kBeforeWithdrawal - kWithdrawablePiece);
@@ -143,7 +141,7 @@ TEST_F(StreamWithdrawalTest, AWithdrawnReadSendsZerosForTheRestAndSaysReleased) 
   const auto owner = pattern(kSize, 3);
   std::vector<uint8_t> got(kSize, 0);
   auto withdrawal = std::make_shared<std::atomic<bool>>(false);
-  Done done;
+  Served done;
   uint64_t t =
       server_->grant(const_cast<uint8_t*>(owner.data()), kSize, StreamDirection::kOutOfOwner,
                      Clock::now() + 30s, done.fn(), withdrawal);
@@ -157,7 +155,7 @@ TEST_F(StreamWithdrawalTest, AWithdrawnReadSendsZerosForTheRestAndSaysReleased) 
   ASSERT_TRUE(end.ok()) << end.error().to_string();
   ASSERT_FALSE(end->ok()) << "a withdrawn read was answered as complete";
   EXPECT_EQ(end->error().code(), ErrorCode::kReleased) << end->error().to_string();
-  auto served = done.wait().first;
+  auto served = done.wait(20s).first;
   ASSERT_FALSE(served.ok());
   EXPECT_EQ(served.error().code(), ErrorCode::kReleased);
   // Sent before the withdrawal: the part read, what the two sockets can buffer (at most the
@@ -184,7 +182,7 @@ TEST_F(StreamWithdrawalTest, AGrantWithdrawnBeforeItsFirstPieceMovesNothing) {
       owner = pattern(1 << 20, 5);
     const auto before = owner;
     auto withdrawal = std::make_shared<std::atomic<bool>>(true);
-    Done done;
+    Served done;
     uint64_t t = server_->grant(owner.data(), owner.size(), direction, Clock::now() + 30s,
                                 done.fn(), withdrawal);
     claim(t, direction, owner.size());
@@ -198,7 +196,7 @@ TEST_F(StreamWithdrawalTest, AGrantWithdrawnBeforeItsFirstPieceMovesNothing) {
     EXPECT_EQ(end->error().code(), ErrorCode::kReleased);
     EXPECT_NE(end->error().message().find("(0 of 1048576 had moved"), std::string::npos)
         << end->error().message();
-    auto served = done.wait().first;
+    auto served = done.wait(20s).first;
     ASSERT_FALSE(served.ok());
     EXPECT_EQ(served.error().code(), ErrorCode::kReleased);
     EXPECT_EQ(owner, before) << "the owner's memory changed";
@@ -217,15 +215,8 @@ TEST_F(StreamWithdrawalTest, SmallRequestsByHandleWithdrawnTouchNothing) {
   std::vector<uint8_t> owner = pattern(kSmall, 6);
   const auto before = owner;
   auto withdrawal = std::make_shared<std::atomic<bool>>(true);
-  Done done;
-  server_->set_authorizer([&](const StreamRequest&) -> Result<StreamServer::HandleGrant> {
-    StreamServer::HandleGrant g;
-    g.addr = owner.data();
-    g.withdrawal = withdrawal;
-    auto fn = done.fn();
-    g.done = [fn](Status st, uint64_t bytes) { fn(0, std::move(st), bytes); };
-    return g;
-  });
+  Served done;
+  authorize(owner.data(), withdrawal, done);
   StreamRequest write{StreamDirection::kIntoOwner, 0, kSmall};
   write.by_handle = true;
   write.handle.timeout_ms = 10000;
@@ -236,20 +227,13 @@ TEST_F(StreamWithdrawalTest, SmallRequestsByHandleWithdrawnTouchNothing) {
   ASSERT_TRUE(answer.ok()) << answer.error().to_string();
   ASSERT_FALSE(answer->ok()) << "a withdrawn eager write was stored";
   EXPECT_EQ(answer->error().code(), ErrorCode::kReleased) << answer->error().to_string();
-  auto served = done.wait().first;
+  auto served = done.wait(20s).first;
   ASSERT_FALSE(served.ok());
   EXPECT_EQ(served.error().code(), ErrorCode::kReleased);
   EXPECT_EQ(owner, before) << "the withdrawn eager write reached the owner's memory";
 
-  Done read_done;
-  server_->set_authorizer([&](const StreamRequest&) -> Result<StreamServer::HandleGrant> {
-    StreamServer::HandleGrant g;
-    g.addr = owner.data();
-    g.withdrawal = withdrawal;
-    auto fn = read_done.fn();
-    g.done = [fn](Status st, uint64_t bytes) { fn(0, std::move(st), bytes); };
-    return g;
-  });
+  Served read_done;
+  authorize(owner.data(), withdrawal, read_done);
   StreamRequest read{StreamDirection::kOutOfOwner, 0, kSmall};
   read.by_handle = true;
   read.handle.timeout_ms = 10000;
