@@ -67,7 +67,7 @@ struct RdmaQueuePairOptions {
   std::shared_ptr<CompletionRouter> completions;
 };
 
-class RdmaQueuePair : private CompletionTarget {
+class RdmaQueuePair final : private CompletionTarget {
 public:
   using Options = RdmaQueuePairOptions;
   using Stats = QpStats;

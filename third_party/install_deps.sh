@@ -20,9 +20,11 @@ kPackages=(
   qemu-system-x86 busybox-static cpio kmod gzip xz-utils
   # benchmarks: plots; redis, the key-value store's reference (bench/kv_vs_redis.sh); callgrind
   python3 python3-matplotlib redis-server redis-tools valgrind
-  # lint (tests/lint); cmake builds the ThreadSanitizer CAF (tests/sanitizers)
+  # lint (tests/lint); cmake builds the ThreadSanitizer CAF (tests/sanitizers); clang-14 and its
+  # sanitizer runtimes compile the asan lane (third_party/clang_cc.bzl)
   clang-format-14
   clang-tidy-14
+  clang-14 libclang-rt-14-dev lld-14
   cmake
 )
 

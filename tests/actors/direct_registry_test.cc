@@ -14,7 +14,8 @@ namespace {
 
 /// Host memory without a NIC registration (as on a node without a device).
 DirectRegistry::Entry host_entry(uint64_t size, BufferAccess access) {
-  return DirectRegistry::Entry{RdmaBuffer{}, size, access, 0, 0, 0x1000, BufferMemory::kHost};
+  return DirectRegistry::Entry{RdmaBuffer{},        size,        access, 0, 0, 0x1000,
+                               BufferMemory::kHost, Withdrawal{}};
 }
 
 // Invariant 1: a direct lane takes only NIC-registered buffers, a stream lane only host memory.

@@ -18,6 +18,7 @@
 #include "tests/actors/manager_fixture.h"
 #include "tests/actors/two_node_test.h"
 #include "tests/rdma_test.h"
+#include "tests/sanitizer_build.h"
 
 namespace caf_rdma::testing {
 namespace {
@@ -152,18 +153,12 @@ TEST_F(RevocationTest, OpsBesideARefusedOneSucceed) {
 // MB/s, and under the sanitizers.)
 TEST_F(RevocationTest, AReleaseDuringAPeersWriteStopsItTheSameWayOnEveryTransport) {
   const bool rdma = expected_path() == kPathRdma;
-#if defined(__SANITIZE_THREAD__)
-  // The owner's memory is not watched while a stream worker writes it (a race to TSan): the
-  // release goes once the owner holds the buffer for the write (its grant or its claim).
-  constexpr bool kWatchMemory = false;
-  constexpr uint64_t kFallbackSize = 64ull << 20;
-#elif defined(__SANITIZE_ADDRESS__)
-  constexpr bool kWatchMemory = true;
-  constexpr uint64_t kFallbackSize = 64ull << 20;
-#else
-  constexpr bool kWatchMemory = true;
-  constexpr uint64_t kFallbackSize = 256ull << 20;
-#endif
+  // Under ThreadSanitizer the owner's memory is not watched while a stream worker writes it (a
+  // race to TSan): the release goes once the owner holds the buffer for the write (its grant or
+  // its claim).
+  constexpr bool kWatchMemory = !kThreadSanitizer;
+  constexpr uint64_t kFallbackSize =
+      kThreadSanitizer || kAddressSanitizer ? 64ull << 20 : 256ull << 20;
   const uint64_t size = rdma ? 64ull << 20 : kFallbackSize;
   constexpr int kTries = 4;
   const Memory src(size, 77);

@@ -35,6 +35,7 @@
 #include "components/secure_random.h"
 #include "support/child_process.h"
 #include "tests/actors/manager_fixture.h"
+#include "tests/sanitizer_build.h"
 #include "tests/security/raw_basp_client.h"
 
 namespace caf_rdma::testing {
@@ -52,11 +53,7 @@ constexpr uint64_t kSlack = 16 * kMiB;
 /// owner's RSS is mostly the sanitizer's (shadow memory, a quarantine of freed blocks that
 /// malloc_trim cannot give back): the bounds are checked in the native lane only; the rest of
 /// each test (every byte, the windows' counters) runs everywhere.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kRssIsTheOwners = false;
-#else
-constexpr bool kRssIsTheOwners = true;
-#endif
+constexpr bool kRssIsTheOwners = !kAddressSanitizer && !kThreadSanitizer;
 
 uint8_t owner_byte(uint64_t i) {
   return static_cast<uint8_t>(i * 7 + kSeed);
@@ -227,11 +224,7 @@ protected:
 // The honest burst's reads of 1 MiB: 2000 (2 GiB through a 16 MiB window). Under ThreadSanitizer
 // (both processes instrumented, every byte checked) 2000 took about 3 minutes, at the edge of
 // the burst's own bound; 600 still move 37 windows' worth.
-#if defined(__SANITIZE_THREAD__)
-constexpr uint64_t kBurstReads = 600;
-#else
-constexpr uint64_t kBurstReads = 2000;
-#endif
+constexpr uint64_t kBurstReads = kThreadSanitizer ? 600 : 2000;
 
 // Finding (issue "Trust, second pass", item 2): 2000 reads of 1 MiB by a peer took the owner
 // from 17.5 MB to 1.76 GB, and it kept it: every answer was copied and queued for the
