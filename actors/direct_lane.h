@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "actors/direct_registry.h"
+#include "actors/lane_grants.h"
 #include "actors/rdma_messages.h"
 #include "components/rdma_queue_pair.h"
 #include "primitives/status.h"
@@ -108,18 +109,4 @@ private:
   uint32_t max_timeout_ms_;  ///< the manager's ManagerOptions::max_timeout
 };
 
-/// The manager's answer to a lane request (local messages only: it holds the lane itself).
-struct LaneGrant {
-  std::shared_ptr<DirectLane> lane;
-  bool verify = false;  ///< the manager's verify mode: its client checks every lane op too
-  /// The manager stripes reads and writes of at least this many bytes with owners that have
-  /// rails (manager/rails.h): its client sends those to it, not down the lane. 0: none.
-  uint64_t stripe_min_bytes = 0;
-  /// It stripes over several queue pairs of its one device too (stripe_qps > 1): every op
-  /// from stripe_min_bytes on goes to it, rails or not.
-  bool stripes_one_device = false;
-};
-
 }  // namespace caf_rdma
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::LaneGrant)

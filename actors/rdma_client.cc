@@ -9,9 +9,11 @@
 #include <mutex>
 
 #include "actors/detail/node_objects.h"
+#include "actors/direct_lane.h"
 #include "actors/op_texts.h"
 #include "actors/rdma_errors.h"
 #include "actors/request_timer.h"
+#include "actors/stream_lane.h"
 #include "actors/transfer_checks.h"
 #include "components/checksum.h"
 #include "components/secure_random.h"

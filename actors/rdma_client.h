@@ -24,6 +24,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <future>
 #include <map>
 #include <memory>
@@ -37,6 +38,8 @@
 #include "primitives/status.h"
 
 namespace caf_rdma {
+
+enum class OpFault : uint8_t;  // components/rdma_op.h (a lane op's failure, internal)
 
 /// Environment variable: "0" turns direct lanes off for clients that do not choose.
 constexpr const char* kEnvDirect = "CAF_RDMA_DIRECT";

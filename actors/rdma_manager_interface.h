@@ -30,10 +30,9 @@
 #include <string>
 #include <vector>
 
-#include "actors/direct_lane.h"
+#include "actors/lane_grants.h"
 #include "actors/rdma_atoms.h"
 #include "actors/rdma_messages.h"
-#include "actors/stream_lane.h"
 
 namespace caf_rdma {
 

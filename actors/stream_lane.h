@@ -15,7 +15,8 @@
 //     writes, GPU memory, this node's own buffers, verify mode) goes through the manager.
 //  2. Both buffers are held (DirectRegistry::acquire_host) while their bytes move (DirectRegistry
 //     invariant 2): a release of the requester's buffer waits for the lane's op, as for the
-//     manager's; the owner's release stops it at its next piece (stream_server.h invariant 14).
+//     manager's; the owner's release stops it after the call under way (stream_server.h invariant
+//     14).
 //  3. What the lane cannot decide (a local handle it does not know, or whose secret is not the
 //     one registered; an owner that does not know the handle, or refuses the request before
 //     taking it: StreamEnd::refused) goes to the manager, which answers with its own checks and
@@ -32,6 +33,7 @@
 #include <optional>
 
 #include "actors/direct_registry.h"
+#include "actors/lane_grants.h"
 #include "actors/rdma_messages.h"
 #include "components/stream_client.h"
 #include "components/stream_server.h"
@@ -59,26 +61,18 @@ private:
 };
 
 /// The owner's side: checks a request by handle against the buffers of `registry` and holds
-/// the buffer until the stream server is done with it (a release stops it at its next piece:
-/// components/stream_server.h invariant 14); the release waiting for that is told through
-/// `manager` (LaneIdle). A request it cannot allow is refused with not_found, which sends its
-/// client to the manager (invariant 3).
-/// `max_timeout` bounds how long one request may hold the buffer (ManagerOptions::max_timeout).
-/// A stream job to `remote`'s owner authorized by the handle ("CRH1"): the owner's stream
-/// endpoint (its same-host one when it runs on this host) and the handle's id and secret, at
-/// `remote_offset`, for `timeout_ms`. The caller fills in direction, memory, length and
-/// deadline. The lane's and the manager's stream path's requests by handle.
+/// the buffer until the stream server is done with it (a release stops it after the socket call
+/// under way: components/stream_server.h invariant 14); the release waiting for that is told
+/// through `manager` (LaneIdle). A request it cannot allow is refused with not_found, which sends
+/// its client to the manager (invariant 3). `max_timeout` bounds how long one request may hold the
+/// buffer (ManagerOptions::max_timeout). A stream job to `remote`'s owner authorized by the handle
+/// ("CRH1"): the owner's stream endpoint (its same-host one when it runs on this host) and the
+/// handle's id and secret, at `remote_offset`, for `timeout_ms`. The caller fills in direction,
+/// memory, length and deadline. The lane's and the manager's stream path's requests by handle.
 StreamJob job_by_handle(const BufferHandle& remote, uint64_t remote_offset, uint32_t timeout_ms);
 
 StreamServer::Authorizer handle_authorizer(std::shared_ptr<DirectRegistry> registry,
                                            caf::actor_addr manager,
                                            std::chrono::milliseconds max_timeout);
 
-/// The manager's answer to a stream lane request (local messages only: it holds the lane).
-struct StreamLaneGrant {
-  std::shared_ptr<StreamLane> lane;  ///< null: no stream lanes from this node
-};
-
 }  // namespace caf_rdma
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::StreamLaneGrant)

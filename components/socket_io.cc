@@ -275,16 +275,25 @@ Result<size_t> tls_io(SSL* ssl, uint8_t* p, size_t n, bool sending, short& event
   return Error(ErrorCode::kPeerUnavailable, tls_failure(ssl, code));
 }
 
-/// Sends (or receives) exactly n bytes at p before the deadline, and while no wait for the next
-/// byte lasts longer than `stall` (when > 0).
-Status move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline deadline, const std::string& what,
-                bool sending, std::chrono::milliseconds stall) {
+/// Sends (or receives) n bytes at p before the deadline, and while no wait for the next byte
+/// lasts longer than `stall` (when > 0); with a `stop` flag, only until it is set (looked at
+/// before every call that touches p, and at least every kStopLook while waiting): the bytes
+/// moved, all n unless stopped.
+Result<uint64_t> move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline deadline,
+                          const std::string& what, bool sending, std::chrono::milliseconds stall,
+                          const std::atomic<bool>* stop) {
   uint64_t done = 0;
   auto progress = [&] { return std::to_string(done) + " of " + std::to_string(n) + " bytes"; };
+  auto stopped = [&] { return stop != nullptr && stop->load(std::memory_order_acquire); };
   auto last_move = std::chrono::steady_clock::now();
   // The wait for the next byte ends at the deadline, or `stall` after the last byte moved.
   auto wait_end = [&] {
     return stall.count() > 0 ? std::min(deadline, last_move + stall) : deadline;
+  };
+  // One wait: until wait_end(), or with a stop flag kStopLook at most (then looked at again).
+  auto wait_slice = [&] {
+    return stop == nullptr ? wait_end()
+                           : std::min(wait_end(), std::chrono::steady_clock::now() + kStopLook);
   };
   auto waited_out = [&] {
     if (stall.count() > 0 && std::chrono::steady_clock::now() < deadline)
@@ -298,7 +307,7 @@ Status move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline deadline, cons
   std::optional<SigpipeGuard> guard;
   if (s.tls() != nullptr)
     guard.emplace();
-  while (done < n && s.tls() != nullptr) {
+  while (done < n && s.tls() != nullptr && !stopped()) {
     short events = 0;
     bool closed = false;
     auto k = tls_io(s.tls(), p + done, n - done, sending, events, closed);
@@ -310,11 +319,11 @@ Status move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline deadline, cons
       last_move = std::chrono::steady_clock::now();
       continue;
     }
-    CAF_RDMA_ASSIGN_OR_RETURN(bool ready, wait_ready(s.fd(), events, wait_end()));
-    if (!ready)
+    CAF_RDMA_ASSIGN_OR_RETURN(bool ready, wait_ready(s.fd(), events, wait_slice()));
+    if (!ready && std::chrono::steady_clock::now() >= wait_end())
       return waited_out();
   }
-  while (done < n) {
+  while (done < n && s.tls() == nullptr && !stopped()) {
     ssize_t k = sending ? ::send(s.fd(), p + done, n - done, MSG_NOSIGNAL)
                         : ::recv(s.fd(), p + done, n - done, 0);
     if (k > 0) {
@@ -334,14 +343,17 @@ Status move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline deadline, cons
     // peer that went away behind a full window would wait for its deadline.
     short revents = 0;
     CAF_RDMA_ASSIGN_OR_RETURN(bool ready, wait_ready(s.fd(), sending ? POLLOUT | POLLRDHUP : POLLIN,
-                                                     wait_end(), &revents));
-    if (!ready)
-      return waited_out();
+                                                     wait_slice(), &revents));
+    if (!ready) {
+      if (std::chrono::steady_clock::now() >= wait_end())
+        return waited_out();
+      continue;
+    }
     if (sending && (revents & POLLRDHUP) != 0 && (revents & POLLOUT) == 0)
       return Error(ErrorCode::kPeerUnavailable,
                    what + ": connection closed by the peer after " + progress());
   }
-  return {};
+  return done;
 }
 
 }  // namespace
@@ -455,13 +467,22 @@ size_t tls_pending(const Socket& s) {
 
 Status send_all(const Socket& s, const void* data, uint64_t n, Deadline deadline,
                 const std::string& what, std::chrono::milliseconds stall) {
-  return move_all(s, static_cast<uint8_t*>(const_cast<void*>(data)), n, deadline, what, true,
-                  stall);
+  auto moved = move_all(s, static_cast<uint8_t*>(const_cast<void*>(data)), n, deadline, what, true,
+                        stall, nullptr);
+  return moved.ok() ? Status{} : Status(moved.error());
 }
 
 Status recv_all(const Socket& s, void* data, uint64_t n, Deadline deadline, const std::string& what,
                 std::chrono::milliseconds stall) {
-  return move_all(s, static_cast<uint8_t*>(data), n, deadline, what, false, stall);
+  auto moved = move_all(s, static_cast<uint8_t*>(data), n, deadline, what, false, stall, nullptr);
+  return moved.ok() ? Status{} : Status(moved.error());
+}
+
+Result<uint64_t> move_until_stopped(const Socket& s, void* data, uint64_t n, bool sending,
+                                    Deadline deadline, const std::string& what,
+                                    std::chrono::milliseconds stall,
+                                    const std::atomic<bool>& stop) {
+  return move_all(s, static_cast<uint8_t*>(data), n, deadline, what, sending, stall, &stop);
 }
 
 AcceptStep accept_step(const Socket& listener, Socket* out, uint32_t* ip) {

@@ -6,6 +6,7 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -131,5 +132,16 @@ Status send_all(const Socket& s, const void* data, uint64_t n, Deadline deadline
                 const std::string& what, std::chrono::milliseconds stall = {});
 Status recv_all(const Socket& s, void* data, uint64_t n, Deadline deadline, const std::string& what,
                 std::chrono::milliseconds stall = {});
+
+/// How long move_until_stopped waits at most before it looks at its stop flag again.
+constexpr std::chrono::milliseconds kStopLook{50};
+/// send_all (`sending`) or recv_all of n bytes at `data`, which stops touching `data` once `stop`
+/// is set: the flag is looked at before every call that moves bytes and at least every
+/// kStopLook while waiting for the peer, so a peer that trickles or stalls holds the caller no
+/// longer than the call under way and kStopLook. Returns the bytes moved (n unless stopped),
+/// or the errors of send_all / recv_all.
+Result<uint64_t> move_until_stopped(const Socket& s, void* data, uint64_t n, bool sending,
+                                    Deadline deadline, const std::string& what,
+                                    std::chrono::milliseconds stall, const std::atomic<bool>& stop);
 
 }  // namespace caf_rdma

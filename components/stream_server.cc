@@ -18,6 +18,7 @@
 
 #include "components/same_host.h"
 #include "components/secure_random.h"
+#include "components/withdrawal.h"
 
 namespace caf_rdma {
 
@@ -552,22 +553,61 @@ Result<StreamServer::Grant> StreamServer::grant_by_handle(const StreamRequest& r
   return g;
 }
 
+size_t StreamServer::end_withdrawn_waiting() {
+  struct Ended {
+    uint64_t token;
+    uint64_t length;
+    DoneFn done;
+  };
+  std::vector<Ended> ended;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& c : ready_) {
+      Grant& g = c->grant;
+      if (!withdrawn(g.withdrawal) || !g.done)
+        continue;
+      ended.push_back({c->request.token, g.length, std::move(g.done)});
+      g.done = [](uint64_t, const Status&, uint64_t) {};  // its end was told here
+    }
+  }
+  for (auto& e : ended)  // outside the lock: `done` is the owner's
+    e.done(e.token, released_midway_error(0, e.length), 0);
+  return ended.size();
+}
+
+std::shared_ptr<StreamServer::Connection> StreamServer::next_ready_locked() {
+  for (auto it = ready_.begin(); it != ready_.end(); ++it) {
+    size_t& serving = serving_per_host_[(*it)->peer_ip];
+    if (serving >= host_share())
+      continue;  // invariant 15: its address holds its share; a later one may go first
+    ++serving;
+    auto c = std::move(*it);
+    ready_.erase(it);
+    return c;
+  }
+  return nullptr;
+}
+
 void StreamServer::work() {
   for (;;) {
     std::shared_ptr<Connection> c;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      ready_cv_.wait(lock, [this] { return stopping_ || !ready_.empty(); });
+      ready_cv_.wait(lock,
+                     [this, &c] { return stopping_ || (c = next_ready_locked()) != nullptr; });
       if (stopping_)
         return;
-      c = std::move(ready_.front());
-      ready_.pop_front();
     }
     bool keep = serve(*c);
     // Invariant 10: the connection's next request, if it comes at once, is this worker's too.
     while (keep && linger(*c, keep))
       keep = serve(*c);
     std::lock_guard<std::mutex> lock(mu_);
+    // Invariant 15: a worker of this address is free; a connection it held back may go now.
+    if (auto h = serving_per_host_.find(c->peer_ip);
+        h != serving_per_host_.end() && --h->second == 0)
+      serving_per_host_.erase(h);
+    ready_cv_.notify_all();
     if (stopping_)
       continue;  // the destructor clears the connections
     const int fd = c->socket.fd();

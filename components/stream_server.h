@@ -77,15 +77,25 @@
 // 13. A claimed transfer whose peer moves no byte for `stall_timeout` (a write's bytes stop
 //     coming, a read's reader stops reading, the final answer cannot be sent) ends with
 //     timeout and its `done` runs, freeing its worker and its memory (and so a release of its
-//     buffer), whatever time its grant had left. A peer that keeps bytes trickling holds them
-//     until the grant's deadline (at most the owner's max_timeout).
+//     buffer), whatever time its grant had left. A peer that keeps bytes trickling holds its
+//     worker until the grant's deadline (at most the owner's max_timeout), but not a release
+//     (invariant 14).
 // 14. A claimed transfer whose buffer its owner released (the grant's Withdrawal, withdrawal.h)
-//     touches the memory no more after the piece it is moving (withdrawable_move.h; by
-//     cross-memory attach, cross_memory.h invariant 5; a small read or eager write by handle
-//     is one piece), and its `done` runs then, before the rest of it crosses the wire without
-//     the memory: the owner's release waits for that piece, not for the transfer. The final
-//     status is released_midway_error, sent in step: the connection serves on. (A peer that
-//     trickles the piece under way still holds it until the grant's deadline, invariant 13.)
+//     touches the memory no more after the socket call under way (withdrawable_move.h, looked
+//     at least every kStopLook while the peer is waited for, so a peer that trickles or stalls
+//     cannot hold it; by cross-memory attach after the piece under way, cross_memory.h
+//     invariant 5; a small read by handle is sent after one look), and its `done`
+//     runs then, before the rest of it crosses the wire without the memory: the owner's
+//     release waits for that call, not for the transfer. The final status is
+//     released_midway_error, sent in step: the connection serves on.
+// 15. With more than one worker, one IPv4 address (all local processes count as 127.0.0.1)
+//     never holds every worker: its claimed connections take at most `workers - 1` of them at
+//     once (host_share()); the next one from it waits while a connection from another address
+//     is served first, so transfers that move slowly or not at all from one peer leave the
+//     others a worker. A waiting claimed transfer whose grant is withdrawn does not hold its
+//     owner's release: end_withdrawn_waiting() (called by the release) runs its `done` at
+//     once, nothing moved, and the worker that takes it later moves its bytes without the
+//     memory (invariant 14).
 #pragma once
 
 #include <atomic>
@@ -185,6 +195,10 @@ public:
   /// Withdraws a grant no client has claimed yet: true if it was unclaimed (its `done` will not
   /// be called); false if a client claimed it (its `done` will be, or was, called).
   bool revoke(uint64_t token);
+  /// Invariant 15: claimed transfers waiting for a worker whose withdrawal is set end now, for
+  /// their owner (`done` with released, nothing moved), instead of when a worker takes them.
+  /// The owner calls it after setting a withdrawal. Returns how many ended.
+  size_t end_withdrawn_waiting();
   /// Grants not claimed yet.
   size_t pending_grants() const;
   /// Connections open now (idle, reading a header, or transferring).
@@ -259,6 +273,11 @@ private:
   /// The grant a request by handle makes (invariant 9), or the answer refusing it.
   Result<Grant> grant_by_handle(const StreamRequest& req);
   void close_locked(int fd);
+  /// Invariant 15: how many workers one address may hold at once.
+  size_t host_share() const { return limits_.workers > 1 ? limits_.workers - 1 : 1; }
+  /// Invariant 15: the oldest ready connection whose address is below its share, taken out of
+  /// ready_ and counted in serving_per_host_; null when none may be served now.
+  std::shared_ptr<Connection> next_ready_locked();
   void work();
   /// Moves the bytes of c's claimed grant; false when the connection can no longer be used.
   bool serve(Connection& c);
@@ -291,6 +310,7 @@ private:
   uint64_t accepted_ = 0;
   uint64_t evicted_ = 0;
   std::deque<std::shared_ptr<Connection>> ready_;  ///< complete headers, for the workers
+  std::map<uint32_t, size_t> serving_per_host_;    ///< workers busy per address (invariant 15)
 };
 
 }  // namespace caf_rdma

@@ -67,8 +67,8 @@ bool StreamServer::serve(Connection& c) {
   // Invariant 13: no wait for the peer lasts longer than the stall limit.
   const auto stall = limits_.stall_timeout;
   auto answer_by = [&] { return std::min(g.deadline, std::chrono::steady_clock::now() + stall); };
-  // Invariant 14: the bytes in pieces, then the final status; a withdrawn transfer lets its
-  // release go (`done`) before the rest crosses the wire without the memory.
+  // Invariant 14: the bytes until withdrawn, then the final status; a withdrawn transfer lets
+  // its release go (`done`) before the rest crosses the wire without the memory.
   auto in_band = [&]() -> Status {
     const std::string what = std::string("stream data ") + to_string(g.direction);
     auto moved = move_until_withdrawn(s, g.addr, g.length, g.direction, g.deadline, stall,

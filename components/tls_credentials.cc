@@ -147,7 +147,9 @@ Result<TlsContext> tls_stream_context(const TlsCredentials& c) {
   SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
   if (SSL_CTX_set_min_proto_version(ctx.get(), TLS1_3_VERSION) != 1)
     return bad("OpenSSL refuses TLS 1.3: " + ssl_errors());
-  // Writes straight from registered buffers, record by record, retried where they stopped.
+  // Writes straight from registered buffers, record by record, retried where they stopped; a
+  // withdrawn transfer (withdrawable_move.h) retries a record it stopped in from another buffer
+  // (its scratch), which ACCEPT_MOVING_WRITE_BUFFER allows.
   SSL_CTX_set_mode(ctx.get(), SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   // Connections are pooled, not resumed: no session tickets to make or keep.
   SSL_CTX_set_num_tickets(ctx.get(), 0);

@@ -11,16 +11,15 @@ Result<uint64_t> move_until_withdrawn(const Socket& s, uint8_t* addr, uint64_t l
                                       std::chrono::milliseconds stall, const Withdrawal& withdrawal,
                                       const std::string& what) {
   const bool into_owner = direction == StreamDirection::kIntoOwner;
-  uint64_t moved = 0;
-  while (moved < length && !withdrawn(withdrawal)) {  // invariant 1
-    const uint64_t piece = std::min(length - moved, kWithdrawablePiece);
-    Status st = into_owner ? recv_all(s, addr + moved, piece, deadline, what, stall)
-                           : send_all(s, addr + moved, piece, deadline, what, stall);
+  if (!withdrawal) {  // nothing can withdraw it
+    Status st = into_owner ? recv_all(s, addr, length, deadline, what, stall)
+                           : send_all(s, addr, length, deadline, what, stall);
     if (!st.ok())
       return st.error();
-    moved += piece;
+    return length;
   }
-  return moved;
+  // Invariant 1: the flag is looked at before every call that touches the memory.
+  return move_until_stopped(s, addr, length, !into_owner, deadline, what, stall, *withdrawal);
 }
 
 Status move_rest_without_memory(const Socket& s, uint64_t rest, StreamDirection direction,

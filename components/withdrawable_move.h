@@ -1,12 +1,16 @@
-// A claimed range moved between a stream connection and the owner's memory in pieces, so that
-// the owner's release (the grant's Withdrawal, withdrawal.h) stops it between two pieces
-// (stream_server.h invariant 14). No CAF.
+// A claimed range moved between a stream connection and the owner's memory so that the owner's
+// release (the grant's Withdrawal, withdrawal.h) stops it at once (stream_server.h invariant
+// 14). No CAF.
 //
 // Invariants:
-//  1. The withdrawal is looked at before each piece of at most kWithdrawablePiece bytes: once it
-//     is set, the memory is touched by one piece at most (the one already under way), and
-//     move_until_withdrawn returns what had moved, so that the caller can let the release go
-//     before the rest crosses the wire.
+//  1. The withdrawal is looked at before every socket call that touches the memory, and at least
+//     every kStopLook while the peer is waited for (socket_io.h, move_until_stopped): once it
+//     is set, the memory is touched by the call under way at most, whatever the peer does
+//     (one that trickles its bytes or stalls included), and move_until_withdrawn returns what
+//     had moved, so that the caller can let the release go before the rest crosses the wire.
+//     (Under TLS a record already sealed from the memory may still leave, retried from the
+//     scratch buffer: a read's peer may get up to one record, 16 KiB, of owner bytes past
+//     the count; the memory is not read again.)
 //  2. move_rest_without_memory keeps a withdrawn transfer's connection in step with the
 //     protocol without the memory: the rest of a write is read and dropped, zeros are sent for
 //     the rest of a read.
@@ -23,10 +27,10 @@
 
 namespace caf_rdma {
 
-/// Invariant 1: bytes moved between two looks at the withdrawal.
+/// The most bytes moved without the memory per call (invariant 2), and the most a small read by
+/// handle sends after its one look at the withdrawal (withdrawn before it, it sent zeros).
 constexpr uint64_t kWithdrawablePiece = 4ull << 20;
-// A small request by handle (at most kEagerBytes) is one piece: withdrawn, it moved nothing.
-static_assert(kEagerBytes <= kWithdrawablePiece, "an eager request must be one piece");
+static_assert(kEagerBytes <= kWithdrawablePiece, "a small read by handle must fit one look");
 
 /// Moves [addr, addr + length) of the owner's memory (received from `s` for kIntoOwner, sent on
 /// it for kOutOfOwner) until done or withdrawn: the bytes moved (`length`: all of them), or the

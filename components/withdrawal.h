@@ -3,8 +3,9 @@
 //
 // Invariants:
 //  1. Set once, by the owner's manager, when it releases the buffer; never cleared.
-//  2. A worker that sees it set touches the buffer no more after the piece it is moving
-//     (withdrawable_move.h, cross_memory.h invariant 5), and its transfer ends with
+//  2. A worker that sees it set touches the buffer no more after the socket call under way
+//     (withdrawable_move.h) or the same-host piece under way (cross_memory.h invariant 5), and
+//     its transfer ends with
 //     released_midway_error: the one text of such an end.
 #pragma once
 

@@ -16,10 +16,12 @@
 #include <vector>
 
 #include "actors/detail/manager_events.h"
+#include "actors/direct_lane.h"
 #include "actors/direct_registry.h"
 #include "actors/peer_facade.h"
 #include "actors/rdma_errors.h"
 #include "actors/rdma_manager_actor.h"
+#include "actors/stream_lane.h"
 #include "actors/transfer/transfer_path.h"
 #include "actors/transfer_checks.h"
 #include "components/completion_poller.h"
@@ -57,8 +59,8 @@ struct LocalBuffer {
   uint32_t in_use = 0;  ///< transfers, grants and fallback chunks in flight currently using it
   uint32_t grants = 0;  ///< stream grants outstanding on it (counted in in_use too)
   bool released = false;
-  /// Set at its release: peers' stream transfers on it stop at their next piece (manager
-  /// invariant 2; components/stream_server.h invariant 14).
+  /// Set at its release: peers' stream transfers on it stop touching it after the call under way
+  /// (manager invariant 2; components/stream_server.h invariant 14).
   std::shared_ptr<std::atomic<bool>> withdrawal = std::make_shared<std::atomic<bool>>(false);
   std::vector<caf::typed_response_promise<uint64_t>> release_waiters;
   caf::actor watcher;  ///< told of notify writes into it (manager/write_notices.h); none: null

@@ -183,11 +183,13 @@ caf::result<uint64_t> BufferTable::release_buffer(uint64_t id) {
   // running.
   // Peers' transfers into or out of it are the release rule's (invariant 2): stream grants
   // nobody claimed yet are withdrawn (their holders' claims then fail), claimed ones and
-  // requests by handle stop at their next piece, answering `released`; the reply waits only
-  // for that piece. (Before `released` is set, so that ending their holds cannot finish, and
+  // requests by handle stop after the call under way, answering `released`; the reply waits
+  // only for that call. (Before `released` is set, so that ending their holds cannot finish, and
   // erase, the buffer under this function.)
   buf->withdrawal->store(true, std::memory_order_release);
   m_.grants.revoke_unclaimed_grants(id);
+  if (m_.stream_server_)  // claimed ones still waiting for a worker end now (its invariant 15)
+    m_.stream_server_->end_withdrawn_waiting();
   m_.registrants.released(id);
   buf->released = true;
   buf->watcher = nullptr;  // nobody is told of writes it refuses from now on

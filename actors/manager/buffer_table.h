@@ -12,7 +12,7 @@
 //     same on every transport: this node's own transfers using it as their local side are
 //     waited for; a peer's transfer into or out of it is stopped, as the NIC stops a peer's
 //     one-sided op when the region is deregistered: stream grants no client claimed yet are
-//     withdrawn, claimed ones and requests by handle stop at their next piece
+//     withdrawn, claimed ones and requests by handle stop after the call under way
 //     (components/stream_server.h invariant 14) and answer `released`, CAF chunks after the
 //     release are refused. The peer's op fails `released`; bytes it moved before may have
 //     landed.

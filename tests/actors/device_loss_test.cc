@@ -9,6 +9,7 @@
 
 #include <thread>
 
+#include "actors/direct_lane.h"
 #include "actors/rdma_client.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/device_control.h"

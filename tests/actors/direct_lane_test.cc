@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "actors/direct_lane.h"
 #include "actors/rdma_client.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/actors/two_node_test.h"

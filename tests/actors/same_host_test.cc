@@ -10,6 +10,7 @@
 
 #include "actors/environment.h"
 #include "actors/rdma_client.h"
+#include "actors/stream_lane.h"
 #include "components/host_memory.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/scoped_env.h"

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <future>
@@ -21,6 +22,7 @@
 #include "components/same_host.h"
 #include "components/stream_client.h"
 #include "components/stream_server.h"
+#include "components/withdrawal.h"
 #include "tests/silent_flood.h"
 
 namespace caf_rdma {
@@ -340,6 +342,15 @@ TEST(StreamServerLimits, GarbageIsAnsweredAndClosed) {
   honest_read(**server, 4096, 4);
 }
 
+/// A server's limits for the worker tests: two workers, a claimed transfer that moves no byte
+/// for `stall` ends.
+StreamServer::Limits two_workers(std::chrono::milliseconds stall) {
+  StreamServer::Limits limits;
+  limits.workers = 2;
+  limits.stall_timeout = stall;
+  return limits;
+}
+
 // Trust, third pass, finding 2: claimed transfers that never move a byte held every worker
 // (and a release of their buffers) until their grants' deadlines, up to max_timeout. Now each
 // ends once its peer moved no byte for stall_timeout (invariant 13): a write whose bytes never
@@ -347,9 +358,7 @@ TEST(StreamServerLimits, GarbageIsAnsweredAndClosed) {
 // while they hold or wait for both workers is served, every byte checked; each stalled grant's
 // `done` says so, with no byte counted as moved.
 TEST(StreamServerLimits, ClaimedTransfersThatStopMovingFreeTheirWorkers) {
-  StreamServer::Limits limits;
-  limits.workers = 2;
-  limits.stall_timeout = 1000ms;
+  const StreamServer::Limits limits = two_workers(1000ms);
   // Larger than what the kernel buffers on loopback (the reader's receive buffer is cut to
   // 4 KiB below), so the unread read blocks its worker.
   const uint64_t n = 64 << 20;
@@ -371,7 +380,10 @@ TEST(StreamServerLimits, ClaimedTransfersThatStopMovingFreeTheirWorkers) {
                                             [&h](uint64_t, const Status& st, uint64_t bytes) {
                                               h.done.set_value({st, bytes});
                                             });
-    h.socket = connect_tcp((*server)->host(), (*server)->port(), Clock::now() + 10s);
+    // Each from an address of its own: together they hold or wait for both workers (one
+    // address alone would hold one, invariant 15).
+    h.socket = testing::connect_from("127.0.0." + std::to_string(2 + i), (*server)->port(),
+                                     Clock::now() + 10s);
     ASSERT_TRUE(h.socket.ok()) << h.socket.error().to_string();
     if (dirs[i] == StreamDirection::kOutOfOwner) {
       const int small = 4096;
@@ -403,6 +415,60 @@ TEST(StreamServerLimits, ClaimedTransfersThatStopMovingFreeTheirWorkers) {
   EXPECT_EQ(std::vector<uint8_t>(memory.begin() + n, memory.begin() + n + part.size()), part);
   EXPECT_EQ(std::count(memory.begin() + n + part.size(), memory.begin() + 2 * n, 0),
             static_cast<std::ptrdiff_t>(n - part.size()));
+}
+
+// Finding 2, the rest: one peer's claimed transfers that move slowly or not at all held every
+// worker (until their stall limit, or their grants' deadlines when they trickle), so every other
+// peer's transfer waited for them. Now one address holds at most workers - 1 (invariant 15):
+// with two workers, a peer at 127.0.0.2 with two claimed writes that move nothing (the stall
+// limit outlasts the test) holds one worker, and an honest read from 127.0.0.1 is served, every
+// byte checked, while both writes are still open. The write held back does not hold its owner's
+// release: withdrawn, it ends at once (released, nothing moved), the other still open.
+TEST(StreamServerLimits, OneAddressNeverHoldsEveryWorker) {
+  const StreamServer::Limits limits = two_workers(600s);
+  const uint64_t n = 1 << 20;
+  std::vector<uint8_t> memory(2 * n, 0);
+  std::vector<std::promise<std::pair<Status, uint64_t>>> ended(2);
+  std::vector<std::shared_ptr<std::atomic<bool>>> withdrawals = {
+      std::make_shared<std::atomic<bool>>(false), std::make_shared<std::atomic<bool>>(false)};
+  // Declared after what its grants touch: destroyed first (its workers end their grants then).
+  auto server = StreamServer::start("127.0.0.1", limits);
+  ASSERT_TRUE(server.ok()) << server.error().to_string();
+  std::vector<Socket> stalled;
+  for (uint64_t i = 0; i < 2; ++i) {
+    auto done = [&ended, i](uint64_t, const Status& st, uint64_t bytes) {
+      ended[i].set_value({st, bytes});
+    };
+    const uint64_t token = (*server)->grant(memory.data() + i * n, n, StreamDirection::kIntoOwner,
+                                            Clock::now() + 600s, done, withdrawals[i]);
+    auto s = testing::connect_from("127.0.0.2", (*server)->port(), Clock::now() + 10s);
+    ASSERT_TRUE(s.ok()) << s.error().to_string();
+    ASSERT_TRUE(
+        write_request(*s, {StreamDirection::kIntoOwner, token, n}, Clock::now() + 10s).ok());
+    if (i == 0) {  // served: its worker says go (the second's comes only with a worker)
+      auto go = read_status(*s, Clock::now() + 10s, "go");
+      ASSERT_TRUE(go.ok() && go->ok());
+    }
+    stalled.push_back(std::move(*s));
+  }
+  // Both claimed (the first has its worker; the second would have the other without the share).
+  ASSERT_TRUE(wait_for_state([&] { return (*server)->pending_grants() == 0; }, 10000ms))
+      << "the stalled writes' grants were never claimed";
+  honest_read(**server, 4 << 20, 6);
+  auto first = ended[0].get_future();
+  auto second = ended[1].get_future();
+  EXPECT_EQ(first.wait_for(0s), std::future_status::timeout) << "a stalled write ended";
+  ASSERT_EQ(second.wait_for(0s), std::future_status::timeout) << "a stalled write ended";
+  withdrawals[1]->store(true);
+  EXPECT_EQ((*server)->end_withdrawn_waiting(), 1u);
+  ASSERT_EQ(second.wait_for(0s), std::future_status::ready)
+      << "the held-back write's owner still waits for it";
+  auto [st, bytes] = second.get();
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), ErrorCode::kReleased) << st.error().to_string();
+  EXPECT_EQ(bytes, 0u);
+  EXPECT_EQ(first.wait_for(0s), std::future_status::timeout) << "the served write ended too";
+  EXPECT_TRUE(std::all_of(memory.begin(), memory.end(), [](uint8_t b) { return b == 0; }));
 }
 
 /// mt19937_64's output tempering, inverted: the generator's state word behind an output.
