@@ -201,6 +201,10 @@ void add_stats(Families& f, const ManagerStats& s) {
        "As requester: fallback ops whose stream the owner refused before taking it, moved in CAF "
        "chunks instead",
        s.stream_refused},
+      {"caf_rdma_stream_grants_asked_total",
+       "As requester: stream grants asked of owners (the first stream op to each owner, notify "
+       "writes, ops an owner would not take by handle); the other stream ops went by handle",
+       s.stream_grants_asked},
       {"caf_rdma_same_host_ops_total",
        "As requester: stream ops moved over the owner's same-host endpoint instead of TCP",
        s.same_host_ops},

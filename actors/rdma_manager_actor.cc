@@ -412,7 +412,8 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
       stream_client_ =
           std::make_shared<StreamClient>(options_.stream_threads, tls, options_.same_host);
       if (!options_.verify)
-        stream_lane_ = std::make_shared<StreamLane>(registry_, stream_client_, self_->address());
+        stream_lane_ = std::make_shared<StreamLane>(registry_, stream_endpoints_, stream_client_,
+                                                    self_->address());
     }
   }
   if (!options_.named_later)
@@ -507,6 +508,7 @@ ManagerStats ManagerState::stats() const {
   s.served_fallback_bytes = counters_.served_fallback_bytes;
   s.stream_ops = counters_.stream_ops;
   s.stream_refused = counters_.stream_refused;
+  s.stream_grants_asked = counters_.stream_grants_asked;
   s.facade_dropped = facade_counters_->dropped.load(std::memory_order_relaxed);
   s.forged_answers = facade_counters_->forged.load(std::memory_order_relaxed);
   auto direct = registry_->counters();

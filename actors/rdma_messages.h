@@ -545,6 +545,10 @@ struct ManagerStats {
   /// Fallback ops whose stream the owner refused before taking it (its channel was full or
   /// it closed the connections), moved in CAF chunks instead.
   uint64_t stream_refused = 0;
+  /// Stream grants this node asked of owners: the first stream op to each owner (its grant
+  /// names the endpoint later ops go to by handle: actors/stream_endpoints.h), notify writes,
+  /// and ops an owner would not take by handle.
+  uint64_t stream_grants_asked = 0;
   uint64_t direct_ops = 0;  ///< RDMA ops (counted in rdma_ops) run by direct lanes, not the actor
   /// Fallback ops (counted in fallback_ops) that RdmaClients ran over stream lanes
   /// (actors/stream_lane.h), straight to the owners' stream channels.
@@ -612,13 +616,13 @@ typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
   return f(caf::meta::type_name("caf_rdma::ManagerStats"), x.device, x.transport, x.rdma_ops,
            x.rdma_bytes, x.fallback_ops, x.fallback_bytes, x.errors, x.live_qps, x.handshakes,
            x.registered_buffers, x.registered_bytes, x.served_fallback_bytes, x.stream_ops,
-           x.stream_refused, x.direct_ops, x.stream_lane_ops, x.lanes, x.busy_buffers,
-           x.device_losses, x.device_reopens, x.facade_dropped, x.forged_answers, x.shared_cq_qps,
-           x.polled_cqs, x.staged_chunks, x.staged_overlapped, x.links_lost, x.reconnects,
-           x.no_rdma_reason, x.window_bytes, x.fetches_waiting, x.registrants, x.orphaned_buffers,
-           x.notices_sent, x.notices_pending, x.notices_refused, x.notified_writes, x.rails,
-           x.striped_ops, x.stripe_slices, x.stripe_failovers, x.spread_ops, x.telemetry,
-           x.same_host_ops);
+           x.stream_refused, x.stream_grants_asked, x.direct_ops, x.stream_lane_ops, x.lanes,
+           x.busy_buffers, x.device_losses, x.device_reopens, x.facade_dropped, x.forged_answers,
+           x.shared_cq_qps, x.polled_cqs, x.staged_chunks, x.staged_overlapped, x.links_lost,
+           x.reconnects, x.no_rdma_reason, x.window_bytes, x.fetches_waiting, x.registrants,
+           x.orphaned_buffers, x.notices_sent, x.notices_pending, x.notices_refused,
+           x.notified_writes, x.rails, x.striped_ops, x.stripe_slices, x.stripe_failovers,
+           x.spread_ops, x.telemetry, x.same_host_ops);
 }
 
 /// Registers every message type above. Call on the config of every actor system that talks

@@ -34,8 +34,12 @@ Error ask_the_manager(uint64_t id) {
 }  // namespace
 
 StreamLane::StreamLane(std::shared_ptr<DirectRegistry> registry,
+                       std::shared_ptr<const StreamEndpoints> endpoints,
                        std::shared_ptr<StreamClient> client, caf::actor_addr manager)
-    : registry_(std::move(registry)), client_(std::move(client)), manager_(std::move(manager)) {}
+    : registry_(std::move(registry)),
+      endpoints_(std::move(endpoints)),
+      client_(std::move(client)),
+      manager_(std::move(manager)) {}
 
 void StreamLane::done_with(uint64_t id) {
   tell_idle(registry_->done(id), manager_, id);
@@ -46,10 +50,13 @@ std::optional<Result<TransferReply>> StreamLane::transfer(const TransferOp& op,
   const auto started = std::chrono::steady_clock::now();
   // Invariant 1.
   if ((!is_read(op) && !is_write(op)) || op.notify || op.remote.stream_port == 0 ||
-      !stream_reachable(op.remote) || (op.remote.has_rdma() && op.local.has_rdma()) ||
+      (op.remote.has_rdma() && op.local.has_rdma()) ||
       op.remote.memory != static_cast<uint8_t>(BufferMemory::kHost) || !op.remote.owner ||
       !op.local.owner || op.remote.owner.node() == op.local.owner.node())
     return std::nullopt;
+  auto endpoint = endpoints_->find(op.remote.owner.address());
+  if (!endpoint)
+    return std::nullopt;  // the manager asks the owner for a grant, which names it
   auto entry = registry_->acquire_host(op.local.id);
   if (!entry)
     return std::nullopt;  // unknown here, released or GPU memory: the manager answers
@@ -64,7 +71,7 @@ std::optional<Result<TransferReply>> StreamLane::transfer(const TransferOp& op,
     record(op, length.error(), 0, started);
     return Result<TransferReply>(length.error());
   }
-  StreamJob job = job_by_handle(op.remote, op.remote_offset, timeout_ms);
+  StreamJob job = job_by_handle(*endpoint, op.remote, op.remote_offset, timeout_ms);
   job.direction = is_read(op) ? StreamDirection::kOutOfOwner : StreamDirection::kIntoOwner;
   job.addr = reinterpret_cast<uint8_t*>(entry->addr) + op.local_offset;
   job.length = *length;
@@ -103,11 +110,12 @@ void StreamLane::record(const TransferOp& op, const Status& st, uint64_t bytes,
   registry_->record(s);
 }
 
-StreamJob job_by_handle(const BufferHandle& remote, uint64_t remote_offset, uint32_t timeout_ms) {
+StreamJob job_by_handle(const StreamEndpoint& endpoint, const BufferHandle& remote,
+                        uint64_t remote_offset, uint32_t timeout_ms) {
   StreamJob job;
-  job.host = remote.stream_host;
-  job.port = remote.stream_port;
-  job.unix_name = same_host_endpoint(remote.stream_host_id, remote.stream_unix);
+  job.host = endpoint.host;
+  job.port = endpoint.port;
+  job.unix_name = endpoint.unix_name;
   job.by_handle = true;
   job.handle =
       HandleAccess{remote.id, remote.secret_hi, remote.secret_lo, remote_offset, timeout_ms};

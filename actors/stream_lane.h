@@ -9,10 +9,11 @@
 // Invariants:
 //  1. A stream lane moves only reads and writes between host memory of this node and host
 //     memory of another node whose handle names its stream channel, and only when the two
-//     handles do not both carry RDMA (those are RDMA's), and whose stream address is not
-//     loopback unless the owner's own address is too (the secret goes only where the owner
-//     is); anything else (atomics, notify
-//     writes, GPU memory, this node's own buffers, verify mode) goes through the manager.
+//     handles do not both carry RDMA (those are RDMA's), and only to the stream endpoint the
+//     owner's own grant named (actors/stream_endpoints.h: the handle's fields never choose
+//     where the secret goes; the first op to an owner goes through the manager, whose grant
+//     teaches it); anything else (atomics, notify writes, GPU memory, this node's own buffers,
+//     verify mode) goes through the manager.
 //  2. Both buffers are held (DirectRegistry::acquire_host) while their bytes move (DirectRegistry
 //     invariant 2): a release of the requester's buffer waits for the lane's op, as for the
 //     manager's; the owner's release stops it after the call under way (stream_server.h invariant
@@ -35,6 +36,7 @@
 #include "actors/direct_registry.h"
 #include "actors/lane_grants.h"
 #include "actors/rdma_messages.h"
+#include "actors/stream_endpoints.h"
 #include "components/stream_client.h"
 #include "components/stream_server.h"
 
@@ -42,7 +44,8 @@ namespace caf_rdma {
 
 class StreamLane {
 public:
-  StreamLane(std::shared_ptr<DirectRegistry> registry, std::shared_ptr<StreamClient> client,
+  StreamLane(std::shared_ptr<DirectRegistry> registry,
+             std::shared_ptr<const StreamEndpoints> endpoints, std::shared_ptr<StreamClient> client,
              caf::actor_addr manager);
 
   /// Moves `op` within `timeout_ms`; nothing: the manager moves it (invariants 1 and 3).
@@ -56,21 +59,24 @@ private:
               std::chrono::steady_clock::time_point started);
 
   std::shared_ptr<DirectRegistry> registry_;
+  std::shared_ptr<const StreamEndpoints> endpoints_;
   std::shared_ptr<StreamClient> client_;
   caf::actor_addr manager_;
 };
+
+/// A stream job to `remote`'s owner authorized by the handle ("CRH1"): to `endpoint`, the one
+/// the owner named in a grant (actors/stream_endpoints.h), with the handle's id and secret, at
+/// `remote_offset`, for `timeout_ms`. The caller fills in direction, memory, length and
+/// deadline. The lane's and the manager's stream path's requests by handle.
+StreamJob job_by_handle(const StreamEndpoint& endpoint, const BufferHandle& remote,
+                        uint64_t remote_offset, uint32_t timeout_ms);
 
 /// The owner's side: checks a request by handle against the buffers of `registry` and holds
 /// the buffer until the stream server is done with it (a release stops it after the socket call
 /// under way: components/stream_server.h invariant 14); the release waiting for that is told
 /// through `manager` (LaneIdle). A request it cannot allow is refused with not_found, which sends
 /// its client to the manager (invariant 3). `max_timeout` bounds how long one request may hold the
-/// buffer (ManagerOptions::max_timeout). A stream job to `remote`'s owner authorized by the handle
-/// ("CRH1"): the owner's stream endpoint (its same-host one when it runs on this host) and the
-/// handle's id and secret, at `remote_offset`, for `timeout_ms`. The caller fills in direction,
-/// memory, length and deadline. The lane's and the manager's stream path's requests by handle.
-StreamJob job_by_handle(const BufferHandle& remote, uint64_t remote_offset, uint32_t timeout_ms);
-
+/// buffer (ManagerOptions::max_timeout).
 StreamServer::Authorizer handle_authorizer(std::shared_ptr<DirectRegistry> registry,
                                            caf::actor_addr manager,
                                            std::chrono::milliseconds max_timeout);

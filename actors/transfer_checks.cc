@@ -144,12 +144,11 @@ bool ranges_overlap(uint64_t a, uint64_t b, uint64_t n) {
   return a < b ? b - a < n : a - b < n;
 }
 
-bool stream_reachable(const BufferHandle& remote) {
-  if (!is_loopback_host(remote.stream_host) ||
-      !same_host_endpoint(remote.stream_host_id, remote.stream_unix).empty())
+bool stream_reachable(const StreamEndpoint& endpoint, const std::string& owner_name) {
+  if (!is_loopback_host(endpoint.host) || !endpoint.unix_name.empty())
     return true;
-  const auto colon = remote.owner_name.rfind(':');
-  return colon != std::string::npos && is_loopback_host(remote.owner_name.substr(0, colon));
+  const auto colon = owner_name.rfind(':');
+  return colon != std::string::npos && is_loopback_host(owner_name.substr(0, colon));
 }
 
 }  // namespace caf_rdma

@@ -10,8 +10,6 @@
 //  3. An atomic takes the NIC only on a device whose atomic_cap is not IBV_ATOMIC_NONE
 //     (atomics_unsupported_text names the device and its atomic_cap otherwise).
 //  4. Only a write asks for a notice (TransferOp::notify).
-//  5. A request by handle goes only to a stream endpoint that is the owner's (stream_reachable):
-//     the lane's and the manager's stream path alike.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +17,7 @@
 #include <string_view>
 
 #include "actors/rdma_messages.h"
+#include "actors/stream_endpoints.h"
 #include "primitives/status.h"
 
 namespace caf_rdma {
@@ -52,11 +51,11 @@ std::string misaligned_word_text(uint8_t kind, const std::string& where);
 /// memmove instead (and a direct lane leaves such an op to it).
 bool ranges_overlap(uint64_t a, uint64_t b, uint64_t n);
 
-/// Invariant 5: whether `remote`'s stream channel is its owner's as this process reaches it, so
-/// that a request by handle (which shows the handle's secret) may go there: a loopback stream
-/// address is taken only from an owner whose own address is loopback too (on another host it
-/// would hand the secret to whatever listens on that port here), or from an owner on this very
-/// host (its same-host endpoint is taken then, not the port).
-bool stream_reachable(const BufferHandle& remote);
+/// Whether `endpoint`, which the grant of an owner called `owner_name` ("host:port") named,
+/// may take requests by handle (which show the handle's secret): a loopback stream address
+/// only from an owner whose own address is loopback too (on another host it would hand the
+/// secret to whatever listens on that port here), or an owner on this very host (its
+/// same-host endpoint is taken then, not the port).
+bool stream_reachable(const StreamEndpoint& endpoint, const std::string& owner_name);
 
 }  // namespace caf_rdma

@@ -71,6 +71,7 @@
 #include "actors/manager/stream_grants.h"
 #include "actors/manager/telemetry.h"
 #include "actors/manager/write_notices.h"
+#include "actors/stream_endpoints.h"
 #include "actors/transfer/chunk_path.h"
 #include "actors/transfer/local_copy_path.h"
 #include "actors/transfer/path_choice.h"
@@ -253,6 +254,8 @@ private:
   Telemetry telemetry_;
   /// Local buffers direct lanes may use (shared with the lanes).
   std::shared_ptr<DirectRegistry> registry_ = std::make_shared<DirectRegistry>();
+  /// Owners' stream endpoints as their grants named them (shared with the stream lane).
+  std::shared_ptr<StreamEndpoints> stream_endpoints_ = std::make_shared<StreamEndpoints>();
   /// Direct lanes this manager opened and that are still alive, by lane id.
   std::map<uint64_t, LaneRecord> lanes_;
 };

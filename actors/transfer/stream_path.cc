@@ -23,17 +23,21 @@ void StreamPath::start(OpId id) {
     return;  // failed (down) or parked until its link is made again
   StreamOp& s = ops_[id];
   const TransferOp& op = m_.op_record(id)->op;
-  if (op.notify || op.remote.stream_port == 0 || !stream_reachable(op.remote))
+  if (op.notify || op.remote.stream_port == 0)
     return ask_grant(id);
-  // Invariant 4: authorized by the handle, no grant round trip.
+  // Invariant 4: authorized by the handle, no grant round trip, at the endpoint its owner named.
+  auto endpoint = m_.stream_endpoints_->find(op.remote.owner.address());
+  if (!endpoint)
+    return ask_grant(id);
   s.by_handle = true;
-  run(id, job_by_handle(op.remote, op.remote_offset, time_left(id)));
+  run(id, job_by_handle(*endpoint, op.remote, op.remote_offset, time_left(id)));
 }
 
 void StreamPath::ask_grant(OpId id) {
   const OpRecord& o = *m_.op_record(id);
   const Transfer& t = m_.transfers_.at(id.ticket);
   const TransferOp& op = o.op;
+  ++m_.counters_.stream_grants_asked;
   m_.peer_table
       .peer_request(op.remote.owner, request_timeout(t), stream_grant_atom::value,
                     ref_of(op.remote), op.remote_offset, o.length, op.kind, time_left(id))
@@ -58,10 +62,14 @@ void StreamPath::granted(OpId id, const StreamGrantMsg& grant) {
     m_.peers_.at(o->peer).no_stream = true;  // invariant 3: chunks from now on
     return m_.chunks_.take_over(id);
   }
+  StreamEndpoint endpoint{grant.host, grant.port,
+                          same_host_endpoint(grant.host_id, grant.unix_name)};
+  if (stream_reachable(endpoint, o->op.remote.owner_name))  // invariant 4
+    m_.stream_endpoints_->learn(o->op.remote.owner.address(), endpoint);
   StreamJob job;
-  job.host = grant.host;
-  job.port = grant.port;
-  job.unix_name = same_host_endpoint(grant.host_id, grant.unix_name);
+  job.host = endpoint.host;
+  job.port = endpoint.port;
+  job.unix_name = endpoint.unix_name;
   job.token = grant.token;
   run(id, std::move(job));
 }

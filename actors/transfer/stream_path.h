@@ -14,11 +14,13 @@
 //     lost). A job that failed after its owner took the request is not redone.
 //  3. An owner without a stream channel (grant port 0), or with enough grants out
 //     (resource_exhausted), gets chunks: the first from then on, the second for this op.
-//  4. An op whose remote handle names a stream endpoint that is its owner's
-//     (stream_reachable) first goes by handle, as RdmaClient's stream lane does ("CRH1": the
-//     owner checks secret, bounds, access and release itself), with no grant round trip over
-//     CAF; a notify write asks for a grant (its owner must learn of it). What the owner does
-//     not take by handle (refused, or "ask its manager") moved no byte and asks for a grant.
+//  4. An op whose owner's stream endpoint is known here (actors/stream_endpoints.h: learned
+//     from that owner's earlier grant, never from the handle's fields) goes by handle, as
+//     RdmaClient's stream lane does ("CRH1": the owner checks secret, bounds, access and
+//     release itself), with no grant round trip over CAF; the first op to an owner, and a
+//     notify write (its owner must learn of it), ask for a grant, which teaches the endpoint.
+//     What the owner does not take by handle (refused, or "ask its manager") moved no byte and
+//     asks for a grant.
 #pragma once
 
 #include <map>

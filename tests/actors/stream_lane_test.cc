@@ -37,6 +37,16 @@ TEST_F(StreamLaneTest, ReadsAndWritesGoStraightToTheOwnersStreamChannel) {
   Memory mine(1 << 20, 0);
   auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
   ASSERT_TRUE(local.ok()) << local.error().to_string();
+  // The first op to an owner goes through the manager, whose stream grant names the owner's
+  // endpoint (actors/stream_endpoints.h): the lane goes only there, whatever the handle says.
+  auto first = me.read(local->handle(), remote, Range::of(16));
+  ASSERT_TRUE(first.ok()) << first.error().to_string();
+  for (uint64_t i = 0; i < 16; ++i)
+    ASSERT_EQ(mine.bytes[i], pattern(i, 3)) << "first read, byte " << i;
+  auto learned = me.stats();
+  ASSERT_TRUE(learned.ok());
+  EXPECT_EQ(learned->stream_lane_ops, 0u);
+  EXPECT_EQ(learned->stream_ops, 1u);
   const ManagerStats owner_before = owner_stats();
   const std::vector<uint64_t> sizes = {1, 8, 4096, 65536, 1 << 20};
   uint64_t ops = 0;
@@ -181,6 +191,15 @@ TEST_F(StreamLaneTest, ManyThreadsAtOnceEachWithItsOwnRange) {
   constexpr int kRounds = 50;
   Memory theirs(kThreads * kSlot, 0);
   BufferHandle remote = remote_view(*owner_, *user_, theirs, "lane-many");
+  {
+    // The first op to the owner teaches its endpoint (through the manager's grant): after it,
+    // every op of every thread takes the lane.
+    RdmaClient first(user_->node().system(), user_->manager());
+    Memory one(1);
+    auto l = first.register_buffer(one.bytes.data(), 1);
+    ASSERT_TRUE(l.ok());
+    ASSERT_TRUE(first.read(l->handle(), remote, Range::of(1)).ok());
+  }
   std::vector<std::thread> threads;
   threads.reserve(kThreads);
   std::atomic<int> failures{0};

@@ -11,6 +11,9 @@
 #include <caf/forwarding_actor_proxy.hpp>
 #include <caf/make_actor.hpp>
 
+#include <fcntl.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -22,6 +25,8 @@
 
 #include "actors/detail/manager_events.h"
 #include "actors/rdma_client.h"
+#include "components/same_host.h"
+#include "components/socket_io.h"
 #include "components/stream_protocol.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/rdma_test.h"
@@ -789,6 +794,73 @@ TEST_F(HostilePeerTest, QueuePairsAcceptedFromPeersAreCappedPerNodeAndInAll) {
     senders.clear();
   }
   EXPECT_TRUE(attacker_->release(mine->id));
+}
+
+/// Whether a connection waits on listening socket `s` (set non-blocking here): one a requester
+/// made, whether or not it sent anything.
+bool was_connected_to(const Socket& s) {
+  ::fcntl(s.fd(), F_SETFL, ::fcntl(s.fd(), F_GETFL) | O_NONBLOCK);
+  const int fd = ::accept4(s.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0)
+    return false;
+  ::close(fd);
+  return true;
+}
+
+// Trust, third pass, finding 8: the host identity, socket name and TCP address in a handle were
+// trusted, so a peer's handle pointed a reader at an abstract socket of its choice and at
+// 127.0.0.1:6390, which got the request's 24 bytes and the handle's secret. A request by handle
+// now goes only to the endpoint the handle's owner named in a grant (actors/stream_endpoints.h):
+// the read below gets the owner's bytes from the owner's channel, and neither decoy sees so
+// much as a connect, through the client's stream lane or the manager's stream path.
+TEST_F(HostilePeerTest, AHandleCannotPointAReaderAtAnotherSocket) {
+  constexpr uint64_t kLen = 1 << 20;  // above stream_min_bytes: the manager's stream path too
+  Memory theirs(kLen, 41);
+  auto owned = attacker_->request_buffer(theirs);
+  ASSERT_TRUE(owned) << error_message(owned.error());
+  auto tcp_decoy = listen_tcp("127.0.0.1", 0);
+  ASSERT_TRUE(tcp_decoy.ok()) << tcp_decoy.error().to_string();
+  auto tcp_port = local_port(*tcp_decoy);
+  ASSERT_TRUE(tcp_port.ok());
+  std::string unix_name;
+  auto unix_decoy = listen_unix(&unix_name);
+  ASSERT_TRUE(unix_decoy.ok()) << unix_decoy.error().to_string();
+  BufferHandle to_tcp = *owned;
+  to_tcp.device.clear();  // no RDMA: the stream channel, on both transports
+  to_tcp.gid.clear();
+  to_tcp.rkey = 0;
+  to_tcp.owner_name = "127.0.0.1:" + std::to_string(*tcp_port);  // "a loopback owner"
+  to_tcp.stream_host = "127.0.0.1";
+  to_tcp.stream_port = *tcp_port;
+  to_tcp.stream_host_id.clear();
+  to_tcp.stream_unix.clear();
+  BufferHandle to_unix = to_tcp;
+  to_unix.stream_host_id = host_identity();  // "on this host, at this abstract name"
+  to_unix.stream_unix = unix_name;
+  RdmaClient reader(victim_->node().system(), victim_->manager());
+  Memory mine(kLen, 0);
+  auto local = reader.register_buffer(mine.bytes.data(), kLen);
+  ASSERT_TRUE(local.ok()) << local.error().to_string();
+  for (const BufferHandle& h : {to_tcp, to_unix})
+    for (int way = 0; way < 2; ++way) {
+      SCOPED_TRACE(h.stream_unix.empty() ? "a TCP decoy" : "an abstract-socket decoy");
+      SCOPED_TRACE(way == 0 ? "RdmaClient::read" : "a batch (the manager's stream path)");
+      std::fill(mine.bytes.begin(), mine.bytes.end(), 0);
+      if (way == 0) {
+        auto r = reader.read(local->handle(), h, Range::of(kLen));
+        ASSERT_TRUE(r.ok()) << r.error().to_string();
+        EXPECT_EQ(r->bytes, kLen);
+      } else {
+        auto b = reader.batch({make_read(local->handle(), h, kLen)}, 20000);
+        ASSERT_TRUE(b.ok()) << b.error().to_string();
+        ASSERT_TRUE(b->at(0).ok()) << b->at(0).message;
+      }
+      for (uint64_t i = 0; i < kLen; ++i)
+        ASSERT_EQ(mine.bytes[i], pattern(i, 41)) << "byte " << i << " is not its owner's";
+    }
+  EXPECT_FALSE(was_connected_to(*tcp_decoy)) << "a reader connected to the handle's TCP address";
+  EXPECT_FALSE(was_connected_to(*unix_decoy)) << "a reader connected to the handle's socket name";
+  EXPECT_TRUE(attacker_->release(owned->id));
 }
 
 }  // namespace

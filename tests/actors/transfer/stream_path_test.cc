@@ -337,10 +337,12 @@ caf::behavior counting_owner(caf::event_based_actor*,
   };
 }
 
-// StreamPath invariant 4: an op whose handle names its owner's stream endpoint goes by handle,
-// with no grant over CAF (the stand-in owner of the handle is never asked), and lands every
-// byte both ways; the real owner checks and counts it.
-TEST_F(StreamPathTest, ALargeTransferGoesByHandleWithoutAGrant) {
+// StreamPath invariant 4: the first op to an owner asks for a grant, whose endpoint the manager
+// keeps (actors/stream_endpoints.h); later ops go by handle to that endpoint, with no grant over
+// CAF, and land every byte both ways; the real owner checks and counts them. A handle that
+// names another actor as its owner goes to no endpoint it names: that actor is asked for a
+// grant.
+TEST_F(StreamPathTest, AfterItsFirstGrantAnOwnerIsReachedByHandle) {
   SCOPED_TRACE("StreamPath invariant 4");
   constexpr uint64_t kLen = (2 << 20) + 9;
   Memory theirs(kLen, 0), mine(kLen, 21), back(kLen);
@@ -350,25 +352,36 @@ TEST_F(StreamPathTest, ALargeTransferGoesByHandleWithoutAGrant) {
   ASSERT_TRUE(ht && hm && hb);
   BufferHandle remote = handle_via_directory(*owner_, *user_, *ht);
   ASSERT_NE(remote.stream_port, 0);
-  auto asked = std::make_shared<std::atomic<int>>(0);
-  auto stand_in = user_->node().system().spawn(counting_owner, asked);
-  remote.owner = stand_in;  // grants would be asked of it; the stream endpoint is the owner's
   auto w = user_->transfer(make_write(*hm, remote), 30000);
   ASSERT_TRUE(w) << error_message(w.error());
   EXPECT_EQ(theirs.bytes, mine.bytes);
+  EXPECT_EQ(user_->stats().stream_grants_asked, 1u) << "the first op asks for the grant";
   auto r = user_->transfer(make_read(*hb, remote), 30000);
   ASSERT_TRUE(r) << error_message(r.error());
   EXPECT_EQ(back.bytes, mine.bytes);
-  EXPECT_EQ(asked->load(), 0) << "a grant was asked for";
-  EXPECT_EQ(user_->stats().stream_ops, 2u);
+  ManagerStats us = user_->stats();
+  EXPECT_EQ(us.stream_grants_asked, 1u) << "a grant was asked for an owner reached before";
+  EXPECT_EQ(us.stream_ops, 2u);
   // Counted when the owner's stream worker is done, maybe just after the reply.
   EXPECT_EQ(served_once(*owner_, 2 * kLen), 2 * kLen);
-  // A wrong secret is refused by the owner by handle: the op then asks the stand-in for a grant
-  // (and gets none, so it moves in chunks, which the stand-in does not serve: an error).
-  remote.secret_lo ^= 1;
-  auto bad = user_->transfer(make_read(*hb, remote), 2000);
-  EXPECT_FALSE(bad);
-  EXPECT_EQ(asked->load(), 1) << "a refusal by handle must ask for a grant";
+  // A wrong secret is refused by the owner by handle: the op then asks for a grant, which the
+  // owner refuses too.
+  BufferHandle forged = remote;
+  forged.secret_lo ^= 1;
+  EXPECT_FALSE(user_->transfer(make_read(*hb, forged), 2000));
+  EXPECT_EQ(user_->stats().stream_grants_asked, 2u) << "a refusal by handle must ask for a grant";
+  // The same handle naming a stand-in as its owner: the stand-in is asked for a grant (it gives
+  // none, so the op moves in chunks, which it does not serve either: an error), and the real
+  // owner's endpoint, which the handle names, is not used.
+  auto asked = std::make_shared<std::atomic<int>>(0);
+  auto stand_in = user_->node().system().spawn(counting_owner, asked);
+  remote.owner = stand_in;
+  std::fill(back.bytes.begin(), back.bytes.end(), 0);
+  auto other = user_->transfer(make_read(*hb, remote), 2000);
+  EXPECT_FALSE(other);
+  EXPECT_EQ(asked->load(), 1) << "an owner never heard from must be asked for a grant";
+  for (uint8_t x : back.bytes)
+    ASSERT_EQ(x, 0) << "bytes came from the endpoint the handle named";
   caf::anon_send_exit(stand_in, caf::exit_reason::user_shutdown);
 }
 
