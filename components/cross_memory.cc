@@ -1,6 +1,8 @@
 // Cross-memory attach (see cross_memory.h).
 #include "components/cross_memory.h"
 
+#include "components/killable_copy.h"
+
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -50,10 +52,20 @@ Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64
       const uint64_t piece = std::min(len - done, kCrossMemoryPiece);
       iovec mine{local + from + done, piece};
       iovec theirs{reinterpret_cast<void*>(remote_addr + from + done), piece};
-      const ssize_t k = to_remote ? ::process_vm_writev(pid, &mine, 1, &theirs, 1, 0)
-                                  : ::process_vm_readv(pid, &mine, 1, &theirs, 1, 0);
+      // Invariant 6: in a task a stall cannot keep past the deadline or the withdrawal.
+      const VmCopyEnd end = killable_vm_copy(pid, mine, theirs, to_remote, deadline,
+                                             [&] { return withdrawn(withdrawal); });
+      if (end.stopped) {
+        if (withdrawn(withdrawal))
+          return withdrawn_error(moved.load());
+        return Error(ErrorCode::kTimeout,
+                     describe(moved.load()) + ": the deadline passed while the kernel waited for "
+                                              "the requester's memory (the copy was ended; up to " +
+                                              std::to_string(piece) + " more bytes may have moved)");
+      }
+      const ssize_t k = end.moved;
       if (k < 0) {
-        const int err = errno;
+        const int err = end.err;
         if (err == EINTR)
           continue;
         if (moved.load() == 0 && (err == EPERM || err == ENOSYS || err == EACCES || err == ESRCH))

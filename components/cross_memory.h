@@ -22,6 +22,11 @@
 //     a part saw it: each part looks before each piece; once every part stopped, the call
 //     returns released_midway_error (named as its other errors are), unless a part failed for
 //     another reason, whose error it returns.
+//  6. A requester cannot hold a copy past its deadline or its withdrawal: each process_vm_*
+//     call runs in a task that shares this address space and is killed then
+//     (killable_copy.h), so a page the requester keeps from faulting in (userfaultfd) holds
+//     the owner's worker, and its release, at most kStopLook past either. The call returns
+//     only once that task is gone: no byte moves after it.
 #pragma once
 
 #include <sys/types.h>

@@ -1,0 +1,68 @@
+// The child side of a copy task (see copy_task_child.h). Raw system calls only: no errno, no
+// lock, nothing a kill at any instant could leave half done.
+#include "components/detail/copy_task_child.h"
+
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+
+namespace caf_rdma::detail {
+
+namespace {
+
+/// A system call without libc: its return, -errno on failure; errno untouched.
+inline long raw_syscall(long n, long a1, long a2, long a3, long a4, long a5, long a6) {
+#if defined(__x86_64__)
+  long ret;
+  register long r10 __asm__("r10") = a4;
+  register long r8 __asm__("r8") = a5;
+  register long r9 __asm__("r9") = a6;
+  __asm__ volatile("syscall"
+                   : "=a"(ret)
+                   : "a"(n), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
+                   : "rcx", "r11", "memory");
+  return ret;
+#elif defined(__aarch64__)
+  register long x8 __asm__("x8") = n;
+  register long x0 __asm__("x0") = a1;
+  register long x1 __asm__("x1") = a2;
+  register long x2 __asm__("x2") = a3;
+  register long x3 __asm__("x3") = a4;
+  register long x4 __asm__("x4") = a5;
+  register long x5 __asm__("x5") = a6;
+  __asm__ volatile("svc 0"
+                   : "+r"(x0)
+                   : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
+                   : "memory");
+  return x0;
+#else
+#error "copy_task_child.cc: raw system calls are written for x86_64 and aarch64 only"
+#endif
+}
+
+}  // namespace
+
+int run_copy_jobs(void* arg) {
+  auto* s = static_cast<CopyJobs*>(arg);
+  raw_syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0, 0);
+  uint32_t seen = 0;
+  for (;;) {
+    uint32_t r;
+    for (int spin = 0; (r = __atomic_load_n(&s->req, __ATOMIC_ACQUIRE)) == seen; ++spin) {
+      if (spin < kCopySpinRounds)
+        cpu_relax();
+      else
+        raw_syscall(SYS_futex, reinterpret_cast<long>(&s->req), FUTEX_WAIT, seen, 0, 0, 0);
+    }
+    seen = r;
+    const long n = s->to_remote ? SYS_process_vm_writev : SYS_process_vm_readv;
+    const long result = raw_syscall(n, s->pid, reinterpret_cast<long>(&s->mine), 1,
+                                    reinterpret_cast<long>(&s->theirs), 1, 0);
+    __atomic_store_n(&s->result, result, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->done, r, __ATOMIC_RELEASE);
+    raw_syscall(SYS_futex, reinterpret_cast<long>(&s->done), FUTEX_WAKE, 1, 0, 0, 0);
+  }
+}
+
+}  // namespace caf_rdma::detail

@@ -1,0 +1,55 @@
+// KillableCopy: one process_vm_readv / process_vm_writev call run in a task of its own that
+// shares this process's memory, so that a call the other process keeps stuck in the kernel
+// can be ended at a deadline or a withdrawal. No CAF.
+//
+// Why a task of its own: the kernel pins the other process's pages one by one, and a page the
+// other process keeps from faulting in (a userfaultfd range nobody serves) puts the caller to
+// sleep in a wait only a fatal signal ends (TASK_KILLABLE in the fault path: no EINTR, no
+// partial count). A thread cannot be killed alone, so the call runs in a process created with
+// clone(CLONE_VM): the same address space, a thread group of its own, which SIGKILL ends
+// without touching the owner (cross_memory.h invariant 6).
+//
+// Invariants:
+//  1. The call runs in a child task that shares this address space, file table and signal
+//     handlers, and touches nothing but its own stack, the job it was given and the memory the
+//     call moves: no libc call that takes a lock or sets errno (raw system calls only), so a
+//     kill at any instant leaves no lock held and no thread's errno changed.
+//  2. killable_vm_copy returns only once the child is gone (the kernel cleared its tid word
+//     when it released the address space, and it was reaped): no byte moves after it returns,
+//     killed or not.
+//  3. While the call runs the caller looks at `stop` at least every kStopLook (socket_io.h)
+//     and at the deadline; either ends the child with SIGKILL (`stopped` says so). What moved
+//     before the kill is not known then (the kernel reports no partial count to a killed
+//     task): at most the piece asked for. Each thread keeps its child for its next calls (a
+//     clone per call cost 60 us); a killed one is made again at the next call, a thread's
+//     ends with it, and a fork's child makes its own.
+//  4. A child that could not be created is an error naming errno, never a silent fallback to
+//     a call that cannot be stopped.
+//  5. Except under ThreadSanitizer, whose clone() interceptor cannot run a task that shares
+//     its creator's thread state: there the call is made directly (the tsan lane checks
+//     everything else; tests/components/cross_memory_test skips its stalls there).
+#pragma once
+
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <functional>
+
+#include "components/socket_io.h"
+
+namespace caf_rdma {
+
+/// How one call ended: `moved` bytes (>= 0) or `err` (an errno), or `stopped` (invariant 3).
+struct VmCopyEnd {
+  ssize_t moved = 0;
+  int err = 0;
+  bool stopped = false;
+};
+
+/// process_vm_writev (`to_remote`) or process_vm_readv between `mine` (this process) and
+/// `theirs` in process `pid`, in a child task (invariants 1-2); stopped by `stop()` or the
+/// deadline (invariant 3). Errors of the child's creation return as `err` with `moved` -1.
+VmCopyEnd killable_vm_copy(pid_t pid, const iovec& mine, const iovec& theirs, bool to_remote,
+                           Deadline deadline, const std::function<bool()>& stop);
+
+}  // namespace caf_rdma
