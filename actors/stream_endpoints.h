@@ -5,9 +5,9 @@
 // A handle's stream fields (BufferHandle::stream_host, stream_port, stream_host_id,
 // stream_unix) are what whoever made the handle wrote there: a peer can put any address in
 // them, a local service's port or an abstract socket of its choice, and a requester that
-// trusted them would connect there and send its request (docs/security.md, "Stream endpoints come from their owner").
-// A grant is the answer of the actor the handle names as its owner, to a request this node
-// sent it over CAF: the endpoint in it is that owner's.
+// trusted them would connect there and send its request (docs/security.md, "Stream endpoints come
+// from their owner"). A grant is the answer of the actor the handle names as its owner, to a
+// request this node sent it over CAF: the endpoint in it is that owner's.
 //
 // Invariants:
 //  1. A request by handle goes only to an endpoint learned here from a grant of the handle's

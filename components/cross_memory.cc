@@ -58,10 +58,11 @@ Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64
       if (end.stopped) {
         if (withdrawn(withdrawal))
           return withdrawn_error(moved.load());
-        return Error(ErrorCode::kTimeout,
-                     describe(moved.load()) + ": the deadline passed while the kernel waited for "
+        return Error(ErrorCode::kTimeout, describe(moved.load()) +
+                                              ": the deadline passed while the kernel waited for "
                                               "the requester's memory (the copy was ended; up to " +
-                                              std::to_string(piece) + " more bytes may have moved)");
+                                              std::to_string(piece) +
+                                              " more bytes may have moved)");
       }
       const ssize_t k = end.moved;
       if (k < 0) {

@@ -39,8 +39,9 @@ class UnservedRange {
 public:
   UnservedRange() {
     if (testing::kThreadSanitizer) {
-      why_ = "under ThreadSanitizer copies are not killable (components/killable_copy.h, "
-             "invariant 5)";
+      why_ =
+          "under ThreadSanitizer copies are not killable (components/killable_copy.h, "
+          "invariant 5)";
       return;
     }
     fd_ = static_cast<int>(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
