@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "actors/detail/manager_state.h"
+#include "actors/manager/direct_link.h"
 
 namespace caf_rdma::detail {
 
@@ -233,13 +234,15 @@ void FetchWindows::check_window_node(const caf::node_id& node) {
   if (it == windows_.end() || it->second.checking || !m_.self_->system().has_middleman())
     return;
   it->second.checking = true;
-  auto answered = [this, node](bool connected) {
+  ask_direct_link(m_.self_, node, [this, node](std::optional<bool> connected) {
     auto it = windows_.find(node);
     if (it == windows_.end())
       return;
     PeerWindow& w = it->second;
     w.checking = false;
-    if (connected) {
+    if (!connected)
+      return;  // no answer: asked again at its next fetch
+    if (*connected) {
       if (!w.direct) {
         // What it holds and waits for counts as a directly connected node's from now on.
         indirect_held_ -= w.held();
@@ -259,18 +262,7 @@ void FetchWindows::check_window_node(const caf::node_id& node) {
                                                window_error(node, "closed its connection")));
     }
     maybe_forget_window(node);
-  };
-  // The middleman's routing table: no peer writes it (a BASP down message can kill a proxy,
-  // not a connection).
-  m_.self_
-      ->request(m_.self_->system().middleman().actor_handle(), std::chrono::seconds(30),
-                caf::get_atom::value, node)
-      .then([answered](const caf::node_id&, const std::string&,
-                       uint16_t port) mutable { answered(port != 0); },
-            [this, node](caf::error&) {
-              if (auto it = windows_.find(node); it != windows_.end())
-                it->second.checking = false;
-            });
+  });
 }
 
 void FetchWindows::watch_sender(const caf::actor& sender) {

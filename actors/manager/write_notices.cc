@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "actors/detail/manager_state.h"
+#include "actors/manager/direct_link.h"
 #include "actors/op_texts.h"
 #include "primitives/log.h"
 
@@ -24,16 +25,33 @@ caf::result<uint64_t> WriteNotices::notice(const BufferRef& ref, uint64_t offset
                                            uint64_t tag, const std::string& writer) {
   const auto& sender = m_.self_->current_sender();
   // A peer's notice comes through the facade with the writing node's actor as sender.
-  const std::string node = sender ? caf::to_string(sender->node()) : std::string("anonymous");
-  auto n = deliver(ref, offset, length, tag, node, writer);
-  if (!n.ok())
-    return to_caf_error(n.error());
-  return *n;
+  if (!sender || sender->node() == m_.self_->node()) {
+    auto n = deliver(ref, offset, length, tag,
+                     sender ? caf::to_string(sender->node()) : std::string("anonymous"), writer,
+                     sender != nullptr);
+    if (!n.ok())
+      return to_caf_error(n.error());
+    return *n;
+  }
+  // Invariant 17: whether its node is directly connected decides which budget it takes.
+  const caf::node_id from = sender->node();
+  auto rp = m_.self_->make_response_promise<uint64_t>();
+  ask_direct_link(
+      m_.self_, from,
+      [this, rp, ref, offset, length, tag, from, writer](std::optional<bool> direct) mutable {
+        auto n =
+            deliver(ref, offset, length, tag, caf::to_string(from), writer, direct.value_or(false));
+        if (n.ok())
+          rp.deliver(*n);
+        else
+          rp.deliver(to_caf_error(n.error()));
+      });
+  return rp;
 }
 
 Result<uint64_t> WriteNotices::deliver(const BufferRef& ref, uint64_t offset, uint64_t length,
                                        uint64_t tag, const std::string& node,
-                                       const std::string& writer) {
+                                       const std::string& writer, bool direct) {
   auto checked = m_.buffer_table.owner_access(ref, offset, length, true);
   if (!checked.ok()) {
     ++m_.counters_.notices_refused;
@@ -49,20 +67,36 @@ Result<uint64_t> WriteNotices::deliver(const BufferRef& ref, uint64_t offset, ui
   }
   auto found = pending_by_node_.find(node);
   const uint64_t mine = found == pending_by_node_.end() ? 0 : found->second;
-  if (mine >= kMaxPendingNotices || pending_ >= kMaxPendingNoticesTotal) {
+  // Invariant 17: the first full budget names itself (the node's, the indirect share, all).
+  const uint64_t share = kMaxPendingNoticesTotal / kIndirectShare;
+  const char* full = nullptr;
+  uint64_t count = 0, limit = 0;
+  if (mine >= kMaxPendingNotices) {
+    full = "";
+    count = mine;
+    limit = kMaxPendingNotices;
+  } else if (!direct && pending_indirect_ >= share) {
+    full = "from nodes not directly connected ";
+    count = pending_indirect_;
+    limit = share;
+  } else if (pending_ >= kMaxPendingNoticesTotal) {
+    full = "from all writers ";
+    count = pending_;
+    limit = kMaxPendingNoticesTotal;
+  }
+  if (full != nullptr) {
     ++m_.counters_.notices_refused;
-    const bool node_full = mine >= kMaxPendingNotices;
-    return Error(
-        ErrorCode::kResourceExhausted,
-        notice_refused_text(
-            ref.id, m_.options_.name,
-            std::to_string(node_full ? mine : pending_) + " notices " +
-                (node_full ? "from " + who : std::string("from all writers")) +
-                " wait for its watcher's answers (limit " +
-                std::to_string(node_full ? kMaxPendingNotices : kMaxPendingNoticesTotal) + ")"));
+    return Error(ErrorCode::kResourceExhausted,
+                 notice_refused_text(ref.id, m_.options_.name,
+                                     std::to_string(count) + " notices " +
+                                         (*full == '\0' ? "from " + who + " " : std::string(full)) +
+                                         "wait for its watcher's answers (limit " +
+                                         std::to_string(limit) + ")"));
   }
   ++pending_by_node_[node];
   ++pending_;
+  if (!direct)
+    ++pending_indirect_;
   ++m_.counters_.notices_sent;
   // Invariant 17: a pending notice's size is bounded too, whatever name its writer sent.
   std::string name =
@@ -70,11 +104,13 @@ Result<uint64_t> WriteNotices::deliver(const BufferRef& ref, uint64_t offset, ui
   WriteNotice n{ref.id, offset, length, tag, node, std::move(name)};
   caf::actor watcher = b.watcher;
   const uint64_t id = ref.id;
-  auto answered = [this, node] {
+  auto answered = [this, node, direct] {
     auto it = pending_by_node_.find(node);
     if (it != pending_by_node_.end() && --it->second == 0)
       pending_by_node_.erase(it);
     --pending_;
+    if (!direct)
+      --pending_indirect_;
   };
   m_.self_->request(watcher, m_.options_.max_timeout, write_notice_atom::value, std::move(n))
       .then([answered] { answered(); },
@@ -153,7 +189,8 @@ void WriteNotices::tell_owner(OpId id) {
     return finish(id, &e);
   }
   if (op.remote.owner.address() == m_.facade_.address()) {  // ours: no message to send
-    auto n = deliver(ref_of(op.remote), op.remote_offset, o.length, op.tag, "", m_.options_.name);
+    auto n =
+        deliver(ref_of(op.remote), op.remote_offset, o.length, op.tag, "", m_.options_.name, true);
     return finish(id, n.ok() ? nullptr : &n.error());
   }
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(t.due - m_.now());

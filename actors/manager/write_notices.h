@@ -22,9 +22,13 @@
 //     answer by then, or a link lost while the notice was out, gives the third answer, that
 //     whether the watcher was told is unknown (peer_unavailable, never timeout or ok).
 // 17. Bounded (manager invariant 7): notices sent to watchers and not answered yet count per
-//     writing node (kMaxPendingNotices) and together (kMaxPendingNoticesTotal); beyond, a notice
-//     is refused. A notice counts until its watcher answers, fails or max_timeout passes. The
-//     writer's name it carries is cut to kMaxWriterName bytes.
+//     writing node (kMaxPendingNotices) and together (kMaxPendingNoticesTotal); those of nodes
+//     the middleman does not know as directly connected (ids a peer states for messages it
+//     routes, and may invent: direct_link.h) hold together at most a kIndirectShare-th of the
+//     total, so invented ids cannot refuse the directly connected writers' notices. Beyond,
+//     a notice is refused, naming the budget. A notice counts until its watcher answers,
+//     fails or max_timeout passes. The writer's name it carries is cut to kMaxWriterName
+//     bytes.
 #pragma once
 
 #include <map>
@@ -71,9 +75,10 @@ public:
   void drop_device();
 
 private:
-  /// Owner side, after the checks of `ref`: the notice to the watcher, counted for `node`.
+  /// Owner side, after the checks of `ref`: the notice to the watcher, counted for `node`
+  /// (`direct`: this node, or one the middleman says is directly connected: invariant 17).
   Result<uint64_t> deliver(const BufferRef& ref, uint64_t offset, uint64_t length, uint64_t tag,
-                           const std::string& node, const std::string& writer);
+                           const std::string& node, const std::string& writer, bool direct);
   /// Writer side: asks the owner (or this node, when it owns the buffer) to send the notice.
   void tell_owner(OpId id);
   /// Ends op `id` with its write's outcome, or `failed` (which says the bytes were written):
@@ -91,6 +96,7 @@ private:
   /// Owner side: notices not answered yet, by writing node ("" for this node), and together.
   std::map<std::string, uint64_t> pending_by_node_;
   uint64_t pending_ = 0;
+  uint64_t pending_indirect_ = 0;  ///< of which from nodes not directly connected
   std::shared_ptr<RdmaDomain> fence_domain_;
   std::unique_ptr<uint64_t> fence_word_ = std::make_unique<uint64_t>(0);
   RdmaBuffer fence_;

@@ -23,6 +23,8 @@
 #include <vector>
 
 #include "actors/rdma_client.h"
+#include "actors/rdma_manager_actor.h"
+#include "components/secure_random.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/rdma_test.h"
 #include "tests/security/raw_basp_client.h"
@@ -503,6 +505,75 @@ TEST_F(ForgedSenderTest, TheManagersOwnHandleNeverLeavesItsProcess) {
   // What peers know instead: the facade, owner of the node's handles.
   EXPECT_NE(remote.owner.id(), victim_->manager()->id());
   EXPECT_NE(victim_->node().system().registry().get(remote.owner.id()), nullptr);
+}
+
+// Trust, third pass, finding 3: notices were bounded per writing node as the sender states it,
+// and a peer routing notices "from" node ids it invents (17 of them, 1024 each) filled the
+// total, so an honest node's notify write then failed resource_exhausted. Notices of nodes the
+// middleman does not know as directly connected now hold together at most a kIndirectShare-th
+// of the total (write_notices.h invariant 17): the directly connected writer's notify write
+// lands, every byte checked, and its notice reaches the watcher.
+TEST_F(ForgedSenderTest, InventedNodeIdsHoldAtMostTheIndirectShareOfNotices) {
+  Memory m(64, 0);
+  // The honest writer, directly connected, holds a handle of the victim's buffer.
+  auto writer = start_node();
+  ASSERT_TRUE(writer);
+  BufferHandle remote = remote_view(*victim_, *writer, m, "notice-target");
+  const BufferRef ref = ref_of(remote);
+  // A watcher that never answers: every notice stays pending (until max_timeout).
+  caf::scoped_actor watcher{victim_->node().system()};
+  RdmaClient owner(victim_->node().system(), victim_->manager());
+  ASSERT_TRUE(owner.watch_writes(remote.id, caf::actor_cast<caf::actor>(watcher)).ok());
+  auto c = connect_raw();
+  ASSERT_TRUE(c);
+  c->set_read_after_send(false);
+  std::string err;
+  constexpr int kInvented = 17;
+  uint64_t mid = 1;
+  for (int n = 0; n < kInvented; ++n) {
+    caf::node_id::default_data::host_id_type host{};
+    secure_random(host.data(), host.size());
+    host[0] |= 0x01;
+    const auto fake = caf::make_node_id(static_cast<uint32_t>(2000 + n), host);
+    for (uint64_t i = 0; i < kMaxPendingNotices; ++i) {
+      PeerNonce nonce;
+      secure_random(&nonce, sizeof(nonce));
+      ASSERT_TRUE(c->send_routed(fake, 4242, c->published_actor(), caf::make_message_id(mid++),
+                                 caf::make_message(notice_atom::value, ref, uint64_t{0},
+                                                   uint64_t{8}, i, std::string("inventor"), nonce),
+                                 &err))
+          << err;
+    }
+  }
+  constexpr uint64_t kShare = kMaxPendingNoticesTotal / kIndirectShare;
+  const uint64_t sent = kInvented * kMaxPendingNotices;
+  ManagerStats s = victim_->wait_stats(
+      [&](const ManagerStats& x) { return x.notices_sent + x.notices_refused >= sent; },
+      std::chrono::seconds(60));
+  EXPECT_EQ(s.notices_sent, kShare) << "invented node ids took more than their share";
+  EXPECT_EQ(s.notices_pending, kShare);
+  EXPECT_EQ(s.notices_refused, sent - kShare);
+  // The honest writer's notify write lands and notifies.
+  Memory src(64, 51);
+  auto local = writer->request_buffer(src);
+  ASSERT_TRUE(local) << error_message(local.error());
+  TransferOp op = make_write(*local, remote, 64);
+  op.notify = true;
+  op.tag = 999999;
+  auto w = writer->transfer(op, 20000);
+  ASSERT_TRUE(w) << error_message(w.error());
+  for (uint64_t i = 0; i < 64; ++i)
+    ASSERT_EQ(m.bytes[i], pattern(i, 51)) << "byte " << i;
+  bool heard = false;
+  bool more = true;
+  while (more && !heard)
+    watcher->receive(
+        [&](write_notice_atom, WriteNotice& n) {
+          heard = n.tag == 999999 && n.length == 64 &&
+                  n.writer_node == caf::to_string(writer->node().system().node());
+        },
+        caf::after(std::chrono::seconds(10)) >> [&] { more = false; });
+  EXPECT_TRUE(heard) << "the honest writer's notice never reached the watcher";
 }
 
 }  // namespace
