@@ -285,11 +285,19 @@ Result<uint64_t> move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline dead
   uint64_t done = 0;
   auto progress = [&] { return std::to_string(done) + " of " + std::to_string(n) + " bytes"; };
   auto stopped = [&] { return stop != nullptr && stop->load(std::memory_order_acquire); };
-  auto last_move = std::chrono::steady_clock::now();
-  // The wait for the next byte ends at the deadline, or `stall` after the last byte moved.
-  auto wait_end = [&] {
-    return stall.count() > 0 ? std::min(deadline, last_move + stall) : deadline;
+  // The last mark of progress: kStallProgress bytes (or the rest) moved since the one before.
+  auto mark = std::chrono::steady_clock::now();
+  uint64_t mark_done = 0;
+  auto moved = [&] {
+    if (done - mark_done >= std::min<uint64_t>(kStallProgress, n - mark_done)) {
+      mark = std::chrono::steady_clock::now();
+      mark_done = done;
+    }
   };
+  // The wait ends at the deadline, or `stall` after the last mark of progress.
+  auto wait_end = [&] { return stall.count() > 0 ? std::min(deadline, mark + stall) : deadline; };
+  // Checked after every call that moved bytes too: a peer that trickles them is cut off.
+  auto out_of_time = [&] { return done < n && std::chrono::steady_clock::now() >= wait_end(); };
   // One wait: until wait_end(), or with a stop flag kStopLook at most (then looked at again).
   auto wait_slice = [&] {
     return stop == nullptr ? wait_end()
@@ -297,10 +305,16 @@ Result<uint64_t> move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline dead
   };
   auto waited_out = [&] {
     if (stall.count() > 0 && std::chrono::steady_clock::now() < deadline)
-      return Error(ErrorCode::kTimeout, what + ": no byte moved for " +
-                                            std::to_string(stall.count()) + " ms after " +
-                                            progress() + " (the peer stopped " +
-                                            (sending ? "reading" : "sending") + "): given up");
+      return Error(ErrorCode::kTimeout,
+                   what + ": " +
+                       (done == mark_done ? std::string("no byte")
+                                          : "only " + std::to_string(done - mark_done) + " bytes") +
+                       " moved for " + std::to_string(stall.count()) + " ms after " +
+                       std::to_string(mark_done) + " of " + std::to_string(n) +
+                       " bytes (the peer " + (done == mark_done ? "stopped " : "trickles, ") +
+                       (sending ? "reading" : "sending") + "; at least " +
+                       std::to_string(kStallProgress) + " bytes are due per " +
+                       std::to_string(stall.count()) + " ms): given up");
     return Error(ErrorCode::kTimeout,
                  what + ": timed out after " + (sending ? "sending " : "receiving ") + progress());
   };
@@ -316,7 +330,9 @@ Result<uint64_t> move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline dead
                                          k.error().message() + " (after " + progress() + ")");
     done += *k;
     if (*k > 0) {
-      last_move = std::chrono::steady_clock::now();
+      moved();
+      if (out_of_time())
+        return waited_out();
       continue;
     }
     CAF_RDMA_ASSIGN_OR_RETURN(bool ready, wait_ready(s.fd(), events, wait_slice()));
@@ -328,7 +344,9 @@ Result<uint64_t> move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline dead
                         : ::recv(s.fd(), p + done, n - done, 0);
     if (k > 0) {
       done += static_cast<uint64_t>(k);
-      last_move = std::chrono::steady_clock::now();
+      moved();
+      if (out_of_time())
+        return waited_out();
       continue;
     }
     if (k == 0)

@@ -123,11 +123,16 @@ std::string tls_error_queue();
 /// plain TCP).
 size_t tls_pending(const Socket& s);
 
+/// What a peer must move per `stall` window of send_all / recv_all (or the rest, when less
+/// is left): a peer that trickles bytes slower than that (64 KiB per 10 s by default: 6.5 KB/s)
+/// holds a transfer no longer than one that stalls.
+constexpr uint64_t kStallProgress = 64 << 10;
+
 /// Sends/receives exactly n bytes before the deadline (through TLS when the socket has it). Errors:
 /// timeout, peer_unavailable (the peer closed or reset the connection), internal (other errno);
 /// `what` starts the message. With a `stall` limit (> 0) it also ends, with timeout, as soon as
-/// no byte moved for that long (the peer stopped reading or sending): a peer that holds a
-/// transfer open without moving it holds it only that long.
+/// fewer than kStallProgress bytes (or the rest) moved in that long (the peer stopped, or
+/// trickles): a peer that holds a transfer open without moving it holds it only that long.
 Status send_all(const Socket& s, const void* data, uint64_t n, Deadline deadline,
                 const std::string& what, std::chrono::milliseconds stall = {});
 Status recv_all(const Socket& s, void* data, uint64_t n, Deadline deadline, const std::string& what,

@@ -74,12 +74,11 @@
 // 12. A same-host connection is served only when its peer runs as this process's uid
 //     (SO_PEERCRED at accept): another uid gets permission_denied naming both uids, and is
 //     closed before its request is read.
-// 13. A claimed transfer whose peer moves no byte for `stall_timeout` (a write's bytes stop
-//     coming, a read's reader stops reading, the final answer cannot be sent) ends with
-//     timeout and its `done` runs, freeing its worker and its memory (and so a release of its
-//     buffer), whatever time its grant had left. A peer that keeps bytes trickling holds its
-//     worker until the grant's deadline (at most the owner's max_timeout), but not a release
-//     (invariant 14).
+// 13. A claimed transfer whose peer moves fewer than kStallProgress bytes (or the rest) in
+//     `stall_timeout` (a write's bytes stop coming or trickle, a read's reader stops reading or
+//     reads a few bytes at a time, the final answer cannot be sent) ends with timeout and its
+//     `done` runs, freeing its worker and its memory (and so a release of its buffer),
+//     whatever time its grant had left.
 // 14. A claimed transfer whose buffer its owner released (the grant's Withdrawal, withdrawal.h)
 //     touches the memory no more after the socket call under way (withdrawable_move.h, looked
 //     at least every kStopLook while the peer is waited for, so a peer that trickles or stalls

@@ -417,6 +417,56 @@ TEST(StreamServerLimits, ClaimedTransfersThatStopMovingFreeTheirWorkers) {
             static_cast<std::ptrdiff_t>(n - part.size()));
 }
 
+// Finding 2, the last part: a peer that kept bytes trickling (one every 50 ms) held its worker
+// until its grant's deadline (up to max_timeout), however slowly it moved. A claimed transfer
+// now ends once fewer than kStallProgress bytes moved in stall_timeout (invariant 13): the
+// trickled write ends within seconds with timeout naming the trickle, exactly the bytes it
+// took landed, nothing else, and an honest read is served, every byte checked.
+TEST(StreamServerLimits, APeerThatTricklesBytesFreesItsWorker) {
+  const StreamServer::Limits limits = two_workers(1000ms);
+  const uint64_t n = 1 << 20;
+  std::vector<uint8_t> memory(n, 0);
+  std::promise<std::pair<Status, uint64_t>> done;
+  auto server = StreamServer::start("127.0.0.1", limits);
+  ASSERT_TRUE(server.ok()) << server.error().to_string();
+  const uint64_t token =
+      (*server)->grant(memory.data(), n, StreamDirection::kIntoOwner, Clock::now() + 600s,
+                       [&done](uint64_t, const Status& st, uint64_t bytes) {
+                         done.set_value({st, bytes});
+                       });
+  auto s = testing::connect_from("127.0.0.2", (*server)->port(), Clock::now() + 10s);
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  ASSERT_TRUE(write_request(*s, {StreamDirection::kIntoOwner, token, n}, Clock::now() + 10s).ok());
+  auto go = read_status(*s, Clock::now() + 10s, "go");
+  ASSERT_TRUE(go.ok() && go->ok());
+  auto ended = done.get_future();
+  uint64_t sent = 0;
+  const auto started = Clock::now();
+  while (ended.wait_for(50ms) != std::future_status::ready && Clock::now() < started + 30s) {
+    const uint8_t b = static_cast<uint8_t>(1 + sent % 200);
+    if (!send_all(*s, &b, 1, Clock::now() + 1s, "trickle").ok())
+      break;  // the owner gave up and closed the connection
+    ++sent;
+  }
+  ASSERT_EQ(ended.wait_for(0s), std::future_status::ready)
+      << "a trickling peer still held its worker after 30 s (" << sent << " bytes sent)";
+  auto [st, bytes] = ended.get();
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), ErrorCode::kTimeout) << st.error().to_string();
+  EXPECT_NE(st.error().message().find("the peer trickles"), std::string::npos)
+      << st.error().message();
+  EXPECT_EQ(bytes, 0u);  // a transfer that failed counts no byte as served
+  // What the owner took of the trickle landed in order, and nothing else.
+  uint64_t landed = 0;
+  while (landed < n && memory[landed] != 0)
+    ++landed;
+  EXPECT_GT(landed, 0u);
+  EXPECT_LE(landed, sent);
+  for (uint64_t i = 0; i < n; ++i)
+    ASSERT_EQ(memory[i], i < landed ? static_cast<uint8_t>(1 + i % 200) : 0) << "byte " << i;
+  honest_read(**server, 1 << 20, 6);
+}
+
 // Finding 2, the rest: one peer's claimed transfers that move slowly or not at all held every
 // worker (until their stall limit, or their grants' deadlines when they trickle), so every other
 // peer's transfer waited for them. Now one address holds at most workers - 1 (invariant 15):
