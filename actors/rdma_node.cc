@@ -8,6 +8,7 @@
 #include "actors/detail/manager_events.h"
 #include "actors/detail/node_objects.h"
 #include "actors/environment.h"
+#include "actors/plain_transport.h"
 #include "actors/rdma_client.h"
 #include "actors/rdma_errors.h"
 #include "actors/rdma_messages.h"
@@ -109,7 +110,12 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
     t.accept.handshake_timeout = options.connect_timeout;
     node->connector_ = spawn_tls_middleman(*node->system_, std::move(t));
   } else {
-    node->connector_ = node->system_->middleman().actor_handle();
+    // Without TLS too: a connection budget on the published port, connects with a deadline
+    // (plain_transport.h).
+    PlainTransportOptions p;
+    p.silent_timeout = options.connect_timeout;
+    p.connect_timeout = options.connect_timeout;
+    node->connector_ = spawn_plain_middleman(*node->system_, p);
   }
   // Published first (port 0: the OS picks one, no one else can take it in between), then named
   // host:port: the name reaches the manager before anyone can know the port.
@@ -201,10 +207,9 @@ RdmaNode::~RdmaNode() {
 }
 
 void RdmaNode::stop_connector() {
-  // CAF's own middleman actor ends with the system. Ours (TLS) ignores exit messages but
-  // `kill`, as CAF's does, and the system would wait for it; its connect() is bounded by the
-  // connect timeout, so this wait is too.
-  if (tls_ && connector_) {
+  // Ours (TLS or plain) ignores exit messages but `kill`, as CAF's does, and the system would
+  // wait for it; its connect() is bounded by the connect timeout, so this wait is too.
+  if (connector_) {
     caf::scoped_actor self{*system_};
     self->send_exit(connector_, caf::exit_reason::kill);
     self->wait_for(connector_);
