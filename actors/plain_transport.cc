@@ -43,7 +43,7 @@ uint32_t peer_ipv4(native_socket fd) {
 /// The connections accepted on one published port (invariants 1-4).
 class ConnectionBook {
 public:
-  explicit ConnectionBook(PlainTransportOptions limits) : limits_(std::move(limits)) {}
+  explicit ConnectionBook(PlainTransportOptions limits) : limits_(limits) {}
 
   /// A newcomer from `ip` on `fd`: makes room (invariant 2) and books it; false when it must be
   /// closed instead (invariant 3). Its id for spoke() and gone() in `*id`.
@@ -173,7 +173,7 @@ private:
 class PlainMiddleman : public caf::io::middleman_actor_impl {
 public:
   PlainMiddleman(caf::actor_config& cfg, caf::actor broker, PlainTransportOptions limits)
-      : caf::io::middleman_actor_impl(cfg, std::move(broker)), limits_(std::move(limits)) {}
+      : caf::io::middleman_actor_impl(cfg, std::move(broker)), limits_(limits) {}
 
   const char* name() const override { return "caf_rdma::plain_middleman"; }
 
@@ -211,9 +211,9 @@ private:
 }  // namespace
 
 caf::io::middleman_actor spawn_plain_middleman(caf::actor_system& sys,
-                                               PlainTransportOptions limits) {
+                                               PlainTransportOptions options) {
   auto broker = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
-  return sys.spawn<PlainMiddleman, caf::detached + caf::hidden>(std::move(broker), limits);
+  return sys.spawn<PlainMiddleman, caf::detached + caf::hidden>(std::move(broker), options);
 }
 
 }  // namespace caf_rdma

@@ -40,9 +40,9 @@ struct CopyJobs {
   pid_t tid = 0;
 };
 
-/// The child's body, given to clone() with its CopyJobs: dies with its creating thread
+/// The child's body, given to clone() with its CopyJobs as `arg`: dies with its creating thread
 /// (PR_SET_PDEATHSIG), runs each job it is given (process_vm_writev or process_vm_readv),
 /// publishes its result, then waits for the next. Never returns.
-int run_copy_jobs(void* jobs);
+int run_copy_jobs(void* arg);
 
 }  // namespace caf_rdma::detail

@@ -46,14 +46,14 @@ public:
     }
     fd_ = static_cast<int>(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
     if (fd_ < 0) {
-      why_ = std::string("userfaultfd: ") + std::strerror(errno) +
+      why_ = std::string("userfaultfd: ") + errno_string(errno) +
              " (unprivileged userfaultfd is off: vm.unprivileged_userfaultfd; run as root)";
       return;
     }
     uffdio_api api{};
     api.api = UFFD_API;
     if (::ioctl(fd_, UFFDIO_API, &api) != 0) {
-      why_ = std::string("UFFDIO_API: ") + std::strerror(errno);
+      why_ = std::string("UFFDIO_API: ") + errno_string(errno);
       return;
     }
     addr_ = ::mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -62,7 +62,7 @@ public:
     reg.range.len = kLen;
     reg.mode = UFFDIO_REGISTER_MODE_MISSING;
     if (::ioctl(fd_, UFFDIO_REGISTER, &reg) != 0)
-      why_ = std::string("UFFDIO_REGISTER: ") + std::strerror(errno);
+      why_ = std::string("UFFDIO_REGISTER: ") + errno_string(errno);
   }
   ~UnservedRange() {
     serve();
