@@ -131,6 +131,8 @@ void ManagerState::start_op(OpId id) {
   PathChoice choice = choose_path(op, path_facts(o, local));
   if (choice.path == PathKind::kNone)
     return fail_op(id, make_rdma_error(choice.code, choice.why));
+  if (choice.path == PathKind::kStream && o.length < options_.stream_min_bytes)
+    peer_table.peer_for(op.remote.owner, op.remote.owner_name).endpoint_tried = true;
   o.path = choice.path;
   path(choice.path).start(id);
 }
@@ -153,8 +155,9 @@ PathFacts ManagerState::path_facts(const OpRecord& o, const LocalBuffer& local) 
   auto p = peers_.find(o.peer);
   // Smaller ops take the stream channel too while its owner's endpoint is unknown here: the
   // grant names it, and the stream lanes then take the next ones (actors/stream_endpoints.h).
-  const bool learns_endpoint =
-      op.remote.stream_port != 0 && !f.same_node && !stream_endpoints_->find(o.peer);
+  const bool learns_endpoint = op.remote.stream_port != 0 && !f.same_node &&
+                               (p == peers_.end() || !p->second.endpoint_tried) &&
+                               !stream_endpoints_->find(o.peer);
   f.stream_fits = !is_atomic(op) && stream_client_ && options_.stream_min_bytes > 0 &&
                   (o.length >= options_.stream_min_bytes || learns_endpoint) &&
                   (p == peers_.end() || !p->second.no_stream) &&

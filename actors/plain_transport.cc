@@ -31,13 +31,25 @@ using caf::io::network::default_multiplexer;
 using caf::io::network::native_socket;
 using Clock = std::chrono::steady_clock;
 
-/// The IPv4 address of a connection's peer (0 when it has none).
-uint32_t peer_ipv4(native_socket fd) {
-  sockaddr_in a{};
+/// Who a connection's peer is, for the budgets: its IPv4 address (an IPv4-mapped IPv6 one
+/// too), or the bytes of its IPv6 address.
+std::string peer_key(native_socket fd) {
+  sockaddr_storage a{};
   socklen_t len = sizeof(a);
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0 || a.sin_family != AF_INET)
-    return 0;
-  return ntohl(a.sin_addr.s_addr);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    return {};
+  if (a.ss_family == AF_INET) {
+    const auto& v4 = reinterpret_cast<const sockaddr_in&>(a);
+    return std::string(reinterpret_cast<const char*>(&v4.sin_addr), 4);
+  }
+  if (a.ss_family == AF_INET6) {
+    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(a);
+    const auto* b = reinterpret_cast<const char*>(&v6.sin6_addr);
+    if (IN6_IS_ADDR_V4MAPPED(&v6.sin6_addr))
+      return std::string(b + 12, 4);
+    return std::string(b, 16);
+  }
+  return {};
 }
 
 /// The connections accepted on one published port (invariants 1-4).
@@ -47,7 +59,7 @@ public:
 
   /// A newcomer from `ip` on `fd`: makes room (invariant 2) and books it; false when it must be
   /// closed instead (invariant 3). Its id for spoke() and gone() in `*id`.
-  bool admit(native_socket fd, uint32_t ip, uint64_t* id) {
+  bool admit(native_socket fd, const std::string& ip, uint64_t* id) {
     std::lock_guard<std::mutex> lock(mu_);
     const auto now = Clock::now();
     // Invariant 2: silent for too long.
@@ -59,7 +71,7 @@ public:
       from_ip += !c.shut && c.ip == ip;
     if (from_ip >= limits_.max_per_host)
       return false;
-    std::map<uint32_t, size_t> silent;  // by address
+    std::map<std::string, size_t> silent;  // by address
     size_t total = 0;
     for (const auto& c : live_)
       if (!c.spoke && !c.shut) {
@@ -67,7 +79,7 @@ public:
         ++total;
       }
     if (total >= limits_.max_silent || silent[ip] >= limits_.max_silent_per_host) {
-      uint32_t victim = ip;
+      std::string victim = ip;
       if (silent[ip] < limits_.max_silent_per_host) {
         size_t most = 0;
         for (const auto& [addr, n] : silent)
@@ -105,7 +117,7 @@ private:
   struct Entry {
     uint64_t id;
     native_socket fd;
-    uint32_t ip;
+    std::string ip;
     Clock::time_point accepted;
     bool spoke;
     bool shut;
@@ -122,7 +134,7 @@ private:
   uint64_t next_id_ = 1;
 };
 
-/// CAF's TCP scribe, booked: its first bytes make it speak, its end leaves the book.
+/// CAF's TCP scribe, booked: its client handshake makes it speak, its end leaves the book.
 class BookedScribe : public caf::io::network::scribe_impl {
 public:
   BookedScribe(default_multiplexer& mx, native_socket fd, std::shared_ptr<ConnectionBook> book,
@@ -130,18 +142,17 @@ public:
       : scribe_impl(mx, fd), book_(std::move(book)), id_(id) {}
   ~BookedScribe() override { book_->gone(id_); }  // before scribe_impl closes the fd
 
+  /// CAF hands over what BASP asked to read: first a header, then its payload (invariant 1).
   bool consume(caf::execution_unit* ctx, const void* buf, size_t n) override {
-    if (!spoke_ && n > 0) {
-      spoke_ = true;
+    if (reads_ < 2 && n > 0 && ++reads_ == 2)
       book_->spoke(id_);
-    }
     return scribe_impl::consume(ctx, buf, n);
   }
 
 private:
   std::shared_ptr<ConnectionBook> book_;
   uint64_t id_;
-  bool spoke_ = false;
+  int reads_ = 0;
 };
 
 /// CAF's TCP doorman, whose connections go through the book first.
@@ -151,12 +162,14 @@ public:
       : doorman_impl(mx, fd), book_(std::move(book)) {}
 
   bool new_connection() override {
-    if (detached())
-      return false;
-    auto& mx = acceptor_.backend();
     const native_socket fd = acceptor_.accepted_socket();
+    if (detached()) {
+      caf::io::network::close_socket(fd);
+      return false;
+    }
+    auto& mx = acceptor_.backend();
     uint64_t id = 0;
-    if (!book_->admit(fd, peer_ipv4(fd), &id)) {
+    if (!book_->admit(fd, peer_key(fd), &id)) {
       caf::io::network::close_socket(fd);  // invariant 3
       return false;
     }
@@ -181,8 +194,8 @@ protected:
   caf::expected<caf::io::scribe_ptr> connect(const std::string& host, uint16_t port) override {
     const std::string where = host + ":" + std::to_string(port);
     auto ip = resolve_ipv4(host);
-    if (!ip.ok())
-      return to_caf_error(ip.error());
+    if (!ip.ok())  // an IPv6 address or name: CAF's connect (no deadline of its own)
+      return caf::io::middleman_actor_impl::connect(host, port);
     auto s = connect_tcp(*ip, port, Clock::now() + limits_.connect_timeout);
     if (!s.ok())
       return s.error().code() == ErrorCode::kTimeout

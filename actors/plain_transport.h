@@ -6,10 +6,12 @@
 //
 // Invariants:
 //  1. Every connection accepted on the published port is in the book from its accept until CAF
-//     lets it go (its scribe is destroyed). One that has sent no byte yet is *silent* (an
-//     honest node speaks at once: BASP's client handshake answers the server's).
+//     lets it go (its scribe is destroyed). One whose BASP client handshake (a header, then its
+//     payload: CAF's first two reads) has not come yet is *silent*: an honest node sends it at
+//     once, in answer to the server's; a peer that sends a header and stops stays silent.
 //  2. Silent connections: at most `max_silent` in all and `max_silent_per_host` from one IPv4
-//     address (all local processes count as 127.0.0.1); a newcomer beyond either makes room:
+//     address (an IPv4-mapped IPv6 one is its IPv4 address; local processes connecting to
+//     127.0.0.1 all count as 127.0.0.1); a newcomer beyond either makes room:
 //     the oldest silent connection of its own address if that address is at its share, else
 //     the oldest silent one of the address holding the most is shut down (CAF sees it end and
 //     closes it). A connection silent for longer than `silent_timeout` is shut down at the
@@ -20,9 +22,9 @@
 //  4. A connection is shut down only while its scribe lives (the book's mutex is held from the
 //     check to the shutdown, and a scribe leaves the book before its fd is closed), so the fd
 //     shut down is never another's.
-//  5. Outgoing connections are made within `connect_timeout` (CAF's own TCP connect has no
-//     deadline: one unreachable address held every later connect), then are CAF's. The BASP
-//     protocol is CAF's.
+//  5. Outgoing connections to IPv4 addresses are made within `connect_timeout` (CAF's own TCP
+//     connect has no deadline: one unreachable address held every later connect), then are
+//     CAF's; to IPv6 ones, CAF's. The BASP protocol is CAF's.
 #pragma once
 
 #include <caf/actor_system.hpp>

@@ -148,7 +148,7 @@ Result<std::unique_ptr<RdmaNode>> RdmaNode::start(const NodeOptions& options) {
     node->stop_connector();
     return Error(ErrorCode::kInternal, "the RDMA manager did not name its facade");
   }
-  // Published through the node's middleman actor (CAF's, or the TLS one).
+  // Published through the node's middleman actor (plain_transport.h or tls_transport.h).
   auto port =
       node->publish_ptr(caf::actor_cast<caf::strong_actor_ptr>(facade),
                         node->system_->message_types(facade), options.port, "the RDMA manager");
@@ -223,7 +223,7 @@ std::string RdmaNode::address() const {
 
 Result<uint16_t> RdmaNode::publish_ptr(caf::strong_actor_ptr ptr, std::set<std::string> interfaces,
                                        uint16_t port, const std::string& what) {
-  // The node's middleman actor (CAF's, or with TLS our own) publishes: its answer is the port,
+  // The node's middleman actor (TLS or plain, our own) publishes: its answer is the port,
   // or why not.
   caf::expected<uint16_t> out{caf::error{}};
   {
@@ -243,7 +243,7 @@ Result<uint16_t> RdmaNode::publish_ptr(caf::strong_actor_ptr ptr, std::set<std::
 
 namespace {
 
-/// The actor published at host:port as `connector` (a middleman actor: CAF's, or the TLS one)
+/// The actor published at host:port as `connector` (a middleman actor: CAF's, or the node's)
 /// reaches it within `timeout`, and the interfaces it declares. Errors name `what` and where.
 Result<std::pair<caf::strong_actor_ptr, std::set<std::string>>> connect_via(
     caf::actor_system& sys, const caf::io::middleman_actor& connector, const std::string& host,

@@ -152,7 +152,7 @@ private:
       std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
   RdmaNode() = default;
-  /// Stops the TLS middleman actor (the system would wait for it).
+  /// Stops the node's middleman actor, TLS or plain (the system would wait for it).
   void stop_connector();
 
   std::unique_ptr<caf::actor_system_config> config_;
@@ -161,8 +161,8 @@ private:
   std::string host_;
   uint16_t port_ = 0;
   bool tls_ = false;
-  /// The middleman actor that publishes and connects: CAF's, or with TLS our own
-  /// (spawn_tls_middleman).
+  /// The middleman actor that publishes and connects: our own, with TLS (spawn_tls_middleman)
+  /// or without (spawn_plain_middleman).
   caf::io::middleman_actor connector_;
   std::chrono::milliseconds connect_timeout_{30000};
   /// Serves the metrics (null when off); stopped before the manager and the system go.

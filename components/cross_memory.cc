@@ -69,12 +69,15 @@ Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64
         const int err = end.err;
         if (err == EINTR)
           continue;
-        if (moved.load() == 0 && (err == EPERM || err == ENOSYS || err == EACCES || err == ESRCH))
+        if (moved.load() == 0 &&
+            (end.no_task || err == EPERM || err == ENOSYS || err == EACCES || err == ESRCH))
           *refused = true;  // invariant 3: nothing moved, the caller may go another way
         const ErrorCode code = err == ESRCH    ? ErrorCode::kPeerUnavailable
                                : err == EFAULT ? ErrorCode::kInvalidArgument
                                                : ErrorCode::kInternal;
-        return Error(code, describe(moved.load()) + ": " + errno_string(err));
+        return Error(code, describe(moved.load()) + ": " +
+                               (end.no_task ? "cannot start its copy task: " : "") +
+                               errno_string(err));
       }
       if (k == 0)
         return Error(ErrorCode::kInvalidArgument,

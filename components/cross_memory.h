@@ -11,8 +11,12 @@
 //     kCrossMemoryPiece, and the deadline is checked between pieces.
 //  3. `refused` is set only when the kernel refused before any byte moved (EPERM: Yama's
 //     ptrace_scope, a different uid, an LSM; ENOSYS: no CMA in this kernel; seccomp's EPERM in
-//     containers; ESRCH or pid 0: a requester in another pid namespace): the caller may then
-//     move the bytes another way. Every other failure names
+//     containers; ESRCH or pid 0: a requester in another pid namespace), or the copy task
+//     could not be started (killable_copy.h invariant 4): the caller may then move the bytes
+//     another way. Under Yama's ptrace_scope 1 the copy task, a process of its own, may reach
+//     only requesters it descends from or that named the owner with PR_SET_PTRACER: a
+//     requester in the owner's own process or started by it is refused then, and served
+//     in-band. Every other failure names
 //     buffer id, offset, size, peer pid and errno.
 //  4. A copy of at least kCrossMemoryParallelMin moves its first 1 MiB alone (so a refusal
 //     comes before any other thread starts), then the rest in at most kCrossMemoryThreads

@@ -2,6 +2,7 @@
 #include "components/killable_copy.h"
 
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -41,6 +42,8 @@ public:
   int ensure() {
     if (stack_ != nullptr && owner_ != ::getpid())
       forget();  // this is a fork's child: the task is its parent's
+    if (stack_ != nullptr && __atomic_load_n(&shared_->tid, __ATOMIC_ACQUIRE) == 0)
+      end();  // killed by another while idle: reaped, made again below
     if (stack_ != nullptr)
       return 0;
     void* stack = ::mmap(nullptr, kChildStack, PROT_READ | PROT_WRITE,
@@ -48,14 +51,23 @@ public:
     if (stack == MAP_FAILED)
       return errno;
     shared_ = std::make_unique<detail::CopyJobs>();
+    shared_->creator = ::getpid();
     // Invariant 1: shares memory, files, filesystem and handlers (nothing copied); exit
     // signal 0: no SIGCHLD, reaped with __WCLONE.
     const int flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_PARENT_SETTID |
                       CLONE_CHILD_CLEARTID;
+    // Invariant 1: the child starts with every signal blocked (it inherits this thread's mask),
+    // so no handler of the program ever runs in it (a terminal's SIGINT reaches its process
+    // group, the child's too).
+    sigset_t all, before;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &before);
     const int tid = ::clone(detail::run_copy_jobs, static_cast<char*>(stack) + kChildStack, flags,
                             shared_.get(), &shared_->tid, nullptr, &shared_->tid);
+    const int clone_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
     if (tid < 0) {
-      const int err = errno;
+      const int err = clone_errno;
       ::munmap(stack, kChildStack);
       shared_.reset();
       return err;
@@ -73,6 +85,7 @@ public:
     if (const int err = ensure(); err != 0) {
       end.moved = -1;
       end.err = err;
+      end.no_task = true;
       return end;
     }
     detail::CopyJobs& s = *shared_;
@@ -92,6 +105,12 @@ public:
       if ((stop && stop()) || std::chrono::steady_clock::now() >= deadline) {
         end.stopped = true;
         this->end();  // invariant 2: gone before this returns
+        return end;
+      }
+      if (__atomic_load_n(&s.tid, __ATOMIC_ACQUIRE) == 0) {  // killed by someone else
+        this->end();
+        end.moved = -1;
+        end.err = ECHILD;
         return end;
       }
       const auto look = std::chrono::duration_cast<std::chrono::nanoseconds>(kStopLook).count();

@@ -13,18 +13,21 @@
 //  1. The call runs in a child task that shares this address space, file table and signal
 //     handlers, and touches nothing but its own stack, the job it was given and the memory the
 //     call moves: no libc call that takes a lock or sets errno (raw system calls only), so a
-//     kill at any instant leaves no lock held and no thread's errno changed.
+//     kill at any instant leaves no lock held and no thread's errno changed. It starts with
+//     every signal blocked: no handler of the program runs in it.
 //  2. killable_vm_copy returns only once the child is gone (the kernel cleared its tid word
 //     when it released the address space, and it was reaped): no byte moves after it returns,
-//     killed or not.
+//     killed or not. A kill ends every wait a page fault of anonymous or file memory makes;
+//     one the kernel does not let SIGKILL end (a FUSE file the requester serves and leaves
+//     unanswered, read synchronously) holds the caller until it ends (docs/security.md).
 //  3. While the call runs the caller looks at `stop` at least every kStopLook (socket_io.h)
 //     and at the deadline; either ends the child with SIGKILL (`stopped` says so). What moved
 //     before the kill is not known then (the kernel reports no partial count to a killed
 //     task): at most the piece asked for. Each thread keeps its child for its next calls (a
 //     clone per call cost 60 us); a killed one is made again at the next call, a thread's
 //     ends with it, and a fork's child makes its own.
-//  4. A child that could not be created is an error naming errno, never a silent fallback to
-//     a call that cannot be stopped.
+//  4. A child that could not be created is an error naming errno (`no_task`), never a silent
+//     fallback to a call that cannot be stopped.
 //  5. Except under ThreadSanitizer, whose clone() interceptor cannot run a task that shares
 //     its creator's thread state: there the call is made directly (the tsan lane checks
 //     everything else; tests/components/cross_memory_test skips its stalls there).
@@ -39,11 +42,13 @@
 
 namespace caf_rdma {
 
-/// How one call ended: `moved` bytes (>= 0) or `err` (an errno), or `stopped` (invariant 3).
+/// How one call ended: `moved` bytes (>= 0) or `err` (an errno; ECHILD: the task was killed by
+/// another, e.g. the OOM killer), or `stopped` (invariant 3).
 struct VmCopyEnd {
   ssize_t moved = 0;
   int err = 0;
   bool stopped = false;
+  bool no_task = false;  ///< `err` is the copy task's creation's (invariant 4): nothing ran
 };
 
 /// process_vm_writev (`to_remote`) or process_vm_readv between `mine` (this process) and

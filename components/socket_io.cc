@@ -311,9 +311,8 @@ Result<uint64_t> move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline dead
                                           : "only " + std::to_string(done - mark_done) + " bytes") +
                        " moved for " + std::to_string(stall.count()) + " ms after " +
                        std::to_string(mark_done) + " of " + std::to_string(n) +
-                       " bytes (the peer " + (done == mark_done ? "stopped " : "trickles, ") +
-                       (sending ? "reading" : "sending") + "; at least " +
-                       std::to_string(kStallProgress) + " bytes are due per " +
+                       " bytes (the peer stopped " + (sending ? "reading" : "sending") +
+                       ", or moves less than " + std::to_string(kStallProgress) + " bytes per " +
                        std::to_string(stall.count()) + " ms): given up");
     return Error(ErrorCode::kTimeout,
                  what + ": timed out after " + (sending ? "sending " : "receiving ") + progress());

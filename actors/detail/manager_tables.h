@@ -108,6 +108,10 @@ struct Peer {
   std::string link_lost;
   std::vector<OpId> parked;  ///< ops waiting for the link
   bool no_stream = false;    ///< its owner answered a stream grant with port 0: use chunks
+  /// An op below stream_min_bytes took its stream channel once, to learn its endpoint
+  /// (actors/stream_endpoints.h): later small ones do so no more, learned or not (a stream
+  /// port a firewall drops would time every small op out).
+  bool endpoint_tried = false;
   std::map<uint64_t, std::shared_ptr<RdmaQueuePair>> lanes;  ///< accepted direct lanes, by id
   /// Questions asked of it (ask_peer) and not yet answered: each fails with peer_unavailable
   /// when it goes down, not at its timeout.

@@ -234,7 +234,7 @@ void FetchWindows::check_window_node(const caf::node_id& node) {
   if (it == windows_.end() || it->second.checking || !m_.self_->system().has_middleman())
     return;
   it->second.checking = true;
-  ask_direct_link(m_.self_, node, [this, node](std::optional<bool> connected) {
+  ask_direct_link(m_.self_, node, [this, node](caf::expected<bool> connected) {
     auto it = windows_.find(node);
     if (it == windows_.end())
       return;

@@ -47,6 +47,7 @@ void LinkRecovery::on_down(const caf::down_msg& msg) {
 
 void LinkRecovery::cut_off(const caf::actor_addr& key, Peer& p, const caf::error& err) {
   m_.stream_endpoints_->forget(key);  // stream_endpoints.h invariant 2
+  p.endpoint_tried = false;           // learned again over the next link
   m_.handshakes.fail_waiting(p, err);
   // Questions it will never answer (why it refused an access, its checksum): fail them now.
   auto questions = std::move(p.questions);

@@ -7,6 +7,7 @@
 #include "actors/rdma_node.h"
 
 #include "actors/detail/manager_state.h"
+#include "actors/manager/direct_link.h"
 
 namespace caf_rdma::detail {
 
@@ -245,39 +246,40 @@ caf::result<QpInfoMsg> QpHandshakes::accept_connect(const QpInfoMsg& remote) {
   // connection to that node.
   auto rp = m_.self_->make_response_promise<QpInfoMsg>();
   const caf::actor_addr key = sender.address();
-  m_.self_
-      ->request(m_.self_->system().middleman().actor_handle(), m_.options_.handshake_timeout,
-                caf::get_atom::value, sender.node())
-      .then(
-          [this, rp, sender, remote, key](const caf::node_id&, const std::string&,
-                                          uint16_t port) mutable {
-            auto it = m_.peers_.find(key);
-            if (it == m_.peers_.end()) {
-              rp.deliver(make_rdma_error(
-                  ErrorCode::kPeerUnavailable,
-                  "queue-pair handshake from " + caf::to_string(key) + ": the peer is gone"));
-              return;
-            }
-            Peer& peer = it->second;
-            if (port == 0) {
-              rp.deliver(make_rdma_error(
-                  ErrorCode::kPermissionDenied,
-                  "queue-pair handshake from " + peer.name + " (" + caf::to_string(key) +
-                      ") refused by " + m_.options_.name +
-                      ": it came over a link that is not a direct connection to that node, "
-                      "and the peer's own link ended"));
-              return;
-            }
-            if (caf::actor_cast<caf::actor_addr>(peer.manager).get() !=
-                caf::actor_cast<caf::actor_addr>(sender).get())
-              m_.links.adopt(peer, sender);
-            auto info = finish_accept(peer, remote);
-            if (!info.ok())
-              rp.deliver(to_caf_error(info.error()));
-            else
-              rp.deliver(std::move(*info));
-          },
-          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  ask_direct_link(
+      m_.self_, sender.node(),
+      [this, rp, sender, remote, key](caf::expected<bool> direct) mutable {
+        if (!direct) {
+          rp.deliver(std::move(direct.error()));
+          return;
+        }
+        auto it = m_.peers_.find(key);
+        if (it == m_.peers_.end()) {
+          rp.deliver(make_rdma_error(
+              ErrorCode::kPeerUnavailable,
+              "queue-pair handshake from " + caf::to_string(key) + ": the peer is gone"));
+          return;
+        }
+        Peer& peer = it->second;
+        if (!*direct) {
+          rp.deliver(make_rdma_error(
+              ErrorCode::kPermissionDenied,
+              "queue-pair handshake from " + peer.name + " (" + caf::to_string(key) +
+                  ") refused by " + m_.options_.name +
+                  ": it came over a link that is not a direct connection to that node, "
+                  "and the peer's own link ended"));
+          return;
+        }
+        if (caf::actor_cast<caf::actor_addr>(peer.manager).get() !=
+            caf::actor_cast<caf::actor_addr>(sender).get())
+          m_.links.adopt(peer, sender);
+        auto info = finish_accept(peer, remote);
+        if (!info.ok())
+          rp.deliver(to_caf_error(info.error()));
+        else
+          rp.deliver(std::move(*info));
+      },
+      m_.options_.handshake_timeout);
   return rp;
 }
 

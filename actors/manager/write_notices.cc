@@ -25,22 +25,29 @@ caf::result<uint64_t> WriteNotices::notice(const BufferRef& ref, uint64_t offset
                                            uint64_t tag, const std::string& writer) {
   const auto& sender = m_.self_->current_sender();
   // A peer's notice comes through the facade with the writing node's actor as sender.
-  if (!sender || sender->node() == m_.self_->node()) {
-    auto n = deliver(ref, offset, length, tag,
-                     sender ? caf::to_string(sender->node()) : std::string("anonymous"), writer,
-                     sender != nullptr);
+  const std::string node = sender ? caf::to_string(sender->node()) : std::string("anonymous");
+  auto now = [&](bool direct) -> caf::result<uint64_t> {
+    auto n = deliver(ref, offset, length, tag, node, writer, direct);
     if (!n.ok())
       return to_caf_error(n.error());
     return *n;
-  }
+  };
+  if (!sender || sender->node() == m_.self_->node())
+    return now(sender != nullptr);
+  // What is refused whatever its node is refused at once, without asking the middleman.
+  auto pending = pending_by_node_.find(node);
+  auto target = m_.buffer_table.owner_access(ref, offset, length, true);
+  if (!target.ok() || !(*target)->watcher ||
+      (pending != pending_by_node_.end() && pending->second >= kMaxPendingNotices))
+    return now(false);
   // Invariant 17: whether its node is directly connected decides which budget it takes.
-  const caf::node_id from = sender->node();
+  const caf::node_id from = sender->node();  // the promise takes the sender away
   auto rp = m_.self_->make_response_promise<uint64_t>();
+  std::string name = writer.substr(0, kMaxWriterName + 1);  // deliver() cuts it
   ask_direct_link(
       m_.self_, from,
-      [this, rp, ref, offset, length, tag, from, writer](std::optional<bool> direct) mutable {
-        auto n =
-            deliver(ref, offset, length, tag, caf::to_string(from), writer, direct.value_or(false));
+      [this, rp, ref, offset, length, tag, node, name](caf::expected<bool> direct) mutable {
+        auto n = deliver(ref, offset, length, tag, node, name, direct && *direct);
         if (n.ok())
           rp.deliver(*n);
         else

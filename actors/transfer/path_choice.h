@@ -12,9 +12,9 @@
 //     naming why RDMA cannot be used.
 //  4. The fallback of an op between this node's own buffers is the local copy; of a remote op,
 //     the stream channel when both sides' memory is host memory, the op is at least
-//     stream_min_bytes (or its owner's stream endpoint is not known here yet: the grant names
-//     it, actors/stream_endpoints.h) and the owner takes streams, else CAF chunks. An atomic
-//     never takes the stream channel.
+//     stream_min_bytes (or, once per owner and link, its owner's stream endpoint is not known
+//     here yet: the grant names it, actors/stream_endpoints.h) and the owner takes streams,
+//     else CAF chunks. An atomic never takes the stream channel.
 //  5. An atomic whose RDMA this manager's device cannot run (atomic_cap IBV_ATOMIC_NONE) takes
 //     no path: the error (invalid_argument) names the device and atomic_cap. It does not fall
 //     back, since the owner's CPU atomics are not atomic with other nodes' NIC atomics.

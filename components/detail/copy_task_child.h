@@ -32,6 +32,7 @@ struct CopyJobs {
   iovec mine{};
   iovec theirs{};
   bool to_remote = false;
+  pid_t creator = 0;  ///< the creating process (the child ends if it is not its parent)
   // The child's.
   long result = 0;    ///< the last job's system call return: bytes moved, or -errno
   uint32_t done = 0;  ///< futex word: the last job done (its `req`)

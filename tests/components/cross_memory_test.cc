@@ -57,6 +57,17 @@ public:
       return;
     }
     addr_ = ::mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    // Cross-memory attach must reach this process from a copy task (a process of its own:
+    // Yama's ptrace_scope 1 refuses it), else there is nothing to stall.
+    std::vector<uint8_t> a(64, 1), b(64, 0);
+    bool refused = false;
+    Status probe =
+        cross_memory_copy(::getpid(), b.data(), reinterpret_cast<uint64_t>(a.data()), a.size(),
+                          false, std::chrono::steady_clock::now() + 10s, "probe", &refused);
+    if (!probe.ok()) {
+      why_ = "cross-memory attach is refused here: " + probe.error().message();
+      return;
+    }
     uffdio_register reg{};
     reg.range.start = reinterpret_cast<uint64_t>(addr_);
     reg.range.len = kLen;
@@ -161,8 +172,17 @@ TEST(CrossMemoryStall, AWithdrawalEndsACopyStuckInTheKernel) {
     ASSERT_FALSE(st->ok());
     EXPECT_TRUE(ended_by_withdrawal(*st)) << st->error().message();
     range.serve();
+    // Neither side changed: the owner's bytes (a write's destination), and the requester's
+    // range (a read's), which faults in zero pages now that it is served.
     for (uint64_t i = 0; i < kLen; ++i)
       ASSERT_EQ(mine[i], 0x33) << "byte " << i << " changed after the copy returned";
+    std::vector<uint8_t> theirs(kLen, 0x44);
+    bool refused = false;
+    Status back = cross_memory_copy(::getpid(), theirs.data(), range.addr(), kLen, false,
+                                    std::chrono::steady_clock::now() + 30s, "back", &refused);
+    ASSERT_TRUE(back.ok()) << back.error().message();
+    for (uint64_t i = 0; i < kLen; ++i)
+      ASSERT_EQ(theirs[i], 0) << "byte " << i << " of the requester's range was written";
   }
 }
 

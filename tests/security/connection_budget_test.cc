@@ -44,10 +44,14 @@ TEST(ConnectionBudgetTest, ASilentFloodOnThePlaintextPortKeepsNoNodeOut) {
   ASSERT_TRUE(flood.ok()) << flood.error().to_string();
   for (uint64_t stream_min : {uint64_t{0}, uint64_t{1}}) {
     SCOPED_TRACE(stream_min == 0 ? "CAF chunks" : "the stream channel");
-    ManagerOptions o;
-    o.stream_min_bytes = stream_min;  // 0: chunks only
-    auto reader = start_node(o);
-    ASSERT_TRUE(reader);
+    NodeOptions o;
+    auto env = ManagerOptions::from_env();
+    ASSERT_TRUE(env.ok()) << env.error().to_string();
+    o.manager = *env;
+    o.manager.stream_min_bytes = stream_min;  // 0: chunks only
+    auto started = RdmaNode::start(o);
+    ASSERT_TRUE(started.ok()) << started.error().to_string();
+    auto reader = std::make_unique<TestNode>(std::move(*started));
     auto mgr = reader->node().remote_manager("127.0.0.1", port);
     ASSERT_TRUE(mgr.ok()) << "a node could not connect after the flood: "
                           << mgr.error().to_string();
@@ -61,6 +65,7 @@ TEST(ConnectionBudgetTest, ASilentFloodOnThePlaintextPortKeepsNoNodeOut) {
     ASSERT_TRUE(r) << error_message(r.error());
     for (uint64_t i = 0; i < kOwnerBytes; ++i)
       ASSERT_EQ(mine.bytes[i], static_cast<uint8_t>(i * 7 + kSeed)) << "byte " << i;
+    EXPECT_EQ(reader->stats().stream_ops, stream_min == 0 ? 0u : 1u);
   }
 }
 
