@@ -393,6 +393,12 @@ TEST_F(WriteNoticesTest, AWriterCannotMakeTheOwnerHoldUnansweredNoticesBeyondThe
   Memory src(8, 2);
   auto local = writer.register_buffer(src.bytes.data(), 8);
   ASSERT_TRUE(local.ok());
+  // The first op to an owner takes its stream channel to learn its endpoint: a plain write
+  // first, so that the batch's writes, which all put the same bytes in the same place, take
+  // the owner's chunk path one after another (writes into overlapping bytes that run at once
+  // come in no order: the stream's worker and the owner's actor would race).
+  auto first = writer.write(local->handle(), remote, Range::of(8).at_remote(8));
+  ASSERT_TRUE(first.ok()) << first.error().to_string();
   constexpr uint64_t kExtra = 20;
   std::vector<TransferOp> ops;
   for (uint64_t k = 0; k < kMaxPendingNotices + kExtra; ++k)
