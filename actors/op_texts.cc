@@ -8,6 +8,12 @@
 
 namespace caf_rdma {
 
+std::string no_answer_text(const char* layer, const std::string& where,
+                           std::chrono::milliseconds within) {
+  return std::string("no ") + layer + " answer from " + where + " within " +
+         std::to_string(within.count()) + " ms";
+}
+
 std::string peer_down_text(const std::string& peer, const std::string& why) {
   return "peer manager " + peer + " is down (" + why + ")";
 }

@@ -2,6 +2,7 @@
 // table and the direct lanes (RdmaClient) say the same thing in the same words.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -9,6 +10,11 @@
 #include "actors/rdma_messages.h"
 
 namespace caf_rdma {
+
+/// "no TCP answer from HOST:PORT within N ms" (`layer` "TCP" or "TLS"): a node's connect that
+/// ran out of its connect_timeout (actors/plain_transport.h, actors/tls_transport.h).
+std::string no_answer_text(const char* layer, const std::string& where,
+                           std::chrono::milliseconds within);
 
 /// "peer manager NAME is down (WHY)".
 std::string peer_down_text(const std::string& peer, const std::string& why);

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/op_texts.h"
 #include "actors/rdma_errors.h"
 #include "components/socket_io.h"
 
@@ -200,8 +201,7 @@ protected:
     if (!s.ok())
       return s.error().code() == ErrorCode::kTimeout
                  ? make_rdma_error(ErrorCode::kTimeout,
-                                   "no TCP answer from " + where + " within " +
-                                       std::to_string(limits_.connect_timeout.count()) + " ms")
+                                   no_answer_text("TCP", where, limits_.connect_timeout))
                  : to_caf_error(s.error());
     auto [fd, tls] = s->release();
     (void)tls;  // plain TCP: none

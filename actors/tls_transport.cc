@@ -26,6 +26,7 @@
 #include <string>
 #include <utility>
 
+#include "actors/op_texts.h"
 #include "actors/rdma_errors.h"
 #include "primitives/log.h"
 
@@ -270,20 +271,20 @@ protected:
   caf::expected<caf::io::scribe_ptr> connect(const std::string& host, uint16_t port) override {
     const std::string where = host + ":" + std::to_string(port);
     const Deadline deadline = std::chrono::steady_clock::now() + options_.connect_timeout;
-    const std::string within =
-        " within " + std::to_string(options_.connect_timeout.count()) + " ms";
     auto ip = resolve_ipv4(host);
     if (!ip.ok())
       return to_caf_error(ip.error());
     auto s = connect_tcp(*ip, port, deadline);
     if (!s.ok())
       return s.error().code() == ErrorCode::kTimeout
-                 ? make_rdma_error(ErrorCode::kTimeout, "no TCP answer from " + where + within)
+                 ? make_rdma_error(ErrorCode::kTimeout,
+                                   no_answer_text("TCP", where, options_.connect_timeout))
                  : to_caf_error(s.error());
     Status st = start_tls(*s, options_.context, false, deadline, "TLS connection to " + where);
     if (!st.ok())
       return st.error().code() == ErrorCode::kTimeout
-                 ? make_rdma_error(ErrorCode::kTimeout, "no TLS answer from " + where + within)
+                 ? make_rdma_error(ErrorCode::kTimeout,
+                                   no_answer_text("TLS", where, options_.connect_timeout))
                  : to_caf_error(st.error());
     auto [fd, ssl] = s->release();
     return caf::make_counted<TlsScribe>(mpx(), fd, ssl);
