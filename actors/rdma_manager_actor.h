@@ -78,8 +78,10 @@ constexpr uint32_t kMaxGrantsPerPeer = 1024;  // per peer node
 /// What a fetch costs in a window at least (its answer's message, promise and bookkeeping), so
 /// that windows bound the number of answers and waiting fetches as well as their bytes.
 constexpr uint64_t kWindowMinCharge = 4096;
-/// The fetch windows of nodes not seen directly connected (ids a peer may state for the
-/// messages it routes, and invent) hold together at most total_window_bytes / kIndirectShare.
+/// What nodes not seen directly connected (ids a peer may state for the messages it routes,
+/// and invent) hold together: at most total_window_bytes / kIndirectShare of fetch windows
+/// (manager/fetch_windows.h) and kMaxPendingNoticesTotal / kIndirectShare pending write
+/// notices (manager/write_notices.h invariant 17).
 constexpr uint64_t kIndirectShare = 4;
 
 enum class TransportMode : uint8_t {
