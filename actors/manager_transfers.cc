@@ -155,11 +155,13 @@ PathFacts ManagerState::path_facts(const OpRecord& o, const LocalBuffer& local) 
   auto p = peers_.find(o.peer);
   // Smaller ops take the stream channel too while its owner's endpoint is unknown here: the
   // grant names it, and the stream lanes then take the next ones (actors/stream_endpoints.h).
-  const bool learns_endpoint = op.remote.stream_port != 0 && !f.same_node &&
-                               (p == peers_.end() || !p->second.endpoint_tried) &&
-                               !stream_endpoints_->find(o.peer);
+  // Asked last, and only for a small op: the endpoints' lock is not on every op's way.
+  auto learns_endpoint = [&] {
+    return op.remote.stream_port != 0 && !f.same_node &&
+           (p == peers_.end() || !p->second.endpoint_tried) && !stream_endpoints_->find(o.peer);
+  };
   f.stream_fits = !is_atomic(op) && stream_client_ && options_.stream_min_bytes > 0 &&
-                  (o.length >= options_.stream_min_bytes || learns_endpoint) &&
+                  (o.length >= options_.stream_min_bytes || learns_endpoint()) &&
                   (p == peers_.end() || !p->second.no_stream) &&
                   local.memory == BufferMemory::kHost &&
                   op.remote.memory == static_cast<uint8_t>(BufferMemory::kHost);

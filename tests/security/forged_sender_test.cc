@@ -531,10 +531,7 @@ TEST_F(ForgedSenderTest, InventedNodeIdsHoldAtMostTheIndirectShareOfNotices) {
   constexpr int kInvented = 17;
   uint64_t mid = 1;
   for (int n = 0; n < kInvented; ++n) {
-    caf::node_id::default_data::host_id_type host{};
-    secure_random(host.data(), host.size());
-    host[0] |= 0x01;
-    const auto fake = caf::make_node_id(static_cast<uint32_t>(2000 + n), host);
+    const caf::node_id fake = make_fake_node_id();
     for (uint64_t i = 0; i < kMaxPendingNotices; ++i) {
       PeerNonce nonce;
       secure_random(&nonce, sizeof(nonce));

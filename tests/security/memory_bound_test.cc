@@ -323,10 +323,7 @@ TEST_F(MemoryBoundTest, InventedNodeIdsHoldAtMostTheIndirectShare) {
   constexpr int kInvented = 8;
   uint64_t id = 1;
   for (int n = 0; n < kInvented; ++n) {
-    caf::node_id::default_data::host_id_type host{};
-    secure_random(host.data(), host.size());
-    host[0] |= 0x01;
-    const auto fake = caf::make_node_id(static_cast<uint32_t>(1000 + n), host);
+    const caf::node_id fake = make_fake_node_id();
     for (uint64_t i = 0; i < kWindow / kFetch; ++i) {
       PeerNonce nonce;
       secure_random(&nonce, sizeof(nonce));

@@ -82,8 +82,9 @@ int poll_until(int fd, short events, std::chrono::steady_clock::time_point deadl
   }
 }
 
-// A node id that claims to be a different node: random process id and a
-// random (non-zero) 20-byte host id.
+}  // namespace
+
+// make_fake_node_id (see raw_basp_client.h).
 caf::node_id make_fake_node_id(const caf::node_id& avoid) {
   std::random_device rd;
   std::mt19937_64 gen{(static_cast<uint64_t>(rd()) << 32) ^ rd() ^
@@ -99,8 +100,6 @@ caf::node_id make_fake_node_id(const caf::node_id& avoid) {
       return nid;
   }
 }
-
-}  // namespace
 
 RawBaspClient::RawBaspClient(caf::actor_system& sys, int fd, std::chrono::milliseconds timeout)
     : sys_(&sys), fd_(fd), timeout_(timeout) {}

@@ -57,6 +57,10 @@
 namespace caf_rdma::testing {
 
 // One BASP frame as read from the wire.
+// A node id that claims to be a different node than `avoid`: a random process id and a
+// random (non-zero) 20-byte host id, as a peer invents the ids it routes messages for.
+caf::node_id make_fake_node_id(const caf::node_id& avoid = caf::node_id{});
+
 struct BaspFrame {
   uint8_t operation = 0;
   uint8_t flags = 0;
