@@ -1,6 +1,7 @@
 // Cross-memory attach (see cross_memory.h).
 #include "components/cross_memory.h"
 
+#include "components/iov_windows.h"
 #include "components/killable_copy.h"
 
 #include <sys/uio.h>
@@ -14,19 +15,36 @@
 
 namespace caf_rdma {
 
+namespace {
+
+std::string hex(uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof(b), "%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+}  // namespace
+
 Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64_t n,
                          bool to_remote, Deadline deadline, const std::string& subject,
                          bool* refused, const Withdrawal& withdrawal) {
+  const CopySpan one{local, remote_addr, n};
+  return cross_memory_copy_list(pid, &one, 1, to_remote, deadline, subject, refused, withdrawal);
+}
+
+Status cross_memory_copy_list(pid_t pid, const CopySpan* spans, size_t count, bool to_remote,
+                              Deadline deadline, const std::string& subject, bool* refused,
+                              const Withdrawal& withdrawal) {
   *refused = false;
+  uint64_t n = 0;
+  for (size_t i = 0; i < count; ++i)
+    n += spans[i].length;
+  const uint64_t first_remote = count > 0 ? spans[0].remote : 0;
   auto describe = [&](uint64_t done) {
     return std::string("cross-memory ") + (to_remote ? "write into" : "read from") + " pid " +
-           std::to_string(pid) + " at 0x" +
-           [&] {
-             char b[24];
-             std::snprintf(b, sizeof(b), "%llx", static_cast<unsigned long long>(remote_addr));
-             return std::string(b);
-           }() +
-           " for " + subject + ", size " + std::to_string(n) + " (" + std::to_string(done) +
+           std::to_string(pid) + " at 0x" + hex(first_remote) +
+           (count > 1 ? " (" + std::to_string(count) + " ranges)" : std::string()) + " for " +
+           subject + ", size " + std::to_string(n) + " (" + std::to_string(done) +
            " bytes moved)";
   };
   if (pid <= 0) {
@@ -37,23 +55,26 @@ Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64
                                                    ": the requester's pid is not "
                                                    "visible in this pid namespace");
   }
+  const IovWindows windows(spans, count);
   // Invariant 5's answer, with what moved in all.
   auto withdrawn_error = [&](uint64_t moved) {
     return released_midway_error(moved, n).with_context(describe(moved));
   };
-  // Copies [from, from + len) of the range piece by piece; `moved` counts its bytes.
-  auto part = [&](uint64_t from, uint64_t len, std::atomic<uint64_t>& moved) -> Status {
+  // Copies `len` bytes of the list from `from` on, window by window; `moved` counts its bytes.
+  auto part = [&](SpanCursor from, uint64_t len, std::atomic<uint64_t>& moved) -> Status {
+    std::vector<iovec> mine;
+    std::vector<iovec> theirs;
     uint64_t done = 0;
     while (done < len) {
       if (withdrawn(withdrawal))  // invariant 5
         return withdrawn_error(moved.load());
       if (moved.load() > 0 && std::chrono::steady_clock::now() >= deadline)
         return Error(ErrorCode::kTimeout, describe(moved.load()) + ": the deadline passed");
-      const uint64_t piece = std::min(len - done, kCrossMemoryPiece);
-      iovec mine{local + from + done, piece};
-      iovec theirs{reinterpret_cast<void*>(remote_addr + from + done), piece};
+      const uint64_t piece = windows.fill(from, std::min(len - done, kCrossMemoryPiece),
+                                          kMaxIov, mine, theirs);
+      const VmCopyJob job{mine.data(), mine.size(), theirs.data(), theirs.size(), to_remote};
       // Invariant 6: in a task a stall cannot keep past the deadline or the withdrawal.
-      const VmCopyEnd end = killable_vm_copy(pid, mine, theirs, to_remote, deadline,
+      const VmCopyEnd end = killable_vm_copy(pid, job, deadline,
                                              [&] { return withdrawn(withdrawal); });
       if (end.stopped) {
         if (withdrawn(withdrawal))
@@ -82,7 +103,9 @@ Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64
       if (k == 0)
         return Error(ErrorCode::kInvalidArgument,
                      describe(moved.load()) + ": the kernel moved nothing (unmapped memory?)");
-      done += static_cast<uint64_t>(k);  // invariant 2: a short count resumes where it stopped
+      // Invariant 2: a short count resumes where it stopped.
+      from = windows.advance(from, static_cast<uint64_t>(k));
+      done += static_cast<uint64_t>(k);
       moved += static_cast<uint64_t>(k);
     }
     return {};
@@ -91,7 +114,7 @@ Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64
   // Invariant 4: the first piece alone (a refusal moves nothing, and needs no thread), then
   // the rest in parts that run at once.
   const uint64_t first = n >= kCrossMemoryParallelMin ? kCrossMemoryPiece / 16 : n;
-  CAF_RDMA_RETURN_IF_ERROR(part(0, first, moved));
+  CAF_RDMA_RETURN_IF_ERROR(part(SpanCursor{}, first, moved));
   const uint64_t rest = n - first;
   if (rest == 0)
     return {};
@@ -102,14 +125,16 @@ Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64
   std::vector<Status> results(parts);
   std::vector<std::thread> helpers;
   const uint64_t each = (rest + parts - 1) / parts;
+  const SpanCursor after_first = windows.advance(SpanCursor{}, first);
   for (unsigned t = 1; t < parts; ++t) {
     const uint64_t from = first + t * each;
     if (from >= n)
       break;
+    const SpanCursor at = windows.advance(after_first, t * each);
     helpers.emplace_back(
-        [&, t, from] { results[t] = part(from, std::min(each, n - from), moved); });
+        [&, t, at, from] { results[t] = part(at, std::min(each, n - from), moved); });
   }
-  results[0] = part(first, std::min(each, rest), moved);
+  results[0] = part(after_first, std::min(each, rest), moved);
   for (auto& h : helpers)
     h.join();
   // Invariant 5: another failure is the answer; else a withdrawal, with what moved in all.

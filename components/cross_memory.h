@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <string>
 
+#include "components/iov_windows.h"
 #include "components/socket_io.h"
 #include "components/withdrawal.h"
 
@@ -58,5 +59,11 @@ constexpr unsigned kCrossMemoryThreads = 4;
 Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64_t n,
                          bool to_remote, Deadline deadline, const std::string& subject,
                          bool* refused, const Withdrawal& withdrawal = nullptr);
+/// The same for a list of ranges (`spans`, in this order; the copy of one range is the list of
+/// one): each process_vm_* call takes up to kMaxIov of them and kCrossMemoryPiece bytes
+/// (iov_windows.h), and invariants 2-6 hold for the list's bytes as for one range's.
+Status cross_memory_copy_list(pid_t pid, const CopySpan* spans, size_t count, bool to_remote,
+                              Deadline deadline, const std::string& subject, bool* refused,
+                              const Withdrawal& withdrawal = nullptr);
 
 }  // namespace caf_rdma

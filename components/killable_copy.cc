@@ -79,8 +79,8 @@ public:
   }
 
   /// Runs one job (invariant 3).
-  VmCopyEnd run(pid_t pid, const iovec& mine, const iovec& theirs, bool to_remote,
-                Deadline deadline, const std::function<bool()>& stop) {
+  VmCopyEnd run(pid_t pid, const VmCopyJob& job, Deadline deadline,
+                const std::function<bool()>& stop) {
     VmCopyEnd end;
     if (const int err = ensure(); err != 0) {
       end.moved = -1;
@@ -90,9 +90,11 @@ public:
     }
     detail::CopyJobs& s = *shared_;
     s.pid = pid;
-    s.mine = mine;
-    s.theirs = theirs;
-    s.to_remote = to_remote;
+    s.mine = job.mine;
+    s.mine_count = job.mine_count;
+    s.theirs = job.theirs;
+    s.theirs_count = job.theirs_count;
+    s.to_remote = job.to_remote;
     const uint32_t r = __atomic_load_n(&s.req, __ATOMIC_RELAXED) + 1;
     const uint32_t before = r - 1;
     __atomic_store_n(&s.req, r, __ATOMIC_RELEASE);
@@ -154,20 +156,23 @@ private:
 
 }  // namespace
 
-VmCopyEnd killable_vm_copy(pid_t pid, const iovec& mine, const iovec& theirs, bool to_remote,
-                           Deadline deadline, const std::function<bool()>& stop) {
+VmCopyEnd killable_vm_copy(pid_t pid, const VmCopyJob& job, Deadline deadline,
+                           const std::function<bool()>& stop) {
 #if defined(__SANITIZE_THREAD__) || CAF_RDMA_HAS_TSAN
   // Invariant 5: ThreadSanitizer's clone() runs no task that shares its creator's thread state.
   (void)deadline;
   (void)stop;
   VmCopyEnd direct;
-  direct.moved = to_remote ? ::process_vm_writev(pid, &mine, 1, &theirs, 1, 0)
-                           : ::process_vm_readv(pid, &mine, 1, &theirs, 1, 0);
+  direct.moved = job.to_remote
+                     ? ::process_vm_writev(pid, job.mine, job.mine_count, job.theirs,
+                                           job.theirs_count, 0)
+                     : ::process_vm_readv(pid, job.mine, job.mine_count, job.theirs,
+                                          job.theirs_count, 0);
   direct.err = direct.moved < 0 ? errno : 0;
   return direct;
 #else
   thread_local CopyTask task;
-  return task.run(pid, mine, theirs, to_remote, deadline, stop);
+  return task.run(pid, job, deadline, stop);
 #endif
 }
 

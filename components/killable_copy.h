@@ -51,10 +51,19 @@ struct VmCopyEnd {
   bool no_task = false;  ///< `err` is the copy task's creation's (invariant 4): nothing ran
 };
 
-/// process_vm_writev (`to_remote`) or process_vm_readv between `mine` (this process) and
-/// `theirs` in process `pid`, in a child task (invariants 1-2); stopped by `stop()` or the
+/// One process_vm_* call's arguments: iovec arrays of this process (`mine`) and of the other
+/// (`theirs`), each at most IOV_MAX long, kept by the caller until the call returns.
+struct VmCopyJob {
+  const iovec* mine = nullptr;
+  unsigned long mine_count = 0;
+  const iovec* theirs = nullptr;
+  unsigned long theirs_count = 0;
+  bool to_remote = false;  ///< process_vm_writev (into the other process), else readv
+};
+
+/// `job` with process `pid`, in a child task (invariants 1-2); stopped by `stop()` or the
 /// deadline (invariant 3). Errors of the child's creation return as `err` with `moved` -1.
-VmCopyEnd killable_vm_copy(pid_t pid, const iovec& mine, const iovec& theirs, bool to_remote,
-                           Deadline deadline, const std::function<bool()>& stop);
+VmCopyEnd killable_vm_copy(pid_t pid, const VmCopyJob& job, Deadline deadline,
+                           const std::function<bool()>& stop);
 
 }  // namespace caf_rdma

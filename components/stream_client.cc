@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "components/same_host.h"
@@ -167,6 +168,45 @@ void StreamClient::give_back(const std::string& endpoint, Socket s) {
     idle_[endpoint].push_back(std::move(s));
 }
 
+Status StreamClient::move_list(const Socket& s, const StreamJob& job) {
+  const bool into_owner = job.direction == StreamDirection::kIntoOwner;
+  std::vector<uint8_t> staging(std::min<uint64_t>(job.total, kListStaging));
+  uint32_t index = 0;
+  uint64_t into = 0;  // bytes of entries[index] behind
+  uint64_t moved = 0;
+  // Copies `n` bytes of the list from the cursor between the job's memory and the staging.
+  auto copy_block = [&](uint64_t n) {
+    uint64_t at = 0;
+    while (at < n && index < job.count) {
+      const ListEntry& e = job.entries[index];
+      const uint64_t k = std::min(e.length - into, n - at);
+      uint8_t* here = job.addr + e.peer_offset + into;
+      if (into_owner)
+        std::memcpy(staging.data() + at, here, k);
+      else
+        std::memcpy(here, staging.data() + at, k);
+      at += k;
+      into += k;
+      if (into == e.length) {
+        ++index;
+        into = 0;
+      }
+    }
+  };
+  while (moved < job.total) {
+    const uint64_t n = std::min<uint64_t>(staging.size(), job.total - moved);
+    if (into_owner) {
+      copy_block(n);
+      CAF_RDMA_RETURN_IF_ERROR(send_all(s, staging.data(), n, job.deadline, "stream list data"));
+    } else {
+      CAF_RDMA_RETURN_IF_ERROR(recv_all(s, staging.data(), n, job.deadline, "stream list data"));
+      copy_block(n);
+    }
+    moved += n;
+  }
+  return {};
+}
+
 StreamEnd StreamClient::run(const StreamJob& job) {
   bool local = same_host_ && !job.unix_name.empty();
   if (local) {
@@ -245,7 +285,13 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
   StreamRequest request{job.direction, job.token, job.length};
   request.by_handle = job.by_handle;
   request.handle = job.handle;
-  if (local && job.length > kEagerBytes) {
+  if (job.count > 0) {
+    request.list = true;
+    request.count = job.count;
+    request.total = job.total;
+    request.entries = job.entries;
+  }
+  if (local && (request.list ? job.total : job.length) > kEagerBytes) {
     // Invariant 5: the owner copies (unless it said its kernel refuses).
     std::lock_guard<std::mutex> lock(mu_);
     request.cross_memory = inband_only_.count(endpoint) == 0;
@@ -323,8 +369,11 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
   }
   reach = Reach::kTaken;  // from here bytes move (invariant 2)
   const bool into_owner = job.direction == StreamDirection::kIntoOwner;
-  st = into_owner ? send_all(s, job.addr, job.length, job.deadline, "stream data")
-                  : recv_all(s, job.addr, job.length, job.deadline, "stream data");
+  if (request.list)
+    st = move_list(s, job);
+  else
+    st = into_owner ? send_all(s, job.addr, job.length, job.deadline, "stream data")
+                    : recv_all(s, job.addr, job.length, job.deadline, "stream data");
   if (!st.ok())
     return fail(st);
   auto end = read_status(s, job.deadline, into_owner ? "stream confirmation" : "stream end");

@@ -37,6 +37,11 @@
 //     had been named (a dead owner's TCP port then answers peer_unavailable).
 //  6. A job its owner's release stopped (the answer `released`, in step: stream_server.h
 //     invariant 14) ends with that answer and its connection goes back to the pool.
+//  7. A list job moves its ranges in table order: over a same-host endpoint the owner copies
+//     them when they hold over kEagerBytes in all; otherwise they travel in-band, gathered
+//     into (or scattered from) a staging buffer of kListStaging bytes, so each
+//     socket call moves a block of the list, not a range. Invariants 2-6 hold for it as for
+//     one range.
 #pragma once
 
 #include <atomic>
@@ -77,6 +82,13 @@ struct StreamJob {
   StreamDirection direction = StreamDirection::kIntoOwner;
   uint8_t* addr = nullptr;  ///< the requester's memory: sent from (into owner) or received into
   uint64_t length = 0;
+  /// A list by handle ("CRL1"/"CML1", stream_protocol.h; invariant 7): `count` ranges (at most
+  /// kMaxListRanges), each at `addr` + its peer_offset here, inside the span
+  /// [handle.offset, handle.offset + length) of the owner's buffer; `total` bytes in all. The
+  /// entries stay the caller's and must outlive the job.
+  const ListEntry* entries = nullptr;
+  uint32_t count = 0;
+  uint64_t total = 0;
   Deadline deadline = kNoDeadline;
   uint64_t tag = 0;  ///< the submitter's name for it (cancel_queued)
   /// Called exactly once, after the last access to [addr, addr + length).
@@ -129,6 +141,8 @@ private:
   StreamEnd run_on(const StreamJob& job, bool local, bool* unanswered);
   /// One try of `job` on one connection (a pooled one unless `fresh`).
   Status attempt(const StreamJob& job, bool fresh, bool local, Reach& reach);
+  /// Invariant 7: the in-band bytes of list job `job` on `s`, after "go".
+  Status move_list(const Socket& s, const StreamJob& job);
   Result<Socket> take_connection(const StreamJob& job, bool fresh, bool local, bool& pooled);
   void give_back(const std::string& endpoint, Socket s);
 

@@ -25,6 +25,9 @@ constexpr uint32_t kMagicV1 = 0x31535243;      // "CRS1": a build without the fi
 constexpr uint32_t kMagicHandle = 0x31485243;  // "CRH1": authorized by a buffer handle
 constexpr uint32_t kMagicCma = 0x31534d43;     // "CMS1": "CRS2" by cross-memory attach
 constexpr uint32_t kMagicCmaHandle = 0x31484d43;  // "CMH1": "CRH1" by cross-memory attach
+constexpr uint32_t kMagicList = 0x314c5243;       // "CRL1": a list of ranges by handle
+constexpr uint32_t kMagicCmaList = 0x314c4d43;    // "CML1": "CRL1" by cross-memory attach
+constexpr size_t kListEntryBytes = 24;
 
 }  // namespace
 
@@ -50,13 +53,32 @@ Status write_request(const Socket& s, const StreamRequest& r, Deadline deadline)
     return send_all(s, b, r.cross_memory ? kCrossMemoryRequestBytes : kRequestBytes, deadline,
                     "stream request");
   }
-  store_le(b, r.cross_memory ? kMagicCmaHandle : kMagicHandle, 4);
+  store_le(b, r.list ? (r.cross_memory ? kMagicCmaList : kMagicList)
+                     : (r.cross_memory ? kMagicCmaHandle : kMagicHandle),
+           4);
   store_le(b + 8, r.length, 8);
   store_le(b + 16, r.handle.id, 8);
   store_le(b + 24, r.handle.secret_hi, 8);
   store_le(b + 32, r.handle.secret_lo, 8);
   store_le(b + 40, r.handle.offset, 8);
   store_le(b + 48, r.handle.timeout_ms, 4);
+  if (r.list) {
+    // The request and its table in one send.
+    const size_t head = r.cross_memory ? kCrossMemoryListRequestBytes : kListRequestBytes;
+    std::vector<uint8_t> out(head + size_t{r.count} * kListEntryBytes);
+    std::copy(b, b + kHandleRequestBytes, out.begin());
+    store_le(out.data() + kHandleRequestBytes, r.count, 4);
+    store_le(out.data() + kHandleRequestBytes + 4, r.total, 8);
+    if (r.cross_memory)
+      store_le(out.data() + kListRequestBytes, r.peer_addr, 8);
+    uint8_t* e = out.data() + head;
+    for (uint32_t i = 0; i < r.count; ++i, e += kListEntryBytes) {
+      store_le(e, r.entries[i].offset, 8);
+      store_le(e + 8, r.entries[i].peer_offset, 8);
+      store_le(e + 16, r.entries[i].length, 8);
+    }
+    return send_all(s, out.data(), out.size(), deadline, "stream list request");
+  }
   if (r.cross_memory)
     store_le(b + kHandleRequestBytes, r.peer_addr, 8);
   return send_all(s, b, r.cross_memory ? kCrossMemoryHandleRequestBytes : kHandleRequestBytes,
@@ -71,6 +93,10 @@ size_t request_bytes(const uint8_t* magic4) {
       return kCrossMemoryRequestBytes;
     case kMagicCmaHandle:
       return kCrossMemoryHandleRequestBytes;
+    case kMagicList:
+      return kListRequestBytes;
+    case kMagicCmaList:
+      return kCrossMemoryListRequestBytes;
     default:
       return kRequestBytes;
   }
@@ -89,7 +115,8 @@ Result<StreamRequest> parse_request(const uint8_t* b) {
                  "stream request of protocol version 1 (\"CRS1\"); this owner speaks version 2 "
                  "(\"CRS2\"): run the same caf-rdma release on every node");
   const uint64_t magic = load_le(b, 4);
-  if (magic != kMagic && magic != kMagicHandle && magic != kMagicCma && magic != kMagicCmaHandle)
+  if (magic != kMagic && magic != kMagicHandle && magic != kMagicCma &&
+      magic != kMagicCmaHandle && magic != kMagicList && magic != kMagicCmaList)
     return Error(ErrorCode::kInvalidArgument,
                  "not a caf-rdma stream request (bad magic): is another program connecting?");
   uint64_t dir = load_le(b + 4, 4);
@@ -99,8 +126,9 @@ Result<StreamRequest> parse_request(const uint8_t* b) {
                  "stream request with unknown direction " + std::to_string(dir));
   StreamRequest r;
   r.direction = static_cast<StreamDirection>(dir);
-  r.cross_memory = magic == kMagicCma || magic == kMagicCmaHandle;
-  if (magic == kMagicHandle || magic == kMagicCmaHandle) {
+  r.cross_memory = magic == kMagicCma || magic == kMagicCmaHandle || magic == kMagicCmaList;
+  r.list = magic == kMagicList || magic == kMagicCmaList;
+  if (magic == kMagicHandle || magic == kMagicCmaHandle || r.list) {
     r.by_handle = true;
     r.length = load_le(b + 8, 8);
     r.handle.id = load_le(b + 16, 8);
@@ -108,6 +136,17 @@ Result<StreamRequest> parse_request(const uint8_t* b) {
     r.handle.secret_lo = load_le(b + 32, 8);
     r.handle.offset = load_le(b + 40, 8);
     r.handle.timeout_ms = static_cast<uint32_t>(load_le(b + 48, 4));
+    if (r.list) {
+      r.count = static_cast<uint32_t>(load_le(b + kHandleRequestBytes, 4));
+      r.total = load_le(b + kHandleRequestBytes + 4, 8);
+      if (r.count == 0 || r.count > kMaxListRanges)
+        return Error(ErrorCode::kInvalidArgument,
+                     "stream list request of " + std::to_string(r.count) +
+                         " ranges (from 1 to " + std::to_string(kMaxListRanges) + ")");
+      if (r.cross_memory)
+        r.peer_addr = load_le(b + kListRequestBytes, 8);
+      return r;
+    }
     if (r.cross_memory)
       r.peer_addr = load_le(b + kHandleRequestBytes, 8);
     return r;
@@ -117,6 +156,39 @@ Result<StreamRequest> parse_request(const uint8_t* b) {
   if (r.cross_memory)
     r.peer_addr = load_le(b + kRequestBytes, 8);
   return r;
+}
+
+Result<std::vector<ListEntry>> read_list_table(const Socket& s, const StreamRequest& r,
+                                               Deadline deadline, std::chrono::milliseconds stall) {
+  std::vector<uint8_t> raw(size_t{r.count} * kListEntryBytes);
+  CAF_RDMA_RETURN_IF_ERROR(
+      recv_all(s, raw.data(), raw.size(), deadline, "stream list request's table", stall));
+  std::vector<ListEntry> entries(r.count);
+  const uint64_t span_end = r.handle.offset + r.length;  // checked by the authorizer
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < r.count; ++i) {
+    const uint8_t* e = raw.data() + size_t{i} * kListEntryBytes;
+    ListEntry& x = entries[i];
+    x.offset = load_le(e, 8);
+    x.peer_offset = load_le(e + 8, 8);
+    x.length = load_le(e + 16, 8);
+    if (x.length == 0 || x.offset < r.handle.offset || x.offset > span_end ||
+        x.length > span_end - x.offset || x.length > r.total - total)
+      return Error(ErrorCode::kInvalidArgument,
+                   "stream list request for buffer " + std::to_string(r.handle.id) + ": range " +
+                       std::to_string(i) + " of " + std::to_string(r.count) + " (offset " +
+                       std::to_string(x.offset) + ", " + std::to_string(x.length) +
+                       " bytes) is empty, outside its span [" + std::to_string(r.handle.offset) +
+                       ", " + std::to_string(span_end) + ") or past its total of " +
+                       std::to_string(r.total) + " bytes");
+    total += x.length;
+  }
+  if (total != r.total)
+    return Error(ErrorCode::kInvalidArgument,
+                 "stream list request for buffer " + std::to_string(r.handle.id) + ": its " +
+                     std::to_string(r.count) + " ranges hold " + std::to_string(total) +
+                     " bytes, not the " + std::to_string(r.total) + " it announced");
+  return entries;
 }
 
 void append_status(std::vector<uint8_t>& out, const Status& st) {

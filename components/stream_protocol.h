@@ -10,6 +10,13 @@
 //                     to move the bytes by cross-memory attach (stream_server.h invariant 11):
 //                     "CMS1" = "CRS2" + the requester's address (u64), "CMH1" = "CRH1" + the
 //                     requester's address (u64)
+//                     or a list of ranges of one buffer by handle ("CRL1"; "CML1" asks for
+//                     cross-memory attach): "CRH1" whose offset and length are the span the
+//                     ranges lie in, + range count (u32) + total bytes (u64) ["CML1": + the
+//                     requester's address (u64)], then the table: count x (offset in the
+//                     buffer (u64), offset at the requester (u64), length (u64)). The ranges'
+//                     bytes travel in table order, back to back (in-band), or the owner copies
+//                     each between its buffer and the requester's address + its offset.
 //   owner  -> client  status:  code (u32, 0 = go ahead), message length (u32), message
 //   then, into the owner:     client sends `length` bytes, owner answers a final status
 //         out of the owner:   owner sends `length` bytes, then a final status
@@ -62,6 +69,20 @@ struct HandleAccess {
   uint32_t timeout_ms = 0;  ///< the requester's deadline for the transfer, from its request
 };
 
+/// One range of a list request ("CRL1", "CML1"): `length` bytes at `offset` of the owner's
+/// buffer and at `peer_offset` of the requester's memory.
+struct ListEntry {
+  uint64_t offset = 0;
+  uint64_t peer_offset = 0;
+  uint64_t length = 0;
+};
+/// The most ranges one list request carries (its table: 24 bytes each); longer lists are
+/// several requests.
+constexpr uint32_t kMaxListRanges = 16384;
+/// A list's in-band bytes pass through a staging buffer of this many bytes on each side: one
+/// socket call per block of the list, not per range.
+constexpr uint64_t kListStaging = 256 << 10;
+
 struct StreamRequest {
   StreamRequest() = default;
   /// A request by grant ("CRS2").
@@ -77,6 +98,13 @@ struct StreamRequest {
   /// attach between its buffer and [peer_addr, peer_addr + length) of the requester.
   bool cross_memory = false;
   uint64_t peer_addr = 0;
+  /// "CRL1"/"CML1" (by handle only): `handle.offset` and `length` are the span the ranges lie
+  /// in; `count` ranges of `total` bytes follow the request as its table.
+  bool list = false;
+  uint32_t count = 0;
+  uint64_t total = 0;
+  /// The requester's side: the table sent after the request (`count` entries).
+  const ListEntry* entries = nullptr;
 };
 
 /// Longest status message sent (longer ones are cut).
@@ -92,8 +120,8 @@ constexpr uint64_t kEagerBytes = 64 << 10;
 constexpr std::chrono::milliseconds kEagerAnswerGrace{1000};
 /// Whether request `r` sends its bytes without waiting for "go".
 inline bool eager_write(const StreamRequest& r) {
-  return r.by_handle && !r.cross_memory && r.direction == StreamDirection::kIntoOwner &&
-         r.length <= kEagerBytes;
+  return r.by_handle && !r.list && !r.cross_memory &&
+         r.direction == StreamDirection::kIntoOwner && r.length <= kEagerBytes;
 }
 
 /// The wire's integers: `bytes` bytes (at most 8), little-endian.
@@ -110,7 +138,10 @@ constexpr size_t kHandleRequestBytes = 52;
 /// The same, asking for cross-memory attach ("CMS1", "CMH1": the requester's address added).
 constexpr size_t kCrossMemoryRequestBytes = kRequestBytes + 8;
 constexpr size_t kCrossMemoryHandleRequestBytes = kHandleRequestBytes + 8;
-constexpr size_t kMaxRequestBytes = kCrossMemoryHandleRequestBytes;
+/// A list request ("CRL1"; "CML1" with the requester's address), without its table.
+constexpr size_t kListRequestBytes = kHandleRequestBytes + 12;
+constexpr size_t kCrossMemoryListRequestBytes = kListRequestBytes + 8;
+constexpr size_t kMaxRequestBytes = kCrossMemoryListRequestBytes;
 /// Bytes of the request whose first 4 bytes are `magic4` (kRequestBytes for an unknown magic:
 /// parse_request then says what is wrong).
 size_t request_bytes(const uint8_t* magic4);
@@ -118,6 +149,11 @@ size_t request_bytes(const uint8_t* magic4);
 Result<StreamRequest> read_request(const Socket& s, Deadline deadline);
 /// Parses the request_bytes(b) bytes of a request (errors as read_request).
 Result<StreamRequest> parse_request(const uint8_t* b);
+/// The table of list request `r` (read after the request): checked against the request (each
+/// range not empty and inside the span, their lengths summing to `total`); an error names the
+/// first range that is not. `stall`: as recv_all's.
+Result<std::vector<ListEntry>> read_list_table(const Socket& s, const StreamRequest& r,
+                                               Deadline deadline, std::chrono::milliseconds stall);
 Status write_status(const Socket& s, const Status& st, Deadline deadline);
 /// The outer Result fails when the connection does; the inner Status is the owner's answer.
 Result<Status> read_status(const Socket& s, Deadline deadline, const std::string& what);

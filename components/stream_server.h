@@ -95,6 +95,15 @@
 //     owner's release: end_withdrawn_waiting() (called by the release) runs its `done` at
 //     once, nothing moved, and the worker that takes it later moves its bytes without the
 //     memory (invariant 14).
+// 16. A list request ("CRL1"/"CML1", stream_protocol.h) is a request by handle for the span
+//     its ranges lie in (the authorizer checks the span as any request's range); its worker
+//     reads its table, refuses it whole if a range lies outside the span (nothing moved), then
+//     moves the ranges' bytes in table order: by cross-memory attach (one process_vm_* call
+//     per window of up to kMaxIov ranges, cross_memory.h), or in-band through a staging
+//     buffer of kListStaging bytes, which is the only memory the socket calls touch: the
+//     buffer is touched only by the copies into and out of the staging, each after a look at
+//     the withdrawal (invariant 14 holds at the staging's granularity). Invariants 13-15 hold
+//     as for one range.
 #pragma once
 
 #include <atomic>
@@ -280,6 +289,8 @@ private:
   void work();
   /// Moves the bytes of c's claimed grant; false when the connection can no longer be used.
   bool serve(Connection& c);
+  /// serve() for a list request (invariant 16), whose grant `g` is its span.
+  bool serve_list(Connection& c, Grant& g);
 
   const std::string host_;
   Socket listener_;

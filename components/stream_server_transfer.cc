@@ -35,9 +35,12 @@ bool StreamServer::serve(Connection& c) {
                     "connections may ask for it)");
   if (!verdict.ok()) {
     g.done(req.token, verdict, 0);
-    // An eager write's bytes sit unread on the connection: it cannot carry a next request.
-    return write_status(s, verdict, io_limit).ok() && !eager_write(req);
+    // An eager write's bytes, or a list's table, sit unread on the connection: it cannot
+    // carry a next request.
+    return write_status(s, verdict, io_limit).ok() && !eager_write(req) && !req.list;
   }
+  if (req.list)
+    return serve_list(c, g);
   Status st;
   bool answered = false;       // a cross-memory request's one answer was sent
   bool keep_on_error = false;  // failed, but answered in step (invariant 14): still usable

@@ -29,8 +29,11 @@ struct CopyJobs {
   // The creator's: a job, announced by a new `req`.
   uint32_t req = 0;  ///< futex word: jobs asked
   pid_t pid = 0;
-  iovec mine{};
-  iovec theirs{};
+  /// The job's iovec arrays, in the creator's memory (it keeps them until the job is done).
+  const iovec* mine = nullptr;
+  unsigned long mine_count = 0;
+  const iovec* theirs = nullptr;
+  unsigned long theirs_count = 0;
   bool to_remote = false;
   pid_t creator = 0;  ///< the creating process (the child ends if it is not its parent)
   // The child's.

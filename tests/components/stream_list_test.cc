@@ -1,0 +1,220 @@
+// Lists of ranges on the stream channel ("CRL1"/"CML1", stream_protocol.h; stream_server.h
+// invariant 16, stream_client.h invariant 7) without the manager: the same lists over TCP, over
+// the same-host endpoint by cross-memory attach and in-band, every byte checked, bytes outside
+// the ranges untouched; a range outside its span refused whole; iov_windows' cuts.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "components/iov_windows.h"
+#include "components/same_host.h"
+#include "components/stream_client.h"
+#include "components/stream_protocol.h"
+#include "components/stream_server.h"
+
+namespace caf_rdma {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kOwnerBytes = 4 << 20;
+
+uint8_t pattern(uint64_t i, uint32_t seed) {
+  return static_cast<uint8_t>((i * 2654435761u + seed * 0x9E3779B97F4A7C15u) >> 13);
+}
+
+std::vector<uint8_t> filled(uint64_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  for (uint64_t i = 0; i < n; ++i)
+    v[i] = pattern(i, seed);
+  return v;
+}
+
+/// The owner's one buffer, served by handle (secret 1:2) with a `done` per request counted.
+struct Owner {
+  std::vector<uint8_t> bytes = filled(kOwnerBytes, 3);
+  std::shared_ptr<std::atomic<int>> done = std::make_shared<std::atomic<int>>(0);
+  StreamServer::Authorizer authorizer() {
+    return [this](const StreamRequest& req) -> Result<StreamServer::HandleGrant> {
+      if (req.handle.secret_hi != 1 || req.handle.secret_lo != 2 ||
+          req.handle.offset > bytes.size() || req.length > bytes.size() - req.handle.offset)
+        return Error(ErrorCode::kNotFound, "buffer " + std::to_string(req.handle.id) +
+                                               " is not served by handle here: ask its manager");
+      StreamServer::HandleGrant g;
+      g.addr = bytes.data() + req.handle.offset;
+      auto d = done;
+      g.done = [d](const Status&, uint64_t) { ++*d; };
+      return g;
+    };
+  }
+};
+
+/// `count` blocks of `block` bytes: block i of the requester's memory at i * block, of the
+/// owner's at a shuffled place (`odd`: every other block one byte shorter, so ranges and the
+/// staging buffer's blocks do not line up).
+std::vector<ListEntry> scattered(uint32_t count, uint64_t block, bool odd, uint32_t seed) {
+  std::vector<uint64_t> place(kOwnerBytes / block);
+  std::iota(place.begin(), place.end(), 0);
+  std::shuffle(place.begin(), place.end(), std::mt19937(seed));
+  std::vector<ListEntry> e(count);
+  for (uint32_t i = 0; i < count; ++i)
+    e[i] = ListEntry{place[i] * block, i * block, odd && i % 2 == 1 ? block - 1 : block};
+  return e;
+}
+
+StreamJob list_job(const StreamServer& server, const std::vector<ListEntry>& entries,
+                   StreamDirection d, uint8_t* addr) {
+  StreamJob j;
+  j.host = server.host();
+  j.port = server.port();
+  j.unix_name = same_host_endpoint(server.host_id(), server.unix_name());
+  j.by_handle = true;
+  uint64_t lo = entries[0].offset, hi = 0, total = 0;
+  for (const ListEntry& e : entries) {
+    lo = std::min(lo, e.offset);
+    hi = std::max(hi, e.offset + e.length);
+    total += e.length;
+  }
+  j.handle = HandleAccess{5, 1, 2, lo, 10000};
+  j.direction = d;
+  j.addr = addr;
+  j.length = hi - lo;
+  j.entries = entries.data();
+  j.count = static_cast<uint32_t>(entries.size());
+  j.total = total;
+  j.deadline = Clock::now() + 10s;
+  return j;
+}
+
+/// The first byte of the requester's `mine` and the owner's `theirs` where the list's ranges
+/// differ, or where `theirs` outside them differs from pattern `seed`; "" when none.
+std::string compare(const std::vector<ListEntry>& entries, const uint8_t* mine,
+                    const std::vector<uint8_t>& theirs, uint32_t seed) {
+  std::vector<bool> covered(theirs.size(), false);
+  for (size_t r = 0; r < entries.size(); ++r) {
+    const ListEntry& e = entries[r];
+    for (uint64_t k = 0; k < e.length; ++k) {
+      covered[e.offset + k] = true;
+      if (mine[e.peer_offset + k] != theirs[e.offset + k])
+        return "range " + std::to_string(r) + " byte " + std::to_string(k);
+    }
+  }
+  for (uint64_t i = 0; i < theirs.size(); ++i)
+    if (!covered[i] && theirs[i] != pattern(i, seed))
+      return "owner byte " + std::to_string(i) + " outside the ranges changed";
+  return "";
+}
+
+struct Path {
+  const char* name;
+  bool same_host;     // the client may use the same-host endpoint
+  bool cross_memory;  // the server copies by cross-memory attach
+};
+
+// One list of each shape on each path, read then written, every byte checked.
+TEST(StreamListTest, ListsMoveEveryByteOnEveryPath) {
+  for (const Path& p : {Path{"tcp", false, true}, Path{"same-host cross-memory", true, true},
+                        Path{"same-host in-band", true, false}}) {
+    StreamServer::Limits limits;
+    limits.same_host = true;
+    limits.cross_memory = p.cross_memory;
+    auto server = StreamServer::start("127.0.0.1", limits);
+    ASSERT_TRUE(server.ok()) << server.error().to_string();
+    Owner owner;
+    (*server)->set_authorizer(owner.authorizer());
+    StreamClient client(1, nullptr, p.same_host);
+    struct Shape {
+      uint32_t count;
+      uint64_t block;
+      bool odd;
+    };
+    int requests = 0;
+    for (const Shape& s : {Shape{1, 4096, false}, Shape{1, 1 << 20, false},
+                           Shape{700, 4096, true}, Shape{60, 65536, true}, Shape{3, 16, false}}) {
+      SCOPED_TRACE(std::string(p.name) + ": " + std::to_string(s.count) + " x " +
+                   std::to_string(s.block));
+      const auto entries = scattered(s.count, s.block, s.odd, s.count);
+      std::vector<uint8_t> mine(uint64_t{s.count} * s.block, 0);
+      StreamEnd end = client.run_now(
+          list_job(**server, entries, StreamDirection::kOutOfOwner, mine.data()));
+      ASSERT_TRUE(end.status.ok()) << end.status.error().to_string();
+      EXPECT_EQ(end.same_host, p.same_host);
+      EXPECT_EQ(compare(entries, mine.data(), owner.bytes, 3), "");
+      mine = filled(mine.size(), 9);
+      end = client.run_now(list_job(**server, entries, StreamDirection::kIntoOwner, mine.data()));
+      ASSERT_TRUE(end.status.ok()) << end.status.error().to_string();
+      EXPECT_EQ(compare(entries, mine.data(), owner.bytes, 3), "");
+      owner.bytes = filled(kOwnerBytes, 3);
+      requests += 2;
+    }
+    EXPECT_EQ(owner.done->load(), requests);  // each request's hold ended once
+    if (p.same_host && p.cross_memory)
+      EXPECT_GT((*server)->cross_memory_served(), 0u);
+    if (p.same_host && !p.cross_memory)
+      EXPECT_GT((*server)->inband_served(), 0u);
+  }
+}
+
+// A table whose range lies outside the span the request was authorized for is refused whole,
+// before any byte moves (stream_server.h invariant 16), on both kinds of connection.
+TEST(StreamListTest, ARangeOutsideItsSpanIsRefusedWholeNothingMoved) {
+  StreamServer::Limits limits;
+  limits.same_host = true;
+  auto server = StreamServer::start("127.0.0.1", limits);
+  ASSERT_TRUE(server.ok()) << server.error().to_string();
+  Owner owner;
+  (*server)->set_authorizer(owner.authorizer());
+  for (bool same_host : {false, true}) {
+    StreamClient client(1, nullptr, same_host);
+    std::vector<ListEntry> entries = scattered(40, 65536, false, 7);
+    std::vector<uint8_t> mine = filled(40 * 65536, 11);
+    // The span covers the first 39 ranges; the last lies just past it.
+    const std::vector<ListEntry> first(entries.begin(), entries.end() - 1);
+    StreamJob job = list_job(**server, first, StreamDirection::kIntoOwner, mine.data());
+    entries.back().offset = job.handle.offset + job.length;
+    job.entries = entries.data();
+    job.count = 40;
+    job.total += entries.back().length;
+    StreamEnd end = client.run_now(job);
+    ASSERT_FALSE(end.status.ok());
+    EXPECT_EQ(end.status.error().code(), ErrorCode::kInvalidArgument)
+        << end.status.error().to_string();
+    EXPECT_NE(end.status.error().message().find("range 39 of 40"), std::string::npos)
+        << end.status.error().message();
+    EXPECT_EQ(compare({}, mine.data(), owner.bytes, 3), "") << "a refused list stored bytes";
+  }
+}
+
+// iov_windows.h invariants 1-2: windows keep to their budgets, and a partial count is a place
+// in the list from which the rest follows.
+TEST(IovWindowsTest, WindowsKeepTheirBudgetsAndResumeMidRange) {
+  std::vector<uint8_t> local(10000);
+  std::vector<CopySpan> spans;
+  for (uint64_t i = 0; i < 10; ++i)
+    spans.push_back(CopySpan{local.data() + i * 1000, 0x100000 + i * 3000, 1000});
+  IovWindows w(spans.data(), spans.size());
+  std::vector<iovec> mine, theirs;
+  EXPECT_EQ(w.fill(SpanCursor{}, 2500, 1024, mine, theirs), 2500u);
+  ASSERT_EQ(mine.size(), 3u);
+  EXPECT_EQ(mine[2].iov_len, 500u);
+  EXPECT_EQ(theirs[2].iov_base, reinterpret_cast<void*>(0x100000 + 2 * 3000));
+  EXPECT_EQ(w.fill(SpanCursor{}, 100000, 4, mine, theirs), 4000u);
+  SpanCursor at = w.advance(SpanCursor{}, 2500);
+  EXPECT_EQ(at.index, 2u);
+  EXPECT_EQ(at.offset, 500u);
+  EXPECT_EQ(w.fill(at, 100000, 1024, mine, theirs), 7500u);
+  EXPECT_EQ(mine[0].iov_base, local.data() + 2500);
+  EXPECT_EQ(theirs[0].iov_base, reinterpret_cast<void*>(0x100000 + 2 * 3000 + 500));
+  at = w.advance(at, 7500);
+  EXPECT_EQ(at.index, 10u);
+  EXPECT_EQ(w.fill(at, 100000, 1024, mine, theirs), 0u);
+}
+
+}  // namespace
+}  // namespace caf_rdma
