@@ -44,8 +44,7 @@ Status cross_memory_copy_list(pid_t pid, const CopySpan* spans, size_t count, bo
     return std::string("cross-memory ") + (to_remote ? "write into" : "read from") + " pid " +
            std::to_string(pid) + " at 0x" + hex(first_remote) +
            (count > 1 ? " (" + std::to_string(count) + " ranges)" : std::string()) + " for " +
-           subject + ", size " + std::to_string(n) + " (" + std::to_string(done) +
-           " bytes moved)";
+           subject + ", size " + std::to_string(n) + " (" + std::to_string(done) + " bytes moved)";
   };
   if (pid <= 0) {
     // SO_PEERCRED gives 0 for a requester of another pid namespace (a sidecar container that
@@ -70,12 +69,12 @@ Status cross_memory_copy_list(pid_t pid, const CopySpan* spans, size_t count, bo
         return withdrawn_error(moved.load());
       if (moved.load() > 0 && std::chrono::steady_clock::now() >= deadline)
         return Error(ErrorCode::kTimeout, describe(moved.load()) + ": the deadline passed");
-      const uint64_t piece = windows.fill(from, std::min(len - done, kCrossMemoryPiece),
-                                          kMaxIov, mine, theirs);
+      const uint64_t piece =
+          windows.fill(from, std::min(len - done, kCrossMemoryPiece), kMaxIov, mine, theirs);
       const VmCopyJob job{mine.data(), mine.size(), theirs.data(), theirs.size(), to_remote};
       // Invariant 6: in a task a stall cannot keep past the deadline or the withdrawal.
-      const VmCopyEnd end = killable_vm_copy(pid, job, deadline,
-                                             [&] { return withdrawn(withdrawal); });
+      const VmCopyEnd end =
+          killable_vm_copy(pid, job, deadline, [&] { return withdrawn(withdrawal); });
       if (end.stopped) {
         if (withdrawn(withdrawal))
           return withdrawn_error(moved.load());

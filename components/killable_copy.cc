@@ -163,11 +163,10 @@ VmCopyEnd killable_vm_copy(pid_t pid, const VmCopyJob& job, Deadline deadline,
   (void)deadline;
   (void)stop;
   VmCopyEnd direct;
-  direct.moved = job.to_remote
-                     ? ::process_vm_writev(pid, job.mine, job.mine_count, job.theirs,
-                                           job.theirs_count, 0)
-                     : ::process_vm_readv(pid, job.mine, job.mine_count, job.theirs,
-                                          job.theirs_count, 0);
+  direct.moved =
+      job.to_remote
+          ? ::process_vm_writev(pid, job.mine, job.mine_count, job.theirs, job.theirs_count, 0)
+          : ::process_vm_readv(pid, job.mine, job.mine_count, job.theirs, job.theirs_count, 0);
   direct.err = direct.moved < 0 ? errno : 0;
   return direct;
 #else

@@ -53,8 +53,9 @@ Status write_request(const Socket& s, const StreamRequest& r, Deadline deadline)
     return send_all(s, b, r.cross_memory ? kCrossMemoryRequestBytes : kRequestBytes, deadline,
                     "stream request");
   }
-  store_le(b, r.list ? (r.cross_memory ? kMagicCmaList : kMagicList)
-                     : (r.cross_memory ? kMagicCmaHandle : kMagicHandle),
+  store_le(b,
+           r.list ? (r.cross_memory ? kMagicCmaList : kMagicList)
+                  : (r.cross_memory ? kMagicCmaHandle : kMagicHandle),
            4);
   store_le(b + 8, r.length, 8);
   store_le(b + 16, r.handle.id, 8);
@@ -115,8 +116,8 @@ Result<StreamRequest> parse_request(const uint8_t* b) {
                  "stream request of protocol version 1 (\"CRS1\"); this owner speaks version 2 "
                  "(\"CRS2\"): run the same caf-rdma release on every node");
   const uint64_t magic = load_le(b, 4);
-  if (magic != kMagic && magic != kMagicHandle && magic != kMagicCma &&
-      magic != kMagicCmaHandle && magic != kMagicList && magic != kMagicCmaList)
+  if (magic != kMagic && magic != kMagicHandle && magic != kMagicCma && magic != kMagicCmaHandle &&
+      magic != kMagicList && magic != kMagicCmaList)
     return Error(ErrorCode::kInvalidArgument,
                  "not a caf-rdma stream request (bad magic): is another program connecting?");
   uint64_t dir = load_le(b + 4, 4);
@@ -141,8 +142,8 @@ Result<StreamRequest> parse_request(const uint8_t* b) {
       r.total = load_le(b + kHandleRequestBytes + 4, 8);
       if (r.count == 0 || r.count > kMaxListRanges)
         return Error(ErrorCode::kInvalidArgument,
-                     "stream list request of " + std::to_string(r.count) +
-                         " ranges (from 1 to " + std::to_string(kMaxListRanges) + ")");
+                     "stream list request of " + std::to_string(r.count) + " ranges (from 1 to " +
+                         std::to_string(kMaxListRanges) + ")");
       if (r.cross_memory)
         r.peer_addr = load_le(b + kListRequestBytes, 8);
       return r;

@@ -120,8 +120,8 @@ constexpr uint64_t kEagerBytes = 64 << 10;
 constexpr std::chrono::milliseconds kEagerAnswerGrace{1000};
 /// Whether request `r` sends its bytes without waiting for "go".
 inline bool eager_write(const StreamRequest& r) {
-  return r.by_handle && !r.list && !r.cross_memory &&
-         r.direction == StreamDirection::kIntoOwner && r.length <= kEagerBytes;
+  return r.by_handle && !r.list && !r.cross_memory && r.direction == StreamDirection::kIntoOwner &&
+         r.length <= kEagerBytes;
 }
 
 /// The wire's integers: `bytes` bytes (at most 8), little-endian.

@@ -60,10 +60,9 @@ int run_copy_jobs(void* arg) {
     }
     seen = r;
     const long n = s->to_remote ? SYS_process_vm_writev : SYS_process_vm_readv;
-    const long result = raw_syscall(n, s->pid, reinterpret_cast<long>(s->mine),
-                                    static_cast<long>(s->mine_count),
-                                    reinterpret_cast<long>(s->theirs),
-                                    static_cast<long>(s->theirs_count), 0);
+    const long result =
+        raw_syscall(n, s->pid, reinterpret_cast<long>(s->mine), static_cast<long>(s->mine_count),
+                    reinterpret_cast<long>(s->theirs), static_cast<long>(s->theirs_count), 0);
     __atomic_store_n(&s->result, result, __ATOMIC_RELAXED);
     __atomic_store_n(&s->done, r, __ATOMIC_RELEASE);
     raw_syscall(SYS_futex, reinterpret_cast<long>(&s->done), FUTEX_WAKE, 1, 0, 0, 0);
