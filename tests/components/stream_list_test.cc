@@ -135,14 +135,14 @@ TEST(StreamListTest, ListsMoveEveryByteOnEveryPath) {
       bool odd;
     };
     int requests = 0;
-    for (const Shape& s : {Shape{1, 4096, false}, Shape{1, 1 << 20, false},
-                           Shape{700, 4096, true}, Shape{60, 65536, true}, Shape{3, 16, false}}) {
+    for (const Shape& s : {Shape{1, 4096, false}, Shape{1, 1 << 20, false}, Shape{700, 4096, true},
+                           Shape{60, 65536, true}, Shape{3, 16, false}}) {
       SCOPED_TRACE(std::string(p.name) + ": " + std::to_string(s.count) + " x " +
                    std::to_string(s.block));
       const auto entries = scattered(s.count, s.block, s.odd, s.count);
       std::vector<uint8_t> mine(uint64_t{s.count} * s.block, 0);
-      StreamEnd end = client.run_now(
-          list_job(**server, entries, StreamDirection::kOutOfOwner, mine.data()));
+      StreamEnd end =
+          client.run_now(list_job(**server, entries, StreamDirection::kOutOfOwner, mine.data()));
       ASSERT_TRUE(end.status.ok()) << end.status.error().to_string();
       EXPECT_EQ(end.same_host, p.same_host);
       EXPECT_EQ(compare(entries, mine.data(), owner.bytes, 3), "");
