@@ -380,28 +380,30 @@ std::optional<Result<TransferReply>> RdmaClient::lane_transfer(const TransferOp&
   return std::nullopt;
 }
 
-std::optional<Result<TransferReply>> RdmaClient::stream_transfer(const TransferOp& op,
-                                                                 uint32_t timeout_ms) {
-  if (!direct_ || timeout_ms == 0 || !op.local.owner || op.local.owner.node() != manager_.node() ||
-      op.remote.stream_port == 0)
-    return std::nullopt;
-  std::shared_ptr<StreamLane> lane;
-  bool asked = false;
+std::shared_ptr<StreamLane> RdmaClient::stream_lane(const BufferHandle& local,
+                                                    const BufferHandle& remote) {
+  if (!direct_ || !local.owner || local.owner.node() != manager_.node() || remote.stream_port == 0)
+    return nullptr;
   {
     std::lock_guard<std::mutex> guard(lanes_mu_);
-    lane = stream_lane_;
-    asked = stream_lane_asked_;
+    if (stream_lane_asked_)
+      return stream_lane_;
   }
-  if (!asked) {
-    // Asked without the lock; two threads asking at once get the same lane.
-    auto grant = call<StreamLaneGrant>(reply_timeout_, stream_lane_atom::value);
-    if (!grant.ok())
-      return std::nullopt;  // asked again next time
-    std::lock_guard<std::mutex> guard(lanes_mu_);
-    stream_lane_asked_ = true;
-    stream_lane_ = grant->lane;
-    lane = stream_lane_;
-  }
+  // Asked without the lock; two threads asking at once get the same lane.
+  auto grant = call<StreamLaneGrant>(reply_timeout_, stream_lane_atom::value);
+  if (!grant.ok())
+    return nullptr;  // asked again next time
+  std::lock_guard<std::mutex> guard(lanes_mu_);
+  stream_lane_asked_ = true;
+  stream_lane_ = grant->lane;
+  return stream_lane_;
+}
+
+std::optional<Result<TransferReply>> RdmaClient::stream_transfer(const TransferOp& op,
+                                                                 uint32_t timeout_ms) {
+  if (timeout_ms == 0)
+    return std::nullopt;
+  std::shared_ptr<StreamLane> lane = stream_lane(op.local, op.remote);
   if (!lane)
     return std::nullopt;
   return lane->transfer(op, timeout_ms);  // StreamLane invariant 4: thread-safe

@@ -35,6 +35,7 @@
 
 #include "actors/rdma_manager_interface.h"
 #include "actors/registered_buffer.h"
+#include "actors/transfer_plan.h"
 #include "primitives/status.h"
 
 namespace caf_rdma {
@@ -122,6 +123,24 @@ public:
        uint64_t length = kWholeSpan, uint64_t local_offset = 0, uint64_t remote_offset = 0);
   Result<std::vector<TransferOutcome>> batch(const std::vector<TransferOp>& ops,
                                              uint32_t timeout_ms);
+  /// A list of ranges between `local` and `remote`, validated once (actors/transfer_plan.h):
+  /// `prepare(TransferKind::kRead, mine, theirs, {{0, 8192, 4096}, {4096, 65536, 4096}})`.
+  /// Refused whole, naming the range, when a range is out of bounds or empty, the destination
+  /// is read-only, or destination ranges overlap. Checks nothing at the owner: post does.
+  Result<TransferPlan> prepare(TransferKind kind, const BufferHandle& local,
+                               const BufferHandle& remote, std::vector<ListRange> ranges);
+  Result<TransferPlan> prepare(TransferKind kind, const BufferHandle& local,
+                               const BufferHandle& remote, const Strided& strided);
+  /// Moves every range of `plan` within `timeout`, as few requests as each path allows: over
+  /// the stream lane one request per kMaxListRanges ranges (the owner copies same-host lists
+  /// with one system call per 1024 ranges), else batches of kListBatch ops through a direct
+  /// lane or the manager. Any number of threads may post plans at once, one plan included.
+  /// The outcome says which ranges landed (transfer_plan.h invariant 4; docs/guarantees.md,
+  /// "Transfer lists"); its errors are those a single transfer of the failing range gives,
+  /// naming the range.
+  ListOutcome post(const TransferPlan& plan, std::chrono::milliseconds timeout = kDefaultTimeout);
+  /// Ranges a list moves per batch when it goes through a direct lane or the manager.
+  static constexpr size_t kListBatch = 1024;
   /// Atomics on the 8-byte word at `offset` of `remote` (read-write, the word 8-byte aligned
   /// in its owner's memory): adds `add` (wrapping), or stores `desired` if the word equals
   /// `expected`; returns the word's old value (compare-swap swapped iff it equals `expected`).
@@ -199,6 +218,13 @@ private:
   Error lane_error(const TransferOp& op, Error error, OpFault fault, uint32_t timeout_ms);
   /// Verify mode, after a lane op: this side's checksum against the owner's.
   Status verify_lane_op(const TransferOp& op, uint64_t length);
+  /// The stream lane for transfers between `local` and `remote` (asked of the manager on first
+  /// use); null: none (this client takes no lanes, `local` is not this node's, `remote` names
+  /// no stream channel, or this node has no stream lane).
+  std::shared_ptr<StreamLane> stream_lane(const BufferHandle& local, const BufferHandle& remote);
+  /// post() of ranges [from, size) through batches (a direct lane's chain, or the manager).
+  void post_batches(const TransferPlan& plan, size_t from,
+                    std::chrono::steady_clock::time_point deadline, ListOutcome& out);
   /// The stream lane's try (asked of the manager on first use); nothing: the manager moves it.
   std::optional<Result<TransferReply>> stream_transfer(const TransferOp& op, uint32_t timeout_ms);
   /// One lane attempt (and one more after a flush caused by another op); nothing: not a lane op.

@@ -45,26 +45,36 @@ void StreamLane::done_with(uint64_t id) {
   tell_idle(registry_->done(id), manager_, id);
 }
 
+bool StreamLane::may_move(const BufferHandle& local, const BufferHandle& remote) {
+  return remote.stream_port != 0 && !(remote.has_rdma() && local.has_rdma()) &&
+         remote.memory == static_cast<uint8_t>(BufferMemory::kHost) && remote.owner &&
+         local.owner && remote.owner.node() != local.owner.node();
+}
+
+std::optional<DirectRegistry::Entry> StreamLane::hold(const BufferHandle& local) {
+  auto entry = registry_->acquire_host(local.id);
+  if (!entry)
+    return std::nullopt;  // unknown here, released or GPU memory: the manager answers
+  if (entry->addr != local.addr || entry->size != local.size ||
+      !secrets_equal(entry->secret_hi, entry->secret_lo, local.secret_hi, local.secret_lo)) {
+    done_with(local.id);
+    return std::nullopt;  // stale or forged handle: the manager names it
+  }
+  return entry;
+}
+
 std::optional<Result<TransferReply>> StreamLane::transfer(const TransferOp& op,
                                                           uint32_t timeout_ms) {
   const auto started = std::chrono::steady_clock::now();
   // Invariant 1.
-  if ((!is_read(op) && !is_write(op)) || op.notify || op.remote.stream_port == 0 ||
-      (op.remote.has_rdma() && op.local.has_rdma()) ||
-      op.remote.memory != static_cast<uint8_t>(BufferMemory::kHost) || !op.remote.owner ||
-      !op.local.owner || op.remote.owner.node() == op.local.owner.node())
+  if ((!is_read(op) && !is_write(op)) || op.notify || !may_move(op.local, op.remote))
     return std::nullopt;
   auto endpoint = endpoints_->find(op.remote.owner.address());
   if (!endpoint)
     return std::nullopt;  // the manager asks the owner for a grant, which names it
-  auto entry = registry_->acquire_host(op.local.id);
+  auto entry = hold(op.local);
   if (!entry)
-    return std::nullopt;  // unknown here, released or GPU memory: the manager answers
-  if (entry->addr != op.local.addr || entry->size != op.local.size ||
-      !secrets_equal(entry->secret_hi, entry->secret_lo, op.local.secret_hi, op.local.secret_lo)) {
-    done_with(op.local.id);
-    return std::nullopt;  // stale or forged handle: the manager names it
-  }
+    return std::nullopt;
   auto length = checked_length(op, entry->size, entry->access);
   if (!length.ok()) {
     done_with(op.local.id);
@@ -90,6 +100,78 @@ std::optional<Result<TransferReply>> StreamLane::transfer(const TransferOp& op,
   }
   record(op, Status{}, *length, started);
   return Result<TransferReply>(TransferReply{*length, kPathFallback});
+}
+
+std::optional<StreamLane::ListEnd> StreamLane::post_list(
+    const TransferPlan& plan, size_t from, std::chrono::steady_clock::time_point deadline) {
+  const auto started = std::chrono::steady_clock::now();
+  if (from >= plan.size() || !may_move(plan.local(), plan.remote()))
+    return std::nullopt;
+  auto endpoint = endpoints_->find(plan.remote().owner.address());
+  if (!endpoint)
+    return std::nullopt;
+  // The plan's ranges passed checked_length against the local handle (transfer_plan.h
+  // invariant 1), which hold() finds to be the one registered.
+  auto entry = hold(plan.local());
+  if (!entry)
+    return std::nullopt;
+  if (entry->access != static_cast<BufferAccess>(plan.local().access)) {
+    done_with(plan.local().id);
+    return std::nullopt;  // not the access it was checked with: the manager checks each range
+  }
+  const TransferOp first = plan.op(from);  // names the list's kind and buffers for telemetry
+  const std::vector<ListEntry>& all = plan.entries();
+  ListEnd end;
+  end.done = from;
+  uint64_t bytes = 0;
+  while (end.done < all.size()) {
+    const size_t n = std::min<size_t>(all.size() - end.done, kMaxListRanges);
+    const ListEntry* part = all.data() + end.done;
+    uint64_t lo = part[0].offset, hi = 0, total = 0;
+    for (size_t i = 0; i < n; ++i) {
+      lo = std::min(lo, part[i].offset);
+      hi = std::max(hi, part[i].offset + part[i].length);
+      total += part[i].length;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      end.error =
+          Error(ErrorCode::kTimeout, "a list of " + std::to_string(all.size()) + " ranges " +
+                                         (plan.is_read() ? "from " : "into ") +
+                                         describe(plan.remote()) + ": its time ran out after " +
+                                         std::to_string(end.done) + " ranges had landed");
+      break;
+    }
+    StreamJob job =
+        job_by_handle(*endpoint, plan.remote(), lo,
+                      static_cast<uint32_t>(std::min<int64_t>(left.count(), UINT32_MAX)));
+    job.direction = plan.is_read() ? StreamDirection::kOutOfOwner : StreamDirection::kIntoOwner;
+    job.addr = reinterpret_cast<uint8_t*>(entry->addr);
+    job.length = hi - lo;
+    job.entries = part;
+    job.count = static_cast<uint32_t>(n);
+    job.total = total;
+    job.deadline = deadline;
+    StreamEnd got = client_->run_now(job);
+    // Invariant 3: what the owner did not take (or does not know) is the manager's to move.
+    if (got.refused || (!got.status.ok() && got.status.error().code() == ErrorCode::kNotFound))
+      break;
+    if (!got.status.ok()) {
+      end.error = got.status.error().with_context(
+          "ranges " + std::to_string(end.done) + " to " + std::to_string(end.done + n - 1) +
+          " of a list of " + std::to_string(all.size()) + " " +
+          (plan.is_read() ? "from " : "into ") + describe(plan.remote()));
+      break;
+    }
+    end.done += n;
+    bytes += total;
+  }
+  done_with(plan.local().id);  // the memory is no longer touched (StreamClient invariant 1)
+  if (end.done == from && !end.error)
+    return std::nullopt;
+  record(first, end.error ? Status(*end.error) : Status{}, bytes, started);
+  return end;
 }
 
 void StreamLane::record(const TransferOp& op, const Status& st, uint64_t bytes,

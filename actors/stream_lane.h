@@ -24,6 +24,11 @@
 //     texts: the lane never invents an error the manager would word differently. Errors of
 //     the checks both run (checked_length) and of the bytes on their way are the lane's.
 //  4. Thread-safe: any number of clients' threads use one lane at once.
+//  5. A list (transfer_plan.h) takes the lane under invariant 1's rule for its two handles and
+//     moves in list requests ("CRL1"/"CML1", stream_protocol.h) of up to kMaxListRanges
+//     ranges, each authorized by the handle for the span its ranges lie in; a request ends
+//     before the next starts, so the ranges of the requests that ended well are those landed
+//     (transfer_plan.h invariant 4).
 #pragma once
 
 #include <caf/actor_addr.hpp>
@@ -37,6 +42,7 @@
 #include "actors/lane_grants.h"
 #include "actors/rdma_messages.h"
 #include "actors/stream_endpoints.h"
+#include "actors/transfer_plan.h"
 #include "components/stream_client.h"
 #include "components/stream_server.h"
 
@@ -51,7 +57,24 @@ public:
   /// Moves `op` within `timeout_ms`; nothing: the manager moves it (invariants 1 and 3).
   std::optional<Result<TransferReply>> transfer(const TransferOp& op, uint32_t timeout_ms);
 
+  /// How far a list went on the lane (post_list).
+  struct ListEnd {
+    size_t done = 0;             ///< ranges before it landed
+    std::optional<Error> error;  ///< the lane's error, which ends the list
+  };
+  /// Moves ranges [from, plan.size()) of `plan` by `deadline`, in list requests of up to
+  /// kMaxListRanges ranges (invariant 5); nothing: the lane takes none of it (invariant 1, or
+  /// no endpoint known yet), the manager moves them. Else how far it got: a request the owner
+  /// refused before taking it (invariant 3) leaves the ranges from `done` on to the manager.
+  std::optional<ListEnd> post_list(const TransferPlan& plan, size_t from,
+                                   std::chrono::steady_clock::time_point deadline);
+
 private:
+  /// Invariant 1's rule for a transfer between `local` and `remote` (reads and writes only).
+  static bool may_move(const BufferHandle& local, const BufferHandle& remote);
+  /// The lane's hold on local buffer `local` (DirectRegistry::acquire_host), if its handle is
+  /// the one registered; nothing otherwise (the manager names what is wrong).
+  std::optional<DirectRegistry::Entry> hold(const BufferHandle& local);
   /// Ends this lane's use of local buffer `id` (a release may wait for it).
   void done_with(uint64_t id);
   /// Counts and records (telemetry) one op that ended with `st`, having moved `bytes`.

@@ -1,0 +1,111 @@
+// TransferPlan (see transfer_plan.h).
+#include "actors/transfer_plan.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "actors/transfer_checks.h"
+
+namespace caf_rdma {
+
+namespace {
+
+std::string range_name(size_t i, size_t n) {
+  return "range " + std::to_string(i) + " of " + std::to_string(n);
+}
+
+}  // namespace
+
+TransferOp TransferPlan::op(size_t i) const {
+  const ListEntry& e = data_->entries[i];
+  TransferOp op;
+  op.kind = wire_kind(data_->kind);
+  op.local = data_->local;
+  op.local_offset = e.peer_offset;
+  op.remote = data_->remote;
+  op.remote_offset = e.offset;
+  op.length = e.length;
+  return op;
+}
+
+Result<TransferPlan> TransferPlan::make(TransferKind kind, const BufferHandle& local,
+                                        const BufferHandle& remote, std::vector<ListRange> ranges) {
+  if (kind != TransferKind::kRead && kind != TransferKind::kWrite)
+    return Error(ErrorCode::kInvalidArgument,
+                 "a transfer list moves reads or writes, not atomics (kind " +
+                     std::to_string(static_cast<int>(kind)) + ")");
+  if (ranges.empty())
+    return Error(ErrorCode::kInvalidArgument, "a transfer list of no ranges between " +
+                                                  describe(local) + " and " + describe(remote));
+  auto data = std::make_shared<Data>();
+  data->kind = kind;
+  data->local = local;
+  data->remote = remote;
+  data->entries.reserve(ranges.size());
+  // Invariant 1: the one check of every op, range by range (a scratch op: no copy of the
+  // handles per range).
+  TransferOp scratch;
+  scratch.kind = wire_kind(kind);
+  scratch.local = local;
+  scratch.remote = remote;
+  const auto access = static_cast<BufferAccess>(local.access);
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const ListRange& r = ranges[i];
+    if (r.length == 0 || r.length == kWholeSpan)
+      return Error(ErrorCode::kInvalidArgument,
+                   range_name(i, ranges.size()) + " has length " +
+                       (r.length == 0 ? std::string("0") : std::string("kWholeSpan")) +
+                       ": a list's ranges name their length");
+    scratch.local_offset = r.local_offset;
+    scratch.remote_offset = r.remote_offset;
+    scratch.length = r.length;
+    auto length = checked_length(scratch, local.size, access);
+    if (!length.ok())
+      return length.error().with_context(range_name(i, ranges.size()));
+    data->entries.push_back(ListEntry{r.remote_offset, r.local_offset, r.length});
+    data->bytes += r.length;
+  }
+  // Invariant 1: destinations do not overlap (sorted by where they start).
+  const bool read = kind == TransferKind::kRead;
+  std::vector<std::pair<uint64_t, size_t>> starts(ranges.size());
+  for (size_t i = 0; i < ranges.size(); ++i)
+    starts[i] = {read ? ranges[i].local_offset : ranges[i].remote_offset, i};
+  std::sort(starts.begin(), starts.end());
+  for (size_t k = 1; k < starts.size(); ++k) {
+    const size_t a = starts[k - 1].second;
+    const size_t b = starts[k].second;
+    if (starts[k - 1].first + ranges[a].length > starts[k].first)
+      return Error(ErrorCode::kInvalidArgument,
+                   range_name(std::max(a, b), ranges.size()) + " overlaps " +
+                       range_name(std::min(a, b), ranges.size()) + " at its destination (" +
+                       (read ? "local" : "remote") + " offset " + std::to_string(starts[k].first) +
+                       "): a list's destination ranges must not overlap");
+  }
+  return TransferPlan(std::move(data));
+}
+
+Result<TransferPlan> TransferPlan::make(TransferKind kind, const BufferHandle& local,
+                                        const BufferHandle& remote, const Strided& s) {
+  std::vector<ListRange> ranges;
+  // A strided list past either buffer's size fails on its first range out of bounds; this
+  // bound only keeps a count in the billions from being allocated first.
+  const uint64_t most = std::max(local.size, remote.size);
+  if (s.count == 0 || s.count > most)
+    return Error(ErrorCode::kInvalidArgument, "a strided list of " + std::to_string(s.count) +
+                                                  " ranges between " + describe(local) + " and " +
+                                                  describe(remote) + " (from 1 to " +
+                                                  std::to_string(most) + ")");
+  auto wraps = [&](uint64_t offset, uint64_t stride) {
+    return stride != 0 && s.count - 1 > (~uint64_t{0} - offset) / stride;
+  };
+  if (wraps(s.local_offset, s.local_stride) || wraps(s.remote_offset, s.remote_stride))
+    return Error(ErrorCode::kOutOfBounds, "a strided list of " + std::to_string(s.count) +
+                                              " ranges whose offsets pass 2^64");
+  ranges.reserve(s.count);
+  for (uint64_t i = 0; i < s.count; ++i)
+    ranges.push_back(ListRange{s.local_offset + i * s.local_stride,
+                               s.remote_offset + i * s.remote_stride, s.length});
+  return make(kind, local, remote, std::move(ranges));
+}
+
+}  // namespace caf_rdma

@@ -1,0 +1,94 @@
+// TransferPlan: a list of ranges between one local and one remote buffer, validated once and
+// posted any number of times (RdmaClient::prepare, RdmaClient::post): the unit of work for
+// paged data (a KV cache's blocks, a parameter server's shards).
+//
+// Invariants:
+//  1. A plan holds only ranges that passed checked_length (the one check every op passes:
+//     kind, offsets and length inside both handles, a writable destination) and whose
+//     destination ranges do not overlap: prepare refuses the whole list otherwise, naming
+//     the first range at fault ("range i of n"), and nothing moves.
+//  2. A plan is immutable and shares its ranges: copies are cheap, any number of threads may
+//     post one at once, and posting it again validates nothing and allocates nothing per range.
+//  3. A plan is checked against its handles, not against the owner: a released buffer, a
+//     stale handle or a lost peer is found by post, which answers with the error a single
+//     transfer would have given (released, unknown_buffer, peer_unavailable, ...).
+//  4. ListOutcome::landed is exact from below: ranges [0, landed) are known to be in place at
+//     their destination; the ranges after it may or may not have moved (a failure mid-list:
+//     docs/guarantees.md, "Transfer lists").
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/rdma_messages.h"
+#include "components/stream_protocol.h"
+#include "primitives/status.h"
+
+namespace caf_rdma {
+
+/// One range of a list: `length` bytes at `local_offset` of the local buffer and at
+/// `remote_offset` of the remote one.
+struct ListRange {
+  uint64_t local_offset = 0;
+  uint64_t remote_offset = 0;
+  uint64_t length = 0;
+};
+
+/// `count` ranges of `length` bytes, the i-th at local_offset + i * local_stride and at
+/// remote_offset + i * remote_stride (a stride of 0 repeats one place: refused for the
+/// destination side, whose ranges would overlap).
+struct Strided {
+  uint64_t count = 0;
+  uint64_t length = 0;
+  uint64_t local_offset = 0;
+  uint64_t local_stride = 0;
+  uint64_t remote_offset = 0;
+  uint64_t remote_stride = 0;
+};
+
+/// How a posted plan ended.
+struct ListOutcome {
+  Status status;        ///< ok: every range landed; else the first error met
+  uint64_t landed = 0;  ///< ranges [0, landed) are in place (invariant 4)
+  uint64_t bytes = 0;   ///< the bytes of those ranges
+  std::string path;     ///< the path of the last ranges moved (kPathRdma, kPathFallback, ...)
+  bool ok() const { return status.ok(); }
+};
+
+class TransferPlan {
+public:
+  /// Validates `ranges` (invariant 1) of a read (remote -> local) or write (local -> remote)
+  /// between `local` and `remote`.
+  static Result<TransferPlan> make(TransferKind kind, const BufferHandle& local,
+                                   const BufferHandle& remote, std::vector<ListRange> ranges);
+  /// The same for a strided list.
+  static Result<TransferPlan> make(TransferKind kind, const BufferHandle& local,
+                                   const BufferHandle& remote, const Strided& strided);
+
+  TransferKind kind() const { return data_->kind; }
+  bool is_read() const { return data_->kind == TransferKind::kRead; }
+  const BufferHandle& local() const { return data_->local; }
+  const BufferHandle& remote() const { return data_->remote; }
+  size_t size() const { return data_->entries.size(); }
+  uint64_t bytes() const { return data_->bytes; }
+  /// Range i as the stream channel's table holds it (offset: the remote buffer's; peer_offset:
+  /// the local buffer's).
+  const std::vector<ListEntry>& entries() const { return data_->entries; }
+  /// Range i as one op (the single-op paths' form).
+  TransferOp op(size_t i) const;
+
+private:
+  struct Data {
+    TransferKind kind = TransferKind::kRead;
+    BufferHandle local;
+    BufferHandle remote;
+    std::vector<ListEntry> entries;
+    uint64_t bytes = 0;
+  };
+  explicit TransferPlan(std::shared_ptr<const Data> data) : data_(std::move(data)) {}
+  std::shared_ptr<const Data> data_;
+};
+
+}  // namespace caf_rdma

@@ -1,0 +1,252 @@
+// Transfer lists (actors/transfer_plan.h, RdmaClient::prepare and post) between two nodes, on
+// each transport: lists of 1 to 100,000 ranges and strided lists move every byte (each
+// checked, the bytes outside the ranges untouched); prepare refuses a range past the end, an
+// empty one, a read-only destination and overlapping destinations, naming the range; a plan
+// posted after its remote buffer's release fails with `released` and touches nothing; the same
+// list through the client's lanes and through the manager alone gives the same bytes and the
+// same errors; threads post one plan at once.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "actors/rdma_client.h"
+#include "tests/actors/two_node_test.h"
+
+namespace caf_rdma::testing {
+namespace {
+
+using std::chrono::seconds;
+
+/// `count` blocks of `block` bytes, block i at i * block locally and at a shuffled block of
+/// the remote buffer (of `remote_blocks` blocks).
+std::vector<ListRange> scattered(uint64_t count, uint64_t block, uint64_t remote_blocks,
+                                 uint32_t seed) {
+  std::vector<uint64_t> place(remote_blocks);
+  std::iota(place.begin(), place.end(), 0);
+  std::shuffle(place.begin(), place.end(), std::mt19937(seed));
+  std::vector<ListRange> r(count);
+  for (uint64_t i = 0; i < count; ++i)
+    r[i] = ListRange{i * block, place[i] * block, block};
+  return r;
+}
+
+/// The first place where the list's ranges differ between the local and the remote memory, or
+/// where the destination outside them differs from pattern `seed` (0: zeros); "" when none.
+std::string compare(const std::vector<ListRange>& ranges, const Memory& local, const Memory& remote,
+                    bool read, uint32_t seed) {
+  const Memory& dest = read ? local : remote;
+  std::vector<bool> covered(dest.bytes.size(), false);
+  for (size_t r = 0; r < ranges.size(); ++r) {
+    const ListRange& x = ranges[r];
+    for (uint64_t k = 0; k < x.length; ++k) {
+      covered[(read ? x.local_offset : x.remote_offset) + k] = true;
+      if (local.bytes[x.local_offset + k] != remote.bytes[x.remote_offset + k])
+        return "range " + std::to_string(r) + " byte " + std::to_string(k);
+    }
+  }
+  for (uint64_t i = 0; i < dest.bytes.size(); ++i)
+    if (!covered[i] && dest.bytes[i] != (seed == 0 ? 0 : pattern(i, seed)))
+      return "destination byte " + std::to_string(i) + " outside the ranges changed";
+  return "";
+}
+
+class TransferListTest : public TwoNodeTest {};
+
+TEST_F(TransferListTest, ListsOfOneToAHundredThousandRangesMoveEveryByte) {
+  struct Shape {
+    uint64_t count, block;
+  };
+  RdmaClient me(user_->node().system(), user_->manager());
+  for (const Shape& s : {Shape{1, 4096}, Shape{2000, 4096}, Shape{300, 65536}, Shape{100000, 64}}) {
+    SCOPED_TRACE(std::to_string(s.count) + " x " + std::to_string(s.block));
+    const uint64_t blocks = s.count + 17;
+    Memory theirs(blocks * s.block, 3);
+    BufferHandle remote = remote_view(*owner_, *user_, theirs, "list-" + std::to_string(s.count));
+    Memory mine(s.count * s.block, 0);
+    auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
+    ASSERT_TRUE(local.ok()) << local.error().to_string();
+    const auto ranges = scattered(s.count, s.block, blocks, static_cast<uint32_t>(s.count));
+    auto pull = me.prepare(TransferKind::kRead, local->handle(), remote, ranges);
+    ASSERT_TRUE(pull.ok()) << pull.error().to_string();
+    EXPECT_EQ(pull->size(), s.count);
+    EXPECT_EQ(pull->bytes(), s.count * s.block);
+    ListOutcome got = me.post(*pull, seconds(60));
+    ASSERT_TRUE(got.ok()) << got.status.error().to_string();
+    EXPECT_EQ(got.landed, s.count);
+    EXPECT_EQ(got.bytes, s.count * s.block);
+    EXPECT_EQ(got.path, expected_path());
+    EXPECT_EQ(compare(ranges, mine, theirs, true, 0), "");
+    // Pushed back from another pattern, into the same places.
+    for (uint64_t i = 0; i < mine.bytes.size(); ++i)
+      mine.bytes[i] = pattern(i, 5);
+    auto push = me.prepare(TransferKind::kWrite, local->handle(), remote, ranges);
+    ASSERT_TRUE(push.ok()) << push.error().to_string();
+    got = me.post(*push, seconds(60));
+    ASSERT_TRUE(got.ok()) << got.status.error().to_string();
+    EXPECT_EQ(got.landed, s.count);
+    EXPECT_EQ(compare(ranges, mine, theirs, false, 3), "");
+    ASSERT_TRUE(owner_->release(remote.id));
+  }
+}
+
+TEST_F(TransferListTest, StridedListsMoveEveryByte) {
+  RdmaClient me(user_->node().system(), user_->manager());
+  Memory theirs(1 << 20, 3);
+  BufferHandle remote = remote_view(*owner_, *user_, theirs, "strided");
+  Memory mine(1 << 20, 0);
+  auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
+  ASSERT_TRUE(local.ok()) << local.error().to_string();
+  // Every other 1 KiB of the remote buffer's first half, packed at local offset 4096.
+  Strided s{256, 1024, 4096, 1024, 0, 2048};
+  auto plan = me.prepare(TransferKind::kRead, local->handle(), remote, s);
+  ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+  ListOutcome got = me.post(*plan);
+  ASSERT_TRUE(got.ok()) << got.status.error().to_string();
+  std::vector<ListRange> same;
+  for (uint64_t i = 0; i < s.count; ++i)
+    same.push_back(ListRange{4096 + i * 1024, i * 2048, 1024});
+  EXPECT_EQ(compare(same, mine, theirs, true, 0), "");
+}
+
+TEST_F(TransferListTest, PrepareRefusesABadListWholeNamingTheRange) {
+  RdmaClient me(user_->node().system(), user_->manager());
+  Memory theirs(1 << 16, 3);
+  BufferHandle remote = remote_view(*owner_, *user_, theirs, "bad-lists");
+  BufferHandle read_only =
+      remote_view(*owner_, *user_, theirs, "bad-lists-ro", BufferAccess::kReadOnly);
+  Memory mine(1 << 16, 0);
+  auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
+  ASSERT_TRUE(local.ok()) << local.error().to_string();
+  struct Case {
+    TransferKind kind;
+    BufferHandle remote;
+    std::vector<ListRange> ranges;
+    ErrorCode code;
+    std::string names;
+  };
+  const std::vector<Case> cases = {
+      {TransferKind::kRead,
+       remote,
+       {{0, 0, 4096}, {4096, 4096, 4096}, {8192, 65000, 4096}},
+       ErrorCode::kOutOfBounds,
+       "range 2 of 3"},
+      {TransferKind::kWrite,
+       remote,
+       {{0, 0, 4096}, {65000, 0, 4096}},
+       ErrorCode::kOutOfBounds,
+       "range 1 of 2"},
+      {TransferKind::kRead,
+       remote,
+       {{0, 0, 4096}, {4096, 4096, 0}},
+       ErrorCode::kInvalidArgument,
+       "range 1 of 2"},
+      {TransferKind::kRead,
+       remote,
+       {{0, 0, 4096}, {8192, 8192, 4096}, {4095, 20000, 2}},
+       ErrorCode::kInvalidArgument,
+       "range 2 of 3 overlaps range 0"},
+      {TransferKind::kWrite,
+       remote,
+       {{0, 100, 50}, {1000, 149, 10}},
+       ErrorCode::kInvalidArgument,
+       "range 1 of 2 overlaps range 0"},
+      {TransferKind::kWrite, read_only, {{0, 0, 16}}, ErrorCode::kInvalidArgument, "range 0 of 1"},
+      {TransferKind::kRead, remote, {}, ErrorCode::kInvalidArgument, "no ranges"},
+  };
+  for (const Case& c : cases) {
+    auto plan = me.prepare(c.kind, local->handle(), c.remote, c.ranges);
+    ASSERT_FALSE(plan.ok()) << c.names;
+    EXPECT_EQ(plan.error().code(), c.code) << plan.error().to_string();
+    EXPECT_NE(plan.error().message().find(c.names), std::string::npos) << plan.error().message();
+  }
+  // Reads may overlap at their source, not at their destination.
+  auto plan = me.prepare(TransferKind::kRead, local->handle(), remote,
+                         std::vector<ListRange>{{0, 0, 4096}, {4096, 0, 4096}});
+  EXPECT_TRUE(plan.ok()) << plan.error().to_string();
+  EXPECT_EQ(compare({}, mine, theirs, true, 0), "") << "a refused list moved bytes";
+}
+
+TEST_F(TransferListTest, APlanPostedAfterReleaseFailsReleasedTouchingNothing) {
+  for (bool direct : {true, false}) {
+    SCOPED_TRACE(direct ? "lanes" : "manager only");
+    RdmaClient me(user_->node().system(), user_->manager(), direct);
+    Memory theirs(1 << 20, 3);
+    BufferHandle remote = remote_view(*owner_, *user_, theirs, direct ? "rel-lanes" : "rel-mgr");
+    Memory mine(1 << 20, 7);
+    auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
+    ASSERT_TRUE(local.ok()) << local.error().to_string();
+    const auto ranges = scattered(64, 4096, 256, 2);
+    auto pull = me.prepare(TransferKind::kRead, local->handle(), remote, ranges);
+    auto push = me.prepare(TransferKind::kWrite, local->handle(), remote, ranges);
+    ASSERT_TRUE(pull.ok() && push.ok());
+    ListOutcome got = me.post(*pull);  // once, so that lanes and endpoints are known
+    ASSERT_TRUE(got.ok()) << got.status.error().to_string();
+    for (uint64_t i = 0; i < mine.bytes.size(); ++i)
+      mine.bytes[i] = pattern(i, 7);
+    ASSERT_TRUE(owner_->release(remote.id));
+    for (const TransferPlan* p : {&*pull, &*push}) {
+      got = me.post(*p);
+      ASSERT_FALSE(got.ok());
+      EXPECT_EQ(got.status.error().code(), ErrorCode::kReleased) << got.status.error().to_string();
+      EXPECT_EQ(got.landed, 0u);
+      EXPECT_EQ(got.bytes, 0u);
+    }
+    for (uint64_t i = 0; i < mine.bytes.size(); ++i)
+      ASSERT_EQ(mine.bytes[i], pattern(i, 7)) << "local byte " << i << " changed";
+    for (uint64_t i = 0; i < theirs.bytes.size(); ++i)
+      ASSERT_EQ(theirs.bytes[i], pattern(i, 3)) << "remote byte " << i << " changed";
+  }
+}
+
+TEST_F(TransferListTest, LanesAndTheManagerGiveTheSameBytesAndErrors) {
+  Memory theirs(4 << 20, 3);
+  BufferHandle remote = remote_view(*owner_, *user_, theirs, "same-either-way");
+  const auto ranges = scattered(500, 8192, 512, 4);
+  std::vector<std::vector<uint8_t>> results;
+  for (bool direct : {true, false}) {
+    RdmaClient me(user_->node().system(), user_->manager(), direct);
+    Memory mine(500 * 8192, 0);
+    auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
+    ASSERT_TRUE(local.ok()) << local.error().to_string();
+    auto pull = me.prepare(TransferKind::kRead, local->handle(), remote, ranges);
+    ASSERT_TRUE(pull.ok());
+    ListOutcome got = me.post(*pull);
+    ASSERT_TRUE(got.ok()) << got.status.error().to_string();
+    EXPECT_EQ(compare(ranges, mine, theirs, true, 0), "");
+    results.push_back(mine.bytes);
+  }
+  EXPECT_EQ(results[0], results[1]);
+}
+
+TEST_F(TransferListTest, ThreadsPostOnePlanAtOnce) {
+  RdmaClient me(user_->node().system(), user_->manager());
+  Memory theirs(4 << 20, 3);
+  BufferHandle remote = remote_view(*owner_, *user_, theirs, "threads");
+  Memory mine(1 << 20, 9);
+  auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
+  ASSERT_TRUE(local.ok()) << local.error().to_string();
+  const auto ranges = scattered(256, 4096, 1024, 6);
+  auto push = me.prepare(TransferKind::kWrite, local->handle(), remote, ranges);
+  ASSERT_TRUE(push.ok());
+  std::vector<ListOutcome> outcomes(4);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < outcomes.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 5 && outcomes[t].status.ok(); ++round)
+        outcomes[t] = me.post(*push);
+    });
+  for (auto& t : threads)
+    t.join();
+  for (const ListOutcome& o : outcomes) {
+    ASSERT_TRUE(o.ok()) << o.status.error().to_string();
+    EXPECT_EQ(o.landed, ranges.size());
+  }
+  EXPECT_EQ(compare(ranges, mine, theirs, false, 3), "");
+}
+
+}  // namespace
+}  // namespace caf_rdma::testing
