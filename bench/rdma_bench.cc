@@ -55,6 +55,7 @@
 #include "actors/rdma_errors.h"
 #include "actors/rdma_node.h"
 #include "bench/bench_output.h"
+#include "bench/kv_handoff.h"
 #include "components/rdma_domain.h"
 #include "components/rdma_queue_pair.h"
 #include "primitives/cuda_driver.h"
@@ -67,11 +68,12 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: rdma_bench [--paths "
-    "components,actor,actor-busy,direct,fallback,fallback-lane,same-host,fallback-tls,tcp]\n"
+    "components,actor,actor-busy,direct,fallback,fallback-lane,same-host,fallback-tls,tcp,\n"
+    "                  kv-handoff]\n"
     "                  [--sizes 4K,64K,1M] [--bytes-per-size BYTES] [--lat-iters N]\n"
     "                  [--peer-device NAME] [--scheduler-threads N] [--lat-only]\n"
     "                  [--tls CERT,KEY,CAFILE] [--memory host|allocated|gpu]\n"
-    "                  [--busy-poll-us US]\n"
+    "                  [--busy-poll-us US] [--kv-pool BYTES] [--long]\n"
     "  Bandwidth (RDMA WRITE and READ) per message size and 8-byte latency (median, p99) for\n"
     "  each path; registration cache timing; peak RSS. The local side uses CAF_RDMA_DEVICE\n"
     "  (default: first active device), the remote side --peer-device (default: the same).\n"
@@ -87,6 +89,10 @@ constexpr const char* kUsage =
     "  ratio 'striping 2 devices / 1 device', same run, with --stripe-qps N queue pairs per\n"
     "  pair of devices (default 1), and the machine's busy CPU fraction (not in the default\n"
     "  paths).\n"
+    "  kv-handoff: a paged pool (--kv-pool, default 64M) pulled and pushed as transfer lists of\n"
+    "  4, 16 and 64 KiB blocks, 1 and 8 (--long: and 64) lists at once, prepared once or per\n"
+    "  post, on each transport this host has, each against the whole pool in one transfer in\n"
+    "  the same run (bench/kv_handoff.h; not in the default paths).\n"
     "  --memory: the buffers of the paths through managers: host (default), std::vector memory\n"
     "  of the program registered with register_buffer; allocated, memory the library allocates\n"
     "  (RdmaClient::allocate_buffer: huge pages from 2 MiB); gpu, below.\n"
@@ -924,11 +930,12 @@ Result<std::vector<std::string>> split(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto flags = Flags::parse(argc, argv,
-                            {"--paths", "--sizes", "--bytes-per-size", "--lat-iters",
-                             "--peer-device", "--scheduler-threads", "--tls", "--devices",
-                             "--peer-devices", "--stripe-qps", "--memory", "--busy-poll-us"},
-                            {"--help", "-h", "--lat-only"});
+  auto flags =
+      Flags::parse(argc, argv,
+                   {"--paths", "--sizes", "--bytes-per-size", "--lat-iters", "--peer-device",
+                    "--scheduler-threads", "--tls", "--devices", "--peer-devices", "--stripe-qps",
+                    "--memory", "--busy-poll-us", "--kv-pool"},
+                   {"--help", "-h", "--lat-only", "--long"});
   if (!flags.ok()) {
     std::fprintf(stderr, "rdma_bench: %s\n%s", flags.error().message().c_str(), kUsage);
     return 2;
@@ -991,6 +998,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.busy_poll = std::chrono::microseconds(*busy_us);
+  bench::KvHandoffOptions kv_handoff;
+  auto pool = flags->get_u64("--kv-pool", kv_handoff.pool_bytes);
+  if (!pool.ok() || *pool < (64 << 10) || *pool % (64 << 10) != 0) {
+    std::fprintf(stderr, "rdma_bench: --kv-pool must be a multiple of 64K\n");
+    return 2;
+  }
+  kv_handoff.pool_bytes = *pool;
+  kv_handoff.long_mode = flags->has("--long");
   for (auto [flag, list] :
        {std::pair{"--devices", &o.devices}, {"--peer-devices", &o.peer_devices}})
     if (flags->has(flag)) {
@@ -1028,6 +1043,8 @@ int main(int argc, char** argv) {
       rc |= bench_manager(o, p);
     else if (p == "tcp")
       rc |= bench_tcp(o);
+    else if (p == "kv-handoff")
+      rc |= bench::bench_kv_handoff(kv_handoff);
     else if (p == "striping")
       rc |= bench_striping(o);
     else {

@@ -3,10 +3,13 @@
 //
 // Invariants:
 //  1. A window is a run of the list's bytes in the list's order: its `mine` and `theirs` arrays
-//     cover the same bytes, range for range, so a call's partial count (the kernel stops at
-//     the first page it cannot reach) is a position in the list (advance()).
+//     cover the same bytes in the same order, so a call's partial count (the kernel stops at
+//     the first page it cannot reach) is a position in the list (advance()). Ranges that touch
+//     on one side are one entry of that side's array (a paged list whose requester side is
+//     contiguous costs the kernel one remote entry per window: it pins that side's pages in
+//     large batches), so the two arrays may differ in length.
 //  2. No window is empty while bytes remain, and none holds more than its budget's bytes or
-//     ranges: a list of any length is copied in calls of bounded size.
+//     entries on either side: a list of any length is copied in calls of bounded size.
 #pragma once
 
 #include <sys/uio.h>

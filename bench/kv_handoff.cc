@@ -1,0 +1,210 @@
+// rdma_bench's kv-handoff shape (see kv_handoff.h).
+#include "bench/kv_handoff.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actors/rdma_client.h"
+#include "actors/rdma_node.h"
+
+namespace caf_rdma::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::seconds kTimeout{120};
+
+double mbps(uint64_t bytes, Clock::duration d) {
+  return double(bytes) / 1e6 / std::chrono::duration<double>(d).count();
+}
+
+uint8_t pattern(uint64_t i, uint32_t seed) {
+  return static_cast<uint8_t>((i * 2654435761u + seed * 0x9E3779B97F4A7C15u) >> 13);
+}
+
+std::string block_name(uint64_t b) {
+  return std::to_string(b >> 10) + "k";
+}
+
+struct Transport {
+  const char* name;
+  TransportMode mode;
+  bool same_host;
+};
+
+/// One transport's run; false when a transfer failed or a byte was wrong (said on stderr).
+bool run_transport(const KvHandoffOptions& o, const Transport& t) {
+  auto base = ManagerOptions::from_env();
+  if (!base.ok()) {
+    std::fprintf(stderr, "kv-handoff: %s\n", base.error().to_string().c_str());
+    return false;
+  }
+  NodeOptions opts;
+  opts.manager = *base;
+  opts.manager.mode = t.mode;
+  opts.manager.same_host = t.same_host;
+  auto owner = RdmaNode::start(opts);
+  auto user = RdmaNode::start(opts);
+  if (!owner.ok() || !user.ok()) {
+    const Error& e = !owner.ok() ? owner.error() : user.error();
+    if (t.mode == TransportMode::kRdma) {
+      std::printf("kv-handoff %s: skipped (%s)\n", t.name, e.to_string().c_str());
+      return true;
+    }
+    std::fprintf(stderr, "kv-handoff %s: %s\n", t.name, e.to_string().c_str());
+    return false;
+  }
+  auto fail = [&](const std::string& what) {
+    std::fprintf(stderr, "kv-handoff %s: %s\n", t.name, what.c_str());
+    return false;
+  };
+  const uint64_t pool_bytes = o.pool_bytes;
+  bool ok = true;
+  {
+    RdmaClient owner_client((*owner)->system(), (*owner)->manager());
+    auto proxy = (*user)->remote_manager("127.0.0.1", (*owner)->port());
+    if (!proxy.ok())
+      return fail(proxy.error().to_string());
+    RdmaClient directory((*user)->system(), *proxy);
+    RdmaClient me((*user)->system(), (*user)->manager());
+    auto pool = owner_client.allocate_buffer(pool_bytes);
+    auto mine = me.allocate_buffer(pool_bytes);
+    if (!pool.ok() || !mine.ok())
+      return fail("allocate: " + (!pool.ok() ? pool.error() : mine.error()).to_string());
+    if (Status st = owner_client.put("kv-pool", pool->handle()); !st.ok())
+      return fail(st.error().to_string());
+    auto remote = directory.get("kv-pool", 5000);
+    if (!remote.ok())
+      return fail(remote.error().to_string());
+    const BufferHandle local = mine->handle();
+    // Warm-up: lanes, handshakes and the owner's endpoint, before anything is timed.
+    if (auto w = me.read(local, *remote, Range::of(8), kTimeout); !w.ok())
+      return fail("warm-up: " + w.error().to_string());
+    // Both sides touched first: no page is faulted in while timed.
+    std::memset(pool->data(), 1, pool_bytes);
+    std::memset(mine->data(), 2, pool_bytes);
+    // The reference: the pool moved whole, twice as many times as each list below, one transfer
+    // each.
+    const int reps = o.long_mode ? 16 : 8;
+    double bulk[2] = {0, 0};  // pull, push
+    for (int push = 0; push < 2; ++push) {
+      const auto t0 = Clock::now();
+      for (int i = 0; i < 2 * reps; ++i) {
+        auto r = push ? me.write(local, *remote, Range::whole(), kTimeout)
+                      : me.read(local, *remote, Range::whole(), kTimeout);
+        if (!r.ok())
+          return fail("bulk: " + r.error().to_string());
+      }
+      bulk[push] = mbps(2 * reps * pool_bytes, Clock::now() - t0);
+      std::printf("bw kv-handoff %s bulk-%s %llu %.1f\n", t.name, push ? "push" : "pull",
+                  static_cast<unsigned long long>(pool_bytes), bulk[push]);
+    }
+    std::vector<size_t> concurrency{1, 8};
+    if (o.long_mode)
+      concurrency.push_back(64);
+    for (uint64_t block : {uint64_t{4} << 10, uint64_t{16} << 10, uint64_t{64} << 10}) {
+      const uint64_t blocks = pool_bytes / block;
+      std::vector<uint64_t> place(blocks);  // local block i is the pool's block place[i]
+      std::iota(place.begin(), place.end(), 0);
+      std::shuffle(place.begin(), place.end(), std::mt19937(static_cast<uint32_t>(block)));
+      for (int push = 0; push < 2; ++push) {
+        const char* dir = push ? "push" : "pull";
+        const uint32_t seed = static_cast<uint32_t>(block >> 10) * 2 + push + 1;
+        uint8_t* src = push ? mine->data() : pool->data();
+        uint8_t* dst = push ? pool->data() : mine->data();
+        for (uint64_t i = 0; i < pool_bytes; ++i)
+          src[i] = pattern(i, seed);
+        std::memset(dst, 0, pool_bytes);
+        for (size_t c : concurrency) {
+          // Request j's blocks: the j-th share of the list.
+          std::vector<std::vector<ListRange>> shares(c);
+          for (uint64_t i = 0; i < blocks; ++i)
+            shares[i * c / blocks].push_back(ListRange{i * block, place[i] * block, block});
+          const TransferKind kind = push ? TransferKind::kWrite : TransferKind::kRead;
+          for (bool prepared : {true, false}) {
+            std::vector<std::optional<TransferPlan>> plans(c);
+            if (prepared)
+              for (size_t j = 0; j < c; ++j) {
+                auto p = me.prepare(kind, local, *remote, shares[j]);
+                if (!p.ok())
+                  return fail("prepare: " + p.error().to_string());
+                plans[j].emplace(std::move(*p));
+              }
+            std::vector<std::string> errors(c);
+            const auto t0 = Clock::now();
+            for (int rep = 0; rep < reps; ++rep) {
+              std::vector<std::thread> threads;
+              for (size_t j = 0; j < c; ++j)
+                threads.emplace_back([&, j] {
+                  std::optional<TransferPlan> fresh;
+                  if (!prepared) {
+                    auto p = me.prepare(kind, local, *remote, shares[j]);
+                    if (!p.ok()) {
+                      errors[j] = p.error().to_string();
+                      return;
+                    }
+                    fresh.emplace(std::move(*p));
+                  }
+                  ListOutcome out = me.post(prepared ? *plans[j] : *fresh, kTimeout);
+                  if (!out.ok())
+                    errors[j] = out.status.error().to_string();
+                });
+              for (auto& th : threads)
+                th.join();
+            }
+            const double bw = mbps(reps * pool_bytes, Clock::now() - t0);
+            for (const std::string& e : errors)
+              if (!e.empty())
+                return fail(std::string(dir) + " " + block_name(block) + ": " + e);
+            // Every byte: destination block i holds the source's block place[i].
+            for (uint64_t i = 0; i < blocks; ++i) {
+              const uint8_t* d = push ? dst + place[i] * block : dst + i * block;
+              const uint8_t* s = push ? src + i * block : src + place[i] * block;
+              if (std::memcmp(d, s, block) != 0) {
+                ok = false;
+                fail(std::string(dir) + " " + block_name(block) + ": block " + std::to_string(i) +
+                     " differs");
+                break;
+              }
+            }
+            std::memset(dst, 0, pool_bytes);
+            const char* how = prepared ? "prepared" : "fresh";
+            std::printf("bw kv-handoff %s %s %s c%zu %s %.1f\n", t.name, dir,
+                        block_name(block).c_str(), c, how, bw);
+            std::printf("ratio kv_handoff_%s_%s_%s_c%zu_%s %.3f\n", t.name, dir,
+                        block_name(block).c_str(), c, how, bw / bulk[push]);
+            std::fflush(stdout);
+          }
+        }
+      }
+    }
+    auto stats = me.stats();
+    if (stats.ok())
+      std::printf("kv-handoff %s: stream lane ops %llu, same-host ops %llu, rdma ops %llu\n",
+                  t.name, static_cast<unsigned long long>(stats->stream_lane_ops),
+                  static_cast<unsigned long long>(stats->same_host_ops),
+                  static_cast<unsigned long long>(stats->rdma_ops));
+  }
+  return ok;
+}
+
+}  // namespace
+
+int bench_kv_handoff(const KvHandoffOptions& o) {
+  bool ok = true;
+  for (const Transport& t : {Transport{"same-host", TransportMode::kFallback, true},
+                             Transport{"stream", TransportMode::kFallback, false},
+                             Transport{"rdma", TransportMode::kRdma, false}})
+    ok = run_transport(o, t) && ok;
+  return ok ? 0 : 1;
+}
+
+}  // namespace caf_rdma::bench

@@ -1,0 +1,26 @@
+// The kv-handoff shape of rdma_bench (--paths kv-handoff): a paged KV cache handed from one
+// node to another as transfer lists (actors/transfer_plan.h), against the bulk transfer of the
+// same bytes in the same run.
+#pragma once
+
+#include <cstdint>
+
+namespace caf_rdma::bench {
+
+struct KvHandoffOptions {
+  uint64_t pool_bytes = 64ull << 20;  ///< the owner's pool and the requester's copy of it
+  bool long_mode = false;             ///< also 64 concurrent requests, more repetitions
+};
+
+/// Runs the shape on each transport this host has: "same-host" (the owner's same-host
+/// endpoint, cross-memory attach), "stream" (the stream lane over TCP) and "rdma" (when an RDMA
+/// device is there). For each: the pool read and written whole 16 times (the reference), then
+/// pulled and pushed as blocks of 4, 16 and 64 KiB in a shuffled order, by 1, 8 (and 64)
+/// concurrent lists (8 posts of the pool each; --long 16), prepared once or prepared on every post;
+/// every byte checked. Prints
+/// "bw kv-handoff ..." lines and "ratio kv_handoff_<transport>_<pull|push>_<block>_c<N>_
+/// <prepared|fresh> <paged MB/s / bulk MB/s>". Returns 0, or 1 when a transfer failed or a byte
+/// was wrong.
+int bench_kv_handoff(const KvHandoffOptions& o);
+
+}  // namespace caf_rdma::bench
