@@ -60,6 +60,14 @@ if [ -e /sys/class/infiniband/rxe2 ]; then
     { echo "striping failed"; rc=1; }
   cat "$out/striping.txt"
 fi
+# Transfer lists (kv-handoff, bench/kv_handoff.h) over RDMA: a paged pool pulled and pushed as
+# blocks, against one transfer of the whole pool (bench_report.py also sets it beside
+# ib_read_bw/ib_write_bw at the block size).
+kv_pool=$([ "$mode" = long ] && echo 64M || echo 16M)
+CAF_RDMA_DEVICE=rxe1 timeout 900 "$bin" --paths kv-handoff --kv-transports rdma --kv-pool "$kv_pool" \
+  $([ "$mode" = long ] && echo --long) > "$out/kv_handoff.txt" 2>> "$out/rdma_bench.err" ||
+  { echo "kv-handoff failed"; rc=1; }
+cat "$out/kv_handoff.txt"
 # Latency in paired rounds: ib_read_lat/ib_write_lat, then caf-rdma's latency paths, right after
 # each other, several times. The emulated machine's speed drifts by 2x within minutes; a ratio
 # of two figures taken seconds apart drifts much less (bench_report.py takes the median).

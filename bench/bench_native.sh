@@ -16,6 +16,8 @@
 #                       rdma_bench --paths same-host --sizes 64M between two nodes of this host
 #                       (cross-memory attach) with buffers from RdmaClient::allocate_buffer; .user,
 #                       the same with the program's own std::vector memory
+#     kv_handoff.txt    rdma_bench --paths kv-handoff: transfer lists of a paged pool beside one
+#                       transfer of the pool, same-host and over the stream lane
 #     instructions.txt  user-space instructions per op (callgrind; count_instructions.sh)
 #     kv.txt            kv_store beside redis (kv_vs_redis.sh)
 # Native figures are noisy on a shared machine: several rounds, and the report takes medians.
@@ -58,6 +60,11 @@ for r in $(seq 1 "$rounds"); do
   echo "native round $r:"
   cat "$out/round_$r.ref" "$out/round_$r.bench"
 done
+# Transfer lists (kv-handoff, bench/kv_handoff.h): a paged pool over the same-host endpoint and
+# the stream lane, against one transfer of the whole pool in the same run.
+step kv_handoff 600 "$bin/bench/rdma_bench" --paths kv-handoff --kv-transports same-host,stream \
+  $([ "$mode" = long ] && echo --long) > "$out/kv_handoff.txt" 2>> "$out/rdma_bench.err"
+grep -h '^ratio' "$out/kv_handoff.txt"
 echo "instructions per op (callgrind, natively):"
 step count_instructions 900 bash "$here/count_instructions.sh" --native "$out" "$bin"
 # Its table and ratios come with the report (bench_report.py); its own print goes to a log.

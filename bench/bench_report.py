@@ -259,6 +259,35 @@ def report_striping(out):
     return ratios
 
 
+def report_kv_handoff(out, pbw):
+    """Prints the transfer lists' figures (kv_handoff.txt in the VM, native/kv_handoff.txt);
+    returns their ratio lines: paged / bulk of the same run, and in the VM paged RDMA /
+    ib_read_bw or ib_write_bw at the block size where perftest measured it."""
+    ratios = []
+    for path in (os.path.join(out, "native", "kv_handoff.txt"), os.path.join(out, "kv_handoff.txt")):
+        if not os.path.exists(path):
+            continue
+        lines = [l.split() for l in open(path)]
+        got = [(p[1], float(p[2])) for p in lines if len(p) == 3 and p[0] == "ratio"]
+        if not got:
+            continue
+        print(f"\ntransfer lists (kv-handoff, {os.path.relpath(path, out)}): paged / bulk, same run")
+        for name, v in got:
+            print(f"  {name:50} {v:.3f}")
+            ratios.append((name, v))
+        # bw kv-handoff rdma pull 64k c8 prepared MBPS
+        for p in lines:
+            if len(p) == 8 and p[:3] == ["bw", "kv-handoff", "rdma"]:
+                op = "read" if p[3] == "pull" else "write"
+                size = int(p[4].rstrip("k")) << 10
+                ref = pbw.get((op, size))
+                if ref:
+                    name = f"kv_handoff_rdma_{p[3]}_{p[4]}_{p[5]}_{p[6]}_vs_ib_{op}_bw"
+                    print(f"  {name:50} {float(p[7]) / ref:.3f}")
+                    ratios.append((name, float(p[7]) / ref))
+    return ratios
+
+
 def human(n):
     for unit, div in (("M", 1 << 20), ("K", 1 << 10)):
         if n >= div and n % div == 0:
@@ -377,6 +406,7 @@ def main():
             if len(p) == 3 and p[0] == "instructions":
                 print(f"  {p[1]:12} {int(p[2]):>8}")
     ratios += report_striping(out)
+    ratios += report_kv_handoff(out, pbw)
     ratios += report_native(os.path.join(out, "native"))
     ratios += report_kv(os.path.join(out, "native"))
     if "reg_first_us" in extra:

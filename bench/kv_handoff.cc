@@ -199,11 +199,20 @@ bool run_transport(const KvHandoffOptions& o, const Transport& t) {
 }  // namespace
 
 int bench_kv_handoff(const KvHandoffOptions& o) {
-  bool ok = true;
-  for (const Transport& t : {Transport{"same-host", TransportMode::kFallback, true},
+  const Transport known[] = {Transport{"same-host", TransportMode::kFallback, true},
                              Transport{"stream", TransportMode::kFallback, false},
-                             Transport{"rdma", TransportMode::kRdma, false}})
-    ok = run_transport(o, t) && ok;
+                             Transport{"rdma", TransportMode::kRdma, false}};
+  bool ok = true;
+  for (const std::string& name : o.transports) {
+    auto t = std::find_if(std::begin(known), std::end(known),
+                          [&](const Transport& k) { return name == k.name; });
+    if (t == std::end(known)) {
+      std::fprintf(stderr, "kv-handoff: unknown transport '%s' (same-host, stream, rdma)\n",
+                   name.c_str());
+      return 1;
+    }
+    ok = run_transport(o, *t) && ok;
+  }
   return ok ? 0 : 1;
 }
 

@@ -4,12 +4,16 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace caf_rdma::bench {
 
 struct KvHandoffOptions {
   uint64_t pool_bytes = 64ull << 20;  ///< the owner's pool and the requester's copy of it
   bool long_mode = false;             ///< also 64 concurrent requests, more repetitions
+  /// The transports to run, of "same-host", "stream", "rdma" (all by default).
+  std::vector<std::string> transports{"same-host", "stream", "rdma"};
 };
 
 /// Runs the shape on each transport this host has: "same-host" (the owner's same-host
@@ -20,7 +24,7 @@ struct KvHandoffOptions {
 /// every byte checked. Prints
 /// "bw kv-handoff ..." lines and "ratio kv_handoff_<transport>_<pull|push>_<block>_c<N>_
 /// <prepared|fresh> <paged MB/s / bulk MB/s>". Returns 0, or 1 when a transfer failed or a byte
-/// was wrong.
+/// was wrong, or a transport is unknown.
 int bench_kv_handoff(const KvHandoffOptions& o);
 
 }  // namespace caf_rdma::bench

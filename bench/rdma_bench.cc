@@ -74,6 +74,7 @@ constexpr const char* kUsage =
     "                  [--peer-device NAME] [--scheduler-threads N] [--lat-only]\n"
     "                  [--tls CERT,KEY,CAFILE] [--memory host|allocated|gpu]\n"
     "                  [--busy-poll-us US] [--kv-pool BYTES] [--long]\n"
+    "                  [--kv-transports same-host,stream,rdma]\n"
     "  Bandwidth (RDMA WRITE and READ) per message size and 8-byte latency (median, p99) for\n"
     "  each path; registration cache timing; peak RSS. The local side uses CAF_RDMA_DEVICE\n"
     "  (default: first active device), the remote side --peer-device (default: the same).\n"
@@ -934,7 +935,7 @@ int main(int argc, char** argv) {
       Flags::parse(argc, argv,
                    {"--paths", "--sizes", "--bytes-per-size", "--lat-iters", "--peer-device",
                     "--scheduler-threads", "--tls", "--devices", "--peer-devices", "--stripe-qps",
-                    "--memory", "--busy-poll-us", "--kv-pool"},
+                    "--memory", "--busy-poll-us", "--kv-pool", "--kv-transports"},
                    {"--help", "-h", "--lat-only", "--long"});
   if (!flags.ok()) {
     std::fprintf(stderr, "rdma_bench: %s\n%s", flags.error().message().c_str(), kUsage);
@@ -1006,6 +1007,14 @@ int main(int argc, char** argv) {
   }
   kv_handoff.pool_bytes = *pool;
   kv_handoff.long_mode = flags->has("--long");
+  if (flags->has("--kv-transports")) {
+    auto t = split(flags->get("--kv-transports", ""));
+    if (!t.ok()) {
+      std::fprintf(stderr, "rdma_bench: --kv-transports: %s\n", t.error().message().c_str());
+      return 2;
+    }
+    kv_handoff.transports = *t;
+  }
   for (auto [flag, list] :
        {std::pair{"--devices", &o.devices}, {"--peer-devices", &o.peer_devices}})
     if (flags->has(flag)) {
