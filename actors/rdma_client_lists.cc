@@ -22,7 +22,7 @@ uint32_t ms_left(Clock::time_point deadline) {
 /// The outcome's landed prefix grown to `upto` ranges.
 void landed_up_to(const TransferPlan& plan, size_t upto, ListOutcome& out) {
   for (size_t i = out.landed; i < upto; ++i)
-    out.bytes += plan.entries()[i].length;
+    out.bytes += detail::plan_entries(plan)[i].length;
   out.landed = std::max<uint64_t>(out.landed, upto);
 }
 
@@ -98,7 +98,7 @@ void RdmaClient::post_batches(const TransferPlan& plan, size_t from, Clock::time
       ops.push_back(plan.op(at + ops.size()));
     ops.resize(n);
     for (size_t j = 0; j < n; ++j) {
-      const ListEntry& e = plan.entries()[at + j];
+      const ListEntry& e = detail::plan_entries(plan)[at + j];
       ops[j].local_offset = e.peer_offset;
       ops[j].remote_offset = e.offset;
       ops[j].length = e.length;

@@ -120,7 +120,7 @@ std::optional<StreamLane::ListEnd> StreamLane::post_list(
     return std::nullopt;  // not the access it was checked with: the manager checks each range
   }
   const TransferOp first = plan.op(from);  // names the list's kind and buffers for telemetry
-  const std::vector<ListEntry>& all = plan.entries();
+  const std::vector<ListEntry>& all = detail::plan_entries(plan);
   ListEnd end;
   end.done = from;
   uint64_t bytes = 0;

@@ -5,8 +5,26 @@
 #include <utility>
 
 #include "actors/transfer_checks.h"
+#include "components/stream_protocol.h"
 
 namespace caf_rdma {
+
+struct TransferPlan::Data : TransferPlan::Head {
+  std::vector<ListEntry> entries;
+};
+
+const std::vector<ListEntry>& detail::plan_entries(const TransferPlan& plan) {
+  return static_cast<const TransferPlan::Data&>(*plan.data_).entries;
+}
+
+size_t TransferPlan::size() const {
+  return detail::plan_entries(*this).size();
+}
+
+ListRange TransferPlan::range(size_t i) const {
+  const ListEntry& e = detail::plan_entries(*this)[i];
+  return ListRange{e.peer_offset, e.offset, e.length};
+}
 
 namespace {
 
@@ -17,7 +35,7 @@ std::string range_name(size_t i, size_t n) {
 }  // namespace
 
 TransferOp TransferPlan::op(size_t i) const {
-  const ListEntry& e = data_->entries[i];
+  const ListEntry& e = detail::plan_entries(*this)[i];
   TransferOp op;
   op.kind = wire_kind(data_->kind);
   op.local = data_->local;

@@ -23,10 +23,17 @@
 #include <vector>
 
 #include "actors/rdma_messages.h"
-#include "components/stream_protocol.h"
 #include "primitives/status.h"
 
 namespace caf_rdma {
+
+struct ListEntry;  // components/stream_protocol.h: a range as the stream channel's table holds it
+class TransferPlan;
+namespace detail {
+/// The plan's ranges as the stream channel's table holds them (offset: the remote buffer's;
+/// peer_offset: the local buffer's), for the paths that move them.
+const std::vector<ListEntry>& plan_entries(const TransferPlan& plan);
+}  // namespace detail
 
 /// One range of a list: `length` bytes at `local_offset` of the local buffer and at
 /// `remote_offset` of the remote one.
@@ -71,24 +78,24 @@ public:
   bool is_read() const { return data_->kind == TransferKind::kRead; }
   const BufferHandle& local() const { return data_->local; }
   const BufferHandle& remote() const { return data_->remote; }
-  size_t size() const { return data_->entries.size(); }
+  size_t size() const;
   uint64_t bytes() const { return data_->bytes; }
-  /// Range i as the stream channel's table holds it (offset: the remote buffer's; peer_offset:
-  /// the local buffer's).
-  const std::vector<ListEntry>& entries() const { return data_->entries; }
+  /// Range i (i < size()).
+  ListRange range(size_t i) const;
   /// Range i as one op (the single-op paths' form).
   TransferOp op(size_t i) const;
 
 private:
-  struct Data {
+  struct Data;  // transfer_plan.cc
+  struct Head {
     TransferKind kind = TransferKind::kRead;
     BufferHandle local;
     BufferHandle remote;
-    std::vector<ListEntry> entries;
     uint64_t bytes = 0;
   };
-  explicit TransferPlan(std::shared_ptr<const Data> data) : data_(std::move(data)) {}
-  std::shared_ptr<const Data> data_;
+  explicit TransferPlan(std::shared_ptr<const Head> data) : data_(std::move(data)) {}
+  friend const std::vector<ListEntry>& detail::plan_entries(const TransferPlan& plan);
+  std::shared_ptr<const Head> data_;  ///< a Data
 };
 
 }  // namespace caf_rdma

@@ -33,6 +33,11 @@ int main() {
   auto outs = me.batch({make_write(*mine, *theirs, Range::of(64)),
                         make_read(*mine, *theirs, Range::of(64).at_local(64).at_remote(64))},
                        /*timeout_ms=*/5000);
+  // A list of ranges (a paged KV cache's blocks): validated once, posted any number of times.
+  auto plan = me.prepare(TransferKind::kRead, *mine, *theirs,
+                         {ListRange{0, 65536, 4096}, ListRange{4096, 8192, 4096}});
+  ListOutcome got = me.post(*plan);  // got.ok(); got.landed: ranges [0, landed) are in place
+  auto rows = me.prepare(TransferKind::kWrite, *mine, *theirs, Strided{64, 256, 0, 256, 0, 4096});
   // Atomics on an 8-byte word of a remote buffer, returning its old value.
   auto old = me.fetch_add(*theirs, /*offset=*/0, /*add=*/1);              // Result<uint64_t>
   auto was = me.compare_swap(*theirs, 8, /*expected=*/0, /*desired=*/7);  // swapped iff *was == 0
@@ -42,7 +47,7 @@ int main() {
   auto wn = me.write_notify(*mine, *theirs, /*tag=*/42, Range::of(4096));  // as writer
   // -- tour ends --
   return put.ok() && watching.ok() && w.ok() && r.ok() && wrote.ok() && old.ok() && was.ok() &&
-                 n.ok() && wn.ok() && outs.ok() && g.valid() && h.valid()
+                 n.ok() && wn.ok() && outs.ok() && g.valid() && h.valid() && got.ok() && rows.ok()
              ? 0
              : 1;
 }
