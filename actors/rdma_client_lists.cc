@@ -54,11 +54,15 @@ ListOutcome RdmaClient::post(const TransferPlan& plan, std::chrono::milliseconds
   }
   const auto deadline = Clock::now() + timeout;
   size_t from = 0;
-  if (std::shared_ptr<StreamLane> lane = stream_lane(plan.local(), plan.remote())) {
+  std::shared_ptr<StreamLane> lane = StreamLane::carries(plan.local(), plan.remote())
+                                         ? stream_lane(plan.local(), plan.remote())
+                                         : nullptr;
+  if (lane) {
     auto end = lane->post_list(plan, 0, deadline);
     if (!end) {
-      // The lane knows no endpoint of this owner yet (or declined): range 0 goes the way of
-      // one transfer, whose grant teaches the lane the endpoint; then the lane again.
+      // The lane knows no endpoint of this owner yet (or cannot hold the local buffer): range
+      // 0 goes the way of one transfer, whose grant teaches the lane the endpoint (or whose
+      // error names what is wrong); then the lane again.
       auto first = transfer(plan.op(0), std::max<uint32_t>(1, ms_left(deadline)));
       if (!first.ok()) {
         out.status = first.error().with_context("range 0 of " + std::to_string(plan.size()));

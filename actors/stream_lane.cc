@@ -45,7 +45,7 @@ void StreamLane::done_with(uint64_t id) {
   tell_idle(registry_->done(id), manager_, id);
 }
 
-bool StreamLane::may_move(const BufferHandle& local, const BufferHandle& remote) {
+bool StreamLane::carries(const BufferHandle& local, const BufferHandle& remote) {
   return remote.stream_port != 0 && !(remote.has_rdma() && local.has_rdma()) &&
          remote.memory == static_cast<uint8_t>(BufferMemory::kHost) && remote.owner &&
          local.owner && remote.owner.node() != local.owner.node();
@@ -67,7 +67,7 @@ std::optional<Result<TransferReply>> StreamLane::transfer(const TransferOp& op,
                                                           uint32_t timeout_ms) {
   const auto started = std::chrono::steady_clock::now();
   // Invariant 1.
-  if ((!is_read(op) && !is_write(op)) || op.notify || !may_move(op.local, op.remote))
+  if ((!is_read(op) && !is_write(op)) || op.notify || !carries(op.local, op.remote))
     return std::nullopt;
   auto endpoint = endpoints_->find(op.remote.owner.address());
   if (!endpoint)
@@ -105,7 +105,7 @@ std::optional<Result<TransferReply>> StreamLane::transfer(const TransferOp& op,
 std::optional<StreamLane::ListEnd> StreamLane::post_list(
     const TransferPlan& plan, size_t from, std::chrono::steady_clock::time_point deadline) {
   const auto started = std::chrono::steady_clock::now();
-  if (from >= plan.size() || !may_move(plan.local(), plan.remote()))
+  if (from >= plan.size() || !carries(plan.local(), plan.remote()))
     return std::nullopt;
   auto endpoint = endpoints_->find(plan.remote().owner.address());
   if (!endpoint)
@@ -125,13 +125,21 @@ std::optional<StreamLane::ListEnd> StreamLane::post_list(
   end.done = from;
   uint64_t bytes = 0;
   while (end.done < all.size()) {
-    const size_t n = std::min<size_t>(all.size() - end.done, kMaxListRanges);
+    // The next request: up to kMaxListRanges ranges whose bytes fit their span (ranges that
+    // overlap at the owner, a read's repeated sources, go in separate requests:
+    // stream_protocol.h).
     const ListEntry* part = all.data() + end.done;
-    uint64_t lo = part[0].offset, hi = 0, total = 0;
-    for (size_t i = 0; i < n; ++i) {
-      lo = std::min(lo, part[i].offset);
-      hi = std::max(hi, part[i].offset + part[i].length);
-      total += part[i].length;
+    const size_t most = std::min<size_t>(all.size() - end.done, kMaxListRanges);
+    uint64_t lo = part[0].offset, hi = part[0].offset + part[0].length, total = part[0].length;
+    size_t n = 1;
+    for (; n < most; ++n) {
+      const uint64_t l = std::min(lo, part[n].offset);
+      const uint64_t h = std::max(hi, part[n].offset + part[n].length);
+      if (total + part[n].length > h - l)
+        break;
+      lo = l;
+      hi = h;
+      total += part[n].length;
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());

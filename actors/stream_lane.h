@@ -63,15 +63,18 @@ public:
     std::optional<Error> error;  ///< the lane's error, which ends the list
   };
   /// Moves ranges [from, plan.size()) of `plan` by `deadline`, in list requests of up to
-  /// kMaxListRanges ranges (invariant 5); nothing: the lane takes none of it (invariant 1, or
-  /// no endpoint known yet), the manager moves them. Else how far it got: a request the owner
+  /// kMaxListRanges ranges (invariant 5); nothing: the lane takes none of it (not carries(),
+  /// no endpoint of the owner known yet, or a local handle it cannot hold), the manager moves
+  /// them. Else how far it got: a request the owner
   /// refused before taking it (invariant 3) leaves the ranges from `done` on to the manager.
   std::optional<ListEnd> post_list(const TransferPlan& plan, size_t from,
                                    std::chrono::steady_clock::time_point deadline);
 
+  /// Invariant 1's rule for a read or write between `local` and `remote` (a lane that knows
+  /// the owner's endpoint takes it).
+  static bool carries(const BufferHandle& local, const BufferHandle& remote);
+
 private:
-  /// Invariant 1's rule for a transfer between `local` and `remote` (reads and writes only).
-  static bool may_move(const BufferHandle& local, const BufferHandle& remote);
   /// The lane's hold on local buffer `local` (DirectRegistry::acquire_host), if its handle is
   /// the one registered; nothing otherwise (the manager names what is wrong).
   std::optional<DirectRegistry::Entry> hold(const BufferHandle& local);

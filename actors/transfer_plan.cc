@@ -105,20 +105,38 @@ Result<TransferPlan> TransferPlan::make(TransferKind kind, const BufferHandle& l
 Result<TransferPlan> TransferPlan::make(TransferKind kind, const BufferHandle& local,
                                         const BufferHandle& remote, const Strided& s) {
   std::vector<ListRange> ranges;
-  // A strided list past either buffer's size fails on its first range out of bounds; this
-  // bound only keeps a count in the billions from being allocated first.
-  const uint64_t most = std::max(local.size, remote.size);
-  if (s.count == 0 || s.count > most)
-    return Error(ErrorCode::kInvalidArgument, "a strided list of " + std::to_string(s.count) +
-                                                  " ranges between " + describe(local) + " and " +
-                                                  describe(remote) + " (from 1 to " +
-                                                  std::to_string(most) + ")");
+  if (s.count == 0)
+    return Error(ErrorCode::kInvalidArgument, "a strided list of no ranges between " +
+                                                  describe(local) + " and " + describe(remote));
   auto wraps = [&](uint64_t offset, uint64_t stride) {
     return stride != 0 && s.count - 1 > (~uint64_t{0} - offset) / stride;
   };
   if (wraps(s.local_offset, s.local_stride) || wraps(s.remote_offset, s.remote_stride))
     return Error(ErrorCode::kOutOfBounds, "a strided list of " + std::to_string(s.count) +
                                               " ranges whose offsets pass 2^64");
+  // Offsets grow with i: the last range is the farthest on both sides, and destinations a
+  // stride shorter than their length apart overlap. Checked before anything is allocated, so
+  // a count in the billions is refused, not allocated.
+  const bool read = kind == TransferKind::kRead;
+  const uint64_t dest_stride = read ? s.local_stride : s.remote_stride;
+  if (s.count > 1 && dest_stride < s.length)
+    return Error(ErrorCode::kInvalidArgument,
+                 range_name(1, s.count) + " overlaps " + range_name(0, s.count) +
+                     " at its destination (" + (read ? "local" : "remote") + " stride " +
+                     std::to_string(dest_stride) + ", length " + std::to_string(s.length) +
+                     "): a list's destination ranges must not overlap");
+  {
+    TransferOp last;
+    last.kind = wire_kind(kind);
+    last.local = local;
+    last.remote = remote;
+    last.local_offset = s.local_offset + (s.count - 1) * s.local_stride;
+    last.remote_offset = s.remote_offset + (s.count - 1) * s.remote_stride;
+    last.length = s.length;
+    auto fits = checked_length(last, local.size, static_cast<BufferAccess>(local.access));
+    if (!fits.ok())
+      return fits.error().with_context(range_name(s.count - 1, s.count));
+  }
   ranges.reserve(s.count);
   for (uint64_t i = 0; i < s.count; ++i)
     ranges.push_back(ListRange{s.local_offset + i * s.local_stride,

@@ -270,6 +270,64 @@ StreamEnd StreamClient::run_on(const StreamJob& job, bool local, bool* unanswere
   return StreamEnd{st, unknown_grant(st, reach)};
 }
 
+Status StreamClient::attempt_list(Socket& s, const StreamJob& job, const StreamRequest& request,
+                                  const std::string& endpoint, const Status& sent, Reach& reach,
+                                  const std::function<Status(Status)>& fail) {
+  // The first "go": the owner allowed the request and waits for its table (stream_protocol.h).
+  Result<Status> go =
+      sent.ok() ? read_status(s, job.deadline, "stream answer") : Result<Status>(sent.error());
+  if (!go.ok())
+    return fail(go.error());
+  if (!go->ok()) {
+    reach = Reach::kAnswered;  // refused before the table: nothing of it is on the connection
+    (void)fail(Status{});
+    return *go;
+  }
+  reach = Reach::kTaken;  // taken: not tried again (invariant 3), though no byte moved yet
+  Status st = write_list_table(s, request, job.deadline);
+  if (!st.ok())
+    return fail(st);
+  // The table's answer.
+  Status answer;
+  bool inband = true;
+  if (request.cross_memory) {
+    // Awaited past the deadline: the owner may be copying into the job's memory until it answers.
+    auto a = read_cross_memory_answer(s, job.deadline + kEagerAnswerGrace, "stream answer");
+    if (!a.ok())
+      return fail(a.error());
+    inband = a->inband;
+    answer = a->status;
+    if (inband) {
+      std::lock_guard<std::mutex> lock(mu_);
+      inband_only_.insert(endpoint);  // the next requests ask for nothing it refuses
+    }
+  } else {
+    auto a = read_status(s, job.deadline, "stream answer");
+    if (!a.ok())
+      return fail(a.error());
+    answer = *a;
+    inband = a->ok();
+  }
+  if (!inband) {
+    // The owner's answer ends the request: copied, released in step (invariant 6), or failed.
+    if (answer.ok() || ended_by_withdrawal(answer))
+      give_back(endpoint, std::move(s));
+    else
+      (void)fail(Status{});
+    return answer;
+  }
+  st = move_list(s, job);
+  if (!st.ok())
+    return fail(st);
+  auto end = read_status(s, job.deadline, "stream end");
+  if (!end.ok())
+    return fail(end.error());
+  if (!end->ok() && !ended_by_withdrawal(*end))  // in step: invariant 6
+    return fail(*end);
+  give_back(endpoint, std::move(s));
+  return *end;
+}
+
 Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach& reach) {
   reach = Reach::kNoAnswer;
   std::string endpoint = endpoint_of(job, local);
@@ -305,6 +363,8 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
         std::clamp<int64_t>(left.count(), 1, std::numeric_limits<uint32_t>::max()));
   }
   Status st = write_request(s, request, job.deadline);
+  if (request.list)
+    return attempt_list(s, job, request, endpoint, st, reach, fail);
   if (eager_write(request)) {
     // The bytes right after the request (stream_protocol.h); the one answer says how it ended.
     const bool asked = st.ok();

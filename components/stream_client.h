@@ -80,8 +80,10 @@ struct StreamJob {
   bool by_handle = false;
   HandleAccess handle;
   StreamDirection direction = StreamDirection::kIntoOwner;
-  uint8_t* addr = nullptr;  ///< the requester's memory: sent from (into owner) or received into
-  uint64_t length = 0;
+  /// The requester's memory: sent from (into owner) or received into: [addr, addr + length),
+  /// or for a list the ranges at `addr` + their peer_offset.
+  uint8_t* addr = nullptr;
+  uint64_t length = 0;  ///< of a list: the span in the owner's buffer
   /// A list by handle ("CRL1"/"CML1", stream_protocol.h; invariant 7): `count` ranges (at most
   /// kMaxListRanges), each at `addr` + its peer_offset here, inside the span
   /// [handle.offset, handle.offset + length) of the owner's buffer; `total` bytes in all. The
@@ -91,7 +93,7 @@ struct StreamJob {
   uint64_t total = 0;
   Deadline deadline = kNoDeadline;
   uint64_t tag = 0;  ///< the submitter's name for it (cancel_queued)
-  /// Called exactly once, after the last access to [addr, addr + length).
+  /// Called exactly once, after the last access to the job's memory.
   std::function<void(StreamEnd)> done;
 };
 
@@ -141,6 +143,12 @@ private:
   StreamEnd run_on(const StreamJob& job, bool local, bool* unanswered);
   /// One try of `job` on one connection (a pooled one unless `fresh`).
   Status attempt(const StreamJob& job, bool fresh, bool local, Reach& reach);
+  /// attempt() of a list job (invariant 7; stream_protocol.h): its request was sent on `s`
+  /// (`sent` says how that went); the table after the owner's first "go", then its answer, the
+  /// bytes in-band if it says so, the final status. `fail` is attempt()'s.
+  Status attempt_list(Socket& s, const StreamJob& job, const StreamRequest& request,
+                      const std::string& endpoint, const Status& sent, Reach& reach,
+                      const std::function<Status(Status)>& fail);
   /// Invariant 7: the in-band bytes of list job `job` on `s`, after "go".
   Status move_list(const Socket& s, const StreamJob& job);
   Result<Socket> take_connection(const StreamJob& job, bool fresh, bool local, bool& pooled);

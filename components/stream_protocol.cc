@@ -64,21 +64,12 @@ Status write_request(const Socket& s, const StreamRequest& r, Deadline deadline)
   store_le(b + 40, r.handle.offset, 8);
   store_le(b + 48, r.handle.timeout_ms, 4);
   if (r.list) {
-    // The request and its table in one send.
-    const size_t head = r.cross_memory ? kCrossMemoryListRequestBytes : kListRequestBytes;
-    std::vector<uint8_t> out(head + size_t{r.count} * kListEntryBytes);
-    std::copy(b, b + kHandleRequestBytes, out.begin());
-    store_le(out.data() + kHandleRequestBytes, r.count, 4);
-    store_le(out.data() + kHandleRequestBytes + 4, r.total, 8);
+    store_le(b + kHandleRequestBytes, r.count, 4);
+    store_le(b + kHandleRequestBytes + 4, r.total, 8);
     if (r.cross_memory)
-      store_le(out.data() + kListRequestBytes, r.peer_addr, 8);
-    uint8_t* e = out.data() + head;
-    for (uint32_t i = 0; i < r.count; ++i, e += kListEntryBytes) {
-      store_le(e, r.entries[i].offset, 8);
-      store_le(e + 8, r.entries[i].peer_offset, 8);
-      store_le(e + 16, r.entries[i].length, 8);
-    }
-    return send_all(s, out.data(), out.size(), deadline, "stream list request");
+      store_le(b + kListRequestBytes, r.peer_addr, 8);
+    return send_all(s, b, r.cross_memory ? kCrossMemoryListRequestBytes : kListRequestBytes,
+                    deadline, "stream list request");
   }
   if (r.cross_memory)
     store_le(b + kHandleRequestBytes, r.peer_addr, 8);
@@ -159,16 +150,29 @@ Result<StreamRequest> parse_request(const uint8_t* b) {
   return r;
 }
 
-Result<std::vector<ListEntry>> read_list_table(const Socket& s, const StreamRequest& r,
-                                               Deadline deadline, std::chrono::milliseconds stall) {
-  std::vector<uint8_t> raw(size_t{r.count} * kListEntryBytes);
-  CAF_RDMA_RETURN_IF_ERROR(
-      recv_all(s, raw.data(), raw.size(), deadline, "stream list request's table", stall));
+Status write_list_table(const Socket& s, const StreamRequest& r, Deadline deadline) {
+  std::vector<uint8_t> out(list_table_bytes(r));
+  uint8_t* e = out.data();
+  for (uint32_t i = 0; i < r.count; ++i, e += kListEntryBytes) {
+    store_le(e, r.entries[i].offset, 8);
+    store_le(e + 8, r.entries[i].peer_offset, 8);
+    store_le(e + 16, r.entries[i].length, 8);
+  }
+  return send_all(s, out.data(), out.size(), deadline, "stream list request's table");
+}
+
+Result<std::vector<ListEntry>> parse_list_table(const uint8_t* raw, const StreamRequest& r) {
   std::vector<ListEntry> entries(r.count);
-  const uint64_t span_end = r.handle.offset + r.length;  // checked by the authorizer
+  const std::string request = "stream list request for buffer " + std::to_string(r.handle.id);
+  if (r.handle.offset + r.length < r.handle.offset || r.total > r.length)
+    return Error(ErrorCode::kInvalidArgument,
+                 request + ": " + std::to_string(r.total) + " bytes in a span of " +
+                     std::to_string(r.length) + " at offset " + std::to_string(r.handle.offset) +
+                     " (ranges that overlap at the owner go in separate requests)");
+  const uint64_t span_end = r.handle.offset + r.length;
   uint64_t total = 0;
   for (uint32_t i = 0; i < r.count; ++i) {
-    const uint8_t* e = raw.data() + size_t{i} * kListEntryBytes;
+    const uint8_t* e = raw + size_t{i} * kListEntryBytes;
     ListEntry& x = entries[i];
     x.offset = load_le(e, 8);
     x.peer_offset = load_le(e + 8, 8);
@@ -176,19 +180,18 @@ Result<std::vector<ListEntry>> read_list_table(const Socket& s, const StreamRequ
     if (x.length == 0 || x.offset < r.handle.offset || x.offset > span_end ||
         x.length > span_end - x.offset || x.length > r.total - total)
       return Error(ErrorCode::kInvalidArgument,
-                   "stream list request for buffer " + std::to_string(r.handle.id) + ": range " +
-                       std::to_string(i) + " of " + std::to_string(r.count) + " (offset " +
-                       std::to_string(x.offset) + ", " + std::to_string(x.length) +
+                   request + ": range " + std::to_string(i) + " of " + std::to_string(r.count) +
+                       " (offset " + std::to_string(x.offset) + ", " + std::to_string(x.length) +
                        " bytes) is empty, outside its span [" + std::to_string(r.handle.offset) +
                        ", " + std::to_string(span_end) + ") or past its total of " +
                        std::to_string(r.total) + " bytes");
     total += x.length;
   }
   if (total != r.total)
-    return Error(ErrorCode::kInvalidArgument,
-                 "stream list request for buffer " + std::to_string(r.handle.id) + ": its " +
-                     std::to_string(r.count) + " ranges hold " + std::to_string(total) +
-                     " bytes, not the " + std::to_string(r.total) + " it announced");
+    return Error(ErrorCode::kInvalidArgument, request + ": its " + std::to_string(r.count) +
+                                                  " ranges hold " + std::to_string(total) +
+                                                  " bytes, not the " + std::to_string(r.total) +
+                                                  " it announced");
   return entries;
 }
 

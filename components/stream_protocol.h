@@ -13,10 +13,7 @@
 //                     or a list of ranges of one buffer by handle ("CRL1"; "CML1" asks for
 //                     cross-memory attach): "CRH1" whose offset and length are the span the
 //                     ranges lie in, + range count (u32) + total bytes (u64) ["CML1": + the
-//                     requester's address (u64)], then the table: count x (offset in the
-//                     buffer (u64), offset at the requester (u64), length (u64)). The ranges'
-//                     bytes travel in table order, back to back (in-band), or the owner copies
-//                     each between its buffer and the requester's address + its offset.
+//                     requester's address (u64)]
 //   owner  -> client  status:  code (u32, 0 = go ahead), message length (u32), message
 //   then, into the owner:     client sends `length` bytes, owner answers a final status
 //         out of the owner:   owner sends `length` bytes, then a final status
@@ -37,6 +34,15 @@
 // plain request ("go" was that answer; bytes, then the final status). A client waits for that
 // one answer past its deadline by kEagerAnswerGrace, as for an eager write: the owner may be
 // copying into its memory until it answers.
+// A list request ("CRL1", "CML1") sends its table only once the owner allowed the request (its
+// first "go"): count x (offset in the buffer (u64), offset at the requester (u64), length (u64)),
+// each range inside the span, their lengths summing to the total, which is at most the span's
+// length (ranges that overlap at the owner are separate requests). The owner answers the
+// table: a "CRL1" with a second "go" (then the ranges' bytes in table order, back to back, then
+// the final status) or an error; a "CML1" with its one answer (the owner copied each range
+// between its buffer and the requester's address + the range's offset there; or "in-band go":
+// the bytes follow as for "CRL1"). So an owner that refuses a request never leaves a table
+// unread on the connection.
 // "CRS1" (version 1: no final status after a READ) is refused with a clear error.
 //
 // Integers are little-endian. A token names one grant the owner made (buffer range, direction,
@@ -103,7 +109,7 @@ struct StreamRequest {
   bool list = false;
   uint32_t count = 0;
   uint64_t total = 0;
-  /// The requester's side: the table sent after the request (`count` entries).
+  /// The requester's side: the table it sends after the first "go" (`count` entries).
   const ListEntry* entries = nullptr;
 };
 
@@ -149,11 +155,16 @@ size_t request_bytes(const uint8_t* magic4);
 Result<StreamRequest> read_request(const Socket& s, Deadline deadline);
 /// Parses the request_bytes(b) bytes of a request (errors as read_request).
 Result<StreamRequest> parse_request(const uint8_t* b);
-/// The table of list request `r` (read after the request): checked against the request (each
-/// range not empty and inside the span, their lengths summing to `total`); an error names the
-/// first range that is not. `stall`: as recv_all's.
-Result<std::vector<ListEntry>> read_list_table(const Socket& s, const StreamRequest& r,
-                                               Deadline deadline, std::chrono::milliseconds stall);
+/// Bytes of list request `r`'s table on the wire.
+inline size_t list_table_bytes(const StreamRequest& r) {
+  return size_t{r.count} * 24;
+}
+/// Sends list request `r`'s table (r.entries), after the owner's first "go".
+Status write_list_table(const Socket& s, const StreamRequest& r, Deadline deadline);
+/// Parses the list_table_bytes(r) bytes of `raw`, checked against `r` (each range not empty and
+/// inside the span, their lengths summing to `total`, at most the span's length); an error
+/// names the first range that is not.
+Result<std::vector<ListEntry>> parse_list_table(const uint8_t* raw, const StreamRequest& r);
 Status write_status(const Socket& s, const Status& st, Deadline deadline);
 /// The outer Result fails when the connection does; the inner Status is the owner's answer.
 Result<Status> read_status(const Socket& s, Deadline deadline, const std::string& what);

@@ -19,15 +19,55 @@ bool StreamServer::serve_list(Connection& c, Grant& g) {
   auto answer_by = [&] { return std::min(g.deadline, std::chrono::steady_clock::now() + stall); };
   const std::string subject = "buffer " + std::to_string(req.handle.id) + " (a list of " +
                               std::to_string(req.count) + " ranges)";
-  auto table = read_list_table(s, req, g.deadline, stall);
+  uint64_t moved = 0;  // bytes of the list moved with the memory
+  bool gone = false;   // withdrawn: `done` ran, the memory is touched no more
+  auto let_go = [&] {
+    gone = true;
+    g.done(req.token, released_midway_error(moved, req.total), moved);
+  };
+  // Moves `n` bytes of the staging (never the buffer) on the connection; the withdrawal is
+  // looked at while the peer is waited for: once set, `done` runs at once and the call goes on,
+  // touching the staging only (invariant 16).
+  auto staged_io = [&](uint8_t* p, uint64_t n, bool sending, const std::string& what) -> Status {
+    if (!gone && g.withdrawal) {
+      auto k = move_until_stopped(s, p, n, sending, g.deadline, what, stall, *g.withdrawal);
+      if (!k.ok())
+        return k.error();
+      if (*k == n)
+        return {};
+      let_go();
+      p += *k;
+      n -= *k;
+    }
+    return sending ? send_all(s, p, n, g.deadline, what, stall)
+                   : recv_all(s, p, n, g.deadline, what, stall);
+  };
+  // Ends the request with `st` (not ok), whose answer may not be in step: the connection closes.
+  auto fail = [&](const Status& st) {
+    if (!gone)
+      g.done(req.token, st, 0);
+    return false;
+  };
+  // The first "go": the table may come (stream_protocol.h).
+  Status st = write_status(s, Status{}, answer_by());
+  if (!st.ok())
+    return fail(st);
+  std::vector<uint8_t> raw(list_table_bytes(req));
+  st = staged_io(raw.data(), raw.size(), false, "stream list request's table");
+  if (!st.ok())
+    return fail(st);
+  auto table = parse_list_table(raw.data(), req);
   if (!table.ok()) {
-    g.done(req.token, table.error(), 0);
     (void)write_status(s, table.error(), answer_by());
-    return false;  // what follows the table is not known: the connection is out of step
+    return fail(table.error());
   }
+  if (!gone && withdrawn(g.withdrawal))
+    let_go();
+  if (gone)  // released before a byte moved: answered in step
+    return write_status(s, released_midway_error(0, req.total), answer_by()).ok();
   const std::vector<ListEntry>& ranges = *table;
   const bool out = g.direction == StreamDirection::kOutOfOwner;
-  // The owner's memory of range i.
+  // The owner's memory of a range.
   auto mine = [&](const ListEntry& e) { return g.addr + (e.offset - req.handle.offset); };
   if (req.cross_memory && limits_.cross_memory && !c.cma_refused) {
     std::vector<CopySpan> spans;
@@ -35,8 +75,8 @@ bool StreamServer::serve_list(Connection& c, Grant& g) {
     for (const ListEntry& e : ranges)
       spans.push_back(CopySpan{mine(e), req.peer_addr + e.peer_offset, e.length});
     bool refused = false;
-    Status st = cross_memory_copy_list(c.peer_pid, spans.data(), spans.size(), out, g.deadline,
-                                       subject, &refused, g.withdrawal);
+    st = cross_memory_copy_list(c.peer_pid, spans.data(), spans.size(), out, g.deadline, subject,
+                                &refused, g.withdrawal);
     if (!refused) {
       ++cross_memory_served_;
       g.done(req.token, st, st.ok() ? req.total : 0);  // the copy returned: memory untouched
@@ -47,21 +87,16 @@ bool StreamServer::serve_list(Connection& c, Grant& g) {
   }
   if (req.cross_memory)
     ++inband_served_;
-  Status st =
-      req.cross_memory ? write_inband_go(s, answer_by()) : write_status(s, Status{}, answer_by());
-  if (!st.ok()) {
-    g.done(req.token, st, 0);
-    return false;
-  }
-  // In-band: block by block through the staging buffer, each copy to or from the buffer after
-  // a look at the withdrawal (invariant 16).
+  // The table's answer: the bytes follow.
+  st = req.cross_memory ? write_inband_go(s, answer_by()) : write_status(s, Status{}, answer_by());
+  if (!st.ok())
+    return fail(st);
+  // In-band: block by block through the staging buffer; each copy between the staging and
+  // the buffer comes after a look at the withdrawal (invariant 16).
   std::vector<uint8_t> staging(std::min<uint64_t>(req.total, kListStaging));
   const std::string what = std::string("stream list data ") + to_string(g.direction);
   size_t index = 0;
   uint64_t into = 0;  // bytes of ranges[index] behind
-  uint64_t moved = 0;
-  bool gone = false;
-  // Copies `n` bytes of the list from the cursor between the buffer and the staging.
   auto copy_block = [&](uint64_t n) {
     uint64_t at = 0;
     while (at < n) {
@@ -79,12 +114,8 @@ bool StreamServer::serve_list(Connection& c, Grant& g) {
       }
     }
   };
-  auto let_go = [&] {
-    gone = true;
-    g.done(req.token, released_midway_error(moved, req.total), moved);
-  };
-  while (moved < req.total) {
-    const uint64_t n = std::min<uint64_t>(staging.size(), req.total - moved);
+  for (uint64_t sent = 0; sent < req.total;) {
+    const uint64_t n = std::min<uint64_t>(staging.size(), req.total - sent);
     if (!gone && withdrawn(g.withdrawal))
       let_go();
     if (out) {
@@ -92,29 +123,25 @@ bool StreamServer::serve_list(Connection& c, Grant& g) {
         std::memset(staging.data(), 0, n);
       else
         copy_block(n);
-      st = send_all(s, staging.data(), n, g.deadline, what, stall);
+      st = staged_io(staging.data(), n, true, what);
     } else {
-      st = recv_all(s, staging.data(), n, g.deadline, what, stall);
+      st = staged_io(staging.data(), n, false, what);
       if (st.ok() && !gone && withdrawn(g.withdrawal))
         let_go();
       if (st.ok() && !gone)
         copy_block(n);
     }
     if (!st.ok())
-      break;
+      return fail(st);
     if (!gone)
       moved += n;
+    sent += n;
   }
-  if (st.ok()) {
-    const Status end = gone ? Status(released_midway_error(moved, req.total)) : Status{};
-    st = write_status(s, end, answer_by());
-    if (!gone)
-      g.done(req.token, st, st.ok() ? req.total : 0);
-    return st.ok();  // a withdrawn list was answered in step: the connection serves on
-  }
+  const Status end = gone ? Status(released_midway_error(moved, req.total)) : Status{};
+  st = write_status(s, end, answer_by());
   if (!gone)
-    g.done(req.token, st, 0);
-  return false;
+    g.done(req.token, st, st.ok() ? req.total : 0);
+  return st.ok();  // a withdrawn list was answered in step: the connection serves on
 }
 
 }  // namespace caf_rdma

@@ -165,6 +165,21 @@ TEST_F(TransferListTest, PrepareRefusesABadListWholeNamingTheRange) {
     EXPECT_EQ(plan.error().code(), c.code) << plan.error().to_string();
     EXPECT_NE(plan.error().message().find(c.names), std::string::npos) << plan.error().message();
   }
+  // Strided lists: refused on their last range, or on their stride, before anything is
+  // allocated (a count in the billions included).
+  auto far = me.prepare(TransferKind::kRead, local->handle(), remote,
+                        Strided{uint64_t{1} << 40, 16, 0, 16, 0, 16});
+  ASSERT_FALSE(far.ok());
+  EXPECT_EQ(far.error().code(), ErrorCode::kOutOfBounds) << far.error().to_string();
+  EXPECT_NE(far.error().message().find("range 1099511627775 of 1099511627776"), std::string::npos)
+      << far.error().message();
+  auto same_place = me.prepare(TransferKind::kWrite, local->handle(), remote,
+                               Strided{uint64_t{1} << 40, 16, 0, 16, 0, 0});
+  ASSERT_FALSE(same_place.ok());
+  EXPECT_EQ(same_place.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(same_place.error().message().find("range 1 of 1099511627776 overlaps range 0"),
+            std::string::npos)
+      << same_place.error().message();
   // Reads may overlap at their source, not at their destination.
   auto plan = me.prepare(TransferKind::kRead, local->handle(), remote,
                          std::vector<ListRange>{{0, 0, 4096}, {4096, 0, 4096}});

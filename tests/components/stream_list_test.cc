@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -16,6 +18,7 @@
 #include "components/stream_client.h"
 #include "components/stream_protocol.h"
 #include "components/stream_server.h"
+#include "tests/components/served.h"
 
 namespace caf_rdma {
 namespace {
@@ -189,6 +192,157 @@ TEST(StreamListTest, ARangeOutsideItsSpanIsRefusedWholeNothingMoved) {
         << end.status.error().message();
     EXPECT_EQ(compare({}, mine.data(), owner.bytes, 3), "") << "a refused list stored bytes";
   }
+}
+
+// stream_protocol.h: the table comes only after the first "go", so a refused list leaves
+// nothing unread on the connection: a 16384-range list refused over the same-host endpoint
+// ends with the owner's answer (refused, the client may go another way) and the endpoint
+// stays in use for the next list.
+TEST(StreamListTest, ARefusedLongListKeepsTheSameHostEndpoint) {
+  StreamServer::Limits limits;
+  limits.same_host = true;
+  auto server = StreamServer::start("127.0.0.1", limits);
+  ASSERT_TRUE(server.ok()) << server.error().to_string();
+  Owner owner;
+  (*server)->set_authorizer(owner.authorizer());
+  StreamClient client(1);
+  const auto entries = scattered(kMaxListRanges, 256, false, 5);
+  std::vector<uint8_t> mine(uint64_t{kMaxListRanges} * 256, 0);
+  StreamJob bad = list_job(**server, entries, StreamDirection::kOutOfOwner, mine.data());
+  bad.handle.secret_lo = 3;  // not the buffer's secret
+  StreamEnd end = client.run_now(bad);
+  ASSERT_FALSE(end.status.ok());
+  EXPECT_TRUE(end.refused) << end.status.error().to_string();
+  EXPECT_TRUE(end.same_host);
+  EXPECT_NE(end.status.error().message().find("ask its manager"), std::string::npos)
+      << end.status.error().message();
+  end = client.run_now(list_job(**server, entries, StreamDirection::kOutOfOwner, mine.data()));
+  ASSERT_TRUE(end.status.ok()) << end.status.error().to_string();
+  EXPECT_TRUE(end.same_host) << "the refusal made the client give up the same-host endpoint";
+  EXPECT_EQ(compare(entries, mine.data(), owner.bytes, 3), "");
+}
+
+// stream_server.h invariant 16 (14 for lists): a list whose buffer is released while its peer
+// stalls (before sending the table, or mid-way through the bytes either way) lets the release
+// go at once (`done` with released), touches the memory no more, and answers in step.
+TEST(StreamListTest, AListWithdrawnWhileItsPeerStallsLetsTheReleaseGo) {
+  StreamServer::Limits limits;
+  limits.stall_timeout = std::chrono::seconds(600);  // only the withdrawal ends a wait below
+  auto started = StreamServer::start("127.0.0.1", limits);
+  ASSERT_TRUE(started.ok()) << started.error().to_string();
+  StreamServer& server = **started;
+  enum class Stall { kBeforeTable, kMidRead, kMidWrite };
+  for (Stall stall : {Stall::kBeforeTable, Stall::kMidRead, Stall::kMidWrite}) {
+    SCOPED_TRACE(static_cast<int>(stall));
+    Owner owner;
+    auto withdrawal = std::make_shared<std::atomic<bool>>(false);
+    Served done;
+    server.set_authorizer([&](const StreamRequest& req) -> Result<StreamServer::HandleGrant> {
+      StreamServer::HandleGrant g;
+      g.addr = owner.bytes.data() + req.handle.offset;
+      g.withdrawal = withdrawal;
+      g.done = done.handle_fn();
+      return g;
+    });
+    const bool write = stall == Stall::kMidWrite;
+    const auto entries = scattered(64, 65536, false, 9);
+    StreamJob job =
+        list_job(server, entries,
+                 write ? StreamDirection::kIntoOwner : StreamDirection::kOutOfOwner, nullptr);
+    StreamRequest r{job.direction, 0, job.length};
+    r.by_handle = true;
+    r.handle = job.handle;
+    r.list = true;
+    r.count = job.count;
+    r.total = job.total;
+    r.entries = entries.data();
+    auto c = connect_tcp(server.host(), server.port(), Clock::now() + 10s);
+    ASSERT_TRUE(c.ok()) << c.error().to_string();
+    Socket s = std::move(*c);
+    ASSERT_TRUE(write_request(s, r, Clock::now() + 10s).ok());
+    auto go = read_status(s, Clock::now() + 10s, "go");
+    ASSERT_TRUE(go.ok() && go->ok());
+    const std::vector<uint8_t> src = filled(job.total, 12);
+    constexpr uint64_t kPart = (1 << 20) + 3;
+    if (stall != Stall::kBeforeTable) {
+      ASSERT_TRUE(write_list_table(s, r, Clock::now() + 10s).ok());
+      auto go2 = read_status(s, Clock::now() + 10s, "go");
+      ASSERT_TRUE(go2.ok() && go2->ok());
+      if (write)
+        ASSERT_TRUE(send_all(s, src.data(), kPart, Clock::now() + 10s, "bytes").ok());
+      // A reader reads nothing: the owner fills the socket's buffers and waits.
+    }
+    withdrawal->store(true);
+    auto [st, bytes] = done.wait(std::chrono::seconds(30));
+    ASSERT_FALSE(st.ok()) << "the withdrawn list was reported done";
+    ASSERT_EQ(st.error().code(), ErrorCode::kReleased)
+        << st.error().to_string() << " (the release waited for the stalled peer)";
+    const std::vector<uint8_t> at_done = owner.bytes;
+    // The rest of the exchange, in step.
+    if (stall == Stall::kBeforeTable) {
+      ASSERT_TRUE(write_list_table(s, r, Clock::now() + 10s).ok());
+    } else if (write) {
+      ASSERT_TRUE(
+          send_all(s, src.data() + kPart, job.total - kPart, Clock::now() + 60s, "bytes").ok());
+    } else {
+      std::vector<uint8_t> got(job.total);
+      ASSERT_TRUE(recv_all(s, got.data(), got.size(), Clock::now() + 60s, "bytes").ok());
+    }
+    auto end = read_status(s, Clock::now() + 10s, "end");
+    ASSERT_TRUE(end.ok()) << end.error().to_string();
+    ASSERT_FALSE(end->ok());
+    EXPECT_EQ(end->error().code(), ErrorCode::kReleased) << end->error().to_string();
+    EXPECT_TRUE(owner.bytes == at_done) << "the owner's memory changed after `done`";
+  }
+}
+
+// The owner's checks of a list request's header and table (stream_protocol.h), on the bytes.
+TEST(StreamListTest, TheOwnerRefusesTablesThatDoNotAddUp) {
+  uint8_t head[kMaxRequestBytes] = {};
+  StreamRequest r;
+  r.by_handle = true;
+  r.list = true;
+  r.direction = StreamDirection::kOutOfOwner;
+  r.handle = HandleAccess{5, 1, 2, 4096, 1000};
+  r.length = 65536;
+  auto parsed_with_count = [&](uint32_t count) {
+    std::memcpy(head, "CRL1", 4);
+    store_le(head + 4, static_cast<uint32_t>(r.direction), 4);
+    store_le(head + 8, r.length, 8);
+    store_le(head + 40, r.handle.offset, 8);
+    store_le(head + kHandleRequestBytes, count, 4);
+    store_le(head + kHandleRequestBytes + 4, 4096, 8);
+    return parse_request(head);
+  };
+  EXPECT_EQ(request_bytes(head), kRequestBytes);  // before the magic is written
+  EXPECT_FALSE(parsed_with_count(0).ok());
+  EXPECT_FALSE(parsed_with_count(kMaxListRanges + 1).ok());
+  auto ok = parsed_with_count(2);
+  ASSERT_TRUE(ok.ok()) << ok.error().to_string();
+  EXPECT_TRUE(ok->list);
+  EXPECT_EQ(ok->count, 2u);
+  EXPECT_EQ(request_bytes(head), kListRequestBytes);
+  // Tables: [offset, peer offset, length] x 2, against span [4096, 69632) and a total.
+  auto table = [&](uint64_t total, std::vector<ListEntry> e) {
+    StreamRequest q = r;
+    q.count = static_cast<uint32_t>(e.size());
+    q.total = total;
+    std::vector<uint8_t> raw(list_table_bytes(q));
+    for (size_t i = 0; i < e.size(); ++i) {
+      store_le(raw.data() + 24 * i, e[i].offset, 8);
+      store_le(raw.data() + 24 * i + 8, e[i].peer_offset, 8);
+      store_le(raw.data() + 24 * i + 16, e[i].length, 8);
+    }
+    return parse_list_table(raw.data(), q);
+  };
+  EXPECT_TRUE(table(8192, {{4096, 0, 4096}, {65536, 4096, 4096}}).ok());
+  EXPECT_FALSE(table(8192, {{4096, 0, 4096}, {65537, 4096, 4096}}).ok());  // past the span
+  EXPECT_FALSE(table(8192, {{0, 0, 4096}, {8192, 4096, 4096}}).ok());      // before it
+  EXPECT_FALSE(table(8192, {{4096, 0, 4096}, {8192, 4096, 0}}).ok());      // empty
+  EXPECT_FALSE(table(8000, {{4096, 0, 4096}, {8192, 4096, 4096}}).ok());   // past the total
+  EXPECT_FALSE(table(9000, {{4096, 0, 4096}, {8192, 4096, 4096}}).ok());   // short of it
+  EXPECT_FALSE(table(70000, {{4096, 0, 65536}, {4096, 0, 4464}}).ok());    // > the span
+  EXPECT_FALSE(table(8192, {{~uint64_t{0} - 10, 0, 4096}, {8192, 0, 4096}}).ok());  // wraps
 }
 
 // iov_windows.h invariants 1-2: windows keep to their budgets, and a partial count is a place
