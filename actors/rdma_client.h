@@ -139,8 +139,6 @@ public:
   /// "Transfer lists"); its errors are those a single transfer of the failing range gives,
   /// naming the range.
   ListOutcome post(const TransferPlan& plan, std::chrono::milliseconds timeout = kDefaultTimeout);
-  /// Ranges a list moves per batch when it goes through a direct lane or the manager.
-  static constexpr size_t kListBatch = 1024;
   /// Atomics on the 8-byte word at `offset` of `remote` (read-write, the word 8-byte aligned
   /// in its owner's memory): adds `add` (wrapping), or stores `desired` if the word equals
   /// `expected`; returns the word's old value (compare-swap swapped iff it equals `expected`).
@@ -222,9 +220,6 @@ private:
   /// use); null: none (this client takes no lanes, `local` is not this node's, `remote` names
   /// no stream channel, or this node has no stream lane).
   std::shared_ptr<StreamLane> stream_lane(const BufferHandle& local, const BufferHandle& remote);
-  /// post() of ranges [from, size) through batches (a direct lane's chain, or the manager).
-  void post_batches(const TransferPlan& plan, size_t from,
-                    std::chrono::steady_clock::time_point deadline, ListOutcome& out);
   /// The stream lane's try (asked of the manager on first use); nothing: the manager moves it.
   std::optional<Result<TransferReply>> stream_transfer(const TransferOp& op, uint32_t timeout_ms);
   /// One lane attempt (and one more after a flush caused by another op); nothing: not a lane op.

@@ -1,6 +1,7 @@
 // RdmaManagerActor: spawning, the behavior (a handler per message, each calling the state), and
 // the handle directory.
 #include "actors/rdma_manager_actor.h"
+#include "actors/list_worker.h"
 
 #include "primitives/cuda_driver.h"
 
@@ -198,6 +199,19 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
         if (auto err = refused(a))
           return err;
         return self->state.batch(std::move(ops), timeout_ms);
+      },
+      [=](transfer_list_atom a, TransferListMsg& m,
+          uint32_t timeout_ms) -> caf::result<ListOutcome> {
+        if (auto err = refused(a))
+          return err;
+        if (timeout_ms == 0)
+          return make_rdma_error(ErrorCode::kInvalidArgument,
+                                 "transfer list timeout must be > 0 ms");
+        // A worker of its own moves it (actors/list_worker.h): the manager does not block.
+        auto worker =
+            spawn_list_worker(self->home_system(), caf::actor_cast<rdma_manager_actor>(self),
+                              self->state.stream_lane());
+        return self->delegate(worker, a, std::move(m), timeout_ms);
       },
       [=](stream_lane_atom a) -> caf::result<StreamLaneGrant> {
         if (auto err = refused(a))

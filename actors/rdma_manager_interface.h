@@ -72,6 +72,12 @@ using local_requests_actor = caf::typed_actor<
     caf::replies_to<batch_atom, std::vector<TransferOp>,
                     uint32_t>::with<std::vector<TransferOutcome>>,
 
+    /// Moves a transfer list (actors/transfer_plan.h) within the timeout (ms), as
+    /// RdmaClient::post does: ranges validated first (refused whole, naming the range), then
+    /// the stream lane, or batches; the outcome says which ranges landed. Run by a worker
+    /// thread of its own (actors/list_worker.h), so the manager goes on serving meanwhile.
+    caf::replies_to<transfer_list_atom, TransferListMsg, uint32_t>::with<ListOutcome>,
+
     /// A direct lane to the owner of `remote` (same process only: the grant holds the lane):
     /// a queue pair of its own, connected within the timeout (ms), that the calling thread
     /// drives itself (RdmaClient does). Errors: no_device (no RDMA here, fallback mode, the

@@ -14,6 +14,17 @@ Status TransferOutcome::status() const {
   return Error(static_cast<ErrorCode>(code), message);
 }
 
+Status ListOutcome::status() const {
+  if (ok())
+    return {};
+  return Error(static_cast<ErrorCode>(code), message);
+}
+
+void ListOutcome::fail(const Error& e) {
+  code = static_cast<uint8_t>(e.code());
+  message = e.message();
+}
+
 std::string describe(const BufferHandle& h) {
   char range[64];
   std::snprintf(range, sizeof(range), "0x%llx+%llu", static_cast<unsigned long long>(h.addr),
@@ -131,6 +142,10 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<TransferReply>("caf_rdma::TransferReply");
   cfg.add_message_type<TransferOutcome>("caf_rdma::TransferOutcome");
   cfg.add_message_type<std::vector<TransferOutcome>>("std::vector<caf_rdma::TransferOutcome>");
+  cfg.add_message_type<ListRange>("caf_rdma::ListRange");
+  cfg.add_message_type<std::vector<ListRange>>("std::vector<caf_rdma::ListRange>");
+  cfg.add_message_type<TransferListMsg>("caf_rdma::TransferListMsg");
+  cfg.add_message_type<ListOutcome>("caf_rdma::ListOutcome");
   cfg.add_message_type<QpInfoMsg>("caf_rdma::QpInfoMsg");
   cfg.add_message_type<ManagerStats>("caf_rdma::ManagerStats");
   cfg.add_message_type<ByteChunk>("caf_rdma::ByteChunk");

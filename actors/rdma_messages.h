@@ -335,6 +335,56 @@ typename Inspector::result_type inspect(Inspector& f, TransferOutcome& x) {
   return f(caf::meta::type_name("caf_rdma::TransferOutcome"), x.code, x.message, x.bytes, x.path);
 }
 
+/// One range of a transfer list (actors/transfer_plan.h): `length` bytes at `local_offset` of
+/// the local buffer and at `remote_offset` of the remote one.
+struct ListRange {
+  uint64_t local_offset = 0;
+  uint64_t remote_offset = 0;
+  uint64_t length = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ListRange& x) {
+  return f(caf::meta::type_name("caf_rdma::ListRange"), x.local_offset, x.remote_offset, x.length);
+}
+
+/// A transfer list as an actor asks its manager to move it (transfer_list_atom): reads
+/// (TransferKind::kRead) or writes of `ranges` between `local` (a buffer of the manager's
+/// node) and `remote`.
+struct TransferListMsg {
+  uint8_t kind = 0;  ///< TransferKind: kRead or kWrite
+  BufferHandle local;
+  BufferHandle remote;
+  std::vector<ListRange> ranges;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TransferListMsg& x) {
+  return f(caf::meta::type_name("caf_rdma::TransferListMsg"), x.kind, x.local, x.remote, x.ranges);
+}
+
+/// How a transfer list ended (RdmaClient::post's answer, and the manager's to
+/// transfer_list_atom): ranges [0, landed) are in place (actors/transfer_plan.h invariant 4).
+struct ListOutcome {
+  uint8_t code = 0;     ///< 0: every range landed; else the ErrorCode of the first error met
+  std::string message;  ///< the error's message ("" on success), naming the range
+  uint64_t landed = 0;  ///< ranges [0, landed) are in place
+  uint64_t bytes = 0;   ///< the bytes of those ranges
+  std::string path;     ///< the path of the last ranges moved (kPathRdma, kPathFallback, ...)
+
+  bool ok() const { return code == 0; }
+  /// ok, or the Error (code, message).
+  Status status() const;
+  /// Sets the outcome's error to `e`.
+  void fail(const Error& e);
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ListOutcome& x) {
+  return f(caf::meta::type_name("caf_rdma::ListOutcome"), x.code, x.message, x.landed, x.bytes,
+           x.path);
+}
+
 /// One side of a queue-pair handshake between managers.
 struct QpInfoMsg {
   uint32_t qp_num = 0;

@@ -12,7 +12,8 @@
 //  3. A plan is checked against its handles, not against the owner: a released buffer, a
 //     stale handle or a lost peer is found by post, which answers with the error a single
 //     transfer would have given (released, unknown_buffer, peer_unavailable, ...).
-//  4. ListOutcome::landed is exact from below: ranges [0, landed) are known to be in place at
+//  4. ListOutcome::landed (rdma_messages.h) is exact from below: ranges [0, landed) are known to be
+//  in place at
 //     their destination; the ranges after it may or may not have moved (a failure mid-list:
 //     docs/guarantees.md, "Transfer lists").
 #pragma once
@@ -35,13 +36,9 @@ namespace detail {
 const std::vector<ListEntry>& plan_entries(const TransferPlan& plan);
 }  // namespace detail
 
-/// One range of a list: `length` bytes at `local_offset` of the local buffer and at
-/// `remote_offset` of the remote one.
-struct ListRange {
-  uint64_t local_offset = 0;
-  uint64_t remote_offset = 0;
-  uint64_t length = 0;
-};
+/// Ranges a list moves per batch where it takes neither the stream lane nor the same-host
+/// endpoint (a direct lane's chain, or the manager's batch).
+constexpr size_t kListBatch = 1024;
 
 /// `count` ranges of `length` bytes, the i-th at local_offset + i * local_stride and at
 /// remote_offset + i * remote_stride (a stride of 0 repeats one place: refused for the
@@ -53,15 +50,6 @@ struct Strided {
   uint64_t local_stride = 0;
   uint64_t remote_offset = 0;
   uint64_t remote_stride = 0;
-};
-
-/// How a posted plan ended.
-struct ListOutcome {
-  Status status;        ///< ok: every range landed; else the first error met
-  uint64_t landed = 0;  ///< ranges [0, landed) are in place (invariant 4)
-  uint64_t bytes = 0;   ///< the bytes of those ranges
-  std::string path;     ///< the path of the last ranges moved (kPathRdma, kPathFallback, ...)
-  bool ok() const { return status.ok(); }
 };
 
 class TransferPlan {

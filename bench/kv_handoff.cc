@@ -155,7 +155,7 @@ bool run_transport(const KvHandoffOptions& o, const Transport& t) {
                   }
                   ListOutcome out = me.post(prepared ? *plans[j] : *fresh, kTimeout);
                   if (!out.ok())
-                    errors[j] = out.status.error().to_string();
+                    errors[j] = out.status().error().to_string();
                 });
               for (auto& th : threads)
                 th.join();

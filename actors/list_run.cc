@@ -1,0 +1,130 @@
+// ListRun (see list_run.h).
+#include "actors/list_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+#include "actors/stream_lane.h"
+
+namespace caf_rdma {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Milliseconds left until `deadline` as a transfer takes them (0: none left).
+uint32_t ms_left(Clock::time_point deadline) {
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return static_cast<uint32_t>(std::clamp<int64_t>(left, 0, std::numeric_limits<uint32_t>::max()));
+}
+
+/// The outcome's landed prefix grown to `upto` ranges.
+void landed_up_to(const TransferPlan& plan, size_t upto, ListOutcome& out) {
+  for (size_t i = out.landed; i < upto; ++i)
+    out.bytes += detail::plan_entries(plan)[i].length;
+  out.landed = std::max<uint64_t>(out.landed, upto);
+}
+
+Error list_timeout(const TransferPlan& plan, const ListOutcome& out) {
+  return Error(ErrorCode::kTimeout, "a list of " + std::to_string(plan.size()) + " ranges " +
+                                        (plan.is_read() ? "from " : "into ") +
+                                        describe(plan.remote()) + ": its time ran out after " +
+                                        std::to_string(out.landed) + " ranges had landed");
+}
+
+}  // namespace
+
+namespace {
+
+/// Ranges [from, size) of `plan` through batches of kListBatch ops.
+void post_batches(const TransferPlan& plan, size_t from, Clock::time_point deadline,
+                  ListSteps& steps, ListOutcome& out);
+
+}  // namespace
+
+ListOutcome run_list(const TransferPlan& plan, Clock::time_point deadline, ListSteps& steps) {
+  ListOutcome out;
+  size_t from = 0;
+  std::shared_ptr<StreamLane> lane =
+      StreamLane::carries(plan.local(), plan.remote()) ? steps.stream_lane(plan) : nullptr;
+  if (lane) {
+    auto end = lane->post_list(plan, 0, deadline);
+    if (!end) {
+      // The lane knows no endpoint of this owner yet (or cannot hold the local buffer): range
+      // 0 goes the way of one transfer, whose grant teaches the lane the endpoint (or whose
+      // error names what is wrong); then the lane again.
+      const uint32_t left = ms_left(deadline);
+      if (left == 0) {
+        out.fail(list_timeout(plan, out));
+        return out;
+      }
+      auto first = steps.transfer(plan.op(0), left);
+      if (!first.ok()) {
+        out.fail(first.error().with_context("range 0 of " + std::to_string(plan.size())));
+        return out;
+      }
+      landed_up_to(plan, 1, out);
+      out.path = first->path;
+      from = 1;
+      end = lane->post_list(plan, 1, deadline);
+    }
+    if (end) {
+      landed_up_to(plan, end->done, out);
+      from = end->done;
+      out.path = kPathFallback;
+      if (end->error) {
+        out.fail(*end->error);
+        return out;
+      }
+    }
+  }
+  post_batches(plan, from, deadline, steps, out);
+  return out;
+}
+
+namespace {
+
+void post_batches(const TransferPlan& plan, size_t from, Clock::time_point deadline,
+                  ListSteps& steps, ListOutcome& out) {
+  std::vector<TransferOp> ops;
+  for (size_t at = from; at < plan.size();) {
+    const size_t n = std::min(plan.size() - at, kListBatch);
+    const uint32_t left = ms_left(deadline);
+    if (left == 0) {
+      out.fail(list_timeout(plan, out));
+      return;
+    }
+    // The slots keep their handles between batches: only the offsets change.
+    while (ops.size() < n)
+      ops.push_back(plan.op(at + ops.size()));
+    ops.resize(n);
+    for (size_t j = 0; j < n; ++j) {
+      const ListEntry& e = detail::plan_entries(plan)[at + j];
+      ops[j].local_offset = e.peer_offset;
+      ops[j].remote_offset = e.offset;
+      ops[j].length = e.length;
+    }
+    auto outcomes = steps.batch(ops, left);
+    if (!outcomes.ok()) {
+      out.fail(outcomes.error());
+      return;
+    }
+    for (size_t j = 0; j < n; ++j) {
+      const TransferOutcome& o = (*outcomes)[j];
+      if (!o.ok()) {
+        out.fail(o.status().error().with_context("range " + std::to_string(at + j) + " of " +
+                                                 std::to_string(plan.size())));
+        return;
+      }
+      landed_up_to(plan, at + j + 1, out);
+      out.path = o.path;
+    }
+    at += n;
+  }
+}
+
+}  // namespace
+
+}  // namespace caf_rdma
