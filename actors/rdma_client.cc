@@ -8,6 +8,7 @@
 #include <limits>
 #include <mutex>
 
+#include "actors/detail/async_request.h"
 #include "actors/detail/node_objects.h"
 #include "actors/direct_lane.h"
 #include "actors/op_texts.h"
@@ -427,65 +428,17 @@ Result<TransferReply> RdmaClient::transfer(const TransferOp& op, uint32_t timeou
                              timeout_ms);
 }
 
-namespace {
-
-/// A timeout as the manager takes it (milliseconds, at least 1, at most UINT32_MAX).
-uint32_t timeout_ms_of(std::chrono::milliseconds timeout) {
-  return static_cast<uint32_t>(
-      std::clamp<int64_t>(timeout.count(), 1, std::numeric_limits<uint32_t>::max()));
-}
-
-}  // namespace
-
 std::future<Result<TransferReply>> RdmaClient::transfer_async(TransferOp op,
                                                               std::chrono::milliseconds timeout) {
-  // The future always gets a result: the reply, the error, or, when the manager stops first
-  // (its node shuts down), an error saying so; never a broken promise, and a node's shutdown
-  // never waits for a pending transfer's timeout.
-  struct Pending {
-    std::promise<Result<TransferReply>> promise;
-    bool answered = false;
-    void answer(Result<TransferReply> r) {
-      if (answered)
-        return;
-      answered = true;
-      promise.set_value(std::move(r));
-    }
-    ~Pending() {
-      answer(
-          Error(ErrorCode::kPeerUnavailable, "the node stopped before the transfer's reply came"));
-    }
-  };
-  auto pending = std::make_shared<Pending>();
-  auto future = pending->promise.get_future();
+  auto as_is = [](Result<TransferReply> r) { return r; };
   if (Status alive = node_alive(); !alive.ok()) {
-    pending->answer(alive.error());
-    return future;
+    std::promise<Result<TransferReply>> refused;
+    refused.set_value(alive.error());
+    return refused.get_future();
   }
   const uint32_t ms = timeout_ms_of(timeout);
-  // An actor of its own per transfer: the answer may come after this client is gone, and
-  // any thread may start one.
-  const auto wait = reply_wait(ms, op.notify);
-  sys_.spawn(
-      [pending, op = std::move(op), ms, manager = manager_, wait](caf::event_based_actor* self) {
-        self->monitor(manager);
-        self->set_down_handler([self, pending](caf::down_msg&) {
-          pending->answer(Error(ErrorCode::kPeerUnavailable,
-                                "the manager stopped before the transfer's reply came"));
-          self->quit();
-        });
-        self->request(manager, wait, transfer_atom::value, op, ms)
-            .then(
-                [self, pending](TransferReply& reply) {
-                  pending->answer(std::move(reply));
-                  self->quit();
-                },
-                [self, pending](caf::error& err) {
-                  pending->answer(to_error(err));
-                  self->quit();
-                });
-      });
-  return future;
+  return detail::async_request<TransferReply>(sys_, manager_, reply_wait(ms, op.notify), "transfer",
+                                              as_is, transfer_atom::value, std::move(op), ms);
 }
 
 Result<uint64_t> RdmaClient::fetch_add(const BufferHandle& remote, uint64_t offset, uint64_t add,

@@ -139,6 +139,14 @@ public:
   /// "Transfer lists"); its errors are those a single transfer of the failing range gives,
   /// naming the range.
   ListOutcome post(const TransferPlan& plan, std::chrono::milliseconds timeout = kDefaultTimeout);
+  /// post(), whose outcome arrives later: the manager moves the list (its transfer_list
+  /// request: the same steps on a worker thread of its own, over this node's stream lane or
+  /// through the manager's batches, never this client's direct lanes). The future is ready once
+  /// the manager answered (within `timeout` plus the reply timeout); a manager that stops first
+  /// makes it peer_unavailable. Any thread may call it, and the client may go before the
+  /// outcome comes (the node must stay).
+  std::future<ListOutcome> post_async(const TransferPlan& plan,
+                                      std::chrono::milliseconds timeout = kDefaultTimeout);
   /// Atomics on the 8-byte word at `offset` of `remote` (read-write, the word 8-byte aligned
   /// in its owner's memory): adds `add` (wrapping), or stores `desired` if the word equals
   /// `expected`; returns the word's old value (compare-swap swapped iff it equals `expected`).
@@ -230,6 +238,8 @@ private:
                                          const BufferHandle& remote, uint32_t timeout_ms,
                                          Range range);
 
+  /// A timeout as the manager takes it (milliseconds, at least 1, at most UINT32_MAX).
+  static uint32_t timeout_ms_of(std::chrono::milliseconds timeout);
   /// fetch_add and compare_swap: `op` with the client's atomic word as its local side.
   Result<uint64_t> run_atomic(TransferOp op, std::chrono::milliseconds timeout, std::string* path);
 

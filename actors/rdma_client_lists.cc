@@ -3,6 +3,7 @@
 #include <chrono>
 #include <limits>
 
+#include "actors/detail/async_request.h"
 #include "actors/list_run.h"
 #include "actors/rdma_client.h"
 #include "actors/stream_lane.h"
@@ -42,6 +43,34 @@ ListOutcome RdmaClient::post(const TransferPlan& plan, std::chrono::milliseconds
     RdmaClient& client;
   } steps(*this);
   return run_list(plan, std::chrono::steady_clock::now() + timeout, steps);
+}
+
+uint32_t RdmaClient::timeout_ms_of(std::chrono::milliseconds timeout) {
+  return static_cast<uint32_t>(
+      std::clamp<int64_t>(timeout.count(), 1, std::numeric_limits<uint32_t>::max()));
+}
+
+std::future<ListOutcome> RdmaClient::post_async(const TransferPlan& plan,
+                                                std::chrono::milliseconds timeout) {
+  auto outcome = [](Result<ListOutcome> r) {
+    if (r.ok())
+      return std::move(*r);
+    ListOutcome failed;
+    failed.fail(r.error());
+    return failed;
+  };
+  if (Status alive = node_alive(); !alive.ok()) {
+    std::promise<ListOutcome> refused;
+    refused.set_value(outcome(alive.error()));
+    return refused.get_future();
+  }
+  const uint32_t ms = timeout_ms_of(timeout);
+  std::vector<ListRange> ranges(plan.size());
+  for (size_t i = 0; i < ranges.size(); ++i)
+    ranges[i] = plan.range(i);
+  TransferListMsg m{wire_kind(plan.kind()), plan.local(), plan.remote(), std::move(ranges)};
+  return detail::async_request<ListOutcome>(sys_, manager_, reply_wait(ms), "transfer list",
+                                            outcome, transfer_list_atom::value, std::move(m), ms);
 }
 
 }  // namespace caf_rdma

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <future>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -302,6 +303,40 @@ TEST_F(TransferListTest, AnActorAsksItsManagerToMoveAList) {
   EXPECT_EQ(got.code, static_cast<uint8_t>(ErrorCode::kOutOfBounds)) << got.message;
   EXPECT_NE(got.message.find("range 1 of 2"), std::string::npos) << got.message;
   EXPECT_EQ(got.landed, 0u);
+}
+
+// post_async: futures of lists in flight at once, whose client went before they were taken.
+TEST_F(TransferListTest, PostAsyncAnswersLaterEvenAfterItsClientWent) {
+  Memory theirs(4 << 20, 3);
+  BufferHandle remote = remote_view(*owner_, *user_, theirs, "async-list");
+  Memory mine(2 * 1000 * 2048, 0);
+  std::vector<std::future<ListOutcome>> futures;
+  std::vector<std::vector<ListRange>> lists;
+  std::optional<RegisteredBuffer> local;
+  {
+    RdmaClient me(user_->node().system(), user_->manager());
+    auto r = me.register_buffer(mine.bytes.data(), mine.bytes.size());
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    local.emplace(std::move(*r));
+    for (uint32_t k = 0; k < 2; ++k) {
+      auto list = scattered(1000, 2048, 2048, 20 + k);
+      for (auto& x : list)
+        x.local_offset += k * 1000 * 2048;
+      auto plan = me.prepare(TransferKind::kRead, local->handle(), remote, list);
+      ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+      futures.push_back(me.post_async(*plan, seconds(30)));
+      lists.push_back(std::move(list));
+    }
+  }
+  for (size_t k = 0; k < futures.size(); ++k) {
+    ASSERT_EQ(futures[k].wait_for(seconds(60)), std::future_status::ready);
+    ListOutcome got = futures[k].get();
+    ASSERT_TRUE(got.ok()) << got.status().error().to_string();
+    EXPECT_EQ(got.landed, 1000u);
+    for (const ListRange& x : lists[k])
+      for (uint64_t b = 0; b < x.length; ++b)
+        ASSERT_EQ(mine.bytes[x.local_offset + b], theirs.bytes[x.remote_offset + b]);
+  }
 }
 
 // transfer_plan.h invariant 4: whenever the owner's node goes (before, during or after the
