@@ -27,65 +27,7 @@ void landed_up_to(const TransferPlan& plan, size_t upto, ListOutcome& out) {
   out.landed = std::max<uint64_t>(out.landed, upto);
 }
 
-Error list_timeout(const TransferPlan& plan, const ListOutcome& out) {
-  return Error(ErrorCode::kTimeout, "a list of " + std::to_string(plan.size()) + " ranges " +
-                                        (plan.is_read() ? "from " : "into ") +
-                                        describe(plan.remote()) + ": its time ran out after " +
-                                        std::to_string(out.landed) + " ranges had landed");
-}
-
-}  // namespace
-
-namespace {
-
 /// Ranges [from, size) of `plan` through batches of kListBatch ops.
-void post_batches(const TransferPlan& plan, size_t from, Clock::time_point deadline,
-                  ListSteps& steps, ListOutcome& out);
-
-}  // namespace
-
-ListOutcome run_list(const TransferPlan& plan, Clock::time_point deadline, ListSteps& steps) {
-  ListOutcome out;
-  size_t from = 0;
-  std::shared_ptr<StreamLane> lane =
-      StreamLane::carries(plan.local(), plan.remote()) ? steps.stream_lane(plan) : nullptr;
-  if (lane) {
-    auto end = lane->post_list(plan, 0, deadline);
-    if (!end) {
-      // The lane knows no endpoint of this owner yet (or cannot hold the local buffer): range
-      // 0 goes the way of one transfer, whose grant teaches the lane the endpoint (or whose
-      // error names what is wrong); then the lane again.
-      const uint32_t left = ms_left(deadline);
-      if (left == 0) {
-        out.fail(list_timeout(plan, out));
-        return out;
-      }
-      auto first = steps.transfer(plan.op(0), left);
-      if (!first.ok()) {
-        out.fail(first.error().with_context("range 0 of " + std::to_string(plan.size())));
-        return out;
-      }
-      landed_up_to(plan, 1, out);
-      out.path = first->path;
-      from = 1;
-      end = lane->post_list(plan, 1, deadline);
-    }
-    if (end) {
-      landed_up_to(plan, end->done, out);
-      from = end->done;
-      out.path = kPathFallback;
-      if (end->error) {
-        out.fail(*end->error);
-        return out;
-      }
-    }
-  }
-  post_batches(plan, from, deadline, steps, out);
-  return out;
-}
-
-namespace {
-
 void post_batches(const TransferPlan& plan, size_t from, Clock::time_point deadline,
                   ListSteps& steps, ListOutcome& out) {
   std::vector<TransferOp> ops;
@@ -93,7 +35,7 @@ void post_batches(const TransferPlan& plan, size_t from, Clock::time_point deadl
     const size_t n = std::min(plan.size() - at, kListBatch);
     const uint32_t left = ms_left(deadline);
     if (left == 0) {
-      out.fail(list_timeout(plan, out));
+      out.fail(list_timeout_error(plan.size(), plan.is_read(), plan.remote(), out.landed));
       return;
     }
     // The slots keep their handles between batches: only the offsets change.
@@ -114,8 +56,7 @@ void post_batches(const TransferPlan& plan, size_t from, Clock::time_point deadl
     for (size_t j = 0; j < n; ++j) {
       const TransferOutcome& o = (*outcomes)[j];
       if (!o.ok()) {
-        out.fail(o.status().error().with_context("range " + std::to_string(at + j) + " of " +
-                                                 std::to_string(plan.size())));
+        out.fail(o.status().error().with_context(list_range_name(at + j, plan.size())));
         return;
       }
       landed_up_to(plan, at + j + 1, out);
@@ -126,5 +67,45 @@ void post_batches(const TransferPlan& plan, size_t from, Clock::time_point deadl
 }
 
 }  // namespace
+
+ListOutcome run_list(const TransferPlan& plan, Clock::time_point deadline, ListSteps& steps) {
+  ListOutcome out;
+  size_t from = 0;
+  std::shared_ptr<StreamLane> lane =
+      StreamLane::carries(plan.local(), plan.remote()) ? steps.stream_lane(plan) : nullptr;
+  if (lane) {
+    auto end = lane->post_list(plan, 0, deadline);
+    if (!end) {
+      // The lane knows no endpoint of this owner yet (or cannot hold the local buffer): range
+      // 0 goes the way of one transfer, whose grant teaches the lane the endpoint (or whose
+      // error names what is wrong); then the lane again.
+      const uint32_t left = ms_left(deadline);
+      if (left == 0) {
+        out.fail(list_timeout_error(plan.size(), plan.is_read(), plan.remote(), out.landed));
+        return out;
+      }
+      auto first = steps.transfer(plan.op(0), left);
+      if (!first.ok()) {
+        out.fail(first.error().with_context(list_range_name(0, plan.size())));
+        return out;
+      }
+      landed_up_to(plan, 1, out);
+      out.path = first->path;
+      from = 1;
+      end = lane->post_list(plan, 1, deadline);
+    }
+    if (end) {
+      landed_up_to(plan, end->done, out);
+      from = end->done;
+      out.path = kPathFallback;
+      if (end->error) {
+        out.fail(*end->error);
+        return out;
+      }
+    }
+  }
+  post_batches(plan, from, deadline, steps, out);
+  return out;
+}
 
 }  // namespace caf_rdma

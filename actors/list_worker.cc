@@ -4,10 +4,12 @@
 #include <caf/actor_cast.hpp>
 #include <caf/blocking_actor.hpp>
 
+#include <exception>
 #include <optional>
 #include <utility>
 #include <vector>
 
+#include "actors/detail/node_objects.h"
 #include "actors/list_run.h"
 #include "actors/rdma_errors.h"
 #include "actors/transfer_plan.h"
@@ -15,6 +17,9 @@
 namespace caf_rdma {
 
 namespace {
+
+/// What a worker is called in its node's objects and its errors (node_objects.h).
+constexpr const char* kWorkerName = "transfer list worker";
 
 /// run_list's steps as requests to the manager from the worker.
 class WorkerSteps final : public ListSteps {
@@ -29,12 +34,21 @@ public:
   }
   Result<std::vector<TransferOutcome>> batch(const std::vector<TransferOp>& ops,
                                              uint32_t timeout_ms) override {
-    return ask<std::vector<TransferOutcome>>(timeout_ms, batch_atom::value, ops, timeout_ms);
+    auto outcomes =
+        ask<std::vector<TransferOutcome>>(timeout_ms, batch_atom::value, ops, timeout_ms);
+    if (outcomes.ok() && outcomes->size() != ops.size())
+      return Error(ErrorCode::kInternal, "the manager answered a batch of " +
+                                             std::to_string(ops.size()) + " ops with " +
+                                             std::to_string(outcomes->size()) + " outcomes");
+    return outcomes;
   }
 
 private:
   template <class T, class... Ts>
   Result<T> ask(uint32_t timeout_ms, Ts&&... xs) {
+    // A node destroyed meanwhile: nothing to ask (invariant 3).
+    if (Status alive = detail::node_alive(self_->home_system(), kWorkerName); !alive.ok())
+      return alive.error();
     std::optional<Result<T>> out;
     self_
         ->request(manager_, std::chrono::milliseconds(timeout_ms) + kListReplyGrace,
@@ -49,26 +63,52 @@ private:
   std::shared_ptr<StreamLane> lane_;
 };
 
+ListOutcome failed(const Error& e) {
+  ListOutcome out;
+  out.fail(e);
+  return out;
+}
+
 }  // namespace
 
 list_worker_actor spawn_list_worker(caf::actor_system& sys, rdma_manager_actor manager,
-                                    std::shared_ptr<StreamLane> lane) {
-  caf::actor worker = sys.spawn<caf::detached>([manager = std::move(manager),
-                                                lane = std::move(lane)](caf::blocking_actor* self) {
-    self->receive([&](transfer_list_atom, TransferListMsg& m, uint32_t timeout_ms) -> ListOutcome {
-      const auto deadline =
-          std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-      auto plan = TransferPlan::make(static_cast<TransferKind>(m.kind), m.local, m.remote,
-                                     std::move(m.ranges));
-      if (!plan.ok()) {
-        ListOutcome refused;
-        refused.fail(plan.error());
-        return refused;
-      }
-      WorkerSteps steps(self, manager, lane);
-      return run_list(*plan, deadline, steps);
-    });
-  });
+                                    std::shared_ptr<StreamLane> lane,
+                                    std::shared_ptr<std::atomic<size_t>> running) {
+  caf::actor worker = sys.spawn<caf::detached>(
+      [manager = std::move(manager), lane = std::move(lane), running](caf::blocking_actor* self) {
+        // Listed among its node's objects for its life (invariant 3); counted until it ends.
+        const uint64_t listed = detail::node_object_added(self->home_system(), kWorkerName);
+        struct Leave {
+          caf::actor_system& sys;
+          uint64_t listed;
+          std::shared_ptr<std::atomic<size_t>> running;
+          ~Leave() {
+            detail::node_object_removed(sys, listed);
+            --*running;
+          }
+        } leave{self->home_system(), listed, running};
+        self->receive(
+            [&](transfer_list_atom, TransferListMsg& m, uint32_t timeout_ms) -> ListOutcome {
+              // Invariant 2: an answer whatever happens (an exception included).
+              try {
+                const auto deadline =
+                    std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+                auto plan = TransferPlan::make(static_cast<TransferKind>(m.kind), m.local, m.remote,
+                                               std::move(m.ranges));
+                if (!plan.ok())
+                  return failed(plan.error());
+                WorkerSteps steps(self, manager, lane);
+                return run_list(*plan, deadline, steps);
+              } catch (const std::exception& e) {
+                return failed(Error(ErrorCode::kInternal,
+                                    std::string("the transfer list's worker failed: ") + e.what()));
+              }
+            },
+            [&](caf::message& other) -> caf::result<ListOutcome> {
+              return make_rdma_error(ErrorCode::kInternal,
+                                     "a transfer list's worker got " + to_string(other));
+            });
+      });
   return caf::actor_cast<list_worker_actor>(worker);
 }
 

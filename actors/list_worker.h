@@ -7,14 +7,21 @@
 //  1. The manager's thread never blocks on a list: validation and every wait run on the
 //     worker's own thread; what the worker asks of the manager (one transfer, batches) are
 //     requests like any local actor's, each bounded by what is left of the list's timeout plus
-//     kListReplyGrace.
-//  2. A worker answers exactly one request and ends; the answer is the ListOutcome
-//     RdmaClient::post would give for the same list (the same run_list).
+//     kListReplyGrace. At most kMaxListWorkers run at once per manager; beyond, a list is
+//     refused (resource_exhausted) before any thread starts.
+//  2. A worker answers exactly one request, whatever happens in it (an exception is answered
+//     as an internal error), and ends. It moves the list by the same steps (run_list) as
+//     RdmaClient::post, over this node's stream lane, with the manager's transfers and
+//     batches where the lane does not take it (never a client's direct lanes).
+//  3. A worker is listed among its node's objects while it runs (detail/node_objects.h): a
+//     node destroyed meanwhile never waits for it (its system is kept, said on stderr), and
+//     the worker's next step fails at once.
 #pragma once
 
 #include <caf/actor_system.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 
@@ -26,13 +33,17 @@ class StreamLane;
 
 /// How long past a step's own timeout a worker waits for the manager's answer.
 constexpr std::chrono::seconds kListReplyGrace{10};
+/// Workers one manager runs at once (invariant 1).
+constexpr size_t kMaxListWorkers = 16;
 
 using list_worker_actor = caf::typed_actor<
     caf::replies_to<transfer_list_atom, TransferListMsg, uint32_t>::with<ListOutcome>>;
 
 /// A worker for one list, asking `manager` for what `lane` (this node's stream lane; null:
-/// none) does not move.
+/// none) does not move. The caller counted it in `running`, which the worker counts down when
+/// it ends.
 list_worker_actor spawn_list_worker(caf::actor_system& sys, rdma_manager_actor manager,
-                                    std::shared_ptr<StreamLane> lane);
+                                    std::shared_ptr<StreamLane> lane,
+                                    std::shared_ptr<std::atomic<size_t>> running);
 
 }  // namespace caf_rdma

@@ -22,6 +22,7 @@ using release_buffer_atom = caf::atom_constant<caf::atom("rel_buf")>;
 using transfer_atom = caf::atom_constant<caf::atom("transfer")>;
 /// Several reads/writes: (vector<TransferOp>, timeout ms) -> vector<TransferOutcome>.
 using batch_atom = caf::atom_constant<caf::atom("batch")>;
+/// A transfer list (TransferListMsg), moved by a worker of the manager's (list_worker.h).
 using transfer_list_atom = caf::atom_constant<caf::atom("xfer_list")>;
 /// Direct lanes: (remote handle, timeout ms) -> LaneGrant, a queue pair of its own to the
 /// handle's owner for a thread of this process (RdmaClient).

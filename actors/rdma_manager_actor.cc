@@ -1,7 +1,6 @@
 // RdmaManagerActor: spawning, the behavior (a handler per message, each calling the state), and
 // the handle directory.
 #include "actors/rdma_manager_actor.h"
-#include "actors/list_worker.h"
 
 #include "primitives/cuda_driver.h"
 
@@ -14,6 +13,7 @@
 #include <caf/actor_proxy.hpp>
 
 #include "actors/detail/manager_state.h"
+#include "actors/list_worker.h"
 #include "actors/op_texts.h"
 #include "actors/request_audience.h"
 #include "primitives/device_list.h"
@@ -208,9 +208,22 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
           return make_rdma_error(ErrorCode::kInvalidArgument,
                                  "transfer list timeout must be > 0 ms");
         // A worker of its own moves it (actors/list_worker.h): the manager does not block.
-        auto worker =
-            spawn_list_worker(self->home_system(), caf::actor_cast<rdma_manager_actor>(self),
-                              self->state.stream_lane());
+        const auto& running = self->state.list_workers();
+        if (running->load() >= kMaxListWorkers)
+          return make_rdma_error(ErrorCode::kResourceExhausted,
+                                 std::to_string(kMaxListWorkers) +
+                                     " transfer lists run already (kMaxListWorkers): try again "
+                                     "once one ended");
+        ++*running;
+        list_worker_actor worker;
+        try {
+          worker = spawn_list_worker(self->home_system(), caf::actor_cast<rdma_manager_actor>(self),
+                                     self->state.stream_lane(), running);
+        } catch (const std::exception& e) {
+          --*running;
+          return make_rdma_error(ErrorCode::kResourceExhausted,
+                                 std::string("cannot start a transfer list's worker: ") + e.what());
+        }
         return self->delegate(worker, a, std::move(m), timeout_ms);
       },
       [=](stream_lane_atom a) -> caf::result<StreamLaneGrant> {

@@ -144,11 +144,7 @@ std::optional<StreamLane::ListEnd> StreamLane::post_list(
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
-      end.error =
-          Error(ErrorCode::kTimeout, "a list of " + std::to_string(all.size()) + " ranges " +
-                                         (plan.is_read() ? "from " : "into ") +
-                                         describe(plan.remote()) + ": its time ran out after " +
-                                         std::to_string(end.done) + " ranges had landed");
+      end.error = list_timeout_error(all.size(), plan.is_read(), plan.remote(), end.done);
       break;
     }
     StreamJob job =

@@ -26,13 +26,16 @@ ListRange TransferPlan::range(size_t i) const {
   return ListRange{e.peer_offset, e.offset, e.length};
 }
 
-namespace {
-
-std::string range_name(size_t i, size_t n) {
+std::string list_range_name(uint64_t i, uint64_t n) {
   return "range " + std::to_string(i) + " of " + std::to_string(n);
 }
 
-}  // namespace
+Error list_timeout_error(uint64_t n, bool read, const BufferHandle& remote, uint64_t landed) {
+  return Error(ErrorCode::kTimeout, "a list of " + std::to_string(n) + " ranges " +
+                                        (read ? "from " : "into ") + describe(remote) +
+                                        ": its time ran out after " + std::to_string(landed) +
+                                        " ranges had landed");
+}
 
 TransferOp TransferPlan::op(size_t i) const {
   const ListEntry& e = detail::plan_entries(*this)[i];
@@ -71,7 +74,7 @@ Result<TransferPlan> TransferPlan::make(TransferKind kind, const BufferHandle& l
     const ListRange& r = ranges[i];
     if (r.length == 0 || r.length == kWholeSpan)
       return Error(ErrorCode::kInvalidArgument,
-                   range_name(i, ranges.size()) + " has length " +
+                   list_range_name(i, ranges.size()) + " has length " +
                        (r.length == 0 ? std::string("0") : std::string("kWholeSpan")) +
                        ": a list's ranges name their length");
     scratch.local_offset = r.local_offset;
@@ -79,7 +82,7 @@ Result<TransferPlan> TransferPlan::make(TransferKind kind, const BufferHandle& l
     scratch.length = r.length;
     auto length = checked_length(scratch, local.size, access);
     if (!length.ok())
-      return length.error().with_context(range_name(i, ranges.size()));
+      return length.error().with_context(list_range_name(i, ranges.size()));
     data->entries.push_back(ListEntry{r.remote_offset, r.local_offset, r.length});
     data->bytes += r.length;
   }
@@ -94,8 +97,8 @@ Result<TransferPlan> TransferPlan::make(TransferKind kind, const BufferHandle& l
     const size_t b = starts[k].second;
     if (starts[k - 1].first + ranges[a].length > starts[k].first)
       return Error(ErrorCode::kInvalidArgument,
-                   range_name(std::max(a, b), ranges.size()) + " overlaps " +
-                       range_name(std::min(a, b), ranges.size()) + " at its destination (" +
+                   list_range_name(std::max(a, b), ranges.size()) + " overlaps " +
+                       list_range_name(std::min(a, b), ranges.size()) + " at its destination (" +
                        (read ? "local" : "remote") + " offset " + std::to_string(starts[k].first) +
                        "): a list's destination ranges must not overlap");
   }
@@ -121,7 +124,7 @@ Result<TransferPlan> TransferPlan::make(TransferKind kind, const BufferHandle& l
   const uint64_t dest_stride = read ? s.local_stride : s.remote_stride;
   if (s.count > 1 && dest_stride < s.length)
     return Error(ErrorCode::kInvalidArgument,
-                 range_name(1, s.count) + " overlaps " + range_name(0, s.count) +
+                 list_range_name(1, s.count) + " overlaps " + list_range_name(0, s.count) +
                      " at its destination (" + (read ? "local" : "remote") + " stride " +
                      std::to_string(dest_stride) + ", length " + std::to_string(s.length) +
                      "): a list's destination ranges must not overlap");
@@ -135,7 +138,7 @@ Result<TransferPlan> TransferPlan::make(TransferKind kind, const BufferHandle& l
     last.length = s.length;
     auto fits = checked_length(last, local.size, static_cast<BufferAccess>(local.access));
     if (!fits.ok())
-      return fits.error().with_context(range_name(s.count - 1, s.count));
+      return fits.error().with_context(list_range_name(s.count - 1, s.count));
   }
   ranges.reserve(s.count);
   for (uint64_t i = 0; i < s.count; ++i)

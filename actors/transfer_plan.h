@@ -12,10 +12,11 @@
 //  3. A plan is checked against its handles, not against the owner: a released buffer, a
 //     stale handle or a lost peer is found by post, which answers with the error a single
 //     transfer would have given (released, unknown_buffer, peer_unavailable, ...).
-//  4. ListOutcome::landed (rdma_messages.h) is exact from below: ranges [0, landed) are known to be
-//  in place at
-//     their destination; the ranges after it may or may not have moved (a failure mid-list:
-//     docs/guarantees.md, "Transfer lists").
+//  4. ListOutcome::landed (rdma_messages.h) is exact from below: ranges [0, landed) are known
+//     to be in place at their destination; the ranges after it may or may not have moved (a
+//     failure mid-list: docs/guarantees.md, "Transfer lists").
+//  5. One wording for what a list's errors name: list_range_name ("range i of n") and
+//     list_timeout_error.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,12 @@ namespace detail {
 /// peer_offset: the local buffer's), for the paths that move them.
 const std::vector<ListEntry>& plan_entries(const TransferPlan& plan);
 }  // namespace detail
+
+/// "range i of n": how a list's errors name a range (invariant 5).
+std::string list_range_name(uint64_t i, uint64_t n);
+/// The error of a list of `n` ranges between its buffers (`read`: from `remote`, else into it)
+/// whose time ran out once `landed` ranges had landed (invariant 5).
+Error list_timeout_error(uint64_t n, bool read, const BufferHandle& remote, uint64_t landed);
 
 /// Ranges a list moves per batch where it takes neither the stream lane nor the same-host
 /// endpoint (a direct lane's chain, or the manager's batch).

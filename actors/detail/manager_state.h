@@ -130,6 +130,8 @@ public:
   }
   /// This process's stream lane (null: none).
   const std::shared_ptr<StreamLane>& stream_lane() const { return stream_lane_; }
+  /// Transfer lists' workers running now (actors/list_worker.h invariant 1).
+  const std::shared_ptr<std::atomic<size_t>>& list_workers() const { return list_workers_; }
   /// The actor published in this manager's place (actors/peer_facade.h): peers see only it.
   const caf::actor& facade() const { return facade_; }
 
@@ -233,6 +235,7 @@ private:
   /// Shared with the stream lane (stream_lane_), which runs its jobs on clients' threads.
   std::shared_ptr<StreamClient> stream_client_;
   std::shared_ptr<StreamLane> stream_lane_;  ///< null: none (no stream channel, verify mode)
+  std::shared_ptr<std::atomic<size_t>> list_workers_ = std::make_shared<std::atomic<size_t>>(0);
   std::shared_ptr<RdmaQueuePair> loopback_;
   uint64_t next_buffer_id_ = 1;
   std::unordered_map<uint64_t, LocalBuffer> buffers_;
