@@ -137,7 +137,7 @@ public:
   /// lane or the manager. Any number of threads may post plans at once, one plan included.
   /// The outcome says which ranges landed (transfer_plan.h invariant 4; docs/guarantees.md,
   /// "Transfer lists"); its errors are those a single transfer of the failing range gives,
-  /// naming the range.
+  /// naming the range. A timeout of 0 is refused (invalid_argument), as for an actor's list.
   ListOutcome post(const TransferPlan& plan, std::chrono::milliseconds timeout = kDefaultTimeout);
   /// post(), whose outcome arrives later: the manager moves the list (its transfer_list
   /// request: the same steps on a worker thread of its own, over this node's stream lane or

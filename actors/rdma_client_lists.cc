@@ -22,9 +22,10 @@ Result<TransferPlan> RdmaClient::prepare(TransferKind kind, const BufferHandle& 
 }
 
 ListOutcome RdmaClient::post(const TransferPlan& plan, std::chrono::milliseconds timeout) {
-  if (Status alive = node_alive(); !alive.ok()) {
+  Status ready = timeout.count() > 0 ? node_alive() : Status(zero_list_timeout_error());
+  if (!ready.ok()) {
     ListOutcome out;
-    out.fail(alive.error());
+    out.fail(ready.error());
     return out;
   }
   // The client's own ways: its lanes, then its manager.
@@ -59,9 +60,10 @@ std::future<ListOutcome> RdmaClient::post_async(const TransferPlan& plan,
     failed.fail(r.error());
     return failed;
   };
-  if (Status alive = node_alive(); !alive.ok()) {
+  Status ready = timeout.count() > 0 ? node_alive() : Status(zero_list_timeout_error());
+  if (!ready.ok()) {
     std::promise<ListOutcome> refused;
-    refused.set_value(outcome(alive.error()));
+    refused.set_value(outcome(ready.error()));
     return refused.get_future();
   }
   const uint32_t ms = timeout_ms_of(timeout);

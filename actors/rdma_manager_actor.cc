@@ -205,8 +205,7 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
         if (auto err = refused(a))
           return err;
         if (timeout_ms == 0)
-          return make_rdma_error(ErrorCode::kInvalidArgument,
-                                 "transfer list timeout must be > 0 ms");
+          return to_caf_error(zero_list_timeout_error());
         // A worker of its own moves it (actors/list_worker.h): the manager does not block.
         const auto& running = self->state.list_workers();
         if (running->load() >= kMaxListWorkers)

@@ -30,6 +30,10 @@ std::string list_range_name(uint64_t i, uint64_t n) {
   return "range " + std::to_string(i) + " of " + std::to_string(n);
 }
 
+Error zero_list_timeout_error() {
+  return Error(ErrorCode::kInvalidArgument, "transfer list timeout must be > 0 ms");
+}
+
 Error list_timeout_error(uint64_t n, bool read, const BufferHandle& remote, uint64_t landed) {
   return Error(ErrorCode::kTimeout, "a list of " + std::to_string(n) + " ranges " +
                                         (read ? "from " : "into ") + describe(remote) +

@@ -8,15 +8,16 @@
 //     destination ranges do not overlap: prepare refuses the whole list otherwise, naming
 //     the first range at fault ("range i of n"), and nothing moves.
 //  2. A plan is immutable and shares its ranges: copies are cheap, any number of threads may
-//     post one at once, and posting it again validates nothing and allocates nothing per range.
+//     post one at once (its destination is then theirs to share), and posting it again
+//     validates nothing and allocates nothing per range.
 //  3. A plan is checked against its handles, not against the owner: a released buffer, a
 //     stale handle or a lost peer is found by post, which answers with the error a single
 //     transfer would have given (released, unknown_buffer, peer_unavailable, ...).
 //  4. ListOutcome::landed (rdma_messages.h) is exact from below: ranges [0, landed) are known
 //     to be in place at their destination; the ranges after it may or may not have moved (a
 //     failure mid-list: docs/guarantees.md, "Transfer lists").
-//  5. One wording for what a list's errors name: list_range_name ("range i of n") and
-//     list_timeout_error.
+//  5. One wording for what a list's errors name: list_range_name ("range i of n"),
+//     list_timeout_error and zero_list_timeout_error.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +43,9 @@ std::string list_range_name(uint64_t i, uint64_t n);
 /// The error of a list of `n` ranges between its buffers (`read`: from `remote`, else into it)
 /// whose time ran out once `landed` ranges had landed (invariant 5).
 Error list_timeout_error(uint64_t n, bool read, const BufferHandle& remote, uint64_t landed);
+
+/// The refusal of a list asked to move within no time (a timeout of 0 ms) (invariant 5).
+Error zero_list_timeout_error();
 
 /// Ranges a list moves per batch where it takes neither the stream lane nor the same-host
 /// endpoint (a direct lane's chain, or the manager's batch).
