@@ -73,7 +73,7 @@ ListOutcome failed(const Error& e) {
 
 list_worker_actor spawn_list_worker(caf::actor_system& sys, rdma_manager_actor manager,
                                     std::shared_ptr<StreamLane> lane,
-                                    std::shared_ptr<std::atomic<size_t>> running) {
+                                    const std::shared_ptr<std::atomic<size_t>>& running) {
   caf::actor worker = sys.spawn<caf::detached>(
       [manager = std::move(manager), lane = std::move(lane), running](caf::blocking_actor* self) {
         // Listed among its node's objects for its life (invariant 3); counted until it ends.

@@ -44,6 +44,6 @@ using list_worker_actor = caf::typed_actor<
 /// it ends.
 list_worker_actor spawn_list_worker(caf::actor_system& sys, rdma_manager_actor manager,
                                     std::shared_ptr<StreamLane> lane,
-                                    std::shared_ptr<std::atomic<size_t>> running);
+                                    const std::shared_ptr<std::atomic<size_t>>& running);
 
 }  // namespace caf_rdma

@@ -437,8 +437,9 @@ std::future<Result<TransferReply>> RdmaClient::transfer_async(TransferOp op,
     return refused.get_future();
   }
   const uint32_t ms = timeout_ms_of(timeout);
-  return detail::async_request<TransferReply>(sys_, manager_, reply_wait(ms, op.notify), "transfer",
-                                              as_is, transfer_atom::value, std::move(op), ms);
+  const auto wait = reply_wait(ms, op.notify);  // before `op` is moved into the request
+  return detail::async_request<TransferReply>(sys_, manager_, wait, "transfer", as_is,
+                                              transfer_atom::value, std::move(op), ms);
 }
 
 Result<uint64_t> RdmaClient::fetch_add(const BufferHandle& remote, uint64_t offset, uint64_t add,

@@ -103,7 +103,7 @@ bool run_transport(const KvHandoffOptions& o, const Transport& t) {
         if (!r.ok())
           return fail("bulk: " + r.error().to_string());
       }
-      bulk[push] = mbps(2 * reps * pool_bytes, Clock::now() - t0);
+      bulk[push] = mbps(uint64_t{2} * reps * pool_bytes, Clock::now() - t0);
       std::printf("bw kv-handoff %s bulk-%s %llu %.1f\n", t.name, push ? "push" : "pull",
                   static_cast<unsigned long long>(pool_bytes), bulk[push]);
     }

@@ -232,7 +232,7 @@ TEST_F(TransferListTest, LanesAndTheManagerGiveTheSameBytesAndErrors) {
   std::vector<std::vector<uint8_t>> results;
   for (bool direct : {true, false}) {
     RdmaClient me(user_->node().system(), user_->manager(), direct);
-    Memory mine(500 * 8192, 0);
+    Memory mine(uint64_t{500} * 8192, 0);
     auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
     ASSERT_TRUE(local.ok()) << local.error().to_string();
     auto pull = me.prepare(TransferKind::kRead, local->handle(), remote, ranges);
@@ -290,7 +290,7 @@ TEST_F(TransferListTest, AnActorAsksItsManagerToMoveAList) {
   RdmaClient me(user_->node().system(), user_->manager());
   Memory theirs(4 << 20, 3);
   BufferHandle remote = remote_view(*owner_, *user_, theirs, "actor-list");
-  Memory mine(3000 * 1024, 0);
+  Memory mine(uint64_t{3000} * 1024, 0);
   auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
   ASSERT_TRUE(local.ok()) << local.error().to_string();
   const auto ranges = scattered(3000, 1024, 4096, 10);
@@ -326,7 +326,7 @@ TEST_F(TransferListTest, AnActorAsksItsManagerToMoveAList) {
 TEST_F(TransferListTest, PostAsyncAnswersLaterEvenAfterItsClientWent) {
   Memory theirs(4 << 20, 3);
   BufferHandle remote = remote_view(*owner_, *user_, theirs, "async-list");
-  Memory mine(2 * 1000 * 2048, 0);
+  Memory mine(uint64_t{2} * 1000 * 2048, 0);
   std::vector<std::future<ListOutcome>> futures;
   std::vector<std::vector<ListRange>> lists;
   std::optional<RegisteredBuffer> local;
@@ -338,7 +338,7 @@ TEST_F(TransferListTest, PostAsyncAnswersLaterEvenAfterItsClientWent) {
     for (uint32_t k = 0; k < 2; ++k) {
       auto list = scattered(1000, 2048, 2048, 20 + k);
       for (auto& x : list)
-        x.local_offset += k * 1000 * 2048;
+        x.local_offset += uint64_t{k} * 1000 * 2048;
       auto plan = me.prepare(TransferKind::kRead, local->handle(), remote, list);
       ASSERT_TRUE(plan.ok()) << plan.error().to_string();
       futures.push_back(me.post_async(*plan, seconds(30)));

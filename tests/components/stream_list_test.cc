@@ -176,7 +176,7 @@ TEST(StreamListTest, ARangeOutsideItsSpanIsRefusedWholeNothingMoved) {
   for (bool same_host : {false, true}) {
     StreamClient client(1, nullptr, same_host);
     std::vector<ListEntry> entries = scattered(40, 65536, false, 7);
-    std::vector<uint8_t> mine = filled(40 * 65536, 11);
+    std::vector<uint8_t> mine = filled(uint64_t{40} * 65536, 11);
     // The span covers the first 39 ranges; the last lies just past it.
     const std::vector<ListEntry> first(entries.begin(), entries.end() - 1);
     StreamJob job = list_job(**server, first, StreamDirection::kIntoOwner, mine.data());
@@ -306,7 +306,8 @@ TEST(StreamListTest, TheOwnerRefusesTablesThatDoNotAddUp) {
   r.handle = HandleAccess{5, 1, 2, 4096, 1000};
   r.length = 65536;
   auto parsed_with_count = [&](uint32_t count) {
-    std::memcpy(head, "CRL1", 4);
+    const uint8_t magic[4] = {'C', 'R', 'L', '1'};
+    std::memcpy(head, magic, sizeof(magic));
     store_le(head + 4, static_cast<uint32_t>(r.direction), 4);
     store_le(head + 8, r.length, 8);
     store_le(head + 40, r.handle.offset, 8);
