@@ -319,7 +319,12 @@ Status StreamClient::attempt_list(Socket& s, const StreamJob& job, const StreamR
   st = move_list(s, job);
   if (!st.ok())
     return fail(st);
-  auto end = read_status(s, job.deadline, "stream end");
+  return final_status(s, job, endpoint, "stream end", fail);
+}
+
+Status StreamClient::final_status(Socket& s, const StreamJob& job, const std::string& endpoint,
+                                  const char* what, const std::function<Status(Status)>& fail) {
+  auto end = read_status(s, job.deadline, what);
   if (!end.ok())
     return fail(end.error());
   if (!end->ok() && !ended_by_withdrawal(*end))  // in step: invariant 6
@@ -436,13 +441,7 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
                     : recv_all(s, job.addr, job.length, job.deadline, "stream data");
   if (!st.ok())
     return fail(st);
-  auto end = read_status(s, job.deadline, into_owner ? "stream confirmation" : "stream end");
-  if (!end.ok())
-    return fail(end.error());
-  if (!end->ok() && !ended_by_withdrawal(*end))  // in step: invariant 6
-    return fail(*end);
-  give_back(endpoint, std::move(s));
-  return *end;
+  return final_status(s, job, endpoint, into_owner ? "stream confirmation" : "stream end", fail);
 }
 
 }  // namespace caf_rdma

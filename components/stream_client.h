@@ -149,6 +149,11 @@ private:
   Status attempt_list(Socket& s, const StreamJob& job, const StreamRequest& request,
                       const std::string& endpoint, const Status& sent, Reach& reach,
                       const std::function<Status(Status)>& fail);
+  /// The owner's final status of `job` on `s` (`what` names it in errors): the connection goes
+  /// back to the pool when the exchange ended in step (ok, or released: invariant 6), else
+  /// `fail` (attempt()'s) drops it.
+  Status final_status(Socket& s, const StreamJob& job, const std::string& endpoint,
+                      const char* what, const std::function<Status(Status)>& fail);
   /// Invariant 7: the in-band bytes of list job `job` on `s`, after "go".
   Status move_list(const Socket& s, const StreamJob& job);
   Result<Socket> take_connection(const StreamJob& job, bool fresh, bool local, bool& pooled);

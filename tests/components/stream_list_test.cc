@@ -58,6 +58,17 @@ struct Owner {
   }
 };
 
+/// A stream server with a same-host endpoint serving `owner`'s buffer by handle.
+std::unique_ptr<StreamServer> serve(Owner& owner, StreamServer::Limits limits = {}) {
+  limits.same_host = true;
+  auto server = StreamServer::start("127.0.0.1", limits);
+  EXPECT_TRUE(server.ok()) << server.error().to_string();
+  if (!server.ok())
+    return nullptr;
+  (*server)->set_authorizer(owner.authorizer());
+  return std::move(*server);
+}
+
 /// `count` blocks of `block` bytes: block i of the requester's memory at i * block, of the
 /// owner's at a shuffled place (`odd`: every other block one byte shorter, so ranges and the
 /// staging buffer's blocks do not line up).
@@ -167,19 +178,16 @@ TEST(StreamListTest, ListsMoveEveryByteOnEveryPath) {
 // A table whose range lies outside the span the request was authorized for is refused whole,
 // before any byte moves (stream_server.h invariant 16), on both kinds of connection.
 TEST(StreamListTest, ARangeOutsideItsSpanIsRefusedWholeNothingMoved) {
-  StreamServer::Limits limits;
-  limits.same_host = true;
-  auto server = StreamServer::start("127.0.0.1", limits);
-  ASSERT_TRUE(server.ok()) << server.error().to_string();
   Owner owner;
-  (*server)->set_authorizer(owner.authorizer());
+  auto server = serve(owner);
+  ASSERT_TRUE(server);
   for (bool same_host : {false, true}) {
     StreamClient client(1, nullptr, same_host);
     std::vector<ListEntry> entries = scattered(40, 65536, false, 7);
     std::vector<uint8_t> mine = filled(uint64_t{40} * 65536, 11);
     // The span covers the first 39 ranges; the last lies just past it.
     const std::vector<ListEntry> first(entries.begin(), entries.end() - 1);
-    StreamJob job = list_job(**server, first, StreamDirection::kIntoOwner, mine.data());
+    StreamJob job = list_job(*server, first, StreamDirection::kIntoOwner, mine.data());
     entries.back().offset = job.handle.offset + job.length;
     job.entries = entries.data();
     job.count = 40;
@@ -199,16 +207,13 @@ TEST(StreamListTest, ARangeOutsideItsSpanIsRefusedWholeNothingMoved) {
 // ends with the owner's answer (refused, the client may go another way) and the endpoint
 // stays in use for the next list.
 TEST(StreamListTest, ARefusedLongListKeepsTheSameHostEndpoint) {
-  StreamServer::Limits limits;
-  limits.same_host = true;
-  auto server = StreamServer::start("127.0.0.1", limits);
-  ASSERT_TRUE(server.ok()) << server.error().to_string();
   Owner owner;
-  (*server)->set_authorizer(owner.authorizer());
+  auto server = serve(owner);
+  ASSERT_TRUE(server);
   StreamClient client(1);
   const auto entries = scattered(kMaxListRanges, 256, false, 5);
   std::vector<uint8_t> mine(uint64_t{kMaxListRanges} * 256, 0);
-  StreamJob bad = list_job(**server, entries, StreamDirection::kOutOfOwner, mine.data());
+  StreamJob bad = list_job(*server, entries, StreamDirection::kOutOfOwner, mine.data());
   bad.handle.secret_lo = 3;  // not the buffer's secret
   StreamEnd end = client.run_now(bad);
   ASSERT_FALSE(end.status.ok());
@@ -216,7 +221,7 @@ TEST(StreamListTest, ARefusedLongListKeepsTheSameHostEndpoint) {
   EXPECT_TRUE(end.same_host);
   EXPECT_NE(end.status.error().message().find("ask its manager"), std::string::npos)
       << end.status.error().message();
-  end = client.run_now(list_job(**server, entries, StreamDirection::kOutOfOwner, mine.data()));
+  end = client.run_now(list_job(*server, entries, StreamDirection::kOutOfOwner, mine.data()));
   ASSERT_TRUE(end.status.ok()) << end.status.error().to_string();
   EXPECT_TRUE(end.same_host) << "the refusal made the client give up the same-host endpoint";
   EXPECT_EQ(compare(entries, mine.data(), owner.bytes, 3), "");
