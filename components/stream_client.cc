@@ -434,11 +434,8 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
   }
   reach = Reach::kTaken;  // from here bytes move (invariant 2)
   const bool into_owner = job.direction == StreamDirection::kIntoOwner;
-  if (request.list)
-    st = move_list(s, job);
-  else
-    st = into_owner ? send_all(s, job.addr, job.length, job.deadline, "stream data")
-                    : recv_all(s, job.addr, job.length, job.deadline, "stream data");
+  st = into_owner ? send_all(s, job.addr, job.length, job.deadline, "stream data")
+                  : recv_all(s, job.addr, job.length, job.deadline, "stream data");
   if (!st.ok())
     return fail(st);
   return final_status(s, job, endpoint, into_owner ? "stream confirmation" : "stream end", fail);

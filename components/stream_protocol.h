@@ -35,14 +35,16 @@
 // one answer past its deadline by kEagerAnswerGrace, as for an eager write: the owner may be
 // copying into its memory until it answers.
 // A list request ("CRL1", "CML1") sends its table only once the owner allowed the request (its
-// first "go"): count x (offset in the buffer (u64), offset at the requester (u64), length (u64)),
-// each range inside the span, their lengths summing to the total, which is at most the span's
-// length (ranges that overlap at the owner are separate requests). The owner answers the
-// table: a "CRL1" with a second "go" (then the ranges' bytes in table order, back to back, then
-// the final status) or an error; a "CML1" with its one answer (the owner copied each range
-// between its buffer and the requester's address + the range's offset there; or "in-band go":
-// the bytes follow as for "CRL1"). So an owner that refuses a request never leaves a table
-// unread on the connection.
+// first "go", a plain status for both): count x (offset in the buffer (u64), offset at the
+// requester (u64), length (u64)), each range not empty and inside the span, their lengths
+// summing to the total; the owner refuses a total over the span's length (its client puts
+// ranges that overlap at the owner in separate requests). The owner answers the table: an
+// error (it closes the connection), `released` (its buffer went meanwhile: in step, the
+// connection serves on), or for a "CRL1" a second "go" (then the ranges' bytes in table order,
+// back to back, then the final status), for a "CML1" its one answer, awaited past the deadline
+// by kEagerAnswerGrace (the owner copied each range between its buffer and the requester's
+// address + the range's offset there; or "in-band go": the bytes follow as for "CRL1"). So an
+// owner that refuses a request never leaves a table unread on the connection.
 // "CRS1" (version 1: no final status after a READ) is refused with a clear error.
 //
 // Integers are little-endian. A token names one grant the owner made (buffer range, direction,

@@ -97,13 +97,16 @@
 //     memory (invariant 14).
 // 16. A list request ("CRL1"/"CML1", stream_protocol.h) is a request by handle for the span
 //     its ranges lie in (the authorizer checks the span as any request's range); its worker
-//     reads its table, refuses it whole if a range lies outside the span (nothing moved), then
-//     moves the ranges' bytes in table order: by cross-memory attach (one process_vm_* call
-//     per window of up to kMaxIov ranges, cross_memory.h), or in-band through a staging
-//     buffer of kListStaging bytes, which is the only memory the socket calls touch: the
-//     buffer is touched only by the copies into and out of the staging, each after a look at
-//     the withdrawal (invariant 14 holds at the staging's granularity). Invariants 13-15 hold
-//     as for one range.
+//     answers a first "go", reads the table, refuses it whole if a range is empty or outside
+//     the span, or the lengths do not make the announced total or pass the span's length
+//     (nothing moved), then moves the ranges' bytes in table order: by cross-memory attach
+//     (one process_vm_* call per window of up to kMaxIov ranges, cross_memory.h), or in-band
+//     through a staging buffer of kListStaging bytes, which is the only memory the socket
+//     calls touch: the buffer is touched only by the copies into and out of the staging, each
+//     after a look at the withdrawal, and the withdrawal is looked at while the peer is waited
+//     for (the table included), so `done` runs at once (invariant 14 at the staging's
+//     granularity; a list withdrawn before its bytes answers `released` in step). Invariants
+//     13-15 hold as for one range.
 #pragma once
 
 #include <atomic>

@@ -19,7 +19,7 @@ bool StreamServer::serve_list(Connection& c, Grant& g) {
   auto answer_by = [&] { return std::min(g.deadline, std::chrono::steady_clock::now() + stall); };
   const std::string subject = "buffer " + std::to_string(req.handle.id) + " (a list of " +
                               std::to_string(req.count) + " ranges)";
-  uint64_t moved = 0;  // bytes of the list moved with the memory
+  uint64_t moved = 0;  // bytes of the list copied to or from the buffer
   bool gone = false;   // withdrawn: `done` ran, the memory is touched no more
   auto let_go = [&] {
     gone = true;
@@ -27,7 +27,8 @@ bool StreamServer::serve_list(Connection& c, Grant& g) {
   };
   // Moves `n` bytes of the staging (never the buffer) on the connection; the withdrawal is
   // looked at while the peer is waited for: once set, `done` runs at once and the call goes on,
-  // touching the staging only (invariant 16).
+  // touching the staging only (invariant 16). The rest of a stopped call gets a stall window
+  // of its own: a trickling peer holds the worker (never the buffer) up to twice the limit.
   auto staged_io = [&](uint8_t* p, uint64_t n, bool sending, const std::string& what) -> Status {
     if (!gone && g.withdrawal) {
       auto k = move_until_stopped(s, p, n, sending, g.deadline, what, stall, *g.withdrawal);
@@ -65,6 +66,12 @@ bool StreamServer::serve_list(Connection& c, Grant& g) {
     let_go();
   if (gone)  // released before a byte moved: answered in step
     return write_status(s, released_midway_error(0, req.total), answer_by()).ok();
+  if (std::chrono::steady_clock::now() >= g.deadline) {  // the table came too late
+    const Error late(ErrorCode::kTimeout, "stream list request for " + subject +
+                                              ": its table came after its deadline");
+    (void)write_status(s, late, answer_by());
+    return fail(late);
+  }
   const std::vector<ListEntry>& ranges = *table;
   const bool out = g.direction == StreamDirection::kOutOfOwner;
   // The owner's memory of a range.
@@ -118,23 +125,26 @@ bool StreamServer::serve_list(Connection& c, Grant& g) {
     const uint64_t n = std::min<uint64_t>(staging.size(), req.total - sent);
     if (!gone && withdrawn(g.withdrawal))
       let_go();
+    // `moved` counts the bytes copied to or from the buffer (what a withdrawal reports).
     if (out) {
-      if (gone)
+      if (gone) {
         std::memset(staging.data(), 0, n);
-      else
+      } else {
         copy_block(n);
+        moved += n;
+      }
       st = staged_io(staging.data(), n, true, what);
     } else {
       st = staged_io(staging.data(), n, false, what);
       if (st.ok() && !gone && withdrawn(g.withdrawal))
         let_go();
-      if (st.ok() && !gone)
+      if (st.ok() && !gone) {
         copy_block(n);
+        moved += n;
+      }
     }
     if (!st.ok())
       return fail(st);
-    if (!gone)
-      moved += n;
     sent += n;
   }
   const Status end = gone ? Status(released_midway_error(moved, req.total)) : Status{};

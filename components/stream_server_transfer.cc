@@ -35,8 +35,8 @@ bool StreamServer::serve(Connection& c) {
                     "connections may ask for it)");
   if (!verdict.ok()) {
     g.done(req.token, verdict, 0);
-    // An eager write's bytes, or a list's table, sit unread on the connection: it cannot
-    // carry a next request.
+    // An eager write's bytes sit unread on the connection, and a list's client waits for its
+    // first "go" to send the table: neither can carry a next request.
     return write_status(s, verdict, io_limit).ok() && !eager_write(req) && !req.list;
   }
   if (req.list)
