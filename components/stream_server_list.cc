@@ -67,8 +67,8 @@ bool StreamServer::serve_list(Connection& c, Grant& g) {
   if (gone)  // released before a byte moved: answered in step
     return write_status(s, released_midway_error(0, req.total), answer_by()).ok();
   if (std::chrono::steady_clock::now() >= g.deadline) {  // the table came too late
-    const Error late(ErrorCode::kTimeout, "stream list request for " + subject +
-                                              ": its table came after its deadline");
+    const Error late(ErrorCode::kTimeout,
+                     "stream list request for " + subject + ": its table came after its deadline");
     (void)write_status(s, late, answer_by());
     return fail(late);
   }
