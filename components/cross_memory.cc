@@ -63,6 +63,8 @@ Status cross_memory_copy_list(pid_t pid, const CopySpan* spans, size_t count, bo
   auto part = [&](SpanCursor from, uint64_t len, std::atomic<uint64_t>& moved) -> Status {
     std::vector<iovec> mine;
     std::vector<iovec> theirs;
+    mine.reserve(std::min<size_t>(count, kMaxIov));  // once per part, whatever the windows
+    theirs.reserve(std::min<size_t>(count, kMaxIov));
     uint64_t done = 0;
     while (done < len) {
       if (withdrawn(withdrawal))  // invariant 5

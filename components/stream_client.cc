@@ -193,13 +193,14 @@ Status StreamClient::move_list(const Socket& s, const StreamJob& job) {
       }
     }
   };
+  const std::string what = "stream list data";  // once, not per block
   while (moved < job.total) {
     const uint64_t n = std::min<uint64_t>(staging.size(), job.total - moved);
     if (into_owner) {
       copy_block(n);
-      CAF_RDMA_RETURN_IF_ERROR(send_all(s, staging.data(), n, job.deadline, "stream list data"));
+      CAF_RDMA_RETURN_IF_ERROR(send_all(s, staging.data(), n, job.deadline, what));
     } else {
-      CAF_RDMA_RETURN_IF_ERROR(recv_all(s, staging.data(), n, job.deadline, "stream list data"));
+      CAF_RDMA_RETURN_IF_ERROR(recv_all(s, staging.data(), n, job.deadline, what));
       copy_block(n);
     }
     moved += n;
