@@ -11,6 +11,7 @@
 
 #include "components/rdma_domain.h"
 #include "components/rdma_queue_pair.h"
+#include "tests/components/byte_pattern.h"
 #include "tests/rdma_test.h"
 
 namespace caf_rdma::testing {
@@ -23,11 +24,6 @@ struct Registered {
   uint64_t size = 0;
   RdmaBuffer buffer;
 };
-
-inline uint8_t pattern(uint64_t i, uint32_t seed) {
-  // The seed is spread over the high bits: patterns of two seeds differ in (nearly) every byte.
-  return static_cast<uint8_t>((i * 2654435761u + seed * 0x9E3779B97F4A7C15u) >> 13);
-}
 
 class ComponentTest : public RdmaTest {
 protected:

@@ -25,24 +25,13 @@
 #include "components/stream_client.h"
 #include "components/stream_protocol.h"
 #include "components/stream_server.h"
+#include "tests/components/byte_pattern.h"
 
 namespace caf_rdma {
 namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-uint8_t pattern(uint64_t i, uint32_t seed) {
-  // The seed is spread over the high bits: patterns of two seeds differ in (nearly) every byte.
-  return static_cast<uint8_t>((i * 2654435761u + seed * 0x9E3779B97F4A7C15u) >> 13);
-}
-
-std::vector<uint8_t> filled(uint64_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  for (uint64_t i = 0; i < n; ++i)
-    v[i] = pattern(i, seed);
-  return v;
-}
 
 /// Checks every byte of `v` against pattern(seed); the first difference as text.
 std::string first_difference(const uint8_t* v, uint64_t n, uint32_t seed) {

@@ -18,6 +18,7 @@
 #include "components/stream_client.h"
 #include "components/stream_protocol.h"
 #include "components/stream_server.h"
+#include "tests/components/byte_pattern.h"
 #include "tests/components/served.h"
 
 namespace caf_rdma {
@@ -27,17 +28,6 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kOwnerBytes = 4 << 20;
-
-uint8_t pattern(uint64_t i, uint32_t seed) {
-  return static_cast<uint8_t>((i * 2654435761u + seed * 0x9E3779B97F4A7C15u) >> 13);
-}
-
-std::vector<uint8_t> filled(uint64_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  for (uint64_t i = 0; i < n; ++i)
-    v[i] = pattern(i, seed);
-  return v;
-}
 
 /// The owner's one buffer, served by handle (secret 1:2) with a `done` per request counted.
 struct Owner {
