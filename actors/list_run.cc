@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
 
 #include "actors/stream_lane.h"
 
@@ -12,13 +11,6 @@ namespace caf_rdma {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-/// Milliseconds left until `deadline` as a transfer takes them (0: none left).
-uint32_t ms_left(Clock::time_point deadline) {
-  const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return static_cast<uint32_t>(std::clamp<int64_t>(left, 0, std::numeric_limits<uint32_t>::max()));
-}
 
 /// The outcome's landed prefix grown to `upto` ranges.
 void landed_up_to(const TransferPlan& plan, size_t upto, ListOutcome& out) {
@@ -33,7 +25,7 @@ void post_batches(const TransferPlan& plan, size_t from, Clock::time_point deadl
   std::vector<TransferOp> ops;
   for (size_t at = from; at < plan.size();) {
     const size_t n = std::min(plan.size() - at, kListBatch);
-    const uint32_t left = ms_left(deadline);
+    const uint32_t left = list_ms_left(deadline);
     if (left == 0) {
       out.fail(list_timeout_error(plan.size(), plan.is_read(), plan.remote(), out.landed));
       return;
@@ -79,7 +71,7 @@ ListOutcome run_list(const TransferPlan& plan, Clock::time_point deadline, ListS
       // The lane knows no endpoint of this owner yet (or cannot hold the local buffer): range
       // 0 goes the way of one transfer, whose grant teaches the lane the endpoint (or whose
       // error names what is wrong); then the lane again.
-      const uint32_t left = ms_left(deadline);
+      const uint32_t left = list_ms_left(deadline);
       if (left == 0) {
         out.fail(list_timeout_error(plan.size(), plan.is_read(), plan.remote(), out.landed));
         return out;

@@ -238,6 +238,8 @@ private:
                                          const BufferHandle& remote, uint32_t timeout_ms,
                                          Range range);
 
+  /// Whether a list may be posted within `timeout`: the node lives and the timeout is not 0.
+  Status list_ready(std::chrono::milliseconds timeout) const;
   /// A timeout as the manager takes it (milliseconds, at least 1, at most UINT32_MAX).
   static uint32_t timeout_ms_of(std::chrono::milliseconds timeout);
   /// fetch_add and compare_swap: `op` with the client's atomic word as its local side.

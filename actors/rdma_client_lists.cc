@@ -6,7 +6,6 @@
 #include "actors/detail/async_request.h"
 #include "actors/list_run.h"
 #include "actors/rdma_client.h"
-#include "actors/stream_lane.h"
 
 namespace caf_rdma {
 
@@ -21,8 +20,12 @@ Result<TransferPlan> RdmaClient::prepare(TransferKind kind, const BufferHandle& 
   return TransferPlan::make(kind, local, remote, strided);
 }
 
+Status RdmaClient::list_ready(std::chrono::milliseconds timeout) const {
+  return timeout.count() > 0 ? node_alive() : Status(zero_list_timeout_error());
+}
+
 ListOutcome RdmaClient::post(const TransferPlan& plan, std::chrono::milliseconds timeout) {
-  Status ready = timeout.count() > 0 ? node_alive() : Status(zero_list_timeout_error());
+  Status ready = list_ready(timeout);
   if (!ready.ok()) {
     ListOutcome out;
     out.fail(ready.error());
@@ -60,7 +63,7 @@ std::future<ListOutcome> RdmaClient::post_async(const TransferPlan& plan,
     failed.fail(r.error());
     return failed;
   };
-  Status ready = timeout.count() > 0 ? node_alive() : Status(zero_list_timeout_error());
+  Status ready = list_ready(timeout);
   if (!ready.ok()) {
     std::promise<ListOutcome> refused;
     refused.set_value(outcome(ready.error()));

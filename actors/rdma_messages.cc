@@ -8,16 +8,23 @@
 
 namespace caf_rdma {
 
-Status TransferOutcome::status() const {
-  if (ok())
+namespace {
+
+/// An outcome's (code, message) as the API's one error type.
+Status outcome_status(uint8_t code, const std::string& message) {
+  if (code == 0)
     return {};
   return Error(static_cast<ErrorCode>(code), message);
 }
 
+}  // namespace
+
+Status TransferOutcome::status() const {
+  return outcome_status(code, message);
+}
+
 Status ListOutcome::status() const {
-  if (ok())
-    return {};
-  return Error(static_cast<ErrorCode>(code), message);
+  return outcome_status(code, message);
 }
 
 void ListOutcome::fail(const Error& e) {

@@ -141,15 +141,12 @@ std::optional<StreamLane::ListEnd> StreamLane::post_list(
       hi = h;
       total += part[n].length;
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
+    const uint32_t left = list_ms_left(deadline);
+    if (left == 0) {
       end.error = list_timeout_error(all.size(), plan.is_read(), plan.remote(), end.done);
       break;
     }
-    StreamJob job =
-        job_by_handle(*endpoint, plan.remote(), lo,
-                      static_cast<uint32_t>(std::min<int64_t>(left.count(), UINT32_MAX)));
+    StreamJob job = job_by_handle(*endpoint, plan.remote(), lo, left);
     job.direction = plan.is_read() ? StreamDirection::kOutOfOwner : StreamDirection::kIntoOwner;
     job.addr = reinterpret_cast<uint8_t*>(entry->addr);
     job.length = hi - lo;

@@ -2,6 +2,7 @@
 #include "actors/transfer_plan.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "actors/transfer_checks.h"
@@ -28,6 +29,13 @@ ListRange TransferPlan::range(size_t i) const {
 
 std::string list_range_name(uint64_t i, uint64_t n) {
   return "range " + std::to_string(i) + " of " + std::to_string(n);
+}
+
+uint32_t list_ms_left(std::chrono::steady_clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now())
+                        .count();
+  return static_cast<uint32_t>(std::clamp<int64_t>(left, 0, std::numeric_limits<uint32_t>::max()));
 }
 
 Error zero_list_timeout_error() {

@@ -20,6 +20,7 @@
 //     list_timeout_error and zero_list_timeout_error.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -43,6 +44,10 @@ std::string list_range_name(uint64_t i, uint64_t n);
 /// The error of a list of `n` ranges between its buffers (`read`: from `remote`, else into it)
 /// whose time ran out once `landed` ranges had landed (invariant 5).
 Error list_timeout_error(uint64_t n, bool read, const BufferHandle& remote, uint64_t landed);
+
+/// Milliseconds left of a list's `deadline` as a step of it takes them (0: none left, at most
+/// UINT32_MAX).
+uint32_t list_ms_left(std::chrono::steady_clock::time_point deadline);
 
 /// The refusal of a list asked to move within no time (a timeout of 0 ms) (invariant 5).
 Error zero_list_timeout_error();

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "components/list_staging.h"
 #include "components/same_host.h"
 #include "components/withdrawal.h"
 
@@ -171,28 +172,11 @@ void StreamClient::give_back(const std::string& endpoint, Socket s) {
 Status StreamClient::move_list(const Socket& s, const StreamJob& job) {
   const bool into_owner = job.direction == StreamDirection::kIntoOwner;
   std::vector<uint8_t> staging(std::min<uint64_t>(job.total, kListStaging));
-  uint32_t index = 0;
-  uint64_t into = 0;  // bytes of entries[index] behind
   uint64_t moved = 0;
-  // Copies `n` bytes of the list from the cursor between the job's memory and the staging.
-  auto copy_block = [&](uint64_t n) {
-    uint64_t at = 0;
-    while (at < n && index < job.count) {
-      const ListEntry& e = job.entries[index];
-      const uint64_t k = std::min(e.length - into, n - at);
-      uint8_t* here = job.addr + e.peer_offset + into;
-      if (into_owner)
-        std::memcpy(staging.data() + at, here, k);
-      else
-        std::memcpy(here, staging.data() + at, k);
-      at += k;
-      into += k;
-      if (into == e.length) {
-        ++index;
-        into = 0;
-      }
-    }
-  };
+  // The job's memory of a range (stream_client.h: at addr + its peer offset).
+  ListStaging cursor(job.entries, job.count,
+                     [&job](const ListEntry& e) { return job.addr + e.peer_offset; });
+  auto copy_block = [&](uint64_t n) { cursor.copy(staging.data(), n, into_owner); };
   const std::string what = "stream list data";  // once, not per block
   while (moved < job.total) {
     const uint64_t n = std::min<uint64_t>(staging.size(), job.total - moved);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "components/cross_memory.h"
+#include "components/list_staging.h"
 #include "components/stream_server.h"
 #include "components/withdrawal.h"
 
@@ -102,25 +103,8 @@ bool StreamServer::serve_list(Connection& c, Grant& g) {
   // the buffer comes after a look at the withdrawal (invariant 16).
   std::vector<uint8_t> staging(std::min<uint64_t>(req.total, kListStaging));
   const std::string what = std::string("stream list data ") + to_string(g.direction);
-  size_t index = 0;
-  uint64_t into = 0;  // bytes of ranges[index] behind
-  auto copy_block = [&](uint64_t n) {
-    uint64_t at = 0;
-    while (at < n) {
-      const ListEntry& e = ranges[index];
-      const uint64_t k = std::min(e.length - into, n - at);
-      if (out)
-        std::memcpy(staging.data() + at, mine(e) + into, k);
-      else
-        std::memcpy(mine(e) + into, staging.data() + at, k);
-      at += k;
-      into += k;
-      if (into == e.length) {
-        ++index;
-        into = 0;
-      }
-    }
-  };
+  ListStaging cursor(ranges.data(), ranges.size(), mine);
+  auto copy_block = [&](uint64_t n) { cursor.copy(staging.data(), n, out); };
   for (uint64_t sent = 0; sent < req.total;) {
     const uint64_t n = std::min<uint64_t>(staging.size(), req.total - sent);
     if (!gone && withdrawn(g.withdrawal))
