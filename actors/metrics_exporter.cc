@@ -17,6 +17,7 @@
 
 #include "actors/rdma_node.h"
 #include "actors/transfer_checks.h"
+#include "actors/version.h"
 #include "primitives/nic_counters.h"
 
 namespace caf_rdma {
@@ -156,10 +157,34 @@ void add_telemetry(Families& f, const ManagerTelemetry& t) {
   f.gauge("caf_rdma_registered_bytes",
           "Bytes of the live buffers registered with the manager (pinned or not)", {},
           static_cast<double>(t.buffer_bytes));
+  // As owner (served_ledger.h): what the peers' requests took, where the owner's CPU saw them.
+  for (const auto& r : t.served) {
+    const Labels labels{{"peer", r.peer}, {"path", r.path}, {"kind", kind_label(r.kind)}};
+    f.counter("caf_rdma_served_requests_total",
+              "As owner: peers' requests served, by requester, path (chunks, stream, same-host) "
+              "and kind; one per CAF chunk, atomic, or stream request (a list is one); RDMA ops "
+              "pass the owner's CPU by and are not counted",
+              labels, static_cast<double>(r.ops));
+    if (!is_atomic_kind(r.kind))
+      f.counter("caf_rdma_served_bytes_total",
+                "As owner: bytes of peers' requests served, by requester, path (chunks, stream, "
+                "same-host) and kind (atomics move no data: not counted)",
+                labels, static_cast<double>(r.bytes));
+  }
 }
 
 /// ManagerStats's counters and levels.
 void add_stats(Families& f, const ManagerStats& s) {
+  f.gauge("caf_rdma_build_info",
+          "Always 1: caf-rdma's version, the CAF it runs on, the manager's transport and device "
+          "(\"\" without one)",
+          {{"version", kVersion},
+           {"caf_version", std::to_string(CAF_VERSION / 10000) + "." +
+                               std::to_string(CAF_VERSION / 100 % 100) + "." +
+                               std::to_string(CAF_VERSION % 100)},
+           {"transport", s.transport},
+           {"device", s.device}},
+          1);
   const bool up = !s.device.empty() && s.no_rdma_reason.empty();
   f.gauge("caf_rdma_device_up",
           "1 while transfers can use the RDMA device (device: its name, \"\" without one)",

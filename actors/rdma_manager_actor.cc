@@ -434,6 +434,14 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
         stream_server_ = std::move(*server);
         stream_server_->set_authorizer(
             handle_authorizer(registry_, self_->address(), options_.max_timeout));
+        stream_server_->set_served([served = served_](const StreamServer::Served& r) {
+          served->record(
+              r.same_host ? std::string(kSameHostPeer) : ipv4_text(r.peer_ip),
+              r.same_host ? kServedSameHost : kServedStream,
+              wire_kind(r.direction == StreamDirection::kIntoOwner ? TransferKind::kWrite
+                                                                   : TransferKind::kRead),
+              r.bytes);
+        });
       }
       stream_client_ =
           std::make_shared<StreamClient>(options_.stream_threads, tls, options_.same_host);
@@ -586,6 +594,7 @@ ManagerStats ManagerState::stats() const {
   s.device_reopens = device_reopens_;
   s.telemetry = telemetry_.snapshot();
   Telemetry::merge(s.telemetry, registry_->telemetry());
+  s.telemetry.served = served_->rows();
   s.telemetry.stream_grants = grants.open_grants();
   s.telemetry.staging_busy = staged_.slots_busy();
   s.telemetry.staging_buffers = staged_.slots_made();

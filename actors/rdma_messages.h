@@ -492,10 +492,15 @@ constexpr double kLatencyBounds[] = {0.00001, 0.000025, 0.00005, 0.0001, 0.00025
                                      0.1,     0.25,     0.5,     1.0,    2.5,     10.0};
 constexpr size_t kLatencyBuckets = sizeof(kLatencyBounds) / sizeof(kLatencyBounds[0]) + 1;
 
-/// Ops that succeeded with one peer, on one path, of one kind.
+/// Ops that succeeded with one peer, on one path, of one kind: as requester
+/// (ManagerTelemetry::traffic) or as owner (ManagerTelemetry::served).
 struct TrafficCount {
-  std::string peer;  ///< the remote buffer's owner ("host:port"), as its handle names it
-  std::string path;  ///< kPathRdma, kPathRdmaStaged or kPathFallback
+  /// As requester: the remote buffer's owner ("host:port"), as its handle names it. As owner:
+  /// the requester, as ServedLedger names it (actors/manager/served_ledger.h).
+  std::string peer;
+  /// As requester: kPathRdma, kPathRdmaStaged or kPathFallback. As owner: kServedChunks,
+  /// kServedStream or kServedSameHost.
+  std::string path;
   uint8_t kind = 0;  ///< TransferKind
   uint64_t ops = 0;
   uint64_t bytes = 0;
@@ -542,6 +547,9 @@ typename Inspector::result_type inspect(Inspector& f, LatencyHistogram& x) {
 /// holds now for the metrics that ManagerStats's counters do not give.
 struct ManagerTelemetry {
   std::vector<TrafficCount> traffic;
+  /// As owner: the requests of peers this node served, by requester, path and kind (its RDMA
+  /// ones pass its CPU by: not counted). An atomic is a request of no bytes.
+  std::vector<TrafficCount> served;
   std::vector<ErrorCount> errors;
   std::vector<LatencyHistogram> latencies;
   uint64_t stream_grants = 0;    ///< stream grants made as owner, not yet used or withdrawn
@@ -554,8 +562,8 @@ struct ManagerTelemetry {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ManagerTelemetry& x) {
-  return f(caf::meta::type_name("caf_rdma::ManagerTelemetry"), x.traffic, x.errors, x.latencies,
-           x.stream_grants, x.staging_busy, x.staging_buffers, x.buffer_bytes);
+  return f(caf::meta::type_name("caf_rdma::ManagerTelemetry"), x.traffic, x.served, x.errors,
+           x.latencies, x.stream_grants, x.staging_busy, x.staging_buffers, x.buffer_bytes);
 }
 
 /// Per-manager counters.
@@ -588,7 +596,8 @@ struct ManagerStats {
   uint64_t registered_buffers = 0;
   uint64_t registered_bytes = 0;  ///< bytes in live memory regions
   /// Bytes this node served as owner on the fallback: CAF chunks, grants, and requests by
-  /// handle (stream lanes and managers' stream paths) its stream channel served.
+  /// handle (stream lanes and managers' stream paths) its stream channel served; not atomics
+  /// (ManagerTelemetry::served counts those as requests).
   uint64_t served_fallback_bytes = 0;
   uint64_t stream_ops =
       0;  ///< fallback ops (counted in fallback_ops) moved over the stream channel

@@ -140,6 +140,14 @@ Result<std::string> resolve_ipv4(const std::string& host) {
   return std::string(text);
 }
 
+std::string ipv4_text(uint32_t ip) {
+  in_addr a{};
+  a.s_addr = htonl(ip);
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &a, text, sizeof(text));
+  return text;
+}
+
 Result<Socket> listen_tcp(const std::string& host, uint16_t port) {
   CAF_RDMA_ASSIGN_OR_RETURN(sockaddr_in addr, ipv4(host, port));
   Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));

@@ -94,6 +94,8 @@ private:
 /// host's IPv4 address as text: host itself when it is one ("localhost" is 127.0.0.1), else its
 /// first IPv4 address (CAF resolves names the same way). Errors: peer_unavailable naming host.
 Result<std::string> resolve_ipv4(const std::string& host);
+/// An IPv4 address in host order as text ("10.0.2.15").
+std::string ipv4_text(uint32_t ip);
 
 /// A listening socket on host (an IPv4 address or "localhost"), port 0 = the kernel's choice.
 Result<Socket> listen_tcp(const std::string& host, uint16_t port);

@@ -529,6 +529,30 @@ void StreamServer::set_authorizer(Authorizer authorize) {
   authorize_ = std::move(authorize);
 }
 
+void StreamServer::set_served(ServedFn served) {
+  std::lock_guard<std::mutex> lock(mu_);
+  served_ = std::move(served);
+}
+
+void StreamServer::account(const Connection& c, Grant& g) {
+  ServedFn served;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    served = served_;
+  }
+  if (!served || !g.done)
+    return;
+  Served what{c.same_host, c.peer_ip, g.direction, 0};
+  g.done = [done = std::move(g.done), served = std::move(served), what](uint64_t token, Status st,
+                                                                        uint64_t bytes) mutable {
+    if (st.ok()) {
+      what.bytes = bytes;
+      served(what);
+    }
+    done(token, std::move(st), bytes);
+  };
+}
+
 Result<StreamServer::Grant> StreamServer::grant_by_handle(const StreamRequest& req) {
   Authorizer authorize;
   {

@@ -107,6 +107,9 @@
 //     for (the table included), so `done` runs at once (invariant 14 at the staging's
 //     granularity; a list withdrawn before its bytes answers `released` in step). Invariants
 //     13-15 hold as for one range.
+// 17. Every request that succeeds (its grant's `done` with ok), by grant or by handle, one
+//     range or a list, is told to the `set_served` observer once, on its worker, just before
+//     its `done`: the endpoint it came on, the requester's address, its direction and bytes.
 #pragma once
 
 #include <atomic>
@@ -149,6 +152,14 @@ public:
   /// Checks a request by handle and holds its memory until the grant's `done`; an error is the
   /// answer to the client. Called on the event thread: it must not block.
   using Authorizer = std::function<Result<HandleGrant>(const StreamRequest&)>;
+  /// A request that succeeded, for its owner's accounts (invariant 17).
+  struct Served {
+    bool same_host = false;  ///< on the same-host endpoint; else TCP from `peer_ip`
+    uint32_t peer_ip = 0;    ///< the requester's IPv4 address, host order (TCP)
+    StreamDirection direction = StreamDirection::kIntoOwner;
+    uint64_t bytes = 0;
+  };
+  using ServedFn = std::function<void(const Served&)>;
   /// Invariant 10: how long a worker waits for a connection's next request, and for its rest.
   static constexpr std::chrono::microseconds kLinger{200};
   static constexpr std::chrono::milliseconds kLingerHeader{1000};
@@ -203,6 +214,8 @@ public:
                  DoneFn done, Withdrawal withdrawal = nullptr);
   /// Serve requests by handle with `authorize` (without one they are refused).
   void set_authorizer(Authorizer authorize);
+  /// Invariant 17: `served` hears of every request that succeeds from now on.
+  void set_served(ServedFn served);
   /// Withdraws a grant no client has claimed yet: true if it was unclaimed (its `done` will not
   /// be called); false if a client claimed it (its `done` will be, or was, called).
   bool revoke(uint64_t token);
@@ -294,6 +307,8 @@ private:
   bool serve(Connection& c);
   /// serve() for a list request (invariant 16), whose grant `g` is its span.
   bool serve_list(Connection& c, Grant& g);
+  /// Invariant 17: g's `done` tells served_ too, naming c, when the request succeeds.
+  void account(const Connection& c, Grant& g);
 
   const std::string host_;
   Socket listener_;
@@ -315,6 +330,7 @@ private:
   bool listener_paused_ = false;  ///< accept_all ran out of fds: event_loop resumes it later
   std::unordered_map<uint64_t, Grant> grants_;
   Authorizer authorize_;  ///< requests by handle (invariant 9); empty: refused
+  ServedFn served_;       ///< invariant 17; empty: nobody hears
   std::map<int, std::shared_ptr<Connection>> connections_;  ///< by fd
   AdmissionQueue unauthenticated_;  ///< connections that claimed no grant yet (invariant 3)
   size_t authenticated_ = 0;

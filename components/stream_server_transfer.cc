@@ -20,6 +20,7 @@ bool StreamServer::serve(Connection& c) {
       std::min(std::chrono::steady_clock::now() + std::chrono::seconds(5), c.grant.deadline);
   Grant g = std::move(c.grant);
   c.grant = Grant{};
+  account(c, g);  // invariant 17
   Status verdict;
   if (req.direction != g.direction || req.length != g.length)
     verdict = Error(ErrorCode::kInvalidArgument,

@@ -69,6 +69,7 @@
 #include "actors/manager/rails.h"
 #include "actors/manager/registrant_watch.h"
 #include "actors/manager/stream_grants.h"
+#include "actors/manager/served_ledger.h"
 #include "actors/manager/telemetry.h"
 #include "actors/manager/write_notices.h"
 #include "actors/stream_endpoints.h"
@@ -255,6 +256,9 @@ private:
   Counters counters_;
   /// Per op: bytes, ops, errors, latencies by peer, path and kind (fed by finish_op).
   Telemetry telemetry_;
+  /// As owner: the requests of peers served, by requester, path and kind (shared with the stream
+  /// server's workers, which record theirs).
+  std::shared_ptr<ServedLedger> served_ = std::make_shared<ServedLedger>();
   /// Local buffers direct lanes may use (shared with the lanes).
   std::shared_ptr<DirectRegistry> registry_ = std::make_shared<DirectRegistry>();
   /// Owners' stream endpoints as their grants named them (shared with the stream lane).

@@ -271,7 +271,13 @@ Result<LocalBuffer*> BufferTable::owner_access(const BufferRef& ref, uint64_t of
   return b;
 }
 
-Result<ByteChunk> BufferTable::fetch_chunk(const BufferRef& ref, uint64_t offset, uint64_t length) {
+std::string BufferTable::requester() const {
+  const auto& sender = m_.self_->current_sender();
+  return caf::to_string(sender ? sender->node() : m_.self_->node());
+}
+
+Result<ByteChunk> BufferTable::fetch_chunk(const BufferRef& ref, uint64_t offset, uint64_t length,
+                                           const caf::node_id& requester) {
   CAF_RDMA_ASSIGN_OR_RETURN(LocalBuffer * b, owner_access(ref, offset, length, false));
   // A copy (out of host or GPU memory): the reply may be serialized after the buffer was
   // released and freed.
@@ -281,6 +287,8 @@ Result<ByteChunk> BufferTable::fetch_chunk(const BufferRef& ref, uint64_t offset
                  "no memory for a fetch chunk of " + std::to_string(length) + " bytes");
   CAF_RDMA_RETURN_IF_ERROR(copy_out(*b, offset, c.owned.get(), length));
   m_.counters_.served_fallback_bytes += length;
+  m_.served_->record(caf::to_string(requester), kServedChunks, wire_kind(TransferKind::kRead),
+                     length);
   return c;
 }
 
@@ -292,6 +300,7 @@ caf::result<uint64_t> BufferTable::store(const BufferRef& ref, uint64_t offset,
   if (Status st = copy_in(**b, offset, bytes.data, bytes.size); !st.ok())
     return to_caf_error(st.error());
   m_.counters_.served_fallback_bytes += bytes.size;
+  m_.served_->record(requester(), kServedChunks, wire_kind(TransferKind::kWrite), bytes.size);
   return bytes.size;
 }
 
@@ -326,7 +335,7 @@ caf::result<uint64_t> BufferTable::atomic(const BufferRef& ref, uint64_t offset,
   auto old = apply_atomic(ref, offset, kind, operand, compare);
   if (!old.ok())
     return to_caf_error(old.error());
-  m_.counters_.served_fallback_bytes += kAtomicBytes;
+  m_.served_->record(requester(), kServedChunks, kind, 0);  // served_ledger.h invariant 4
   return *old;
 }
 

@@ -33,16 +33,19 @@ public:
 
   caf::result<BufferHandle> request_buffer(uint64_t addr, uint64_t size, uint8_t access);
   caf::result<uint64_t> release_buffer(uint64_t id);
-  /// A copy of [offset, offset + length) of the buffer for a fetch answer, after the owner's
-  /// checks.
-  Result<ByteChunk> fetch_chunk(const BufferRef& ref, uint64_t offset, uint64_t length);
+  /// A copy of [offset, offset + length) of the buffer for a fetch answer of `requester`, after
+  /// the owner's checks (served_ledger.h counts it).
+  Result<ByteChunk> fetch_chunk(const BufferRef& ref, uint64_t offset, uint64_t length,
+                                const caf::node_id& requester);
+  /// A peer's chunk of a write (the current sender's), after the owner's checks.
   caf::result<uint64_t> store(const BufferRef& ref, uint64_t offset, const ByteChunk& bytes);
   /// The owner's side of an atomic (a peer's `atomic` request, or a local op): owner_access
   /// for a write of the 8-byte word at `offset`, which must be 8-byte aligned and in host
   /// memory, then the CPU atomic on it (invariant 14). Returns the word's old value.
   Result<uint64_t> apply_atomic(const BufferRef& ref, uint64_t offset, uint8_t kind,
                                 uint64_t operand, uint64_t compare);
-  /// apply_atomic for a peer (the `atomic` request), counted as served fallback bytes.
+  /// apply_atomic for a peer (the `atomic` request: the current sender's), counted as a request
+  /// served (not as bytes).
   caf::result<uint64_t> atomic(const BufferRef& ref, uint64_t offset, uint8_t kind,
                                uint64_t operand, uint64_t compare);
   /// The owner's view of a peer's access (after its NIC refused one): ok, or why not.
@@ -72,6 +75,8 @@ public:
   Status copy_out(const LocalBuffer& b, uint64_t offset, void* dst, uint64_t n) const;
 
 private:
+  /// The current sender's node (this node's for a local sender), as served_ledger.h names it.
+  std::string requester() const;
   /// GPUs whose memory the NIC could not register (staged instead): said once each, with why.
   std::set<int> staged_gpus_;
 };

@@ -31,9 +31,24 @@ LatencyHistogram& histogram(std::map<std::tuple<std::string, uint8_t>, LatencyHi
   return h;
 }
 
+/// Adds `more`'s rows to `into`'s: rows of the same peer, path and kind add up.
+void add_counts(std::vector<TrafficCount>& into, const std::vector<TrafficCount>& more) {
+  for (const auto& t : more) {
+    auto it = std::find_if(into.begin(), into.end(), [&](const TrafficCount& x) {
+      return x.peer == t.peer && x.path == t.path && x.kind == t.kind;
+    });
+    if (it == into.end()) {
+      into.push_back(t);
+      continue;
+    }
+    it->ops += t.ops;
+    it->bytes += t.bytes;
+  }
+}
+
 }  // namespace
 
-const std::string& Telemetry::peer_label(const std::string& peer) {
+const std::string& PeerLabels::label(const std::string& peer) {
   static const std::string other = kOtherPeers;
   auto it = peers_.find(peer);
   if (it != peers_.end())
@@ -62,7 +77,7 @@ void trace(const OpSample& s) {
 
 void Telemetry::record(const OpSample& s) {
   trace(s);
-  const std::string& peer = peer_label(s.peer);
+  const std::string& peer = peers_.label(s.peer);
   const std::string path = s.path.empty() ? kNoPath : s.path;
   if (s.ok) {
     auto& t = traffic_[std::make_tuple(peer, path, s.kind)];
@@ -99,17 +114,8 @@ ManagerTelemetry Telemetry::snapshot() const {
 }
 
 void Telemetry::merge(ManagerTelemetry& into, const ManagerTelemetry& more) {
-  for (const auto& t : more.traffic) {
-    auto it = std::find_if(into.traffic.begin(), into.traffic.end(), [&](const TrafficCount& x) {
-      return x.peer == t.peer && x.path == t.path && x.kind == t.kind;
-    });
-    if (it == into.traffic.end()) {
-      into.traffic.push_back(t);
-      continue;
-    }
-    it->ops += t.ops;
-    it->bytes += t.bytes;
-  }
+  add_counts(into.traffic, more.traffic);
+  add_counts(into.served, more.served);
   for (const auto& e : more.errors) {
     auto it = std::find_if(into.errors.begin(), into.errors.end(), [&](const ErrorCount& x) {
       return x.peer == e.peer && x.path == e.path && x.code == e.code && x.wc_status == e.wc_status;

@@ -53,6 +53,18 @@ struct OpSample {
 /// The debug line of one op (invariant 6); nothing below debug level.
 void trace(const OpSample& s);
 
+/// Invariant 4: the peers a table names, at most kMaxTelemetryPeers; any other is kOtherPeers.
+/// Not thread-safe (its user guards it).
+class PeerLabels {
+public:
+  /// `peer` itself while fewer than kMaxTelemetryPeers are named (or it is one), else
+  /// kOtherPeers.
+  const std::string& label(const std::string& peer);
+
+private:
+  std::set<std::string> peers_;
+};
+
 class Telemetry {
 public:
   /// Invariants 1-4.
@@ -63,9 +75,7 @@ public:
   static void merge(ManagerTelemetry& into, const ManagerTelemetry& more);
 
 private:
-  const std::string& peer_label(const std::string& peer);
-
-  std::set<std::string> peers_;
+  PeerLabels peers_;
   std::map<std::tuple<std::string, std::string, uint8_t>, TrafficCount> traffic_;
   std::map<std::tuple<std::string, std::string, std::string, std::string>, ErrorCount> errors_;
   std::map<std::tuple<std::string, uint8_t>, LatencyHistogram> latencies_;

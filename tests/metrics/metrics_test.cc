@@ -13,14 +13,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "actors/manager/served_ledger.h"
 #include "actors/metrics_exporter.h"
 #include "actors/rdma_client.h"
+#include "actors/version.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/rdma_test.h"
 #include "tests/scoped_env.h"
@@ -232,6 +236,130 @@ TEST_F(MetricsTest, AScrapeShowsExactlyTheWorkDone) {
   }
   // The sample docs/operations.md shows comes from here.
   std::printf("---- scrape of the user node ----\n%s---- end of scrape ----\n", text.c_str());
+}
+
+// As owner (served_ledger.h): the requests of the user's node that the owner's CPU served, by
+// requester, path and kind, add up to exactly the work done; atomics are requests of no bytes;
+// RDMA ops pass the owner by. The build_info series names the version and transport.
+TEST_F(MetricsTest, AnOwnersScrapeShowsWhatItServedByRequesterPathAndKind) {
+  NodeOptions o = node_options();
+  auto metrics = MetricsOptions::parse("127.0.0.1:0", "test");
+  ASSERT_TRUE(metrics.ok()) << metrics.error().to_string();
+  o.metrics = *metrics;
+  auto started = RdmaNode::start(o);
+  ASSERT_TRUE(started.ok()) << started.error().to_string();
+  owner_ = std::make_unique<TestNode>(std::move(*started));
+  user_ = start_node();
+  ASSERT_TRUE(user_);
+  const uint16_t port = owner_->node().metrics_port();
+  ASSERT_NE(port, 0);
+
+  // Small ops (CAF chunks from the manager, below its stream minimum), a large one (the stream
+  // channel or the same-host endpoint), the client's own ops (its lanes), and atomics.
+  constexpr uint64_t kSize = 1 << 20, kSmall = 4096, kLarge = 512 << 10, kRead = 8192;
+  constexpr int kSmallWrites = 3, kReads = 4, kAtomics = 5;
+  Memory remote_mem(kSize), src(kSize, 9), dst(kSize);
+  BufferHandle remote = remote_view(*owner_, *user_, remote_mem, "served");
+  ASSERT_NE(remote.id, 0U);
+  RdmaClient client(user_->node().system(), user_->manager());
+  auto s = client.register_buffer(src.bytes.data(), src.bytes.size());
+  auto d = client.register_buffer(dst.bytes.data(), dst.bytes.size());
+  ASSERT_TRUE(s.ok() && d.ok());
+  uint64_t written = 0, read = 0;
+  for (int i = 0; i < kSmallWrites; ++i) {
+    auto w = user_->transfer(make_write(
+        s->handle(), remote, Range::of(kSmall).at_local(i * kSmall).at_remote(i * kSmall)));
+    ASSERT_TRUE(w) << error_message(w.error());
+    written += kSmall;
+  }
+  auto big = user_->transfer(
+      make_write(s->handle(), remote, Range::of(kLarge).at_local(kLarge).at_remote(kLarge)));
+  ASSERT_TRUE(big) << error_message(big.error());
+  written += kLarge;
+  for (uint64_t b = 0; b < kSize; ++b) {
+    if (b < kSmallWrites * kSmall || b >= kLarge)
+      ASSERT_EQ(remote_mem.bytes[b], src.bytes[b]) << "byte " << b;
+  }
+  for (int i = 0; i < kReads; ++i) {
+    auto r = client.read(*d, remote, Range::of(kRead).at_local(i * kRead).at_remote(i * kRead));
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    read += kRead;
+  }
+  for (uint64_t b = 0; b < kReads * kRead; ++b)
+    ASSERT_EQ(dst.bytes[b], remote_mem.bytes[b]) << "byte " << b;
+  const uint64_t word_at = kSize - 8;
+  std::string atomic_path;
+  for (int i = 0; i < kAtomics; ++i) {
+    auto old = client.fetch_add(remote, word_at, 1, RdmaClient::kDefaultTimeout, &atomic_path);
+    ASSERT_TRUE(old.ok()) << old.error().to_string();
+  }
+  uint64_t word = 0;
+  std::memcpy(&word, remote_mem.bytes.data() + word_at, sizeof(word));
+  uint64_t before = 0;
+  std::memcpy(&before, src.bytes.data() + word_at, sizeof(before));
+  EXPECT_EQ(word, before + kAtomics);
+
+  // The stream server's workers record a request just before its end is told: wait for them.
+  const bool fallback = expected_path() != kPathRdma;
+  auto served_bytes = [](const ManagerStats& st) {
+    uint64_t n = 0;
+    for (const auto& r : st.telemetry.served)
+      n += r.bytes;
+    return n;
+  };
+  owner_->wait_stats(
+      [&](const ManagerStats& st) { return !fallback || served_bytes(st) >= written + read; });
+  const std::string text = scrape(port);
+  auto all = parse(text);
+  EXPECT_EQ(sum(all, "caf_rdma_build_info", {{"version", kVersion}}), 1) << text;
+  EXPECT_EQ(sum(all, "caf_rdma_build_info", {{"transport", owner_->stats().transport}}), 1);
+  const double atomics_served = atomic_path == kPathFallback ? kAtomics : 0;
+  EXPECT_EQ(sum(all, "caf_rdma_served_requests_total", {{"kind", "fetch-add"}}), atomics_served)
+      << "atomics took " << atomic_path << "\n"
+      << text;
+  EXPECT_EQ(sum(all, "caf_rdma_served_bytes_total", {{"kind", "fetch-add"}}), 0)
+      << "an atomic's word counted as bytes";
+  if (!fallback) {  // every op above went by RDMA: the owner's CPU served none
+    EXPECT_EQ(sum(all, "caf_rdma_served_bytes_total"), 0) << text;
+    return;
+  }
+  EXPECT_EQ(sum(all, "caf_rdma_served_bytes_total", {{"kind", "write"}}), written) << text;
+  EXPECT_EQ(sum(all, "caf_rdma_served_bytes_total", {{"kind", "read"}}), read) << text;
+  EXPECT_EQ(sum(all, "caf_rdma_served_requests_total", {{"kind", "read"}}), kReads)
+      << "one request per read of 8 KiB, whatever its path";
+  EXPECT_GE(sum(all, "caf_rdma_served_requests_total", {{"kind", "write"}}), kSmallWrites + 1)
+      << "at least one request per write\n"
+      << text;
+  EXPECT_EQ(sum(all, "caf_rdma_served_requests_total", {{"path", "chunks"}, {"kind", "fetch-add"}}),
+            kAtomics)
+      << "the fallback's atomics: one request each to the owner's manager";
+  EXPECT_EQ(owner_->stats().served_fallback_bytes, written + read) << "atomics counted as bytes";
+  // Each path names its requester as its connection knows it (served_ledger.h invariant 5).
+  int rows = 0;
+  for (const auto& smp : all) {
+    if (smp.name != "caf_rdma_served_requests_total")
+      continue;
+    ++rows;
+    const std::string& path = smp.labels.at("path");
+    const std::string& peer = smp.labels.at("peer");
+    if (path == kServedSameHost)
+      EXPECT_EQ(peer, kSameHostPeer);
+    else if (path == kServedStream)
+      EXPECT_EQ(peer, "127.0.0.1");
+    else if (path == kServedChunks)
+      EXPECT_EQ(peer, caf::to_string(user_->node().system().node())) << "chunks: the node id";
+    else
+      ADD_FAILURE() << "served on an unknown path " << path;
+  }
+  EXPECT_GE(rows, 2) << text;
+  // The owner's side as docs/operations.md shows it.
+  std::printf("---- owner's served series ----\n");
+  for (size_t at = 0, end = 0; at < text.size(); at = end + 1) {
+    end = std::min(text.find('\n', at), text.size());
+    const std::string line = text.substr(at, end - at);
+    if (line.rfind("caf_rdma_served_", 0) == 0 || line.rfind("caf_rdma_build_info", 0) == 0)
+      std::printf("%s\n", line.c_str());
+  }
 }
 
 // Exporter invariant 1: a manager that never answers gives an error metric within the scrape's
