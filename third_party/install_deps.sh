@@ -28,22 +28,29 @@ kPackages=(
   cmake
 )
 
+# A Prometheus server for tests/metrics/prometheus_scrape_test: Debian's `prometheus` package,
+# unpacked (not installed: installing it would start a system-wide service) into kPromDir.
+kPromDir=/opt/caf-rdma/prometheus
+
 missing=()
 for p in "${kPackages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
     missing+=("$p")
   fi
 done
+need_prometheus=0
+[ -x "$kPromDir/prometheus" ] || need_prometheus=1
 
-if [ ${#missing[@]} -eq 0 ]; then
+if [ ${#missing[@]} -eq 0 ] && [ $need_prometheus -eq 0 ]; then
   exit 0
 fi
 if [ "${1:-}" = "--check" ]; then
-  echo "missing packages: ${missing[*]}" >&2
+  [ ${#missing[@]} -eq 0 ] || echo "missing packages: ${missing[*]}" >&2
+  [ $need_prometheus -eq 0 ] || echo "missing: $kPromDir/prometheus (Debian's prometheus, unpacked)" >&2
   exit 1
 fi
 
-echo "install_deps: installing ${missing[*]}" >&2
+[ ${#missing[@]} -eq 0 ] || echo "install_deps: installing ${missing[*]}" >&2
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ]; then
   command -v sudo >/dev/null || { echo "install_deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
@@ -51,5 +58,18 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get -o DPkg::Lock::Timeout=600 update -qq
-"${sudo_cmd[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+  "${sudo_cmd[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [ $need_prometheus -eq 1 ]; then
+  echo "install_deps: unpacking Debian's prometheus into $kPromDir" >&2
+  work=$(mktemp -d)
+  chmod 755 "$work"  # apt's download user writes into it
+  (cd "$work" && apt-get download -qq prometheus 2>/dev/null && dpkg -x prometheus_*.deb root) ||
+    { echo "install_deps: could not fetch and unpack Debian's prometheus package" >&2; exit 1; }
+  "${sudo_cmd[@]}" mkdir -p "$kPromDir"
+  "${sudo_cmd[@]}" install -m 755 "$work/root/usr/bin/prometheus" "$kPromDir/prometheus"
+  basename "$work"/prometheus_*.deb | "${sudo_cmd[@]}" tee "$kPromDir/VERSION" >/dev/null
+  rm -rf "$work"
+fi
 echo "install_deps: done" >&2
