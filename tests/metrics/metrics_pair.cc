@@ -32,7 +32,9 @@ int fail(const std::string& why) {
   return 1;
 }
 
-uint8_t pattern(uint64_t round, uint64_t i) { return static_cast<uint8_t>(i * 131 + round * 7 + 1); }
+uint8_t pattern(uint64_t round, uint64_t i) {
+  return static_cast<uint8_t>(i * 131 + round * 7 + 1);
+}
 
 }  // namespace
 
