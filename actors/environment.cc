@@ -68,6 +68,8 @@ const std::vector<EnvironmentVariable>& environment_variables() {
       {"CAF_RDMA_VM_KERNEL_PKG", V::kTools},
       {"CAF_RDMA_VM_CACHE", V::kTools},
       {"CAF_RDMA_VM_ALLOW_WARN", V::kTools},
+      {"CAF_RDMA_VM_SESSION", V::kTools},
+      {"CAF_RDMA_REQUIRE_PROMETHEUS", V::kTools},
       {"CAF_RDMA_BAZEL_OUTPUT_ROOT", V::kTools},
   };
   return all;

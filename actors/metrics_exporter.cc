@@ -175,16 +175,16 @@ void add_telemetry(Families& f, const ManagerTelemetry& t) {
 
 /// ManagerStats's counters and levels.
 void add_stats(Families& f, const ManagerStats& s) {
-  f.gauge("caf_rdma_build_info",
-          "Always 1: caf-rdma's version, the CAF it runs on, the manager's transport and device "
-          "(\"\" without one)",
-          {{"version", kVersion},
-           {"caf_version", std::to_string(CAF_VERSION / 10000) + "." +
-                               std::to_string(CAF_VERSION / 100 % 100) + "." +
-                               std::to_string(CAF_VERSION % 100)},
-           {"transport", s.transport},
-           {"device", s.device}},
-          1);
+  f.gauge(
+      "caf_rdma_build_info",
+      "1 on every scrape the manager answers: caf-rdma's version, the CAF it runs on, the "
+      "manager's transport and device (\"\" without one)",
+      {{"version", kVersion},
+       {"caf_version", std::to_string(CAF_MAJOR_VERSION) + "." + std::to_string(CAF_MINOR_VERSION) +
+                           "." + std::to_string(CAF_PATCH_VERSION)},
+       {"transport", s.transport},
+       {"device", s.device}},
+      1);
   const bool up = !s.device.empty() && s.no_rdma_reason.empty();
   f.gauge("caf_rdma_device_up",
           "1 while transfers can use the RDMA device (device: its name, \"\" without one)",

@@ -593,8 +593,8 @@ ManagerStats ManagerState::stats() const {
   s.device_losses = device_losses_;
   s.device_reopens = device_reopens_;
   s.telemetry = telemetry_.snapshot();
-  Telemetry::merge(s.telemetry, registry_->telemetry());
   s.telemetry.served = served_->rows();
+  Telemetry::merge(s.telemetry, registry_->telemetry());
   s.telemetry.stream_grants = grants.open_grants();
   s.telemetry.staging_busy = staged_.slots_busy();
   s.telemetry.staging_buffers = staged_.slots_made();

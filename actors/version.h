@@ -1,7 +1,7 @@
-// caf-rdma's version, as the metrics' caf_rdma_build_info series and the doctor name it.
+// caf-rdma's version, as the metrics' caf_rdma_build_info series names it.
 //
-// Invariant: one place for it; raised with every change of the public API or the peer protocol
-// (docs/architecture.md, "The peer protocol").
+// Invariant: one place for it; raised with every change of the public API or of the messages
+// between nodes (0.9.0: ManagerTelemetry::served, the owner-side metrics).
 #pragma once
 
 namespace caf_rdma {

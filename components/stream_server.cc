@@ -530,12 +530,13 @@ void StreamServer::set_authorizer(Authorizer authorize) {
 }
 
 void StreamServer::set_served(ServedFn served) {
+  auto fn = served ? std::make_shared<const ServedFn>(std::move(served)) : nullptr;
   std::lock_guard<std::mutex> lock(mu_);
-  served_ = std::move(served);
+  served_ = std::move(fn);
 }
 
 void StreamServer::account(const Connection& c, Grant& g) {
-  ServedFn served;
+  std::shared_ptr<const ServedFn> served;
   {
     std::lock_guard<std::mutex> lock(mu_);
     served = served_;
@@ -547,7 +548,7 @@ void StreamServer::account(const Connection& c, Grant& g) {
                                                                         uint64_t bytes) mutable {
     if (st.ok()) {
       what.bytes = bytes;
-      served(what);
+      (*served)(what);
     }
     done(token, std::move(st), bytes);
   };

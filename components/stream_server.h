@@ -329,8 +329,8 @@ private:
   bool stopping_ = false;
   bool listener_paused_ = false;  ///< accept_all ran out of fds: event_loop resumes it later
   std::unordered_map<uint64_t, Grant> grants_;
-  Authorizer authorize_;  ///< requests by handle (invariant 9); empty: refused
-  ServedFn served_;       ///< invariant 17; empty: nobody hears
+  Authorizer authorize_;                    ///< requests by handle (invariant 9); empty: refused
+  std::shared_ptr<const ServedFn> served_;  ///< invariant 17; null: nobody hears
   std::map<int, std::shared_ptr<Connection>> connections_;  ///< by fd
   AdmissionQueue unauthenticated_;  ///< connections that claimed no grant yet (invariant 3)
   size_t authenticated_ = 0;

@@ -5,7 +5,8 @@
 #      labels and tour (tests/lint/check_docs.py);
 #   2. native lane:  `bazel test //...`  (rdma-tagged tests report a visible SKIP without a device);
 #   3. VM lane:      `bazel test --config=rxe //...`  (the rdma-tagged tests, inside the Soft-RoCE
-#                    VM, one VM boot per test binary; a skip there is a failure);
+#                    VM: one session VM runs the binaries one after another, tests/rxe_vm/
+#                    vm_session.sh; a skip there is a failure);
 #   4. cuda lane:    what --config=cuda changes, compiled against /usr/local/cuda (only
 #                    primitives/cuda_driver.cc and tests/gpu/ read CAF_RDMA_WITH_CUDA: the GPU
 #                    tests and the programs that move GPU memory, $cuda_targets below), and
@@ -16,8 +17,9 @@
 #      tells users, built with --dynamic_mode=off and Bazel's default, run natively, and its
 #      dynamic build in the VM (path rdma-direct);
 #   6. tidy: clang-tidy-14 over every source (tests/lint/check_tidy.sh, .clang-tidy; the tests'
-#      sources without the performance and style checks, tests/.clang-tidy), right after the
-#      native lane, whose build it reuses;
+#      sources without the performance and style checks, tests/.clang-tidy), prepared right
+#      after the native lane, whose build it reuses, and run beside the lanes after it at idle
+#      priority (its report and time come before the totals);
 #   7. sanitizer lanes: the native lane's tests that run natively (not the rdma- or gpu-tagged,
 #      which skip there) under `--config=asan` (AddressSanitizer + UBSan, compiled with clang-14;
 #      test sources at -O0, the library at -O1: .bazelrc) and under `--config=tsan` (ThreadSanitizer, with CAF itself built with it:
@@ -44,12 +46,13 @@ durations=""
 # Each lane's budget in seconds on an idle 2-core machine (the whole of .ci/run, bench included,
 # aims at 45 minutes; CI's hard limit is 90): a lane over its budget is named at its end and in
 # the totals, so a slow lane is seen before the run nears the limit (.ci/run adds the total).
-declare -A lane_budget=([native]=600 [tidy]=480 [vm]=600 [cuda]=240 [stress]=150 [two-hosts]=210
+declare -A lane_budget=([native]=600 [tidy]=240 [vm]=600 [cuda]=240 [stress]=150 [two-hosts]=210
                         [external]=180 [asan]=480 [tsan]=720)
 over_budget=""
 lane_start() { lane_t=$(date +%s); }
-lane_end() {
-  local took=$(( $(date +%s) - lane_t )) budget=${lane_budget[$1]:-0}
+lane_end() { lane_took "$1" $(( $(date +%s) - lane_t )); }
+lane_took() {
+  local took=$2 budget=${lane_budget[$1]:-0}
   durations+=" $1 ${took}s/${budget}s"
   if [ "$took" -gt "$budget" ]; then
     over_budget+=" $1 (${took}s, budget ${budget}s)"
@@ -59,6 +62,8 @@ lane_end() {
 
 stamp "installing dependencies"
 bash third_party/install_deps.sh || { echo "run_tests: dependency installation failed" >&2; exit 1; }
+# What install_deps.sh installed is there: a test that would skip without it fails instead.
+export CAF_RDMA_REQUIRE_PROMETHEUS=1
 stamp "building the Soft-RoCE VM image"
 bash tests/rxe_vm/build_image.sh || { echo "run_tests: VM image build failed" >&2; exit 1; }
 two_hosts_lane() {
@@ -93,15 +98,40 @@ native_sum_rc=$?
 lane_end native
 # Tidy right after the native lane: its compile commands are the native build's, which is then
 # complete in the execution root (check_tidy's own `bazel build //...` finds nothing to do).
-lane_start
-stamp "tidy: tests/lint/check_tidy.sh"
-bash tests/lint/check_tidy.sh ${CAF_RDMA_BAZEL_OUTPUT_ROOT:+--output_user_root="$CAF_RDMA_BAZEL_OUTPUT_ROOT"}
-tidy_rc=$?
-lane_end tidy
+# clang-tidy itself (no Bazel) then runs beside the lanes that follow, as SCHED_IDLE: it takes
+# only the CPU they leave (the VM lanes' emulator and the tests leave about a quarter of it), so
+# it neither slows them nor waits for them; its report comes before the totals.
+stamp "tidy: tests/lint/check_tidy.sh --prepare, then --tidy beside the next lanes"
+tidy_t=$(date +%s)
+tidy_out=/tmp/caf_rdma_tidy.$$
+if bash tests/lint/check_tidy.sh --prepare ${CAF_RDMA_BAZEL_OUTPUT_ROOT:+--output_user_root="$CAF_RDMA_BAZEL_OUTPUT_ROOT"}; then
+  tidy_added=$(( $(date +%s) - tidy_t ))
+  chrt --idle 0 bash tests/lint/check_tidy.sh --tidy > "$tidy_out" 2>&1 &
+  tidy_pid=$!
+else
+  tidy_pid="" tidy_rc=2 tidy_added=$(( $(date +%s) - tidy_t ))
+fi
 stamp "VM lane: bazel test --config=rxe //..."
 lane_start
+# One VM for the lane's test binaries (tests/rxe_vm/vm_session.sh; each still gets a VM of its
+# own when the session cannot run it), instead of a boot per binary.
+# It shares the execution root, where tests write (TEST_TMPDIR under _tmp, their logs under
+# bazel-out): Bazel replaces _tmp at each command, so a share of _tmp itself would go stale.
+execroot=$(bazel info execution_root 2>/dev/null)
+session=${CAF_RDMA_VM_CACHE:-/var/tmp/caf-rdma-rxe-vm}/session-$(echo "$execroot" | md5sum | cut -c1-12)
+if [ -n "$execroot" ] && bash tests/rxe_vm/vm_session.sh start "$session" "$execroot"; then
+  export CAF_RDMA_VM_SESSION=$session
+  trap 'bash tests/rxe_vm/vm_session.sh stop "$session"' EXIT  # an interrupted run too
+else
+  echo "run_tests: no session VM: one VM per test binary" >&2
+fi
 bazel test --config=rxe "$@" //...
 rxe_rc=$?
+if [ -n "${CAF_RDMA_VM_SESSION:-}" ]; then
+  bash tests/rxe_vm/vm_session.sh stop "$session"
+  trap - EXIT
+  unset CAF_RDMA_VM_SESSION
+fi
 rdma_targets=$(bazel query 'attr(tags, "[\[ ]rdma[,\]]", tests(//...))' 2>/dev/null)
 python3 tests/summarize.py --fail-on-skip rxe-vm "$logs" $rdma_targets > /tmp/caf_rdma_rxe_summary.$$
 rxe_sum_rc=$?
@@ -176,6 +206,18 @@ else
   : > /tmp/caf_rdma_tsan_summary.$$
 fi
 lane_end tsan
+
+# The tidy lane's time is what it adds to the run: its preparation and the wait for it here.
+if [ -n "$tidy_pid" ]; then
+  stamp "tidy: waiting for clang-tidy (started beside the VM lane)"
+  waited=$(date +%s)
+  wait "$tidy_pid"
+  tidy_rc=$?
+  tidy_added=$(( tidy_added + $(date +%s) - waited ))
+fi
+cat "$tidy_out" 2>/dev/null; rm -f "$tidy_out"
+lane_took tidy "$tidy_added"
+stamp "tidy done: exit $tidy_rc, $(( $(date +%s) - tidy_t ))s from its start beside the other lanes, ${tidy_added}s of them added to the run"
 
 sums="/tmp/caf_rdma_native_summary.$$ /tmp/caf_rdma_rxe_summary.$$ /tmp/caf_rdma_cuda_summary.$$
       /tmp/caf_rdma_asan_summary.$$ /tmp/caf_rdma_tsan_summary.$$"

@@ -53,7 +53,7 @@ fi
 [ ${#missing[@]} -eq 0 ] || echo "install_deps: installing ${missing[*]}" >&2
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "install_deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  command -v sudo >/dev/null || { echo "install_deps: need root (or sudo) to install: ${missing[*]}$([ $need_prometheus -eq 0 ] || echo " $kPromDir/prometheus")" >&2; exit 1; }
   sudo_cmd=(sudo)
 fi
 export DEBIAN_FRONTEND=noninteractive
@@ -64,8 +64,10 @@ fi
 if [ $need_prometheus -eq 1 ]; then
   echo "install_deps: unpacking Debian's prometheus into $kPromDir" >&2
   work=$(mktemp -d)
-  chmod 755 "$work"  # apt's download user writes into it
-  (cd "$work" && apt-get download -qq prometheus 2>/dev/null && dpkg -x prometheus_*.deb root) ||
+  trap 'rm -rf "$work"' EXIT
+  # apt-get download as root warns that its sandbox user cannot write here: only that is dropped.
+  (cd "$work" && apt-get download -qq prometheus 2> >(grep -v "Download is performed unsandboxed" >&2) &&
+     dpkg -x prometheus_*.deb root) ||
     { echo "install_deps: could not fetch and unpack Debian's prometheus package" >&2; exit 1; }
   "${sudo_cmd[@]}" mkdir -p "$kPromDir"
   "${sudo_cmd[@]}" install -m 755 "$work/root/usr/bin/prometheus" "$kPromDir/prometheus"

@@ -271,13 +271,15 @@ Result<LocalBuffer*> BufferTable::owner_access(const BufferRef& ref, uint64_t of
   return b;
 }
 
-std::string BufferTable::requester() const {
+std::string BufferTable::requester(const caf::node_id* node) const {
+  if (node != nullptr)
+    return caf::to_string(*node);
   const auto& sender = m_.self_->current_sender();
   return caf::to_string(sender ? sender->node() : m_.self_->node());
 }
 
 Result<ByteChunk> BufferTable::fetch_chunk(const BufferRef& ref, uint64_t offset, uint64_t length,
-                                           const caf::node_id& requester) {
+                                           const std::string& requester) {
   CAF_RDMA_ASSIGN_OR_RETURN(LocalBuffer * b, owner_access(ref, offset, length, false));
   // A copy (out of host or GPU memory): the reply may be serialized after the buffer was
   // released and freed.
@@ -287,8 +289,7 @@ Result<ByteChunk> BufferTable::fetch_chunk(const BufferRef& ref, uint64_t offset
                  "no memory for a fetch chunk of " + std::to_string(length) + " bytes");
   CAF_RDMA_RETURN_IF_ERROR(copy_out(*b, offset, c.owned.get(), length));
   m_.counters_.served_fallback_bytes += length;
-  m_.served_->record(caf::to_string(requester), kServedChunks, wire_kind(TransferKind::kRead),
-                     length);
+  m_.served_->record(requester, kServedChunks, wire_kind(TransferKind::kRead), length);
   return c;
 }
 

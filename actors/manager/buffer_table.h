@@ -33,10 +33,10 @@ public:
 
   caf::result<BufferHandle> request_buffer(uint64_t addr, uint64_t size, uint8_t access);
   caf::result<uint64_t> release_buffer(uint64_t id);
-  /// A copy of [offset, offset + length) of the buffer for a fetch answer of `requester`, after
-  /// the owner's checks (served_ledger.h counts it).
+  /// A copy of [offset, offset + length) of the buffer for a fetch answer of `requester` (a
+  /// name requester() gave), after the owner's checks (served_ledger.h counts it).
   Result<ByteChunk> fetch_chunk(const BufferRef& ref, uint64_t offset, uint64_t length,
-                                const caf::node_id& requester);
+                                const std::string& requester);
   /// A peer's chunk of a write (the current sender's), after the owner's checks.
   caf::result<uint64_t> store(const BufferRef& ref, uint64_t offset, const ByteChunk& bytes);
   /// The owner's side of an atomic (a peer's `atomic` request, or a local op): owner_access
@@ -74,9 +74,11 @@ public:
   /// Copies between a local buffer (host or GPU memory) and host memory.
   Status copy_out(const LocalBuffer& b, uint64_t offset, void* dst, uint64_t n) const;
 
+  /// The requester `node` (the current sender's when none is given; this node's for a local
+  /// sender), as served_ledger.h invariant 5 names it.
+  std::string requester(const caf::node_id* node = nullptr) const;
+
 private:
-  /// The current sender's node (this node's for a local sender), as served_ledger.h names it.
-  std::string requester() const;
   /// GPUs whose memory the NIC could not register (staged instead): said once each, with why.
   std::set<int> staged_gpus_;
 };

@@ -44,7 +44,7 @@ caf::result<ByteChunk> FetchWindows::fetch(const BufferRef& ref, uint64_t offset
   const auto& sender = m_.self_->current_sender();
   if (!sender || sender->node() == m_.self_->node()) {
     // This node's own actors: no connection holds the answer.
-    auto c = m_.buffer_table.fetch_chunk(ref, offset, length, m_.self_->node());
+    auto c = m_.buffer_table.fetch_chunk(ref, offset, length, m_.buffer_table.requester());
     if (!c.ok())
       return to_caf_error(c.error());
     return std::move(*c);
@@ -113,7 +113,7 @@ bool FetchWindows::window_fits(const PeerWindow& w, uint64_t charge) const {
 void FetchWindows::serve_fetch(const caf::node_id& node, const BufferRef& ref, uint64_t offset,
                                uint64_t length, caf::typed_response_promise<ByteChunk> rp) {
   // Checked again: the buffer may have been released while the fetch waited.
-  auto c = m_.buffer_table.fetch_chunk(ref, offset, length, node);
+  auto c = m_.buffer_table.fetch_chunk(ref, offset, length, m_.buffer_table.requester(&node));
   if (!c.ok()) {
     rp.deliver(to_caf_error(c.error()));
     return;

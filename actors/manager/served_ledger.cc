@@ -5,7 +5,7 @@ namespace caf_rdma {
 
 void ServedLedger::record(const std::string& peer, const char* path, uint8_t kind, uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  const std::string& who = peers_.label(peer);
+  const std::string& who = peers_[path].label(peer);
   auto& row = rows_[std::make_tuple(who, std::string(path), kind)];
   if (row.ops == 0) {
     row.peer = who;

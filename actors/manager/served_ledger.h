@@ -6,13 +6,15 @@
 // Invariants:
 //  1. Thread-safe: the manager's actor and the stream server's workers record at once.
 //  2. Rows only grow (Prometheus counters never go down).
-//  3. Bounded: at most kMaxTelemetryPeers requesters are named (telemetry.h, PeerLabels); the
-//     others are counted under kOtherPeers.
+//  3. Bounded: at most kMaxTelemetryPeers requesters are named per path (telemetry.h,
+//     PeerLabels), so node ids (a new one per requesting process) cannot crowd out the stream
+//     channel's addresses; the others are counted under kOtherPeers.
 //  4. One request, one count: a CAF chunk (a read's fetch answer or a write's stored chunk), an
 //     atomic (no bytes: its 8-byte word is not data moved), a stream or same-host request (a
 //     list is one request of all its ranges' bytes). Only requests that succeeded count.
 //  5. The requester is named as its connection knows it: its CAF node id for chunks and
-//     atomics, its IPv4 address for the stream channel's TCP endpoint, kSameHostPeer for the
+//     atomics (this node's own for its own actors' requests; a restarted peer process is a new
+//     id), its IPv4 address for the stream channel's TCP endpoint, kSameHostPeer for the
 //     same-host endpoint (any process of this host may use it, no node id comes with it).
 #pragma once
 
@@ -44,7 +46,7 @@ public:
 
 private:
   mutable std::mutex mu_;
-  PeerLabels peers_;
+  std::map<std::string, PeerLabels> peers_;  ///< by path (invariant 3)
   std::map<std::tuple<std::string, std::string, uint8_t>, TrafficCount> rows_;
 };
 

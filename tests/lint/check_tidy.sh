@@ -2,18 +2,27 @@
 # Runs clang-tidy-14 (.clang-tidy) over every C++ source of this repository with Bazel's own
 # compile commands (tests/lint/compile_commands.py); fails on any finding, in a source or in a
 # header it includes (clang-tidy names headers relative to the root, "./tests/...")
-# Usage: check_tidy.sh [bazel startup options...]   (run_tests.sh passes --output_user_root)
-# Builds //... first (the execution root's links to every package); a no-op after the native lane.
+# Usage: check_tidy.sh [--prepare | --tidy] [bazel startup options...]
+#   (run_tests.sh passes --output_user_root)
+# Builds //... first (the execution root's links to every package; a no-op after the native lane)
+# and writes the compile commands; then runs clang-tidy. --prepare does only the first part (it
+# uses Bazel), --tidy only the second (it does not: run_tests.sh runs it beside other lanes).
 set -uo pipefail
 cd "$(dirname "$(realpath "$0")")/../.."
+part=all
+case ${1:-} in --prepare) part=prepare; shift ;; --tidy) part=tidy; shift ;; esac
 command -v run-clang-tidy-14 >/dev/null ||
   { echo "check_tidy: clang-tidy-14 missing: run third_party/install_deps.sh" >&2; exit 2; }
 t0=$(date +%s)
-# Built from here, not from Python: the actions' environment includes PATH, which pyenv's
-# python3 changes, and a different PATH rebuilds the whole tree (twice: there and after).
-# After the native lane's `bazel test //...` this finds nothing to do.
-bazel "$@" build //... >/dev/null 2>&1 || { echo "check_tidy: bazel build //... failed" >&2; exit 2; }
-python3 tests/lint/compile_commands.py "$@" || { echo "check_tidy: no compile commands" >&2; exit 2; }
+if [ $part != tidy ]; then
+  # Built from here, not from Python: the actions' environment includes PATH, which pyenv's
+  # python3 changes, and a different PATH rebuilds the whole tree (twice: there and after).
+  # After the native lane's `bazel test //...` this finds nothing to do.
+  bazel "$@" build //... >/dev/null 2>&1 || { echo "check_tidy: bazel build //... failed" >&2; exit 2; }
+  python3 tests/lint/compile_commands.py "$@" || { echo "check_tidy: no compile commands" >&2; exit 2; }
+fi
+[ $part != prepare ] || exit 0
+[ -f compile_commands.json ] || { echo "check_tidy: no compile_commands.json (run with --prepare first)" >&2; exit 2; }
 t1=$(date +%s)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT

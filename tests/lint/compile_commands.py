@@ -8,6 +8,10 @@ this repository's sources, the exact gcc command Bazel uses, run from Bazel's ex
 (where `external/...` and `bazel-out/...` resolve). GCC-only flags clang does not know are
 dropped (and /usr/include given as -isystem, see drop_system_dirs), so clang-tidy parses every
 file as gcc compiles it.
+The commands run from a mirror of the execution root (tidy_root), not from it: Bazel re-plants
+the execution root's links at every command, and tests/run_tests.sh runs clang-tidy while other
+lanes run Bazel; the mirror's links point at what they resolve to (the sources, the external
+repositories, bazel-out), which those commands do not move.
 Invariant: one entry per source file of this repository (external sources are left out).
 """
 import json
@@ -46,6 +50,18 @@ def has_build_file(directory):
     return False
 
 
+def tidy_root(execroot, output_base):
+    """A directory beside the execution root that links each of its entries to what it
+    resolves to now: where clang-tidy's commands run (module docstring)."""
+    mirror = os.path.join(output_base, "caf_rdma_tidy_root")
+    os.makedirs(mirror, exist_ok=True)
+    for entry in os.listdir(mirror):
+        os.unlink(os.path.join(mirror, entry))
+    for entry in os.listdir(execroot):
+        os.symlink(os.path.realpath(os.path.join(execroot, entry)), os.path.join(mirror, entry))
+    return mirror
+
+
 def bazel(startup, *args):
     return subprocess.run(["bazel", *startup, *args], check=True, stdout=subprocess.PIPE,
                           stderr=subprocess.DEVNULL, text=True).stdout
@@ -70,13 +86,14 @@ def main():
                  "run `bazel build //...` first (tests/lint/check_tidy.sh does)")
     actions = json.loads(bazel(startup, "aquery", 'mnemonic("CppCompile", //...)',
                                "--output=jsonproto"))["actions"]
+    directory = tidy_root(execroot, bazel(startup, "info", "output_base").strip())
     entries = {}
     for action in actions:
         args = drop_system_dirs([a for a in action["arguments"] if a not in GCC_ONLY], execroot)
         src = args[args.index("-c") + 1]
         if src.startswith(("external/", "bazel-out/")):
             continue
-        entries[src] = {"directory": execroot, "file": os.path.join(root, src),
+        entries[src] = {"directory": directory, "file": os.path.join(root, src),
                         "arguments": args[:args.index("-c") + 1] + [os.path.join(root, src)]}
     with open(os.path.join(root, "compile_commands.json"), "w") as out:
         json.dump(sorted(entries.values(), key=lambda e: e["file"]), out, indent=1)

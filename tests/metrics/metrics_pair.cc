@@ -5,10 +5,14 @@
 // Protocol (one line each way, stdout flushed after each):
 //   start:            "owner <node address> metrics <port>", "user <node address> metrics <port>"
 //   "round" on stdin: the user writes kRound bytes into the owner's buffer and reads them back,
-//                     every byte checked; "round <written> <read> <write path> <read path>"
-//                     (totals so far), or "error <why>" and exit 1
-//   "atomic":         one fetch-add on the owner's last word, its old value checked; "atomic <n>"
+//                     every byte checked; once the owner counted what it served of them
+//                     (ManagerTelemetry::served: its stream workers count a request after
+//                     answering it), "round <written> <read> <write path> <read path>" (totals
+//                     so far), or "error <why>" and exit 1
+//   "atomic":         one fetch-add on the owner's last word, its old value checked; once the
+//                     owner counted it (on the fallback), "atomic <n>"
 //   EOF or "quit":    exits 0
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -23,7 +27,8 @@ namespace {
 
 constexpr uint64_t kPool = 8 << 20;
 constexpr uint64_t kRound = 2 << 20;
-/// Ops of one round: a few sizes, so both the chunks and the stream channel serve some.
+/// Ops of one round: a few sizes (the client's lanes take them all; the same-host endpoint serves
+/// them when it is on).
 constexpr uint64_t kOps[] = {4096, 65536, 1 << 20, (1 << 20) - 65536 - 4096};
 
 int fail(const std::string& why) {
@@ -34,6 +39,28 @@ int fail(const std::string& why) {
 
 uint8_t pattern(uint64_t round, uint64_t i) {
   return static_cast<uint8_t>(i * 131 + round * 7 + 1);
+}
+
+/// Waits (up to 20 s) until the owner counted `bytes` served and `atomics` fetch-adds; the error
+/// otherwise.
+std::string wait_served(RdmaClient& owner, uint64_t bytes, uint64_t atomics) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  uint64_t got = 0, got_atomics = 0;
+  do {
+    auto st = owner.stats();
+    if (!st.ok())
+      return st.error().to_string();
+    got = got_atomics = 0;
+    for (const auto& r : st->telemetry.served) {
+      got += r.bytes;
+      got_atomics += r.kind == wire_kind(TransferKind::kFetchAdd) ? r.ops : 0;
+    }
+    if (got >= bytes && got_atomics >= atomics)
+      return "";
+  } while (std::chrono::steady_clock::now() < deadline);
+  return "the owner counted " + std::to_string(got) + " of " + std::to_string(bytes) +
+         " bytes and " + std::to_string(got_atomics) + " of " + std::to_string(atomics) +
+         " fetch-adds served within 20 s";
 }
 
 }  // namespace
@@ -78,17 +105,22 @@ int main() {
   std::fflush(stdout);
 
   uint64_t round = 0, written = 0, read = 0, atomics = 0;
+  uint64_t served = 0, served_atomics = 0;  // what the owner's CPU serves: the fallback's ops
   std::string line;
   while (std::getline(std::cin, line) && line != "quit") {
     if (line == "atomic") {
       uint64_t before = 0;
       std::memcpy(&before, pool.data() + kPool - 8, 8);
-      auto old = client.fetch_add(*target, kPool - 8, 1);
+      std::string path;
+      auto old = client.fetch_add(*target, kPool - 8, 1, RdmaClient::kDefaultTimeout, &path);
       if (!old.ok())
         return fail(old.error().to_string());
       if (*old != before)
         return fail("fetch-add returned " + std::to_string(*old) + ", the word held " +
                     std::to_string(before));
+      served_atomics += path == kPathFallback ? 1 : 0;
+      if (auto why = wait_served(owner_client, served, served_atomics); !why.empty())
+        return fail(why);
       std::printf("atomic %llu\n", static_cast<unsigned long long>(++atomics));
       std::fflush(stdout);
       continue;
@@ -110,6 +142,8 @@ int main() {
         return fail(rd.error().to_string());
       write_path = w->path;
       read_path = rd->path;
+      served +=
+          (w->path == kPathFallback ? kOps[k] : 0) + (rd->path == kPathFallback ? kOps[k] : 0);
     }
     for (uint64_t i = 0; i < kRound; ++i)
       if (pool[base + i] != pattern(round, i) || back[base + i] != pattern(round, i))
@@ -119,6 +153,8 @@ int main() {
                     std::to_string(pattern(round, i)) + ")");
     written += kRound;
     read += kRound;
+    if (auto why = wait_served(owner_client, served, served_atomics); !why.empty())
+      return fail(why);
     std::printf("round %llu %llu %s %s\n", static_cast<unsigned long long>(written),
                 static_cast<unsigned long long>(read), write_path.c_str(), read_path.c_str());
     std::fflush(stdout);

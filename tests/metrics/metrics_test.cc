@@ -318,7 +318,10 @@ TEST_F(MetricsTest, AnOwnersScrapeShowsWhatItServedByRequesterPathAndKind) {
       << "atomics took " << atomic_path << "\n"
       << text;
   EXPECT_EQ(sum(all, "caf_rdma_served_bytes_total", {{"kind", "fetch-add"}}), 0)
-      << "an atomic's word counted as bytes";
+      << "an atomic's word exported as bytes";
+  for (const auto& r : owner_->stats().telemetry.served)
+    if (is_atomic_kind(r.kind))
+      EXPECT_EQ(r.bytes, 0U) << "an atomic's word counted as bytes (served_ledger.h invariant 4)";
   if (!fallback) {  // every op above went by RDMA: the owner's CPU served none
     EXPECT_EQ(sum(all, "caf_rdma_served_bytes_total"), 0) << text;
     return;

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Bazel --run_under wrapper for `bazel test --config=rxe`: runs one test binary (with its
-# arguments) inside the Soft-RoCE VM: one VM boot per test binary.
+# arguments) inside the Soft-RoCE VM: in the session VM CAF_RDMA_VM_SESSION names when it runs
+# and shares what the test writes (vm_session.sh; the VM lane starts one), else in a VM booted
+# for this binary alone.
 #
 # Bazel's test runner has already set the test environment and the working directory (the
 # runfiles tree); this forwards them into the VM and shares read-write what the test writes:
-# TEST_TMPDIR and the directory of XML_OUTPUT_FILE (test.xml, undeclared outputs).
+# TEST_TMPDIR and the directory of XML_OUTPUT_FILE (test.xml, undeclared outputs); a session
+# runs the binary only when it shares both.
 # A VM that fails to boot makes the test fail (exit 125), never pass.
 set -uo pipefail
 here=$(dirname "$(realpath "$0")")
@@ -31,5 +34,13 @@ limit=${TEST_TIMEOUT:-900}
 [ "$limit" -gt 60 ] && limit=$((limit - 15))
 # A test's BUILD `env` may ask for RXE_VM_MODE=quad (two wires: rxe0-rxe1, rxe2-rxe3).
 mode=${RXE_VM_MODE:-pair}
+session=${CAF_RDMA_VM_SESSION:-}
+if [ -n "$session" ] && [ "$mode" = pair ] &&
+   "$here/vm_session.sh" covers "$session" "${TEST_TMPDIR:-/nonexistent}" "$(dirname "${XML_OUTPUT_FILE:-/nonexistent/x}")"; then
+  echo "run_under: running $(basename "$1") in the session VM $session (rxe mode pair), limit ${limit}s" >&2
+  "$here/vm_session.sh" run "$session" "$limit" "${args[@]}" -- "$@"
+  rc=$?
+  [ $rc -eq 199 ] || exit $rc  # 199: the session was gone before the binary ran: a VM of its own
+fi
 echo "run_under: running $(basename "$1") inside the Soft-RoCE VM (rxe mode $mode), limit ${limit}s" >&2
 exec "$here/run_in_vm.sh" -r "$mode" -t "$limit" "${shares[@]}" "${args[@]}" -- "$@"

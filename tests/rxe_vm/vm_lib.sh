@@ -1,5 +1,6 @@
 # vm_lib.sh: booting one Soft-RoCE VM and judging its run; sourced (never run) by
-# run_in_vm.sh (one VM) and run_two_hosts.sh (two VMs on one wire), so both boot the same way.
+# run_in_vm.sh (one VM), run_two_hosts.sh (two VMs on one wire) and vm_session.sh (one VM for
+# many commands), so all boot the same way.
 #
 #   vm_prepare RUN RXE_MODE SHARE...          RUN/vm.conf for the init (RXE_MODE, CTLDIR = RUN,
 #                                             CWD = $PWD, RWDIRS) and RUN/shares (one per line);
@@ -23,6 +24,9 @@
 #  2. A VM whose kernel panicked before COMMAND started (RUN/started absent) is booted once more:
 #     COMMAND never ran, so nothing is hidden; any other failure is reported, never retried.
 #  3. Every boot is bounded by TIMEOUT (qemu killed after it): exit 124.
+
+# What in a guest kernel's log makes a run untrustworthy (vm_verdict; vm_session.sh's boot).
+vm_kernel_bad='WARNING:|BUG:|Oops|general protection fault|Kernel panic|UBSAN:|KASAN:|refcount_t:'
 
 vm_prepare() {
   local run=$1 mode=$2; shift 2
@@ -102,7 +106,7 @@ vm_verdict() {
   fi
   # The guest kernel's own verdict: rxe (or anything else) hitting a WARN_ON or an oops means the
   # run cannot be trusted, whatever COMMAND concluded.
-  local kernel_bad='WARNING:|BUG:|Oops|general protection fault|Kernel panic|UBSAN:|KASAN:|refcount_t:'
+  local kernel_bad=$vm_kernel_bad
   if [ -f "$run/dmesg" ] && grep -Eq "$kernel_bad" "$run/dmesg"; then
     echo "$label: the guest kernel logged warnings or errors:" >&2
     grep -E "$kernel_bad|rdma_rxe|rxe[0-9]" "$run/dmesg" | head -40 | sed "s/^/$label:   /" >&2
