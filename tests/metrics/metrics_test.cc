@@ -131,6 +131,20 @@ NodeOptions node_options() {
   return o;
 }
 
+/// A node serving its metrics on a port of its own choosing (null, and a test failure, when it
+/// does not start).
+std::unique_ptr<TestNode> start_with_metrics() {
+  NodeOptions o = node_options();
+  auto metrics = MetricsOptions::parse("127.0.0.1:0", "test");
+  EXPECT_TRUE(metrics.ok()) << metrics.error().to_string();
+  if (!metrics.ok())
+    return nullptr;
+  o.metrics = *metrics;
+  auto started = RdmaNode::start(o);
+  EXPECT_TRUE(started.ok()) << started.error().to_string();
+  return started.ok() ? std::make_unique<TestNode>(std::move(*started)) : nullptr;
+}
+
 class MetricsTest : public ::testing::Test {
 protected:
   void SetUp() override {
@@ -149,14 +163,8 @@ protected:
 // histograms count the ops; registered bytes are what was registered (telemetry invariants 1, 3).
 TEST_F(MetricsTest, AScrapeShowsExactlyTheWorkDone) {
   owner_ = start_node();
-  NodeOptions o = node_options();
-  auto metrics = MetricsOptions::parse("127.0.0.1:0", "test");
-  ASSERT_TRUE(metrics.ok()) << metrics.error().to_string();
-  o.metrics = *metrics;
-  auto started = RdmaNode::start(o);
-  ASSERT_TRUE(started.ok()) << started.error().to_string();
-  user_ = std::make_unique<TestNode>(std::move(*started));
-  ASSERT_TRUE(owner_);
+  user_ = start_with_metrics();
+  ASSERT_TRUE(owner_ && user_);
   const uint16_t port = user_->node().metrics_port();
   ASSERT_NE(port, 0);
 
@@ -242,15 +250,9 @@ TEST_F(MetricsTest, AScrapeShowsExactlyTheWorkDone) {
 // requester, path and kind, add up to exactly the work done; atomics are requests of no bytes;
 // RDMA ops pass the owner by. The build_info series names the version and transport.
 TEST_F(MetricsTest, AnOwnersScrapeShowsWhatItServedByRequesterPathAndKind) {
-  NodeOptions o = node_options();
-  auto metrics = MetricsOptions::parse("127.0.0.1:0", "test");
-  ASSERT_TRUE(metrics.ok()) << metrics.error().to_string();
-  o.metrics = *metrics;
-  auto started = RdmaNode::start(o);
-  ASSERT_TRUE(started.ok()) << started.error().to_string();
-  owner_ = std::make_unique<TestNode>(std::move(*started));
+  owner_ = start_with_metrics();
   user_ = start_node();
-  ASSERT_TRUE(user_);
+  ASSERT_TRUE(owner_ && user_);
   const uint16_t port = owner_->node().metrics_port();
   ASSERT_NE(port, 0);
 
