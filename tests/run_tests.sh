@@ -49,9 +49,8 @@ declare -A lane_budget=([native]=600 [tidy]=480 [vm]=600 [cuda]=240 [stress]=150
                         [external]=180 [asan]=480 [tsan]=720)
 over_budget=""
 lane_start() { lane_t=$(date +%s); }
-lane_end() { lane_took "$1" $(( $(date +%s) - lane_t )); }
-lane_took() {
-  local took=$2 budget=${lane_budget[$1]:-0}
+lane_end() {
+  local took=$(( $(date +%s) - lane_t )) budget=${lane_budget[$1]:-0}
   durations+=" $1 ${took}s/${budget}s"
   if [ "$took" -gt "$budget" ]; then
     over_budget+=" $1 (${took}s, budget ${budget}s)"
