@@ -91,6 +91,13 @@ std::string notice_unsent_text(uint32_t timeout_ms) {
          " ms ran out before its bytes were confirmed in place";
 }
 
+std::string fence_failed_text(bool own, const std::string& why) {
+  return own ? "its last byte could not be read back: " + why
+             : "its write with immediate, which its owner records as the write's receipt, "
+               "failed: " +
+                   why;
+}
+
 std::string notice_refused_text(uint64_t id, const std::string& owner, const std::string& why) {
   return "notice of a write into buffer " + std::to_string(id) + " of " + owner +
          " refused: " + why;

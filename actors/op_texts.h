@@ -63,6 +63,10 @@ std::string notice_failed_text(const TransferOp& op, uint64_t length, const std:
 std::string notice_unknown_text(const TransferOp& op, uint64_t length, const std::string& why);
 /// "no notice was sent: its MS ms ran out before its bytes were confirmed in place".
 std::string notice_unsent_text(uint32_t timeout_ms);
+/// Why a notify write's bytes could not be confirmed in place: "its last byte could not be
+/// read back: WHY" (`own`: our own buffer, the fence READ) or "its write with immediate, which
+/// its owner records as the write's receipt, failed: WHY" (manager/write_receipts.h).
+std::string fence_failed_text(bool own, const std::string& why);
 /// "notice of a write into buffer ID of OWNER refused: WHY" (the owner's side).
 std::string notice_refused_text(uint64_t id, const std::string& owner, const std::string& why);
 

@@ -273,9 +273,8 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
         return self->state.windows.fetch(ref, offset, length);
       },
       [=](read_ack_atom, uint64_t token) { return token; },
-      [=](store_atom, const BufferRef& ref, uint64_t offset, const ByteChunk& bytes) {
-        return self->state.buffer_table.store(ref, offset, bytes);
-      },
+      [=](store_atom, const BufferRef& ref, uint64_t offset, const ByteChunk& bytes,
+          uint64_t receipt) { return self->state.buffer_table.store(ref, offset, bytes, receipt); },
       [=](stream_grant_atom, const BufferRef& ref, uint64_t offset, uint64_t length, uint8_t kind,
           uint32_t timeout_ms) {
         return self->state.grants.stream_grant(ref, offset, length, kind, timeout_ms);
@@ -293,8 +292,8 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
         return self->state.buffer_table.atomic(ref, offset, kind, operand, compare);
       },
       [=](notice_atom, const BufferRef& ref, uint64_t offset, uint64_t length, uint64_t tag,
-          const std::string& writer) {
-        return self->state.notices.notice(ref, offset, length, tag, writer);
+          uint64_t receipt, const std::string& writer) {
+        return self->state.notices.notice(ref, offset, length, tag, receipt, writer);
       },
       // -- internal events (unserializable types: from this process only) --
       [=](detail::OpDone& e) {
@@ -305,6 +304,8 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       [=](const detail::FenceDone& e) {
         self->state.notices.fenced(detail::OpId{e.ticket, e.index}, e.outcome);
       },
+      [=](const detail::ReceiptLanded& e) { self->state.receipts.received(e.qp, e.node, e.result); },
+      [=](const detail::ReceiptDue& e) { self->state.receipts.due(e.waiter); },
       [=](const detail::OpTimeout& e) {
         self->state.op_timeout(e.ticket, static_cast<detail::DeadlineStage>(e.stage));
       },

@@ -157,8 +157,10 @@ using peer_protocol_actor = caf::typed_actor<
     caf::replies_to<read_ack_atom, uint64_t>::with<uint64_t>,
 
     /// Fallback transport: the owner writes the bytes at `offset` of the buffer (which must be
-    /// read-write). Replies with the number of bytes stored.
-    caf::replies_to<store_atom, BufferRef, uint64_t, ByteChunk>::with<uint64_t>,
+    /// read-write). Replies with the number of bytes stored. `receipt` not 0: a chunk of a
+    /// notify write whose notice will claim `receipt` (actors/manager/write_receipts.h): the
+    /// owner records what of it landed.
+    caf::replies_to<store_atom, BufferRef, uint64_t, ByteChunk, uint64_t>::with<uint64_t>,
 
     /// Fallback transport (transfers of at least `stream_min_bytes`): the owner checks `length`
     /// bytes at `offset` of the buffer for a read (kind 0) or write (1), holds the buffer, and
@@ -194,14 +196,16 @@ using peer_protocol_actor = caf::typed_actor<
     caf::replies_to<atomic_atom, BufferRef, uint64_t, uint8_t, uint64_t, uint64_t>::with<uint64_t>,
 
     /// Write notifications, writer to owner, once a write that asked for one (TransferOp::notify)
-    /// put its bytes in place (on RDMA: after a read of its last byte on the same queue pair
-    /// returned, so the owner's memory holds them): the owner checks the access as for a store
-    /// of [offset, offset + length), sends its watcher the WriteNotice (`tag`, the sender's
-    /// node, `writer` as the sender names itself) and replies with the notices of the sender's
-    /// node that wait for the watcher's answer. Errors as for store; invalid_argument (nobody
-    /// watches the buffer), resource_exhausted (kMaxPendingNotices from the sender's node, or
-    /// kMaxPendingNoticesTotal, waiting for watchers).
-    caf::replies_to<notice_atom, BufferRef, uint64_t, uint64_t, uint64_t,
+    /// put its bytes in place: the owner checks the access as for a store of
+    /// [offset, offset + length), claims the write's `receipt`, its own record that the write
+    /// landed (actors/manager/write_receipts.h: the stream grant's token, the receipt its
+    /// chunks carried, or the immediate of its RDMA WRITE WITH IMMEDIATE), sends its watcher the
+    /// WriteNotice (`tag`, the sender's node, `writer` as the sender names itself) and replies
+    /// with the notices of the sender's node that wait for the watcher's answer. Errors as for
+    /// store; invalid_argument (nobody watches the buffer), permission_denied (no such receipt
+    /// of the sender's node, or not for that range), resource_exhausted (kMaxPendingNotices
+    /// from the sender's node, or kMaxPendingNoticesTotal, waiting for watchers or receipts).
+    caf::replies_to<notice_atom, BufferRef, uint64_t, uint64_t, uint64_t, uint64_t,
                     std::string>::with<uint64_t>>;
 
 /// The manager, as its node's actors know it (RdmaNode::manager) and as peers know its facade.

@@ -1,5 +1,7 @@
 #include "components/qp_completions.h"
 
+#include <endian.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -43,6 +45,10 @@ void QpCompletions::retire_locked(QpOp& op, const ibv_wc* wc, Done& done) {
     op.aborted = true;
   } else if (wc != nullptr && op.op.kind == OpKind::kRecv) {
     op.bytes = wc->byte_len;
+    if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM && (wc->wc_flags & IBV_WC_WITH_IMM) != 0) {
+      op.with_imm = true;
+      op.imm = be32toh(wc->imm_data);
+    }
   }
   finish_if_done_locked(op.id, done);
 }
@@ -82,7 +88,9 @@ void QpCompletions::finish_if_done_locked(uint64_t op_id, Done& done) {
   if (op.in_flight > 0 || (!op.aborted && op.posted < op.wrs.size()))
     return;
   OpResult result = result_locked(op);
-  if (s.router)
+  if (op.op.kind == OpKind::kRecv)
+    --s.receives;  // RdmaQueuePair invariant 12
+  else if (s.router)
     s.router->op_finished();
   if (op.atomic_slot >= 0)
     atomics_.release(op.atomic_slot);
@@ -106,6 +114,8 @@ OpResult QpCompletions::result_locked(const QpOp& op) {
     result.bytes = 8;
   } else {
     result.bytes = op.op.kind == OpKind::kRecv ? op.bytes : op.op.local_length();
+    result.with_imm = op.with_imm;
+    result.imm = op.imm;
   }
   state_.stats.bytes += result.bytes;
   ++state_.stats.ops_completed;

@@ -1,5 +1,7 @@
 #include "components/qp_posting.h"
 
+#include <endian.h>
+
 #include <algorithm>
 
 #include "primitives/ibverbs_error.h"
@@ -29,6 +31,12 @@ Result<std::vector<PlannedWorkRequest>> QpPosting::plan(const RdmaOp& op,
   const uint64_t max_message = state_.max_message;
   const uint64_t remote_addr = op.remote.addr + op.remote_offset;
   std::vector<PlannedWorkRequest> wrs;
+  if (op.local.empty() && op.with_imm) {  // zero bytes: one request with no gather list
+    PlannedWorkRequest wr;
+    wr.remote_addr = remote_addr;
+    wrs.push_back(wr);
+    return wrs;
+  }
   if (detail::is_atomic(op.kind)) {
     PlannedWorkRequest wr;
     wr.remote_addr = remote_addr;
@@ -159,6 +167,10 @@ void QpPosting::append_send_locked(QpOp& op, const PlannedWorkRequest& p) {
     case OpKind::kWrite:
     case OpKind::kRead:
       wr.opcode = op.op.kind == OpKind::kWrite ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+      if (op.op.with_imm && op.posted + 1 == op.wrs.size()) {  // the write's last request
+        wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+        wr.imm_data = htobe32(op.op.imm);
+      }
       wr.wr.rdma.remote_addr = p.remote_addr;
       wr.wr.rdma.rkey = op.op.remote.rkey;
       append_sges(p, chain_sges_);

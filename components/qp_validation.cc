@@ -17,6 +17,11 @@ Status validate_atomic(const RdmaOp& op, const char* what) {
 }
 
 Status validate_local(const RdmaOp& op, const OpBounds& bounds, const char* what) {
+  if (op.with_imm && op.kind != OpKind::kWrite)
+    return Error(ErrorCode::kInvalidArgument,
+                 std::string(what) + " cannot carry an immediate (only an RDMA WRITE can)");
+  if (op.local.empty() && op.with_imm)
+    return {};  // a zero-byte write with immediate
   if (op.local.empty())
     return Error(ErrorCode::kInvalidArgument, std::string(what) + " without local memory");
   const bool destination = op.kind == OpKind::kRead || op.kind == OpKind::kRecv;

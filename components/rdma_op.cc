@@ -36,6 +36,16 @@ RdmaOp RdmaOp::write(LocalSlice src, RemoteBuffer dst, uint64_t dst_offset) {
   return op;
 }
 
+RdmaOp RdmaOp::write_imm(RemoteBuffer dst, uint64_t dst_offset, uint32_t imm) {
+  RdmaOp op;
+  op.kind = OpKind::kWrite;
+  op.remote = std::move(dst);
+  op.remote_offset = dst_offset;
+  op.with_imm = true;
+  op.imm = imm;
+  return op;
+}
+
 RdmaOp RdmaOp::read(LocalSlice dst, RemoteBuffer src, uint64_t src_offset) {
   RdmaOp op = write(std::move(dst), std::move(src), src_offset);
   op.kind = OpKind::kRead;

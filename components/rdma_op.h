@@ -42,11 +42,19 @@ struct RdmaOp {
   uint64_t compare_add = 0;
   /// Atomics: the swap value (compare-swap).
   uint64_t swap = 0;
+  /// WRITE only: its last work request is RDMA WRITE WITH IMMEDIATE carrying `imm`, which
+  /// consumes a receive the peer posted and completes it with `imm` once the write's bytes
+  /// (and those of every earlier write on the queue pair) are in the peer's memory. Such a
+  /// write may have no local slices (zero bytes: only the immediate).
+  bool with_imm = false;
+  uint32_t imm = 0;
 
   /// Total bytes of the local slices.
   uint64_t local_length() const;
 
   static RdmaOp write(LocalSlice src, RemoteBuffer dst, uint64_t dst_offset = 0);
+  /// A zero-byte RDMA WRITE WITH IMMEDIATE at `dst_offset` of `dst`: only `imm` travels.
+  static RdmaOp write_imm(RemoteBuffer dst, uint64_t dst_offset, uint32_t imm);
   static RdmaOp read(LocalSlice dst, RemoteBuffer src, uint64_t src_offset = 0);
   static RdmaOp send(LocalSlice src);
   static RdmaOp recv(LocalSlice dst);
@@ -70,6 +78,10 @@ struct OpResult {
   OpFault fault = OpFault::kNone;
   uint64_t bytes = 0;         ///< bytes moved (recv: bytes received)
   uint64_t atomic_value = 0;  ///< atomics: the remote word's value before the operation
+  /// RECV: consumed by the peer's RDMA WRITE WITH IMMEDIATE (`bytes` is then that write's
+  /// length) carrying `imm`.
+  bool with_imm = false;
+  uint32_t imm = 0;
 };
 
 using OpCallback = std::function<void(OpResult)>;

@@ -197,8 +197,12 @@ Status RdmaQueuePair::submit_internal(RdmaOp op, OpCallback done, uint64_t* id_o
     if (id_out != nullptr)
       *id_out = rec->id;
     state_.pending.push_back(rec->id);
+    // Invariant 12: a receive waits on the peer, not on this side: it keeps nobody polling.
+    const bool receive = rec->op.kind == OpKind::kRecv;
     state_.ops.emplace(rec->id, std::move(rec));
-    if (state_.router)
+    if (receive)
+      ++state_.receives;
+    else if (state_.router)
       state_.router->op_started();
     if (post_now)
       posting_.post_locked(done_now);
@@ -298,7 +302,7 @@ size_t RdmaQueuePair::pending_ops() const {
 
 bool RdmaQueuePair::idle() const {
   std::lock_guard<std::mutex> guard(state_.mu);
-  return state_.ops.empty();
+  return state_.ops.size() == state_.receives;  // invariant 12
 }
 
 RdmaQueuePair::Limits RdmaQueuePair::limits() const {

@@ -34,6 +34,9 @@
 //     shared CQ cannot overflow. Without it, the QP has a CQ of its own (invariant 7).
 // 11. The memory region that atomics' results land in is registered when the first atomic is
 //     submitted, not with the QP (detail/atomic_scratch.h).
+// 12. A posted receive waits on the peer, not on this side: `idle()` and the shared CQ's count
+//     of active ops leave receives out, so standing receives keep no poller busy (their
+//     completions are taken by the next poll that comes anyway, or one a user wakes).
 #pragma once
 
 #include <atomic>

@@ -21,10 +21,16 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "actors/rdma_manager_interface.h"
 #include "actors/rdma_messages.h"
+#include "components/rdma_op.h"
+
+namespace caf_rdma {
+class RdmaQueuePair;
+}  // namespace caf_rdma
 
 namespace caf_rdma::detail {
 
@@ -45,6 +51,19 @@ struct FenceDone {
   uint64_t ticket = 0;
   uint32_t index = 0;
   TransferOutcome outcome;
+};
+
+/// Poller -> manager: a receive posted for write receipts (manager/write_receipts.h
+/// invariant 4) on `qp`, the queue pair accepted from a peer of node `node`, completed.
+struct ReceiptLanded {
+  std::weak_ptr<RdmaQueuePair> qp;
+  std::string node;
+  OpResult result;
+};
+
+/// Timer: notice `waiter`'s wait for its write's receipt is over (write_receipts.h invariant 2).
+struct ReceiptDue {
+  uint64_t waiter = 0;
 };
 
 /// Timer: transfer `ticket` passed a deadline: `stage` is a DeadlineStage
@@ -162,7 +181,8 @@ struct OrphanCheck {
 
 /// The internal events, as the manager's fourth interface (audience: its own process only).
 using manager_events_actor = caf::typed_actor<
-    caf::reacts_to<OpDone>, caf::reacts_to<FenceDone>, caf::reacts_to<OpTimeout>,
+    caf::reacts_to<OpDone>, caf::reacts_to<FenceDone>, caf::reacts_to<ReceiptLanded>,
+    caf::reacts_to<ReceiptDue>, caf::reacts_to<OpTimeout>,
     caf::reacts_to<OpTick>, caf::reacts_to<StreamDone>, caf::reacts_to<StreamServed>,
     caf::reacts_to<StreamExpire>, caf::reacts_to<ChunkSent>, caf::reacts_to<LaneClosed>,
     caf::reacts_to<LaneIdle>, caf::reacts_to<DirTimeout>, caf::reacts_to<SetName>,
@@ -178,6 +198,8 @@ using manager_impl_actor = rdma_manager_actor::extend_with<manager_events_actor>
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::OpDone)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::FenceDone)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::ReceiptLanded)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::ReceiptDue)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::OpTimeout)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::OpTick)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::StreamDone)

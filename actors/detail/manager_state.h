@@ -46,8 +46,8 @@
 //     fallback (the error names why RDMA failed); the fallback's owner applies them with CPU
 //     atomics (manager/buffer_table.h invariant 14).
 // 15-17. Write notifications: a write's notice leaves once its bytes are in the owner's memory,
-//     at most once; the writer's reply follows it; notices waiting for watchers are bounded
-//     (manager/write_notices.h).
+//     as the owner saw (a receipt: manager/write_receipts.h), at most once; the writer's reply
+//     follows it; notices waiting for watchers are bounded (manager/write_notices.h).
 // 18-21. Several devices: buffers are registered on every rail or none; a large op's slices
 //     all complete before its reply, a failed rail's slice runs again on the primary device;
 //     striping queue pairs are made on first use and dropped with the primary device or the
@@ -72,6 +72,7 @@
 #include "actors/manager/stream_grants.h"
 #include "actors/manager/telemetry.h"
 #include "actors/manager/write_notices.h"
+#include "actors/manager/write_receipts.h"
 #include "actors/stream_endpoints.h"
 #include "actors/transfer/chunk_path.h"
 #include "actors/transfer/local_copy_path.h"
@@ -117,6 +118,7 @@ public:
   FetchWindows windows{*this};         ///< the owner side of fetch windows (invariant 12)
   RegistrantWatch registrants{*this};  ///< leak accounting: who holds each live buffer
   WriteNotices notices{*this};         ///< write notifications (invariants 15-17)
+  WriteReceipts receipts{*this};       ///< the writes notices claim (invariant 15)
   Rails rails{*this};                  ///< devices after the primary, striping (18-21)
 
   /// The name given by its node once it listens (first call only; SetName is an internal event).
@@ -177,6 +179,7 @@ private:
   friend class PeerTable;
   friend class RegistrantWatch;
   friend class WriteNotices;
+  friend class WriteReceipts;
   friend class Rails;
 
   /// Checks op `id`, chooses its path (path_choice.h) and starts it there.

@@ -76,6 +76,8 @@ struct OpRecord {
   bool holds_local = false;  ///< counted in the local buffer's in_use
   bool done = false;
   bool notifying = false;  ///< its bytes moved; its notice is on its way (write_notices.h)
+  /// A notify write: the receipt its notice claims at the owner (manager/write_receipts.h).
+  uint64_t receipt = 0;
 
   bool is_read() const { return caf_rdma::is_read(op); }
 };
@@ -157,6 +159,9 @@ constexpr size_t kMaxLanesPerPeer = 256;
 struct GrantHold {
   uint64_t buffer = 0;  ///< held (counted in its in_use and grants)
   caf::node_id peer;    ///< whose node asked (counted in grants_per_peer_)
+  /// A write grant: where its bytes land (a receipt once they all did: write_receipts.h).
+  bool write = false;
+  uint64_t offset = 0, length = 0;
 };
 
 /// A directory entry and the (local) actor that put it, for diagnostics.

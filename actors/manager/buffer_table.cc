@@ -294,12 +294,14 @@ Result<ByteChunk> BufferTable::fetch_chunk(const BufferRef& ref, uint64_t offset
 }
 
 caf::result<uint64_t> BufferTable::store(const BufferRef& ref, uint64_t offset,
-                                         const ByteChunk& bytes) {
+                                         const ByteChunk& bytes, uint64_t receipt) {
   auto b = owner_access(ref, offset, bytes.size, true);
   if (!b.ok())
     return to_caf_error(b.error());
   if (Status st = copy_in(**b, offset, bytes.data, bytes.size); !st.ok())
     return to_caf_error(st.error());
+  if (receipt != 0)
+    m_.receipts.chunk_landed(m_.receipts.sender_node(), receipt, ref.id, offset, bytes.size);
   m_.counters_.served_fallback_bytes += bytes.size;
   m_.served_->record(requester(), kServedChunks, wire_kind(TransferKind::kWrite), bytes.size);
   return bytes.size;

@@ -37,8 +37,10 @@ public:
   /// name requester() gave), after the owner's checks (served_ledger.h counts it).
   Result<ByteChunk> fetch_chunk(const BufferRef& ref, uint64_t offset, uint64_t length,
                                 const std::string& requester);
-  /// A peer's chunk of a write (the current sender's), after the owner's checks.
-  caf::result<uint64_t> store(const BufferRef& ref, uint64_t offset, const ByteChunk& bytes);
+  /// A peer's chunk of a write (the current sender's), after the owner's checks; one of a
+  /// notify write (`receipt` not 0) is recorded for its notice (write_receipts.h).
+  caf::result<uint64_t> store(const BufferRef& ref, uint64_t offset, const ByteChunk& bytes,
+                              uint64_t receipt);
   /// The owner's side of an atomic (a peer's `atomic` request, or a local op): owner_access
   /// for a write of the 8-byte word at `offset`, which must be 8-byte aligned and in host
   /// memory, then the CPU atomic on it (invariant 14). Returns the word's old value.

@@ -328,6 +328,7 @@ Result<QpInfoMsg> QpHandshakes::finish_accept(Peer& p, const QpInfoMsg& remote) 
   if (p.accepted)
     drop_qp(p, p.accepted);  // the peer replaced its QP: ours is stale
   p.accepted = qp;
+  m_.receipts.arm(qp, caf::to_string(p.manager.node()));  // its notify writes' receipts
   return to_msg(qp->local_info());
 }
 

@@ -51,7 +51,7 @@ caf::result<StreamGrantMsg> StreamGrants::stream_grant(const BufferRef& ref, uin
   ++buf.in_use;
   ++buf.grants;
   ++peer_grants;
-  grants_.emplace(token, GrantHold{ref.id, peer});
+  grants_.emplace(token, GrantHold{ref.id, peer, write, offset, length});
   // Withdrawn if nobody claims it in time (the requester timed out or died).
   m_.self_->delayed_send(m_.self_, std::chrono::milliseconds(limit_ms) + kRequestBackstop,
                          StreamExpire{token});
@@ -86,9 +86,13 @@ void StreamGrants::revoke_unclaimed_grants(uint64_t buffer) {
 }
 
 void StreamGrants::stream_served(uint64_t token, uint64_t bytes) {
-  if (grants_.count(token) == 0)
+  auto it = grants_.find(token);
+  if (it == grants_.end())
     return;
   m_.counters_.served_fallback_bytes += bytes;
+  const GrantHold& g = it->second;
+  if (g.write && bytes == g.length)  // every byte landed: what a notice may claim
+    m_.receipts.stream_landed(caf::to_string(g.peer), token, g.buffer, g.offset, g.length);
   end_grant(token);
 }
 

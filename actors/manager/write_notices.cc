@@ -22,37 +22,57 @@ caf::result<bool> WriteNotices::watch(uint64_t id, const caf::actor& watcher) {
 }
 
 caf::result<uint64_t> WriteNotices::notice(const BufferRef& ref, uint64_t offset, uint64_t length,
-                                           uint64_t tag, const std::string& writer) {
+                                           uint64_t tag, uint64_t receipt,
+                                           const std::string& writer) {
   const auto& sender = m_.self_->current_sender();
   // A peer's notice comes through the facade with the writing node's actor as sender.
-  const std::string node = sender ? caf::to_string(sender->node()) : std::string("anonymous");
-  auto now = [&](bool direct) -> caf::result<uint64_t> {
-    auto n = deliver(ref, offset, length, tag, node, writer, direct);
+  const std::string node = m_.receipts.sender_node();
+  if (sender && sender->node() == m_.self_->node()) {  // this node's own: its copy is done
+    auto n = deliver(ref, offset, length, tag, node, writer, true);
     if (!n.ok())
       return to_caf_error(n.error());
     return *n;
+  }
+  auto refuse = [this, id = ref.id](const Error& e) {
+    ++m_.counters_.notices_refused;
+    return to_caf_error(Error(e.code(), notice_refused_text(id, m_.options_.name, e.message())));
   };
-  if (!sender || sender->node() == m_.self_->node())
-    return now(sender != nullptr);
-  // What is refused whatever its node is refused at once, without asking the middleman.
+  // What is refused whatever its receipt is refused at once, and claims nothing.
   auto pending = pending_by_node_.find(node);
   auto target = m_.buffer_table.owner_access(ref, offset, length, true);
   if (!target.ok() || !(*target)->watcher ||
-      (pending != pending_by_node_.end() && pending->second >= kMaxPendingNotices))
-    return now(false);
-  // Invariant 17: whether its node is directly connected decides which budget it takes.
-  const caf::node_id from = sender->node();  // the promise takes the sender away
+      (pending != pending_by_node_.end() && pending->second >= kMaxPendingNotices)) {
+    auto n = deliver(ref, offset, length, tag, node, writer, false);  // names the refusal
+    if (!n.ok())
+      return to_caf_error(n.error());
+    return *n;
+  }
+  // Invariant 15: only a write its owner saw land is notified (its receipt, claimed once).
+  // Invariant 17: whether its node is directly connected decides which budgets it takes.
+  const caf::node_id from = sender ? sender->node() : caf::node_id{};
   auto rp = m_.self_->make_response_promise<uint64_t>();
   std::string name = writer.substr(0, kMaxWriterName + 1);  // deliver() cuts it
-  ask_direct_link(
-      m_.self_, from,
-      [this, rp, ref, offset, length, tag, node, name](caf::expected<bool> direct) mutable {
-        auto n = deliver(ref, offset, length, tag, node, name, direct && *direct);
-        if (n.ok())
-          rp.deliver(*n);
-        else
-          rp.deliver(to_caf_error(n.error()));
-      });
+  auto claim = [this, rp, ref, offset, length, tag, receipt, node, name,
+                refuse](bool direct) mutable {
+    m_.receipts.claim(node, receipt, ref.id, offset, length, direct,
+                      [this, rp, ref, offset, length, tag, node, name, refuse,
+                       direct](Status landed) mutable {
+                        if (!landed.ok()) {
+                          rp.deliver(refuse(landed.error()));
+                          return;
+                        }
+                        auto n = deliver(ref, offset, length, tag, node, name, direct);
+                        if (n.ok())
+                          rp.deliver(*n);
+                        else
+                          rp.deliver(to_caf_error(n.error()));
+                      });
+  };
+  if (from == caf::node_id{})
+    claim(false);
+  else
+    ask_direct_link(m_.self_, from,
+                    [claim](caf::expected<bool> direct) mutable { claim(direct && *direct); });
   return rp;
 }
 
@@ -143,30 +163,44 @@ void WriteNotices::after_write(OpId id, TransferOutcome written,
   written_[id] = Pending{std::move(written), false};
   auto q = qp.lock();
   if (!q)
-    return tell_owner(id);
-  // Invariant 15: a READ of the write's last byte, after it on the same queue pair.
-  auto target = fence_target();
-  const OpRecord& o = *m_.op_record(id);
+    return tell_owner(id);  // the fallback: its owner stored the bytes (and has the receipt)
+  OpRecord& o = *m_.op_record(id);
   const TransferOp& op = o.op;
-  Status st = target.ok() ? Status{} : Status(target.error());
+  RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device,
+                      op.remote.incarnation};
+  const bool ours = op.remote.owner.address() == m_.facade_.address();
+  Status st;
+  RdmaOp after;
+  if (ours) {
+    // Invariant 15, our own buffer (the loopback queue pair): a READ of the write's last byte,
+    // after it on the same queue pair.
+    auto target = fence_target();
+    if (!target.ok())
+      st = target.error();
+    else
+      after = RdmaOp::read(LocalSlice{*target, 0, 1}, std::move(remote),
+                           op.remote_offset + o.length - 1);
+  } else {
+    // Invariant 15: a zero-byte WRITE WITH IMMEDIATE after it on the same queue pair; its owner
+    // records the immediate as the write's receipt once it (and so the write) landed.
+    o.receipt = m_.receipts.next_rdma_receipt();
+    after = RdmaOp::write_imm(std::move(remote), op.remote_offset,
+                              static_cast<uint32_t>(o.receipt));
+  }
   if (st.ok()) {
-    RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device,
-                        op.remote.incarnation};
     caf::actor_addr me = m_.self_->address();
-    st = q->submit(
-        RdmaOp::read(LocalSlice{*target, 0, 1}, std::move(remote), op.remote_offset + o.length - 1),
-        [me, id](const OpResult& r) {
-          TransferOutcome out;
-          if (!r.status.ok()) {
-            out.code = static_cast<uint8_t>(r.status.error().code());
-            out.message = r.status.error().message();
-          }
-          if (auto h = caf::actor_cast<caf::actor>(me))
-            caf::anon_send(h, FenceDone{id.ticket, id.index, std::move(out)});
-        });
+    st = q->submit(std::move(after), [me, id](const OpResult& r) {
+      TransferOutcome out;
+      if (!r.status.ok()) {
+        out.code = static_cast<uint8_t>(r.status.error().code());
+        out.message = r.status.error().message();
+      }
+      if (auto h = caf::actor_cast<caf::actor>(me))
+        caf::anon_send(h, FenceDone{id.ticket, id.index, std::move(out)});
+    });
   }
   if (!st.ok()) {
-    Error e(st.error().code(), "its last byte could not be read back: " + st.error().message());
+    Error e(st.error().code(), fence_failed_text(ours, st.error().message()));
     return finish(id, &e);
   }
   m_.poller_->wake();
@@ -180,8 +214,9 @@ void WriteNotices::fenced(OpId id, const TransferOutcome& fence) {
   if (written_.count(id) == 0)
     return;
   if (!fence.ok()) {
-    Error e(static_cast<ErrorCode>(fence.code),
-            "its last byte could not be read back: " + fence.message);
+    const OpRecord* o = m_.op_record(id);
+    const bool ours = o->op.remote.owner.address() == m_.facade_.address();
+    Error e(static_cast<ErrorCode>(fence.code), fence_failed_text(ours, fence.message));
     return finish(id, &e);
   }
   tell_owner(id);
@@ -218,7 +253,8 @@ void WriteNotices::tell_owner(OpId id) {
                 : e.code() == ErrorCode::kPeerUnavailable || e.code() == ErrorCode::kTimeout;
         finish(id, &e, sent && no_answer);
       },
-      notice_atom::value, ref_of(op.remote), op.remote_offset, o.length, op.tag, m_.options_.name);
+      notice_atom::value, ref_of(op.remote), op.remote_offset, o.length, op.tag, o.receipt,
+      m_.options_.name);
   if (auto it = written_.find(id); it != written_.end())  // not failed at once: it left
     it->second.asked = true;
 }

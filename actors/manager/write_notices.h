@@ -8,12 +8,15 @@
 // keeps (detail/manager_tables.h); what is its own is below.
 //
 // Invariants (numbered as the manager's, which lists them all):
-// 15. A write's notice leaves only once its bytes are in the owner's memory: on the fallback
-//     after the owner stored them (its answers came), for a local copy after the copy, on RDMA
-//     after a READ of the write's last byte, posted on the write's queue pair after it, came
-//     back (RC runs them in order at the responder, whose answer to the READ leaves only once
-//     the written bytes are in memory). At most one notice per write: a notify write is never
-//     run twice for its notice, and its error says that its bytes were written.
+// 15. A write's notice leaves only once its bytes are in the owner's memory, as the owner saw:
+//     a notice from a peer claims the write's receipt (manager/write_receipts.h), which the owner
+//     made itself when the write landed: on the fallback when it stored every byte (the stream
+//     grant's, or the chunks carrying the receipt), on RDMA when the zero-byte WRITE WITH
+//     IMMEDIATE posted after the write on the same queue pair consumed one of the owner's
+//     receives (RC places the write's bytes first). No receipt, or one for other bytes: no
+//     notice. For the owner's own buffers, after its copy, or after a READ of the write's last
+//     byte on the loopback queue pair came back. At most one notice per write: a notify write is
+//     never run twice for its notice, and its error says that its bytes were written.
 // 16. The writer's reply comes after the owner sent the notice to its watcher, or refused it,
 //     and says which: ok is exactly one notice; "was not notified" is none (the owner refused,
 //     or no notice left this node: the write's time ran out before its bytes were confirmed in
@@ -51,15 +54,17 @@ public:
   /// The watch_writes request: `watcher` (invalid: nobody) is told of notify writes into
   /// buffer `id`.
   caf::result<bool> watch(uint64_t id, const caf::actor& watcher);
-  /// The notice request of a peer (the current sender): checks, then the notice to the watcher.
+  /// The notice request of a peer (the current sender): checks, the claim of the write's
+  /// `receipt` (write_receipts.h), then the notice to the watcher.
   caf::result<uint64_t> notice(const BufferRef& ref, uint64_t offset, uint64_t length, uint64_t tag,
-                               const std::string& writer);
+                               uint64_t receipt, const std::string& writer);
   /// Notices sent to watchers and not answered yet.
   uint64_t pending() const { return pending_; }
 
   // -- writer side --
-  /// Op `id`, a notify write, moved its bytes (`written`): make sure they are in place (the
-  /// fence READ on `qp`, its RDMA queue pair; none for the other paths), then tell the owner.
+  /// Op `id`, a notify write, moved its bytes (`written`): make sure they are in place (on
+  /// `qp`, its RDMA queue pair, the write with immediate its owner records, or for our own
+  /// buffer the fence READ; nothing more for the other paths), then tell the owner.
   void after_write(OpId id, TransferOutcome written, const std::weak_ptr<RdmaQueuePair>& qp);
   /// The fence READ of op `id` completed with `fence` (FenceDone).
   void fenced(OpId id, const TransferOutcome& fence);

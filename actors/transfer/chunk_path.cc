@@ -20,6 +20,7 @@ void ChunkPath::take_over(OpId id) {
   if (o == nullptr)
     return;
   o->path = PathKind::kChunks;
+  o->receipt = 0;  // a stream grant's token is not its chunks' receipt
   ops_[id] = ChunkOp{};
   pump(id);
 }
@@ -109,7 +110,7 @@ void ChunkPath::ask_fetch(OpId id, uint64_t off, uint64_t n, uint64_t charge) {
 }
 
 void ChunkPath::send_store(OpId id, uint64_t off, uint64_t n) {
-  const OpRecord& o = *m_.op_record(id);
+  OpRecord& o = *m_.op_record(id);
   const TransferOp& op = o.op;
   LocalBuffer& local = m_.buffers_.at(op.local.id);
   const uint64_t local_off = op.local_offset + off;
@@ -134,9 +135,12 @@ void ChunkPath::send_store(OpId id, uint64_t off, uint64_t n) {
       return write_chunk_failed(id, ops_.at(id),
                                 outcome_of(st.error()));  // earlier ones may be out
   }
+  // A notify write's chunks carry its receipt: its owner records what of it landed.
+  if (op.notify && o.receipt == 0)
+    o.receipt = m_.receipts.next_chunk_receipt();
   m_.peer_table
       .peer_request(op.remote.owner, chunk_timeout(id), store_atom::value, ref_of(op.remote),
-                    op.remote_offset + off, std::move(bytes))
+                    op.remote_offset + off, std::move(bytes), o.receipt)
       .then([this, id](uint64_t stored) { chunk_done(id, stored); },
             [this, id](caf::error& err) { chunk_failed(id, err); });
 }

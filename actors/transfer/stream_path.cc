@@ -62,6 +62,8 @@ void StreamPath::granted(OpId id, const StreamGrantMsg& grant) {
     m_.peers_.at(o->peer).no_stream = true;  // invariant 3: chunks from now on
     return m_.chunks_.take_over(id);
   }
+  if (o->op.notify)
+    o->receipt = grant.token;  // what its owner records once every byte landed
   StreamEndpoint endpoint{grant.host, grant.port,
                           same_host_endpoint(grant.host_id, grant.unix_name)};
   if (stream_reachable(endpoint, o->op.remote.owner_name))  // invariant 4

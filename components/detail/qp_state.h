@@ -65,6 +65,8 @@ struct QpOp {
   bool aborted = false;  ///< no more of its work requests will be posted
   int atomic_slot = -1;  ///< atomics: the AtomicScratch word its result lands in
   uint64_t bytes = 0;    ///< recv: bytes received
+  bool with_imm = false;  ///< recv: consumed by a WRITE WITH IMMEDIATE carrying `imm`
+  uint32_t imm = 0;
   std::optional<Error> error;
   OpFault fault = OpFault::kNone;  ///< with `error`: what kind of failure
 };
@@ -104,6 +106,7 @@ struct QpState {
   QpInfo remote;
   uint64_t next_op_id = 1;
   std::unordered_map<uint64_t, std::unique_ptr<QpOp>> ops;
+  size_t receives = 0;  ///< of `ops`, receives (RdmaQueuePair invariant 12)
   std::deque<uint64_t> pending;
   std::deque<PostedWr> send_in_flight;
   std::deque<PostedWr> recv_in_flight;

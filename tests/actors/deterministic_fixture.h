@@ -143,7 +143,7 @@ inline caf::behavior fake_peer(caf::event_based_actor* self,
         a.length = length;
         return hold(std::move(a), n);
       },
-      [=](store_atom, const BufferRef& ref, uint64_t offset, const ByteChunk& c,
+      [=](store_atom, const BufferRef& ref, uint64_t offset, const ByteChunk& c, uint64_t,
           const PeerNonce& n) {
         PeerAsk a;
         a.kind = store_atom::value;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -206,6 +207,70 @@ TEST_P(QpPostingTest, SendAndReceive) {
   ASSERT_TRUE(received.status.ok()) << received.status.error().to_string();
   EXPECT_EQ(received.bytes, 3000u);
   expect_same(msg, inbox, 3000);
+}
+
+// RdmaOp::with_imm: a write's last request carries the immediate; the peer's posted receive
+// completes with it, and with the write's length, only once its bytes are in place; a zero-byte
+// write with immediate touches no byte. (Owner-attested write notices rest on this.)
+TEST_P(QpPostingTest, WriteWithImmediateCompletesThePeersReceiveAfterItsBytes) {
+  const uint64_t kBig = 3 * 1024 * 1024 + 17;
+  Registered src = make(kBig, 9);
+  Registered dst = make(kBig + 64, 0);
+  Registered sink = make(64, 0);
+  struct Got {
+    std::atomic<bool> done{false};
+    OpResult result;
+  };
+  auto post_receive = [&](Got& g) {
+    return b_->submit(RdmaOp::recv({sink.buffer, 0, 64}), [&g](OpResult r) {
+      g.result = std::move(r);
+      g.done = true;
+    });
+  };
+  auto wait = [&](Got& g) {
+    auto deadline = std::chrono::steady_clock::now() + kTimeout;
+    while (!g.done && std::chrono::steady_clock::now() < deadline)
+      b_->progress();
+    return g.done.load();
+  };
+  Got first, second;
+  ASSERT_TRUE(post_receive(first).ok());
+  ASSERT_TRUE(post_receive(second).ok());
+  RdmaOp w = RdmaOp::write({src.buffer, 0, kBig}, dst.buffer.remote(), 0);
+  w.with_imm = true;
+  w.imm = 0xC0FFEE01u;
+  OpResult s = a_->execute(std::move(w), kTimeout);
+  ASSERT_TRUE(s.status.ok()) << s.status.error().to_string();
+  ASSERT_TRUE(wait(first));
+  ASSERT_TRUE(first.result.status.ok()) << first.result.status.error().to_string();
+  EXPECT_TRUE(first.result.with_imm);
+  EXPECT_EQ(first.result.imm, 0xC0FFEE01u);
+  EXPECT_GT(first.result.bytes, 0u);  // the last request's length
+  EXPECT_LE(first.result.bytes, kBig);
+  expect_same(src, dst, kBig);
+  // Zero bytes: the immediate alone; nothing of the destination changes.
+  std::vector<uint8_t> before(dst.bytes.get(), dst.bytes.get() + kBig + 64);
+  OpResult z = a_->execute(RdmaOp::write_imm(dst.buffer.remote(), kBig, 0xFFFFFFFFu), kTimeout);
+  ASSERT_TRUE(z.status.ok()) << z.status.error().to_string();
+  ASSERT_TRUE(wait(second));
+  ASSERT_TRUE(second.result.status.ok()) << second.result.status.error().to_string();
+  EXPECT_TRUE(second.result.with_imm);
+  EXPECT_EQ(second.result.imm, 0xFFFFFFFFu);
+  EXPECT_EQ(second.result.bytes, 0u);
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), dst.bytes.get()));
+  // A plain SEND completes a receive without an immediate.
+  Got third;
+  ASSERT_TRUE(post_receive(third).ok());
+  ASSERT_TRUE(a_->execute(RdmaOp::send({src.buffer, 0, 8}), kTimeout).status.ok());
+  ASSERT_TRUE(wait(third));
+  EXPECT_FALSE(third.result.with_imm);
+  EXPECT_EQ(third.result.bytes, 8u);
+  // Only a write carries one.
+  RdmaOp bad = RdmaOp::read({dst.buffer, 0, 8}, src.buffer.remote(), 0);
+  bad.with_imm = true;
+  Status refused = a_->submit(std::move(bad), [](OpResult) {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("cannot carry an immediate"), std::string::npos);
 }
 
 // RdmaQueuePair invariant 11 (AtomicScratch invariant 1): a queue pair registers the words for

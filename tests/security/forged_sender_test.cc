@@ -533,11 +533,22 @@ TEST_F(ForgedSenderTest, InventedNodeIdsHoldAtMostTheIndirectShareOfNotices) {
   for (int n = 0; n < kInvented; ++n) {
     const caf::node_id fake = make_fake_node_id();
     for (uint64_t i = 0; i < kMaxPendingNotices; ++i) {
+      // A write of 8 bytes (the zeros the buffer holds) as chunks carrying receipt i + 1, then
+      // its notice: the owner saw it land, so only the budgets stop it.
       PeerNonce nonce;
+      secure_random(&nonce, sizeof(nonce));
+      ByteChunk zeros = ByteChunk::allocate(8);
+      std::memset(zeros.owned.get(), 0, 8);
+      ASSERT_TRUE(c->send_routed(fake, 4242, c->published_actor(), caf::make_message_id(mid++),
+                                 caf::make_message(store_atom::value, ref, uint64_t{0}, zeros,
+                                                   i + 1, nonce),
+                                 &err))
+          << err;
       secure_random(&nonce, sizeof(nonce));
       ASSERT_TRUE(c->send_routed(fake, 4242, c->published_actor(), caf::make_message_id(mid++),
                                  caf::make_message(notice_atom::value, ref, uint64_t{0},
-                                                   uint64_t{8}, i, std::string("inventor"), nonce),
+                                                   uint64_t{8}, i, i + 1, std::string("inventor"),
+                                                   nonce),
                                  &err))
           << err;
     }

@@ -239,7 +239,7 @@ TEST_F(HostilePeerTest, BufferIdsAreNotCredentials) {
         << error_message(f.error());
     ByteChunk junk = ByteChunk::allocate(16);
     std::memset(junk.owned.get(), 0xEE, 16);
-    auto s = peer_ask<uint64_t>(store_atom::value, guess, uint64_t{0}, junk);
+    auto s = peer_ask<uint64_t>(store_atom::value, guess, uint64_t{0}, junk, uint64_t{0});
     ASSERT_FALSE(s);
     auto c = peer_ask<uint64_t>(buf_sum_atom::value, guess, uint64_t{0}, uint64_t{16});
     ASSERT_FALSE(c);
@@ -335,7 +335,7 @@ TEST_F(HostilePeerTest, HugeFetchesAndChunksAreRefusedAndTheNodeKeepsServing) {
   huge.size = kMaxChunkBytes + 1;
   // Dropped before it is read: no answer comes (10 s, as long as the victim may take).
   auto stored = sealed_request<uint64_t>(*self_, proxy_, std::chrono::seconds(10),
-                                         store_atom::value, ref_of(h), uint64_t{0}, huge);
+                                         store_atom::value, ref_of(h), uint64_t{0}, huge, uint64_t{0});
   EXPECT_FALSE(stored) << "an oversized chunk was stored";
   for (uint64_t i = 0; i < 4096; ++i)
     ASSERT_EQ(m.bytes[i], pattern(i, 3)) << "byte " << i;
@@ -353,8 +353,11 @@ TEST_F(HostilePeerTest, HugeFetchesAndChunksAreRefusedAndTheNodeKeepsServing) {
 }
 
 // The `notice` request of the peer protocol: a peer without the handle cannot make the owner's
-// watcher hear of a write; with it, the same checks as a store (read-write, bounds), and a
-// notice names the peer's node as CAF knows it, whatever name the peer gives itself.
+// watcher hear of a write; with it, the same checks as a store (read-write, bounds); and a
+// notice is made only for a write its owner saw land (write_receipts.h, trust third pass,
+// finding 3): one that names no receipt, a receipt of a write that landed elsewhere, or a
+// receipt already claimed, is refused. A notice names the peer's node as CAF knows it,
+// whatever name the peer gives itself.
 TEST_F(HostilePeerTest, WriteNoticesFromAPeerAreCheckedByTheOwner) {
   Memory m(64, 15), ro(64, 16);
   auto h = publish(m, "notice-target");
@@ -367,23 +370,43 @@ TEST_F(HostilePeerTest, WriteNoticesFromAPeerAreCheckedByTheOwner) {
   const std::string liar = "someone-else:1";
   BufferRef almost = ref_of(h);
   almost.secret_lo ^= 1;
-  EXPECT_DENIED(
-      peer_ask<uint64_t>(notice_atom::value, almost, uint64_t{0}, uint64_t{8}, uint64_t{1}, liar));
-  auto read_only = peer_ask<uint64_t>(notice_atom::value, ref_of(*hro), uint64_t{0}, uint64_t{8},
-                                      uint64_t{1}, liar);
-  EXPECT_RDMA_ERROR(read_only, ErrorCode::kInvalidArgument, "read-only");
-  auto past = peer_ask<uint64_t>(notice_atom::value, ref_of(h), uint64_t{60}, uint64_t{8},
-                                 uint64_t{1}, liar);
-  EXPECT_RDMA_ERROR(past, ErrorCode::kOutOfBounds, "does not fit buffer");
-  // None of them reached the watcher; a checked one does, naming the peer's real node.
-  auto ok = peer_ask<uint64_t>(notice_atom::value, ref_of(h), uint64_t{8}, uint64_t{16},
-                               uint64_t{77}, liar);
+  auto notice = [&](const BufferRef& ref, uint64_t offset, uint64_t length, uint64_t tag,
+                    uint64_t receipt, const std::string& name) {
+    return peer_ask<uint64_t>(notice_atom::value, ref, offset, length, tag, receipt, name);
+  };
+  // A write of the peer's, with the bytes the buffer holds (so its bytes stay checkable):
+  // stored as chunks of a notify write carrying `receipt`.
+  auto store = [&](uint64_t offset, uint64_t length, uint64_t receipt) {
+    ByteChunk c = ByteChunk::allocate(length);
+    std::memcpy(c.owned.get(), m.bytes.data() + offset, length);
+    return peer_ask<uint64_t>(store_atom::value, ref_of(h), offset, c, receipt);
+  };
+  EXPECT_DENIED(notice(almost, 0, 8, 1, 1, liar));
+  auto r1 = notice(ref_of(*hro), 0, 8, 1, 1, liar);
+  EXPECT_RDMA_ERROR(r1, ErrorCode::kInvalidArgument, "read-only");
+  auto r2 = notice(ref_of(h), 60, 8, 1, 1, liar);
+  EXPECT_RDMA_ERROR(r2, ErrorCode::kOutOfBounds, "does not fit buffer");
+  // A write it never made: no receipt of its node (after the owner waited kReceiptWait).
+  auto r3 = notice(ref_of(h), 0, 8, 1, 12345, liar);
+  EXPECT_RDMA_ERROR(r3, ErrorCode::kPermissionDenied, "no write of receipt 12345");
+  // Its write landed at [8, 24), in two chunks: a notice for other bytes claims it in vain.
+  ASSERT_TRUE(store(8, 8, 501));
+  ASSERT_TRUE(store(16, 8, 501));
+  ASSERT_TRUE(store(32, 8, 502));
+  auto r4 = notice(ref_of(h), 32, 16, 1, 502, liar);
+  EXPECT_RDMA_ERROR(r4, ErrorCode::kPermissionDenied, "landed at [32, 40) of buffer");
+  auto r5 = notice(ref_of(h), 32, 8, 1, 502, liar);  // a refused claim used it up
+  EXPECT_RDMA_ERROR(r5, ErrorCode::kPermissionDenied, "no write of receipt 502");
+  // None of them reached the watcher; a checked one does, once, naming the peer's real node.
+  auto ok = notice(ref_of(h), 8, 16, 77, 501, liar);
   ASSERT_TRUE(ok) << error_message(ok.error());
+  auto r6 = notice(ref_of(h), 8, 16, 77, 501, liar);
+  EXPECT_RDMA_ERROR(r6, ErrorCode::kPermissionDenied, "no write of receipt 501");
   // A name of 1 MiB reaches the watcher cut to kMaxWriterName bytes (a pending notice's cost is
   // bounded: trust, third pass, finding 3).
   const std::string huge(1 << 20, 'x');
-  auto cut = peer_ask<uint64_t>(notice_atom::value, ref_of(h), uint64_t{0}, uint64_t{8},
-                                uint64_t{78}, huge);
+  ASSERT_TRUE(store(0, 8, 503));
+  auto cut = notice(ref_of(h), 0, 8, 78, 503, huge);
   ASSERT_TRUE(cut) << error_message(cut.error());
   std::vector<WriteNotice> got;
   bool more = true;
@@ -467,7 +490,7 @@ TEST_F(HostilePeerTest, AccessesEndingOneBytePastTheBufferAreRefused) {
   two.owned[0] = two.owned[1] = 0xAB;
   auto f = peer_ask<ByteChunk>(fetch_atom::value, ref_of(h), kSize - 16, uint64_t{17});
   EXPECT_RDMA_ERROR(f, ErrorCode::kOutOfBounds, "does not fit buffer");
-  auto s = peer_ask<uint64_t>(store_atom::value, ref_of(h), kSize - 1, two);
+  auto s = peer_ask<uint64_t>(store_atom::value, ref_of(h), kSize - 1, two, uint64_t{0});
   EXPECT_RDMA_ERROR(s, ErrorCode::kOutOfBounds, "does not fit buffer");
   auto g = peer_ask<StreamGrantMsg>(stream_grant_atom::value, ref_of(h), uint64_t{1}, kSize,
                                     uint8_t{1}, uint32_t{1000});
@@ -484,7 +507,7 @@ TEST_F(HostilePeerTest, AccessesEndingOneBytePastTheBufferAreRefused) {
   ASSERT_EQ(last->size, 16u);
   for (uint64_t i = 0; i < 16; ++i)
     EXPECT_EQ(last->data[i], pattern(kSize - 16 + i, 12)) << "byte " << i;
-  auto stored = peer_ask<uint64_t>(store_atom::value, ref_of(h), kSize - 2, two);
+  auto stored = peer_ask<uint64_t>(store_atom::value, ref_of(h), kSize - 2, two, uint64_t{0});
   ASSERT_TRUE(stored) << error_message(stored.error());
   EXPECT_EQ(*stored, 2u);
   for (uint64_t i = 0; i < kSize - 2; ++i)

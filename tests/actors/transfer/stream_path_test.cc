@@ -199,7 +199,7 @@ caf::behavior slow_owner(caf::event_based_actor* self, std::chrono::milliseconds
   // Each chunk comes sealed (actors/peer_facade.h, invariant 6): the answer carries the seal.
   auto waiting = std::make_shared<std::vector<std::pair<caf::response_promise, PeerNonce>>>();
   return {
-      [=](store_atom, const BufferRef&, uint64_t, const ByteChunk&, const PeerNonce& n) {
+      [=](store_atom, const BufferRef&, uint64_t, const ByteChunk&, uint64_t, const PeerNonce& n) {
         waiting->emplace_back(self->make_response_promise(), n);
         self->delayed_send(self, delay, slow_go_atom::value);
         return caf::delegated<caf::message>();
@@ -397,7 +397,7 @@ caf::behavior refusing_owner(caf::event_based_actor*, uint16_t port, Memory* mem
       [=](fetch_atom, const BufferRef&, uint64_t offset, uint64_t length, const PeerNonce& n) {
         return caf::make_message(ByteChunk::copy_of(mem->bytes.data() + offset, length), n);
       },
-      [=](store_atom, const BufferRef&, uint64_t offset, const ByteChunk& bytes,
+      [=](store_atom, const BufferRef&, uint64_t offset, const ByteChunk& bytes, uint64_t,
           const PeerNonce& n) {
         std::memcpy(mem->bytes.data() + offset, bytes.data, bytes.size);
         return caf::make_message(bytes.size, n);
