@@ -72,6 +72,13 @@ Status validate_op(const RdmaOp& op, const OpBounds& bounds) {
   CAF_RDMA_RETURN_IF_ERROR(validate_local(op, bounds, what));
   if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv)
     return validate_message(op, bounds, what);
+  if (op.with_imm && op.local.empty()) {  // zero bytes: no memory is touched, only the offset
+    if (op.remote_offset > op.remote.size)
+      return Error(ErrorCode::kOutOfBounds, std::string(what) + " with immediate: offset " +
+                                                std::to_string(op.remote_offset) + " is past " +
+                                                op.remote.describe());
+    return {};
+  }
   return op.remote.check_range(op.remote_offset, op.local_length(),
                                op.kind == OpKind::kWrite ? "remote destination" : "remote source");
 }
