@@ -304,7 +304,7 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       [=](const detail::FenceDone& e) {
         self->state.notices.fenced(detail::OpId{e.ticket, e.index}, e.outcome);
       },
-      [=](const detail::ReceiptLanded& e) { self->state.receipts.received(e.qp, e.node, e.result); },
+      [=](const detail::ReceiptLanded& e) { self->state.receipts.received(e.node, e.imm); },
       [=](const detail::ReceiptDue& e) { self->state.receipts.due(e.waiter); },
       [=](const detail::OpTimeout& e) {
         self->state.op_timeout(e.ticket, static_cast<detail::DeadlineStage>(e.stage));

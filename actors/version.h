@@ -1,11 +1,11 @@
 // caf-rdma's version, as the metrics' caf_rdma_build_info series names it.
 //
 // Invariant: one place for it; raised with every change of the public API or of the messages
-// between nodes (0.9.0: ManagerTelemetry::served, the owner-side metrics).
+// between nodes (0.10.0: store and notice carry a write receipt, write_receipts.h).
 #pragma once
 
 namespace caf_rdma {
 
-constexpr const char* kVersion = "0.9.0";
+constexpr const char* kVersion = "0.10.0";
 
 }  // namespace caf_rdma

@@ -21,16 +21,10 @@
 
 #include <chrono>
 #include <cstdint>
-#include <memory>
 #include <string>
 
 #include "actors/rdma_manager_interface.h"
 #include "actors/rdma_messages.h"
-#include "components/rdma_op.h"
-
-namespace caf_rdma {
-class RdmaQueuePair;
-}  // namespace caf_rdma
 
 namespace caf_rdma::detail {
 
@@ -45,7 +39,8 @@ struct OpDone {
   uint32_t chunk = 0;  ///< of an rdma-staged op: which chunk completed
 };
 
-/// Poller -> manager: the fence READ after notify write `index` of transfer `ticket` completed
+/// Poller -> manager: what follows notify write `index` of transfer `ticket` on its queue pair
+/// (its write with immediate, or for our own buffer its fence READ) completed
 /// (actors/manager/write_notices.h, invariant 15).
 struct FenceDone {
   uint64_t ticket = 0;
@@ -54,11 +49,10 @@ struct FenceDone {
 };
 
 /// Poller -> manager: a receive posted for write receipts (manager/write_receipts.h
-/// invariant 4) on `qp`, the queue pair accepted from a peer of node `node`, completed.
+/// invariant 4) on the queue pair accepted from a peer of node `node` took the immediate `imm`.
 struct ReceiptLanded {
-  std::weak_ptr<RdmaQueuePair> qp;
   std::string node;
-  OpResult result;
+  uint32_t imm = 0;
 };
 
 /// Timer: notice `waiter`'s wait for its write's receipt is over (write_receipts.h invariant 2).

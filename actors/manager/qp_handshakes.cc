@@ -118,6 +118,7 @@ void QpHandshakes::drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp)
     return;
   if (m_.poller_)
     m_.poller_->remove(qp.get());
+  m_.receipts.disarm(qp.get());
   // Keep it alive until both references are gone; the last one destroys the QP (the NIC
   // stops, and anything still outstanding completes with an error).
   // `qp` may be one of the two members reset below; the copy keeps the QP alive and the
@@ -325,10 +326,12 @@ Result<QpInfoMsg> QpHandshakes::finish_accept(Peer& p, const QpInfoMsg& remote) 
   Status st = qp->connect(from_msg(remote));
   if (!st.ok())
     return st.error().with_context("accepting a queue pair from " + p.name);
+  // Its notify writes' receipts (write_receipts.h invariant 4): without them, no queue pair.
+  if (Status armed = m_.receipts.arm(qp, caf::to_string(p.manager.node())); !armed.ok())
+    return armed.error().with_context("accepting a queue pair from " + p.name);
   if (p.accepted)
     drop_qp(p, p.accepted);  // the peer replaced its QP: ours is stale
   p.accepted = qp;
-  m_.receipts.arm(qp, caf::to_string(p.manager.node()));  // its notify writes' receipts
   return to_msg(qp->local_info());
 }
 

@@ -88,8 +88,8 @@ bool Rails::port_active(uint32_t rail) const {
 
 bool Rails::stripes(OpId id, std::vector<StripeLane>* lanes) {
   const OpRecord* o = m_.op_record(id);
-  // A notify write is not striped: its fence READ orders only the writes of its own queue pair
-  // (manager/write_notices.h).
+  // A notify write is not striped: its write with immediate (or fence READ) orders only the
+  // writes of its own queue pair (manager/write_notices.h).
   if (o == nullptr || o->length < m_.options_.stripe_min_bytes || o->peer == m_.facade_.address() ||
       o->op.notify)
     return false;

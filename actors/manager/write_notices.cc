@@ -163,7 +163,7 @@ void WriteNotices::after_write(OpId id, TransferOutcome written,
   written_[id] = Pending{std::move(written), false};
   auto q = qp.lock();
   if (!q)
-    return tell_owner(id);  // the fallback: its owner stored the bytes (and has the receipt)
+    return tell_owner(id);  // the fallback (its owner stored the bytes: a receipt), or no QP
   OpRecord& o = *m_.op_record(id);
   const TransferOp& op = o.op;
   RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device,

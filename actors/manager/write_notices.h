@@ -66,7 +66,8 @@ public:
   /// `qp`, its RDMA queue pair, the write with immediate its owner records, or for our own
   /// buffer the fence READ; nothing more for the other paths), then tell the owner.
   void after_write(OpId id, TransferOutcome written, const std::weak_ptr<RdmaQueuePair>& qp);
-  /// The fence READ of op `id` completed with `fence` (FenceDone).
+  /// What followed op `id` on its queue pair (write with immediate, or fence READ) completed
+  /// with `fence` (FenceDone).
   void fenced(OpId id, const TransferOutcome& fence);
   /// Op `id`'s transfer timed out while its notice was on its way: ends it if no notice was
   /// sent yet (none will be); otherwise the owner's answer ends it (invariant 16).

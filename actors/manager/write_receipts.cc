@@ -36,14 +36,9 @@ WriteReceipts::Receipt* WriteReceipts::make(const Key& key, ReceiptSource source
     return &it->second;
   expire_old();
   // Invariant 3: the node's oldest goes first, then the oldest of all.
-  uint64_t& mine = per_node_[key.first];
-  if (mine >= kMaxReceiptsPerNode) {
-    for (auto& [seq, k] : by_age_)
-      if (k.first == key.first) {
-        erase(receipts_.find(k));
-        break;
-      }
-  }
+  if (auto mine = per_node_.find(key.first);
+      mine != per_node_.end() && mine->second.size() >= kMaxReceiptsPerNode)
+    erase(receipts_.find(by_age_.at(*mine->second.begin())));
   if (receipts_.size() >= kMaxReceipts && !by_age_.empty())
     erase(receipts_.find(by_age_.begin()->second));
   Receipt r;
@@ -52,7 +47,7 @@ WriteReceipts::Receipt* WriteReceipts::make(const Key& key, ReceiptSource source
   r.seq = ++seq_;
   r.made = m_.now();
   by_age_.emplace(r.seq, key);
-  ++per_node_[key.first];
+  per_node_[key.first].insert(r.seq);
   return &receipts_.emplace(key, std::move(r)).first->second;
 }
 
@@ -61,7 +56,7 @@ void WriteReceipts::erase(std::map<Key, Receipt>::iterator it) {
     return;
   by_age_.erase(it->second.seq);
   auto n = per_node_.find(it->first.first);
-  if (n != per_node_.end() && --n->second == 0)
+  if (n != per_node_.end() && n->second.erase(it->second.seq) == 1 && n->second.empty())
     per_node_.erase(n);
   receipts_.erase(it);
 }
@@ -128,46 +123,58 @@ Result<RdmaBuffer> WriteReceipts::sink() {
 void WriteReceipts::drop_device() {
   sink_ = RdmaBuffer{};
   sink_domain_.reset();
+  armed_.clear();  // every queue pair of the device went
 }
 
-Status WriteReceipts::post_receive(const std::shared_ptr<RdmaQueuePair>& qp,
-                                   const std::string& node) {
-  CAF_RDMA_ASSIGN_OR_RETURN(RdmaBuffer target, sink());
-  caf::actor_addr me = m_.self_->address();
-  std::weak_ptr<RdmaQueuePair> weak = qp;
-  // The landing bytes are never read: a receive only waits for an immediate (a peer's SEND
-  // into them would do no harm either).
-  return qp->submit(RdmaOp::recv(LocalSlice{target, 0, 64}), [me, weak, node](OpResult r) {
-    if (auto h = caf::actor_cast<caf::actor>(me))
-      caf::anon_send(h, ReceiptLanded{weak, node, std::move(r)});
-  });
-}
+namespace {
 
-void WriteReceipts::arm(const std::shared_ptr<RdmaQueuePair>& qp, const std::string& node) {
-  for (uint32_t i = 0; i < kReceiptReceives; ++i)
-    if (Status st = post_receive(qp, node); !st.ok()) {
-      log_line(LogLevel::kWarn,
-               "caf-rdma: %s: no receive for write receipts on the queue pair of node %s: %s "
-               "(its notify writes over RDMA will not be notified)",
-               m_.options_.name.c_str(), node.c_str(), st.error().message().c_str());
+/// One standing receive (invariant 4): on completion it tells the manager of an immediate and
+/// posts itself again at once, on the poller's thread; flushed (the queue pair in ERR or gone),
+/// it ends.
+struct StandingReceive {
+  std::weak_ptr<RdmaQueuePair> qp;
+  RdmaBuffer sink;  ///< never read: a receive only waits for an immediate
+  caf::actor_addr manager;
+  std::string node;
+
+  Status post(RdmaQueuePair& q) const { return q.submit(RdmaOp::recv(LocalSlice{sink, 0, 64}), *this); }
+
+  void operator()(const OpResult& r) const {
+    if (!r.status.ok())
       return;
-    }
+    if (r.with_imm)
+      if (auto h = caf::actor_cast<caf::actor>(manager))
+        caf::anon_send(h, ReceiptLanded{node, r.imm});
+    auto q = qp.lock();
+    if (q && !q->needs_recovery())
+      (void)post(*q);  // fails only in ERR: the queue pair is dropped with its receives
+  }
+};
+
+}  // namespace
+
+Status WriteReceipts::arm(const std::shared_ptr<RdmaQueuePair>& qp, const std::string& node) {
+  if (armed_.size() >= kMaxArmedQps)
+    return Error(ErrorCode::kResourceExhausted,
+                 std::to_string(armed_.size()) +
+                     " queue pairs accepted from peer managers keep receives for write receipts "
+                     "(limit " +
+                     std::to_string(kMaxArmedQps) + ")");
+  CAF_RDMA_ASSIGN_OR_RETURN(RdmaBuffer target, sink());
+  StandingReceive receive{qp, std::move(target), m_.self_->address(), node};
+  for (uint32_t i = 0; i < kReceiptReceives; ++i)
+    if (Status st = receive.post(*qp); !st.ok())
+      return st.error().with_context("posting the receives for write receipts");
+  armed_.insert(qp.get());
   if (m_.poller_)
-    m_.poller_->add(qp);  // invariant 4: its receives complete through the poller
+    m_.poller_->add(qp);  // its receives complete through the poller
+  return {};
 }
 
-void WriteReceipts::received(const std::weak_ptr<RdmaQueuePair>& qp, const std::string& node,
-                             const OpResult& r) {
-  if (!r.status.ok())
-    return;  // flushed: the queue pair is in ERR or gone, and is dropped with its receives
-  if (r.with_imm) {
-    const Key key{node, r.imm};
-    make(key, ReceiptSource::kRdma, 0);
-    hand_to_waiter(key);
-  }
-  auto q = qp.lock();
-  if (q && !q->needs_recovery())
-    (void)post_receive(q, node);  // invariant 4; a failure means ERR, and the QP is dropped
+void WriteReceipts::received(const std::string& node, uint32_t imm) {
+  const Key key{node, imm};
+  make(key, ReceiptSource::kRdma, 0);
+  hand_to_waiter(key);
 }
 
 // -- claims -----------------------------------------------------------------------------------
@@ -195,6 +202,10 @@ Status WriteReceipts::matches(const Receipt& r, uint64_t receipt, uint64_t buffe
 
 void WriteReceipts::claim(const std::string& node, uint64_t receipt, uint64_t buffer,
                           uint64_t offset, uint64_t length, bool direct, Claimed then) {
+  if (receipt == 0)  // invariant 5
+    return then(Error(ErrorCode::kPermissionDenied,
+                      "it names no receipt (a notice is made only for a write its owner saw "
+                      "land)"));
   const Key key{node, receipt};
   if (auto it = receipts_.find(key); it != receipts_.end()) {
     Status st = matches(it->second, receipt, buffer, offset, length);

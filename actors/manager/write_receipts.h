@@ -31,14 +31,20 @@
 //     directly connected at most a kIndirectShare-th of all (write_notices.h invariant 17);
 //     beyond, a notice is refused, naming the limit.
 //  4. Every accepted queue pair of a peer manager (the one its notify writes take) has
-//     kReceiptReceives receives posted from when it is accepted until it is dropped; each
-//     completion posts one again. Receives keep no poller busy (RdmaQueuePair invariant 12).
+//     kReceiptReceives receives posted from when it is accepted until it is dropped: each
+//     completion posts its receive again at once, on the poller's thread (a writer with more
+//     immediates in flight waits, RNR, only until the owner's next poll). A queue pair that
+//     cannot have them is not accepted (the handshake fails, naming why), and at most
+//     kMaxArmedQps are armed at once, so standing receives hold at most a third of the shared
+//     completion queue's credits. Receives keep no poller busy (RdmaQueuePair invariant 12).
+//  5. Receipt 0 names none: a notice claiming it is refused at once.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <utility>
@@ -58,8 +64,9 @@ constexpr uint64_t kMaxReceipts = 32768;
 constexpr std::chrono::milliseconds kReceiptWait{1000};
 /// Separate ranges one chunk receipt may hold (invariant 3).
 constexpr size_t kMaxReceiptPieces = 256;
-/// Receives kept posted on each accepted queue pair (invariant 4).
+/// Receives kept posted on each accepted queue pair, and queue pairs armed at once (invariant 4).
 constexpr uint32_t kReceiptReceives = 4;
+constexpr uint64_t kMaxArmedQps = 1024;
 /// Writer side: receipts of chunk writes are numbered from here, those of RDMA writes below it.
 constexpr uint64_t kFirstChunkReceipt = uint64_t{1} << 32;
 
@@ -83,11 +90,14 @@ public:
   /// buffer `buffer`.
   void chunk_landed(const std::string& node, uint64_t receipt, uint64_t buffer, uint64_t offset,
                     uint64_t length);
-  /// Posts the receives of invariant 4 on `qp`, the queue pair accepted from `node`'s peer.
-  void arm(const std::shared_ptr<RdmaQueuePair>& qp, const std::string& node);
-  /// A receive posted by `arm` on `qp` completed with `r` (ReceiptLanded).
-  void received(const std::weak_ptr<RdmaQueuePair>& qp, const std::string& node,
-                const OpResult& r);
+  /// Posts the receives of invariant 4 on `qp`, the queue pair accepted from `node`'s peer, or
+  /// says why it cannot (the queue pair is then not to be used).
+  Status arm(const std::shared_ptr<RdmaQueuePair>& qp, const std::string& node);
+  /// `qp`, armed, is dropped (invariant 4's count).
+  void disarm(const RdmaQueuePair* qp) { armed_.erase(qp); }
+  /// A receive posted by `arm` completed with the immediate `imm` of a write of `node`'s
+  /// (ReceiptLanded).
+  void received(const std::string& node, uint32_t imm);
   /// A notice of `node` (`direct`: a node the middleman knows as directly connected) claims
   /// `receipt` for [offset, offset + length) of buffer `buffer`: `then` gets the answer, now
   /// or once the receipt comes (invariant 2).
@@ -134,11 +144,11 @@ private:
   void expire_old();
   /// The registered bytes receives land in (made on first use, for the current device).
   Result<RdmaBuffer> sink();
-  Status post_receive(const std::shared_ptr<RdmaQueuePair>& qp, const std::string& node);
 
   std::map<Key, Receipt> receipts_;
-  std::map<uint64_t, Key> by_age_;  ///< seq -> receipt, oldest first
-  std::map<std::string, uint64_t> per_node_;
+  std::map<uint64_t, Key> by_age_;                       ///< seq -> receipt, oldest first
+  std::map<std::string, std::set<uint64_t>> per_node_;  ///< node -> its receipts' seqs
+  std::set<const RdmaQueuePair*> armed_;                 ///< invariant 4
   uint64_t seq_ = 0;
   std::map<Key, uint64_t> waiting_;  ///< receipt -> the waiter claiming it
   std::map<uint64_t, Waiter> waiters_;
