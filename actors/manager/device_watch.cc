@@ -156,7 +156,6 @@ void DeviceWatch::lose_device(const std::string& what) {
   for (auto& [id, b] : m_.buffers_)
     b.rdma = RdmaBuffer();
   m_.registry_->drop_registrations();
-  m_.notices.drop_device();
   m_.receipts.drop_device();
   old.reset();
   // 4. Peers: their queue pairs to us are dead; tell them m_.now (or their ops wait for the ACK

@@ -174,7 +174,7 @@ void WriteNotices::after_write(OpId id, TransferOutcome written,
   if (ours) {
     // Invariant 15, our own buffer (the loopback queue pair): a READ of the write's last byte,
     // after it on the same queue pair.
-    auto target = fence_target();
+    auto target = m_.receipts.sink();
     if (!target.ok())
       st = target.error();
     else
@@ -291,23 +291,6 @@ void WriteNotices::finish(OpId id, const Error* failed, bool unknown) {
   else
     ++m_.counters_.notified_writes;
   m_.finish_op(id, std::move(out));
-}
-
-void WriteNotices::drop_device() {
-  fence_ = RdmaBuffer{};
-  fence_domain_.reset();
-}
-
-Result<RdmaBuffer> WriteNotices::fence_target() {
-  if (fence_domain_ != m_.domain_ || fence_.released()) {
-    fence_domain_ = m_.domain_;
-    fence_ = RdmaBuffer{};
-    if (!m_.domain_)
-      return Error(ErrorCode::kNoDevice, "no RDMA device");
-    CAF_RDMA_ASSIGN_OR_RETURN(fence_,
-                              m_.domain_->register_local(fence_word_.get(), sizeof(uint64_t)));
-  }
-  return fence_;
 }
 
 }  // namespace caf_rdma::detail

@@ -77,8 +77,6 @@ public:
   /// Ends op `id`, whose notice is on its way, with `why` (its peer or device went): "not
   /// notified" before a notice left, "unknown" after.
   void end(OpId id, const Error& why);
-  /// The device went away: the fence target's registration goes with it.
-  void drop_device();
 
 private:
   /// Owner side, after the checks of `ref`: the notice to the watcher, counted for `node`
@@ -90,8 +88,6 @@ private:
   /// Ends op `id` with its write's outcome, or `failed` (which says the bytes were written):
   /// not notified, or (`unknown`) perhaps notified.
   void finish(OpId id, const Error* failed, bool unknown = false);
-  /// The registered byte fence READs land in (made on first use, for the current device).
-  Result<RdmaBuffer> fence_target();
 
   /// Writer side: a notify write whose notice is on its way.
   struct Pending {
@@ -103,9 +99,6 @@ private:
   std::map<std::string, uint64_t> pending_by_node_;
   uint64_t pending_ = 0;
   uint64_t pending_indirect_ = 0;  ///< of which from nodes not directly connected
-  std::shared_ptr<RdmaDomain> fence_domain_;
-  std::unique_ptr<uint64_t> fence_word_ = std::make_unique<uint64_t>(0);
-  RdmaBuffer fence_;
 };
 
 }  // namespace caf_rdma::detail

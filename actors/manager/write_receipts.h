@@ -109,6 +109,9 @@ public:
   size_t held() const { return receipts_.size(); }
   /// The device went away: the receives' landing bytes go with it.
   void drop_device();
+  /// 64 registered bytes nobody reads, on the current device (made on first use): where the
+  /// receives land, and the target of write_notices.h's fence READs.
+  Result<RdmaBuffer> sink();
 
   // -- the writer's numbers --
   /// The receipt an RDMA notify write carries (32 bits, as its immediate).
@@ -142,8 +145,6 @@ private:
                         uint64_t length);
   void erase(std::map<Key, Receipt>::iterator it);
   void expire_old();
-  /// The registered bytes receives land in (made on first use, for the current device).
-  Result<RdmaBuffer> sink();
 
   std::map<Key, Receipt> receipts_;
   std::map<uint64_t, Key> by_age_;                       ///< seq -> receipt, oldest first
