@@ -264,7 +264,13 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       [=](peer_state_atom, const caf::actor& peer) -> caf::result<std::string> {
         return self->state.peer_table.peer_state(peer);
       },
-      [=](stats_atom) -> caf::result<ManagerStats> { return self->state.stats(); },
+      [=](stats_atom) -> caf::result<ManagerStats> {
+        ManagerStats s = self->state.stats();
+        // This node's actors (their ids and names) are its own business: a peer sees counts.
+        if (!self->state.local_only("stats").ok())
+          s.registrants.clear();
+        return s;
+      },
       // -- the peer protocol (peer_protocol_actor): buffers named by id and secret --
       [=](qp_connect_atom, const QpInfoMsg& remote) {
         return self->state.handshakes.accept_connect(remote);

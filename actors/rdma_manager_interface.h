@@ -127,7 +127,8 @@ using manager_questions_actor = caf::typed_actor<
     /// is being made again, "link lost (...); reconnecting" (ManagerState invariant 13).
     caf::replies_to<peer_state_atom, caf::actor>::with<std::string>,
 
-    /// Counters of this manager.
+    /// Counters of this manager; asked by another node, without `registrants` (which names
+    /// this node's actors).
     caf::replies_to<stats_atom>::with<ManagerStats>>;
 
 /// The peer protocol (manager to manager, through the facades; applications do not send

@@ -176,14 +176,13 @@ struct OrphanCheck {
 /// The internal events, as the manager's fourth interface (audience: its own process only).
 using manager_events_actor = caf::typed_actor<
     caf::reacts_to<OpDone>, caf::reacts_to<FenceDone>, caf::reacts_to<ReceiptLanded>,
-    caf::reacts_to<ReceiptDue>, caf::reacts_to<OpTimeout>,
-    caf::reacts_to<OpTick>, caf::reacts_to<StreamDone>, caf::reacts_to<StreamServed>,
-    caf::reacts_to<StreamExpire>, caf::reacts_to<ChunkSent>, caf::reacts_to<LaneClosed>,
-    caf::reacts_to<LaneIdle>, caf::reacts_to<DirTimeout>, caf::reacts_to<SetName>,
-    caf::reacts_to<DeviceChanged>, caf::reacts_to<ReopenDevice>, caf::reacts_to<StagingFreed>,
-    caf::reacts_to<WindowExpire>, caf::reacts_to<WindowRetry>, caf::reacts_to<UseConnector>,
-    caf::reacts_to<Reconnect>, caf::reacts_to<OrphanCheck>,
-    caf::replies_to<GetFacade>::with<caf::actor>>;
+    caf::reacts_to<ReceiptDue>, caf::reacts_to<OpTimeout>, caf::reacts_to<OpTick>,
+    caf::reacts_to<StreamDone>, caf::reacts_to<StreamServed>, caf::reacts_to<StreamExpire>,
+    caf::reacts_to<ChunkSent>, caf::reacts_to<LaneClosed>, caf::reacts_to<LaneIdle>,
+    caf::reacts_to<DirTimeout>, caf::reacts_to<SetName>, caf::reacts_to<DeviceChanged>,
+    caf::reacts_to<ReopenDevice>, caf::reacts_to<StagingFreed>, caf::reacts_to<WindowExpire>,
+    caf::reacts_to<WindowRetry>, caf::reacts_to<UseConnector>, caf::reacts_to<Reconnect>,
+    caf::reacts_to<OrphanCheck>, caf::replies_to<GetFacade>::with<caf::actor>>;
 
 /// The manager's own handle type: the public interface plus its internal events.
 using manager_impl_actor = rdma_manager_actor::extend_with<manager_events_actor>;

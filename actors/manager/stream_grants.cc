@@ -93,7 +93,8 @@ void StreamGrants::stream_served(uint64_t token, uint64_t bytes) {
   const GrantHold& g = it->second;
   if (g.write && bytes == g.length)  // every byte landed: what a notice may claim
     m_.receipts.stream_landed(
-        g.peer == caf::node_id{} ? std::string("anonymous") : caf::to_string(g.peer), token, g.buffer, g.offset, g.length);
+        g.peer == caf::node_id{} ? std::string("anonymous") : caf::to_string(g.peer), token,
+        g.buffer, g.offset, g.length);
   end_grant(token);
 }
 

@@ -54,19 +54,19 @@ caf::result<uint64_t> WriteNotices::notice(const BufferRef& ref, uint64_t offset
   std::string name = writer.substr(0, kMaxWriterName + 1);  // deliver() cuts it
   auto claim = [this, rp, ref, offset, length, tag, receipt, node, name,
                 refuse](bool direct) mutable {
-    m_.receipts.claim(node, receipt, ref.id, offset, length, direct,
-                      [this, rp, ref, offset, length, tag, node, name, refuse,
-                       direct](Status landed) mutable {
-                        if (!landed.ok()) {
-                          rp.deliver(refuse(landed.error()));
-                          return;
-                        }
-                        auto n = deliver(ref, offset, length, tag, node, name, direct);
-                        if (n.ok())
-                          rp.deliver(*n);
-                        else
-                          rp.deliver(to_caf_error(n.error()));
-                      });
+    m_.receipts.claim(
+        node, receipt, ref.id, offset, length, direct,
+        [this, rp, ref, offset, length, tag, node, name, refuse, direct](Status landed) mutable {
+          if (!landed.ok()) {
+            rp.deliver(refuse(landed.error()));
+            return;
+          }
+          auto n = deliver(ref, offset, length, tag, node, name, direct);
+          if (n.ok())
+            rp.deliver(*n);
+          else
+            rp.deliver(to_caf_error(n.error()));
+        });
   };
   if (from == caf::node_id{})
     claim(false);
@@ -184,8 +184,8 @@ void WriteNotices::after_write(OpId id, TransferOutcome written,
     // Invariant 15: a zero-byte WRITE WITH IMMEDIATE after it on the same queue pair; its owner
     // records the immediate as the write's receipt once it (and so the write) landed.
     o.receipt = m_.receipts.next_rdma_receipt();
-    after = RdmaOp::write_imm(std::move(remote), op.remote_offset,
-                              static_cast<uint32_t>(o.receipt));
+    after =
+        RdmaOp::write_imm(std::move(remote), op.remote_offset, static_cast<uint32_t>(o.receipt));
   }
   if (st.ok()) {
     caf::actor_addr me = m_.self_->address();

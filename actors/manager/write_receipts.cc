@@ -30,8 +30,7 @@ std::string WriteReceipts::sender_node() const {
   return sender ? caf::to_string(sender->node()) : std::string("anonymous");
 }
 
-WriteReceipts::Receipt* WriteReceipts::make(const Key& key, ReceiptSource source,
-                                            uint64_t buffer) {
+WriteReceipts::Receipt* WriteReceipts::make(const Key& key, ReceiptSource source, uint64_t buffer) {
   if (auto it = receipts_.find(key); it != receipts_.end())
     return &it->second;
   expire_old();
@@ -137,7 +136,9 @@ struct StandingReceive {
   caf::actor_addr manager;
   std::string node;
 
-  Status post(RdmaQueuePair& q) const { return q.submit(RdmaOp::recv(LocalSlice{sink, 0, 64}), *this); }
+  Status post(RdmaQueuePair& q) const {
+    return q.submit(RdmaOp::recv(LocalSlice{sink, 0, 64}), *this);
+  }
 
   void operator()(const OpResult& r) const {
     if (!r.status.ok())
@@ -179,8 +180,8 @@ void WriteReceipts::received(const std::string& node, uint32_t imm) {
 
 // -- claims -----------------------------------------------------------------------------------
 
-Status WriteReceipts::matches(const Receipt& r, uint64_t receipt, uint64_t buffer,
-                              uint64_t offset, uint64_t length) {
+Status WriteReceipts::matches(const Receipt& r, uint64_t receipt, uint64_t buffer, uint64_t offset,
+                              uint64_t length) {
   if (r.source == ReceiptSource::kRdma)
     return {};  // the owner knows that it landed, not where (a one-sided write)
   if (r.overflow)
@@ -195,9 +196,9 @@ Status WriteReceipts::matches(const Receipt& r, uint64_t receipt, uint64_t buffe
   std::string where;
   for (const auto& [b, e] : r.landed)
     where += (where.empty() ? "" : ", ") + range_text(r.buffer, b, e);
-  return Error(ErrorCode::kPermissionDenied,
-               "the write of receipt " + std::to_string(receipt) + " landed at " + where +
-                   ", not at " + range_text(buffer, offset, offset + length));
+  return Error(ErrorCode::kPermissionDenied, "the write of receipt " + std::to_string(receipt) +
+                                                 " landed at " + where + ", not at " +
+                                                 range_text(buffer, offset, offset + length));
 }
 
 void WriteReceipts::claim(const std::string& node, uint64_t receipt, uint64_t buffer,
@@ -228,8 +229,7 @@ void WriteReceipts::claim(const std::string& node, uint64_t receipt, uint64_t bu
            " notices from nodes not directly connected wait for their writes' receipts (limit " +
            std::to_string(share) + ")";
   else if (waiters_.size() >= kMaxPendingNoticesTotal)
-    full = std::to_string(waiters_.size()) +
-           " notices wait for their writes' receipts (limit " +
+    full = std::to_string(waiters_.size()) + " notices wait for their writes' receipts (limit " +
            std::to_string(kMaxPendingNoticesTotal) + ")";
   if (!full.empty())
     return then(Error(ErrorCode::kResourceExhausted, full));
@@ -278,7 +278,7 @@ void WriteReceipts::due(uint64_t waiter) {
   if (!w.direct)
     --waiting_indirect_;
   if (!w.then)
-    return;  // handed its receipt already
+    return;                                                  // handed its receipt already
   if (auto r = receipts_.find(key); r != receipts_.end()) {  // a chunk receipt that differs
     Status st = matches(r->second, w.receipt, w.buffer, w.offset, w.length);
     erase(r);

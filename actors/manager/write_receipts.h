@@ -25,11 +25,11 @@
 //     to kReceiptWait, with the poller woken; then it is refused as in 1.
 //  3. Bounded: receipts per writing node (kMaxReceiptsPerNode) and in all (kMaxReceipts), the
 //     oldest going first (a few hundred bytes each: 8x the notices that may wait for watchers,
-//     so a batch of notify writes whose notices all wait keeps its receipts); receipts older than max_timeout go; a
-//     chunk receipt holds at most kMaxReceiptPieces separate ranges (more: it matches nothing);
-//     notices waiting for receipts count per node and in all as receipts do, those of nodes not
-//     directly connected at most a kIndirectShare-th of all (write_notices.h invariant 17);
-//     beyond, a notice is refused, naming the limit.
+//     so a batch of notify writes whose notices all wait keeps its receipts); receipts older than
+//     max_timeout go; a chunk receipt holds at most kMaxReceiptPieces separate ranges (more: it
+//     matches nothing); notices waiting for receipts count per node and in all as receipts do,
+//     those of nodes not directly connected at most a kIndirectShare-th of all (write_notices.h
+//     invariant 17); beyond, a notice is refused, naming the limit.
 //  4. Every accepted queue pair of a peer manager (the one its notify writes take) has
 //     kReceiptReceives receives posted from when it is accepted until it is dropped: each
 //     completion posts its receive again at once, on the poller's thread (a writer with more
@@ -44,8 +44,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -147,9 +147,9 @@ private:
   void expire_old();
 
   std::map<Key, Receipt> receipts_;
-  std::map<uint64_t, Key> by_age_;                       ///< seq -> receipt, oldest first
+  std::map<uint64_t, Key> by_age_;                      ///< seq -> receipt, oldest first
   std::map<std::string, std::set<uint64_t>> per_node_;  ///< node -> its receipts' seqs
-  std::set<const RdmaQueuePair*> armed_;                 ///< invariant 4
+  std::set<const RdmaQueuePair*> armed_;                ///< invariant 4
   uint64_t seq_ = 0;
   std::map<Key, uint64_t> waiting_;  ///< receipt -> the waiter claiming it
   std::map<uint64_t, Waiter> waiters_;

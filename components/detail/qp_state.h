@@ -60,11 +60,11 @@ struct QpOp {
   RdmaOp op;
   OpCallback done;
   std::vector<PlannedWorkRequest> wrs;
-  size_t posted = 0;     ///< work requests posted so far
-  size_t in_flight = 0;  ///< posted and not yet retired
-  bool aborted = false;  ///< no more of its work requests will be posted
-  int atomic_slot = -1;  ///< atomics: the AtomicScratch word its result lands in
-  uint64_t bytes = 0;    ///< recv: bytes received
+  size_t posted = 0;      ///< work requests posted so far
+  size_t in_flight = 0;   ///< posted and not yet retired
+  bool aborted = false;   ///< no more of its work requests will be posted
+  int atomic_slot = -1;   ///< atomics: the AtomicScratch word its result lands in
+  uint64_t bytes = 0;     ///< recv: bytes received
   bool with_imm = false;  ///< recv: consumed by a WRITE WITH IMMEDIATE carrying `imm`
   uint32_t imm = 0;
   std::optional<Error> error;

@@ -334,8 +334,9 @@ TEST_F(HostilePeerTest, HugeFetchesAndChunksAreRefusedAndTheNodeKeepsServing) {
   huge.data = huge.owned.get();
   huge.size = kMaxChunkBytes + 1;
   // Dropped before it is read: no answer comes (10 s, as long as the victim may take).
-  auto stored = sealed_request<uint64_t>(*self_, proxy_, std::chrono::seconds(10),
-                                         store_atom::value, ref_of(h), uint64_t{0}, huge, uint64_t{0});
+  auto stored =
+      sealed_request<uint64_t>(*self_, proxy_, std::chrono::seconds(10), store_atom::value,
+                               ref_of(h), uint64_t{0}, huge, uint64_t{0});
   EXPECT_FALSE(stored) << "an oversized chunk was stored";
   for (uint64_t i = 0; i < 4096; ++i)
     ASSERT_EQ(m.bytes[i], pattern(i, 3)) << "byte " << i;
@@ -350,6 +351,24 @@ TEST_F(HostilePeerTest, HugeFetchesAndChunksAreRefusedAndTheNodeKeepsServing) {
   ASSERT_TRUE(ok) << error_message(ok.error());
   EXPECT_EQ(std::memcmp(ok->data, m.bytes.data(), 4096), 0);
   EXPECT_TRUE(victim_->release(h.id));
+}
+
+// Trust, third pass, minor finding: a peer's stats question named the victim's registering
+// actors (ids and names). A peer gets the counters; this node's actors see who holds what.
+TEST_F(HostilePeerTest, APeersStatsNameNoneOfTheVictimsActors) {
+  Memory m(64, 21);
+  auto h = publish(m, "stats-target");
+  ASSERT_TRUE(h.id != 0);
+  const ManagerStats local = victim_->stats();
+  ASSERT_FALSE(local.registrants.empty()) << "the victim's own view lost its registrants";
+  EXPECT_GE(local.registrants.front().buffers, 1u);
+  auto remote = ask<ManagerStats>(stats_atom::value);
+  ASSERT_TRUE(remote) << error_message(remote.error());
+  EXPECT_TRUE(remote->registrants.empty()) << remote->registrants.size()
+                                           << " registrants (actor ids and names) went to a peer, "
+                                              "the first "
+                                           << remote->registrants.front().actor_name;
+  EXPECT_EQ(remote->registered_buffers, local.registered_buffers);  // the counters stay
 }
 
 // The `notice` request of the peer protocol: a peer without the handle cannot make the owner's
