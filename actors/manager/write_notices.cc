@@ -54,19 +54,19 @@ caf::result<uint64_t> WriteNotices::notice(const BufferRef& ref, uint64_t offset
   std::string name = writer.substr(0, kMaxWriterName + 1);  // deliver() cuts it
   auto claim = [this, rp, ref, offset, length, tag, receipt, node, name,
                 refuse](bool direct) mutable {
-    m_.receipts.claim(
-        node, receipt, ref.id, offset, length, direct,
-        [this, rp, ref, offset, length, tag, node, name, refuse, direct](Status landed) mutable {
-          if (!landed.ok()) {
-            rp.deliver(refuse(landed.error()));
-            return;
-          }
-          auto n = deliver(ref, offset, length, tag, node, name, direct);
-          if (n.ok())
-            rp.deliver(*n);
-          else
-            rp.deliver(to_caf_error(n.error()));
-        });
+    m_.receipts.claim(node, receipt, ref.id, offset, length, direct,
+                      [this, rp, ref, offset, length, tag, node, name, refuse,
+                       direct](const Status& landed) mutable {
+                        if (!landed.ok()) {
+                          rp.deliver(refuse(landed.error()));
+                          return;
+                        }
+                        auto n = deliver(ref, offset, length, tag, node, name, direct);
+                        if (n.ok())
+                          rp.deliver(*n);
+                        else
+                          rp.deliver(to_caf_error(n.error()));
+                      });
   };
   if (from == caf::node_id{})
     claim(false);
