@@ -4,7 +4,7 @@
 #include <optional>
 
 #ifdef CAF_RDMA_WITH_CUDA
-#include <cuda.h>
+#include "third_party/cuda/cuda.h"  // /usr/local/cuda's cuda.h (third_party/cuda.bzl)
 #include <dlfcn.h>
 
 #include <algorithm>

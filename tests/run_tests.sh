@@ -8,8 +8,9 @@
 #                    VM: one session VM runs the binaries one after another, tests/rxe_vm/
 #                    vm_session.sh; a skip there is a failure);
 #   4. cuda lane:    what --config=cuda changes, compiled against /usr/local/cuda (only
-#                    primitives/cuda_driver.cc and tests/gpu/ read CAF_RDMA_WITH_CUDA: the GPU
-#                    tests and the programs that move GPU memory, $cuda_targets below), and
+#                    primitives/cuda_driver.cc and tests/gpu/ read CAF_RDMA_WITH_CUDA, in the
+#                    native lane's output directory: third_party/cuda.bzl), relinking the GPU
+#                    tests and the programs that move GPU memory ($cuda_targets below), and
 #                    `bazel test --config=cuda //tests/gpu/...` (gpu-tagged: they run on a host
 #                    with a GPU, and report a visible SKIP with the reason elsewhere);
 #   5. the stress tool (stress/rdma_stress) in short mode, natively and in the VM; the external
@@ -129,9 +130,9 @@ python3 tests/summarize.py --fail-on-skip rxe-vm "$logs" $rdma_targets > /tmp/ca
 rxe_sum_rc=$?
 
 lane_end vm
-# Only cuda_driver.cc and tests/gpu/ compile differently under --config=cuda: the lane builds
-# the GPU tests, the public library and the programs that take GPU memory (not every test
-# again, whose code is the native lane's).
+# Only cuda_driver.cc and tests/gpu/ compile differently under --config=cuda, in the native
+# lane's output directory (third_party/cuda.bzl): the lane compiles those and relinks the GPU
+# tests, the public library and the programs that take GPU memory.
 cuda_targets="//tests/gpu/... //:caf_rdma //doctor:caf_rdma_doctor //examples:parameter_server //bench:rdma_bench"
 stamp "cuda lane: bazel build --config=cuda $cuda_targets && bazel test --config=cuda //tests/gpu/..."
 lane_start

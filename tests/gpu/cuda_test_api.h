@@ -13,7 +13,7 @@
 #include "primitives/status.h"
 
 #ifdef CAF_RDMA_WITH_CUDA
-#include <cuda.h>
+#include "third_party/cuda/cuda.h"  // /usr/local/cuda's cuda.h (third_party/cuda.bzl)
 #include <dlfcn.h>
 #endif
 
