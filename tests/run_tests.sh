@@ -17,9 +17,8 @@
 #      workspace (examples/external, tests/external/run_external.sh): caf-rdma used as README.md
 #      tells users, built with --dynamic_mode=off and Bazel's default, run natively, and its
 #      dynamic build in the VM (path rdma-direct);
-#   6. tidy: clang-tidy-14 over every source (tests/lint/check_tidy.sh, .clang-tidy; the tests'
-#      sources without the performance and style checks, tests/.clang-tidy), right after the
-#      native lane, whose build it reuses;
+#   6. tidy: clang-tidy-14 over every source but the tests' (tests/lint/check_tidy.sh says why;
+#      .clang-tidy), right after the native lane, whose build it reuses;
 #   7. sanitizer lanes: the native lane's tests that run natively (not the rdma- or gpu-tagged,
 #      which skip there) under `--config=asan` (AddressSanitizer + UBSan, compiled with clang-14;
 #      test sources at -O0, the library at -O1: .bazelrc) and under `--config=tsan` (ThreadSanitizer, with CAF itself built with it:
@@ -46,7 +45,7 @@ durations=""
 # Each lane's budget in seconds on an idle 2-core machine (the whole of .ci/run, bench included,
 # aims at 45 minutes; CI's hard limit is 90): a lane over its budget is named at its end and in
 # the totals, so a slow lane is seen before the run nears the limit (.ci/run adds the total).
-declare -A lane_budget=([native]=600 [tidy]=480 [vm]=600 [cuda]=240 [stress]=150 [two-hosts]=210
+declare -A lane_budget=([native]=600 [tidy]=480 [vm]=600 [cuda]=120 [stress]=150 [two-hosts]=210
                         [external]=180 [asan]=480 [tsan]=720)
 over_budget=""
 lane_start() { lane_t=$(date +%s); }
