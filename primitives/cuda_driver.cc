@@ -4,8 +4,8 @@
 #include <optional>
 
 #ifdef CAF_RDMA_WITH_CUDA
-#include "third_party/cuda/cuda.h"  // /usr/local/cuda's cuda.h (third_party/cuda.bzl)
 #include <dlfcn.h>
+#include "third_party/cuda/cuda.h"  // /usr/local/cuda's cuda.h (third_party/cuda.bzl)
 
 #include <algorithm>
 #include <cctype>

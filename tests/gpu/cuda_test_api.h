@@ -13,8 +13,8 @@
 #include "primitives/status.h"
 
 #ifdef CAF_RDMA_WITH_CUDA
-#include "third_party/cuda/cuda.h"  // /usr/local/cuda's cuda.h (third_party/cuda.bzl)
 #include <dlfcn.h>
+#include "third_party/cuda/cuda.h"  // /usr/local/cuda's cuda.h (third_party/cuda.bzl)
 #endif
 
 namespace caf_rdma::testing {
