@@ -20,9 +20,9 @@
 #   6. tidy: clang-tidy-14 over every source but the tests' (tests/lint/check_tidy.sh says why;
 #      .clang-tidy), right after the native lane, whose build it reuses;
 #   7. sanitizer lanes: the native lane's tests that run natively (not the rdma- or gpu-tagged,
-#      which skip there) under `--config=asan` (AddressSanitizer + UBSan, compiled with clang-14;
-#      test sources at -O0, the library at -O1: .bazelrc) and under `--config=tsan` (ThreadSanitizer, with CAF itself built with it:
-#      tests/sanitizers/build_caf_tsan.sh, ~5 minutes once per machine);
+#      which skip there) under `--config=asan` (AddressSanitizer + UBSan, compiled with clang-14
+#      at -O0: .bazelrc) and under `--config=tsan` (ThreadSanitizer, with CAF itself built with
+#      it: tests/sanitizers/build_caf_tsan.sh, ~5 minutes once per machine);
 #   8. prints every test case of all lanes, the totals and each lane's duration;
 #   9. two-host lane (run after the stress lane; tests/two_hosts/run_two_hosts_lane.sh, ~2.5 min):
 #      two Soft-RoCE VMs on one virtual wire, parameter_server and remote atomics across them,

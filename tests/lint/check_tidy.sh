@@ -42,5 +42,6 @@ if [ "$rc" -ne 0 ] || [ "$findings" -ne 0 ]; then
   echo "check_tidy: $findings finding(s) (run-clang-tidy exit $rc)" >&2
   exit 1
 fi
-echo "check_tidy: $(python3 -c 'import json;print(len(json.load(open("compile_commands.json"))))') sources, no findings" \
+checked=$(python3 -c 'import json,re,sys;print(sum(1 for e in json.load(open("compile_commands.json")) if re.search(sys.argv[1],e["file"])))' "$PWD/($folders)/")
+echo "check_tidy: $checked sources, no findings" \
   "(compile commands $((t1 - t0)) s, clang-tidy $(($(date +%s) - t1)) s)"

@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 #include "actors/detail/manager_events.h"
@@ -35,6 +36,13 @@ namespace caf_rdma::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+/// What a stream status read gave: the read's error, the status's error, or "ok".
+std::string status_text(const Result<Status>& r) {
+  if (!r.ok())
+    return "no status: " + r.error().to_string();
+  return r->ok() ? std::string("ok") : r->error().to_string();
+}
 
 /// Memory the victim never registered: what an attacker would like to read or overwrite.
 uint8_t g_secret[4096];
@@ -62,7 +70,7 @@ protected:
       GTEST_SKIP() << rdma_skip_reason();
     for (size_t i = 0; i < sizeof(g_secret); ++i)
       g_secret[i] = pattern(i, 77);
-    victim_ = victim_node(std::chrono::milliseconds(2000));
+    victim_ = victim_node(victim_max_timeout_);
     attacker_ = victim_node(std::chrono::milliseconds(2000));
     ASSERT_TRUE(victim_ && attacker_);
     auto p = attacker_->node().remote_manager("127.0.0.1", victim_->node().port());
@@ -76,6 +84,10 @@ protected:
     attacker_.reset();
     victim_.reset();
   }
+
+  /// The victim's max_timeout: what a grant's deadline is clamped to (short, so that tests of
+  /// expiry end soon).
+  std::chrono::milliseconds victim_max_timeout_{2000};
 
   /// A peer-protocol request from the attacker's node to the victim's manager, sealed as a
   /// node's facade seals it; the reply or the error.
@@ -271,11 +283,19 @@ TEST_F(HostilePeerTest, BufferIdsAreNotCredentials) {
   EXPECT_TRUE(victim_->release(h2.id));
 }
 
+// A victim whose grants last as long as they ask (30 s), not 2 s: a test that uses its grant
+// after other steps must not race the grant's deadline (in the emulated VM those steps took
+// more than 2 s once, and the grant's write failed at its deadline).
+class HostilePeerHoldTest : public HostilePeerTest {
+protected:
+  HostilePeerHoldTest() { victim_max_timeout_ = std::chrono::seconds(60); }
+};
+
 // Finding 2: internal messages were public: a peer's stream_served(id, 0) lowered a buffer's use
 // count, so the victim's release replied while a grant was live and the peer then wrote into
 // memory the victim had reused. Now internal events cannot come from the network, and a hold
 // is ended only by the grant that made it.
-TEST_F(HostilePeerTest, APeerCannotEndTheVictimsHolds) {
+TEST_F(HostilePeerHoldTest, APeerCannotEndTheVictimsHolds) {
   constexpr uint64_t kSize = 1 << 20;
   Memory m(kSize, 9);
   auto h = publish(m, "target");
@@ -291,8 +311,10 @@ TEST_F(HostilePeerTest, APeerCannotEndTheVictimsHolds) {
     (*self_)->send(proxy_, old_served_atom::value, h.id, uint64_t{0});
     (*self_)->send(proxy_, old_expire_atom::value, h.id, grant->token);
   }
-  // ...and today's event type (our node cannot even serialize it).
-  (*self_)->send(proxy_, detail::StreamServed{grant->token, 0});
+  // ...while today's event type cannot come from the network at all: the victim's type list has
+  // no entry for it, so no bytes on the wire deserialize into it. (Sending one tests nothing: the
+  // sender's CAF cannot serialize it either, and drops it with an error line.)
+  EXPECT_EQ(victim_->node().system().types().make_value(typeid(detail::StreamServed)), nullptr);
   // Messages from one sender arrive in order: once this is answered, the above were handled.
   ASSERT_TRUE(ask<ManagerStats>(stats_atom::value));
   EXPECT_EQ(victim_->stats().busy_buffers, 1u) << "a peer's message ended the grant's hold";
@@ -306,10 +328,10 @@ TEST_F(HostilePeerTest, APeerCannotEndTheVictimsHolds) {
       write_request(*s, {StreamDirection::kIntoOwner, grant->token, kSize}, Clock::now() + 10s)
           .ok());
   auto go = read_status(*s, Clock::now() + 10s, "grant");
-  ASSERT_TRUE(go.ok() && go->ok());
+  ASSERT_TRUE(go.ok() && go->ok()) << status_text(go);
   ASSERT_TRUE(send_all(*s, payload.data(), kSize, Clock::now() + 20s, "data").ok());
   auto stored = read_status(*s, Clock::now() + 10s, "stored");
-  ASSERT_TRUE(stored.ok() && stored->ok());
+  ASSERT_TRUE(stored.ok() && stored->ok()) << status_text(stored);
   auto released = victim_->release(h.id);  // waits for the grant's end, then replies
   ASSERT_TRUE(released) << error_message(released.error());
   EXPECT_EQ(m.bytes, payload);
