@@ -13,13 +13,14 @@
 #                    tests and the programs that move GPU memory ($cuda_targets below), and
 #                    `bazel test --config=cuda //tests/gpu/...` (gpu-tagged: they run on a host
 #                    with a GPU, and report a visible SKIP with the reason elsewhere);
-#   5. the stress tool (stress/rdma_stress) in short mode, natively and in the VM; the external
-#      workspace (examples/external, tests/external/run_external.sh): caf-rdma used as README.md
+#   5. the stress tool (stress/rdma_stress) in short mode, natively and in the VM; late (see 6),
+#      the external workspace (examples/external, tests/external/run_external.sh): caf-rdma used as README.md
 #      tells users, built with --dynamic_mode=off and Bazel's default, run natively, and its
 #      dynamic build in the VM (path rdma-direct);
-#   6. tidy (last, while the run is under CAF_RDMA_TIDY_UNTIL seconds; else skipped loudly):
-#      clang-tidy-14 over every source but the tests' (tests/lint/check_tidy.sh says why;
-#      .clang-tidy), with the native lane's compile commands;
+#   6. tidy: clang-tidy-14 over every source but the tests' (tests/lint/check_tidy.sh says why;
+#      .clang-tidy), with the native lane's compile commands. It and the external lane run last,
+#      each only while the run is younger than its limit, and are skipped loudly otherwise
+#      (late_lane below);
 #   7. sanitizer lanes: the native lane's tests that run natively (not the rdma- or gpu-tagged,
 #      which skip there) under `--config=asan` (AddressSanitizer + UBSan, compiled with clang-14
 #      at -O0: .bazelrc) and under `--config=tsan` (ThreadSanitizer, with CAF itself built with
@@ -160,12 +161,6 @@ lane_start
 two_hosts_lane "$@"
 lane_end two-hosts
 
-# caf-rdma as a dependency of another workspace (examples/external), in both link modes.
-lane_start
-stamp "external: examples/external, both link modes, natively and in the Soft-RoCE VM"
-bash tests/external/run_external.sh "$@"
-external_rc=$?
-lane_end external
 
 # Sanitizer lanes: every native test again, instrumented; any report fails the test.
 lane_start
@@ -199,27 +194,40 @@ else
 fi
 lane_end tsan
 
-# Tidy last, and only while the run is younger than $tidy_until seconds (CAF_RDMA_TIDY_UNTIL,
-# default 4100: its ~600 s then end before 80 minutes, CI's limit being 90). On a machine slow
-# enough that the test lanes take longer, it is skipped, loudly (below and in the totals), so
-# that a slow day does not block a landing over a lint; `bash tests/lint/check_tidy.sh` runs it
-# alone. Its compile commands are the native lane's (its `bazel build //...` redoes only what
-# the cuda lane relinked). Not beside the VM lane, even at idle priority: run so (9c4db08), the
+# Late lanes: the external workspace, then tidy. They check how caf-rdma builds (in a user's
+# workspace, and lint), not what it does at run time, which every lane above checks and always
+# runs; so each runs only while the run is younger than its limit (seconds since the start;
+# CAF_RDMA_EXTERNAL_UNTIL, default 4400, and CAF_RDMA_TIDY_UNTIL, default 4100: they then end
+# before about 80 minutes, CI's limit being 90). On a machine slow enough that the lanes above
+# take longer, a late lane is skipped, loudly (a warning line, "skipped" in the lane table and
+# in the totals), so that a slow day does not block a landing; each runs alone as named below.
+late_skipped=""
+late_lane() {  # late_lane NAME UNTIL COMMAND...: runs COMMAND as lane NAME, or skips it
+  local name=$1 until=$2 at=$(( $(date +%s) - t0 ))
+  shift 2
+  if [ "$at" -le "$until" ]; then
+    lane_start
+    stamp "$name: $*"
+    "$@"
+    late_rc=$?
+    lane_end "$name"
+  else
+    late_rc=0
+    late_skipped+=" $name (the run was at ${at}s, past ${until}s; run: $*)"
+    echo "run_tests: WARNING: lane $name SKIPPED: the run is at ${at}s, past ${until}s; run it alone: $*" >&2
+    durations+=" $name skipped"
+  fi
+}
+# caf-rdma as a dependency of another workspace (examples/external), in both link modes, natively
+# and in the Soft-RoCE VM.
+late_lane external "${CAF_RDMA_EXTERNAL_UNTIL:-4400}" bash tests/external/run_external.sh "$@"
+external_rc=$late_rc
+# Tidy: its compile commands are the native lane's (its `bazel build //...` redoes only what the
+# cuda lane relinked). Not beside the VM lane, even at idle priority: run so (9c4db08), the
 # emulated guest's tests took 1.5-4x as long (the lane 754 s instead of 450 s).
-tidy_until=${CAF_RDMA_TIDY_UNTIL:-4100}
-tidy_rc=0
-tidy_skipped=""
-if [ $(( $(date +%s) - t0 )) -le "$tidy_until" ]; then
-  lane_start
-  stamp "tidy: tests/lint/check_tidy.sh"
-  bash tests/lint/check_tidy.sh ${CAF_RDMA_BAZEL_OUTPUT_ROOT:+--output_user_root="$CAF_RDMA_BAZEL_OUTPUT_ROOT"}
-  tidy_rc=$?
-  lane_end tidy
-else
-  tidy_skipped="tidy lane SKIPPED: the run was at $(( $(date +%s) - t0 ))s, past ${tidy_until}s (CAF_RDMA_TIDY_UNTIL); run bash tests/lint/check_tidy.sh"
-  echo "run_tests: WARNING: $tidy_skipped" >&2
-  durations+=" tidy skipped"
-fi
+late_lane tidy "${CAF_RDMA_TIDY_UNTIL:-4100}" bash tests/lint/check_tidy.sh \
+  ${CAF_RDMA_BAZEL_OUTPUT_ROOT:+--output_user_root="$CAF_RDMA_BAZEL_OUTPUT_ROOT"}
+tidy_rc=$late_rc
 
 sums="/tmp/caf_rdma_native_summary.$$ /tmp/caf_rdma_rxe_summary.$$ /tmp/caf_rdma_cuda_summary.$$
       /tmp/caf_rdma_asan_summary.$$ /tmp/caf_rdma_tsan_summary.$$"
@@ -231,7 +239,7 @@ grep -h '^lane ' $sums
 rm -f $sums
 stamp "lane durations (took/budget):$durations"
 [ -z "$over_budget" ] || stamp "lanes over their budget:$over_budget"
-[ -z "$tidy_skipped" ] || stamp "WARNING: $tidy_skipped"
+[ -z "$late_skipped" ] || stamp "WARNING: lanes SKIPPED (too late in the run):$late_skipped"
 stamp "done: native bazel exit $native_rc, VM lane bazel exit $rxe_rc, cuda lane exit $cuda_rc, stress exit $stress_rc, two-hosts exit $two_hosts_rc, external exit $external_rc, asan exit $asan_rc, tsan exit $tsan_rc, format exit $format_rc, tidy exit $tidy_rc"
 if [ $native_rc -ne 0 ] || [ $rxe_rc -ne 0 ] || [ $native_sum_rc -ne 0 ] || [ $rxe_sum_rc -ne 0 ] ||
    [ $cuda_rc -ne 0 ] || [ $cuda_sum_rc -ne 0 ] || [ $stress_rc -ne 0 ] || [ $external_rc -ne 0 ] ||
