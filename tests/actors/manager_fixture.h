@@ -124,22 +124,43 @@ public:
   /// The manager's counters; a failed request fails the test (no zeros to compare against).
   ManagerStats stats() {
     ManagerStats out;
-    (*self_)
-        ->request(manager(), 10s, stats_atom::value)
-        .receive([&](ManagerStats& s) { out = std::move(s); },
-                 [&](caf::error& e) { ADD_FAILURE() << "stats: " << error_message(e); });
+    auto s = query_stats(10s);
+    if (s)
+      out = std::move(*s);
+    else
+      ADD_FAILURE() << "stats: " << error_message(s.error());
     return out;
   }
 
-  /// Waits (up to `limit`) until `pred(stats())` holds; the last stats seen.
+  /// Waits (up to `limit`) until `pred(stats())` holds; the last stats seen. Each question may
+  /// wait for the rest of `limit`: a manager working through a flood (thousands of messages a
+  /// test sent it, slower still under a sanitizer) answers late but answers, and only a limit
+  /// with no answer at all, or an error other than a timeout, fails the test.
   template <class Pred>
   ManagerStats wait_stats(Pred pred,
                           std::chrono::milliseconds limit = std::chrono::milliseconds(20000)) {
-    auto deadline = std::chrono::steady_clock::now() + limit;
-    ManagerStats s = stats();
-    while (!pred(s) && std::chrono::steady_clock::now() < deadline)
-      s = stats();
-    return s;
+    using clock = std::chrono::steady_clock;
+    const auto deadline = clock::now() + limit;
+    ManagerStats last;
+    bool answered = false;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+      auto s = query_stats(std::max(left, std::chrono::milliseconds(1000)));
+      if (s) {
+        last = std::move(*s);
+        answered = true;
+        if (pred(last))
+          return last;
+      } else if (s.error() != caf::sec::request_timeout) {
+        ADD_FAILURE() << "stats: " << error_message(s.error());
+        return last;
+      }
+      if (clock::now() >= deadline)
+        break;
+    }
+    if (!answered)
+      ADD_FAILURE() << "stats: no answer within " << limit.count() << " ms";
+    return last;
   }
 
   /// Waits (up to `limit`) until a transfer or a direct lane uses one of this node's buffers.
@@ -157,6 +178,15 @@ public:
   }
 
 private:
+  caf::expected<ManagerStats> query_stats(std::chrono::milliseconds timeout) {
+    caf::expected<ManagerStats> out{caf::error{}};
+    (*self_)
+        ->request(manager(), timeout, stats_atom::value)
+        .receive([&](ManagerStats& s) { out = std::move(s); },
+                 [&](caf::error& e) { out = std::move(e); });
+    return out;
+  }
+
   std::unique_ptr<RdmaNode> node_;
   std::unique_ptr<caf::scoped_actor> self_;
 };
