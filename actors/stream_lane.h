@@ -25,7 +25,7 @@
 //     the checks both run (checked_length) and of the bytes on their way are the lane's.
 //  4. Thread-safe: any number of clients' threads use one lane at once.
 //  5. A list (transfer_plan.h) takes the lane under invariant 1's rule for its two handles and
-//     moves in list requests ("CRL1"/"CML1", stream_protocol.h) of up to kMaxListRanges
+//     moves in list requests ("CRL1"/"CML2", stream_protocol.h) of up to kMaxListRanges
 //     ranges, each authorized by the handle for the span its ranges lie in; a request ends
 //     before the next starts, so the ranges of the requests that ended well are those landed
 //     (transfer_plan.h invariant 4).

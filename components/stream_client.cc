@@ -344,6 +344,9 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
     std::lock_guard<std::mutex> lock(mu_);
     request.cross_memory = inband_only_.count(endpoint) == 0;
     request.peer_addr = reinterpret_cast<uint64_t>(job.addr);
+    // The owner's copy ends by this job's deadline (stream_protocol.h): the answer is awaited
+    // kEagerAnswerGrace past it, never a copy.
+    request.peer_deadline_ns = steady_ns(job.deadline);
   }
   if (request.by_handle) {
     // The time this attempt has left (a retry has less than the first).

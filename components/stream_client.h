@@ -21,12 +21,14 @@
 //  4. Every wait ends by the job's deadline (or when the client stops: it shuts the sockets
 //     of running jobs down); idle pooled connections are not waited on. Except the one answer
 //     to a cross-memory request (invariant 5), awaited up to kEagerAnswerGrace longer: the
-//     owner may be copying into the job's memory until it answers.
+//     owner may be copying into the job's memory until it answers, and ends that copy by the
+//     job's deadline, which the request carries (stream_protocol.h), so no copy outlasts the
+//     wait (the grace is the answer's way back).
 //  5. Same host: a job naming its owner's same-host endpoint (StreamJob::unix_name, set only
 //     when the owner's host identity is this process's: same_host.h) runs over that AF_UNIX
 //     endpoint, never TLS, when the client was made with `same_host` (CAF_RDMA_SAME_HOST, read
 //     by ManagerOptions). Jobs over kEagerBytes ask the owner to move the bytes by cross-memory
-//     attach ("CMS1"/"CMH1": the job's address goes in the request, the owner copies);
+//     attach ("CMS2"/"CMH2": the job's address goes in the request, the owner copies);
 //     smaller ones travel in-band on the socket (the bytes ride in the answer's one send, which
 //     costs less than the kernel's page walk for a few KiB). An owner that answers "in-band
 //     go" (its kernel refused) gets plain requests on that endpoint from then on. A listener
@@ -84,7 +86,7 @@ struct StreamJob {
   /// or for a list the ranges at `addr` + their peer_offset.
   uint8_t* addr = nullptr;
   uint64_t length = 0;  ///< of a list: the span in the owner's buffer
-  /// A list by handle ("CRL1"/"CML1", stream_protocol.h; invariant 7): `count` ranges (at most
+  /// A list by handle ("CRL1"/"CML2", stream_protocol.h; invariant 7): `count` ranges (at most
   /// kMaxListRanges), each at `addr` + its peer_offset here, inside the span
   /// [handle.offset, handle.offset + length) of the owner's buffer; `total` bytes in all. The
   /// entries stay the caller's and must outlive the job.

@@ -23,13 +23,32 @@ namespace {
 constexpr uint32_t kMagic = 0x32535243;        // "CRS2" little-endian
 constexpr uint32_t kMagicV1 = 0x31535243;      // "CRS1": a build without the final status of a READ
 constexpr uint32_t kMagicHandle = 0x31485243;  // "CRH1": authorized by a buffer handle
-constexpr uint32_t kMagicCma = 0x31534d43;     // "CMS1": "CRS2" by cross-memory attach
-constexpr uint32_t kMagicCmaHandle = 0x31484d43;  // "CMH1": "CRH1" by cross-memory attach
+constexpr uint32_t kMagicCma = 0x32534d43;     // "CMS2": "CRS2" by cross-memory attach
+constexpr uint32_t kMagicCmaHandle = 0x32484d43;  // "CMH2": "CRH1" by cross-memory attach
 constexpr uint32_t kMagicList = 0x314c5243;       // "CRL1": a list of ranges by handle
-constexpr uint32_t kMagicCmaList = 0x314c4d43;    // "CML1": "CRL1" by cross-memory attach
+constexpr uint32_t kMagicCmaList = 0x324c4d43;    // "CML2": "CRL1" by cross-memory attach
+/// "CMS1", "CMH1", "CML1": the cross-memory requests of a release whose requests carried no
+/// deadline (refused: the owner could not end its copy by the requester's deadline).
+constexpr uint32_t kMagicCmaV1 = 0x31534d43;
+constexpr uint32_t kMagicCmaHandleV1 = 0x31484d43;
+constexpr uint32_t kMagicCmaListV1 = 0x314c4d43;
 constexpr size_t kListEntryBytes = 24;
 
 }  // namespace
+
+uint64_t steady_ns(Deadline t) {
+  const auto ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  return ns <= 0 ? 1 : static_cast<uint64_t>(ns);
+}
+
+Deadline from_steady_ns(uint64_t ns) {
+  if (ns == 0)
+    return kNoDeadline;
+  const uint64_t most = static_cast<uint64_t>(std::chrono::nanoseconds::max().count());
+  return Deadline(std::chrono::duration_cast<Deadline::duration>(
+      std::chrono::nanoseconds(static_cast<int64_t>(std::min(ns, most)))));
+}
 
 const char* to_string(StreamDirection d) {
   switch (d) {
@@ -48,8 +67,10 @@ Status write_request(const Socket& s, const StreamRequest& r, Deadline deadline)
     store_le(b, r.cross_memory ? kMagicCma : kMagic, 4);
     store_le(b + 8, r.token, 8);
     store_le(b + 16, r.length, 8);
-    if (r.cross_memory)
+    if (r.cross_memory) {
       store_le(b + kRequestBytes, r.peer_addr, 8);
+      store_le(b + kRequestBytes + 8, r.peer_deadline_ns, 8);
+    }
     return send_all(s, b, r.cross_memory ? kCrossMemoryRequestBytes : kRequestBytes, deadline,
                     "stream request");
   }
@@ -66,13 +87,17 @@ Status write_request(const Socket& s, const StreamRequest& r, Deadline deadline)
   if (r.list) {
     store_le(b + kHandleRequestBytes, r.count, 4);
     store_le(b + kHandleRequestBytes + 4, r.total, 8);
-    if (r.cross_memory)
+    if (r.cross_memory) {
       store_le(b + kListRequestBytes, r.peer_addr, 8);
+      store_le(b + kListRequestBytes + 8, r.peer_deadline_ns, 8);
+    }
     return send_all(s, b, r.cross_memory ? kCrossMemoryListRequestBytes : kListRequestBytes,
                     deadline, "stream list request");
   }
-  if (r.cross_memory)
+  if (r.cross_memory) {
     store_le(b + kHandleRequestBytes, r.peer_addr, 8);
+    store_le(b + kHandleRequestBytes + 8, r.peer_deadline_ns, 8);
+  }
   return send_all(s, b, r.cross_memory ? kCrossMemoryHandleRequestBytes : kHandleRequestBytes,
                   deadline, "stream request");
 }
@@ -107,6 +132,11 @@ Result<StreamRequest> parse_request(const uint8_t* b) {
                  "stream request of protocol version 1 (\"CRS1\"); this owner speaks version 2 "
                  "(\"CRS2\"): run the same caf-rdma release on every node");
   const uint64_t magic = load_le(b, 4);
+  if (magic == kMagicCmaV1 || magic == kMagicCmaHandleV1 || magic == kMagicCmaListV1)
+    return Error(ErrorCode::kInvalidArgument,
+                 "cross-memory stream request without a deadline (\"CMS1\", \"CMH1\" or "
+                 "\"CML1\", an older release); this owner serves \"CMS2\", \"CMH2\" and "
+                 "\"CML2\": run the same caf-rdma release on every node");
   if (magic != kMagic && magic != kMagicHandle && magic != kMagicCma && magic != kMagicCmaHandle &&
       magic != kMagicList && magic != kMagicCmaList)
     return Error(ErrorCode::kInvalidArgument,
@@ -135,18 +165,24 @@ Result<StreamRequest> parse_request(const uint8_t* b) {
         return Error(ErrorCode::kInvalidArgument,
                      "stream list request of " + std::to_string(r.count) + " ranges (from 1 to " +
                          std::to_string(kMaxListRanges) + ")");
-      if (r.cross_memory)
+      if (r.cross_memory) {
         r.peer_addr = load_le(b + kListRequestBytes, 8);
+        r.peer_deadline_ns = load_le(b + kListRequestBytes + 8, 8);
+      }
       return r;
     }
-    if (r.cross_memory)
+    if (r.cross_memory) {
       r.peer_addr = load_le(b + kHandleRequestBytes, 8);
+      r.peer_deadline_ns = load_le(b + kHandleRequestBytes + 8, 8);
+    }
     return r;
   }
   r.token = load_le(b + 8, 8);
   r.length = load_le(b + 16, 8);
-  if (r.cross_memory)
+  if (r.cross_memory) {
     r.peer_addr = load_le(b + kRequestBytes, 8);
+    r.peer_deadline_ns = load_le(b + kRequestBytes + 8, 8);
+  }
   return r;
 }
 

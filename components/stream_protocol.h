@@ -8,12 +8,20 @@
 //                     timeout ms (u32)
 //                     or, on a same-host (AF_UNIX) connection, either of them asking the owner
 //                     to move the bytes by cross-memory attach (stream_server.h invariant 11):
-//                     "CMS1" = "CRS2" + the requester's address (u64), "CMH1" = "CRH1" + the
-//                     requester's address (u64)
-//                     or a list of ranges of one buffer by handle ("CRL1"; "CML1" asks for
+//                     "CMS2" = "CRS2" + the requester's address (u64) + its deadline (u64),
+//                     "CMH2" = "CRH1" + the requester's address (u64) + its deadline (u64)
+//                     or a list of ranges of one buffer by handle ("CRL1"; "CML2" asks for
 //                     cross-memory attach): "CRH1" whose offset and length are the span the
-//                     ranges lie in, + range count (u32) + total bytes (u64) ["CML1": + the
-//                     requester's address (u64)]
+//                     ranges lie in, + range count (u32) + total bytes (u64) ["CML2": + the
+//                     requester's address (u64) + its deadline (u64)]
+//                     A cross-memory request's deadline is the requester's, in nanoseconds of
+//                     CLOCK_MONOTONIC (std::chrono::steady_clock), a clock every process of one
+//                     host shares: the owner's copy into or out of the requester's memory ends
+//                     by the earlier of it and the owner's own deadline, so a requester that
+//                     gave up at its deadline (plus kEagerAnswerGrace, for the answer's way) is
+//                     never written afterwards, however late the owner took the request. 0: none
+//                     given (the owner's own deadline alone). "CMS1", "CMH1" and "CML1" (the
+//                     same without the deadline) are refused with a clear error.
 //   owner  -> client  status:  code (u32, 0 = go ahead), message length (u32), message
 //   then, into the owner:     client sends `length` bytes, owner answers a final status
 //         out of the owner:   owner sends `length` bytes, then a final status
@@ -27,21 +35,21 @@
 // follows from it, back to the owner too) happens after the owner is done with the memory: an
 // owner may reuse the source of a READ once the requester's reply reached it, as on the NIC
 // (and ThreadSanitizer sees that order: the owner's sockets carry it).
-// A cross-memory request ("CMS1", "CMH1") gets one answer: the final status (the owner copied
+// A cross-memory request ("CMS2", "CMH2") gets one answer: the final status (the owner copied
 // the bytes into or out of the requester's memory with process_vm_writev/readv and no longer
 // touches either side), a refusal, or "in-band go" (code kInbandGoCode): the kernel refused
 // cross-memory attach (or the owner does not use it), and the exchange goes on as for the
 // plain request ("go" was that answer; bytes, then the final status). A client waits for that
 // one answer past its deadline by kEagerAnswerGrace, as for an eager write: the owner may be
 // copying into its memory until it answers.
-// A list request ("CRL1", "CML1") sends its table only once the owner allowed the request (its
+// A list request ("CRL1", "CML2") sends its table only once the owner allowed the request (its
 // first "go", a plain status for both): count x (offset in the buffer (u64), offset at the
 // requester (u64), length (u64)), each range not empty and inside the span, their lengths
 // summing to the total; the owner refuses a total over the span's length (its client puts
 // ranges that overlap at the owner in separate requests). The owner answers the table: an
 // error (it closes the connection), `released` (its buffer went meanwhile: in step, the
 // connection serves on), or for a "CRL1" a second "go" (then the ranges' bytes in table order,
-// back to back, then the final status), for a "CML1" its one answer, awaited past the deadline
+// back to back, then the final status), for a "CML2" its one answer, awaited past the deadline
 // by kEagerAnswerGrace (the owner copied each range between its buffer and the requester's
 // address + the range's offset there; or "in-band go": the bytes follow as for "CRL1"). So an
 // owner that refuses a request never leaves a table unread on the connection.
@@ -102,11 +110,14 @@ struct StreamRequest {
   uint64_t length = 0;
   bool by_handle = false;  ///< "CRH1": `handle` authorizes it
   HandleAccess handle;
-  /// "CMS1"/"CMH1" (same-host connections only): the owner moves the bytes by cross-memory
+  /// "CMS2"/"CMH2" (same-host connections only): the owner moves the bytes by cross-memory
   /// attach between its buffer and [peer_addr, peer_addr + length) of the requester.
   bool cross_memory = false;
   uint64_t peer_addr = 0;
-  /// "CRL1"/"CML1" (by handle only): `handle.offset` and `length` are the span the ranges lie
+  /// A cross-memory request's: the requester's deadline (steady_clock_ns; 0: none). The owner's
+  /// copy ends by it (see the wire format above).
+  uint64_t peer_deadline_ns = 0;
+  /// "CRL1"/"CML2" (by handle only): `handle.offset` and `length` are the span the ranges lie
   /// in; `count` ranges of `total` bytes follow the request as its table.
   bool list = false;
   uint32_t count = 0;
@@ -132,6 +143,12 @@ inline bool eager_write(const StreamRequest& r) {
          r.length <= kEagerBytes;
 }
 
+/// A steady_clock time as a cross-memory request carries it: nanoseconds of CLOCK_MONOTONIC,
+/// shared by every process of the host (0 is never a deadline: steady_ns maps it to 1).
+uint64_t steady_ns(Deadline t);
+/// The deadline a cross-memory request's `peer_deadline_ns` names (kNoDeadline for 0).
+Deadline from_steady_ns(uint64_t ns);
+
 /// The wire's integers: `bytes` bytes (at most 8), little-endian.
 void store_le(uint8_t* p, uint64_t v, int bytes);
 uint64_t load_le(const uint8_t* p, int bytes);
@@ -143,12 +160,14 @@ Status write_request(const Socket& s, const StreamRequest& r, Deadline deadline)
 /// Bytes of a request on the wire: by grant ("CRS2"), by handle ("CRH1"), the longest.
 constexpr size_t kRequestBytes = 24;
 constexpr size_t kHandleRequestBytes = 52;
-/// The same, asking for cross-memory attach ("CMS1", "CMH1": the requester's address added).
-constexpr size_t kCrossMemoryRequestBytes = kRequestBytes + 8;
-constexpr size_t kCrossMemoryHandleRequestBytes = kHandleRequestBytes + 8;
-/// A list request ("CRL1"; "CML1" with the requester's address), without its table.
+/// The same, asking for cross-memory attach ("CMS2", "CMH2": the requester's address and
+/// deadline added).
+constexpr size_t kCrossMemoryRequestBytes = kRequestBytes + 16;
+constexpr size_t kCrossMemoryHandleRequestBytes = kHandleRequestBytes + 16;
+/// A list request ("CRL1"; "CML2" with the requester's address and deadline), without its
+/// table.
 constexpr size_t kListRequestBytes = kHandleRequestBytes + 12;
-constexpr size_t kCrossMemoryListRequestBytes = kListRequestBytes + 8;
+constexpr size_t kCrossMemoryListRequestBytes = kListRequestBytes + 16;
 constexpr size_t kMaxRequestBytes = kCrossMemoryListRequestBytes;
 /// Bytes of the request whose first 4 bytes are `magic4` (kRequestBytes for an unknown magic:
 /// parse_request then says what is wrong).

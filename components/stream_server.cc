@@ -460,12 +460,19 @@ bool StreamServer::read_header(const std::shared_ptr<Connection>& c) {
 }
 
 Result<StreamServer::Grant> StreamServer::claim(const StreamRequest& req) {
-  if (req.by_handle)
-    return grant_by_handle(req);
+  Result<Grant> g = req.by_handle ? grant_by_handle(req) : take_grant(req.token);
+  // Invariant 11: a cross-memory copy ends by the requester's deadline too (stream_protocol.h),
+  // which only ever shortens the grant's.
+  if (g.ok() && req.cross_memory)
+    g->deadline = std::min(g->deadline, from_steady_ns(req.peer_deadline_ns));
+  return g;
+}
+
+Result<StreamServer::Grant> StreamServer::take_grant(uint64_t token) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = grants_.find(req.token);
+  auto it = grants_.find(token);
   if (it == grants_.end())
-    return unknown_grant(req.token);
+    return unknown_grant(token);
   Grant g = std::move(it->second);
   grants_.erase(it);
   return g;

@@ -64,13 +64,15 @@
 //     speak the same protocol, pass through the same claim() (grants and requests by handle:
 //     the same checks, answers and holds) and the same slots (all count as 127.0.0.1), never
 //     TLS (the kernel names the peer, invariant 12). On them a request may ask for
-//     cross-memory attach ("CMS1"/"CMH1"): the worker copies the bytes itself between the
+//     cross-memory attach ("CMS2"/"CMH2"): the worker copies the bytes itself between the
 //     claimed range and the requester's memory (cross_memory.h: process_vm_writev for a read,
 //     process_vm_readv for a write, into the SO_PEERCRED pid only), then answers the final
-//     status; `done` runs after that copy returned. When the kernel refuses (EPERM, ENOSYS) the
-//     answer is "in-band go" and the bytes travel on the connection; the refusal is remembered
-//     for the connection (no failed syscall per op). Limits::cross_memory = false (a test hook,
-//     or a host that forbids it) answers every such request in-band.
+//     status; `done` runs after that copy returned. Such a claim's deadline is the earlier of
+//     the grant's and the one the requester sent (stream_protocol.h): the copy ends by the
+//     time its requester stops waiting, however late this server read the request. When the kernel
+//     refuses (EPERM, ENOSYS) the answer is "in-band go" and the bytes travel on the connection;
+//     the refusal is remembered for the connection (no failed syscall per op). Limits::cross_memory
+//     = false (a test hook, or a host that forbids it) answers every such request in-band.
 // 12. A same-host connection is served only when its peer runs as this process's uid
 //     (SO_PEERCRED at accept): another uid gets permission_denied naming both uids, and is
 //     closed before its request is read.
@@ -95,7 +97,7 @@
 //     owner's release: end_withdrawn_waiting() (called by the release) runs its `done` at
 //     once, nothing moved, and the worker that takes it later moves its bytes without the
 //     memory (invariant 14).
-// 16. A list request ("CRL1"/"CML1", stream_protocol.h) is a request by handle for the span
+// 16. A list request ("CRL1"/"CML2", stream_protocol.h) is a request by handle for the span
 //     its ranges lie in (the authorizer checks the span as any request's range); its worker
 //     answers a first "go", reads the table, refuses it whole if a range is empty or outside
 //     the span, or the lengths do not make the announced total or pass the span's length
@@ -294,6 +296,8 @@ private:
   /// The grant `req` claims: the one its token names (taken from grants_), or the one a request
   /// by handle makes (invariant 9); else the answer refusing it.
   Result<Grant> claim(const StreamRequest& req);
+  /// The grant `token` names, taken out of grants_ (single use), or unknown_grant's error.
+  Result<Grant> take_grant(uint64_t token);
   /// The grant a request by handle makes (invariant 9), or the answer refusing it.
   Result<Grant> grant_by_handle(const StreamRequest& req);
   void close_locked(int fd);

@@ -28,8 +28,10 @@ bool StreamServer::serve(Connection& c) {
                         std::to_string(req.length) + " bytes does not match its grant (" +
                         to_string(g.direction) + ", " + std::to_string(g.length) + " bytes)");
   else if (std::chrono::steady_clock::now() >= g.deadline)
-    verdict = Error(ErrorCode::kTimeout, "stream grant of " + std::to_string(g.length) +
-                                             " bytes was claimed after its deadline");
+    verdict = Error(ErrorCode::kTimeout,
+                    "stream grant of " + std::to_string(g.length) +
+                        " bytes was claimed after its deadline (the grant's, or the requester's "
+                        "for a cross-memory copy)");
   else if (req.cross_memory && !c.same_host)
     verdict = Error(ErrorCode::kInvalidArgument,
                     "cross-memory stream request on a TCP connection (only same-host "

@@ -26,6 +26,7 @@
 #include "components/stream_protocol.h"
 #include "components/stream_server.h"
 #include "tests/components/byte_pattern.h"
+#include "tests/components/unserved_range.h"
 
 namespace caf_rdma {
 namespace {
@@ -254,6 +255,70 @@ TEST(SameHostTest, ACrossMemoryRequestOverTcpIsRefused) {
   EXPECT_NE(answer->status.error().message().find("TCP"), std::string::npos);
   EXPECT_FALSE(g.wait().first.ok());
   EXPECT_EQ(owner, std::vector<uint8_t>(1 << 20, 0));
+}
+
+/// Sends a cross-memory read of grant `g` into `into` on a new same-host connection, saying the
+/// requester waits until `requester_deadline`; the connection, for its one answer.
+Result<Socket> ask_cross_memory_read(const StreamServer& server, const Grant& g, uint64_t n,
+                                     uint64_t into, Clock::time_point requester_deadline) {
+  CAF_RDMA_ASSIGN_OR_RETURN(Socket s, connect_unix(server.unix_name(), Clock::now() + 5s));
+  StreamRequest r{StreamDirection::kOutOfOwner, g.token, n};
+  r.cross_memory = true;
+  r.peer_addr = into;
+  r.peer_deadline_ns = steady_ns(requester_deadline);
+  CAF_RDMA_RETURN_IF_ERROR(write_request(s, r, Clock::now() + 5s));
+  return s;
+}
+
+// Invariant 11: a cross-memory copy ends by the requester's deadline, which the request
+// carries, however long the grant allows. A request whose deadline passed before the owner
+// read it (an owner that took it late) copies nothing: before, the owner copied until its own
+// deadline, into a requester that had stopped waiting.
+TEST(SameHostTest, ACrossMemoryCopyNeverStartsAfterTheRequestersDeadline) {
+  auto server = start_server();
+  ASSERT_TRUE(server);
+  const uint64_t n = 1 << 20;
+  std::vector<uint8_t> owner = filled(n, 5), mine(n, 0);
+  Grant g = grant(*server, owner.data(), n, StreamDirection::kOutOfOwner);  // 10 s
+  auto s = ask_cross_memory_read(*server, g, n, reinterpret_cast<uint64_t>(mine.data()),
+                                 Clock::now() - 1ms);
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  auto answer = read_cross_memory_answer(*s, Clock::now() + 5s, "answer");
+  ASSERT_TRUE(answer.ok()) << answer.error().to_string();
+  ASSERT_FALSE(answer->inband);
+  ASSERT_FALSE(answer->status.ok()) << "copied past the requester's deadline";
+  EXPECT_EQ(answer->status.error().code(), ErrorCode::kTimeout) << answer->status.error().message();
+  EXPECT_FALSE(g.wait().first.ok());
+  EXPECT_EQ(mine, std::vector<uint8_t>(n, 0)) << "bytes copied into a requester past its deadline";
+}
+
+// The same for a copy under way: the requester's memory keeps the owner's copy stuck in the
+// kernel (UnservedRange); the owner ends it by the requester's deadline (300 ms) and answers
+// within the grace the requester waits past it, though its grant allows 10 s. Served
+// afterwards, the range stays zero: no copy outlived the answer.
+TEST(SameHostTest, ACrossMemoryCopyStuckInTheRequesterEndsByItsDeadline) {
+  UnservedRange range;
+  if (!range.why().empty())
+    GTEST_SKIP() << range.why();
+  auto server = start_server();
+  ASSERT_TRUE(server);
+  const uint64_t n = UnservedRange::kLen;
+  std::vector<uint8_t> owner = filled(n, 5);
+  Grant g = grant(*server, owner.data(), n, StreamDirection::kOutOfOwner);  // 10 s
+  const Clock::time_point requester_deadline = Clock::now() + 300ms;
+  auto s = ask_cross_memory_read(*server, g, n, range.addr(), requester_deadline);
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  auto answer = read_cross_memory_answer(*s, requester_deadline + kEagerAnswerGrace, "answer");
+  ASSERT_TRUE(answer.ok()) << "no answer within the requester's wait: "
+                           << answer.error().to_string();
+  ASSERT_FALSE(answer->inband);
+  ASSERT_FALSE(answer->status.ok());
+  EXPECT_EQ(answer->status.error().code(), ErrorCode::kTimeout) << answer->status.error().message();
+  EXPECT_FALSE(g.wait().first.ok());
+  range.serve();
+  const auto* bytes = reinterpret_cast<const uint8_t*>(range.addr());
+  for (uint64_t i = 0; i < n; ++i)
+    ASSERT_EQ(bytes[i], 0) << "byte " << i << " written after the answer";
 }
 
 // Invariant 12 (needs root to become another uid; skipped otherwise).

@@ -1,4 +1,4 @@
-// Lists of ranges on the stream channel ("CRL1"/"CML1", stream_protocol.h; stream_server.h
+// Lists of ranges on the stream channel ("CRL1"/"CML2", stream_protocol.h; stream_server.h
 // invariant 16, stream_client.h invariant 7) without the manager: the same lists over TCP, over
 // the same-host endpoint by cross-memory attach and in-band, every byte checked, bytes outside
 // the ranges untouched; a range outside its span refused whole; iov_windows' cuts.
