@@ -27,14 +27,17 @@ std::string hex(uint64_t v) {
 
 Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64_t n,
                          bool to_remote, Deadline deadline, const std::string& subject,
-                         bool* refused, const Withdrawal& withdrawal) {
+                         bool* refused, const Withdrawal& withdrawal,
+                         const std::function<bool()>& requester_gone) {
   const CopySpan one{local, remote_addr, n};
-  return cross_memory_copy_list(pid, &one, 1, to_remote, deadline, subject, refused, withdrawal);
+  return cross_memory_copy_list(pid, &one, 1, to_remote, deadline, subject, refused, withdrawal,
+                                requester_gone);
 }
 
 Status cross_memory_copy_list(pid_t pid, const CopySpan* spans, size_t count, bool to_remote,
                               Deadline deadline, const std::string& subject, bool* refused,
-                              const Withdrawal& withdrawal) {
+                              const Withdrawal& withdrawal,
+                              const std::function<bool()>& requester_gone) {
   *refused = false;
   uint64_t n = 0;
   for (size_t i = 0; i < count; ++i)
@@ -59,6 +62,17 @@ Status cross_memory_copy_list(pid_t pid, const CopySpan* spans, size_t count, bo
   auto withdrawn_error = [&](uint64_t moved) {
     return released_midway_error(moved, n).with_context(describe(moved));
   };
+  // Invariant 7's look and its answer.
+  auto gone = [&] { return requester_gone && requester_gone(); };
+  // `in_call`: the bytes of the call its end interrupted (what moved of them is not known).
+  auto gone_error = [&](uint64_t moved, uint64_t in_call) {
+    return Error(
+        ErrorCode::kPeerUnavailable,
+        describe(moved) + ": the requester stopped waiting (the copy was ended" +
+            (in_call > 0 ? "; up to " + std::to_string(in_call) + " more bytes may have moved"
+                         : std::string()) +
+            ")");
+  };
   // Copies `len` bytes of the list from `from` on, window by window; `moved` counts its bytes.
   auto part = [&](SpanCursor from, uint64_t len, std::atomic<uint64_t>& moved) -> Status {
     std::vector<iovec> mine;
@@ -69,6 +83,8 @@ Status cross_memory_copy_list(pid_t pid, const CopySpan* spans, size_t count, bo
     while (done < len) {
       if (withdrawn(withdrawal))  // invariant 5
         return withdrawn_error(moved.load());
+      if (gone())  // invariant 7
+        return gone_error(moved.load(), 0);
       if (moved.load() > 0 && std::chrono::steady_clock::now() >= deadline)
         return Error(ErrorCode::kTimeout, describe(moved.load()) + ": the deadline passed");
       const uint64_t piece =
@@ -76,10 +92,12 @@ Status cross_memory_copy_list(pid_t pid, const CopySpan* spans, size_t count, bo
       const VmCopyJob job{mine.data(), mine.size(), theirs.data(), theirs.size(), to_remote};
       // Invariant 6: in a task a stall cannot keep past the deadline or the withdrawal.
       const VmCopyEnd end =
-          killable_vm_copy(pid, job, deadline, [&] { return withdrawn(withdrawal); });
+          killable_vm_copy(pid, job, deadline, [&] { return withdrawn(withdrawal) || gone(); });
       if (end.stopped) {
         if (withdrawn(withdrawal))
           return withdrawn_error(moved.load());
+        if (gone())
+          return gone_error(moved.load(), piece);
         return Error(ErrorCode::kTimeout, describe(moved.load()) +
                                               ": the deadline passed while the kernel waited for "
                                               "the requester's memory (the copy was ended; up to " +

@@ -31,11 +31,17 @@
 //     (killable_copy.h), so a page the requester keeps from faulting in (userfaultfd) holds
 //     the owner's worker, and its release, at most kStopLook past either. The call returns
 //     only once that task is gone: no byte moves after it.
+//  7. A requester that stops waiting ends the copy as the deadline would: `requester_gone`
+//     (the stream server's: its connection spoke or hung up) is looked at before each piece
+//     and with the withdrawal while a call runs; the error is peer_unavailable, "the requester
+//     stopped waiting", with what moved. A requester that half-closes and then reads the
+//     answer (stream_client.h: a client that stops) so learns when no byte moves any more.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "components/iov_windows.h"
@@ -56,14 +62,17 @@ constexpr unsigned kCrossMemoryThreads = 4;
 /// Copies `n` bytes between `local` (this process) and `remote_addr` in process `pid`:
 /// into pid's memory when `to_remote` (a read served by the owner), else out of it (a write).
 /// `subject` names the owner's side for errors ("buffer 7 offset 4096", "grant 123").
+/// `requester_gone`: invariant 7 (none when empty).
 Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64_t n,
                          bool to_remote, Deadline deadline, const std::string& subject,
-                         bool* refused, const Withdrawal& withdrawal = nullptr);
+                         bool* refused, const Withdrawal& withdrawal = nullptr,
+                         const std::function<bool()>& requester_gone = {});
 /// The same for a list of ranges (`spans`, in this order; the copy of one range is the list of
 /// one): each process_vm_* call takes up to kMaxIov of them and kCrossMemoryPiece bytes
 /// (iov_windows.h), and invariants 2-6 hold for the list's bytes as for one range's.
 Status cross_memory_copy_list(pid_t pid, const CopySpan* spans, size_t count, bool to_remote,
                               Deadline deadline, const std::string& subject, bool* refused,
-                              const Withdrawal& withdrawal = nullptr);
+                              const Withdrawal& withdrawal = nullptr,
+                              const std::function<bool()>& requester_gone = {});
 
 }  // namespace caf_rdma

@@ -503,6 +503,15 @@ Status recv_all(const Socket& s, void* data, uint64_t n, Deadline deadline, cons
   return moved.ok() ? Status{} : Status(moved.error());
 }
 
+bool peer_spoke_or_hung_up(const Socket& s) {
+  pollfd p{s.fd(), POLLIN | POLLRDHUP, 0};
+  int r;
+  do {
+    r = ::poll(&p, 1, 0);
+  } while (r < 0 && errno == EINTR);
+  return r > 0 && (p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
 Result<uint64_t> move_until_stopped(const Socket& s, void* data, uint64_t n, bool sending,
                                     Deadline deadline, const std::string& what,
                                     std::chrono::milliseconds stall,

@@ -140,6 +140,11 @@ Status send_all(const Socket& s, const void* data, uint64_t n, Deadline deadline
 Status recv_all(const Socket& s, void* data, uint64_t n, Deadline deadline, const std::string& what,
                 std::chrono::milliseconds stall = {});
 
+/// Whether the peer of `s` has sent something or hung up (EOF, reset, error), looked at without
+/// waiting: on a connection whose peer must stay silent (a cross-memory request waiting for its
+/// one answer), either means it stopped waiting.
+bool peer_spoke_or_hung_up(const Socket& s);
+
 /// How long move_until_stopped waits at most before it looks at its stop flag again.
 constexpr std::chrono::milliseconds kStopLook{50};
 /// send_all (`sending`) or recv_all of n bytes at `data`, which stops touching `data` once `stop`

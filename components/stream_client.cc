@@ -30,7 +30,7 @@ void StreamClient::stop() {
     idle_.clear();  // their sockets close
     left.swap(queue_);
     for (int fd : busy_fds_)
-      ::shutdown(fd, SHUT_RDWR);
+      ::shutdown(fd, copy_waits_.count(fd) != 0 ? SHUT_WR : SHUT_RDWR);
   }
   ready_.notify_all();
   for (auto& job : left)
@@ -147,7 +147,7 @@ Result<Socket> StreamClient::take_connection(const StreamJob& job, bool fresh, b
     Status st = listener_is_own_uid(s, job.unix_name);
     if (!st.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
-      busy_fds_.erase(s.fd());
+      forget_busy_locked(s.fd());
       return st.error();
     }
   }
@@ -155,16 +155,28 @@ Result<Socket> StreamClient::take_connection(const StreamJob& job, bool fresh, b
     Status st = start_tls(s, tls_, false, job.deadline, "stream channel to " + endpoint);
     if (!st.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
-      busy_fds_.erase(s.fd());
+      forget_busy_locked(s.fd());
       return st.error();
     }
   }
   return s;
 }
 
+void StreamClient::forget_busy_locked(int fd) {
+  busy_fds_.erase(fd);
+  copy_waits_.erase(fd);
+}
+
+void StreamClient::copy_answered(int fd) {
+  std::lock_guard<std::mutex> lock(mu_);
+  copy_waits_.erase(fd);
+  if (stopping_ && busy_fds_.count(fd) != 0)
+    ::shutdown(fd, SHUT_RDWR);  // what stop() would have done, now that no copy runs
+}
+
 void StreamClient::give_back(const std::string& endpoint, Socket s) {
   std::lock_guard<std::mutex> lock(mu_);
-  busy_fds_.erase(s.fd());
+  forget_busy_locked(s.fd());
   if (!stopping_)
     idle_[endpoint].push_back(std::move(s));
 }
@@ -278,6 +290,7 @@ Status StreamClient::attempt_list(Socket& s, const StreamJob& job, const StreamR
   if (request.cross_memory) {
     // Awaited past the deadline: the owner may be copying into the job's memory until it answers.
     auto a = read_cross_memory_answer(s, job.deadline + kEagerAnswerGrace, "stream answer");
+    copy_answered(s.fd());
     if (!a.ok())
       return fail(a.error());
     inband = a->inband;
@@ -325,7 +338,7 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
   CAF_RDMA_ASSIGN_OR_RETURN(Socket s, take_connection(job, fresh, local, pooled));
   auto fail = [&](Status st) {
     std::lock_guard<std::mutex> lock(mu_);
-    busy_fds_.erase(s.fd());
+    forget_busy_locked(s.fd());
     if (pooled)
       idle_.erase(endpoint);  // the others may be just as dead
     return st;
@@ -343,6 +356,8 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
     // Invariant 5: the owner copies (unless it said its kernel refuses).
     std::lock_guard<std::mutex> lock(mu_);
     request.cross_memory = inband_only_.count(endpoint) == 0;
+    if (request.cross_memory)
+      copy_waits_.insert(s.fd());  // from its sending to its answer (stop())
     request.peer_addr = reinterpret_cast<uint64_t>(job.addr);
     // The owner's copy ends by this job's deadline (stream_protocol.h): the answer is awaited
     // kEagerAnswerGrace past it, never a copy.
@@ -389,6 +404,7 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
     auto answer =
         st.ok() ? read_cross_memory_answer(s, job.deadline + kEagerAnswerGrace, "stream answer")
                 : Result<CrossMemoryAnswer>(st.error());
+    copy_answered(s.fd());
     if (!answer.ok())
       return fail(answer.error());
     if (!answer->inband) {

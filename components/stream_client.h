@@ -111,7 +111,11 @@ public:
   ~StreamClient();
   /// Fails queued jobs, wakes running ones (their sockets are shut down) and joins the workers;
   /// later jobs fail at once. Returns once no worker touches a job's memory any more (jobs run
-  /// by run_now on other threads end when their sockets report the shutdown).
+  /// by run_now on other threads end when their sockets report the shutdown). A job whose
+  /// owner may be copying into or out of its memory (a cross-memory request, from its sending
+  /// to its answer) gets its sending side shut only: its owner sees that, ends the copy
+  /// (cross_memory.h invariant 7) and answers, and the job ends on that answer (awaited as
+  /// invariant 4 says), so neither stop() nor run_now returns while that copy runs.
   void stop();
 
   StreamClient(const StreamClient&) = delete;
@@ -159,6 +163,10 @@ private:
   /// Invariant 7: the in-band bytes of list job `job` on `s`, after "go".
   Status move_list(const Socket& s, const StreamJob& job);
   Result<Socket> take_connection(const StreamJob& job, bool fresh, bool local, bool& pooled);
+  /// `fd` is no longer a busy socket of a job (given back or dropped).
+  void forget_busy_locked(int fd);
+  /// The cross-memory answer on `fd` was read (or will not be): a stop() shuts it whole now.
+  void copy_answered(int fd);
   void give_back(const std::string& endpoint, Socket s);
 
   const TlsContext tls_;  ///< null: plain TCP
@@ -172,6 +180,9 @@ private:
   std::deque<StreamJob> queue_;
   std::map<std::string, std::vector<Socket>> idle_;  ///< "host:port" -> connections
   std::set<int> busy_fds_;                           ///< sockets a worker is using
+  /// busy_fds_ whose owner may be copying by cross-memory attach: stop() shuts only their
+  /// sending side (see stop()).
+  std::set<int> copy_waits_;
   const size_t threads_;
   std::vector<std::thread> workers_;  ///< started by the first submit
 };

@@ -221,9 +221,11 @@ TEST_F(AtomicsTest, AlignmentIsTheWordsAddressInItsOwnersMemory) {
     EXPECT_NE(misaligned.error().message().find("misaligned"), std::string::npos)
         << misaligned.error().message();
   }
-  for (uint64_t i = 0; i < 64; ++i)
-    if (i < 8 || i >= 16)
+  for (uint64_t i = 0; i < 64; ++i) {
+    if (i < 8 || i >= 16) {
       ASSERT_EQ(counter.bytes[i], pattern(i, 9)) << "byte " << i << " around the word";
+    }
+  }
 }
 
 TEST_F(AtomicsTest, EveryErrorNamesWhatWasWrong) {

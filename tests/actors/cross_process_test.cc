@@ -98,8 +98,9 @@ TEST_F(CrossProcessTest, ReadWriteAcrossProcessesThenSurviveThePeersDeath) {
   EXPECT_EQ(back.bytes, src.bytes);
   // On one host the fallback's stream transfers take the peer's same-host endpoint by default
   // (docs/architecture.md, "Same-host transfers"; off with CAF_RDMA_SAME_HOST=0).
-  if (expected_path() == kPathFallback && ManagerOptions::from_env()->same_host)
+  if (expected_path() == kPathFallback && ManagerOptions::from_env()->same_host) {
     EXPECT_GE(node_->stats().same_host_ops, 3u);
+  }
 
   // Kill the peer while transfers are in flight: each fails with the peer's name, none hangs.
   std::atomic<bool> stop{false};

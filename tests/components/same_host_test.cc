@@ -321,6 +321,42 @@ TEST(SameHostTest, ACrossMemoryCopyStuckInTheRequesterEndsByItsDeadline) {
     ASSERT_EQ(bytes[i], 0) << "byte " << i << " written after the answer";
 }
 
+// stream_client.h stop() and cross_memory.h invariant 7: a client stopped while its owner's
+// copy into the job's memory is stuck (UnservedRange) shuts only its sending side; the owner
+// sees that, ends the copy and answers (after the copy returned: stream_protocol.h), and
+// run_now returns on that answer. The range, served once run_now returned, stays zero once the
+// grant is done: no copy outlived the job. Before, the job returned at once while the copy
+// waited on until the job's deadline, then wrote into memory its caller had taken back.
+TEST(SameHostTest, AClientStoppedMidCopyReturnsOnlyOnceTheOwnersCopyEnded) {
+  UnservedRange range;
+  if (!range.why().empty())
+    GTEST_SKIP() << range.why();
+  auto server = start_server();
+  ASSERT_TRUE(server);
+  const uint64_t n = UnservedRange::kLen;
+  std::vector<uint8_t> owner = filled(n, 5);
+  Grant g = grant(*server, owner.data(), n, StreamDirection::kOutOfOwner);  // 10 s
+  StreamClient client(1);
+  StreamJob j = job_for(*server, g.token, StreamDirection::kOutOfOwner,
+                        reinterpret_cast<uint8_t*>(range.addr()), n);
+  j.deadline = Clock::now() + 8s;
+  auto job = std::async(std::launch::async, [&] { return client.run_now(j); });
+  ASSERT_TRUE(range.wait_for_a_stall()) << "the owner's copy never reached the job's memory";
+  client.stop();
+  ASSERT_EQ(job.wait_for(30s), std::future_status::ready) << "run_now never returned";
+  StreamEnd end = job.get();
+  ASSERT_FALSE(end.status.ok());
+  EXPECT_EQ(end.status.error().code(), ErrorCode::kPeerUnavailable)
+      << end.status.error().to_string();
+  EXPECT_NE(end.status.error().message().find("stopped waiting"), std::string::npos)
+      << end.status.error().to_string();
+  range.serve();  // a copy still waiting on the range would now write the owner's bytes
+  EXPECT_FALSE(g.wait().first.ok());
+  const auto* bytes = reinterpret_cast<const uint8_t*>(range.addr());
+  for (uint64_t i = 0; i < n; ++i)
+    ASSERT_EQ(bytes[i], 0) << "byte " << i << " written after the job returned";
+}
+
 // Invariant 12 (needs root to become another uid; skipped otherwise).
 TEST(SameHostTest, ARequesterOfAnotherUidIsRefused) {
   if (::geteuid() != 0)

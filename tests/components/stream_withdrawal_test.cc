@@ -197,8 +197,9 @@ TEST_F(StreamWithdrawalTest, APeerThatStallsMidWayHoldsNeitherTheMemoryNorTheRel
     claim(t, direction, kSize);
     // An odd part, then silence (a reader reads nothing: the owner fills the socket buffers).
     constexpr uint64_t kPart = (1ull << 20) + 3;
-    if (write)
+    if (write) {
       ASSERT_TRUE(send_all(sock_, src.data(), kPart, Clock::now() + 10s, "bytes").ok());
+    }
     withdrawal->store(true);
     auto [st, bytes] = done.wait(30s);
     ASSERT_FALSE(st.ok()) << "the withdrawn transfer was reported done";

@@ -279,8 +279,9 @@ TEST_F(MetricsTest, AnOwnersScrapeShowsWhatItServedByRequesterPathAndKind) {
   ASSERT_TRUE(big) << error_message(big.error());
   written += kLarge;
   for (uint64_t b = 0; b < kSize; ++b) {
-    if (b < kSmallWrites * kSmall || b >= kLarge)
+    if (b < kSmallWrites * kSmall || b >= kLarge) {
       ASSERT_EQ(remote_mem.bytes[b], src.bytes[b]) << "byte " << b;
+    }
   }
   for (int i = 0; i < kReads; ++i) {
     auto r = client.read(*d, remote, Range::of(kRead).at_local(i * kRead).at_remote(i * kRead));
@@ -321,9 +322,11 @@ TEST_F(MetricsTest, AnOwnersScrapeShowsWhatItServedByRequesterPathAndKind) {
       << text;
   EXPECT_EQ(sum(all, "caf_rdma_served_bytes_total", {{"kind", "fetch-add"}}), 0)
       << "an atomic's word exported as bytes";
-  for (const auto& r : owner_->stats().telemetry.served)
-    if (is_atomic_kind(r.kind))
+  for (const auto& r : owner_->stats().telemetry.served) {
+    if (is_atomic_kind(r.kind)) {
       EXPECT_EQ(r.bytes, 0U) << "an atomic's word counted as bytes (served_ledger.h invariant 4)";
+    }
+  }
   if (!fallback) {  // every op above went by RDMA: the owner's CPU served none
     EXPECT_EQ(sum(all, "caf_rdma_served_bytes_total"), 0) << text;
     return;
