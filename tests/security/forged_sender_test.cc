@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <future>
 #include <memory>
 #include <optional>
@@ -47,11 +48,14 @@ protected:
   }
 
   /// A hostile raw BASP connection to the victim's port.
-  std::optional<RawBaspClient> connect_raw(TestNode* to = nullptr) {
+  /// `io_limit` bounds each of its sends and reads: a flood waits on a victim that reads
+  /// slowly (an emulated guest takes minutes over 34,816 frames).
+  std::optional<RawBaspClient> connect_raw(
+      TestNode* to = nullptr, std::chrono::milliseconds io_limit = std::chrono::seconds(10)) {
     TestNode& n = to != nullptr ? *to : *victim_;
     std::string err;
-    auto c = RawBaspClient::connect(n.node().system(), "127.0.0.1", n.node().port(),
-                                    std::chrono::seconds(10), &err);
+    auto c =
+        RawBaspClient::connect(n.node().system(), "127.0.0.1", n.node().port(), io_limit, &err);
     EXPECT_TRUE(c.has_value()) << err;
     return c;
   }
@@ -84,6 +88,14 @@ protected:
     return true;
   }
 
+  /// Memory that outlives the victim: a case that floods the victim's mailbox with writes into
+  /// a buffer registers this, so that a case ended early (a failed assertion) never leaves
+  /// writes still queued at the victim into memory already freed.
+  Memory& memory_beyond_the_victim(uint64_t n, uint32_t seed = 0) {
+    return kept_.emplace_back(n, seed);
+  }
+
+  std::deque<Memory> kept_;  ///< before victim_: destroyed after it
   std::unique_ptr<TestNode> victim_;
 };
 
@@ -514,7 +526,7 @@ TEST_F(ForgedSenderTest, TheManagersOwnHandleNeverLeavesItsProcess) {
 // of the total (write_notices.h invariant 17): the directly connected writer's notify write
 // lands, every byte checked, and its notice reaches the watcher.
 TEST_F(ForgedSenderTest, InventedNodeIdsHoldAtMostTheIndirectShareOfNotices) {
-  Memory m(64, 0);
+  Memory& m = memory_beyond_the_victim(64);
   // The honest writer, directly connected, holds a handle of the victim's buffer.
   auto writer = start_node();
   ASSERT_TRUE(writer);
@@ -524,7 +536,7 @@ TEST_F(ForgedSenderTest, InventedNodeIdsHoldAtMostTheIndirectShareOfNotices) {
   caf::scoped_actor watcher{victim_->node().system()};
   RdmaClient owner(victim_->node().system(), victim_->manager());
   ASSERT_TRUE(owner.watch_writes(remote.id, caf::actor_cast<caf::actor>(watcher)).ok());
-  auto c = connect_raw();
+  auto c = connect_raw(nullptr, std::chrono::seconds(120));
   ASSERT_TRUE(c);
   c->set_read_after_send(false);
   std::string err;
