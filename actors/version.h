@@ -1,11 +1,13 @@
 // caf-rdma's version, as the metrics' caf_rdma_build_info series names it.
 //
 // Invariant: one place for it; raised with every change of the public API or of the messages
-// between nodes (0.10.0: store and notice carry a write receipt, write_receipts.h).
+// between nodes (0.10.0: store and notice carry a write receipt, write_receipts.h; 0.11.0: a
+// same-host stream request carries its requester's deadline, "CMS2"/"CMH2"/"CML2",
+// components/stream_protocol.h).
 #pragma once
 
 namespace caf_rdma {
 
-constexpr const char* kVersion = "0.10.0";
+constexpr const char* kVersion = "0.11.0";
 
 }  // namespace caf_rdma
