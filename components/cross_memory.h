@@ -69,7 +69,7 @@ Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64
                          const std::function<bool()>& requester_gone = {});
 /// The same for a list of ranges (`spans`, in this order; the copy of one range is the list of
 /// one): each process_vm_* call takes up to kMaxIov of them and kCrossMemoryPiece bytes
-/// (iov_windows.h), and invariants 2-6 hold for the list's bytes as for one range's.
+/// (iov_windows.h), and invariants 2-7 hold for the list's bytes as for one range's.
 Status cross_memory_copy_list(pid_t pid, const CopySpan* spans, size_t count, bool to_remote,
                               Deadline deadline, const std::string& subject, bool* refused,
                               const Withdrawal& withdrawal = nullptr,

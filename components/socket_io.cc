@@ -363,9 +363,10 @@ Result<uint64_t> move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline dead
       continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK)
       return errno_error(what + " (after " + progress() + ")", errno);
-    // While sending, a peer that closed its side (FIN: POLLRDHUP) will not read the rest: no
-    // protocol here half-closes a connection it still reads from. Without this, a send to a
-    // peer that went away behind a full window would wait for its deadline.
+    // While sending, a peer that closed its side (FIN: POLLRDHUP) will not read the rest: the
+    // one half-close here is a stopping StreamClient's during a cross-memory copy, which reads
+    // only the owner's short answer (an idle socket buffer takes it without a wait). Without
+    // this, a send to a peer that went away behind a full window would wait for its deadline.
     short revents = 0;
     CAF_RDMA_ASSIGN_OR_RETURN(bool ready, wait_ready(s.fd(), sending ? POLLOUT | POLLRDHUP : POLLIN,
                                                      wait_slice(), &revents));

@@ -13,6 +13,15 @@
 
 namespace caf_rdma {
 
+namespace {
+
+/// A job the stopping client ends before it moved a byte (stop()).
+Error stopped_error() {
+  return Error(ErrorCode::kPeerUnavailable, "stream transfer cancelled: its manager stopped");
+}
+
+}  // namespace
+
 StreamClient::StreamClient(size_t threads, TlsContext tls, bool same_host)
     : tls_(std::move(tls)), same_host_(same_host), threads_(std::max<size_t>(threads, 1)) {}
 
@@ -34,8 +43,7 @@ void StreamClient::stop() {
   }
   ready_.notify_all();
   for (auto& job : left)
-    job.done(StreamEnd{
-        Error(ErrorCode::kPeerUnavailable, "stream transfer cancelled: its manager stopped")});
+    job.done(StreamEnd{stopped_error()});
   for (auto& w : workers)
     w.join();
 }
@@ -124,7 +132,7 @@ Result<Socket> StreamClient::take_connection(const StreamJob& job, bool fresh, b
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_)
-      return Error(ErrorCode::kPeerUnavailable, "stream transfer cancelled: its manager stopped");
+      return stopped_error();
     auto it = idle_.find(endpoint);
     if (!fresh && it != idle_.end() && !it->second.empty()) {
       Socket s = std::move(it->second.back());
@@ -140,7 +148,7 @@ Result<Socket> StreamClient::take_connection(const StreamJob& job, bool fresh, b
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_)
-      return Error(ErrorCode::kPeerUnavailable, "stream transfer cancelled: its manager stopped");
+      return stopped_error();
     busy_fds_.insert(s.fd());  // from here the destructor can wake it
   }
   if (local) {  // same_host.h invariant 5: nothing goes to a listener of another uid
@@ -281,6 +289,18 @@ Status StreamClient::attempt_list(Socket& s, const StreamJob& job, const StreamR
     return *go;
   }
   reach = Reach::kTaken;  // taken: not tried again (invariant 3), though no byte moved yet
+  if (request.cross_memory) {
+    // The owner copies once it has the table: from here a stop() shuts the sending side only.
+    bool stopping = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping = stopping_;
+      if (!stopping)
+        copy_waits_.insert(s.fd());
+    }
+    if (stopping)
+      return fail(stopped_error());
+  }
   Status st = write_list_table(s, request, job.deadline);
   if (!st.ok())
     return fail(st);
@@ -356,8 +376,9 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
     // Invariant 5: the owner copies (unless it said its kernel refuses).
     std::lock_guard<std::mutex> lock(mu_);
     request.cross_memory = inband_only_.count(endpoint) == 0;
-    if (request.cross_memory)
-      copy_waits_.insert(s.fd());  // from its sending to its answer (stop())
+    // From its sending to its answer (stop()); a list's, from its table on (attempt_list).
+    if (request.cross_memory && !request.list)
+      copy_waits_.insert(s.fd());
     request.peer_addr = reinterpret_cast<uint64_t>(job.addr);
     // The owner's copy ends by this job's deadline (stream_protocol.h): the answer is awaited
     // kEagerAnswerGrace past it, never a copy.

@@ -113,9 +113,11 @@ public:
   /// later jobs fail at once. Returns once no worker touches a job's memory any more (jobs run
   /// by run_now on other threads end when their sockets report the shutdown). A job whose
   /// owner may be copying into or out of its memory (a cross-memory request, from its sending
-  /// to its answer) gets its sending side shut only: its owner sees that, ends the copy
-  /// (cross_memory.h invariant 7) and answers, and the job ends on that answer (awaited as
-  /// invariant 4 says), so neither stop() nor run_now returns while that copy runs.
+  /// to its answer; a list's from its table on) gets its sending side shut only: its owner
+  /// sees that, ends the copy (cross_memory.h invariant 7) and answers, and the job ends on
+  /// that answer, so neither stop() nor run_now returns while that copy runs. That wait is
+  /// kStopLook or so; an owner that does not answer holds it up to the job's deadline plus
+  /// kEagerAnswerGrace (invariant 4).
   void stop();
 
   StreamClient(const StreamClient&) = delete;

@@ -19,9 +19,14 @@
 //                     host shares: the owner's copy into or out of the requester's memory ends
 //                     by the earlier of it and the owner's own deadline, so a requester that
 //                     gave up at its deadline (plus kEagerAnswerGrace, for the answer's way) is
-//                     never written afterwards, however late the owner took the request. 0: none
-//                     given (the owner's own deadline alone). "CMS1", "CMH1" and "CML1" (the
-//                     same without the deadline) are refused with a clear error.
+//                     not written afterwards, however late the owner took the request (the copy
+//                     is killed within kStopLook of the deadline: killable_copy.h, whose
+//                     invariant 5 says why not under ThreadSanitizer). 0: none given (the
+//                     owner's own deadline alone). Processes in different time namespaces
+//                     (Linux 5.6+, e.g. a container restored by CRIU) do not share that clock,
+//                     and the host identity does not tell them apart: there a copy may end
+//                     early (a timeout) or after the requester stopped waiting. "CMS1", "CMH1" and
+//                     "CML1" (the same without the deadline) are refused with a clear error.
 //   owner  -> client  status:  code (u32, 0 = go ahead), message length (u32), message
 //   then, into the owner:     client sends `length` bytes, owner answers a final status
 //         out of the owner:   owner sends `length` bytes, then a final status

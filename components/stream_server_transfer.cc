@@ -27,15 +27,15 @@ bool StreamServer::serve(Connection& c) {
                     "stream request " + std::string(to_string(req.direction)) + " of " +
                         std::to_string(req.length) + " bytes does not match its grant (" +
                         to_string(g.direction) + ", " + std::to_string(g.length) + " bytes)");
+  else if (req.cross_memory && !c.same_host)  // before the deadline: it may be another host's
+    verdict = Error(ErrorCode::kInvalidArgument,
+                    "cross-memory stream request on a TCP connection (only same-host "
+                    "connections may ask for it)");
   else if (std::chrono::steady_clock::now() >= g.deadline)
     verdict = Error(ErrorCode::kTimeout,
                     "stream grant of " + std::to_string(g.length) +
                         " bytes was claimed after its deadline (the grant's, or the requester's "
                         "for a cross-memory copy)");
-  else if (req.cross_memory && !c.same_host)
-    verdict = Error(ErrorCode::kInvalidArgument,
-                    "cross-memory stream request on a TCP connection (only same-host "
-                    "connections may ask for it)");
   if (!verdict.ok()) {
     g.done(req.token, verdict, 0);
     // An eager write's bytes sit unread on the connection, and a list's client waits for its

@@ -257,6 +257,50 @@ TEST(SameHostTest, ACrossMemoryRequestOverTcpIsRefused) {
   EXPECT_EQ(owner, std::vector<uint8_t>(1 << 20, 0));
 }
 
+// stream_protocol.h: the three cross-memory requests carry the requester's address and
+// deadline through the wire unchanged; a "CMS1" (a release whose requests carried no deadline)
+// is refused, naming what to do.
+TEST(SameHostTest, CrossMemoryRequestsCarryTheRequestersDeadline) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  Socket out(fds[0]), in(fds[1]);
+  const uint64_t deadline = steady_ns(Clock::now() + 3s);
+  ListEntry entries[1] = {{4096, 0, 100}};
+  for (int kind = 0; kind < 3; ++kind) {
+    SCOPED_TRACE(kind == 0 ? "CMS2" : kind == 1 ? "CMH2" : "CML2");
+    StreamRequest r{StreamDirection::kOutOfOwner, 77, 8192};
+    if (kind > 0) {
+      r.by_handle = true;
+      r.handle = HandleAccess{5, 1, 2, 4096, 1000};
+    }
+    if (kind == 2) {
+      r.list = true;
+      r.count = 1;
+      r.total = 100;
+      r.entries = entries;
+    }
+    r.cross_memory = true;
+    r.peer_addr = 0x7f0012345678;
+    r.peer_deadline_ns = deadline + kind;
+    ASSERT_TRUE(write_request(out, r, Clock::now() + 5s).ok());
+    auto got = read_request(in, Clock::now() + 5s);
+    ASSERT_TRUE(got.ok()) << got.error().to_string();
+    EXPECT_TRUE(got->cross_memory);
+    EXPECT_EQ(got->by_handle, kind > 0);
+    EXPECT_EQ(got->list, kind == 2);
+    EXPECT_EQ(got->length, 8192u);
+    EXPECT_EQ(got->peer_addr, r.peer_addr);
+    EXPECT_EQ(got->peer_deadline_ns, deadline + kind);
+    EXPECT_EQ(from_steady_ns(got->peer_deadline_ns), from_steady_ns(deadline + kind));
+  }
+  EXPECT_EQ(from_steady_ns(0), kNoDeadline);
+  uint8_t old[kCrossMemoryRequestBytes] = {'C', 'M', 'S', '1'};
+  auto refused = parse_request(old);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("same caf-rdma release"), std::string::npos)
+      << refused.error().to_string();
+}
+
 /// Sends a cross-memory read of grant `g` into `into` on a new same-host connection, saying the
 /// requester waits until `requester_deadline`; the connection, for its one answer.
 Result<Socket> ask_cross_memory_read(const StreamServer& server, const Grant& g, uint64_t n,
