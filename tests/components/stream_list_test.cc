@@ -158,10 +158,12 @@ TEST(StreamListTest, ListsMoveEveryByteOnEveryPath) {
       requests += 2;
     }
     EXPECT_EQ(owner.done->load(), requests);  // each request's hold ended once
-    if (p.same_host && p.cross_memory)
+    if (p.same_host && p.cross_memory) {
       EXPECT_GT((*server)->cross_memory_served(), 0u);
-    if (p.same_host && !p.cross_memory)
+    }
+    if (p.same_host && !p.cross_memory) {
       EXPECT_GT((*server)->inband_served(), 0u);
+    }
   }
 }
 
@@ -263,8 +265,9 @@ TEST(StreamListTest, AListWithdrawnWhileItsPeerStallsLetsTheReleaseGo) {
       ASSERT_TRUE(write_list_table(s, r, Clock::now() + 10s).ok());
       auto go2 = read_status(s, Clock::now() + 10s, "go");
       ASSERT_TRUE(go2.ok() && go2->ok());
-      if (write)
+      if (write) {
         ASSERT_TRUE(send_all(s, src.data(), kPart, Clock::now() + 10s, "bytes").ok());
+      }
       // A reader reads nothing: the owner fills the socket's buffers and waits.
     }
     withdrawal->store(true);
