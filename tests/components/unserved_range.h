@@ -93,6 +93,16 @@ public:
       ::close(fd_);
     fd_ = -1;
   }
+  /// serve(), then the first byte of the range that is not zero ("" when none): a copy still
+  /// waiting on the range would have written it once served.
+  std::string first_written_once_served() {
+    serve();
+    const auto* bytes = static_cast<const uint8_t*>(addr_);
+    for (uint64_t i = 0; i < kLen; ++i)
+      if (bytes[i] != 0)
+        return "byte " + std::to_string(i) + " of " + std::to_string(kLen);
+    return "";
+  }
 
 private:
   int fd_ = -1;
