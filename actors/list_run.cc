@@ -63,8 +63,9 @@ void post_batches(const TransferPlan& plan, size_t from, Clock::time_point deadl
 ListOutcome run_list(const TransferPlan& plan, Clock::time_point deadline, ListSteps& steps) {
   ListOutcome out;
   size_t from = 0;
-  std::shared_ptr<StreamLane> lane =
-      StreamLane::carries(plan.local(), plan.remote()) ? steps.stream_lane(plan) : nullptr;
+  std::shared_ptr<StreamLane> lane = steps.stream_lane(plan);
+  if (lane && !lane->carries(plan))
+    lane = nullptr;
   if (lane) {
     auto end = lane->post_list(plan, 0, deadline);
     if (!end) {

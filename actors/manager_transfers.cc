@@ -131,7 +131,7 @@ void ManagerState::start_op(OpId id) {
   PathChoice choice = choose_path(op, path_facts(o, local));
   if (choice.path == PathKind::kNone)
     return fail_op(id, make_rdma_error(choice.code, choice.why));
-  if (choice.path == PathKind::kStream && o.length < options_.stream_min_bytes)
+  if (choice.path == PathKind::kStream && !stream_size_fits(o.length, options_.stream_min_bytes))
     peer_table.peer_for(op.remote.owner, op.remote.owner_name).endpoint_tried = true;
   o.path = choice.path;
   path(choice.path).start(id);
@@ -161,7 +161,7 @@ PathFacts ManagerState::path_facts(const OpRecord& o, const LocalBuffer& local) 
            (p == peers_.end() || !p->second.endpoint_tried) && !stream_endpoints_->find(o.peer);
   };
   f.stream_fits = !is_atomic(op) && stream_client_ && options_.stream_min_bytes > 0 &&
-                  (o.length >= options_.stream_min_bytes || learns_endpoint()) &&
+                  (stream_size_fits(o.length, options_.stream_min_bytes) || learns_endpoint()) &&
                   (p == peers_.end() || !p->second.no_stream) &&
                   local.memory == BufferMemory::kHost &&
                   op.remote.memory == static_cast<uint8_t>(BufferMemory::kHost);

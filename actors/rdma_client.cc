@@ -15,6 +15,8 @@
 #include "actors/rdma_errors.h"
 #include "actors/request_timer.h"
 #include "actors/stream_lane.h"
+#include "actors/transfer/owner_verdict.h"
+#include "actors/transfer/path_choice.h"
 #include "actors/transfer_checks.h"
 #include "components/checksum.h"
 #include "components/secure_random.h"
@@ -30,6 +32,13 @@ bool direct_from_env() {
 
 /// Extra time a request to the manager gets beyond the transfer's own timeout.
 constexpr std::chrono::seconds kLaneBackstop{1};
+
+/// Whether `op`'s path is a direct lane's (path_choice.h invariant 6; the lane's grant checks
+/// the rest: device, port, fabric, mode).
+bool on_direct_lane(const TransferOp& op) {
+  return detail::lane_path(detail::lane_facts(op.local, op.remote, op.kind, op.notify, 0, 0)) ==
+         detail::PathKind::kRdma;
+}
 
 }  // namespace
 
@@ -212,10 +221,11 @@ size_t RdmaClient::lanes() const {
 
 std::shared_ptr<DirectLane> RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
                                                  std::optional<Error>* failed, bool* verify) {
-  if (!direct_ || timeout_ms == 0 || is_atomic(op) || op.notify || !op.remote.owner ||
-      !op.remote.has_rdma() || op.remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged) ||
-      !op.local.owner ||
-      op.local.owner.node() != manager_.node())  // local handles name the node's facade
+  // The path is the one the manager would choose (path_choice.h invariant 6); its lane grant
+  // checks the rest (device, port, fabric, mode).
+  if (!direct_ || timeout_ms == 0 || !op.local.owner ||
+      op.local.owner.node() != manager_.node() ||  // local handles name the node's facade
+      !on_direct_lane(op))
     return nullptr;
   // A large op with an owner that has rails: the manager stripes it over its devices.
   auto striped = [&op](const LaneSlot& s) {
@@ -288,7 +298,7 @@ void RdmaClient::drop_lane(const caf::actor_addr& owner, const std::shared_ptr<D
 }
 
 Error RdmaClient::lane_error(const TransferOp& op, Error error, OpFault fault,
-                             uint32_t timeout_ms) {
+                             std::chrono::steady_clock::time_point deadline, uint32_t timeout_ms) {
   {
     std::shared_ptr<DirectLane> gone;  // its destructor runs outside the lock
     std::lock_guard<std::mutex> guard(lanes_mu_);
@@ -298,7 +308,8 @@ Error RdmaClient::lane_error(const TransferOp& op, Error error, OpFault fault,
   }
   if (error.code() != ErrorCode::kWorkCompletion && error.code() != ErrorCode::kTimeout)
     return error;
-  const std::string kind = kind_name(op.kind);
+  // The manager's rule for its own RDMA ops (RdmaPath::failed; owner_verdict.h): a peer known
+  // down, else the timeout, else the owner asked within the op's time.
   // The NIC gave up on the owner: if its manager is known to be down, say so.
   auto down = call<std::string>(reply_timeout_, peer_state_atom::value, op.remote.owner);
   if (down.ok() && !down->empty())
@@ -308,27 +319,26 @@ Error RdmaClient::lane_error(const TransferOp& op, Error error, OpFault fault,
   // after a question to an owner that may be silent for as long again.
   if (error.code() == ErrorCode::kTimeout)
     return error;
-  // Ask the owner itself (bounded): it says why it refused an access, and its silence says
-  // it is gone (our manager may not have noticed yet).
+  if (!detail::asks_owner(fault))
+    return error;
+  // Ask the owner itself, within what is left of the op's time: it says why it refused an
+  // access, or that it is gone (our manager may not have noticed yet).
   uint64_t length = op.length != kWholeSpan             ? op.length
                     : op.remote.size > op.remote_offset ? op.remote.size - op.remote_offset
                                                         : 1;
-  auto bound =
-      std::min(reply_timeout_, std::chrono::milliseconds(std::max<uint32_t>(timeout_ms, 2000)));
-  auto owner = call<TransferOutcome>(bound, ask_check_atom::value, op.remote, op.remote_offset,
-                                     length, op.kind);
-  if (!owner.ok()) {
-    if (owner.error().code() == ErrorCode::kPeerUnavailable ||
-        owner.error().code() == ErrorCode::kTimeout)
-      return Error(ErrorCode::kPeerUnavailable,
-                   kind + " failed: the owner " + op.remote.owner_name + " of " +
-                       describe(op.remote) + " does not answer (" + owner.error().message() +
-                       "); the NIC said: " + error.message());
-    return error;
-  }
-  if (!owner->ok() && (fault == OpFault::kRemoteAccess || fault == OpFault::kFlushed))
-    return Error(static_cast<ErrorCode>(owner->code), owner_refused_text(op, owner->message));
-  return error;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  Result<TransferOutcome> owner = Error(ErrorCode::kTimeout, "no time left to ask it");
+  if (left.count() > 0)
+    owner = call<TransferOutcome>(left, ask_check_atom::value, op.remote, op.remote_offset, length,
+                                  op.kind);
+  if (!owner.ok() && owner.error().code() == ErrorCode::kTimeout &&
+      std::chrono::steady_clock::now() >= deadline)  // the op's time is up: its timeout
+    return Error(
+        ErrorCode::kTimeout,
+        not_within_text(op, timeout_ms,
+                        ": " + owner_silent_text(error.message(), owner.error().message())));
+  return detail::owner_verdict(op, error, fault, owner);
 }
 
 Status RdmaClient::verify_lane_op(const TransferOp& op, uint64_t length) {
@@ -354,6 +364,7 @@ Status RdmaClient::verify_lane_op(const TransferOp& op, uint64_t length) {
 std::optional<Result<TransferReply>> RdmaClient::lane_transfer(const TransferOp& op,
                                                                uint32_t timeout_ms,
                                                                std::optional<Error>* failed) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (int attempt = 0; attempt < 2; ++attempt) {
     bool verify = false;
     std::shared_ptr<DirectLane> lane = lane_for(op, timeout_ms, failed, &verify);
@@ -376,7 +387,7 @@ std::optional<Result<TransferReply>> RdmaClient::lane_transfer(const TransferOp&
       drop_lane(op.remote.owner.address(), lane);
       continue;
     }
-    return Result<TransferReply>(lane_error(op, r->error(), fault, timeout_ms));
+    return Result<TransferReply>(lane_error(op, r->error(), fault, deadline, timeout_ms));
   }
   return std::nullopt;
 }
@@ -540,8 +551,7 @@ Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<Transfe
   // Atomics and notify writes go through the manager (lanes carry plain reads and writes), and
   // so does a batch with any.
   bool one_owner = !ops.empty() && std::all_of(ops.begin(), ops.end(), [&](const TransferOp& op) {
-    return !is_atomic(op) && !op.notify && op.remote.owner &&
-           op.remote.owner.address() == ops.front().remote.owner.address();
+    return on_direct_lane(op) && op.remote.owner.address() == ops.front().remote.owner.address();
   });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   std::optional<Error> failed;
@@ -591,7 +601,7 @@ Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<Transfe
           o.message = again.error().message();
           continue;
         }
-        Error e = lane_error(ops[i], o.status().error(), faults[i], timeout_ms);
+        Error e = lane_error(ops[i], o.status().error(), faults[i], deadline, timeout_ms);
         o.code = static_cast<uint8_t>(e.code());
         o.message = e.message();
       }

@@ -218,10 +218,12 @@ private:
                                        std::optional<Error>* failed, bool* verify = nullptr);
   /// Drops the lane to `owner` if it is `lane` (another thread may have replaced it).
   void drop_lane(const caf::actor_addr& owner, const std::shared_ptr<DirectLane>& lane);
-  /// After a lane op failed: drops a broken lane and names the cause: a peer that is down or
-  /// does not answer (peer_unavailable), or the owner's reason for refusing the access
-  /// (released, unknown_buffer, out_of_bounds, ...).
-  Error lane_error(const TransferOp& op, Error error, OpFault fault, uint32_t timeout_ms);
+  /// After a lane op failed: drops a broken lane and names the cause by the manager's rule
+  /// (actors/transfer/owner_verdict.h): a peer that is down (peer_unavailable), or the owner's
+  /// reason for refusing the access (released, unknown_buffer, out_of_bounds, ...), asked
+  /// by `deadline` (the op's, of `timeout_ms`).
+  Error lane_error(const TransferOp& op, Error error, OpFault fault,
+                   std::chrono::steady_clock::time_point deadline, uint32_t timeout_ms);
   /// Verify mode, after a lane op: this side's checksum against the owner's.
   Status verify_lane_op(const TransferOp& op, uint64_t length);
   /// The stream lane for transfers between `local` and `remote` (asked of the manager on first

@@ -454,7 +454,7 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
           std::make_shared<StreamClient>(options_.stream_threads, tls, options_.same_host);
       if (!options_.verify)
         stream_lane_ = std::make_shared<StreamLane>(registry_, stream_endpoints_, stream_client_,
-                                                    self_->address());
+                                                    self_->address(), options_.stream_min_bytes);
     }
   }
   if (!options_.named_later)

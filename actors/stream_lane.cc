@@ -9,6 +9,7 @@
 
 #include "actors/detail/manager_events.h"
 #include "actors/manager/telemetry.h"
+#include "actors/transfer/path_choice.h"
 #include "actors/transfer_checks.h"
 #include "components/same_host.h"
 #include "components/secure_random.h"
@@ -35,20 +36,28 @@ Error ask_the_manager(uint64_t id) {
 
 StreamLane::StreamLane(std::shared_ptr<DirectRegistry> registry,
                        std::shared_ptr<const StreamEndpoints> endpoints,
-                       std::shared_ptr<StreamClient> client, caf::actor_addr manager)
+                       std::shared_ptr<StreamClient> client, caf::actor_addr manager,
+                       uint64_t stream_min_bytes)
     : registry_(std::move(registry)),
       endpoints_(std::move(endpoints)),
       client_(std::move(client)),
-      manager_(std::move(manager)) {}
+      manager_(std::move(manager)),
+      stream_min_bytes_(stream_min_bytes) {}
 
 void StreamLane::done_with(uint64_t id) {
   tell_idle(registry_->done(id), manager_, id);
 }
 
-bool StreamLane::carries(const BufferHandle& local, const BufferHandle& remote) {
-  return remote.stream_port != 0 && !(remote.has_rdma() && local.has_rdma()) &&
-         remote.memory == static_cast<uint8_t>(BufferMemory::kHost) && remote.owner &&
-         local.owner && remote.owner.node() != local.owner.node();
+bool StreamLane::carries(const BufferHandle& local, const BufferHandle& remote, uint8_t kind,
+                         bool notify, uint64_t bytes) const {
+  return detail::lane_path(detail::lane_facts(local, remote, kind, notify, bytes,
+                                              stream_min_bytes_)) == detail::PathKind::kStream;
+}
+
+bool StreamLane::carries(const TransferPlan& plan) const {
+  const TransferKind kind = plan.is_read() ? TransferKind::kRead : TransferKind::kWrite;
+  return plan.size() > 0 &&
+         carries(plan.local(), plan.remote(), wire_kind(kind), /*notify=*/false, plan.bytes());
 }
 
 std::optional<DirectRegistry::Entry> StreamLane::hold(const BufferHandle& local) {
@@ -66,8 +75,10 @@ std::optional<DirectRegistry::Entry> StreamLane::hold(const BufferHandle& local)
 std::optional<Result<TransferReply>> StreamLane::transfer(const TransferOp& op,
                                                           uint32_t timeout_ms) {
   const auto started = std::chrono::steady_clock::now();
-  // Invariant 1.
-  if ((!is_read(op) && !is_write(op)) || op.notify || !carries(op.local, op.remote))
+  // Invariant 1 (an op whose range is out of bounds is the lane's to refuse below, in the
+  // words of the check both run).
+  auto bytes = checked_length(op, op.local.size, static_cast<BufferAccess>(op.local.access));
+  if (!carries(op.local, op.remote, op.kind, op.notify, bytes.ok() ? *bytes : UINT64_MAX))
     return std::nullopt;
   auto endpoint = endpoints_->find(op.remote.owner.address());
   if (!endpoint)
@@ -105,7 +116,7 @@ std::optional<Result<TransferReply>> StreamLane::transfer(const TransferOp& op,
 std::optional<StreamLane::ListEnd> StreamLane::post_list(
     const TransferPlan& plan, size_t from, std::chrono::steady_clock::time_point deadline) {
   const auto started = std::chrono::steady_clock::now();
-  if (from >= plan.size() || !carries(plan.local(), plan.remote()))
+  if (from >= plan.size() || !carries(plan))
     return std::nullopt;
   auto endpoint = endpoints_->find(plan.remote().owner.address());
   if (!endpoint)

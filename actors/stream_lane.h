@@ -9,9 +9,11 @@
 // Invariants:
 //  1. A stream lane moves only reads and writes between host memory of this node and host
 //     memory of another node whose handle names its stream channel, and only when the two
-//     handles do not both carry RDMA (those are RDMA's), and only to the stream endpoint the
-//     owner's own grant named (actors/stream_endpoints.h: the handle's fields never choose
-//     where the secret goes; the first op to an owner goes through the manager, whose grant
+//     handles do not both carry RDMA (those are RDMA's) and the op (a list: its bytes in all) is
+//     at least its manager's stream_min_bytes: the manager's own rule, asked of the same
+//     function (actors/transfer/path_choice.h invariant 6, lane_path); and only to the stream
+//     endpoint the owner's own grant named (actors/stream_endpoints.h: the handle's fields never
+//     choose where the secret goes; the first op to an owner goes through the manager, whose grant
 //     teaches it); anything else (atomics, notify writes, GPU memory, this node's own buffers,
 //     verify mode) goes through the manager.
 //  2. Both buffers are held (DirectRegistry::acquire_host) while their bytes move (DirectRegistry
@@ -52,7 +54,7 @@ class StreamLane {
 public:
   StreamLane(std::shared_ptr<DirectRegistry> registry,
              std::shared_ptr<const StreamEndpoints> endpoints, std::shared_ptr<StreamClient> client,
-             caf::actor_addr manager);
+             caf::actor_addr manager, uint64_t stream_min_bytes);
 
   /// Moves `op` within `timeout_ms`; nothing: the manager moves it (invariants 1 and 3).
   std::optional<Result<TransferReply>> transfer(const TransferOp& op, uint32_t timeout_ms);
@@ -70,9 +72,14 @@ public:
   std::optional<ListEnd> post_list(const TransferPlan& plan, size_t from,
                                    std::chrono::steady_clock::time_point deadline);
 
-  /// Invariant 1's rule for a read or write between `local` and `remote` (a lane that knows
-  /// the owner's endpoint takes it).
-  static bool carries(const BufferHandle& local, const BufferHandle& remote);
+  /// Invariant 1's rule for an op of `kind` (`notify`: a notify write) of `bytes` bytes
+  /// between `local` and `remote` (a lane that knows the owner's endpoint takes it).
+  bool carries(const BufferHandle& local, const BufferHandle& remote, uint8_t kind, bool notify,
+               uint64_t bytes) const;
+  /// Invariant 1's rule for a list: its two handles and its bytes in all.
+  bool carries(const TransferPlan& plan) const;
+  /// The threshold of its manager's it applies (ManagerOptions::stream_min_bytes).
+  uint64_t stream_min_bytes() const { return stream_min_bytes_; }
 
 private:
   /// The lane's hold on local buffer `local` (DirectRegistry::acquire_host), if its handle is
@@ -88,6 +95,7 @@ private:
   std::shared_ptr<const StreamEndpoints> endpoints_;
   std::shared_ptr<StreamClient> client_;
   caf::actor_addr manager_;
+  const uint64_t stream_min_bytes_;
 };
 
 /// A stream job to `remote`'s owner authorized by the handle ("CRH1"): to `endpoint`, the one

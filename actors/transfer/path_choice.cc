@@ -39,6 +39,41 @@ PathFacts device_facts(const TransferOp& op, TransportMode mode, bool has_device
   return f;
 }
 
+bool stream_size_fits(uint64_t bytes, uint64_t stream_min_bytes) {
+  return stream_min_bytes > 0 && bytes >= stream_min_bytes;
+}
+
+LaneFacts lane_facts(const BufferHandle& local, const BufferHandle& remote, uint8_t kind,
+                     bool notify, uint64_t bytes, uint64_t stream_min_bytes) {
+  const auto host = static_cast<uint8_t>(BufferMemory::kHost);
+  LaneFacts f;
+  f.kind = kind;
+  f.notify = notify;
+  f.owners_known = local.owner && remote.owner;
+  f.same_node = f.owners_known && local.owner.node() == remote.owner.node();
+  f.local_rdma = local.has_rdma();
+  f.remote_rdma = remote.has_rdma();
+  f.local_host = local.memory == host;
+  f.remote_host = remote.memory == host;
+  f.remote_staged = remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged);
+  f.remote_stream = remote.stream_port != 0;
+  f.bytes = bytes;
+  f.stream_min_bytes = stream_min_bytes;
+  return f;
+}
+
+PathKind lane_path(const LaneFacts& f) {
+  // Lanes carry plain reads and writes of buffers whose owners the handles name.
+  if (f.notify || (!is_read_kind(f.kind) && !is_write_kind(f.kind)) || !f.owners_known)
+    return PathKind::kNone;
+  if (f.local_rdma && f.remote_rdma)  // invariant 1's facts the handles show
+    return f.remote_staged ? PathKind::kNone : PathKind::kRdma;
+  if (f.remote_stream && f.local_host && f.remote_host && !f.same_node &&
+      stream_size_fits(f.bytes, f.stream_min_bytes))
+    return PathKind::kStream;  // invariant 4
+  return PathKind::kNone;
+}
+
 PathChoice choose_path(const TransferOp& op, const PathFacts& f) {
   if (f.same_node && f.ranges_overlap)
     return {PathKind::kLocalCopy, ErrorCode::kNoDevice, "the two ranges overlap"};

@@ -18,6 +18,15 @@
 //  5. An atomic whose RDMA this manager's device cannot run (atomic_cap IBV_ATOMIC_NONE) takes
 //     no path: the error (invalid_argument) names the device and atomic_cap. It does not fall
 //     back, since the owner's CPU atomics are not atomic with other nodes' NIC atomics.
+//  6. One brain for RdmaClient's lanes too (lane_path): a lane takes an op only on the path
+//     choose_path gives it from what the two handles show, with the manager's own thresholds
+//     (its stream lane carries its stream_min_bytes): a direct lane when both handles carry
+//     RDMA (invariant 1; the lane's grant checks device, port, fabric and mode), the stream lane
+//     under invariant 4's rule of memory and size (stream_size_fits, the manager's rule too);
+//     anything else (atomics, notify writes, GPU memory its owner's NIC cannot register, this
+//     node's own buffers, an op below the threshold) goes to the manager, which chooses with
+//     every fact it has. So an op of a given size between two buffers takes the same path from
+//     a client's thread as from an actor.
 #pragma once
 
 #include <string>
@@ -64,6 +73,35 @@ struct PathChoice {
 PathFacts device_facts(const TransferOp& op, TransportMode mode, bool has_device,
                        std::string_view no_device_reason, std::string_view port_down,
                        bool port_ethernet);
+
+/// Invariant 4's rule of size, the manager's and its stream lane's: the stream channel takes a
+/// fallback op or list of `bytes` when it is at least `stream_min_bytes` (0: never).
+bool stream_size_fits(uint64_t bytes, uint64_t stream_min_bytes);
+
+/// What the two handles of an op show (invariant 6): all a lane may choose by.
+struct LaneFacts {
+  uint8_t kind = 0;
+  bool notify = false;         ///< a notify write
+  bool owners_known = false;   ///< both handles name their owner
+  bool same_node = false;      ///< ... and it is one node
+  bool local_rdma = false;     ///< the local handle carries an RDMA registration
+  bool remote_rdma = false;    ///< the remote one does
+  bool local_host = false;     ///< the local buffer is host memory
+  bool remote_host = false;    ///< the remote one is
+  bool remote_staged = false;  ///< remote GPU memory its owner's NIC cannot register
+  bool remote_stream = false;  ///< the remote handle names its owner's stream channel
+  uint64_t bytes = 0;
+  uint64_t stream_min_bytes = 0;  ///< the stream lane's manager's; 0: no stream lane
+};
+
+/// The facts of an op of `kind` (`notify`: a notify write) of `bytes` bytes between `local` and
+/// `remote`, with a stream lane of `stream_min_bytes` (0: none).
+LaneFacts lane_facts(const BufferHandle& local, const BufferHandle& remote, uint8_t kind,
+                     bool notify, uint64_t bytes, uint64_t stream_min_bytes);
+
+/// Which of RdmaClient's lanes may move the op (invariant 6): kRdma (a direct lane), kStream
+/// (the stream lane) or kNone (the manager chooses).
+PathKind lane_path(const LaneFacts& facts);
 
 /// Chooses the path of `op` (invariants 1-5).
 PathChoice choose_path(const TransferOp& op, const PathFacts& facts);

@@ -1,11 +1,14 @@
 // RdmaPath: one-sided RDMA between the registered buffers (see rdma_path.h).
 #include "actors/transfer/rdma_path.h"
 
+#include "actors/transfer/owner_verdict.h"
+
 #include <algorithm>
 #include <cstring>
 
 #include "actors/detail/manager_state.h"
 #include "actors/op_texts.h"
+#include "actors/transfer/owner_verdict.h"
 #include "actors/transfer/stripe_plan.h"
 #include "actors/transfer_checks.h"
 #include "primitives/log.h"
@@ -188,8 +191,8 @@ void RdmaPath::failed(OpId id, TransferOutcome outcome, OpFault fault) {
     u.retried = true;
     u.qp.reset();
     return connect(id);
-  } else if (fault == OpFault::kRemoteAccess) {
-    return explain_refusal(id, std::move(outcome));
+  } else if (asks_owner(fault)) {
+    return explain_refusal(id, std::move(outcome), fault);
   }
   m_.finish_op(id, std::move(outcome));
 }
@@ -205,32 +208,29 @@ void RdmaPath::drop_if_broken(OpId id) {
   m_.handshakes.drop_qp_of(o->peer, qp);
 }
 
-void RdmaPath::explain_refusal(OpId id, TransferOutcome outcome) {
+void RdmaPath::explain_refusal(OpId id, TransferOutcome outcome, OpFault fault) {
   OpRecord& o = *m_.op_record(id);
   const TransferOp& op = o.op;
-  auto owner_said = [op](TransferOutcome owner) {
-    owner.message = owner_refused_text(op, owner.message);
-    return owner;
-  };
+  // The rule RdmaClient's lanes answer by too (owner_verdict.h).
+  const Error nic(static_cast<ErrorCode>(outcome.code), std::move(outcome.message));
   if (o.peer == m_.facade_.address()) {
     TransferOutcome owner =
         m_.buffer_table.check_access(ref_of(op.remote), op.remote_offset, o.length, op.kind);
-    return m_.finish_op(id, owner.ok() ? std::move(outcome) : owner_said(owner));
+    return m_.finish_op(id, outcome_of(owner_verdict(op, nic, fault, owner)));
   }
-  // The answer comes well before the transfer's deadline, or the deadline ends the op.
+  // The answer comes before the transfer's deadline, or the deadline ends the op.
   use(id)->awaiting_owner = true;
-  auto nic = std::make_shared<TransferOutcome>(std::move(outcome));
   ManagerState& m = m_;
   m_.peer_table.ask_peer<TransferOutcome>(
       op.remote.owner, op.remote.owner_name, request_timeout(m_.transfers_.at(id.ticket)),
-      [&m, id, nic, owner_said](TransferOutcome& owner) {
-        m.finish_op(id, owner.ok() ? std::move(*nic) : owner_said(owner));
+      [&m, id, nic, fault](TransferOutcome& owner) {
+        if (const OpRecord* r = m.op_record(id))
+          m.finish_op(id, outcome_of(owner_verdict(r->op, nic, fault, owner)));
       },
-      [&m, id, nic](const caf::error& err) {
-        if (error_code(err) == ErrorCode::kPeerUnavailable)
-          return m.fail_op(id, err);  // it died: that is why
-        nic->message = owner_silent_text(nic->message, error_message(err));
-        m.finish_op(id, std::move(*nic));
+      [&m, id, nic, fault](const caf::error& err) {
+        if (const OpRecord* r = m.op_record(id))
+          m.finish_op(id, outcome_of(owner_verdict(r->op, nic, fault,
+                                                   Error(error_code(err), error_message(err)))));
       },
       buf_check_atom::value, ref_of(op.remote), op.remote_offset, o.length, op.kind);
 }

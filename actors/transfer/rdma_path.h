@@ -31,6 +31,10 @@
 // 10. Manager invariant 19: a striped op (manager/rails.h) ends once every slice completed;
 //     a slice that failed on a rail runs once more on the managers' own queue pair; at the
 //     deadline every queue pair with a slice of it is flushed (destroyed when that overruns).
+// 11. A failure the NIC reported that is not the op's timeout, a peer known down or a flushed
+//     op's second run is explained by asking its owner, and answered by owner_verdict.h: the
+//     rule RdmaClient's direct lanes answer by too, so an op fails with the same code and words
+//     on either.
 #pragma once
 
 #include <atomic>
@@ -118,9 +122,9 @@ protected:
   /// The error path of a failed op: peer down, timeout, retry (invariant 5), the owner's
   /// refusal, or the NIC's error as it is.
   void failed(OpId id, TransferOutcome outcome, OpFault fault);
-  /// The NIC refused the remote access: asks the owner why (one bounded request) and ends the
-  /// op with the owner's reason, or `outcome` if it sees none.
-  void explain_refusal(OpId id, TransferOutcome outcome);
+  /// The NIC failed the op (`fault`): asks the owner (one request, by the op's deadline) and
+  /// ends the op by owner_verdict (invariant 11).
+  void explain_refusal(OpId id, TransferOutcome outcome, OpFault fault);
   /// Verify mode: compares both sides' checksums of the moved range, then ends the op.
   void verify(OpId id);
 

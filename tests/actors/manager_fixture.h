@@ -203,6 +203,8 @@ inline std::unique_ptr<TestNode> start_node(const ManagerOptions& extra = {}) {
   o.manager.orphan_grace = extra.orphan_grace;
   o.manager.same_host = o.manager.same_host && extra.same_host;
   o.manager.busy_poll = std::max(o.manager.busy_poll, extra.busy_poll);
+  if (extra.stream_min_bytes != ManagerOptions{}.stream_min_bytes)
+    o.manager.stream_min_bytes = extra.stream_min_bytes;
   if (!extra.ibverbs.device_name.empty())
     o.manager.ibverbs.device_name = extra.ibverbs.device_name;
   auto n = RdmaNode::start(o);

@@ -241,6 +241,57 @@ TEST_F(StreamLaneTest, ManyThreadsAtOnceEachWithItsOwnRange) {
   EXPECT_EQ(s->stream_lane_ops, uint64_t{kThreads} * kRounds * 2);
 }
 
+// One brain (actors/transfer/path_choice.h invariant 6): an op of a given size takes the same
+// path from a client's thread (its lanes) as from an actor (its manager), by the manager's own
+// threshold, here 64 KiB: 4 KiB in CAF messages from both, 128 KiB over the stream channel
+// from both. Before, the lane took every size.
+TEST(StreamLaneThresholdTest, AnOpTakesTheSamePathFromAClientsThreadAsFromAnActor) {
+  ManagerOptions extra;
+  extra.stream_min_bytes = 64 << 10;
+  auto owner = start_node(extra);
+  auto user = start_node(extra);
+  ASSERT_TRUE(owner && user);
+  constexpr uint64_t kSize = 1 << 20, kSmall = 4096, kLarge = 128 << 10;
+  Memory theirs(kSize, 5);
+  BufferHandle remote = remote_view(*owner, *user, theirs, "threshold");
+  ASSERT_NE(remote.stream_port, 0) << "the owner's handle names its stream channel";
+  RdmaClient lanes(user->node().system(), user->manager(), /*direct=*/true);
+  RdmaClient actor_like(user->node().system(), user->manager(), /*direct=*/false);
+  Memory mine(kSize, 0);
+  auto local = lanes.register_buffer(mine.bytes.data(), mine.bytes.size());
+  ASSERT_TRUE(local.ok()) << local.error().to_string();
+  // The first op to an owner asks its grant, which names its endpoint (a large one: it would
+  // take the stream channel anyway).
+  auto first = actor_like.read(local->handle(), remote, Range::of(kLarge));
+  ASSERT_TRUE(first.ok()) << first.error().to_string();
+  struct Case {
+    const char* who;
+    RdmaClient* client;
+    uint64_t size;
+    bool streamed;
+  };
+  const Case cases[] = {{"client thread", &lanes, kSmall, false},
+                        {"client thread", &lanes, kLarge, true},
+                        {"actor", &actor_like, kSmall, false},
+                        {"actor", &actor_like, kLarge, true}};
+  uint64_t at = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.who) + ", " + std::to_string(c.size) + " bytes");
+    auto before = user->stats();
+    auto r = c.client->read(local->handle(), remote, Range::of(c.size).at_local(at).at_remote(at));
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    EXPECT_EQ(r->path, kPathFallback);
+    for (uint64_t i = at; i < at + c.size; ++i)
+      ASSERT_EQ(mine.bytes[i], pattern(i, 5)) << "byte " << i;
+    auto after = user->stats();
+    const uint64_t streamed =
+        (after.stream_ops + after.stream_lane_ops) - (before.stream_ops + before.stream_lane_ops);
+    EXPECT_EQ(streamed, c.streamed ? 1u : 0u);
+    EXPECT_EQ(after.fallback_ops - before.fallback_ops, 1u);
+    at += c.size;
+  }
+}
+
 TEST_F(StreamLaneTest, WithoutDirectLanesTheManagersMoveTheBytes) {
   Memory theirs(4096, 7);
   BufferHandle remote = remote_view(*owner_, *user_, theirs, "lane-off");

@@ -156,6 +156,77 @@ TEST(PathChoiceTest, Invariant4AtomicsNeverTakeTheStreamChannel) {
   EXPECT_EQ(choose_path(op, f).path, PathKind::kLocalCopy);
 }
 
+/// A read of 4 KiB between host memory of two nodes, the owner's stream channel named, neither
+/// handle with RDMA, and a stream lane whose manager's threshold is 4 KiB (invariant 6).
+LaneFacts stream_lane_op() {
+  LaneFacts f;
+  f.kind = wire_kind(TransferKind::kRead);
+  f.owners_known = true;
+  f.local_host = true;
+  f.remote_host = true;
+  f.remote_stream = true;
+  f.bytes = 4096;
+  f.stream_min_bytes = 4096;
+  return f;
+}
+
+TEST(PathChoiceTest, Invariant6TheStreamLaneTakesWhatTheManagerWouldStreamAndNothingElse) {
+  EXPECT_EQ(lane_path(stream_lane_op()), PathKind::kStream);
+  LaneFacts write = stream_lane_op();
+  write.kind = wire_kind(TransferKind::kWrite);
+  EXPECT_EQ(lane_path(write), PathKind::kStream);
+  // The manager's threshold, to the byte: one byte less goes to the manager (CAF messages).
+  LaneFacts small = stream_lane_op();
+  small.bytes = 4095;
+  EXPECT_EQ(lane_path(small), PathKind::kNone);
+  EXPECT_FALSE(stream_size_fits(4095, 4096));
+  EXPECT_TRUE(stream_size_fits(4096, 4096));
+  EXPECT_FALSE(stream_size_fits(1ull << 40, 0)) << "0: never the stream channel";
+  struct Case {
+    const char* what;
+    void (*change)(LaneFacts&);
+  };
+  const Case to_the_manager[] = {
+      {"no stream lane", [](LaneFacts& f) { f.stream_min_bytes = 0; }},
+      {"a notify write",
+       [](LaneFacts& f) { f.kind = wire_kind(TransferKind::kWrite), f.notify = true; }},
+      {"a fetch-add", [](LaneFacts& f) { f.kind = wire_kind(TransferKind::kFetchAdd); }},
+      {"a compare-swap", [](LaneFacts& f) { f.kind = wire_kind(TransferKind::kCompareSwap); }},
+      {"an owner unknown", [](LaneFacts& f) { f.owners_known = false; }},
+      {"this node's own buffer", [](LaneFacts& f) { f.same_node = true; }},
+      {"local GPU memory", [](LaneFacts& f) { f.local_host = false; }},
+      {"remote GPU memory", [](LaneFacts& f) { f.remote_host = false; }},
+      {"no stream channel named", [](LaneFacts& f) { f.remote_stream = false; }},
+  };
+  for (const Case& c : to_the_manager) {
+    SCOPED_TRACE(c.what);
+    LaneFacts f = stream_lane_op();
+    c.change(f);
+    EXPECT_EQ(lane_path(f), PathKind::kNone);
+  }
+}
+
+TEST(PathChoiceTest, Invariant6ADirectLaneTakesWhatBothHandlesShowRdmaFor) {
+  LaneFacts f = stream_lane_op();
+  f.local_rdma = true;
+  f.remote_rdma = true;
+  EXPECT_EQ(lane_path(f), PathKind::kRdma);
+  f.bytes = 1;  // no threshold for RDMA
+  EXPECT_EQ(lane_path(f), PathKind::kRdma);
+  f.same_node = true;  // a direct lane may loop back to this node's own buffers
+  EXPECT_EQ(lane_path(f), PathKind::kRdma);
+  f.remote_staged = true;  // only its owner can move it
+  EXPECT_EQ(lane_path(f), PathKind::kNone);
+  // One side without RDMA: RDMA's is not the path (invariant 1), the stream lane's may be.
+  LaneFacts one = stream_lane_op();
+  one.remote_rdma = true;
+  EXPECT_EQ(lane_path(one), PathKind::kStream);
+  LaneFacts atomic = stream_lane_op();
+  atomic.local_rdma = atomic.remote_rdma = true;
+  atomic.kind = wire_kind(TransferKind::kFetchAdd);
+  EXPECT_EQ(lane_path(atomic), PathKind::kNone) << "atomics go through the manager";
+}
+
 TEST(PathChoiceTest, RepliesNameThePathThatMovedTheBytes) {
   EXPECT_STREQ(reply_path(PathKind::kRdma), kPathRdma);
   EXPECT_STREQ(reply_path(PathKind::kRdmaStaged), kPathRdmaStaged);
