@@ -8,6 +8,7 @@
 
 #include "actors/detail/manager_events.h"
 #include "actors/op_texts.h"
+#include "actors/transfer/path_choice.h"
 #include "actors/transfer_checks.h"
 #include "components/secure_random.h"
 
@@ -98,11 +99,11 @@ std::optional<Result<DirectLane::Prepared>> DirectLane::prepare(const TransferOp
   if (!qp_)
     return std::nullopt;  // retired: the manager answers
   // A local buffer's handle names this node's facade (the manager's published stand-in).
-  if (is_atomic(op))
-    return std::nullopt;  // atomics go through the manager (RdmaClient never sends them here)
-  if (!op.local.owner || op.local.owner.node() != manager_.node() || !op.remote.owner ||
-      op.remote.owner.address() != owner_.address() || !op.remote.has_rdma() ||
-      op.remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged))
+  // A direct lane's op by path_choice.h invariant 6 (RdmaClient never sends it others), this
+  // node's buffer, to this lane's owner.
+  if (detail::lane_path(detail::lane_facts(op.local, op.remote, op.kind, op.notify, 0, 0)) !=
+          detail::PathKind::kRdma ||
+      op.local.owner.node() != manager_.node() || op.remote.owner.address() != owner_.address())
     return std::nullopt;
   if (op.remote.incarnation != 0 && op.remote.incarnation != qp_->remote_incarnation())
     return std::nullopt;  // a handle from before its owner's device came back: the manager

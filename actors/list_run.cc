@@ -63,7 +63,10 @@ void post_batches(const TransferPlan& plan, size_t from, Clock::time_point deadl
 ListOutcome run_list(const TransferPlan& plan, Clock::time_point deadline, ListSteps& steps) {
   ListOutcome out;
   size_t from = 0;
-  std::shared_ptr<StreamLane> lane = steps.stream_lane(plan);
+  // Whether any stream lane could carry it (its handles), before the lane is asked for; then
+  // whether this one does, by its manager's threshold (path_choice.h invariant 6).
+  std::shared_ptr<StreamLane> lane =
+      StreamLane::may_carry(plan) ? steps.stream_lane(plan) : nullptr;
   if (lane && !lane->carries(plan))
     lane = nullptr;
   if (lane) {

@@ -221,8 +221,6 @@ size_t RdmaClient::lanes() const {
 
 std::shared_ptr<DirectLane> RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
                                                  std::optional<Error>* failed, bool* verify) {
-  // The path is the one the manager would choose (path_choice.h invariant 6); its lane grant
-  // checks the rest (device, port, fabric, mode).
   if (!direct_ || timeout_ms == 0 || !op.local.owner ||
       op.local.owner.node() != manager_.node() ||  // local handles name the node's facade
       !on_direct_lane(op))
@@ -371,7 +369,15 @@ std::optional<Result<TransferReply>> RdmaClient::lane_transfer(const TransferOp&
     if (lane == nullptr)
       return std::nullopt;
     OpFault fault = OpFault::kNone;
-    auto r = lane->transfer(op, timeout_ms, &fault);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (attempt > 0 && left.count() <= 0)
+      return Result<TransferReply>(
+          Error(ErrorCode::kTimeout,
+                not_within_text(op, timeout_ms,
+                                " (flushed by another op's error, no time left to run it again)")));
+    auto r =
+        lane->transfer(op, attempt == 0 ? timeout_ms : static_cast<uint32_t>(left.count()), &fault);
     if (!r)
       return std::nullopt;
     if (r->ok()) {

@@ -137,9 +137,8 @@ struct ManagerOptions {
   /// actors/transfer/path_choice.h invariant 6): the bytes go over a TCP (or TLS) connection, or
   /// by cross-memory attach on one host, straight between the two registered buffers; smaller
   /// ones go in CAF messages. 0: always CAF messages. The default, 1, sends every size over
-  /// the stream channel: measured there, an 8-byte read through the managers took 243-296 us
-  /// median against 496-528 us in CAF messages, and 64 KiB ones moved 964 MB/s against 193
-  /// (docs/performance.md, "The stream threshold").
+  /// the stream channel, faster at every size measured (docs/performance.md, "The stream
+  /// threshold").
   uint64_t stream_min_bytes = 1;
   /// IPv4 address this manager's stream channel listens on and announces to peers; empty: no
   /// stream channel (RdmaNode sets its host here unless that is a wildcard).

@@ -1,7 +1,7 @@
 // The RdmaManagerActor interface: one manager per actor system (node). Actors send their
 // requests to their own node's manager; the manager initiates one-sided RDMA (or, on the
-// fallback path, moves the bytes in CAF messages, or over its stream channel for large host
-// transfers) and replies when the data is in place.
+// fallback path, moves the bytes over its stream channel for host memory, or in CAF messages)
+// and replies when the data is in place.
 //
 // The interface is three typed interfaces, one per audience, composed with `extend_with`:
 //  - `local_requests_actor`: what the node's own actors send (applications, RdmaClient);
@@ -91,7 +91,7 @@ using local_requests_actor = caf::typed_actor<
     /// every transfer.
     caf::replies_to<stream_lane_atom>::with<StreamLaneGrant>,
 
-    /// RdmaClient to its manager (after a direct lane's op was refused by the NIC): the owner of
+    /// RdmaClient to its manager (after the NIC failed a direct lane's op): the owner of
     /// `remote` answers as for buf_check; peer_unavailable naming the owner as soon as it is
     /// known to be down (not at the timeout).
     caf::replies_to<ask_check_atom, BufferHandle, uint64_t, uint64_t,

@@ -412,7 +412,7 @@ typename Inspector::result_type inspect(Inspector& f, QpInfoMsg& x) {
 }
 
 /// An owner's permission to move one byte range over its stream channel (fallback transport,
-/// large transfers): connect to host:port and present the token. Port 0: the owner has no
+/// host memory): connect to host:port and present the token. Port 0: the owner has no
 /// stream channel (or not for this buffer's memory); use fetch/store chunks instead.
 struct StreamGrantMsg {
   uint64_t token = 0;

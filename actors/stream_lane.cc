@@ -54,6 +54,13 @@ bool StreamLane::carries(const BufferHandle& local, const BufferHandle& remote, 
                                               stream_min_bytes_)) == detail::PathKind::kStream;
 }
 
+bool StreamLane::may_carry(const TransferPlan& plan) {
+  const TransferKind kind = plan.is_read() ? TransferKind::kRead : TransferKind::kWrite;
+  return plan.size() > 0 && detail::lane_path(detail::lane_facts(
+                                plan.local(), plan.remote(), wire_kind(kind),
+                                /*notify=*/false, plan.bytes(), 1)) == detail::PathKind::kStream;
+}
+
 bool StreamLane::carries(const TransferPlan& plan) const {
   const TransferKind kind = plan.is_read() ? TransferKind::kRead : TransferKind::kWrite;
   return plan.size() > 0 &&

@@ -78,6 +78,8 @@ public:
                uint64_t bytes) const;
   /// Invariant 1's rule for a list: its two handles and its bytes in all.
   bool carries(const TransferPlan& plan) const;
+  /// Whether a stream lane of any threshold could carry `plan` (its handles alone).
+  static bool may_carry(const TransferPlan& plan);
   /// The threshold of its manager's it applies (ManagerOptions::stream_min_bytes).
   uint64_t stream_min_bytes() const { return stream_min_bytes_; }
 

@@ -10,7 +10,8 @@
 //   direct      RdmaClient's default: one request opens a direct lane (a queue pair of the
 //               client's own to the owner, connected by the managers), then the calling thread
 //               posts and polls with no message per op
-//   fallback    the manager's requests with CAF_RDMA_TRANSPORT=fallback (bytes in CAF messages)
+//   fallback    the manager's requests with CAF_RDMA_TRANSPORT=fallback (bytes over the stream
+//               channel, or in CAF messages under CAF_RDMA_STREAM_MIN)
 //   fallback-lane  RdmaClient's stream lane on the same nodes: straight to the owner's stream
 //               channel, authorized by the handle (actors/stream_lane.h)
 //   same-host   fallback-lane with the owner's same-host endpoint (docs/architecture.md, "Same-host

@@ -54,6 +54,7 @@ LaneFacts lane_facts(const BufferHandle& local, const BufferHandle& remote, uint
   f.local_rdma = local.has_rdma();
   f.remote_rdma = remote.has_rdma();
   f.local_host = local.memory == host;
+  f.local_staged = local.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged);
   f.remote_host = remote.memory == host;
   f.remote_staged = remote.memory == static_cast<uint8_t>(BufferMemory::kGpuStaged);
   f.remote_stream = remote.stream_port != 0;
@@ -67,7 +68,7 @@ PathKind lane_path(const LaneFacts& f) {
   if (f.notify || (!is_read_kind(f.kind) && !is_write_kind(f.kind)) || !f.owners_known)
     return PathKind::kNone;
   if (f.local_rdma && f.remote_rdma)  // invariant 1's facts the handles show
-    return f.remote_staged ? PathKind::kNone : PathKind::kRdma;
+    return f.remote_staged || f.local_staged ? PathKind::kNone : PathKind::kRdma;
   if (f.remote_stream && f.local_host && f.remote_host && !f.same_node &&
       stream_size_fits(f.bytes, f.stream_min_bytes))
     return PathKind::kStream;  // invariant 4

@@ -23,7 +23,7 @@
 //     (its stream lane carries its stream_min_bytes): a direct lane when both handles carry
 //     RDMA (invariant 1; the lane's grant checks device, port, fabric and mode), the stream lane
 //     under invariant 4's rule of memory and size (stream_size_fits, the manager's rule too);
-//     anything else (atomics, notify writes, GPU memory its owner's NIC cannot register, this
+//     anything else (atomics, notify writes, GPU memory a NIC cannot register, this
 //     node's own buffers, an op below the threshold) goes to the manager, which chooses with
 //     every fact it has. So an op of a given size between two buffers takes the same path from
 //     a client's thread as from an actor.
@@ -87,6 +87,7 @@ struct LaneFacts {
   bool local_rdma = false;     ///< the local handle carries an RDMA registration
   bool remote_rdma = false;    ///< the remote one does
   bool local_host = false;     ///< the local buffer is host memory
+  bool local_staged = false;   ///< local GPU memory the NIC cannot register (rdma-staged)
   bool remote_host = false;    ///< the remote one is
   bool remote_staged = false;  ///< remote GPU memory its owner's NIC cannot register
   bool remote_stream = false;  ///< the remote handle names its owner's stream channel

@@ -1,8 +1,6 @@
 // RdmaPath: one-sided RDMA between the registered buffers (see rdma_path.h).
 #include "actors/transfer/rdma_path.h"
 
-#include "actors/transfer/owner_verdict.h"
-
 #include <algorithm>
 #include <cstring>
 
@@ -229,8 +227,7 @@ void RdmaPath::explain_refusal(OpId id, TransferOutcome outcome, OpFault fault) 
       },
       [&m, id, nic, fault](const caf::error& err) {
         if (const OpRecord* r = m.op_record(id))
-          m.finish_op(id, outcome_of(owner_verdict(r->op, nic, fault,
-                                                   Error(error_code(err), error_message(err)))));
+          m.finish_op(id, outcome_of(owner_verdict(r->op, nic, fault, to_error(err))));
       },
       buf_check_atom::value, ref_of(op.remote), op.remote_offset, o.length, op.kind);
 }

@@ -18,7 +18,7 @@
 //  5. An op flushed because another op took its QP to ERR runs once more on a new QP, where
 //     the path allows it (reads and writes are idempotent; a staged op's bounce buffer is not).
 //     An atomic never runs twice: a flushed one may have been applied by the responder, so it
-//     fails with the NIC's error. Verify mode does not checksum atomics (a shared word).
+//     fails (answered by invariant 11). Verify mode does not checksum atomics (a shared word).
 //  9. An atomic is the NIC's FETCH_ADD or CMP_SWAP; its result lands in the QP's scratch word
 //     and is copied into the op's local range when it completes, before the manager hears of
 //     it (so before the reply).
@@ -31,10 +31,10 @@
 // 10. Manager invariant 19: a striped op (manager/rails.h) ends once every slice completed;
 //     a slice that failed on a rail runs once more on the managers' own queue pair; at the
 //     deadline every queue pair with a slice of it is flushed (destroyed when that overruns).
-// 11. A failure the NIC reported that is not the op's timeout, a peer known down or a flushed
-//     op's second run is explained by asking its owner, and answered by owner_verdict.h: the
-//     rule RdmaClient's direct lanes answer by too, so an op fails with the same code and words
-//     on either.
+// 11. A failure the NIC reported is explained by asking the op's owner (by the op's deadline),
+//     unless the op's time is up, its peer is known down, or it runs once more (invariant 5);
+//     the answer is owner_verdict.h's: the rule RdmaClient's direct lanes answer by too, so an
+//     op fails with the same code and words on either.
 #pragma once
 
 #include <atomic>

@@ -204,6 +204,12 @@ void StagedPath::settle(OpId id) {
     out.code = static_cast<uint8_t>(ErrorCode::kTimeout);
     out.message = timeout_message(o->op, o->length, t.timeout_ms);
   }
+  // The NIC is done with the bounce buffer: another transfer may have it while the owner is
+  // asked why this one failed (rdma_path.h invariant 11).
+  const int slot = s.slot;
+  s.slot = -1;
+  if (slot >= 0)
+    release_slot(slot);
   failed(id, std::move(out), fault);
 }
 

@@ -73,11 +73,27 @@ Status watch_checking(RdmaClient& client, TestNode& owner, uint64_t id, const Me
   return client.watch_writes(id, spawn_checking_watcher(owner.node().system(), target, seen));
 }
 
-class WriteNoticesTest : public TwoNodeTest {};
+class WriteNoticesTest : public TwoNodeTest {
+protected:
+  /// Both nodes again, with the fallback's small writes (under 256 KiB) in CAF chunks rather
+  /// than on the stream channel (ManagerOptions::stream_min_bytes; its default is 1): the cases
+  /// that need both the chunks' receipts and the stream's grants, or writes that reach the
+  /// owner's actor one after another.
+  void small_writes_in_chunks() {
+    ManagerOptions extra;
+    extra.stream_min_bytes = 256 << 10;
+    user_.reset();
+    owner_.reset();
+    owner_ = start_node(extra);
+    user_ = start_node(extra);
+    ASSERT_TRUE(owner_ && user_);
+  }
+};
 
 TEST_F(WriteNoticesTest, TheWatcherHearsOfEachNotifyWriteOnceAfterItsBytesAreInPlace) {
   // Small writes (chunks on the fallback) and large ones (its stream channel), and plain
   // writes in between, which notify nobody.
+  small_writes_in_chunks();
   const std::vector<uint64_t> sizes = {1, 8, 4096, 65536, 1 << 20, 3 << 20};
   uint64_t total = 0;
   for (uint64_t s : sizes)
@@ -384,6 +400,7 @@ TEST_F(WriteNoticesTest, ANotifyWriteIntoThisNodesBufferIsAsExact) {
 }
 
 TEST_F(WriteNoticesTest, AWriterCannotMakeTheOwnerHoldUnansweredNoticesBeyondTheLimit) {
+  small_writes_in_chunks();  // the batch's writes, below, reach the owner's actor in turn
   Memory target(64);
   BufferHandle remote = remote_view(*owner_, *user_, target, "flooded");
   // A client that watches and takes nothing: every notice stays unanswered.

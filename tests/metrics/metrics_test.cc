@@ -256,8 +256,8 @@ TEST_F(MetricsTest, AnOwnersScrapeShowsWhatItServedByRequesterPathAndKind) {
   const uint16_t port = owner_->node().metrics_port();
   ASSERT_NE(port, 0);
 
-  // Small ops (CAF chunks from the manager, below its stream minimum), a large one (the stream
-  // channel or the same-host endpoint), the client's own ops (its lanes), and atomics.
+  // Small ops and a large one from the manager (the stream channel or the same-host endpoint:
+  // every size by default), the client's own ops (its lanes), and atomics (CAF chunks).
   constexpr uint64_t kSize = 1 << 20, kSmall = 4096, kLarge = 512 << 10, kRead = 8192;
   constexpr int kSmallWrites = 3, kReads = 4, kAtomics = 5;
   Memory remote_mem(kSize), src(kSize, 9), dst(kSize);

@@ -300,6 +300,7 @@ TEST_F(ForgedSenderTest, ForgedAnswersNeverBecomeTheAnswer) {
   //    fallback's fetch; the facade is the same on every transport).
   NodeOptions fo;
   fo.manager.mode = TransportMode::kFallback;
+  fo.manager.stream_min_bytes = 0;  // the stand-in speaks only the chunks' fetch, not grants
   auto started = RdmaNode::start(fo);
   ASSERT_TRUE(started.ok()) << started.error().to_string();
   TestNode fb(std::move(*started));
