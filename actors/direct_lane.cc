@@ -95,15 +95,19 @@ void DirectLane::settle_locked() const {
     qp_.reset();
 }
 
+bool DirectLane::takes(const TransferOp& op) {
+  return detail::lane_path(detail::lane_facts(op.local, op.remote, op.kind, op.notify, 0, 0)) ==
+         detail::PathKind::kRdma;
+}
+
 std::optional<Result<DirectLane::Prepared>> DirectLane::prepare(const TransferOp& op) {
   if (!qp_)
     return std::nullopt;  // retired: the manager answers
   // A local buffer's handle names this node's facade (the manager's published stand-in).
-  // A direct lane's op by path_choice.h invariant 6 (RdmaClient never sends it others), this
-  // node's buffer, to this lane's owner.
-  if (detail::lane_path(detail::lane_facts(op.local, op.remote, op.kind, op.notify, 0, 0)) !=
-          detail::PathKind::kRdma ||
-      op.local.owner.node() != manager_.node() || op.remote.owner.address() != owner_.address())
+  // A direct lane's op (takes; RdmaClient never sends it others), this node's buffer, to this
+  // lane's owner.
+  if (!takes(op) || op.local.owner.node() != manager_.node() ||
+      op.remote.owner.address() != owner_.address())
     return std::nullopt;
   if (op.remote.incarnation != 0 && op.remote.incarnation != qp_->remote_incarnation())
     return std::nullopt;  // a handle from before its owner's device came back: the manager

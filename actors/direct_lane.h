@@ -70,6 +70,9 @@ public:
   /// Invariant 5: the manager's device went away; the lane lets go of its queue pair (now, or
   /// when its client's op in progress ends). Never waits for that op.
   void retire();
+  /// Whether `op`'s path is a direct lane's by what its handles show (path_choice.h invariant
+  /// 6; the lane's grant checks the rest: device, port, fabric, mode).
+  static bool takes(const TransferOp& op);
   uint64_t id() const { return id_; }
   const caf::actor& owner() const { return owner_; }
   const std::string& owner_name() const { return owner_name_; }

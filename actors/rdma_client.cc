@@ -16,7 +16,6 @@
 #include "actors/request_timer.h"
 #include "actors/stream_lane.h"
 #include "actors/transfer/owner_verdict.h"
-#include "actors/transfer/path_choice.h"
 #include "actors/transfer_checks.h"
 #include "components/checksum.h"
 #include "components/secure_random.h"
@@ -32,13 +31,6 @@ bool direct_from_env() {
 
 /// Extra time a request to the manager gets beyond the transfer's own timeout.
 constexpr std::chrono::seconds kLaneBackstop{1};
-
-/// Whether `op`'s path is a direct lane's (path_choice.h invariant 6; the lane's grant checks
-/// the rest: device, port, fabric, mode).
-bool on_direct_lane(const TransferOp& op) {
-  return detail::lane_path(detail::lane_facts(op.local, op.remote, op.kind, op.notify, 0, 0)) ==
-         detail::PathKind::kRdma;
-}
 
 }  // namespace
 
@@ -223,7 +215,7 @@ std::shared_ptr<DirectLane> RdmaClient::lane_for(const TransferOp& op, uint32_t 
                                                  std::optional<Error>* failed, bool* verify) {
   if (!direct_ || timeout_ms == 0 || !op.local.owner ||
       op.local.owner.node() != manager_.node() ||  // local handles name the node's facade
-      !on_direct_lane(op))
+      !DirectLane::takes(op))
     return nullptr;
   // A large op with an owner that has rails: the manager stripes it over its devices.
   auto striped = [&op](const LaneSlot& s) {
@@ -557,7 +549,7 @@ Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<Transfe
   // Atomics and notify writes go through the manager (lanes carry plain reads and writes), and
   // so does a batch with any.
   bool one_owner = !ops.empty() && std::all_of(ops.begin(), ops.end(), [&](const TransferOp& op) {
-    return on_direct_lane(op) && op.remote.owner.address() == ops.front().remote.owner.address();
+    return DirectLane::takes(op) && op.remote.owner.address() == ops.front().remote.owner.address();
   });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   std::optional<Error> failed;

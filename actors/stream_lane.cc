@@ -26,6 +26,16 @@ void tell_idle(bool last, const caf::actor_addr& manager, uint64_t id) {
     caf::anon_send(m, detail::LaneIdle{id});
 }
 
+/// Invariant 1's rule for `plan` (its handles and its bytes in all) under a stream lane of
+/// `stream_min_bytes`.
+bool list_on_stream(const TransferPlan& plan, uint64_t stream_min_bytes) {
+  const TransferKind kind = plan.is_read() ? TransferKind::kRead : TransferKind::kWrite;
+  return plan.size() > 0 &&
+         detail::lane_path(detail::lane_facts(plan.local(), plan.remote(), wire_kind(kind),
+                                              /*notify=*/false, plan.bytes(), stream_min_bytes)) ==
+             detail::PathKind::kStream;
+}
+
 /// "ask its manager": the refusal that sends a client to the manager (invariant 3).
 Error ask_the_manager(uint64_t id) {
   return Error(ErrorCode::kNotFound,
@@ -55,16 +65,11 @@ bool StreamLane::carries(const BufferHandle& local, const BufferHandle& remote, 
 }
 
 bool StreamLane::may_carry(const TransferPlan& plan) {
-  const TransferKind kind = plan.is_read() ? TransferKind::kRead : TransferKind::kWrite;
-  return plan.size() > 0 && detail::lane_path(detail::lane_facts(
-                                plan.local(), plan.remote(), wire_kind(kind),
-                                /*notify=*/false, plan.bytes(), 1)) == detail::PathKind::kStream;
+  return list_on_stream(plan, 1);  // the lowest threshold a stream lane can have
 }
 
 bool StreamLane::carries(const TransferPlan& plan) const {
-  const TransferKind kind = plan.is_read() ? TransferKind::kRead : TransferKind::kWrite;
-  return plan.size() > 0 &&
-         carries(plan.local(), plan.remote(), wire_kind(kind), /*notify=*/false, plan.bytes());
+  return list_on_stream(plan, stream_min_bytes_);
 }
 
 std::optional<DirectRegistry::Entry> StreamLane::hold(const BufferHandle& local) {
