@@ -71,6 +71,23 @@ std::string fallback_failed_text(const TransferOp& op, const std::string& why) {
          " failed: " + why;
 }
 
+std::string taken_late_text(const std::string& what, const std::string& owner, uint64_t waited_ms,
+                            uint64_t left_ms, const char* outcome) {
+  return what + " refused by " + owner + ": taken up " + std::to_string(waited_ms) +
+         " ms after it reached " + owner + ", past the " + std::to_string(left_ms) +
+         " ms its requester had left then; " + outcome;
+}
+
+std::string chunks_unknown_text(const TransferOp& op, uint64_t length, uint32_t unanswered,
+                                std::chrono::milliseconds grace) {
+  return "whether " + std::string(kind_name(op.kind)) + " of " + std::to_string(length) +
+         " bytes between " + describe(op.local) + " and " + describe(op.remote) +
+         " took effect is unknown: " + std::to_string(unanswered) +
+         " of its requests got no answer from the owner within " + std::to_string(grace.count()) +
+         " ms past its deadline (the owner refuses each once the time left it carried has "
+         "passed after it arrived there)";
+}
+
 std::string owner_refused_text(const TransferOp& op, const std::string& why) {
   return std::string(kind_name(op.kind)) + " refused by the owner of " + describe(op.remote) +
          ": " + why;

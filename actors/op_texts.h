@@ -52,6 +52,17 @@ std::string stream_timed_out_text(const TransferOp& op, uint64_t length, uint32_
 /// "KIND via the fallback to REMOTE failed: WHY".
 std::string fallback_failed_text(const TransferOp& op, const std::string& why);
 
+/// "WHAT refused by OWNER: taken up W ms after it reached OWNER, past the L ms its requester
+/// had left then; OUTCOME": a store or atomic its owner took up too late
+/// (manager/buffer_table.h invariant 23).
+std::string taken_late_text(const std::string& what, const std::string& owner, uint64_t waited_ms,
+                            uint64_t left_ms, const char* outcome);
+/// "whether KIND of N bytes between A and B took effect is unknown: K of its requests got no
+/// answer from its owner within T ms past its deadline; ...": a write or atomic in CAF chunks
+/// whose owner did not answer (actors/transfer/chunk_path.h invariant 1).
+std::string chunks_unknown_text(const TransferOp& op, uint64_t length, uint32_t unanswered,
+                                std::chrono::milliseconds grace);
+
 /// "KIND refused by the owner of REMOTE: WHY" (the owner's own reason).
 std::string owner_refused_text(const TransferOp& op, const std::string& why);
 

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "actors/detail/manager_events.h"
 #include "actors/rdma_errors.h"
 #include "actors/rdma_messages.h"
 #include "actors/request_audience.h"
@@ -319,6 +320,13 @@ caf::behavior PeerFacade::make_behavior() {
         break;
       case Kind::kQuestion:
         break;  // asked sealed (RdmaClient) or not (any CAF actor): answered the same way
+    }
+    // Invariant 7: the request's arrival beside its requester's time left (its shape was
+    // checked: the last element is that uint32_t).
+    if (c.kind == Kind::kPeer && carries_time_left(m.get_as<caf::atom_value>(0)) &&
+        m.match_element<uint32_t>(m.size() - 1)) {
+      OwnerDue due{me->clock().now(), m.get_as<uint32_t>(m.size() - 1)};
+      m = caf::message::concat(m.drop_right(1), caf::make_message(due));
     }
     auto target = caf::actor_cast<caf::strong_actor_ptr>(manager);
     if (!target)

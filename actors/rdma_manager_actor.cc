@@ -279,8 +279,17 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
         return self->state.windows.fetch(ref, offset, length);
       },
       [=](read_ack_atom, uint64_t token) { return token; },
+      // store and atomic from the facade carry their arrival (detail::OwnerDue, peer_facade.h
+      // invariant 7); in the public shape (a sender of this process) they arrive now.
       [=](store_atom, const BufferRef& ref, uint64_t offset, const ByteChunk& bytes,
-          uint64_t receipt) { return self->state.buffer_table.store(ref, offset, bytes, receipt); },
+          uint64_t receipt, uint32_t left_ms) {
+        return self->state.buffer_table.store(ref, offset, bytes, receipt,
+                                              detail::OwnerDue{self->clock().now(), left_ms});
+      },
+      [=](store_atom, const BufferRef& ref, uint64_t offset, const ByteChunk& bytes,
+          uint64_t receipt, const detail::OwnerDue& due) {
+        return self->state.buffer_table.store(ref, offset, bytes, receipt, due);
+      },
       [=](stream_grant_atom, const BufferRef& ref, uint64_t offset, uint64_t length, uint8_t kind,
           uint32_t timeout_ms) {
         return self->state.grants.stream_grant(ref, offset, length, kind, timeout_ms);
@@ -294,8 +303,13 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
         return self->state.buffer_table.checksum(ref, offset, length);
       },
       [=](atomic_atom, const BufferRef& ref, uint64_t offset, uint8_t kind, uint64_t operand,
-          uint64_t compare) {
-        return self->state.buffer_table.atomic(ref, offset, kind, operand, compare);
+          uint64_t compare, uint32_t left_ms) {
+        return self->state.buffer_table.atomic(ref, offset, kind, operand, compare,
+                                               detail::OwnerDue{self->clock().now(), left_ms});
+      },
+      [=](atomic_atom, const BufferRef& ref, uint64_t offset, uint8_t kind, uint64_t operand,
+          uint64_t compare, const detail::OwnerDue& due) {
+        return self->state.buffer_table.atomic(ref, offset, kind, operand, compare, due);
       },
       [=](notice_atom, const BufferRef& ref, uint64_t offset, uint64_t length, uint64_t tag,
           uint64_t receipt, const std::string& writer) {

@@ -160,8 +160,11 @@ using peer_protocol_actor = caf::typed_actor<
     /// Fallback transport: the owner writes the bytes at `offset` of the buffer (which must be
     /// read-write). Replies with the number of bytes stored. `receipt` not 0: a chunk of a
     /// notify write whose notice will claim `receipt` (actors/manager/write_receipts.h): the
-    /// owner records what of it landed.
-    caf::replies_to<store_atom, BufferRef, uint64_t, ByteChunk, uint64_t>::with<uint64_t>,
+    /// owner records what of it landed. `left_ms`: the writer's time left when it sent the
+    /// chunk (cut to max_timeout); an owner that takes the chunk up later than that after it
+    /// reached the owner's node stores nothing and answers `timeout` (the writer may have
+    /// answered already: actors/transfer/chunk_path.h invariant 1).
+    caf::replies_to<store_atom, BufferRef, uint64_t, ByteChunk, uint64_t, uint32_t>::with<uint64_t>,
 
     /// Fallback transport (transfers of at least `stream_min_bytes`): the owner checks `length`
     /// bytes at `offset` of the buffer for a read (kind 0) or write (1), holds the buffer, and
@@ -192,9 +195,11 @@ using peer_protocol_actor = caf::typed_actor<
     /// Fallback transport: the owner applies an atomic of `kind` (TransferKind: fetch-add with
     /// `operand` as the addend, or compare-swap of `operand` for `compare`) to the 8-byte word
     /// at `offset` of the buffer (read-write, host memory, the word 8-byte aligned) with one
-    /// CPU atomic, and replies with the word's old value. Errors as for store; invalid_argument
-    /// for a misaligned word, GPU memory or a kind that is not an atomic.
-    caf::replies_to<atomic_atom, BufferRef, uint64_t, uint8_t, uint64_t, uint64_t>::with<uint64_t>,
+    /// CPU atomic, and replies with the word's old value. Errors as for store (`left_ms` as
+    /// there: a late atomic is not applied and answers `timeout`); invalid_argument for a
+    /// misaligned word, GPU memory or a kind that is not an atomic.
+    caf::replies_to<atomic_atom, BufferRef, uint64_t, uint8_t, uint64_t, uint64_t,
+                    uint32_t>::with<uint64_t>,
 
     /// Write notifications, writer to owner, once a write that asked for one (TransferOp::notify)
     /// put its bytes in place: the owner checks the access as for a store of

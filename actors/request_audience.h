@@ -69,6 +69,13 @@ inline constexpr RequestInfo kRequests[] = {
     {notice_atom::get_value(), "notice", Audience::kPeer},
 };
 
+/// The peer requests whose last element is the requester's time left (`uint32_t left_ms`): the
+/// owner's facade puts the request's arrival beside it (detail::OwnerDue, peer_facade.h
+/// invariant 7), and the owner applies none of them after that time.
+constexpr bool carries_time_left(caf::atom_value atom) {
+  return atom == store_atom::get_value() || atom == atomic_atom::get_value();
+}
+
 /// The row of `atom`; null for an atom the manager does not serve.
 constexpr const RequestInfo* find_request(caf::atom_value atom) {
   for (const RequestInfo& r : kRequests)

@@ -4,11 +4,13 @@
 // between nodes (0.10.0: store and notice carry a write receipt, write_receipts.h; 0.11.0: a
 // same-host stream request carries its requester's deadline, "CMS2"/"CMH2"/"CML2",
 // components/stream_protocol.h; 0.12.0: ManagerOptions::stream_min_bytes defaults to 1, and
-// RdmaClient's lanes choose by the manager's rule, actors/transfer/path_choice.h invariant 6).
+// RdmaClient's lanes choose by the manager's rule, actors/transfer/path_choice.h invariant 6;
+// 0.13.0: store and atomic carry the requester's time left, which their owner honours,
+// actors/transfer/chunk_path.h invariant 1).
 #pragma once
 
 namespace caf_rdma {
 
-constexpr const char* kVersion = "0.12.0";
+constexpr const char* kVersion = "0.13.0";
 
 }  // namespace caf_rdma

@@ -173,6 +173,15 @@ struct OrphanCheck {
   uint64_t batch = 0;
 };
 
+/// The facade -> manager, in place of the trailing `left_ms` of a peer's store or atomic: when
+/// the request reached this node (the facade took it) and the time its requester had left
+/// then. The manager applies it only until `arrival + min(left_ms, max_timeout)`
+/// (actors/transfer/chunk_path.h invariant 1).
+struct OwnerDue {
+  std::chrono::steady_clock::time_point arrival;
+  uint32_t left_ms = 0;
+};
+
 /// The internal events, as the manager's fourth interface (audience: its own process only).
 using manager_events_actor = caf::typed_actor<
     caf::reacts_to<OpDone>, caf::reacts_to<FenceDone>, caf::reacts_to<ReceiptLanded>,
@@ -182,7 +191,10 @@ using manager_events_actor = caf::typed_actor<
     caf::reacts_to<DirTimeout>, caf::reacts_to<SetName>, caf::reacts_to<DeviceChanged>,
     caf::reacts_to<ReopenDevice>, caf::reacts_to<StagingFreed>, caf::reacts_to<WindowExpire>,
     caf::reacts_to<WindowRetry>, caf::reacts_to<UseConnector>, caf::reacts_to<Reconnect>,
-    caf::reacts_to<OrphanCheck>, caf::replies_to<GetFacade>::with<caf::actor>>;
+    caf::reacts_to<OrphanCheck>, caf::replies_to<GetFacade>::with<caf::actor>,
+    caf::replies_to<store_atom, BufferRef, uint64_t, ByteChunk, uint64_t, OwnerDue>::with<uint64_t>,
+    caf::replies_to<atomic_atom, BufferRef, uint64_t, uint8_t, uint64_t, uint64_t,
+                    OwnerDue>::with<uint64_t>>;
 
 /// The manager's own handle type: the public interface plus its internal events.
 using manager_impl_actor = rdma_manager_actor::extend_with<manager_events_actor>;
@@ -212,3 +224,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::WindowRetry)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::OrphanCheck)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::UseConnector)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::Reconnect)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(caf_rdma::detail::OwnerDue)

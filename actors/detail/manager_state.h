@@ -29,8 +29,9 @@
 //  8. Device loss: everything on the device is dropped before any reply, RDMA ops in flight fail at
 //     once, peers are told (manager/device_watch.h).
 //  9. Staging: actors/transfer/staged_path.h (its invariants 1-4).
-// 10. A fallback write that fails or times out with store chunks on their way is answered only
-//     once each was answered or timed out: actors/transfer/chunk_path.h (invariant 1).
+// 10. A fallback write or atomic whose deadline passes or which fails with requests on their
+//     way is answered only once each was answered or timed out, by what came back (success,
+//     timeout, or unknown: peer_unavailable): actors/transfer/chunk_path.h (invariant 1).
 // 11. A stream job its owner refused before taking the request moved no byte, so its op moves
 //     in CAF chunks instead: actors/transfer/stream_path.h (invariant 2).
 // 12. Fetch windows: everything a peer node can make this owner hold in fetch answers it has
@@ -55,6 +56,8 @@
 //     (manager/rails.h).
 // 22. Queue pairs accepted from peers are capped per peer node and in all
 //     (manager/qp_handshakes.h).
+// 23. A peer's store or atomic taken up past its arrival plus its requester's time left is
+//     refused, not applied (manager/buffer_table.h).
 #pragma once
 
 #include "actors/detail/manager_tables.h"

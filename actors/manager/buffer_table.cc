@@ -10,6 +10,7 @@
 #include "components/secure_random.h"
 
 #include "actors/detail/manager_state.h"
+#include "actors/op_texts.h"
 #include "actors/transfer_checks.h"
 #include "primitives/log.h"
 
@@ -293,8 +294,27 @@ Result<ByteChunk> BufferTable::fetch_chunk(const BufferRef& ref, uint64_t offset
   return c;
 }
 
+Status BufferTable::in_time(const OwnerDue& due, const std::string& what,
+                            const char* outcome) const {
+  // Invariant 23: until the arrival plus the requester's time left, cut to max_timeout.
+  const auto left = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(due.left_ms),
+                                                        m_.options_.max_timeout);
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(m_.now() - due.arrival);
+  if (waited <= left)
+    return {};
+  return Error(ErrorCode::kTimeout,
+               taken_late_text(what, m_.options_.name, waited.count(), left.count(), outcome));
+}
+
 caf::result<uint64_t> BufferTable::store(const BufferRef& ref, uint64_t offset,
-                                         const ByteChunk& bytes, uint64_t receipt) {
+                                         const ByteChunk& bytes, uint64_t receipt,
+                                         const OwnerDue& due) {
+  if (Status st = in_time(due,
+                          "store of " + std::to_string(bytes.size) + " bytes at offset " +
+                              std::to_string(offset) + " of buffer " + std::to_string(ref.id),
+                          "nothing was stored");
+      !st.ok())
+    return to_caf_error(st.error());
   auto b = owner_access(ref, offset, bytes.size, true);
   if (!b.ok())
     return to_caf_error(b.error());
@@ -334,7 +354,13 @@ Result<uint64_t> BufferTable::apply_atomic(const BufferRef& ref, uint64_t offset
 }
 
 caf::result<uint64_t> BufferTable::atomic(const BufferRef& ref, uint64_t offset, uint8_t kind,
-                                          uint64_t operand, uint64_t compare) {
+                                          uint64_t operand, uint64_t compare, const OwnerDue& due) {
+  if (Status st = in_time(due,
+                          std::string(kind_name(kind)) + " on the word at offset " +
+                              std::to_string(offset) + " of buffer " + std::to_string(ref.id),
+                          "it was not applied");
+      !st.ok())
+    return to_caf_error(st.error());
   auto old = apply_atomic(ref, offset, kind, operand, compare);
   if (!old.ok())
     return to_caf_error(old.error());

@@ -20,8 +20,14 @@
 //     word (__atomic_fetch_add, __atomic_compare_exchange_n, sequentially consistent), after
 //     the same checks as a store of those 8 bytes: so owner-side atomics on one word are atomic
 //     with each other (NOT with NIC atomics on the word: docs/architecture.md, "Atomics").
+// 23. A peer's store or atomic is applied only until its arrival at this node plus the time
+//     its requester had left then (cut to max_timeout: OwnerDue); one taken up later is
+//     refused with `timeout`, nothing stored or applied and no receipt recorded, so the
+//     requester, which waits for the answer up to its deadline plus kRequestBackstop
+//     (actors/transfer/chunk_path.h invariant 1), can say exactly what happened.
 #pragma once
 
+#include "actors/detail/manager_events.h"
 #include "actors/detail/manager_tables.h"
 #include "actors/manager/manager_part.h"
 
@@ -38,18 +44,19 @@ public:
   Result<ByteChunk> fetch_chunk(const BufferRef& ref, uint64_t offset, uint64_t length,
                                 const std::string& requester);
   /// A peer's chunk of a write (the current sender's), after the owner's checks; one of a
-  /// notify write (`receipt` not 0) is recorded for its notice (write_receipts.h).
+  /// notify write (`receipt` not 0) is recorded for its notice (write_receipts.h). Past `due`
+  /// (invariant 23) nothing is stored: `timeout`.
   caf::result<uint64_t> store(const BufferRef& ref, uint64_t offset, const ByteChunk& bytes,
-                              uint64_t receipt);
+                              uint64_t receipt, const OwnerDue& due);
   /// The owner's side of an atomic (a peer's `atomic` request, or a local op): owner_access
   /// for a write of the 8-byte word at `offset`, which must be 8-byte aligned and in host
   /// memory, then the CPU atomic on it (invariant 14). Returns the word's old value.
   Result<uint64_t> apply_atomic(const BufferRef& ref, uint64_t offset, uint8_t kind,
                                 uint64_t operand, uint64_t compare);
   /// apply_atomic for a peer (the `atomic` request: the current sender's), counted as a request
-  /// served (not as bytes).
+  /// served (not as bytes). Past `due` (invariant 23) it is not applied: `timeout`.
   caf::result<uint64_t> atomic(const BufferRef& ref, uint64_t offset, uint8_t kind,
-                               uint64_t operand, uint64_t compare);
+                               uint64_t operand, uint64_t compare, const OwnerDue& due);
   /// The owner's view of a peer's access (after its NIC refused one): ok, or why not.
   TransferOutcome check_access(const BufferRef& ref, uint64_t offset, uint64_t length,
                                uint8_t kind);
@@ -63,6 +70,8 @@ public:
   /// the secret is its own, it is writable for a write, and [offset, offset + length) fits it.
   Result<LocalBuffer*> owner_access(const BufferRef& ref, uint64_t offset, uint64_t length,
                                     bool write);
+  /// Invariant 23: ok while `due` has not passed, else `timeout` naming `what` and `outcome`.
+  Status in_time(const OwnerDue& due, const std::string& what, const char* outcome) const;
   /// A zero-copy store chunk's hold on local buffer `id` ended (ChunkSent).
   void chunk_sent(uint64_t id);
   void buffer_done(uint64_t id);

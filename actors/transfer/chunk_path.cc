@@ -34,6 +34,13 @@ std::chrono::milliseconds ChunkPath::chunk_timeout(OpId id) const {
   return left + kRequestBackstop;  // never more than request_timeout(t)
 }
 
+uint32_t ChunkPath::left_ms(OpId id) const {
+  // Rounded up, and at least 1: the owner never refuses a request before its deadline.
+  const auto left = m_.transfers_.at(id.ticket).due - m_.now();
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+  return static_cast<uint32_t>(std::clamp<int64_t>(ms, 1, UINT32_MAX));
+}
+
 void ChunkPath::pump(OpId id) {
   OpRecord* o = m_.op_record(id);
   auto it = ops_.find(id);
@@ -51,7 +58,8 @@ void ChunkPath::pump(OpId id) {
   const bool is_read = o->is_read();
   Peer& owner = m_.peers_.at(o->peer);
   const ManagerOptions& opt = m_.options_;
-  while (!c.error && c.in_flight < opt.fallback_window && c.next_offset < o->length) {
+  while (!c.error && !c.past_due && c.in_flight < opt.fallback_window &&
+         c.next_offset < o->length) {
     const uint64_t off = c.next_offset;
     const uint64_t n = std::min<uint64_t>(opt.fallback_chunk_bytes, o->length - off);
     // Invariant 2: reads ask an owner for at most a window of answers at once; more wait here,
@@ -140,7 +148,7 @@ void ChunkPath::send_store(OpId id, uint64_t off, uint64_t n) {
     o.receipt = m_.receipts.next_chunk_receipt();
   m_.peer_table
       .peer_request(op.remote.owner, chunk_timeout(id), store_atom::value, ref_of(op.remote),
-                    op.remote_offset + off, std::move(bytes), o.receipt)
+                    op.remote_offset + off, std::move(bytes), o.receipt, left_ms(id))
       .then([this, id](uint64_t stored) { chunk_done(id, stored); },
             [this, id](caf::error& err) { chunk_failed(id, err); });
 }
@@ -149,14 +157,14 @@ void ChunkPath::ask_atomic(OpId id) {
   const TransferOp& op = m_.op_record(id)->op;
   m_.peer_table
       .peer_request(op.remote.owner, chunk_timeout(id), atomic_atom::value, ref_of(op.remote),
-                    op.remote_offset, op.kind, op.operand, op.compare)
+                    op.remote_offset, op.kind, op.operand, op.compare, left_ms(id))
       .then(
           [this, id](uint64_t old) {
             const OpRecord* o = m_.op_record(id);
             auto it = ops_.find(id);
             if (o == nullptr || it == ops_.end())
               return;
-            if (!it->second.error) {  // not failed or timed out meanwhile: the old value lands
+            if (!it->second.error) {  // applied, even past the deadline: the old value lands
               Status st = m_.buffer_table.copy_in(m_.buffers_.at(o->op.local.id),
                                                   o->op.local_offset, &old, kAtomicBytes);
               if (!st.ok())
@@ -175,9 +183,9 @@ void ChunkPath::chunk_done(OpId id, uint64_t bytes) {
   ChunkOp& c = it->second;
   --c.in_flight;
   c.bytes_done += bytes;
-  if (c.error) {  // failed or timed out: answered once no chunk is on its way (invariant 1)
+  if (c.error || c.past_due) {  // answered once no request is on its way (invariant 1)
     if (c.in_flight == 0)
-      m_.finish_op(id, *c.error);
+      settle(id, c);
     return;
   }
   if (c.bytes_done >= o->length)
@@ -196,6 +204,14 @@ void ChunkPath::chunk_failed(OpId id, const caf::error& err) {
     out.message = fallback_failed_text(o->op, out.message);
   if (o->is_read())  // late data of a failed read is dropped: nothing to wait for
     return m_.finish_op(id, std::move(out));
+  if (err == caf::sec::request_timeout) {  // no answer by the deadline plus the backstop
+    ChunkOp& c = it->second;
+    --c.in_flight;
+    ++c.unanswered;
+    if (c.in_flight == 0)
+      settle(id, c);
+    return;
+  }
   write_chunk_failed(id, it->second, std::move(out));
 }
 
@@ -204,7 +220,31 @@ void ChunkPath::write_chunk_failed(OpId id, ChunkOp& c, TransferOutcome out) {
   if (!c.error)
     c.error = std::move(out);
   if (c.in_flight == 0)
-    m_.finish_op(id, *c.error);
+    settle(id, c);
+}
+
+void ChunkPath::settle(OpId id, const ChunkOp& c) {
+  const OpRecord& o = *m_.op_record(id);
+  TransferOutcome out;
+  if (c.unanswered > 0) {  // some may still be applied: nobody can say what landed
+    out.code = static_cast<uint8_t>(ErrorCode::kPeerUnavailable);
+    out.message = chunks_unknown_text(o.op, o.length, c.unanswered, kRequestBackstop) +
+                  (c.error ? "; the owner's other answer: " + c.error->message : "");
+  } else if (c.error &&
+             !(c.past_due && c.error->code == static_cast<uint8_t>(ErrorCode::kTimeout))) {
+    out = *c.error;  // the first error (an owner's late refusal is said below)
+  } else if (c.bytes_done >= o.length) {
+    out = TransferOutcome{};  // every request took effect, some after the deadline
+  } else {                    // past the deadline, and every request answered: what landed is known
+    const std::string why = c.error ? ": " + c.error->message : "";
+    out = m_.timed_out(id, is_atomic(o.op) ? why
+                                           : "; " + std::to_string(c.bytes_done) + " of its " +
+                                                 std::to_string(o.length) +
+                                                 " bytes were stored, and none of the rest "
+                                                 "will be" +
+                                                 why);
+  }
+  m_.finish_op(id, std::move(out));
 }
 
 void ChunkPath::fetch_answered(const caf::actor_addr& key, uint64_t charge, uint64_t link) {
@@ -232,10 +272,9 @@ bool ChunkPath::deadline(OpId id, DeadlineStage stage) {
   const OpRecord* o = m_.op_record(id);
   auto it = ops_.find(id);
   if (o != nullptr && it != ops_.end() && it->second.in_flight > 0 && !o->is_read()) {
-    // Invariant 1: store chunks on their way: the reply waits for their answers (each bounded
-    // by the deadline plus the backstop), so none is applied after it.
-    if (!it->second.error)
-      it->second.error = m_.timed_out(id, "");
+    // Invariant 1: requests on their way: the reply waits for their answers (each bounded by
+    // the deadline plus the backstop) and says what they did; no more are sent.
+    it->second.past_due = true;
     return false;
   }
   return TransferPath::deadline(id, stage);

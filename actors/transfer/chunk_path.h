@@ -4,19 +4,26 @@
 // until the message carrying it was sent (ChunkSent).
 //
 // Invariants:
-//  1. Manager invariant 10: a write that fails or times out with chunks on their way is
-//     answered only once each of them was answered by its owner or timed out (by the deadline
-//     plus kRequestBackstop), so the owner applies none of them after the reply. A failed read
-//     drops late data.
+//  1. Manager invariant 10: every store and atomic carries the time its op has left (rounded
+//     up), and its owner applies none past its arrival plus that time (manager/buffer_table.h
+//     invariant 23). A write or atomic whose deadline passes, or which fails, with requests on
+//     its way sends no more and is answered once each of them was answered or timed out (by
+//     the deadline plus kRequestBackstop), by what they did:
+//       - every byte stored (the atomic applied): success, even past the deadline (a notify
+//         write's notice is then not sent: manager/write_notices.h invariant 16);
+//       - one got no answer: peer_unavailable, saying that whether the op took effect is
+//         unknown (never timeout: it may still be applied);
+//       - otherwise the first error, or past the deadline `timeout` saying how many bytes were
+//         stored (none of the rest will be).
+//     A failed or timed-out read drops late data.
 //  2. Manager invariant 12, requester side: the fetches asked of one owner and not yet
 //     answered stay within peer_window_bytes (each charged at least kWindowMinCharge); reads
 //     beyond wait in the owner's Peer::fetch_queue and ask more as answers come back. Answers
 //     to fetches asked over a link lost since release nothing (Peer::link).
 //  3. Every chunk of a read is checked for its size before it is copied in.
 //  4. An atomic is one `atomic` request to its owner (who applies it with a CPU atomic), never
-//     chunks; its old value is copied into the local range when the answer comes. Like a
-//     write's chunks (invariant 1), a request on its way holds the reply until it is answered
-//     or timed out, so the owner never applies it after the reply.
+//     chunks; its old value is copied into the local range when the answer comes, even past
+//     the deadline (invariant 1: the reply waits for it and then says it was applied).
 #pragma once
 
 #include <chrono>
@@ -46,8 +53,12 @@ private:
     uint64_t bytes_done = 0;
     uint32_t in_flight = 0;
     bool fetch_queued = false;  ///< in its owner's Peer::fetch_queue (invariant 2)
-    /// The first error (or the timeout) of a write with chunks still on their way
-    /// (invariant 1).
+    /// Its deadline passed with requests on their way: no more are sent (invariant 1).
+    bool past_due = false;
+    /// Requests CAF timed out (no answer by the deadline plus the backstop): whether they took
+    /// effect is unknown.
+    uint32_t unanswered = 0;
+    /// The first error of a write or atomic with requests still on their way (invariant 1).
     std::optional<TransferOutcome> error;
   };
 
@@ -63,6 +74,12 @@ private:
   void chunk_failed(OpId id, const caf::error& err);
   /// A write chunk failed or never left: the op fails once none of its chunks is on its way.
   void write_chunk_failed(OpId id, ChunkOp& c, TransferOutcome out);
+  /// Invariant 1: the answer of a write or atomic that failed or passed its deadline, once no
+  /// request of it is on its way.
+  void settle(OpId id, const ChunkOp& c);
+  /// The time the op has left, in whole milliseconds rounded up (at least 1): what its
+  /// requests tell their owner (invariant 1).
+  uint32_t left_ms(OpId id) const;
   /// A fetch of `charge` asked of peer `key` over link `link` was answered or failed: reads
   /// waiting for that owner's window ask more (invariant 2).
   void fetch_answered(const caf::actor_addr& key, uint64_t charge, uint64_t link);

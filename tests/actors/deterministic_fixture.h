@@ -16,7 +16,9 @@
 //   the manager sends it (fetch, store, read_ack, buf_check, ...) and answers none until told:
 //   `answer(i)` serves request i (a fetch from its memory, a store into it, a read_ack's echo),
 //   `fail(i, err)` answers with an error, `kill()` ends it. It can also ask the manager for
-//   fetches, as a peer node does (`fetch`), and records the answers.
+//   fetches, as a peer node does (`fetch`), or send it any sealed request whose answer is a
+//   uint64_t (`ask`: store, atomic), and records the answers. It applies the atomics the
+//   manager asks of it (fetch-add, compare-swap on its memory's word) when told to answer.
 // - `self`: a scoped actor of node A, the application. `ask<T>(dest, xs...)` sends a request
 //   (no CAF timeout: only the manager's own deadlines end it); `reply(p)` is its answer if it
 //   came, without waiting; `quiet()` says that nothing else is in the application's mailbox (no
@@ -67,6 +69,7 @@ using namespace std::chrono_literals;
 using fake_answer_atom = caf::atom_constant<caf::atom("fk_answer")>;
 using fake_fail_atom = caf::atom_constant<caf::atom("fk_fail")>;
 using fake_fetch_atom = caf::atom_constant<caf::atom("fk_fetch")>;
+using fake_ask_atom = caf::atom_constant<caf::atom("fk_ask")>;
 
 /// The id of the one buffer a FakePeer owns.
 constexpr uint64_t kFakeBufferId = 7;
@@ -92,6 +95,9 @@ struct PeerAsk {
   uint64_t length = 0;         ///< fetch, buf_check: the length asked; store: the chunk's size
   std::vector<uint8_t> bytes;  ///< store: the chunk (applied to `memory` when answered)
   uint64_t token = 0;          ///< read_ack
+  uint32_t left_ms = 0;        ///< store, atomic: the time its requester had left
+  uint8_t atomic_kind = 0;     ///< atomic: TransferKind (fetch-add, compare-swap)
+  uint64_t operand = 0, compare = 0;  ///< atomic
   bool answered = false;
   caf::response_promise rp;
   PeerNonce nonce;
@@ -110,6 +116,8 @@ struct FakePeerLog {
   uint64_t secret_hi = 0, secret_lo = 0;
   std::vector<PeerAsk> asked;
   std::map<uint64_t, FetchAnswer> fetched;  ///< by the tag of its own fetch (FakePeer::fetch)
+  /// By the tag of its own request (FakePeer::ask): the uint64_t answer, or the error.
+  std::map<uint64_t, caf::expected<uint64_t>> asked_answers;
 
   /// Indexes in `asked` of the requests of `kind` (not yet answered only, with `open`).
   std::vector<size_t> of(caf::atom_value kind, bool open = false) const {
@@ -144,13 +152,27 @@ inline caf::behavior fake_peer(caf::event_based_actor* self,
         return hold(std::move(a), n);
       },
       [=](store_atom, const BufferRef& ref, uint64_t offset, const ByteChunk& c, uint64_t,
-          const PeerNonce& n) {
+          uint32_t left_ms, const PeerNonce& n) {
         PeerAsk a;
         a.kind = store_atom::value;
         a.ref = ref;
         a.offset = offset;
         a.length = c.size;
+        a.left_ms = left_ms;
         a.bytes.assign(c.data, c.data + c.size);  // the chunk's message (and pin) goes now
+        return hold(std::move(a), n);
+      },
+      [=](atomic_atom, const BufferRef& ref, uint64_t offset, uint8_t kind, uint64_t operand,
+          uint64_t compare, uint32_t left_ms, const PeerNonce& n) {
+        PeerAsk a;
+        a.kind = atomic_atom::value;
+        a.ref = ref;
+        a.offset = offset;
+        a.length = 8;
+        a.atomic_kind = kind;
+        a.operand = operand;
+        a.compare = compare;
+        a.left_ms = left_ms;
         return hold(std::move(a), n);
       },
       [=](read_ack_atom, uint64_t token, const PeerNonce& n) {
@@ -188,6 +210,15 @@ inline caf::behavior fake_peer(caf::event_based_actor* self,
             return a.rp.deliver(make_rdma_error(ErrorCode::kOutOfBounds, "fake store"), a.nonce);
           std::memcpy(log->memory.data() + a.offset, a.bytes.data(), a.bytes.size());
           a.rp.deliver(uint64_t{a.bytes.size()}, a.nonce);
+        } else if (a.kind == atomic_atom::value) {
+          if (!fits(a.offset, 8))
+            return a.rp.deliver(make_rdma_error(ErrorCode::kOutOfBounds, "fake atomic"), a.nonce);
+          uint64_t old = 0;
+          std::memcpy(&old, log->memory.data() + a.offset, 8);
+          const bool add = a.atomic_kind == wire_kind(TransferKind::kFetchAdd);
+          const uint64_t now = add ? old + a.operand : (old == a.compare ? a.operand : old);
+          std::memcpy(log->memory.data() + a.offset, &now, 8);
+          a.rp.deliver(old, a.nonce);
         } else if (a.kind == read_ack_atom::value) {
           a.rp.deliver(a.token, a.nonce);
         } else if (a.kind == buf_check_atom::value) {
@@ -202,6 +233,30 @@ inline caf::behavior fake_peer(caf::event_based_actor* self,
           return;
         log->asked[i].answered = true;
         log->asked[i].rp.deliver(std::move(err), log->asked[i].nonce);
+      },
+      [=](fake_ask_atom, uint64_t tag, const caf::actor& dest, caf::message& msg) {
+        // Sealed as a peer's facade seals it; the answer counts only with the nonce back.
+        PeerNonce nonce;
+        secure_random(&nonce, sizeof(nonce));
+        auto h =
+            self->request(dest, caf::infinite, caf::message::concat(msg, caf::make_message(nonce)));
+        auto same = [nonce](const PeerNonce& n) { return n.hi == nonce.hi && n.lo == nonce.lo; };
+        self->add_multiplexed_response_handler(
+            h.id(),
+            caf::behavior{
+                [=](uint64_t v, PeerNonce& n) {
+                  log->asked_answers.insert_or_assign(
+                      tag, caf::expected<uint64_t>(
+                               same(n) ? caf::expected<uint64_t>(v)
+                                       : make_rdma_error(ErrorCode::kInternal, "unsealed answer")));
+                },
+                [=](caf::error& e, PeerNonce&) {
+                  log->asked_answers.insert_or_assign(tag, caf::expected<uint64_t>(std::move(e)));
+                },
+                [=](caf::error& e) {
+                  log->asked_answers.insert_or_assign(tag, caf::expected<uint64_t>(std::move(e)));
+                },
+            });
       },
       [=](fake_fetch_atom, uint64_t tag, const caf::actor& dest, const BufferRef& ref,
           uint64_t offset, uint64_t length) {
@@ -268,6 +323,13 @@ public:
   void fetch(uint64_t tag, const caf::actor& dest, const BufferRef& ref, uint64_t offset,
              uint64_t length) {
     caf::anon_send(actor_, fake_fetch_atom::value, tag, dest, ref, offset, length);
+  }
+  /// Sends `dest` (a manager's facade) the request `xs...` (a store or atomic: its answer is a
+  /// uint64_t), sealed, as a peer node; the answer lands in log().asked_answers[tag].
+  template <class... Ts>
+  void ask(uint64_t tag, const caf::actor& dest, Ts&&... xs) {
+    caf::anon_send(actor_, fake_ask_atom::value, tag, dest,
+                   caf::make_message(std::forward<Ts>(xs)...));
   }
   void kill() { caf::anon_send_exit(actor_, caf::exit_reason::kill); }
 
@@ -366,6 +428,23 @@ protected:
         ++n;
     }
     return n;
+  }
+
+  /// run_jobs, except the manager's own: what reaches it waits in its mailbox (its facade and
+  /// everything else run).
+  size_t run_jobs_holding_manager() {
+    auto* held = dynamic_cast<caf::resumable*>(caf::actor_cast<caf::abstract_actor*>(manager_));
+    auto others = [held](caf::resumable* r) { return r != held; };
+    size_t n = 0;
+    for (size_t k = 1; k > 0; n += k)
+      k = sched_.run_jobs_filtered(others) + peer_sched_.run_jobs_filtered(others);
+    return n;
+  }
+  /// advance, holding the manager (run_jobs_holding_manager).
+  void advance_holding_manager(caf::timespan d) {
+    sched_.advance_time(d);
+    peer_sched_.advance_time(d);
+    run_jobs_holding_manager();
   }
 
   /// Handles one message (node A's first); false when none is waiting.

@@ -127,7 +127,7 @@ caf::behavior refusing_owner(caf::event_based_actor* self, uint64_t bad_offset,
                              const std::shared_ptr<std::atomic<int>>& chunks) {
   auto held = std::make_shared<std::vector<std::pair<caf::response_promise, PeerNonce>>>();
   return {
-      [=](store_atom, const BufferRef&, uint64_t offset, const ByteChunk& c, uint64_t,
+      [=](store_atom, const BufferRef&, uint64_t offset, const ByteChunk& c, uint64_t, uint32_t,
           const PeerNonce& n) -> caf::result<caf::message> {
         ++*chunks;
         if (offset == bad_offset)

@@ -283,7 +283,7 @@ inline caf::behavior silent(caf::event_based_actor*) {
   return {[never](fetch_atom, const BufferRef&, uint64_t, uint64_t, const PeerNonce&) {
             return never();
           },
-          [never](store_atom, const BufferRef&, uint64_t, const ByteChunk&, uint64_t,
+          [never](store_atom, const BufferRef&, uint64_t, const ByteChunk&, uint64_t, uint32_t,
                   const PeerNonce&) { return never(); },
           [never](qp_connect_atom, const QpInfoMsg&, const PeerNonce&) { return never(); }};
 }

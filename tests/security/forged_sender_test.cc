@@ -552,9 +552,10 @@ TEST_F(ForgedSenderTest, InventedNodeIdsHoldAtMostTheIndirectShareOfNotices) {
       secure_random(&nonce, sizeof(nonce));
       ByteChunk zeros = ByteChunk::allocate(8);
       std::memset(zeros.owned.get(), 0, 8);
-      ASSERT_TRUE(c->send_routed(
-          fake, 4242, c->published_actor(), caf::make_message_id(mid++),
-          caf::make_message(store_atom::value, ref, uint64_t{0}, zeros, i + 1, nonce), &err))
+      ASSERT_TRUE(c->send_routed(fake, 4242, c->published_actor(), caf::make_message_id(mid++),
+                                 caf::make_message(store_atom::value, ref, uint64_t{0}, zeros,
+                                                   i + 1, uint32_t{60000}, nonce),
+                                 &err))
           << err;
       secure_random(&nonce, sizeof(nonce));
       ASSERT_TRUE(

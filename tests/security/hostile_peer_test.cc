@@ -35,6 +35,9 @@
 namespace caf_rdma::testing {
 namespace {
 
+/// The time left a store or atomic of these tests carries (the victim honours it).
+constexpr uint32_t kLeft = 10000;
+
 using Clock = std::chrono::steady_clock;
 
 /// What a stream status read gave: the read's error, the status's error, or "ok".
@@ -251,7 +254,7 @@ TEST_F(HostilePeerTest, BufferIdsAreNotCredentials) {
         << error_message(f.error());
     ByteChunk junk = ByteChunk::allocate(16);
     std::memset(junk.owned.get(), 0xEE, 16);
-    auto s = peer_ask<uint64_t>(store_atom::value, guess, uint64_t{0}, junk, uint64_t{0});
+    auto s = peer_ask<uint64_t>(store_atom::value, guess, uint64_t{0}, junk, uint64_t{0}, kLeft);
     ASSERT_FALSE(s);
     auto c = peer_ask<uint64_t>(buf_sum_atom::value, guess, uint64_t{0}, uint64_t{16});
     ASSERT_FALSE(c);
@@ -358,7 +361,7 @@ TEST_F(HostilePeerTest, HugeFetchesAndChunksAreRefusedAndTheNodeKeepsServing) {
   // Dropped before it is read: no answer comes (10 s, as long as the victim may take).
   auto stored =
       sealed_request<uint64_t>(*self_, proxy_, std::chrono::seconds(10), store_atom::value,
-                               ref_of(h), uint64_t{0}, huge, uint64_t{0});
+                               ref_of(h), uint64_t{0}, huge, uint64_t{0}, kLeft);
   EXPECT_FALSE(stored) << "an oversized chunk was stored";
   for (uint64_t i = 0; i < 4096; ++i)
     ASSERT_EQ(m.bytes[i], pattern(i, 3)) << "byte " << i;
@@ -420,7 +423,7 @@ TEST_F(HostilePeerTest, WriteNoticesFromAPeerAreCheckedByTheOwner) {
   auto store = [&](uint64_t offset, uint64_t length, uint64_t receipt) {
     ByteChunk c = ByteChunk::allocate(length);
     std::memcpy(c.owned.get(), m.bytes.data() + offset, length);
-    return peer_ask<uint64_t>(store_atom::value, ref_of(h), offset, c, receipt);
+    return peer_ask<uint64_t>(store_atom::value, ref_of(h), offset, c, receipt, kLeft);
   };
   EXPECT_DENIED(notice(almost, 0, 8, 1, 1, liar));
   auto r1 = notice(ref_of(*hro), 0, 8, 1, 1, liar);
@@ -478,24 +481,24 @@ TEST_F(HostilePeerTest, AtomicsFromAPeerAreCheckedByTheOwner) {
   ASSERT_TRUE(hro) << error_message(hro.error());
   const auto add = wire_kind(TransferKind::kFetchAdd);
   BufferRef guess{h.id, 0, 0};
-  EXPECT_DENIED(
-      peer_ask<uint64_t>(atomic_atom::value, guess, uint64_t{0}, add, uint64_t{1}, uint64_t{0}));
+  EXPECT_DENIED(peer_ask<uint64_t>(atomic_atom::value, guess, uint64_t{0}, add, uint64_t{1},
+                                   uint64_t{0}, kLeft));
   BufferRef almost = ref_of(h);
   almost.secret_hi ^= 1;
-  EXPECT_DENIED(
-      peer_ask<uint64_t>(atomic_atom::value, almost, uint64_t{0}, add, uint64_t{1}, uint64_t{0}));
+  EXPECT_DENIED(peer_ask<uint64_t>(atomic_atom::value, almost, uint64_t{0}, add, uint64_t{1},
+                                   uint64_t{0}, kLeft));
   auto read_only = peer_ask<uint64_t>(atomic_atom::value, ref_of(*hro), uint64_t{0}, add,
-                                      uint64_t{1}, uint64_t{0});
+                                      uint64_t{1}, uint64_t{0}, kLeft);
   EXPECT_RDMA_ERROR(read_only, ErrorCode::kInvalidArgument, "read-only");
-  auto misaligned =
-      peer_ask<uint64_t>(atomic_atom::value, ref_of(h), uint64_t{4}, add, uint64_t{1}, uint64_t{0});
+  auto misaligned = peer_ask<uint64_t>(atomic_atom::value, ref_of(h), uint64_t{4}, add, uint64_t{1},
+                                       uint64_t{0}, kLeft);
   EXPECT_RDMA_ERROR(misaligned, ErrorCode::kInvalidArgument, "misaligned", "offset 4");
   auto past = peer_ask<uint64_t>(atomic_atom::value, ref_of(h), uint64_t{60}, add, uint64_t{1},
-                                 uint64_t{0});
+                                 uint64_t{0}, kLeft);
   EXPECT_RDMA_ERROR(past, ErrorCode::kOutOfBounds, "does not fit buffer");
   for (uint8_t kind : {uint8_t{0}, uint8_t{1}, uint8_t{9}}) {
     auto wrong = peer_ask<uint64_t>(atomic_atom::value, ref_of(h), uint64_t{0}, kind, uint64_t{1},
-                                    uint64_t{0});
+                                    uint64_t{0}, kLeft);
     EXPECT_RDMA_ERROR(wrong, ErrorCode::kInvalidArgument, "neither fetch-add (2) nor compare-swap");
   }
   for (uint64_t i = 0; i < 64; ++i) {
@@ -505,8 +508,8 @@ TEST_F(HostilePeerTest, AtomicsFromAPeerAreCheckedByTheOwner) {
   // With the handle: served, the old value returned, only that word changed.
   uint64_t before = 0;
   std::memcpy(&before, m.bytes.data() + 8, 8);
-  auto ok =
-      peer_ask<uint64_t>(atomic_atom::value, ref_of(h), uint64_t{8}, add, uint64_t{3}, uint64_t{0});
+  auto ok = peer_ask<uint64_t>(atomic_atom::value, ref_of(h), uint64_t{8}, add, uint64_t{3},
+                               uint64_t{0}, kLeft);
   ASSERT_TRUE(ok) << error_message(ok.error());
   EXPECT_EQ(*ok, before);
   uint64_t after = 0;
@@ -531,7 +534,7 @@ TEST_F(HostilePeerTest, AccessesEndingOneBytePastTheBufferAreRefused) {
   two.owned[0] = two.owned[1] = 0xAB;
   auto f = peer_ask<ByteChunk>(fetch_atom::value, ref_of(h), kSize - 16, uint64_t{17});
   EXPECT_RDMA_ERROR(f, ErrorCode::kOutOfBounds, "does not fit buffer");
-  auto s = peer_ask<uint64_t>(store_atom::value, ref_of(h), kSize - 1, two, uint64_t{0});
+  auto s = peer_ask<uint64_t>(store_atom::value, ref_of(h), kSize - 1, two, uint64_t{0}, kLeft);
   EXPECT_RDMA_ERROR(s, ErrorCode::kOutOfBounds, "does not fit buffer");
   auto g = peer_ask<StreamGrantMsg>(stream_grant_atom::value, ref_of(h), uint64_t{1}, kSize,
                                     uint8_t{1}, uint32_t{1000});
@@ -548,7 +551,8 @@ TEST_F(HostilePeerTest, AccessesEndingOneBytePastTheBufferAreRefused) {
   ASSERT_EQ(last->size, 16u);
   for (uint64_t i = 0; i < 16; ++i)
     EXPECT_EQ(last->data[i], pattern(kSize - 16 + i, 12)) << "byte " << i;
-  auto stored = peer_ask<uint64_t>(store_atom::value, ref_of(h), kSize - 2, two, uint64_t{0});
+  auto stored =
+      peer_ask<uint64_t>(store_atom::value, ref_of(h), kSize - 2, two, uint64_t{0}, kLeft);
   ASSERT_TRUE(stored) << error_message(stored.error());
   EXPECT_EQ(*stored, 2u);
   for (uint64_t i = 0; i < kSize - 2; ++i)

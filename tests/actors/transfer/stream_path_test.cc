@@ -197,10 +197,17 @@ using slow_go_atom = caf::atom_constant<caf::atom("slowgo")>;
 caf::behavior slow_owner(caf::event_based_actor* self, std::chrono::milliseconds delay,
                          const std::shared_ptr<std::atomic<int64_t>>& answered_at) {
   // Each chunk comes sealed (actors/peer_facade.h, invariant 6): the answer carries the seal.
-  auto waiting = std::make_shared<std::vector<std::pair<caf::response_promise, PeerNonce>>>();
+  struct Waiting {
+    caf::response_promise rp;
+    PeerNonce nonce;
+    uint64_t size;
+    uint32_t left_ms;
+  };
+  auto waiting = std::make_shared<std::vector<Waiting>>();
   return {
-      [=](store_atom, const BufferRef&, uint64_t, const ByteChunk&, uint64_t, const PeerNonce& n) {
-        waiting->emplace_back(self->make_response_promise(), n);
+      [=](store_atom, const BufferRef&, uint64_t, const ByteChunk& c, uint64_t, uint32_t left_ms,
+          const PeerNonce& n) {
+        waiting->emplace_back(Waiting{self->make_response_promise(), n, c.size, left_ms});
         self->delayed_send(self, delay, slow_go_atom::value);
         return caf::delegated<caf::message>();
       },
@@ -208,7 +215,14 @@ caf::behavior slow_owner(caf::event_based_actor* self, std::chrono::milliseconds
         if (waiting->empty())
           return;
         answered_at->store(std::chrono::steady_clock::now().time_since_epoch().count());
-        waiting->front().first.deliver(uint64_t{0}, waiting->front().second);
+        Waiting& w = waiting->front();
+        // As an owner does (buffer_table.h invariant 23): a chunk taken up past the time its
+        // writer had left is refused, not stored.
+        if (delay.count() > w.left_ms)
+          w.rp.deliver(make_rdma_error(ErrorCode::kTimeout, "taken up late by the slow owner"),
+                       w.nonce);
+        else
+          w.rp.deliver(w.size, w.nonce);
         waiting->erase(waiting->begin());
       },
   };
@@ -397,7 +411,7 @@ caf::behavior refusing_owner(caf::event_based_actor*, uint16_t port, Memory* mem
       [=](fetch_atom, const BufferRef&, uint64_t offset, uint64_t length, const PeerNonce& n) {
         return caf::make_message(ByteChunk::copy_of(mem->bytes.data() + offset, length), n);
       },
-      [=](store_atom, const BufferRef&, uint64_t offset, const ByteChunk& bytes, uint64_t,
+      [=](store_atom, const BufferRef&, uint64_t offset, const ByteChunk& bytes, uint64_t, uint32_t,
           const PeerNonce& n) {
         std::memcpy(mem->bytes.data() + offset, bytes.data, bytes.size);
         return caf::make_message(bytes.size, n);
