@@ -72,10 +72,12 @@ std::string fallback_failed_text(const TransferOp& op, const std::string& why) {
 }
 
 std::string taken_late_text(const std::string& what, const std::string& owner, uint64_t waited_ms,
-                            uint64_t left_ms, const char* outcome) {
+                            uint64_t left_ms, bool capped, const char* outcome) {
   return what + " refused by " + owner + ": taken up " + std::to_string(waited_ms) +
-         " ms after it reached " + owner + ", past the " + std::to_string(left_ms) +
-         " ms its requester had left then; " + outcome;
+         " ms after it reached " + owner + ", past " +
+         (capped ? owner + "'s max_timeout of " + std::to_string(left_ms) + " ms"
+                 : "the " + std::to_string(left_ms) + " ms its requester had left then") +
+         "; " + outcome;
 }
 
 std::string chunks_unknown_text(const TransferOp& op, uint64_t length, uint32_t unanswered,
@@ -86,6 +88,21 @@ std::string chunks_unknown_text(const TransferOp& op, uint64_t length, uint32_t 
          " of its requests got no answer from the owner within " + std::to_string(grace.count()) +
          " ms past its deadline (the owner refuses each once the time left it carried has "
          "passed after it arrived there)";
+}
+
+std::string stored_text(uint64_t stored, uint64_t length) {
+  return std::to_string(stored) + " of its " + std::to_string(length) +
+         " bytes were stored, and none of the rest will be";
+}
+
+std::string atomic_applied_text(const TransferOp& op, uint64_t old, const std::string& why) {
+  return std::string(kind_name(op.kind)) + " applied by the owner of " + describe(op.remote) +
+         " (the word held " + std::to_string(old) + "), but its old value did not land: " + why;
+}
+
+std::string link_lost_unknown_text() {
+  return "; whether what was on its way took effect is unknown: its owner may still apply it "
+         "until the time left it carried has passed";
 }
 
 std::string owner_refused_text(const TransferOp& op, const std::string& why) {

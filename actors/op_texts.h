@@ -53,15 +53,26 @@ std::string stream_timed_out_text(const TransferOp& op, uint64_t length, uint32_
 std::string fallback_failed_text(const TransferOp& op, const std::string& why);
 
 /// "WHAT refused by OWNER: taken up W ms after it reached OWNER, past the L ms its requester
-/// had left then; OUTCOME": a store or atomic its owner took up too late
+/// had left then (`capped`: past OWNER's max_timeout of L ms); OUTCOME": a store or atomic its
+/// owner took up too late
 /// (manager/buffer_table.h invariant 23).
 std::string taken_late_text(const std::string& what, const std::string& owner, uint64_t waited_ms,
-                            uint64_t left_ms, const char* outcome);
+                            uint64_t left_ms, bool capped, const char* outcome);
 /// "whether KIND of N bytes between A and B took effect is unknown: K of its requests got no
 /// answer from its owner within T ms past its deadline; ...": a write or atomic in CAF chunks
 /// whose owner did not answer (actors/transfer/chunk_path.h invariant 1).
 std::string chunks_unknown_text(const TransferOp& op, uint64_t length, uint32_t unanswered,
                                 std::chrono::milliseconds grace);
+
+/// "B of its N bytes were stored, and none of the rest will be" (not necessarily the first B:
+/// chunks may be answered in any order): a chunked write's end (actors/transfer/chunk_path.h
+/// invariant 1).
+std::string stored_text(uint64_t stored, uint64_t length);
+/// "KIND applied by the owner of REMOTE (the word held V), but its old value did not land: WHY".
+std::string atomic_applied_text(const TransferOp& op, uint64_t old, const std::string& why);
+/// "; whether what was on its way took effect is unknown: its owner may still apply it until
+/// the time left it carried has passed": a chunked write or atomic whose link was lost.
+std::string link_lost_unknown_text();
 
 /// "KIND refused by the owner of REMOTE: WHY" (the owner's own reason).
 std::string owner_refused_text(const TransferOp& op, const std::string& why);

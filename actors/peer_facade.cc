@@ -16,6 +16,7 @@
 #include "actors/rdma_errors.h"
 #include "actors/rdma_messages.h"
 #include "actors/request_audience.h"
+#include "actors/version.h"
 #include "components/secure_random.h"
 
 namespace caf_rdma::detail {
@@ -301,7 +302,8 @@ caf::behavior PeerFacade::make_behavior() {
         return refuse(ErrorCode::kInvalidArgument,
                       "the RDMA manager of " + *node + " serves no '" +
                           caf::to_string(m.get_as<caf::atom_value>(0)) +
-                          "' request of this shape: " + caf::to_string(m));
+                          "' request of this shape: " + caf::to_string(m) + " (it runs caf-rdma " +
+                          kVersion + "; a node of another version may send other shapes)");
       case Kind::kPeer:
         // From another node (a proxy, or an actor of another actor system of this process).
         // What claims this node is a forged routed message or handshake: no manager of ours

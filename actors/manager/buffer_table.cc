@@ -303,7 +303,8 @@ Status BufferTable::in_time(const OwnerDue& due, const std::string& what,
   if (waited <= left)
     return {};
   return Error(ErrorCode::kTimeout,
-               taken_late_text(what, m_.options_.name, waited.count(), left.count(), outcome));
+               taken_late_text(what, m_.options_.name, waited.count(), left.count(),
+                               left < std::chrono::milliseconds(due.left_ms), outcome));
 }
 
 caf::result<uint64_t> BufferTable::store(const BufferRef& ref, uint64_t offset,

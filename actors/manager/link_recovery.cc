@@ -86,8 +86,16 @@ void LinkRecovery::cut_off(const caf::actor_addr& key, Peer& p, const caf::error
         continue;
       victims.push_back(OpId{ticket, i});
     }
-  for (OpId id : victims)
-    m_.fail_op(id, err);
+  for (OpId id : victims) {
+    if (!m_.chunks_.requests_out(id)) {
+      m_.fail_op(id, err);
+      continue;
+    }
+    // chunk_path.h invariant 1: stores or an atomic in the owner's mailbox may still be applied.
+    TransferOutcome out = outcome_of(err);
+    out.message += link_lost_unknown_text();
+    m_.finish_op(id, std::move(out));
+  }
 }
 
 bool LinkRecovery::may_reconnect(const Peer& p) const {

@@ -47,6 +47,16 @@ void ChunkPath::pump(OpId id) {
   if (o == nullptr || it == ops_.end())
     return;
   ChunkOp& c = it->second;
+  const bool is_read = o->is_read();
+  if (!is_read && !c.past_due && m_.now() >= m_.transfers_.at(id.ticket).due) {
+    // Invariant 1: past its deadline (the sweep may come a little later) nothing more leaves.
+    c.past_due = true;
+    if (c.in_flight == 0)
+      settle(id, c);
+    return;
+  }
+  if (c.past_due)
+    return;
   if (is_atomic(o->op)) {  // invariant 4: one request
     if (c.in_flight == 0 && c.next_offset == 0) {
       c.next_offset = o->length;
@@ -55,7 +65,6 @@ void ChunkPath::pump(OpId id) {
     }
     return;
   }
-  const bool is_read = o->is_read();
   Peer& owner = m_.peers_.at(o->peer);
   const ManagerOptions& opt = m_.options_;
   while (!c.error && !c.past_due && c.in_flight < opt.fallback_window &&
@@ -167,8 +176,11 @@ void ChunkPath::ask_atomic(OpId id) {
             if (!it->second.error) {  // applied, even past the deadline: the old value lands
               Status st = m_.buffer_table.copy_in(m_.buffers_.at(o->op.local.id),
                                                   o->op.local_offset, &old, kAtomicBytes);
-              if (!st.ok())
-                return write_chunk_failed(id, it->second, outcome_of(st.error()));
+              if (!st.ok()) {
+                TransferOutcome out = outcome_of(st.error());
+                out.message = atomic_applied_text(o->op, old, out.message);
+                return write_chunk_failed(id, it->second, std::move(out));
+              }
             }
             chunk_done(id, kAtomicBytes);
           },
@@ -230,19 +242,16 @@ void ChunkPath::settle(OpId id, const ChunkOp& c) {
     out.code = static_cast<uint8_t>(ErrorCode::kPeerUnavailable);
     out.message = chunks_unknown_text(o.op, o.length, c.unanswered, kRequestBackstop) +
                   (c.error ? "; the owner's other answer: " + c.error->message : "");
-  } else if (c.error &&
-             !(c.past_due && c.error->code == static_cast<uint8_t>(ErrorCode::kTimeout))) {
+  } else if (c.error && c.error->code != static_cast<uint8_t>(ErrorCode::kTimeout)) {
     out = *c.error;  // the first error (an owner's late refusal is said below)
+    if (!is_atomic(o.op))
+      out.message += "; " + stored_text(c.bytes_done, o.length);
   } else if (c.bytes_done >= o.length) {
     out = TransferOutcome{};  // every request took effect, some after the deadline
-  } else {                    // past the deadline, and every request answered: what landed is known
+  } else {  // its time ran out (or its owner's did), every request answered: what landed is known
     const std::string why = c.error ? ": " + c.error->message : "";
-    out = m_.timed_out(id, is_atomic(o.op) ? why
-                                           : "; " + std::to_string(c.bytes_done) + " of its " +
-                                                 std::to_string(o.length) +
-                                                 " bytes were stored, and none of the rest "
-                                                 "will be" +
-                                                 why);
+    out =
+        m_.timed_out(id, is_atomic(o.op) ? why : "; " + stored_text(c.bytes_done, o.length) + why);
   }
   m_.finish_op(id, std::move(out));
 }
@@ -266,6 +275,12 @@ void ChunkPath::fetch_answered(const caf::actor_addr& key, uint64_t charge, uint
     it->second.fetch_queued = false;
     pump(id);
   }
+}
+
+bool ChunkPath::requests_out(OpId id) const {
+  const OpRecord* o = m_.op_record(id);
+  auto it = ops_.find(id);
+  return o != nullptr && !o->is_read() && it != ops_.end() && it->second.in_flight > 0;
 }
 
 bool ChunkPath::deadline(OpId id, DeadlineStage stage) {

@@ -13,8 +13,10 @@
 //         write's notice is then not sent: manager/write_notices.h invariant 16);
 //       - one got no answer: peer_unavailable, saying that whether the op took effect is
 //         unknown (never timeout: it may still be applied);
-//       - otherwise the first error, or past the deadline `timeout` saying how many bytes were
-//         stored (none of the rest will be).
+//       - otherwise the first error, or past the deadline `timeout` (an owner's late refusal
+//         included), each saying how many bytes were stored (none of the rest will be).
+//     No request leaves once the deadline passed. A lost link (manager invariant 13) fails the
+//     op at once: with requests on their way, its error says their outcome is unknown.
 //     A failed or timed-out read drops late data.
 //  2. Manager invariant 12, requester side: the fetches asked of one owner and not yet
 //     answered stay within peer_window_bytes (each charged at least kWindowMinCharge); reads
@@ -46,6 +48,9 @@ public:
   /// Takes over an op that the stream channel could not move (StreamPath): chunks from its
   /// first byte (the stream moved none).
   void take_over(OpId id);
+  /// Whether write or atomic `id` has requests on their way to its owner (invariant 1): a lost
+  /// link's failure must then say that whether they took effect is unknown.
+  bool requests_out(OpId id) const;
 
 private:
   struct ChunkOp {

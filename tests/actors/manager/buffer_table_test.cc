@@ -112,7 +112,8 @@ TEST_F(ManagerLogicTest, Inv23_AStoreOrAtomicTakenUpPastItsTimeLeftIsRefusedNotA
   EXPECT_TRUE(all_zero(mine, kChunk, kChunk)) << "a late store was applied";
   // A time left beyond max_timeout counts as max_timeout.
   held_store(3, 2 * kChunk, UINT32_MAX, std::chrono::milliseconds(1001));
-  EXPECT_RDMA_ERROR(answer(3), ErrorCode::kTimeout, "the 1000 ms its requester had left");
+  EXPECT_RDMA_ERROR(answer(3), ErrorCode::kTimeout,
+                    "past manager-under-test's max_timeout of 1000 ms");
   EXPECT_TRUE(all_zero(mine, 2 * kChunk, kChunk)) << "a late store was applied";
   // Atomics: late is not applied, in time is.
   const uint8_t add = wire_kind(TransferKind::kFetchAdd);

@@ -166,6 +166,38 @@ TEST_F(ManagerLogicTest, Inv10_StoresCarryTheTimeLeftAndALateRefusalGivesATrueTi
   EXPECT_TRUE(quiet()) << "a second reply";
 }
 
+// Invariant 10: an owner may refuse a chunk as late before the writer's own deadline (its
+// max_timeout is shorter): the write sends no more, and once its other chunks were answered it
+// answers timeout saying how many bytes were stored and why.
+TEST_F(ManagerLogicTest, Inv10_AnOwnersEarlyLateRefusalSaysWhatWasStored) {
+  SCOPED_TRACE("Invariant 10");
+  ASSERT_NO_FATAL_FAILURE(start_manager());
+  std::vector<uint8_t> mine = patterned(6 * kChunk, 8);
+  BufferHandle local = register_buffer(mine);
+  FakePeer& peer = add_peer(patterned(6 * kChunk, 0));
+  auto p = transfer(make_write(local, peer.handle()), 100);
+  auto stores = peer.log().of(store_atom::value);
+  ASSERT_EQ(stores.size(), 4u);
+  advance(std::chrono::milliseconds(50));
+  peer.fail(stores[3], make_rdma_error(ErrorCode::kTimeout, "past the owner's max_timeout"));
+  peer.answer(stores[0]);
+  peer.answer(stores[1]);
+  run_jobs();
+  EXPECT_FALSE(reply(p)) << "answered with chunk 2 on its way";
+  peer.answer(stores[2]);
+  run_jobs();
+  auto r = reply(p);
+  ASSERT_TRUE(r) << "no reply once every chunk sent was answered";
+  EXPECT_RDMA_ERROR((*r), ErrorCode::kTimeout,
+                    "12288 of its 24576 bytes were stored, and none of the rest will be",
+                    "past the owner's max_timeout");
+  EXPECT_EQ(peer.log().of(store_atom::value).size(), 4u) << "a chunk was sent after the refusal";
+  EXPECT_TRUE(same_bytes(peer.memory(), 0, mine, 0, 3 * kChunk));
+  EXPECT_TRUE(all_zero(peer.memory(), 3 * kChunk, 3 * kChunk));
+  ASSERT_NO_FATAL_FAILURE(run());
+  EXPECT_TRUE(quiet()) << "a second reply";
+}
+
 // Invariants 10 and 14: a fallback atomic answered after its deadline was applied: its old value
 // lands and the reply is success; one its owner refused as late answers timeout (not applied);
 // one that got no answer answers that whether it was applied is unknown.
