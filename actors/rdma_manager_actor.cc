@@ -579,10 +579,10 @@ ManagerStats ManagerState::stats() const {
   s.same_host_ops = stream_client_ ? stream_client_->same_host_ops() : 0;
   s.lanes = lanes_.size();
   for (const auto& [key, peer] : peers_)
-    s.lanes += peer.lanes.size();
+    s.lanes += peer.qps.lanes.size();
   for (const auto& [key, peer] : peers_)
-    s.live_qps += (peer.initiated ? 1 : 0) + (peer.accepted ? 1 : 0) + peer.stripes.size() +
-                  peer.stripes_accepted.size();
+    s.live_qps += (peer.qps.initiated ? 1 : 0) + (peer.qps.accepted ? 1 : 0) +
+                  peer.qps.stripes.size() + peer.qps.stripes_accepted.size();
   s.live_qps += loopback_ ? 1 : 0;
   s.shared_cq_qps = completions_ ? completions_->stats().attached : 0;
   s.polled_cqs = poller_ ? poller_->sources() : 0;

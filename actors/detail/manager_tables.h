@@ -96,13 +96,29 @@ struct Transfer {
   std::multimap<std::chrono::steady_clock::time_point, uint64_t>::iterator deadline;
 };
 
-struct Peer {
-  caf::actor manager;
-  std::string name;
+/// What a peer's RDMA needs: its queue pairs, their handshakes and the ops waiting for them, the
+/// direct lanes it opened to us, its striping queue pairs. Apart from the connection state in
+/// Peer, so that it can move behind one transport interface (issue 49's seam).
+struct PeerQps {
   std::shared_ptr<RdmaQueuePair> initiated;
   std::shared_ptr<RdmaQueuePair> accepted;
   bool handshaking = false;
-  std::vector<OpId> waiting;  ///< ops waiting for the QP
+  std::vector<OpId> waiting;                                 ///< ops waiting for the QP
+  std::map<uint64_t, std::shared_ptr<RdmaQueuePair>> lanes;  ///< accepted direct lanes, by id
+  /// Striping queue pairs (manager/rails.h invariants 19-20), by stripe number: initiated by
+  /// this manager, and accepted from the peer; handshakes in flight, ops waiting for them, and
+  /// when a failed one may be tried again.
+  std::map<uint32_t, std::shared_ptr<RdmaQueuePair>> stripes;
+  std::map<uint32_t, std::shared_ptr<RdmaQueuePair>> stripes_accepted;
+  std::map<uint32_t, uint64_t> stripes_opening;  ///< stripe -> its handshake's opening number
+  std::vector<OpId> stripe_waiting;
+  std::map<uint32_t, std::chrono::steady_clock::time_point> stripe_failed;
+};
+
+struct Peer {
+  caf::actor manager;
+  std::string name;
+  PeerQps qps;  ///< its RDMA state
   bool monitored = false;
   std::string down_reason;  ///< non-empty once the peer is gone
   /// Invariant 13: its link was lost (why) and is being made again; new ops wait in `parked`.
@@ -114,7 +130,6 @@ struct Peer {
   /// (actors/stream_endpoints.h): later small ones do so no more, learned or not (a stream
   /// port a firewall drops would time every small op out).
   bool endpoint_tried = false;
-  std::map<uint64_t, std::shared_ptr<RdmaQueuePair>> lanes;  ///< accepted direct lanes, by id
   /// Questions asked of it (ask_peer) and not yet answered: each fails with peer_unavailable
   /// when it goes down, not at its timeout.
   std::map<uint64_t, std::function<void(const caf::error&)>> questions;
@@ -122,14 +137,6 @@ struct Peer {
   /// answered, and the fallback reads waiting to ask more (ChunkPath).
   uint64_t fetching = 0;
   std::deque<OpId> fetch_queue;
-  /// Striping queue pairs (manager/rails.h invariants 19-20), by stripe number: initiated by
-  /// this manager, and accepted from the peer; handshakes in flight, ops waiting for them, and
-  /// when a failed one may be tried again.
-  std::map<uint32_t, std::shared_ptr<RdmaQueuePair>> stripes;
-  std::map<uint32_t, std::shared_ptr<RdmaQueuePair>> stripes_accepted;
-  std::map<uint32_t, uint64_t> stripes_opening;  ///< stripe -> its handshake's opening number
-  std::vector<OpId> stripe_waiting;
-  std::map<uint32_t, std::chrono::steady_clock::time_point> stripe_failed;
   /// Counts its lost links (invariant 13): `fetching` holds only fetches asked over the
   /// current one; answers to earlier ones (their requests' timeouts) release nothing.
   uint64_t link = 0;

@@ -109,12 +109,12 @@ void DeviceWatch::lose_device(const std::string& what) {
     qp.reset();
   };
   for (auto& [key, p] : m_.peers_) {
-    drop(p.initiated);
-    drop(p.accepted);
-    for (auto& [id, qp] : p.lanes)
+    drop(p.qps.initiated);
+    drop(p.qps.accepted);
+    for (auto& [id, qp] : p.qps.lanes)
       drop(qp);
-    p.lanes.clear();
-    p.handshaking = false;  // its answer, if any, is for a QP of the old device (ignored)
+    p.qps.lanes.clear();
+    p.qps.handshaking = false;  // its answer, if any, is for a QP of the old device (ignored)
   }
   drop(m_.loopback_);
   m_.rails.drop_all();  // striping QPs, the rails' included (rails.h invariant 20)
@@ -151,7 +151,7 @@ void DeviceWatch::lose_device(const std::string& what) {
                                        " (the transfer may have moved part of its bytes)"));
   }
   for (auto& [key, p] : m_.peers_)
-    p.waiting.clear();
+    p.qps.waiting.clear();
   // 3. Registrations: bounce buffers, buffers, the lanes' registry; then the device itself.
   for (auto& [id, b] : m_.buffers_)
     b.rdma = RdmaBuffer();
@@ -229,9 +229,9 @@ void DeviceWatch::abort_connections(const std::string& reason, const caf::actor_
   for (auto& [key, p] : m_.peers_) {
     if (peer != nullptr && key != *peer)
       continue;
-    abort(p.initiated);
-    abort(p.accepted);
-    for (auto& [id, qp] : p.lanes)
+    abort(p.qps.initiated);
+    abort(p.qps.accepted);
+    for (auto& [id, qp] : p.qps.lanes)
       abort(qp);
   }
   for (auto& [id, lane] : m_.lanes_)

@@ -111,7 +111,7 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
 }
 
 Result<QpInfoMsg> LaneTable::accept_lane(Peer& p, const QpInfoMsg& remote) {
-  if (p.lanes.size() >= kMaxLanesPerPeer && p.lanes.count(remote.lane) == 0)
+  if (p.qps.lanes.size() >= kMaxLanesPerPeer && p.qps.lanes.count(remote.lane) == 0)
     return Error(ErrorCode::kResourceExhausted, m_.options_.name + " already has " +
                                                     std::to_string(kMaxLanesPerPeer) +
                                                     " direct lanes from " + p.name);
@@ -122,7 +122,7 @@ Result<QpInfoMsg> LaneTable::accept_lane(Peer& p, const QpInfoMsg& remote) {
   if (!st.ok())
     return st.error().with_context("accepting direct lane " + std::to_string(remote.lane) +
                                    " from " + p.name);
-  p.lanes[remote.lane] = qp;  // replaces a stale one of the same id
+  p.qps.lanes[remote.lane] = qp;  // replaces a stale one of the same id
   return m_.handshakes.to_msg(qp->local_info(), remote.lane);
 }
 
@@ -150,7 +150,7 @@ void LaneTable::drop_lane(uint64_t lane) {
     return;
   auto p = m_.peers_.find(caf::actor_cast<caf::actor_addr>(sender));
   if (p != m_.peers_.end())
-    p->second.lanes.erase(lane);
+    p->second.qps.lanes.erase(lane);
 }
 
 }  // namespace caf_rdma::detail

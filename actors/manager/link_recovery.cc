@@ -55,10 +55,10 @@ void LinkRecovery::cut_off(const caf::actor_addr& key, Peer& p, const caf::error
   for (auto& [q, fail] : questions)
     fail(err);
   // Destroy its queue pairs: the NIC stops, and nothing polls their completions any more.
-  m_.handshakes.drop_qp(p, p.initiated);
-  m_.handshakes.drop_qp(p, p.accepted);
+  m_.handshakes.drop_qp(p, p.qps.initiated);
+  m_.handshakes.drop_qp(p, p.qps.accepted);
   m_.rails.drop_peer(p, err);
-  p.lanes.clear();  // its side of the lanes is gone with it
+  p.qps.lanes.clear();  // its side of the lanes is gone with it
   // Our lanes to it: flush them, so their clients fail now, not at their timeouts.
   for (auto& [id, lane] : m_.lanes_)
     if (lane.owner == key)

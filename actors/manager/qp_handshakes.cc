@@ -97,8 +97,8 @@ Result<std::shared_ptr<RdmaQueuePair>> QpHandshakes::loopback_qp() {
 }
 
 void QpHandshakes::fail_waiting(Peer& peer, const caf::error& err) {
-  auto waiting = std::move(peer.waiting);
-  peer.waiting.clear();
+  auto waiting = std::move(peer.qps.waiting);
+  peer.qps.waiting.clear();
   for (OpId id : waiting)
     m_.fail_op(id, err);
 }
@@ -124,10 +124,10 @@ void QpHandshakes::drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp)
   // `qp` may be one of the two members reset below; the copy keeps the QP alive and the
   // comparisons valid (hence the NOLINT: the copy is the point).
   std::shared_ptr<RdmaQueuePair> keep = qp;  // NOLINT(performance-unnecessary-copy-initialization)
-  if (peer.initiated == keep)
-    peer.initiated.reset();
-  if (peer.accepted == keep)
-    peer.accepted.reset();
+  if (peer.qps.initiated == keep)
+    peer.qps.initiated.reset();
+  if (peer.qps.accepted == keep)
+    peer.qps.accepted.reset();
 }
 
 void QpHandshakes::handshake(const caf::actor_addr& key) {
@@ -141,7 +141,7 @@ void QpHandshakes::handshake(const caf::actor_addr& key) {
   std::shared_ptr<RdmaQueuePair> created_qp(std::move(*created));
   QpInfoMsg mine = to_msg(created_qp->local_info());
   uint64_t held = hold_opening(std::move(created_qp));
-  p.handshaking = true;
+  p.qps.handshaking = true;
   ++m_.counters_.handshakes;
   auto timeout = m_.options_.handshake_timeout;
   m_.peer_table.peer_request(p.manager, timeout, qp_connect_atom::value, std::move(mine))
@@ -155,11 +155,11 @@ void QpHandshakes::handshake(const caf::actor_addr& key) {
             if (!qp) {
               // Made on a device this manager lost meanwhile: its ops were failed; ops since
               // wait for a handshake on the device we have now.
-              if (!p.handshaking && m_.domain_ && !p.waiting.empty())
+              if (!p.qps.handshaking && m_.domain_ && !p.qps.waiting.empty())
                 handshake(key);
               return;
             }
-            p.handshaking = false;
+            p.qps.handshaking = false;
             if (!p.down_reason.empty())
               return fail_waiting(p, make_rdma_error(ErrorCode::kPeerUnavailable,
                                                      peer_down_text(p.name, p.down_reason)));
@@ -172,10 +172,10 @@ void QpHandshakes::handshake(const caf::actor_addr& key) {
               return fail_waiting(
                   p, to_caf_error(st.error().with_context("connecting to peer " + p.name + " (" +
                                                           remote.device + ")")));
-            p.initiated = qp;
+            p.qps.initiated = qp;
             m_.poller_->add(qp);
-            auto waiting = std::move(p.waiting);
-            p.waiting.clear();
+            auto waiting = std::move(p.qps.waiting);
+            p.qps.waiting.clear();
             for (OpId id : waiting)
               if (const OpRecord* o = m_.op_record(id))
                 m_.rdma_path(o->path)->qp_ready(id, qp);
@@ -186,12 +186,12 @@ void QpHandshakes::handshake(const caf::actor_addr& key) {
             if (it == m_.peers_.end() || !qp)
               return;  // not found, or made on a device lost meanwhile (see above)
             Peer& p = it->second;
-            p.handshaking = false;
+            p.qps.handshaking = false;
             if (error_code(err) == ErrorCode::kNoDevice &&
                 m_.options_.mode != TransportMode::kRdma) {
               // The owner has no RDMA device (now): its buffers move through it.
-              auto waiting = std::move(p.waiting);
-              p.waiting.clear();
+              auto waiting = std::move(p.qps.waiting);
+              p.qps.waiting.clear();
               for (OpId id : waiting)
                 m_.reroute(id,
                            "peer manager " + p.name + " has no RDMA device: " + error_message(err));
@@ -287,7 +287,8 @@ caf::result<QpInfoMsg> QpHandshakes::accept_connect(const QpInfoMsg& remote) {
 Status QpHandshakes::accept_room(const caf::node_id& node, const std::string& who) const {
   uint64_t of_node = 0, all = 0;
   for (const auto& [key, peer] : m_.peers_) {
-    const uint64_t n = (peer.accepted ? 1 : 0) + peer.lanes.size() + peer.stripes_accepted.size();
+    const uint64_t n =
+        (peer.qps.accepted ? 1 : 0) + peer.qps.lanes.size() + peer.qps.stripes_accepted.size();
     all += n;
     if (peer.manager.node() == node)
       of_node += n;
@@ -309,9 +310,9 @@ Status QpHandshakes::accept_room(const caf::node_id& node, const std::string& wh
 
 Result<QpInfoMsg> QpHandshakes::finish_accept(Peer& p, const QpInfoMsg& remote) {
   // Invariant 22: a handshake replacing a queue pair its sender has adds none.
-  const bool adds = remote.lane != 0     ? p.lanes.count(remote.lane) == 0
-                    : remote.stripe != 0 ? p.stripes_accepted.count(remote.stripe) == 0
-                                         : !p.accepted;
+  const bool adds = remote.lane != 0     ? p.qps.lanes.count(remote.lane) == 0
+                    : remote.stripe != 0 ? p.qps.stripes_accepted.count(remote.stripe) == 0
+                                         : !p.qps.accepted;
   if (adds)
     CAF_RDMA_RETURN_IF_ERROR(accept_room(p.manager.node(), p.name));
   if (remote.lane != 0)
@@ -329,9 +330,9 @@ Result<QpInfoMsg> QpHandshakes::finish_accept(Peer& p, const QpInfoMsg& remote) 
   // Its notify writes' receipts (write_receipts.h invariant 4): without them, no queue pair.
   if (Status armed = m_.receipts.arm(qp, caf::to_string(p.manager.node())); !armed.ok())
     return armed.error().with_context("accepting a queue pair from " + p.name);
-  if (p.accepted)
-    drop_qp(p, p.accepted);  // the peer replaced its QP: ours is stale
-  p.accepted = qp;
+  if (p.qps.accepted)
+    drop_qp(p, p.qps.accepted);  // the peer replaced its QP: ours is stale
+  p.qps.accepted = qp;
   return to_msg(qp->local_info());
 }
 

@@ -115,29 +115,29 @@ bool Rails::stripes(OpId id, std::vector<StripeLane>* lanes) {
       if (rail > 0 &&
           (o->op.remote.rails[rail - 1].device.empty() || local.rails[rail - 1].released()))
         continue;  // a rail one side lost (invariant 21)
-      if (auto q = p.stripes.find(s); q != p.stripes.end()) {
+      if (auto q = p.qps.stripes.find(s); q != p.qps.stripes.end()) {
         if (!q->second->needs_recovery()) {
           lanes->push_back(StripeLane{q->second, rail});
           continue;
         }
         drop(o->peer, q->second);  // invariant 20: in ERR, made again below
       }
-      if (p.stripes_opening.count(s) != 0) {
+      if (p.qps.stripes_opening.count(s) != 0) {
         waits = true;
         continue;
       }
-      if (auto f = p.stripe_failed.find(s); f != p.stripe_failed.end()) {
+      if (auto f = p.qps.stripe_failed.find(s); f != p.qps.stripe_failed.end()) {
         if (now - f->second < kStripeRetry)
           continue;
-        p.stripe_failed.erase(f);
+        p.qps.stripe_failed.erase(f);
       }
       handshake(o->peer, s);
-      waits = waits || p.stripes_opening.count(s) != 0;
+      waits = waits || p.qps.stripes_opening.count(s) != 0;
     }
   }
   if (waits) {
     lanes->clear();
-    p.stripe_waiting.push_back(id);
+    p.qps.stripe_waiting.push_back(id);
     return true;
   }
   return !lanes->empty();
@@ -149,12 +149,12 @@ StripeLane Rails::least_busy(OpId id, const std::shared_ptr<RdmaQueuePair>& prim
   if (o == nullptr || o->op.notify || o->peer == m_.facade_.address())
     return best;
   auto it = m_.peers_.find(o->peer);
-  if (it == m_.peers_.end() || it->second.stripes.empty())
+  if (it == m_.peers_.end() || it->second.qps.stripes.empty())
     return best;
   const LocalBuffer& local = m_.buffers_.at(o->op.local.id);
   const bool rails_usable = !m_.rails_.empty() && local.rails.size() == m_.rails_.size();
   size_t fewest = primary->pending_ops();
-  for (const auto& [s, qp] : it->second.stripes) {
+  for (const auto& [s, qp] : it->second.qps.stripes) {
     const uint32_t rail = rail_of(s);
     if (fewest == 0)
       break;
@@ -185,7 +185,7 @@ void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
     log_line(LogLevel::kWarn, "%s: no striping queue pair %u to %s on %s: %s",
              m_.options_.name.c_str(), stripe, p.name.c_str(), domain->device_name().c_str(),
              created.error().message().c_str());
-    p.stripe_failed[stripe] = m_.now();
+    p.qps.stripe_failed[stripe] = m_.now();
     return;
   }
   std::shared_ptr<RdmaQueuePair> qp(std::move(*created));
@@ -194,7 +194,7 @@ void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
   mine.stripe = stripe;
   mine.rail = rail;
   const uint64_t held = m_.handshakes.hold_opening(std::move(qp));
-  p.stripes_opening[stripe] = held;
+  p.qps.stripes_opening[stripe] = held;
   // The rail's device as it is now: a lost (and reopened) one's answer is not taken.
   std::weak_ptr<RdmaDomain> device = domain;
   ++m_.counters_.handshakes;
@@ -204,10 +204,10 @@ void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
     if (it == m_.peers_.end())
       return;
     Peer& p = it->second;
-    auto opening = p.stripes_opening.find(stripe);
-    if (opening == p.stripes_opening.end() || opening->second != held)
+    auto opening = p.qps.stripes_opening.find(stripe);
+    if (opening == p.qps.stripes_opening.end() || opening->second != held)
       return;  // dropped meanwhile (device loss, the peer's end), or a later handshake's
-    p.stripes_opening.erase(opening);
+    p.qps.stripes_opening.erase(opening);
     const uint32_t rail = rail_of(stripe);
     if (qp && device.lock() != domain_of(rail))
       qp.reset();  // its device was lost meanwhile (invariant 21): let it go
@@ -216,7 +216,7 @@ void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
       Status st = remote->gid.size() == 16 ? qp->connect(from_msg(*remote))
                                            : Status(Error(ErrorCode::kInternal, "no GID"));
       if (st.ok()) {
-        p.stripes[stripe] = qp;
+        p.qps.stripes[stripe] = qp;
         m_.poller_->add(qp);
       } else {
         failed = st.error().message();
@@ -228,7 +228,7 @@ void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
       // The op runs on the queue pairs there are (invariant 20); said once per failure.
       log_line(LogLevel::kWarn, "%s: striping queue pair %u (rail %u) to %s failed: %s",
                m_.options_.name.c_str(), stripe, rail_of(stripe), p.name.c_str(), failed.c_str());
-      p.stripe_failed[stripe] = m_.now();
+      p.qps.stripe_failed[stripe] = m_.now();
     }
     handshake_ended(p);
   };
@@ -240,10 +240,10 @@ void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
 }
 
 void Rails::handshake_ended(Peer& p) {
-  if (!p.stripes_opening.empty())
+  if (!p.qps.stripes_opening.empty())
     return;
-  auto waiting = std::move(p.stripe_waiting);
-  p.stripe_waiting.clear();
+  auto waiting = std::move(p.qps.stripe_waiting);
+  p.qps.stripe_waiting.clear();
   for (OpId id : waiting)
     if (m_.op_record(id) != nullptr)
       m_.rdma_.connect(id);
@@ -288,7 +288,7 @@ Result<QpInfoMsg> Rails::accept(Peer& p, const QpInfoMsg& remote) {
     return st.error().with_context("accepting striping queue pair " +
                                    std::to_string(remote.stripe) + " from " + p.name + " on " +
                                    domain->device_name());
-  p.stripes_accepted[remote.stripe] = qp;  // replaces a stale one (the peer made it again)
+  p.qps.stripes_accepted[remote.stripe] = qp;  // replaces a stale one (the peer made it again)
   QpInfoMsg mine = m_.handshakes.to_msg(qp->local_info());
   mine.device = domain->device_name();
   mine.stripe = remote.stripe;
@@ -306,32 +306,32 @@ void Rails::drop(const caf::actor_addr& key, const std::shared_ptr<RdmaQueuePair
   if (m_.poller_)
     m_.poller_->remove(qp.get());
   Peer& p = it->second;
-  for (auto s = p.stripes.begin(); s != p.stripes.end();) {
+  for (auto s = p.qps.stripes.begin(); s != p.qps.stripes.end();) {
     if (s->second != qp) {
       ++s;
       continue;
     }
-    p.stripe_failed[s->first] = m_.now();  // it died: not made again for kStripeRetry
-    s = p.stripes.erase(s);
+    p.qps.stripe_failed[s->first] = m_.now();  // it died: not made again for kStripeRetry
+    s = p.qps.stripes.erase(s);
   }
-  for (auto s = p.stripes_accepted.begin(); s != p.stripes_accepted.end();)
-    s = s->second == qp ? p.stripes_accepted.erase(s) : std::next(s);
+  for (auto s = p.qps.stripes_accepted.begin(); s != p.qps.stripes_accepted.end();)
+    s = s->second == qp ? p.qps.stripes_accepted.erase(s) : std::next(s);
 }
 
 void Rails::forget(Peer& p) {
-  for (auto* table : {&p.stripes, &p.stripes_accepted}) {
+  for (auto* table : {&p.qps.stripes, &p.qps.stripes_accepted}) {
     for (auto& [s, qp] : *table)
       if (m_.poller_)
         m_.poller_->remove(qp.get());
     table->clear();  // the last reference: destroyed (what it holds completes flushed)
   }
-  p.stripes_opening.clear();
+  p.qps.stripes_opening.clear();
 }
 
 void Rails::drop_peer(Peer& p, const caf::error& err) {
   forget(p);
-  auto waiting = std::move(p.stripe_waiting);
-  p.stripe_waiting.clear();
+  auto waiting = std::move(p.qps.stripe_waiting);
+  p.qps.stripe_waiting.clear();
   for (OpId id : waiting)
     m_.fail_op(id, err);
 }
@@ -339,7 +339,7 @@ void Rails::drop_peer(Peer& p, const caf::error& err) {
 void Rails::drop_all() {
   for (auto& [key, p] : m_.peers_) {
     forget(p);
-    p.stripe_waiting.clear();  // on the NIC's list (RdmaPath::on_nic): failed by the caller
+    p.qps.stripe_waiting.clear();  // on the NIC's list (RdmaPath::on_nic): failed by the caller
   }
 }
 
@@ -347,7 +347,7 @@ void Rails::abort(const std::string& reason, const caf::actor_addr* peer) {
   for (auto& [key, p] : m_.peers_) {
     if (peer != nullptr && key != *peer)
       continue;
-    for (auto* table : {&p.stripes, &p.stripes_accepted})
+    for (auto* table : {&p.qps.stripes, &p.qps.stripes_accepted})
       for (auto& [s, qp] : *table)
         (void)qp->abort(reason);
   }
@@ -373,7 +373,7 @@ bool Rails::rail_event(const DeviceChanged& e) {
     log_line(LogLevel::kWarn, "%s: %s; its slices go to the other devices",
              m_.options_.name.c_str(), reason.c_str());
     for (auto& [key, p] : m_.peers_) {
-      for (auto* table : {&p.stripes, &p.stripes_accepted}) {
+      for (auto* table : {&p.qps.stripes, &p.qps.stripes_accepted}) {
         for (auto s = table->begin(); s != table->end();) {
           if (rail_of(s->first) != r) {
             ++s;
@@ -416,7 +416,7 @@ std::vector<std::string> Rails::names() const {
 size_t Rails::live_qps() const {
   size_t n = 0;
   for (const auto& [key, p] : m_.peers_)
-    n += p.stripes.size() + p.stripes_accepted.size();
+    n += p.qps.stripes.size() + p.qps.stripes_accepted.size();
   return n;
 }
 

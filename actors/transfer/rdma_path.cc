@@ -34,12 +34,12 @@ void RdmaPath::connect(OpId id) {
   Peer* p = m_.peer_table.reachable(id);
   if (p == nullptr)
     return;  // failed (down) or parked until its link is made again
-  if (p->initiated && p->initiated->needs_recovery())
-    m_.handshakes.drop_qp(*p, p->initiated);
-  if (p->initiated)
-    return qp_ready(id, p->initiated);
-  p->waiting.push_back(id);
-  if (!p->handshaking)
+  if (p->qps.initiated && p->qps.initiated->needs_recovery())
+    m_.handshakes.drop_qp(*p, p->qps.initiated);
+  if (p->qps.initiated)
+    return qp_ready(id, p->qps.initiated);
+  p->qps.waiting.push_back(id);
+  if (!p->qps.handshaking)
     m_.handshakes.handshake(o->peer);
 }
 
