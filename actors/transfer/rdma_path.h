@@ -11,7 +11,7 @@
 //     poller thread is woken (its OpDone then waits in our own mailbox).
 //  2. While a batch starts, its ops are queued on their QPs and posted together, one chain per
 //     QP (ManagerState::batch).
-//  3. Manager invariant 3: ops to one peer wait for that peer's one handshake (Peer::waiting)
+//  3. Manager invariant 3: ops to one peer wait for that peer's one handshake (PeerQps::waiting)
 //     and are posted only on the QP this manager initiated.
 //  4. Manager invariant 4: a QP in ERR that an op meets is dropped (destroyed, so the NIC
 //     stops and whatever it held completes flushed); the next op makes a new one.
