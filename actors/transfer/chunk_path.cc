@@ -67,8 +67,7 @@ void ChunkPath::pump(OpId id) {
   }
   Peer& owner = m_.peers_.at(o->peer);
   const ManagerOptions& opt = m_.options_;
-  while (!c.error && !c.past_due && c.in_flight < opt.fallback_window &&
-         c.next_offset < o->length) {
+  while (!c.error && c.in_flight < opt.fallback_window && c.next_offset < o->length) {
     const uint64_t off = c.next_offset;
     const uint64_t n = std::min<uint64_t>(opt.fallback_chunk_bytes, o->length - off);
     // Invariant 2: reads ask an owner for at most a window of answers at once; more wait here,
@@ -284,12 +283,10 @@ bool ChunkPath::requests_out(OpId id) const {
 }
 
 bool ChunkPath::deadline(OpId id, DeadlineStage stage) {
-  const OpRecord* o = m_.op_record(id);
-  auto it = ops_.find(id);
-  if (o != nullptr && it != ops_.end() && it->second.in_flight > 0 && !o->is_read()) {
+  if (requests_out(id)) {
     // Invariant 1: requests on their way: the reply waits for their answers (each bounded by
     // the deadline plus the backstop) and says what they did; no more are sent.
-    it->second.past_due = true;
+    ops_.at(id).past_due = true;
     return false;
   }
   return TransferPath::deadline(id, stage);
