@@ -92,18 +92,18 @@ caf::result<std::vector<TransferOutcome>> ManagerState::batch(std::vector<Transf
     t.ops.push_back(std::move(record));
   }
   uint64_t ticket = new_transfer(std::move(t));
-  batching_ = true;
+  nic_.batching = true;
   for (uint32_t i = 0; i < ops.size(); ++i) {
     if (transfers_.count(ticket) == 0)
       break;
     start_op(OpId{ticket, i});
   }
-  batching_ = false;
-  for (auto& qp : queued_on_)
+  nic_.batching = false;
+  for (auto& qp : nic_.queued_on)
     qp->post_queued();
-  if (!queued_on_.empty())
-    poller_->wake();
-  queued_on_.clear();
+  if (!nic_.queued_on.empty())
+    nic_.poller->wake();
+  nic_.queued_on.clear();
   return rp;
 }
 
@@ -139,12 +139,12 @@ void ManagerState::start_op(OpId id) {
 
 PathFacts ManagerState::path_facts(const OpRecord& o, const LocalBuffer& local) const {
   const TransferOp& op = o.op;
-  PathFacts f = device_facts(op, options_.mode, domain_ != nullptr, no_rdma_reason_, port_down_,
-                             domain_ && domain_->port().is_ethernet);
+  PathFacts f = device_facts(op, options_.mode, nic_.domain != nullptr, nic_.no_rdma_reason,
+                             nic_.port_down, nic_.domain && nic_.domain->port().is_ethernet);
   f.same_node = o.peer == facade_.address();
-  if (domain_) {
-    f.device = domain_->context()->name();
-    f.device_atomics = domain_->context()->device_attr().atomic_cap != IBV_ATOMIC_NONE;
+  if (nic_.domain) {
+    f.device = nic_.domain->context()->name();
+    f.device_atomics = nic_.domain->context()->device_attr().atomic_cap != IBV_ATOMIC_NONE;
   }
   // Both ranges this node's and overlapping (one buffer, or two over the same memory).
   f.ranges_overlap = f.same_node && ranges_overlap(local.addr + op.local_offset,
@@ -261,7 +261,7 @@ void ManagerState::op_timeout(uint64_t ticket, DeadlineStage stage) {
     flushing = path(o->path).deadline(OpId{ticket, i}, stage) || flushing;
   }
   if (flushing) {
-    poller_->wake();
+    nic_.poller->wake();
     self_->delayed_send(self_, options_.drain_timeout,
                         OpTimeout{ticket, static_cast<uint32_t>(DeadlineStage::kDrainOverdue)});
   }

@@ -419,19 +419,19 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
   // Peers reach this manager, and it reaches them, only through the facade (peer_facade.h).
   facade_ = self_->spawn<PeerFacade>(self_->address(), options_.name, facade_counters_);
   self_->monitor(facade_);
-  domain_ = std::move(domain);
+  nic_.domain = std::move(domain);
   for (auto& d : rails) {
     RailDevice rail;
     rail.name = d->device_name();
     rail.domain = std::move(d);
-    rails_.push_back(std::move(rail));
+    nic_.rails.push_back(std::move(rail));
   }
   this->rails.watch();
-  no_rdma_reason_ = std::move(no_rdma_reason);
-  if (domain_) {
-    poller_ = std::make_unique<CompletionPoller>();
+  nic_.no_rdma_reason = std::move(no_rdma_reason);
+  if (nic_.domain) {
+    nic_.poller = std::make_unique<CompletionPoller>();
     device.watch_device();
-    if (const std::string& note = domain_->context()->selection_note(); !note.empty())
+    if (const std::string& note = nic_.domain->context()->selection_note(); !note.empty())
       log_line(LogLevel::kInfo, "%s: %s", options_.name.c_str(), note.c_str());
   }
   if (!options_.stream_host.empty() && options_.stream_min_bytes > 0 &&
@@ -484,9 +484,9 @@ void ManagerState::say_started() const {
                                       ? std::string()
                                       : ", same-host endpoint @" + stream_server_->unix_name())
                            : std::string();
-  if (domain_) {
+  if (nic_.domain) {
     log_line(LogLevel::kInfo, "%s: started, transport %s: RDMA on %s%s%s", options_.name.c_str(),
-             to_string(options_.mode), domain_->describe().c_str(), rails.describe().c_str(),
+             to_string(options_.mode), nic_.domain->describe().c_str(), rails.describe().c_str(),
              stream.c_str());
     return;
   }
@@ -495,7 +495,7 @@ void ManagerState::say_started() const {
   const std::string wanted =
       asked ? " (device " + options_.ibverbs.device_name + " was asked for)" : std::string();
   // The long "how to get a device" hint is caf_rdma_doctor's to give, not every start's.
-  std::string why = no_rdma_reason_;
+  std::string why = nic_.no_rdma_reason;
   if (auto hint = why.find(kNoDeviceHint); hint != std::string::npos)
     why = why.substr(0, hint) + "caf_rdma_doctor says what this host lacks.";
   log_line(asked && options_.mode != TransportMode::kFallback ? LogLevel::kWarn : LogLevel::kInfo,
@@ -505,10 +505,10 @@ void ManagerState::say_started() const {
 }
 
 ManagerState::~ManagerState() {
-  monitor_.reset();
+  nic_.monitor.reset();
   // Stop polling first; then the QPs go (their destructors fail what is left, whose
   // callbacks find the actor gone and do nothing).
-  poller_.reset();
+  nic_.poller.reset();
   // Stream threads stop before the buffers go (their callbacks find the actor gone).
   if (stream_client_)
     stream_client_->stop();  // also for the stream lane's jobs, which may outlive us
@@ -516,7 +516,7 @@ ManagerState::~ManagerState() {
   stream_client_.reset();
   stream_server_.reset();
   peers_.clear();
-  loopback_.reset();
+  nic_.loopback.reset();
 }
 
 // -- trust and bounds --------------------------------------------------------------------------
@@ -552,7 +552,7 @@ uint32_t ManagerState::capped(uint32_t timeout_ms) const {
 
 ManagerStats ManagerState::stats() const {
   ManagerStats s;
-  s.device = domain_ ? domain_->device_name() : "";
+  s.device = nic_.domain ? nic_.domain->device_name() : "";
   s.transport = to_string(options_.mode);
   s.rdma_ops = counters_.rdma_ops;
   s.rdma_bytes = counters_.rdma_bytes;
@@ -577,15 +577,15 @@ ManagerStats ManagerState::stats() const {
   s.stream_lane_ops = direct.stream_ops;
   s.served_fallback_bytes += direct.served_bytes;
   s.same_host_ops = stream_client_ ? stream_client_->same_host_ops() : 0;
-  s.lanes = lanes_.size();
+  s.lanes = nic_.lanes.size();
   for (const auto& [key, peer] : peers_)
     s.lanes += peer.qps.lanes.size();
   for (const auto& [key, peer] : peers_)
     s.live_qps += (peer.qps.initiated ? 1 : 0) + (peer.qps.accepted ? 1 : 0) +
                   peer.qps.stripes.size() + peer.qps.stripes_accepted.size();
-  s.live_qps += loopback_ ? 1 : 0;
-  s.shared_cq_qps = completions_ ? completions_->stats().attached : 0;
-  s.polled_cqs = poller_ ? poller_->sources() : 0;
+  s.live_qps += nic_.loopback ? 1 : 0;
+  s.shared_cq_qps = nic_.completions ? nic_.completions->stats().attached : 0;
+  s.polled_cqs = nic_.poller ? nic_.poller->sources() : 0;
   s.staged_chunks = counters_.staged_chunks;
   s.staged_overlapped = counters_.staged_overlapped;
   s.links_lost = counters_.links_lost;
@@ -607,12 +607,12 @@ ManagerStats ManagerState::stats() const {
     buffer_bytes += b.released ? 0 : b.size;
     s.busy_buffers += b.in_use > 0 || registry_->busy(id) ? 1 : 0;
   }
-  if (domain_)
-    s.registered_bytes = domain_->registration_stats().registered_bytes;
+  if (nic_.domain)
+    s.registered_bytes = nic_.domain->registration_stats().registered_bytes;
   s.window_bytes = windows.held();
   s.fetches_waiting = windows.fetches_waiting();
-  s.device_losses = device_losses_;
-  s.device_reopens = device_reopens_;
+  s.device_losses = nic_.device_losses;
+  s.device_reopens = nic_.device_reopens;
   s.telemetry = telemetry_.snapshot();
   s.telemetry.served = served_->rows();
   Telemetry::merge(s.telemetry, registry_->telemetry());
@@ -620,9 +620,9 @@ ManagerStats ManagerState::stats() const {
   s.telemetry.staging_busy = staged_.slots_busy();
   s.telemetry.staging_buffers = staged_.slots_made();
   s.telemetry.buffer_bytes = buffer_bytes;
-  s.no_rdma_reason = !domain_             ? no_rdma_reason_
-                     : port_down_.empty() ? ""
-                                          : "RDMA port down: " + port_down_;
+  s.no_rdma_reason = !nic_.domain             ? nic_.no_rdma_reason
+                     : nic_.port_down.empty() ? ""
+                                              : "RDMA port down: " + nic_.port_down;
   return s;
 }
 

@@ -218,32 +218,14 @@ private:
   std::shared_ptr<FacadeCounters> facade_counters_ = std::make_shared<FacadeCounters>();
   ManagerOptions options_;
   bool named_ = false;  ///< set_name was taken
-  std::shared_ptr<RdmaDomain> domain_;
-  /// The rails (manager/rails.h): rail k at k - 1; they live as long as the manager.
-  std::vector<RailDevice> rails_;
-  std::string no_rdma_reason_;
-  std::unique_ptr<DeviceMonitor> monitor_;  ///< watches domain_ (null without one)
-  /// Queue pairs of handshakes in flight (the managers' QPs and direct lanes), by a number of
-  /// their own: the answer's callback holds only that number, so dropping these on a device
-  /// loss lets the device go at once (a late answer finds nothing and is ignored).
-  std::map<uint64_t, std::shared_ptr<RdmaQueuePair>> opening_;
-  uint64_t next_opening_ = 1;
-  std::string port_down_;  ///< non-empty while our port is down: why
-  uint64_t device_losses_ = 0, device_reopens_ = 0;
-  std::unique_ptr<CompletionPoller> poller_;
-  /// The shared completion queue of domain_'s queue pairs (made with the first; dropped with
-  /// the device: its QPs keep it alive until they go).
-  std::shared_ptr<CompletionRouter> completions_;
-  /// While a batch starts its ops: RDMA ops are queued on their QPs (listed here) and posted
-  /// together afterwards, one chain of work requests per QP.
-  bool batching_ = false;
-  std::vector<std::shared_ptr<RdmaQueuePair>> queued_on_;
+  /// The RDMA state: device, rails, poller, queue pairs of handshakes, lanes
+  /// (actors/transport/rdma_links.h).
+  RdmaLinks nic_;
   std::unique_ptr<StreamServer> stream_server_;  ///< null: no stream channel here
   /// Shared with the stream lane (stream_lane_), which runs its jobs on clients' threads.
   std::shared_ptr<StreamClient> stream_client_;
   std::shared_ptr<StreamLane> stream_lane_;  ///< null: none (no stream channel, verify mode)
   std::shared_ptr<std::atomic<size_t>> list_workers_ = std::make_shared<std::atomic<size_t>>(0);
-  std::shared_ptr<RdmaQueuePair> loopback_;
   uint64_t next_buffer_id_ = 1;
   std::unordered_map<uint64_t, LocalBuffer> buffers_;
   uint64_t next_ticket_ = 1;
@@ -269,8 +251,6 @@ private:
   std::shared_ptr<DirectRegistry> registry_ = std::make_shared<DirectRegistry>();
   /// Owners' stream endpoints as their grants named them (shared with the stream lane).
   std::shared_ptr<StreamEndpoints> stream_endpoints_ = std::make_shared<StreamEndpoints>();
-  /// Direct lanes this manager opened and that are still alive, by lane id.
-  std::map<uint64_t, LaneRecord> lanes_;
 };
 
 // -- PeerTable's templates (they need the whole ManagerState) --------------------------------

@@ -24,6 +24,7 @@
 #include "actors/stream_lane.h"
 #include "actors/transfer/transfer_path.h"
 #include "actors/transfer_checks.h"
+#include "actors/transport/rdma_links.h"
 #include "components/completion_poller.h"
 #include "components/device_monitor.h"
 #include "components/rdma_domain.h"
@@ -96,25 +97,6 @@ struct Transfer {
   std::multimap<std::chrono::steady_clock::time_point, uint64_t>::iterator deadline;
 };
 
-/// What a peer's RDMA needs: its queue pairs, their handshakes and the ops waiting for them, the
-/// direct lanes it opened to us, its striping queue pairs. Apart from the connection state in
-/// Peer, so that it can move behind one transport interface (issue 49's seam).
-struct PeerQps {
-  std::shared_ptr<RdmaQueuePair> initiated;
-  std::shared_ptr<RdmaQueuePair> accepted;
-  bool handshaking = false;
-  std::vector<OpId> waiting;                                 ///< ops waiting for the QP
-  std::map<uint64_t, std::shared_ptr<RdmaQueuePair>> lanes;  ///< accepted direct lanes, by id
-  /// Striping queue pairs (manager/rails.h invariants 19-20), by stripe number: initiated by
-  /// this manager, and accepted from the peer; handshakes in flight, ops waiting for them, and
-  /// when a failed one may be tried again.
-  std::map<uint32_t, std::shared_ptr<RdmaQueuePair>> stripes;
-  std::map<uint32_t, std::shared_ptr<RdmaQueuePair>> stripes_accepted;
-  std::map<uint32_t, uint64_t> stripes_opening;  ///< stripe -> its handshake's opening number
-  std::vector<OpId> stripe_waiting;
-  std::map<uint32_t, std::chrono::steady_clock::time_point> stripe_failed;
-};
-
 struct Peer {
   caf::actor manager;
   std::string name;
@@ -140,23 +122,6 @@ struct Peer {
   /// Counts its lost links (invariant 13): `fetching` holds only fetches asked over the
   /// current one; answers to earlier ones (their requests' timeouts) release nothing.
   uint64_t link = 0;
-};
-
-/// One of the manager's rails (manager/rails.h): its device, and the completion queue its
-/// striping queue pairs share (made with the first).
-struct RailDevice {
-  std::string name;
-  std::shared_ptr<RdmaDomain> domain;  ///< null once the device was lost (`lost` says how)
-  std::shared_ptr<CompletionRouter> completions;
-  std::unique_ptr<DeviceMonitor> monitor;  ///< its port and loss events (null: not watched)
-  std::string lost;
-};
-
-/// A direct lane this manager opened (the lane itself belongs to its client).
-struct LaneRecord {
-  caf::actor_addr owner;            ///< peer key, or our own address for a loopback lane
-  std::weak_ptr<RdmaQueuePair> qp;  ///< aborted when the owner goes down
-  std::weak_ptr<DirectLane> lane;   ///< retired when our device goes (DirectLane invariant 5)
 };
 
 /// At most this many direct lanes from one peer manager are accepted at once.

@@ -77,13 +77,13 @@ caf::result<BufferHandle> BufferTable::request_buffer(uint64_t addr, uint64_t si
   if (where.on_gpu()) {
     entry.gpu = where.device;
     entry.memory = BufferMemory::kGpuStaged;
-    if (m_.domain_) {
+    if (m_.nic_.domain) {
       // GPUDirect when the NIC can register GPU memory; otherwise transfers stage through
       // host bounce buffers (reported as path rdma-staged).
-      auto mr = m_.options_.device_memory->register_direct(m_.domain_->pd(), where, addr, size,
+      auto mr = m_.options_.device_memory->register_direct(m_.nic_.domain->pd(), where, addr, size,
                                                            mr_access);
       if (mr.ok()) {
-        entry.rdma = m_.domain_->adopt_region(std::move(*mr), addr, size, mr_access);
+        entry.rdma = m_.nic_.domain->adopt_region(std::move(*mr), addr, size, mr_access);
         entry.memory = BufferMemory::kGpuDirect;
         h.rkey = entry.rdma.rkey();
       } else if (staged_gpus_.insert(where.device).second) {
@@ -93,8 +93,8 @@ caf::result<BufferHandle> BufferTable::request_buffer(uint64_t addr, uint64_t si
                  m_.options_.name.c_str(), where.device, mr.error().message().c_str());
       }
     }
-  } else if (m_.domain_) {
-    auto b = m_.domain_->register_buffer(reinterpret_cast<void*>(addr), size, mr_access);
+  } else if (m_.nic_.domain) {
+    auto b = m_.nic_.domain->register_buffer(reinterpret_cast<void*>(addr), size, mr_access);
     if (!b.ok())
       return to_caf_error(b.error());
     entry.rdma = *b;
@@ -107,12 +107,12 @@ caf::result<BufferHandle> BufferTable::request_buffer(uint64_t addr, uint64_t si
                                                     std::to_string(addr) + " of " +
                                                     std::to_string(size) + " bytes"));
   }
-  if (m_.domain_) {
-    h.device = m_.domain_->device_name();
-    Gid gid = m_.domain_->gid();
+  if (m_.nic_.domain) {
+    h.device = m_.nic_.domain->device_name();
+    Gid gid = m_.nic_.domain->gid();
     h.gid.assign(gid.begin(), gid.end());
-    h.ethernet = m_.domain_->port().is_ethernet;
-    h.incarnation = m_.domain_->incarnation();
+    h.ethernet = m_.nic_.domain->port().is_ethernet;
+    h.incarnation = m_.nic_.domain->incarnation();
   }
   h.memory = static_cast<uint8_t>(entry.memory);
   h.gpu = entry.gpu;

@@ -32,25 +32,25 @@ std::unique_ptr<DeviceMonitor> DeviceWatch::monitor(const RdmaDomain& domain,
 }
 
 void DeviceWatch::watch_device() {
-  m_.monitor_.reset();
-  if (m_.domain_)
-    m_.monitor_ = monitor(*m_.domain_, "its loss would show as timeouts");
+  m_.nic_.monitor.reset();
+  if (m_.nic_.domain)
+    m_.nic_.monitor = monitor(*m_.nic_.domain, "its loss would show as timeouts");
 }
 
 void DeviceWatch::device_changed(const DeviceChanged& e) {
   if (m_.rails.rail_event(e))
     return;  // one of a rail's (rails.h)
-  if (!m_.domain_ || e.incarnation != m_.domain_->incarnation())
+  if (!m_.nic_.domain || e.incarnation != m_.nic_.domain->incarnation())
     return;  // an event of a domain already dropped
   auto kind = static_cast<DeviceEventKind>(e.kind);
-  uint8_t port = m_.domain_->config().port_num;
+  uint8_t port = m_.nic_.domain->config().port_num;
   switch (kind) {
     case DeviceEventKind::kLost:
       return lose_device(e.what);
     case DeviceEventKind::kPortDown: {
-      if (e.port != port || !m_.port_down_.empty())
+      if (e.port != port || !m_.nic_.port_down.empty())
         return;
-      m_.port_down_ = e.what;
+      m_.nic_.port_down = e.what;
       // Ops on the port fail now, not after the ACK timeout x retries; they are retried once,
       // and a retry takes the fallback while the port is down (start_rdma).
       std::string reason = "RDMA port down: " + e.what;
@@ -59,15 +59,15 @@ void DeviceWatch::device_changed(const DeviceChanged& e) {
     }
     case DeviceEventKind::kPortUp:
       if (e.port == port)
-        m_.port_down_.clear();
+        m_.nic_.port_down.clear();
       return;
     case DeviceEventKind::kGidChange: {
       if (e.port != port)
         return;
       // An address came, went or moved: choose the GID again. Queue pairs and lanes using the
       // old one are aborted (their ops retried once, on new queue pairs with the new GID).
-      std::string before = m_.domain_->describe();
-      auto changed = m_.domain_->refresh_gid();
+      std::string before = m_.nic_.domain->describe();
+      auto changed = m_.nic_.domain->refresh_gid();
       if (!changed.ok()) {
         log_line(LogLevel::kError, "%s: %s: no usable GID after a GID table change: %s",
                  m_.options_.name.c_str(), e.what.c_str(), changed.error().message().c_str());
@@ -76,7 +76,7 @@ void DeviceWatch::device_changed(const DeviceChanged& e) {
       if (!*changed)
         return;
       log_line(LogLevel::kInfo, "%s: GID table changed: %s is now %s", m_.options_.name.c_str(),
-               before.c_str(), m_.domain_->describe().c_str());
+               before.c_str(), m_.nic_.domain->describe().c_str());
       std::string reason = "the local GID changed (" + e.what + ")";
       abort_connections(reason);
       return;
@@ -88,15 +88,15 @@ void DeviceWatch::device_changed(const DeviceChanged& e) {
 }
 
 void DeviceWatch::lose_device(const std::string& what) {
-  if (!m_.domain_)
+  if (!m_.nic_.domain)
     return;
-  ++m_.device_losses_;
+  ++m_.nic_.device_losses;
   log_line(LogLevel::kWarn,
            "%s: RDMA device lost: %s. Its transfers in flight failed; %s until it is back",
            m_.options_.name.c_str(), what.c_str(),
            m_.options_.mode == TransportMode::kRdma ? "new transfers fail (CAF_RDMA_TRANSPORT=rdma)"
                                                     : "new transfers use the fallback");
-  m_.monitor_.reset();
+  m_.nic_.monitor.reset();
   std::string reason = "RDMA device lost: " + what;
   // 1. Every queue pair on the device goes: not polled any more, destroyed (the NIC stops
   //    touching our buffers) as the last reference goes. Lanes a client holds are aborted: their
@@ -104,8 +104,8 @@ void DeviceWatch::lose_device(const std::string& what) {
   auto drop = [this](std::shared_ptr<RdmaQueuePair>& qp) {
     if (!qp)
       return;
-    if (m_.poller_)
-      m_.poller_->remove(qp.get());
+    if (m_.nic_.poller)
+      m_.nic_.poller->remove(qp.get());
     qp.reset();
   };
   for (auto& [key, p] : m_.peers_) {
@@ -116,24 +116,24 @@ void DeviceWatch::lose_device(const std::string& what) {
     p.qps.lanes.clear();
     p.qps.handshaking = false;  // its answer, if any, is for a QP of the old device (ignored)
   }
-  drop(m_.loopback_);
+  drop(m_.nic_.loopback);
   m_.rails.drop_all();  // striping QPs, the rails' included (rails.h invariant 20)
-  m_.queued_on_.clear();
-  m_.opening_.clear();        // handshakes in flight: their answers find nothing
+  m_.nic_.queued_on.clear();
+  m_.nic_.opening.clear();    // handshakes in flight: their answers find nothing
   abort_connections(reason);  // what is left: the lanes our clients hold
-  // Those let go of their queue pairs m_.now (or as their client's op ends), so a client that
+  // Those let go of their queue pairs now (or as their client's op ends), so a client that
   // keeps a lane without using it does not keep the device from being removed.
-  for (auto& [id, record] : m_.lanes_)
+  for (auto& [id, record] : m_.nic_.lanes)
     if (auto lane = record.lane.lock())
       lane->retire();
   // From here on the manager has no device: whatever failing an op sets off (a freed bounce
   // buffer going to a waiting op, a release reply) cannot reach the old one. `old` keeps the
   // domain for the registrations still to drop below.
-  std::shared_ptr<RdmaDomain> old = std::move(m_.domain_);
-  m_.domain_.reset();
-  m_.completions_.reset();  // its QPs went above; the last one takes the shared CQ along
-  m_.no_rdma_reason_ = reason + "; opening it again";
-  m_.port_down_.clear();
+  std::shared_ptr<RdmaDomain> old = std::move(m_.nic_.domain);
+  m_.nic_.domain.reset();
+  m_.nic_.completions.reset();  // its QPs went above; the last one takes the shared CQ along
+  m_.nic_.no_rdma_reason = reason + "; opening it again";
+  m_.nic_.port_down.clear();
   // 2. The RDMA ops in flight fail now: no_device, naming the device. (Their completions, if
   //    any still come, find them done.)
   m_.staged_.drop_device();  // 3. below, first: no op may give back a bounce buffer that is gone
@@ -158,7 +158,7 @@ void DeviceWatch::lose_device(const std::string& what) {
   m_.registry_->drop_registrations();
   m_.receipts.drop_device();
   old.reset();
-  // 4. Peers: their queue pairs to us are dead; tell them m_.now (or their ops wait for the ACK
+  // 4. Peers: their queue pairs to us are dead; tell them now (or their ops wait for the ACK
   //    timeout x retries).
   for (auto& [key, p] : m_.peers_)
     if (p.manager && p.down_reason.empty())
@@ -168,21 +168,21 @@ void DeviceWatch::lose_device(const std::string& what) {
 }
 
 void DeviceWatch::reopen_device(uint32_t attempt) {
-  if (m_.domain_)
+  if (m_.nic_.domain)
     return;
   auto d = RdmaDomain::open(m_.options_.ibverbs);
   if (!d.ok()) {
-    m_.no_rdma_reason_ = "RDMA device lost; reopening failed (attempt " + std::to_string(attempt) +
-                         "): " + d.error().message();
+    m_.nic_.no_rdma_reason = "RDMA device lost; reopening failed (attempt " +
+                             std::to_string(attempt) + "): " + d.error().message();
     auto wait = std::min(kReopenMax, kReopenFirst * (1u << std::min(attempt, 5u)));
     m_.self_->delayed_send(m_.self_, wait, ReopenDevice{attempt + 1});
     return;
   }
-  m_.domain_ = *d;
-  ++m_.device_reopens_;
-  m_.no_rdma_reason_.clear();
-  if (!m_.poller_)
-    m_.poller_ = std::make_unique<CompletionPoller>();
+  m_.nic_.domain = *d;
+  ++m_.nic_.device_reopens;
+  m_.nic_.no_rdma_reason.clear();
+  if (!m_.nic_.poller)
+    m_.nic_.poller = std::make_unique<CompletionPoller>();
   // Live host buffers are registered again (for the local side of transfers and new lanes);
   // handles given out before carry the old incarnation and move through us (invariant 8).
   size_t again = 0, failed = 0;
@@ -190,7 +190,7 @@ void DeviceWatch::reopen_device(uint32_t attempt) {
     if (b.released || b.memory != BufferMemory::kHost)
       continue;
     auto mr_access = b.access == BufferAccess::kReadOnly ? Access::kReadOnly : Access::kReadWrite;
-    auto r = m_.domain_->register_buffer(reinterpret_cast<void*>(b.addr), b.size, mr_access);
+    auto r = m_.nic_.domain->register_buffer(reinterpret_cast<void*>(b.addr), b.size, mr_access);
     if (!r.ok()) {
       ++failed;
       continue;
@@ -201,9 +201,10 @@ void DeviceWatch::reopen_device(uint32_t attempt) {
   }
   std::string not_again =
       failed > 0 ? " (" + std::to_string(failed) + " could not be: they use the fallback)" : "";
-  log_line(
-      LogLevel::kInfo, "%s: RDMA device back after %u attempts: %s; %zu buffers registered again%s",
-      m_.options_.name.c_str(), attempt, m_.domain_->describe().c_str(), again, not_again.c_str());
+  log_line(LogLevel::kInfo,
+           "%s: RDMA device back after %u attempts: %s; %zu buffers registered again%s",
+           m_.options_.name.c_str(), attempt, m_.nic_.domain->describe().c_str(), again,
+           not_again.c_str());
   watch_device();
 }
 
@@ -216,7 +217,7 @@ void DeviceWatch::peer_device_gone(const std::string& what) {
     return;
   Peer& p = it->second;
   std::string reason = "RDMA device of peer manager " + p.name + " lost: " + what.substr(0, 512);
-  // Ops on these queue pairs fail m_.now (flushed); a retry makes a new handshake, which the peer
+  // Ops on these queue pairs fail now (flushed); a retry makes a new handshake, which the peer
   // refuses until its device is back (then the fallback) or answers with its new incarnation.
   abort_connections(reason, &it->first);
 }
@@ -234,12 +235,12 @@ void DeviceWatch::abort_connections(const std::string& reason, const caf::actor_
     for (auto& [id, qp] : p.qps.lanes)
       abort(qp);
   }
-  for (auto& [id, lane] : m_.lanes_)
+  for (auto& [id, lane] : m_.nic_.lanes)
     if (peer == nullptr || lane.owner == *peer)
       abort(lane.qp.lock());
   m_.rails.abort(reason, peer);
   if (peer == nullptr)
-    abort(m_.loopback_);
+    abort(m_.nic_.loopback);
 }
 
 }  // namespace caf_rdma::detail

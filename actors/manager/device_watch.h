@@ -23,7 +23,7 @@ class DeviceWatch : public ManagerPart {
 public:
   using ManagerPart::ManagerPart;
 
-  /// Starts the monitor of `domain_`.
+  /// Starts the monitor of the primary device (`RdmaLinks::domain`).
   void watch_device();
   /// A monitor of `domain` whose events come to the manager as DeviceChanged (with its
   /// incarnation); null (with a warning saying `unwatched`: what then shows a failure) when it

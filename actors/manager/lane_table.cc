@@ -17,8 +17,9 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
   // The same choice as the manager's own ops (path_choice.h): a lane is RDMA or nothing.
   TransferOp op;
   op.remote = remote;
-  PathFacts f = device_facts(op, m_.options_.mode, m_.domain_ != nullptr, m_.no_rdma_reason_,
-                             m_.port_down_, m_.domain_ && m_.domain_->port().is_ethernet);
+  PathFacts f =
+      device_facts(op, m_.options_.mode, m_.nic_.domain != nullptr, m_.nic_.no_rdma_reason,
+                   m_.nic_.port_down, m_.nic_.domain && m_.nic_.domain->port().is_ethernet);
   f.local_registered = true;  // each op's local buffer is checked by the lane (DirectRegistry)
   if (m_.options_.mode == TransportMode::kFallback)
     return refuse("this manager runs the fallback transport only");
@@ -30,7 +31,7 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
   // The client polls its lane in its own threads: a CQ of its own, not the shared one.
   RdmaQueuePair::Options o;
   o.drain_timeout = m_.options_.drain_timeout;
-  auto created = RdmaQueuePair::create(m_.domain_, o);
+  auto created = RdmaQueuePair::create(m_.nic_.domain, o);
   if (!created.ok())
     return to_caf_error(created.error().with_context("creating a direct lane's queue pair"));
   std::shared_ptr<RdmaQueuePair> qp(std::move(*created));
@@ -43,7 +44,7 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
     std::weak_ptr<RdmaQueuePair> weak_qp = qp;
     auto lane = std::make_shared<DirectLane>(id, std::move(qp), m_.registry_, me, remote.owner,
                                              m_.options_.name, m_.capped(UINT32_MAX));
-    m_.lanes_.emplace(id, LaneRecord{m_.self_->address(), weak_qp, lane});
+    m_.nic_.lanes.emplace(id, LaneRecord{m_.self_->address(), weak_qp, lane});
     return LaneGrant{std::move(lane), m_.options_.verify, 0};  // a loopback lane: never striped
   }
   Peer& p = m_.peer_table.peer_for(remote.owner, remote.owner_name);
@@ -70,7 +71,7 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
                                          "no direct lane to peer manager " + name +
                                              ": this manager's RDMA device went away during "
                                              "the handshake (" +
-                                             m_.no_rdma_reason_ + ")"));
+                                             m_.nic_.no_rdma_reason + ")"));
               return;
             }
             Status st = info.gid.size() == 16
@@ -86,8 +87,8 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
             std::weak_ptr<RdmaQueuePair> weak_qp = qp;
             auto lane = std::make_shared<DirectLane>(id, std::move(qp), m_.registry_, me, owner,
                                                      name, m_.capped(UINT32_MAX));
-            m_.lanes_.emplace(id, LaneRecord{key, weak_qp, lane});
-            const bool stripes = !m_.rails_.empty() || m_.options_.stripe_qps > 1;
+            m_.nic_.lanes.emplace(id, LaneRecord{key, weak_qp, lane});
+            const bool stripes = !m_.nic_.rails.empty() || m_.options_.stripe_qps > 1;
             rp.deliver(LaneGrant{std::move(lane), m_.options_.verify,
                                  stripes ? m_.options_.stripe_min_bytes : 0,
                                  m_.options_.stripe_qps > 1});
@@ -116,7 +117,7 @@ Result<QpInfoMsg> LaneTable::accept_lane(Peer& p, const QpInfoMsg& remote) {
                                                     std::to_string(kMaxLanesPerPeer) +
                                                     " direct lanes from " + p.name);
   CAF_RDMA_ASSIGN_OR_RETURN(auto o, m_.handshakes.shared_qp_options());
-  CAF_RDMA_ASSIGN_OR_RETURN(auto created, RdmaQueuePair::create(m_.domain_, o));
+  CAF_RDMA_ASSIGN_OR_RETURN(auto created, RdmaQueuePair::create(m_.nic_.domain, o));
   std::shared_ptr<RdmaQueuePair> qp(std::move(created));
   Status st = qp->connect(from_msg(remote));
   if (!st.ok())
@@ -127,11 +128,11 @@ Result<QpInfoMsg> LaneTable::accept_lane(Peer& p, const QpInfoMsg& remote) {
 }
 
 void LaneTable::close_lane(uint64_t lane) {
-  auto it = m_.lanes_.find(lane);
-  if (it == m_.lanes_.end())
+  auto it = m_.nic_.lanes.find(lane);
+  if (it == m_.nic_.lanes.end())
     return;
   auto key = it->second.owner;
-  m_.lanes_.erase(it);
+  m_.nic_.lanes.erase(it);
   if (key == m_.self_->address())
     return;
   auto p = m_.peers_.find(key);

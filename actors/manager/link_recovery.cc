@@ -60,7 +60,7 @@ void LinkRecovery::cut_off(const caf::actor_addr& key, Peer& p, const caf::error
   m_.rails.drop_peer(p, err);
   p.qps.lanes.clear();  // its side of the lanes is gone with it
   // Our lanes to it: flush them, so their clients fail now, not at their timeouts.
-  for (auto& [id, lane] : m_.lanes_)
+  for (auto& [id, lane] : m_.nic_.lanes)
     if (lane.owner == key)
       if (auto qp = lane.qp.lock())
         (void)qp->abort(error_message(err));

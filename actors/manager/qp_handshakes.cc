@@ -12,17 +12,17 @@
 namespace caf_rdma::detail {
 
 uint64_t QpHandshakes::hold_opening(std::shared_ptr<RdmaQueuePair> qp) {
-  uint64_t n = m_.next_opening_++;
-  m_.opening_.emplace(n, std::move(qp));
+  uint64_t n = m_.nic_.next_opening++;
+  m_.nic_.opening.emplace(n, std::move(qp));
   return n;
 }
 
 std::shared_ptr<RdmaQueuePair> QpHandshakes::take_opening(uint64_t n) {
-  auto it = m_.opening_.find(n);
-  if (it == m_.opening_.end())
+  auto it = m_.nic_.opening.find(n);
+  if (it == m_.nic_.opening.end())
     return nullptr;
   auto qp = std::move(it->second);
-  m_.opening_.erase(it);
+  m_.nic_.opening.erase(it);
   return qp;
 }
 
@@ -36,7 +36,7 @@ QpInfoMsg QpHandshakes::to_msg(const QpInfo& info, uint64_t lane) const {
   m.ethernet = info.is_ethernet;
   m.max_dest_rd_atomic = info.max_dest_rd_atomic;
   m.incarnation = info.incarnation;
-  m.device = m_.domain_ ? m_.domain_->device_name() : "";
+  m.device = m_.nic_.domain ? m_.nic_.domain->device_name() : "";
   m.manager = m_.facade_;
   m.lane = lane;
   return m;
@@ -56,7 +56,7 @@ QpInfo from_msg(const QpInfoMsg& m) {
 }
 
 Result<RdmaQueuePair::Options> QpHandshakes::shared_qp_options() {
-  return shared_qp_options(m_.domain_, m_.completions_);
+  return shared_qp_options(m_.nic_.domain, m_.nic_.completions);
 }
 
 Result<RdmaQueuePair::Options> QpHandshakes::shared_qp_options(
@@ -81,18 +81,18 @@ Result<RdmaQueuePair::Options> QpHandshakes::shared_qp_options(
 }
 
 Result<std::shared_ptr<RdmaQueuePair>> QpHandshakes::loopback_qp() {
-  if (m_.loopback_ && !m_.loopback_->needs_recovery())
-    return m_.loopback_;
-  if (m_.loopback_) {
-    m_.poller_->remove(m_.loopback_.get());
-    m_.loopback_.reset();
+  if (m_.nic_.loopback && !m_.nic_.loopback->needs_recovery())
+    return m_.nic_.loopback;
+  if (m_.nic_.loopback) {
+    m_.nic_.poller->remove(m_.nic_.loopback.get());
+    m_.nic_.loopback.reset();
   }
   CAF_RDMA_ASSIGN_OR_RETURN(auto o, shared_qp_options());
-  CAF_RDMA_ASSIGN_OR_RETURN(auto qp, RdmaQueuePair::create(m_.domain_, o));
+  CAF_RDMA_ASSIGN_OR_RETURN(auto qp, RdmaQueuePair::create(m_.nic_.domain, o));
   std::shared_ptr<RdmaQueuePair> shared(std::move(qp));
   CAF_RDMA_RETURN_IF_ERROR(shared->connect_loopback());
-  m_.poller_->add(shared);
-  m_.loopback_ = shared;
+  m_.nic_.poller->add(shared);
+  m_.nic_.loopback = shared;
   return shared;
 }
 
@@ -105,9 +105,9 @@ void QpHandshakes::fail_waiting(Peer& peer, const caf::error& err) {
 
 void QpHandshakes::drop_qp_of(const caf::actor_addr& key,
                               const std::shared_ptr<RdmaQueuePair>& qp) {
-  if (qp == m_.loopback_) {
-    m_.poller_->remove(qp.get());
-    m_.loopback_.reset();
+  if (qp == m_.nic_.loopback) {
+    m_.nic_.poller->remove(qp.get());
+    m_.nic_.loopback.reset();
   } else if (auto p = m_.peers_.find(key); p != m_.peers_.end()) {
     drop_qp(p->second, qp);
   }
@@ -116,8 +116,8 @@ void QpHandshakes::drop_qp_of(const caf::actor_addr& key,
 void QpHandshakes::drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp) {
   if (!qp)
     return;
-  if (m_.poller_)
-    m_.poller_->remove(qp.get());
+  if (m_.nic_.poller)
+    m_.nic_.poller->remove(qp.get());
   m_.receipts.disarm(qp.get());
   // Keep it alive until both references are gone; the last one destroys the QP (the NIC
   // stops, and anything still outstanding completes with an error).
@@ -133,7 +133,7 @@ void QpHandshakes::drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp)
 void QpHandshakes::handshake(const caf::actor_addr& key) {
   Peer& p = m_.peers_.at(key);
   auto o = shared_qp_options();
-  auto created = o.ok() ? RdmaQueuePair::create(m_.domain_, *o)
+  auto created = o.ok() ? RdmaQueuePair::create(m_.nic_.domain, *o)
                         : Result<std::unique_ptr<RdmaQueuePair>>(o.error());
   if (!created.ok())
     return fail_waiting(
@@ -155,7 +155,7 @@ void QpHandshakes::handshake(const caf::actor_addr& key) {
             if (!qp) {
               // Made on a device this manager lost meanwhile: its ops were failed; ops since
               // wait for a handshake on the device we have now.
-              if (!p.qps.handshaking && m_.domain_ && !p.qps.waiting.empty())
+              if (!p.qps.handshaking && m_.nic_.domain && !p.qps.waiting.empty())
                 handshake(key);
               return;
             }
@@ -173,7 +173,7 @@ void QpHandshakes::handshake(const caf::actor_addr& key) {
                   p, to_caf_error(st.error().with_context("connecting to peer " + p.name + " (" +
                                                           remote.device + ")")));
             p.qps.initiated = qp;
-            m_.poller_->add(qp);
+            m_.nic_.poller->add(qp);
             auto waiting = std::move(p.qps.waiting);
             p.qps.waiting.clear();
             for (OpId id : waiting)
@@ -206,12 +206,13 @@ void QpHandshakes::handshake(const caf::actor_addr& key) {
 }
 
 caf::result<QpInfoMsg> QpHandshakes::accept_connect(const QpInfoMsg& remote) {
-  if (!m_.domain_)
+  if (!m_.nic_.domain)
+    return make_rdma_error(
+        ErrorCode::kNoDevice,
+        "manager " + m_.options_.name + " has no RDMA device: " + m_.nic_.no_rdma_reason);
+  if (!m_.nic_.port_down.empty())
     return make_rdma_error(ErrorCode::kNoDevice, "manager " + m_.options_.name +
-                                                     " has no RDMA device: " + m_.no_rdma_reason_);
-  if (!m_.port_down_.empty())
-    return make_rdma_error(ErrorCode::kNoDevice, "manager " + m_.options_.name +
-                                                     "'s RDMA port is down: " + m_.port_down_);
+                                                     "'s RDMA port is down: " + m_.nic_.port_down);
   // The peer is the actor that sent the handshake, not one the message names: a peer cannot
   // replace another's queue pair or lanes by naming it.
   auto sender = caf::actor_cast<caf::actor>(m_.self_->current_sender());
@@ -320,7 +321,7 @@ Result<QpInfoMsg> QpHandshakes::finish_accept(Peer& p, const QpInfoMsg& remote) 
   if (remote.stripe != 0)
     return m_.rails.accept(p, remote);
   CAF_RDMA_ASSIGN_OR_RETURN(auto o, shared_qp_options());
-  auto created = RdmaQueuePair::create(m_.domain_, o);
+  auto created = RdmaQueuePair::create(m_.nic_.domain, o);
   if (!created.ok())
     return created.error();
   std::shared_ptr<RdmaQueuePair> qp(std::move(*created));

@@ -40,16 +40,17 @@ public:
   void drop_qp_of(const caf::actor_addr& key, const std::shared_ptr<RdmaQueuePair>& qp);
   void fail_waiting(Peer& peer, const caf::error& err);
   Result<std::shared_ptr<RdmaQueuePair>> loopback_qp();
-  /// Options of a new queue pair on domain_ whose completions go to the device's shared
-  /// completion queue (one poll per sweep for all peers; made here with the first). Direct
-  /// lanes' own QPs, polled by their client's threads, keep a CQ of their own.
+  /// Options of a new queue pair on the primary device (RdmaLinks::domain) whose completions go to
+  /// the device's shared completion queue (one poll per sweep for all peers; made here with the
+  /// first). Direct lanes' own QPs, polled by their client's threads, keep a CQ of their own.
   Result<RdmaQueuePair::Options> shared_qp_options();
   /// The same on device `domain`, whose shared completion queue is `completions` (made here
   /// with the first QP): the rails' striping QPs (manager/rails.h).
   Result<RdmaQueuePair::Options> shared_qp_options(const std::shared_ptr<RdmaDomain>& domain,
                                                    std::shared_ptr<CompletionRouter>& completions);
   QpInfoMsg to_msg(const QpInfo& info, uint64_t lane = 0) const;
-  /// Keeps `qp` while its handshake is in flight (`opening_`); the number to take it back with.
+  /// Keeps `qp` while its handshake is in flight (`RdmaLinks::opening`); the number to take it back
+  /// with.
   uint64_t hold_opening(std::shared_ptr<RdmaQueuePair> qp);
   /// The QP held under `n`, no longer held; null when a device loss dropped it meanwhile.
   std::shared_ptr<RdmaQueuePair> take_opening(uint64_t n);

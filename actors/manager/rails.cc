@@ -43,11 +43,11 @@ Result<std::vector<std::shared_ptr<RdmaDomain>>> open_rails(const ManagerOptions
 }
 
 void Rails::register_buffer(LocalBuffer& entry, BufferHandle& h, Access access) {
-  if (m_.rails_.empty() || entry.rdma.released())
+  if (m_.nic_.rails.empty() || entry.rdma.released())
     return;
   std::vector<RdmaBuffer> regions;
   std::vector<RailKey> keys;
-  for (const RailDevice& rail : m_.rails_) {
+  for (const RailDevice& rail : m_.nic_.rails) {
     if (!rail.domain) {  // lost: an empty key keeps the others' positions (invariant 18)
       regions.emplace_back();
       keys.emplace_back();
@@ -73,13 +73,13 @@ const RdmaBuffer& Rails::region(const LocalBuffer& b, uint32_t rail) {
 }
 
 const std::shared_ptr<RdmaDomain>& Rails::domain_of(uint32_t rail) const {
-  return rail == 0 ? m_.domain_ : m_.rails_.at(rail - 1).domain;
+  return rail == 0 ? m_.nic_.domain : m_.nic_.rails.at(rail - 1).domain;
 }
 
 bool Rails::port_active(uint32_t rail) const {
   if (rail == 0)
-    return m_.port_down_.empty();
-  const auto& d = m_.rails_.at(rail - 1).domain;
+    return m_.nic_.port_down.empty();
+  const auto& d = m_.nic_.rails.at(rail - 1).domain;
   if (!d)
     return false;  // lost (invariant 21)
   auto port = d->context()->query_port(d->port().port_num);
@@ -97,8 +97,8 @@ bool Rails::stripes(OpId id, std::vector<StripeLane>* lanes) {
   // primary devices).
   const LocalBuffer& local = m_.buffers_.at(o->op.local.id);
   uint32_t rails = 0;
-  if (!m_.rails_.empty() && local.rails.size() == m_.rails_.size())
-    rails = static_cast<uint32_t>(std::min(m_.rails_.size(), o->op.remote.rails.size()));
+  if (!m_.nic_.rails.empty() && local.rails.size() == m_.nic_.rails.size())
+    rails = static_cast<uint32_t>(std::min(m_.nic_.rails.size(), o->op.remote.rails.size()));
   if (rails == 0 && m_.options_.stripe_qps < 2)
     return false;
   auto it = m_.peers_.find(o->peer);
@@ -152,7 +152,7 @@ StripeLane Rails::least_busy(OpId id, const std::shared_ptr<RdmaQueuePair>& prim
   if (it == m_.peers_.end() || it->second.qps.stripes.empty())
     return best;
   const LocalBuffer& local = m_.buffers_.at(o->op.local.id);
-  const bool rails_usable = !m_.rails_.empty() && local.rails.size() == m_.rails_.size();
+  const bool rails_usable = !m_.nic_.rails.empty() && local.rails.size() == m_.nic_.rails.size();
   size_t fewest = primary->pending_ops();
   for (const auto& [s, qp] : it->second.qps.stripes) {
     const uint32_t rail = rail_of(s);
@@ -177,7 +177,7 @@ void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
   const uint32_t rail = rail_of(stripe);
   const auto& domain = domain_of(rail);
   std::shared_ptr<CompletionRouter>& cq =
-      rail == 0 ? m_.completions_ : m_.rails_.at(rail - 1).completions;
+      rail == 0 ? m_.nic_.completions : m_.nic_.rails.at(rail - 1).completions;
   auto o = m_.handshakes.shared_qp_options(domain, cq);
   auto created = o.ok() ? RdmaQueuePair::create(domain, *o)
                         : Result<std::unique_ptr<RdmaQueuePair>>(o.error());
@@ -217,7 +217,7 @@ void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
                                            : Status(Error(ErrorCode::kInternal, "no GID"));
       if (st.ok()) {
         p.qps.stripes[stripe] = qp;
-        m_.poller_->add(qp);
+        m_.nic_.poller->add(qp);
       } else {
         failed = st.error().message();
       }
@@ -264,22 +264,22 @@ Result<QpInfoMsg> Rails::accept(Peer& p, const QpInfoMsg& remote) {
                  "striping handshake from " + p.name + " for queue pair " + std::to_string(j + 1) +
                      " of a pair of devices; " + m_.options_.name + " takes " +
                      std::to_string(m_.options_.stripe_qps));
-  if (rail > m_.rails_.size())
+  if (rail > m_.nic_.rails.size())
     return Error(ErrorCode::kNoDevice,
                  "manager " + m_.options_.name + " has no rail " + std::to_string(rail) +
-                     " (its rails: " + std::to_string(m_.rails_.size()) + ")");
-  if (rail > 0 && !m_.rails_[rail - 1].domain)
+                     " (its rails: " + std::to_string(m_.nic_.rails.size()) + ")");
+  if (rail > 0 && !m_.nic_.rails[rail - 1].domain)
     return Error(ErrorCode::kNoDevice, "manager " + m_.options_.name + "'s rail " +
-                                           m_.rails_[rail - 1].name +
-                                           " was lost: " + m_.rails_[rail - 1].lost);
-  if (rail == 0 && !m_.domain_)
+                                           m_.nic_.rails[rail - 1].name +
+                                           " was lost: " + m_.nic_.rails[rail - 1].lost);
+  if (rail == 0 && !m_.nic_.domain)
     return Error(ErrorCode::kNoDevice, "manager " + m_.options_.name + " has no RDMA device now");
   if (!port_active(rail))
     return Error(ErrorCode::kNoDevice, "manager " + m_.options_.name + "'s device " +
                                            domain_of(rail)->device_name() + " has its port down");
   const auto& domain = domain_of(rail);
   std::shared_ptr<CompletionRouter>& cq =
-      rail == 0 ? m_.completions_ : m_.rails_.at(rail - 1).completions;
+      rail == 0 ? m_.nic_.completions : m_.nic_.rails.at(rail - 1).completions;
   CAF_RDMA_ASSIGN_OR_RETURN(auto o, m_.handshakes.shared_qp_options(domain, cq));
   CAF_RDMA_ASSIGN_OR_RETURN(auto created, RdmaQueuePair::create(domain, o));
   std::shared_ptr<RdmaQueuePair> qp(std::move(created));
@@ -303,8 +303,8 @@ void Rails::drop(const caf::actor_addr& key, const std::shared_ptr<RdmaQueuePair
   auto it = m_.peers_.find(key);
   if (it == m_.peers_.end() || !qp)
     return;
-  if (m_.poller_)
-    m_.poller_->remove(qp.get());
+  if (m_.nic_.poller)
+    m_.nic_.poller->remove(qp.get());
   Peer& p = it->second;
   for (auto s = p.qps.stripes.begin(); s != p.qps.stripes.end();) {
     if (s->second != qp) {
@@ -321,8 +321,8 @@ void Rails::drop(const caf::actor_addr& key, const std::shared_ptr<RdmaQueuePair
 void Rails::forget(Peer& p) {
   for (auto* table : {&p.qps.stripes, &p.qps.stripes_accepted}) {
     for (auto& [s, qp] : *table)
-      if (m_.poller_)
-        m_.poller_->remove(qp.get());
+      if (m_.nic_.poller)
+        m_.nic_.poller->remove(qp.get());
     table->clear();  // the last reference: destroyed (what it holds completes flushed)
   }
   p.qps.stripes_opening.clear();
@@ -354,14 +354,14 @@ void Rails::abort(const std::string& reason, const caf::actor_addr* peer) {
 }
 
 void Rails::watch() {
-  for (RailDevice& rail : m_.rails_)
+  for (RailDevice& rail : m_.nic_.rails)
     rail.monitor =
         m_.device.monitor(*rail.domain, "a rail: its failures show as slices timing out");
 }
 
 bool Rails::rail_event(const DeviceChanged& e) {
-  for (size_t k = 0; k < m_.rails_.size(); ++k) {
-    RailDevice& rail = m_.rails_[k];
+  for (size_t k = 0; k < m_.nic_.rails.size(); ++k) {
+    RailDevice& rail = m_.nic_.rails[k];
     if (!rail.domain || rail.domain->incarnation() != e.incarnation)
       continue;
     const auto kind = static_cast<DeviceEventKind>(e.kind);
@@ -386,8 +386,8 @@ bool Rails::rail_event(const DeviceChanged& e) {
             continue;
           }
           // Lost: destroyed (what it still holds completes flushed), so the device can go.
-          if (m_.poller_)
-            m_.poller_->remove(s->second.get());
+          if (m_.nic_.poller)
+            m_.nic_.poller->remove(s->second.get());
           s = table->erase(s);
         }
       }
@@ -396,7 +396,7 @@ bool Rails::rail_event(const DeviceChanged& e) {
       rail.lost = e.what;
       rail.monitor.reset();
       for (auto& [id, b] : m_.buffers_)
-        if (b.rails.size() == m_.rails_.size())
+        if (b.rails.size() == m_.nic_.rails.size())
           b.rails[k] = RdmaBuffer();  // the other rails' registrations stay (invariant 18)
       rail.completions.reset();
       rail.domain.reset();
@@ -408,7 +408,7 @@ bool Rails::rail_event(const DeviceChanged& e) {
 
 std::vector<std::string> Rails::names() const {
   std::vector<std::string> out;
-  for (const RailDevice& rail : m_.rails_)
+  for (const RailDevice& rail : m_.nic_.rails)
     out.push_back(rail.domain ? rail.name : rail.name + " (lost: " + rail.lost + ")");
   return out;
 }
@@ -421,10 +421,10 @@ size_t Rails::live_qps() const {
 }
 
 std::string Rails::describe() const {
-  if (m_.rails_.empty())
+  if (m_.nic_.rails.empty())
     return "";
   std::string out = "; rails";
-  for (const RailDevice& rail : m_.rails_)
+  for (const RailDevice& rail : m_.nic_.rails)
     out += (out.size() == 7 ? " " : ", ") + (rail.domain ? rail.domain->describe() : rail.name);
   return out + "; transfers of at least " + std::to_string(m_.options_.stripe_min_bytes) +
          " bytes striped over " + std::to_string(m_.options_.stripe_qps) +

@@ -203,7 +203,7 @@ void WriteNotices::after_write(OpId id, TransferOutcome written,
     Error e(st.error().code(), fence_failed_text(ours, st.error().message()));
     return finish(id, &e);
   }
-  m_.poller_->wake();
+  m_.nic_.poller->wake();
 }
 
 void WriteNotices::fenced(OpId id, const TransferOutcome& fence) {

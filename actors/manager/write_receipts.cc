@@ -109,12 +109,12 @@ void WriteReceipts::chunk_landed(const std::string& node, uint64_t receipt, uint
 // -- RDMA receives ----------------------------------------------------------------------------
 
 Result<RdmaBuffer> WriteReceipts::sink() {
-  if (sink_domain_ != m_.domain_ || sink_.released()) {
-    sink_domain_ = m_.domain_;
+  if (sink_domain_ != m_.nic_.domain || sink_.released()) {
+    sink_domain_ = m_.nic_.domain;
     sink_ = RdmaBuffer{};
-    if (!m_.domain_)
+    if (!m_.nic_.domain)
       return Error(ErrorCode::kNoDevice, "no RDMA device");
-    CAF_RDMA_ASSIGN_OR_RETURN(sink_, m_.domain_->register_local(sink_bytes_.get(), 64));
+    CAF_RDMA_ASSIGN_OR_RETURN(sink_, m_.nic_.domain->register_local(sink_bytes_.get(), 64));
   }
   return sink_;
 }
@@ -167,8 +167,8 @@ Status WriteReceipts::arm(const std::shared_ptr<RdmaQueuePair>& qp, const std::s
     if (Status st = receive.post(*qp); !st.ok())
       return st.error().with_context("posting the receives for write receipts");
   armed_.insert(qp.get());
-  if (m_.poller_)
-    m_.poller_->add(qp);  // its receives complete through the poller
+  if (m_.nic_.poller)
+    m_.nic_.poller->add(qp);  // its receives complete through the poller
   return {};
 }
 
@@ -240,8 +240,8 @@ void WriteReceipts::claim(const std::string& node, uint64_t receipt, uint64_t bu
   waiting_[key] = id;
   waiters_.emplace(id, Waiter{node, receipt, buffer, offset, length, direct, std::move(then)});
   m_.self_->delayed_send(m_.self_, kReceiptWait, ReceiptDue{id});
-  if (m_.poller_)
-    m_.poller_->wake();
+  if (m_.nic_.poller)
+    m_.nic_.poller->wake();
 }
 
 void WriteReceipts::hand_to_waiter(const Key& key) {

@@ -22,9 +22,9 @@ void RdmaPath::connect(OpId id) {
   OpRecord* o = m_.op_record(id);
   if (o == nullptr)
     return;
-  if (!m_.domain_ || !m_.port_down_.empty())  // lost (or port down) since the op started
-    return m_.reroute(id,
-                      rdma_unusable_text(m_.domain_ != nullptr, m_.no_rdma_reason_, m_.port_down_));
+  if (!m_.nic_.domain || !m_.nic_.port_down.empty())  // lost (or port down) since the op started
+    return m_.reroute(id, rdma_unusable_text(m_.nic_.domain != nullptr, m_.nic_.no_rdma_reason,
+                                             m_.nic_.port_down));
   if (o->peer == m_.facade_.address()) {
     auto qp = m_.handshakes.loopback_qp();
     if (!qp.ok())
@@ -110,7 +110,7 @@ void RdmaPath::post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
   Status st = submit(id, 0, qp, std::move(rop), landed, old_value);
   if (!st.ok())
     return m_.fail_op(id, to_caf_error(st.error()));
-  if (m_.batching_)
+  if (m_.nic_.batching)
     return;  // invariant 2: posted with the rest of the batch
   if (poll_inline) {
     auto until = std::chrono::steady_clock::now() + window;
@@ -119,7 +119,7 @@ void RdmaPath::post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
     if (landed->load(std::memory_order_acquire))
       return;
   }
-  m_.poller_->wake();
+  m_.nic_.poller->wake();
 }
 
 Status RdmaPath::submit(OpId id, uint32_t chunk, const std::shared_ptr<RdmaQueuePair>& qp,
@@ -145,14 +145,14 @@ Status RdmaPath::submit(OpId id, uint32_t chunk, const std::shared_ptr<RdmaQueue
     if (landed)
       landed->store(true, std::memory_order_release);
   };
-  Status st = m_.batching_ ? qp->submit_queued(std::move(rop), std::move(callback))
-                           : qp->submit(std::move(rop), std::move(callback));
+  Status st = m_.nic_.batching ? qp->submit_queued(std::move(rop), std::move(callback))
+                               : qp->submit(std::move(rop), std::move(callback));
   if (!st.ok())
     return st;
   if (!slice)
     use(id)->qp = qp;
-  auto& queued = m_.queued_on_;
-  if (m_.batching_ && std::find(queued.begin(), queued.end(), qp) == queued.end())
+  auto& queued = m_.nic_.queued_on;
+  if (m_.nic_.batching && std::find(queued.begin(), queued.end(), qp) == queued.end())
     queued.push_back(qp);
   return {};
 }
@@ -355,8 +355,8 @@ void RdmaPath::post_striped(OpId id, const std::shared_ptr<RdmaQueuePair>& prima
   }
   if (u.open_slices == 0)
     return slices_ended(id);
-  if (!m_.batching_)
-    m_.poller_->wake();
+  if (!m_.nic_.batching)
+    m_.nic_.poller->wake();
 }
 
 bool RdmaPath::fail_over(OpId id, uint32_t i, TransferOutcome* why) {
@@ -422,10 +422,10 @@ void RdmaPath::slice_completed(OpId id, uint32_t i, TransferOutcome outcome, OpF
              "it runs again on %s",
              m_.options_.name.c_str(), static_cast<unsigned long long>(slice.length), slice.rail,
              o.op.remote.owner_name.c_str(), outcome.message.c_str(),
-             m_.domain_ ? m_.domain_->device_name().c_str() : "the primary device");
+             m_.nic_.domain ? m_.nic_.domain->device_name().c_str() : "the primary device");
     if (fail_over(id, i, &outcome)) {
-      if (!m_.batching_)
-        m_.poller_->wake();
+      if (!m_.nic_.batching)
+        m_.nic_.poller->wake();
       return;
     }
   }

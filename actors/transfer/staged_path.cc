@@ -11,9 +11,10 @@
 namespace caf_rdma::detail {
 
 void StagedPath::start(OpId id) {
-  if (!m_.domain_ || !m_.port_down_.empty())  // lost (or port down) while it waited for a slot
-    return m_.reroute(id,
-                      rdma_unusable_text(m_.domain_ != nullptr, m_.no_rdma_reason_, m_.port_down_));
+  if (!m_.nic_.domain ||
+      !m_.nic_.port_down.empty())  // lost (or port down) while it waited for a slot
+    return m_.reroute(id, rdma_unusable_text(m_.nic_.domain != nullptr, m_.nic_.no_rdma_reason,
+                                             m_.nic_.port_down));
   OpRecord& o = *m_.op_record(id);
   StagedOp& s = ops_[id];
   if (s.slot >= 0)
@@ -52,7 +53,7 @@ Result<int> StagedPath::take_slot(int gpu) {
              "staging (slower): %s",
              opt.name.c_str(), slot.memory->lock_error().c_str());
   }
-  auto b = m_.domain_->register_local(slot.memory->data(), opt.staging_bytes);
+  auto b = m_.nic_.domain->register_local(slot.memory->data(), opt.staging_bytes);
   if (!b.ok())
     return b.error().with_context("registering a staging buffer");
   slot.rdma = *b;
@@ -117,8 +118,8 @@ void StagedPath::post_chunks(OpId id, StagedOp& s, const std::shared_ptr<RdmaQue
     ++s.next_chunk;
     posted = true;
   }
-  if (posted && !m_.batching_)
-    m_.poller_->wake();
+  if (posted && !m_.nic_.batching)
+    m_.nic_.poller->wake();
 }
 
 void StagedPath::completed(OpId id, TransferOutcome outcome, OpFault fault, uint32_t chunk) {
