@@ -152,17 +152,18 @@ PathFacts ManagerState::path_facts(const OpRecord& o, const LocalBuffer& local) 
   // Registered on the device (GPU memory a reopened device did not register again is not).
   f.local_staged = local.memory == BufferMemory::kGpuStaged;
   f.local_registered = f.local_staged || !local.rdma.released();
-  auto p = peers_.find(o.peer);
+  auto p = peer_table.peers().find(o.peer);
   // Smaller ops take the stream channel too while its owner's endpoint is unknown here: the
   // grant names it, and the stream lanes then take the next ones (actors/stream_endpoints.h).
   // Asked last, and only for a small op: the endpoints' lock is not on every op's way.
   auto learns_endpoint = [&] {
     return op.remote.stream_port != 0 && !f.same_node &&
-           (p == peers_.end() || !p->second.endpoint_tried) && !stream_endpoints_->find(o.peer);
+           (p == peer_table.peers().end() || !p->second.endpoint_tried) &&
+           !stream_endpoints_->find(o.peer);
   };
   f.stream_fits = !is_atomic(op) && stream_client_ && options_.stream_min_bytes > 0 &&
                   (stream_size_fits(o.length, options_.stream_min_bytes) || learns_endpoint()) &&
-                  (p == peers_.end() || !p->second.no_stream) &&
+                  (p == peer_table.peers().end() || !p->second.no_stream) &&
                   local.memory == BufferMemory::kHost &&
                   op.remote.memory == static_cast<uint8_t>(BufferMemory::kHost);
   return f;
@@ -209,7 +210,7 @@ void ManagerState::reroute(OpId id, const std::string& why) {
                                            describe(o->op.remote) + " cannot use RDMA: " + why +
                                            " (an atomic does not move to the fallback: the "
                                            "owner's CPU atomics are not atomic with NIC atomics)"));
-  PathFacts facts = path_facts(*o, buffers_.at(o->op.local.id));
+  PathFacts facts = path_facts(*o, buffer_table.buffers().at(o->op.local.id));
   facts.rdma_lost = why;
   PathChoice choice = choose_path(o->op, facts);
   if (choice.path == PathKind::kNone)

@@ -515,7 +515,7 @@ ManagerState::~ManagerState() {
   stream_lane_.reset();
   stream_client_.reset();
   stream_server_.reset();
-  peers_.clear();
+  peer_table.peers().clear();
   nic_.loopback.reset();
 }
 
@@ -578,9 +578,9 @@ ManagerStats ManagerState::stats() const {
   s.served_fallback_bytes += direct.served_bytes;
   s.same_host_ops = stream_client_ ? stream_client_->same_host_ops() : 0;
   s.lanes = nic_.lanes.size();
-  for (const auto& [key, peer] : peers_)
+  for (const auto& [key, peer] : peer_table.peers())
     s.lanes += peer.qps.lanes.size();
-  for (const auto& [key, peer] : peers_)
+  for (const auto& [key, peer] : peer_table.peers())
     s.live_qps += (peer.qps.initiated ? 1 : 0) + (peer.qps.accepted ? 1 : 0) +
                   peer.qps.stripes.size() + peer.qps.stripes_accepted.size();
   s.live_qps += nic_.loopback ? 1 : 0;
@@ -602,7 +602,7 @@ ManagerStats ManagerState::stats() const {
   s.stripe_failovers = counters_.stripe_failovers;
   s.spread_ops = counters_.spread_ops;
   uint64_t buffer_bytes = 0;
-  for (const auto& [id, b] : buffers_) {
+  for (const auto& [id, b] : buffer_table.buffers()) {
     s.registered_buffers += b.released ? 0 : 1;
     buffer_bytes += b.released ? 0 : b.size;
     s.busy_buffers += b.in_use > 0 || registry_->busy(id) ? 1 : 0;

@@ -1,8 +1,10 @@
 // The front of an RdmaManagerActor (actors/rdma_manager_actor.cc builds the behavior): it keeps
-// the requests, the tables (detail/manager_tables.h: buffers, peers, transfers) and one place that
-// chooses each op's path (actors/transfer/path_choice.h); the paths (actors/transfer/) move the
-// bytes, and the parts (actors/manager/) each do one job on the tables. Every op ends in one reply
-// point (finish_op). Each part and path lists its own invariants; the manager's, numbered here,
+// the requests, the transfers and one place that chooses each op's path
+// (actors/transfer/path_choice.h); the paths (actors/transfer/) move the bytes, and the parts
+// (actors/manager/) each do one job and keep its state (the buffers: BufferTable; the peers:
+// PeerTable; the RDMA state: actors/transport/rdma_links.h). None is a friend: they reach the
+// front, and each other, through public members only. Every op ends in one reply point
+// (finish_op). Each part and path lists its own invariants; the manager's, numbered here,
 // are cited by those files and by the tests under these numbers.
 //
 // Invariants (full text of 1-4, 8, 13 in the named files):
@@ -159,37 +161,30 @@ public:
   /// StagingFreed: free bounce buffers go to the ops waiting for one.
   void staging_freed() { staged_.slots_freed(); }
 
-private:
-  uint64_t new_transfer(Transfer t);
-  /// Makes sure a deadline sweep runs no later than `deadline` + kDeadlineSlack.
-  void arm_deadline_tick(std::chrono::steady_clock::time_point deadline);
-  // The paths (actors/transfer/) are this state's parts: they use its tables and its reply
-  // point, and nothing else does.
-  friend class TransferPath;
-  friend class RdmaPath;
-  friend class StagedPath;
-  friend class ChunkPath;
-  friend class StreamPath;
-  friend class LocalCopyPath;
-  friend class FetchWindows;
-  friend class BufferTable;
-  friend class StreamGrants;
-  friend class Directory;
-  friend class LaneTable;
-  friend class DeviceWatch;
-  friend class QpHandshakes;
-  friend class LinkRecovery;
-  friend class PeerTable;
-  friend class RegistrantWatch;
-  friend class WriteNotices;
-  friend class WriteReceipts;
-  friend class Rails;
-
-  /// Checks op `id`, chooses its path (path_choice.h) and starts it there.
-  void start_op(OpId id);
-  /// What choose_path needs to know of op `o` with local buffer `local`.
-  PathFacts path_facts(const OpRecord& o, const LocalBuffer& local) const;
-  TransferPath& path(PathKind kind);
+  // -- what the parts (actors/manager/) and the paths (actors/transfer/) ask of the front ----
+  // No part is a friend: each keeps its own state (the peers: PeerTable; the buffers:
+  // BufferTable; the RDMA state: nic()), and asks the front only for what follows: its
+  // context, the objects it shares with its threads, the transfers and the one reply point.
+  Self self() const { return self_; }
+  const ManagerOptions& options() const { return options_; }
+  Counters& counters() { return counters_; }
+  const Counters& counters() const { return counters_; }
+  /// The RDMA state (actors/transport/rdma_links.h).
+  RdmaLinks& nic() { return nic_; }
+  const RdmaLinks& nic() const { return nic_; }
+  StreamServer* stream_server() const { return stream_server_.get(); }  ///< null: none
+  const std::shared_ptr<StreamClient>& stream_client() const { return stream_client_; }
+  const std::shared_ptr<DirectRegistry>& registry() const { return registry_; }
+  const std::shared_ptr<StreamEndpoints>& stream_endpoints() const { return stream_endpoints_; }
+  const std::shared_ptr<ServedLedger>& served() const { return served_; }
+  RdmaPath& rdma_path() { return rdma_; }
+  StagedPath& staged_path() { return staged_; }
+  ChunkPath& chunk_path() { return chunks_; }
+  StreamPath& stream_path() { return stream_; }
+  /// The live transfers, by ticket.
+  std::unordered_map<uint64_t, Transfer>& transfers() { return transfers_; }
+  /// The transfer of op `id` (live: its op is open).
+  Transfer& transfer_of(OpId id) { return transfers_.at(id.ticket); }
   /// The RDMA path of that kind (null for the others).
   RdmaPath* rdma_path(PathKind kind);
   // -- the one reply point (reply_point.cc) --
@@ -197,7 +192,6 @@ private:
   /// transfer ended (invariant 5).
   void finish_op(OpId id, TransferOutcome outcome);
   void fail_op(OpId id, const caf::error& err);
-  void maybe_reply(uint64_t ticket);
   /// The open op `id` (null once it ended or its transfer is gone).
   OpRecord* op_record(OpId id);
   /// The timeout of op `id`'s transfer as its outcome, with `more` said after it.
@@ -210,6 +204,19 @@ private:
   void resume_op(OpId id);
   /// The actor clock's time (the test coordinator's in deterministic tests).
   std::chrono::steady_clock::time_point now() const { return self_->clock().now(); }
+
+private:
+  uint64_t new_transfer(Transfer t);
+  /// Replies to transfer `ticket` once every op of it ended.
+  void maybe_reply(uint64_t ticket);
+  /// Makes sure a deadline sweep runs no later than `deadline` + kDeadlineSlack.
+  void arm_deadline_tick(std::chrono::steady_clock::time_point deadline);
+
+  /// Checks op `id`, chooses its path (path_choice.h) and starts it there.
+  void start_op(OpId id);
+  /// What choose_path needs to know of op `o` with local buffer `local`.
+  PathFacts path_facts(const OpRecord& o, const LocalBuffer& local) const;
+  TransferPath& path(PathKind kind);
 
   Self self_ = nullptr;
   /// Published in the manager's place; every message to or from another node passes it.
@@ -226,8 +233,6 @@ private:
   std::shared_ptr<StreamClient> stream_client_;
   std::shared_ptr<StreamLane> stream_lane_;  ///< null: none (no stream channel, verify mode)
   std::shared_ptr<std::atomic<size_t>> list_workers_ = std::make_shared<std::atomic<size_t>>(0);
-  uint64_t next_buffer_id_ = 1;
-  std::unordered_map<uint64_t, LocalBuffer> buffers_;
   uint64_t next_ticket_ = 1;
   // The paths (actors/transfer/), each keeping its own per-op state.
   LocalCopyPath local_copy_{*this};
@@ -240,7 +245,6 @@ private:
   /// transfer: scheduling one wakes CAF's clock thread, which costs the latency path).
   std::multimap<std::chrono::steady_clock::time_point, uint64_t> deadlines_;
   std::chrono::steady_clock::time_point next_tick_ = std::chrono::steady_clock::time_point::max();
-  std::map<caf::actor_addr, Peer> peers_;
   Counters counters_;
   /// Per op: bytes, ops, errors, latencies by peer, path and kind (fed by finish_op).
   Telemetry telemetry_;
@@ -258,15 +262,15 @@ private:
 template <class... Ts>
 auto PeerTable::peer_request(const caf::actor& dest, std::chrono::milliseconds timeout,
                              Ts&&... xs) {
-  return m_.self_->request(
-      m_.facade_, timeout,
+  return m_.self()->request(
+      m_.facade(), timeout,
       PeerCall{route(dest), timeout, caf::make_message(std::forward<Ts>(xs)...), true});
 }
 
 template <class... Ts>
 void PeerTable::peer_send(const caf::actor& dest, Ts&&... xs) {
-  caf::anon_send(m_.facade_, PeerCall{route(dest), std::chrono::milliseconds(0),
-                                      caf::make_message(std::forward<Ts>(xs)...), false});
+  caf::anon_send(m_.facade(), PeerCall{route(dest), std::chrono::milliseconds(0),
+                                       caf::make_message(std::forward<Ts>(xs)...), false});
 }
 
 template <class T, class... Ts>
@@ -295,9 +299,9 @@ void PeerTable::ask_peer(const caf::actor& peer, const std::string& name,
 
 template <class T, class... Ts>
 caf::result<T> PeerTable::relay_to_owner(const BufferHandle& remote, Ts&&... xs) {
-  auto rp = m_.self_->make_response_promise<T>();
+  auto rp = m_.self()->make_response_promise<T>();
   ask_peer<T>(
-      remote.owner, remote.owner_name, m_.options_.handshake_timeout,
+      remote.owner, remote.owner_name, m_.options().handshake_timeout,
       [rp](T& x) mutable { rp.deliver(std::move(x)); },
       [rp](const caf::error& e) mutable { rp.deliver(e); }, std::forward<Ts>(xs)...);
   return rp;

@@ -55,12 +55,12 @@ caf::result<BufferHandle> BufferTable::request_buffer(uint64_t addr, uint64_t si
   Access mr_access =
       entry.access == BufferAccess::kReadOnly ? Access::kReadOnly : Access::kReadWrite;
   PointerInfo where;
-  if (m_.options_.device_memory) {
-    auto kind = m_.options_.device_memory->classify(addr, size);
+  if (m_.options().device_memory) {
+    auto kind = m_.options().device_memory->classify(addr, size);
     if (!kind.ok())
       return to_caf_error(kind.error().with_context(
           "buffer request at address " + std::to_string(addr) + " of " + std::to_string(size) +
-          " bytes: cannot tell host from GPU memory (" + m_.options_.device_memory->name() + ")"));
+          " bytes: cannot tell host from GPU memory (" + m_.options().device_memory->name() + ")"));
     where = *kind;
   }
   BufferHandle h;
@@ -77,24 +77,24 @@ caf::result<BufferHandle> BufferTable::request_buffer(uint64_t addr, uint64_t si
   if (where.on_gpu()) {
     entry.gpu = where.device;
     entry.memory = BufferMemory::kGpuStaged;
-    if (m_.nic_.domain) {
+    if (m_.nic().domain) {
       // GPUDirect when the NIC can register GPU memory; otherwise transfers stage through
       // host bounce buffers (reported as path rdma-staged).
-      auto mr = m_.options_.device_memory->register_direct(m_.nic_.domain->pd(), where, addr, size,
-                                                           mr_access);
+      auto mr = m_.options().device_memory->register_direct(m_.nic().domain->pd(), where, addr,
+                                                            size, mr_access);
       if (mr.ok()) {
-        entry.rdma = m_.nic_.domain->adopt_region(std::move(*mr), addr, size, mr_access);
+        entry.rdma = m_.nic().domain->adopt_region(std::move(*mr), addr, size, mr_access);
         entry.memory = BufferMemory::kGpuDirect;
         h.rkey = entry.rdma.rkey();
       } else if (staged_gpus_.insert(where.device).second) {
         // Staging works, but is slower: a host that expects GPUDirect must learn why not.
         log_line(LogLevel::kWarn,
                  "%s: memory of GPU %d is staged through host bounce buffers (no GPUDirect): %s",
-                 m_.options_.name.c_str(), where.device, mr.error().message().c_str());
+                 m_.options().name.c_str(), where.device, mr.error().message().c_str());
       }
     }
-  } else if (m_.nic_.domain) {
-    auto b = m_.nic_.domain->register_buffer(reinterpret_cast<void*>(addr), size, mr_access);
+  } else if (m_.nic().domain) {
+    auto b = m_.nic().domain->register_buffer(reinterpret_cast<void*>(addr), size, mr_access);
     if (!b.ok())
       return to_caf_error(b.error());
     entry.rdma = *b;
@@ -107,62 +107,62 @@ caf::result<BufferHandle> BufferTable::request_buffer(uint64_t addr, uint64_t si
                                                     std::to_string(addr) + " of " +
                                                     std::to_string(size) + " bytes"));
   }
-  if (m_.nic_.domain) {
-    h.device = m_.nic_.domain->device_name();
-    Gid gid = m_.nic_.domain->gid();
+  if (m_.nic().domain) {
+    h.device = m_.nic().domain->device_name();
+    Gid gid = m_.nic().domain->gid();
     h.gid.assign(gid.begin(), gid.end());
-    h.ethernet = m_.nic_.domain->port().is_ethernet;
-    h.incarnation = m_.nic_.domain->incarnation();
+    h.ethernet = m_.nic().domain->port().is_ethernet;
+    h.incarnation = m_.nic().domain->incarnation();
   }
   h.memory = static_cast<uint8_t>(entry.memory);
   h.gpu = entry.gpu;
-  h.id = m_.next_buffer_id_++;
+  h.id = next_buffer_id_++;
   h.addr = addr;
   h.size = size;
   h.access = access;
-  h.owner = m_.facade_;  // peers know the manager by its facade
-  h.owner_name = m_.options_.name;
+  h.owner = m_.facade();  // peers know the manager by its facade
+  h.owner_name = m_.options().name;
   secure_random(&entry.secret_hi, sizeof(entry.secret_hi));
   secure_random(&entry.secret_lo, sizeof(entry.secret_lo));
   h.secret_hi = entry.secret_hi;
   h.secret_lo = entry.secret_lo;
   if (entry.memory == BufferMemory::kHost ||
       (!entry.rdma.released() && entry.memory != BufferMemory::kGpuStaged))
-    m_.registry_->add(h.id,
-                      DirectRegistry::Entry{entry.rdma, size, entry.access, entry.secret_hi,
-                                            entry.secret_lo, addr, entry.memory, entry.withdrawal});
-  if (m_.stream_server_ && entry.memory == BufferMemory::kHost) {
-    h.stream_host = m_.stream_server_->host();
-    h.stream_port = m_.stream_server_->port();
-    h.stream_host_id = m_.stream_server_->host_id();
-    h.stream_unix = m_.stream_server_->unix_name();
+    m_.registry()->add(
+        h.id, DirectRegistry::Entry{entry.rdma, size, entry.access, entry.secret_hi,
+                                    entry.secret_lo, addr, entry.memory, entry.withdrawal});
+  if (m_.stream_server() && entry.memory == BufferMemory::kHost) {
+    h.stream_host = m_.stream_server()->host();
+    h.stream_port = m_.stream_server()->port();
+    h.stream_host_id = m_.stream_server()->host_id();
+    h.stream_unix = m_.stream_server()->unix_name();
   }
   if (entry.memory == BufferMemory::kHost)
     m_.rails.register_buffer(entry, h, mr_access);  // invariant 18
-  m_.buffers_.emplace(h.id, std::move(entry));
+  buffers_.emplace(h.id, std::move(entry));
   m_.registrants.registered(h.id);
   return h;
 }
 
 Result<LocalBuffer*> BufferTable::owned_buffer(uint64_t id, const char* role) {
-  auto it = m_.buffers_.find(id);
-  if (it == m_.buffers_.end()) {
-    if (id != 0 && id < m_.next_buffer_id_)
+  auto it = buffers_.find(id);
+  if (it == buffers_.end()) {
+    if (id != 0 && id < next_buffer_id_)
       return Error(ErrorCode::kReleased, std::string(role) + " buffer " + std::to_string(id) +
-                                             " of " + m_.options_.name + " was released");
+                                             " of " + m_.options().name + " was released");
     return Error(ErrorCode::kUnknownBuffer, std::string(role) + " buffer id " + std::to_string(id) +
-                                                " is unknown to " + m_.options_.name);
+                                                " is unknown to " + m_.options().name);
   }
   if (it->second.released)
     return Error(ErrorCode::kReleased, std::string(role) + " buffer " + std::to_string(id) +
-                                           " of " + m_.options_.name + " was released");
+                                           " of " + m_.options().name + " was released");
   return &it->second;
 }
 
 Result<LocalBuffer*> BufferTable::local_buffer(const BufferHandle& h, const char* role) {
   if (!m_.peer_table.owns(h.owner))
     return Error(ErrorCode::kInvalidArgument,
-                 std::string(role) + " " + describe(h) + " is not owned by " + m_.options_.name +
+                 std::string(role) + " " + describe(h) + " is not owned by " + m_.options().name +
                      ": send the request to the manager that owns the local buffer");
   CAF_RDMA_ASSIGN_OR_RETURN(LocalBuffer * b, owned_buffer(h.id, role));
   if (b->addr != h.addr || b->size != h.size ||
@@ -189,25 +189,25 @@ caf::result<uint64_t> BufferTable::release_buffer(uint64_t id) {
   // erase, the buffer under this function.)
   buf->withdrawal->store(true, std::memory_order_release);
   m_.grants.revoke_unclaimed_grants(id);
-  if (m_.stream_server_)  // claimed ones still waiting for a worker end now (its invariant 15)
-    m_.stream_server_->end_withdrawn_waiting();
+  if (m_.stream_server())  // claimed ones still waiting for a worker end now (its invariant 15)
+    m_.stream_server()->end_withdrawn_waiting();
   m_.registrants.released(id);
   buf->released = true;
   buf->watcher = nullptr;  // nobody is told of writes it refuses from now on
-  bool lanes_idle = m_.registry_->release(id);
+  bool lanes_idle = m_.registry()->release(id);
   uint64_t size = buf->size;
   if (buf->in_use == 0 && lanes_idle) {
-    m_.buffers_.erase(id);
+    buffers_.erase(id);
     return size;
   }
-  auto rp = m_.self_->make_response_promise<uint64_t>();
+  auto rp = m_.self()->make_response_promise<uint64_t>();
   buf->release_waiters.push_back(rp);
   return rp;
 }
 
 void BufferTable::buffer_done(uint64_t id) {
-  auto it = m_.buffers_.find(id);
-  if (it == m_.buffers_.end())
+  auto it = buffers_.find(id);
+  if (it == buffers_.end())
     return;
   if (it->second.in_use > 0)
     --it->second.in_use;
@@ -219,15 +219,15 @@ void BufferTable::lane_idle(uint64_t id) {
 }
 
 void BufferTable::maybe_finish_release(uint64_t id) {
-  auto it = m_.buffers_.find(id);
-  if (it == m_.buffers_.end())
+  auto it = buffers_.find(id);
+  if (it == buffers_.end())
     return;
   LocalBuffer& b = it->second;
-  if (!b.released || b.in_use > 0 || m_.registry_->busy(id))
+  if (!b.released || b.in_use > 0 || m_.registry()->busy(id))
     return;
   for (auto& rp : b.release_waiters)
     rp.deliver(b.size);
-  m_.buffers_.erase(it);
+  buffers_.erase(it);
 }
 
 Status BufferTable::copy_out(const LocalBuffer& b, uint64_t offset, void* dst, uint64_t n) const {
@@ -235,7 +235,7 @@ Status BufferTable::copy_out(const LocalBuffer& b, uint64_t offset, void* dst, u
     std::memcpy(dst, reinterpret_cast<const uint8_t*>(b.addr) + offset, n);
     return {};
   }
-  return m_.options_.device_memory->copy_to_host(dst, b.addr + offset, n, b.gpu);
+  return m_.options().device_memory->copy_to_host(dst, b.addr + offset, n, b.gpu);
 }
 
 Status BufferTable::copy_in(const LocalBuffer& b, uint64_t offset, const void* src,
@@ -244,7 +244,7 @@ Status BufferTable::copy_in(const LocalBuffer& b, uint64_t offset, const void* s
     std::memcpy(reinterpret_cast<uint8_t*>(b.addr) + offset, src, n);
     return {};
   }
-  return m_.options_.device_memory->copy_to_device(b.addr + offset, src, n, b.gpu);
+  return m_.options().device_memory->copy_to_device(b.addr + offset, src, n, b.gpu);
 }
 
 Result<LocalBuffer*> BufferTable::owner_access(const BufferRef& ref, uint64_t offset,
@@ -254,7 +254,7 @@ Result<LocalBuffer*> BufferTable::owner_access(const BufferRef& ref, uint64_t of
   // which ids are live by probing (a released id still says so: its holders are told why).
   auto refused = [&] {
     return Error(ErrorCode::kPermissionDenied,
-                 "access to buffer " + std::to_string(id) + " of " + m_.options_.name +
+                 "access to buffer " + std::to_string(id) + " of " + m_.options().name +
                      " refused: its owner issued no handle with this id and secret (a wrong id or "
                      "secret: forged, or a handle of an earlier registration)");
   };
@@ -267,16 +267,16 @@ Result<LocalBuffer*> BufferTable::owner_access(const BufferRef& ref, uint64_t of
     return refused();
   if (write && b->access != BufferAccess::kReadWrite)
     return Error(ErrorCode::kInvalidArgument, "remote buffer " + std::to_string(id) + " of " +
-                                                  m_.options_.name + " is read-only");
-  CAF_RDMA_RETURN_IF_ERROR(check_span(*b, id, offset, length, m_.options_.name));
+                                                  m_.options().name + " is read-only");
+  CAF_RDMA_RETURN_IF_ERROR(check_span(*b, id, offset, length, m_.options().name));
   return b;
 }
 
 std::string BufferTable::requester(const caf::node_id* node) const {
   if (node != nullptr)
     return caf::to_string(*node);
-  const auto& sender = m_.self_->current_sender();
-  return caf::to_string(sender ? sender->node() : m_.self_->node());
+  const auto& sender = m_.self()->current_sender();
+  return caf::to_string(sender ? sender->node() : m_.self()->node());
 }
 
 Result<ByteChunk> BufferTable::fetch_chunk(const BufferRef& ref, uint64_t offset, uint64_t length,
@@ -289,8 +289,8 @@ Result<ByteChunk> BufferTable::fetch_chunk(const BufferRef& ref, uint64_t offset
     return Error(ErrorCode::kResourceExhausted,
                  "no memory for a fetch chunk of " + std::to_string(length) + " bytes");
   CAF_RDMA_RETURN_IF_ERROR(copy_out(*b, offset, c.owned.get(), length));
-  m_.counters_.served_fallback_bytes += length;
-  m_.served_->record(requester, kServedChunks, wire_kind(TransferKind::kRead), length);
+  m_.counters().served_fallback_bytes += length;
+  m_.served()->record(requester, kServedChunks, wire_kind(TransferKind::kRead), length);
   return c;
 }
 
@@ -298,12 +298,12 @@ Status BufferTable::in_time(const OwnerDue& due, const std::string& what,
                             const char* outcome) const {
   // Invariant 23: until the arrival plus the requester's time left, cut to max_timeout.
   const auto left = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(due.left_ms),
-                                                        m_.options_.max_timeout);
+                                                        m_.options().max_timeout);
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(m_.now() - due.arrival);
   if (waited <= left)
     return {};
   return Error(ErrorCode::kTimeout,
-               taken_late_text(what, m_.options_.name, waited.count(), left.count(),
+               taken_late_text(what, m_.options().name, waited.count(), left.count(),
                                left < std::chrono::milliseconds(due.left_ms), outcome));
 }
 
@@ -323,8 +323,8 @@ caf::result<uint64_t> BufferTable::store(const BufferRef& ref, uint64_t offset,
     return to_caf_error(st.error());
   if (receipt != 0)
     m_.receipts.chunk_landed(m_.receipts.sender_node(), receipt, ref.id, offset, bytes.size);
-  m_.counters_.served_fallback_bytes += bytes.size;
-  m_.served_->record(requester(), kServedChunks, wire_kind(TransferKind::kWrite), bytes.size);
+  m_.counters().served_fallback_bytes += bytes.size;
+  m_.served()->record(requester(), kServedChunks, wire_kind(TransferKind::kWrite), bytes.size);
   return bytes.size;
 }
 
@@ -333,18 +333,18 @@ Result<uint64_t> BufferTable::apply_atomic(const BufferRef& ref, uint64_t offset
   if (!is_atomic_kind(kind))
     return Error(ErrorCode::kInvalidArgument,
                  "atomic of kind " + std::to_string(kind) + " on buffer " + std::to_string(ref.id) +
-                     " of " + m_.options_.name + " is neither fetch-add (2) nor compare-swap (3)");
+                     " of " + m_.options().name + " is neither fetch-add (2) nor compare-swap (3)");
   CAF_RDMA_ASSIGN_OR_RETURN(LocalBuffer * b, owner_access(ref, offset, kAtomicBytes, true));
   const std::string what = kind_name(kind);
   if ((b->addr + offset) % kAtomicBytes != 0)
     return Error(
         ErrorCode::kInvalidArgument,
         misaligned_word_text(kind, "offset " + std::to_string(offset) + " of buffer " +
-                                       std::to_string(ref.id) + " of " + m_.options_.name));
+                                       std::to_string(ref.id) + " of " + m_.options().name));
   if (b->memory != BufferMemory::kHost)
     return Error(ErrorCode::kInvalidArgument,
                  "cannot run a " + what + " on buffer " + std::to_string(ref.id) + " of " +
-                     m_.options_.name + ": its owner's CPU has no atomics on GPU memory");
+                     m_.options().name + ": its owner's CPU has no atomics on GPU memory");
   // Invariant 14: one CPU atomic on the aligned word.
   auto* word = reinterpret_cast<uint64_t*>(b->addr + offset);
   if (kind == wire_kind(TransferKind::kFetchAdd))
@@ -365,7 +365,7 @@ caf::result<uint64_t> BufferTable::atomic(const BufferRef& ref, uint64_t offset,
   auto old = apply_atomic(ref, offset, kind, operand, compare);
   if (!old.ok())
     return to_caf_error(old.error());
-  m_.served_->record(requester(), kServedChunks, kind, 0);  // served_ledger.h invariant 4
+  m_.served()->record(requester(), kServedChunks, kind, 0);  // served_ledger.h invariant 4
   return *old;
 }
 

@@ -1,8 +1,7 @@
 // BufferTable: this node's registered buffers: registration, release, the owner's checks of every
 // access a peer (or a local copy) makes, and copies into and out of host or GPU memory.
 //
-// A part of the manager (actors/detail/manager_state.h): it works on the tables the front
-// keeps (detail/manager_tables.h); what is its own is below.
+// A part of the manager (actors/manager/manager_part.h) that keeps the buffers (below).
 //
 // Invariants (numbered as the manager's, which lists them all):
 //  1. Buffer ids are never reused; a released id stays known as released.
@@ -88,10 +87,16 @@ public:
   /// The requester `node` (the current sender's when none is given; this node's for a local
   /// sender), as served_ledger.h invariant 5 names it.
   std::string requester(const caf::node_id* node = nullptr) const;
+  /// The buffers registered here, by id, released ones too until their release finished
+  /// (manager invariant 1: ids are never reused).
+  std::unordered_map<uint64_t, LocalBuffer>& buffers() { return buffers_; }
+  const std::unordered_map<uint64_t, LocalBuffer>& buffers() const { return buffers_; }
 
 private:
   /// GPUs whose memory the NIC could not register (staged instead): said once each, with why.
   std::set<int> staged_gpus_;
+  uint64_t next_buffer_id_ = 1;
+  std::unordered_map<uint64_t, LocalBuffer> buffers_;
 };
 
 }  // namespace caf_rdma::detail

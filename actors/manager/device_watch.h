@@ -1,8 +1,7 @@
 // DeviceWatch: the RDMA device: its monitor, its loss, reopening it with backoff, and a peer's
 // device loss.
 //
-// A part of the manager (actors/detail/manager_state.h): it works on the tables the front
-// keeps (detail/manager_tables.h); what is its own is below.
+// A part of the manager (actors/manager/manager_part.h); what is its own is below.
 //
 // Invariants (numbered as the manager's, which lists them all):
 //  8. Device loss (this file): when the DeviceMonitor says the device went away, every

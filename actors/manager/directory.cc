@@ -19,11 +19,11 @@ caf::result<bool> Directory::dir_put(std::string key, BufferHandle h) {
     return make_rdma_error(ErrorCode::kInvalidArgument,
                            "directory name of " + std::to_string(key.size()) +
                                " bytes: names have 1.." + std::to_string(kMaxDirectoryName));
-  auto putter = caf::actor_cast<caf::actor_addr>(m_.self_->current_sender());
+  auto putter = caf::actor_cast<caf::actor_addr>(m_.self()->current_sender());
   auto it = directory_.find(key);
   if (it == directory_.end() && directory_.size() >= kMaxDirectoryEntries)
     return make_rdma_error(ErrorCode::kResourceExhausted,
-                           "the directory of " + m_.options_.name + " is full (" +
+                           "the directory of " + m_.options().name + " is full (" +
                                std::to_string(kMaxDirectoryEntries) + " names)");
   auto waiters = dir_waiters_.find(key);
   if (waiters != dir_waiters_.end()) {
@@ -47,27 +47,27 @@ caf::result<BufferHandle> Directory::dir_get(const std::string& key, uint32_t wa
                                " bytes: names have 1.." + std::to_string(kMaxDirectoryName));
   if (wait_ms == 0)
     return make_rdma_error(ErrorCode::kTimeout, "no buffer handle named '" + key +
-                                                    "' in the directory of " + m_.options_.name);
+                                                    "' in the directory of " + m_.options().name);
   if (dir_waiter_count_ >= kMaxDirectoryWaiters)
     return make_rdma_error(ErrorCode::kResourceExhausted,
-                           "the directory of " + m_.options_.name + " already has " +
+                           "the directory of " + m_.options().name + " already has " +
                                std::to_string(kMaxDirectoryWaiters) + " waiting requests");
-  const auto& sender = m_.self_->current_sender();
+  const auto& sender = m_.self()->current_sender();
   caf::node_id node = sender ? sender->node() : caf::node_id{};
-  bool remote = node != m_.self_->node();
+  bool remote = node != m_.self()->node();
   if (remote && dir_waiters_per_node_[node] >= kMaxDirectoryWaitersPerNode)
     return make_rdma_error(ErrorCode::kResourceExhausted,
-                           "the directory of " + m_.options_.name + " already has " +
+                           "the directory of " + m_.options().name + " already has " +
                                std::to_string(kMaxDirectoryWaitersPerNode) +
                                " waiting requests from node " + caf::to_string(node));
-  auto rp = m_.self_->make_response_promise<BufferHandle>();
+  auto rp = m_.self()->make_response_promise<BufferHandle>();
   uint64_t id = next_dir_waiter_++;
   dir_waiters_[key].push_back(DirWaiter{id, rp, node, remote});
   ++dir_waiter_count_;
   if (remote)
     ++dir_waiters_per_node_[node];
-  m_.self_->delayed_send(m_.self_, std::chrono::milliseconds(m_.capped(wait_ms)),
-                         DirTimeout{key, id});
+  m_.self()->delayed_send(m_.self(), std::chrono::milliseconds(m_.capped(wait_ms)),
+                          DirTimeout{key, id});
   return rp;
 }
 
@@ -90,7 +90,7 @@ void Directory::dir_timeout(const std::string& key, uint64_t id) {
       continue;
     ws[i].rp.deliver(make_rdma_error(ErrorCode::kTimeout, "no buffer handle named '" + key +
                                                               "' appeared in the directory of " +
-                                                              m_.options_.name + " in time"));
+                                                              m_.options().name + " in time"));
     forget_dir_waiter(ws[i]);
     ws.erase(ws.begin() + static_cast<long>(i));
     break;

@@ -2,8 +2,7 @@
 // dir_get from anyone, waiting a bounded time for a name (waiters per node and in all are
 // bounded: manager invariant 7).
 //
-// A part of the manager (actors/detail/manager_state.h): it works on the tables the front
-// keeps (detail/manager_tables.h); what is its own is below.
+// A part of the manager (actors/manager/manager_part.h); what is its own is below.
 #pragma once
 
 #include "actors/detail/manager_tables.h"

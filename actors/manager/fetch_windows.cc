@@ -38,11 +38,11 @@ caf::result<ByteChunk> FetchWindows::fetch(const BufferRef& ref, uint64_t offset
   if (length > kMaxChunkBytes)
     return make_rdma_error(ErrorCode::kInvalidArgument,
                            "fetch of " + std::to_string(length) + " bytes of buffer " +
-                               std::to_string(ref.id) + " of " + m_.options_.name +
+                               std::to_string(ref.id) + " of " + m_.options().name +
                                ": a chunk has at most kMaxChunkBytes (" +
                                std::to_string(kMaxChunkBytes) + ")");
-  const auto& sender = m_.self_->current_sender();
-  if (!sender || sender->node() == m_.self_->node()) {
+  const auto& sender = m_.self()->current_sender();
+  if (!sender || sender->node() == m_.self()->node()) {
     // This node's own actors: no connection holds the answer.
     auto c = m_.buffer_table.fetch_chunk(ref, offset, length, m_.buffer_table.requester());
     if (!c.ok())
@@ -58,7 +58,7 @@ caf::result<ByteChunk> FetchWindows::fetch(const BufferRef& ref, uint64_t offset
     check_window_node(node);  // is it directly connected? (to know when it no longer is)
   const uint64_t charge = charge_of(length);
   if (w.waiting.empty() && window_fits(w, charge)) {
-    auto rp = m_.self_->make_response_promise<ByteChunk>();
+    auto rp = m_.self()->make_response_promise<ByteChunk>();
     serve_fetch(node, ref, offset, length, rp);
     maybe_forget_window(node);
     return rp;
@@ -68,11 +68,11 @@ caf::result<ByteChunk> FetchWindows::fetch(const BufferRef& ref, uint64_t offset
   // ones, within the rest); a node not known yet either way waits until the middleman said
   // (then what its share cannot hold is refused: trim_indirect_waiting).
   const bool peer_full =
-      w.waiting_charge > 0 && w.waiting_charge + charge > m_.options_.peer_window_bytes;
+      w.waiting_charge > 0 && w.waiting_charge + charge > m_.options().peer_window_bytes;
   const uint64_t direct_waiting = windows_waiting_ - indirect_waiting_;
   const bool total_full =
       w.direct
-          ? direct_waiting > 0 && direct_waiting + charge > m_.options_.total_window_bytes
+          ? direct_waiting > 0 && direct_waiting + charge > m_.options().total_window_bytes
           : w.indirect && indirect_waiting_ > 0 && indirect_waiting_ + charge > indirect_share();
   if (peer_full || total_full) {
     auto err = make_rdma_error(
@@ -86,8 +86,8 @@ caf::result<ByteChunk> FetchWindows::fetch(const BufferRef& ref, uint64_t offset
     maybe_forget_window(node);
     return err;
   }
-  auto rp = m_.self_->make_response_promise<ByteChunk>();
-  auto wait = std::min(m_.options_.window_wait, m_.options_.max_timeout);
+  auto rp = m_.self()->make_response_promise<ByteChunk>();
+  auto wait = std::min(m_.options().window_wait, m_.options().max_timeout);
   w.waiting.push_back(WaitingFetch{ref, offset, length, rp, m_.now() + wait});
   w.waiting_charge += charge;
   windows_waiting_ += charge;
@@ -100,9 +100,9 @@ caf::result<ByteChunk> FetchWindows::fetch(const BufferRef& ref, uint64_t offset
 
 bool FetchWindows::window_fits(const PeerWindow& w, uint64_t charge) const {
   // One fetch may exceed a window nothing else is charged to (chunks up to kMaxChunkBytes).
-  const bool peer_ok = w.held() == 0 || w.held() + charge <= m_.options_.peer_window_bytes;
+  const bool peer_ok = w.held() == 0 || w.held() + charge <= m_.options().peer_window_bytes;
   const bool total_ok =
-      windows_held_ == 0 || windows_held_ + charge <= m_.options_.total_window_bytes;
+      windows_held_ == 0 || windows_held_ + charge <= m_.options().total_window_bytes;
   // Nodes not (yet) seen directly connected share a part of the total: a peer can state any
   // number of node ids through its connection, and their windows are released by proof only.
   const bool indirect_ok =
@@ -139,7 +139,7 @@ void FetchWindows::send_read_ack(const caf::node_id& node, bool force) {
     return;
   // One read_ack on its way, and one more per quarter window served since the last: the
   // window opens while the peer reads it, not only once it read all of it.
-  if (!force && !w.acks.empty() && w.served - w.marked < m_.options_.peer_window_bytes / 4)
+  if (!force && !w.acks.empty() && w.served - w.marked < m_.options().peer_window_bytes / 4)
     return;
   caf::actor to = w.answered_by ? w.answered_by : w.to;
   if (!to)
@@ -148,7 +148,7 @@ void FetchWindows::send_read_ack(const caf::node_id& node, bool force) {
   secure_random(&token, sizeof(token));
   w.acks.emplace(token, w.served);
   w.marked = w.served;
-  auto wait = std::min(m_.options_.window_wait, m_.options_.max_timeout);
+  auto wait = std::min(m_.options().window_wait, m_.options().max_timeout);
   m_.peer_table.peer_request(to, wait, read_ack_atom::value, token)
       .then(
           [this, node, token, to](uint64_t echoed) { read_ack_answered(node, token, echoed, to); },
@@ -194,9 +194,9 @@ void FetchWindows::trim_after_burst() {
   // arena's top this way: up to about a window stays there). At most once per window's worth
   // of bytes served.
   if (windows_held_ != 0 || fetches_waiting_ != 0 ||
-      m_.counters_.served_fallback_bytes - served_at_trim_ < m_.options_.peer_window_bytes)
+      m_.counters().served_fallback_bytes - served_at_trim_ < m_.options().peer_window_bytes)
     return;
-  served_at_trim_ = m_.counters_.served_fallback_bytes;
+  served_at_trim_ = m_.counters().served_fallback_bytes;
 #ifdef __GLIBC__
   malloc_trim(0);
 #endif
@@ -213,9 +213,9 @@ void FetchWindows::read_ack_failed(const caf::node_id& node, uint64_t token) {
   if (w.acks.empty() && !w.retry_armed) {
     w.retry_armed = true;
     const std::chrono::milliseconds delay(std::min<int64_t>(
-        m_.options_.max_timeout.count(), kReadAckRetry.count() << std::min(w.failures, 20u)));
+        m_.options().max_timeout.count(), kReadAckRetry.count() << std::min(w.failures, 20u)));
     ++w.failures;
-    m_.self_->delayed_send(m_.self_, delay, WindowRetry{node});
+    m_.self()->delayed_send(m_.self(), delay, WindowRetry{node});
   }
 }
 
@@ -231,10 +231,10 @@ void FetchWindows::window_retry(const caf::node_id& node) {
 
 void FetchWindows::check_window_node(const caf::node_id& node) {
   auto it = windows_.find(node);
-  if (it == windows_.end() || it->second.checking || !m_.self_->system().has_middleman())
+  if (it == windows_.end() || it->second.checking || !m_.self()->system().has_middleman())
     return;
   it->second.checking = true;
-  ask_direct_link(m_.self_, node, [this, node](caf::expected<bool> connected) {
+  ask_direct_link(m_.self(), node, [this, node](caf::expected<bool> connected) {
     auto it = windows_.find(node);
     if (it == windows_.end())
       return;
@@ -269,9 +269,9 @@ void FetchWindows::watch_sender(const caf::actor& sender) {
   // Once per proxy (a monitor of a proxy is a monitor at the peer too): its down, when its
   // connection closes, makes us ask the middleman. Peer managers are monitored already.
   const caf::actor_addr addr = sender.address();
-  auto p = m_.peers_.find(addr);
-  if ((p == m_.peers_.end() || !p->second.monitored) && watched_.insert(addr).second)
-    m_.self_->monitor(sender);
+  auto p = m_.peer_table.peers().find(addr);
+  if ((p == m_.peer_table.peers().end() || !p->second.monitored) && watched_.insert(addr).second)
+    m_.self()->monitor(sender);
 }
 
 void FetchWindows::window_sender_down(const caf::actor_addr& who) {
@@ -283,7 +283,7 @@ void FetchWindows::window_sender_down(const caf::actor_addr& who) {
 }
 
 uint64_t FetchWindows::indirect_share() const {
-  return m_.options_.total_window_bytes / kIndirectShare;
+  return m_.options().total_window_bytes / kIndirectShare;
 }
 
 void FetchWindows::unwait(PeerWindow& w, uint64_t charge) {
@@ -340,8 +340,8 @@ void FetchWindows::arm_window_expiry(const caf::node_id& node, PeerWindow& w) {
   // Every fetch of a peer waits as long: the oldest is due first.
   auto left =
       std::max(std::chrono::steady_clock::duration::zero(), w.waiting.front().due - m_.now());
-  m_.self_->delayed_send(
-      m_.self_,
+  m_.self()->delayed_send(
+      m_.self(),
       std::chrono::duration_cast<std::chrono::milliseconds>(left) + std::chrono::milliseconds(1),
       WindowExpire{node});
 }
@@ -353,7 +353,7 @@ void FetchWindows::window_expire(const caf::node_id& node) {
   PeerWindow& w = it->second;
   w.expiry_armed = false;
   const auto now = m_.now();
-  const auto waited = std::min(m_.options_.window_wait, m_.options_.max_timeout);
+  const auto waited = std::min(m_.options().window_wait, m_.options().max_timeout);
   while (!w.waiting.empty() && w.waiting.front().due <= now) {
     WaitingFetch f = std::move(w.waiting.front());
     w.waiting.pop_front();
@@ -396,10 +396,10 @@ void FetchWindows::maybe_forget_window(const caf::node_id& node) {
 std::string FetchWindows::window_error(const caf::node_id& node, const char* what) const {
   auto it = windows_.find(node);
   const uint64_t held = it == windows_.end() ? 0 : it->second.held();
-  return "peer node " + caf::to_string(node) + " " + what + " (" + m_.options_.name + " holds " +
+  return "peer node " + caf::to_string(node) + " " + what + " (" + m_.options().name + " holds " +
          std::to_string(held) + " bytes of answers not yet proven read by it, peer_window_bytes " +
-         std::to_string(m_.options_.peer_window_bytes) + "; " + std::to_string(windows_held_) +
-         " for all peers, total_window_bytes " + std::to_string(m_.options_.total_window_bytes) +
+         std::to_string(m_.options().peer_window_bytes) + "; " + std::to_string(windows_held_) +
+         " for all peers, total_window_bytes " + std::to_string(m_.options().total_window_bytes) +
          ")";
 }
 

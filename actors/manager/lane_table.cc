@@ -18,10 +18,10 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
   TransferOp op;
   op.remote = remote;
   PathFacts f =
-      device_facts(op, m_.options_.mode, m_.nic_.domain != nullptr, m_.nic_.no_rdma_reason,
-                   m_.nic_.port_down, m_.nic_.domain && m_.nic_.domain->port().is_ethernet);
+      device_facts(op, m_.options().mode, m_.nic().domain != nullptr, m_.nic().no_rdma_reason,
+                   m_.nic().port_down, m_.nic().domain && m_.nic().domain->port().is_ethernet);
   f.local_registered = true;  // each op's local buffer is checked by the lane (DirectRegistry)
-  if (m_.options_.mode == TransportMode::kFallback)
+  if (m_.options().mode == TransportMode::kFallback)
     return refuse("this manager runs the fallback transport only");
   if (std::string why = why_not_rdma(op, f); !why.empty())
     return refuse(why);
@@ -30,40 +30,41 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
   timeout_ms = m_.capped(timeout_ms);
   // The client polls its lane in its own threads: a CQ of its own, not the shared one.
   RdmaQueuePair::Options o;
-  o.drain_timeout = m_.options_.drain_timeout;
-  auto created = RdmaQueuePair::create(m_.nic_.domain, o);
+  o.drain_timeout = m_.options().drain_timeout;
+  auto created = RdmaQueuePair::create(m_.nic().domain, o);
   if (!created.ok())
     return to_caf_error(created.error().with_context("creating a direct lane's queue pair"));
   std::shared_ptr<RdmaQueuePair> qp(std::move(*created));
   uint64_t id = next_lane_++;
-  auto me = caf::actor_cast<caf::actor>(m_.self_);
+  auto me = caf::actor_cast<caf::actor>(m_.self());
   if (m_.peer_table.owns(remote.owner)) {
     Status st = qp->connect_loopback();
     if (!st.ok())
       return to_caf_error(st.error().with_context("connecting a loopback direct lane"));
     std::weak_ptr<RdmaQueuePair> weak_qp = qp;
-    auto lane = std::make_shared<DirectLane>(id, std::move(qp), m_.registry_, me, remote.owner,
-                                             m_.options_.name, m_.capped(UINT32_MAX));
-    m_.nic_.lanes.emplace(id, LaneRecord{m_.self_->address(), weak_qp, lane});
-    return LaneGrant{std::move(lane), m_.options_.verify, 0};  // a loopback lane: never striped
+    auto lane = std::make_shared<DirectLane>(id, std::move(qp), m_.registry(), me, remote.owner,
+                                             m_.options().name, m_.capped(UINT32_MAX));
+    m_.nic().lanes.emplace(id, LaneRecord{m_.self()->address(), weak_qp, lane});
+    return LaneGrant{std::move(lane), m_.options().verify, 0};  // a loopback lane: never striped
   }
   Peer& p = m_.peer_table.peer_for(remote.owner, remote.owner_name);
   if (!p.down_reason.empty())
     return m_.peer_table.peer_down_error(p);
   if (p.reconnecting)
     return m_.peer_table.link_lost_error(p);
-  ++m_.counters_.handshakes;
+  ++m_.counters().handshakes;
   auto key = remote.owner.address();
-  auto rp = m_.self_->make_response_promise<LaneGrant>();
-  auto timeout = std::min(m_.options_.handshake_timeout, std::chrono::milliseconds(timeout_ms));
+  auto rp = m_.self()->make_response_promise<LaneGrant>();
+  auto timeout = std::min(m_.options().handshake_timeout, std::chrono::milliseconds(timeout_ms));
   QpInfoMsg mine = m_.handshakes.to_msg(qp->local_info(), id);
   uint64_t held = m_.handshakes.hold_opening(std::move(qp));
   m_.peer_table.peer_request(p.manager, timeout, qp_connect_atom::value, std::move(mine))
       .then(
           [this, rp, key, held, id, me, owner = remote.owner](QpInfoMsg& info) mutable {
             auto qp = m_.handshakes.take_opening(held);
-            auto it = m_.peers_.find(key);
-            std::string name = it != m_.peers_.end() ? it->second.name : caf::to_string(key);
+            auto it = m_.peer_table.peers().find(key);
+            std::string name =
+                it != m_.peer_table.peers().end() ? it->second.name : caf::to_string(key);
             if (!qp) {
               // Made on a device this manager lost meanwhile.
               send_lane_drop(owner, id);
@@ -71,7 +72,7 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
                                          "no direct lane to peer manager " + name +
                                              ": this manager's RDMA device went away during "
                                              "the handshake (" +
-                                             m_.nic_.no_rdma_reason + ")"));
+                                             m_.nic().no_rdma_reason + ")"));
               return;
             }
             Status st = info.gid.size() == 16
@@ -85,13 +86,13 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
               return;
             }
             std::weak_ptr<RdmaQueuePair> weak_qp = qp;
-            auto lane = std::make_shared<DirectLane>(id, std::move(qp), m_.registry_, me, owner,
+            auto lane = std::make_shared<DirectLane>(id, std::move(qp), m_.registry(), me, owner,
                                                      name, m_.capped(UINT32_MAX));
-            m_.nic_.lanes.emplace(id, LaneRecord{key, weak_qp, lane});
-            const bool stripes = !m_.nic_.rails.empty() || m_.options_.stripe_qps > 1;
-            rp.deliver(LaneGrant{std::move(lane), m_.options_.verify,
-                                 stripes ? m_.options_.stripe_min_bytes : 0,
-                                 m_.options_.stripe_qps > 1});
+            m_.nic().lanes.emplace(id, LaneRecord{key, weak_qp, lane});
+            const bool stripes = !m_.nic().rails.empty() || m_.options().stripe_qps > 1;
+            rp.deliver(LaneGrant{std::move(lane), m_.options().verify,
+                                 stripes ? m_.options().stripe_min_bytes : 0,
+                                 m_.options().stripe_qps > 1});
           },
           [this, rp, key, held, id, owner = remote.owner, timeout](caf::error& err) mutable {
             (void)m_.handshakes.take_opening(held);
@@ -113,11 +114,11 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
 
 Result<QpInfoMsg> LaneTable::accept_lane(Peer& p, const QpInfoMsg& remote) {
   if (p.qps.lanes.size() >= kMaxLanesPerPeer && p.qps.lanes.count(remote.lane) == 0)
-    return Error(ErrorCode::kResourceExhausted, m_.options_.name + " already has " +
+    return Error(ErrorCode::kResourceExhausted, m_.options().name + " already has " +
                                                     std::to_string(kMaxLanesPerPeer) +
                                                     " direct lanes from " + p.name);
   CAF_RDMA_ASSIGN_OR_RETURN(auto o, m_.handshakes.shared_qp_options());
-  CAF_RDMA_ASSIGN_OR_RETURN(auto created, RdmaQueuePair::create(m_.nic_.domain, o));
+  CAF_RDMA_ASSIGN_OR_RETURN(auto created, RdmaQueuePair::create(m_.nic().domain, o));
   std::shared_ptr<RdmaQueuePair> qp(std::move(created));
   Status st = qp->connect(from_msg(remote));
   if (!st.ok())
@@ -128,15 +129,15 @@ Result<QpInfoMsg> LaneTable::accept_lane(Peer& p, const QpInfoMsg& remote) {
 }
 
 void LaneTable::close_lane(uint64_t lane) {
-  auto it = m_.nic_.lanes.find(lane);
-  if (it == m_.nic_.lanes.end())
+  auto it = m_.nic().lanes.find(lane);
+  if (it == m_.nic().lanes.end())
     return;
   auto key = it->second.owner;
-  m_.nic_.lanes.erase(it);
-  if (key == m_.self_->address())
+  m_.nic().lanes.erase(it);
+  if (key == m_.self()->address())
     return;
-  auto p = m_.peers_.find(key);
-  if (p != m_.peers_.end() && p->second.down_reason.empty())
+  auto p = m_.peer_table.peers().find(key);
+  if (p != m_.peer_table.peers().end() && p->second.down_reason.empty())
     send_lane_drop(p->second.manager, lane);
 }
 
@@ -146,11 +147,11 @@ void LaneTable::send_lane_drop(const caf::actor& peer, uint64_t lane) {
 
 void LaneTable::drop_lane(uint64_t lane) {
   // Only the lane's initiator (the sender) can drop it: lanes are kept per peer.
-  const auto& sender = m_.self_->current_sender();
+  const auto& sender = m_.self()->current_sender();
   if (!sender)
     return;
-  auto p = m_.peers_.find(caf::actor_cast<caf::actor_addr>(sender));
-  if (p != m_.peers_.end())
+  auto p = m_.peer_table.peers().find(caf::actor_cast<caf::actor_addr>(sender));
+  if (p != m_.peer_table.peers().end())
     p->second.qps.lanes.erase(lane);
 }
 

@@ -2,8 +2,7 @@
 // (actors/direct_lane.h): opened with one handshake, accepted from peers (at most
 // kMaxLanesPerPeer each), dropped with their peer or device.
 //
-// A part of the manager (actors/detail/manager_state.h): it works on the tables the front
-// keeps (detail/manager_tables.h); what is its own is below.
+// A part of the manager (actors/manager/manager_part.h); what is its own is below.
 #pragma once
 
 #include "actors/detail/manager_tables.h"

@@ -12,17 +12,17 @@
 namespace caf_rdma::detail {
 
 void LinkRecovery::on_down(const caf::down_msg& msg) {
-  if (m_.facade_ && msg.source == m_.facade_.address()) {
+  if (m_.facade() && msg.source == m_.facade().address()) {
     // Only CAF's `kill` stops it (see peer_facade.h); this node's own actors are unaffected.
     log_line(LogLevel::kError,
              "%s: the published facade stopped (%s): other nodes can no longer reach this "
              "manager; its own node's actors still can",
-             m_.options_.name.c_str(), caf::to_string(msg.reason).c_str());
+             m_.options().name.c_str(), caf::to_string(msg.reason).c_str());
     return;
   }
   m_.windows.window_sender_down(msg.source);  // its node's fetch window, if any (invariant 12)
-  auto it = m_.peers_.find(msg.source);
-  if (it == m_.peers_.end())
+  auto it = m_.peer_table.peers().find(msg.source);
+  if (it == m_.peer_table.peers().end())
     return;
   Peer& p = it->second;
   // The end of a proxy that a new link already replaced says nothing about the peer.
@@ -33,12 +33,12 @@ void LinkRecovery::on_down(const caf::down_msg& msg) {
     // Invariant 13: the link is gone, maybe not the peer. What was on its way is lost.
     p.reconnecting = true;
     p.link_lost = reason;
-    ++m_.counters_.links_lost;
+    ++m_.counters().links_lost;
     cut_off(msg.source, p,
             make_rdma_error(ErrorCode::kPeerUnavailable, "the link to peer manager " + p.name +
                                                              " was lost (" + reason +
                                                              ") while this was on its way"));
-    m_.self_->delayed_send(m_.self_, kReconnectPause[0], Reconnect{msg.source, 1});
+    m_.self()->delayed_send(m_.self(), kReconnectPause[0], Reconnect{msg.source, 1});
     return;
   }
   p.down_reason = reason;
@@ -46,8 +46,8 @@ void LinkRecovery::on_down(const caf::down_msg& msg) {
 }
 
 void LinkRecovery::cut_off(const caf::actor_addr& key, Peer& p, const caf::error& err) {
-  m_.stream_endpoints_->forget(key);  // stream_endpoints.h invariant 2
-  p.endpoint_tried = false;           // learned again over the next link
+  m_.stream_endpoints()->forget(key);  // stream_endpoints.h invariant 2
+  p.endpoint_tried = false;            // learned again over the next link
   m_.handshakes.fail_waiting(p, err);
   // Questions it will never answer (why it refused an access, its checksum): fail them now.
   auto questions = std::move(p.questions);
@@ -60,7 +60,7 @@ void LinkRecovery::cut_off(const caf::actor_addr& key, Peer& p, const caf::error
   m_.rails.drop_peer(p, err);
   p.qps.lanes.clear();  // its side of the lanes is gone with it
   // Our lanes to it: flush them, so their clients fail now, not at their timeouts.
-  for (auto& [id, lane] : m_.nic_.lanes)
+  for (auto& [id, lane] : m_.nic().lanes)
     if (lane.owner == key)
       if (auto qp = lane.qp.lock())
         (void)qp->abort(error_message(err));
@@ -77,17 +77,18 @@ void LinkRecovery::cut_off(const caf::actor_addr& key, Peer& p, const caf::error
   p.fetch_queue.clear();
   ++p.link;
   std::vector<OpId> victims;
-  for (auto& [ticket, t] : m_.transfers_)
+  for (auto& [ticket, t] : m_.transfers())
     for (uint32_t i = 0; i < t.ops.size(); ++i) {
       const OpRecord& o = t.ops[i];
       if (o.done || o.path == PathKind::kNone || o.peer != key)
         continue;
-      if (o.path == PathKind::kStream && m_.stream_.peer_down(OpId{ticket, i}, "its peer is down"))
+      if (o.path == PathKind::kStream &&
+          m_.stream_path().peer_down(OpId{ticket, i}, "its peer is down"))
         continue;
       victims.push_back(OpId{ticket, i});
     }
   for (OpId id : victims) {
-    if (!m_.chunks_.requests_out(id)) {
+    if (!m_.chunk_path().requests_out(id)) {
       m_.fail_op(id, err);
       continue;
     }
@@ -103,17 +104,17 @@ bool LinkRecovery::may_reconnect(const Peer& p) const {
 }
 
 void LinkRecovery::reconnect(const caf::actor_addr& key, uint32_t attempt) {
-  auto it = m_.peers_.find(key);
-  if (it == m_.peers_.end() || !it->second.reconnecting)
+  auto it = m_.peer_table.peers().find(key);
+  if (it == m_.peer_table.peers().end() || !it->second.reconnecting)
     return;  // made again meanwhile (the peer reached us), or given up
   auto where = parse_host_port(it->second.name);  // may_reconnect checked it
-  m_.self_
+  m_.self()
       ->request(connector_, connect_timeout_, caf::connect_atom::value, where->first, where->second)
       .then(
           [this, key, attempt](const caf::node_id&, caf::strong_actor_ptr& ptr,
                                const std::set<std::string>&) {
-            auto it = m_.peers_.find(key);
-            if (it == m_.peers_.end() || !it->second.reconnecting)
+            auto it = m_.peer_table.peers().find(key);
+            if (it == m_.peer_table.peers().end() || !it->second.reconnecting)
               return;
             Peer& p = it->second;
             if (!ptr)
@@ -138,11 +139,11 @@ void LinkRecovery::reconnect(const caf::actor_addr& key, uint32_t attempt) {
 
 void LinkRecovery::reconnect_failed(const caf::actor_addr& key, uint32_t attempt,
                                     const std::string& why) {
-  auto it = m_.peers_.find(key);
-  if (it == m_.peers_.end() || !it->second.reconnecting)
+  auto it = m_.peer_table.peers().find(key);
+  if (it == m_.peer_table.peers().end() || !it->second.reconnecting)
     return;
   if (attempt < kReconnectAttempts) {
-    m_.self_->delayed_send(m_.self_, kReconnectPause[attempt], Reconnect{key, attempt + 1});
+    m_.self()->delayed_send(m_.self(), kReconnectPause[attempt], Reconnect{key, attempt + 1});
     return;
   }
   give_up(
@@ -158,10 +159,10 @@ void LinkRecovery::give_up(const caf::actor_addr& key, Peer& p, const std::strin
 
 void LinkRecovery::adopt(Peer& p, const caf::actor& proxy) {
   p.manager = proxy;
-  m_.self_->monitor(proxy);
+  m_.self()->monitor(proxy);
   p.monitored = true;
   if (p.reconnecting || !p.down_reason.empty())
-    ++m_.counters_.reconnects;
+    ++m_.counters().reconnects;
   p.reconnecting = false;
   p.link_lost.clear();
   p.down_reason.clear();

@@ -1,8 +1,7 @@
 // LinkRecovery: the ends of peer managers' proxies: a dead peer fails what was open with it; a
 // lost link is connected again.
 //
-// A part of the manager (actors/detail/manager_state.h): it works on the tables the front
-// keeps (detail/manager_tables.h); what is its own is below.
+// A part of the manager (actors/manager/manager_part.h); what is its own is below.
 //
 // Invariants (numbered as the manager's, which lists them all):
 // 13. A lost link is not a dead peer (this file): when the proxy of a peer manager ends

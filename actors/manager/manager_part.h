@@ -1,7 +1,7 @@
-// ManagerPart: what every part of the manager (actors/manager/) is: one job on the tables the
-// front keeps (actors/detail/manager_state.h), done through a reference to the front, which
-// outlives it (parts are members of ManagerState). Not copyable: a copy would act on the same
-// tables behind the front's back.
+// ManagerPart: what every part of the manager (actors/manager/) is: one job, with the state that
+// job keeps, done through a reference to the front (actors/detail/manager_state.h), which outlives
+// it (parts are members of ManagerState), and whose public members are all a part uses. Not
+// copyable: a copy would act on the same state behind the front's back.
 #pragma once
 
 namespace caf_rdma::detail {

@@ -11,18 +11,18 @@
 namespace caf_rdma::detail {
 
 std::string PeerTable::peer_name(const caf::actor_addr& key) const {
-  auto it = m_.peers_.find(key);
-  return it != m_.peers_.end() ? it->second.name : caf::to_string(key);
+  auto it = peers_.find(key);
+  return it != peers_.end() ? it->second.name : caf::to_string(key);
 }
 
 Peer& PeerTable::peer_for(const caf::actor& manager, const std::string& name) {
   auto key = manager.address();
-  auto it = m_.peers_.find(key);
-  if (it == m_.peers_.end()) {
+  auto it = peers_.find(key);
+  if (it == peers_.end()) {
     Peer p;
     p.manager = manager;
     p.name = name.empty() ? caf::to_string(manager) : name;
-    it = m_.peers_.emplace(key, std::move(p)).first;
+    it = peers_.emplace(key, std::move(p)).first;
   } else if (!name.empty() && it->second.name != name &&
              it->second.name == caf::to_string(it->second.manager)) {
     // Known from its handshake only (named by its actor id): a handle tells its name
@@ -31,7 +31,7 @@ Peer& PeerTable::peer_for(const caf::actor& manager, const std::string& name) {
     it->second.name = name;
   }
   if (!it->second.monitored) {
-    m_.self_->monitor(manager);
+    m_.self()->monitor(manager);
     it->second.monitored = true;
   }
   return it->second;
@@ -40,8 +40,8 @@ Peer& PeerTable::peer_for(const caf::actor& manager, const std::string& name) {
 caf::result<std::string> PeerTable::peer_state(const caf::actor& peer) const {
   if (!peer)
     return std::string();
-  auto it = m_.peers_.find(peer.address());
-  if (it == m_.peers_.end())
+  auto it = peers_.find(peer.address());
+  if (it == peers_.end())
     return std::string();
   if (it->second.reconnecting)
     return "link lost (" + it->second.link_lost + "); reconnecting";
@@ -60,8 +60,8 @@ caf::error PeerTable::link_lost_error(const Peer& p) const {
 
 std::function<void(const caf::error&)> PeerTable::take_question(const caf::actor_addr& key,
                                                                 uint64_t q) {
-  auto p = m_.peers_.find(key);
-  if (p == m_.peers_.end())
+  auto p = peers_.find(key);
+  if (p == peers_.end())
     return {};
   auto it = p->second.questions.find(q);
   if (it == p->second.questions.end())
@@ -96,16 +96,16 @@ caf::result<uint64_t> PeerTable::ask_owner_checksum(const BufferHandle& remote, 
 }
 
 const caf::actor& PeerTable::route(const caf::actor& dest) const {
-  auto it = m_.peers_.find(dest.address());
-  return it != m_.peers_.end() && it->second.manager ? it->second.manager : dest;
+  auto it = peers_.find(dest.address());
+  return it != peers_.end() && it->second.manager ? it->second.manager : dest;
 }
 
 bool PeerTable::owns(const caf::actor& owner) const {
-  return owner && owner.address() == m_.facade_.address();
+  return owner && owner.address() == m_.facade().address();
 }
 
 Peer* PeerTable::reachable(OpId id) {
-  OpRecord& o = m_.transfers_.at(id.ticket).ops[id.index];
+  OpRecord& o = m_.transfer_of(id).ops[id.index];
   Peer& p = peer_for(o.op.remote.owner, o.op.remote.owner_name);
   if (!p.down_reason.empty()) {
     m_.fail_op(id,

@@ -2,8 +2,7 @@
 // facade, never in its own name: manager invariant 6) and the questions open with each, each
 // answered exactly once: by the peer, by its timeout, or at once when the peer goes down.
 //
-// A part of the manager (actors/detail/manager_state.h): it works on the tables the front
-// keeps (detail/manager_tables.h); what is its own is below.
+// A part of the manager (actors/manager/manager_part.h) that keeps the peers (below).
 #pragma once
 
 #include "actors/detail/manager_tables.h"
@@ -58,9 +57,15 @@ public:
   const caf::actor& route(const caf::actor& dest) const;
   /// Whether `owner` (a handle's) is this manager, as peers know it: its facade.
   bool owns(const caf::actor& owner) const;
+  /// The peers, by the address of their manager (as this manager first met it): each its
+  /// connection state and, in Peer::qps, its RDMA state. Entries are never erased before the
+  /// manager goes (a peer that went down stays, down).
+  std::map<caf::actor_addr, Peer>& peers() { return peers_; }
+  const std::map<caf::actor_addr, Peer>& peers() const { return peers_; }
 
 private:
   uint64_t next_question_ = 1;
+  std::map<caf::actor_addr, Peer> peers_;
 };
 
 }  // namespace caf_rdma::detail

@@ -12,17 +12,17 @@
 namespace caf_rdma::detail {
 
 uint64_t QpHandshakes::hold_opening(std::shared_ptr<RdmaQueuePair> qp) {
-  uint64_t n = m_.nic_.next_opening++;
-  m_.nic_.opening.emplace(n, std::move(qp));
+  uint64_t n = m_.nic().next_opening++;
+  m_.nic().opening.emplace(n, std::move(qp));
   return n;
 }
 
 std::shared_ptr<RdmaQueuePair> QpHandshakes::take_opening(uint64_t n) {
-  auto it = m_.nic_.opening.find(n);
-  if (it == m_.nic_.opening.end())
+  auto it = m_.nic().opening.find(n);
+  if (it == m_.nic().opening.end())
     return nullptr;
   auto qp = std::move(it->second);
-  m_.nic_.opening.erase(it);
+  m_.nic().opening.erase(it);
   return qp;
 }
 
@@ -36,8 +36,8 @@ QpInfoMsg QpHandshakes::to_msg(const QpInfo& info, uint64_t lane) const {
   m.ethernet = info.is_ethernet;
   m.max_dest_rd_atomic = info.max_dest_rd_atomic;
   m.incarnation = info.incarnation;
-  m.device = m_.nic_.domain ? m_.nic_.domain->device_name() : "";
-  m.manager = m_.facade_;
+  m.device = m_.nic().domain ? m_.nic().domain->device_name() : "";
+  m.manager = m_.facade();
   m.lane = lane;
   return m;
 }
@@ -56,13 +56,13 @@ QpInfo from_msg(const QpInfoMsg& m) {
 }
 
 Result<RdmaQueuePair::Options> QpHandshakes::shared_qp_options() {
-  return shared_qp_options(m_.nic_.domain, m_.nic_.completions);
+  return shared_qp_options(m_.nic().domain, m_.nic().completions);
 }
 
 Result<RdmaQueuePair::Options> QpHandshakes::shared_qp_options(
     const std::shared_ptr<RdmaDomain>& domain, std::shared_ptr<CompletionRouter>& completions) {
   RdmaQueuePair::Options o;
-  o.drain_timeout = m_.options_.drain_timeout;
+  o.drain_timeout = m_.options().drain_timeout;
   if (!completions) {
     // Room for 16 QPs' full send queues (each request holds an entry until retired); more
     // queue their requests until entries come back. 1 MiB on mlx5 (64-byte entries).
@@ -81,18 +81,18 @@ Result<RdmaQueuePair::Options> QpHandshakes::shared_qp_options(
 }
 
 Result<std::shared_ptr<RdmaQueuePair>> QpHandshakes::loopback_qp() {
-  if (m_.nic_.loopback && !m_.nic_.loopback->needs_recovery())
-    return m_.nic_.loopback;
-  if (m_.nic_.loopback) {
-    m_.nic_.poller->remove(m_.nic_.loopback.get());
-    m_.nic_.loopback.reset();
+  if (m_.nic().loopback && !m_.nic().loopback->needs_recovery())
+    return m_.nic().loopback;
+  if (m_.nic().loopback) {
+    m_.nic().poller->remove(m_.nic().loopback.get());
+    m_.nic().loopback.reset();
   }
   CAF_RDMA_ASSIGN_OR_RETURN(auto o, shared_qp_options());
-  CAF_RDMA_ASSIGN_OR_RETURN(auto qp, RdmaQueuePair::create(m_.nic_.domain, o));
+  CAF_RDMA_ASSIGN_OR_RETURN(auto qp, RdmaQueuePair::create(m_.nic().domain, o));
   std::shared_ptr<RdmaQueuePair> shared(std::move(qp));
   CAF_RDMA_RETURN_IF_ERROR(shared->connect_loopback());
-  m_.nic_.poller->add(shared);
-  m_.nic_.loopback = shared;
+  m_.nic().poller->add(shared);
+  m_.nic().loopback = shared;
   return shared;
 }
 
@@ -105,10 +105,10 @@ void QpHandshakes::fail_waiting(Peer& peer, const caf::error& err) {
 
 void QpHandshakes::drop_qp_of(const caf::actor_addr& key,
                               const std::shared_ptr<RdmaQueuePair>& qp) {
-  if (qp == m_.nic_.loopback) {
-    m_.nic_.poller->remove(qp.get());
-    m_.nic_.loopback.reset();
-  } else if (auto p = m_.peers_.find(key); p != m_.peers_.end()) {
+  if (qp == m_.nic().loopback) {
+    m_.nic().poller->remove(qp.get());
+    m_.nic().loopback.reset();
+  } else if (auto p = m_.peer_table.peers().find(key); p != m_.peer_table.peers().end()) {
     drop_qp(p->second, qp);
   }
 }
@@ -116,8 +116,8 @@ void QpHandshakes::drop_qp_of(const caf::actor_addr& key,
 void QpHandshakes::drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp) {
   if (!qp)
     return;
-  if (m_.nic_.poller)
-    m_.nic_.poller->remove(qp.get());
+  if (m_.nic().poller)
+    m_.nic().poller->remove(qp.get());
   m_.receipts.disarm(qp.get());
   // Keep it alive until both references are gone; the last one destroys the QP (the NIC
   // stops, and anything still outstanding completes with an error).
@@ -131,9 +131,9 @@ void QpHandshakes::drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp)
 }
 
 void QpHandshakes::handshake(const caf::actor_addr& key) {
-  Peer& p = m_.peers_.at(key);
+  Peer& p = m_.peer_table.peers().at(key);
   auto o = shared_qp_options();
-  auto created = o.ok() ? RdmaQueuePair::create(m_.nic_.domain, *o)
+  auto created = o.ok() ? RdmaQueuePair::create(m_.nic().domain, *o)
                         : Result<std::unique_ptr<RdmaQueuePair>>(o.error());
   if (!created.ok())
     return fail_waiting(
@@ -142,20 +142,20 @@ void QpHandshakes::handshake(const caf::actor_addr& key) {
   QpInfoMsg mine = to_msg(created_qp->local_info());
   uint64_t held = hold_opening(std::move(created_qp));
   p.qps.handshaking = true;
-  ++m_.counters_.handshakes;
-  auto timeout = m_.options_.handshake_timeout;
+  ++m_.counters().handshakes;
+  auto timeout = m_.options().handshake_timeout;
   m_.peer_table.peer_request(p.manager, timeout, qp_connect_atom::value, std::move(mine))
       .then(
           [this, key, held](QpInfoMsg& remote) {
             auto qp = take_opening(held);
-            auto it = m_.peers_.find(key);
-            if (it == m_.peers_.end())
+            auto it = m_.peer_table.peers().find(key);
+            if (it == m_.peer_table.peers().end())
               return;
             Peer& p = it->second;
             if (!qp) {
               // Made on a device this manager lost meanwhile: its ops were failed; ops since
               // wait for a handshake on the device we have now.
-              if (!p.qps.handshaking && m_.nic_.domain && !p.qps.waiting.empty())
+              if (!p.qps.handshaking && m_.nic().domain && !p.qps.waiting.empty())
                 handshake(key);
               return;
             }
@@ -173,7 +173,7 @@ void QpHandshakes::handshake(const caf::actor_addr& key) {
                   p, to_caf_error(st.error().with_context("connecting to peer " + p.name + " (" +
                                                           remote.device + ")")));
             p.qps.initiated = qp;
-            m_.nic_.poller->add(qp);
+            m_.nic().poller->add(qp);
             auto waiting = std::move(p.qps.waiting);
             p.qps.waiting.clear();
             for (OpId id : waiting)
@@ -182,13 +182,13 @@ void QpHandshakes::handshake(const caf::actor_addr& key) {
           },
           [this, key, timeout, held](caf::error& err) {
             auto qp = take_opening(held);
-            auto it = m_.peers_.find(key);
-            if (it == m_.peers_.end() || !qp)
+            auto it = m_.peer_table.peers().find(key);
+            if (it == m_.peer_table.peers().end() || !qp)
               return;  // not found, or made on a device lost meanwhile (see above)
             Peer& p = it->second;
             p.qps.handshaking = false;
             if (error_code(err) == ErrorCode::kNoDevice &&
-                m_.options_.mode != TransportMode::kRdma) {
+                m_.options().mode != TransportMode::kRdma) {
               // The owner has no RDMA device (now): its buffers move through it.
               auto waiting = std::move(p.qps.waiting);
               p.qps.waiting.clear();
@@ -206,16 +206,16 @@ void QpHandshakes::handshake(const caf::actor_addr& key) {
 }
 
 caf::result<QpInfoMsg> QpHandshakes::accept_connect(const QpInfoMsg& remote) {
-  if (!m_.nic_.domain)
+  if (!m_.nic().domain)
     return make_rdma_error(
         ErrorCode::kNoDevice,
-        "manager " + m_.options_.name + " has no RDMA device: " + m_.nic_.no_rdma_reason);
-  if (!m_.nic_.port_down.empty())
-    return make_rdma_error(ErrorCode::kNoDevice, "manager " + m_.options_.name +
-                                                     "'s RDMA port is down: " + m_.nic_.port_down);
+        "manager " + m_.options().name + " has no RDMA device: " + m_.nic().no_rdma_reason);
+  if (!m_.nic().port_down.empty())
+    return make_rdma_error(ErrorCode::kNoDevice, "manager " + m_.options().name +
+                                                     "'s RDMA port is down: " + m_.nic().port_down);
   // The peer is the actor that sent the handshake, not one the message names: a peer cannot
   // replace another's queue pair or lanes by naming it.
-  auto sender = caf::actor_cast<caf::actor>(m_.self_->current_sender());
+  auto sender = caf::actor_cast<caf::actor>(m_.self()->current_sender());
   if (!sender || remote.gid.size() != 16)
     return make_rdma_error(ErrorCode::kInvalidArgument,
                            "queue-pair handshake from an anonymous sender or without a 16-byte "
@@ -227,7 +227,7 @@ caf::result<QpInfoMsg> QpHandshakes::accept_connect(const QpInfoMsg& remote) {
                                caf::to_string(remote.manager.address()) + ") as its sender");
   // Invariant 22 before a sender never seen is taken for a peer: a refused handshake leaves no
   // trace (a flood of senders does not grow the peer table).
-  if (m_.peers_.count(sender.address()) == 0)
+  if (m_.peer_table.peers().count(sender.address()) == 0)
     if (Status room = accept_room(sender.node(), caf::to_string(sender.address())); !room.ok())
       return to_caf_error(room.error());
   Peer& p = m_.peer_table.peer_for(sender, "");
@@ -246,17 +246,17 @@ caf::result<QpInfoMsg> QpHandshakes::accept_connect(const QpInfoMsg& remote) {
   // lets a third node claim any node id over its own connection, so it is taken for the peer
   // (invariant 13) only if the middleman (whose routing table no peer writes) has a direct
   // connection to that node.
-  auto rp = m_.self_->make_response_promise<QpInfoMsg>();
+  auto rp = m_.self()->make_response_promise<QpInfoMsg>();
   const caf::actor_addr key = sender.address();
   ask_direct_link(
-      m_.self_, sender.node(),
+      m_.self(), sender.node(),
       [this, rp, sender, remote, key](caf::expected<bool> direct) mutable {
         if (!direct) {
           rp.deliver(std::move(direct.error()));
           return;
         }
-        auto it = m_.peers_.find(key);
-        if (it == m_.peers_.end()) {
+        auto it = m_.peer_table.peers().find(key);
+        if (it == m_.peer_table.peers().end()) {
           rp.deliver(make_rdma_error(
               ErrorCode::kPeerUnavailable,
               "queue-pair handshake from " + caf::to_string(key) + ": the peer is gone"));
@@ -267,7 +267,7 @@ caf::result<QpInfoMsg> QpHandshakes::accept_connect(const QpInfoMsg& remote) {
           rp.deliver(make_rdma_error(
               ErrorCode::kPermissionDenied,
               "queue-pair handshake from " + peer.name + " (" + caf::to_string(key) +
-                  ") refused by " + m_.options_.name +
+                  ") refused by " + m_.options().name +
                   ": it came over a link that is not a direct connection to that node, "
                   "and the peer's own link ended"));
           return;
@@ -281,20 +281,20 @@ caf::result<QpInfoMsg> QpHandshakes::accept_connect(const QpInfoMsg& remote) {
         else
           rp.deliver(std::move(*info));
       },
-      m_.options_.handshake_timeout);
+      m_.options().handshake_timeout);
   return rp;
 }
 
 Status QpHandshakes::accept_room(const caf::node_id& node, const std::string& who) const {
   uint64_t of_node = 0, all = 0;
-  for (const auto& [key, peer] : m_.peers_) {
+  for (const auto& [key, peer] : m_.peer_table.peers()) {
     const uint64_t n =
         (peer.qps.accepted ? 1 : 0) + peer.qps.lanes.size() + peer.qps.stripes_accepted.size();
     all += n;
     if (peer.manager.node() == node)
       of_node += n;
   }
-  const auto& o = m_.options_;
+  const auto& o = m_.options();
   if (of_node < o.max_qps_per_node && all < o.max_qps)
     return {};
   const bool node_full = of_node >= o.max_qps_per_node;
@@ -321,7 +321,7 @@ Result<QpInfoMsg> QpHandshakes::finish_accept(Peer& p, const QpInfoMsg& remote) 
   if (remote.stripe != 0)
     return m_.rails.accept(p, remote);
   CAF_RDMA_ASSIGN_OR_RETURN(auto o, shared_qp_options());
-  auto created = RdmaQueuePair::create(m_.nic_.domain, o);
+  auto created = RdmaQueuePair::create(m_.nic().domain, o);
   if (!created.ok())
     return created.error();
   std::shared_ptr<RdmaQueuePair> qp(std::move(*created));

@@ -1,8 +1,7 @@
 // QpHandshakes: the queue pairs to peer managers: the one handshake per peer, accepting a peer's,
 // the loopback QP, and dropping QPs in ERR.
 //
-// A part of the manager (actors/detail/manager_state.h): it works on the tables the front
-// keeps (detail/manager_tables.h); what is its own is below.
+// A part of the manager (actors/manager/manager_part.h); what is its own is below.
 //
 // Invariants (numbered as the manager's, which lists them all):
 //  3. For each peer manager, this manager initiates at most one queue pair (created by one

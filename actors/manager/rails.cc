@@ -43,11 +43,11 @@ Result<std::vector<std::shared_ptr<RdmaDomain>>> open_rails(const ManagerOptions
 }
 
 void Rails::register_buffer(LocalBuffer& entry, BufferHandle& h, Access access) {
-  if (m_.nic_.rails.empty() || entry.rdma.released())
+  if (m_.nic().rails.empty() || entry.rdma.released())
     return;
   std::vector<RdmaBuffer> regions;
   std::vector<RailKey> keys;
-  for (const RailDevice& rail : m_.nic_.rails) {
+  for (const RailDevice& rail : m_.nic().rails) {
     if (!rail.domain) {  // lost: an empty key keeps the others' positions (invariant 18)
       regions.emplace_back();
       keys.emplace_back();
@@ -57,7 +57,7 @@ void Rails::register_buffer(LocalBuffer& entry, BufferHandle& h, Access access) 
     if (!b.ok()) {
       // Invariant 18: on every rail or none; the buffer moves on the primary device alone.
       log_line(LogLevel::kWarn, "%s: buffer %llu is not striped: registering it on rail %s: %s",
-               m_.options_.name.c_str(), static_cast<unsigned long long>(h.id),
+               m_.options().name.c_str(), static_cast<unsigned long long>(h.id),
                rail.domain->device_name().c_str(), b.error().message().c_str());
       return;
     }
@@ -73,13 +73,13 @@ const RdmaBuffer& Rails::region(const LocalBuffer& b, uint32_t rail) {
 }
 
 const std::shared_ptr<RdmaDomain>& Rails::domain_of(uint32_t rail) const {
-  return rail == 0 ? m_.nic_.domain : m_.nic_.rails.at(rail - 1).domain;
+  return rail == 0 ? m_.nic().domain : m_.nic().rails.at(rail - 1).domain;
 }
 
 bool Rails::port_active(uint32_t rail) const {
   if (rail == 0)
-    return m_.nic_.port_down.empty();
-  const auto& d = m_.nic_.rails.at(rail - 1).domain;
+    return m_.nic().port_down.empty();
+  const auto& d = m_.nic().rails.at(rail - 1).domain;
   if (!d)
     return false;  // lost (invariant 21)
   auto port = d->context()->query_port(d->port().port_num);
@@ -90,24 +90,24 @@ bool Rails::stripes(OpId id, std::vector<StripeLane>* lanes) {
   const OpRecord* o = m_.op_record(id);
   // A notify write is not striped: its write with immediate (or fence READ) orders only the
   // writes of its own queue pair (manager/write_notices.h).
-  if (o == nullptr || o->length < m_.options_.stripe_min_bytes || o->peer == m_.facade_.address() ||
-      o->op.notify)
+  if (o == nullptr || o->length < m_.options().stripe_min_bytes ||
+      o->peer == m_.facade().address() || o->op.notify)
     return false;
   // The rails both sides have (none: the op may still take stripe_qps queue pairs of the
   // primary devices).
-  const LocalBuffer& local = m_.buffers_.at(o->op.local.id);
+  const LocalBuffer& local = m_.buffer_table.buffers().at(o->op.local.id);
   uint32_t rails = 0;
-  if (!m_.nic_.rails.empty() && local.rails.size() == m_.nic_.rails.size())
-    rails = static_cast<uint32_t>(std::min(m_.nic_.rails.size(), o->op.remote.rails.size()));
-  if (rails == 0 && m_.options_.stripe_qps < 2)
+  if (!m_.nic().rails.empty() && local.rails.size() == m_.nic().rails.size())
+    rails = static_cast<uint32_t>(std::min(m_.nic().rails.size(), o->op.remote.rails.size()));
+  if (rails == 0 && m_.options().stripe_qps < 2)
     return false;
-  auto it = m_.peers_.find(o->peer);
-  if (it == m_.peers_.end())
+  auto it = m_.peer_table.peers().find(o->peer);
+  if (it == m_.peer_table.peers().end())
     return false;
   Peer& p = it->second;
   const auto now = m_.now();
   bool waits = false;
-  for (uint32_t j = 0; j < m_.options_.stripe_qps; ++j) {
+  for (uint32_t j = 0; j < m_.options().stripe_qps; ++j) {
     for (uint32_t rail = 0; rail <= rails; ++rail) {
       const uint32_t s = stripe_index(rail, j);
       if (s == 0 || !port_active(rail))
@@ -146,13 +146,13 @@ bool Rails::stripes(OpId id, std::vector<StripeLane>* lanes) {
 StripeLane Rails::least_busy(OpId id, const std::shared_ptr<RdmaQueuePair>& primary) {
   StripeLane best{primary, 0};
   const OpRecord* o = m_.op_record(id);
-  if (o == nullptr || o->op.notify || o->peer == m_.facade_.address())
+  if (o == nullptr || o->op.notify || o->peer == m_.facade().address())
     return best;
-  auto it = m_.peers_.find(o->peer);
-  if (it == m_.peers_.end() || it->second.qps.stripes.empty())
+  auto it = m_.peer_table.peers().find(o->peer);
+  if (it == m_.peer_table.peers().end() || it->second.qps.stripes.empty())
     return best;
-  const LocalBuffer& local = m_.buffers_.at(o->op.local.id);
-  const bool rails_usable = !m_.nic_.rails.empty() && local.rails.size() == m_.nic_.rails.size();
+  const LocalBuffer& local = m_.buffer_table.buffers().at(o->op.local.id);
+  const bool rails_usable = !m_.nic().rails.empty() && local.rails.size() == m_.nic().rails.size();
   size_t fewest = primary->pending_ops();
   for (const auto& [s, qp] : it->second.qps.stripes) {
     const uint32_t rail = rail_of(s);
@@ -173,17 +173,17 @@ StripeLane Rails::least_busy(OpId id, const std::shared_ptr<RdmaQueuePair>& prim
 }
 
 void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
-  Peer& p = m_.peers_.at(key);
+  Peer& p = m_.peer_table.peers().at(key);
   const uint32_t rail = rail_of(stripe);
   const auto& domain = domain_of(rail);
   std::shared_ptr<CompletionRouter>& cq =
-      rail == 0 ? m_.nic_.completions : m_.nic_.rails.at(rail - 1).completions;
+      rail == 0 ? m_.nic().completions : m_.nic().rails.at(rail - 1).completions;
   auto o = m_.handshakes.shared_qp_options(domain, cq);
   auto created = o.ok() ? RdmaQueuePair::create(domain, *o)
                         : Result<std::unique_ptr<RdmaQueuePair>>(o.error());
   if (!created.ok()) {
     log_line(LogLevel::kWarn, "%s: no striping queue pair %u to %s on %s: %s",
-             m_.options_.name.c_str(), stripe, p.name.c_str(), domain->device_name().c_str(),
+             m_.options().name.c_str(), stripe, p.name.c_str(), domain->device_name().c_str(),
              created.error().message().c_str());
     p.qps.stripe_failed[stripe] = m_.now();
     return;
@@ -197,11 +197,11 @@ void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
   p.qps.stripes_opening[stripe] = held;
   // The rail's device as it is now: a lost (and reopened) one's answer is not taken.
   std::weak_ptr<RdmaDomain> device = domain;
-  ++m_.counters_.handshakes;
+  ++m_.counters().handshakes;
   auto ended = [this, key, stripe, held, device](const QpInfoMsg* remote, const std::string& why) {
     auto qp = m_.handshakes.take_opening(held);
-    auto it = m_.peers_.find(key);
-    if (it == m_.peers_.end())
+    auto it = m_.peer_table.peers().find(key);
+    if (it == m_.peer_table.peers().end())
       return;
     Peer& p = it->second;
     auto opening = p.qps.stripes_opening.find(stripe);
@@ -217,7 +217,7 @@ void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
                                            : Status(Error(ErrorCode::kInternal, "no GID"));
       if (st.ok()) {
         p.qps.stripes[stripe] = qp;
-        m_.nic_.poller->add(qp);
+        m_.nic().poller->add(qp);
       } else {
         failed = st.error().message();
       }
@@ -227,13 +227,13 @@ void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
     if (!failed.empty()) {
       // The op runs on the queue pairs there are (invariant 20); said once per failure.
       log_line(LogLevel::kWarn, "%s: striping queue pair %u (rail %u) to %s failed: %s",
-               m_.options_.name.c_str(), stripe, rail_of(stripe), p.name.c_str(), failed.c_str());
+               m_.options().name.c_str(), stripe, rail_of(stripe), p.name.c_str(), failed.c_str());
       p.qps.stripe_failed[stripe] = m_.now();
     }
     handshake_ended(p);
   };
   m_.peer_table
-      .peer_request(p.manager, m_.options_.handshake_timeout, qp_connect_atom::value,
+      .peer_request(p.manager, m_.options().handshake_timeout, qp_connect_atom::value,
                     std::move(mine))
       .then([ended](QpInfoMsg& remote) { ended(&remote, ""); },
             [ended](caf::error& err) { ended(nullptr, error_message(err)); });
@@ -246,7 +246,7 @@ void Rails::handshake_ended(Peer& p) {
   p.qps.stripe_waiting.clear();
   for (OpId id : waiting)
     if (m_.op_record(id) != nullptr)
-      m_.rdma_.connect(id);
+      m_.rdma_path().connect(id);
 }
 
 Result<QpInfoMsg> Rails::accept(Peer& p, const QpInfoMsg& remote) {
@@ -259,27 +259,27 @@ Result<QpInfoMsg> Rails::accept(Peer& p, const QpInfoMsg& remote) {
                      " queue pairs per pair of devices)");
   // Bounded by this manager's own settings: at most (rails + 1) x stripe_qps per peer.
   const uint32_t j = remote.stripe / (static_cast<uint32_t>(kMaxRails) + 1);
-  if (j >= m_.options_.stripe_qps)
+  if (j >= m_.options().stripe_qps)
     return Error(ErrorCode::kInvalidArgument,
                  "striping handshake from " + p.name + " for queue pair " + std::to_string(j + 1) +
-                     " of a pair of devices; " + m_.options_.name + " takes " +
-                     std::to_string(m_.options_.stripe_qps));
-  if (rail > m_.nic_.rails.size())
+                     " of a pair of devices; " + m_.options().name + " takes " +
+                     std::to_string(m_.options().stripe_qps));
+  if (rail > m_.nic().rails.size())
     return Error(ErrorCode::kNoDevice,
-                 "manager " + m_.options_.name + " has no rail " + std::to_string(rail) +
-                     " (its rails: " + std::to_string(m_.nic_.rails.size()) + ")");
-  if (rail > 0 && !m_.nic_.rails[rail - 1].domain)
-    return Error(ErrorCode::kNoDevice, "manager " + m_.options_.name + "'s rail " +
-                                           m_.nic_.rails[rail - 1].name +
-                                           " was lost: " + m_.nic_.rails[rail - 1].lost);
-  if (rail == 0 && !m_.nic_.domain)
-    return Error(ErrorCode::kNoDevice, "manager " + m_.options_.name + " has no RDMA device now");
+                 "manager " + m_.options().name + " has no rail " + std::to_string(rail) +
+                     " (its rails: " + std::to_string(m_.nic().rails.size()) + ")");
+  if (rail > 0 && !m_.nic().rails[rail - 1].domain)
+    return Error(ErrorCode::kNoDevice, "manager " + m_.options().name + "'s rail " +
+                                           m_.nic().rails[rail - 1].name +
+                                           " was lost: " + m_.nic().rails[rail - 1].lost);
+  if (rail == 0 && !m_.nic().domain)
+    return Error(ErrorCode::kNoDevice, "manager " + m_.options().name + " has no RDMA device now");
   if (!port_active(rail))
-    return Error(ErrorCode::kNoDevice, "manager " + m_.options_.name + "'s device " +
+    return Error(ErrorCode::kNoDevice, "manager " + m_.options().name + "'s device " +
                                            domain_of(rail)->device_name() + " has its port down");
   const auto& domain = domain_of(rail);
   std::shared_ptr<CompletionRouter>& cq =
-      rail == 0 ? m_.nic_.completions : m_.nic_.rails.at(rail - 1).completions;
+      rail == 0 ? m_.nic().completions : m_.nic().rails.at(rail - 1).completions;
   CAF_RDMA_ASSIGN_OR_RETURN(auto o, m_.handshakes.shared_qp_options(domain, cq));
   CAF_RDMA_ASSIGN_OR_RETURN(auto created, RdmaQueuePair::create(domain, o));
   std::shared_ptr<RdmaQueuePair> qp(std::move(created));
@@ -300,11 +300,11 @@ void Rails::drop(const caf::actor_addr& key, const std::shared_ptr<RdmaQueuePair
   // `dropped` may be an entry erased below: the copy keeps it alive and the comparisons valid.
   // NOLINTNEXTLINE(performance-unnecessary-copy-initialization): the copy is the point
   std::shared_ptr<RdmaQueuePair> qp = dropped;
-  auto it = m_.peers_.find(key);
-  if (it == m_.peers_.end() || !qp)
+  auto it = m_.peer_table.peers().find(key);
+  if (it == m_.peer_table.peers().end() || !qp)
     return;
-  if (m_.nic_.poller)
-    m_.nic_.poller->remove(qp.get());
+  if (m_.nic().poller)
+    m_.nic().poller->remove(qp.get());
   Peer& p = it->second;
   for (auto s = p.qps.stripes.begin(); s != p.qps.stripes.end();) {
     if (s->second != qp) {
@@ -321,8 +321,8 @@ void Rails::drop(const caf::actor_addr& key, const std::shared_ptr<RdmaQueuePair
 void Rails::forget(Peer& p) {
   for (auto* table : {&p.qps.stripes, &p.qps.stripes_accepted}) {
     for (auto& [s, qp] : *table)
-      if (m_.nic_.poller)
-        m_.nic_.poller->remove(qp.get());
+      if (m_.nic().poller)
+        m_.nic().poller->remove(qp.get());
     table->clear();  // the last reference: destroyed (what it holds completes flushed)
   }
   p.qps.stripes_opening.clear();
@@ -337,14 +337,14 @@ void Rails::drop_peer(Peer& p, const caf::error& err) {
 }
 
 void Rails::drop_all() {
-  for (auto& [key, p] : m_.peers_) {
+  for (auto& [key, p] : m_.peer_table.peers()) {
     forget(p);
     p.qps.stripe_waiting.clear();  // on the NIC's list (RdmaPath::on_nic): failed by the caller
   }
 }
 
 void Rails::abort(const std::string& reason, const caf::actor_addr* peer) {
-  for (auto& [key, p] : m_.peers_) {
+  for (auto& [key, p] : m_.peer_table.peers()) {
     if (peer != nullptr && key != *peer)
       continue;
     for (auto* table : {&p.qps.stripes, &p.qps.stripes_accepted})
@@ -354,14 +354,14 @@ void Rails::abort(const std::string& reason, const caf::actor_addr* peer) {
 }
 
 void Rails::watch() {
-  for (RailDevice& rail : m_.nic_.rails)
+  for (RailDevice& rail : m_.nic().rails)
     rail.monitor =
         m_.device.monitor(*rail.domain, "a rail: its failures show as slices timing out");
 }
 
 bool Rails::rail_event(const DeviceChanged& e) {
-  for (size_t k = 0; k < m_.nic_.rails.size(); ++k) {
-    RailDevice& rail = m_.nic_.rails[k];
+  for (size_t k = 0; k < m_.nic().rails.size(); ++k) {
+    RailDevice& rail = m_.nic().rails[k];
     if (!rail.domain || rail.domain->incarnation() != e.incarnation)
       continue;
     const auto kind = static_cast<DeviceEventKind>(e.kind);
@@ -371,8 +371,8 @@ bool Rails::rail_event(const DeviceChanged& e) {
     const auto r = static_cast<uint32_t>(k + 1);
     const std::string reason = "rail " + rail.name + (lost ? " lost: " : " port down: ") + e.what;
     log_line(LogLevel::kWarn, "%s: %s; its slices go to the other devices",
-             m_.options_.name.c_str(), reason.c_str());
-    for (auto& [key, p] : m_.peers_) {
+             m_.options().name.c_str(), reason.c_str());
+    for (auto& [key, p] : m_.peer_table.peers()) {
       for (auto* table : {&p.qps.stripes, &p.qps.stripes_accepted}) {
         for (auto s = table->begin(); s != table->end();) {
           if (rail_of(s->first) != r) {
@@ -386,8 +386,8 @@ bool Rails::rail_event(const DeviceChanged& e) {
             continue;
           }
           // Lost: destroyed (what it still holds completes flushed), so the device can go.
-          if (m_.nic_.poller)
-            m_.nic_.poller->remove(s->second.get());
+          if (m_.nic().poller)
+            m_.nic().poller->remove(s->second.get());
           s = table->erase(s);
         }
       }
@@ -395,8 +395,8 @@ bool Rails::rail_event(const DeviceChanged& e) {
     if (lost) {
       rail.lost = e.what;
       rail.monitor.reset();
-      for (auto& [id, b] : m_.buffers_)
-        if (b.rails.size() == m_.nic_.rails.size())
+      for (auto& [id, b] : m_.buffer_table.buffers())
+        if (b.rails.size() == m_.nic().rails.size())
           b.rails[k] = RdmaBuffer();  // the other rails' registrations stay (invariant 18)
       rail.completions.reset();
       rail.domain.reset();
@@ -408,26 +408,26 @@ bool Rails::rail_event(const DeviceChanged& e) {
 
 std::vector<std::string> Rails::names() const {
   std::vector<std::string> out;
-  for (const RailDevice& rail : m_.nic_.rails)
+  for (const RailDevice& rail : m_.nic().rails)
     out.push_back(rail.domain ? rail.name : rail.name + " (lost: " + rail.lost + ")");
   return out;
 }
 
 size_t Rails::live_qps() const {
   size_t n = 0;
-  for (const auto& [key, p] : m_.peers_)
+  for (const auto& [key, p] : m_.peer_table.peers())
     n += p.qps.stripes.size() + p.qps.stripes_accepted.size();
   return n;
 }
 
 std::string Rails::describe() const {
-  if (m_.nic_.rails.empty())
+  if (m_.nic().rails.empty())
     return "";
   std::string out = "; rails";
-  for (const RailDevice& rail : m_.nic_.rails)
+  for (const RailDevice& rail : m_.nic().rails)
     out += (out.size() == 7 ? " " : ", ") + (rail.domain ? rail.domain->describe() : rail.name);
-  return out + "; transfers of at least " + std::to_string(m_.options_.stripe_min_bytes) +
-         " bytes striped over " + std::to_string(m_.options_.stripe_qps) +
+  return out + "; transfers of at least " + std::to_string(m_.options().stripe_min_bytes) +
+         " bytes striped over " + std::to_string(m_.options().stripe_qps) +
          " queue pair(s) per pair of devices";
 }
 

@@ -1,8 +1,7 @@
 // Rails: the manager's devices after its primary one, and the striping of large RDMA transfers
 // over them (docs/architecture.md, "Several devices").
 //
-// A part of the manager (actors/detail/manager_state.h): it works on the tables the front
-// keeps (detail/manager_tables.h); what is its own is below.
+// A part of the manager (actors/manager/manager_part.h); what is its own is below.
 //
 // A striping queue pair has a number, its stripe s: it joins this manager's device `rail(s)` to
 // the peer's device of the same rail (rail 0 is the primary device; rails are paired by

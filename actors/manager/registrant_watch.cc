@@ -19,7 +19,7 @@ std::string name_of(const caf::strong_actor_ptr& sender) {
 }  // namespace
 
 void RegistrantWatch::registered(uint64_t id) {
-  const caf::strong_actor_ptr& sender = m_.self_->current_sender();
+  const caf::strong_actor_ptr& sender = m_.self()->current_sender();
   if (!sender)
     return;  // an anonymous request: nobody to hold it (it lives until released)
   auto addr = caf::actor_cast<caf::actor_addr>(sender);
@@ -27,7 +27,7 @@ void RegistrantWatch::registered(uint64_t id) {
   if (fresh) {
     it->second.actor_id = sender->id();
     it->second.name = name_of(sender);
-    m_.self_->monitor(sender);
+    m_.self()->monitor(sender);
   }
   it->second.buffers.insert(id);
   holder_[id] = addr;
@@ -40,7 +40,7 @@ void RegistrantWatch::released(uint64_t id) {
   if (auto r = registrants_.find(h->second); r != registrants_.end()) {
     r->second.buffers.erase(id);
     if (r->second.buffers.empty()) {  // invariant 3
-      m_.self_->demonitor(r->first);
+      m_.self()->demonitor(r->first);
       registrants_.erase(r);
     }
   }
@@ -57,10 +57,10 @@ bool RegistrantWatch::on_down(const caf::down_msg& msg) {
     holder_.erase(id);  // nobody's now: a later release finds no holder
   const uint64_t batch = ++next_batch_;
   orphans_.emplace(batch, std::move(o));
-  if (m_.options_.orphan_grace.count() == 0)
+  if (m_.options().orphan_grace.count() == 0)
     report(batch);
   else
-    m_.self_->delayed_send(m_.self_, m_.options_.orphan_grace, OrphanCheck{batch});
+    m_.self()->delayed_send(m_.self(), m_.options().orphan_grace, OrphanCheck{batch});
   return true;
 }
 
@@ -73,8 +73,8 @@ void RegistrantWatch::report(uint64_t batch) {
   std::vector<uint64_t> left;  // released meanwhile (by whoever had the id): not a leak
   std::string list;
   for (uint64_t id : o.registrant.buffers) {
-    auto b = m_.buffers_.find(id);
-    if (b == m_.buffers_.end() || b->second.released)
+    auto b = m_.buffer_table.buffers().find(id);
+    if (b == m_.buffer_table.buffers().end() || b->second.released)
       continue;
     left.push_back(id);
     char addr[32];
@@ -86,11 +86,11 @@ void RegistrantWatch::report(uint64_t batch) {
   if (left.empty())
     return;
   orphaned_ += left.size();
-  const bool release = m_.options_.release_orphans;
+  const bool release = m_.options().release_orphans;
   log_line(LogLevel::kWarn,
            "%s: actor %llu (%s) ended (%s) holding %zu registered buffer%s it never released: "
            "%s; %s",
-           m_.options_.name.c_str(), static_cast<unsigned long long>(o.registrant.actor_id),
+           m_.options().name.c_str(), static_cast<unsigned long long>(o.registrant.actor_id),
            o.registrant.name.c_str(), o.reason.c_str(), left.size(), left.size() > 1 ? "s" : "",
            list.c_str(),
            release ? "released now (release_orphans)"
@@ -110,8 +110,8 @@ std::vector<RegistrantStats> RegistrantWatch::stats() const {
     s.actor_id = r.actor_id;
     s.actor_name = r.name;
     for (uint64_t id : r.buffers) {
-      auto b = m_.buffers_.find(id);
-      if (b == m_.buffers_.end())
+      auto b = m_.buffer_table.buffers().find(id);
+      if (b == m_.buffer_table.buffers().end())
         continue;
       ++s.buffers;
       s.registered_bytes += b->second.size;

@@ -2,8 +2,7 @@
 // how many bytes each holds (registered, and of those pinned by the device), and what happens
 // when such an actor ends without releasing them.
 //
-// A part of the manager (actors/detail/manager_state.h): it works on the tables the front
-// keeps (detail/manager_tables.h); what is its own is below.
+// A part of the manager (actors/manager/manager_part.h); what is its own is below.
 //
 // Invariants:
 //  1. Every live (not released) buffer is counted for exactly one registrant: the actor that

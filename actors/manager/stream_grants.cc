@@ -19,10 +19,10 @@ caf::result<StreamGrantMsg> StreamGrants::stream_grant(const BufferRef& ref, uin
   if (!b.ok())
     return to_caf_error(b.error());
   LocalBuffer& buf = **b;
-  if (!m_.stream_server_ || buf.memory != BufferMemory::kHost)
+  if (!m_.stream_server() || buf.memory != BufferMemory::kHost)
     return StreamGrantMsg{};  // port 0: use fetch/store chunks
   // Counted per node (a node can speak through many actors).
-  const auto& sender = m_.self_->current_sender();
+  const auto& sender = m_.self()->current_sender();
   caf::node_id peer = sender ? sender->node() : caf::node_id{};
   uint32_t& peer_grants = grants_per_peer_[peer];
   if (buf.grants >= kMaxGrantsPerBuffer || peer_grants >= kMaxGrantsPerPeer) {
@@ -30,16 +30,16 @@ caf::result<StreamGrantMsg> StreamGrants::stream_grant(const BufferRef& ref, uin
       grants_per_peer_.erase(peer);
     return make_rdma_error(
         ErrorCode::kResourceExhausted,
-        "stream grant on buffer " + std::to_string(ref.id) + " of " + m_.options_.name +
+        "stream grant on buffer " + std::to_string(ref.id) + " of " + m_.options().name +
             " refused: " +
             (buf.grants >= kMaxGrantsPerBuffer
                  ? "the buffer has " + std::to_string(kMaxGrantsPerBuffer) + " grants outstanding"
                  : "the peer has " + std::to_string(kMaxGrantsPerPeer) + " grants outstanding"));
   }
   const uint32_t limit_ms = m_.capped(timeout_ms);
-  caf::actor_addr me = m_.self_->address();
+  caf::actor_addr me = m_.self()->address();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limit_ms);
-  uint64_t token = m_.stream_server_->grant(
+  uint64_t token = m_.stream_server()->grant(
       reinterpret_cast<uint8_t*>(buf.addr) + offset, length,
       write ? StreamDirection::kIntoOwner : StreamDirection::kOutOfOwner, deadline,
       [me](uint64_t token, const Status&, uint64_t bytes) {
@@ -53,10 +53,10 @@ caf::result<StreamGrantMsg> StreamGrants::stream_grant(const BufferRef& ref, uin
   ++peer_grants;
   grants_.emplace(token, GrantHold{ref.id, peer, write, offset, length});
   // Withdrawn if nobody claims it in time (the requester timed out or died).
-  m_.self_->delayed_send(m_.self_, std::chrono::milliseconds(limit_ms) + kRequestBackstop,
-                         StreamExpire{token});
-  return StreamGrantMsg{token, m_.stream_server_->host(), m_.stream_server_->port(),
-                        m_.stream_server_->host_id(), m_.stream_server_->unix_name()};
+  m_.self()->delayed_send(m_.self(), std::chrono::milliseconds(limit_ms) + kRequestBackstop,
+                          StreamExpire{token});
+  return StreamGrantMsg{token, m_.stream_server()->host(), m_.stream_server()->port(),
+                        m_.stream_server()->host_id(), m_.stream_server()->unix_name()};
 }
 
 void StreamGrants::end_grant(uint64_t token) {
@@ -68,20 +68,21 @@ void StreamGrants::end_grant(uint64_t token) {
   auto p = grants_per_peer_.find(hold.peer);
   if (p != grants_per_peer_.end() && --p->second == 0)
     grants_per_peer_.erase(p);
-  if (auto b = m_.buffers_.find(hold.buffer); b != m_.buffers_.end() && b->second.grants > 0)
+  if (auto b = m_.buffer_table.buffers().find(hold.buffer);
+      b != m_.buffer_table.buffers().end() && b->second.grants > 0)
     --b->second.grants;
   m_.buffer_table.buffer_done(hold.buffer);
 }
 
 void StreamGrants::revoke_unclaimed_grants(uint64_t buffer) {
-  if (!m_.stream_server_)
+  if (!m_.stream_server())
     return;
   std::vector<uint64_t> tokens;
   for (const auto& [token, hold] : grants_)
     if (hold.buffer == buffer)
       tokens.push_back(token);
   for (uint64_t token : tokens)
-    if (m_.stream_server_->revoke(token))
+    if (m_.stream_server()->revoke(token))
       end_grant(token);
 }
 
@@ -89,7 +90,7 @@ void StreamGrants::stream_served(uint64_t token, uint64_t bytes) {
   auto it = grants_.find(token);
   if (it == grants_.end())
     return;
-  m_.counters_.served_fallback_bytes += bytes;
+  m_.counters().served_fallback_bytes += bytes;
   const GrantHold& g = it->second;
   if (g.write && bytes == g.length)  // every byte landed: what a notice may claim
     m_.receipts.stream_landed(
@@ -101,7 +102,7 @@ void StreamGrants::stream_served(uint64_t token, uint64_t bytes) {
 void StreamGrants::stream_expire(uint64_t token) {
   // Claimed grants end with StreamServed (the server calls `done` once it stops touching the
   // memory); an unclaimed one is withdrawn here.
-  if (m_.stream_server_ && m_.stream_server_->revoke(token))
+  if (m_.stream_server() && m_.stream_server()->revoke(token))
     end_grant(token);
 }
 

@@ -2,8 +2,7 @@
 // access to one buffer, held on the buffer until used, withdrawn or expired (bounded per buffer
 // and per peer node, and by max_timeout: manager invariant 7; withdrawn at release: invariant 2).
 //
-// A part of the manager (actors/detail/manager_state.h): it works on the tables the front
-// keeps (detail/manager_tables.h); what is its own is below.
+// A part of the manager (actors/manager/manager_part.h); what is its own is below.
 #pragma once
 
 #include "actors/detail/manager_tables.h"

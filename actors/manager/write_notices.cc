@@ -24,18 +24,18 @@ caf::result<bool> WriteNotices::watch(uint64_t id, const caf::actor& watcher) {
 caf::result<uint64_t> WriteNotices::notice(const BufferRef& ref, uint64_t offset, uint64_t length,
                                            uint64_t tag, uint64_t receipt,
                                            const std::string& writer) {
-  const auto& sender = m_.self_->current_sender();
+  const auto& sender = m_.self()->current_sender();
   // A peer's notice comes through the facade with the writing node's actor as sender.
   const std::string node = m_.receipts.sender_node();
-  if (sender && sender->node() == m_.self_->node()) {  // this node's own: its copy is done
+  if (sender && sender->node() == m_.self()->node()) {  // this node's own: its copy is done
     auto n = deliver(ref, offset, length, tag, node, writer, true);
     if (!n.ok())
       return to_caf_error(n.error());
     return *n;
   }
   auto refuse = [this, id = ref.id](const Error& e) {
-    ++m_.counters_.notices_refused;
-    return to_caf_error(Error(e.code(), notice_refused_text(id, m_.options_.name, e.message())));
+    ++m_.counters().notices_refused;
+    return to_caf_error(Error(e.code(), notice_refused_text(id, m_.options().name, e.message())));
   };
   // What is refused whatever its receipt is refused at once, and claims nothing.
   auto pending = pending_by_node_.find(node);
@@ -50,7 +50,7 @@ caf::result<uint64_t> WriteNotices::notice(const BufferRef& ref, uint64_t offset
   // Invariant 15: only a write its owner saw land is notified (its receipt, claimed once).
   // Invariant 17: whether its node is directly connected decides which budgets it takes.
   const caf::node_id from = sender ? sender->node() : caf::node_id{};
-  auto rp = m_.self_->make_response_promise<uint64_t>();
+  auto rp = m_.self()->make_response_promise<uint64_t>();
   std::string name = writer.substr(0, kMaxWriterName + 1);  // deliver() cuts it
   auto claim = [this, rp, ref, offset, length, tag, receipt, node, name,
                 refuse](bool direct) mutable {
@@ -71,7 +71,7 @@ caf::result<uint64_t> WriteNotices::notice(const BufferRef& ref, uint64_t offset
   if (from == caf::node_id{})
     claim(false);
   else
-    ask_direct_link(m_.self_, from,
+    ask_direct_link(m_.self(), from,
                     [claim](caf::expected<bool> direct) mutable { claim(direct && *direct); });
   return rp;
 }
@@ -81,15 +81,15 @@ Result<uint64_t> WriteNotices::deliver(const BufferRef& ref, uint64_t offset, ui
                                        const std::string& writer, bool direct) {
   auto checked = m_.buffer_table.owner_access(ref, offset, length, true);
   if (!checked.ok()) {
-    ++m_.counters_.notices_refused;
+    ++m_.counters().notices_refused;
     return checked.error();
   }
   LocalBuffer& b = **checked;
-  const std::string who = node.empty() ? m_.options_.name : "node " + node;
+  const std::string who = node.empty() ? m_.options().name : "node " + node;
   if (!b.watcher) {
-    ++m_.counters_.notices_refused;
+    ++m_.counters().notices_refused;
     return Error(ErrorCode::kInvalidArgument,
-                 notice_refused_text(ref.id, m_.options_.name,
+                 notice_refused_text(ref.id, m_.options().name,
                                      "nobody watches it (its owner did not call watch_writes)"));
   }
   auto found = pending_by_node_.find(node);
@@ -112,9 +112,9 @@ Result<uint64_t> WriteNotices::deliver(const BufferRef& ref, uint64_t offset, ui
     limit = kMaxPendingNoticesTotal;
   }
   if (full != nullptr) {
-    ++m_.counters_.notices_refused;
+    ++m_.counters().notices_refused;
     return Error(ErrorCode::kResourceExhausted,
-                 notice_refused_text(ref.id, m_.options_.name,
+                 notice_refused_text(ref.id, m_.options().name,
                                      std::to_string(count) + " notices " +
                                          (*full == '\0' ? "from " + who + " " : std::string(full)) +
                                          "wait for its watcher's answers (limit " +
@@ -124,7 +124,7 @@ Result<uint64_t> WriteNotices::deliver(const BufferRef& ref, uint64_t offset, ui
   ++pending_;
   if (!direct)
     ++pending_indirect_;
-  ++m_.counters_.notices_sent;
+  ++m_.counters().notices_sent;
   // Invariant 17: a pending notice's size is bounded too, whatever name its writer sent.
   std::string name =
       writer.size() <= kMaxWriterName ? writer : writer.substr(0, kMaxWriterName) + "...";
@@ -139,18 +139,19 @@ Result<uint64_t> WriteNotices::deliver(const BufferRef& ref, uint64_t offset, ui
     if (!direct)
       --pending_indirect_;
   };
-  m_.self_->request(watcher, m_.options_.max_timeout, write_notice_atom::value, std::move(n))
+  m_.self()
+      ->request(watcher, m_.options().max_timeout, write_notice_atom::value, std::move(n))
       .then([answered] { answered(); },
             [this, answered, watcher, id](caf::error& err) {
               answered();
               // A watcher that is gone hears no more: later notify writes fail, naming why.
               if (err != caf::sec::request_receiver_down)
                 return;
-              auto it = m_.buffers_.find(id);
-              if (it != m_.buffers_.end() && it->second.watcher == watcher) {
+              auto it = m_.buffer_table.buffers().find(id);
+              if (it != m_.buffer_table.buffers().end() && it->second.watcher == watcher) {
                 it->second.watcher = nullptr;
                 log_line(LogLevel::kWarn, "caf-rdma: %s: the watcher of buffer %llu is gone",
-                         m_.options_.name.c_str(), static_cast<unsigned long long>(id));
+                         m_.options().name.c_str(), static_cast<unsigned long long>(id));
               }
             });
   return pending_by_node_[node];
@@ -168,7 +169,7 @@ void WriteNotices::after_write(OpId id, TransferOutcome written,
   const TransferOp& op = o.op;
   RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device,
                       op.remote.incarnation};
-  const bool ours = op.remote.owner.address() == m_.facade_.address();
+  const bool ours = op.remote.owner.address() == m_.facade().address();
   Status st;
   RdmaOp after;
   if (ours) {
@@ -188,7 +189,7 @@ void WriteNotices::after_write(OpId id, TransferOutcome written,
         RdmaOp::write_imm(std::move(remote), op.remote_offset, static_cast<uint32_t>(o.receipt));
   }
   if (st.ok()) {
-    caf::actor_addr me = m_.self_->address();
+    caf::actor_addr me = m_.self()->address();
     st = q->submit(std::move(after), [me, id](const OpResult& r) {
       TransferOutcome out;
       if (!r.status.ok()) {
@@ -203,7 +204,7 @@ void WriteNotices::after_write(OpId id, TransferOutcome written,
     Error e(st.error().code(), fence_failed_text(ours, st.error().message()));
     return finish(id, &e);
   }
-  m_.nic_.poller->wake();
+  m_.nic().poller->wake();
 }
 
 void WriteNotices::fenced(OpId id, const TransferOutcome& fence) {
@@ -215,7 +216,7 @@ void WriteNotices::fenced(OpId id, const TransferOutcome& fence) {
     return;
   if (!fence.ok()) {
     const OpRecord* o = m_.op_record(id);
-    const bool ours = o->op.remote.owner.address() == m_.facade_.address();
+    const bool ours = o->op.remote.owner.address() == m_.facade().address();
     Error e(static_cast<ErrorCode>(fence.code), fence_failed_text(ours, fence.message));
     return finish(id, &e);
   }
@@ -225,14 +226,14 @@ void WriteNotices::fenced(OpId id, const TransferOutcome& fence) {
 void WriteNotices::tell_owner(OpId id) {
   const OpRecord& o = *m_.op_record(id);
   const TransferOp& op = o.op;
-  const Transfer& t = m_.transfers_.at(id.ticket);
+  const Transfer& t = m_.transfer_of(id);
   if (t.timed_out || m_.now() >= t.due) {  // invariant 16: no notice leaves after the deadline
     Error e(ErrorCode::kTimeout, notice_unsent_text(t.timeout_ms));
     return finish(id, &e);
   }
-  if (op.remote.owner.address() == m_.facade_.address()) {  // ours: no message to send
+  if (op.remote.owner.address() == m_.facade().address()) {  // ours: no message to send
     auto n =
-        deliver(ref_of(op.remote), op.remote_offset, o.length, op.tag, "", m_.options_.name, true);
+        deliver(ref_of(op.remote), op.remote_offset, o.length, op.tag, "", m_.options().name, true);
     return finish(id, n.ok() ? nullptr : &n.error());
   }
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(t.due - m_.now());
@@ -254,7 +255,7 @@ void WriteNotices::tell_owner(OpId id) {
         finish(id, &e, sent && no_answer);
       },
       notice_atom::value, ref_of(op.remote), op.remote_offset, o.length, op.tag, o.receipt,
-      m_.options_.name);
+      m_.options().name);
   if (auto it = written_.find(id); it != written_.end())  // not failed at once: it left
     it->second.asked = true;
 }
@@ -263,7 +264,7 @@ void WriteNotices::deadline(OpId id) {
   auto it = written_.find(id);
   if (it == written_.end() || it->second.asked)
     return;  // the owner's answer, or kNoticeGrace after the deadline, ends it (invariant 16)
-  const Transfer& t = m_.transfers_.at(id.ticket);
+  const Transfer& t = m_.transfer_of(id);
   Error e(ErrorCode::kTimeout, notice_unsent_text(t.timeout_ms));
   finish(id, &e);
 }
@@ -289,7 +290,7 @@ void WriteNotices::finish(OpId id, const Error* failed, bool unknown) {
     out =
         outcome_of(Error(failed->code(), notice_failed_text(o->op, o->length, failed->message())));
   else
-    ++m_.counters_.notified_writes;
+    ++m_.counters().notified_writes;
   m_.finish_op(id, std::move(out));
 }
 

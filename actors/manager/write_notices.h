@@ -4,8 +4,7 @@
 // notice (TransferOp::notify) tells its owner once its bytes are in place, and is answered after
 // that.
 //
-// A part of the manager (actors/detail/manager_state.h): it works on the tables the front
-// keeps (detail/manager_tables.h); what is its own is below.
+// A part of the manager (actors/manager/manager_part.h); what is its own is below.
 //
 // Invariants (numbered as the manager's, which lists them all):
 // 15. A write's notice leaves only once its bytes are in the owner's memory, as the owner saw:

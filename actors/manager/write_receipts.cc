@@ -26,7 +26,7 @@ std::string range_text(uint64_t buffer, uint64_t begin, uint64_t end) {
 // -- records ----------------------------------------------------------------------------------
 
 std::string WriteReceipts::sender_node() const {
-  const auto& sender = m_.self_->current_sender();
+  const auto& sender = m_.self()->current_sender();
   return sender ? caf::to_string(sender->node()) : std::string("anonymous");
 }
 
@@ -61,7 +61,7 @@ void WriteReceipts::erase(std::map<Key, Receipt>::iterator it) {
 }
 
 void WriteReceipts::expire_old() {
-  const auto oldest = m_.now() - std::chrono::milliseconds(m_.options_.max_timeout);
+  const auto oldest = m_.now() - std::chrono::milliseconds(m_.options().max_timeout);
   while (!by_age_.empty()) {
     auto it = receipts_.find(by_age_.begin()->second);
     if (it == receipts_.end() || it->second.made > oldest)
@@ -109,12 +109,12 @@ void WriteReceipts::chunk_landed(const std::string& node, uint64_t receipt, uint
 // -- RDMA receives ----------------------------------------------------------------------------
 
 Result<RdmaBuffer> WriteReceipts::sink() {
-  if (sink_domain_ != m_.nic_.domain || sink_.released()) {
-    sink_domain_ = m_.nic_.domain;
+  if (sink_domain_ != m_.nic().domain || sink_.released()) {
+    sink_domain_ = m_.nic().domain;
     sink_ = RdmaBuffer{};
-    if (!m_.nic_.domain)
+    if (!m_.nic().domain)
       return Error(ErrorCode::kNoDevice, "no RDMA device");
-    CAF_RDMA_ASSIGN_OR_RETURN(sink_, m_.nic_.domain->register_local(sink_bytes_.get(), 64));
+    CAF_RDMA_ASSIGN_OR_RETURN(sink_, m_.nic().domain->register_local(sink_bytes_.get(), 64));
   }
   return sink_;
 }
@@ -162,13 +162,13 @@ Status WriteReceipts::arm(const std::shared_ptr<RdmaQueuePair>& qp, const std::s
                      "(limit " +
                      std::to_string(kMaxArmedQps) + ")");
   CAF_RDMA_ASSIGN_OR_RETURN(RdmaBuffer target, sink());
-  StandingReceive receive{qp, std::move(target), m_.self_->address(), node};
+  StandingReceive receive{qp, std::move(target), m_.self()->address(), node};
   for (uint32_t i = 0; i < kReceiptReceives; ++i)
     if (Status st = receive.post(*qp); !st.ok())
       return st.error().with_context("posting the receives for write receipts");
   armed_.insert(qp.get());
-  if (m_.nic_.poller)
-    m_.nic_.poller->add(qp);  // its receives complete through the poller
+  if (m_.nic().poller)
+    m_.nic().poller->add(qp);  // its receives complete through the poller
   return {};
 }
 
@@ -239,9 +239,9 @@ void WriteReceipts::claim(const std::string& node, uint64_t receipt, uint64_t bu
   const uint64_t id = ++next_waiter_;
   waiting_[key] = id;
   waiters_.emplace(id, Waiter{node, receipt, buffer, offset, length, direct, std::move(then)});
-  m_.self_->delayed_send(m_.self_, kReceiptWait, ReceiptDue{id});
-  if (m_.nic_.poller)
-    m_.nic_.poller->wake();
+  m_.self()->delayed_send(m_.self(), kReceiptWait, ReceiptDue{id});
+  if (m_.nic().poller)
+    m_.nic().poller->wake();
 }
 
 void WriteReceipts::hand_to_waiter(const Key& key) {

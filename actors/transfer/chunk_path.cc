@@ -28,15 +28,15 @@ void ChunkPath::take_over(OpId id) {
 std::chrono::milliseconds ChunkPath::chunk_timeout(OpId id) const {
   // A chunk's request ends by the transfer's deadline (plus the backstop): a timed-out write
   // that waits for its chunks (invariant 1) replies soon after its timeout.
-  auto left =
-      std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                 m_.transfers_.at(id.ticket).due - m_.now()));
+  auto left = std::max(
+      std::chrono::milliseconds(0),
+      std::chrono::duration_cast<std::chrono::milliseconds>(m_.transfer_of(id).due - m_.now()));
   return left + kRequestBackstop;  // never more than request_timeout(t)
 }
 
 uint32_t ChunkPath::left_ms(OpId id) const {
   // Rounded up, and at least 1: the owner never refuses a request before its deadline.
-  const auto left = m_.transfers_.at(id.ticket).due - m_.now();
+  const auto left = m_.transfer_of(id).due - m_.now();
   const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
   return static_cast<uint32_t>(std::clamp<int64_t>(ms, 1, UINT32_MAX));
 }
@@ -48,7 +48,7 @@ void ChunkPath::pump(OpId id) {
     return;
   ChunkOp& c = it->second;
   const bool is_read = o->is_read();
-  if (!is_read && !c.past_due && m_.now() >= m_.transfers_.at(id.ticket).due) {
+  if (!is_read && !c.past_due && m_.now() >= m_.transfer_of(id).due) {
     // Invariant 1: past its deadline (the sweep may come a little later) nothing more leaves.
     c.past_due = true;
     if (c.in_flight == 0)
@@ -65,8 +65,8 @@ void ChunkPath::pump(OpId id) {
     }
     return;
   }
-  Peer& owner = m_.peers_.at(o->peer);
-  const ManagerOptions& opt = m_.options_;
+  Peer& owner = m_.peer_table.peers().at(o->peer);
+  const ManagerOptions& opt = m_.options();
   while (!c.error && c.in_flight < opt.fallback_window && c.next_offset < o->length) {
     const uint64_t off = c.next_offset;
     const uint64_t n = std::min<uint64_t>(opt.fallback_chunk_bytes, o->length - off);
@@ -97,7 +97,7 @@ void ChunkPath::ask_fetch(OpId id, uint64_t off, uint64_t n, uint64_t charge) {
   const OpRecord& o = *m_.op_record(id);
   const TransferOp& op = o.op;
   const caf::actor_addr key = o.peer;
-  const uint64_t link = m_.peers_.at(key).link;
+  const uint64_t link = m_.peer_table.peers().at(key).link;
   const uint64_t local_off = op.local_offset + off;
   m_.peer_table
       .peer_request(op.remote.owner, chunk_timeout(id), fetch_atom::value, ref_of(op.remote),
@@ -113,8 +113,8 @@ void ChunkPath::ask_fetch(OpId id, uint64_t off, uint64_t n, uint64_t charge) {
                   id, outcome_of(Error(ErrorCode::kInternal,
                                        "fallback read chunk of " + std::to_string(n) +
                                            " bytes came back with " + std::to_string(data.size))));
-            Status st =
-                m_.buffer_table.copy_in(m_.buffers_.at(o->op.local.id), local_off, data.data, n);
+            Status st = m_.buffer_table.copy_in(m_.buffer_table.buffers().at(o->op.local.id),
+                                                local_off, data.data, n);
             if (!st.ok())
               return m_.finish_op(id, outcome_of(st.error()));
             chunk_done(id, n);
@@ -128,7 +128,7 @@ void ChunkPath::ask_fetch(OpId id, uint64_t off, uint64_t n, uint64_t charge) {
 void ChunkPath::send_store(OpId id, uint64_t off, uint64_t n) {
   OpRecord& o = *m_.op_record(id);
   const TransferOp& op = o.op;
-  LocalBuffer& local = m_.buffers_.at(op.local.id);
+  LocalBuffer& local = m_.buffer_table.buffers().at(op.local.id);
   const uint64_t local_off = op.local_offset + off;
   // Zero-copy: the chunk points into the local buffer, which stays in use (so its release
   // waits) until the last copy of the message carrying it is destroyed, i.e. until it has been
@@ -140,7 +140,7 @@ void ChunkPath::send_store(OpId id, uint64_t off, uint64_t n) {
     bytes.data = reinterpret_cast<uint8_t*>(local.addr) + local_off;
     bytes.size = n;
     ++local.in_use;
-    caf::actor_addr me = m_.self_->address();
+    caf::actor_addr me = m_.self()->address();
     bytes.pin = std::shared_ptr<void>(nullptr, [me, local_id](void*) {
       if (auto h = caf::actor_cast<caf::actor>(me))
         caf::anon_send(h, ChunkSent{local_id});
@@ -173,7 +173,7 @@ void ChunkPath::ask_atomic(OpId id) {
             if (o == nullptr || it == ops_.end())
               return;
             if (!it->second.error) {  // applied, even past the deadline: the old value lands
-              Status st = m_.buffer_table.copy_in(m_.buffers_.at(o->op.local.id),
+              Status st = m_.buffer_table.copy_in(m_.buffer_table.buffers().at(o->op.local.id),
                                                   o->op.local_offset, &old, kAtomicBytes);
               if (!st.ok()) {
                 TransferOutcome out = outcome_of(st.error());
@@ -256,15 +256,15 @@ void ChunkPath::settle(OpId id, const ChunkOp& c) {
 }
 
 void ChunkPath::fetch_answered(const caf::actor_addr& key, uint64_t charge, uint64_t link) {
-  auto p = m_.peers_.find(key);
-  if (p == m_.peers_.end() || p->second.link != link)
+  auto p = m_.peer_table.peers().find(key);
+  if (p == m_.peer_table.peers().end() || p->second.link != link)
     return;  // asked over a link lost since: forgotten with it (invariant 2)
   Peer& owner = p->second;
   owner.fetching -= std::min(owner.fetching, charge);
   // The reads waiting for this owner's window, each once (one that still does not fit queues
   // again at the back).
   for (size_t n = owner.fetch_queue.size(); n > 0 && !owner.fetch_queue.empty(); --n) {
-    if (owner.fetching > 0 && owner.fetching + kWindowMinCharge > m_.options_.peer_window_bytes)
+    if (owner.fetching > 0 && owner.fetching + kWindowMinCharge > m_.options().peer_window_bytes)
       break;
     OpId id = owner.fetch_queue.front();
     owner.fetch_queue.pop_front();

@@ -19,8 +19,8 @@ void LocalCopyPath::start(OpId id) {
       return m_.fail_op(id,
                         to_caf_error(old.error().with_context("remote " + describe(op.remote))));
     const uint64_t value = *old;
-    Status st =
-        m_.buffer_table.copy_in(m_.buffers_.at(op.local.id), op.local_offset, &value, kAtomicBytes);
+    Status st = m_.buffer_table.copy_in(m_.buffer_table.buffers().at(op.local.id), op.local_offset,
+                                        &value, kAtomicBytes);
     if (!st.ok())
       return m_.fail_op(id, to_caf_error(st.error()));
     return m_.finish_op(id, TransferOutcome{});
@@ -30,7 +30,7 @@ void LocalCopyPath::start(OpId id) {
   if (!rb.ok())
     return m_.fail_op(id, to_caf_error(rb.error().with_context("remote " + describe(op.remote))));
   const LocalBuffer& remote = **rb;
-  const LocalBuffer& local = m_.buffers_.at(op.local.id);
+  const LocalBuffer& local = m_.buffer_table.buffers().at(op.local.id);
   const LocalBuffer& src = is_read ? remote : local;
   const LocalBuffer& dst = is_read ? local : remote;
   const uint64_t src_off = is_read ? op.remote_offset : op.local_offset;

@@ -22,10 +22,10 @@ void RdmaPath::connect(OpId id) {
   OpRecord* o = m_.op_record(id);
   if (o == nullptr)
     return;
-  if (!m_.nic_.domain || !m_.nic_.port_down.empty())  // lost (or port down) since the op started
-    return m_.reroute(id, rdma_unusable_text(m_.nic_.domain != nullptr, m_.nic_.no_rdma_reason,
-                                             m_.nic_.port_down));
-  if (o->peer == m_.facade_.address()) {
+  if (!m_.nic().domain || !m_.nic().port_down.empty())  // lost (or port down) since the op started
+    return m_.reroute(id, rdma_unusable_text(m_.nic().domain != nullptr, m_.nic().no_rdma_reason,
+                                             m_.nic().port_down));
+  if (o->peer == m_.facade().address()) {
     auto qp = m_.handshakes.loopback_qp();
     if (!qp.ok())
       return m_.fail_op(id, to_caf_error(qp.error()));
@@ -83,7 +83,7 @@ void RdmaPath::post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
     }
   }
   // Accepted before any release of the buffer: the entry (and its region) lives until we finish.
-  LocalBuffer& local = m_.buffers_.at(op.local.id);
+  LocalBuffer& local = m_.buffer_table.buffers().at(op.local.id);
   RemoteBuffer remote{op.remote.addr, op.remote.size, op.remote.rkey, op.remote.device,
                       op.remote.incarnation};
   RdmaOp rop;
@@ -101,16 +101,16 @@ void RdmaPath::post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
                       : RdmaOp::write(std::move(slice), std::move(remote), op.remote_offset);
   }
   // Invariant 1: a single small transfer is polled for here; `landed` tells when it completed.
-  const auto window = std::max(m_.options_.inline_poll, m_.options_.busy_poll);
+  const auto window = std::max(m_.options().inline_poll, m_.options().busy_poll);
   const bool poll_inline =
-      window.count() > 0 && !m_.transfers_.at(id.ticket).batch && o.length <= kInlinePollMaxBytes;
+      window.count() > 0 && !m_.transfer_of(id).batch && o.length <= kInlinePollMaxBytes;
   std::shared_ptr<std::atomic<bool>> landed;
   if (poll_inline)
     landed = std::make_shared<std::atomic<bool>>(false);
   Status st = submit(id, 0, qp, std::move(rop), landed, old_value);
   if (!st.ok())
     return m_.fail_op(id, to_caf_error(st.error()));
-  if (m_.nic_.batching)
+  if (m_.nic().batching)
     return;  // invariant 2: posted with the rest of the batch
   if (poll_inline) {
     auto until = std::chrono::steady_clock::now() + window;
@@ -119,13 +119,13 @@ void RdmaPath::post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
     if (landed->load(std::memory_order_acquire))
       return;
   }
-  m_.nic_.poller->wake();
+  m_.nic().poller->wake();
 }
 
 Status RdmaPath::submit(OpId id, uint32_t chunk, const std::shared_ptr<RdmaQueuePair>& qp,
                         RdmaOp rop, const std::shared_ptr<std::atomic<bool>>& landed,
                         uint8_t* old_value, bool slice) {
-  caf::actor_addr me = m_.self_->address();
+  caf::actor_addr me = m_.self()->address();
   const auto path = static_cast<uint8_t>(kind());
   auto callback = [me, id, chunk, path, landed, old_value](const OpResult& r) {
     TransferOutcome out;
@@ -145,14 +145,14 @@ Status RdmaPath::submit(OpId id, uint32_t chunk, const std::shared_ptr<RdmaQueue
     if (landed)
       landed->store(true, std::memory_order_release);
   };
-  Status st = m_.nic_.batching ? qp->submit_queued(std::move(rop), std::move(callback))
-                               : qp->submit(std::move(rop), std::move(callback));
+  Status st = m_.nic().batching ? qp->submit_queued(std::move(rop), std::move(callback))
+                                : qp->submit(std::move(rop), std::move(callback));
   if (!st.ok())
     return st;
   if (!slice)
     use(id)->qp = qp;
-  auto& queued = m_.nic_.queued_on;
-  if (m_.nic_.batching && std::find(queued.begin(), queued.end(), qp) == queued.end())
+  auto& queued = m_.nic().queued_on;
+  if (m_.nic().batching && std::find(queued.begin(), queued.end(), qp) == queued.end())
     queued.push_back(qp);
   return {};
 }
@@ -164,7 +164,7 @@ void RdmaPath::completed(OpId id, TransferOutcome outcome, OpFault fault, uint32
     return slice_completed(id, chunk, std::move(outcome), fault);
   if (!outcome.ok())
     return failed(id, std::move(outcome), fault);
-  if (m_.options_.verify && !is_atomic(m_.op_record(id)->op))  // a shared word: no checksum
+  if (m_.options().verify && !is_atomic(m_.op_record(id)->op))  // a shared word: no checksum
     return verify(id);
   m_.finish_op(id, std::move(outcome));
 }
@@ -173,11 +173,11 @@ void RdmaPath::failed(OpId id, TransferOutcome outcome, OpFault fault) {
   OpRecord* o = m_.op_record(id);
   if (o == nullptr)
     return;
-  const Transfer& t = m_.transfers_.at(id.ticket);
+  const Transfer& t = m_.transfer_of(id);
   drop_if_broken(id);
   NicUse& u = *use(id);
-  auto p = m_.peers_.find(o->peer);
-  if (p != m_.peers_.end() && !p->second.down_reason.empty()) {
+  auto p = m_.peer_table.peers().find(o->peer);
+  if (p != m_.peer_table.peers().end() && !p->second.down_reason.empty()) {
     outcome.code = static_cast<uint8_t>(ErrorCode::kPeerUnavailable);
     outcome.message = op_peer_down_text(o->op.kind, p->second.name, p->second.down_reason);
   } else if (t.timed_out) {
@@ -211,7 +211,7 @@ void RdmaPath::explain_refusal(OpId id, TransferOutcome outcome, OpFault fault) 
   const TransferOp& op = o.op;
   // The rule RdmaClient's lanes answer by too (owner_verdict.h).
   const Error nic(static_cast<ErrorCode>(outcome.code), std::move(outcome.message));
-  if (o.peer == m_.facade_.address()) {
+  if (o.peer == m_.facade().address()) {
     TransferOutcome owner =
         m_.buffer_table.check_access(ref_of(op.remote), op.remote_offset, o.length, op.kind);
     return m_.finish_op(id, outcome_of(owner_verdict(op, nic, fault, owner)));
@@ -220,7 +220,7 @@ void RdmaPath::explain_refusal(OpId id, TransferOutcome outcome, OpFault fault) 
   use(id)->awaiting_owner = true;
   ManagerState& m = m_;
   m_.peer_table.ask_peer<TransferOutcome>(
-      op.remote.owner, op.remote.owner_name, request_timeout(m_.transfers_.at(id.ticket)),
+      op.remote.owner, op.remote.owner_name, request_timeout(m_.transfer_of(id)),
       [&m, id, nic, fault](TransferOutcome& owner) {
         if (const OpRecord* r = m.op_record(id))
           m.finish_op(id, outcome_of(owner_verdict(r->op, nic, fault, owner)));
@@ -235,8 +235,8 @@ void RdmaPath::explain_refusal(OpId id, TransferOutcome outcome, OpFault fault) 
 void RdmaPath::verify(OpId id) {
   OpRecord& o = *m_.op_record(id);
   const TransferOp& op = o.op;
-  auto mine =
-      m_.buffer_table.local_checksum(m_.buffers_.at(op.local.id), op.local_offset, o.length);
+  auto mine = m_.buffer_table.local_checksum(m_.buffer_table.buffers().at(op.local.id),
+                                             op.local_offset, o.length);
   if (!mine.ok())
     return m_.finish_op(id, outcome_of(mine.error()));
   std::string where = op.local.device;
@@ -251,7 +251,7 @@ void RdmaPath::verify(OpId id) {
     bad.message = data_mismatch_text(op, length, local, remote, where);
     m.finish_op(id, std::move(bad));
   };
-  if (o.peer == m_.facade_.address()) {
+  if (o.peer == m_.facade().address()) {
     auto rb = m_.buffer_table.owner_access(ref_of(op.remote), op.remote_offset, o.length, false);
     if (!rb.ok())
       return m_.finish_op(id, outcome_of(rb.error()));
@@ -262,7 +262,7 @@ void RdmaPath::verify(OpId id) {
   }
   use(id)->awaiting_owner = true;
   m_.peer_table.ask_peer<uint64_t>(
-      op.remote.owner, op.remote.owner_name, request_timeout(m_.transfers_.at(id.ticket)),
+      op.remote.owner, op.remote.owner_name, request_timeout(m_.transfer_of(id)),
       [compare](uint64_t& remote) { compare(remote); },
       [&m, id, op](const caf::error& err) {
         TransferOutcome out = outcome_of(err);
@@ -292,8 +292,8 @@ bool RdmaPath::deadline(OpId id, DeadlineStage stage) {
     return TransferPath::deadline(id, stage);
   if (stage == DeadlineStage::kDue) {
     // Flush: every outstanding request completes (with an error), then we reply.
-    const std::string why = "a transfer timed out after " +
-                            std::to_string(m_.transfers_.at(id.ticket).timeout_ms) + " ms";
+    const std::string why =
+        "a transfer timed out after " + std::to_string(m_.transfer_of(id).timeout_ms) + " ms";
     if (qp)
       (void)qp->abort(why);
     for (const auto& sq : others)
@@ -338,10 +338,10 @@ void RdmaPath::post_striped(OpId id, const std::shared_ptr<RdmaQueuePair>& prima
     u.slices.push_back(OpSlice{spans[i].offset, spans[i].length, all[i].qp, all[i].rail});
   u.open_slices = u.slices.size();
   if (with_primary) {
-    ++m_.counters_.striped_ops;
-    m_.counters_.stripe_slices += u.slices.size();
+    ++m_.counters().striped_ops;
+    m_.counters().stripe_slices += u.slices.size();
   } else {
-    ++m_.counters_.spread_ops;
+    ++m_.counters().spread_ops;
   }
   for (uint32_t i = 0; i < u.slices.size(); ++i) {
     Status st = post_slice(id, i, all[i].qp, all[i].rail);
@@ -355,14 +355,14 @@ void RdmaPath::post_striped(OpId id, const std::shared_ptr<RdmaQueuePair>& prima
   }
   if (u.open_slices == 0)
     return slices_ended(id);
-  if (!m_.nic_.batching)
-    m_.nic_.poller->wake();
+  if (!m_.nic().batching)
+    m_.nic().poller->wake();
 }
 
 bool RdmaPath::fail_over(OpId id, uint32_t i, TransferOutcome* why) {
   NicUse& u = *use(id);
   u.slices[i].failed_over = true;
-  ++m_.counters_.stripe_failovers;
+  ++m_.counters().stripe_failovers;
   auto primary = u.qp.lock();
   if (!primary || primary->needs_recovery())
     return false;
@@ -385,7 +385,7 @@ Status RdmaPath::post_slice(OpId id, uint32_t i, const std::shared_ptr<RdmaQueue
   OpRecord& o = *m_.op_record(id);
   const TransferOp& op = o.op;
   OpSlice& slice = use(id)->slices[i];
-  const LocalBuffer& local = m_.buffers_.at(op.local.id);
+  const LocalBuffer& local = m_.buffer_table.buffers().at(op.local.id);
   const bool primary = rail == 0;
   const RailKey* key = primary ? nullptr : &op.remote.rails.at(rail - 1);
   RemoteBuffer remote{op.remote.addr, op.remote.size, primary ? op.remote.rkey : key->rkey,
@@ -409,8 +409,7 @@ void RdmaPath::slice_completed(OpId id, uint32_t i, TransferOutcome outcome, OpF
   const OpRecord& o = *m_.op_record(id);
   auto slice_qp = slice.qp.lock();
   const bool on_primary = slice_qp && slice_qp == u.qp.lock();
-  if (!outcome.ok() && !on_primary && !slice.failed_over &&
-      !m_.transfers_.at(id.ticket).timed_out) {
+  if (!outcome.ok() && !on_primary && !slice.failed_over && !m_.transfer_of(id).timed_out) {
     // Invariant 10: a striping queue pair failed (in ERR, its port down, the owner's rail
     // gone, even a key refused there): the managers' own queue pair moves this slice once
     // more, so the op still moves every byte; its answer is the op's.
@@ -420,12 +419,12 @@ void RdmaPath::slice_completed(OpId id, uint32_t i, TransferOutcome outcome, OpF
     log_line(LogLevel::kWarn,
              "%s: a slice of %llu bytes on rail %u to %s failed (%s); "
              "it runs again on %s",
-             m_.options_.name.c_str(), static_cast<unsigned long long>(slice.length), slice.rail,
+             m_.options().name.c_str(), static_cast<unsigned long long>(slice.length), slice.rail,
              o.op.remote.owner_name.c_str(), outcome.message.c_str(),
-             m_.nic_.domain ? m_.nic_.domain->device_name().c_str() : "the primary device");
+             m_.nic().domain ? m_.nic().domain->device_name().c_str() : "the primary device");
     if (fail_over(id, i, &outcome)) {
-      if (!m_.nic_.batching)
-        m_.nic_.poller->wake();
+      if (!m_.nic().batching)
+        m_.nic().poller->wake();
       return;
     }
   }
@@ -440,7 +439,7 @@ void RdmaPath::slices_ended(OpId id) {
   u.slice_error.reset();
   if (error)
     return failed(id, std::move(error->first), error->second);
-  if (m_.options_.verify)
+  if (m_.options().verify)
     return verify(id);
   m_.finish_op(id, TransferOutcome{});
 }

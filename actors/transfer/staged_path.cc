@@ -11,15 +11,15 @@
 namespace caf_rdma::detail {
 
 void StagedPath::start(OpId id) {
-  if (!m_.nic_.domain ||
-      !m_.nic_.port_down.empty())  // lost (or port down) while it waited for a slot
-    return m_.reroute(id, rdma_unusable_text(m_.nic_.domain != nullptr, m_.nic_.no_rdma_reason,
-                                             m_.nic_.port_down));
+  if (!m_.nic().domain ||
+      !m_.nic().port_down.empty())  // lost (or port down) while it waited for a slot
+    return m_.reroute(id, rdma_unusable_text(m_.nic().domain != nullptr, m_.nic().no_rdma_reason,
+                                             m_.nic().port_down));
   OpRecord& o = *m_.op_record(id);
   StagedOp& s = ops_[id];
   if (s.slot >= 0)
     return connect(id);  // it waited for a lost link (TransferPath invariant 3)
-  auto slot = take_slot(m_.buffers_.at(o.op.local.id).gpu);
+  auto slot = take_slot(m_.buffer_table.buffers().at(o.op.local.id).gpu);
   if (!slot.ok())
     return m_.fail_op(id, to_caf_error(slot.error()));
   if (*slot < 0) {
@@ -38,10 +38,10 @@ Result<int> StagedPath::take_slot(int gpu) {
       slots_[i].busy = true;
       return static_cast<int>(i);
     }
-  if (slots_.size() >= m_.options_.staging_buffers)
+  if (slots_.size() >= m_.options().staging_buffers)
     return -1;
   Slot slot;
-  const ManagerOptions& opt = m_.options_;
+  const ManagerOptions& opt = m_.options();
   auto memory = BounceBuffer::allocate(opt.staging_bytes, opt.device_memory, gpu);
   if (!memory.ok())
     return memory.error().with_context("allocating a staging buffer");
@@ -53,7 +53,7 @@ Result<int> StagedPath::take_slot(int gpu) {
              "staging (slower): %s",
              opt.name.c_str(), slot.memory->lock_error().c_str());
   }
-  auto b = m_.nic_.domain->register_local(slot.memory->data(), opt.staging_bytes);
+  auto b = m_.nic().domain->register_local(slot.memory->data(), opt.staging_bytes);
   if (!b.ok())
     return b.error().with_context("registering a staging buffer");
   slot.rdma = *b;
@@ -64,11 +64,11 @@ Result<int> StagedPath::take_slot(int gpu) {
 
 size_t StagedPath::halves() const {
   // Two, so one chunk's GPU copy overlaps the other's RDMA (a 1-byte buffer has one).
-  return m_.options_.staging_bytes >= 2 ? 2 : 1;
+  return m_.options().staging_bytes >= 2 ? 2 : 1;
 }
 
 uint64_t StagedPath::chunk_bytes() const {
-  return m_.options_.staging_bytes / halves();
+  return m_.options().staging_bytes / halves();
 }
 
 void StagedPath::post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
@@ -92,9 +92,10 @@ void StagedPath::post_chunks(OpId id, StagedOp& s, const std::shared_ptr<RdmaQue
     if (!is_read) {
       // Out of the GPU into this half while the NIC may still move the other half's chunk.
       if (s.chunks_on_nic > 0)
-        ++m_.counters_.staged_overlapped;
-      Status st = m_.buffer_table.copy_out(m_.buffers_.at(op.local.id), op.local_offset + c.offset,
-                                           slot.memory->data() + at, c.length);
+        ++m_.counters().staged_overlapped;
+      Status st =
+          m_.buffer_table.copy_out(m_.buffer_table.buffers().at(op.local.id),
+                                   op.local_offset + c.offset, slot.memory->data() + at, c.length);
       if (!st.ok()) {
         s.error.emplace(
             outcome_of(st.error().with_context("rdma-staged write from " + describe(op.local))),
@@ -118,8 +119,8 @@ void StagedPath::post_chunks(OpId id, StagedOp& s, const std::shared_ptr<RdmaQue
     ++s.next_chunk;
     posted = true;
   }
-  if (posted && !m_.nic_.batching)
-    m_.nic_.poller->wake();
+  if (posted && !m_.nic().batching)
+    m_.nic().poller->wake();
 }
 
 void StagedPath::completed(OpId id, TransferOutcome outcome, OpFault fault, uint32_t chunk) {
@@ -136,7 +137,7 @@ void StagedPath::completed(OpId id, TransferOutcome outcome, OpFault fault, uint
 void StagedPath::chunk_done(OpId id, StagedOp& s, uint32_t chunk, TransferOutcome outcome,
                             OpFault fault) {
   const OpRecord& o = *m_.op_record(id);
-  const bool timed_out = m_.transfers_.at(id.ticket).timed_out;
+  const bool timed_out = m_.transfer_of(id).timed_out;
   const size_t half = chunk % halves();
   --s.chunks_on_nic;
   if (!outcome.ok()) {
@@ -149,11 +150,11 @@ void StagedPath::chunk_done(OpId id, StagedOp& s, uint32_t chunk, TransferOutcom
     if (o.is_read()) {
       // Into the GPU from this half while the NIC may still fill the other one.
       if (s.chunks_on_nic > 0)
-        ++m_.counters_.staged_overlapped;
+        ++m_.counters().staged_overlapped;
       const StagingChunk& c = s.chunks[chunk];
-      Status st =
-          m_.buffer_table.copy_in(m_.buffers_.at(o.op.local.id), o.op.local_offset + c.offset,
-                                  slots_[s.slot].memory->data() + half * chunk_bytes(), c.length);
+      Status st = m_.buffer_table.copy_in(
+          m_.buffer_table.buffers().at(o.op.local.id), o.op.local_offset + c.offset,
+          slots_[s.slot].memory->data() + half * chunk_bytes(), c.length);
       if (!st.ok())
         s.error.emplace(
             outcome_of(st.error().with_context("rdma-staged read into " + describe(o.op.local))),
@@ -161,7 +162,7 @@ void StagedPath::chunk_done(OpId id, StagedOp& s, uint32_t chunk, TransferOutcom
     }
     if (!s.error) {
       ++s.chunks_done;
-      ++m_.counters_.staged_chunks;
+      ++m_.counters().staged_chunks;
     }
   }
   s.half_busy[half] = false;
@@ -185,7 +186,7 @@ void StagedPath::settle(OpId id) {
   if (s.chunks_on_nic > 0)
     return;  // the NIC may still use the bounce buffer: answer when its last chunk is back
   if (s.chunks_done == s.chunks.size()) {
-    if (!m_.options_.verify)
+    if (!m_.options().verify)
       return m_.finish_op(id, TransferOutcome{});
     // The NIC is done with the bounce buffer: another transfer may have it while the owner
     // computes its checksum.
@@ -201,7 +202,7 @@ void StagedPath::settle(OpId id) {
     fault = s.error->second;
   } else {
     // Timed out between chunks (a chunk that completed after the deadline is not enough).
-    const Transfer& t = m_.transfers_.at(id.ticket);
+    const Transfer& t = m_.transfer_of(id);
     out.code = static_cast<uint8_t>(ErrorCode::kTimeout);
     out.message = timeout_message(o->op, o->length, t.timeout_ms);
   }
@@ -241,7 +242,7 @@ void StagedPath::withdraw(OpId id) {
   // waiter may be rerouted too, freeing it again) as deep as there are waiters.
   slots_[slot].busy = false;
   if (!waiters_.empty())
-    m_.self_->send(m_.self_, StagingFreed{});
+    m_.self()->send(m_.self(), StagingFreed{});
 }
 
 void StagedPath::release_slot(int slot) {

@@ -12,7 +12,7 @@ namespace caf_rdma::detail {
 uint32_t StreamPath::time_left(OpId id) const {
   // The time the transfer has left, not its whole timeout: the owner's grant (and a same-host
   // owner's copy into our memory) must end before we give up on it.
-  const Transfer& t = m_.transfers_.at(id.ticket);
+  const Transfer& t = m_.transfer_of(id);
   const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(m_.now() - t.started);
   return static_cast<uint32_t>(
       std::max<int64_t>(1, static_cast<int64_t>(t.timeout_ms) - spent.count()));
@@ -26,7 +26,7 @@ void StreamPath::start(OpId id) {
   if (op.notify || op.remote.stream_port == 0)
     return ask_grant(id);
   // Invariant 4: authorized by the handle, no grant round trip, at the endpoint its owner named.
-  auto endpoint = m_.stream_endpoints_->find(op.remote.owner.address());
+  auto endpoint = m_.stream_endpoints()->find(op.remote.owner.address());
   if (!endpoint)
     return ask_grant(id);
   s.by_handle = true;
@@ -35,9 +35,9 @@ void StreamPath::start(OpId id) {
 
 void StreamPath::ask_grant(OpId id) {
   const OpRecord& o = *m_.op_record(id);
-  const Transfer& t = m_.transfers_.at(id.ticket);
+  const Transfer& t = m_.transfer_of(id);
   const TransferOp& op = o.op;
-  ++m_.counters_.stream_grants_asked;
+  ++m_.counters().stream_grants_asked;
   m_.peer_table
       .peer_request(op.remote.owner, request_timeout(t), stream_grant_atom::value,
                     ref_of(op.remote), op.remote_offset, o.length, op.kind, time_left(id))
@@ -47,7 +47,7 @@ void StreamPath::ask_grant(OpId id) {
               if (o == nullptr)
                 return;
               if (error_code(err) == ErrorCode::kResourceExhausted)
-                return m_.chunks_.take_over(id);  // invariant 3: enough grants out
+                return m_.chunk_path().take_over(id);  // invariant 3: enough grants out
               TransferOutcome out = outcome_of(err);
               out.message = fallback_failed_text(o->op, out.message);
               m_.finish_op(id, std::move(out));
@@ -59,15 +59,15 @@ void StreamPath::granted(OpId id, const StreamGrantMsg& grant) {
   if (o == nullptr)
     return;  // timed out: the owner withdraws the grant at its deadline
   if (grant.port == 0) {
-    m_.peers_.at(o->peer).no_stream = true;  // invariant 3: chunks from now on
-    return m_.chunks_.take_over(id);
+    m_.peer_table.peers().at(o->peer).no_stream = true;  // invariant 3: chunks from now on
+    return m_.chunk_path().take_over(id);
   }
   if (o->op.notify)
     o->receipt = grant.token;  // what its owner records once every byte landed
   StreamEndpoint endpoint{grant.host, grant.port,
                           same_host_endpoint(grant.host_id, grant.unix_name)};
   if (stream_reachable(endpoint, o->op.remote.owner_name))  // invariant 4
-    m_.stream_endpoints_->learn(o->op.remote.owner.address(), endpoint);
+    m_.stream_endpoints()->learn(o->op.remote.owner.address(), endpoint);
   StreamJob job;
   job.host = endpoint.host;
   job.port = endpoint.port;
@@ -78,25 +78,25 @@ void StreamPath::granted(OpId id, const StreamGrantMsg& grant) {
 
 void StreamPath::run(OpId id, StreamJob job) {
   OpRecord* o = m_.op_record(id);
-  LocalBuffer& local = m_.buffers_.at(o->op.local.id);
+  LocalBuffer& local = m_.buffer_table.buffers().at(o->op.local.id);
   ++local.in_use;  // invariant 1: until the stream job has stopped touching the memory
   job.direction = o->is_read() ? StreamDirection::kOutOfOwner : StreamDirection::kIntoOwner;
   job.addr = reinterpret_cast<uint8_t*>(local.addr) + o->op.local_offset;
   job.length = o->length;
   // The transfer's own deadline: the job stops by the time the transfer times out.
-  job.deadline = m_.transfers_.at(id.ticket).due;
+  job.deadline = m_.transfer_of(id).due;
   StreamOp& s = ops_[id];
   s.job_tag = next_job_tag_++;
   job.tag = s.job_tag;
   s.streaming = true;
-  caf::actor_addr me = m_.self_->address();
+  caf::actor_addr me = m_.self()->address();
   const uint64_t local_id = o->op.local.id;
   job.done = [me, id, local_id](const StreamEnd& end) {
     TransferOutcome out = end.status.ok() ? TransferOutcome{} : outcome_of(end.status.error());
     if (auto h = caf::actor_cast<caf::actor>(me))
       caf::anon_send(h, StreamDone{id.ticket, id.index, local_id, std::move(out), end.refused});
   };
-  m_.stream_client_->submit(std::move(job));
+  m_.stream_client()->submit(std::move(job));
 }
 
 void StreamPath::job_ended(OpId id, uint64_t local_id, TransferOutcome outcome, bool refused) {
@@ -106,9 +106,9 @@ void StreamPath::job_ended(OpId id, uint64_t local_id, TransferOutcome outcome, 
     by_handle = std::exchange(it->second.by_handle, false);
   }
   if (const OpRecord* o = m_.op_record(id); o != nullptr) {
-    const Transfer& t = m_.transfers_.at(id.ticket);
-    auto p = m_.peers_.find(o->peer);
-    const bool down = p != m_.peers_.end() && !p->second.down_reason.empty();
+    const Transfer& t = m_.transfer_of(id);
+    auto p = m_.peer_table.peers().find(o->peer);
+    const bool down = p != m_.peer_table.peers().end() && !p->second.down_reason.empty();
     if (by_handle && !down && !t.timed_out && m_.now() < t.due &&
         (refused || outcome.code == static_cast<uint8_t>(ErrorCode::kNotFound))) {
       // Invariant 4: the owner does not serve it by handle (no byte moved): ask for a grant.
@@ -127,7 +127,7 @@ void StreamPath::job_ended(OpId id, uint64_t local_id, TransferOutcome outcome, 
       outcome.message = stream_timed_out_text(o->op, o->length, t.timeout_ms);
       m_.finish_op(id, std::move(outcome));
     } else if (outcome.ok()) {
-      ++m_.counters_.stream_ops;
+      ++m_.counters().stream_ops;
       m_.finish_op(id, std::move(outcome));
     } else {
       job_failed(id, std::move(outcome), refused);
@@ -138,16 +138,16 @@ void StreamPath::job_ended(OpId id, uint64_t local_id, TransferOutcome outcome, 
 
 void StreamPath::job_failed(OpId id, TransferOutcome outcome, bool refused) {
   const OpRecord& o = *m_.op_record(id);
-  auto p = m_.peers_.find(o.peer);
-  const bool down = p != m_.peers_.end() && !p->second.down_reason.empty();
+  auto p = m_.peer_table.peers().find(o.peer);
+  const bool down = p != m_.peer_table.peers().end() && !p->second.down_reason.empty();
   // Its link lost and being made again (manager invariant 13): ops in flight fail at once, as
   // the peer table failed the others (a refusal then is the dead link's, not the owner's).
-  const bool lost = p != m_.peers_.end() && p->second.reconnecting;
+  const bool lost = p != m_.peer_table.peers().end() && p->second.reconnecting;
   if (refused && !down && !lost) {
     // Invariant 2: the owner never took the request, so no byte moved: CAF chunks instead
     // (the op itself still holds the local buffer).
-    ++m_.counters_.stream_refused;
-    return m_.chunks_.take_over(id);
+    ++m_.counters().stream_refused;
+    return m_.chunk_path().take_over(id);
   }
   if (down) {
     outcome.code = static_cast<uint8_t>(ErrorCode::kPeerUnavailable);
@@ -163,8 +163,8 @@ bool StreamPath::peer_down(OpId id, const char* why) {
   auto it = ops_.find(id);
   if (it == ops_.end() || !it->second.streaming)
     return false;
-  if (m_.stream_client_)
-    (void)m_.stream_client_->cancel_queued(it->second.job_tag, why);
+  if (m_.stream_client())
+    (void)m_.stream_client()->cancel_queued(it->second.job_tag, why);
   return true;
 }
 
@@ -174,8 +174,8 @@ bool StreamPath::deadline(OpId id, DeadlineStage stage) {
     return TransferPath::deadline(id, stage);
   // Invariant 1: a running job stops at this same deadline, a queued one is cancelled now;
   // either way job_ended finishes the op once the job no longer touches the memory.
-  if (stage == DeadlineStage::kDue && m_.stream_client_)
-    (void)m_.stream_client_->cancel_queued(it->second.job_tag);
+  if (stage == DeadlineStage::kDue && m_.stream_client())
+    (void)m_.stream_client()->cancel_queued(it->second.job_tag);
   return false;
 }
 
