@@ -16,6 +16,7 @@
 #include "actors/request_timer.h"
 #include "actors/stream_lane.h"
 #include "actors/transfer/owner_verdict.h"
+#include "actors/transfer/path_choice.h"
 #include "actors/transfer_checks.h"
 #include "components/checksum.h"
 #include "components/secure_random.h"
@@ -217,13 +218,13 @@ std::shared_ptr<DirectLane> RdmaClient::lane_for(const TransferOp& op, uint32_t 
       op.local.owner.node() != manager_.node() ||  // local handles name the node's facade
       !DirectLane::takes(op))
     return nullptr;
-  // A large op with an owner that has rails: the manager stripes it over its devices.
+  // An op the manager stripes (path_choice.h invariant 7) goes to the manager.
   auto striped = [&op](const LaneSlot& s) {
-    if (s.stripe_min_bytes == 0 ||
-        (!s.stripes_one_device && (op.remote.rails.empty() || op.local.rails.empty())))
-      return false;
     auto n = checked_length(op, op.local.size, static_cast<BufferAccess>(op.local.access));
-    return n.ok() && *n >= s.stripe_min_bytes;
+    return n.ok() &&
+           detail::striped(detail::StripeFacts{
+               *n, s.stripe_min_bytes, op.notify, op.local.owner.node() == op.remote.owner.node(),
+               std::min(op.local.rails.size(), op.remote.rails.size()), s.stripes_one_device});
   };
   const caf::actor_addr owner = op.remote.owner.address();
   auto now = std::chrono::steady_clock::now();

@@ -106,7 +106,7 @@ struct ManagerOptions {
   std::vector<std::string> rail_devices;
   /// CAF_RDMA_DEVICES=all: every other device with an active port is a rail (set by from_env).
   bool all_devices = false;
-  uint64_t stripe_min_bytes = 4 << 20;
+  uint64_t stripe_min_bytes = 4 << 20;  ///< 0: nothing is striped
   uint32_t stripe_qps = 1;
   TransportMode mode = TransportMode::kAuto;
   /// The longest timeout any request gets: transfer, batch and lane timeouts, dir_get waits

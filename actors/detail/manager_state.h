@@ -110,8 +110,10 @@ public:
   uint32_t capped(uint32_t timeout_ms) const;
   ManagerStats stats() const;
 
-  // -- the manager's parts (actors/manager/): each works on the tables this
-  //    front keeps; the behaviour and the other parts reach them here.
+  // -- the manager's parts (actors/manager/): each does one job and keeps its state; the
+  //    behaviour and the other parts reach them here. Declared first, they are destroyed
+  //    last: what their state holds may own only by shared ownership (a buffer's memory
+  //    region keeps its protection domain), never point into the members below.
   BufferTable buffer_table{*this};
   PeerTable peer_table{*this};
   QpHandshakes handshakes{*this};

@@ -1,6 +1,7 @@
-// The tables the manager's front keeps (actors/detail/manager_state.h): its buffers, its
-// transfers and their ops, its peers, and what its parts (actors/manager/) and paths
-// (actors/transfer/) share. Plain data: the rules that govern them are in manager_state.h.
+// Plain data that the manager's front (actors/detail/manager_state.h), its parts
+// (actors/manager/) and its paths (actors/transfer/) share: a buffer (kept by BufferTable), a
+// transfer and its ops (kept by the front), a peer (kept by PeerTable). The rules that govern
+// them are in manager_state.h and the files it names.
 #pragma once
 
 #include <caf/all.hpp>

@@ -137,8 +137,8 @@ void DeviceWatch::lose_device(const std::string& what) {
   m_.nic().port_down.clear();
   // 2. The RDMA ops in flight fail now: no_device, naming the device. (Their completions, if
   //    any still come, find them done.)
-  m_.staged_path()
-      .drop_device();  // 3. below, first: no op may give back a bounce buffer that is gone
+  // 3. below, first: no op may give back a bounce buffer that is gone.
+  m_.staged_path().drop_device();
   std::vector<OpId> in_flight = m_.rdma_path().on_nic();
   for (OpId id : m_.staged_path().on_nic())
     in_flight.push_back(id);

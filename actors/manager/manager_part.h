@@ -1,7 +1,8 @@
 // ManagerPart: what every part of the manager (actors/manager/) is: one job, with the state that
-// job keeps, done through a reference to the front (actors/detail/manager_state.h), which outlives
-// it (parts are members of ManagerState), and whose public members are all a part uses. Not
-// copyable: a copy would act on the same state behind the front's back.
+// job keeps, done through a reference to the front (actors/detail/manager_state.h), whose public
+// members are all a part uses. Parts are members of ManagerState, declared before the rest of
+// it: destroyed after it, so a part's destructor must not use `m_`. Not copyable: a copy would
+// act on the same state behind the front's back.
 #pragma once
 
 namespace caf_rdma::detail {

@@ -88,10 +88,7 @@ bool Rails::port_active(uint32_t rail) const {
 
 bool Rails::stripes(OpId id, std::vector<StripeLane>* lanes) {
   const OpRecord* o = m_.op_record(id);
-  // A notify write is not striped: its write with immediate (or fence READ) orders only the
-  // writes of its own queue pair (manager/write_notices.h).
-  if (o == nullptr || o->length < m_.options().stripe_min_bytes ||
-      o->peer == m_.facade().address() || o->op.notify)
+  if (o == nullptr)
     return false;
   // The rails both sides have (none: the op may still take stripe_qps queue pairs of the
   // primary devices).
@@ -99,7 +96,9 @@ bool Rails::stripes(OpId id, std::vector<StripeLane>* lanes) {
   uint32_t rails = 0;
   if (!m_.nic().rails.empty() && local.rails.size() == m_.nic().rails.size())
     rails = static_cast<uint32_t>(std::min(m_.nic().rails.size(), o->op.remote.rails.size()));
-  if (rails == 0 && m_.options().stripe_qps < 2)
+  // Invariant 19's rule (path_choice.h invariant 7, RdmaClient's lanes ask it too).
+  if (!striped(StripeFacts{o->length, m_.options().stripe_min_bytes, o->op.notify,
+                           o->peer == m_.facade().address(), rails, m_.options().stripe_qps > 1}))
     return false;
   auto it = m_.peer_table.peers().find(o->peer);
   if (it == m_.peer_table.peers().end())

@@ -14,9 +14,8 @@
 //     then carries no rails and its transfers are never striped); a handle's rails are its
 //     owner's, in its owner's order; a lost rail's key is empty (device "") and gets no slice,
 //     the other rails' keys stay valid.
-// 19. An RDMA read or write (not a notify write: its fence orders one queue pair only) of at
-//     least stripe_min_bytes between two buffers with rails (or,
-//     with stripe_qps > 1, any two) is cut into slices (actors/transfer/stripe_plan.h), one per
+// 19. An RDMA read or write that the striping rule takes (actors/transfer/path_choice.h
+//     invariant 7) is cut into slices (actors/transfer/stripe_plan.h), one per
 //     usable queue pair: the managers' own and the striping queue pairs to that peer on the
 //     primary devices and on rails both sides have, whose local port is ACTIVE. A smaller one
 //     (above kInlinePollMaxBytes: the latency path stays on the managers' queue pair) goes

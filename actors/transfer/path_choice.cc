@@ -75,6 +75,11 @@ PathKind lane_path(const LaneFacts& f) {
   return PathKind::kNone;
 }
 
+bool striped(const StripeFacts& f) {
+  return f.stripe_min_bytes > 0 && f.bytes >= f.stripe_min_bytes && !f.notify && !f.same_node &&
+         (f.rails > 0 || f.several_qps);
+}
+
 PathChoice choose_path(const TransferOp& op, const PathFacts& f) {
   if (f.same_node && f.ranges_overlap)
     return {PathKind::kLocalCopy, ErrorCode::kNoDevice, "the two ranges overlap"};

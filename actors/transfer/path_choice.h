@@ -27,6 +27,11 @@
 //     node's own buffers, an op below the threshold) goes to the manager, which chooses with
 //     every fact it has. So an op of a given size between two buffers takes the same path from
 //     a client's thread as from an actor.
+//  7. Striping, one rule for the manager (manager/rails.h invariant 19) and RdmaClient's lanes
+//     (an op the manager would stripe is not a lane's): an RDMA read or write is cut into slices
+//     when it moves at least stripe_min_bytes, is no notify write (its fence orders one queue
+//     pair only), is not between this node's own buffers, and both sides have rails or the
+//     manager stripes over several queue pairs of its one device (stripe_qps > 1).
 #pragma once
 
 #include <string>
@@ -103,6 +108,19 @@ LaneFacts lane_facts(const BufferHandle& local, const BufferHandle& remote, uint
 /// Which of RdmaClient's lanes may move the op (invariant 6): kRdma (a direct lane), kStream
 /// (the stream lane) or kNone (the manager chooses).
 PathKind lane_path(const LaneFacts& facts);
+
+/// What invariant 7 decides by.
+struct StripeFacts {
+  uint64_t bytes = 0;             ///< what the op moves
+  uint64_t stripe_min_bytes = 0;  ///< the manager's (ManagerOptions::stripe_min_bytes); 0: never
+  bool notify = false;            ///< a notify write
+  bool same_node = false;         ///< between this node's own buffers
+  size_t rails = 0;               ///< rails both sides have
+  bool several_qps = false;       ///< the manager's stripe_qps > 1
+};
+
+/// Invariant 7: whether the op is cut into slices.
+bool striped(const StripeFacts& facts);
 
 /// Chooses the path of `op` (invariants 1-5).
 PathChoice choose_path(const TransferOp& op, const PathFacts& facts);

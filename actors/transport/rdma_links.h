@@ -2,18 +2,20 @@
 // poller and the shared completion queue, the queue pairs of handshakes in flight, the loopback
 // queue pair, a batch's queued queue pairs and the direct lanes this manager opened; and, per
 // peer, its queue pairs (PeerQps). The manager's front (actors/detail/manager_state.h) holds one
-// RdmaLinks apart from its connection state and its tables, so that the RDMA path can stand
+// RdmaLinks apart from everything else it keeps, so that the RDMA path can stand
 // behind one transport interface, and a fake one in its place (issue 49's seam: this object is
 // what that interface will own).
 //
 // Invariants (the rules on these fields are the manager's, numbered in manager_state.h, and its
 // parts', which cite them):
-//  1. `domain` null means no RDMA here: then `no_rdma_reason` says why, and no queue pair,
-//     poller, completion queue, monitor or lane exists.
+//  1. `domain` null means no primary device now (none, or lost until it is opened again):
+//     then `no_rdma_reason` says why, `completions` and `monitor` are null and no queue pair
+//     made on it is held (the poller and the rails may stay).
 //  2. `port_down` is non-empty exactly while the primary device's port is down (why).
-//  3. Every queue pair listed here was made on `domain` or on a rail's domain, and its
-//     completions are polled by `poller` (made with the domain, stopped first when the manager
-//     goes: manager_state.h's destructor).
+//  3. Every queue pair held here was made on `domain` or on a rail's domain; the completions
+//     of those but direct lanes' (polled by their clients' threads, on their own completion
+//     queues) are polled by `poller`, which stops first when the manager goes (its destructor,
+//     actors/rdma_manager_actor.cc).
 #pragma once
 
 #include <atomic>

@@ -227,6 +227,35 @@ TEST(PathChoiceTest, Invariant6ADirectLaneTakesWhatBothHandlesShowRdmaFor) {
   EXPECT_EQ(lane_path(atomic), PathKind::kNone) << "atomics go through the manager";
 }
 
+TEST(PathChoiceTest, Invariant7AnOpIsStripedOnlyWhenLargeEnoughPlainRemoteAndWithSeveralQps) {
+  StripeFacts f;
+  f.bytes = 4 << 20;
+  f.stripe_min_bytes = 4 << 20;
+  f.rails = 1;
+  EXPECT_TRUE(striped(f)) << "at the threshold, both sides with a rail";
+  StripeFacts one_device = f;
+  one_device.rails = 0;
+  one_device.several_qps = true;
+  EXPECT_TRUE(striped(one_device)) << "stripe_qps > 1 stripes over the one device";
+  struct Case {
+    const char* what;
+    void (*change)(StripeFacts&);
+  };
+  const Case whole[] = {
+      {"one byte under the threshold", [](StripeFacts& x) { x.bytes = x.stripe_min_bytes - 1; }},
+      {"no threshold (0)", [](StripeFacts& x) { x.stripe_min_bytes = 0; }},
+      {"a notify write (its fence orders one queue pair)", [](StripeFacts& x) { x.notify = true; }},
+      {"this node's own buffers", [](StripeFacts& x) { x.same_node = true; }},
+      {"no rail on both sides, one queue pair per device", [](StripeFacts& x) { x.rails = 0; }},
+  };
+  for (const Case& c : whole) {
+    SCOPED_TRACE(c.what);
+    StripeFacts x = f;
+    c.change(x);
+    EXPECT_FALSE(striped(x));
+  }
+}
+
 TEST(PathChoiceTest, RepliesNameThePathThatMovedTheBytes) {
   EXPECT_STREQ(reply_path(PathKind::kRdma), kPathRdma);
   EXPECT_STREQ(reply_path(PathKind::kRdmaStaged), kPathRdmaStaged);
