@@ -110,7 +110,7 @@ caf::result<std::vector<TransferOutcome>> ManagerState::batch(std::vector<Transf
 // -- validation and path choice ----------------------------------------------------------------
 
 void ManagerState::start_op(OpId id) {
-  OpRecord& o = transfers_.at(id.ticket).ops[id.index];
+  OpRecord& o = transfer_of(id).ops[id.index];
   const TransferOp& op = o.op;
   auto lb = buffer_table.local_buffer(op.local, "local");
   if (!lb.ok())

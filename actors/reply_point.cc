@@ -23,7 +23,7 @@ TransferOutcome outcome_of(const Error& err) {
 }
 
 TransferOutcome ManagerState::timed_out(OpId id, const std::string& more) const {
-  const Transfer& t = transfers_.at(id.ticket);
+  const Transfer& t = transfer_of(id);
   const OpRecord& o = t.ops[id.index];
   TransferOutcome out;
   out.code = static_cast<uint8_t>(ErrorCode::kTimeout);
@@ -71,7 +71,7 @@ void ManagerState::finish_op(OpId id, TransferOutcome outcome) {
     ++counters_.errors;
     outcome.path = reply_path(o->path);
   }
-  Transfer& t = transfers_.at(id.ticket);
+  Transfer& t = transfer_of(id);
   OpSample sample;
   sample.peer = o->op.remote.owner_name;
   sample.path = outcome.path;

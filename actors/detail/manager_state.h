@@ -187,6 +187,7 @@ public:
   std::unordered_map<uint64_t, Transfer>& transfers() { return transfers_; }
   /// The transfer of op `id` (live: its op is open).
   Transfer& transfer_of(OpId id) { return transfers_.at(id.ticket); }
+  const Transfer& transfer_of(OpId id) const { return transfers_.at(id.ticket); }
   /// The RDMA path of that kind (null for the others).
   RdmaPath* rdma_path(PathKind kind);
   // -- the one reply point (reply_point.cc) --

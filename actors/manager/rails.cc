@@ -86,6 +86,10 @@ bool Rails::port_active(uint32_t rail) const {
   return port.ok() && port->state == IBV_PORT_ACTIVE;
 }
 
+bool Rails::on_every_rail(const LocalBuffer& local) const {
+  return !m_.nic().rails.empty() && local.rails.size() == m_.nic().rails.size();
+}
+
 bool Rails::stripes(OpId id, std::vector<StripeLane>* lanes) {
   const OpRecord* o = m_.op_record(id);
   if (o == nullptr)
@@ -94,7 +98,7 @@ bool Rails::stripes(OpId id, std::vector<StripeLane>* lanes) {
   // primary devices).
   const LocalBuffer& local = m_.buffer_table.buffers().at(o->op.local.id);
   uint32_t rails = 0;
-  if (!m_.nic().rails.empty() && local.rails.size() == m_.nic().rails.size())
+  if (on_every_rail(local))
     rails = static_cast<uint32_t>(std::min(m_.nic().rails.size(), o->op.remote.rails.size()));
   // Invariant 19's rule (path_choice.h invariant 7, RdmaClient's lanes ask it too).
   if (!striped(StripeFacts{o->length, m_.options().stripe_min_bytes, o->op.notify,
@@ -151,7 +155,7 @@ StripeLane Rails::least_busy(OpId id, const std::shared_ptr<RdmaQueuePair>& prim
   if (it == m_.peer_table.peers().end() || it->second.qps.stripes.empty())
     return best;
   const LocalBuffer& local = m_.buffer_table.buffers().at(o->op.local.id);
-  const bool rails_usable = !m_.nic().rails.empty() && local.rails.size() == m_.nic().rails.size();
+  const bool rails_usable = on_every_rail(local);
   size_t fewest = primary->pending_ops();
   for (const auto& [s, qp] : it->second.qps.stripes) {
     const uint32_t rail = rail_of(s);

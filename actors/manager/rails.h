@@ -112,6 +112,8 @@ public:
   std::string describe() const;
 
 private:
+  /// Invariant 18: `local` is registered on every rail this manager has (and it has some).
+  bool on_every_rail(const LocalBuffer& local) const;
   /// Drops every striping queue pair of `p` and its handshakes in flight.
   void forget(Peer& p);
   void handshake(const caf::actor_addr& key, uint32_t stripe);
