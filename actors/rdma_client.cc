@@ -212,19 +212,29 @@ size_t RdmaClient::lanes() const {
   return n;
 }
 
-std::shared_ptr<DirectLane> RdmaClient::lane_for(const TransferOp& op, uint32_t timeout_ms,
-                                                 std::optional<Error>* failed, bool* verify) {
-  if (!direct_ || timeout_ms == 0 || !op.local.owner ||
-      op.local.owner.node() != manager_.node() ||  // local handles name the node's facade
-      !DirectLane::takes(op))
+std::shared_ptr<DirectLane> RdmaClient::lane_for(const TransferOp* ops, size_t count,
+                                                 uint32_t timeout_ms, std::optional<Error>* failed,
+                                                 bool* verify) {
+  auto ours = [this](const TransferOp& o) {
+    return o.local.owner && o.local.owner.node() == manager_.node() &&  // the node's facade
+           DirectLane::takes(o);
+  };
+  if (!direct_ || timeout_ms == 0 || count == 0 || !std::all_of(ops, ops + count, ours))
     return nullptr;
-  // An op the manager stripes (path_choice.h invariant 7) goes to the manager.
-  auto striped = [&op](const LaneSlot& s) {
-    auto n = checked_length(op, op.local.size, static_cast<BufferAccess>(op.local.access));
-    return n.ok() &&
-           detail::striped(detail::StripeFacts{
-               *n, s.stripe_min_bytes, op.notify, op.local.owner.node() == op.remote.owner.node(),
-               std::min(op.local.rails.size(), op.remote.rails.size()), s.stripes_one_device});
+  const TransferOp& op = ops[0];  // all of one owner (batch checks it)
+  // Ops the manager would stripe (path_choice.h invariant 7) go to the manager: a batch with
+  // any, as the manager decides for each op of a batch.
+  auto striped = [ops, count](const LaneSlot& s) {
+    return std::any_of(ops, ops + count, [&s](const TransferOp& o) {
+      // An explicit length is what the op moves (the lane checks it); a whole span's is worked out.
+      auto n = o.length != kWholeSpan
+                   ? Result<uint64_t>(o.length)
+                   : checked_length(o, o.local.size, static_cast<BufferAccess>(o.local.access));
+      return n.ok() &&
+             detail::striped(detail::StripeFacts{
+                 *n, s.stripe_min_bytes, o.notify, o.local.owner.node() == o.remote.owner.node(),
+                 std::min(o.local.rails.size(), o.remote.rails.size()), s.stripes_one_device});
+    });
   };
   const caf::actor_addr owner = op.remote.owner.address();
   auto now = std::chrono::steady_clock::now();
@@ -312,17 +322,17 @@ Error RdmaClient::lane_error(const TransferOp& op, Error error, OpFault fault,
     return error;
   if (!detail::asks_owner(fault))
     return error;
-  // Ask the owner itself, within what is left of the op's time: it says why it refused an
-  // access, or that it is gone (our manager may not have noticed yet).
-  uint64_t length = op.length != kWholeSpan             ? op.length
-                    : op.remote.size > op.remote_offset ? op.remote.size - op.remote_offset
-                                                        : 1;
+  // Ask the owner itself, within what is left of the op's time (our manager relays the question
+  // within it too): it says why it refused an access, or that it is gone (our manager may not
+  // have noticed yet). About the bytes the op moves, as the manager's RDMA path asks.
+  auto checked = checked_length(op, op.local.size, static_cast<BufferAccess>(op.local.access));
+  const uint64_t length = checked.ok() ? *checked : 1;
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - std::chrono::steady_clock::now());
   Result<TransferOutcome> owner = Error(ErrorCode::kTimeout, "no time left to ask it");
   if (left.count() > 0)
-    owner = call<TransferOutcome>(left, ask_check_atom::value, op.remote, op.remote_offset, length,
-                                  op.kind);
+    owner = call<TransferOutcome>(left + kLaneBackstop, ask_check_atom::value, op.remote,
+                                  op.remote_offset, length, op.kind, timeout_ms_of(left));
   if (!owner.ok() && owner.error().code() == ErrorCode::kTimeout &&
       std::chrono::steady_clock::now() >= deadline)  // the op's time is up: its timeout
     return Error(
@@ -358,7 +368,7 @@ std::optional<Result<TransferReply>> RdmaClient::lane_transfer(const TransferOp&
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (int attempt = 0; attempt < 2; ++attempt) {
     bool verify = false;
-    std::shared_ptr<DirectLane> lane = lane_for(op, timeout_ms, failed, &verify);
+    std::shared_ptr<DirectLane> lane = lane_for(&op, 1, timeout_ms, failed, &verify);
     if (lane == nullptr)
       return std::nullopt;
     OpFault fault = OpFault::kNone;
@@ -556,7 +566,7 @@ Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<Transfe
   std::optional<Error> failed;
   bool verify = false;
   std::shared_ptr<DirectLane> lane =
-      one_owner ? lane_for(ops.front(), timeout_ms, &failed, &verify) : nullptr;
+      one_owner ? lane_for(ops.data(), ops.size(), timeout_ms, &failed, &verify) : nullptr;
   if (failed)
     return *failed;
   if (lane) {

@@ -211,10 +211,11 @@ private:
     return std::chrono::milliseconds(ms) + reply_timeout_ +
            (notice ? std::chrono::milliseconds(kNoticeGrace) : std::chrono::milliseconds(0));
   }
-  /// The lane for ops to `remote`'s owner, opened on first use, and whether the manager's
-  /// verify mode holds for it; null: go through the manager. A lane that could not be opened
+  /// The lane for `count` ops (at least one) to one owner, opened on first use, and whether
+  /// the manager's verify mode holds for it; null: go through the manager (an op a lane does
+  /// not take or that the manager would stripe, no lane there). A lane that could not be opened
   /// within the timeout sets `failed` (the transfer's error).
-  std::shared_ptr<DirectLane> lane_for(const TransferOp& op, uint32_t timeout_ms,
+  std::shared_ptr<DirectLane> lane_for(const TransferOp* ops, size_t count, uint32_t timeout_ms,
                                        std::optional<Error>* failed, bool* verify = nullptr);
   /// Drops the lane to `owner` if it is `lane` (another thread may have replaced it).
   void drop_lane(const caf::actor_addr& owner, const std::shared_ptr<DirectLane>& lane);

@@ -236,10 +236,11 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
         return self->state.lanes.open_lane(std::move(remote), timeout_ms);
       },
       [=](ask_check_atom a, const BufferHandle& remote, uint64_t offset, uint64_t length,
-          uint8_t kind) -> caf::result<TransferOutcome> {
+          uint8_t kind, uint32_t timeout_ms) -> caf::result<TransferOutcome> {
         if (auto err = refused(a))
           return err;
-        return self->state.peer_table.ask_owner_check(remote, offset, length, kind);
+        return self->state.peer_table.ask_owner_check(remote, offset, length, kind,
+                                                      std::chrono::milliseconds(timeout_ms));
       },
       [=](ask_sum_atom a, const BufferHandle& remote, uint64_t offset,
           uint64_t length) -> caf::result<uint64_t> {

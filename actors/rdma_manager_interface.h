@@ -92,10 +92,11 @@ using local_requests_actor = caf::typed_actor<
     caf::replies_to<stream_lane_atom>::with<StreamLaneGrant>,
 
     /// RdmaClient to its manager (after the NIC failed a direct lane's op): the owner of
-    /// `remote` answers as for buf_check; peer_unavailable naming the owner as soon as it is
-    /// known to be down (not at the timeout).
-    caf::replies_to<ask_check_atom, BufferHandle, uint64_t, uint64_t,
-                    uint8_t>::with<TransferOutcome>,
+    /// `remote` answers as for buf_check, within the last argument's milliseconds (what is left
+    /// of the op's time, as the manager's own RDMA path asks within its op's); peer_unavailable
+    /// naming the owner as soon as it is known to be down (not at the timeout).
+    caf::replies_to<ask_check_atom, BufferHandle, uint64_t, uint64_t, uint8_t,
+                    uint32_t>::with<TransferOutcome>,
 
     /// RdmaClient to its manager (verify mode, after a direct lane's op): the owner of `remote`
     /// answers as for buf_sum; peer_unavailable as for ask_check.

@@ -301,11 +301,11 @@ void PeerTable::ask_peer(const caf::actor& peer, const std::string& name,
 }
 
 template <class T, class... Ts>
-caf::result<T> PeerTable::relay_to_owner(const BufferHandle& remote, Ts&&... xs) {
+caf::result<T> PeerTable::relay_to_owner(const BufferHandle& remote,
+                                         std::chrono::milliseconds timeout, Ts&&... xs) {
   auto rp = m_.self()->make_response_promise<T>();
   ask_peer<T>(
-      remote.owner, remote.owner_name, m_.options().handshake_timeout,
-      [rp](T& x) mutable { rp.deliver(std::move(x)); },
+      remote.owner, remote.owner_name, timeout, [rp](T& x) mutable { rp.deliver(std::move(x)); },
       [rp](const caf::error& e) mutable { rp.deliver(e); }, std::forward<Ts>(xs)...);
   return rp;
 }

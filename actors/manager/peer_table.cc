@@ -77,13 +77,14 @@ caf::error PeerTable::no_owner_error(const BufferHandle& remote) const {
 }
 
 caf::result<TransferOutcome> PeerTable::ask_owner_check(const BufferHandle& remote, uint64_t offset,
-                                                        uint64_t length, uint8_t kind) {
+                                                        uint64_t length, uint8_t kind,
+                                                        std::chrono::milliseconds timeout) {
   if (!remote.owner)
     return no_owner_error(remote);
   if (owns(remote.owner))
     return m_.buffer_table.check_access(ref_of(remote), offset, length, kind);
-  return relay_to_owner<TransferOutcome>(remote, buf_check_atom::value, ref_of(remote), offset,
-                                         length, kind);
+  return relay_to_owner<TransferOutcome>(remote, timeout, buf_check_atom::value, ref_of(remote),
+                                         offset, length, kind);
 }
 
 caf::result<uint64_t> PeerTable::ask_owner_checksum(const BufferHandle& remote, uint64_t offset,
@@ -92,7 +93,8 @@ caf::result<uint64_t> PeerTable::ask_owner_checksum(const BufferHandle& remote, 
     return no_owner_error(remote);
   if (owns(remote.owner))
     return m_.buffer_table.checksum(ref_of(remote), offset, length);
-  return relay_to_owner<uint64_t>(remote, buf_sum_atom::value, ref_of(remote), offset, length);
+  return relay_to_owner<uint64_t>(remote, m_.options().handshake_timeout, buf_sum_atom::value,
+                                  ref_of(remote), offset, length);
 }
 
 const caf::actor& PeerTable::route(const caf::actor& dest) const {

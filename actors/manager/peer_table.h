@@ -32,17 +32,20 @@ public:
   /// Asks the owner of `remote` (a peer manager) with `xs` and relays its answer or error (as
   /// ask_peer: peer_unavailable at once if it is or goes down).
   template <class T, class... Ts>
-  caf::result<T> relay_to_owner(const BufferHandle& remote, Ts&&... xs);
+  caf::result<T> relay_to_owner(const BufferHandle& remote, std::chrono::milliseconds timeout,
+                                Ts&&... xs);
   /// The peer of remote op `id`, if the op may go to it now; else the op failed (peer down)
   /// or waits for its lost link (parked, invariant 13), and this is null.
   Peer* reachable(OpId id);
   /// The fail callback of question `q` to peer `key`, removed; empty if already answered.
   std::function<void(const caf::error&)> take_question(const caf::actor_addr& key, uint64_t q);
   /// For a client of this process (RdmaClient's lanes): asks the owner of `remote` about an
-  /// access its NIC refused (buf_check) or for its checksum of a range (verify mode). Fails
-  /// with peer_unavailable naming the owner as soon as it is known to be down.
+  /// access its NIC refused (buf_check, within `timeout`: what is left of the op's time) or
+  /// for its checksum of a range (verify mode). Fails with peer_unavailable naming the owner as
+  /// soon as it is known to be down.
   caf::result<TransferOutcome> ask_owner_check(const BufferHandle& remote, uint64_t offset,
-                                               uint64_t length, uint8_t kind);
+                                               uint64_t length, uint8_t kind,
+                                               std::chrono::milliseconds timeout);
   caf::result<uint64_t> ask_owner_checksum(const BufferHandle& remote, uint64_t offset,
                                            uint64_t length);
   /// A request to peer manager `dest`, sent by the facade in its own name (the manager's

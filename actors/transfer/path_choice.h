@@ -23,10 +23,11 @@
 //     (its stream lane carries its stream_min_bytes): a direct lane when both handles carry
 //     RDMA (invariant 1; the lane's grant checks device, port, fabric and mode), the stream lane
 //     under invariant 4's rule of memory and size (stream_size_fits, the manager's rule too);
-//     anything else (atomics, notify writes, GPU memory a NIC cannot register, this
-//     node's own buffers, an op below the threshold) goes to the manager, which chooses with
-//     every fact it has. So an op of a given size between two buffers takes the same path from
-//     a client's thread as from an actor.
+//     anything else (atomics, notify writes, GPU memory a NIC cannot register, an op below the
+//     threshold) goes to the manager, which chooses with every fact it has. This node's own
+//     buffers take its loopback lane (RDMA, as the manager's loopback queue pair), except two
+//     ranges that overlap (invariant 2: the lane hands them to the manager). So an op of a given
+//     size between two buffers takes the same path from a client's thread as from an actor.
 //  7. Striping, one rule for the manager (manager/rails.h invariant 19) and RdmaClient's lanes
 //     (an op the manager would stripe is not a lane's): an RDMA read or write is cut into slices
 //     when it moves at least stripe_min_bytes, is no notify write (its fence orders one queue

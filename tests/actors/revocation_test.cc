@@ -297,7 +297,7 @@ TEST_F(RevocationTest, AQuestionToAnOwnerThatDiesFailsWithPeerUnavailable) {
           [&](uint64_t) { got.emplace(); });
     else
       ask(self->request(user_->manager(), std::chrono::seconds(120), ask_check_atom::value, h,
-                        uint64_t{0}, uint64_t{16}, uint8_t{0}),
+                        uint64_t{0}, uint64_t{16}, uint8_t{0}, uint32_t{60000}),
           [&](TransferOutcome&) { got.emplace(); });
     ASSERT_TRUE(got.has_value());
     EXPECT_EQ(error_code(*got), ErrorCode::kPeerUnavailable) << error_message(*got);

@@ -151,6 +151,25 @@ TEST_F(StripingTest, LargeReadsAndWritesMoveEveryByteOverBothRails) {
   ASSERT_TRUE(w.ok()) << w.error().to_string();
   EXPECT_TRUE(holds_pattern(dst, 0, dst.bytes.size(), 9, 0));
   EXPECT_EQ(a_->stats().striped_ops, 7u);
+
+  // So does it a batch with any such op, whichever comes first (path_choice.h invariant 7: the
+  // manager decides for each op of a batch): the small op goes whole, the large one in slices.
+  std::fill(dst.bytes.begin(), dst.bytes.end(), 0);
+  constexpr uint64_t kSmall = 4096, kLarge = 2 * kStripeMin, kAt = 4 << 20;
+  auto b = client.batch(
+      {make_write(*src_h, dst_at_a, kSmall), make_write(*src_h, dst_at_a, kLarge, kAt, kAt)},
+      60000);
+  ASSERT_TRUE(b.ok()) << b.error().to_string();
+  for (const auto& out : *b)
+    EXPECT_TRUE(out.ok()) << out.message;
+  EXPECT_TRUE(holds_pattern(dst, 0, kSmall, 9, 0));
+  EXPECT_TRUE(holds_pattern(dst, kAt, kLarge, 9, kAt));
+  EXPECT_TRUE(std::all_of(dst.bytes.begin() + kSmall, dst.bytes.begin() + kAt,
+                          [](uint8_t x) { return x == 0; }) &&
+              std::all_of(dst.bytes.begin() + kAt + kLarge, dst.bytes.end(),
+                          [](uint8_t x) { return x == 0; }))
+      << "a byte outside the two ranges was written";
+  EXPECT_EQ(a_->stats().striped_ops, 8u) << "the batch's large op was not striped";
 }
 
 // Invariant 19: an op is answered by its slices together: one whose slices fail on every queue

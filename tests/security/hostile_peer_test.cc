@@ -165,8 +165,8 @@ TEST_F(HostilePeerTest, APeerCannotRegisterTheVictimsMemory) {
       ask<TransferReply>(transfer_atom::value, make_read(forged, forged), uint32_t{1000}));
   EXPECT_DENIED(ask<std::vector<TransferOutcome>>(
       batch_atom::value, std::vector<TransferOp>{make_write(forged, forged)}, uint32_t{1000}));
-  EXPECT_DENIED(
-      ask<TransferOutcome>(ask_check_atom::value, forged, uint64_t{0}, uint64_t{1}, uint8_t{0}));
+  EXPECT_DENIED(ask<TransferOutcome>(ask_check_atom::value, forged, uint64_t{0}, uint64_t{1},
+                                     uint8_t{0}, uint32_t{1000}));
   caf::expected<bool> lane{caf::error{}};
   (*self_)
       ->request(proxy_, std::chrono::seconds(30), lane_open_atom::value, forged, uint32_t{1000})

@@ -115,8 +115,10 @@ TEST_F(TlsClusterTest, MembersThatComeAndGoDoNotDropTheLinkBetweenTwoOthers) {
   ASSERT_TRUE(mine && theirs.owner);
 
   // Third members, one after the other: each connects to b, asks for its stats, and goes (its
-  // node shuts down: the connection ends without TLS close_notify).
-  constexpr int kMembers = 30;
+  // node shuts down: the connection ends without TLS close_notify). Before the fix the first
+  // member's leaving dropped the link between a and b, 22 reads in; 12 members (each a node
+  // started, about 1 s in the Soft-RoCE VM) leave it no chance to hide.
+  constexpr int kMembers = 12;
   constexpr int kPollsEach = 10;
   std::atomic<bool> stop{false};
   std::atomic<int> members_done{0};
@@ -149,7 +151,7 @@ TEST_F(TlsClusterTest, MembersThatComeAndGoDoNotDropTheLinkBetweenTwoOthers) {
 
   // a reads b's 4 KiB until every member came and went (and at least kMinReads times), every
   // byte checked; bounded by count and time.
-  constexpr uint64_t kMinReads = 5000, kMaxReads = 200000;
+  constexpr uint64_t kMinReads = 2000, kMaxReads = 200000;
   const auto start = Clock::now();
   uint64_t reads = 0, failed = 0;
   std::string first_error;

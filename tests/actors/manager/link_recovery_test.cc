@@ -1,5 +1,6 @@
-// Tests of LinkRecovery (actors/manager/link_recovery.h) on the deterministic fixture: each case
-// names the invariant it checks (the manager's numbering, actors/detail/manager_state.h).
+// Tests of LinkRecovery (actors/manager/link_recovery.h) and of the questions PeerTable asks peers
+// (actors/manager/peer_table.h) on the deterministic fixture: each case names the invariant or
+// the rule it checks (the manager's numbering, actors/detail/manager_state.h).
 #include <gtest/gtest.h>
 
 #include "tests/actors/manager_logic.h"
@@ -21,7 +22,8 @@ TEST_F(ManagerLogicTest, Inv13_APeerThatGoesDownFailsEverythingInFlightAtOnce) {
   auto read = transfer(make_read(hin, peer.handle()), 10000);
   auto write = transfer(make_write(hout, peer.handle()), 10000);
   auto check = ask<TransferOutcome>(manager(), ask_check_atom::value, peer.handle(), uint64_t{0},
-                                    uint64_t{kChunk}, static_cast<uint8_t>(TransferKind::kRead));
+                                    uint64_t{kChunk}, static_cast<uint8_t>(TransferKind::kRead),
+                                    uint32_t{10000});
   ASSERT_EQ(peer.log().of(fetch_atom::value).size(), 1u);
   ASSERT_EQ(peer.log().of(store_atom::value).size(), 1u);
   ASSERT_EQ(peer.log().of(buf_check_atom::value).size(), 1u);
@@ -50,6 +52,30 @@ TEST_F(ManagerLogicTest, Inv13_APeerThatGoesDownFailsEverythingInFlightAtOnce) {
   auto rel = release(hout.id);
   auto rr2 = reply(rel);
   ASSERT_TRUE(rr2 && *rr2) << "a failed op still holds its buffer";
+}
+
+// owner_verdict.h: RdmaClient asks its manager (ask_check) why the owner refused what its NIC
+// failed, within what is left of the op's time, and the manager relays the question within that
+// time: an owner silent until then makes the op's timeout on a lane as on the manager's own RDMA
+// path. Not the handshake timeout (30 s here), which let a long op's question fail first and
+// answer the NIC's code instead.
+TEST_F(ManagerLogicTest, AClientsQuestionToASilentOwnerEndsAtTheTimeItWasGiven) {
+  ASSERT_NO_FATAL_FAILURE(start_manager());
+  FakePeer& peer = add_peer(patterned(kChunk, 8));
+  auto check = ask<TransferOutcome>(manager(), ask_check_atom::value, peer.handle(), uint64_t{0},
+                                    uint64_t{kChunk}, static_cast<uint8_t>(TransferKind::kRead),
+                                    uint32_t{2000});
+  ASSERT_EQ(peer.log().of(buf_check_atom::value).size(), 1u) << "the owner was not asked";
+  advance(std::chrono::milliseconds(1999));
+  EXPECT_FALSE(reply(check)) << "answered before the owner's time was up";
+  advance(std::chrono::milliseconds(2));
+  auto rc = reply(check);
+  ASSERT_TRUE(rc) << "still waiting after the time it was given";
+  ASSERT_FALSE(*rc) << "the silent owner's question succeeded";
+  // What RdmaClient makes of it (its call's error code): the op's timeout.
+  EXPECT_EQ(request_error_code(rc->error()), ErrorCode::kTimeout) << error_message(rc->error());
+  ASSERT_NO_FATAL_FAILURE(run());
+  EXPECT_TRUE(quiet()) << "a second reply";
 }
 
 }  // namespace
