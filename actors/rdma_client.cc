@@ -327,14 +327,15 @@ Error RdmaClient::lane_error(const TransferOp& op, Error error, OpFault fault,
   // have noticed yet). About the bytes the op moves, as the manager's RDMA path asks.
   auto checked = checked_length(op, op.local.size, static_cast<BufferAccess>(op.local.access));
   const uint64_t length = checked.ok() ? *checked : 1;
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - std::chrono::steady_clock::now());
+  // Rounded up: the manager's timer, started after this, ends no earlier than the op's deadline.
+  const auto left =
+      std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
   Result<TransferOutcome> owner = Error(ErrorCode::kTimeout, "no time left to ask it");
   if (left.count() > 0)
     owner = call<TransferOutcome>(left + kLaneBackstop, ask_check_atom::value, op.remote,
                                   op.remote_offset, length, op.kind, timeout_ms_of(left));
-  if (!owner.ok() && owner.error().code() == ErrorCode::kTimeout &&
-      std::chrono::steady_clock::now() >= deadline)  // the op's time is up: its timeout
+  // Asked within the op's time only: silent until then, the answer is the op's timeout.
+  if (!owner.ok() && owner.error().code() == ErrorCode::kTimeout)
     return Error(
         ErrorCode::kTimeout,
         not_within_text(op, timeout_ms,
@@ -558,7 +559,7 @@ Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<Transfe
     return alive.error();
   // One owner for all ops: one lane runs them as one chain.
   // Atomics and notify writes go through the manager (lanes carry plain reads and writes), and
-  // so does a batch with any.
+  // so does a batch with any, or with an op the manager would stripe (lane_for).
   bool one_owner = !ops.empty() && std::all_of(ops.begin(), ops.end(), [&](const TransferOp& op) {
     return DirectLane::takes(op) && op.remote.owner.address() == ops.front().remote.owner.address();
   });

@@ -239,8 +239,10 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
           uint8_t kind, uint32_t timeout_ms) -> caf::result<TransferOutcome> {
         if (auto err = refused(a))
           return err;
-        return self->state.peer_table.ask_owner_check(remote, offset, length, kind,
-                                                      std::chrono::milliseconds(timeout_ms));
+        // At least 1 ms: 0 would end the question before it was asked.
+        return self->state.peer_table.ask_owner_check(
+            remote, offset, length, kind,
+            std::chrono::milliseconds(std::max<uint32_t>(timeout_ms, 1)));
       },
       [=](ask_sum_atom a, const BufferHandle& remote, uint64_t offset,
           uint64_t length) -> caf::result<uint64_t> {

@@ -154,6 +154,7 @@ TEST_F(StripingTest, LargeReadsAndWritesMoveEveryByteOverBothRails) {
 
   // So does it a batch with any such op, whichever comes first (path_choice.h invariant 7: the
   // manager decides for each op of a batch): the small op goes whole, the large one in slices.
+  ASSERT_EQ(client.lanes(), 1u) << "no direct lane to b: the batch below would test nothing";
   std::fill(dst.bytes.begin(), dst.bytes.end(), 0);
   constexpr uint64_t kSmall = 4096, kLarge = 2 * kStripeMin, kAt = 4 << 20;
   auto b = client.batch(
