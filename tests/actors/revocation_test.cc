@@ -20,8 +20,37 @@
 #include "tests/rdma_test.h"
 #include "tests/sanitizer_build.h"
 
+// ThreadSanitizer's runtime annotations (compiler-rt): the reads between them are not checked.
+#if defined(__SANITIZE_THREAD__)
+#define CAF_RDMA_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CAF_RDMA_TEST_TSAN 1
+#endif
+#endif
+#ifdef CAF_RDMA_TEST_TSAN
+extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
+#endif
+
 namespace caf_rdma::testing {
 namespace {
+
+/// Whether one of the first 64 bytes of `bytes` is no longer 0. It reads memory another thread
+/// may be writing (the write under test): a race by design, so ThreadSanitizer is told not to
+/// check these reads (the bytes are checked after the release returned, when nothing writes).
+bool first_bytes_landed(const volatile uint8_t* bytes) {
+#ifdef CAF_RDMA_TEST_TSAN
+  AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+#endif
+  bool landed = false;
+  for (int i = 0; i < 64 && !landed; ++i)
+    landed = bytes[i] != 0;
+#ifdef CAF_RDMA_TEST_TSAN
+  AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+#endif
+  return landed;
+}
 
 class RevocationTest : public TwoNodeTest {
 protected:
@@ -153,26 +182,19 @@ TEST_F(RevocationTest, OpsBesideARefusedOneSucceed) {
 // MB/s, and under the sanitizers.)
 TEST_F(RevocationTest, AReleaseDuringAPeersWriteStopsItTheSameWayOnEveryTransport) {
   const bool rdma = expected_path() == kPathRdma;
-  // Under ThreadSanitizer the owner's memory is not watched while a stream worker writes it (a
-  // race to TSan): the release goes once the owner holds the buffer for the write (its grant or
-  // its claim).
-  constexpr bool kWatchMemory = !kThreadSanitizer;
   constexpr uint64_t kFallbackSize =
       kThreadSanitizer || kAddressSanitizer ? 64ull << 20 : 256ull << 20;
   const uint64_t size = rdma ? 64ull << 20 : kFallbackSize;
   constexpr int kTries = 4;
   const Memory src(size, 77);
   // Whether the write is under way (bounded): its first bytes are in the owner's memory (where
-  // only the write writes), or the owner holds the buffer for it.
+  // only the write writes). Under ThreadSanitizer too: waiting only for the owner to hold the
+  // buffer (its grant), the release beat every try's first byte over TCP in a CI run.
   auto under_way = [&](const Memory& mem) {
-    if (!rdma && !kWatchMemory)
-      return owner_->wait_busy(std::chrono::seconds(60));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    const volatile uint8_t* first = mem.bytes.data();
     while (std::chrono::steady_clock::now() < deadline) {
-      for (int i = 0; i < 64; ++i)
-        if (first[i] != 0)
-          return true;
+      if (first_bytes_landed(mem.bytes.data()))
+        return true;
       std::this_thread::yield();
     }
     return false;
