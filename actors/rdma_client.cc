@@ -557,11 +557,11 @@ Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<Transfe
                                                        uint32_t timeout_ms) {
   if (Status alive = node_alive(); !alive.ok())
     return alive.error();
-  // One owner for all ops: one lane runs them as one chain.
-  // Atomics and notify writes go through the manager (lanes carry plain reads and writes), and
-  // so does a batch with any, or with an op the manager would stripe (lane_for).
+  // One owner for all ops: one lane runs them as one chain. Atomics and notify writes go
+  // through the manager (lanes carry plain reads and writes), and so does a batch with any, or
+  // with an op the manager would stripe (lane_for checks every op).
   bool one_owner = !ops.empty() && std::all_of(ops.begin(), ops.end(), [&](const TransferOp& op) {
-    return DirectLane::takes(op) && op.remote.owner.address() == ops.front().remote.owner.address();
+    return op.remote.owner.address() == ops.front().remote.owner.address();
   });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   std::optional<Error> failed;

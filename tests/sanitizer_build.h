@@ -15,11 +15,47 @@ inline constexpr bool kAddressSanitizer = false;
 #endif
 
 #if defined(__SANITIZE_THREAD__)
-inline constexpr bool kThreadSanitizer = true;
+#define CAF_RDMA_THREAD_SANITIZER 1
 #elif defined(__has_feature)
-inline constexpr bool kThreadSanitizer = __has_feature(thread_sanitizer);
+#if __has_feature(thread_sanitizer)
+#define CAF_RDMA_THREAD_SANITIZER 1
+#endif
+#endif
+
+#ifdef CAF_RDMA_THREAD_SANITIZER
+inline constexpr bool kThreadSanitizer = true;
 #else
 inline constexpr bool kThreadSanitizer = false;
 #endif
+
+}  // namespace caf_rdma::testing
+
+#ifdef CAF_RDMA_THREAD_SANITIZER
+// ThreadSanitizer's runtime annotations (compiler-rt): this thread's reads between them are not
+// checked.
+extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
+#endif
+
+namespace caf_rdma::testing {
+
+/// While one lives, ThreadSanitizer does not check this thread's reads: for a test that reads,
+/// on purpose, memory another thread is writing (its checks come after the writer is done).
+/// Nothing without ThreadSanitizer.
+class UncheckedReads {
+public:
+#ifdef CAF_RDMA_THREAD_SANITIZER
+  UncheckedReads() {
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+  }
+  ~UncheckedReads() {
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+  }
+#else
+  UncheckedReads() = default;
+#endif
+  UncheckedReads(const UncheckedReads&) = delete;
+  UncheckedReads& operator=(const UncheckedReads&) = delete;
+};
 
 }  // namespace caf_rdma::testing

@@ -29,8 +29,8 @@ public:
   void ask_peer(const caf::actor& peer, const std::string& name, std::chrono::milliseconds timeout,
                 std::function<void(T&)> ok, std::function<void(const caf::error&)> fail,
                 Ts&&... xs);
-  /// Asks the owner of `remote` (a peer manager) with `xs` and relays its answer or error (as
-  /// ask_peer: peer_unavailable at once if it is or goes down).
+  /// Asks the owner of `remote` (a peer manager) with `xs` within `timeout` and relays its
+  /// answer or error (as ask_peer: peer_unavailable at once if it is or goes down).
   template <class T, class... Ts>
   caf::result<T> relay_to_owner(const BufferHandle& remote, std::chrono::milliseconds timeout,
                                 Ts&&... xs);

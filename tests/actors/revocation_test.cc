@@ -20,19 +20,6 @@
 #include "tests/rdma_test.h"
 #include "tests/sanitizer_build.h"
 
-// ThreadSanitizer's runtime annotations (compiler-rt): the reads between them are not checked.
-#if defined(__SANITIZE_THREAD__)
-#define CAF_RDMA_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define CAF_RDMA_TEST_TSAN 1
-#endif
-#endif
-#ifdef CAF_RDMA_TEST_TSAN
-extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
-extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
-#endif
-
 namespace caf_rdma::testing {
 namespace {
 
@@ -40,15 +27,10 @@ namespace {
 /// may be writing (the write under test): a race by design, so ThreadSanitizer is told not to
 /// check these reads (the bytes are checked after the release returned, when nothing writes).
 bool first_bytes_landed(const volatile uint8_t* bytes) {
-#ifdef CAF_RDMA_TEST_TSAN
-  AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
-#endif
+  UncheckedReads unchecked;
   bool landed = false;
   for (int i = 0; i < 64 && !landed; ++i)
     landed = bytes[i] != 0;
-#ifdef CAF_RDMA_TEST_TSAN
-  AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
-#endif
   return landed;
 }
 
