@@ -18,7 +18,9 @@
 #      tells users, built with --dynamic_mode=off and Bazel's default, run natively, and its
 #      dynamic build in the VM (path rdma-direct);
 #   6. tidy: clang-tidy-14 over every source but the tests' (tests/lint/check_tidy.sh says why;
-#      .clang-tidy), with the native lane's compile commands. It and the external lane run last,
+#      .clang-tidy), one Bazel action per source (tests/lint/tidy.bzl), each kept in the disk
+#      cache (a run redoes the sources whose code, headers or flags changed). It and the
+#      external lane run last,
 #      each only while the run is younger than its limit, and are skipped loudly otherwise
 #      (late_lane below);
 #   7. sanitizer lanes: the native lane's tests that run natively (not the rdma- or gpu-tagged,
@@ -43,6 +45,9 @@ t0=$(date +%s)
 stamp() { echo "[run_tests $(( $(date +%s) - t0 ))s] $*"; }
 # CAF_RDMA_BAZEL_OUTPUT_ROOT: Bazel's output root for this run (e.g. an empty one: a cold build).
 bazel() { command bazel ${CAF_RDMA_BAZEL_OUTPUT_ROOT:+--output_user_root="$CAF_RDMA_BAZEL_OUTPUT_ROOT"} "$@"; }
+# Every lane runs its tests: none takes a result from Bazel's disk cache (.bazelrc), which serves
+# the compiles and links of an earlier run or another checkout.
+bazel_test() { bazel test --nocache_test_results "$@"; }
 durations=""
 # Each lane's budget in seconds on an idle 2-core machine (the whole of .ci/run, bench included,
 # aims at 45 minutes; CI's hard limit is 90): a lane over its budget is named at its end and in
@@ -64,6 +69,7 @@ stamp "installing dependencies"
 bash third_party/install_deps.sh || { echo "run_tests: dependency installation failed" >&2; exit 1; }
 # What install_deps.sh installed is there: a test that would skip without it fails instead.
 export CAF_RDMA_REQUIRE_PROMETHEUS=1
+bash tests/prune_disk_cache.sh
 stamp "building the Soft-RoCE VM image"
 bash tests/rxe_vm/build_image.sh || { echo "run_tests: VM image build failed" >&2; exit 1; }
 two_hosts_lane() {
@@ -89,7 +95,7 @@ python3 tests/lint/check_docs.py || format_rc=1
 
 stamp "native lane: bazel test //..."
 lane_start
-bazel test "$@" //...
+bazel_test "$@" //...
 native_rc=$?
 logs=$(bazel info bazel-testlogs 2>/dev/null)
 python3 tests/summarize.py native "$logs" > /tmp/caf_rdma_native_summary.$$
@@ -110,7 +116,7 @@ if [ -n "$execroot" ] && bash tests/rxe_vm/vm_session.sh start "$session" "$exec
 else
   echo "run_tests: no session VM: one VM per test binary" >&2
 fi
-bazel test --config=rxe "$@" //...
+bazel_test --config=rxe "$@" //...
 rxe_rc=$?
 if [ -n "${CAF_RDMA_VM_SESSION:-}" ]; then
   bash tests/rxe_vm/vm_session.sh stop "$session"
@@ -128,7 +134,7 @@ lane_end vm
 cuda_targets="//tests/gpu/... //:caf_rdma //doctor:caf_rdma_doctor //examples:parameter_server //bench:rdma_bench"
 stamp "cuda lane: bazel build --config=cuda $cuda_targets && bazel test --config=cuda //tests/gpu/..."
 lane_start
-bazel build --config=cuda "$@" $cuda_targets && bazel test --config=cuda "$@" //tests/gpu/...
+bazel build --config=cuda "$@" $cuda_targets && bazel_test --config=cuda "$@" //tests/gpu/...
 cuda_rc=$?
 cuda_logs=$(bazel info --config=cuda bazel-testlogs 2>/dev/null)
 python3 tests/summarize.py cuda "$cuda_logs" $(bazel query 'tests(//tests/gpu/...)' 2>/dev/null) \
@@ -168,7 +174,7 @@ lane_start
 # and the cuda lane run them).
 sanitized=(--build_tests_only --test_tag_filters=-rdma,-gpu)
 stamp "asan lane: bazel test --config=asan ${sanitized[*]} //..."
-bazel test --config=asan "${sanitized[@]}" "$@" //...
+bazel_test --config=asan "${sanitized[@]}" "$@" //...
 asan_rc=$?
 python3 tests/summarize.py asan "$(bazel info --config=asan bazel-testlogs 2>/dev/null)" \
   > /tmp/caf_rdma_asan_summary.$$ || asan_rc=1
@@ -186,7 +192,7 @@ tsan_skip=(-//tests/collectives/... -//tests/kv_store/... -//tests/doctor/... -/
            -//tests/link/... -//tests/metrics:prometheus_scrape_test -//examples/external/...)
 stamp "tsan lane: tests/sanitizers/build_caf_tsan.sh && bazel test --config=tsan ${tsan_tests[*]} -- //... ${tsan_skip[*]}"
 if bash tests/sanitizers/build_caf_tsan.sh; then
-  bazel test --config=tsan "${tsan_tests[@]}" "$@" -- //... "${tsan_skip[@]}"
+  bazel_test --config=tsan "${tsan_tests[@]}" "$@" -- //... "${tsan_skip[@]}"
   tsan_rc=$?
   python3 tests/summarize.py tsan "$(bazel info --config=tsan bazel-testlogs 2>/dev/null)" \
     > /tmp/caf_rdma_tsan_summary.$$ || tsan_rc=1
@@ -224,9 +230,9 @@ late_lane() {  # late_lane NAME UNTIL COMMAND...: runs COMMAND as lane NAME, or 
 # and in the Soft-RoCE VM.
 late_lane external "${CAF_RDMA_EXTERNAL_UNTIL:-4400}" bash tests/external/run_external.sh "$@"
 external_rc=$late_rc
-# Tidy: its compile commands are the native lane's (its `bazel build //...` redoes only what the
-# cuda lane relinked). Not beside the VM lane, even at idle priority: run so (9c4db08), the
-# emulated guest's tests took 1.5-4x as long (the lane 754 s instead of 450 s).
+# Tidy: Bazel actions in the native lane's configuration (analysis kept; the sources' results
+# from the disk cache when unchanged). Not beside the VM lane, even at idle priority: run so
+# (9c4db08), the emulated guest's tests took 1.5-4x as long (the lane 754 s instead of 450 s).
 late_lane tidy "${CAF_RDMA_TIDY_UNTIL:-4100}" bash tests/lint/check_tidy.sh \
   ${CAF_RDMA_BAZEL_OUTPUT_ROOT:+--output_user_root="$CAF_RDMA_BAZEL_OUTPUT_ROOT"}
 tidy_rc=$late_rc

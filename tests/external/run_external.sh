@@ -10,7 +10,8 @@
 #      every transfer must report path rdma-direct (an unversioned libibverbs reference crashed
 #      the dynamic build here).
 # Its own Bazel output base, under $TMPDIR (default /tmp), shut down and deleted at the end; the
-# compile actions come from Bazel's disk cache when one is configured (~/.bazelrc).
+# compile actions come from caf-rdma's disk cache (.bazelrc's --disk_cache, read from there) after
+# the first run on a machine.
 # Exit code 0 when every step passed. run_tests.sh runs it as the "external" lane.
 set -uo pipefail
 root=$(realpath "$(dirname "$(realpath "$0")")/../..")
@@ -27,7 +28,9 @@ t0=$(date +%s)
 say() { echo "[external $(( $(date +%s) - t0 ))s] $*"; }
 rc=0
 # No convenience symlinks (bazel-bin, ...) inside caf-rdma's tree; tests always run.
-common=(--symlink_prefix=/ --nocache_test_results --test_output=all "$@")
+disk_cache=$(sed -n 's/^build --disk_cache=//p' "$root/.bazelrc")
+common=(--symlink_prefix=/ --nocache_test_results --test_output=all
+        ${disk_cache:+--disk_cache="$disk_cache"} "$@")
 
 for mode in off default; do
   say "bazel test --dynamic_mode=$mode //:buffer_exchange_test (natively)"
