@@ -95,11 +95,10 @@ bool Rails::stripes(OpId id, std::vector<StripeLane>* lanes) {
   if (o == nullptr)
     return false;
   // The rails both sides have (none: the op may still take stripe_qps queue pairs of the
-  // primary devices).
+  // primary devices), counted as RdmaClient's lanes count them (path_choice.h, shared_rails).
   const LocalBuffer& local = m_.buffer_table.buffers().at(o->op.local.id);
-  uint32_t rails = 0;
-  if (on_every_rail(local))
-    rails = static_cast<uint32_t>(std::min(m_.nic().rails.size(), o->op.remote.rails.size()));
+  const auto rails =
+      static_cast<uint32_t>(shared_rails(local.rails.size(), o->op.remote.rails.size()));
   // Invariant 19's rule (path_choice.h invariant 7, RdmaClient's lanes ask it too).
   if (!striped(StripeFacts{o->length, m_.options().stripe_min_bytes, o->op.notify,
                            o->peer == m_.facade().address(), rails, m_.options().stripe_qps > 1}))

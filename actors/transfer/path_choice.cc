@@ -1,6 +1,8 @@
 // The choice of an op's path (see path_choice.h).
 #include "actors/transfer/path_choice.h"
 
+#include <algorithm>
+
 #include "actors/op_texts.h"
 #include "actors/transfer_checks.h"
 
@@ -73,6 +75,10 @@ PathKind lane_path(const LaneFacts& f) {
       stream_size_fits(f.bytes, f.stream_min_bytes))
     return PathKind::kStream;  // invariant 4
   return PathKind::kNone;
+}
+
+size_t shared_rails(size_t local_rails, size_t remote_rails) {
+  return std::min(local_rails, remote_rails);
 }
 
 bool striped(const StripeFacts& f) {

@@ -120,6 +120,12 @@ struct StripeFacts {
   bool several_qps = false;       ///< the manager's stripe_qps > 1
 };
 
+/// StripeFacts::rails from the count of each side's rail registrations (a handle's `rails`, or
+/// the owner's LocalBuffer's): a buffer is on every rail of its manager or on none
+/// (manager/rails.h invariant 18), so each count is its manager's rails or 0, and the rails
+/// both sides have are the smaller. The manager (Rails::stripes) and RdmaClient's lanes count so.
+size_t shared_rails(size_t local_rails, size_t remote_rails);
+
 /// Invariant 7: whether the op is cut into slices.
 bool striped(const StripeFacts& facts);
 

@@ -256,6 +256,14 @@ TEST(PathChoiceTest, Invariant7AnOpIsStripedOnlyWhenLargeEnoughPlainRemoteAndWit
   }
 }
 
+TEST(PathChoiceTest, Invariant7TheRailsBothSidesHaveAreCountedFromTheirRegistrations) {
+  // A buffer is on every rail of its manager or on none (manager/rails.h invariant 18).
+  EXPECT_EQ(shared_rails(2, 2), 2u);
+  EXPECT_EQ(shared_rails(2, 3), 2u) << "the owner has more rails: the ones both have";
+  EXPECT_EQ(shared_rails(0, 2), 0u) << "the local buffer is on no rail: none";
+  EXPECT_EQ(shared_rails(2, 0), 0u) << "the remote one is on none: none";
+}
+
 TEST(PathChoiceTest, RepliesNameThePathThatMovedTheBytes) {
   EXPECT_STREQ(reply_path(PathKind::kRdma), kPathRdma);
   EXPECT_STREQ(reply_path(PathKind::kRdmaStaged), kPathRdmaStaged);
