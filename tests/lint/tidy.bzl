@@ -69,7 +69,9 @@ def _tidy_aspect_impl(target, ctx):
                 outputs = [out],
                 mnemonic = "ClangTidy",
                 progress_message = "clang-tidy %s" % src.path,
-                use_default_shell_env = True,
+                # A fixed PATH, not the caller's: the action's key (and so its entry in the disk
+                # cache) is then the same for every checkout and every user's shell.
+                env = {"PATH": "/usr/bin:/bin"},
                 # In the execution root itself, where external/<library>/include is the link
                 # to /usr/include that compile_commands.drop_system_dirs recognizes.
                 execution_requirements = {"no-sandbox": "1"},
