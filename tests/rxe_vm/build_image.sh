@@ -4,9 +4,11 @@
 # current. Prints the image directory on stdout (run_in_vm.sh boots from it).
 #
 #   CAF_RDMA_VM_KERNEL=6.12 (default) | 6.1
-#     6.12: Debian's linux-image-6.12.*-amd64 from bookworm-backports (trixie if that fails),
-#           fetched with a private sources list and lists directory under the cache: the
-#           system's apt configuration is never changed.
+#     6.12: Debian 13's (trixie's) newest linux-image-6.12.*-amd64: from trixie-security when
+#           it has one, else from trixie (bookworm-backports if neither answers), fetched with a
+#           private sources list and lists directory under the cache: the system's apt
+#           configuration is never changed. bookworm-backports' 6.12.95 panicked in rxe's
+#           receive path (docs/limits.md); trixie's 6.12.117 and later carry more rxe fixes.
 #     6.1:  bookworm's own kernel (what linux-image-amd64 depends on). Its rxe is known to
 #           complete RDMA READs that moved no data under load (rxe_comp.c:756 WARNING): keep it
 #           for comparison only.
@@ -34,7 +36,8 @@ apt_opts=(-o DPkg::Lock::Timeout=600)
 if [ "$kernel" = 6.12 ]; then
   mkdir -p apt/lists/partial
   cat > apt/sources.list <<'LIST'
-deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm-backports main
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian-security trixie-security main
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
 LIST
   apt_opts+=(-o Dir::Etc::sourcelist="$dir/apt/sources.list" -o Dir::Etc::sourceparts=/dev/null
              -o Dir::State::Lists="$dir/apt/lists" -o Dir::Cache="$dir/apt/cache")
@@ -49,8 +52,8 @@ kpkg=${CAF_RDMA_VM_KERNEL_PKG:-}
 if [ -z "$kpkg" ] && [ "$kernel" = 6.12 ]; then
   apt-get "${apt_opts[@]}" update -qq >&2 || true
   kpkg=$(kpkg_of || true)
-  if [ -z "$kpkg" ]; then  # no backports: trixie carries 6.12 as its own kernel
-    sed -i 's/bookworm-backports/trixie/' apt/sources.list
+  if [ -z "$kpkg" ]; then  # trixie unreachable: bookworm-backports carries an older 6.12
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm-backports main" > apt/sources.list
     apt-get "${apt_opts[@]}" update -qq >&2 || true
     kpkg=$(kpkg_of || true)
   fi
