@@ -3,7 +3,7 @@
 # (run_in_vm.sh, run_two_hosts.sh), once more when a guest kernel panicked during it: exit 125
 # with "did not report an exit code" (vm_lib.sh's vm_verdict) and "Kernel panic" in its output.
 # Such a panic is a kernel bug, not caf-rdma's: no user-space program may corrupt kernel memory,
-# and Debian's 6.12.95 rxe does (docs/limits.md: a corrupted slab freelist while rxe_receiver
+# and Debian's 6.12.95 rxe did (docs/limits.md: a corrupted slab freelist while rxe_receiver
 # builds an ACK, seen in the two-host lane and the stress lane's VM). The second run is said
 # on stderr with the panic's first lines; a second panic, and any other failure, is the exit code.
 # --tail N: prints the last N lines of each run's output (stdout and stderr together) when the

@@ -18,7 +18,7 @@ bazel build "$@" //examples:parameter_server //tests/actors:atomic_adder //stres
   //tests/two_hosts:buffer_owner //tests/two_hosts:transfer_loop ||
   { echo "two_hosts: build failed" >&2; exit 1; }
 bin=$(realpath bazel-bin)
-# A guest kernel panic (Debian's 6.12.95 rxe, docs/limits.md) runs the lane once more, saying so.
+# A guest kernel panic (a kernel bug: docs/limits.md) runs the lane once more, saying so.
 tests/rxe_vm/again_after_panic.sh -- tests/rxe_vm/run_two_hosts.sh -t 600 -m 1536 -c 1 \
   -e TWO_HOSTS_LINK_DOWN -- tests/two_hosts/two_hosts_guest.sh "$bin"
 rc=$?
