@@ -26,7 +26,7 @@ TransferOutcome outcome_of_check(const Error& e) {
 
 }  // namespace
 
-DirectLane::DirectLane(uint64_t id, std::shared_ptr<RdmaQueuePair> qp,
+DirectLane::DirectLane(uint64_t id, std::shared_ptr<QpEndpoint> qp,
                        std::shared_ptr<DirectRegistry> registry, caf::actor manager,
                        caf::actor owner, std::string owner_name, uint32_t max_timeout_ms)
     : id_(id),

@@ -37,16 +37,15 @@
 #include "actors/direct_registry.h"
 #include "actors/lane_grants.h"
 #include "actors/rdma_messages.h"
-#include "components/rdma_queue_pair.h"
+#include "components/qp_endpoint.h"
 #include "primitives/status.h"
 
 namespace caf_rdma {
 
 class DirectLane {
 public:
-  DirectLane(uint64_t id, std::shared_ptr<RdmaQueuePair> qp,
-             std::shared_ptr<DirectRegistry> registry, caf::actor manager, caf::actor owner,
-             std::string owner_name, uint32_t max_timeout_ms);
+  DirectLane(uint64_t id, std::shared_ptr<QpEndpoint> qp, std::shared_ptr<DirectRegistry> registry,
+             caf::actor manager, caf::actor owner, std::string owner_name, uint32_t max_timeout_ms);
   /// Tells the manager the lane is gone (it closes the owner's side).
   ~DirectLane();
 
@@ -104,7 +103,7 @@ private:
   std::atomic<bool> retired_{false};
   /// An op found the queue pair failed (set as it ended): broken() sees it without the lock.
   mutable std::atomic<bool> failed_{false};
-  mutable std::shared_ptr<RdmaQueuePair> qp_;  ///< null once retired
+  mutable std::shared_ptr<QpEndpoint> qp_;  ///< null once retired
   std::shared_ptr<DirectRegistry> registry_;
   caf::actor manager_;
   caf::actor owner_;

@@ -49,7 +49,7 @@ void ManagerState::finish_op(OpId id, TransferOutcome outcome) {
   if (outcome.ok() && o->op.notify && is_write(o->op) && !o->notifying) {
     // Its bytes moved: the owner is told before the reply (invariants 15, 16).
     o->notifying = true;
-    std::weak_ptr<RdmaQueuePair> qp;
+    std::weak_ptr<QpEndpoint> qp;
     if (RdmaPath* rp = rdma_path(o->path))
       qp = rp->queue_pair_of(id);
     path(o->path).forget(id);

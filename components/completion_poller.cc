@@ -27,7 +27,7 @@ CompletionPoller::~CompletionPoller() {
   thread_.join();
 }
 
-void CompletionPoller::add(std::shared_ptr<RdmaQueuePair> qp) {
+void CompletionPoller::add(std::shared_ptr<QpEndpoint> qp) {
   {
     std::lock_guard<std::mutex> guard(mu_);
     qps_.push_back(std::move(qp));
@@ -37,12 +37,11 @@ void CompletionPoller::add(std::shared_ptr<RdmaQueuePair> qp) {
   cv_.notify_all();
 }
 
-void CompletionPoller::remove(const RdmaQueuePair* qp) {
+void CompletionPoller::remove(const QpEndpoint* qp) {
   std::lock_guard<std::mutex> guard(mu_);
-  qps_.erase(
-      std::remove_if(qps_.begin(), qps_.end(),
-                     [qp](const std::shared_ptr<RdmaQueuePair>& p) { return p.get() == qp; }),
-      qps_.end());
+  qps_.erase(std::remove_if(qps_.begin(), qps_.end(),
+                            [qp](const std::shared_ptr<QpEndpoint>& p) { return p.get() == qp; }),
+             qps_.end());
   ++generation_;
 }
 
@@ -71,7 +70,7 @@ void CompletionPoller::wake() {
 void CompletionPoller::run() {
   // What one sweep polls: each QP with a CQ of its own, and each shared CQ once, however many
   // of the QPs share it (invariant 4).
-  std::vector<std::shared_ptr<RdmaQueuePair>> local;
+  std::vector<std::shared_ptr<QpEndpoint>> local;
   std::vector<std::shared_ptr<CompletionRouter>> routers;
   uint64_t seen = ~uint64_t{0};
   uint32_t idle_polls = 0;

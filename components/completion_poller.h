@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "components/rdma_queue_pair.h"
+#include "components/qp_endpoint.h"
 
 namespace caf_rdma {
 
@@ -32,8 +32,8 @@ public:
   CompletionPoller(const CompletionPoller&) = delete;
   CompletionPoller& operator=(const CompletionPoller&) = delete;
 
-  void add(std::shared_ptr<RdmaQueuePair> qp);
-  void remove(const RdmaQueuePair* qp);
+  void add(std::shared_ptr<QpEndpoint> qp);
+  void remove(const QpEndpoint* qp);
   /// Call after submitting work, so an idle poller starts polling at once.
   void wake();
   /// Completion queues a sweep polls (invariant 4): the shared ones once each, plus the CQs of
@@ -45,7 +45,7 @@ private:
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::shared_ptr<RdmaQueuePair>> qps_;
+  std::vector<std::shared_ptr<QpEndpoint>> qps_;
   uint64_t generation_ = 0;
   bool woken_ = false;
   bool stop_ = false;

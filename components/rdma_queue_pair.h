@@ -1,7 +1,7 @@
-// RdmaQueuePair: a reliable-connected queue pair with flow control, selective signaling,
-// batched completion polling, and timeouts that flush. Its parts: validation
-// (qp_validation.h), posting (qp_posting.h), completions and errors (qp_completions.h), the
-// blocking calls (qp_blocking.h); its state in detail/qp_state.h.
+// RdmaQueuePair: the ibverbs QueuePair (queue_pair.h): a reliable-connected queue pair with flow
+// control, selective signaling, batched completion polling, and timeouts that flush. Its parts:
+// validation (qp_validation.h), posting (qp_posting.h), completions and errors (qp_completions.h),
+// the blocking calls (qp_blocking.h); its state in detail/qp_state.h.
 //
 // Invariants:
 //  1. Every op accepted by `submit` completes exactly once through its callback, with the
@@ -51,6 +51,7 @@
 #include "components/detail/qp_state.h"
 #include "components/qp_blocking.h"
 #include "components/qp_completions.h"
+#include "components/qp_endpoint.h"
 #include "components/qp_posting.h"
 #include "components/rdma_domain.h"
 #include "components/rdma_op.h"
@@ -70,7 +71,7 @@ struct RdmaQueuePairOptions {
   std::shared_ptr<CompletionRouter> completions;
 };
 
-class RdmaQueuePair final : private CompletionTarget {
+class RdmaQueuePair final : public QpEndpoint, private CompletionTarget {
 public:
   using Options = RdmaQueuePairOptions;
   using Stats = QpStats;
@@ -80,22 +81,19 @@ public:
                                                        const Options& options = {});
 
   /// Destroys the QP; ops still outstanding complete with an error saying so.
-  ~RdmaQueuePair();
-
-  RdmaQueuePair(const RdmaQueuePair&) = delete;
-  RdmaQueuePair& operator=(const RdmaQueuePair&) = delete;
+  ~RdmaQueuePair() override;
 
   /// The shared completion queue this QP's completions go to (null: a CQ of its own).
-  const std::shared_ptr<CompletionRouter>& router() const { return state_.router; }
+  const std::shared_ptr<CompletionRouter>& router() const override { return state_.router; }
   /// "rxe0 QP 17".
-  const std::string& describe() const { return state_.name; }
+  const std::string& describe() const override { return state_.name; }
   /// This side's connection info (send to the peer).
-  QpInfo local_info() const;
+  QpInfo local_info() const override;
 
   /// Connects to the peer described by `remote` (once).
-  Status connect(const QpInfo& remote);
+  Status connect(const QpInfo& remote) override;
   /// Connects the QP to itself (same-process loopback).
-  Status connect_loopback();
+  Status connect_loopback() override;
   /// Connects two QPs of this process to each other.
   static Status connect_pair(RdmaQueuePair& a, RdmaQueuePair& b);
 
@@ -103,49 +101,50 @@ public:
 
   /// Validates and queues `op`; `done` is called exactly once from a thread calling
   /// `progress` (or from the destructor). Validation errors are returned here instead.
-  Status submit(RdmaOp op, OpCallback done);
+  Status submit(RdmaOp op, OpCallback done) override;
   /// Like submit, but leaves the op queued until `post_queued()` (or the next `progress` or
   /// submit): ops queued together are posted as one chain of work requests (one doorbell, one
   /// signaled completion).
-  Status submit_queued(RdmaOp op, OpCallback done);
+  Status submit_queued(RdmaOp op, OpCallback done) override;
   /// Posts what `submit_queued` left queued (as far as the send queue has room).
-  void post_queued();
+  void post_queued() override;
 
   /// Polls completions in batches, runs callbacks, posts queued work. Returns the number of
   /// completions handled. Never blocks on another thread's poll (returns 0 instead). On a
   /// shared CQ (invariant 10) this polls it for all its QPs.
-  int progress();
+  int progress() override;
 
   // -- blocking interface (qp_blocking.h) --------------------------------------------------
 
   /// Runs one op to completion or until `timeout` (then kTimeout, with the QP flushed and in
   /// ERR). Fails at once on a QP in ERR.
-  OpResult execute(RdmaOp op, std::chrono::milliseconds timeout);
+  OpResult execute(RdmaOp op, std::chrono::milliseconds timeout) override;
   /// Submits all ops together (one posted chain where slots allow) and waits for all; one
   /// result per op, in order. A failing op does not hide the others' results.
-  std::vector<OpResult> execute_batch(std::vector<RdmaOp> ops, std::chrono::milliseconds timeout);
+  std::vector<OpResult> execute_batch(std::vector<RdmaOp> ops,
+                                      std::chrono::milliseconds timeout) override;
 
   // -- errors ------------------------------------------------------------------------------
 
   /// Moves the QP to ERR: every outstanding op completes with an error. `reason` is recorded
   /// and put into those ops' errors.
-  Status abort(const std::string& reason);
+  Status abort(const std::string& reason) override;
   /// True once the QP entered ERR: it takes no more work; drop it and make a new one
   /// (invariant 5).
-  bool needs_recovery() const;
+  bool needs_recovery() const override;
   /// The incarnation of the peer's domain this QP is connected to (0: not connected, or a peer
   /// that did not say).
-  uint64_t remote_incarnation() const;
+  uint64_t remote_incarnation() const override;
 
-  Stats stats() const;
+  Stats stats() const override;
   /// Send work requests currently posted and not yet retired.
-  size_t outstanding_work_requests() const;
+  size_t outstanding_work_requests() const override;
   /// True when no accepted op is waiting for completion.
-  bool idle() const;
+  bool idle() const override;
   /// Accepted ops waiting for completion (queued or posted).
-  size_t pending_ops() const;
+  size_t pending_ops() const override;
   /// What the device granted (invariants 7 and 8: completion entries >= send + receive).
-  Limits limits() const;
+  Limits limits() const override;
 
 private:
   friend class QpBlocking;  // submits with an id, destroys the QP after a failed flush

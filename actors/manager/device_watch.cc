@@ -102,7 +102,7 @@ void DeviceWatch::lose_device(const std::string& what) {
   // 1. Every queue pair on the device goes: not polled any more, destroyed (the NIC stops
   //    touching our buffers) as the last reference goes. Lanes a client holds are aborted: their
   //    ops fail now, and the client drops them.
-  auto drop = [this](std::shared_ptr<RdmaQueuePair>& qp) {
+  auto drop = [this](std::shared_ptr<QpEndpoint>& qp) {
     if (!qp)
       return;
     if (m_.nic().poller)
@@ -225,7 +225,7 @@ void DeviceWatch::peer_device_gone(const std::string& what) {
 }
 
 void DeviceWatch::abort_connections(const std::string& reason, const caf::actor_addr* peer) {
-  auto abort = [&reason](const std::shared_ptr<RdmaQueuePair>& qp) {
+  auto abort = [&reason](const std::shared_ptr<QpEndpoint>& qp) {
     if (qp)
       (void)qp->abort(reason);
   };

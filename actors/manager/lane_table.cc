@@ -31,17 +31,17 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
   // The client polls its lane in its own threads: a CQ of its own, not the shared one.
   RdmaQueuePair::Options o;
   o.drain_timeout = m_.options().drain_timeout;
-  auto created = RdmaQueuePair::create(m_.nic().domain, o);
+  auto created = QpHandshakes::make_qp(m_.nic().domain, o);
   if (!created.ok())
     return to_caf_error(created.error().with_context("creating a direct lane's queue pair"));
-  std::shared_ptr<RdmaQueuePair> qp(std::move(*created));
+  std::shared_ptr<QpEndpoint> qp = std::move(*created);
   uint64_t id = next_lane_++;
   auto me = caf::actor_cast<caf::actor>(m_.self());
   if (m_.peer_table.owns(remote.owner)) {
     Status st = qp->connect_loopback();
     if (!st.ok())
       return to_caf_error(st.error().with_context("connecting a loopback direct lane"));
-    std::weak_ptr<RdmaQueuePair> weak_qp = qp;
+    std::weak_ptr<QpEndpoint> weak_qp = qp;
     auto lane = std::make_shared<DirectLane>(id, std::move(qp), m_.registry(), me, remote.owner,
                                              m_.options().name, m_.capped(UINT32_MAX));
     m_.nic().lanes.emplace(id, LaneRecord{m_.self()->address(), weak_qp, lane});
@@ -85,7 +85,7 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
                                                               name + " (" + info.device + ")")));
               return;
             }
-            std::weak_ptr<RdmaQueuePair> weak_qp = qp;
+            std::weak_ptr<QpEndpoint> weak_qp = qp;
             auto lane = std::make_shared<DirectLane>(id, std::move(qp), m_.registry(), me, owner,
                                                      name, m_.capped(UINT32_MAX));
             m_.nic().lanes.emplace(id, LaneRecord{key, weak_qp, lane});
@@ -117,9 +117,9 @@ Result<QpInfoMsg> LaneTable::accept_lane(Peer& p, const QpInfoMsg& remote) {
     return Error(ErrorCode::kResourceExhausted, m_.options().name + " already has " +
                                                     std::to_string(kMaxLanesPerPeer) +
                                                     " direct lanes from " + p.name);
-  CAF_RDMA_ASSIGN_OR_RETURN(auto o, m_.handshakes.shared_qp_options());
-  CAF_RDMA_ASSIGN_OR_RETURN(auto created, RdmaQueuePair::create(m_.nic().domain, o));
-  std::shared_ptr<RdmaQueuePair> qp(std::move(created));
+  CAF_RDMA_ASSIGN_OR_RETURN(
+      std::shared_ptr<QpEndpoint> qp,
+      QpHandshakes::make_qp(m_.nic().domain, m_.handshakes.shared_qp_options()));
   Status st = qp->connect(from_msg(remote));
   if (!st.ok())
     return st.error().with_context("accepting direct lane " + std::to_string(remote.lane) +

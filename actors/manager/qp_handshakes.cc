@@ -11,13 +11,13 @@
 
 namespace caf_rdma::detail {
 
-uint64_t QpHandshakes::hold_opening(std::shared_ptr<RdmaQueuePair> qp) {
+uint64_t QpHandshakes::hold_opening(std::shared_ptr<QpEndpoint> qp) {
   uint64_t n = m_.nic().next_opening++;
   m_.nic().opening.emplace(n, std::move(qp));
   return n;
 }
 
-std::shared_ptr<RdmaQueuePair> QpHandshakes::take_opening(uint64_t n) {
+std::shared_ptr<QpEndpoint> QpHandshakes::take_opening(uint64_t n) {
   auto it = m_.nic().opening.find(n);
   if (it == m_.nic().opening.end())
     return nullptr;
@@ -80,16 +80,22 @@ Result<RdmaQueuePair::Options> QpHandshakes::shared_qp_options(
   return o;
 }
 
-Result<std::shared_ptr<RdmaQueuePair>> QpHandshakes::loopback_qp() {
+Result<std::shared_ptr<QpEndpoint>> QpHandshakes::make_qp(
+    const std::shared_ptr<RdmaDomain>& domain, const Result<RdmaQueuePair::Options>& options) {
+  if (!options.ok())
+    return options.error();
+  CAF_RDMA_ASSIGN_OR_RETURN(auto created, RdmaQueuePair::create(domain, *options));
+  return std::shared_ptr<QpEndpoint>(std::move(created));
+}
+
+Result<std::shared_ptr<QpEndpoint>> QpHandshakes::loopback_qp() {
   if (m_.nic().loopback && !m_.nic().loopback->needs_recovery())
     return m_.nic().loopback;
   if (m_.nic().loopback) {
     m_.nic().poller->remove(m_.nic().loopback.get());
     m_.nic().loopback.reset();
   }
-  CAF_RDMA_ASSIGN_OR_RETURN(auto o, shared_qp_options());
-  CAF_RDMA_ASSIGN_OR_RETURN(auto qp, RdmaQueuePair::create(m_.nic().domain, o));
-  std::shared_ptr<RdmaQueuePair> shared(std::move(qp));
+  CAF_RDMA_ASSIGN_OR_RETURN(auto shared, make_qp(m_.nic().domain, shared_qp_options()));
   CAF_RDMA_RETURN_IF_ERROR(shared->connect_loopback());
   m_.nic().poller->add(shared);
   m_.nic().loopback = shared;
@@ -103,8 +109,7 @@ void QpHandshakes::fail_waiting(Peer& peer, const caf::error& err) {
     m_.fail_op(id, err);
 }
 
-void QpHandshakes::drop_qp_of(const caf::actor_addr& key,
-                              const std::shared_ptr<RdmaQueuePair>& qp) {
+void QpHandshakes::drop_qp_of(const caf::actor_addr& key, const std::shared_ptr<QpEndpoint>& qp) {
   if (qp == m_.nic().loopback) {
     m_.nic().poller->remove(qp.get());
     m_.nic().loopback.reset();
@@ -113,7 +118,7 @@ void QpHandshakes::drop_qp_of(const caf::actor_addr& key,
   }
 }
 
-void QpHandshakes::drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp) {
+void QpHandshakes::drop_qp(Peer& peer, const std::shared_ptr<QpEndpoint>& qp) {
   if (!qp)
     return;
   if (m_.nic().poller)
@@ -123,7 +128,7 @@ void QpHandshakes::drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp)
   // stops, and anything still outstanding completes with an error).
   // `qp` may be one of the two members reset below; the copy keeps the QP alive and the
   // comparisons valid (hence the NOLINT: the copy is the point).
-  std::shared_ptr<RdmaQueuePair> keep = qp;  // NOLINT(performance-unnecessary-copy-initialization)
+  std::shared_ptr<QpEndpoint> keep = qp;  // NOLINT(performance-unnecessary-copy-initialization)
   if (peer.qps.initiated == keep)
     peer.qps.initiated.reset();
   if (peer.qps.accepted == keep)
@@ -132,13 +137,11 @@ void QpHandshakes::drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp)
 
 void QpHandshakes::handshake(const caf::actor_addr& key) {
   Peer& p = m_.peer_table.peers().at(key);
-  auto o = shared_qp_options();
-  auto created = o.ok() ? RdmaQueuePair::create(m_.nic().domain, *o)
-                        : Result<std::unique_ptr<RdmaQueuePair>>(o.error());
+  auto created = make_qp(m_.nic().domain, shared_qp_options());
   if (!created.ok())
     return fail_waiting(
         p, to_caf_error(created.error().with_context("creating a queue pair for peer " + p.name)));
-  std::shared_ptr<RdmaQueuePair> created_qp(std::move(*created));
+  std::shared_ptr<QpEndpoint> created_qp = std::move(*created);
   QpInfoMsg mine = to_msg(created_qp->local_info());
   uint64_t held = hold_opening(std::move(created_qp));
   p.qps.handshaking = true;
@@ -320,11 +323,8 @@ Result<QpInfoMsg> QpHandshakes::finish_accept(Peer& p, const QpInfoMsg& remote) 
     return m_.lanes.accept_lane(p, remote);
   if (remote.stripe != 0)
     return m_.rails.accept(p, remote);
-  CAF_RDMA_ASSIGN_OR_RETURN(auto o, shared_qp_options());
-  auto created = RdmaQueuePair::create(m_.nic().domain, o);
-  if (!created.ok())
-    return created.error();
-  std::shared_ptr<RdmaQueuePair> qp(std::move(*created));
+  CAF_RDMA_ASSIGN_OR_RETURN(std::shared_ptr<QpEndpoint> qp,
+                            make_qp(m_.nic().domain, shared_qp_options()));
   Status st = qp->connect(from_msg(remote));
   if (!st.ok())
     return st.error().with_context("accepting a queue pair from " + p.name);

@@ -20,6 +20,7 @@
 
 #include "actors/detail/manager_tables.h"
 #include "actors/manager/manager_part.h"
+#include "components/rdma_queue_pair.h"
 
 namespace caf_rdma::detail {
 
@@ -34,11 +35,11 @@ public:
   /// Invariant 22: ok, or why a handshake from `who` of `node` that would add a queue pair is
   /// refused.
   Status accept_room(const caf::node_id& node, const std::string& who) const;
-  void drop_qp(Peer& peer, const std::shared_ptr<RdmaQueuePair>& qp);
+  void drop_qp(Peer& peer, const std::shared_ptr<QpEndpoint>& qp);
   /// Drops `qp` (of peer `key`'s, or the loopback QP) so the NIC stops using it.
-  void drop_qp_of(const caf::actor_addr& key, const std::shared_ptr<RdmaQueuePair>& qp);
+  void drop_qp_of(const caf::actor_addr& key, const std::shared_ptr<QpEndpoint>& qp);
   void fail_waiting(Peer& peer, const caf::error& err);
-  Result<std::shared_ptr<RdmaQueuePair>> loopback_qp();
+  Result<std::shared_ptr<QpEndpoint>> loopback_qp();
   /// Options of a new queue pair on the primary device (RdmaLinks::domain) whose completions go to
   /// the device's shared completion queue (one poll per sweep for all peers; made here with the
   /// first). Direct lanes' own QPs, polled by their client's threads, keep a CQ of their own.
@@ -47,12 +48,16 @@ public:
   /// with the first QP): the rails' striping QPs (manager/rails.h).
   Result<RdmaQueuePair::Options> shared_qp_options(const std::shared_ptr<RdmaDomain>& domain,
                                                    std::shared_ptr<CompletionRouter>& completions);
+  /// A new queue pair on `domain` with `options`, or why none: every queue pair this manager
+  /// makes (its handshakes', the rails', the direct lanes', the loopback) is made here.
+  static Result<std::shared_ptr<QpEndpoint>> make_qp(const std::shared_ptr<RdmaDomain>& domain,
+                                                     const Result<RdmaQueuePair::Options>& options);
   QpInfoMsg to_msg(const QpInfo& info, uint64_t lane = 0) const;
   /// Keeps `qp` while its handshake is in flight (`RdmaLinks::opening`); the number to take it back
   /// with.
-  uint64_t hold_opening(std::shared_ptr<RdmaQueuePair> qp);
+  uint64_t hold_opening(std::shared_ptr<QpEndpoint> qp);
   /// The QP held under `n`, no longer held; null when a device loss dropped it meanwhile.
-  std::shared_ptr<RdmaQueuePair> take_opening(uint64_t n);
+  std::shared_ptr<QpEndpoint> take_opening(uint64_t n);
 };
 
 }  // namespace caf_rdma::detail

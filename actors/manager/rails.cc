@@ -145,7 +145,7 @@ bool Rails::stripes(OpId id, std::vector<StripeLane>* lanes) {
   return !lanes->empty();
 }
 
-StripeLane Rails::least_busy(OpId id, const std::shared_ptr<RdmaQueuePair>& primary) {
+StripeLane Rails::least_busy(OpId id, const std::shared_ptr<QpEndpoint>& primary) {
   StripeLane best{primary, 0};
   const OpRecord* o = m_.op_record(id);
   if (o == nullptr || o->op.notify || o->peer == m_.facade().address())
@@ -180,9 +180,7 @@ void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
   const auto& domain = domain_of(rail);
   std::shared_ptr<CompletionRouter>& cq =
       rail == 0 ? m_.nic().completions : m_.nic().rails.at(rail - 1).completions;
-  auto o = m_.handshakes.shared_qp_options(domain, cq);
-  auto created = o.ok() ? RdmaQueuePair::create(domain, *o)
-                        : Result<std::unique_ptr<RdmaQueuePair>>(o.error());
+  auto created = QpHandshakes::make_qp(domain, m_.handshakes.shared_qp_options(domain, cq));
   if (!created.ok()) {
     log_line(LogLevel::kWarn, "%s: no striping queue pair %u to %s on %s: %s",
              m_.options().name.c_str(), stripe, p.name.c_str(), domain->device_name().c_str(),
@@ -190,7 +188,7 @@ void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
     p.qps.stripe_failed[stripe] = m_.now();
     return;
   }
-  std::shared_ptr<RdmaQueuePair> qp(std::move(*created));
+  std::shared_ptr<QpEndpoint> qp = std::move(*created);
   QpInfoMsg mine = m_.handshakes.to_msg(qp->local_info());
   mine.device = domain->device_name();
   mine.stripe = stripe;
@@ -282,9 +280,9 @@ Result<QpInfoMsg> Rails::accept(Peer& p, const QpInfoMsg& remote) {
   const auto& domain = domain_of(rail);
   std::shared_ptr<CompletionRouter>& cq =
       rail == 0 ? m_.nic().completions : m_.nic().rails.at(rail - 1).completions;
-  CAF_RDMA_ASSIGN_OR_RETURN(auto o, m_.handshakes.shared_qp_options(domain, cq));
-  CAF_RDMA_ASSIGN_OR_RETURN(auto created, RdmaQueuePair::create(domain, o));
-  std::shared_ptr<RdmaQueuePair> qp(std::move(created));
+  CAF_RDMA_ASSIGN_OR_RETURN(
+      std::shared_ptr<QpEndpoint> qp,
+      QpHandshakes::make_qp(domain, m_.handshakes.shared_qp_options(domain, cq)));
   Status st = qp->connect(from_msg(remote));
   if (!st.ok())
     return st.error().with_context("accepting striping queue pair " +
@@ -298,10 +296,10 @@ Result<QpInfoMsg> Rails::accept(Peer& p, const QpInfoMsg& remote) {
   return mine;
 }
 
-void Rails::drop(const caf::actor_addr& key, const std::shared_ptr<RdmaQueuePair>& dropped) {
+void Rails::drop(const caf::actor_addr& key, const std::shared_ptr<QpEndpoint>& dropped) {
   // `dropped` may be an entry erased below: the copy keeps it alive and the comparisons valid.
   // NOLINTNEXTLINE(performance-unnecessary-copy-initialization): the copy is the point
-  std::shared_ptr<RdmaQueuePair> qp = dropped;
+  std::shared_ptr<QpEndpoint> qp = dropped;
   auto it = m_.peer_table.peers().find(key);
   if (it == m_.peer_table.peers().end() || !qp)
     return;

@@ -61,7 +61,7 @@ constexpr uint32_t rail_of(uint32_t stripe) {
 
 /// One queue pair a striped op may put a slice on, and the rail it joins.
 struct StripeLane {
-  std::shared_ptr<RdmaQueuePair> qp;
+  std::shared_ptr<QpEndpoint> qp;
   uint32_t rail = 0;
 };
 
@@ -85,11 +85,11 @@ public:
   /// For op `id` below stripe_min_bytes (and above kInlinePollMaxBytes): the ready queue pair
   /// to its owner, among the managers' own (`primary`) and the striping ones whose rail both
   /// sides have, with the fewest ops pending (the primary on a tie); makes none (invariant 19).
-  StripeLane least_busy(OpId id, const std::shared_ptr<RdmaQueuePair>& primary);
+  StripeLane least_busy(OpId id, const std::shared_ptr<QpEndpoint>& primary);
   /// A peer's striping handshake (QpInfoMsg::stripe != 0).
   Result<QpInfoMsg> accept(Peer& p, const QpInfoMsg& remote);
   /// Drops striping queue pair `qp` of peer `key` (in ERR: invariant 20).
-  void drop(const caf::actor_addr& key, const std::shared_ptr<RdmaQueuePair>& dropped);
+  void drop(const caf::actor_addr& key, const std::shared_ptr<QpEndpoint>& dropped);
   /// The peer ended: its striping queue pairs go, its waiting ops fail with `err`.
   void drop_peer(Peer& p, const caf::error& err);
   /// The primary device was lost: every striping queue pair goes (invariant 20).

@@ -160,7 +160,7 @@ Result<uint64_t> WriteNotices::deliver(const BufferRef& ref, uint64_t offset, ui
 // -- writer side -------------------------------------------------------------------------------
 
 void WriteNotices::after_write(OpId id, TransferOutcome written,
-                               const std::weak_ptr<RdmaQueuePair>& qp) {
+                               const std::weak_ptr<QpEndpoint>& qp) {
   written_[id] = Pending{std::move(written), false};
   auto q = qp.lock();
   if (!q)

@@ -40,8 +40,8 @@
 #include "actors/detail/manager_tables.h"
 #include "actors/manager/manager_part.h"
 #include "actors/transfer/transfer_path.h"
+#include "components/qp_endpoint.h"
 #include "components/rdma_buffer.h"
-#include "components/rdma_queue_pair.h"
 
 namespace caf_rdma::detail {
 
@@ -64,7 +64,7 @@ public:
   /// Op `id`, a notify write, moved its bytes (`written`): make sure they are in place (on
   /// `qp`, its RDMA queue pair, the write with immediate its owner records, or for our own
   /// buffer the fence READ; nothing more for the other paths), then tell the owner.
-  void after_write(OpId id, TransferOutcome written, const std::weak_ptr<RdmaQueuePair>& qp);
+  void after_write(OpId id, TransferOutcome written, const std::weak_ptr<QpEndpoint>& qp);
   /// What followed op `id` on its queue pair (write with immediate, or fence READ) completed
   /// with `fence` (FenceDone).
   void fenced(OpId id, const TransferOutcome& fence);

@@ -131,12 +131,12 @@ namespace {
 /// posts itself again at once, on the poller's thread; flushed (the queue pair in ERR or gone),
 /// it ends.
 struct StandingReceive {
-  std::weak_ptr<RdmaQueuePair> qp;
+  std::weak_ptr<QpEndpoint> qp;
   RdmaBuffer sink;  ///< never read: a receive only waits for an immediate
   caf::actor_addr manager;
   std::string node;
 
-  Status post(RdmaQueuePair& q) const {
+  Status post(QpEndpoint& q) const {
     return q.submit(RdmaOp::recv(LocalSlice{sink, 0, 64}), *this);
   }
 
@@ -154,7 +154,7 @@ struct StandingReceive {
 
 }  // namespace
 
-Status WriteReceipts::arm(const std::shared_ptr<RdmaQueuePair>& qp, const std::string& node) {
+Status WriteReceipts::arm(const std::shared_ptr<QpEndpoint>& qp, const std::string& node) {
   if (armed_.size() >= kMaxArmedQps)
     return Error(ErrorCode::kResourceExhausted,
                  std::to_string(armed_.size()) +

@@ -50,9 +50,10 @@
 #include <utility>
 
 #include "actors/manager/manager_part.h"
+#include "components/qp_endpoint.h"
+#include "components/rdma_domain.h"
 #include "components/rdma_buffer.h"
 #include "components/rdma_op.h"
-#include "components/rdma_queue_pair.h"
 #include "primitives/status.h"
 
 namespace caf_rdma::detail {
@@ -92,9 +93,9 @@ public:
                     uint64_t length);
   /// Posts the receives of invariant 4 on `qp`, the queue pair accepted from `node`'s peer, or
   /// says why it cannot (the queue pair is then not to be used).
-  Status arm(const std::shared_ptr<RdmaQueuePair>& qp, const std::string& node);
+  Status arm(const std::shared_ptr<QpEndpoint>& qp, const std::string& node);
   /// `qp`, armed, is dropped (invariant 4's count).
-  void disarm(const RdmaQueuePair* qp) { armed_.erase(qp); }
+  void disarm(const QpEndpoint* qp) { armed_.erase(qp); }
   /// A receive posted by `arm` completed with the immediate `imm` of a write of `node`'s
   /// (ReceiptLanded).
   void received(const std::string& node, uint32_t imm);
@@ -149,7 +150,7 @@ private:
   std::map<Key, Receipt> receipts_;
   std::map<uint64_t, Key> by_age_;                      ///< seq -> receipt, oldest first
   std::map<std::string, std::set<uint64_t>> per_node_;  ///< node -> its receipts' seqs
-  std::set<const RdmaQueuePair*> armed_;                ///< invariant 4
+  std::set<const QpEndpoint*> armed_;                   ///< invariant 4
   uint64_t seq_ = 0;
   std::map<Key, uint64_t> waiting_;  ///< receipt -> the waiter claiming it
   std::map<uint64_t, Waiter> waiters_;

@@ -43,7 +43,7 @@ void RdmaPath::connect(OpId id) {
     m_.handshakes.handshake(o->peer);
 }
 
-void RdmaPath::qp_ready(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
+void RdmaPath::qp_ready(OpId id, const std::shared_ptr<QpEndpoint>& qp) {
   OpRecord* o = m_.op_record(id);
   if (o == nullptr)
     return;
@@ -65,7 +65,7 @@ void RdmaPath::qp_ready(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
   post(id, qp);
 }
 
-void RdmaPath::post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
+void RdmaPath::post(OpId id, const std::shared_ptr<QpEndpoint>& qp) {
   OpRecord& o = *m_.op_record(id);
   const TransferOp& op = o.op;
   if (kind() == PathKind::kRdma && !is_atomic(op)) {
@@ -122,9 +122,9 @@ void RdmaPath::post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
   m_.nic().poller->wake();
 }
 
-Status RdmaPath::submit(OpId id, uint32_t chunk, const std::shared_ptr<RdmaQueuePair>& qp,
-                        RdmaOp rop, const std::shared_ptr<std::atomic<bool>>& landed,
-                        uint8_t* old_value, bool slice) {
+Status RdmaPath::submit(OpId id, uint32_t chunk, const std::shared_ptr<QpEndpoint>& qp, RdmaOp rop,
+                        const std::shared_ptr<std::atomic<bool>>& landed, uint8_t* old_value,
+                        bool slice) {
   caf::actor_addr me = m_.self()->address();
   const auto path = static_cast<uint8_t>(kind());
   auto callback = [me, id, chunk, path, landed, old_value](const OpResult& r) {
@@ -282,7 +282,7 @@ bool RdmaPath::deadline(OpId id, DeadlineStage stage) {
   auto qp = u == nullptr || u->awaiting_owner ? nullptr : u->qp.lock();
   // A striped op's unfinished slices, on whatever queue pairs (invariant 10), also when the
   // primary's is gone: none may be on a NIC at the reply.
-  std::vector<std::shared_ptr<RdmaQueuePair>> others;
+  std::vector<std::shared_ptr<QpEndpoint>> others;
   if (u != nullptr)
     for (const OpSlice& slice : u->slices)
       if (auto sq = slice.qp.lock(); sq && !slice.done && sq != qp &&
@@ -322,7 +322,7 @@ std::vector<OpId> RdmaPath::on_nic() const {
   return out;
 }
 
-void RdmaPath::post_striped(OpId id, const std::shared_ptr<RdmaQueuePair>& primary,
+void RdmaPath::post_striped(OpId id, const std::shared_ptr<QpEndpoint>& primary,
                             const std::vector<StripeLane>& lanes, bool with_primary) {
   OpRecord& o = *m_.op_record(id);
   NicUse& u = *use(id);
@@ -380,7 +380,7 @@ bool RdmaPath::end_slice(NicUse& u, uint32_t i, TransferOutcome outcome, OpFault
   return u.open_slices == 0;
 }
 
-Status RdmaPath::post_slice(OpId id, uint32_t i, const std::shared_ptr<RdmaQueuePair>& qp,
+Status RdmaPath::post_slice(OpId id, uint32_t i, const std::shared_ptr<QpEndpoint>& qp,
                             uint32_t rail) {
   OpRecord& o = *m_.op_record(id);
   const TransferOp& op = o.op;

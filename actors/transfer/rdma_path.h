@@ -48,8 +48,8 @@
 #include "actors/manager/rails.h"
 #include "actors/rdma_messages.h"
 #include "actors/transfer/transfer_path.h"
+#include "components/qp_endpoint.h"
 #include "components/rdma_op.h"
-#include "components/rdma_queue_pair.h"
 
 namespace caf_rdma::detail {
 
@@ -58,7 +58,7 @@ namespace caf_rdma::detail {
 struct OpSlice {
   uint64_t offset = 0;  ///< into the op's range
   uint64_t length = 0;
-  std::weak_ptr<RdmaQueuePair> qp;
+  std::weak_ptr<QpEndpoint> qp;
   uint32_t rail = 0;
   bool done = false;
   bool failed_over = false;  ///< its rail failed; it runs again on the managers' own QP
@@ -66,9 +66,9 @@ struct OpSlice {
 
 /// What an RDMA op keeps of its use of the NIC.
 struct NicUse {
-  std::weak_ptr<RdmaQueuePair> qp;  ///< the QP it was posted on (peers own QPs)
-  bool retried = false;             ///< flushed once (another op's error) and posted again
-  bool awaiting_owner = false;      ///< the NIC is done; waiting for the owner's answer
+  std::weak_ptr<QpEndpoint> qp;  ///< the QP it was posted on (peers own QPs)
+  bool retried = false;          ///< flushed once (another op's error) and posted again
+  bool awaiting_owner = false;   ///< the NIC is done; waiting for the owner's answer
   /// A striped op's slices (empty: not striped), how many are still on the NIC, and the first
   /// error one ended with (the op's, once all ended).
   std::vector<OpSlice> slices;
@@ -83,15 +83,15 @@ public:
   void start(OpId id) override;
   /// The QP to the op's owner is up (a handshake ended, or it was there): post the op on it,
   /// unless its handle is for another incarnation of the owner's device (invariant 7).
-  void qp_ready(OpId id, const std::shared_ptr<RdmaQueuePair>& qp);
+  void qp_ready(OpId id, const std::shared_ptr<QpEndpoint>& qp);
   /// OpDone: a completion of the op (of its chunk `chunk`) came back from the NIC (invariant 8).
   virtual void completed(OpId id, TransferOutcome outcome, OpFault fault, uint32_t chunk);
   bool deadline(OpId id, DeadlineStage stage) override;
   void forget(OpId id) override { ops_.erase(id); }
   /// The queue pair op `id` was last posted on (none: not posted, or gone).
-  std::weak_ptr<RdmaQueuePair> queue_pair_of(OpId id) const {
+  std::weak_ptr<QpEndpoint> queue_pair_of(OpId id) const {
     const NicUse* u = use(id);
-    return u != nullptr ? u->qp : std::weak_ptr<RdmaQueuePair>{};
+    return u != nullptr ? u->qp : std::weak_ptr<QpEndpoint>{};
   }
   /// Manager invariant 8: the ops of this path that the NIC may still be moving (not those
   /// waiting for their owner's answer).
@@ -107,14 +107,14 @@ protected:
   virtual const NicUse* use(OpId id) const;
   virtual std::vector<OpId> ops() const;
   /// Posts the op's work on `qp` (its incarnation checked).
-  virtual void post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp);
+  virtual void post(OpId id, const std::shared_ptr<QpEndpoint>& qp);
   /// Whether an op flushed by another op's error may run once more (invariant 5).
   virtual bool may_retry() const { return true; }
 
   /// Posts `rop` for the op on `qp` (queued while a batch starts); its completion comes back
   /// as OpDone naming this path and `chunk`; `landed` (may be null) is set when it did; an
   /// atomic's old value is copied to `old_value` (invariant 9).
-  Status submit(OpId id, uint32_t chunk, const std::shared_ptr<RdmaQueuePair>& qp, RdmaOp rop,
+  Status submit(OpId id, uint32_t chunk, const std::shared_ptr<QpEndpoint>& qp, RdmaOp rop,
                 const std::shared_ptr<std::atomic<bool>>& landed, uint8_t* old_value = nullptr,
                 bool slice = false);
   /// Invariant 4: drops the op's QP if it is in ERR.
@@ -148,10 +148,10 @@ protected:
 private:
   /// Invariant 10: posts the op's slices on `primary` (unless not `with_primary`: the op goes
   /// whole to its one lane, `primary` taking it over if that fails) and `lanes`.
-  void post_striped(OpId id, const std::shared_ptr<RdmaQueuePair>& primary,
+  void post_striped(OpId id, const std::shared_ptr<QpEndpoint>& primary,
                     const std::vector<StripeLane>& lanes, bool with_primary = true);
   /// Posts slice `i` of the op on `qp` (rail `rail`).
-  Status post_slice(OpId id, uint32_t i, const std::shared_ptr<RdmaQueuePair>& qp, uint32_t rail);
+  Status post_slice(OpId id, uint32_t i, const std::shared_ptr<QpEndpoint>& qp, uint32_t rail);
   /// A completion of slice `i` of a striped op.
   void slice_completed(OpId id, uint32_t i, TransferOutcome outcome, OpFault fault);
   /// Invariant 10: slice `i` runs once more on the managers' own queue pair (counted as a

@@ -71,12 +71,12 @@ uint64_t StagedPath::chunk_bytes() const {
   return m_.options().staging_bytes / halves();
 }
 
-void StagedPath::post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) {
+void StagedPath::post(OpId id, const std::shared_ptr<QpEndpoint>& qp) {
   post_chunks(id, ops_.at(id), qp);
   settle(id);
 }
 
-void StagedPath::post_chunks(OpId id, StagedOp& s, const std::shared_ptr<RdmaQueuePair>& qp) {
+void StagedPath::post_chunks(OpId id, StagedOp& s, const std::shared_ptr<QpEndpoint>& qp) {
   const OpRecord& o = *m_.op_record(id);
   const TransferOp& op = o.op;
   const bool is_read = o.is_read();

@@ -70,13 +70,13 @@ private:
   NicUse* use(OpId id) override { return find_use(ops_, id); }
   const NicUse* use(OpId id) const override { return find_use(ops_, id); }
   std::vector<OpId> ops() const override { return keys(ops_); }
-  void post(OpId id, const std::shared_ptr<RdmaQueuePair>& qp) override;
+  void post(OpId id, const std::shared_ptr<QpEndpoint>& qp) override;
   bool may_retry() const override { return false; }
 
   /// A free slot (made if fewer than staging_buffers exist), -1 when all are busy, or an error.
   Result<int> take_slot(int gpu);
   /// Posts the op's next chunks while a half of its slot is free.
-  void post_chunks(OpId id, StagedOp& s, const std::shared_ptr<RdmaQueuePair>& qp);
+  void post_chunks(OpId id, StagedOp& s, const std::shared_ptr<QpEndpoint>& qp);
   /// A chunk came back: copy it into the GPU (a read), post the next ones.
   void chunk_done(OpId id, StagedOp& s, uint32_t chunk, TransferOutcome outcome, OpFault fault);
   /// Answers the op once no chunk of it is on the NIC (invariant 2).

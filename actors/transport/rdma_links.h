@@ -32,24 +32,24 @@
 #include "components/completion_poller.h"
 #include "components/completion_router.h"
 #include "components/device_monitor.h"
+#include "components/qp_endpoint.h"
 #include "components/rdma_domain.h"
-#include "components/rdma_queue_pair.h"
 
 namespace caf_rdma::detail {
 
 /// What a peer's RDMA needs: its queue pairs, their handshakes and the ops waiting for them, the
 /// direct lanes it opened to us, its striping queue pairs.
 struct PeerQps {
-  std::shared_ptr<RdmaQueuePair> initiated;
-  std::shared_ptr<RdmaQueuePair> accepted;
+  std::shared_ptr<QpEndpoint> initiated;
+  std::shared_ptr<QpEndpoint> accepted;
   bool handshaking = false;
-  std::vector<OpId> waiting;                                 ///< ops waiting for the QP
-  std::map<uint64_t, std::shared_ptr<RdmaQueuePair>> lanes;  ///< accepted direct lanes, by id
+  std::vector<OpId> waiting;                              ///< ops waiting for the QP
+  std::map<uint64_t, std::shared_ptr<QpEndpoint>> lanes;  ///< accepted direct lanes, by id
   /// Striping queue pairs (manager/rails.h invariants 19-20), by stripe number: initiated by
   /// this manager, and accepted from the peer; handshakes in flight, ops waiting for them, and
   /// when a failed one may be tried again.
-  std::map<uint32_t, std::shared_ptr<RdmaQueuePair>> stripes;
-  std::map<uint32_t, std::shared_ptr<RdmaQueuePair>> stripes_accepted;
+  std::map<uint32_t, std::shared_ptr<QpEndpoint>> stripes;
+  std::map<uint32_t, std::shared_ptr<QpEndpoint>> stripes_accepted;
   std::map<uint32_t, uint64_t> stripes_opening;  ///< stripe -> its handshake's opening number
   std::vector<OpId> stripe_waiting;
   std::map<uint32_t, std::chrono::steady_clock::time_point> stripe_failed;
@@ -67,9 +67,9 @@ struct RailDevice {
 
 /// A direct lane this manager opened (the lane itself belongs to its client).
 struct LaneRecord {
-  caf::actor_addr owner;            ///< peer key, or our own address for a loopback lane
-  std::weak_ptr<RdmaQueuePair> qp;  ///< aborted when the owner goes down
-  std::weak_ptr<DirectLane> lane;   ///< retired when our device goes (DirectLane invariant 5)
+  caf::actor_addr owner;           ///< peer key, or our own address for a loopback lane
+  std::weak_ptr<QpEndpoint> qp;    ///< aborted when the owner goes down
+  std::weak_ptr<DirectLane> lane;  ///< retired when our device goes (DirectLane invariant 5)
 };
 
 /// The manager's RDMA state (plain data; its parts in actors/manager/ and actors/transfer/ keep
@@ -83,7 +83,7 @@ struct RdmaLinks {
   /// Queue pairs of handshakes in flight (the managers' QPs and direct lanes), by a number of
   /// their own: the answer's callback holds only that number, so dropping these on a device
   /// loss lets the device go at once (a late answer finds nothing and is ignored).
-  std::map<uint64_t, std::shared_ptr<RdmaQueuePair>> opening;
+  std::map<uint64_t, std::shared_ptr<QpEndpoint>> opening;
   uint64_t next_opening = 1;
   std::string port_down;  ///< non-empty while our port is down: why
   uint64_t device_losses = 0, device_reopens = 0;
@@ -94,8 +94,8 @@ struct RdmaLinks {
   /// While a batch starts its ops: RDMA ops are queued on their QPs (listed here) and posted
   /// together afterwards, one chain of work requests per QP.
   bool batching = false;
-  std::vector<std::shared_ptr<RdmaQueuePair>> queued_on;
-  std::shared_ptr<RdmaQueuePair> loopback;
+  std::vector<std::shared_ptr<QpEndpoint>> queued_on;
+  std::shared_ptr<QpEndpoint> loopback;
   /// Direct lanes this manager opened and that are still alive, by lane id.
   std::map<uint64_t, LaneRecord> lanes;
 };

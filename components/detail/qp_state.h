@@ -1,7 +1,7 @@
 // QpState: what one RdmaQueuePair knows about its ops and its ibverbs queue pair, shared by the
 // parts that accept ops (rdma_queue_pair.cc), post them (qp_posting), retire them
-// (qp_completions) and wait for them (qp_blocking). Also the queue pair's public Stats and
-// Limits.
+// (qp_completions) and wait for them (qp_blocking). Its public Stats and Limits:
+// queue_pair.h.
 //
 // Invariants:
 //  1. Every field after `mu` is read and written with `mu` held (`qp` is destroyed with
@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "components/completion_router.h"
+#include "components/qp_endpoint.h"
 #include "components/rdma_domain.h"
 #include "components/rdma_op.h"
 #include "components/work_request_plan.h"
@@ -32,25 +33,6 @@
 #include "primitives/queue_pair.h"
 
 namespace caf_rdma {
-
-/// Counters of one queue pair (RdmaQueuePair::stats).
-struct QpStats {
-  uint64_t ops_completed = 0;
-  uint64_t ops_failed = 0;
-  uint64_t bytes = 0;
-  uint64_t work_requests = 0;
-  uint64_t signaled = 0;
-  uint64_t completions = 0;
-  uint64_t inline_requests = 0;  ///< work requests posted with IBV_SEND_INLINE
-};
-
-/// What the device granted one queue pair (RdmaQueuePair::limits).
-struct QpLimits {
-  uint32_t send = 0;           ///< send work requests outstanding at most
-  uint32_t receive = 0;        ///< receive work requests outstanding at most
-  uint32_t inline_bytes = 0;   ///< largest WRITE/SEND work request posted inline (0: none)
-  int completion_entries = 0;  ///< entries of the QP's completion queue
-};
 
 namespace detail {
 
