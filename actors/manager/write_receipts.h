@@ -51,8 +51,8 @@
 
 #include "actors/manager/manager_part.h"
 #include "components/qp_endpoint.h"
-#include "components/rdma_domain.h"
 #include "components/rdma_buffer.h"
+#include "components/rdma_domain.h"
 #include "components/rdma_op.h"
 #include "primitives/status.h"
 
