@@ -1,4 +1,6 @@
-// Test helpers for RdmaManagerActor: nodes, registered memory, blocking requests.
+// Test helpers for RdmaManagerActor: nodes, registered memory, blocking requests. What is not a
+// template is compiled once, in manager_fixture.cc (its CAF requests cost each test source that
+// includes this header about 4 s of compile time when they were inline).
 //
 // The transport under test comes from CAF_RDMA_TRANSPORT, set per test target: "fallback"
 // (native lane) or "rdma" (rdma-tagged targets, in the VM: the fallback is forbidden, so every
@@ -57,80 +59,29 @@ struct Memory {
   std::vector<uint8_t> bytes;
 };
 
-/// A node plus a blocking requester in its actor system.
 /// Every byte of [offset, offset + n) of `m` is the pattern `seed` had at `src_offset` on.
-inline ::testing::AssertionResult holds_pattern(const Memory& m, uint64_t offset, uint64_t n,
-                                                uint32_t seed, uint64_t src_offset) {
-  for (uint64_t i = 0; i < n; ++i)
-    if (m.bytes[offset + i] != pattern(src_offset + i, seed))
-      return ::testing::AssertionFailure()
-             << "byte " << offset + i << " is " << int(m.bytes[offset + i]) << ", expected "
-             << int(pattern(src_offset + i, seed));
-  return ::testing::AssertionSuccess();
-}
+::testing::AssertionResult holds_pattern(const Memory& m, uint64_t offset, uint64_t n,
+                                         uint32_t seed, uint64_t src_offset);
 
+/// A node plus a blocking requester in its actor system.
 class TestNode {
 public:
-  explicit TestNode(std::unique_ptr<RdmaNode> node) : node_(std::move(node)) {
-    self_ = std::make_unique<caf::scoped_actor>(node_->system());
-  }
-  ~TestNode() {
-    self_.reset();  // scoped actors die before their system
-    node_.reset();
-  }
+  explicit TestNode(std::unique_ptr<RdmaNode> node);
+  ~TestNode();
 
   RdmaNode& node() { return *node_; }
   const rdma_manager_actor& manager() { return node_->manager(); }
 
   caf::expected<BufferHandle> request_buffer(const Memory& m,
-                                             BufferAccess a = BufferAccess::kReadWrite) {
-    return request_buffer(m.addr(), m.bytes.size(), a);
-  }
+                                             BufferAccess a = BufferAccess::kReadWrite);
   caf::expected<BufferHandle> request_buffer(uint64_t addr, uint64_t size,
-                                             BufferAccess a = BufferAccess::kReadWrite) {
-    caf::expected<BufferHandle> out{caf::error{}};
-    (*self_)
-        ->request(manager(), 10s, request_buffer_atom::value, addr, size, uint8_t(a))
-        .receive([&](BufferHandle& h) { out = std::move(h); },
-                 [&](caf::error& e) { out = std::move(e); });
-    return out;
-  }
-  caf::expected<uint64_t> release(uint64_t id) {
-    caf::expected<uint64_t> out{caf::error{}};
-    (*self_)
-        ->request(manager(), 10s, release_buffer_atom::value, id)
-        .receive([&](uint64_t n) { out = n; }, [&](caf::error& e) { out = std::move(e); });
-    return out;
-  }
-  caf::expected<TransferReply> transfer(const TransferOp& op, uint32_t timeout_ms = 20000) {
-    caf::expected<TransferReply> out{caf::error{}};
-    (*self_)
-        ->request(manager(), std::chrono::milliseconds(timeout_ms + 10000), transfer_atom::value,
-                  op, timeout_ms)
-        .receive([&](TransferReply& r) { out = std::move(r); },
-                 [&](caf::error& e) { out = std::move(e); });
-    return out;
-  }
+                                             BufferAccess a = BufferAccess::kReadWrite);
+  caf::expected<uint64_t> release(uint64_t id);
+  caf::expected<TransferReply> transfer(const TransferOp& op, uint32_t timeout_ms = 20000);
   caf::expected<std::vector<TransferOutcome>> batch(const std::vector<TransferOp>& ops,
-                                                    uint32_t timeout_ms = 20000) {
-    caf::expected<std::vector<TransferOutcome>> out{caf::error{}};
-    (*self_)
-        ->request(manager(), std::chrono::milliseconds(timeout_ms + 10000), batch_atom::value, ops,
-                  timeout_ms)
-        .receive([&](std::vector<TransferOutcome>& r) { out = std::move(r); },
-                 [&](caf::error& e) { out = std::move(e); });
-    return out;
-  }
+                                                    uint32_t timeout_ms = 20000);
   /// The manager's counters; a failed request fails the test (no zeros to compare against).
-  ManagerStats stats() {
-    ManagerStats out;
-    auto s = query_stats(10s);
-    if (s)
-      out = std::move(*s);
-    else
-      ADD_FAILURE() << "stats: " << error_message(s.error());
-    return out;
-  }
+  ManagerStats stats();
 
   /// Waits (up to `limit`) until `pred(stats())` holds; the last stats seen. Each question may
   /// wait for the rest of `limit`: a manager working through a flood (thousands of messages a
@@ -164,89 +115,31 @@ public:
   }
 
   /// Waits (up to `limit`) until a transfer or a direct lane uses one of this node's buffers.
-  bool wait_busy(std::chrono::milliseconds limit = std::chrono::milliseconds(20000)) {
-    auto busy = [](const ManagerStats& s) { return s.busy_buffers > 0; };
-    return busy(wait_stats(busy, limit));
-  }
+  bool wait_busy(std::chrono::milliseconds limit = std::chrono::milliseconds(20000));
 
   /// Waits (up to `limit`) until no transfer or lane uses this node's buffers: the stream
   /// channel's server threads have reported every grant served, so this node may touch the
   /// memory again (its release would wait for the same).
-  bool wait_quiet(std::chrono::milliseconds limit = std::chrono::milliseconds(20000)) {
-    auto quiet = [](const ManagerStats& s) { return s.busy_buffers == 0; };
-    return quiet(wait_stats(quiet, limit));
-  }
+  bool wait_quiet(std::chrono::milliseconds limit = std::chrono::milliseconds(20000));
 
 private:
-  caf::expected<ManagerStats> query_stats(std::chrono::milliseconds timeout) {
-    caf::expected<ManagerStats> out{caf::error{}};
-    (*self_)
-        ->request(manager(), timeout, stats_atom::value)
-        .receive([&](ManagerStats& s) { out = std::move(s); },
-                 [&](caf::error& e) { out = std::move(e); });
-    return out;
-  }
+  caf::expected<ManagerStats> query_stats(std::chrono::milliseconds timeout);
 
   std::unique_ptr<RdmaNode> node_;
   std::unique_ptr<caf::scoped_actor> self_;
 };
 
-inline std::unique_ptr<TestNode> start_node(const ManagerOptions& extra = {}) {
-  NodeOptions o;
-  auto env = ManagerOptions::from_env();
-  EXPECT_TRUE(env.ok()) << env.error().to_string();
-  o.manager = env.ok() ? *env : ManagerOptions{};
-  o.manager.handshake_timeout = extra.handshake_timeout;
-  o.manager.fallback_chunk_bytes = extra.fallback_chunk_bytes;
-  o.manager.verify = o.manager.verify || extra.verify;
-  o.manager.release_orphans = o.manager.release_orphans || extra.release_orphans;
-  o.manager.orphan_grace = extra.orphan_grace;
-  o.manager.same_host = o.manager.same_host && extra.same_host;
-  o.manager.busy_poll = std::max(o.manager.busy_poll, extra.busy_poll);
-  if (extra.stream_min_bytes != ManagerOptions{}.stream_min_bytes)
-    o.manager.stream_min_bytes = extra.stream_min_bytes;
-  if (!extra.ibverbs.device_name.empty())
-    o.manager.ibverbs.device_name = extra.ibverbs.device_name;
-  auto n = RdmaNode::start(o);
-  EXPECT_TRUE(n.ok()) << n.error().to_string();
-  return n.ok() ? std::make_unique<TestNode>(std::move(*n)) : nullptr;
-}
+/// A node of the transport under test (CAF_RDMA_TRANSPORT) with the options of `extra` that
+/// tests set.
+std::unique_ptr<TestNode> start_node(const ManagerOptions& extra = {});
 
 /// Registers `m` at `owner` and returns its handle as `user` sees it: put into the owner's
 /// directory (by the owner's own actor: only they may) and fetched through a network proxy
 /// (serialized, the owner arriving as a proxy).
-inline BufferHandle remote_view(TestNode& owner, TestNode& user, uint64_t addr, uint64_t size,
-                                const std::string& name,
-                                BufferAccess a = BufferAccess::kReadWrite) {
-  auto h = owner.request_buffer(addr, size, a);
-  EXPECT_TRUE(h) << error_message(h.error());
-  if (!h)
-    return {};
-  auto remote = user.node().remote_manager("127.0.0.1", owner.node().port());
-  EXPECT_TRUE(remote.ok()) << remote.error().to_string();
-  if (!remote.ok())
-    return {};
-  caf::scoped_actor putter{owner.node().system()};
-  putter->request(owner.manager(), 10s, dir_put_atom::value, name, *h)
-      .receive([](bool) {}, [](caf::error& e) { ADD_FAILURE() << error_message(e); });
-  caf::scoped_actor self{user.node().system()};
-  BufferHandle out;
-  self->request(*remote, 10s, dir_put_atom::value, name, *h)
-      .receive([](bool) { ADD_FAILURE() << "a peer put a name into another node's directory"; },
-               [](caf::error& e) {
-                 EXPECT_EQ(error_code(e), ErrorCode::kPermissionDenied) << error_message(e);
-               });
-  self->request(*remote, 10s, dir_get_atom::value, name, uint32_t{1000})
-      .receive([&](BufferHandle& x) { out = std::move(x); },
-               [&](caf::error& e) { ADD_FAILURE() << error_message(e); });
-  return out;
-}
-
-inline BufferHandle remote_view(TestNode& owner, TestNode& user, const Memory& m,
-                                const std::string& name,
-                                BufferAccess a = BufferAccess::kReadWrite) {
-  return remote_view(owner, user, m.addr(), m.bytes.size(), name, a);
-}
+BufferHandle remote_view(TestNode& owner, TestNode& user, uint64_t addr, uint64_t size,
+                         const std::string& name, BufferAccess a = BufferAccess::kReadWrite);
+BufferHandle remote_view(TestNode& owner, TestNode& user, const Memory& m, const std::string& name,
+                         BufferAccess a = BufferAccess::kReadWrite);
 
 /// A peer-protocol request as a peer node's facade sends it: sealed with a fresh PeerNonce
 /// (actors/peer_facade.h, invariant 6). The answer counts only if it carries the nonce back;
@@ -278,65 +171,18 @@ caf::expected<T> sealed_request(caf::scoped_actor& self, const caf::actor& dest,
 }
 
 /// A stand-in owner manager that never answers fetch, store or handshakes (each comes sealed).
-inline caf::behavior silent(caf::event_based_actor*) {
-  auto never = [] { return caf::delegated<caf::message>(); };
-  return {[never](fetch_atom, const BufferRef&, uint64_t, uint64_t, const PeerNonce&) {
-            return never();
-          },
-          [never](store_atom, const BufferRef&, uint64_t, const ByteChunk&, uint64_t, uint32_t,
-                  const PeerNonce&) { return never(); },
-          [never](qp_connect_atom, const QpInfoMsg&, const PeerNonce&) { return never(); }};
-}
+caf::behavior silent(caf::event_based_actor*);
 
 using stand_in_go_atom = caf::atom_constant<caf::atom("stand_go")>;
 
 /// A stand-in owner manager (spawn it in the requester's actor system): holds the first fetch
 /// it gets (sealed, as peers send them) until told `stand_in_go_atom`, then answers it, sealed,
 /// with pattern(i, seed) for its length; `asked` is set when the fetch arrived.
-inline caf::behavior held_fetch_owner(caf::event_based_actor* self,
-                                      const std::shared_ptr<std::promise<void>>& asked,
-                                      uint32_t seed) {
-  struct Held {
-    caf::response_promise rp;
-    PeerNonce nonce;
-    uint64_t length = 0;
-  };
-  auto held = std::make_shared<std::optional<Held>>();
-  return {
-      [=](fetch_atom, const BufferRef&, uint64_t, uint64_t length, const PeerNonce& n) {
-        if (!*held) {
-          *held = Held{self->make_response_promise(), n, length};
-          asked->set_value();
-        }
-        return caf::delegated<caf::message>();
-      },
-      [=](stand_in_go_atom) {
-        if (!*held)
-          return;
-        ByteChunk c = ByteChunk::allocate((*held)->length);
-        for (uint64_t i = 0; i < c.size; ++i)
-          c.owned[static_cast<std::ptrdiff_t>(i)] = pattern(i, seed);
-        (*held)->rp.deliver(std::move(c), (*held)->nonce);
-      },
-  };
-}
+caf::behavior held_fetch_owner(caf::event_based_actor* self,
+                               const std::shared_ptr<std::promise<void>>& asked, uint32_t seed);
 
 /// A handle like `local` whose "owner" is `mute`, which never answers (fallback requests and
 /// handshakes hang there).
-inline BufferHandle owned_by_mute(const BufferHandle& local, const caf::actor& mute,
-                                  const Memory& mem) {
-  BufferHandle h = local;
-  h.id = 1;
-  h.addr = mem.addr();
-  h.owner = mute;
-  h.owner_name = "mute-owner";
-  // No stream endpoint of its own (requests by handle would go to `local`'s node): the
-  // stand-in is asked for grants.
-  h.stream_host.clear();
-  h.stream_port = 0;
-  h.stream_host_id.clear();
-  h.stream_unix.clear();
-  return h;
-}
+BufferHandle owned_by_mute(const BufferHandle& local, const caf::actor& mute, const Memory& mem);
 
 }  // namespace caf_rdma::testing
