@@ -11,9 +11,8 @@
 # Usage: prune_disk_cache.sh (run_tests.sh runs it first).
 set -uo pipefail
 root=$(realpath "$(dirname "$(realpath "$0")")/..")
-dir=$(sed -n 's/^build --disk_cache=//p' "$root/.bazelrc")
+dir=$(bash "$root/tests/disk_cache_dir.sh")
 [ -n "$dir" ] || { echo "prune_disk_cache: no --disk_cache in .bazelrc" >&2; exit 0; }
-dir=${dir/#\~/$HOME}
 [ -d "$dir" ] || { echo "prune_disk_cache: $dir: empty (not created yet)"; exit 0; }
 limit_gb=${CAF_RDMA_DISK_CACHE_GB:-30}
 size_gb() { du -s --block-size=1G "$dir" 2>/dev/null | cut -f1; }

@@ -28,7 +28,7 @@ t0=$(date +%s)
 say() { echo "[external $(( $(date +%s) - t0 ))s] $*"; }
 rc=0
 # No convenience symlinks (bazel-bin, ...) inside caf-rdma's tree; tests always run.
-disk_cache=$(sed -n 's/^build --disk_cache=//p' "$root/.bazelrc")
+disk_cache=$(bash "$root/tests/disk_cache_dir.sh")
 common=(--symlink_prefix=/ --nocache_test_results --test_output=all
         ${disk_cache:+--disk_cache="$disk_cache"} "$@")
 

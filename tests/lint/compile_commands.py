@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
 """Writes compile_commands.json (at the repository root) from Bazel's own compile actions.
 
+For editors' clang tooling (clangd, clang-tidy by hand); CI's clang-tidy runs as Bazel actions
+(tests/lint/tidy.bzl), which take GCC_ONLY and drop_system_dirs from here.
 Usage: compile_commands.py [bazel startup options...]
-Needs the tree built (`bazel build //...`, as check_tidy.sh does: see main()); runs
+Needs the tree built (`bazel build //...`: see main()); runs
 `bazel aquery 'mnemonic("CppCompile", //...)' --output=jsonproto` and keeps, for each of
 this repository's sources, the exact gcc command Bazel uses, run from Bazel's execution root
 (where `external/...` and `bazel-out/...` resolve). GCC-only flags clang does not know are
 dropped (and /usr/include given as -isystem, see drop_system_dirs), so clang-tidy parses every
 file as gcc compiles it.
 The commands run from a mirror of the execution root (tidy_root), not from it: Bazel re-plants
-the execution root's links at every command, and tests/run_tests.sh runs clang-tidy while other
-lanes run Bazel; the mirror's links point at what they resolve to (the sources, the external
+the execution root's links at every command, so a tool run beside a Bazel command could find
+them moving; the mirror's links point at what they resolve to (the sources, the external
 repositories, bazel-out), which those commands do not move.
 Invariant: one entry per source file of this repository (external sources are left out).
 """
