@@ -1,4 +1,4 @@
-// RdmaQueuePair: the ibverbs QueuePair (queue_pair.h): a reliable-connected queue pair with flow
+// RdmaQueuePair: the ibverbs QpEndpoint (qp_endpoint.h): a reliable-connected queue pair with flow
 // control, selective signaling, batched completion polling, and timeouts that flush. Its parts:
 // validation (qp_validation.h), posting (qp_posting.h), completions and errors (qp_completions.h),
 // the blocking calls (qp_blocking.h); its state in detail/qp_state.h.

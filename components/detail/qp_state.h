@@ -1,7 +1,7 @@
 // QpState: what one RdmaQueuePair knows about its ops and its ibverbs queue pair, shared by the
 // parts that accept ops (rdma_queue_pair.cc), post them (qp_posting), retire them
 // (qp_completions) and wait for them (qp_blocking). Its public Stats and Limits:
-// queue_pair.h.
+// qp_endpoint.h.
 //
 // Invariants:
 //  1. Every field after `mu` is read and written with `mu` held (`qp` is destroyed with
