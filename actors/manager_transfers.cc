@@ -143,8 +143,8 @@ PathFacts ManagerState::path_facts(const OpRecord& o, const LocalBuffer& local) 
                              nic_.port_down, nic_.domain && nic_.domain->port().is_ethernet);
   f.same_node = o.peer == facade_.address();
   if (nic_.domain) {
-    f.device = nic_.domain->context()->name();
-    f.device_atomics = nic_.domain->context()->device_attr().atomic_cap != IBV_ATOMIC_NONE;
+    f.device = nic_.domain->device_name();
+    f.device_atomics = nic_.domain->atomics();
   }
   // Both ranges this node's and overlapping (one buffer, or two over the same memory).
   f.ranges_overlap = f.same_node && ranges_overlap(local.addr + op.local_offset,

@@ -16,6 +16,7 @@
 #include "actors/list_worker.h"
 #include "actors/op_texts.h"
 #include "actors/request_audience.h"
+#include "actors/transport/open_device.h"
 #include "primitives/device_list.h"
 #include "primitives/log.h"
 
@@ -159,8 +160,8 @@ namespace {
 
 detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self self,
                                                   ManagerOptions options,
-                                                  std::shared_ptr<RdmaDomain> domain,
-                                                  std::vector<std::shared_ptr<RdmaDomain>> rails,
+                                                  std::shared_ptr<Nic> domain,
+                                                  std::vector<std::shared_ptr<Nic>> rails,
                                                   std::string no_rdma_reason) {
   self->state.init(self, std::move(options), std::move(domain), std::move(rails),
                    std::move(no_rdma_reason));
@@ -378,13 +379,13 @@ Result<rdma_manager_actor> spawn_manager(caf::actor_system& sys, ManagerOptions 
   if (options.max_timeout.count() <= 0 || options.max_timeout.count() > UINT32_MAX)
     return Error(ErrorCode::kInvalidArgument,
                  "ManagerOptions: max_timeout must be in 1.." + std::to_string(UINT32_MAX) + " ms");
-  std::shared_ptr<RdmaDomain> domain;
-  std::vector<std::shared_ptr<RdmaDomain>> rails;
+  std::shared_ptr<Nic> domain;
+  std::vector<std::shared_ptr<Nic>> rails;
   std::string reason;
   if (options.mode == TransportMode::kFallback) {
     reason = std::string("RDMA disabled (") + kEnvTransport + "=fallback)";
   } else {
-    auto d = RdmaDomain::open(options.ibverbs);
+    auto d = detail::open_device(options, options.ibverbs);
     if (d.ok()) {
       domain = *d;
       if (!domain->warning().empty())
@@ -414,9 +415,8 @@ Result<rdma_manager_actor> spawn_manager(caf::actor_system& sys, ManagerOptions 
 
 namespace detail {
 
-void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaDomain> domain,
-                        std::vector<std::shared_ptr<RdmaDomain>> rails,
-                        std::string no_rdma_reason) {
+void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<Nic> domain,
+                        std::vector<std::shared_ptr<Nic>> rails, std::string no_rdma_reason) {
   self_ = self;
   options_ = std::move(options);
   // Peers reach this manager, and it reaches them, only through the facade (peer_facade.h).
@@ -434,7 +434,7 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<RdmaD
   if (nic_.domain) {
     nic_.poller = std::make_unique<CompletionPoller>();
     device.watch_device();
-    if (const std::string& note = nic_.domain->context()->selection_note(); !note.empty())
+    if (const std::string note = nic_.domain->selection_note(); !note.empty())
       log_line(LogLevel::kInfo, "%s: %s", options_.name.c_str(), note.c_str());
   }
   if (!options_.stream_host.empty() && options_.stream_min_bytes > 0 &&

@@ -8,6 +8,7 @@
 
 #include "actors/rdma_manager_interface.h"
 #include "components/device_memory.h"
+#include "components/nic.h"
 #include "components/tls_credentials.h"
 #include "primitives/ibverbs_config.h"
 #include "primitives/status.h"
@@ -183,6 +184,10 @@ struct ManagerOptions {
   /// GPU memory support; null: the CUDA driver when this build and host have one (else every
   /// buffer is host memory). Tests without a GPU put a fake here.
   std::shared_ptr<DeviceMemory> device_memory;
+  /// How the primary device and the rails are opened (at start, and again after a device was
+  /// lost); empty: RdmaDomain::open (ibverbs). Tests without a device put a fake NIC here
+  /// (tests/actors/fake_nic.h); components/nic.h says what one must do.
+  NicOpener open_nic;
   /// GPU memory the NIC cannot register moves through host bounce buffers of this size, at
   /// most `staging_buffers` of them (transfers beyond that wait for one).
   uint64_t staging_bytes = 4 << 20;

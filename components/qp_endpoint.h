@@ -49,6 +49,20 @@ struct QpLimits {
   int completion_entries = 0;  ///< entries of the queue pair's completion queue
 };
 
+/// How a queue pair is made (Nic::make_qp).
+struct QpOptions {
+  /// Largest message per work request; 0 = the port's max_msg_sz. Smaller values split
+  /// transfers into more requests (used by tests to exercise splitting).
+  uint64_t max_message_bytes = 0;
+  /// Signal at least every this many send work requests; 0 = max_send_wr / 4.
+  uint32_t signal_interval = 0;
+  /// How long flushing a QP after a timeout may take before the QP is destroyed.
+  std::chrono::milliseconds drain_timeout{5000};
+  /// A completion queue shared with other QPs of the same device (Nic::shared_completions;
+  /// RdmaQueuePair invariant 10); null: the QP takes its own completions.
+  std::shared_ptr<CompletionRouter> completions;
+};
+
 class QpEndpoint {
 public:
   QpEndpoint() = default;

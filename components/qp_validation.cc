@@ -28,7 +28,7 @@ Status validate_local(const RdmaOp& op, const OpBounds& bounds, const char* what
   for (const auto& s : op.local) {
     CAF_RDMA_RETURN_IF_ERROR(s.buffer.check_range(
         s.offset, s.length, destination ? "local destination" : "local source"));
-    if (s.buffer.region()->pd().get() != bounds.pd)
+    if (s.buffer.region() == nullptr || s.buffer.region()->pd().get() != bounds.pd)
       return Error(ErrorCode::kInvalidArgument, std::string(what) + ": " + s.buffer.describe() +
                                                     " is registered with another domain than " +
                                                     std::string(bounds.qp_name));

@@ -30,6 +30,16 @@ Status check(uint64_t offset, uint64_t length, uint64_t size, const char* what,
 
 }  // namespace
 
+RdmaBuffer RdmaBuffer::of_fake_nic(std::shared_ptr<const void> keep, uint32_t lkey, uint32_t rkey,
+                                   uint64_t addr, uint64_t size, Access access,
+                                   std::string device) {
+  RdmaBuffer b(nullptr, addr, size, access, std::move(device));
+  b.keep_ = std::move(keep);
+  b.lkey_ = lkey;
+  b.rkey_ = rkey;
+  return b;
+}
+
 Status RemoteBuffer::check_range(uint64_t offset, uint64_t length, const char* what) const {
   return check(offset, length, size, what, [this] { return describe(); });
 }

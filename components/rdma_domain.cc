@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iterator>
 
+#include "components/rdma_queue_pair.h"
 #include "components/secure_random.h"
 #include "primitives/completion_queue.h"
 #include "primitives/queue_pair.h"
@@ -189,6 +190,39 @@ QpInfo RdmaDomain::port_qp_info() const {
   info.max_dest_rd_atomic = config_.max_dest_rd_atomic;
   info.incarnation = incarnation_;
   return info;
+}
+
+bool RdmaDomain::port_active() const {
+  auto now = context_->query_port(port_.port_num);
+  return now.ok() && now->state == IBV_PORT_ACTIVE;
+}
+
+bool RdmaDomain::atomics() const {
+  return context_->device_attr().atomic_cap != IBV_ATOMIC_NONE;
+}
+
+Result<RdmaBuffer> RdmaDomain::register_gpu(const DeviceMemory& memory, const PointerInfo& info,
+                                            uint64_t addr, uint64_t size, Access access) {
+  CAF_RDMA_ASSIGN_OR_RETURN(auto region, memory.register_direct(pd_, info, addr, size, access));
+  return adopt_region(std::move(region), addr, size, access);
+}
+
+Result<std::shared_ptr<CompletionRouter>> RdmaDomain::shared_completions(int entries) {
+  const auto max_cqe = static_cast<int64_t>(context_->device_attr().max_cqe);
+  const int n = max_cqe > 0 ? static_cast<int>(std::min<int64_t>(entries, max_cqe)) : entries;
+  auto made = CompletionRouter::create(context_, n);
+  if (!made.ok())
+    return made.error().with_context("creating the shared completion queue of " + device_name());
+  return *made;
+}
+
+Result<std::shared_ptr<QpEndpoint>> RdmaDomain::make_qp(const QpOptions& options) {
+  CAF_RDMA_ASSIGN_OR_RETURN(auto created, RdmaQueuePair::create(shared_from_this(), options));
+  return std::shared_ptr<QpEndpoint>(std::move(created));
+}
+
+Result<std::unique_ptr<DeviceMonitor>> RdmaDomain::watch(DeviceMonitor::Report report) {
+  return DeviceMonitor::start(context_, std::move(report));
 }
 
 }  // namespace caf_rdma

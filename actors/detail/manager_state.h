@@ -95,8 +95,8 @@ public:
 
   using Self = manager_impl_actor::stateful_pointer<ManagerState>;
 
-  void init(Self self, ManagerOptions options, std::shared_ptr<RdmaDomain> domain,
-            std::vector<std::shared_ptr<RdmaDomain>> rails, std::string no_rdma_reason);
+  void init(Self self, ManagerOptions options, std::shared_ptr<Nic> domain,
+            std::vector<std::shared_ptr<Nic>> rails, std::string no_rdma_reason);
   /// The node's start line (info; a warning when a named device was not used): transport,
   /// device, port, GID and MTU, or why there is no RDMA; the stream channel's address.
   void say_started() const;

@@ -80,10 +80,10 @@ caf::result<BufferHandle> BufferTable::request_buffer(uint64_t addr, uint64_t si
     if (m_.nic().domain) {
       // GPUDirect when the NIC can register GPU memory; otherwise transfers stage through
       // host bounce buffers (reported as path rdma-staged).
-      auto mr = m_.options().device_memory->register_direct(m_.nic().domain->pd(), where, addr,
-                                                            size, mr_access);
+      auto mr =
+          m_.nic().domain->register_gpu(*m_.options().device_memory, where, addr, size, mr_access);
       if (mr.ok()) {
-        entry.rdma = m_.nic().domain->adopt_region(std::move(*mr), addr, size, mr_access);
+        entry.rdma = std::move(*mr);
         entry.memory = BufferMemory::kGpuDirect;
         h.rkey = entry.rdma.rkey();
       } else if (staged_gpus_.insert(where.device).second) {

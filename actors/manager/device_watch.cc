@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "actors/detail/manager_state.h"
+#include "actors/transport/open_device.h"
 #include "primitives/log.h"
 
 namespace caf_rdma::detail {
@@ -16,11 +17,10 @@ constexpr std::chrono::milliseconds kReopenMax{2000};
 
 }  // namespace
 
-std::unique_ptr<DeviceMonitor> DeviceWatch::monitor(const RdmaDomain& domain,
-                                                    const std::string& unwatched) {
+std::unique_ptr<DeviceMonitor> DeviceWatch::monitor(Nic& domain, const std::string& unwatched) {
   caf::actor me = caf::actor_cast<caf::actor>(m_.self());
   uint64_t incarnation = domain.incarnation();
-  auto monitor = DeviceMonitor::start(domain.context(), [me, incarnation](DeviceEvent e) {
+  auto monitor = domain.watch([me, incarnation](DeviceEvent e) {
     caf::anon_send(
         me, DeviceChanged{incarnation, static_cast<uint8_t>(e.kind), e.port, std::move(e.what)});
   });
@@ -43,7 +43,7 @@ void DeviceWatch::device_changed(const DeviceChanged& e) {
   if (!m_.nic().domain || e.incarnation != m_.nic().domain->incarnation())
     return;  // an event of a domain already dropped
   auto kind = static_cast<DeviceEventKind>(e.kind);
-  uint8_t port = m_.nic().domain->config().port_num;
+  uint8_t port = m_.nic().domain->port().port_num;
   switch (kind) {
     case DeviceEventKind::kLost:
       return lose_device(e.what);
@@ -130,7 +130,7 @@ void DeviceWatch::lose_device(const std::string& what) {
   // From here on the manager has no device: whatever failing an op sets off (a freed bounce
   // buffer going to a waiting op, a release reply) cannot reach the old one. `old` keeps the
   // domain for the registrations still to drop below.
-  std::shared_ptr<RdmaDomain> old = std::move(m_.nic().domain);
+  std::shared_ptr<Nic> old = std::move(m_.nic().domain);
   m_.nic().domain.reset();
   m_.nic().completions.reset();  // its QPs went above; the last one takes the shared CQ along
   m_.nic().no_rdma_reason = reason + "; opening it again";
@@ -172,7 +172,7 @@ void DeviceWatch::lose_device(const std::string& what) {
 void DeviceWatch::reopen_device(uint32_t attempt) {
   if (m_.nic().domain)
     return;
-  auto d = RdmaDomain::open(m_.options().ibverbs);
+  auto d = open_device(m_.options(), m_.options().ibverbs);
   if (!d.ok()) {
     m_.nic().no_rdma_reason = "RDMA device lost; reopening failed (attempt " +
                               std::to_string(attempt) + "): " + d.error().message();

@@ -27,7 +27,7 @@ public:
   /// A monitor of `domain` whose events come to the manager as DeviceChanged (with its
   /// incarnation); null (with a warning saying `unwatched`: what then shows a failure) when it
   /// cannot be started. The rails' monitors too (rails.h).
-  std::unique_ptr<DeviceMonitor> monitor(const RdmaDomain& domain, const std::string& unwatched);
+  std::unique_ptr<DeviceMonitor> monitor(Nic& domain, const std::string& unwatched);
   void device_changed(const DeviceChanged& e);
   /// Invariant 8: drops everything on the device, fails the RDMA ops in flight, tells peers.
   void lose_device(const std::string& what);

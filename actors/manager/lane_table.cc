@@ -29,7 +29,7 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
     return make_rdma_error(ErrorCode::kInvalidArgument, "lane timeout must be > 0 ms");
   timeout_ms = m_.capped(timeout_ms);
   // The client polls its lane in its own threads: a CQ of its own, not the shared one.
-  RdmaQueuePair::Options o;
+  QpOptions o;
   o.drain_timeout = m_.options().drain_timeout;
   auto created = QpHandshakes::make_qp(m_.nic().domain, o);
   if (!created.ok())

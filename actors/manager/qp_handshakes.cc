@@ -55,37 +55,30 @@ QpInfo from_msg(const QpInfoMsg& m) {
   return info;
 }
 
-Result<RdmaQueuePair::Options> QpHandshakes::shared_qp_options() {
+Result<QpOptions> QpHandshakes::shared_qp_options() {
   return shared_qp_options(m_.nic().domain, m_.nic().completions);
 }
 
-Result<RdmaQueuePair::Options> QpHandshakes::shared_qp_options(
-    const std::shared_ptr<RdmaDomain>& domain, std::shared_ptr<CompletionRouter>& completions) {
-  RdmaQueuePair::Options o;
+Result<QpOptions> QpHandshakes::shared_qp_options(const std::shared_ptr<Nic>& domain,
+                                                  std::shared_ptr<CompletionRouter>& completions) {
+  QpOptions o;
   o.drain_timeout = m_.options().drain_timeout;
   if (!completions) {
     // Room for 16 QPs' full send queues (each request holds an entry until retired); more
-    // queue their requests until entries come back. 1 MiB on mlx5 (64-byte entries).
-    constexpr uint64_t kSharedCqEntries = 16384;
-    uint64_t max_cqe = static_cast<uint64_t>(domain->context()->device_attr().max_cqe);
-    auto entries =
-        static_cast<int>(max_cqe > 0 ? std::min(kSharedCqEntries, max_cqe) : kSharedCqEntries);
-    auto made = CompletionRouter::create(domain->context(), entries);
-    if (!made.ok())
-      return made.error().with_context("creating the shared completion queue of " +
-                                       domain->device_name());
-    completions = *made;
+    // queue their requests until entries come back. 1 MiB on mlx5 (64-byte entries). A device
+    // without shared completion queues (a fake NIC) gives null: its QPs take their own.
+    constexpr int kSharedCqEntries = 16384;
+    CAF_RDMA_ASSIGN_OR_RETURN(completions, domain->shared_completions(kSharedCqEntries));
   }
   o.completions = completions;
   return o;
 }
 
-Result<std::shared_ptr<QpEndpoint>> QpHandshakes::make_qp(
-    const std::shared_ptr<RdmaDomain>& domain, const Result<RdmaQueuePair::Options>& options) {
+Result<std::shared_ptr<QpEndpoint>> QpHandshakes::make_qp(const std::shared_ptr<Nic>& domain,
+                                                          const Result<QpOptions>& options) {
   if (!options.ok())
     return options.error();
-  CAF_RDMA_ASSIGN_OR_RETURN(auto created, RdmaQueuePair::create(domain, *options));
-  return std::shared_ptr<QpEndpoint>(std::move(created));
+  return domain->make_qp(*options);
 }
 
 Result<std::shared_ptr<QpEndpoint>> QpHandshakes::loopback_qp() {

@@ -20,7 +20,7 @@
 
 #include "actors/detail/manager_tables.h"
 #include "actors/manager/manager_part.h"
-#include "components/rdma_queue_pair.h"
+#include "components/nic.h"
 
 namespace caf_rdma::detail {
 
@@ -43,15 +43,15 @@ public:
   /// Options of a new queue pair on the primary device (RdmaLinks::domain) whose completions go to
   /// the device's shared completion queue (one poll per sweep for all peers; made here with the
   /// first). Direct lanes' own QPs, polled by their client's threads, keep a CQ of their own.
-  Result<RdmaQueuePair::Options> shared_qp_options();
+  Result<QpOptions> shared_qp_options();
   /// The same on device `domain`, whose shared completion queue is `completions` (made here
   /// with the first QP): the rails' striping QPs (manager/rails.h).
-  Result<RdmaQueuePair::Options> shared_qp_options(const std::shared_ptr<RdmaDomain>& domain,
-                                                   std::shared_ptr<CompletionRouter>& completions);
+  Result<QpOptions> shared_qp_options(const std::shared_ptr<Nic>& domain,
+                                      std::shared_ptr<CompletionRouter>& completions);
   /// A new queue pair on `domain` with `options`, or why none: every queue pair this manager
   /// makes (its handshakes', the rails', the direct lanes', the loopback) is made here.
-  static Result<std::shared_ptr<QpEndpoint>> make_qp(const std::shared_ptr<RdmaDomain>& domain,
-                                                     const Result<RdmaQueuePair::Options>& options);
+  static Result<std::shared_ptr<QpEndpoint>> make_qp(const std::shared_ptr<Nic>& domain,
+                                                     const Result<QpOptions>& options);
   QpInfoMsg to_msg(const QpInfo& info, uint64_t lane = 0) const;
   /// Keeps `qp` while its handshake is in flight (`RdmaLinks::opening`); the number to take it back
   /// with.

@@ -3,13 +3,14 @@
 
 #include "actors/detail/manager_state.h"
 #include "actors/op_texts.h"
+#include "actors/transport/open_device.h"
 #include "primitives/device_list.h"
 #include "primitives/log.h"
 
 namespace caf_rdma::detail {
 
-Result<std::vector<std::shared_ptr<RdmaDomain>>> open_rails(const ManagerOptions& options,
-                                                            const std::string& primary) {
+Result<std::vector<std::shared_ptr<Nic>>> open_rails(const ManagerOptions& options,
+                                                     const std::string& primary) {
   std::vector<std::string> names = options.rail_devices;
   if (options.all_devices) {
     CAF_RDMA_ASSIGN_OR_RETURN(auto list, DeviceList::get());
@@ -22,7 +23,7 @@ Result<std::vector<std::shared_ptr<RdmaDomain>>> open_rails(const ManagerOptions
     return Error(
         ErrorCode::kInvalidArgument,
         std::to_string(names.size()) + " rails asked for; at most " + std::to_string(kMaxRails));
-  std::vector<std::shared_ptr<RdmaDomain>> out;
+  std::vector<std::shared_ptr<Nic>> out;
   for (const std::string& name : names) {
     if (name == primary || name.empty())
       return Error(ErrorCode::kInvalidArgument,
@@ -33,7 +34,7 @@ Result<std::vector<std::shared_ptr<RdmaDomain>>> open_rails(const ManagerOptions
     config.local_rank = -1;
     config.gid_index = -1;  // each device its own GID (the primary's index need not exist here)
     config.netdev.clear();
-    auto d = RdmaDomain::open(config);
+    auto d = open_device(options, config);
     if (!d.ok())
       return d.error().with_context("opening rail " + std::to_string(out.size() + 1) + " (" + name +
                                     ")");
@@ -72,7 +73,7 @@ const RdmaBuffer& Rails::region(const LocalBuffer& b, uint32_t rail) {
   return rail == 0 ? b.rdma : b.rails.at(rail - 1);
 }
 
-const std::shared_ptr<RdmaDomain>& Rails::domain_of(uint32_t rail) const {
+const std::shared_ptr<Nic>& Rails::domain_of(uint32_t rail) const {
   return rail == 0 ? m_.nic().domain : m_.nic().rails.at(rail - 1).domain;
 }
 
@@ -82,8 +83,7 @@ bool Rails::port_active(uint32_t rail) const {
   const auto& d = m_.nic().rails.at(rail - 1).domain;
   if (!d)
     return false;  // lost (invariant 21)
-  auto port = d->context()->query_port(d->port().port_num);
-  return port.ok() && port->state == IBV_PORT_ACTIVE;
+  return d->port_active();
 }
 
 bool Rails::on_every_rail(const LocalBuffer& local) const {
@@ -196,7 +196,7 @@ void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
   const uint64_t held = m_.handshakes.hold_opening(std::move(qp));
   p.qps.stripes_opening[stripe] = held;
   // The rail's device as it is now: a lost (and reopened) one's answer is not taken.
-  std::weak_ptr<RdmaDomain> device = domain;
+  std::weak_ptr<Nic> device = domain;
   ++m_.counters().handshakes;
   auto ended = [this, key, stripe, held, device](const QpInfoMsg* remote, const std::string& why) {
     auto qp = m_.handshakes.take_opening(held);

@@ -68,8 +68,8 @@ struct StripeLane {
 /// Opens the rails `options` asks for (rail_devices, or with all_devices every other device
 /// with an active port), `primary` being the primary device: each with the primary's port and
 /// settings, its GID chosen by the usual rules. Errors name the rail's device.
-Result<std::vector<std::shared_ptr<RdmaDomain>>> open_rails(const ManagerOptions& options,
-                                                            const std::string& primary);
+Result<std::vector<std::shared_ptr<Nic>>> open_rails(const ManagerOptions& options,
+                                                     const std::string& primary);
 
 class Rails : public ManagerPart {
 public:
@@ -119,7 +119,7 @@ private:
   void handshake(const caf::actor_addr& key, uint32_t stripe);
   /// A striping handshake of `p` ended: ops that waited for it are connected again.
   void handshake_ended(Peer& p);
-  const std::shared_ptr<RdmaDomain>& domain_of(uint32_t rail) const;
+  const std::shared_ptr<Nic>& domain_of(uint32_t rail) const;
   bool port_active(uint32_t rail) const;
 };
 

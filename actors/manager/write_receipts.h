@@ -50,9 +50,9 @@
 #include <utility>
 
 #include "actors/manager/manager_part.h"
+#include "components/nic.h"
 #include "components/qp_endpoint.h"
 #include "components/rdma_buffer.h"
-#include "components/rdma_domain.h"
 #include "components/rdma_op.h"
 #include "primitives/status.h"
 
@@ -159,7 +159,7 @@ private:
   uint64_t next_waiter_ = 0;
   uint32_t rdma_receipts_ = 0;
   uint64_t chunk_receipts_ = 0;
-  std::shared_ptr<RdmaDomain> sink_domain_;
+  std::shared_ptr<Nic> sink_domain_;
   std::unique_ptr<uint8_t[]> sink_bytes_ = std::make_unique<uint8_t[]>(64);
   RdmaBuffer sink_;
 };

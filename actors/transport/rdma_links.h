@@ -32,8 +32,8 @@
 #include "components/completion_poller.h"
 #include "components/completion_router.h"
 #include "components/device_monitor.h"
+#include "components/nic.h"
 #include "components/qp_endpoint.h"
-#include "components/rdma_domain.h"
 
 namespace caf_rdma::detail {
 
@@ -59,7 +59,7 @@ struct PeerQps {
 /// striping queue pairs share (made with the first).
 struct RailDevice {
   std::string name;
-  std::shared_ptr<RdmaDomain> domain;  ///< null once the device was lost (`lost` says how)
+  std::shared_ptr<Nic> domain;  ///< null once the device was lost (`lost` says how)
   std::shared_ptr<CompletionRouter> completions;
   std::unique_ptr<DeviceMonitor> monitor;  ///< its port and loss events (null: not watched)
   std::string lost;
@@ -75,7 +75,7 @@ struct LaneRecord {
 /// The manager's RDMA state (plain data; its parts in actors/manager/ and actors/transfer/ keep
 /// the rules). Declared in the order it is torn down in reverse.
 struct RdmaLinks {
-  std::shared_ptr<RdmaDomain> domain;
+  std::shared_ptr<Nic> domain;  ///< the primary device (RdmaDomain, or a test's fake NIC)
   /// The rails (manager/rails.h): rail k at k - 1; they live as long as the manager.
   std::vector<RailDevice> rails;
   std::string no_rdma_reason;
