@@ -4,11 +4,12 @@
 #include <caf/actor_system.hpp>
 
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "actors/rdma_manager_interface.h"
 #include "components/device_memory.h"
-#include "components/nic.h"
 #include "components/tls_credentials.h"
 #include "primitives/ibverbs_config.h"
 #include "primitives/status.h"
@@ -92,6 +93,13 @@ enum class TransportMode : uint8_t {
 };
 
 const char* to_string(TransportMode mode);
+
+/// An RDMA device as the manager uses it (components/nic.h: internal; RdmaDomain is the real
+/// one).
+class Nic;
+/// How a manager opens a device (ManagerOptions::open_nic): the real one is RdmaDomain::open; a
+/// test may give a fake one.
+using NicOpener = std::function<Result<std::shared_ptr<Nic>>(const IbverbsConfig& config)>;
 
 struct ManagerOptions {
   /// The primary device (the one `ibverbs` selects): every queue pair and handle has it.

@@ -17,7 +17,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 
@@ -93,9 +92,5 @@ public:
   /// a thread of its own, until the returned monitor goes; null: this device reports none.
   virtual Result<std::unique_ptr<DeviceMonitor>> watch(DeviceMonitor::Report report) = 0;
 };
-
-/// How a manager opens its primary device (at start, and again after it was lost): the real
-/// one is RdmaDomain::open; a test may give a fake one.
-using NicOpener = std::function<Result<std::shared_ptr<Nic>>(const IbverbsConfig& config)>;
 
 }  // namespace caf_rdma

@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "actors/rdma_manager_actor.h"
 #include "components/nic.h"
 #include "components/qp_endpoint.h"
 

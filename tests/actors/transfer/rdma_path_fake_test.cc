@@ -10,6 +10,7 @@
 
 #include "tests/actors/fake_nic.h"
 #include "tests/actors/manager_logic.h"
+#include "tests/fake_device_memory.h"
 
 namespace caf_rdma::testing {
 namespace {
@@ -237,6 +238,59 @@ TEST_F(RdmaPathOnFakeNic, Inv5_AnOpFlushedByAnotherOpsErrorRunsOnceMoreOnANewQue
   ASSERT_NO_FATAL_FAILURE(expect_done(r2, 2 * kChunk));
   EXPECT_TRUE(all_zero(b, 0, 2 * kChunk)) << "the failed op's bytes moved";
   EXPECT_TRUE(same_bytes(b, 2 * kChunk, a, 2 * kChunk, 2 * kChunk));
+  EXPECT_TRUE(quiet());
+}
+
+TEST_F(RdmaPathOnFakeNic,
+       StagedPath_GpuMemoryTheNicCannotRegisterMovesChunkByChunkThroughBounceBuffers) {
+  SCOPED_TRACE("StagedPath invariants 1-3 (manager invariant 9)");
+  // GPU memory the (fake) NIC cannot register: each chunk is copied out of the GPU into a
+  // bounce buffer and the NIC moves it from there (a write), or lands there and is copied in
+  // (a read). The chunks reach the NIC one by one, as the test completes them.
+  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  ManagerOptions o = options();
+  o.device_memory = gpu;
+  o.staging_bytes = 2 * kChunk;  // a chunk is a half: kChunk bytes
+  o.staging_buffers = 1;
+  ASSERT_NO_FATAL_FAILURE(start_manager(o));
+  std::vector<uint8_t> g = patterned(6 * kChunk, 36), host(6 * kChunk, 0);
+  gpu->add_gpu_range(g.data(), g.size());
+  BufferHandle hg = register_buffer(g);
+  BufferHandle hh = register_buffer(host);
+  ASSERT_NE(hg.id, 0u);
+  EXPECT_EQ(hg.memory, static_cast<uint8_t>(BufferMemory::kGpuStaged));
+  auto w = transfer(make_write(hg, hh, 6 * kChunk, 0, 0), 1000);
+  auto qp = newest_qp();
+  ASSERT_NE(qp, nullptr);
+  size_t chunks = 0;
+  std::optional<caf::expected<TransferReply>> rw;
+  for (int i = 0; i < 64 && !rw; ++i) {
+    EXPECT_LE(qp->pending_ops(), 2u) << "more chunks on the NIC than halves of the bounce buffer";
+    chunks += qp->complete_all();
+    run_jobs();
+    rw = reply(w);
+  }
+  ASSERT_TRUE(rw.has_value()) << "the staged write never ended";
+  ASSERT_TRUE(*rw) << error_message(rw->error());
+  EXPECT_EQ((*rw)->path, kPathRdmaStaged);
+  EXPECT_EQ(chunks, 6u) << "not one chunk per kChunk bytes";
+  EXPECT_EQ(host, g);
+  EXPECT_EQ(gpu->to_host_bytes.load(), 6 * kChunk) << "the GPU copies did not happen";
+  // Back: the host bytes (changed) read into the GPU memory, chunk by chunk.
+  for (size_t i = 0; i < host.size(); ++i)
+    host[i] = det_pattern(i, 37);
+  auto r = transfer(make_read(hg, hh, 6 * kChunk, 0, 0), 1000);
+  std::optional<caf::expected<TransferReply>> rr;
+  for (int i = 0; i < 64 && !rr; ++i) {
+    qp->complete_all();
+    run_jobs();
+    rr = reply(r);
+  }
+  ASSERT_TRUE(rr.has_value()) << "the staged read never ended";
+  ASSERT_TRUE(*rr) << error_message(rr->error());
+  EXPECT_EQ((*rr)->path, kPathRdmaStaged);
+  EXPECT_EQ(g, host);
+  EXPECT_EQ(gpu->to_device_bytes.load(), 6 * kChunk);
   EXPECT_TRUE(quiet());
 }
 
