@@ -21,12 +21,13 @@ namespace caf_rdma::testing {
 
 #ifdef CAF_RDMA_WITH_CUDA
 
-/// out[i] = uint8((i * 2654435761 + seed) >> 11) for i < n: the tests' pattern(i, seed).
+/// out[i] = uint8((i * 2654435761 + spread) >> 11) for i < n, `spread` being the seed times
+/// 0x9E3779B97F4A7C15 (fill() passes it): the tests' pattern(i, seed), manager_fixture.h.
 inline constexpr const char* kFillPtx = R"(
 .version 7.0
 .target sm_52
 .address_size 64
-.visible .entry caf_rdma_test_fill(.param .u64 out, .param .u64 n, .param .u32 seed)
+.visible .entry caf_rdma_test_fill(.param .u64 out, .param .u64 n, .param .u64 spread)
 {
   .reg .pred %done;
   .reg .b32 %r<4>;
@@ -34,8 +35,7 @@ inline constexpr const char* kFillPtx = R"(
   ld.param.u64 %rd1, [out];
   cvta.to.global.u64 %rd1, %rd1;
   ld.param.u64 %rd2, [n];
-  ld.param.u32 %r1, [seed];
-  cvt.u64.u32 %rd3, %r1;
+  ld.param.u64 %rd3, [spread];
   mov.u32 %r2, %ctaid.x;
   mov.u32 %r3, %ntid.x;
   mul.wide.u32 %rd4, %r2, %r3;
@@ -93,8 +93,9 @@ public:
     CAF_RDMA_RETURN_IF_ERROR(use_gpu0());
     CUdeviceptr out = p;
     unsigned long long count = n;  // NOLINT(google-runtime-int): the kernel's .u64
-    unsigned int s = seed;
-    void* args[] = {&out, &count, &s};
+    // pattern()'s seed term (tests/actors/manager_fixture.h), computed here in 64 bits.
+    unsigned long long spread = seed * 0x9E3779B97F4A7C15ull;  // NOLINT(google-runtime-int)
+    void* args[] = {&out, &count, &spread};
     if (CUresult r = launch_(fill_, 264, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr);
         r != CUDA_SUCCESS)
       return Error(ErrorCode::kCuda, "cuLaunchKernel(fill) failed: " + std::to_string(r));
