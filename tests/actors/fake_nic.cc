@@ -5,6 +5,8 @@
 #include <cstring>
 #include <utility>
 
+#include "components/qp_completions.h"
+
 namespace caf_rdma::testing {
 
 namespace {
@@ -38,7 +40,7 @@ FakeQueuePair::FakeQueuePair(std::shared_ptr<FakeNic> nic, uint32_t number)
       number_(number) {}
 
 FakeQueuePair::~FakeQueuePair() {
-  std::vector<std::pair<OpCallback, OpResult>> done;
+  CompletedOps done;
   {
     std::lock_guard<std::mutex> guard(mu_);
     for (Pending& p : pending_)
@@ -55,8 +57,7 @@ FakeQueuePair::~FakeQueuePair() {
       nic_->late_.push_back(std::move(d));
     return;
   }
-  for (auto& [cb, r] : done)
-    cb(std::move(r));
+  QpCompletions::run(done);
 }
 
 QpInfo FakeQueuePair::local_info() const {
@@ -179,8 +180,8 @@ bool FakeQueuePair::take_oldest(Pending* out) {
   return true;
 }
 
-std::vector<std::pair<OpCallback, OpResult>> FakeQueuePair::flushed_locked(const std::string& why) {
-  std::vector<std::pair<OpCallback, OpResult>> out;
+CompletedOps FakeQueuePair::flushed_locked(const std::string& why) {
+  CompletedOps out;
   for (Pending& p : pending_)
     out.emplace_back(std::move(p.done), failure(ErrorCode::kWorkCompletion, OpFault::kFlushed,
                                                 std::string(to_string(p.op.kind)) +
@@ -195,7 +196,7 @@ bool FakeQueuePair::complete_next() {
   if (!take_oldest(&p))
     return false;
   OpResult r = perform(p.op);
-  std::vector<std::pair<OpCallback, OpResult>> after;
+  CompletedOps after;
   {
     std::lock_guard<std::mutex> guard(mu_);
     ++stats_.completions;
@@ -210,8 +211,7 @@ bool FakeQueuePair::complete_next() {
     }
   }
   p.done(std::move(r));
-  for (auto& [cb, fr] : after)
-    cb(std::move(fr));
+  QpCompletions::run(after);
   return true;
 }
 
@@ -226,7 +226,7 @@ bool FakeQueuePair::fail_next(OpFault fault, const std::string& why) {
   Pending p;
   if (!take_oldest(&p))
     return false;
-  std::vector<std::pair<OpCallback, OpResult>> after;
+  CompletedOps after;
   {
     std::lock_guard<std::mutex> guard(mu_);
     error_ = true;
@@ -236,22 +236,21 @@ bool FakeQueuePair::fail_next(OpFault fault, const std::string& why) {
   }
   p.done(failure(ErrorCode::kWorkCompletion, fault,
                  std::string(to_string(p.op.kind)) + " on " + name_ + " failed: " + why));
-  for (auto& [cb, r] : after)
-    cb(std::move(r));
+  QpCompletions::run(after);
   return true;
 }
 
 size_t FakeQueuePair::flush() {
-  std::vector<std::pair<OpCallback, OpResult>> done;
+  CompletedOps done;
   {
     std::lock_guard<std::mutex> guard(mu_);
     if (!error_)
       return 0;
     done = flushed_locked(error_cause_);
   }
-  for (auto& [cb, r] : done)
-    cb(std::move(r));
-  return done.size();
+  const size_t n = done.size();
+  QpCompletions::run(done);
+  return n;
 }
 
 OpResult FakeQueuePair::execute(RdmaOp op, std::chrono::milliseconds /*timeout*/) {
@@ -274,7 +273,7 @@ std::vector<OpResult> FakeQueuePair::execute_batch(std::vector<RdmaOp> ops,
 }
 
 Status FakeQueuePair::abort(const std::string& reason) {
-  std::vector<std::pair<OpCallback, OpResult>> done;
+  CompletedOps done;
   {
     std::lock_guard<std::mutex> guard(mu_);
     if (!error_) {
@@ -284,8 +283,7 @@ Status FakeQueuePair::abort(const std::string& reason) {
     if (nic_->flush_on_abort())
       done = flushed_locked(error_cause_);
   }
-  for (auto& [cb, r] : done)
-    cb(std::move(r));
+  QpCompletions::run(done);
   return {};
 }
 
@@ -446,14 +444,14 @@ size_t FakeNic::queue_pairs_made() const {
 }
 
 size_t FakeNic::deliver_late() {
-  std::vector<std::pair<OpCallback, OpResult>> late;
+  CompletedOps late;
   {
     std::lock_guard<std::mutex> guard(mu_);
     late.swap(late_);
   }
-  for (auto& [cb, r] : late)
-    cb(std::move(r));
-  return late.size();
+  const size_t n = late.size();
+  QpCompletions::run(late);
+  return n;
 }
 
 size_t FakeNic::opens() const {

@@ -95,7 +95,7 @@ private:
   /// Takes the oldest op out (null callback when none).
   bool take_oldest(Pending* out);
   /// Everything outstanding, flushed with `why`.
-  std::vector<std::pair<OpCallback, OpResult>> flushed_locked(const std::string& why);
+  CompletedOps flushed_locked(const std::string& why);
   bool on_test_thread() const;
 
   std::shared_ptr<FakeNic> nic_;
@@ -181,7 +181,7 @@ private:
   size_t opens_ = 0;
   uint64_t registrations_ = 0;
   CompletionMode mode_ = CompletionMode::kWhenTold;
-  std::vector<std::pair<OpCallback, OpResult>> late_;
+  CompletedOps late_;
   bool flush_on_abort_ = true;
 };
 

@@ -36,6 +36,25 @@ protected:
     }
     return qps.back();
   }
+  /// Moves the clock to the deadline of a 100 ms transfer on `qp`: not flushed a moment before,
+  /// its deadline's timer the next to fire.
+  void reach_deadline(const FakeQueuePair& qp) {
+    advance(std::chrono::milliseconds(99));
+    EXPECT_FALSE(qp.needs_recovery()) << "flushed before its deadline";
+    ASSERT_TRUE(next_timeout()) << "no timer for the deadline";
+  }
+  /// `op` after `old` went into error: on a second queue pair, not `old`, where it completes
+  /// when told and is answered as done (manager invariant 4).
+  void again_on_a_new_queue_pair(const TransferOp& op, const std::shared_ptr<FakeQueuePair>& old) {
+    auto again = transfer(op, 100);
+    EXPECT_EQ(nic_->queue_pairs_made(), 2u);
+    auto fresh = newest_qp();
+    ASSERT_NE(fresh, old);
+    EXPECT_EQ(fresh->complete_all(), 1u);
+    run_jobs();
+    auto ra = reply(again);
+    ASSERT_NO_FATAL_FAILURE(expect_done(ra, op.length));
+  }
   /// A reply that came and is a success, or a failed test naming what came instead.
   static void expect_done(std::optional<caf::expected<TransferReply>>& r, uint64_t bytes) {
     ASSERT_TRUE(r.has_value()) << "no reply";
@@ -112,9 +131,7 @@ TEST_F(RdmaPathOnFakeNic, Inv6_AtTheDeadlineTheReplyWaitsForTheFlush) {
   auto qp = newest_qp();
   ASSERT_NE(qp, nullptr);
   EXPECT_EQ(qp->pending_ops(), 1u);
-  advance(std::chrono::milliseconds(99));
-  EXPECT_FALSE(qp->needs_recovery()) << "flushed before its deadline";
-  ASSERT_TRUE(next_timeout()) << "no timer for the deadline";
+  ASSERT_NO_FATAL_FAILURE(reach_deadline(*qp));
   // Due: the queue pair is put in error (flushed), and the reply waits for the flush.
   EXPECT_TRUE(qp->needs_recovery()) << "the op's queue pair was not flushed at its deadline";
   EXPECT_FALSE(reply(w).has_value()) << "replied before the NIC let go of the op";
@@ -125,15 +142,8 @@ TEST_F(RdmaPathOnFakeNic, Inv6_AtTheDeadlineTheReplyWaitsForTheFlush) {
   EXPECT_RDMA_ERROR((*rw), ErrorCode::kTimeout, "100 ms");
   EXPECT_TRUE(all_zero(b, 0, b.size())) << "the fake moved bytes it was never told to";
   // The next op does not use the flushed queue pair: a new one (manager invariant 4).
-  auto again = transfer(make_write(ha, hb, 2 * kChunk, 0, 0), 100);
-  EXPECT_EQ(nic_->queue_pairs_made(), 2u);
+  ASSERT_NO_FATAL_FAILURE(again_on_a_new_queue_pair(make_write(ha, hb, 2 * kChunk, 0, 0), qp));
   EXPECT_EQ(qp->pending_ops(), 0u);
-  auto fresh = newest_qp();
-  ASSERT_NE(fresh, qp);
-  EXPECT_EQ(fresh->complete_all(), 1u);
-  run_jobs();
-  auto ra = reply(again);
-  ASSERT_NO_FATAL_FAILURE(expect_done(ra, 2 * kChunk));
   EXPECT_EQ(a, b);
   EXPECT_TRUE(quiet());
 }
@@ -149,9 +159,7 @@ TEST_F(RdmaPathOnFakeNic,
   auto w = transfer(make_read(hb, ha, 2 * kChunk, 0, 0), 100);
   auto qp = newest_qp();
   ASSERT_NE(qp, nullptr);
-  advance(std::chrono::milliseconds(99));
-  EXPECT_FALSE(qp->needs_recovery()) << "flushed before its deadline";
-  ASSERT_TRUE(next_timeout()) << "no timer for the deadline";
+  ASSERT_NO_FATAL_FAILURE(reach_deadline(*qp));
   EXPECT_TRUE(qp->needs_recovery());
   EXPECT_FALSE(reply(w).has_value());
   // The flush never comes: at drain_timeout the queue pair is dropped, then the reply.
@@ -169,14 +177,7 @@ TEST_F(RdmaPathOnFakeNic,
   EXPECT_TRUE(quiet()) << "a late completion made a second reply";
   EXPECT_TRUE(all_zero(b, 0, b.size()));
   // The next op makes a new queue pair and moves every byte.
-  auto again = transfer(make_read(hb, ha, 2 * kChunk, 0, 0), 100);
-  EXPECT_EQ(nic_->queue_pairs_made(), 2u);
-  auto fresh = newest_qp();
-  ASSERT_NE(fresh, qp);
-  EXPECT_EQ(fresh->complete_all(), 1u);
-  run_jobs();
-  auto ra = reply(again);
-  ASSERT_NO_FATAL_FAILURE(expect_done(ra, 2 * kChunk));
+  ASSERT_NO_FATAL_FAILURE(again_on_a_new_queue_pair(make_read(hb, ha, 2 * kChunk, 0, 0), qp));
   EXPECT_EQ(a, b);
   qp.reset();
   nic_->deliver_late();
@@ -196,9 +197,7 @@ TEST_F(RdmaPathOnFakeNic, AnOpThatCompletedBeforeItsFlushIsAnsweredAsDoneNotAsAT
   auto w = transfer(make_write(ha, hb, 2 * kChunk, 0, 0), 100);
   auto qp = newest_qp();
   ASSERT_NE(qp, nullptr);
-  advance(std::chrono::milliseconds(99));
-  EXPECT_FALSE(qp->needs_recovery()) << "flushed before its deadline";
-  ASSERT_TRUE(next_timeout()) << "no timer for the deadline";
+  ASSERT_NO_FATAL_FAILURE(reach_deadline(*qp));
   EXPECT_TRUE(qp->needs_recovery());
   EXPECT_FALSE(reply(w).has_value());
   EXPECT_TRUE(qp->complete_next());
