@@ -57,7 +57,7 @@ durations=""
 # cache they take a fraction (2026-11-30, fresh clone, idle: native 143 s, asan 272, tsan 339,
 # external 36, tidy 3). The VM lane is the guest's test time: 650-700 s.
 declare -A lane_budget=([native]=600 [tidy]=480 [vm]=720 [cuda]=120 [stress]=150 [two-hosts]=210
-                        [external]=240 [asan]=800 [tsan]=840)
+                        [external]=300 [asan]=800 [tsan]=840)
 over_budget=""
 lane_start() { lane_t=$(date +%s); }
 lane_end() {

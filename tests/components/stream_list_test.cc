@@ -8,9 +8,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "components/iov_windows.h"
@@ -31,7 +33,8 @@ constexpr uint64_t kOwnerBytes = 4 << 20;
 
 /// The owner's one buffer, served by handle (secret 1:2) with a `done` per request counted.
 struct Owner {
-  std::vector<uint8_t> bytes = filled(kOwnerBytes, 3);
+  explicit Owner(uint64_t size = kOwnerBytes) : bytes(filled(size, 3)) {}
+  std::vector<uint8_t> bytes;
   std::shared_ptr<std::atomic<int>> done = std::make_shared<std::atomic<int>>(0);
   StreamServer::Authorizer authorizer() {
     return [this](const StreamRequest& req) -> Result<StreamServer::HandleGrant> {
@@ -62,8 +65,9 @@ std::unique_ptr<StreamServer> serve(Owner& owner, StreamServer::Limits limits = 
 /// `count` blocks of `block` bytes: block i of the requester's memory at i * block, of the
 /// owner's at a shuffled place (`odd`: every other block one byte shorter, so ranges and the
 /// staging buffer's blocks do not line up).
-std::vector<ListEntry> scattered(uint32_t count, uint64_t block, bool odd, uint32_t seed) {
-  std::vector<uint64_t> place(kOwnerBytes / block);
+std::vector<ListEntry> scattered(uint32_t count, uint64_t block, bool odd, uint32_t seed,
+                                 uint64_t owner_size = kOwnerBytes) {
+  std::vector<uint64_t> place(owner_size / block);
   std::iota(place.begin(), place.end(), 0);
   std::shuffle(place.begin(), place.end(), std::mt19937(seed));
   std::vector<ListEntry> e(count);
@@ -113,6 +117,15 @@ std::string compare(const std::vector<ListEntry>& entries, const uint8_t* mine,
     if (!covered[i] && theirs[i] != pattern(i, seed))
       return "owner byte " + std::to_string(i) + " outside the ranges changed";
   return "";
+}
+
+/// The most a TCP socket's buffer grows to here by itself (the third of net.ipv4.tcp_`which`).
+uint64_t socket_buffer_max(const char* which) {
+  std::ifstream f(std::string("/proc/sys/net/ipv4/tcp_") + which);
+  uint64_t lo = 0, def = 0, max = 0;
+  if (f >> lo >> def >> max)
+    return max;
+  return 32 << 20;
 }
 
 struct Path {
@@ -229,9 +242,16 @@ TEST(StreamListTest, AListWithdrawnWhileItsPeerStallsLetsTheReleaseGo) {
   ASSERT_TRUE(started.ok()) << started.error().to_string();
   StreamServer& server = **started;
   enum class Stall { kBeforeTable, kMidRead, kMidWrite };
+  // A list larger than the kernel can hold between the two sockets (the owner's send buffer and
+  // the requester's receive buffer both at their largest): a reader that reads nothing stalls
+  // the owner for certain, whatever the scheduling (a 4 MiB list once fitted, and was `done`).
+  constexpr uint64_t kBlock = 65536;
+  const uint64_t owner_size = std::max<uint64_t>(
+      kOwnerBytes, 2 * (socket_buffer_max("wmem") + socket_buffer_max("rmem")) + (4 << 20));
+  const auto count = static_cast<uint32_t>(owner_size / kBlock);
   for (Stall stall : {Stall::kBeforeTable, Stall::kMidRead, Stall::kMidWrite}) {
     SCOPED_TRACE(static_cast<int>(stall));
-    Owner owner;
+    Owner owner(owner_size);
     auto withdrawal = std::make_shared<std::atomic<bool>>(false);
     Served done;
     server.set_authorizer([&](const StreamRequest& req) -> Result<StreamServer::HandleGrant> {
@@ -242,7 +262,7 @@ TEST(StreamListTest, AListWithdrawnWhileItsPeerStallsLetsTheReleaseGo) {
       return g;
     });
     const bool write = stall == Stall::kMidWrite;
-    const auto entries = scattered(64, 65536, false, 9);
+    const auto entries = scattered(count, kBlock, false, 9, owner_size);
     StreamJob job =
         list_job(server, entries,
                  write ? StreamDirection::kIntoOwner : StreamDirection::kOutOfOwner, nullptr);
