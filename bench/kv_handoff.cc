@@ -67,7 +67,6 @@ bool run_transport(const KvHandoffOptions& o, const Transport& t) {
     return false;
   };
   const uint64_t pool_bytes = o.pool_bytes;
-  bool ok = true;
   {
     RdmaClient owner_client((*owner)->system(), (*owner)->manager());
     auto proxy = (*user)->remote_manager("127.0.0.1", (*owner)->port());
@@ -91,21 +90,36 @@ bool run_transport(const KvHandoffOptions& o, const Transport& t) {
     // Both sides touched first: no page is faulted in while timed.
     std::memset(pool->data(), 1, pool_bytes);
     std::memset(mine->data(), 2, pool_bytes);
-    // The reference: the pool moved whole, twice as many times as each list below, one transfer
-    // each.
+    // The reference: the pool moved whole in one transfer, `reps` times, measured in the same
+    // round as each list figure (paired rounds: the machine's drift cancels in each ratio).
     const int reps = o.long_mode ? 16 : 8;
-    double bulk[2] = {0, 0};  // pull, push
-    for (int push = 0; push < 2; ++push) {
+    const int rounds = o.long_mode ? 5 : 3;
+    auto time_bulk = [&](bool push) -> std::optional<double> {
       const auto t0 = Clock::now();
-      for (int i = 0; i < 2 * reps; ++i) {
+      for (int i = 0; i < reps; ++i) {
         auto r = push ? me.write(local, *remote, Range::whole(), kTimeout)
                       : me.read(local, *remote, Range::whole(), kTimeout);
-        if (!r.ok())
-          return fail("bulk: " + r.error().to_string());
+        if (!r.ok()) {
+          fail("bulk: " + r.error().to_string());
+          return std::nullopt;
+        }
       }
-      bulk[push] = mbps(uint64_t{2} * reps * pool_bytes, Clock::now() - t0);
+      return mbps(uint64_t(reps) * pool_bytes, Clock::now() - t0);
+    };
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    for (int push = 0; push < 2; ++push) {
+      std::vector<double> bulk;
+      for (int r = 0; r < rounds; ++r) {
+        auto bw = time_bulk(push);
+        if (!bw)
+          return false;
+        bulk.push_back(*bw);
+      }
       std::printf("bw kv-handoff %s bulk-%s %llu %.1f\n", t.name, push ? "push" : "pull",
-                  static_cast<unsigned long long>(pool_bytes), bulk[push]);
+                  static_cast<unsigned long long>(pool_bytes), median(bulk));
     }
     std::vector<size_t> concurrency{1, 8};
     if (o.long_mode)
@@ -122,7 +136,6 @@ bool run_transport(const KvHandoffOptions& o, const Transport& t) {
         uint8_t* dst = push ? pool->data() : mine->data();
         for (uint64_t i = 0; i < pool_bytes; ++i)
           src[i] = pattern(i, seed);
-        std::memset(dst, 0, pool_bytes);
         for (size_t c : concurrency) {
           // Request j's blocks: the j-th share of the list.
           std::vector<std::vector<ListRange>> shares(c);
@@ -138,49 +151,56 @@ bool run_transport(const KvHandoffOptions& o, const Transport& t) {
                   return fail("prepare: " + p.error().to_string());
                 plans[j].emplace(std::move(*p));
               }
-            std::vector<std::string> errors(c);
-            const auto t0 = Clock::now();
-            for (int rep = 0; rep < reps; ++rep) {
-              std::vector<std::thread> threads;
-              for (size_t j = 0; j < c; ++j)
-                threads.emplace_back([&, j] {
-                  std::optional<TransferPlan> fresh;
-                  if (!prepared) {
-                    auto p = me.prepare(kind, local, *remote, shares[j]);
-                    if (!p.ok()) {
-                      errors[j] = p.error().to_string();
-                      return;
+            std::vector<double> paged, ratios;
+            for (int round = 0; round < rounds; ++round) {
+              // The bulk transfers move the source whole: the destination is cleared after
+              // them, so the list's bytes are checked on their own.
+              auto bulk = time_bulk(push);
+              if (!bulk)
+                return false;
+              std::memset(dst, 0, pool_bytes);
+              std::vector<std::string> errors(c);
+              const auto t0 = Clock::now();
+              for (int rep = 0; rep < reps; ++rep) {
+                std::vector<std::thread> threads;
+                for (size_t j = 0; j < c; ++j)
+                  threads.emplace_back([&, j] {
+                    std::optional<TransferPlan> fresh;
+                    if (!prepared) {
+                      auto p = me.prepare(kind, local, *remote, shares[j]);
+                      if (!p.ok()) {
+                        errors[j] = p.error().to_string();
+                        return;
+                      }
+                      fresh.emplace(std::move(*p));
                     }
-                    fresh.emplace(std::move(*p));
-                  }
-                  ListOutcome out = me.post(prepared ? *plans[j] : *fresh, kTimeout);
-                  if (!out.ok())
-                    errors[j] = out.status().error().to_string();
-                });
-              for (auto& th : threads)
-                th.join();
-            }
-            const double bw = mbps(reps * pool_bytes, Clock::now() - t0);
-            for (const std::string& e : errors)
-              if (!e.empty())
-                return fail(std::string(dir) + " " + block_name(block) + ": " + e);
-            // Every byte: destination block i holds the source's block place[i].
-            for (uint64_t i = 0; i < blocks; ++i) {
-              const uint8_t* d = push ? dst + place[i] * block : dst + i * block;
-              const uint8_t* s = push ? src + i * block : src + place[i] * block;
-              if (std::memcmp(d, s, block) != 0) {
-                ok = false;
-                fail(std::string(dir) + " " + block_name(block) + ": block " + std::to_string(i) +
-                     " differs");
-                break;
+                    ListOutcome out = me.post(prepared ? *plans[j] : *fresh, kTimeout);
+                    if (!out.ok())
+                      errors[j] = out.status().error().to_string();
+                  });
+                for (auto& th : threads)
+                  th.join();
               }
+              const double bw = mbps(uint64_t(reps) * pool_bytes, Clock::now() - t0);
+              for (const std::string& e : errors)
+                if (!e.empty())
+                  return fail(std::string(dir) + " " + block_name(block) + ": " + e);
+              // Every byte: destination block i holds the source's block place[i].
+              for (uint64_t i = 0; i < blocks; ++i) {
+                const uint8_t* d = push ? dst + place[i] * block : dst + i * block;
+                const uint8_t* s = push ? src + i * block : src + place[i] * block;
+                if (std::memcmp(d, s, block) != 0)
+                  return fail(std::string(dir) + " " + block_name(block) + ": block " +
+                              std::to_string(i) + " differs");
+              }
+              paged.push_back(bw);
+              ratios.push_back(bw / *bulk);
             }
-            std::memset(dst, 0, pool_bytes);
             const char* how = prepared ? "prepared" : "fresh";
             std::printf("bw kv-handoff %s %s %s c%zu %s %.1f\n", t.name, dir,
-                        block_name(block).c_str(), c, how, bw);
+                        block_name(block).c_str(), c, how, median(paged));
             std::printf("ratio kv_handoff_%s_%s_%s_c%zu_%s %.3f\n", t.name, dir,
-                        block_name(block).c_str(), c, how, bw / bulk[push]);
+                        block_name(block).c_str(), c, how, median(ratios));
             std::fflush(stdout);
           }
         }
@@ -193,7 +213,7 @@ bool run_transport(const KvHandoffOptions& o, const Transport& t) {
                   static_cast<unsigned long long>(stats->same_host_ops),
                   static_cast<unsigned long long>(stats->rdma_ops));
   }
-  return ok;
+  return true;
 }
 
 }  // namespace

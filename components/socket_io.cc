@@ -15,12 +15,15 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <optional>
+#include <vector>
 
 namespace caf_rdma {
 
@@ -283,13 +286,60 @@ Result<size_t> tls_io(SSL* ssl, uint8_t* p, size_t n, bool sending, short& event
   return Error(ErrorCode::kPeerUnavailable, tls_failure(ssl, code));
 }
 
-/// Sends (or receives) n bytes at p before the deadline, and while no wait for the next byte
-/// lasts longer than `stall` (when > 0); with a `stop` flag, only until it is set (looked at
-/// before every call that touches p, and at least every kStopLook while waiting): the bytes
-/// moved, all n unless stopped.
-Result<uint64_t> move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline deadline,
+/// Where move_all is in its pieces: the piece under way and the bytes of it behind.
+class PieceCursor {
+public:
+  PieceCursor(const iovec* pieces, size_t count) : pieces_(pieces), count_(count) { skip_empty(); }
+  bool at_end() const { return index_ == count_; }
+  uint8_t* here() const { return static_cast<uint8_t*>(pieces_[index_].iov_base) + into_; }
+  uint64_t left_in_piece() const { return pieces_[index_].iov_len - into_; }
+  /// The rest, up to IOV_MAX pieces, for one sendmsg/recvmsg: the first starts where it is.
+  msghdr next_message(std::vector<iovec>& scratch) const {
+    const size_t k = std::min<size_t>(count_ - index_, IOV_MAX);
+    scratch.assign(pieces_ + index_, pieces_ + index_ + k);
+    scratch[0].iov_base = here();
+    scratch[0].iov_len = left_in_piece();
+    msghdr m{};
+    m.msg_iov = scratch.data();
+    m.msg_iovlen = k;
+    return m;
+  }
+  void advance(uint64_t k) {
+    while (k > 0) {
+      const uint64_t step = std::min(k, left_in_piece());
+      into_ += step;
+      k -= step;
+      if (into_ == pieces_[index_].iov_len) {
+        ++index_;
+        into_ = 0;
+        skip_empty();
+      }
+    }
+  }
+
+private:
+  void skip_empty() {
+    while (index_ < count_ && pieces_[index_].iov_len == 0)
+      ++index_;
+  }
+  const iovec* pieces_;
+  size_t count_;
+  size_t index_ = 0;
+  uint64_t into_ = 0;
+};
+
+/// Sends (or receives) the bytes of `pieces` in order before the deadline, and while no wait for
+/// the next byte lasts longer than `stall` (when > 0); with a `stop` flag, only until it is set
+/// (looked at before every call that touches the pieces, and at least every kStopLook while
+/// waiting): the bytes moved, all of them unless stopped.
+Result<uint64_t> move_all(const Socket& s, const iovec* pieces, size_t count, Deadline deadline,
                           const std::string& what, bool sending, std::chrono::milliseconds stall,
                           const std::atomic<bool>* stop) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < count; ++i)
+    n += pieces[i].iov_len;
+  PieceCursor at(pieces, count);
+  std::vector<iovec> scratch;
   uint64_t done = 0;
   auto progress = [&] { return std::to_string(done) + " of " + std::to_string(n) + " bytes"; };
   auto stopped = [&] { return stop != nullptr && stop->load(std::memory_order_acquire); };
@@ -331,11 +381,12 @@ Result<uint64_t> move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline dead
   while (done < n && s.tls() != nullptr && !stopped()) {
     short events = 0;
     bool closed = false;
-    auto k = tls_io(s.tls(), p + done, n - done, sending, events, closed);
+    auto k = tls_io(s.tls(), at.here(), at.left_in_piece(), sending, events, closed);
     if (!k.ok())
       return Error(k.error().code(), what + ": " + (closed ? "connection closed: " : "") +
                                          k.error().message() + " (after " + progress() + ")");
     done += *k;
+    at.advance(*k);
     if (*k > 0) {
       moved();
       if (out_of_time())
@@ -347,10 +398,17 @@ Result<uint64_t> move_all(const Socket& s, uint8_t* p, uint64_t n, Deadline dead
       return waited_out();
   }
   while (done < n && s.tls() == nullptr && !stopped()) {
-    ssize_t k = sending ? ::send(s.fd(), p + done, n - done, MSG_NOSIGNAL)
-                        : ::recv(s.fd(), p + done, n - done, 0);
+    ssize_t k;
+    if (at.left_in_piece() == n - done) {  // one piece left: no message to build
+      k = sending ? ::send(s.fd(), at.here(), n - done, MSG_NOSIGNAL)
+                  : ::recv(s.fd(), at.here(), n - done, 0);
+    } else {
+      msghdr m = at.next_message(scratch);
+      k = sending ? ::sendmsg(s.fd(), &m, MSG_NOSIGNAL) : ::recvmsg(s.fd(), &m, 0);
+    }
     if (k > 0) {
       done += static_cast<uint64_t>(k);
+      at.advance(static_cast<uint64_t>(k));
       moved();
       if (out_of_time())
         return waited_out();
@@ -491,17 +549,32 @@ size_t tls_pending(const Socket& s) {
   return SSL_pending(s.tls()) > 0 || SSL_has_pending(s.tls()) == 1 ? 1 : 0;
 }
 
+namespace {
+
+iovec one_piece(const void* data, uint64_t n) {
+  return iovec{const_cast<void*>(data), n};
+}
+
+}  // namespace
+
 Status send_all(const Socket& s, const void* data, uint64_t n, Deadline deadline,
                 const std::string& what, std::chrono::milliseconds stall) {
-  auto moved = move_all(s, static_cast<uint8_t*>(const_cast<void*>(data)), n, deadline, what, true,
-                        stall, nullptr);
+  const iovec piece = one_piece(data, n);
+  auto moved = move_all(s, &piece, 1, deadline, what, true, stall, nullptr);
   return moved.ok() ? Status{} : Status(moved.error());
 }
 
 Status recv_all(const Socket& s, void* data, uint64_t n, Deadline deadline, const std::string& what,
                 std::chrono::milliseconds stall) {
-  auto moved = move_all(s, static_cast<uint8_t*>(data), n, deadline, what, false, stall, nullptr);
+  const iovec piece = one_piece(data, n);
+  auto moved = move_all(s, &piece, 1, deadline, what, false, stall, nullptr);
   return moved.ok() ? Status{} : Status(moved.error());
+}
+
+Result<uint64_t> move_pieces(const Socket& s, const iovec* pieces, size_t count, bool sending,
+                             Deadline deadline, const std::string& what,
+                             std::chrono::milliseconds stall, const std::atomic<bool>* stop) {
+  return move_all(s, pieces, count, deadline, what, sending, stall, stop);
 }
 
 bool peer_spoke_or_hung_up(const Socket& s) {
@@ -517,7 +590,8 @@ Result<uint64_t> move_until_stopped(const Socket& s, void* data, uint64_t n, boo
                                     Deadline deadline, const std::string& what,
                                     std::chrono::milliseconds stall,
                                     const std::atomic<bool>& stop) {
-  return move_all(s, static_cast<uint8_t*>(data), n, deadline, what, sending, stall, &stop);
+  const iovec piece = one_piece(data, n);
+  return move_all(s, &piece, 1, deadline, what, sending, stall, &stop);
 }
 
 AcceptStep accept_step(const Socket& listener, Socket* out, uint32_t* ip) {

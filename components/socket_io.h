@@ -5,6 +5,7 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/uio.h>
 
 #include <atomic>
 #include <chrono>
@@ -155,5 +156,13 @@ constexpr std::chrono::milliseconds kStopLook{50};
 Result<uint64_t> move_until_stopped(const Socket& s, void* data, uint64_t n, bool sending,
                                     Deadline deadline, const std::string& what,
                                     std::chrono::milliseconds stall, const std::atomic<bool>& stop);
+
+/// move_until_stopped over several pieces of memory in order, as if they were one (`stop` may
+/// be null: then send_all / recv_all). On a plain socket each sendmsg / recvmsg call takes up
+/// to IOV_MAX pieces: the kernel gathers and scatters them, no copy here; through TLS each piece
+/// is its own SSL call. Returns the bytes moved (all of them unless stopped).
+Result<uint64_t> move_pieces(const Socket& s, const iovec* pieces, size_t count, bool sending,
+                             Deadline deadline, const std::string& what,
+                             std::chrono::milliseconds stall, const std::atomic<bool>* stop);
 
 }  // namespace caf_rdma

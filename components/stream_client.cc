@@ -7,7 +7,7 @@
 #include <cstring>
 #include <limits>
 
-#include "components/list_staging.h"
+#include "components/list_cursor.h"
 #include "components/same_host.h"
 #include "components/withdrawal.h"
 
@@ -191,21 +191,26 @@ void StreamClient::give_back(const std::string& endpoint, Socket s) {
 
 Status StreamClient::move_list(const Socket& s, const StreamJob& job) {
   const bool into_owner = job.direction == StreamDirection::kIntoOwner;
-  std::vector<uint8_t> staging(std::min<uint64_t>(job.total, kListStaging));
-  uint64_t moved = 0;
   // The job's memory of a range (stream_client.h: at addr + its peer offset).
-  ListStaging cursor(job.entries, job.count,
-                     [&job](const ListEntry& e) { return job.addr + e.peer_offset; });
-  auto copy_block = [&](uint64_t n) { cursor.copy(staging.data(), n, into_owner); };
+  ListCursor cursor(job.entries, job.count,
+                    [&job](const ListEntry& e) { return job.addr + e.peer_offset; });
   const std::string what = "stream list data";  // once, not per block
-  while (moved < job.total) {
+  if (s.tls() == nullptr) {  // invariant 7: the kernel gathers (scatters) the ranges
+    std::vector<iovec> pieces;
+    cursor.pieces(job.total, pieces);
+    auto moved =
+        move_pieces(s, pieces.data(), pieces.size(), into_owner, job.deadline, what, {}, nullptr);
+    return moved.ok() ? Status{} : Status(moved.error());
+  }
+  std::vector<uint8_t> staging(std::min<uint64_t>(job.total, kListStaging));
+  for (uint64_t moved = 0; moved < job.total;) {
     const uint64_t n = std::min<uint64_t>(staging.size(), job.total - moved);
     if (into_owner) {
-      copy_block(n);
+      cursor.copy(staging.data(), n, true);
       CAF_RDMA_RETURN_IF_ERROR(send_all(s, staging.data(), n, job.deadline, what));
     } else {
       CAF_RDMA_RETURN_IF_ERROR(recv_all(s, staging.data(), n, job.deadline, what));
-      copy_block(n);
+      cursor.copy(staging.data(), n, false);
     }
     moved += n;
   }

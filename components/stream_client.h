@@ -40,10 +40,10 @@
 //  6. A job its owner's release stopped (the answer `released`, in step: stream_server.h
 //     invariant 14) ends with that answer and its connection goes back to the pool.
 //  7. A list job moves its ranges in table order: over a same-host endpoint the owner copies
-//     them when they hold over kEagerBytes in all; otherwise they travel in-band, gathered
-//     into (or scattered from) a staging buffer of kListStaging bytes, so each
-//     socket call moves a block of the list, not a range. Invariants 2-6 hold for it as for
-//     one range.
+//     them when they hold over kEagerBytes in all; otherwise they travel in-band, each socket
+//     call moving many ranges: on plain TCP the kernel gathers (scatters) them, up to IOV_MAX
+//     per call (socket_io.h, move_pieces); under TLS through a staging buffer of kListStaging
+//     bytes. Invariants 2-6 hold for it as for one range.
 #pragma once
 
 #include <atomic>

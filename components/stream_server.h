@@ -102,13 +102,14 @@
 //     answers a first "go", reads the table, refuses it whole if a range is empty or outside
 //     the span, or the lengths do not make the announced total or pass the span's length
 //     (nothing moved), then moves the ranges' bytes in table order: by cross-memory attach
-//     (one process_vm_* call per window of up to kMaxIov ranges, cross_memory.h), or in-band
-//     through a staging buffer of kListStaging bytes, which is the only memory the socket
-//     calls touch: the buffer is touched only by the copies into and out of the staging, each
-//     after a look at the withdrawal, and the withdrawal is looked at while the peer is waited
-//     for (the table included), so `done` runs at once (invariant 14 at the staging's
-//     granularity; a list withdrawn before its bytes answers `released` in step). Invariants
-//     13-15 hold as for one range.
+//     (one process_vm_* call per window of up to kMaxIov ranges, cross_memory.h), or in-band:
+//     on plain TCP the socket calls gather the ranges from the buffer (scatter them into it)
+//     with the withdrawal looked at before each call and while the peer is waited for, as for
+//     one range (invariant 14, withdrawable_move.h); under TLS through a staging buffer of
+//     kListStaging bytes, the only memory the socket calls touch, each copy between it and the
+//     buffer after a look at the withdrawal (invariant 14 at the staging's granularity). The
+//     withdrawal is looked at while the table is waited for too; a list withdrawn before its
+//     bytes answers `released` in step. Invariants 13-15 hold as for one range.
 // 17. Every request that succeeds (its grant's `done` with ok), by grant or by handle, one
 //     range or a list, is told to the `set_served` observer once, on its worker, just before
 //     its `done`: the endpoint it came on, the requester's address, its direction and bytes.

@@ -7,8 +7,9 @@
 #include <vector>
 
 #include "components/cross_memory.h"
-#include "components/list_staging.h"
+#include "components/list_cursor.h"
 #include "components/stream_server.h"
+#include "components/withdrawable_move.h"
 #include "components/withdrawal.h"
 
 namespace caf_rdma {
@@ -101,37 +102,56 @@ bool StreamServer::serve_list(Connection& c, Grant& g) {
   st = req.cross_memory ? write_inband_go(s, answer_by()) : write_status(s, Status{}, answer_by());
   if (!st.ok())
     return fail(st);
-  // In-band: block by block through the staging buffer; each copy between the staging and
-  // the buffer comes after a look at the withdrawal (invariant 16).
-  std::vector<uint8_t> staging(std::min<uint64_t>(req.total, kListStaging));
   const std::string what = std::string("stream list data ") + to_string(g.direction);
-  ListStaging cursor(ranges.data(), ranges.size(), mine);
-  auto copy_block = [&](uint64_t n) { cursor.copy(staging.data(), n, out); };
-  for (uint64_t sent = 0; sent < req.total;) {
-    const uint64_t n = std::min<uint64_t>(staging.size(), req.total - sent);
-    if (!gone && withdrawn(g.withdrawal))
+  ListCursor cursor(ranges.data(), ranges.size(), mine);
+  if (s.tls() == nullptr) {
+    // Plain TCP: the kernel gathers the ranges from the buffer (scatters them into it); the
+    // withdrawal is looked at before every call and while the peer is waited for
+    // (withdrawable_move.h invariant 1): once set, `done` runs and the rest moves without the
+    // memory.
+    std::vector<iovec> pieces;
+    cursor.pieces(req.total, pieces);
+    auto k = move_until_withdrawn(s, pieces.data(), pieces.size(), g.direction, g.deadline, stall,
+                                  g.withdrawal, what);
+    if (!k.ok())
+      return fail(k.error());
+    moved = *k;
+    if (moved < req.total) {
       let_go();
-    // `moved` counts the bytes copied to or from the buffer (what a withdrawal reports).
-    if (out) {
-      if (gone) {
-        std::memset(staging.data(), 0, n);
-      } else {
-        copy_block(n);
-        moved += n;
-      }
-      st = staged_io(staging.data(), n, true, what);
-    } else {
-      st = staged_io(staging.data(), n, false, what);
-      if (st.ok() && !gone && withdrawn(g.withdrawal))
-        let_go();
-      if (st.ok() && !gone) {
-        copy_block(n);
-        moved += n;
-      }
+      st = move_rest_without_memory(s, req.total - moved, g.direction, g.deadline, stall, what);
+      if (!st.ok())
+        return fail(st);
     }
-    if (!st.ok())
-      return fail(st);
-    sent += n;
+  } else {
+    // TLS: block by block through the staging buffer (records are sealed from one buffer);
+    // each copy between the staging and the buffer comes after a look at the withdrawal.
+    std::vector<uint8_t> staging(std::min<uint64_t>(req.total, kListStaging));
+    for (uint64_t sent = 0; sent < req.total;) {
+      const uint64_t n = std::min<uint64_t>(staging.size(), req.total - sent);
+      if (!gone && withdrawn(g.withdrawal))
+        let_go();
+      // `moved` counts the bytes copied to or from the buffer (what a withdrawal reports).
+      if (out) {
+        if (gone) {
+          std::memset(staging.data(), 0, n);
+        } else {
+          cursor.copy(staging.data(), n, true);
+          moved += n;
+        }
+        st = staged_io(staging.data(), n, true, what);
+      } else {
+        st = staged_io(staging.data(), n, false, what);
+        if (st.ok() && !gone && withdrawn(g.withdrawal))
+          let_go();
+        if (st.ok() && !gone) {
+          cursor.copy(staging.data(), n, false);
+          moved += n;
+        }
+      }
+      if (!st.ok())
+        return fail(st);
+      sent += n;
+    }
   }
   const Status end = gone ? Status(released_midway_error(moved, req.total)) : Status{};
   st = write_status(s, end, answer_by());

@@ -40,6 +40,13 @@ Result<uint64_t> move_until_withdrawn(const Socket& s, uint8_t* addr, uint64_t l
                                       std::chrono::milliseconds stall, const Withdrawal& withdrawal,
                                       const std::string& what);
 
+/// The same for pieces of the owner's memory moved in order as one range (socket_io.h,
+/// move_pieces: on plain TCP the kernel gathers and scatters them).
+Result<uint64_t> move_until_withdrawn(const Socket& s, const iovec* pieces, size_t count,
+                                      StreamDirection direction, Deadline deadline,
+                                      std::chrono::milliseconds stall, const Withdrawal& withdrawal,
+                                      const std::string& what);
+
 /// Invariant 2: the last `rest` bytes of a withdrawn transfer, without the memory.
 Status move_rest_without_memory(const Socket& s, uint64_t rest, StreamDirection direction,
                                 Deadline deadline, std::chrono::milliseconds stall,

@@ -1,7 +1,8 @@
 // A list posted again allocates nothing per range (actors/transfer_plan.h invariant 2, on the
 // stream channel both sides of which run in this process): the allocations of one list
 // request, counted by replacing the global operator new, do not grow with its ranges (only
-// its table's and staging's buffers, one of each per side, and what a connection costs).
+// its table's and staging's (or pieces') buffers, one of each per side, and what a
+// connection costs).
 #include <gtest/gtest.h>
 
 #include <atomic>
