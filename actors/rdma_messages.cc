@@ -140,6 +140,10 @@ ByteChunk ByteChunk::copy_of(const uint8_t* p, uint64_t n) {
   return c;
 }
 
+std::string ByteChunk::no_memory(uint64_t n, const std::string& what) {
+  return "no memory for a " + what + " of " + std::to_string(n) + " bytes";
+}
+
 void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<BufferHandle>("caf_rdma::BufferHandle");
   cfg.add_message_type<BufferRef>("caf_rdma::BufferRef");

@@ -449,6 +449,9 @@ struct ByteChunk {
   static ByteChunk allocate(uint64_t n);
   /// A chunk that owns a copy of [p, p + n).
   static ByteChunk copy_of(const uint8_t* p, uint64_t n);
+  /// What an empty allocate(n) for `what` means, said once: "no memory for a <what> of <n>
+  /// bytes".
+  static std::string no_memory(uint64_t n, const std::string& what);
 };
 
 template <class Inspector>
@@ -469,8 +472,7 @@ typename Inspector::result_type inspect(Inspector& f, ByteChunk& x) {
                              "ByteChunk of " + std::to_string(n) + " bytes exceeds kMaxChunkBytes");
     x = ByteChunk::allocate(n);
     if (n > 0 && !x.owned)
-      return caf::make_error(caf::sec::runtime_error,
-                             "no memory for a ByteChunk of " + std::to_string(n) + " bytes");
+      return caf::make_error(caf::sec::runtime_error, ByteChunk::no_memory(n, "ByteChunk"));
     if (n > 0)
       if (auto err = f.apply_raw(n, x.owned.get()))
         return err;

@@ -286,8 +286,7 @@ Result<ByteChunk> BufferTable::fetch_chunk(const BufferRef& ref, uint64_t offset
   // released and freed.
   ByteChunk c = ByteChunk::allocate(length);
   if (!c.owned)
-    return Error(ErrorCode::kResourceExhausted,
-                 "no memory for a fetch chunk of " + std::to_string(length) + " bytes");
+    return Error(ErrorCode::kResourceExhausted, ByteChunk::no_memory(length, "fetch chunk"));
   CAF_RDMA_RETURN_IF_ERROR(copy_out(*b, offset, c.owned.get(), length));
   m_.counters().served_fallback_bytes += length;
   m_.served()->record(requester, kServedChunks, wire_kind(TransferKind::kRead), length);

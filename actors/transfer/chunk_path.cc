@@ -147,6 +147,11 @@ void ChunkPath::send_store(OpId id, uint64_t off, uint64_t n) {
     });
   } else {  // GPU memory: copied to the host first
     bytes = ByteChunk::allocate(n);
+    if (!bytes.owned)
+      return write_chunk_failed(
+          id, ops_.at(id),
+          outcome_of(Error(ErrorCode::kResourceExhausted,
+                           ByteChunk::no_memory(n, "store chunk (a copy of GPU memory)"))));
     if (Status st = m_.buffer_table.copy_out(local, local_off, bytes.owned.get(), n); !st.ok())
       return write_chunk_failed(id, ops_.at(id),
                                 outcome_of(st.error()));  // earlier ones may be out

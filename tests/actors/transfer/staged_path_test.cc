@@ -212,11 +212,12 @@ TEST_F(StagedPathTest, StagedOpsWithAHandleOfAnotherDeviceOpeningMoveThroughTheO
   // device went away and came back since; changed by hand here): each op took a bounce buffer,
   // then finds the queue pair's peer is another opening, gives the bounce buffer back and moves
   // through the owner (auto mode). More ops than bounce buffers: the waiters get them in turn.
+  constexpr uint64_t kSize = 100 << 10;
+  // Before the nodes: the memory outlives every buffer the nodes hold of it.
+  Memory device_mem(kSize * 5, 6), host(kSize * 5);
   auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
   auto a = node(gpu, TransportMode::kAuto), b = node(nullptr, TransportMode::kAuto);
   ASSERT_TRUE(a && b);
-  constexpr uint64_t kSize = 100 << 10;
-  Memory device_mem(kSize * 5, 6), host(kSize * 5);
   gpu->add_gpu_range(device_mem.bytes.data(), device_mem.bytes.size(), 0);
   auto g = a->request_buffer(device_mem);
   auto h = b->request_buffer(host);
@@ -243,11 +244,12 @@ TEST_F(StagedPathTest, StagedOpsWithAHandleOfAnotherDeviceOpeningMoveThroughTheO
 
 TEST_F(StagedPathTest, MoreStagedTransfersThanBounceBuffersQueueAndAllComplete) {
   SCOPED_TRACE("StagedPath invariant 4");
+  constexpr int kOps = 8;  // 2 bounce buffers
+  // Before the nodes: the memory outlives every buffer the nodes hold of it.
+  std::vector<std::unique_ptr<Memory>> devs, hosts;
   auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
   auto a = node(gpu), b = node(nullptr);
   ASSERT_TRUE(a && b);
-  constexpr int kOps = 8;  // 2 bounce buffers
-  std::vector<std::unique_ptr<Memory>> devs, hosts;
   std::vector<TransferOp> ops;
   for (int i = 0; i < kOps; ++i) {
     devs.push_back(std::make_unique<Memory>(200 << 10, 20 + i));
