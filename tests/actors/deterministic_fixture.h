@@ -403,6 +403,20 @@ protected:
 
   const rdma_manager_actor& manager() const { return manager_; }
 
+  /// Spawns a second manager on the peer's node (a real owner for the manager under test, e.g.
+  /// on a fake fabric: tests/actors/fake_nic.h), ended at teardown; a null handle and a failed
+  /// test when it cannot start.
+  rdma_manager_actor start_peer_manager(ManagerOptions o) {
+    auto m = spawn_manager(peer_sys_, std::move(o));
+    if (!m.ok()) {
+      ADD_FAILURE() << m.error().to_string();
+      return {};
+    }
+    others_.push_back(caf::actor_cast<caf::actor>(*m));
+    run_jobs();
+    return *m;
+  }
+
   /// The manager's facade (what peers know it by), learned from a handle it issued.
   const caf::actor& facade() const { return facade_; }
 

@@ -63,18 +63,33 @@ FakeQueuePair::~FakeQueuePair() {
 QpInfo FakeQueuePair::local_info() const {
   QpInfo info;
   info.qp_num = number_;
+  info.gid = nic_->gid();
   info.incarnation = nic_->incarnation();
   return info;
 }
 
-Status FakeQueuePair::connect(const QpInfo& /*remote*/) {
-  return Error(ErrorCode::kInvalidArgument,
-               name_ + ": a fake queue pair connects only to itself (connect_loopback)");
+Status FakeQueuePair::connect(const QpInfo& remote) {
+  std::shared_ptr<FakeQueuePair> peer;
+  {
+    FakeFabric& f = *nic_->fabric_;
+    std::lock_guard<std::mutex> guard(f.mu_);
+    if (auto it = f.qps_.find(remote.qp_num); it != f.qps_.end())
+      peer = it->second.lock();
+  }
+  if (!peer || peer->nic_->incarnation() != remote.incarnation)
+    return Error(ErrorCode::kPeerUnavailable, name_ + ": no queue pair " +
+                                                  std::to_string(remote.qp_num) +
+                                                  " of that NIC's opening on this fake fabric");
+  std::lock_guard<std::mutex> guard(mu_);
+  connected_ = true;
+  peer_nic_ = peer->nic_;
+  return {};
 }
 
 Status FakeQueuePair::connect_loopback() {
   std::lock_guard<std::mutex> guard(mu_);
   connected_ = true;
+  peer_nic_ = nic_;
   return {};
 }
 
@@ -85,10 +100,11 @@ Status FakeQueuePair::submit(RdmaOp op, OpCallback done) {
                  name_ + " is not connected; cannot " + to_string(op.kind));
   // QpEndpoint invariant 3, and what RdmaQueuePair checks before posting: a rejected op never
   // touches memory.
-  if (op.remote.incarnation != 0 && op.remote.incarnation != nic_->incarnation())
+  if (op.remote.incarnation != 0 && op.remote.incarnation != peer_nic_->incarnation())
     return Error(ErrorCode::kInvalidArgument,
                  std::string(to_string(op.kind)) + ": " + op.remote.describe() +
-                     " is of another opening of its device than " + name_ + "'s");
+                     " is of another opening of its device than the one " + name_ +
+                     " is connected to");
   for (const LocalSlice& s : op.local) {
     CAF_RDMA_RETURN_IF_ERROR(s.buffer.check_range(s.offset, s.length, "local range"));
     if (s.buffer.region() != nullptr || s.buffer.device() != nic_->device_name())
@@ -130,8 +146,13 @@ OpResult FakeQueuePair::perform(const RdmaOp& op) {
   const uint64_t length = op.kind == OpKind::kFetchAdd || op.kind == OpKind::kCompareSwap
                               ? sizeof(uint64_t)
                               : op.local_length();
-  if (!nic_->region_of(op.remote.rkey, &region) || !remote_allows(region.access, op.kind) ||
-      op.remote.addr + op.remote_offset < region.addr ||
+  std::shared_ptr<FakeNic> peer;
+  {
+    std::lock_guard<std::mutex> guard(mu_);
+    peer = peer_nic_;
+  }
+  if (!peer || !peer->region_of(op.remote.rkey, &region) ||
+      !remote_allows(region.access, op.kind) || op.remote.addr + op.remote_offset < region.addr ||
       op.remote.addr + op.remote_offset + length > region.addr + region.size)
     return failure(ErrorCode::kWorkCompletion, OpFault::kRemoteAccess,
                    std::string(to_string(op.kind)) + " on " + name_ +
@@ -294,7 +315,7 @@ bool FakeQueuePair::needs_recovery() const {
 
 uint64_t FakeQueuePair::remote_incarnation() const {
   std::lock_guard<std::mutex> guard(mu_);
-  return connected_ ? nic_->incarnation() : 0;
+  return connected_ && peer_nic_ ? peer_nic_->incarnation() : 0;
 }
 
 QpStats FakeQueuePair::stats() const {
@@ -313,18 +334,38 @@ QpLimits FakeQueuePair::limits() const {
 
 // -- FakeNic -------------------------------------------------------------------------------------
 
-FakeNic::FakeNic(std::string name)
+FakeNic::FakeNic(std::string name, std::shared_ptr<FakeFabric> fabric)
     : name_(std::move(name)),
+      fabric_(fabric ? std::move(fabric) : FakeFabric::make()),
       incarnation_(next_incarnation()),
       test_thread_(std::this_thread::get_id()) {
+  {
+    std::lock_guard<std::mutex> guard(fabric_->mu_);
+    gid_[0] = 0xfe;  // fe80::<n>: a link-local GID of its own on the fabric
+    gid_[1] = 0x80;
+    gid_[15] = ++fabric_->next_nic_;
+  }
   port_.port_num = 1;
   port_.state = IBV_PORT_ACTIVE;
   port_.is_ethernet = true;
   port_.max_msg_sz = 1u << 31;
 }
 
-std::shared_ptr<FakeNic> FakeNic::make(std::string name) {
-  return std::shared_ptr<FakeNic>(new FakeNic(std::move(name)));
+std::shared_ptr<FakeNic> FakeNic::make(std::string name, std::shared_ptr<FakeFabric> fabric) {
+  return std::shared_ptr<FakeNic>(new FakeNic(std::move(name), std::move(fabric)));
+}
+
+NicOpener FakeNic::opener_of(std::vector<std::shared_ptr<FakeNic>> nics) {
+  std::vector<NicOpener> openers;
+  for (const auto& nic : nics)
+    openers.push_back(nic->opener());
+  return [nics, openers](const IbverbsConfig& config) -> Result<std::shared_ptr<Nic>> {
+    for (size_t i = 0; i < nics.size(); ++i)
+      if (config.device_name.empty() || nics[i]->device_name() == config.device_name)
+        return openers[i](config);
+    return Error(ErrorCode::kNoDevice,
+                 "no fake NIC named '" + config.device_name + "' on this fake host");
+  };
 }
 
 NicOpener FakeNic::opener() {
@@ -348,8 +389,12 @@ Result<RdmaBuffer> FakeNic::registered(void* addr, uint64_t size, Access access)
     return Error(ErrorCode::kInvalidArgument, name_ + ": registration of a null or empty range");
   auto region =
       std::make_shared<const Region>(Region{reinterpret_cast<uint64_t>(addr), size, access});
+  uint32_t key;
+  {
+    std::lock_guard<std::mutex> guard(fabric_->mu_);
+    key = fabric_->next_key_++;
+  }
   std::lock_guard<std::mutex> guard(mu_);
-  const uint32_t key = next_key_++;
   regions_[key] = region;
   ++registrations_;
   return RdmaBuffer::of_fake_nic(region, key, key, reinterpret_cast<uint64_t>(addr), size, access,
@@ -387,8 +432,11 @@ Result<std::shared_ptr<CompletionRouter>> FakeNic::shared_completions(int /*entr
 }
 
 Result<std::shared_ptr<QpEndpoint>> FakeNic::make_qp(const QpOptions& /*options*/) {
+  std::lock_guard<std::mutex> fabric_guard(fabric_->mu_);
+  auto qp = std::make_shared<FakeQueuePair>(shared_from_this(), ++fabric_->next_qp_);
+  fabric_->qps_[qp->local_info().qp_num] = qp;
   std::lock_guard<std::mutex> guard(mu_);
-  auto qp = std::make_shared<FakeQueuePair>(shared_from_this(), static_cast<uint32_t>(++qps_made_));
+  ++qps_made_;
   qps_.push_back(qp);
   return std::shared_ptr<QpEndpoint>(qp);
 }

@@ -7,8 +7,11 @@
 // What it does
 // - Registration gives every buffer keys of its own; the key is revoked when the last copy of
 //   the buffer goes (Nic invariant 2). Local-only registrations grant no remote access.
-// - Its queue pairs connect only to themselves (`connect_loopback`): the manager's loopback
-//   queue pair, for transfers between two buffers of one manager. `connect` is refused.
+// - NICs made on one FakeFabric (the fake wire) reach each other: a queue pair `connect`s to
+//   the fabric's queue pair its QpInfo names (number, and the incarnation of its NIC), and its
+//   ops reach the memory that queue pair's NIC registered, by key. A NIC made without a fabric
+//   has one of its own: its queue pairs connect to themselves (`connect_loopback`, the
+//   manager's loopback queue pair) or to others of that NIC. Each NIC has a GID of its own.
 // - An op submitted is kept, untouched, until it completes: by `complete_next` (the test says
 //   so) or, in CompletionMode::kOnProgress, by the next `progress()` on the test's thread (the
 //   manager polling inline, RdmaPath invariant 1). Completing moves the bytes with memcpy,
@@ -40,6 +43,23 @@
 namespace caf_rdma::testing {
 
 class FakeNic;
+class FakeQueuePair;
+
+/// The wire between fake NICs (see above): queue pair numbers and keys unique on it, and which
+/// queue pair a number names.
+class FakeFabric {
+public:
+  static std::shared_ptr<FakeFabric> make() { return std::make_shared<FakeFabric>(); }
+
+private:
+  friend class FakeNic;
+  friend class FakeQueuePair;
+  std::mutex mu_;
+  uint32_t next_qp_ = 0;
+  uint32_t next_key_ = 0x100;
+  uint8_t next_nic_ = 0;
+  std::map<uint32_t, std::weak_ptr<FakeQueuePair>> qps_;
+};
 
 class FakeQueuePair final : public QpEndpoint {
 public:
@@ -101,6 +121,9 @@ private:
   std::shared_ptr<FakeNic> nic_;
   const std::string name_;
   const uint32_t number_;
+  /// The NIC of the queue pair it is connected to (its own for loopback): the one whose keys
+  /// its ops use.
+  std::shared_ptr<FakeNic> peer_nic_;
   const std::shared_ptr<CompletionRouter> no_router_;
   mutable std::mutex mu_;
   bool connected_ = false;
@@ -118,10 +141,15 @@ public:
     kOnProgress,  ///< the next progress() on the test's thread completes every op
   };
 
-  /// A fake NIC named `name`, made on (and completing ops on) the calling thread.
-  static std::shared_ptr<FakeNic> make(std::string name = "fake0");
+  /// A fake NIC named `name` on `fabric` (null: a fabric of its own), made on (and completing
+  /// ops on) the calling thread.
+  static std::shared_ptr<FakeNic> make(std::string name = "fake0",
+                                       std::shared_ptr<FakeFabric> fabric = nullptr);
   /// An opener for ManagerOptions::open_nic that gives this NIC (each open counted).
   NicOpener opener();
+  /// An opener that gives the NIC of `nics` the configuration names (IbverbsConfig::
+  /// device_name; the first when it names none), as a host's devices (striping's rails).
+  static NicOpener opener_of(std::vector<std::shared_ptr<FakeNic>> nics);
 
   // -- Nic -----------------------------------------------------------------------------------
   const std::string& device_name() const override { return name_; }
@@ -129,7 +157,7 @@ public:
   uint64_t incarnation() const override { return incarnation_; }
   const PortInfo& port() const override { return port_; }
   bool port_active() const override { return true; }
-  Gid gid() const override { return Gid{}; }
+  Gid gid() const override { return gid_; }
   Result<bool> refresh_gid() override { return false; }
   bool atomics() const override { return true; }
   const std::string& warning() const override { return no_warning_; }
@@ -163,18 +191,19 @@ private:
     uint64_t addr = 0, size = 0;
     Access access = Access::kReadWrite;
   };
-  explicit FakeNic(std::string name);
+  FakeNic(std::string name, std::shared_ptr<FakeFabric> fabric);
   Result<RdmaBuffer> registered(void* addr, uint64_t size, Access access);
   /// The live region of `rkey` (false: none: revoked or never given).
   bool region_of(uint32_t rkey, Region* out) const;
 
   const std::string name_;
+  const std::shared_ptr<FakeFabric> fabric_;
   const uint64_t incarnation_;
   const std::thread::id test_thread_;
+  Gid gid_{};
   PortInfo port_;
   const std::string no_warning_;
   mutable std::mutex mu_;
-  uint32_t next_key_ = 0x100;
   std::map<uint32_t, std::weak_ptr<const Region>> regions_;
   std::vector<std::weak_ptr<FakeQueuePair>> qps_;
   size_t qps_made_ = 0;

@@ -1,0 +1,138 @@
+// Striping (actors/manager/rails.h) on the fake transport (tests/actors/fake_nic.h) in the
+// deterministic fixture: two managers, each with a primary fake NIC and one rail on one fake
+// fabric, the owner a real manager on the peer's node; the test decides when each slice
+// completes and which fails. The real path (ibverbs, two Soft-RoCE wires) is striping_test's,
+// in the VM.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/actors/fake_nic.h"
+#include "tests/actors/manager_logic.h"
+
+namespace caf_rdma::testing {
+namespace {
+
+constexpr uint64_t kSize = 1 << 20;
+
+class StripingOnFakeNics : public ManagerLogicTest {
+protected:
+  /// A manager of this host's two fake NICs, `primary` and `rail`: RDMA only, every op of 64 KiB
+  /// or more striped over one queue pair per pair of devices.
+  static ManagerOptions options(const std::shared_ptr<FakeNic>& primary,
+                                const std::shared_ptr<FakeNic>& rail, const char* name) {
+    ManagerOptions o = fallback_options();
+    o.mode = TransportMode::kRdma;
+    o.name = name;
+    o.open_nic = FakeNic::opener_of({primary, rail});
+    o.ibverbs.device_name = primary->device_name();
+    o.rail_devices = {rail->device_name()};
+    o.stripe_min_bytes = 64 << 10;
+    o.stripe_qps = 1;
+    return o;
+  }
+  /// Both managers started: the one under test on node A, the owner on node B.
+  void start_both() {
+    ASSERT_NO_FATAL_FAILURE(start_manager(options(a0_, a1_, "requester")));
+    owner_ = start_peer_manager(options(b0_, b1_, "owner"));
+    ASSERT_TRUE(owner_);
+  }
+  /// `mem` registered with the owner (read-write), asked from the owner's node.
+  BufferHandle register_on_owner(std::vector<uint8_t>& mem) {
+    caf::scoped_actor there(peer_sys(), true);
+    auto p = ask_as<BufferHandle>(there, owner_, request_buffer_atom::value,
+                                  reinterpret_cast<uint64_t>(mem.data()), uint64_t{mem.size()},
+                                  static_cast<uint8_t>(BufferAccess::kReadWrite));
+    auto h = reply_to(there, p);
+    if (!h || !*h) {
+      ADD_FAILURE() << "request_buffer: " << (h ? error_message(h->error()) : "no answer");
+      return {};
+    }
+    return **h;
+  }
+  /// The one queue pair of `nic` with ops outstanding, or a failed test.
+  static std::shared_ptr<FakeQueuePair> busy_qp(const FakeNic& nic) {
+    std::shared_ptr<FakeQueuePair> out;
+    for (auto& qp : nic.queue_pairs())
+      if (qp->pending_ops() > 0) {
+        EXPECT_EQ(out, nullptr) << "more than one queue pair of " << nic.device_name() << " busy";
+        out = qp;
+      }
+    EXPECT_NE(out, nullptr) << "no queue pair of " << nic.device_name() << " has an op";
+    return out;
+  }
+
+  std::shared_ptr<FakeFabric> fabric_ = FakeFabric::make();
+  std::shared_ptr<FakeNic> a0_ = FakeNic::make("fakeA0", fabric_);
+  std::shared_ptr<FakeNic> a1_ = FakeNic::make("fakeA1", fabric_);
+  std::shared_ptr<FakeNic> b0_ = FakeNic::make("fakeB0", fabric_);
+  std::shared_ptr<FakeNic> b1_ = FakeNic::make("fakeB1", fabric_);
+  rdma_manager_actor owner_;
+};
+
+TEST_F(StripingOnFakeNics, ASliceThatFailsOnARailRunsAgainOnThePrimaryQueuePair) {
+  SCOPED_TRACE("rails.h invariants 19 and 21 (failover)");
+  ASSERT_NO_FATAL_FAILURE(start_both());
+  std::vector<uint8_t> theirs = patterned(kSize, 41), mine(kSize, 0);
+  BufferHandle remote = register_on_owner(theirs);
+  BufferHandle local = register_buffer(mine);
+  ASSERT_EQ(remote.rails.size(), 1u) << "the owner's handle names no rail";
+  EXPECT_EQ(remote.rails[0].device, "fakeB1");
+  auto r = transfer(make_read(local, remote, kSize, 0, 0), 1000);
+  run_jobs();
+  // Two slices: one on the managers' own queue pair (primary devices), one on rail 1's.
+  auto rail = busy_qp(*a1_);
+  auto primary = busy_qp(*a0_);
+  ASSERT_TRUE(rail && primary);
+  ASSERT_EQ(rail->pending_ops(), 1u);
+  ASSERT_EQ(primary->pending_ops(), 1u);
+  // The rail's slice fails (its link pulled, as a NIC reports it): nothing is answered yet, the
+  // slice runs again on the primary queue pair.
+  ASSERT_TRUE(rail->fail_next(OpFault::kOther, "the rail's link was pulled"));
+  run_jobs();
+  EXPECT_FALSE(reply(r).has_value()) << "answered while a slice was still moving";
+  EXPECT_EQ(primary->pending_ops(), 2u) << "the failed slice did not fail over";
+  EXPECT_EQ(primary->complete_all(), 2u);
+  run_jobs();
+  auto rr = reply(r);
+  ASSERT_TRUE(rr.has_value()) << "no reply";
+  ASSERT_TRUE(*rr) << error_message(rr->error());
+  EXPECT_EQ((*rr)->bytes, kSize);
+  EXPECT_TRUE(mine == theirs) << "a byte of the striped read is wrong";
+  auto stats = call<ManagerStats>(manager(), stats_atom::value);
+  ASSERT_TRUE(stats) << error_message(stats.error());
+  EXPECT_EQ(stats->striped_ops, 1u);
+  EXPECT_EQ(stats->stripe_slices, 2u);
+  EXPECT_EQ(stats->stripe_failovers, 1u);
+  EXPECT_TRUE(quiet());
+}
+
+TEST_F(StripingOnFakeNics, ASliceThatFailsOnThePrimaryQueuePairFailsTheOpOnceEverySliceEnded) {
+  SCOPED_TRACE("rails.h invariant 19 (the reply after every slice; the primary's error)");
+  ASSERT_NO_FATAL_FAILURE(start_both());
+  std::vector<uint8_t> theirs = patterned(kSize, 42), mine(kSize, 0);
+  BufferHandle remote = register_on_owner(theirs);
+  BufferHandle local = register_buffer(mine);
+  auto w = transfer(make_write(local, remote, kSize, 0, 0), 1000);
+  run_jobs();
+  auto rail = busy_qp(*a1_);
+  auto primary = busy_qp(*a0_);
+  ASSERT_TRUE(rail && primary);
+  ASSERT_TRUE(primary->fail_next(OpFault::kRemoteAccess, "the owner's key refused the write"));
+  run_jobs();
+  // The rail's slice still moves: no answer may come before it ended.
+  EXPECT_FALSE(reply(w).has_value()) << "answered while the rail's slice was still moving";
+  EXPECT_EQ(rail->complete_all(), 1u);
+  run_jobs();
+  auto rw = reply(w);
+  ASSERT_TRUE(rw.has_value()) << "no reply once every slice ended";
+  ASSERT_FALSE(*rw) << "a write with a failed slice was answered done";
+  EXPECT_NE(error_message(rw->error()).find("the owner's key refused the write"), std::string::npos)
+      << error_message(rw->error());
+  EXPECT_TRUE(quiet());
+}
+
+}  // namespace
+}  // namespace caf_rdma::testing
