@@ -161,23 +161,30 @@ bool run_transport(const KvHandoffOptions& o, const Transport& t) {
               std::memset(dst, 0, pool_bytes);
               std::vector<std::string> errors(c);
               const auto t0 = Clock::now();
-              for (int rep = 0; rep < reps; ++rep) {
+              // List j's posts, `reps` of them, one after the other.
+              auto poster = [&](size_t j) {
+                for (int rep = 0; rep < reps && errors[j].empty(); ++rep) {
+                  std::optional<TransferPlan> fresh;
+                  if (!prepared) {
+                    auto p = me.prepare(kind, local, *remote, shares[j]);
+                    if (!p.ok()) {
+                      errors[j] = p.error().to_string();
+                      return;
+                    }
+                    fresh.emplace(std::move(*p));
+                  }
+                  ListOutcome out = me.post(prepared ? *plans[j] : *fresh, kTimeout);
+                  if (!out.ok())
+                    errors[j] = out.status().error().to_string();
+                }
+              };
+              // One list: posted from this thread, as the bulk transfers; c lists: c threads.
+              if (c == 1) {
+                poster(0);
+              } else {
                 std::vector<std::thread> threads;
                 for (size_t j = 0; j < c; ++j)
-                  threads.emplace_back([&, j] {
-                    std::optional<TransferPlan> fresh;
-                    if (!prepared) {
-                      auto p = me.prepare(kind, local, *remote, shares[j]);
-                      if (!p.ok()) {
-                        errors[j] = p.error().to_string();
-                        return;
-                      }
-                      fresh.emplace(std::move(*p));
-                    }
-                    ListOutcome out = me.post(prepared ? *plans[j] : *fresh, kTimeout);
-                    if (!out.ok())
-                      errors[j] = out.status().error().to_string();
-                  });
+                  threads.emplace_back(poster, j);
                 for (auto& th : threads)
                   th.join();
               }
