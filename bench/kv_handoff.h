@@ -19,7 +19,8 @@ struct KvHandoffOptions {
 /// Runs the shape on each transport this host has: "same-host" (the owner's same-host
 /// endpoint, cross-memory attach), "stream" (the stream lane over TCP) and "rdma" (when an RDMA
 /// device is there). For each: the pool pulled and pushed as blocks of 4, 16 and 64 KiB in a
-/// shuffled order, by 1, 8 (and 64) concurrent lists (8 posts of the pool each; --long 16),
+/// shuffled order, by 1 list (posted from the calling thread) or 8 (and 64) concurrent ones
+/// (one thread each, made once per figure) (8 posts of the pool each; --long 16),
 /// prepared once or prepared on every post, every byte checked; each figure the median of 3
 /// paired rounds (--long 5), a round being the pool moved whole as many times in one transfer
 /// each (the reference), then the lists. Prints
