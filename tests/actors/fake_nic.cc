@@ -441,8 +441,27 @@ Result<std::shared_ptr<QpEndpoint>> FakeNic::make_qp(const QpOptions& /*options*
   return std::shared_ptr<QpEndpoint>(qp);
 }
 
-Result<std::unique_ptr<DeviceMonitor>> FakeNic::watch(DeviceMonitor::Report /*report*/) {
-  return std::unique_ptr<DeviceMonitor>{};  // a fake NIC reports no events
+Result<std::unique_ptr<DeviceMonitor>> FakeNic::watch(DeviceMonitor::Report report) {
+  std::lock_guard<std::mutex> guard(mu_);
+  watcher_ = std::move(report);
+  return std::unique_ptr<DeviceMonitor>{};  // its events come from set_port_active
+}
+
+bool FakeNic::port_active() const {
+  std::lock_guard<std::mutex> guard(mu_);
+  return port_.state == IBV_PORT_ACTIVE;
+}
+
+void FakeNic::set_port_active(bool active, const std::string& why) {
+  DeviceMonitor::Report tell;
+  {
+    std::lock_guard<std::mutex> guard(mu_);
+    port_.state = active ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+    tell = watcher_;
+  }
+  if (tell)
+    tell(DeviceEvent{active ? DeviceEventKind::kPortUp : DeviceEventKind::kPortDown, port_.port_num,
+                     name_ + " port " + std::to_string(port_.port_num) + ": " + why});
 }
 
 bool FakeNic::region_of(uint32_t rkey, Region* out) const {

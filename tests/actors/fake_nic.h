@@ -19,6 +19,8 @@
 //   (kRemoteAccess), puts the queue pair in error and flushes the ops after it.
 // - `abort` puts the queue pair in error; its ops are flushed then (`set_flush_on_abort`, the
 //   default) or only when the test says (`flush`), or when the queue pair is destroyed.
+// - `set_port_active` takes the port out of ACTIVE (or back) and tells the NIC's watcher, as a
+//   device's port event; `watch` returns no monitor object (there is no thread to own).
 // - Completions run only on the thread that made the NIC (the test's): `progress()` from any
 //   other thread (the manager's CompletionPoller) finds nothing, so nothing happens behind the
 //   test's back. A queue pair destroyed on another thread (the poller held the last reference)
@@ -156,7 +158,7 @@ public:
   std::string describe() const override;
   uint64_t incarnation() const override { return incarnation_; }
   const PortInfo& port() const override { return port_; }
-  bool port_active() const override { return true; }
+  bool port_active() const override;
   Gid gid() const override { return gid_; }
   Result<bool> refresh_gid() override { return false; }
   bool atomics() const override { return true; }
@@ -184,6 +186,9 @@ public:
   size_t opens() const;
   /// Runs the completions of queue pairs destroyed off the test's thread; how many.
   size_t deliver_late();
+  /// The port leaves ACTIVE (`active` false: a pulled link) or comes back, and whoever watches
+  /// the NIC is told at once, on this thread (a device's PORT_ERR / PORT_ACTIVE event).
+  void set_port_active(bool active, const std::string& why);
 
 private:
   friend class FakeQueuePair;
@@ -210,6 +215,7 @@ private:
   size_t opens_ = 0;
   uint64_t registrations_ = 0;
   CompletionMode mode_ = CompletionMode::kWhenTold;
+  DeviceMonitor::Report watcher_;  ///< who watch() was given (none: nobody watches)
   CompletedOps late_;
   bool flush_on_abort_ = true;
 };

@@ -5,6 +5,7 @@
 // in the VM.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -131,6 +132,48 @@ TEST_F(StripingOnFakeNics, ASliceThatFailsOnThePrimaryQueuePairFailsTheOpOnceEve
   ASSERT_FALSE(*rw) << "a write with a failed slice was answered done";
   EXPECT_NE(error_message(rw->error()).find("the owner's key refused the write"), std::string::npos)
       << error_message(rw->error());
+  EXPECT_TRUE(quiet());
+}
+
+TEST_F(StripingOnFakeNics, ARailWhosePortGoesDownFailsOverAtOnceAndGetsNoSlices) {
+  SCOPED_TRACE("rails.h invariant 21 (port down)");
+  ASSERT_NO_FATAL_FAILURE(start_both());
+  std::vector<uint8_t> theirs = patterned(kSize, 43), mine(kSize, 0);
+  BufferHandle remote = register_on_owner(theirs);
+  BufferHandle local = register_buffer(mine);
+  auto r = transfer(make_read(local, remote, kSize, 0, 0), 1000);
+  run_jobs();
+  auto rail = busy_qp(*a1_);
+  auto primary = busy_qp(*a0_);
+  ASSERT_TRUE(rail && primary);
+  // The rail's link is pulled while its slice is out: its queue pair is flushed at once (the
+  // fake NIC flushes on abort as a device does), and the slice runs on the primary one.
+  a1_->set_port_active(false, "link pulled");
+  run_jobs();
+  EXPECT_EQ(rail->pending_ops(), 0u) << "the downed rail's slice was not flushed";
+  EXPECT_EQ(primary->pending_ops(), 2u) << "the flushed slice did not fail over";
+  EXPECT_FALSE(reply(r).has_value()) << "answered while a slice was still moving";
+  EXPECT_EQ(primary->complete_all(), 2u);
+  run_jobs();
+  auto rr = reply(r);
+  ASSERT_TRUE(rr.has_value()) << "no reply";
+  ASSERT_TRUE(*rr) << error_message(rr->error());
+  EXPECT_TRUE(mine == theirs) << "a byte of the striped read is wrong";
+  // While the port is down, the next large op takes no slice on the rail.
+  std::fill(mine.begin(), mine.end(), 0);
+  auto again = transfer(make_read(local, remote, kSize, 0, 0), 1000);
+  run_jobs();
+  for (auto& qp : a1_->queue_pairs())
+    EXPECT_EQ(qp->pending_ops(), 0u) << "a slice went to the rail whose port is down";
+  ASSERT_GE(primary->complete_all(), 1u);
+  run_jobs();
+  auto ra = reply(again);
+  ASSERT_TRUE(ra.has_value()) << "no reply";
+  ASSERT_TRUE(*ra) << error_message(ra->error());
+  EXPECT_TRUE(mine == theirs) << "a byte of the read with the rail down is wrong";
+  auto stats = call<ManagerStats>(manager(), stats_atom::value);
+  ASSERT_TRUE(stats) << error_message(stats.error());
+  EXPECT_EQ(stats->stripe_failovers, 1u);
   EXPECT_TRUE(quiet());
 }
 
