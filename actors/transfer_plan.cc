@@ -98,21 +98,35 @@ Result<TransferPlan> TransferPlan::make(TransferKind kind, const BufferHandle& l
     data->entries.push_back(ListEntry{r.remote_offset, r.local_offset, r.length});
     data->bytes += r.length;
   }
-  // Invariant 1: destinations do not overlap (sorted by where they start).
+  // Invariant 1: destinations do not overlap (sorted by where they start; a list whose
+  // destinations come in order, as a paged copy into one region's does, needs no sort).
   const bool read = kind == TransferKind::kRead;
+  auto dest = [&](size_t i) { return read ? ranges[i].local_offset : ranges[i].remote_offset; };
+  auto overlap = [&](size_t a, size_t b) {
+    return Error(ErrorCode::kInvalidArgument,
+                 list_range_name(std::max(a, b), ranges.size()) + " overlaps " +
+                     list_range_name(std::min(a, b), ranges.size()) + " at its destination (" +
+                     (read ? "local" : "remote") + " offset " + std::to_string(dest(b)) +
+                     "): a list's destination ranges must not overlap");
+  };
+  size_t in_order = 1;
+  while (in_order < ranges.size() && dest(in_order - 1) <= dest(in_order))
+    ++in_order;
+  if (in_order == ranges.size()) {
+    for (size_t k = 1; k < ranges.size(); ++k)
+      if (dest(k - 1) + ranges[k - 1].length > dest(k))
+        return overlap(k - 1, k);
+    return TransferPlan(std::move(data));
+  }
   std::vector<std::pair<uint64_t, size_t>> starts(ranges.size());
   for (size_t i = 0; i < ranges.size(); ++i)
-    starts[i] = {read ? ranges[i].local_offset : ranges[i].remote_offset, i};
+    starts[i] = {dest(i), i};
   std::sort(starts.begin(), starts.end());
   for (size_t k = 1; k < starts.size(); ++k) {
     const size_t a = starts[k - 1].second;
     const size_t b = starts[k].second;
     if (starts[k - 1].first + ranges[a].length > starts[k].first)
-      return Error(ErrorCode::kInvalidArgument,
-                   list_range_name(std::max(a, b), ranges.size()) + " overlaps " +
-                       list_range_name(std::min(a, b), ranges.size()) + " at its destination (" +
-                       (read ? "local" : "remote") + " offset " + std::to_string(starts[k].first) +
-                       "): a list's destination ranges must not overlap");
+      return overlap(a, b);
   }
   return TransferPlan(std::move(data));
 }
