@@ -65,43 +65,56 @@ protected:
     return out;
   }
 
+  /// Both managers started, a 1 MiB buffer of the owner (pattern `seed`) and one here, and a
+  /// striped read (or write) of it posted: its two slices out, one on each device's queue pair
+  /// (rail_, primary_).
+  Pending<TransferReply> striped(bool write, uint32_t seed) {
+    start_both();
+    theirs_ = patterned(kSize, seed);
+    mine_.assign(kSize, 0);
+    remote_ = register_on_owner(theirs_);
+    local_ = register_buffer(mine_);
+    auto p = transfer(
+        write ? make_write(local_, remote_, kSize, 0, 0) : make_read(local_, remote_, kSize, 0, 0),
+        1000);
+    run_jobs();
+    rail_ = busy_qp(*a1_);
+    primary_ = busy_qp(*a0_);
+    return p;
+  }
+
   std::shared_ptr<FakeFabric> fabric_ = FakeFabric::make();
   std::shared_ptr<FakeNic> a0_ = FakeNic::make("fakeA0", fabric_);
   std::shared_ptr<FakeNic> a1_ = FakeNic::make("fakeA1", fabric_);
   std::shared_ptr<FakeNic> b0_ = FakeNic::make("fakeB0", fabric_);
   std::shared_ptr<FakeNic> b1_ = FakeNic::make("fakeB1", fabric_);
   rdma_manager_actor owner_;
+  std::vector<uint8_t> theirs_, mine_;
+  BufferHandle remote_, local_;
+  std::shared_ptr<FakeQueuePair> rail_, primary_;
 };
 
 TEST_F(StripingOnFakeNics, ASliceThatFailsOnARailRunsAgainOnThePrimaryQueuePair) {
   SCOPED_TRACE("rails.h invariants 19 and 21 (failover)");
-  ASSERT_NO_FATAL_FAILURE(start_both());
-  std::vector<uint8_t> theirs = patterned(kSize, 41), mine(kSize, 0);
-  BufferHandle remote = register_on_owner(theirs);
-  BufferHandle local = register_buffer(mine);
-  ASSERT_EQ(remote.rails.size(), 1u) << "the owner's handle names no rail";
-  EXPECT_EQ(remote.rails[0].device, "fakeB1");
-  auto r = transfer(make_read(local, remote, kSize, 0, 0), 1000);
-  run_jobs();
-  // Two slices: one on the managers' own queue pair (primary devices), one on rail 1's.
-  auto rail = busy_qp(*a1_);
-  auto primary = busy_qp(*a0_);
-  ASSERT_TRUE(rail && primary);
-  ASSERT_EQ(rail->pending_ops(), 1u);
-  ASSERT_EQ(primary->pending_ops(), 1u);
+  auto r = striped(/*write=*/false, 41);
+  ASSERT_TRUE(rail_ && primary_);
+  ASSERT_EQ(remote_.rails.size(), 1u) << "the owner's handle names no rail";
+  EXPECT_EQ(remote_.rails[0].device, "fakeB1");
+  ASSERT_EQ(rail_->pending_ops(), 1u);
+  ASSERT_EQ(primary_->pending_ops(), 1u);
   // The rail's slice fails (its link pulled, as a NIC reports it): nothing is answered yet, the
   // slice runs again on the primary queue pair.
-  ASSERT_TRUE(rail->fail_next(OpFault::kOther, "the rail's link was pulled"));
+  ASSERT_TRUE(rail_->fail_next(OpFault::kOther, "the rail's link was pulled"));
   run_jobs();
   EXPECT_FALSE(reply(r).has_value()) << "answered while a slice was still moving";
-  EXPECT_EQ(primary->pending_ops(), 2u) << "the failed slice did not fail over";
-  EXPECT_EQ(primary->complete_all(), 2u);
+  EXPECT_EQ(primary_->pending_ops(), 2u) << "the failed slice did not fail over";
+  EXPECT_EQ(primary_->complete_all(), 2u);
   run_jobs();
   auto rr = reply(r);
   ASSERT_TRUE(rr.has_value()) << "no reply";
   ASSERT_TRUE(*rr) << error_message(rr->error());
   EXPECT_EQ((*rr)->bytes, kSize);
-  EXPECT_TRUE(mine == theirs) << "a byte of the striped read is wrong";
+  EXPECT_TRUE(mine_ == theirs_) << "a byte of the striped read is wrong";
   auto stats = call<ManagerStats>(manager(), stats_atom::value);
   ASSERT_TRUE(stats) << error_message(stats.error());
   EXPECT_EQ(stats->striped_ops, 1u);
@@ -112,20 +125,13 @@ TEST_F(StripingOnFakeNics, ASliceThatFailsOnARailRunsAgainOnThePrimaryQueuePair)
 
 TEST_F(StripingOnFakeNics, ASliceThatFailsOnThePrimaryQueuePairFailsTheOpOnceEverySliceEnded) {
   SCOPED_TRACE("rails.h invariant 19 (the reply after every slice; the primary's error)");
-  ASSERT_NO_FATAL_FAILURE(start_both());
-  std::vector<uint8_t> theirs = patterned(kSize, 42), mine(kSize, 0);
-  BufferHandle remote = register_on_owner(theirs);
-  BufferHandle local = register_buffer(mine);
-  auto w = transfer(make_write(local, remote, kSize, 0, 0), 1000);
-  run_jobs();
-  auto rail = busy_qp(*a1_);
-  auto primary = busy_qp(*a0_);
-  ASSERT_TRUE(rail && primary);
-  ASSERT_TRUE(primary->fail_next(OpFault::kRemoteAccess, "the owner's key refused the write"));
+  auto w = striped(/*write=*/true, 42);
+  ASSERT_TRUE(rail_ && primary_);
+  ASSERT_TRUE(primary_->fail_next(OpFault::kRemoteAccess, "the owner's key refused the write"));
   run_jobs();
   // The rail's slice still moves: no answer may come before it ended.
   EXPECT_FALSE(reply(w).has_value()) << "answered while the rail's slice was still moving";
-  EXPECT_EQ(rail->complete_all(), 1u);
+  EXPECT_EQ(rail_->complete_all(), 1u);
   run_jobs();
   auto rw = reply(w);
   ASSERT_TRUE(rw.has_value()) << "no reply once every slice ended";
@@ -137,40 +143,33 @@ TEST_F(StripingOnFakeNics, ASliceThatFailsOnThePrimaryQueuePairFailsTheOpOnceEve
 
 TEST_F(StripingOnFakeNics, ARailWhosePortGoesDownFailsOverAtOnceAndGetsNoSlices) {
   SCOPED_TRACE("rails.h invariant 21 (port down)");
-  ASSERT_NO_FATAL_FAILURE(start_both());
-  std::vector<uint8_t> theirs = patterned(kSize, 43), mine(kSize, 0);
-  BufferHandle remote = register_on_owner(theirs);
-  BufferHandle local = register_buffer(mine);
-  auto r = transfer(make_read(local, remote, kSize, 0, 0), 1000);
-  run_jobs();
-  auto rail = busy_qp(*a1_);
-  auto primary = busy_qp(*a0_);
-  ASSERT_TRUE(rail && primary);
+  auto r = striped(/*write=*/false, 43);
+  ASSERT_TRUE(rail_ && primary_);
   // The rail's link is pulled while its slice is out: its queue pair is flushed at once (the
   // fake NIC flushes on abort as a device does), and the slice runs on the primary one.
   a1_->set_port_active(false, "link pulled");
   run_jobs();
-  EXPECT_EQ(rail->pending_ops(), 0u) << "the downed rail's slice was not flushed";
-  EXPECT_EQ(primary->pending_ops(), 2u) << "the flushed slice did not fail over";
+  EXPECT_EQ(rail_->pending_ops(), 0u) << "the downed rail's slice was not flushed";
+  EXPECT_EQ(primary_->pending_ops(), 2u) << "the flushed slice did not fail over";
   EXPECT_FALSE(reply(r).has_value()) << "answered while a slice was still moving";
-  EXPECT_EQ(primary->complete_all(), 2u);
+  EXPECT_EQ(primary_->complete_all(), 2u);
   run_jobs();
   auto rr = reply(r);
   ASSERT_TRUE(rr.has_value()) << "no reply";
   ASSERT_TRUE(*rr) << error_message(rr->error());
-  EXPECT_TRUE(mine == theirs) << "a byte of the striped read is wrong";
-  // While the port is down, the next large op takes no slice on the rail.
-  std::fill(mine.begin(), mine.end(), 0);
-  auto again = transfer(make_read(local, remote, kSize, 0, 0), 1000);
+  EXPECT_TRUE(mine_ == theirs_) << "a byte of the striped read is wrong";
+  // While the port is down, the next large op takes no slice on the rail_.
+  std::fill(mine_.begin(), mine_.end(), 0);
+  auto again = transfer(make_read(local_, remote_, kSize, 0, 0), 1000);
   run_jobs();
   for (auto& qp : a1_->queue_pairs())
     EXPECT_EQ(qp->pending_ops(), 0u) << "a slice went to the rail whose port is down";
-  ASSERT_GE(primary->complete_all(), 1u);
+  ASSERT_GE(primary_->complete_all(), 1u);
   run_jobs();
   auto ra = reply(again);
   ASSERT_TRUE(ra.has_value()) << "no reply";
   ASSERT_TRUE(*ra) << error_message(ra->error());
-  EXPECT_TRUE(mine == theirs) << "a byte of the read with the rail down is wrong";
+  EXPECT_TRUE(mine_ == theirs_) << "a byte of the read with the rail down is wrong";
   auto stats = call<ManagerStats>(manager(), stats_atom::value);
   ASSERT_TRUE(stats) << error_message(stats.error());
   EXPECT_EQ(stats->stripe_failovers, 1u);
