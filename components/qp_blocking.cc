@@ -49,8 +49,13 @@ OpResult QpBlocking::execute(RdmaOp op, std::chrono::milliseconds timeout) {
       [&] { return waiter->finished.load(std::memory_order_acquire); }, deadline, timeout, &id, 1,
       [&] { finished_in_time = waiter->finished.load(std::memory_order_acquire); });
   // wait_for returns once the op finished, or after the deadline: then finished_in_time says.
-  if (timed_out && !finished_in_time)
-    return OpResult{Error(ErrorCode::kTimeout, timeout_message(kind, bytes, timeout))};
+  if (timed_out && !finished_in_time) {
+    OpResult late{Error(ErrorCode::kTimeout, timeout_message(kind, bytes, timeout))};
+    // A list's landed ranges, as its flushed completion said (RdmaQueuePair invariant 13).
+    if (waiter->finished.load(std::memory_order_acquire))
+      late.list_landed = waiter->result.list_landed;
+    return late;
+  }
   return std::move(waiter->result);
 }
 

@@ -20,7 +20,7 @@ void QpCompletions::take_locked(const ibv_wc* wcs, int count, Done& done) {
     const ibv_wc& wc = wcs[i];
     const bool recv = (wc.wr_id & detail::kRecvBit) != 0;
     const uint64_t seq = wc.wr_id & ~detail::kRecvBit;
-    std::deque<PostedWr>& in_flight = recv ? s.recv_in_flight : s.send_in_flight;
+    detail::RingQueue<PostedWr>& in_flight = recv ? s.recv_in_flight : s.send_in_flight;
     // This completion retires every earlier request of its queue (invariant 1).
     while (!in_flight.empty() && in_flight.front().seq <= seq) {
       PostedWr w = in_flight.front();
@@ -37,7 +37,10 @@ void QpCompletions::take_locked(const ibv_wc* wcs, int count, Done& done) {
 
 void QpCompletions::retire_locked(QpOp& op, const ibv_wc* wc, Done& done) {
   --op.in_flight;
-  if (wc != nullptr && wc->status != IBV_WC_SUCCESS) {
+  const bool failed = wc != nullptr && wc->status != IBV_WC_SUCCESS;
+  if (!failed && !op.error)
+    ++op.retired_ok;  // in order, before any that failed (RdmaQueuePair invariant 13)
+  if (failed) {
     if (!state_.error)
       enter_error_locked(completion_error(*wc, state_.name).message());
     if (!op.error)
@@ -85,7 +88,7 @@ void QpCompletions::finish_if_done_locked(uint64_t op_id, Done& done) {
   if (it == s.ops.end())
     return;
   QpOp& op = *it->second;
-  if (op.in_flight > 0 || (!op.aborted && op.posted < op.wrs.size()))
+  if (op.in_flight > 0 || (!op.aborted && op.posted < op.wr_count))
     return;
   OpResult result = result_locked(op);
   if (op.op.kind == OpKind::kRecv)
@@ -101,11 +104,28 @@ void QpCompletions::finish_if_done_locked(uint64_t op_id, Done& done) {
   s.ops.erase(it);
 }
 
+uint64_t QpCompletions::list_landed(const QpOp& op) const {
+  if (!op.op.is_list())
+    return 0;
+  // Ranges whose every work request retired before the first that failed (cut as posting
+  // cuts them: qp_posting.h invariant 6).
+  size_t wrs = 0;
+  uint64_t landed = 0;
+  for (size_t i = 0; i < op.op.list.count; ++i) {
+    wrs += detail::list_requests(op.op.list[i].length, state_.max_message);
+    if (wrs > op.retired_ok)
+      break;
+    ++landed;
+  }
+  return landed;
+}
+
 OpResult QpCompletions::result_locked(const QpOp& op) {
   OpResult result;
   if (op.error) {
     result.status = *op.error;
     result.fault = op.fault;
+    result.list_landed = list_landed(op);
     ++state_.stats.ops_failed;
     return result;
   }
@@ -116,6 +136,7 @@ OpResult QpCompletions::result_locked(const QpOp& op) {
     result.bytes = op.op.kind == OpKind::kRecv ? op.bytes : op.op.local_length();
     result.with_imm = op.with_imm;
     result.imm = op.imm;
+    result.list_landed = op.op.list.count;
   }
   state_.stats.bytes += result.bytes;
   ++state_.stats.ops_completed;

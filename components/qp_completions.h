@@ -55,6 +55,8 @@ private:
   /// The error of `op`, whose work request completed with `wc` (not IBV_WC_SUCCESS).
   void record_failure_locked(detail::QpOp& op, const ibv_wc& wc);
   OpResult result_locked(const detail::QpOp& op);
+  /// A list's ranges that landed (RdmaQueuePair invariant 13); 0 for any other op.
+  uint64_t list_landed(const detail::QpOp& op) const;
 
   detail::QpState& state_;
   detail::AtomicScratch& atomics_;

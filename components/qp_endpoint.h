@@ -14,6 +14,8 @@
 //  3. An op whose RemoteBuffer names another incarnation of the peer's device than the one this
 //     queue pair is connected to is refused by `submit` (its key may name other memory now).
 //  4. Thread-safe: any number of threads may submit, execute and progress at once.
+//  5. A list op (RdmaOp::list) moves its ranges in order and answers once; its result's
+//     `list_landed` is exact from below (the ranges known to be in place, all on success).
 #pragma once
 
 #include <chrono>

@@ -17,17 +17,30 @@ namespace {
 // backlog does not take them all from the others.
 constexpr uint32_t kCreditBatch = 16;
 
-void append_sges(const PlannedWorkRequest& p, std::vector<ibv_sge>& out) {
-  for (const auto& s : p.sges)
-    out.push_back(ibv_sge{s.addr, s.length, s.lkey});
+void append_sges(const PlannedSge* sges, size_t count, std::vector<ibv_sge>& out) {
+  for (size_t i = 0; i < count; ++i)
+    out.push_back(ibv_sge{sges[i].addr, sges[i].length, sges[i].lkey});
 }
 
 }  // namespace
 
 // -- planning ---------------------------------------------------------------------------------
 
-Result<std::vector<PlannedWorkRequest>> QpPosting::plan(const RdmaOp& op,
-                                                        const ibv_qp_cap& caps) const {
+Status QpPosting::plan(const RdmaOp& op, const ibv_qp_cap& caps, detail::QpOp& into) const {
+  if (op.is_list()) {
+    // Cut as posted (append_list_send_locked): only counted here, nothing allocated.
+    into.wr_count = 0;
+    for (size_t i = 0; i < op.list.count; ++i)
+      into.wr_count += detail::list_requests(op.list[i].length, state_.max_message);
+    return {};
+  }
+  CAF_RDMA_ASSIGN_OR_RETURN(into.wrs, plan_one(op, caps));
+  into.wr_count = into.wrs.size();
+  return {};
+}
+
+Result<std::vector<PlannedWorkRequest>> QpPosting::plan_one(const RdmaOp& op,
+                                                            const ibv_qp_cap& caps) const {
   const uint64_t max_message = state_.max_message;
   const uint64_t remote_addr = op.remote.addr + op.remote_offset;
   std::vector<PlannedWorkRequest> wrs;
@@ -115,7 +128,7 @@ QpPosting::Step QpPosting::post_receive_locked(QpOp& op, Done& done) {
   if (s.recv_in_flight.size() >= s.limits.receive || !take_credit_locked(1))
     return Step::kStop;
   std::vector<ibv_sge> sges;
-  append_sges(op.wrs.front(), sges);
+  append_sges(op.wrs.front().sges.data(), op.wrs.front().sges.size(), sges);
   ibv_recv_wr wr{};
   uint64_t seq = next_wr_id_locked();
   wr.wr_id = seq | detail::kRecvBit;
@@ -147,18 +160,39 @@ QpPosting::Step QpPosting::append_sends_locked(QpOp& op) {
       return Step::kStop;  // every slot in use: wait for an atomic to complete
   }
   const uint32_t max_send = s.limits.send;
-  while (op.posted < op.wrs.size() && s.send_in_flight.size() < max_send) {
+  while (op.posted < op.wr_count && s.send_in_flight.size() < max_send) {
     if (!take_credit_locked(max_send - static_cast<uint32_t>(s.send_in_flight.size())))
       return Step::kStop;
-    append_send_locked(op, op.wrs[op.posted]);
+    if (op.op.is_list()) {
+      append_list_send_locked(op);
+    } else {
+      const PlannedWorkRequest& p = op.wrs[op.posted];
+      append_send_locked(op, p.remote_addr, p.length, p.sges.data(), p.sges.size());
+    }
   }
-  if (op.posted < op.wrs.size())
+  if (op.posted < op.wr_count)
     return Step::kStop;  // the send queue is full
   s.pending.pop_front();
   return Step::kNext;
 }
 
-void QpPosting::append_send_locked(QpOp& op, const PlannedWorkRequest& p) {
+void QpPosting::append_list_send_locked(QpOp& op) {
+  const ListEntry& e = op.op.list[op.list_at];
+  const uint64_t length =
+      std::min(e.length - op.list_within, detail::list_piece(state_.max_message));
+  const RdmaBuffer& local = op.op.local[0].buffer;
+  const PlannedSge sge{local.addr() + e.peer_offset + op.list_within, static_cast<uint32_t>(length),
+                       local.lkey()};
+  append_send_locked(op, op.op.remote.addr + e.offset + op.list_within, length, &sge, 1);
+  op.list_within += length;
+  if (op.list_within == e.length) {
+    ++op.list_at;
+    op.list_within = 0;
+  }
+}
+
+void QpPosting::append_send_locked(QpOp& op, uint64_t remote_addr, uint64_t length,
+                                   const PlannedSge* sges, size_t sges_in) {
   ibv_send_wr wr{};
   const uint64_t seq = next_wr_id_locked();
   wr.wr_id = seq;
@@ -167,22 +201,22 @@ void QpPosting::append_send_locked(QpOp& op, const PlannedWorkRequest& p) {
     case OpKind::kWrite:
     case OpKind::kRead:
       wr.opcode = op.op.kind == OpKind::kWrite ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
-      if (op.op.with_imm && op.posted + 1 == op.wrs.size()) {  // the write's last request
+      if (op.op.with_imm && op.posted + 1 == op.wr_count) {  // the write's last request
         wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
         wr.imm_data = htobe32(op.op.imm);
       }
-      wr.wr.rdma.remote_addr = p.remote_addr;
+      wr.wr.rdma.remote_addr = remote_addr;
       wr.wr.rdma.rkey = op.op.remote.rkey;
-      append_sges(p, chain_sges_);
+      append_sges(sges, sges_in, chain_sges_);
       break;
     case OpKind::kSend:
       wr.opcode = IBV_WR_SEND;
-      append_sges(p, chain_sges_);
+      append_sges(sges, sges_in, chain_sges_);
       break;
     default:  // atomics
       wr.opcode =
           op.op.kind == OpKind::kFetchAdd ? IBV_WR_ATOMIC_FETCH_AND_ADD : IBV_WR_ATOMIC_CMP_AND_SWP;
-      wr.wr.atomic.remote_addr = p.remote_addr;
+      wr.wr.atomic.remote_addr = remote_addr;
       wr.wr.atomic.rkey = op.op.remote.rkey;
       wr.wr.atomic.compare_add = op.op.compare_add;
       wr.wr.atomic.swap = op.op.swap;
@@ -192,8 +226,8 @@ void QpPosting::append_send_locked(QpOp& op, const PlannedWorkRequest& p) {
   const auto sge_count = static_cast<uint32_t>(chain_sges_.size()) - first_sge;
   wr.num_sge = static_cast<int>(sge_count);
   // Small WRITEs and SENDs travel inside the work request: no DMA read of the source.
-  if ((op.op.kind == OpKind::kWrite || op.op.kind == OpKind::kSend) && p.length > 0 &&
-      p.length <= state_.limits.inline_bytes)
+  if ((op.op.kind == OpKind::kWrite || op.op.kind == OpKind::kSend) && length > 0 &&
+      length <= state_.limits.inline_bytes)
     wr.send_flags |= IBV_SEND_INLINE;
   // Signal periodically so long chains retire slots before they end.
   if ((++posted_wrs_ % state_.signal_interval) == 0)

@@ -15,6 +15,9 @@
 //  5. A chain the device refuses in part moves the QP to ERR (the accepted prefix might end
 //     unsignaled: nothing could retire it otherwise); the refused requests are taken back and
 //     their ops fail with the ibv_post_send error. Nothing is posted on a QP in ERR.
+//  6. A list (RdmaOp::list) is cut into work requests as it is posted: one per range (more for
+//     a range over the maximum message), read from the shared table where it stands; nothing
+//     is allocated per range, at submit or at post (the chain's vectors are reused).
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -39,9 +42,10 @@ public:
             CompletionTarget& target)
       : state_(state), completions_(completions), atomics_(atomics), target_(target) {}
 
-  /// The work requests of a validated op (ops larger than the maximum message are split).
-  /// `caps`: the QP's, read under the queue pair's mutex.
-  Result<std::vector<PlannedWorkRequest>> plan(const RdmaOp& op, const ibv_qp_cap& caps) const;
+  /// The work requests of a validated op into `into` (ops larger than the maximum message are
+  /// split); a list's are only counted (invariant 6). `caps`: the QP's, read under the queue
+  /// pair's mutex.
+  Status plan(const RdmaOp& op, const ibv_qp_cap& caps, detail::QpOp& into) const;
   /// Posts queued ops, as one chain of send work requests, as far as the limits allow.
   void post_locked(Done& done);
   /// Posts after the router returned credits this queue pair waited for (its turn first).
@@ -54,8 +58,14 @@ private:
   Step post_front_locked(Done& done);
   Step post_receive_locked(detail::QpOp& op, Done& done);
   Step append_sends_locked(detail::QpOp& op);
-  /// Appends the op's next work request `p` to the chain (invariants 3 and 4).
-  void append_send_locked(detail::QpOp& op, const PlannedWorkRequest& p);
+  /// The work requests of one op that is not a list.
+  Result<std::vector<PlannedWorkRequest>> plan_one(const RdmaOp& op, const ibv_qp_cap& caps) const;
+  /// Appends the op's next work request to the chain (invariants 3 and 4): `length` bytes to
+  /// or from `remote_addr`, gathered from or scattered to `sges`.
+  void append_send_locked(detail::QpOp& op, uint64_t remote_addr, uint64_t length,
+                          const PlannedSge* sges, size_t sges_in);
+  /// Appends a list's next work request: the next piece of its current range (invariant 6).
+  void append_list_send_locked(detail::QpOp& op);
   /// Posts the chain built so far (invariant 5) and empties it.
   void flush_chain_locked(Done& done);
   /// The requests from `first` on were not posted (`rc`): takes them back, fails their ops.

@@ -55,6 +55,42 @@ Status validate_message(const RdmaOp& op, const OpBounds& bounds, const char* wh
   return {};
 }
 
+/// A list (RdmaQueuePair invariant 13): each range inside both buffers, none empty. One pass,
+/// nothing allocated unless a range is refused.
+Status validate_list(const RdmaOp& op, const char* what) {
+  if (op.kind != OpKind::kRead && op.kind != OpKind::kWrite)
+    return Error(ErrorCode::kInvalidArgument, std::string(what) + " cannot move a list");
+  if (op.with_imm || op.local.size() != 1)
+    return Error(ErrorCode::kInvalidArgument,
+                 std::string(what) + " of a list takes one local buffer and no immediate");
+  if (op.list.count == 0)
+    return Error(ErrorCode::kInvalidArgument, std::string(what) + " of a list of no ranges");
+  const RdmaBuffer& local = op.local[0].buffer;
+  const bool read = op.kind == OpKind::kRead;
+  for (size_t i = 0; i < op.list.count; ++i) {
+    const ListEntry& e = op.list[i];
+    const bool fits = e.length > 0 && e.peer_offset <= local.size() &&
+                      e.length <= local.size() - e.peer_offset && e.offset <= op.remote.size &&
+                      e.length <= op.remote.size - e.offset;
+    if (fits)
+      continue;
+    auto named = [&](const Error& err) {
+      return Error(err.code(), std::string(what) + " of a list, range " + std::to_string(i) +
+                                   " of " + std::to_string(op.list.count) + ": " + err.message());
+    };
+    if (e.length == 0)
+      return named(Error(ErrorCode::kInvalidArgument, "it has no bytes"));
+    Status l =
+        local.check_range(e.peer_offset, e.length, read ? "local destination" : "local source");
+    if (!l.ok())
+      return named(l.error());
+    return named(
+        op.remote.check_range(e.offset, e.length, read ? "remote source" : "remote destination")
+            .error());
+  }
+  return {};
+}
+
 }  // namespace
 
 Status validate_op(const RdmaOp& op, const OpBounds& bounds) {
@@ -70,6 +106,8 @@ Status validate_op(const RdmaOp& op, const OpBounds& bounds) {
   if (op.kind == OpKind::kFetchAdd || op.kind == OpKind::kCompareSwap)
     return validate_atomic(op, what);
   CAF_RDMA_RETURN_IF_ERROR(validate_local(op, bounds, what));
+  if (op.is_list())
+    return validate_list(op, what);
   if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv)
     return validate_message(op, bounds, what);
   if (op.with_imm && op.local.empty()) {  // zero bytes: no memory is touched, only the offset

@@ -9,7 +9,10 @@
 //  3. A SEND or RECV fits one message (the maximum message size, the SGE limit of its queue).
 //  4. A RemoteBuffer of another incarnation of the peer's device than the one the queue pair
 //     is connected to is refused (its remote key might name someone else's memory now).
-//  5. Pure: reads only its arguments; every error names the op kind and what was wrong.
+//  5. A list (RdmaOp::list) is a READ or WRITE with one local buffer and no immediate, of at
+//     least one range, each range of at least one byte and inside both buffers; a refusal
+//     names the range ("range i of n"). One pass over its ranges, nothing allocated.
+//  6. Pure: reads only its arguments; every error names the op kind and what was wrong.
 #pragma once
 
 #include <infiniband/verbs.h>

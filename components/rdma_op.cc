@@ -1,5 +1,7 @@
 #include "components/rdma_op.h"
 
+#include <algorithm>
+
 namespace caf_rdma {
 
 const char* to_string(OpKind kind) {
@@ -20,7 +22,21 @@ const char* to_string(OpKind kind) {
   return "?";
 }
 
+OpList OpList::of(std::shared_ptr<const std::vector<ListEntry>> entries, size_t first,
+                  size_t count) {
+  OpList list;
+  const size_t size = entries ? entries->size() : 0;
+  list.first = std::min(first, size);
+  list.count = std::min(count, size - list.first);
+  for (size_t i = 0; i < list.count; ++i)
+    list.bytes += (*entries)[list.first + i].length;
+  list.entries = std::move(entries);
+  return list;
+}
+
 uint64_t RdmaOp::local_length() const {
+  if (is_list())
+    return list.bytes;
   uint64_t n = 0;
   for (const auto& s : local)
     n += s.length;
@@ -49,6 +65,14 @@ RdmaOp RdmaOp::write_imm(RemoteBuffer dst, uint64_t dst_offset, uint32_t imm) {
 RdmaOp RdmaOp::read(LocalSlice dst, RemoteBuffer src, uint64_t src_offset) {
   RdmaOp op = write(std::move(dst), std::move(src), src_offset);
   op.kind = OpKind::kRead;
+  return op;
+}
+
+RdmaOp RdmaOp::list_of(bool read, RdmaBuffer local, RemoteBuffer remote, OpList ranges) {
+  const uint64_t size = local.size();
+  RdmaOp op = write(LocalSlice{std::move(local), 0, size}, std::move(remote), 0);
+  op.kind = read ? OpKind::kRead : OpKind::kWrite;
+  op.list = std::move(ranges);
   return op;
 }
 

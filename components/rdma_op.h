@@ -3,9 +3,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "components/list_entry.h"
 #include "components/rdma_buffer.h"
 #include "primitives/status.h"
 
@@ -31,6 +33,21 @@ struct LocalSlice {
   uint64_t length = 0;
 };
 
+/// Ranges [first, first + count) of a shared table, moved by one op (RdmaOp::list). The table
+/// is not copied: a prepared list is posted any number of times.
+struct OpList {
+  std::shared_ptr<const std::vector<ListEntry>> entries;
+  size_t first = 0;
+  size_t count = 0;
+  uint64_t bytes = 0;  ///< the ranges' lengths summed
+
+  /// The ranges [first, first + count) of `entries` (no more than it holds), their bytes
+  /// summed: one pass, nothing allocated.
+  static OpList of(std::shared_ptr<const std::vector<ListEntry>> entries, size_t first,
+                   size_t count);
+  const ListEntry& operator[](size_t i) const { return (*entries)[first + i]; }
+};
+
 struct RdmaOp {
   OpKind kind = OpKind::kWrite;
   /// Gather list (write, send) or scatter list (read, recv); unused by atomics.
@@ -48,14 +65,22 @@ struct RdmaOp {
   /// write may have no local slices (zero bytes: only the immediate).
   bool with_imm = false;
   uint32_t imm = 0;
+  /// READ or WRITE of a list (RdmaQueuePair invariant 13): range e of it moves e.length bytes
+  /// between `local[0]`'s buffer at e.peer_offset and `remote` at e.offset (local[0]'s offset
+  /// and length, and remote_offset, are not used). Empty (no entries): not a list.
+  OpList list;
 
-  /// Total bytes of the local slices.
+  bool is_list() const { return list.entries != nullptr; }
+  /// Total bytes of the local slices (of a list: its ranges).
   uint64_t local_length() const;
 
   static RdmaOp write(LocalSlice src, RemoteBuffer dst, uint64_t dst_offset = 0);
   /// A zero-byte RDMA WRITE WITH IMMEDIATE at `dst_offset` of `dst`: only `imm` travels.
   static RdmaOp write_imm(RemoteBuffer dst, uint64_t dst_offset, uint32_t imm);
   static RdmaOp read(LocalSlice dst, RemoteBuffer src, uint64_t src_offset = 0);
+  /// A list: READs (`read`) from `remote` into `local`, or WRITEs from `local` into `remote`,
+  /// of the ranges of `ranges`.
+  static RdmaOp list_of(bool read, RdmaBuffer local, RemoteBuffer remote, OpList ranges);
   static RdmaOp send(LocalSlice src);
   static RdmaOp recv(LocalSlice dst);
   static RdmaOp fetch_add(RemoteBuffer dst, uint64_t offset, uint64_t add);
@@ -82,6 +107,10 @@ struct OpResult {
   /// length) carrying `imm`.
   bool with_imm = false;
   uint32_t imm = 0;
+  /// A list (RdmaOp::list): its first `list_landed` ranges are in place at their destination,
+  /// whether the op succeeded (all of them) or failed (those whose every work request had
+  /// completed before the first that failed: RC completes in order). Exact from below.
+  uint64_t list_landed = 0;
 };
 
 using OpCallback = std::function<void(OpResult)>;

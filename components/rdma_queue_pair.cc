@@ -185,7 +185,7 @@ Status RdmaQueuePair::submit_internal(RdmaOp op, OpCallback done, uint64_t* id_o
   bounds.qp_name = state_.name;
   CAF_RDMA_RETURN_IF_ERROR(validate_op(op, bounds));
   auto rec = std::make_unique<detail::QpOp>();
-  CAF_RDMA_ASSIGN_OR_RETURN(rec->wrs, posting_.plan(op, bounds.caps));
+  CAF_RDMA_RETURN_IF_ERROR(posting_.plan(op, bounds.caps, *rec));
   rec->op = std::move(op);
   rec->done = std::move(done);
   Done done_now;

@@ -37,6 +37,12 @@
 // 12. A posted receive waits on the peer, not on this side: `idle()` and the shared CQ's count
 //     of active ops leave receives out, so standing receives keep no poller busy (their
 //     completions are taken by the next poll that comes anyway, or one a user wakes).
+// 13. A list (RdmaOp::list: many ranges of one local and one remote buffer) is one op with one
+//     callback: checked in one pass (qp_validation.h invariant 5), cut into work requests as
+//     they are posted, nothing allocated per range (qp_posting.h invariant 6). Its result's
+//     `list_landed` is exact from below: every range on success; on failure (a timeout
+//     included, said after the flush) the ranges whose every work request completed before the
+//     first one that failed (RC completes in order), which are in place.
 #pragma once
 
 #include <atomic>

@@ -68,6 +68,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "components/list_entry.h"
 #include "components/socket_io.h"
 #include "components/withdrawal.h"
 
@@ -90,13 +91,6 @@ struct HandleAccess {
   uint32_t timeout_ms = 0;  ///< the requester's deadline for the transfer, from its request
 };
 
-/// One range of a list request ("CRL1", "CML1"): `length` bytes at `offset` of the owner's
-/// buffer and at `peer_offset` of the requester's memory.
-struct ListEntry {
-  uint64_t offset = 0;
-  uint64_t peer_offset = 0;
-  uint64_t length = 0;
-};
 /// The most ranges one list request carries (its table: 24 bytes each); longer lists are
 /// several requests.
 constexpr uint32_t kMaxListRanges = 16384;

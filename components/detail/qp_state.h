@@ -15,6 +15,7 @@
 //  4. Once `error` is set it stays set: a queue pair in ERR posts nothing more.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "components/completion_router.h"
+#include "components/detail/ring_queue.h"
 #include "components/qp_endpoint.h"
 #include "components/rdma_domain.h"
 #include "components/rdma_op.h"
@@ -41,8 +43,14 @@ struct QpOp {
   uint64_t id = 0;
   RdmaOp op;
   OpCallback done;
-  std::vector<PlannedWorkRequest> wrs;
-  size_t posted = 0;      ///< work requests posted so far
+  std::vector<PlannedWorkRequest> wrs;  ///< empty for a list: its requests are cut as posted
+  size_t wr_count = 0;  ///< work requests in all (a list's: counted when it is submitted)
+  size_t posted = 0;    ///< work requests posted so far
+  /// A list: where its next work request starts (range, bytes of it already posted), and
+  /// how many of its requests retired without an error (RdmaQueuePair invariant 13).
+  size_t list_at = 0;
+  uint64_t list_within = 0;
+  size_t retired_ok = 0;
   size_t in_flight = 0;   ///< posted and not yet retired
   bool aborted = false;   ///< no more of its work requests will be posted
   int atomic_slot = -1;   ///< atomics: the AtomicScratch word its result lands in
@@ -61,6 +69,17 @@ struct PostedWr {
 
 /// Set in the ids of receive work requests (send and receive ids come from one counter).
 constexpr uint64_t kRecvBit = uint64_t{1} << 63;
+
+/// The most bytes one work request of a list carries: the QP's maximum message, and what one
+/// SGE can say (2^31); and how many requests a range of `length` bytes is cut into (qp_posting.h
+/// invariant 6).
+inline uint64_t list_piece(uint64_t max_message) {
+  return std::min<uint64_t>(max_message, uint64_t{1} << 31);
+}
+inline size_t list_requests(uint64_t length, uint64_t max_message) {
+  const uint64_t piece = list_piece(max_message);
+  return static_cast<size_t>(length / piece + (length % piece != 0 ? 1 : 0));
+}
 
 inline bool is_atomic(OpKind kind) {
   return kind == OpKind::kFetchAdd || kind == OpKind::kCompareSwap;
@@ -90,8 +109,8 @@ struct QpState {
   std::unordered_map<uint64_t, std::unique_ptr<QpOp>> ops;
   size_t receives = 0;  ///< of `ops`, receives (RdmaQueuePair invariant 12)
   std::deque<uint64_t> pending;
-  std::deque<PostedWr> send_in_flight;
-  std::deque<PostedWr> recv_in_flight;
+  RingQueue<PostedWr> send_in_flight;  ///< posted, oldest first (no allocation once warm)
+  RingQueue<PostedWr> recv_in_flight;
   QpStats stats;
 
   /// The lock that keeps polls out while the QP is destroyed: the router's poll mutex on a

@@ -152,12 +152,15 @@ OpResult FakeQueuePair::perform(const RdmaOp& op) {
     peer = peer_nic_;
   }
   if (!peer || !peer->region_of(op.remote.rkey, &region) ||
-      !remote_allows(region.access, op.kind) || op.remote.addr + op.remote_offset < region.addr ||
-      op.remote.addr + op.remote_offset + length > region.addr + region.size)
+      !remote_allows(region.access, op.kind) ||
+      (!op.is_list() && (op.remote.addr + op.remote_offset < region.addr ||
+                         op.remote.addr + op.remote_offset + length > region.addr + region.size)))
     return failure(ErrorCode::kWorkCompletion, OpFault::kRemoteAccess,
                    std::string(to_string(op.kind)) + " on " + name_ +
                        " failed: remote access error (the fake NIC's IBV_WC_REM_ACCESS_ERR): " +
                        op.remote.describe() + " at offset " + std::to_string(op.remote_offset));
+  if (op.is_list())
+    return perform_list(op, region.addr, region.size);
   auto* remote = reinterpret_cast<uint8_t*>(op.remote.addr + op.remote_offset);
   OpResult r;
   r.bytes = length;
@@ -189,6 +192,34 @@ OpResult FakeQueuePair::perform(const RdmaOp& op) {
       return failure(ErrorCode::kInvalidArgument, OpFault::kOther,
                      name_ + ": a fake queue pair moves no " + to_string(op.kind));
   }
+  return r;
+}
+
+OpResult FakeQueuePair::perform_list(const RdmaOp& op, uint64_t addr, uint64_t size) {
+  // QpEndpoint invariant 5: range by range, in order; one outside the peer's region ends the
+  // list there (the ranges before it landed).
+  OpResult r;
+  for (size_t i = 0; i < op.list.count; ++i) {
+    const ListEntry& e = op.list[i];
+    const uint64_t at = op.remote.addr + e.offset;
+    if (at < addr || at + e.length > addr + size) {
+      OpResult failed =
+          failure(ErrorCode::kWorkCompletion, OpFault::kRemoteAccess,
+                  std::string(to_string(op.kind)) + " on " + name_ +
+                      " failed: remote access error (the fake NIC's IBV_WC_REM_ACCESS_ERR): " +
+                      op.remote.describe() + " at offset " + std::to_string(e.offset));
+      failed.list_landed = i;
+      return failed;
+    }
+    uint8_t* local = op.local[0].buffer.data() + e.peer_offset;
+    auto* remote = reinterpret_cast<uint8_t*>(at);
+    if (op.kind == OpKind::kRead)
+      std::memmove(local, remote, e.length);
+    else
+      std::memmove(remote, local, e.length);
+    r.bytes += e.length;
+  }
+  r.list_landed = op.list.count;
   return r;
 }
 

@@ -114,6 +114,9 @@ private:
   };
   /// Moves the op's bytes as a NIC would, or says why it refuses (error).
   OpResult perform(const RdmaOp& op);
+  /// A list op's ranges, in order, inside the peer's region [addr, addr + size) (QpEndpoint
+  /// invariant 5).
+  OpResult perform_list(const RdmaOp& op, uint64_t addr, uint64_t size);
   /// Takes the oldest op out (null callback when none).
   bool take_oldest(Pending* out);
   /// Everything outstanding, flushed with `why`.
