@@ -207,6 +207,45 @@ std::optional<Result<TransferReply>> DirectLane::transfer(const TransferOp& op, 
   return Result<TransferReply>(TransferReply{out.bytes, out.path});
 }
 
+std::optional<ListEnd> DirectLane::post_list(const TransferPlan& plan, size_t from,
+                                             uint32_t timeout_ms) {
+  if (timeout_ms == 0 || from >= plan.size())
+    return std::nullopt;
+  timeout_ms = std::min(timeout_ms, max_timeout_ms_);
+  const auto started = std::chrono::steady_clock::now();
+  Use use(*this);
+  if (!use.owns())
+    return std::nullopt;  // another thread's op runs on it: the next way takes the list
+  const TransferOp probe = plan.op(from);
+  if (probe.remote.owner.node() == manager_.node())
+    return std::nullopt;  // buffers of one node: the manager's copies (and its overlap rule)
+  // Invariant 6: the buffers checked and the local one held once, by the list's first range.
+  auto prepared = prepare(probe);
+  if (!prepared || !prepared->ok())
+    return std::nullopt;  // not the lane's, or a check failed: the single ops' way names it
+  Prepared& p = **prepared;
+  const size_t count = plan.size() - from;
+  OpResult r = qp_->execute(RdmaOp::list_of(plan.is_read(), p.op.local[0].buffer, p.op.remote,
+                                            OpList::of(detail::plan_table(plan), from, count)),
+                            std::chrono::milliseconds(timeout_ms));
+  const size_t landed = std::min<size_t>(r.list_landed, count);
+  uint64_t bytes = 0;
+  for (size_t i = from; i < from + landed; ++i)
+    bytes += detail::plan_entries(plan)[i].length;
+  if (registry_->done(p.local_id))  // the list is over: the buffer may be released now
+    caf::anon_send(manager_, detail::LaneIdle{p.local_id});
+  registry_->count(r.status.ok(), bytes);
+  TransferOutcome out;
+  out.path = kPathRdma;
+  out.bytes = bytes;
+  if (!r.status.ok()) {
+    out.code = static_cast<uint8_t>(r.status.error().code());
+    out.message = r.status.error().message();
+  }
+  record(probe, out, started);
+  return ListEnd{from + landed, std::nullopt};
+}
+
 std::optional<std::vector<TransferOutcome>> DirectLane::batch(const std::vector<TransferOp>& ops,
                                                               uint32_t timeout_ms,
                                                               std::vector<OpFault>* faults) {

@@ -21,6 +21,9 @@
 //     client is running, else as that op ends, whether or not the client uses the lane again:
 //     a lane kept by an idle client does not keep a lost device from being removed. A retired
 //     lane is `broken()` and runs nothing (`transfer` returns nothing: the manager answers).
+//  6. A transfer list (TransferPlan, validated when it was made) is one op on the queue pair
+//     (RdmaQueuePair invariant 13): the local buffer is checked and held once, not per range;
+//     it moves every range, or says how many landed (exact from below) and leaves the rest.
 #pragma once
 
 #include <caf/actor.hpp>
@@ -37,6 +40,7 @@
 #include "actors/direct_registry.h"
 #include "actors/lane_grants.h"
 #include "actors/rdma_messages.h"
+#include "actors/transfer_plan.h"
 #include "components/qp_endpoint.h"
 #include "primitives/status.h"
 
@@ -63,6 +67,11 @@ public:
                                                     uint32_t timeout_ms,
                                                     std::vector<OpFault>* faults = nullptr);
 
+  /// Moves ranges [from, plan.size()) of `plan` as one list op on the queue pair (invariant
+  /// 6); nothing when the lane cannot (as for `transfer`; or buffers of one node). Else how far
+  /// it got (`done`: the ranges before it are in place); never an error: the ranges it did not
+  /// move go the way of single ops, which explain their failure.
+  std::optional<ListEnd> post_list(const TransferPlan& plan, size_t from, uint32_t timeout_ms);
   /// The queue pair failed (remote access error, timeout, the owner vanished) or the lane was
   /// retired: drop the lane. While another thread's op runs on it, only retirement is seen.
   bool broken() const;

@@ -100,6 +100,17 @@ ListOutcome run_list(const TransferPlan& plan, Clock::time_point deadline, ListS
       }
     }
   }
+  if (from < plan.size())
+    if (auto end = steps.rdma_list(plan, from, deadline)) {
+      if (end->done > from)
+        out.path = kPathRdma;
+      landed_up_to(plan, end->done, out);
+      from = end->done;
+      if (end->error) {
+        out.fail(*end->error);
+        return out;
+      }
+    }
   post_batches(plan, from, deadline, steps, out);
   return out;
 }

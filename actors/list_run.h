@@ -1,8 +1,9 @@
 // ListRun: how a transfer list moves, one rule for RdmaClient::post and for the manager's
 // transfer_list request (an actor's list): the stream lane when it carries the list (one
 // request per kMaxListRanges ranges), range 0 first as one transfer when the lane knows no
-// endpoint of the owner yet (its grant teaches it), and the ranges the lane does not take in
-// batches of kListBatch ops.
+// endpoint of the owner yet (its grant teaches it); then what is left as one list op on a
+// direct lane's queue pair where the caller has one; and the ranges no lane took in batches
+// of kListBatch ops.
 //
 // Invariants:
 //  1. ListOutcome::landed grows only over ranges whose move ended well, in list order: a lane
@@ -17,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "actors/rdma_messages.h"
@@ -34,6 +36,13 @@ public:
   virtual ~ListSteps() = default;
   /// The stream lane for `plan`'s buffers; null: none.
   virtual std::shared_ptr<StreamLane> stream_lane(const TransferPlan& plan) = 0;
+  /// Ranges [from, plan.size()) of `plan` as one list op on a queue pair of the caller's own
+  /// (a direct lane: DirectLane invariant 6); nothing: none takes it.
+  virtual std::optional<ListEnd> rdma_list(const TransferPlan& plan, size_t from,
+                                           std::chrono::steady_clock::time_point deadline) {
+    (void)plan, (void)from, (void)deadline;
+    return std::nullopt;
+  }
   /// One op, within `timeout_ms`, the way a single transfer goes.
   virtual Result<TransferReply> transfer(const TransferOp& op, uint32_t timeout_ms) = 0;
   /// Ops together, within `timeout_ms`, one outcome each.

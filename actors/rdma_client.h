@@ -217,6 +217,11 @@ private:
   /// within the timeout sets `failed` (the transfer's error).
   std::shared_ptr<DirectLane> lane_for(const TransferOp* ops, size_t count, uint32_t timeout_ms,
                                        std::optional<Error>* failed, bool* verify = nullptr);
+  /// Ranges [from, plan.size()) of `plan` as one list op on the owner's direct lane (DirectLane
+  /// invariant 6); nothing: no lane takes it (none there, verify mode, ranges the manager
+  /// would stripe), the batches move it.
+  std::optional<ListEnd> lane_list(const TransferPlan& plan, size_t from,
+                                   std::chrono::steady_clock::time_point deadline);
   /// Drops the lane to `owner` if it is `lane` (another thread may have replaced it).
   void drop_lane(const caf::actor_addr& owner, const std::shared_ptr<DirectLane>& lane);
   /// After a lane op failed: drops a broken lane and names the cause by the manager's rule

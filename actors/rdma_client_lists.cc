@@ -37,6 +37,10 @@ ListOutcome RdmaClient::post(const TransferPlan& plan, std::chrono::milliseconds
     std::shared_ptr<StreamLane> stream_lane(const TransferPlan& p) override {
       return client.stream_lane(p.local(), p.remote());
     }
+    std::optional<ListEnd> rdma_list(const TransferPlan& p, size_t from,
+                                     std::chrono::steady_clock::time_point deadline) override {
+      return client.lane_list(p, from, deadline);
+    }
     Result<TransferReply> transfer(const TransferOp& op, uint32_t timeout_ms) override {
       return client.transfer(op, timeout_ms);
     }

@@ -125,8 +125,8 @@ std::optional<Result<TransferReply>> StreamLane::transfer(const TransferOp& op,
   return Result<TransferReply>(TransferReply{*length, kPathFallback});
 }
 
-std::optional<StreamLane::ListEnd> StreamLane::post_list(
-    const TransferPlan& plan, size_t from, std::chrono::steady_clock::time_point deadline) {
+std::optional<ListEnd> StreamLane::post_list(const TransferPlan& plan, size_t from,
+                                             std::chrono::steady_clock::time_point deadline) {
   const auto started = std::chrono::steady_clock::now();
   if (from >= plan.size() || !carries(plan))
     return std::nullopt;

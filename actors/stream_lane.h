@@ -59,11 +59,6 @@ public:
   /// Moves `op` within `timeout_ms`; nothing: the manager moves it (invariants 1 and 3).
   std::optional<Result<TransferReply>> transfer(const TransferOp& op, uint32_t timeout_ms);
 
-  /// How far a list went on the lane (post_list).
-  struct ListEnd {
-    size_t done = 0;             ///< ranges before it landed
-    std::optional<Error> error;  ///< the lane's error, which ends the list
-  };
   /// Moves ranges [from, plan.size()) of `plan` by `deadline`, in list requests of up to
   /// kMaxListRanges ranges (invariant 5); nothing: the lane takes none of it (not carries(),
   /// no endpoint of the owner known yet, or a local handle it cannot hold), the manager moves

@@ -18,6 +18,11 @@ const std::vector<ListEntry>& detail::plan_entries(const TransferPlan& plan) {
   return static_cast<const TransferPlan::Data&>(*plan.data_).entries;
 }
 
+std::shared_ptr<const std::vector<ListEntry>> detail::plan_table(const TransferPlan& plan) {
+  const auto& data = static_cast<const TransferPlan::Data&>(*plan.data_);
+  return std::shared_ptr<const std::vector<ListEntry>>(plan.data_, &data.entries);
+}
+
 size_t TransferPlan::size() const {
   return detail::plan_entries(*this).size();
 }
@@ -97,6 +102,7 @@ Result<TransferPlan> TransferPlan::make(TransferKind kind, const BufferHandle& l
       return length.error().with_context(list_range_name(i, ranges.size()));
     data->entries.push_back(ListEntry{r.remote_offset, r.local_offset, r.length});
     data->bytes += r.length;
+    data->max_length = std::max(data->max_length, r.length);
   }
   // Invariant 1: destinations do not overlap (sorted by where they start; a list whose
   // destinations come in order, as a paged copy into one region's does, needs no sort).

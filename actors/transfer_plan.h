@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,15 @@ namespace detail {
 /// The plan's ranges as the stream channel's table holds them (offset: the remote buffer's;
 /// peer_offset: the local buffer's), for the paths that move them.
 const std::vector<ListEntry>& plan_entries(const TransferPlan& plan);
+/// The same table, shared with the plan (no copy): what a queue pair's list op holds.
+std::shared_ptr<const std::vector<ListEntry>> plan_table(const TransferPlan& plan);
 }  // namespace detail
+
+/// How far a list went on a lane (StreamLane::post_list, DirectLane::post_list).
+struct ListEnd {
+  size_t done = 0;             ///< ranges before it landed
+  std::optional<Error> error;  ///< the lane's error, which ends the list
+};
 
 /// "range i of n": how a list's errors name a range (invariant 5).
 std::string list_range_name(uint64_t i, uint64_t n);
@@ -84,6 +93,8 @@ public:
   const BufferHandle& remote() const { return data_->remote; }
   size_t size() const;
   uint64_t bytes() const { return data_->bytes; }
+  /// The longest range's length.
+  uint64_t max_length() const { return data_->max_length; }
   /// Range i (i < size()).
   ListRange range(size_t i) const;
   /// Range i as one op (the single-op paths' form).
@@ -96,9 +107,11 @@ private:
     BufferHandle local;
     BufferHandle remote;
     uint64_t bytes = 0;
+    uint64_t max_length = 0;
   };
   explicit TransferPlan(std::shared_ptr<const Head> data) : data_(std::move(data)) {}
   friend const std::vector<ListEntry>& detail::plan_entries(const TransferPlan& plan);
+  friend std::shared_ptr<const std::vector<ListEntry>> detail::plan_table(const TransferPlan& plan);
   std::shared_ptr<const Head> data_;  ///< a Data
 };
 

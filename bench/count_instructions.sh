@@ -9,6 +9,10 @@
 #     In the Soft-RoCE VM (bench_in_vm.sh, long mode): 8-byte RDMA READ/WRITE of caf-rdma's
 #     components and direct paths (rdma_bench BIN; perftest's own count is not measurable this
 #     way: its start-up varies more than its loop costs). -> OUT/instructions.txt
+#     Also a transfer list's posting cost per range on the queue pair (list_posting beside BIN:
+#     only inside the functions that check, cut, post and retire its work requests).
+#   count_instructions.sh --list OUT LIST_POSTING_BIN
+#     That count alone (in the VM).
 #   count_instructions.sh --native OUT BAZEL_BIN
 #     Natively (bench_native.sh): the references tcp-lat, futex-lat and caf-rtt, and the
 #     fallback's 8-byte read/write (rdma_bench --paths fallback). The CAF programs run with CAF's
@@ -39,11 +43,36 @@ count() {  # name ops_per_iteration cmd...: one "instructions" line
   echo "instructions $name $(((b - a) / (per * (n2 - n1))))" | tee -a "$out/instructions.txt"
 }
 : > "$out/instructions.txt"
+list_posting() {  # LIST_POSTING_BIN: one "instructions list-posting-per-range" line
+  # Only inside the functions that check, cut, post and retire a list's work requests (none
+  # calls another of them, so each toggle turns collection on at its entry and off at its exit):
+  # the wait loop's idle polls, whose number is the emulator's speed, are not counted.
+  local toggles=() f a b ranges=4096
+  for f in '*caf_rdma::OpList::of*' '*caf_rdma::validate_op*' '*caf_rdma::QpPosting::plan*' \
+    '*caf_rdma::QpPosting::post_locked*' '*caf_rdma::QpCompletions::take_locked*' \
+    '*caf_rdma::QpCompletions::run*'; do
+    toggles+=("--toggle-collect=$f")
+  done
+  for n in 4 12; do
+    rm -f "$out/cg.list.$n"*
+    CAF_RDMA_DEVICE=rxe1 timeout 900 valgrind --tool=callgrind --collect-atstart=no "${toggles[@]}" \
+      --callgrind-out-file="$out/cg.list.$n.%p" "$1" --ranges $ranges --iters $n > /dev/null 2>&1
+    if [ $n = 4 ]; then a=$(total_ir "$out/cg.list.$n"); else b=$(total_ir "$out/cg.list.$n"); fi
+  done
+  echo "instructions list-posting-per-range $(((b - a) / (ranges * 8)))" | tee -a "$out/instructions.txt"
+}
+if [ "${1:-}" = --list ]; then  # count_instructions.sh --list OUT LIST_POSTING_BIN (in the VM)
+  out=$2
+  list_posting "$3"
+  rm -f "$out"/cg.*
+  exit 0
+fi
 if [ $native = 0 ]; then
   # rdma_bench --lat-only times a read loop and a write loop: 2 ops per iteration.
   for path in components direct; do
     CAF_RDMA_DEVICE=rxe1 count $path 2 "$bin" --paths $path --lat-only --lat-iters ITERS --peer-device rxe0
   done
+  list_posting "$(dirname "$bin")/list_posting"
 else
   count tcp-lat 1 "$bin/bench/tcp_lat" --iters ITERS
   count futex-lat 1 "$bin/bench/futex_lat" --iters ITERS

@@ -23,7 +23,7 @@ out=$(realpath "$out")
 bash third_party/install_deps.sh
 # CAF_RDMA_BAZEL_OUTPUT_ROOT: Bazel's output root for this run (as tests/run_tests.sh).
 bazel() { command bazel ${CAF_RDMA_BAZEL_OUTPUT_ROOT:+--output_user_root="$CAF_RDMA_BAZEL_OUTPUT_ROOT"} "$@"; }
-bazel build //bench:rdma_bench //bench:tcp_lat //bench:futex_lat //bench:memcpy_bw //bench:caf_rtt \
+bazel build //bench:rdma_bench //bench:list_posting //bench:tcp_lat //bench:futex_lat //bench:memcpy_bw //bench:caf_rtt \
   //systems/kv_store:kv_server //systems/kv_store:kv_client >&2
 bin=$PWD/bazel-bin/bench/rdma_bench
 echo "run_bench: $mode mode, results in $out" >&2
