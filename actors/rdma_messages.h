@@ -610,7 +610,8 @@ struct ManagerStats {
   /// names the endpoint later ops go to by handle: actors/stream_endpoints.h), notify writes,
   /// and ops an owner would not take by handle.
   uint64_t stream_grants_asked = 0;
-  uint64_t direct_ops = 0;  ///< RDMA ops (counted in rdma_ops) run by direct lanes, not the actor
+  /// RDMA ops (counted in rdma_ops) run by direct lanes, not the actor; a list is one
+  uint64_t direct_ops = 0;
   /// Fallback ops (counted in fallback_ops) that RdmaClients ran over stream lanes
   /// (actors/stream_lane.h), straight to the owners' stream channels.
   uint64_t stream_lane_ops = 0;

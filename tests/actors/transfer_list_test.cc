@@ -77,12 +77,15 @@ TEST_F(TransferListTest, ListsOfOneToAHundredThousandRangesMoveEveryByte) {
     ASSERT_TRUE(pull.ok()) << pull.error().to_string();
     EXPECT_EQ(pull->size(), s.count);
     EXPECT_EQ(pull->bytes(), s.count * s.block);
+    const uint64_t lane_ops = user_->stats().direct_ops;
     ListOutcome got = me.post(*pull, seconds(60));
     ASSERT_TRUE(got.ok()) << got.status().error().to_string();
     EXPECT_EQ(got.landed, s.count);
     EXPECT_EQ(got.bytes, s.count * s.block);
     EXPECT_EQ(got.path, expected_path());
     EXPECT_EQ(compare(ranges, mine, theirs, true, 0), "");
+    // Over RDMA the list is one op on the client's direct lane (DirectLane invariant 6).
+    EXPECT_EQ(user_->stats().direct_ops - lane_ops, expected_path() == kPathRdma ? 1u : 0u);
     // Pushed back from another pattern, into the same places.
     for (uint64_t i = 0; i < mine.bytes.size(); ++i)
       mine.bytes[i] = pattern(i, 5);
