@@ -100,6 +100,19 @@ bool DirectLane::takes(const TransferOp& op) {
          detail::PathKind::kRdma;
 }
 
+bool DirectLane::manager_stripes(const TransferOp& op, uint64_t stripe_min_bytes,
+                                 bool stripes_one_device) {
+  // An explicit length is what the op moves (the lane checks it); a whole span's is worked out.
+  auto n = op.length != kWholeSpan
+               ? Result<uint64_t>(op.length)
+               : checked_length(op, op.local.size, static_cast<BufferAccess>(op.local.access));
+  return n.ok() &&
+         detail::striped(detail::StripeFacts{
+             *n, stripe_min_bytes, op.notify, op.local.owner.node() == op.remote.owner.node(),
+             detail::shared_rails(op.local.rails.size(), op.remote.rails.size()),
+             stripes_one_device});
+}
+
 std::optional<Result<DirectLane::Prepared>> DirectLane::prepare(const TransferOp& op) {
   if (!qp_)
     return std::nullopt;  // retired: the manager answers

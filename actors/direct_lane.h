@@ -81,6 +81,10 @@ public:
   /// Whether `op`'s path is a direct lane's by what its handles show (path_choice.h invariant
   /// 6; the lane's grant checks the rest: device, port, fabric, mode).
   static bool takes(const TransferOp& op);
+  /// Whether the lane's manager would stripe `op` (path_choice.h invariant 7; its grant's
+  /// `stripe_min_bytes` and `stripes_one_device`): such an op goes to it, not down the lane.
+  static bool manager_stripes(const TransferOp& op, uint64_t stripe_min_bytes,
+                              bool stripes_one_device);
   uint64_t id() const { return id_; }
   const caf::actor& owner() const { return owner_; }
   const std::string& owner_name() const { return owner_name_; }

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "actors/detail/node_objects.h"
+#include "actors/direct_lane.h"
+#include "actors/lane_grants.h"
 #include "actors/list_run.h"
 #include "actors/rdma_errors.h"
 #include "actors/transfer_plan.h"
@@ -29,6 +31,21 @@ public:
       : self_(self), manager_(std::move(manager)), lane_(std::move(lane)) {}
 
   std::shared_ptr<StreamLane> stream_lane(const TransferPlan&) override { return lane_; }
+  /// Invariant 4: a list of more than one batch, over RDMA, on a direct lane of the worker's
+  /// own, asked of the manager and closed as the list ends.
+  std::optional<ListEnd> rdma_list(const TransferPlan& plan, size_t from,
+                                   std::chrono::steady_clock::time_point deadline) override {
+    TransferOp probe = plan.op(from);
+    const uint32_t left = list_ms_left(deadline);
+    if (plan.size() - from <= kListBatch || left == 0 || !DirectLane::takes(probe))
+      return std::nullopt;
+    auto grant = ask<LaneGrant>(left, lane_open_atom::value, plan.remote(), left);
+    probe.length = plan.max_length();
+    if (!grant.ok() || !grant->lane || grant->verify ||
+        DirectLane::manager_stripes(probe, grant->stripe_min_bytes, grant->stripes_one_device))
+      return std::nullopt;  // verify mode checks op by op; striped ranges are the manager's
+    return grant->lane->post_list(plan, from, list_ms_left(deadline));
+  }
   Result<TransferReply> transfer(const TransferOp& op, uint32_t timeout_ms) override {
     return ask<TransferReply>(timeout_ms, transfer_atom::value, op, timeout_ms);
   }

@@ -1,7 +1,8 @@
 // ListWorker: the manager's answer to an actor's transfer list (transfer_list_atom): a detached
 // blocking actor per list, to which the manager delegates the request, that validates the list
 // (TransferPlan::make) and moves it with run_list (actors/list_run.h), over this node's stream
-// lane or through batches asked of the manager, then answers the actor that asked.
+// lane, a direct lane of its own or through batches asked of the manager, then answers the
+// actor that asked.
 //
 // Invariants:
 //  1. The manager's thread never blocks on a list: validation and every wait run on the
@@ -12,10 +13,15 @@
 //  2. A worker answers exactly one request, whatever happens in it (an exception is answered
 //     as an internal error), and ends. It moves the list by the same steps (run_list) as
 //     RdmaClient::post, over this node's stream lane, with the manager's transfers and
-//     batches where the lane does not take it (never a client's direct lanes).
+//     batches where no lane takes it (never a client's direct lanes).
 //  3. A worker is listed among its node's objects while it runs (detail/node_objects.h): a
 //     node destroyed meanwhile never waits for it (its system is kept, said on stderr), and
 //     the worker's next step fails at once.
+//  4. What is left of a list after the stream lane, if more than one batch (kListBatch ranges)
+//     and over RDMA, moves as one list op on a direct lane of the worker's own (DirectLane
+//     invariant 6), asked of the manager as a client asks (lane_open_atom) and closed when the
+//     list ends: one handshake instead of a request and its ops' state per batch. Not in the
+//     manager's verify mode, nor for ranges it would stripe.
 #pragma once
 
 #include <caf/actor_system.hpp>

@@ -45,15 +45,7 @@ std::shared_ptr<DirectLane> RdmaClient::lane_for(const TransferOp* ops, size_t c
   // any, as the manager decides for each op of a batch.
   auto striped = [ops, count](const LaneSlot& s) {
     return std::any_of(ops, ops + count, [&s](const TransferOp& o) {
-      // An explicit length is what the op moves (the lane checks it); a whole span's is worked out.
-      auto n = o.length != kWholeSpan
-                   ? Result<uint64_t>(o.length)
-                   : checked_length(o, o.local.size, static_cast<BufferAccess>(o.local.access));
-      return n.ok() &&
-             detail::striped(detail::StripeFacts{
-                 *n, s.stripe_min_bytes, o.notify, o.local.owner.node() == o.remote.owner.node(),
-                 detail::shared_rails(o.local.rails.size(), o.remote.rails.size()),
-                 s.stripes_one_device});
+      return DirectLane::manager_stripes(o, s.stripe_min_bytes, s.stripes_one_device);
     });
   };
   const caf::actor_addr owner = op.remote.owner.address();

@@ -307,12 +307,16 @@ TEST_F(TransferListTest, AnActorAsksItsManagerToMoveAList) {
                  [&](caf::error& e) { out.fail(Error(ErrorCode::kInternal, error_message(e))); });
     return out;
   };
+  const uint64_t lane_ops = user_->stats().direct_ops;
   ListOutcome got = ask(TransferKind::kRead, ranges);
   ASSERT_TRUE(got.ok()) << got.status().error().to_string();
   EXPECT_EQ(got.landed, ranges.size());
   EXPECT_EQ(got.bytes, ranges.size() * 1024);
   EXPECT_EQ(got.path, expected_path());
   EXPECT_EQ(compare(ranges, mine, theirs, true, 0), "");
+  // Over RDMA a list longer than one batch is one op on the worker's own direct lane
+  // (list_worker.h invariant 4), not three batches through the manager.
+  EXPECT_EQ(user_->stats().direct_ops - lane_ops, expected_path() == kPathRdma ? 1u : 0u);
   for (uint64_t i = 0; i < mine.bytes.size(); ++i)
     mine.bytes[i] = pattern(i, 4);
   got = ask(TransferKind::kWrite, ranges);
