@@ -220,9 +220,15 @@ std::optional<Result<TransferReply>> DirectLane::transfer(const TransferOp& op, 
   return Result<TransferReply>(TransferReply{out.bytes, out.path});
 }
 
+TransferOp DirectLane::list_probe(const TransferPlan& plan, size_t from) {
+  TransferOp probe = plan.op(from);
+  probe.length = plan.max_length();
+  return probe;
+}
+
 std::optional<ListEnd> DirectLane::post_list(const TransferPlan& plan, size_t from,
-                                             uint32_t timeout_ms) {
-  if (timeout_ms == 0 || from >= plan.size())
+                                             uint32_t timeout_ms, bool verify) {
+  if (timeout_ms == 0 || from >= plan.size() || verify)
     return std::nullopt;
   timeout_ms = std::min(timeout_ms, max_timeout_ms_);
   const auto started = std::chrono::steady_clock::now();

@@ -68,10 +68,15 @@ public:
                                                     std::vector<OpFault>* faults = nullptr);
 
   /// Moves ranges [from, plan.size()) of `plan` as one list op on the queue pair (invariant
-  /// 6); nothing when the lane cannot (as for `transfer`; or buffers of one node). Else how far
-  /// it got (`done`: the ranges before it are in place); never an error: the ranges it did not
-  /// move go the way of single ops, which explain their failure.
-  std::optional<ListEnd> post_list(const TransferPlan& plan, size_t from, uint32_t timeout_ms);
+  /// 6); nothing when the lane cannot (as for `transfer`; buffers of one node; or `verify`, the
+  /// grant's verify mode, which checks op by op). Else how far it got (`done`: the ranges
+  /// before it are in place); never an error: the ranges it did not move go the way of single
+  /// ops, which explain their failure.
+  std::optional<ListEnd> post_list(const TransferPlan& plan, size_t from, uint32_t timeout_ms,
+                                   bool verify);
+  /// The op a lane for ranges [from, plan.size()) of `plan` is chosen by (its first range, as
+  /// long as its longest: the manager stripes by size).
+  static TransferOp list_probe(const TransferPlan& plan, size_t from);
   /// The queue pair failed (remote access error, timeout, the owner vanished) or the lane was
   /// retired: drop the lane. While another thread's op runs on it, only retirement is seen.
   bool broken() const;

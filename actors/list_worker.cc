@@ -35,16 +35,15 @@ public:
   /// own, asked of the manager and closed as the list ends.
   std::optional<ListEnd> rdma_list(const TransferPlan& plan, size_t from,
                                    std::chrono::steady_clock::time_point deadline) override {
-    TransferOp probe = plan.op(from);
+    const TransferOp probe = DirectLane::list_probe(plan, from);
     const uint32_t left = list_ms_left(deadline);
     if (plan.size() - from <= kListBatch || left == 0 || !DirectLane::takes(probe))
       return std::nullopt;
     auto grant = ask<LaneGrant>(left, lane_open_atom::value, plan.remote(), left);
-    probe.length = plan.max_length();
-    if (!grant.ok() || !grant->lane || grant->verify ||
+    if (!grant.ok() || !grant->lane ||
         DirectLane::manager_stripes(probe, grant->stripe_min_bytes, grant->stripes_one_device))
-      return std::nullopt;  // verify mode checks op by op; striped ranges are the manager's
-    return grant->lane->post_list(plan, from, list_ms_left(deadline));
+      return std::nullopt;  // striped ranges are the manager's
+    return grant->lane->post_list(plan, from, list_ms_left(deadline), grant->verify);
   }
   Result<TransferReply> transfer(const TransferOp& op, uint32_t timeout_ms) override {
     return ask<TransferReply>(timeout_ms, transfer_atom::value, op, timeout_ms);

@@ -107,15 +107,13 @@ std::optional<ListEnd> RdmaClient::lane_list(const TransferPlan& plan, size_t fr
   const uint32_t left = list_ms_left(deadline);
   if (left == 0 || from >= plan.size())
     return std::nullopt;
-  // The lane the list's ops would take, by its longest range (the manager stripes by size).
-  TransferOp probe = plan.op(from);
-  probe.length = plan.max_length();
+  const TransferOp probe = DirectLane::list_probe(plan, from);
   std::optional<Error> failed;
   bool verify = false;
   std::shared_ptr<DirectLane> lane = lane_for(&probe, 1, left, &failed, &verify);
-  if (failed || !lane || verify)
-    return std::nullopt;  // verify mode checksums op by op; a handshake's timeout: the batches'
-  return lane->post_list(plan, from, list_ms_left(deadline));
+  if (failed || !lane)
+    return std::nullopt;  // a handshake's timeout: the batches' to answer
+  return lane->post_list(plan, from, list_ms_left(deadline), verify);
 }
 
 void RdmaClient::drop_lane(const caf::actor_addr& owner, const std::shared_ptr<DirectLane>& lane) {
