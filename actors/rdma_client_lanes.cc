@@ -102,7 +102,7 @@ std::shared_ptr<DirectLane> RdmaClient::lane_for(const TransferOp* ops, size_t c
   return nullptr;
 }
 
-std::optional<ListEnd> RdmaClient::lane_list(const TransferPlan& plan, size_t from,
+std::optional<ListEnd> RdmaClient::rdma_list(const TransferPlan& plan, size_t from,
                                              std::chrono::steady_clock::time_point deadline) {
   const uint32_t left = list_ms_left(deadline);
   if (left == 0 || from >= plan.size())
@@ -226,6 +226,10 @@ std::optional<Result<TransferReply>> RdmaClient::lane_transfer(const TransferOp&
     return Result<TransferReply>(lane_error(op, r->error(), fault, deadline, timeout_ms));
   }
   return std::nullopt;
+}
+
+std::shared_ptr<StreamLane> RdmaClient::stream_lane(const TransferPlan& plan) {
+  return stream_lane(plan.local(), plan.remote());
 }
 
 std::shared_ptr<StreamLane> RdmaClient::stream_lane(const BufferHandle& local,

@@ -31,26 +31,8 @@ ListOutcome RdmaClient::post(const TransferPlan& plan, std::chrono::milliseconds
     out.fail(ready.error());
     return out;
   }
-  // The client's own ways: its lanes, then its manager.
-  struct Steps final : ListSteps {
-    explicit Steps(RdmaClient& c) : client(c) {}
-    std::shared_ptr<StreamLane> stream_lane(const TransferPlan& p) override {
-      return client.stream_lane(p.local(), p.remote());
-    }
-    std::optional<ListEnd> rdma_list(const TransferPlan& p, size_t from,
-                                     std::chrono::steady_clock::time_point deadline) override {
-      return client.lane_list(p, from, deadline);
-    }
-    Result<TransferReply> transfer(const TransferOp& op, uint32_t timeout_ms) override {
-      return client.transfer(op, timeout_ms);
-    }
-    Result<std::vector<TransferOutcome>> batch(const std::vector<TransferOp>& ops,
-                                               uint32_t timeout_ms) override {
-      return client.batch(ops, timeout_ms);
-    }
-    RdmaClient& client;
-  } steps(*this);
-  return run_list(plan, std::chrono::steady_clock::now() + timeout, steps);
+  // The client's own ways: its lanes, then its manager (it is its own ListSteps).
+  return run_list(plan, std::chrono::steady_clock::now() + timeout, *this);
 }
 
 uint32_t RdmaClient::timeout_ms_of(std::chrono::milliseconds timeout) {

@@ -254,17 +254,6 @@ void RdmaQueuePair::take_credit(Done& done) {
   posting_.resume_locked(done);
 }
 
-// -- blocking interface -----------------------------------------------------------------------
-
-OpResult RdmaQueuePair::execute(RdmaOp op, std::chrono::milliseconds timeout) {
-  return blocking_.execute(std::move(op), timeout);
-}
-
-std::vector<OpResult> RdmaQueuePair::execute_batch(std::vector<RdmaOp> ops,
-                                                   std::chrono::milliseconds timeout) {
-  return blocking_.execute_batch(std::move(ops), timeout);
-}
-
 // -- errors and inspection --------------------------------------------------------------------
 
 Status RdmaQueuePair::abort(const std::string& reason) {

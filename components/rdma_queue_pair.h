@@ -111,11 +111,16 @@ public:
 
   /// Runs one op to completion or until `timeout` (then kTimeout, with the QP flushed and in
   /// ERR). Fails at once on a QP in ERR.
-  OpResult execute(RdmaOp op, std::chrono::milliseconds timeout) override;
+  /// (Defined here: a caller's op goes straight to qp_blocking.cc, which submits it here.)
+  OpResult execute(RdmaOp op, std::chrono::milliseconds timeout) override {
+    return blocking_.execute(std::move(op), timeout);
+  }
   /// Submits all ops together (one posted chain where slots allow) and waits for all; one
   /// result per op, in order. A failing op does not hide the others' results.
   std::vector<OpResult> execute_batch(std::vector<RdmaOp> ops,
-                                      std::chrono::milliseconds timeout) override;
+                                      std::chrono::milliseconds timeout) override {
+    return blocking_.execute_batch(std::move(ops), timeout);
+  }
 
   // -- errors ------------------------------------------------------------------------------
 
