@@ -111,7 +111,8 @@ public:
 
   /// Runs one op to completion or until `timeout` (then kTimeout, with the QP flushed and in
   /// ERR). Fails at once on a QP in ERR.
-  /// (Defined here: a caller's op goes straight to qp_blocking.cc, which submits it here.)
+  /// (Inline: a caller's op goes straight to qp_blocking.cc, which submits it through
+  /// submit_internal in rdma_queue_pair.cc.)
   OpResult execute(RdmaOp op, std::chrono::milliseconds timeout) override {
     return blocking_.execute(std::move(op), timeout);
   }
