@@ -33,7 +33,6 @@
 #include <string>
 #include <vector>
 
-#include "actors/list_run.h"
 #include "actors/rdma_manager_interface.h"
 #include "actors/registered_buffer.h"
 #include "actors/transfer_plan.h"
@@ -50,9 +49,7 @@ constexpr const char* kEnvDirect = "CAF_RDMA_DIRECT";
 /// (ManagerOptions::busy_poll; RdmaNode puts it in the system's settings, RdmaClient reads it).
 inline constexpr char kBusyPollSetting[] = "caf-rdma.busy-poll-us";
 
-/// A client is its own ListSteps (privately): post runs its list through the client's own
-/// ways (its lanes, then its manager), each step one call into the file that owns that way.
-class RdmaClient : private ListSteps {
+class RdmaClient {
 public:
   /// The timeout of read and write when none is given.
   static constexpr std::chrono::milliseconds kDefaultTimeout{30000};
@@ -85,7 +82,7 @@ public:
   Result<RegisteredBuffer> allocate_buffer(uint64_t size,
                                            BufferAccess access = BufferAccess::kReadWrite);
   Result<uint64_t> release(uint64_t id);
-  Result<TransferReply> transfer(const TransferOp& op, uint32_t timeout_ms) override;
+  Result<TransferReply> transfer(const TransferOp& op, uint32_t timeout_ms);
   /// Writes `range` of `local` into `remote` (local -> remote), within `timeout`:
   /// `write(mine, theirs)`, `write(mine, theirs, Range::of(4096).at_remote(8192), 5s)`.
   Result<TransferReply> write(const BufferHandle& local, const BufferHandle& remote,
@@ -125,7 +122,7 @@ public:
   read(const BufferHandle& local, const BufferHandle& remote, uint32_t timeout_ms,
        uint64_t length = kWholeSpan, uint64_t local_offset = 0, uint64_t remote_offset = 0);
   Result<std::vector<TransferOutcome>> batch(const std::vector<TransferOp>& ops,
-                                             uint32_t timeout_ms) override;
+                                             uint32_t timeout_ms);
   /// A list of ranges between `local` and `remote`, validated once (actors/transfer_plan.h):
   /// `prepare(TransferKind::kRead, mine, theirs, {{0, 8192, 4096}, {4096, 65536, 4096}})`.
   /// Refused whole, naming the range, when a range is out of bounds or empty, the destination
@@ -220,11 +217,14 @@ private:
   /// within the timeout sets `failed` (the transfer's error).
   std::shared_ptr<DirectLane> lane_for(const TransferOp* ops, size_t count, uint32_t timeout_ms,
                                        std::optional<Error>* failed, bool* verify = nullptr);
-  /// ListSteps: ranges [from, plan.size()) of `plan` as one list op on the owner's direct lane
-  /// (DirectLane invariant 6); nothing: no lane takes it (none there, verify mode, ranges the
-  /// manager would stripe), the batches move it.
+  /// The ListSteps a client's list walks (actors/detail/client_list_walk.h: each step one
+  /// call into the file that owns that way, so that post's walk enters each file once).
+  class ListWalk;
+  /// Ranges [from, plan.size()) of `plan` as one list op on the owner's direct lane (DirectLane
+  /// invariant 6); nothing: no lane takes it (none there, verify mode, ranges the manager would
+  /// stripe), the batches move it.
   std::optional<ListEnd> rdma_list(const TransferPlan& plan, size_t from,
-                                   std::chrono::steady_clock::time_point deadline) override;
+                                   std::chrono::steady_clock::time_point deadline);
   /// Drops the lane to `owner` if it is `lane` (another thread may have replaced it).
   void drop_lane(const caf::actor_addr& owner, const std::shared_ptr<DirectLane>& lane);
   /// After a lane op failed: drops a broken lane and names the cause by the manager's rule
@@ -239,8 +239,6 @@ private:
   /// use); null: none (this client takes no lanes, `local` is not this node's, `remote` names
   /// no stream channel, or this node has no stream lane).
   std::shared_ptr<StreamLane> stream_lane(const BufferHandle& local, const BufferHandle& remote);
-  /// ListSteps: the stream lane between the plan's buffers.
-  std::shared_ptr<StreamLane> stream_lane(const TransferPlan& plan) override;
   /// The stream lane's try (asked of the manager on first use); nothing: the manager moves it.
   std::optional<Result<TransferReply>> stream_transfer(const TransferOp& op, uint32_t timeout_ms);
   /// One lane attempt (and one more after a flush caused by another op); nothing: not a lane op.

@@ -228,10 +228,6 @@ std::optional<Result<TransferReply>> RdmaClient::lane_transfer(const TransferOp&
   return std::nullopt;
 }
 
-std::shared_ptr<StreamLane> RdmaClient::stream_lane(const TransferPlan& plan) {
-  return stream_lane(plan.local(), plan.remote());
-}
-
 std::shared_ptr<StreamLane> RdmaClient::stream_lane(const BufferHandle& local,
                                                     const BufferHandle& remote) {
   if (!direct_ || !local.owner || local.owner.node() != manager_.node() || remote.stream_port == 0)

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "actors/detail/async_request.h"
+#include "actors/detail/client_list_walk.h"
 #include "actors/list_run.h"
 #include "actors/rdma_client.h"
 
@@ -31,8 +32,9 @@ ListOutcome RdmaClient::post(const TransferPlan& plan, std::chrono::milliseconds
     out.fail(ready.error());
     return out;
   }
-  // The client's own ways: its lanes, then its manager (it is its own ListSteps).
-  return run_list(plan, std::chrono::steady_clock::now() + timeout, *this);
+  // The client's own ways: its lanes, then its manager.
+  ListWalk walk(*this);
+  return run_list(plan, std::chrono::steady_clock::now() + timeout, walk);
 }
 
 uint32_t RdmaClient::timeout_ms_of(std::chrono::milliseconds timeout) {

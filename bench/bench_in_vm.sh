@@ -4,10 +4,12 @@ set -uo pipefail
 mode=$1 out=$2 bin=$3
 if [ "$mode" = long ]; then
   sizes="4096 16384 65536 262144 1048576 4194304 16777216 67108864"; bw_bytes=$((64 << 20)); lat_iters=1000
-  lat_rounds=5; striping_sizes=16M,64M
+  lat_rounds=5; striping_sizes=16M,64M; perf_sizes=$sizes
 else
   # Striping at 16 MiB only: 64 MiB (half of the 150 s striping took in CI) is --long's.
   sizes="65536 1048576"; bw_bytes=$((64 << 20)); lat_iters=300; lat_rounds=3; striping_sizes=16M
+  # perftest also at 16 KiB: the kv-handoff lists' 16 KiB blocks are compared with it.
+  perf_sizes="16384 $sizes"
 fi
 server_ip=10.99.0.1
 perf_pair() {  # tool args... ; server on rxe0, client on rxe1
@@ -24,7 +26,7 @@ perf_pair() {  # tool args... ; server on rxe0, client on rxe1
   wait $spid
 }
 : > "$out/perftest.txt"
-for s in $sizes; do
+for s in $perf_sizes; do
   n=$(( bw_bytes / s )); [ $n -lt 20 ] && n=20; [ $n -gt 5000 ] && n=5000
   echo "== ib_write_bw $s" >> "$out/perftest.txt"
   perf_pair ib_write_bw -s "$s" -n "$n" >> "$out/perftest.txt" 2>&1
@@ -64,8 +66,9 @@ fi
 # blocks, against one transfer of the whole pool (bench_report.py also sets it beside
 # ib_read_bw/ib_write_bw at the block size).
 kv_pool=$([ "$mode" = long ] && echo 64M || echo 4M)  # 16M took 74 s in the VM
-CAF_RDMA_DEVICE=rxe1 timeout 900 "$bin" --paths kv-handoff --kv-transports rdma --kv-pool "$kv_pool" \
-  $([ "$mode" = long ] && echo --long) > "$out/kv_handoff.txt" 2>> "$out/rdma_bench.err" ||
+CAF_RDMA_DEVICE=rxe1 timeout 900 "$bin" --paths kv-handoff --kv-transports rdma,rdma-manager \
+  --kv-pool "$kv_pool" $([ "$mode" = long ] && echo --long) \
+  > "$out/kv_handoff.txt" 2>> "$out/rdma_bench.err" ||
   { echo "kv-handoff failed"; rc=1; }
 cat "$out/kv_handoff.txt"
 # Latency in paired rounds: ib_read_lat/ib_write_lat, then caf-rdma's latency paths, right after

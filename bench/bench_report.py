@@ -277,12 +277,12 @@ def report_kv_handoff(out, pbw):
             ratios.append((name, v))
         # bw kv-handoff rdma pull 64k c8 prepared MBPS
         for p in lines:
-            if len(p) == 8 and p[:3] == ["bw", "kv-handoff", "rdma"]:
+            if len(p) == 8 and p[:2] == ["bw", "kv-handoff"] and p[2] in ("rdma", "rdma-manager"):
                 op = "read" if p[3] == "pull" else "write"
                 size = int(p[4].rstrip("k")) << 10
                 ref = pbw.get((op, size))
                 if ref:
-                    name = f"kv_handoff_rdma_{p[3]}_{p[4]}_{p[5]}_{p[6]}_vs_ib_{op}_bw"
+                    name = f"kv_handoff_{p[2]}_{p[3]}_{p[4]}_{p[5]}_{p[6]}_vs_ib_{op}_bw"
                     print(f"  {name:50} {float(p[7]) / ref:.3f}")
                     ratios.append((name, float(p[7]) / ref))
     return ratios

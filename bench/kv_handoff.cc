@@ -38,6 +38,9 @@ struct Transport {
   const char* name;
   TransportMode mode;
   bool same_host;
+  /// The lists go to the manager (post_async: its transfer_list request, an actor's way),
+  /// prepared once only (preparing is the client's, the same on every transport).
+  bool via_manager = false;
 };
 
 /// One transport's run; false when a transfer failed or a byte was wrong (said on stderr).
@@ -143,6 +146,8 @@ bool run_transport(const KvHandoffOptions& o, const Transport& t) {
             shares[i * c / blocks].push_back(ListRange{i * block, place[i] * block, block});
           const TransferKind kind = push ? TransferKind::kWrite : TransferKind::kRead;
           for (bool prepared : {true, false}) {
+            if (!prepared && t.via_manager)
+              continue;
             std::vector<std::optional<TransferPlan>> plans(c);
             if (prepared)
               for (size_t j = 0; j < c; ++j) {
@@ -173,7 +178,9 @@ bool run_transport(const KvHandoffOptions& o, const Transport& t) {
                     }
                     fresh.emplace(std::move(*p));
                   }
-                  ListOutcome out = me.post(prepared ? *plans[j] : *fresh, kTimeout);
+                  const TransferPlan& plan = prepared ? *plans[j] : *fresh;
+                  ListOutcome out =
+                      t.via_manager ? me.post_async(plan, kTimeout).get() : me.post(plan, kTimeout);
                   if (!out.ok())
                     errors[j] = out.status().error().to_string();
                 }
@@ -228,13 +235,16 @@ bool run_transport(const KvHandoffOptions& o, const Transport& t) {
 int bench_kv_handoff(const KvHandoffOptions& o) {
   const Transport known[] = {Transport{"same-host", TransportMode::kFallback, true},
                              Transport{"stream", TransportMode::kFallback, false},
-                             Transport{"rdma", TransportMode::kRdma, false}};
+                             Transport{"rdma", TransportMode::kRdma, false},
+                             Transport{"rdma-manager", TransportMode::kRdma, false, true}};
   bool ok = true;
   for (const std::string& name : o.transports) {
     auto t = std::find_if(std::begin(known), std::end(known),
                           [&](const Transport& k) { return name == k.name; });
     if (t == std::end(known)) {
-      std::fprintf(stderr, "kv-handoff: unknown transport '%s' (same-host, stream, rdma)\n",
+      std::fprintf(stderr,
+                   "kv-handoff: unknown transport '%s' (same-host, stream, rdma, "
+                   "rdma-manager)\n",
                    name.c_str());
       return 1;
     }

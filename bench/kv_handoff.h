@@ -12,15 +12,16 @@ namespace caf_rdma::bench {
 struct KvHandoffOptions {
   uint64_t pool_bytes = 64ull << 20;  ///< the owner's pool and the requester's copy of it
   bool long_mode = false;             ///< also 64 concurrent requests, more repetitions
-  /// The transports to run, of "same-host", "stream", "rdma" (all by default).
-  std::vector<std::string> transports{"same-host", "stream", "rdma"};
+  /// The transports to run, of "same-host", "stream", "rdma", "rdma-manager" (all by default).
+  std::vector<std::string> transports{"same-host", "stream", "rdma", "rdma-manager"};
 };
 
 /// Runs the shape on each transport this host has: "same-host" (the owner's same-host
-/// endpoint, cross-memory attach), "stream" (the stream lane over TCP) and "rdma" (when an RDMA
-/// device is there). For each: the pool pulled and pushed as blocks of 4, 16 and 64 KiB in a
-/// shuffled order, by 1 list (posted from the calling thread) or 8 (and 64) concurrent ones
-/// (one thread each, made once per figure) (8 posts of the pool each; --long 16),
+/// endpoint, cross-memory attach), "stream" (the stream lane over TCP), "rdma" (when an RDMA
+/// device is there) and "rdma-manager" (the same lists moved by the manager: post_async, an
+/// actor's transfer_list; prepared plans only). For each: the pool pulled and pushed as blocks of
+/// 4, 16 and 64 KiB in a shuffled order, by 1 list (posted from the calling thread) or 8 (and 64)
+/// concurrent ones (one thread each, made once per figure) (8 posts of the pool each; --long 16),
 /// prepared once or prepared on every post, every byte checked; each figure the median of 3
 /// paired rounds (--long 5), a round being the pool moved whole as many times in one transfer
 /// each (the reference), then the lists. Prints

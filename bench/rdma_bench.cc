@@ -75,7 +75,7 @@ constexpr const char* kUsage =
     "                  [--peer-device NAME] [--scheduler-threads N] [--lat-only]\n"
     "                  [--tls CERT,KEY,CAFILE] [--memory host|allocated|gpu]\n"
     "                  [--busy-poll-us US] [--kv-pool BYTES] [--long]\n"
-    "                  [--kv-transports same-host,stream,rdma]\n"
+    "                  [--kv-transports same-host,stream,rdma,rdma-manager]\n"
     "  Bandwidth (RDMA WRITE and READ) per message size and 8-byte latency (median, p99) for\n"
     "  each path; registration cache timing; peak RSS. The local side uses CAF_RDMA_DEVICE\n"
     "  (default: first active device), the remote side --peer-device (default: the same).\n"

@@ -156,8 +156,8 @@ if bazel build "$@" //stress:rdma_stress; then
   CAF_RDMA_TRANSPORT=fallback timeout 300 bazel-bin/stress/rdma_stress --procs 8 --threads 2 \
     --seconds 20 --max-size 1M --kill 2>&1 | tail -12 || stress_rc=1
   [ "${PIPESTATUS[0]}" = 0 ] || stress_rc=1
-  # A guest kernel panic (a kernel bug: docs/limits.md) runs it once more, saying so.
-  CAF_RDMA_TRANSPORT=rdma tests/rxe_vm/again_after_panic.sh --tail 16 -- tests/rxe_vm/run_in_vm.sh \
+  # A guest kernel panic or warning (a kernel bug: docs/limits.md) runs it once more, saying so.
+  CAF_RDMA_TRANSPORT=rdma tests/rxe_vm/again_after_kernel_bug.sh --tail 16 -- tests/rxe_vm/run_in_vm.sh \
     -t 420 -m 6144 -e CAF_RDMA_TRANSPORT -s /tmp bazel-bin/stress/rdma_stress --procs 8 \
     --threads 2 --seconds 45 --max-size 1M --read-pct 60 --devices rxe0,rxe1 --kill ||
     stress_rc=1

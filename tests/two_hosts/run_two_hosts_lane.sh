@@ -7,7 +7,7 @@
 # stress tool with its ranks on both hosts.
 # Prints both VMs' output and the lane's duration; exits with run_two_hosts.sh's code (0 all
 # passed; 124 timeout; 125 a VM failed; 126 a guest kernel warned; else failed steps). A guest
-# kernel panic runs the lane once more, saying so.
+# kernel panic or warning runs the lane once more, saying so.
 # Boots two VMs of 1536 MB and one vCPU each. TWO_HOSTS_LINK_DOWN=b: b sets its own link down
 # instead of a (two_hosts_guest.sh step 3).
 set -uo pipefail
@@ -18,8 +18,8 @@ bazel build "$@" //examples:parameter_server //tests/actors:atomic_adder //stres
   //tests/two_hosts:buffer_owner //tests/two_hosts:transfer_loop ||
   { echo "two_hosts: build failed" >&2; exit 1; }
 bin=$(realpath bazel-bin)
-# A guest kernel panic (a kernel bug: docs/limits.md) runs the lane once more, saying so.
-tests/rxe_vm/again_after_panic.sh -- tests/rxe_vm/run_two_hosts.sh -t 600 -m 1536 -c 1 \
+# A guest kernel panic or warning (a kernel bug: docs/limits.md) runs the lane once more, saying so.
+tests/rxe_vm/again_after_kernel_bug.sh -- tests/rxe_vm/run_two_hosts.sh -t 600 -m 1536 -c 1 \
   -e TWO_HOSTS_LINK_DOWN -- tests/two_hosts/two_hosts_guest.sh "$bin"
 rc=$?
 echo "two_hosts: exit $rc after $(( $(date +%s) - t0 )) s"
