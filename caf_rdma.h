@@ -21,6 +21,7 @@
 #error "caf-rdma needs C++17: add copts = [\"-std=c++17\"] to the target that includes caf_rdma.h"
 #endif
 
+#include "actors/cancel_token.h"
 #include "actors/rdma_client.h"
 #include "actors/rdma_errors.h"
 #include "actors/rdma_manager_actor.h"

@@ -24,6 +24,10 @@
 //  6. A transfer list (TransferPlan, validated when it was made) is one op on the queue pair
 //     (RdmaQueuePair invariant 13): the local buffer is checked and held once, not per range;
 //     it moves every range, or says how many landed (exact from below) and leaves the rest.
+//  7. An op or list given a stop flag (a CancelToken's) ends early once it is set: the queue
+//     pair is flushed before the answer (QpEndpoint invariant 6), which is kCancelled, and the
+//     lane is broken (its client makes a new one). A stopped list says how many ranges landed
+//     and ends there: nothing of it goes another way.
 #pragma once
 
 #include <caf/actor.hpp>
@@ -58,9 +62,11 @@ public:
 
   /// Runs one transfer; nothing when the lane cannot run it (ask the manager instead).
   /// `timeout_ms` is cut to the manager's max_timeout, as the manager cuts its own.
-  /// `fault` (optional) tells what kind of failure a failed op met.
+  /// `fault` (optional) tells what kind of failure a failed op met. `stop` (optional): a flag
+  /// whose setting ends the op early (invariant 7).
   std::optional<Result<TransferReply>> transfer(const TransferOp& op, uint32_t timeout_ms,
-                                                OpFault* fault = nullptr);
+                                                OpFault* fault = nullptr,
+                                                const std::atomic<bool>* stop = nullptr);
   /// Runs a batch as one chain of work requests; nothing unless the lane can run every op.
   /// `faults` (optional) gets one OpFault per op.
   std::optional<std::vector<TransferOutcome>> batch(const std::vector<TransferOp>& ops,
@@ -70,10 +76,11 @@ public:
   /// Moves ranges [from, plan.size()) of `plan` as one list op on the queue pair (invariant
   /// 6); nothing when the lane cannot (as for `transfer`; buffers of one node; or `verify`, the
   /// grant's verify mode, which checks op by op). Else how far it got (`done`: the ranges
-  /// before it are in place); never an error: the ranges it did not move go the way of single
-  /// ops, which explain their failure.
+  /// before it are in place); an error only when `stop` (optional) ended it (kCancelled,
+  /// invariant 7): else the ranges it did not move go the way of single ops, which explain
+  /// their failure.
   std::optional<ListEnd> post_list(const TransferPlan& plan, size_t from, uint32_t timeout_ms,
-                                   bool verify);
+                                   bool verify, const std::atomic<bool>* stop = nullptr);
   /// The op a lane for ranges [from, plan.size()) of `plan` is chosen by (its first range, as
   /// long as its longest: the manager stripes by size).
   static TransferOp list_probe(const TransferPlan& plan, size_t from);

@@ -19,11 +19,31 @@ void landed_up_to(const TransferPlan& plan, size_t upto, ListOutcome& out) {
   out.landed = std::max<uint64_t>(out.landed, upto);
 }
 
+/// Invariant 4: true (the outcome failed `cancelled`) when the list was stopped before its
+/// next step.
+bool ended_by_stop(const TransferPlan& plan, const ListSteps& steps, ListOutcome& out) {
+  if (!steps.stopped())
+    return false;
+  out.fail(list_cancelled_error(plan.size(), plan.is_read(), plan.remote(), out.landed, ""));
+  return true;
+}
+
+/// A step's error ends the list: a step that was stopped (kCancelled) as invariant 4 says.
+void fail_by_step(const TransferPlan& plan, const Error& error, ListOutcome& out) {
+  if (error.code() == ErrorCode::kCancelled)
+    out.fail(list_cancelled_error(plan.size(), plan.is_read(), plan.remote(), out.landed,
+                                  error.message()));
+  else
+    out.fail(error);
+}
+
 /// Ranges [from, size) of `plan` through batches of kListBatch ops.
 void post_batches(const TransferPlan& plan, size_t from, Clock::time_point deadline,
                   ListSteps& steps, ListOutcome& out) {
   std::vector<TransferOp> ops;
   for (size_t at = from; at < plan.size();) {
+    if (ended_by_stop(plan, steps, out))
+      return;
     const size_t n = std::min(plan.size() - at, kListBatch);
     const uint32_t left = list_ms_left(deadline);
     if (left == 0) {
@@ -63,6 +83,8 @@ void post_batches(const TransferPlan& plan, size_t from, Clock::time_point deadl
 ListOutcome run_list(const TransferPlan& plan, Clock::time_point deadline, ListSteps& steps) {
   ListOutcome out;
   size_t from = 0;
+  if (ended_by_stop(plan, steps, out))
+    return out;
   // Whether any stream lane could carry it (its handles), before the lane is asked for; then
   // whether this one does, by its manager's threshold (path_choice.h invariant 6).
   std::shared_ptr<StreamLane> lane =
@@ -80,14 +102,21 @@ ListOutcome run_list(const TransferPlan& plan, Clock::time_point deadline, ListS
         out.fail(list_timeout_error(plan.size(), plan.is_read(), plan.remote(), out.landed));
         return out;
       }
+      if (ended_by_stop(plan, steps, out))
+        return out;
       auto first = steps.transfer(plan.op(0), left);
       if (!first.ok()) {
-        out.fail(first.error().with_context(list_range_name(0, plan.size())));
+        if (first.error().code() == ErrorCode::kCancelled)
+          fail_by_step(plan, first.error(), out);
+        else
+          out.fail(first.error().with_context(list_range_name(0, plan.size())));
         return out;
       }
       landed_up_to(plan, 1, out);
       out.path = first->path;
       from = 1;
+      if (ended_by_stop(plan, steps, out))
+        return out;
       end = lane->post_list(plan, 1, deadline);
     }
     if (end) {
@@ -100,17 +129,19 @@ ListOutcome run_list(const TransferPlan& plan, Clock::time_point deadline, ListS
       }
     }
   }
-  if (from < plan.size())
+  if (from < plan.size() && !ended_by_stop(plan, steps, out))
     if (auto end = steps.rdma_list(plan, from, deadline)) {
       if (end->done > from)
         out.path = kPathRdma;
       landed_up_to(plan, end->done, out);
       from = end->done;
       if (end->error) {
-        out.fail(*end->error);
+        fail_by_step(plan, *end->error, out);
         return out;
       }
     }
+  if (!out.ok())
+    return out;  // stopped before the lane's step
   post_batches(plan, from, deadline, steps, out);
   return out;
 }

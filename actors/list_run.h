@@ -13,6 +13,9 @@
 //     request's ranges (`ranges i to j of n`) it met the failure in.
 //  3. Every step gets what is left of the list's deadline; none starts after it (the outcome is
 //     then a timeout naming how many ranges landed).
+//  4. None starts once the steps say the list was stopped (a CancelToken's cancel); a step that
+//     stopped answers kCancelled. Either way the outcome is `cancelled` naming how many ranges
+//     landed (invariant 1), and no later step runs.
 #pragma once
 
 #include <chrono>
@@ -48,6 +51,8 @@ public:
   /// Ops together, within `timeout_ms`, one outcome each.
   virtual Result<std::vector<TransferOutcome>> batch(const std::vector<TransferOp>& ops,
                                                      uint32_t timeout_ms) = 0;
+  /// Whether the list was stopped (invariant 4); never, unless the steps carry a stop.
+  virtual bool stopped() const { return false; }
 };
 
 /// Moves every range of `plan` by `deadline` (invariants 1-3).

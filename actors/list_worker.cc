@@ -39,6 +39,8 @@ public:
     const uint32_t left = list_ms_left(deadline);
     if (plan.size() - from <= kListBatch || left == 0 || !DirectLane::takes(probe))
       return std::nullopt;
+    if (probe.remote.owner.node() == manager_.node())
+      return std::nullopt;  // buffers of one node: the manager's copies, no lane to open
     auto grant = ask<LaneGrant>(left, lane_open_atom::value, plan.remote(), left);
     if (!grant.ok() || !grant->lane ||
         DirectLane::manager_stripes(probe, grant->stripe_min_bytes, grant->stripes_one_device))

@@ -44,6 +44,20 @@ std::string not_within_text(const TransferOp& op, uint32_t timeout_ms, const std
          more;
 }
 
+std::string cancelled_unstarted_text(const TransferOp& op, bool first) {
+  return std::string(kind_name(op.kind)) + " between " + describe(op.local) + " and " +
+         describe(op.remote) +
+         (first ? " cancelled before it started; no byte of it moved"
+                : " cancelled before its next way started; none of its bytes lands later");
+}
+
+std::string cancelled_flushed_text(const TransferOp& op, uint64_t length) {
+  return std::string(kind_name(op.kind)) + " of " + std::to_string(length) + " bytes between " +
+         describe(op.local) + " and " + describe(op.remote) +
+         " cancelled; its queue pair was flushed, so the NIC no longer accesses the buffers "
+         "(some of its bytes may have landed, none lands later)";
+}
+
 std::string timeout_message(const TransferOp& op, uint64_t length, uint32_t timeout_ms) {
   return std::string(kind_name(op.kind)) + " of " + std::to_string(length) + " bytes between " +
          describe(op.local) + " and " + describe(op.remote) + " did not complete within " +

@@ -37,6 +37,14 @@ std::string handshake_failed_text(const std::string& peer, bool timed_out, int64
 /// "KIND between A and B did not complete within T ms" followed by `more` (a direct lane).
 std::string not_within_text(const TransferOp& op, uint32_t timeout_ms, const std::string& more);
 
+/// "KIND between A and B cancelled before it started; no byte of it moved" (CancelToken
+/// invariant 3; `first`), or "... cancelled before its next way started; none of its bytes
+/// lands later" (a way that declined it, maybe after a first try).
+std::string cancelled_unstarted_text(const TransferOp& op, bool first);
+/// A transfer cancelled while its queue pair ran it, after the flush: "KIND of N bytes between
+/// A and B cancelled; its queue pair was flushed, ...".
+std::string cancelled_flushed_text(const TransferOp& op, uint64_t length);
+
 /// A transfer that timed out after its queue pair was flushed (the NIC no longer touches the
 /// buffers).
 std::string timeout_message(const TransferOp& op, uint64_t length, uint32_t timeout_ms);

@@ -81,13 +81,39 @@ Result<uint64_t> RdmaClient::release(uint64_t id) {
 }
 
 Result<TransferReply> RdmaClient::transfer(const TransferOp& op, uint32_t timeout_ms) {
+  return transfer_until(op, timeout_ms, nullptr);
+}
+
+Result<TransferReply> RdmaClient::transfer_cancellable(const TransferOp& op, uint32_t timeout_ms,
+                                                       const CancelToken& cancel) {
+  CancelToken::Use use(cancel);
+  if (use.refused() != nullptr)
+    return *use.refused();
+  Result<TransferReply> r =
+      use.stopped()  // CancelToken invariant 3
+          ? Result<TransferReply>(Error(ErrorCode::kCancelled, cancelled_unstarted_text(op, true)))
+          : transfer_until(op, timeout_ms, use.flag());
+  use.end(r.ok() ? Status() : Status(r.error()), 0, r.ok() ? r->bytes : 0);
+  return r;
+}
+
+Result<TransferReply> RdmaClient::transfer_until(const TransferOp& op, uint32_t timeout_ms,
+                                                 const std::atomic<bool>* stop) {
   if (Status alive = node_alive(); !alive.ok())  // no lane either: its queue pairs are gone
     return alive.error();
+  // CancelToken invariants 3 and 4: stopped before a way starts, nothing moved.
+  auto stopped = [stop] { return stop != nullptr && stop->load(std::memory_order_acquire); };
+  if (stopped())
+    return Error(ErrorCode::kCancelled, cancelled_unstarted_text(op, true));
   std::optional<Error> failed;
-  if (auto r = lane_transfer(op, timeout_ms, &failed))
+  if (auto r = lane_transfer(op, timeout_ms, &failed, stop))
     return std::move(*r);
   if (failed)
     return *failed;
+  // The lane declined it (before moving a byte, or after a first try flushed by another op's
+  // error): the next way does not start.
+  if (stopped())
+    return Error(ErrorCode::kCancelled, cancelled_unstarted_text(op, false));
   // Declined by the lane: the manager has the whole timeout (its errors name it). A lane that
   // declines only after its owner closed two connections may so take longer than the timeout.
   if (auto r = stream_transfer(op, timeout_ms))
@@ -167,6 +193,18 @@ Result<TransferReply> RdmaClient::write(const BufferHandle& local, const BufferH
 Result<TransferReply> RdmaClient::read(const BufferHandle& local, const BufferHandle& remote,
                                        Range range, std::chrono::milliseconds timeout) {
   return transfer_scratch(TransferKind::kRead, local, remote, timeout_ms_of(timeout), range);
+}
+
+Result<TransferReply> RdmaClient::read(const BufferHandle& local, const BufferHandle& remote,
+                                       Range range, std::chrono::milliseconds timeout,
+                                       const CancelToken& cancel) {
+  return transfer_cancellable(make_read(local, remote, range), timeout_ms_of(timeout), cancel);
+}
+
+Result<TransferReply> RdmaClient::write(const BufferHandle& local, const BufferHandle& remote,
+                                        Range range, std::chrono::milliseconds timeout,
+                                        const CancelToken& cancel) {
+  return transfer_cancellable(make_write(local, remote, range), timeout_ms_of(timeout), cancel);
 }
 
 Result<TransferReply> RdmaClient::write(const BufferHandle& local, const BufferHandle& remote,

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/cancel_token.h"
 #include "actors/rdma_manager_interface.h"
 #include "actors/registered_buffer.h"
 #include "actors/transfer_plan.h"
@@ -109,6 +110,14 @@ public:
   Result<TransferReply> read(const BufferHandle& local, const BufferHandle& remote,
                              Range range = Range::whole(),
                              std::chrono::milliseconds timeout = kDefaultTimeout);
+  /// read() and write() that `cancel` may stop from another thread (actors/cancel_token.h):
+  /// then `cancelled` (a token already cancelled: nothing moves). Over a direct lane the op
+  /// stops mid-way, its queue pair flushed before the answer; on the other paths a running op
+  /// ends by itself and its own answer stands (the token's cancel says kFinished).
+  Result<TransferReply> read(const BufferHandle& local, const BufferHandle& remote, Range range,
+                             std::chrono::milliseconds timeout, const CancelToken& cancel);
+  Result<TransferReply> write(const BufferHandle& local, const BufferHandle& remote, Range range,
+                              std::chrono::milliseconds timeout, const CancelToken& cancel);
   /// The first forms, kept for existing programs: a run of integers where `read(l, r, 4096)`
   /// is a 4-second timeout, not 4096 bytes.
   [[deprecated(
@@ -139,6 +148,11 @@ public:
   /// "Transfer lists"); its errors are those a single transfer of the failing range gives,
   /// naming the range. A timeout of 0 is refused (invalid_argument), as for an actor's list.
   ListOutcome post(const TransferPlan& plan, std::chrono::milliseconds timeout = kDefaultTimeout);
+  /// post() that `cancel` may stop from another thread: the list stops between its steps, and
+  /// mid-way in its op on a direct lane (flushed before the answer); the outcome is then
+  /// `cancelled` naming how many ranges landed ([0, landed) in place, none landing later).
+  ListOutcome post(const TransferPlan& plan, std::chrono::milliseconds timeout,
+                   const CancelToken& cancel);
   /// post(), whose outcome arrives later: the manager moves the list (its transfer_list
   /// request: the same steps on a worker thread of its own, over this node's stream lane or
   /// through the manager's batches, never this client's direct lanes). The future is ready once
@@ -224,7 +238,18 @@ private:
   /// invariant 6); nothing: no lane takes it (none there, verify mode, ranges the manager would
   /// stripe), the batches move it.
   std::optional<ListEnd> rdma_list(const TransferPlan& plan, size_t from,
-                                   std::chrono::steady_clock::time_point deadline);
+                                   std::chrono::steady_clock::time_point deadline,
+                                   const std::atomic<bool>* stop);
+  /// post's walk (`stop`: null, or a CancelToken's flag).
+  ListOutcome post_walk(const TransferPlan& plan, std::chrono::milliseconds timeout,
+                        const std::atomic<bool>* stop);
+  /// transfer(), stopped by `cancel` (read and write with a token).
+  Result<TransferReply> transfer_cancellable(const TransferOp& op, uint32_t timeout_ms,
+                                             const CancelToken& cancel);
+  /// transfer's ways (a direct lane, the stream lane, the manager); `stop`: null, or a
+  /// CancelToken's flag, checked before each way and watched by a direct lane's op.
+  Result<TransferReply> transfer_until(const TransferOp& op, uint32_t timeout_ms,
+                                       const std::atomic<bool>* stop);
   /// Drops the lane to `owner` if it is `lane` (another thread may have replaced it).
   void drop_lane(const caf::actor_addr& owner, const std::shared_ptr<DirectLane>& lane);
   /// After a lane op failed: drops a broken lane and names the cause by the manager's rule
@@ -241,9 +266,11 @@ private:
   std::shared_ptr<StreamLane> stream_lane(const BufferHandle& local, const BufferHandle& remote);
   /// The stream lane's try (asked of the manager on first use); nothing: the manager moves it.
   std::optional<Result<TransferReply>> stream_transfer(const TransferOp& op, uint32_t timeout_ms);
-  /// One lane attempt (and one more after a flush caused by another op); nothing: not a lane op.
+  /// One lane attempt (and one more after a flush caused by another op, unless `stop` was
+  /// set); nothing: not a lane op. `stop`: null, or a CancelToken's flag.
   std::optional<Result<TransferReply>> lane_transfer(const TransferOp& op, uint32_t timeout_ms,
-                                                     std::optional<Error>* failed);
+                                                     std::optional<Error>* failed,
+                                                     const std::atomic<bool>* stop = nullptr);
   /// read() and write(): `transfer` of scratch_ filled in place.
   Result<TransferReply> transfer_scratch(TransferKind kind, const BufferHandle& local,
                                          const BufferHandle& remote, uint32_t timeout_ms,

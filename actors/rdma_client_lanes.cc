@@ -103,7 +103,8 @@ std::shared_ptr<DirectLane> RdmaClient::lane_for(const TransferOp* ops, size_t c
 }
 
 std::optional<ListEnd> RdmaClient::rdma_list(const TransferPlan& plan, size_t from,
-                                             std::chrono::steady_clock::time_point deadline) {
+                                             std::chrono::steady_clock::time_point deadline,
+                                             const std::atomic<bool>* stop) {
   const uint32_t left = list_ms_left(deadline);
   if (left == 0 || from >= plan.size())
     return std::nullopt;
@@ -113,7 +114,7 @@ std::optional<ListEnd> RdmaClient::rdma_list(const TransferPlan& plan, size_t fr
   std::shared_ptr<DirectLane> lane = lane_for(&probe, 1, left, &failed, &verify);
   if (failed || !lane)
     return std::nullopt;  // a handshake's timeout: the batches' to answer
-  return lane->post_list(plan, from, list_ms_left(deadline), verify);
+  return lane->post_list(plan, from, list_ms_left(deadline), verify, stop);
 }
 
 void RdmaClient::drop_lane(const caf::actor_addr& owner, const std::shared_ptr<DirectLane>& lane) {
@@ -191,9 +192,14 @@ Status RdmaClient::verify_lane_op(const TransferOp& op, uint64_t length) {
 
 std::optional<Result<TransferReply>> RdmaClient::lane_transfer(const TransferOp& op,
                                                                uint32_t timeout_ms,
-                                                               std::optional<Error>* failed) {
+                                                               std::optional<Error>* failed,
+                                                               const std::atomic<bool>* stop) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (int attempt = 0; attempt < 2; ++attempt) {
+    if (attempt > 0 && stop != nullptr && stop->load(std::memory_order_acquire))
+      return Result<TransferReply>(
+          Error(ErrorCode::kCancelled, cancelled_unstarted_text(op, false) +
+                                           " (its first try was flushed by another op's error)"));
     bool verify = false;
     std::shared_ptr<DirectLane> lane = lane_for(&op, 1, timeout_ms, failed, &verify);
     if (lane == nullptr)
@@ -206,8 +212,8 @@ std::optional<Result<TransferReply>> RdmaClient::lane_transfer(const TransferOp&
           Error(ErrorCode::kTimeout,
                 not_within_text(op, timeout_ms,
                                 " (flushed by another op's error, no time left to run it again)")));
-    auto r =
-        lane->transfer(op, attempt == 0 ? timeout_ms : static_cast<uint32_t>(left.count()), &fault);
+    auto r = lane->transfer(op, attempt == 0 ? timeout_ms : static_cast<uint32_t>(left.count()),
+                            &fault, stop);
     if (!r)
       return std::nullopt;
     if (r->ok()) {

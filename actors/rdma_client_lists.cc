@@ -26,6 +26,27 @@ Status RdmaClient::list_ready(std::chrono::milliseconds timeout) const {
 }
 
 ListOutcome RdmaClient::post(const TransferPlan& plan, std::chrono::milliseconds timeout) {
+  return post_walk(plan, timeout, nullptr);
+}
+
+ListOutcome RdmaClient::post(const TransferPlan& plan, std::chrono::milliseconds timeout,
+                             const CancelToken& cancel) {
+  CancelToken::Use use(cancel);
+  ListOutcome out;
+  if (use.refused() != nullptr) {
+    out.fail(*use.refused());
+    return out;
+  }
+  if (use.stopped())  // CancelToken invariant 3
+    out.fail(list_cancelled_error(plan.size(), plan.is_read(), plan.remote(), 0, ""));
+  else
+    out = post_walk(plan, timeout, use.flag());
+  use.end(out.status(), out.landed, out.bytes);
+  return out;
+}
+
+ListOutcome RdmaClient::post_walk(const TransferPlan& plan, std::chrono::milliseconds timeout,
+                                  const std::atomic<bool>* stop) {
   Status ready = list_ready(timeout);
   if (!ready.ok()) {
     ListOutcome out;
@@ -33,7 +54,7 @@ ListOutcome RdmaClient::post(const TransferPlan& plan, std::chrono::milliseconds
     return out;
   }
   // The client's own ways: its lanes, then its manager.
-  ListWalk walk(*this);
+  ListWalk walk(*this, stop);
   return run_list(plan, std::chrono::steady_clock::now() + timeout, walk);
 }
 

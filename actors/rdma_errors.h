@@ -37,6 +37,7 @@ enum class rdma_errc : uint8_t {
   resource_exhausted = static_cast<uint8_t>(ErrorCode::kResourceExhausted),
   data_mismatch = static_cast<uint8_t>(ErrorCode::kDataMismatch),
   permission_denied = static_cast<uint8_t>(ErrorCode::kPermissionDenied),
+  cancelled = static_cast<uint8_t>(ErrorCode::kCancelled),
 };
 
 /// Converts a lower-layer error.

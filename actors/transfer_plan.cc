@@ -54,6 +54,15 @@ Error list_timeout_error(uint64_t n, bool read, const BufferHandle& remote, uint
                                         " ranges had landed");
 }
 
+Error list_cancelled_error(uint64_t n, bool read, const BufferHandle& remote, uint64_t landed,
+                           const std::string& more) {
+  return Error(ErrorCode::kCancelled, "a list of " + std::to_string(n) + " ranges " +
+                                          (read ? "from " : "into ") + describe(remote) +
+                                          ": cancelled after " + std::to_string(landed) +
+                                          " ranges had landed; none lands later" +
+                                          (more.empty() ? "" : " (" + more + ")"));
+}
+
 TransferOp TransferPlan::op(size_t i) const {
   const ListEntry& e = detail::plan_entries(*this)[i];
   TransferOp op;

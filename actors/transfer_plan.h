@@ -53,6 +53,10 @@ std::string list_range_name(uint64_t i, uint64_t n);
 /// The error of a list of `n` ranges between its buffers (`read`: from `remote`, else into it)
 /// whose time ran out once `landed` ranges had landed (invariant 5).
 Error list_timeout_error(uint64_t n, bool read, const BufferHandle& remote, uint64_t landed);
+/// The same, cancelled (CancelToken) once `landed` ranges had landed, nothing more landing
+/// later; `more`: what the step that was stopped said ("" when none was running).
+Error list_cancelled_error(uint64_t n, bool read, const BufferHandle& remote, uint64_t landed,
+                           const std::string& more);
 
 /// Milliseconds left of a list's `deadline` as a step of it takes them (0: none left, at most
 /// UINT32_MAX).

@@ -21,11 +21,16 @@ uint64_t op_bytes(const RdmaOp& op) {
 
 // -- the calls --------------------------------------------------------------------------------
 
-OpResult QpBlocking::execute(RdmaOp op, std::chrono::milliseconds timeout) {
+OpResult QpBlocking::execute(RdmaOp op, std::chrono::milliseconds timeout,
+                             const std::atomic<bool>* stop) {
   // execute_batch for one op, without its per-op vectors and locks (the latency path).
   auto deadline = Clock::now() + timeout;
   if (Status refused = refuse_if_in_error(); !refused.ok())
     return OpResult{refused};
+  if (stop != nullptr && stop->load(std::memory_order_acquire))  // invariant 4: nothing posted
+    return OpResult{Error(ErrorCode::kCancelled,
+                          std::string(to_string(op.kind)) + " of " + std::to_string(op_bytes(op)) +
+                              " bytes on " + state_.name + " cancelled before it was posted")};
   // Shared with the callback, which may outlive this call only if a completion was lost.
   struct Waiter {
     std::atomic<bool> finished{false};
@@ -45,12 +50,15 @@ OpResult QpBlocking::execute(RdmaOp op, std::chrono::milliseconds timeout) {
   if (!st.ok())
     return OpResult{st};
   bool finished_in_time = true;
-  bool timed_out = wait_for(
-      [&] { return waiter->finished.load(std::memory_order_acquire); }, deadline, timeout, &id, 1,
-      [&] { finished_in_time = waiter->finished.load(std::memory_order_acquire); });
-  // wait_for returns once the op finished, or after the deadline: then finished_in_time says.
-  if (timed_out && !finished_in_time) {
-    OpResult late{Error(ErrorCode::kTimeout, timeout_message(kind, bytes, timeout))};
+  const Ended ended = wait_for(
+      [&] { return waiter->finished.load(std::memory_order_acquire); }, deadline, timeout, stop,
+      &id, 1, [&] { finished_in_time = waiter->finished.load(std::memory_order_acquire); });
+  // wait_for returns once the op finished, or after the deadline or the stop: then
+  // finished_in_time says whether the op had finished first (its own result stands).
+  if (ended != Ended::kFinished && !finished_in_time) {
+    OpResult late{ended == Ended::kStopped
+                      ? Error(ErrorCode::kCancelled, stopped_message(kind, bytes))
+                      : Error(ErrorCode::kTimeout, timeout_message(kind, bytes, timeout))};
     // A list's landed ranges, as its flushed completion said (RdmaQueuePair invariant 13).
     if (waiter->finished.load(std::memory_order_acquire))
       late.list_landed = waiter->result.list_landed;
@@ -106,16 +114,16 @@ std::vector<OpResult> QpBlocking::execute_batch(std::vector<RdmaOp> ops,
     }
   }
   std::vector<bool> finished_in_time;
-  bool timed_out = wait_for(
-      [&] {
-        std::lock_guard<std::mutex> g(shared->mu);
-        return shared->remaining == 0;
-      },
-      deadline, timeout, ids.data(), ids.size(),
-      [&] {
-        std::lock_guard<std::mutex> g(shared->mu);
-        finished_in_time = shared->finished;
-      });
+  const bool timed_out = wait_for(
+                             [&] {
+                               std::lock_guard<std::mutex> g(shared->mu);
+                               return shared->remaining == 0;
+                             },
+                             deadline, timeout, nullptr, ids.data(), ids.size(),
+                             [&] {
+                               std::lock_guard<std::mutex> g(shared->mu);
+                               finished_in_time = shared->finished;
+                             }) != Ended::kFinished;
   std::lock_guard<std::mutex> g(shared->mu);
   if (timed_out)
     for (size_t i = 0; i < shared->results.size(); ++i)
@@ -135,9 +143,12 @@ Status QpBlocking::refuse_if_in_error() const {
 
 // -- waiting and timeouts ---------------------------------------------------------------------
 
-bool QpBlocking::wait_for(const std::function<bool()>& finished, Clock::time_point deadline,
-                          std::chrono::milliseconds timeout, const uint64_t* ids, size_t id_count,
-                          const std::function<void()>& at_deadline) {
+QpBlocking::Ended QpBlocking::wait_for(const std::function<bool()>& finished,
+                                       Clock::time_point deadline,
+                                       std::chrono::milliseconds timeout,
+                                       const std::atomic<bool>* stop, const uint64_t* ids,
+                                       size_t id_count, const std::function<void()>& at_deadline) {
+  Ended ended = Ended::kFinished;
   bool timed_out = false;
   uint32_t idle_polls = 0;
   while (!finished()) {
@@ -148,22 +159,29 @@ bool QpBlocking::wait_for(const std::function<bool()>& finished, Clock::time_poi
       idle_polls = 0;
       std::this_thread::yield();
     }
-    if (!timed_out && Clock::now() > deadline) {
+    // Invariant 4: a stop ends the wait as the deadline does.
+    const bool stopped = !timed_out && stop != nullptr && stop->load(std::memory_order_acquire);
+    if (!timed_out && (stopped || Clock::now() > deadline)) {
       timed_out = true;
+      ended = stopped ? Ended::kStopped : Ended::kDeadline;
       at_deadline();
-      withdraw_after_timeout(timeout, ids, id_count);
+      withdraw_after_timeout(
+          stopped ? ErrorCode::kCancelled : ErrorCode::kTimeout,
+          stopped ? std::string("an op was cancelled")
+                  : "an op timed out after " + std::to_string(timeout.count()) + " ms",
+          ids, id_count);
       deadline = Clock::now() + drain_timeout_ * 2;
     } else if (timed_out && Clock::now() > deadline) {
       break;  // defensive: never hang even if a completion were lost (invariant 3)
     }
   }
-  return timed_out;
+  return ended;
 }
 
-void QpBlocking::withdraw_after_timeout(std::chrono::milliseconds timeout, const uint64_t* ids,
+void QpBlocking::withdraw_after_timeout(ErrorCode code, const std::string& why, const uint64_t* ids,
                                         size_t id_count) {
   // Flush everything outstanding, then wait (bounded) for the flush to retire it.
-  (void)qp_.abort("an op timed out after " + std::to_string(timeout.count()) + " ms");
+  (void)qp_.abort(why);
   Status drained = drain(drain_timeout_);
   QpCompletions::Done done;
   {
@@ -183,7 +201,7 @@ void QpBlocking::withdraw_after_timeout(std::chrono::milliseconds timeout, const
       if (it != state_.ops.end() && it->second->posted == 0) {
         it->second->aborted = true;
         if (!it->second->error)
-          it->second->error = Error(ErrorCode::kTimeout, "withdrawn after a timeout");
+          it->second->error = Error(code, "withdrawn after " + why);
         queued.push_back(ids[i]);
       }
     }
@@ -220,6 +238,14 @@ std::string QpBlocking::timeout_message(OpKind kind, uint64_t bytes,
          state_.name + " did not complete within " + std::to_string(timeout.count()) +
          " ms; the queue pair was moved to ERR and drained, so the NIC no longer accesses the "
          "buffers; it takes no more work (use a new queue pair)";
+}
+
+std::string QpBlocking::stopped_message(OpKind kind, uint64_t bytes) const {
+  return std::string(to_string(kind)) + " of " + std::to_string(bytes) + " bytes on " +
+         state_.name +
+         " cancelled before it completed; the queue pair was moved to ERR and drained, so the "
+         "NIC no longer accesses the buffers (some of its bytes may have landed, none lands "
+         "later); it takes no more work (use a new queue pair)";
 }
 
 }  // namespace caf_rdma

@@ -10,8 +10,13 @@
 //     op still outstanding on it fails.
 //  2. A queue pair in ERR takes no blocking call: it fails at once (its user makes a new QP).
 //  3. No call hangs: after a timeout, the wait for the flush is itself bounded.
+//  4. A call given a stop flag ends early once the flag is set, exactly as at its deadline
+//     (invariant 1: ERR, drained or destroyed, before it returns), answering kCancelled for
+//     each op not finished when the flag was seen; an op that finished first keeps its result.
+//     A flag set before the call posts nothing: kCancelled, the queue pair untouched.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -34,23 +39,29 @@ public:
              std::chrono::milliseconds drain_timeout)
       : qp_(qp), state_(state), completions_(completions), drain_timeout_(drain_timeout) {}
 
-  OpResult execute(RdmaOp op, std::chrono::milliseconds timeout);
+  /// `stop`: null, or a flag whose setting ends the call early (invariant 4).
+  OpResult execute(RdmaOp op, std::chrono::milliseconds timeout,
+                   const std::atomic<bool>* stop = nullptr);
   std::vector<OpResult> execute_batch(std::vector<RdmaOp> ops, std::chrono::milliseconds timeout);
 
 private:
   /// An error when the QP is in ERR (invariant 2).
   Status refuse_if_in_error() const;
-  /// Polls until `finished()`; at `deadline` calls `at_deadline()`, flushes (withdraws `ids`)
-  /// and waits, bounded, for the flush. True if the deadline passed.
-  bool wait_for(const std::function<bool()>& finished, Clock::time_point deadline,
-                std::chrono::milliseconds timeout, const uint64_t* ids, size_t id_count,
-                const std::function<void()>& at_deadline);
-  /// Invariant 1: ERR, drain, withdraw the call's queued ops `ids`.
-  void withdraw_after_timeout(std::chrono::milliseconds timeout, const uint64_t* ids,
+  /// How a wait ended.
+  enum class Ended { kFinished, kDeadline, kStopped };
+  /// Polls until `finished()`; at `deadline`, or once `*stop` is set, calls `at_deadline()`,
+  /// flushes (withdraws `ids`) and waits, bounded, for the flush.
+  Ended wait_for(const std::function<bool()>& finished, Clock::time_point deadline,
+                 std::chrono::milliseconds timeout, const std::atomic<bool>* stop,
+                 const uint64_t* ids, size_t id_count, const std::function<void()>& at_deadline);
+  /// Invariant 1: ERR, drain, withdraw the call's queued ops `ids` (with `code`: kTimeout or
+  /// kCancelled); `why` names the cause.
+  void withdraw_after_timeout(ErrorCode code, const std::string& why, const uint64_t* ids,
                               size_t id_count);
   /// Progresses until no work request is outstanding, or fails with kTimeout.
   Status drain(std::chrono::milliseconds timeout);
   std::string timeout_message(OpKind kind, uint64_t bytes, std::chrono::milliseconds timeout) const;
+  std::string stopped_message(OpKind kind, uint64_t bytes) const;
 
   RdmaQueuePair& qp_;
   detail::QpState& state_;

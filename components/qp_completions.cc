@@ -38,9 +38,16 @@ void QpCompletions::take_locked(const ibv_wc* wcs, int count, Done& done) {
 void QpCompletions::retire_locked(QpOp& op, const ibv_wc* wc, Done& done) {
   --op.in_flight;
   const bool failed = wc != nullptr && wc->status != IBV_WC_SUCCESS;
-  if (!failed && !op.error)
-    ++op.retired_ok;  // in order, before any that failed (RdmaQueuePair invariant 13)
+  // In order, before the first that failed (RdmaQueuePair invariant 13): a request that
+  // completed well landed even after the op was failed for another reason (its timeout's
+  // flush: completions still in the queue then are counted as they retire).
+  if (!failed && !op.wr_failed)
+    ++op.retired_ok;
   if (failed) {
+    op.wr_failed = true;
+    // The op's own cause before the queue pair's ERR, which would call it interrupted.
+    if (!op.error && wc->status != IBV_WC_WR_FLUSH_ERR)
+      record_failure_locked(op, *wc);
     if (!state_.error)
       enter_error_locked(completion_error(*wc, state_.name).message());
     if (!op.error)

@@ -16,8 +16,11 @@
 //  4. Thread-safe: any number of threads may submit, execute and progress at once.
 //  5. A list op (RdmaOp::list) moves its ranges in order and answers once; its result's
 //     `list_landed` is exact from below (the ranges known to be in place, all on success).
+//  6. A blocking call that ends without its op's completion (a timeout, a stop) answers only
+//     once the NIC no longer touches the op's memory.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -99,7 +102,14 @@ public:
 
   /// Runs one op to completion or until `timeout` (then kTimeout, the queue pair flushed and in
   /// error). Fails at once on a queue pair in error.
-  virtual OpResult execute(RdmaOp op, std::chrono::milliseconds timeout) = 0;
+  OpResult execute(RdmaOp op, std::chrono::milliseconds timeout) {
+    return execute_or_stop(std::move(op), timeout, nullptr);
+  }
+  /// execute, ended early once `*stop` (when not null) is set: then kCancelled, the queue pair
+  /// flushed and in error as at a timeout, so that no byte of the op moves after the answer
+  /// (invariant 6). An op that completed before the stop was seen keeps its own result.
+  virtual OpResult execute_or_stop(RdmaOp op, std::chrono::milliseconds timeout,
+                                   const std::atomic<bool>* stop) = 0;
   /// Submits all ops together and waits for all; one result per op, in order.
   virtual std::vector<OpResult> execute_batch(std::vector<RdmaOp> ops,
                                               std::chrono::milliseconds timeout) = 0;

@@ -31,6 +31,7 @@ OpList OpList::of(std::shared_ptr<const std::vector<ListEntry>> entries, size_t 
   for (size_t i = 0; i < list.count; ++i)
     list.bytes += (*entries)[list.first + i].length;
   list.entries = std::move(entries);
+  list.made = true;
   return list;
 }
 

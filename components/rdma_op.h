@@ -40,6 +40,9 @@ struct OpList {
   size_t first = 0;
   size_t count = 0;
   uint64_t bytes = 0;  ///< the ranges' lengths summed
+  /// Made by `of`: the op is a list even when it holds no ranges (validation refuses it then,
+  /// rather than moving the whole local buffer as a plain op).
+  bool made = false;
 
   /// The ranges [first, first + count) of `entries` (no more than it holds), their bytes
   /// summed: one pass, nothing allocated.
@@ -67,10 +70,10 @@ struct RdmaOp {
   uint32_t imm = 0;
   /// READ or WRITE of a list (RdmaQueuePair invariant 13): range e of it moves e.length bytes
   /// between `local[0]`'s buffer at e.peer_offset and `remote` at e.offset (local[0]'s offset
-  /// and length, and remote_offset, are not used). Empty (no entries): not a list.
+  /// and length, and remote_offset, are not used). Not made by OpList::of: not a list.
   OpList list;
 
-  bool is_list() const { return list.entries != nullptr; }
+  bool is_list() const { return list.made; }
   /// Total bytes of the local slices (of a list: its ranges).
   uint64_t local_length() const;
 

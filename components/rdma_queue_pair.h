@@ -109,12 +109,13 @@ public:
 
   // -- blocking interface (qp_blocking.h) --------------------------------------------------
 
-  /// Runs one op to completion or until `timeout` (then kTimeout, with the QP flushed and in
-  /// ERR). Fails at once on a QP in ERR.
-  /// (Inline: a caller's op goes straight to qp_blocking.cc, which submits it through
-  /// submit_internal in rdma_queue_pair.cc.)
-  OpResult execute(RdmaOp op, std::chrono::milliseconds timeout) override {
-    return blocking_.execute(std::move(op), timeout);
+  /// QpEndpoint::execute (inline there) and execute_or_stop: one op to completion, or until
+  /// `timeout` (kTimeout) or the stop (kCancelled), with the QP flushed and in ERR then.
+  /// Fails at once on a QP in ERR. (Inline: a caller's op goes straight to qp_blocking.cc,
+  /// which submits it through submit_internal in rdma_queue_pair.cc.)
+  OpResult execute_or_stop(RdmaOp op, std::chrono::milliseconds timeout,
+                           const std::atomic<bool>* stop) override {
+    return blocking_.execute(std::move(op), timeout, stop);
   }
   /// Submits all ops together (one posted chain where slots allow) and waits for all; one
   /// result per op, in order. A failing op does not hide the others' results.

@@ -274,7 +274,7 @@ Status to_status(const RawStatus& r) {
   if (r.code == 0)
     return Status{};
   uint32_t code = r.code;
-  if (code > static_cast<uint32_t>(ErrorCode::kPermissionDenied))
+  if (code > static_cast<uint32_t>(kLastErrorCode))
     code = static_cast<uint32_t>(ErrorCode::kInternal);
   return Status(Error(static_cast<ErrorCode>(code), r.message));
 }

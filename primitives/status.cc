@@ -40,6 +40,8 @@ const char* to_string(ErrorCode code) {
       return "data_mismatch";
     case ErrorCode::kPermissionDenied:
       return "permission_denied";
+    case ErrorCode::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }

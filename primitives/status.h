@@ -54,7 +54,13 @@ enum class ErrorCode : uint8_t {
   /// The sender may not do this: a request that only the node's own actors may make, or a
   /// buffer handle whose secret is not the one its owner issued.
   kPermissionDenied,
+  /// The program cancelled the transfer (its CancelToken) before it ended; no byte of it
+  /// touches either side's memory after this answer (the message says what had landed).
+  kCancelled,
 };
+
+/// The highest code: a number above it from another process reads as kInternal.
+inline constexpr ErrorCode kLastErrorCode = ErrorCode::kCancelled;
 
 /// Short stable name of an error code, e.g. "no_device".
 const char* to_string(ErrorCode code);

@@ -9,6 +9,7 @@
 //  1. It holds no state of its own: a walk lives for one post, on the posting thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -21,25 +22,30 @@ namespace caf_rdma {
 
 class RdmaClient::ListWalk final : public ListSteps {
 public:
-  explicit ListWalk(RdmaClient& client) : client_(client) {}
+  /// `stop`: null, or a CancelToken's flag (list_run.h invariant 4).
+  ListWalk(RdmaClient& client, const std::atomic<bool>* stop) : client_(client), stop_(stop) {}
 
   std::shared_ptr<StreamLane> stream_lane(const TransferPlan& plan) override {
     return client_.stream_lane(plan.local(), plan.remote());
   }
   std::optional<ListEnd> rdma_list(const TransferPlan& plan, size_t from,
                                    std::chrono::steady_clock::time_point deadline) override {
-    return client_.rdma_list(plan, from, deadline);
+    return client_.rdma_list(plan, from, deadline, stop_);
   }
   Result<TransferReply> transfer(const TransferOp& op, uint32_t timeout_ms) override {
-    return client_.transfer(op, timeout_ms);
+    return client_.transfer_until(op, timeout_ms, stop_);
   }
   Result<std::vector<TransferOutcome>> batch(const std::vector<TransferOp>& ops,
                                              uint32_t timeout_ms) override {
     return client_.batch(ops, timeout_ms);
   }
+  bool stopped() const override {
+    return stop_ != nullptr && stop_->load(std::memory_order_acquire);
+  }
 
 private:
   RdmaClient& client_;
+  const std::atomic<bool>* stop_;
 };
 
 }  // namespace caf_rdma

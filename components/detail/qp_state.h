@@ -51,11 +51,12 @@ struct QpOp {
   size_t list_at = 0;
   uint64_t list_within = 0;
   size_t retired_ok = 0;
-  size_t in_flight = 0;   ///< posted and not yet retired
-  bool aborted = false;   ///< no more of its work requests will be posted
-  int atomic_slot = -1;   ///< atomics: the AtomicScratch word its result lands in
-  uint64_t bytes = 0;     ///< recv: bytes received
-  bool with_imm = false;  ///< recv: consumed by a WRITE WITH IMMEDIATE carrying `imm`
+  bool wr_failed = false;  ///< one of its requests completed with an error
+  size_t in_flight = 0;    ///< posted and not yet retired
+  bool aborted = false;    ///< no more of its work requests will be posted
+  int atomic_slot = -1;    ///< atomics: the AtomicScratch word its result lands in
+  uint64_t bytes = 0;      ///< recv: bytes received
+  bool with_imm = false;   ///< recv: consumed by a WRITE WITH IMMEDIATE carrying `imm`
   uint32_t imm = 0;
   std::optional<Error> error;
   OpFault fault = OpFault::kNone;  ///< with `error`: what kind of failure

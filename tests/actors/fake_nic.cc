@@ -305,13 +305,17 @@ size_t FakeQueuePair::flush() {
   return n;
 }
 
-OpResult FakeQueuePair::execute(RdmaOp op, std::chrono::milliseconds /*timeout*/) {
+OpResult FakeQueuePair::execute_or_stop(RdmaOp op, std::chrono::milliseconds /*timeout*/,
+                                        const std::atomic<bool>* stop) {
   {
     std::lock_guard<std::mutex> guard(mu_);
     if (error_)
       return failure(ErrorCode::kInternal, OpFault::kOther,
                      name_ + " is in ERR (" + error_cause_ + ")");
   }
+  if (stop != nullptr && stop->load(std::memory_order_acquire))  // as a real one: nothing posted
+    return failure(ErrorCode::kCancelled, OpFault::kNone,
+                   name_ + ": cancelled before it was posted (fake NIC)");
   return perform(op);
 }
 

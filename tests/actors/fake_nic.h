@@ -80,7 +80,10 @@ public:
   Status submit_queued(RdmaOp op, OpCallback done) override;
   void post_queued() override {}
   int progress() override;
-  OpResult execute(RdmaOp op, std::chrono::milliseconds timeout) override;
+  /// Moves the bytes at once; a stop already set cancels the op before it moves any (the
+  /// queue pair untouched, as a real one's).
+  OpResult execute_or_stop(RdmaOp op, std::chrono::milliseconds timeout,
+                           const std::atomic<bool>* stop) override;
   std::vector<OpResult> execute_batch(std::vector<RdmaOp> ops,
                                       std::chrono::milliseconds timeout) override;
   Status abort(const std::string& reason) override;

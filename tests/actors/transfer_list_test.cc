@@ -3,8 +3,9 @@
 // checked, the bytes outside the ranges untouched); prepare refuses a range past the end, an
 // empty one, a read-only destination and overlapping destinations, naming the range; a plan
 // posted after its remote buffer's release fails with `released` and touches nothing; the same
-// list through the client's lanes and through the manager alone gives the same bytes and the
-// same errors; threads post one plan at once.
+// list every way (a client's post with and without lanes, post_async, an actor's request; with
+// and without the same-host endpoint) gives the same bytes and the same errors; threads post
+// one plan at once.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <numeric>
 #include <optional>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -187,9 +189,14 @@ TEST_F(TransferListTest, PrepareRefusesABadListWholeNamingTheRange) {
   // Reads may overlap at their source, not at their destination.
   auto plan = me.prepare(TransferKind::kRead, local->handle(), remote,
                          std::vector<ListRange>{{0, 0, 4096}, {4096, 0, 4096}});
-  EXPECT_TRUE(plan.ok()) << plan.error().to_string();
+  ASSERT_TRUE(plan.ok()) << plan.error().to_string();
   // No time to move it in: refused, as an actor's list is.
   ListOutcome none = me.post(*plan, std::chrono::milliseconds(0));
+  EXPECT_EQ(none.code, static_cast<uint8_t>(ErrorCode::kInvalidArgument)) << none.message;
+  EXPECT_EQ(none.landed, 0u);
+  auto later = me.post_async(*plan, std::chrono::milliseconds(0));
+  ASSERT_EQ(later.wait_for(seconds(10)), std::future_status::ready) << "a refusal waited";
+  none = later.get();
   EXPECT_EQ(none.code, static_cast<uint8_t>(ErrorCode::kInvalidArgument)) << none.message;
   EXPECT_EQ(none.landed, 0u);
   EXPECT_EQ(compare({}, mine, theirs, true, 0), "") << "a refused list moved bytes";
@@ -228,24 +235,86 @@ TEST_F(TransferListTest, APlanPostedAfterReleaseFailsReleasedTouchingNothing) {
   }
 }
 
-TEST_F(TransferListTest, LanesAndTheManagerGiveTheSameBytesAndErrors) {
-  Memory theirs(4 << 20, 3);
-  BufferHandle remote = remote_view(*owner_, *user_, theirs, "same-either-way");
+// Every way a list moves between two nodes gives the same bytes and the same errors: a
+// client's post with its lanes, without them (the manager's batches), post_async (the
+// manager's worker), an actor's transfer_list request; each between nodes with the owner's
+// same-host endpoint and between nodes without it (over the fallback: the stream lane over
+// TCP). Then, the remote buffer released, every way fails `released`, nothing landed and no
+// byte touched.
+TEST_F(TransferListTest, EveryWayGivesTheSameBytesAndErrors) {
+  ManagerOptions no_endpoint;
+  no_endpoint.same_host = false;
+  auto tcp_owner = start_node(no_endpoint);
+  auto tcp_user = start_node(no_endpoint);
+  ASSERT_TRUE(tcp_owner && tcp_user);
   const auto ranges = scattered(500, 8192, 512, 4);
+  const std::vector<std::string> ways{"post with lanes", "post through the manager", "post_async",
+                                      "an actor's transfer_list"};
   std::vector<std::vector<uint8_t>> results;
-  for (bool direct : {true, false}) {
-    RdmaClient me(user_->node().system(), user_->manager(), direct);
+  for (bool endpoint : {true, false}) {
+    SCOPED_TRACE(endpoint ? "same-host endpoint" : "no same-host endpoint");
+    TestNode& owner = endpoint ? *owner_ : *tcp_owner;
+    TestNode& user = endpoint ? *user_ : *tcp_user;
+    Memory theirs(4 << 20, 3);
+    BufferHandle remote =
+        remote_view(owner, user, theirs, endpoint ? "every-way" : "every-way-tcp");
     Memory mine(uint64_t{500} * 8192, 0);
+    RdmaClient me(user.node().system(), user.manager());
+    RdmaClient manager_only(user.node().system(), user.manager(), false);
     auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
     ASSERT_TRUE(local.ok()) << local.error().to_string();
     auto pull = me.prepare(TransferKind::kRead, local->handle(), remote, ranges);
-    ASSERT_TRUE(pull.ok());
-    ListOutcome got = me.post(*pull);
-    ASSERT_TRUE(got.ok()) << got.status().error().to_string();
-    EXPECT_EQ(compare(ranges, mine, theirs, true, 0), "");
-    results.push_back(mine.bytes);
+    ASSERT_TRUE(pull.ok()) << pull.error().to_string();
+    caf::scoped_actor self(user.node().system());
+    auto move = [&](const std::string& way) {
+      ListOutcome out;
+      if (way == ways[0])
+        return me.post(*pull, seconds(30));
+      if (way == ways[1])
+        return manager_only.post(*pull, seconds(30));
+      if (way == ways[2]) {
+        auto f = me.post_async(*pull, seconds(30));
+        if (f.wait_for(seconds(60)) == std::future_status::ready)
+          return f.get();
+        out.fail(Error(ErrorCode::kTimeout, "post_async: no outcome within 60 s"));
+        return out;
+      }
+      TransferListMsg m{static_cast<uint8_t>(TransferKind::kRead), local->handle(), remote, ranges};
+      self->request(user.manager(), seconds(60), transfer_list_atom::value, std::move(m),
+                    uint32_t{30000})
+          .receive([&](ListOutcome& o) { out = std::move(o); },
+                   [&](caf::error& e) { out.fail(Error(ErrorCode::kInternal, error_message(e))); });
+      return out;
+    };
+    for (const std::string& way : ways) {
+      SCOPED_TRACE(way);
+      std::fill(mine.bytes.begin(), mine.bytes.end(), 0);
+      ListOutcome got = move(way);
+      ASSERT_TRUE(got.ok()) << got.status().error().to_string();
+      EXPECT_EQ(got.landed, ranges.size());
+      EXPECT_EQ(got.bytes, ranges.size() * 8192);
+      EXPECT_EQ(compare(ranges, mine, theirs, true, 0), "");
+      results.push_back(mine.bytes);
+    }
+    for (uint64_t i = 0; i < mine.bytes.size(); ++i)
+      mine.bytes[i] = pattern(i, 7);
+    ASSERT_TRUE(owner.release(remote.id));
+    for (const std::string& way : ways) {
+      SCOPED_TRACE(way);
+      ListOutcome got = move(way);
+      ASSERT_FALSE(got.ok());
+      EXPECT_EQ(got.status().error().code(), ErrorCode::kReleased)
+          << got.status().error().to_string();
+      EXPECT_EQ(got.landed, 0u);
+      EXPECT_EQ(got.bytes, 0u);
+    }
+    for (uint64_t i = 0; i < mine.bytes.size(); ++i)
+      ASSERT_EQ(mine.bytes[i], pattern(i, 7)) << "local byte " << i << " changed";
+    for (uint64_t i = 0; i < theirs.bytes.size(); ++i)
+      ASSERT_EQ(theirs.bytes[i], pattern(i, 3)) << "remote byte " << i << " changed";
   }
-  EXPECT_EQ(results[0], results[1]);
+  for (const auto& r : results)
+    EXPECT_EQ(r, results[0]);
 }
 
 TEST_F(TransferListTest, ThreadsPostPlansAtOnce) {

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <vector>
 
 #include "tests/components/queue_pair_fixture.h"
@@ -46,6 +48,46 @@ TEST_P(QpBlockingTest, TimeoutFlushesAndTheQueuePairStaysInErr) {
         << r.status.error().message();
   }
   EXPECT_TRUE(x->idle()) << "refused ops were never accepted";
+}
+
+// Invariant 4: a stop set by another thread ends the call as its deadline would (flushed, in
+// ERR, nothing outstanding), answering kCancelled; a stop set before the call ends it at once.
+TEST_P(QpBlockingTest, AStopEndsTheCallFlushedAndCancelled) {
+  auto x = make_qp();
+  auto dead = make_qp();
+  ASSERT_TRUE(x && dead);
+  ASSERT_TRUE(x->connect(dead->local_info()).ok());
+  dead.reset();  // nobody answers: the op waits until stopped
+  Registered src = make(1 << 20, 6);
+  Registered dst = make(1 << 20, 0);
+  std::atomic<bool> stop{false};
+  std::atomic<bool> returned{false};
+  std::thread stopper([&] {
+    // Stops once the write is on the NIC (no sleep: the queue pair says so); a call that
+    // returned first (a failure) ends the wait too.
+    while (x->outstanding_work_requests() == 0 && !returned.load())
+      std::this_thread::yield();
+    stop.store(true);
+  });
+  OpResult w = x->execute_or_stop(RdmaOp::write({src.buffer, 0, 1 << 20}, dst.buffer.remote()),
+                                  std::chrono::seconds(60), &stop);
+  returned.store(true);
+  stopper.join();
+  ASSERT_FALSE(w.status.ok());
+  EXPECT_EQ(w.status.error().code(), ErrorCode::kCancelled) << w.status.error().to_string();
+  EXPECT_NE(w.status.error().message().find("drained"), std::string::npos);
+  EXPECT_EQ(x->outstanding_work_requests(), 0u) << "nothing left for the NIC to touch";
+  EXPECT_TRUE(x->needs_recovery());
+  // A stop already set: nothing posted, the queue pair untouched.
+  std::atomic<bool> stopped{true};
+  OpResult r = a_->execute_or_stop(RdmaOp::read({dst.buffer, 0, 4096}, src.buffer.remote()),
+                                   kTimeout, &stopped);
+  ASSERT_FALSE(r.status.ok());
+  EXPECT_EQ(r.status.error().code(), ErrorCode::kCancelled) << r.status.error().to_string();
+  EXPECT_NE(r.status.error().message().find("before it was posted"), std::string::npos);
+  EXPECT_FALSE(a_->needs_recovery());
+  for (size_t i = 0; i < 4096; ++i)
+    ASSERT_EQ(dst.bytes[i], 0) << "byte " << i << " was read";
 }
 
 TEST_P(QpBlockingTest, BatchReportsEachOpsResult) {

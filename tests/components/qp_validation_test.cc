@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace caf_rdma {
 namespace {
@@ -69,6 +71,19 @@ TEST(QpValidation, LocalMemoryIsRequiredAndLive) {
   Status released = validate_op(write, bounds());
   ASSERT_FALSE(released.ok());
   EXPECT_EQ(released.error().code(), ErrorCode::kReleased) << released.error().message();
+}
+
+// Invariant 5: a list made of no ranges (no table, or none of it) stays a list, which
+// validation refuses, never a plain op over the whole local buffer.
+TEST(QpValidation, AListOfNoRangesStaysAList) {
+  RdmaOp none = RdmaOp::list_of(true, RdmaBuffer{}, remote_word(), OpList::of(nullptr, 0, 3));
+  EXPECT_TRUE(none.is_list());
+  EXPECT_EQ(none.list.count, 0u);
+  auto table = std::make_shared<const std::vector<ListEntry>>(2, ListEntry{});
+  RdmaOp past = RdmaOp::list_of(false, RdmaBuffer{}, remote_word(), OpList::of(table, 2, 1));
+  EXPECT_TRUE(past.is_list());
+  EXPECT_EQ(past.list.count, 0u);
+  EXPECT_FALSE(RdmaOp::write(LocalSlice{RdmaBuffer{}, 0, 16}, remote_word()).is_list());
 }
 
 }  // namespace

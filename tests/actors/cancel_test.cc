@@ -1,0 +1,267 @@
+// CancelToken (actors/cancel_token.h) with RdmaClient's read, write and post between two nodes,
+// on each transport: a token cancelled first makes its transfer answer `cancelled` and move
+// nothing (invariant 3); a token serves one transfer (invariant 1); a cancel from another thread
+// while the transfer runs answers what the transfer answered (invariant 2: kCancelled with the
+// transfer's `cancelled`, or kFinished with its own result), and after a kCancelled answer no
+// byte of the destination changes (watched for a second); what a cancelled list says landed is
+// in place, byte for byte. Over RDMA the op runs on the client's direct lane and stops mid-way
+// (its queue pair flushed); on the fallback's stream lane and same-host copies it runs to its
+// end (kFinished, every byte checked).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <future>
+#include <numeric>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "actors/cancel_token.h"
+#include "actors/rdma_client.h"
+#include "tests/actors/two_node_test.h"
+
+namespace caf_rdma::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using State = CancelResult::State;
+
+/// Over RDMA the mover's op is on the NIC once its first bytes show at `at` (NIC writes, which
+/// no thread of this process makes: read through volatile, the compiler may not cache them):
+/// then a cancel stops it mid-way. Waits until they show or `done` (bounded: 60 s). Elsewhere
+/// (the fallback: a thread of this process may be writing) it does not look.
+void wait_for_first_bytes(const uint8_t* at, const std::atomic<bool>& done) {
+  if (expected_path() != kPathRdma)
+    return;
+  const auto until = std::chrono::steady_clock::now() + seconds(60);
+  const volatile uint8_t* p = at;
+  while (!done.load() && std::chrono::steady_clock::now() < until) {
+    for (int i = 0; i < 4096; ++i)
+      if (p[i] != 0)
+        return;
+    std::this_thread::yield();
+  }
+}
+
+/// After a kCancelled answer: `m` does not change for a second (no byte lands late).
+void expect_still(const Memory& m, const char* what) {
+  const std::vector<uint8_t> then = m.bytes;
+  const auto until = std::chrono::steady_clock::now() + seconds(1);
+  do {
+    ASSERT_EQ(std::memcmp(then.data(), m.bytes.data(), then.size()), 0)
+        << what << " changed after cancel answered";
+    std::this_thread::yield();
+  } while (std::chrono::steady_clock::now() < until);
+}
+
+class CancelTest : public TwoNodeTest {};
+
+TEST_F(CancelTest, ATokenCancelledFirstMovesNothing) {
+  RdmaClient me(user_->node().system(), user_->manager());
+  Memory theirs(1 << 20, 3);
+  BufferHandle remote = remote_view(*owner_, *user_, theirs, "cancel-first");
+  Memory mine(1 << 20, 0);
+  auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
+  ASSERT_TRUE(local.ok()) << local.error().to_string();
+  // Warm: lanes and endpoints known, so that nothing but the token decides.
+  ASSERT_TRUE(me.read(local->handle(), remote, Range::of(8)).ok());
+  mine.bytes.assign(mine.bytes.size(), 0);
+
+  CancelToken read_token;
+  CancelResult early = read_token.cancel();
+  EXPECT_EQ(early.state, State::kNotStarted) << early.to_string();
+  auto r = me.read(local->handle(), remote, Range::whole(), seconds(30), read_token);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kCancelled) << r.error().to_string();
+  EXPECT_NE(r.error().message().find("before it started"), std::string::npos)
+      << r.error().to_string();
+  CancelResult after = read_token.cancel();
+  EXPECT_EQ(after.state, State::kCancelled) << after.to_string();
+  EXPECT_EQ(after.bytes, 0u);
+
+  CancelToken write_token;
+  (void)write_token.cancel();
+  auto w = me.write(local->handle(), remote, Range::whole(), seconds(30), write_token);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().code(), ErrorCode::kCancelled) << w.error().to_string();
+
+  std::vector<ListRange> ranges(64);
+  for (uint64_t i = 0; i < ranges.size(); ++i)
+    ranges[i] = ListRange{i * 4096, (63 - i) * 4096, 4096};
+  auto plan = me.prepare(TransferKind::kRead, local->handle(), remote, ranges);
+  ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+  CancelToken list_token;
+  (void)list_token.cancel();
+  ListOutcome out = me.post(*plan, seconds(30), list_token);
+  EXPECT_EQ(out.code, static_cast<uint8_t>(ErrorCode::kCancelled)) << out.message;
+  EXPECT_EQ(out.landed, 0u);
+  EXPECT_EQ(out.bytes, 0u);
+  EXPECT_NE(out.message.find("cancelled after 0 ranges had landed"), std::string::npos)
+      << out.message;
+
+  for (uint64_t i = 0; i < mine.bytes.size(); ++i)
+    ASSERT_EQ(mine.bytes[i], 0) << "local byte " << i << " moved";
+  for (uint64_t i = 0; i < theirs.bytes.size(); ++i)
+    ASSERT_EQ(theirs.bytes[i], pattern(i, 3)) << "remote byte " << i << " moved";
+}
+
+TEST_F(CancelTest, ATokenServesOneTransfer) {
+  RdmaClient me(user_->node().system(), user_->manager());
+  Memory theirs(64 << 10, 5);
+  BufferHandle remote = remote_view(*owner_, *user_, theirs, "cancel-once");
+  Memory mine(64 << 10, 0);
+  auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
+  ASSERT_TRUE(local.ok()) << local.error().to_string();
+  CancelToken token;
+  CancelToken copy = token;  // copies share the transfer
+  auto first = me.read(local->handle(), remote, Range::whole(), seconds(30), token);
+  ASSERT_TRUE(first.ok()) << first.error().to_string();
+  EXPECT_TRUE(holds_pattern(mine, 0, mine.bytes.size(), 5, 0));
+  mine.bytes.assign(mine.bytes.size(), 0);
+  auto again = me.read(local->handle(), remote, Range::whole(), seconds(30), copy);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code(), ErrorCode::kInvalidArgument) << again.error().to_string();
+  for (uint64_t i = 0; i < mine.bytes.size(); ++i)
+    ASSERT_EQ(mine.bytes[i], 0) << "local byte " << i << " moved by a refused transfer";
+  // A cancel after the end: the transfer's own answer, nothing done.
+  CancelResult late = copy.cancel();
+  EXPECT_EQ(late.state, State::kFinished) << late.to_string();
+  EXPECT_TRUE(late.status.ok());
+  EXPECT_EQ(late.bytes, mine.bytes.size());
+  EXPECT_TRUE(copy.cancel_requested());
+}
+
+// A cancel from another thread as the transfer starts: whatever it found, it agrees with the
+// transfer's answer; a kCancelled one is followed by no change at the destination.
+TEST_F(CancelTest, ACancelWhileItRunsAgreesWithTheTransfer) {
+  RdmaClient me(user_->node().system(), user_->manager());
+  // Under stripe_min_bytes (4 MiB): the op is the client's direct lane's, not the manager's.
+  const uint64_t n = 3 << 20;
+  int stopped_mid_way = 0;
+  Memory theirs(n, 7);
+  BufferHandle remote = remote_view(*owner_, *user_, theirs, "cancel-running");
+  Memory mine(n, 0);
+  auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
+  ASSERT_TRUE(local.ok()) << local.error().to_string();
+  ASSERT_TRUE(me.read(local->handle(), remote, Range::of(8)).ok());  // warm
+  for (bool push : {false, true}) {
+    SCOPED_TRACE(push ? "write" : "read");
+    Memory& dest = push ? theirs : mine;
+    Memory& src = push ? mine : theirs;
+    for (uint64_t i = 0; i < n; ++i) {
+      src.bytes[i] = pattern(i, push ? 9 : 7);
+      dest.bytes[i] = 0;
+    }
+    CancelToken token;
+    std::promise<void> started;
+    std::atomic<bool> done{false};
+    Result<TransferReply> got = Error(ErrorCode::kInternal, "not run");
+    std::thread mover([&] {
+      started.set_value();
+      got = push ? me.write(local->handle(), remote, Range::whole(), seconds(60), token)
+                 : me.read(local->handle(), remote, Range::whole(), seconds(60), token);
+      done.store(true);
+    });
+    started.get_future().wait();
+    wait_for_first_bytes(dest.bytes.data(), done);
+    CancelResult c = token.cancel(seconds(120));
+    mover.join();
+    std::printf("%s of %llu bytes: cancel said %s\n", push ? "write" : "read",
+                static_cast<unsigned long long>(n), c.to_string().c_str());
+    ASSERT_NE(c.state, State::kStillRunning);
+    if (c.state == State::kNotStarted || c.state == State::kCancelled) {
+      ASSERT_FALSE(got.ok());
+      EXPECT_EQ(got.error().code(), ErrorCode::kCancelled) << got.error().to_string();
+      expect_still(dest, push ? "the remote buffer" : "the local buffer");
+    } else {
+      EXPECT_EQ(got.ok(), c.status.ok());
+      if (got.ok())
+        EXPECT_TRUE(holds_pattern(dest, 0, n, push ? 9 : 7, 0));
+      else
+        EXPECT_EQ(got.error().code(), c.status.error().code()) << got.error().to_string();
+    }
+    if (c.state == State::kCancelled) {
+      EXPECT_EQ(c.status.error().code(), ErrorCode::kCancelled);
+      if (c.to_string().find("flushed") != std::string::npos)
+        ++stopped_mid_way;
+    }
+  }
+  // Over RDMA a cancel once the first bytes landed stops the op on the NIC (its queue pair
+  // flushed): 3 MiB take a quarter of a millisecond on a fast NIC, 60 ms in the VM, the stop
+  // microseconds.
+  if (expected_path() == kPathRdma)
+    EXPECT_GE(stopped_mid_way, 1) << "no transfer was stopped mid-way";
+  // The client goes on: the next transfer moves every byte (a new lane where one was flushed).
+  mine.bytes.assign(n, 0);
+  ASSERT_TRUE(me.read(local->handle(), remote, Range::whole(), seconds(60)).ok());
+  EXPECT_EQ(std::memcmp(mine.bytes.data(), theirs.bytes.data(), n), 0);
+}
+
+// A list cancelled as it runs: the outcome and the cancel agree on how many ranges landed, those
+// are in place, and after a kCancelled answer the destination stays still.
+TEST_F(CancelTest, ACancelledListSaysWhatLandedAndNothingLandsLater) {
+  RdmaClient me(user_->node().system(), user_->manager());
+  const uint64_t blocks = 8192, block = 4096, n = blocks * block;
+  Memory theirs(n, 11);
+  BufferHandle remote = remote_view(*owner_, *user_, theirs, "cancel-list");
+  Memory mine(n, 0);
+  auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
+  ASSERT_TRUE(local.ok()) << local.error().to_string();
+  std::vector<uint64_t> place(blocks);
+  std::iota(place.begin(), place.end(), 0);
+  std::shuffle(place.begin(), place.end(), std::mt19937(3));
+  std::vector<ListRange> ranges(blocks);
+  for (uint64_t i = 0; i < blocks; ++i)
+    ranges[i] = ListRange{i * block, place[i] * block, block};
+  auto plan = me.prepare(TransferKind::kRead, local->handle(), remote, ranges);
+  ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+  ASSERT_TRUE(me.post(*plan).ok());  // warm: lanes and endpoints
+  mine.bytes.assign(n, 0);
+  CancelToken token;
+  std::promise<void> started;
+  std::atomic<bool> done{false};
+  ListOutcome out;
+  std::thread poster([&] {
+    started.set_value();
+    out = me.post(*plan, seconds(60), token);
+    done.store(true);
+  });
+  started.get_future().wait();
+  wait_for_first_bytes(mine.bytes.data(), done);  // range 0 is the first 4 KiB
+  CancelResult c = token.cancel(seconds(120));
+  poster.join();
+  std::printf("list of %llu ranges: cancel said %s\n", static_cast<unsigned long long>(blocks),
+              c.to_string().c_str());
+  ASSERT_NE(c.state, State::kStillRunning);
+  if (c.state != State::kNotStarted) {
+    EXPECT_EQ(c.landed, out.landed);
+    EXPECT_EQ(c.bytes, out.bytes);
+    EXPECT_EQ(c.status.ok(), out.ok());
+  }
+  if (!out.ok()) {
+    EXPECT_EQ(out.code, static_cast<uint8_t>(ErrorCode::kCancelled)) << out.message;
+    expect_still(mine, "the local buffer");
+  } else {
+    EXPECT_EQ(out.landed, blocks);
+  }
+  // Over RDMA the list is one op on the direct lane (32 MiB: milliseconds on a fast NIC, a
+  // second in the VM), stopped mid-way once its first range landed.
+  if (expected_path() == kPathRdma) {
+    EXPECT_EQ(c.state, State::kCancelled) << c.to_string();
+    EXPECT_LT(out.landed, blocks);
+  }
+  uint64_t bytes = 0;
+  for (uint64_t r = 0; r < out.landed; ++r) {
+    ASSERT_EQ(std::memcmp(&mine.bytes[r * block], &theirs.bytes[place[r] * block], block), 0)
+        << "range " << r << " of the " << out.landed << " reported landed differs";
+    bytes += block;
+  }
+  EXPECT_EQ(out.bytes, bytes);
+}
+
+}  // namespace
+}  // namespace caf_rdma::testing
