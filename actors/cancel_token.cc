@@ -82,8 +82,10 @@ void CancelToken::Use::end(const Status& outcome, uint64_t landed, uint64_t byte
 }
 
 std::string CancelResult::to_string() const {
+  // A list's answer counts ranges; a single op's, the bytes known in place (none, when stopped).
   const std::string in_place =
-      std::to_string(landed) + " ranges (" + std::to_string(bytes) + " bytes) in place";
+      landed > 0 ? std::to_string(landed) + " ranges (" + std::to_string(bytes) + " bytes) in place"
+                 : std::to_string(bytes) + " bytes known in place";
   switch (state) {
     case State::kNotStarted:
       return "not started: the transfer it is handed to answers cancelled, moving nothing";

@@ -51,7 +51,8 @@ struct CancelResult {
   uint64_t landed = 0;
   uint64_t bytes = 0;
 
-  /// E.g. "cancelled: 12 ranges (49152 bytes) in place; cancelled: ...".
+  /// E.g. "cancelled: 12 ranges (49152 bytes) in place; cancelled: ..." (a single op: "0 bytes
+  /// known in place").
   std::string to_string() const;
 };
 
