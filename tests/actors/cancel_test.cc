@@ -179,10 +179,11 @@ TEST_F(CancelTest, ACancelWhileItRunsAgreesWithTheTransfer) {
       expect_still(dest, push ? "the remote buffer" : "the local buffer");
     } else {
       EXPECT_EQ(got.ok(), c.status.ok());
-      if (got.ok())
+      if (got.ok()) {
         EXPECT_TRUE(holds_pattern(dest, 0, n, push ? 9 : 7, 0));
-      else
+      } else {
         EXPECT_EQ(got.error().code(), c.status.error().code()) << got.error().to_string();
+      }
     }
     if (c.state == State::kCancelled) {
       EXPECT_EQ(c.status.error().code(), ErrorCode::kCancelled);
@@ -193,8 +194,9 @@ TEST_F(CancelTest, ACancelWhileItRunsAgreesWithTheTransfer) {
   // Over RDMA a cancel once the first bytes landed stops the op on the NIC (its queue pair
   // flushed): 3 MiB take a quarter of a millisecond on a fast NIC, 60 ms in the VM, the stop
   // microseconds.
-  if (expected_path() == kPathRdma)
+  if (expected_path() == kPathRdma) {
     EXPECT_GE(stopped_mid_way, 1) << "no transfer was stopped mid-way";
+  }
   // The client goes on: the next transfer moves every byte (a new lane where one was flushed).
   mine.bytes.assign(n, 0);
   ASSERT_TRUE(me.read(local->handle(), remote, Range::whole(), seconds(60)).ok());
