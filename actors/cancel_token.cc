@@ -5,10 +5,14 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "components/stop_signal.h"
+
 namespace caf_rdma {
 
 struct CancelToken::State {
-  std::atomic<bool> requested{false};
+  /// Set under `mu`; its waker (a stream lane's socket shut down) runs there too, so the lock
+  /// order is: this token's mu, the signal's, then the lane's own (components/stop_signal.h).
+  StopSignal signal;
   std::mutex mu;
   std::condition_variable ended_cv;
   enum class Phase : uint8_t { kIdle, kRunning, kEnded } phase = Phase::kIdle;
@@ -25,7 +29,7 @@ CancelResult CancelToken::cancel(std::chrono::milliseconds limit) const {
   State& s = *state_;
   std::unique_lock<std::mutex> lock(s.mu);
   // Under the lock: a transfer that begins after this sees the request (invariant 3).
-  s.requested.store(true, std::memory_order_release);
+  s.signal.request();
   CancelResult r;
   if (s.phase == State::Phase::kIdle)
     return r;  // kNotStarted
@@ -42,7 +46,7 @@ CancelResult CancelToken::cancel(std::chrono::milliseconds limit) const {
 }
 
 bool CancelToken::cancel_requested() const {
-  return state_->requested.load(std::memory_order_acquire);
+  return state_->signal.requested();
 }
 
 CancelToken::Use::Use(const CancelToken& token) : state_(token.state_) {
@@ -55,7 +59,7 @@ CancelToken::Use::Use(const CancelToken& token) : state_(token.state_) {
     return;
   }
   s.phase = State::Phase::kRunning;
-  flag_ = &s.requested;
+  signal_ = &s.signal;
 }
 
 CancelToken::Use::~Use() {
@@ -64,7 +68,7 @@ CancelToken::Use::~Use() {
 }
 
 bool CancelToken::Use::stopped() const {
-  return flag_ != nullptr && flag_->load(std::memory_order_acquire);
+  return stop_requested(signal_);
 }
 
 void CancelToken::Use::end(const Status& outcome, uint64_t landed, uint64_t bytes) {

@@ -14,12 +14,13 @@
 //  3. A transfer handed a token already cancelled answers `cancelled` and moves nothing.
 //  4. Where a transfer can stop mid-way: RDMA over a client's direct lane (a single op, or a
 //     list's op on the lane), whose queue pair is flushed before the answer (queue pair
-//     invariant 6); a list also stops between its steps. Elsewhere (the manager's paths, the
-//     stream lane, same-host copies) a running step is waited for, and its own answer stands
+//     invariant 6); the stream lane, over TCP or the owner's same-host endpoint, whose
+//     connection is shut down and whose owner is heard ending its side before the answer
+//     (components/stream_client.h invariant 8); a list also stops between its steps. Elsewhere
+//     (the manager's paths) a running step is waited for, and its own answer stands
 //     (kFinished): cancel never claims more than happened (docs/guarantees.md, "Cancel").
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -29,6 +30,8 @@
 #include "primitives/status.h"
 
 namespace caf_rdma {
+
+class StopSignal;
 
 /// What `CancelToken::cancel` found.
 struct CancelResult {
@@ -93,15 +96,15 @@ private:
     const Error* refused() const { return refused_ ? &*refused_ : nullptr; }
     /// Whether cancel was asked (invariant 3 when asked before anything moved).
     bool stopped() const;
-    /// The flag the transfer's steps watch.
-    const std::atomic<bool>* flag() const { return flag_; }
+    /// The signal the transfer's steps watch (and a blocked step arms its waker on).
+    const StopSignal* signal() const { return signal_; }
     /// The transfer's answer, which `cancel` reports (invariant 2).
     void end(const Status& outcome, uint64_t landed, uint64_t bytes);
 
   private:
     std::shared_ptr<State> state_;
     std::optional<Error> refused_;
-    const std::atomic<bool>* flag_ = nullptr;
+    const StopSignal* signal_ = nullptr;
     bool ended_ = false;
   };
 

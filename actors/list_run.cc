@@ -92,7 +92,7 @@ ListOutcome run_list(const TransferPlan& plan, Clock::time_point deadline, ListS
   if (lane && !lane->carries(plan))
     lane = nullptr;
   if (lane) {
-    auto end = lane->post_list(plan, 0, deadline);
+    auto end = lane->post_list(plan, 0, deadline, steps.stop_signal());
     if (!end) {
       // The lane knows no endpoint of this owner yet (or cannot hold the local buffer): range
       // 0 goes the way of one transfer, whose grant teaches the lane the endpoint (or whose
@@ -117,13 +117,13 @@ ListOutcome run_list(const TransferPlan& plan, Clock::time_point deadline, ListS
       from = 1;
       if (ended_by_stop(plan, steps, out))
         return out;
-      end = lane->post_list(plan, 1, deadline);
+      end = lane->post_list(plan, 1, deadline, steps.stop_signal());
     }
     if (end) {
       landed_up_to(plan, end->done, out);
       from = end->done;
       out.path = kPathFallback;
-      if (end->error) {
+      if (end->error) {  // the lane's own list error (a stop's too: stream_lane.h invariant 6)
         out.fail(*end->error);
         return out;
       }

@@ -26,6 +26,7 @@
 
 #include "actors/rdma_messages.h"
 #include "actors/transfer_plan.h"
+#include "components/stop_signal.h"
 #include "primitives/status.h"
 
 namespace caf_rdma {
@@ -51,8 +52,11 @@ public:
   /// Ops together, within `timeout_ms`, one outcome each.
   virtual Result<std::vector<TransferOutcome>> batch(const std::vector<TransferOp>& ops,
                                                      uint32_t timeout_ms) = 0;
-  /// Whether the list was stopped (invariant 4); never, unless the steps carry a stop.
-  virtual bool stopped() const { return false; }
+  /// The list's stop (invariant 4): null, or a CancelToken's signal, which the stream lane's
+  /// requests watch too (actors/stream_lane.h invariant 6).
+  virtual const StopSignal* stop_signal() const { return nullptr; }
+  /// Whether the list was stopped (invariant 4).
+  bool stopped() const { return stop_requested(stop_signal()); }
 };
 
 /// Moves every range of `plan` by `deadline` (invariants 1-3).

@@ -58,6 +58,14 @@ std::string cancelled_flushed_text(const TransferOp& op, uint64_t length) {
          "(some of its bytes may have landed, none lands later)";
 }
 
+std::string cancelled_stream_text(const TransferOp& op, uint64_t length, const std::string& why) {
+  return std::string(kind_name(op.kind)) + " of " + std::to_string(length) + " bytes between " +
+         describe(op.local) + " and " + describe(op.remote) +
+         " cancelled on the stream lane; its connection was shut down, so none of its bytes "
+         "lands later (some may have landed): " +
+         why;
+}
+
 std::string timeout_message(const TransferOp& op, uint64_t length, uint32_t timeout_ms) {
   return std::string(kind_name(op.kind)) + " of " + std::to_string(length) + " bytes between " +
          describe(op.local) + " and " + describe(op.remote) + " did not complete within " +

@@ -45,6 +45,11 @@ std::string cancelled_unstarted_text(const TransferOp& op, bool first);
 /// A and B cancelled; its queue pair was flushed, ...".
 std::string cancelled_flushed_text(const TransferOp& op, uint64_t length);
 
+/// A transfer cancelled while the stream lane moved it, once its connection was shut down and
+/// no byte of it moves any more: "KIND of N bytes between A and B cancelled on the stream lane;
+/// ... (WHY)".
+std::string cancelled_stream_text(const TransferOp& op, uint64_t length, const std::string& why);
+
 /// A transfer that timed out after its queue pair was flushed (the NIC no longer touches the
 /// buffers).
 std::string timeout_message(const TransferOp& op, uint64_t length, uint32_t timeout_ms);

@@ -16,6 +16,7 @@
 #include "actors/rdma_errors.h"
 #include "actors/transfer/path_choice.h"
 #include "actors/transfer_checks.h"
+#include "components/stop_signal.h"
 
 namespace caf_rdma {
 
@@ -92,18 +93,17 @@ Result<TransferReply> RdmaClient::transfer_cancellable(const TransferOp& op, uin
   Result<TransferReply> r =
       use.stopped()  // CancelToken invariant 3
           ? Result<TransferReply>(Error(ErrorCode::kCancelled, cancelled_unstarted_text(op, true)))
-          : transfer_until(op, timeout_ms, use.flag());
+          : transfer_until(op, timeout_ms, use.signal());
   use.end(r.ok() ? Status() : Status(r.error()), 0, r.ok() ? r->bytes : 0);
   return r;
 }
 
 Result<TransferReply> RdmaClient::transfer_until(const TransferOp& op, uint32_t timeout_ms,
-                                                 const std::atomic<bool>* stop) {
+                                                 const StopSignal* stop) {
   if (Status alive = node_alive(); !alive.ok())  // no lane either: its queue pairs are gone
     return alive.error();
   // CancelToken invariants 3 and 4: stopped before a way starts, nothing moved.
-  auto stopped = [stop] { return stop != nullptr && stop->load(std::memory_order_acquire); };
-  if (stopped())
+  if (stop_requested(stop))
     return Error(ErrorCode::kCancelled, cancelled_unstarted_text(op, true));
   std::optional<Error> failed;
   if (auto r = lane_transfer(op, timeout_ms, &failed, stop))
@@ -112,12 +112,14 @@ Result<TransferReply> RdmaClient::transfer_until(const TransferOp& op, uint32_t 
     return *failed;
   // The lane declined it (before moving a byte, or after a first try flushed by another op's
   // error): the next way does not start.
-  if (stopped())
+  if (stop_requested(stop))
     return Error(ErrorCode::kCancelled, cancelled_unstarted_text(op, false));
   // Declined by the lane: the manager has the whole timeout (its errors name it). A lane that
   // declines only after its owner closed two connections may so take longer than the timeout.
-  if (auto r = stream_transfer(op, timeout_ms))
+  if (auto r = stream_transfer(op, timeout_ms, stop))
     return std::move(*r);
+  if (stop_requested(stop))  // the stream lane declined it, before the owner took it
+    return Error(ErrorCode::kCancelled, cancelled_unstarted_text(op, false));
   // The manager answers within timeout_ms (plus a flush, or kNoticeGrace for a notice on its
   // way); wait a little longer than that.
   return call<TransferReply>(reply_wait(timeout_ms, op.notify), transfer_atom::value, op,

@@ -41,6 +41,8 @@
 
 namespace caf_rdma {
 
+class StopSignal;
+
 enum class OpFault : uint8_t;  // components/rdma_op.h (a lane op's failure, internal)
 
 /// Environment variable: "0" turns direct lanes off for clients that do not choose.
@@ -239,17 +241,17 @@ private:
   /// stripe), the batches move it.
   std::optional<ListEnd> rdma_list(const TransferPlan& plan, size_t from,
                                    std::chrono::steady_clock::time_point deadline,
-                                   const std::atomic<bool>* stop);
-  /// post's walk (`stop`: null, or a CancelToken's flag).
+                                   const StopSignal* stop);
+  /// post's walk (`stop`: null, or a CancelToken's signal).
   ListOutcome post_walk(const TransferPlan& plan, std::chrono::milliseconds timeout,
-                        const std::atomic<bool>* stop);
+                        const StopSignal* stop);
   /// transfer(), stopped by `cancel` (read and write with a token).
   Result<TransferReply> transfer_cancellable(const TransferOp& op, uint32_t timeout_ms,
                                              const CancelToken& cancel);
   /// transfer's ways (a direct lane, the stream lane, the manager); `stop`: null, or a
-  /// CancelToken's flag, checked before each way and watched by a direct lane's op.
+  /// CancelToken's signal, checked before each way and watched by a lane's op.
   Result<TransferReply> transfer_until(const TransferOp& op, uint32_t timeout_ms,
-                                       const std::atomic<bool>* stop);
+                                       const StopSignal* stop);
   /// Drops the lane to `owner` if it is `lane` (another thread may have replaced it).
   void drop_lane(const caf::actor_addr& owner, const std::shared_ptr<DirectLane>& lane);
   /// After a lane op failed: drops a broken lane and names the cause by the manager's rule
@@ -265,12 +267,14 @@ private:
   /// no stream channel, or this node has no stream lane).
   std::shared_ptr<StreamLane> stream_lane(const BufferHandle& local, const BufferHandle& remote);
   /// The stream lane's try (asked of the manager on first use); nothing: the manager moves it.
-  std::optional<Result<TransferReply>> stream_transfer(const TransferOp& op, uint32_t timeout_ms);
+  /// `stop`: null, or a CancelToken's signal (StreamLane invariant 6).
+  std::optional<Result<TransferReply>> stream_transfer(const TransferOp& op, uint32_t timeout_ms,
+                                                       const StopSignal* stop = nullptr);
   /// One lane attempt (and one more after a flush caused by another op, unless `stop` was
-  /// set); nothing: not a lane op. `stop`: null, or a CancelToken's flag.
+  /// set); nothing: not a lane op. `stop`: null, or a CancelToken's signal.
   std::optional<Result<TransferReply>> lane_transfer(const TransferOp& op, uint32_t timeout_ms,
                                                      std::optional<Error>* failed,
-                                                     const std::atomic<bool>* stop = nullptr);
+                                                     const StopSignal* stop = nullptr);
   /// read() and write(): `transfer` of scratch_ filled in place.
   Result<TransferReply> transfer_scratch(TransferKind kind, const BufferHandle& local,
                                          const BufferHandle& remote, uint32_t timeout_ms,

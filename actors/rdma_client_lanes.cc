@@ -13,6 +13,7 @@
 #include "actors/transfer/path_choice.h"
 #include "actors/transfer_checks.h"
 #include "components/checksum.h"
+#include "components/stop_signal.h"
 
 namespace caf_rdma {
 
@@ -104,7 +105,7 @@ std::shared_ptr<DirectLane> RdmaClient::lane_for(const TransferOp* ops, size_t c
 
 std::optional<ListEnd> RdmaClient::rdma_list(const TransferPlan& plan, size_t from,
                                              std::chrono::steady_clock::time_point deadline,
-                                             const std::atomic<bool>* stop) {
+                                             const StopSignal* stop) {
   const uint32_t left = list_ms_left(deadline);
   if (left == 0 || from >= plan.size())
     return std::nullopt;
@@ -114,7 +115,7 @@ std::optional<ListEnd> RdmaClient::rdma_list(const TransferPlan& plan, size_t fr
   std::shared_ptr<DirectLane> lane = lane_for(&probe, 1, left, &failed, &verify);
   if (failed || !lane)
     return std::nullopt;  // a handshake's timeout: the batches' to answer
-  return lane->post_list(plan, from, list_ms_left(deadline), verify, stop);
+  return lane->post_list(plan, from, list_ms_left(deadline), verify, stop_flag(stop));
 }
 
 void RdmaClient::drop_lane(const caf::actor_addr& owner, const std::shared_ptr<DirectLane>& lane) {
@@ -193,10 +194,10 @@ Status RdmaClient::verify_lane_op(const TransferOp& op, uint64_t length) {
 std::optional<Result<TransferReply>> RdmaClient::lane_transfer(const TransferOp& op,
                                                                uint32_t timeout_ms,
                                                                std::optional<Error>* failed,
-                                                               const std::atomic<bool>* stop) {
+                                                               const StopSignal* stop) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (attempt > 0 && stop != nullptr && stop->load(std::memory_order_acquire))
+    if (attempt > 0 && stop_requested(stop))
       return Result<TransferReply>(
           Error(ErrorCode::kCancelled, cancelled_unstarted_text(op, false) +
                                            " (its first try was flushed by another op's error)"));
@@ -213,7 +214,7 @@ std::optional<Result<TransferReply>> RdmaClient::lane_transfer(const TransferOp&
                 not_within_text(op, timeout_ms,
                                 " (flushed by another op's error, no time left to run it again)")));
     auto r = lane->transfer(op, attempt == 0 ? timeout_ms : static_cast<uint32_t>(left.count()),
-                            &fault, stop);
+                            &fault, stop_flag(stop));
     if (!r)
       return std::nullopt;
     if (r->ok()) {
@@ -254,13 +255,14 @@ std::shared_ptr<StreamLane> RdmaClient::stream_lane(const BufferHandle& local,
 }
 
 std::optional<Result<TransferReply>> RdmaClient::stream_transfer(const TransferOp& op,
-                                                                 uint32_t timeout_ms) {
+                                                                 uint32_t timeout_ms,
+                                                                 const StopSignal* stop) {
   if (timeout_ms == 0)
     return std::nullopt;
   std::shared_ptr<StreamLane> lane = stream_lane(op.local, op.remote);
   if (!lane)
     return std::nullopt;
-  return lane->transfer(op, timeout_ms);  // StreamLane invariant 4: thread-safe
+  return lane->transfer(op, timeout_ms, stop);  // StreamLane invariant 4: thread-safe
 }
 
 }  // namespace caf_rdma

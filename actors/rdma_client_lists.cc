@@ -40,13 +40,13 @@ ListOutcome RdmaClient::post(const TransferPlan& plan, std::chrono::milliseconds
   if (use.stopped())  // CancelToken invariant 3
     out.fail(list_cancelled_error(plan.size(), plan.is_read(), plan.remote(), 0, ""));
   else
-    out = post_walk(plan, timeout, use.flag());
+    out = post_walk(plan, timeout, use.signal());
   use.end(out.status(), out.landed, out.bytes);
   return out;
 }
 
 ListOutcome RdmaClient::post_walk(const TransferPlan& plan, std::chrono::milliseconds timeout,
-                                  const std::atomic<bool>* stop) {
+                                  const StopSignal* stop) {
   Status ready = list_ready(timeout);
   if (!ready.ok()) {
     ListOutcome out;

@@ -9,6 +9,7 @@
 
 #include "actors/detail/manager_events.h"
 #include "actors/manager/telemetry.h"
+#include "actors/op_texts.h"
 #include "actors/transfer/path_choice.h"
 #include "actors/transfer_checks.h"
 #include "components/same_host.h"
@@ -84,8 +85,8 @@ std::optional<DirectRegistry::Entry> StreamLane::hold(const BufferHandle& local)
   return entry;
 }
 
-std::optional<Result<TransferReply>> StreamLane::transfer(const TransferOp& op,
-                                                          uint32_t timeout_ms) {
+std::optional<Result<TransferReply>> StreamLane::transfer(const TransferOp& op, uint32_t timeout_ms,
+                                                          const StopSignal* stop) {
   const auto started = std::chrono::steady_clock::now();
   // Invariant 1 (an op whose range is out of bounds is the lane's to refuse below, in the
   // words of the check both run).
@@ -109,11 +110,18 @@ std::optional<Result<TransferReply>> StreamLane::transfer(const TransferOp& op,
   job.addr = reinterpret_cast<uint8_t*>(entry->addr) + op.local_offset;
   job.length = *length;
   job.deadline = started + std::chrono::milliseconds(timeout_ms);
+  job.stop = stop;
   StreamEnd end = client_->run_now(job);
   done_with(op.local.id);  // the memory is no longer touched (StreamClient invariant 1)
   // Invariant 3: what the owner did not take (or does not know) is the manager's to move.
   if (end.refused || (!end.status.ok() && end.status.error().code() == ErrorCode::kNotFound))
     return std::nullopt;
+  if (end.stopped) {  // invariant 6
+    Error e(ErrorCode::kCancelled,
+            cancelled_stream_text(op, *length, end.status.error().message()));
+    record(op, e, 0, started);
+    return Result<TransferReply>(std::move(e));
+  }
   if (!end.status.ok()) {
     Error e = end.status.error().with_context(
         std::string(kind_name(op.kind)) + " of " + std::to_string(*length) + " bytes " +
@@ -126,7 +134,8 @@ std::optional<Result<TransferReply>> StreamLane::transfer(const TransferOp& op,
 }
 
 std::optional<ListEnd> StreamLane::post_list(const TransferPlan& plan, size_t from,
-                                             std::chrono::steady_clock::time_point deadline) {
+                                             std::chrono::steady_clock::time_point deadline,
+                                             const StopSignal* stop) {
   const auto started = std::chrono::steady_clock::now();
   if (from >= plan.size() || !carries(plan))
     return std::nullopt;
@@ -164,6 +173,10 @@ std::optional<ListEnd> StreamLane::post_list(const TransferPlan& plan, size_t fr
       hi = h;
       total += part[n].length;
     }
+    if (stop_requested(stop)) {  // invariant 6: no request starts once asked
+      end.error = list_cancelled_error(all.size(), plan.is_read(), plan.remote(), end.done, "");
+      break;
+    }
     const uint32_t left = list_ms_left(deadline);
     if (left == 0) {
       end.error = list_timeout_error(all.size(), plan.is_read(), plan.remote(), end.done);
@@ -177,10 +190,16 @@ std::optional<ListEnd> StreamLane::post_list(const TransferPlan& plan, size_t fr
     job.count = static_cast<uint32_t>(n);
     job.total = total;
     job.deadline = deadline;
+    job.stop = stop;
     StreamEnd got = client_->run_now(job);
     // Invariant 3: what the owner did not take (or does not know) is the manager's to move.
     if (got.refused || (!got.status.ok() && got.status.error().code() == ErrorCode::kNotFound))
       break;
+    if (got.stopped) {  // invariant 6: the requests before it stay landed
+      end.error = list_cancelled_error(all.size(), plan.is_read(), plan.remote(), end.done,
+                                       got.status.error().message());
+      break;
+    }
     if (!got.status.ok()) {
       end.error = got.status.error().with_context(
           "ranges " + std::to_string(end.done) + " to " + std::to_string(end.done + n - 1) +

@@ -31,6 +31,12 @@
 //     ranges, each authorized by the handle for the span its ranges lie in; a request ends
 //     before the next starts, so the ranges of the requests that ended well are those landed
 //     (transfer_plan.h invariant 4).
+//  6. A transfer or list with a stop signal (a CancelToken's) stops when asked: before a request
+//     starts, or in the one running, whose connection the stream client shuts down and whose
+//     owner it hears end its side (components/stream_client.h invariant 8). It answers
+//     `cancelled` only then, when no byte of it moves any more; a request that ended well
+//     before the stop stays landed (a list's `done`), one whose end could not be learnt
+//     answers that error, never `cancelled`.
 #pragma once
 
 #include <caf/actor_addr.hpp>
@@ -57,7 +63,9 @@ public:
              caf::actor_addr manager, uint64_t stream_min_bytes);
 
   /// Moves `op` within `timeout_ms`; nothing: the manager moves it (invariants 1 and 3).
-  std::optional<Result<TransferReply>> transfer(const TransferOp& op, uint32_t timeout_ms);
+  /// `stop`: null, or a CancelToken's signal (invariant 6).
+  std::optional<Result<TransferReply>> transfer(const TransferOp& op, uint32_t timeout_ms,
+                                                const StopSignal* stop = nullptr);
 
   /// Moves ranges [from, plan.size()) of `plan` by `deadline`, in list requests of up to
   /// kMaxListRanges ranges (invariant 5); nothing: the lane takes none of it (not carries(),
@@ -65,7 +73,8 @@ public:
   /// them. Else how far it got: a request the owner
   /// refused before taking it (invariant 3) leaves the ranges from `done` on to the manager.
   std::optional<ListEnd> post_list(const TransferPlan& plan, size_t from,
-                                   std::chrono::steady_clock::time_point deadline);
+                                   std::chrono::steady_clock::time_point deadline,
+                                   const StopSignal* stop = nullptr);
 
   /// Invariant 1's rule for an op of `kind` (`notify`: a notify write) of `bytes` bytes
   /// between `local` and `remote` (a lane that knows the owner's endpoint takes it).

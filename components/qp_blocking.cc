@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "components/rdma_queue_pair.h"
+#include "components/stop_signal.h"
 
 namespace caf_rdma {
 
@@ -27,7 +28,7 @@ OpResult QpBlocking::execute(RdmaOp op, std::chrono::milliseconds timeout,
   auto deadline = Clock::now() + timeout;
   if (Status refused = refuse_if_in_error(); !refused.ok())
     return OpResult{refused};
-  if (stop != nullptr && stop->load(std::memory_order_acquire))  // invariant 4: nothing posted
+  if (stop_requested(stop))  // invariant 4: nothing posted
     return OpResult{Error(ErrorCode::kCancelled,
                           std::string(to_string(op.kind)) + " of " + std::to_string(op_bytes(op)) +
                               " bytes on " + state_.name + " cancelled before it was posted")};
@@ -160,7 +161,7 @@ QpBlocking::Ended QpBlocking::wait_for(const std::function<bool()>& finished,
       std::this_thread::yield();
     }
     // Invariant 4: a stop ends the wait as the deadline does.
-    const bool stopped = !timed_out && stop != nullptr && stop->load(std::memory_order_acquire);
+    const bool stopped = !timed_out && stop_requested(stop);
     if (!timed_out && (stopped || Clock::now() > deadline)) {
       timed_out = true;
       ended = stopped ? Ended::kStopped : Ended::kDeadline;

@@ -25,6 +25,8 @@
 #include <optional>
 #include <vector>
 
+#include "components/stop_signal.h"
+
 namespace caf_rdma {
 
 namespace {
@@ -342,7 +344,7 @@ Result<uint64_t> move_all(const Socket& s, const iovec* pieces, size_t count, De
   std::vector<iovec> scratch;
   uint64_t done = 0;
   auto progress = [&] { return std::to_string(done) + " of " + std::to_string(n) + " bytes"; };
-  auto stopped = [&] { return stop != nullptr && stop->load(std::memory_order_acquire); };
+  auto stopped = [&] { return stop_requested(stop); };
   // The last mark of progress: kStallProgress bytes (or the rest) moved since the one before.
   auto mark = std::chrono::steady_clock::now();
   uint64_t mark_done = 0;
@@ -584,6 +586,23 @@ bool peer_spoke_or_hung_up(const Socket& s) {
     r = ::poll(&p, 1, 0);
   } while (r < 0 && errno == EINTR);
   return r > 0 && (p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+Status await_hang_up(const Socket& s, Deadline deadline, const std::string& what) {
+  uint8_t sink[4096];
+  for (;;) {
+    const ssize_t got = ::recv(s.fd(), sink, sizeof(sink), MSG_DONTWAIT);
+    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+      return {};  // closed or reset: the peer is done with the connection
+    if (got > 0)
+      continue;
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return Error(ErrorCode::kTimeout, what + ": the peer did not close the connection in time");
+    pollfd p{s.fd(), POLLIN | POLLRDHUP, 0};
+    (void)::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+  }
 }
 
 Result<uint64_t> move_until_stopped(const Socket& s, void* data, uint64_t n, bool sending,

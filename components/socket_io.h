@@ -146,6 +146,12 @@ Status recv_all(const Socket& s, void* data, uint64_t n, Deadline deadline, cons
 /// one answer), either means it stopped waiting.
 bool peer_spoke_or_hung_up(const Socket& s);
 
+/// Waits until the peer of `s` closed or reset the connection, discarding what it still sends
+/// (raw bytes, TLS records too: the connection is not used again): a requester that shut its
+/// sending side down so learns that the peer's worker ended (stream_client.h invariant 8).
+/// Ok at the peer's end; timeout at `deadline`, `what` starting its message.
+Status await_hang_up(const Socket& s, Deadline deadline, const std::string& what);
+
 /// How long move_until_stopped waits at most before it looks at its stop flag again.
 constexpr std::chrono::milliseconds kStopLook{50};
 /// send_all (`sending`) or recv_all of n bytes at `data`, which stops touching `data` once `stop`

@@ -20,6 +20,18 @@ Error stopped_error() {
   return Error(ErrorCode::kPeerUnavailable, "stream transfer cancelled: its manager stopped");
 }
 
+/// A job its stop signal stopped before it took a connection (invariant 8).
+Error stopped_first_error() {
+  return Error(ErrorCode::kCancelled,
+               "stream transfer stopped before it took a connection: nothing moved");
+}
+
+/// A running job its stop signal stopped, settled (invariant 8); `how`: the error its socket
+/// calls ended with once it was shut down.
+Error stopped_running_error(const Error& how) {
+  return Error(ErrorCode::kCancelled, "stream transfer stopped mid-way (" + how.message() + ")");
+}
+
 }  // namespace
 
 StreamClient::StreamClient(size_t threads, TlsContext tls, bool same_host)
@@ -109,6 +121,8 @@ StreamEnd StreamClient::run_now(const StreamJob& job) {
       return StreamEnd{
           Error(ErrorCode::kPeerUnavailable, "stream transfer refused: its manager stopped")};
   }
+  // Invariant 8: the job's socket is shut down when its stop signal asks, while it runs.
+  StopSignal::Armed armed(job.stop, [this, &job] { wake(job); });
   StreamEnd end = run(job);
   if (!end.status.ok())
     end.status = end.status.error().with_context(
@@ -137,10 +151,16 @@ Result<Socket> StreamClient::take_connection(const StreamJob& job, bool fresh, b
     if (!fresh && it != idle_.end() && !it->second.empty()) {
       Socket s = std::move(it->second.back());
       it->second.pop_back();
-      busy_fds_.insert(s.fd());
       pooled = true;
+      if (stop_requested(job.stop))  // invariant 8 (the connection closes: none moved on it)
+        return stopped_first_error();
+      busy_fds_.insert(s.fd());
+      if (job.stop != nullptr)
+        stoppable_[s.fd()] = &job;
       return s;
     }
+    if (stop_requested(job.stop))
+      return stopped_first_error();
   }
   pooled = false;
   CAF_RDMA_ASSIGN_OR_RETURN(Socket s, local ? connect_unix(job.unix_name, job.deadline)
@@ -149,7 +169,11 @@ Result<Socket> StreamClient::take_connection(const StreamJob& job, bool fresh, b
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_)
       return stopped_error();
+    if (stop_requested(job.stop))  // invariant 8: looked at under the lock wake() takes
+      return stopped_first_error();
     busy_fds_.insert(s.fd());  // from here the destructor can wake it
+    if (job.stop != nullptr)
+      stoppable_[s.fd()] = &job;
   }
   if (local) {  // same_host.h invariant 5: nothing goes to a listener of another uid
     Status st = listener_is_own_uid(s, job.unix_name);
@@ -173,6 +197,23 @@ Result<Socket> StreamClient::take_connection(const StreamJob& job, bool fresh, b
 void StreamClient::forget_busy_locked(int fd) {
   busy_fds_.erase(fd);
   copy_waits_.erase(fd);
+  stoppable_.erase(fd);
+  shut_fds_.erase(fd);
+}
+
+void StreamClient::wake(const StreamJob& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [fd, running] : stoppable_) {
+    if (running != &job)
+      continue;
+    // Invariant 8: while its owner may still touch memory (a write's bytes on their way, a
+    // copy until its answer) only the sending side: the owner sees it, stops and answers or
+    // hangs up, which the job waits for.
+    const bool owner_may_touch =
+        copy_waits_.count(fd) != 0 || job.direction == StreamDirection::kIntoOwner;
+    ::shutdown(fd, owner_may_touch ? SHUT_WR : SHUT_RDWR);
+    shut_fds_.insert(fd);
+  }
 }
 
 void StreamClient::copy_answered(int fd) {
@@ -184,8 +225,9 @@ void StreamClient::copy_answered(int fd) {
 
 void StreamClient::give_back(const std::string& endpoint, Socket s) {
   std::lock_guard<std::mutex> lock(mu_);
+  const bool shut = shut_fds_.count(s.fd()) != 0;  // stopped as it ended (invariant 8)
   forget_busy_locked(s.fd());
-  if (!stopping_)
+  if (!stopping_ && !shut)
     idle_[endpoint].push_back(std::move(s));
 }
 
@@ -247,19 +289,28 @@ StreamEnd StreamClient::run(const StreamJob& job) {
 StreamEnd StreamClient::run_on(const StreamJob& job, bool local, bool* unanswered) {
   *unanswered = false;
   // Invariant 3: a connection lost before "go" is tried once more, fresh; a job the owner never
-  // took ends `refused`.
-  auto lost = [this](const Status& st, Reach reach) {
+  // took ends `refused`; one asked to stop is not tried again (invariant 8).
+  auto lost = [this, &job](const Status& st, Reach reach) {
     std::lock_guard<std::mutex> lock(mu_);
-    return reach == Reach::kNoAnswer && st.error().code() != ErrorCode::kTimeout && !stopping_;
+    return reach == Reach::kNoAnswer && st.error().code() != ErrorCode::kTimeout && !stopping_ &&
+           !stop_requested(job.stop);
   };
 
   auto unknown_grant = [](const Status& st, Reach reach) {
     return reach == Reach::kAnswered && st.error().code() == ErrorCode::kNotFound;
   };
+  // Invariant 8: a stop's failure, settled, is its caller's `cancelled`.
+  auto ended = [&job](Status st, Reach reach, bool refused = false) {
+    StreamEnd end{std::move(st), refused};
+    end.stopped = !end.status.ok() && stop_requested(job.stop) && reach != Reach::kUnsettled;
+    if (end.stopped && end.status.error().code() != ErrorCode::kCancelled)
+      end.status = stopped_running_error(end.status.error());
+    return end;
+  };
   Reach reach = Reach::kNoAnswer;
   Status st = attempt(job, /*fresh=*/false, local, reach);
-  if (st.ok() || reach == Reach::kTaken)
-    return StreamEnd{std::move(st)};
+  if (st.ok() || reach == Reach::kTaken || reach == Reach::kUnsettled)
+    return ended(std::move(st), reach);
   if (is_foreign_listener(st)) {  // not tried again: it was never the owner (invariant 5)
     *unanswered = true;
     return StreamEnd{std::move(st), /*refused=*/true};
@@ -267,8 +318,8 @@ StreamEnd StreamClient::run_on(const StreamJob& job, bool local, bool* unanswere
   if (lost(st, reach)) {
     Status first = std::move(st);
     st = attempt(job, /*fresh=*/true, local, reach);
-    if (st.ok() || reach == Reach::kTaken)
-      return StreamEnd{std::move(st)};
+    if (st.ok() || reach == Reach::kTaken || reach == Reach::kUnsettled)
+      return ended(std::move(st), reach);
     *unanswered = lost(st, reach);
     if (*unanswered)
       return StreamEnd{
@@ -277,7 +328,7 @@ StreamEnd StreamClient::run_on(const StreamJob& job, bool local, bool* unanswere
                     first.error().message() + "; then, on a fresh one: " + st.error().message()),
           /*refused=*/true};
   }
-  return StreamEnd{st, unknown_grant(st, reach)};
+  return ended(st, reach, unknown_grant(st, reach));
 }
 
 Status StreamClient::attempt_list(Socket& s, const StreamJob& job, const StreamRequest& request,
@@ -361,10 +412,26 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
   std::string endpoint = endpoint_of(job, local);
   bool pooled = false;
   CAF_RDMA_ASSIGN_OR_RETURN(Socket s, take_connection(job, fresh, local, pooled));
+  bool eager_sent = false;  // an eager write's request left, its bytes behind it
   auto fail = [&](Status st) {
+    const bool stopped = stop_requested(job.stop);
+    if (stopped && job.direction == StreamDirection::kIntoOwner &&
+        (reach == Reach::kTaken || eager_sent)) {
+      // Invariant 8: the owner's worker may still be storing bytes that were on their way;
+      // its hang-up says it ended (shut here too: the stop may not have reached wake() yet).
+      ::shutdown(s.fd(), SHUT_WR);
+      Status ended = await_hang_up(s, job.deadline + kEagerAnswerGrace, "stopped stream write");
+      if (!ended.ok()) {
+        reach = Reach::kUnsettled;
+        st = Error(ErrorCode::kPeerUnavailable,
+                   "stopped, but its owner did not end it in time: bytes of it already sent may "
+                   "still be stored (" +
+                       ended.error().message() + ")");
+      }
+    }
     std::lock_guard<std::mutex> lock(mu_);
     forget_busy_locked(s.fd());
-    if (pooled)
+    if (pooled && !stopped)
       idle_.erase(endpoint);  // the others may be just as dead
     return st;
   };
@@ -402,6 +469,7 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
   if (eager_write(request)) {
     // The bytes right after the request (stream_protocol.h); the one answer says how it ended.
     const bool asked = st.ok();
+    eager_sent = asked;
     if (st.ok())
       st = send_all(s, job.addr, job.length, job.deadline, "stream data");
     // Sent the request but not all its bytes: the owner may have refused it and closed the

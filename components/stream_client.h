@@ -44,6 +44,15 @@
 //     call moving many ranges: on plain TCP the kernel gathers (scatters) them, up to IOV_MAX
 //     per call (socket_io.h, move_pieces); under TLS through a staging buffer of kListStaging
 //     bytes. Invariants 2-6 hold for it as for one range.
+//  8. A job with a stop signal (StreamJob::stop, a CancelToken's) ends, when asked, as stop()
+//     ends a job, alone: asked before it took a connection it moves nothing; running, its
+//     socket is shut down, only its sending side while its owner may still touch memory after
+//     this side stops (a write: its bytes on their way, which the owner's worker stores as they
+//     come; a cross-memory request: until its answer), and then it waits for the owner's answer
+//     or hang-up (a write: await_hang_up), up to its deadline plus kEagerAnswerGrace. So it
+//     returns only once no byte of it moves on either side, or says it could not learn that (a
+//     timeout). It is never tried again, and its connection is not pooled. Its end is what
+//     failed then (its caller names it `cancelled`), or its success if every byte had moved.
 #pragma once
 
 #include <atomic>
@@ -58,6 +67,7 @@
 #include <vector>
 
 #include "components/socket_io.h"
+#include "components/stop_signal.h"
 #include "components/stream_protocol.h"
 
 namespace caf_rdma {
@@ -69,6 +79,9 @@ struct StreamEnd {
   /// and none can move later, so the bytes may be moved another way.
   bool refused = false;
   bool same_host = false;  ///< moved over the owner's same-host endpoint (invariant 5)
+  /// Its stop signal stopped it and no byte of it moves any more (invariant 8): its caller
+  /// answers `cancelled`. (Asked to stop but not confirmed: `status` says so, this is false.)
+  bool stopped = false;
 };
 
 struct StreamJob {
@@ -95,6 +108,8 @@ struct StreamJob {
   uint64_t total = 0;
   Deadline deadline = kNoDeadline;
   uint64_t tag = 0;  ///< the submitter's name for it (cancel_queued)
+  /// Asked from another thread to stop (invariant 8); null: it runs to its end or deadline.
+  const StopSignal* stop = nullptr;
   /// Called exactly once, after the last access to the job's memory.
   std::function<void(StreamEnd)> done;
 };
@@ -143,6 +158,9 @@ private:
     kNoAnswer,  ///< no answer from the owner: no connection, or it failed before one
     kAnswered,  ///< the owner answered the request with an error
     kTaken,     ///< the owner said "go": bytes may have moved
+    /// Asked to stop after the owner took it, which did not confirm that it ended (invariant
+    /// 8): bytes on their way may still land.
+    kUnsettled,
   };
   void work();
   StreamEnd run(const StreamJob& job);
@@ -167,6 +185,8 @@ private:
   Result<Socket> take_connection(const StreamJob& job, bool fresh, bool local, bool& pooled);
   /// `fd` is no longer a busy socket of a job (given back or dropped).
   void forget_busy_locked(int fd);
+  /// Invariant 8: shuts down the socket of `job`, which its stop signal asked to stop.
+  void wake(const StreamJob& job);
   /// The cross-memory answer on `fd` was read (or will not be): a stop() shuts it whole now.
   void copy_answered(int fd);
   void give_back(const std::string& endpoint, Socket s);
@@ -185,6 +205,9 @@ private:
   /// busy_fds_ whose owner may be copying by cross-memory attach: stop() shuts only their
   /// sending side (see stop()).
   std::set<int> copy_waits_;
+  /// busy_fds_ of jobs with a stop signal (invariant 8), and those it shut down (never pooled).
+  std::map<int, const StreamJob*> stoppable_;
+  std::set<int> shut_fds_;
   const size_t threads_;
   std::vector<std::thread> workers_;  ///< started by the first submit
 };

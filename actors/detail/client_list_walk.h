@@ -9,7 +9,6 @@
 //  1. It holds no state of its own: a walk lives for one post, on the posting thread.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -22,8 +21,8 @@ namespace caf_rdma {
 
 class RdmaClient::ListWalk final : public ListSteps {
 public:
-  /// `stop`: null, or a CancelToken's flag (list_run.h invariant 4).
-  ListWalk(RdmaClient& client, const std::atomic<bool>* stop) : client_(client), stop_(stop) {}
+  /// `stop`: null, or a CancelToken's signal (list_run.h invariant 4).
+  ListWalk(RdmaClient& client, const StopSignal* stop) : client_(client), stop_(stop) {}
 
   std::shared_ptr<StreamLane> stream_lane(const TransferPlan& plan) override {
     return client_.stream_lane(plan.local(), plan.remote());
@@ -39,13 +38,11 @@ public:
                                              uint32_t timeout_ms) override {
     return client_.batch(ops, timeout_ms);
   }
-  bool stopped() const override {
-    return stop_ != nullptr && stop_->load(std::memory_order_acquire);
-  }
+  const StopSignal* stop_signal() const override { return stop_; }
 
 private:
   RdmaClient& client_;
-  const std::atomic<bool>* stop_;
+  const StopSignal* stop_;
 };
 
 }  // namespace caf_rdma

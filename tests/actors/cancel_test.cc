@@ -5,8 +5,9 @@
 // transfer's `cancelled`, or kFinished with its own result), and after a kCancelled answer no
 // byte of the destination changes (watched for a second); what a cancelled list says landed is
 // in place, byte for byte. Over RDMA the op runs on the client's direct lane and stops mid-way
-// (its queue pair flushed); on the fallback's stream lane and same-host copies it runs to its
-// end (kFinished, every byte checked).
+// (its queue pair flushed); on the fallback the stream lane's connection is shut down, over TCP
+// or the owner's same-host endpoint (its cross-memory copy ended), and the owner heard ending
+// its side before the answer (components/stream_client.h invariant 8).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -42,6 +43,18 @@ void wait_for_first_bytes(const uint8_t* at, const std::atomic<bool>& done) {
   while (!done.load() && std::chrono::steady_clock::now() < until) {
     for (int i = 0; i < 4096; ++i)
       if (p[i] != 0)
+        return;
+    std::this_thread::yield();
+  }
+}
+
+/// On the fallback, where a thread or process of this host writes them: waits until one of the
+/// first 4096 bytes at `at` is not 0 (relaxed atomic loads) or `done` (bounded: 60 s).
+void wait_for_first_stream_bytes(const uint8_t* at, const std::atomic<bool>& done) {
+  const auto until = std::chrono::steady_clock::now() + seconds(60);
+  while (!done.load() && std::chrono::steady_clock::now() < until) {
+    for (int i = 0; i < 4096; ++i)
+      if (__atomic_load_n(at + i, __ATOMIC_RELAXED) != 0)
         return;
     std::this_thread::yield();
   }
@@ -201,6 +214,92 @@ TEST_F(CancelTest, ACancelWhileItRunsAgreesWithTheTransfer) {
   mine.bytes.assign(n, 0);
   ASSERT_TRUE(me.read(local->handle(), remote, Range::whole(), seconds(60)).ok());
   EXPECT_EQ(std::memcmp(mine.bytes.data(), theirs.bytes.data(), n), 0);
+}
+
+// On the fallback, a transfer of 128 MiB cancelled once its first bytes landed, read and write,
+// over the owner's same-host endpoint (a cross-memory copy) and over TCP: the cancel and the
+// transfer agree; a kCancelled one says it stopped on the stream lane, and then no byte of the
+// destination changes; every byte of it is either untouched or the source's (never another).
+// Stopped mid-way at least once of the four: 128 MiB take tens of milliseconds here, the stop
+// a socket's shutdown.
+TEST_F(CancelTest, AStreamTransferStopsMidWayOnTheFallback) {
+  if (expected_path() == kPathRdma)
+    return;  // the direct lane's stop: ACancelWhileItRunsAgreesWithTheTransfer
+  const uint64_t n = 128ull << 20;
+  int stopped_mid_way = 0;
+  for (bool same_host : {true, false}) {
+    SCOPED_TRACE(same_host ? "same-host endpoint" : "over TCP");
+    ManagerOptions options;
+    options.same_host = same_host;
+    ASSERT_TRUE(restart(options));
+    RdmaClient me(user_->node().system(), user_->manager());
+    Memory theirs(n, 0);
+    BufferHandle remote = remote_view(*owner_, *user_, theirs, "cancel-stream");
+    Memory mine(n, 0);
+    auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
+    ASSERT_TRUE(local.ok()) << local.error().to_string();
+    ASSERT_TRUE(me.read(local->handle(), remote, Range::of(8)).ok());  // warm: the endpoint
+    for (bool push : {false, true}) {
+      SCOPED_TRACE(push ? "write" : "read");
+      Memory& dest = push ? theirs : mine;
+      Memory& src = push ? mine : theirs;
+      const uint32_t seed = push ? 13 : 12;
+      for (uint64_t i = 0; i < n; ++i) {
+        src.bytes[i] = pattern(i, seed);
+        dest.bytes[i] = 0;
+      }
+      CancelToken token;
+      std::atomic<bool> done{false};
+      Result<TransferReply> got = Error(ErrorCode::kInternal, "not run");
+      std::thread mover([&] {
+        got = push ? me.write(local->handle(), remote, Range::whole(), seconds(60), token)
+                   : me.read(local->handle(), remote, Range::whole(), seconds(60), token);
+        done.store(true);
+      });
+      wait_for_first_stream_bytes(dest.bytes.data(), done);
+      const auto asked = std::chrono::steady_clock::now();
+      CancelResult c = token.cancel(seconds(120));
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - asked)
+              .count();
+      mover.join();
+      std::printf("%s, %s of %llu bytes: cancel answered in %.2f ms: %s\n",
+                  same_host ? "same-host" : "tcp", push ? "write" : "read",
+                  static_cast<unsigned long long>(n), ms, c.to_string().c_str());
+      ASSERT_NE(c.state, State::kStillRunning);
+      ASSERT_NE(c.state, State::kNotStarted);
+      EXPECT_EQ(got.ok(), c.status.ok());
+      if (c.state == State::kCancelled) {
+        ASSERT_FALSE(got.ok());
+        EXPECT_EQ(got.error().code(), ErrorCode::kCancelled) << got.error().to_string();
+        EXPECT_NE(got.error().message().find("cancelled on the stream lane"), std::string::npos)
+            << got.error().to_string();
+        expect_still(dest, push ? "the remote buffer" : "the local buffer");
+        uint64_t landed = 0;
+        for (uint64_t i = 0; i < n; ++i) {
+          if (dest.bytes[i] == 0)
+            continue;
+          ASSERT_EQ(dest.bytes[i], pattern(i, seed)) << "destination byte " << i;
+          ++landed;
+        }
+        std::printf("  %llu of its bytes had landed (not 0)\n",
+                    static_cast<unsigned long long>(landed));
+        ++stopped_mid_way;
+      } else if (got.ok()) {
+        EXPECT_TRUE(holds_pattern(dest, 0, n, seed, 0));
+      } else {
+        EXPECT_EQ(got.error().code(), c.status.error().code()) << got.error().to_string();
+      }
+    }
+    // The client goes on: the next transfer moves every byte (its connection was not pooled).
+    for (uint64_t i = 0; i < n; ++i)
+      theirs.bytes[i] = pattern(i, 14);
+    mine.bytes.assign(n, 0);
+    auto again = me.read(local->handle(), remote, Range::whole(), seconds(60));
+    ASSERT_TRUE(again.ok()) << again.error().to_string();
+    EXPECT_TRUE(holds_pattern(mine, 0, n, 14, 0));
+  }
+  EXPECT_GE(stopped_mid_way, 1) << "no stream transfer was stopped mid-way";
 }
 
 // A list cancelled as it runs: the outcome and the cancel agree on how many ranges landed, those

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "components/qp_completions.h"
+#include "components/stop_signal.h"
 
 namespace caf_rdma::testing {
 
@@ -313,7 +314,7 @@ OpResult FakeQueuePair::execute_or_stop(RdmaOp op, std::chrono::milliseconds /*t
       return failure(ErrorCode::kInternal, OpFault::kOther,
                      name_ + " is in ERR (" + error_cause_ + ")");
   }
-  if (stop != nullptr && stop->load(std::memory_order_acquire))  // as a real one: nothing posted
+  if (stop_requested(stop))  // as a real one: nothing posted
     return failure(ErrorCode::kCancelled, OpFault::kNone,
                    name_ + ": cancelled before it was posted (fake NIC)");
   return perform(op);

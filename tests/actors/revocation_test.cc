@@ -249,11 +249,7 @@ TEST_F(RevocationTest, AReleaseDuringAPeersWriteStopsItTheSameWayOnEveryTranspor
   SCOPED_TRACE("fallback over TCP (no same-host endpoint)");
   ManagerOptions tcp;
   tcp.same_host = false;
-  user_.reset();
-  owner_.reset();
-  owner_ = start_node(tcp);
-  user_ = start_node(tcp);
-  ASSERT_TRUE(owner_ && user_);
+  ASSERT_TRUE(restart(tcp));
   stop_a_write(false);
 }
 
@@ -316,9 +312,7 @@ protected:
       GTEST_SKIP() << rdma_skip_reason();
     ManagerOptions verify;
     verify.verify = true;
-    owner_ = start_node(verify);
-    user_ = start_node(verify);
-    ASSERT_TRUE(owner_ && user_);
+    ASSERT_TRUE(restart(verify));
   }
 };
 

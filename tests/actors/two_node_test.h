@@ -16,13 +16,18 @@ protected:
   void SetUp() override {
     if (expected_path() == kPathRdma && !rdma_skip_reason().empty())
       GTEST_SKIP() << rdma_skip_reason();
-    owner_ = start_node();
-    user_ = start_node();
-    ASSERT_TRUE(owner_ && user_);
+    ASSERT_TRUE(restart());
   }
   void TearDown() override {
     user_.reset();  // the user first: its lanes and queue pairs go before the owner's side
     owner_.reset();
+  }
+  /// Both nodes (stopped first, if running) started again with `options`; false if one failed.
+  [[nodiscard]] bool restart(const ManagerOptions& options = {}) {
+    TearDown();
+    owner_ = start_node(options);
+    user_ = start_node(options);
+    return owner_ && user_;
   }
 
   std::unique_ptr<TestNode> owner_, user_;

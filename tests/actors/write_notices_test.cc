@@ -82,11 +82,7 @@ protected:
   void small_writes_in_chunks() {
     ManagerOptions extra;
     extra.stream_min_bytes = 256 << 10;
-    user_.reset();
-    owner_.reset();
-    owner_ = start_node(extra);
-    user_ = start_node(extra);
-    ASSERT_TRUE(owner_ && user_);
+    ASSERT_TRUE(restart(extra));
   }
 };
 

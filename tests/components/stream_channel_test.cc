@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "components/stop_signal.h"
 #include "components/stream_client.h"
 #include "components/stream_protocol.h"
 #include "components/stream_server.h"
@@ -450,6 +451,91 @@ TEST_F(StreamChannelTest, AWriteTheOwnerNeverTookSendsNoByteAndEndsRefused) {
   owner.stop();  // after it saw both connections end
   EXPECT_EQ(owner.accepted(), 2);
   EXPECT_EQ(data_bytes.load(), 0u) << "bytes of the write were sent without a go";
+}
+
+// StreamClient invariant 8: a job whose stop signal was asked before it ran takes no
+// connection and moves nothing; it ends `stopped` (kCancelled) and its grant stays unclaimed.
+TEST_F(StreamChannelTest, AJobStoppedBeforeItRunsMovesNothing) {
+  constexpr uint64_t kSize = 1 << 20;
+  std::vector<uint8_t> owner(kSize, 0);
+  auto mine = pattern(kSize, 4);
+  Served in;
+  uint64_t t =
+      server_->grant(owner.data(), kSize, StreamDirection::kIntoOwner, Clock::now() + 10s, in.fn());
+  StopSignal stop;
+  stop.request();
+  StreamClient client(1);
+  StreamJob j = job_for(*server_, t, StreamDirection::kIntoOwner, mine.data(), kSize);
+  j.stop = &stop;
+  StreamEnd end = run_job_end(client, std::move(j));
+  ASSERT_FALSE(end.status.ok());
+  EXPECT_EQ(end.status.error().code(), ErrorCode::kCancelled) << end.status.error().to_string();
+  EXPECT_TRUE(end.stopped);
+  EXPECT_EQ(server_->pending_grants(), 1u) << "the stopped job claimed its grant";
+  EXPECT_EQ(client.idle_connections(), 0u);
+  for (uint64_t i = 0; i < kSize; ++i)
+    ASSERT_EQ(owner[i], 0) << "owner byte " << i << " written by a stopped job";
+}
+
+// StreamClient invariant 8, a write stopped mid-way: its sending side is shut, and the job ends
+// only once its owner ended its side (here a fake owner that reads to the end of the stream and
+// then hangs up: the flag it sets before hanging up is seen set when the job ends); an owner
+// that never hangs up leaves the job unsettled: peer_unavailable at its deadline plus the
+// grace, saying bytes may still be stored, never `stopped`.
+TEST_F(StreamChannelTest, AStoppedWriteEndsOnlyOnceItsOwnerEndedItsSide) {
+  constexpr uint64_t kSize = 64 << 20;
+  for (bool hangs_up : {true, false}) {
+    SCOPED_TRACE(hangs_up ? "an owner that hangs up" : "an owner that never hangs up");
+    std::promise<void> got_some;
+    std::promise<void> let_go;  // the test is done with the connection
+    std::shared_future<void> done_with = let_go.get_future().share();
+    std::atomic<bool> owner_ended{false};
+    FakeOwner owner([&, hangs_up, done_with](int, Socket& c) {
+      auto req = read_request(c, Clock::now() + 10s);
+      if (!req.ok() || !write_status(c, Status{}, Clock::now() + 10s).ok())
+        return;
+      std::vector<uint8_t> some(64 << 10);
+      (void)recv_all(c, some.data(), some.size(), Clock::now() + 10s, "some");
+      got_some.set_value();
+      if (hangs_up)  // to the end of the stream: the client shut its sending side
+        owner_ended.store(await_hang_up(c, Clock::now() + 20s, "the fake owner").ok());
+      else  // holds the connection, reading nothing, until the test is done with it
+        (void)done_with.wait_for(20s);
+      c.close();
+    });
+    ASSERT_NE(owner.port(), 0);
+    auto mine = pattern(kSize, 6);
+    StopSignal stop;
+    StreamClient client(1);
+    std::promise<StreamEnd> p;
+    auto f = p.get_future();
+    StreamJob j = job_to("127.0.0.1", owner.port(), 42, StreamDirection::kIntoOwner, mine.data(),
+                         kSize, hangs_up ? 60s : 4s);
+    j.stop = &stop;
+    j.done = [&p](StreamEnd end) { p.set_value(std::move(end)); };
+    client.submit(std::move(j));
+    const bool started = got_some.get_future().wait_for(10s) == std::future_status::ready;
+    stop.request();
+    const bool ended = f.wait_for(20s) == std::future_status::ready;
+    let_go.set_value();
+    owner.stop();
+    ASSERT_TRUE(started) << "the fake owner never got the first bytes";
+    ASSERT_TRUE(ended) << "the stopped job did not end";
+    StreamEnd end = f.get();
+    ASSERT_FALSE(end.status.ok());
+    if (hangs_up) {
+      EXPECT_TRUE(end.stopped) << end.status.error().to_string();
+      EXPECT_EQ(end.status.error().code(), ErrorCode::kCancelled) << end.status.error().to_string();
+      EXPECT_TRUE(owner_ended.load()) << "the job ended before its owner ended its side";
+    } else {
+      EXPECT_FALSE(end.stopped);
+      EXPECT_EQ(end.status.error().code(), ErrorCode::kPeerUnavailable)
+          << end.status.error().to_string();
+      EXPECT_NE(end.status.error().message().find("may still be stored"), std::string::npos)
+          << end.status.error().to_string();
+    }
+    EXPECT_EQ(client.idle_connections(), 0u) << "a stopped job's connection was pooled";
+  }
 }
 
 TEST_F(StreamChannelTest, StoppingTheClientFailsQueuedJobs) {
