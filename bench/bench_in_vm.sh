@@ -71,6 +71,13 @@ CAF_RDMA_DEVICE=rxe1 timeout 900 "$bin" --paths kv-handoff --kv-transports rdma,
   > "$out/kv_handoff.txt" 2>> "$out/rdma_bench.err" ||
   { echo "kv-handoff failed"; rc=1; }
 cat "$out/kv_handoff.txt"
+# Cancel over the client's direct lane (bench/cancel_latency.h): transfers cancelled at random
+# points, their queue pair flushed; 16 MiB (the emulated NIC moves a few hundred MB/s).
+CAF_RDMA_DEVICE=rxe1 timeout 600 "$bin" --paths cancel --cancel-transports rdma \
+  --cancel-bytes 16M $([ "$mode" = long ] && echo --long) \
+  > "$out/cancel.txt" 2>> "$out/rdma_bench.err" ||
+  { echo "cancel failed"; rc=1; }
+cat "$out/cancel.txt"
 # Latency in paired rounds: ib_read_lat/ib_write_lat, then caf-rdma's latency paths, right after
 # each other, several times. The emulated machine's speed drifts by 2x within minutes; a ratio
 # of two figures taken seconds apart drifts much less (bench_report.py takes the median).

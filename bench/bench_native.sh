@@ -18,6 +18,8 @@
 #                       the same with the program's own std::vector memory
 #     kv_handoff.txt    rdma_bench --paths kv-handoff: transfer lists of a paged pool beside one
 #                       transfer of the pool, same-host and over the stream lane
+#     cancel.txt        rdma_bench --paths cancel: cancels of 256 MiB transfers at random points,
+#                       same-host and over the stream lane, beside the whole transfer's time
 #     instructions.txt  user-space instructions per op (callgrind; count_instructions.sh)
 #     kv.txt            kv_store beside redis (kv_vs_redis.sh)
 # Native figures are noisy on a shared machine: several rounds, and the report takes medians.
@@ -65,6 +67,11 @@ done
 step kv_handoff 600 "$bin/bench/rdma_bench" --paths kv-handoff --kv-transports same-host,stream \
   $([ "$mode" = long ] && echo --long) > "$out/kv_handoff.txt" 2>> "$out/rdma_bench.err"
 grep -h '^ratio' "$out/kv_handoff.txt"
+# Cancel (bench/cancel_latency.h): 256 MiB transfers cancelled at random points, over the
+# same-host endpoint and the stream lane, beside the whole transfer's time in the same run.
+step cancel 600 "$bin/bench/rdma_bench" --paths cancel --cancel-transports same-host,stream \
+  $([ "$mode" = long ] && echo --long) > "$out/cancel.txt" 2>> "$out/rdma_bench.err"
+cat "$out/cancel.txt"
 echo "instructions per op (callgrind, natively):"
 step count_instructions 900 bash "$here/count_instructions.sh" --native "$out" "$bin"
 # Its table and ratios come with the report (bench_report.py); its own print goes to a log.

@@ -288,6 +288,32 @@ def report_kv_handoff(out, pbw):
     return ratios
 
 
+def report_cancel(out):
+    """Prints the cancel figures (cancel.txt in the VM, native/cancel.txt); returns their ratio
+    lines (the slowest cancel / the whole transfer, same run) and each one's slowest cancel in
+    ms (issue 50's target: within 10 ms natively)."""
+    ratios = []
+    for path in (os.path.join(out, "native", "cancel.txt"), os.path.join(out, "cancel.txt")):
+        if not os.path.exists(path):
+            continue
+        lines = [l.split() for l in open(path)]
+        # cancel TRANSPORT OP BYTES trials N cancelled C finished F unstarted U median_ms M
+        # p99_ms P max_ms X whole_ms W
+        rows = [p for p in lines if len(p) == 20 and p[0] == "cancel"]
+        if not rows:
+            continue
+        print(f"\ncancel ({os.path.relpath(path, out)}): at random points, same run")
+        for p in rows:
+            f = dict(zip(p[4::2], p[5::2]))
+            print(f"  {p[1]:10} {p[2]:5} {human(int(p[3])):>5}: {f['cancelled']} of {f['trials']} "
+                  f"stopped, median {float(f['median_ms']):.2f} ms, max {float(f['max_ms']):.2f} ms; "
+                  f"whole transfer {float(f['whole_ms']):.1f} ms")
+            if int(f["cancelled"]) > 0:
+                ratios.append((f"cancel_{p[1]}_{p[2]}_max_ms", float(f["max_ms"])))
+        ratios += [(p[1], float(p[2])) for p in lines if len(p) == 3 and p[0] == "ratio"]
+    return ratios
+
+
 def human(n):
     for unit, div in (("M", 1 << 20), ("K", 1 << 10)):
         if n >= div and n % div == 0:
@@ -407,6 +433,7 @@ def main():
                 print(f"  {p[1]:12} {int(p[2]):>8}")
     ratios += report_striping(out)
     ratios += report_kv_handoff(out, pbw)
+    ratios += report_cancel(out)
     ratios += report_native(os.path.join(out, "native"))
     ratios += report_kv(os.path.join(out, "native"))
     if "reg_first_us" in extra:

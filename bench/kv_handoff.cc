@@ -12,8 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "actors/rdma_client.h"
-#include "actors/rdma_node.h"
+#include "bench/node_pair.h"
 
 namespace caf_rdma::bench {
 
@@ -34,65 +33,25 @@ std::string block_name(uint64_t b) {
   return std::to_string(b >> 10) + "k";
 }
 
-struct Transport {
-  const char* name;
-  TransportMode mode;
-  bool same_host;
-  /// The lists go to the manager (post_async: its transfer_list request, an actor's way),
-  /// prepared once only (preparing is the client's, the same on every transport).
-  bool via_manager = false;
-};
-
 /// One transport's run; false when a transfer failed or a byte was wrong (said on stderr).
-bool run_transport(const KvHandoffOptions& o, const Transport& t) {
-  auto base = ManagerOptions::from_env();
-  if (!base.ok()) {
-    std::fprintf(stderr, "kv-handoff: %s\n", base.error().to_string().c_str());
-    return false;
-  }
-  NodeOptions opts;
-  opts.manager = *base;
-  opts.manager.mode = t.mode;
-  opts.manager.same_host = t.same_host;
-  auto owner = RdmaNode::start(opts);
-  auto user = RdmaNode::start(opts);
-  if (!owner.ok() || !user.ok()) {
-    const Error& e = !owner.ok() ? owner.error() : user.error();
-    if (t.mode == TransportMode::kRdma) {
-      std::printf("kv-handoff %s: skipped (%s)\n", t.name, e.to_string().c_str());
-      return true;
-    }
-    std::fprintf(stderr, "kv-handoff %s: %s\n", t.name, e.to_string().c_str());
-    return false;
-  }
+bool run_transport(const KvHandoffOptions& o, const BenchTransport& t) {
   auto fail = [&](const std::string& what) {
     std::fprintf(stderr, "kv-handoff %s: %s\n", t.name, what.c_str());
     return false;
   };
   const uint64_t pool_bytes = o.pool_bytes;
+  std::string skipped;
+  auto pair = NodePair::start(t, pool_bytes, "kv-pool", &skipped);
+  if (!pair.ok())
+    return fail(pair.error().to_string());
+  if (!*pair) {
+    std::printf("kv-handoff %s: skipped (%s)\n", t.name, skipped.c_str());
+    return true;
+  }
   {
-    RdmaClient owner_client((*owner)->system(), (*owner)->manager());
-    auto proxy = (*user)->remote_manager("127.0.0.1", (*owner)->port());
-    if (!proxy.ok())
-      return fail(proxy.error().to_string());
-    RdmaClient directory((*user)->system(), *proxy);
-    RdmaClient me((*user)->system(), (*user)->manager());
-    auto pool = owner_client.allocate_buffer(pool_bytes);
-    auto mine = me.allocate_buffer(pool_bytes);
-    if (!pool.ok() || !mine.ok())
-      return fail("allocate: " + (!pool.ok() ? pool.error() : mine.error()).to_string());
-    if (Status st = owner_client.put("kv-pool", pool->handle()); !st.ok())
-      return fail(st.error().to_string());
-    auto remote = directory.get("kv-pool", 5000);
-    if (!remote.ok())
-      return fail(remote.error().to_string());
-    const BufferHandle local = mine->handle();
-    // Warm-up: lanes, handshakes and the owner's endpoint, before anything is timed.
-    if (auto w = me.read(local, *remote, Range::of(8), kTimeout); !w.ok())
-      return fail("warm-up: " + w.error().to_string());
-    // Both sides touched first: no page is faulted in while timed.
-    std::memset(pool->data(), 1, pool_bytes);
-    std::memset(mine->data(), 2, pool_bytes);
+    RdmaClient& me = (*pair)->me();
+    const BufferHandle local = (*pair)->local();
+    const BufferHandle remote = (*pair)->remote();
     // The reference: the pool moved whole in one transfer, `reps` times, measured in the same
     // round as each list figure (paired rounds: the machine's drift cancels in each ratio).
     const int reps = o.long_mode ? 16 : 8;
@@ -100,8 +59,8 @@ bool run_transport(const KvHandoffOptions& o, const Transport& t) {
     auto time_bulk = [&](bool push) -> std::optional<double> {
       const auto t0 = Clock::now();
       for (int i = 0; i < reps; ++i) {
-        auto r = push ? me.write(local, *remote, Range::whole(), kTimeout)
-                      : me.read(local, *remote, Range::whole(), kTimeout);
+        auto r = push ? me.write(local, remote, Range::whole(), kTimeout)
+                      : me.read(local, remote, Range::whole(), kTimeout);
         if (!r.ok()) {
           fail("bulk: " + r.error().to_string());
           return std::nullopt;
@@ -135,8 +94,8 @@ bool run_transport(const KvHandoffOptions& o, const Transport& t) {
       for (int push = 0; push < 2; ++push) {
         const char* dir = push ? "push" : "pull";
         const uint32_t seed = static_cast<uint32_t>(block >> 10) * 2 + push + 1;
-        uint8_t* src = push ? mine->data() : pool->data();
-        uint8_t* dst = push ? pool->data() : mine->data();
+        uint8_t* src = push ? (*pair)->mine() : (*pair)->pool();
+        uint8_t* dst = push ? (*pair)->pool() : (*pair)->mine();
         for (uint64_t i = 0; i < pool_bytes; ++i)
           src[i] = pattern(i, seed);
         for (size_t c : concurrency) {
@@ -151,7 +110,7 @@ bool run_transport(const KvHandoffOptions& o, const Transport& t) {
             std::vector<std::optional<TransferPlan>> plans(c);
             if (prepared)
               for (size_t j = 0; j < c; ++j) {
-                auto p = me.prepare(kind, local, *remote, shares[j]);
+                auto p = me.prepare(kind, local, remote, shares[j]);
                 if (!p.ok())
                   return fail("prepare: " + p.error().to_string());
                 plans[j].emplace(std::move(*p));
@@ -171,7 +130,7 @@ bool run_transport(const KvHandoffOptions& o, const Transport& t) {
                 for (int rep = 0; rep < reps && errors[j].empty(); ++rep) {
                   std::optional<TransferPlan> fresh;
                   if (!prepared) {
-                    auto p = me.prepare(kind, local, *remote, shares[j]);
+                    auto p = me.prepare(kind, local, remote, shares[j]);
                     if (!p.ok()) {
                       errors[j] = p.error().to_string();
                       return;
@@ -233,19 +192,12 @@ bool run_transport(const KvHandoffOptions& o, const Transport& t) {
 }  // namespace
 
 int bench_kv_handoff(const KvHandoffOptions& o) {
-  const Transport known[] = {Transport{"same-host", TransportMode::kFallback, true},
-                             Transport{"stream", TransportMode::kFallback, false},
-                             Transport{"rdma", TransportMode::kRdma, false},
-                             Transport{"rdma-manager", TransportMode::kRdma, false, true}};
   bool ok = true;
   for (const std::string& name : o.transports) {
-    auto t = std::find_if(std::begin(known), std::end(known),
-                          [&](const Transport& k) { return name == k.name; });
-    if (t == std::end(known)) {
-      std::fprintf(stderr,
-                   "kv-handoff: unknown transport '%s' (same-host, stream, rdma, "
-                   "rdma-manager)\n",
-                   name.c_str());
+    const BenchTransport* t = find_transport(name);
+    if (t == nullptr) {
+      std::fprintf(stderr, "kv-handoff: unknown transport '%s' (%s)\n", name.c_str(),
+                   transport_names());
       return 1;
     }
     ok = run_transport(o, *t) && ok;

@@ -56,6 +56,7 @@
 #include "actors/rdma_errors.h"
 #include "actors/rdma_node.h"
 #include "bench/bench_output.h"
+#include "bench/cancel_latency.h"
 #include "bench/kv_handoff.h"
 #include "components/rdma_domain.h"
 #include "components/rdma_queue_pair.h"
@@ -70,12 +71,13 @@ namespace {
 constexpr const char* kUsage =
     "usage: rdma_bench [--paths "
     "components,actor,actor-busy,direct,fallback,fallback-lane,same-host,fallback-tls,tcp,\n"
-    "                  kv-handoff]\n"
+    "                  kv-handoff,cancel]\n"
     "                  [--sizes 4K,64K,1M] [--bytes-per-size BYTES] [--lat-iters N]\n"
     "                  [--peer-device NAME] [--scheduler-threads N] [--lat-only]\n"
     "                  [--tls CERT,KEY,CAFILE] [--memory host|allocated|gpu]\n"
     "                  [--busy-poll-us US] [--kv-pool BYTES] [--long]\n"
     "                  [--kv-transports same-host,stream,rdma,rdma-manager]\n"
+    "                  [--cancel-bytes BYTES] [--cancel-transports same-host,stream,rdma]\n"
     "  Bandwidth (RDMA WRITE and READ) per message size and 8-byte latency (median, p99) for\n"
     "  each path; registration cache timing; peak RSS. The local side uses CAF_RDMA_DEVICE\n"
     "  (default: first active device), the remote side --peer-device (default: the same).\n"
@@ -95,6 +97,10 @@ constexpr const char* kUsage =
     "  4, 16 and 64 KiB blocks, 1 and 8 (--long: and 64) lists at once, prepared once or per\n"
     "  post, on each transport this host has, each against the whole pool in one transfer in\n"
     "  the same run (bench/kv_handoff.h; not in the default paths).\n"
+    "  cancel: reads and writes of --cancel-bytes (default 256M) cancelled at random points, 20\n"
+    "  each (--long: 50), on each transport of --cancel-transports this host has: the cancel's\n"
+    "  latency beside the whole transfer's time, same run, every outcome checked\n"
+    "  (bench/cancel_latency.h; not in the default paths).\n"
     "  --memory: the buffers of the paths through managers: host (default), std::vector memory\n"
     "  of the program registered with register_buffer; allocated, memory the library allocates\n"
     "  (RdmaClient::allocate_buffer: huge pages from 2 MiB); gpu, below.\n"
@@ -932,12 +938,12 @@ Result<std::vector<std::string>> split(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto flags =
-      Flags::parse(argc, argv,
-                   {"--paths", "--sizes", "--bytes-per-size", "--lat-iters", "--peer-device",
-                    "--scheduler-threads", "--tls", "--devices", "--peer-devices", "--stripe-qps",
-                    "--memory", "--busy-poll-us", "--kv-pool", "--kv-transports"},
-                   {"--help", "-h", "--lat-only", "--long"});
+  auto flags = Flags::parse(
+      argc, argv,
+      {"--paths", "--sizes", "--bytes-per-size", "--lat-iters", "--peer-device",
+       "--scheduler-threads", "--tls", "--devices", "--peer-devices", "--stripe-qps", "--memory",
+       "--busy-poll-us", "--kv-pool", "--kv-transports", "--cancel-bytes", "--cancel-transports"},
+      {"--help", "-h", "--lat-only", "--long"});
   if (!flags.ok()) {
     std::fprintf(stderr, "rdma_bench: %s\n%s", flags.error().message().c_str(), kUsage);
     return 2;
@@ -1008,16 +1014,19 @@ int main(int argc, char** argv) {
   }
   kv_handoff.pool_bytes = *pool;
   kv_handoff.long_mode = flags->has("--long");
-  if (flags->has("--kv-transports")) {
-    auto t = split(flags->get("--kv-transports", ""));
-    if (!t.ok()) {
-      std::fprintf(stderr, "rdma_bench: --kv-transports: %s\n", t.error().message().c_str());
-      return 2;
-    }
-    kv_handoff.transports = *t;
+  bench::CancelBenchOptions cancel;
+  auto cancel_bytes = flags->get_u64("--cancel-bytes", cancel.bytes);
+  if (!cancel_bytes.ok() || *cancel_bytes == 0) {
+    std::fprintf(stderr, "rdma_bench: bad --cancel-bytes\n");
+    return 2;
   }
-  for (auto [flag, list] :
-       {std::pair{"--devices", &o.devices}, {"--peer-devices", &o.peer_devices}})
+  cancel.bytes = *cancel_bytes;
+  if (flags->has("--long"))
+    cancel.trials = 50;
+  for (auto [flag, list] : {std::pair{"--devices", &o.devices},
+                            {"--peer-devices", &o.peer_devices},
+                            {"--kv-transports", &kv_handoff.transports},
+                            {"--cancel-transports", &cancel.transports}})
     if (flags->has(flag)) {
       auto names = split(flags->get(flag, ""));
       if (!names.ok()) {
@@ -1055,6 +1064,8 @@ int main(int argc, char** argv) {
       rc |= bench_tcp(o);
     else if (p == "kv-handoff")
       rc |= bench::bench_kv_handoff(kv_handoff);
+    else if (p == "cancel")
+      rc |= bench::bench_cancel(cancel);
     else if (p == "striping")
       rc |= bench_striping(o);
     else {

@@ -15,15 +15,7 @@
 #include <memory>
 
 #include "components/detail/copy_task_child.h"
-
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define CAF_RDMA_HAS_TSAN 1
-#endif
-#endif
-#ifndef CAF_RDMA_HAS_TSAN
-#define CAF_RDMA_HAS_TSAN 0
-#endif
+#include "components/detail/tsan.h"
 
 namespace caf_rdma {
 
@@ -158,7 +150,7 @@ private:
 
 VmCopyEnd killable_vm_copy(pid_t pid, const VmCopyJob& job, Deadline deadline,
                            const std::function<bool()>& stop) {
-#if defined(__SANITIZE_THREAD__) || CAF_RDMA_HAS_TSAN
+#if CAF_RDMA_HAS_TSAN
   // Invariant 5: ThreadSanitizer's clone() runs no task that shares its creator's thread state.
   (void)deadline;
   (void)stop;

@@ -25,6 +25,7 @@
 #include <optional>
 #include <vector>
 
+#include "components/detail/tsan.h"
 #include "components/stop_signal.h"
 
 namespace caf_rdma {
@@ -100,6 +101,8 @@ Socket& Socket::operator=(Socket&& other) noexcept {
 }
 
 void Socket::close() {
+  if (fd_ >= 0)
+    detail::closing_connection();
   if (tls_ != nullptr)
     SSL_free(tls_);  // no close_notify: the peer sees the connection end either way
   tls_ = nullptr;
@@ -592,8 +595,10 @@ Status await_hang_up(const Socket& s, Deadline deadline, const std::string& what
   uint8_t sink[4096];
   for (;;) {
     const ssize_t got = ::recv(s.fd(), sink, sizeof(sink), MSG_DONTWAIT);
-    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      detail::hang_up_seen();
       return {};  // closed or reset: the peer is done with the connection
+    }
     if (got > 0)
       continue;
     const auto left =

@@ -50,9 +50,11 @@
 //     this side stops (a write: its bytes on their way, which the owner's worker stores as they
 //     come; a cross-memory request: until its answer), and then it waits for the owner's answer
 //     or hang-up (a write: await_hang_up), up to its deadline plus kEagerAnswerGrace. So it
-//     returns only once no byte of it moves on either side, or says it could not learn that (a
-//     timeout). It is never tried again, and its connection is not pooled. Its end is what
-//     failed then (its caller names it `cancelled`), or its success if every byte had moved.
+//     returns only once no byte of it lands any more on either side, or says it could not learn
+//     that (a timeout); a read's owner may still read its own memory into the dead connection
+//     for a moment, as after a timeout (none of it lands). It is never tried again, and its
+//     connection is not pooled. Its end is what failed then (its caller names it
+//     `cancelled`), or its success if every byte had moved.
 #pragma once
 
 #include <atomic>
