@@ -21,10 +21,6 @@ using Clock = std::chrono::steady_clock;
 using Ms = std::chrono::duration<double, std::milli>;
 constexpr std::chrono::seconds kTimeout{120};
 
-uint8_t pattern(uint64_t i, uint32_t seed) {
-  return static_cast<uint8_t>((i * 2654435761u + seed * 0x9E3779B97F4A7C15u) >> 13);
-}
-
 /// One direction's figures on one transport; false when a check failed (said on stderr).
 bool run_direction(NodePair& p, const BenchTransport& t, bool push, const CancelBenchOptions& o,
                    std::mt19937& rng) {

@@ -25,10 +25,6 @@ double mbps(uint64_t bytes, Clock::duration d) {
   return double(bytes) / 1e6 / std::chrono::duration<double>(d).count();
 }
 
-uint8_t pattern(uint64_t i, uint32_t seed) {
-  return static_cast<uint8_t>((i * 2654435761u + seed * 0x9E3779B97F4A7C15u) >> 13);
-}
-
 std::string block_name(uint64_t b) {
   return std::to_string(b >> 10) + "k";
 }

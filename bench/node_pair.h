@@ -27,6 +27,11 @@ struct BenchTransport {
   bool via_manager = false;
 };
 
+/// The byte a shape's source holds at `i` for `seed` (the benches check every byte against it).
+inline uint8_t pattern(uint64_t i, uint32_t seed) {
+  return static_cast<uint8_t>((i * 2654435761u + seed * 0x9E3779B97F4A7C15u) >> 13);
+}
+
 /// "same-host" (the fallback over the owner's same-host endpoint), "stream" (the fallback's
 /// stream lane over TCP), "rdma" (the client's direct lane) or "rdma-manager" (RDMA through the
 /// manager); null: none of these.

@@ -198,7 +198,6 @@ void StreamClient::forget_busy_locked(int fd) {
   busy_fds_.erase(fd);
   copy_waits_.erase(fd);
   stoppable_.erase(fd);
-  shut_fds_.erase(fd);
 }
 
 void StreamClient::wake(const StreamJob& job) {
@@ -212,7 +211,6 @@ void StreamClient::wake(const StreamJob& job) {
     const bool owner_may_touch =
         copy_waits_.count(fd) != 0 || job.direction == StreamDirection::kIntoOwner;
     ::shutdown(fd, owner_may_touch ? SHUT_WR : SHUT_RDWR);
-    shut_fds_.insert(fd);
   }
 }
 
@@ -225,7 +223,9 @@ void StreamClient::copy_answered(int fd) {
 
 void StreamClient::give_back(const std::string& endpoint, Socket s) {
   std::lock_guard<std::mutex> lock(mu_);
-  const bool shut = shut_fds_.count(s.fd()) != 0;  // stopped as it ended (invariant 8)
+  // Its job was asked to stop (invariant 8): the connection is, or is about to be, shut down.
+  const auto job = stoppable_.find(s.fd());
+  const bool shut = job != stoppable_.end() && stop_requested(job->second->stop);
   forget_busy_locked(s.fd());
   if (!stopping_ && !shut)
     idle_[endpoint].push_back(std::move(s));

@@ -207,9 +207,9 @@ private:
   /// busy_fds_ whose owner may be copying by cross-memory attach: stop() shuts only their
   /// sending side (see stop()).
   std::set<int> copy_waits_;
-  /// busy_fds_ of jobs with a stop signal (invariant 8), and those it shut down (never pooled).
+  /// busy_fds_ of jobs with a stop signal (invariant 8); one whose job was asked to stop is
+  /// never pooled.
   std::map<int, const StreamJob*> stoppable_;
-  std::set<int> shut_fds_;
   const size_t threads_;
   std::vector<std::thread> workers_;  ///< started by the first submit
 };
