@@ -16,9 +16,11 @@
 //     list's op on the lane), whose queue pair is flushed before the answer (queue pair
 //     invariant 6); the stream lane, over TCP or the owner's same-host endpoint, whose
 //     connection is shut down and whose owner is heard ending its side before the answer
-//     (components/stream_client.h invariant 8); a list also stops between its steps. Elsewhere
-//     (the manager's paths) a running step is waited for, and its own answer stands
-//     (kFinished): cancel never claims more than happened (docs/guarantees.md, "Cancel").
+//     (components/stream_client.h invariant 8); a list also stops between its steps; a step the
+//     manager moves is cancelled there (actors/cancel_request.h, manager invariant 24), which
+//     answers `cancelled` or, where it cannot stop the op (an RDMA op on a queue pair that
+//     other transfers use), the op's own answer (kFinished): cancel never claims more than
+//     happened (docs/guarantees.md, "Cancel").
 #pragma once
 
 #include <chrono>

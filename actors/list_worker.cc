@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/cancel_request.h"
 #include "actors/detail/node_objects.h"
 #include "actors/direct_lane.h"
 #include "actors/lane_grants.h"
@@ -27,8 +28,8 @@ constexpr const char* kWorkerName = "transfer list worker";
 class WorkerSteps final : public ListSteps {
 public:
   WorkerSteps(caf::blocking_actor* self, rdma_manager_actor manager,
-              std::shared_ptr<StreamLane> lane)
-      : self_(self), manager_(std::move(manager)), lane_(std::move(lane)) {}
+              std::shared_ptr<StreamLane> lane, std::shared_ptr<StopSignal> stop)
+      : self_(self), manager_(std::move(manager)), lane_(std::move(lane)), stop_(std::move(stop)) {}
 
   std::shared_ptr<StreamLane> stream_lane(const TransferPlan&) override { return lane_; }
   /// Invariant 4: a list of more than one batch, over RDMA, on a direct lane of the worker's
@@ -45,7 +46,8 @@ public:
     if (!grant.ok() || !grant->lane ||
         DirectLane::manager_stripes(probe, grant->stripe_min_bytes, grant->stripes_one_device))
       return std::nullopt;  // striped ranges are the manager's
-    return grant->lane->post_list(plan, from, list_ms_left(deadline), grant->verify);
+    return grant->lane->post_list(plan, from, list_ms_left(deadline), grant->verify,
+                                  stop_flag(stop_.get()));
   }
   Result<TransferReply> transfer(const TransferOp& op, uint32_t timeout_ms) override {
     return ask<TransferReply>(timeout_ms, transfer_atom::value, op, timeout_ms);
@@ -60,6 +62,8 @@ public:
                                              std::to_string(outcomes->size()) + " outcomes");
     return outcomes;
   }
+  /// Invariant 5: the list's cancel.
+  const StopSignal* stop_signal() const override { return stop_.get(); }
 
 private:
   template <class T, class... Ts>
@@ -68,17 +72,19 @@ private:
     if (Status alive = detail::node_alive(self_->home_system(), kWorkerName); !alive.ok())
       return alive.error();
     std::optional<Result<T>> out;
-    self_
-        ->request(manager_, std::chrono::milliseconds(timeout_ms) + kListReplyGrace,
-                  std::forward<Ts>(xs)...)
-        .receive([&](T& value) { out.emplace(std::move(value)); },
-                 [&](caf::error& err) { out.emplace(to_error(err)); });
+    auto handle = self_->request(manager_, std::chrono::milliseconds(timeout_ms) + kListReplyGrace,
+                                 std::forward<Ts>(xs)...);
+    // Invariant 5: a cancel of the list cancels this step too; its answer says how it ended.
+    CancelOnStop on_stop(stop_.get(), caf::actor_cast<caf::actor>(self_), manager_, handle.id());
+    handle.receive([&](T& value) { out.emplace(std::move(value)); },
+                   [&](caf::error& err) { out.emplace(to_error(err)); });
     return std::move(*out);
   }
 
   caf::blocking_actor* self_;
   rdma_manager_actor manager_;
   std::shared_ptr<StreamLane> lane_;
+  std::shared_ptr<StopSignal> stop_;
 };
 
 ListOutcome failed(const Error& e) {
@@ -91,9 +97,11 @@ ListOutcome failed(const Error& e) {
 
 list_worker_actor spawn_list_worker(caf::actor_system& sys, rdma_manager_actor manager,
                                     std::shared_ptr<StreamLane> lane,
-                                    const std::shared_ptr<std::atomic<size_t>>& running) {
-  caf::actor worker = sys.spawn<caf::detached>(
-      [manager = std::move(manager), lane = std::move(lane), running](caf::blocking_actor* self) {
+                                    const std::shared_ptr<std::atomic<size_t>>& running,
+                                    std::shared_ptr<StopSignal> stop) {
+  caf::actor worker =
+      sys.spawn<caf::detached>([manager = std::move(manager), lane = std::move(lane), running,
+                                stop = std::move(stop)](caf::blocking_actor* self) {
         // Listed among its node's objects for its life (invariant 3); counted until it ends.
         const uint64_t listed = detail::node_object_added(self->home_system(), kWorkerName);
         struct Leave {
@@ -115,7 +123,7 @@ list_worker_actor spawn_list_worker(caf::actor_system& sys, rdma_manager_actor m
                                                std::move(m.ranges));
                 if (!plan.ok())
                   return failed(plan.error());
-                WorkerSteps steps(self, manager, lane);
+                WorkerSteps steps(self, manager, lane, stop);
                 return run_list(*plan, deadline, steps);
               } catch (const std::exception& e) {
                 return failed(Error(ErrorCode::kInternal,

@@ -22,6 +22,9 @@
 //     invariant 6), asked of the manager as a client asks (lane_open_atom) and closed when the
 //     list ends: one handshake instead of a request and its ops' state per batch. Not in the
 //     manager's verify mode, nor for ranges it would stripe.
+//  5. A cancel of the list's request (manager invariant 24) asks the worker's stop: no step
+//     starts after it (list_run.h invariant 4), the stream lane's and the direct lane's step
+//     stop mid-way, and a step asked of the manager is cancelled there (cancel_request.h).
 #pragma once
 
 #include <caf/actor_system.hpp>
@@ -32,6 +35,7 @@
 #include <memory>
 
 #include "actors/rdma_manager_interface.h"
+#include "components/stop_signal.h"
 
 namespace caf_rdma {
 
@@ -47,9 +51,10 @@ using list_worker_actor = caf::typed_actor<
 
 /// A worker for one list, asking `manager` for what `lane` (this node's stream lane; null:
 /// none) does not move. The caller counted it in `running`, which the worker counts down when
-/// it ends.
+/// it ends; `stop` is the list's cancel (invariant 5).
 list_worker_actor spawn_list_worker(caf::actor_system& sys, rdma_manager_actor manager,
                                     std::shared_ptr<StreamLane> lane,
-                                    const std::shared_ptr<std::atomic<size_t>>& running);
+                                    const std::shared_ptr<std::atomic<size_t>>& running,
+                                    std::shared_ptr<StopSignal> stop);
 
 }  // namespace caf_rdma

@@ -28,9 +28,46 @@ uint64_t ManagerState::new_transfer(Transfer t) {
   auto due = t.started + std::chrono::milliseconds(t.timeout_ms);
   t.due = due;
   t.deadline = deadlines_.emplace(due, ticket);
+  if (t.asked_by.first)  // invariant 24: a cancel may name it until its reply
+    requests_[t.asked_by] = ticket;
   transfers_.emplace(ticket, std::move(t));
   arm_deadline_tick(due);
   return ticket;
+}
+
+RequestKey ManagerState::current_request() const {
+  const caf::mailbox_element* e = self_->current_mailbox_element();
+  if (e == nullptr || !e->mid.is_request() || !e->sender)
+    return {};
+  return {caf::actor_cast<caf::actor_addr>(e->sender), e->mid.request_id().integer_value()};
+}
+
+void ManagerState::cancel(const caf::actor_addr& sender, uint64_t request) {
+  const RequestKey key{sender, request};
+  if (auto list = list_stops_.find(key); list != list_stops_.end()) {
+    list->second->request();  // its worker stops between steps and cancels its step in flight
+    return;
+  }
+  auto asked = requests_.find(key);
+  if (asked == requests_.end())
+    return;  // answered already, or never asked: nothing to stop (cancel_request.h 1)
+  auto it = transfers_.find(asked->second);
+  if (it == transfers_.end() || it->second.timed_out)
+    return;  // its timeout stops it already, and says so
+  it->second.cancelled = true;
+  // Its deadline stays: should an op not end by the kCancelled rule, the timeout still ends it.
+  op_timeout(asked->second, DeadlineStage::kCancelled);
+}
+
+std::shared_ptr<StopSignal> ManagerState::list_stop() {
+  // The stops of lists whose workers ended (only this map holds them) go first: the map stays
+  // within the workers running (kMaxListWorkers) plus this one.
+  for (auto it = list_stops_.begin(); it != list_stops_.end();)
+    it = it->second.use_count() == 1 ? list_stops_.erase(it) : std::next(it);
+  auto stop = std::make_shared<StopSignal>();
+  if (RequestKey key = current_request(); key.first)
+    list_stops_[key] = stop;
+  return stop;
 }
 
 void ManagerState::arm_deadline_tick(std::chrono::steady_clock::time_point deadline) {
@@ -64,6 +101,7 @@ caf::result<TransferReply> ManagerState::transfer(TransferOp op, uint32_t timeou
   if (timeout_ms == 0)
     return make_rdma_error(ErrorCode::kInvalidArgument, "transfer timeout must be > 0 ms");
   Transfer t;
+  t.asked_by = current_request();  // before the promise, which takes the sender
   t.single = self_->make_response_promise<TransferReply>();
   auto rp = t.single;
   t.timeout_ms = capped(timeout_ms);
@@ -83,6 +121,7 @@ caf::result<std::vector<TransferOutcome>> ManagerState::batch(std::vector<Transf
     return std::vector<TransferOutcome>{};
   Transfer t;
   t.batch = true;
+  t.asked_by = current_request();  // before the promise, which takes the sender
   t.many = self_->make_response_promise<std::vector<TransferOutcome>>();
   auto rp = t.many;
   t.timeout_ms = capped(timeout_ms);

@@ -61,9 +61,18 @@ std::string cancelled_flushed_text(const TransferOp& op, uint64_t length) {
 std::string cancelled_stream_text(const TransferOp& op, uint64_t length, const std::string& why) {
   return std::string(kind_name(op.kind)) + " of " + std::to_string(length) + " bytes between " +
          describe(op.local) + " and " + describe(op.remote) +
-         " cancelled on the stream lane; its connection was shut down, so none of its bytes "
+         " cancelled on the stream channel; its connection was shut down, so none of its bytes "
          "lands later (some may have landed): " +
          why;
+}
+
+std::string cancelled_text(const TransferOp& op, uint64_t length, const std::string& more) {
+  return std::string(kind_name(op.kind)) + " of " + std::to_string(length) + " bytes between " +
+         describe(op.local) + " and " + describe(op.remote) + " cancelled" + more;
+}
+
+std::string notice_cancelled_text() {
+  return "no notice was sent: the write was cancelled before its bytes were confirmed in place";
 }
 
 std::string timeout_message(const TransferOp& op, uint64_t length, uint32_t timeout_ms) {

@@ -45,9 +45,14 @@ std::string cancelled_unstarted_text(const TransferOp& op, bool first);
 /// A and B cancelled; its queue pair was flushed, ...".
 std::string cancelled_flushed_text(const TransferOp& op, uint64_t length);
 
-/// A transfer cancelled while the stream lane moved it, once its connection was shut down and
-/// no byte of it moves any more: "KIND of N bytes between A and B cancelled on the stream lane;
-/// ... (WHY)".
+/// A transfer cancelled by the manager (manager invariant 24) where it stopped between its
+/// parts: "KIND of N bytes between A and B cancelled" and `more` (e.g. what was stored).
+std::string cancelled_text(const TransferOp& op, uint64_t length, const std::string& more);
+/// A notify write cancelled before its notice left: "no notice was sent: ...".
+std::string notice_cancelled_text();
+/// A transfer cancelled while the stream channel moved it (the stream lane's or the manager's
+/// job), once its connection was shut down and no byte of it moves any more: "KIND of N bytes
+/// between A and B cancelled on the stream channel; ...: WHY".
 std::string cancelled_stream_text(const TransferOp& op, uint64_t length, const std::string& why);
 
 /// A transfer that timed out after its queue pair was flushed (the NIC no longer touches the

@@ -24,6 +24,9 @@ using transfer_atom = caf::atom_constant<caf::atom("transfer")>;
 using batch_atom = caf::atom_constant<caf::atom("batch")>;
 /// A transfer list (TransferListMsg), moved by a worker of the manager's (list_worker.h).
 using transfer_list_atom = caf::atom_constant<caf::atom("xfer_list")>;
+/// Stop a transfer, batch or list the sender asked (its request id): (uint64_t), no answer; the
+/// request's own answer says how it ended (actors/cancel_request.h).
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 /// Direct lanes: (remote handle, timeout ms) -> LaneGrant, a queue pair of its own to the
 /// handle's owner for a thread of this process (RdmaClient).
 using lane_open_atom = caf::atom_constant<caf::atom("lane_open")>;

@@ -122,8 +122,8 @@ Result<TransferReply> RdmaClient::transfer_until(const TransferOp& op, uint32_t 
     return Error(ErrorCode::kCancelled, cancelled_unstarted_text(op, false));
   // The manager answers within timeout_ms (plus a flush, or kNoticeGrace for a notice on its
   // way); wait a little longer than that.
-  return call<TransferReply>(reply_wait(timeout_ms, op.notify), transfer_atom::value, op,
-                             timeout_ms);
+  return call_until<TransferReply>(reply_wait(timeout_ms, op.notify), stop, transfer_atom::value,
+                                   op, timeout_ms);
 }
 
 std::future<Result<TransferReply>> RdmaClient::transfer_async(TransferOp op,
@@ -245,6 +245,12 @@ Result<TransferReply> RdmaClient::transfer_scratch(TransferKind kind, const Buff
 
 Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<TransferOp>& ops,
                                                        uint32_t timeout_ms) {
+  return batch_until(ops, timeout_ms, nullptr);
+}
+
+Result<std::vector<TransferOutcome>> RdmaClient::batch_until(const std::vector<TransferOp>& ops,
+                                                             uint32_t timeout_ms,
+                                                             const StopSignal* stop) {
   if (Status alive = node_alive(); !alive.ok())
     return alive.error();
   // One owner for all ops: one lane runs them as one chain. Atomics and notify writes go
@@ -310,8 +316,8 @@ Result<std::vector<TransferOutcome>> RdmaClient::batch(const std::vector<Transfe
   }
   const bool notices =
       std::any_of(ops.begin(), ops.end(), [](const TransferOp& o) { return o.notify; });
-  return call<std::vector<TransferOutcome>>(reply_wait(timeout_ms, notices), batch_atom::value, ops,
-                                            timeout_ms);
+  return call_until<std::vector<TransferOutcome>>(reply_wait(timeout_ms, notices), stop,
+                                                  batch_atom::value, ops, timeout_ms);
 }
 
 Result<ManagerStats> RdmaClient::stats() {

@@ -215,7 +215,16 @@ private:
   /// Fails once its node was destroyed while it lived (actors/detail/node_objects.h).
   Status node_alive() const;
   template <class T, class... Ts>
-  Result<T> call(std::chrono::milliseconds timeout, Ts&&... xs);
+  Result<T> call(std::chrono::milliseconds timeout, Ts&&... xs) {
+    return call_until<T>(timeout, nullptr, std::forward<Ts>(xs)...);
+  }
+  /// A call whose request `stop` (null: none) cancels at its manager (cancel_request.h): a
+  /// transfer, batch or list; its answer says how it ended.
+  template <class T, class... Ts>
+  Result<T> call_until(std::chrono::milliseconds timeout, const StopSignal* stop, Ts&&... xs);
+  /// batch(), whose manager request `stop` cancels (a list's batches).
+  Result<std::vector<TransferOutcome>> batch_until(const std::vector<TransferOp>& ops,
+                                                   uint32_t timeout_ms, const StopSignal* stop);
   /// Spins up to busy_poll_ until a message is in `self`'s mailbox (then receive takes it
   /// without a wake-up): busy polling's client side. True: a message is there (false at once
   /// when busy polling is off).

@@ -218,13 +218,22 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
         list_worker_actor worker;
         try {
           worker = spawn_list_worker(self->home_system(), caf::actor_cast<rdma_manager_actor>(self),
-                                     self->state.stream_lane(), running);
+                                     self->state.stream_lane(), running, self->state.list_stop());
         } catch (const std::exception& e) {
           --*running;
           return make_rdma_error(ErrorCode::kResourceExhausted,
                                  std::string("cannot start a transfer list's worker: ") + e.what());
         }
         return self->delegate(worker, a, std::move(m), timeout_ms);
+      },
+      [=](cancel_atom a, uint64_t request) -> caf::result<void> {
+        // No answer of its own (cancel_request.h; CAF sends no empty answer to a plain
+        // message): only the refusal of another node's actor, as for every local request.
+        if (auto err = refused(a))
+          return err;
+        if (self->current_sender())
+          self->state.cancel(caf::actor_cast<caf::actor_addr>(self->current_sender()), request);
+        return caf::unit;
       },
       [=](stream_lane_atom a) -> caf::result<StreamLaneGrant> {
         if (auto err = refused(a))

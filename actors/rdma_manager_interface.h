@@ -78,6 +78,14 @@ using local_requests_actor = caf::typed_actor<
     /// thread of its own (actors/list_worker.h), so the manager goes on serving meanwhile.
     caf::replies_to<transfer_list_atom, TransferListMsg, uint32_t>::with<ListOutcome>,
 
+    /// Stops the transfer, batch or list its sender asked under that request id (the 60 bits of
+    /// CAF's message id: actors/cancel_request.h says how to send it). No answer of its own:
+    /// the request's answer says how it ended, `cancelled` or what it did before the cancel
+    /// reached it (docs/guarantees.md, "Cancel"). Unknown or ended requests: nothing happens.
+    /// Asked as a request, it answers nothing (an empty message), or permission_denied from an
+    /// actor of another node.
+    caf::reacts_to<cancel_atom, uint64_t>,
+
     /// A direct lane to the owner of `remote` (same process only: the grant holds the lane):
     /// a queue pair of its own, connected within the timeout (ms), that the calling thread
     /// drives itself (RdmaClient does). Errors: no_device (no RDMA here, fallback mode, the

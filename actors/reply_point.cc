@@ -22,13 +22,38 @@ TransferOutcome outcome_of(const Error& err) {
   return o;
 }
 
+namespace {
+
+/// An op ended early by its transfer's cancel (manager invariant 24) or its timeout.
+TransferOutcome ended_early(bool cancelled, std::string message) {
+  TransferOutcome out;
+  out.code = static_cast<uint8_t>(cancelled ? ErrorCode::kCancelled : ErrorCode::kTimeout);
+  out.message = std::move(message);
+  return out;
+}
+
+}  // namespace
+
 TransferOutcome ManagerState::timed_out(OpId id, const std::string& more) const {
   const Transfer& t = transfer_of(id);
   const OpRecord& o = t.ops[id.index];
-  TransferOutcome out;
-  out.code = static_cast<uint8_t>(ErrorCode::kTimeout);
-  out.message = timed_out_text(o.op, o.length, t.timeout_ms, more);
-  return out;
+  return ended_early(t.cancelled, t.cancelled ? cancelled_text(o.op, o.length, more)
+                                              : timed_out_text(o.op, o.length, t.timeout_ms, more));
+}
+
+TransferOutcome ManagerState::flushed(OpId id) const {
+  const Transfer& t = transfer_of(id);
+  const OpRecord& o = t.ops[id.index];
+  return ended_early(t.cancelled, t.cancelled ? cancelled_flushed_text(o.op, o.length)
+                                              : timeout_message(o.op, o.length, t.timeout_ms));
+}
+
+TransferOutcome ManagerState::stream_stopped(OpId id, const std::string& why) const {
+  const Transfer& t = transfer_of(id);
+  const OpRecord& o = t.ops[id.index];
+  return ended_early(t.cancelled, t.cancelled
+                                      ? cancelled_stream_text(o.op, o.length, why)
+                                      : stream_timed_out_text(o.op, o.length, t.timeout_ms));
 }
 
 void ManagerState::fail_op(OpId id, const caf::error& err) {
@@ -103,6 +128,8 @@ void ManagerState::maybe_reply(uint64_t ticket) {
   transfers_.erase(it);
   if (t.deadline != deadlines_.end())
     deadlines_.erase(t.deadline);
+  if (t.asked_by.first)
+    requests_.erase(t.asked_by);  // invariant 24: a later cancel finds nothing
   if (t.batch) {
     t.many.deliver(std::move(t.outcomes));
     return;

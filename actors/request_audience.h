@@ -47,6 +47,7 @@ inline constexpr RequestInfo kRequests[] = {
     {transfer_atom::get_value(), "transfer", Audience::kLocal},
     {batch_atom::get_value(), "batch", Audience::kLocal},
     {transfer_list_atom::get_value(), "transfer_list", Audience::kLocal},
+    {cancel_atom::get_value(), "cancel", Audience::kLocal},
     {lane_open_atom::get_value(), "lane_open", Audience::kLocal},
     {stream_lane_atom::get_value(), "stream_lane", Audience::kLocal},
     {ask_check_atom::get_value(), "ask_check", Audience::kLocal},

@@ -6,11 +6,12 @@
 // components/stream_protocol.h; 0.12.0: ManagerOptions::stream_min_bytes defaults to 1, and
 // RdmaClient's lanes choose by the manager's rule, actors/transfer/path_choice.h invariant 6;
 // 0.13.0: store and atomic carry the requester's time left, which their owner honours,
-// actors/transfer/chunk_path.h invariant 1).
+// actors/transfer/chunk_path.h invariant 1; 0.14.0: cancel_atom stops a transfer, batch or list
+// its sender asked, actors/cancel_request.h).
 #pragma once
 
 namespace caf_rdma {
 
-constexpr const char* kVersion = "0.13.0";
+constexpr const char* kVersion = "0.14.0";
 
 }  // namespace caf_rdma

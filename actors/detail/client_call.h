@@ -8,6 +8,9 @@
 //  1. A call's actor goes back to the pool only when no late answer can reach it (its request
 //     was answered or ended by the answer's own error): else it is discarded with its lease.
 //  2. Every call waits at most its timeout, and answers kInternal rather than nothing.
+//  3. A call with a stop (call_until; only to this node's manager: another node's facade
+//     serves no transfer) cancels its request once the stop is asked (cancel_request.h) and
+//     still waits for the answer, which says how the request ended.
 #pragma once
 
 #include <caf/all.hpp>
@@ -19,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/cancel_request.h"
 #include "actors/rdma_client.h"
 #include "actors/rdma_errors.h"
 #include "actors/request_timer.h"
@@ -65,7 +69,8 @@ private:
 }  // namespace detail
 
 template <class T, class... Ts>
-Result<T> RdmaClient::call(std::chrono::milliseconds timeout, Ts&&... xs) {
+Result<T> RdmaClient::call_until(std::chrono::milliseconds timeout, const StopSignal* stop,
+                                 Ts&&... xs) {
   std::optional<Result<T>> out;
   if (Status alive = node_alive(); !alive.ok())  // nothing to ask (node_objects.h 2)
     return alive.error();
@@ -78,6 +83,8 @@ Result<T> RdmaClient::call(std::chrono::milliseconds timeout, Ts&&... xs) {
     // window: a request answered within it wakes no timer thread (busy polling's point).
     const auto asked = std::chrono::steady_clock::now();
     auto handle = self->request(manager_, caf::infinite, std::forward<Ts>(xs)...);
+    // Invariant 3: a stop cancels the request at the manager, which answers how it ended.
+    CancelOnStop on_stop(stop, caf::actor_cast<caf::actor>(self), manager_, handle.id());
     auto on_value = [&](T& value) { out.emplace(std::move(value)); };
     auto on_error = [&](caf::error& err) {
       // No answer in time: the late one would wait in this actor's mailbox (and end busy

@@ -36,7 +36,7 @@ public:
   }
   Result<std::vector<TransferOutcome>> batch(const std::vector<TransferOp>& ops,
                                              uint32_t timeout_ms) override {
-    return client_.batch(ops, timeout_ms);
+    return client_.batch_until(ops, timeout_ms, stop_);
   }
   const StopSignal* stop_signal() const override { return stop_; }
 

@@ -60,6 +60,15 @@
 //     (manager/qp_handshakes.h).
 // 23. A peer's store or atomic taken up past its arrival plus its requester's time left is
 //     refused, not applied (manager/buffer_table.h).
+// 24. Cancel (cancel_atom, actors/cancel_request.h): a transfer or batch is known by its
+//     request's sender and request id until its reply, a list by the same name until its worker
+//     ends. A cancelled transfer's open ops end as at its timeout (DeadlineStage::kCancelled):
+//     nothing lands after the reply (invariants 5, 10, 16), and what ends early answers
+//     `cancelled`, saying what is known to have landed. Two exceptions, where the op's own end
+//     stands: an RDMA op on a queue pair that other transfers' ops use too (a flush would fail
+//     or repeat theirs) ends by its own completion, and an op whose bytes all landed before it
+//     could stop answers its success. Its timeout still applies after a cancel (kDue). A
+//     cancelled list's worker starts no further step and cancels the one in flight.
 #pragma once
 
 #include "actors/detail/manager_tables.h"
@@ -147,6 +156,12 @@ public:
 
   // -- transfers (manager_transfers.cc) --
   caf::result<TransferReply> transfer(TransferOp op, uint32_t timeout_ms);
+  /// cancel_atom from `sender`: stops what it asked under `request`, if it still runs
+  /// (invariant 24).
+  void cancel(const caf::actor_addr& sender, uint64_t request);
+  /// A transfer list about to be delegated to its worker: the stop its cancel asks
+  /// (invariant 24), shared with the worker.
+  std::shared_ptr<StopSignal> list_stop();
   caf::result<std::vector<TransferOutcome>> batch(std::vector<TransferOp> ops, uint32_t timeout_ms);
   /// The RDMA path an OpDone names, the one that posted the op: it takes the completion
   /// (actors/transfer/rdma_path.h, invariant 8).
@@ -197,8 +212,12 @@ public:
   void fail_op(OpId id, const caf::error& err);
   /// The open op `id` (null once it ended or its transfer is gone).
   OpRecord* op_record(OpId id);
-  /// The timeout of op `id`'s transfer as its outcome, with `more` said after it.
+  /// Why op `id` ends early, as its outcome: its transfer's timeout, or its cancel
+  /// (invariant 24), with `more` said after it. `flushed`: ended by its queue pair's flush;
+  /// `stream_stopped`: its stream job stopped (`why`: how it ended, for a cancel).
   TransferOutcome timed_out(OpId id, const std::string& more) const;
+  TransferOutcome flushed(OpId id) const;
+  TransferOutcome stream_stopped(OpId id, const std::string& why) const;
   /// An RDMA op that cannot use RDMA after all (the device went away, the owner has none, or
   /// was reopened since its handle was made): through the owner (fallback), or, where the
   /// fallback is forbidden or impossible, an error saying `why`.
@@ -210,6 +229,9 @@ public:
 
 private:
   uint64_t new_transfer(Transfer t);
+  /// The current message as a cancel names it (a null sender: not a request). Asked before a
+  /// response promise is made: CAF 0.17's promise takes the message's sender.
+  RequestKey current_request() const;
   /// Replies to transfer `ticket` once every op of it ended.
   void maybe_reply(uint64_t ticket);
   /// Makes sure a deadline sweep runs no later than `deadline` + kDeadlineSlack.
@@ -244,6 +266,10 @@ private:
   ChunkPath chunks_{*this};
   StreamPath stream_{*this};
   std::unordered_map<uint64_t, Transfer> transfers_;
+  /// Invariant 24: the live transfers by their request, and the running lists' stops (each
+  /// shared with its worker: dropped once only this map holds it).
+  std::map<RequestKey, uint64_t> requests_;
+  std::map<RequestKey, std::shared_ptr<StopSignal>> list_stops_;
   /// Deadlines of live transfers. One timer message serves many transfers (no timer per
   /// transfer: scheduling one wakes CAF's clock thread, which costs the latency path).
   std::multimap<std::chrono::steady_clock::time_point, uint64_t> deadlines_;

@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "actors/detail/manager_events.h"
@@ -84,6 +85,10 @@ struct OpRecord {
   bool is_read() const { return caf_rdma::is_read(op); }
 };
 
+/// A request as its sender's cancel names it (actors/cancel_request.h invariant 1): the
+/// sender, and the request id of CAF's message id.
+using RequestKey = std::pair<caf::actor_addr, uint64_t>;
+
 struct Transfer {
   bool batch = false;
   caf::typed_response_promise<TransferReply> single;
@@ -94,7 +99,12 @@ struct Transfer {
   uint32_t timeout_ms = 0;
   std::chrono::steady_clock::time_point started;  ///< when it was asked (its ops' latency)
   std::chrono::steady_clock::time_point due;      ///< when it times out
-  bool timed_out = false;
+  bool timed_out = false;  ///< its timeout passed, or it was cancelled: it ends early
+  /// Its requester cancelled it (cancel_atom) before it ended: what ends early answers
+  /// `cancelled` (manager invariant 24); timed_out is set too.
+  bool cancelled = false;
+  /// Its request as a cancel names it: sender and request id (a null sender: none).
+  RequestKey asked_by;
   std::multimap<std::chrono::steady_clock::time_point, uint64_t>::iterator deadline;
 };
 

@@ -228,7 +228,7 @@ void WriteNotices::tell_owner(OpId id) {
   const TransferOp& op = o.op;
   const Transfer& t = m_.transfer_of(id);
   if (t.timed_out || m_.now() >= t.due) {  // invariant 16: no notice leaves after the deadline
-    Error e(ErrorCode::kTimeout, notice_unsent_text(t.timeout_ms));
+    Error e = unsent(t);
     return finish(id, &e);
   }
   if (op.remote.owner.address() == m_.facade().address()) {  // ours: no message to send
@@ -264,9 +264,14 @@ void WriteNotices::deadline(OpId id) {
   auto it = written_.find(id);
   if (it == written_.end() || it->second.asked)
     return;  // the owner's answer, or kNoticeGrace after the deadline, ends it (invariant 16)
-  const Transfer& t = m_.transfer_of(id);
-  Error e(ErrorCode::kTimeout, notice_unsent_text(t.timeout_ms));
+  Error e = unsent(m_.transfer_of(id));
   finish(id, &e);
+}
+
+Error WriteNotices::unsent(const Transfer& t) {
+  // Invariant 16 (manager invariant 24: a cancel before the notice left is no timeout).
+  return t.cancelled ? Error(ErrorCode::kCancelled, notice_cancelled_text())
+                     : Error(ErrorCode::kTimeout, notice_unsent_text(t.timeout_ms));
 }
 
 void WriteNotices::end(OpId id, const Error& why) {

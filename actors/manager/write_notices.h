@@ -19,7 +19,8 @@
 // 16. The writer's reply comes after the owner sent the notice to its watcher, or refused it,
 //     and says which: ok is exactly one notice; "was not notified" is none (the owner refused,
 //     or no notice left this node: the write's time ran out before its bytes were confirmed in
-//     place); once a notice has left, the writer's deadline does not end the op: it waits for
+//     place, or it was cancelled before); once a notice has left, the writer's deadline (or
+//     cancel) does not end the op: it waits for
 //     the owner's answer up to kNoticeGrace past the deadline. Only an owner that does not
 //     answer by then, or a link lost while the notice was out, gives the third answer, that
 //     whether the watcher was told is unknown (peer_unavailable, never timeout or ok).
@@ -87,6 +88,9 @@ private:
   /// Ends op `id` with its write's outcome, or `failed` (which says the bytes were written):
   /// not notified, or (`unknown`) perhaps notified.
   void finish(OpId id, const Error* failed, bool unknown = false);
+  /// Why no notice left for a write of `t`: its time ran out, or it was cancelled (manager
+  /// invariant 24: `cancelled`, "no notice was sent").
+  static Error unsent(const Transfer& t);
 
   /// Writer side: a notify write whose notice is on its way.
   struct Pending {

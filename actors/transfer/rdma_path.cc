@@ -181,8 +181,7 @@ void RdmaPath::failed(OpId id, TransferOutcome outcome, OpFault fault) {
     outcome.code = static_cast<uint8_t>(ErrorCode::kPeerUnavailable);
     outcome.message = op_peer_down_text(o->op.kind, p->second.name, p->second.down_reason);
   } else if (t.timed_out) {
-    outcome.code = static_cast<uint8_t>(ErrorCode::kTimeout);
-    outcome.message = timeout_message(o->op, o->length, t.timeout_ms);
+    outcome = m_.flushed(id);  // its timeout's or its cancel's flush (manager invariant 24)
   } else if (fault == OpFault::kFlushed && !u.retried && may_retry() && !is_atomic(o->op)) {
     // Not this op's fault: another op on the queue pair failed and took the QP to ERR
     // (invariant 5).
@@ -290,10 +289,20 @@ bool RdmaPath::deadline(OpId id, DeadlineStage stage) {
         others.push_back(std::move(sq));
   if (!qp && others.empty())
     return TransferPath::deadline(id, stage);
-  if (stage == DeadlineStage::kDue) {
+  if (stage == DeadlineStage::kCancelled) {
+    // Invariant 12: a queue pair another transfer's ops are on is not flushed for a cancel.
+    std::vector<std::shared_ptr<QpEndpoint>> mine = others;
+    if (qp)
+      mine.push_back(qp);
+    if (others_on(id, mine))
+      return false;
+  }
+  if (stage != DeadlineStage::kDrainOverdue) {
     // Flush: every outstanding request completes (with an error), then we reply.
+    const Transfer& t = m_.transfer_of(id);
     const std::string why =
-        "a transfer timed out after " + std::to_string(m_.transfer_of(id).timeout_ms) + " ms";
+        t.cancelled ? "a transfer was cancelled"
+                    : "a transfer timed out after " + std::to_string(t.timeout_ms) + " ms";
     if (qp)
       (void)qp->abort(why);
     for (const auto& sq : others)
@@ -311,6 +320,27 @@ bool RdmaPath::deadline(OpId id, DeadlineStage stage) {
   // staged op's bounce buffer to another transfer.
   qp.reset();
   m_.finish_op(id, std::move(out));
+  return false;
+}
+
+bool RdmaPath::others_on(OpId id, const std::vector<std::shared_ptr<QpEndpoint>>& qps) const {
+  auto among = [&qps](const std::weak_ptr<QpEndpoint>& q) {
+    auto p = q.lock();
+    return p && std::find(qps.begin(), qps.end(), p) != qps.end();
+  };
+  // Both RDMA paths post on the same queue pairs (the staged path's chunks too).
+  for (const RdmaPath* path : {static_cast<const RdmaPath*>(&m_.rdma_path()),
+                               static_cast<const RdmaPath*>(&m_.staged_path())})
+    for (OpId other : path->ops()) {
+      const NicUse* u = path->use(other);
+      if (other.ticket == id.ticket || u == nullptr || u->awaiting_owner)
+        continue;
+      if (among(u->qp))
+        return true;
+      for (const OpSlice& slice : u->slices)
+        if (!slice.done && among(slice.qp))
+          return true;
+    }
   return false;
 }
 

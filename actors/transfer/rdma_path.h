@@ -35,6 +35,10 @@
 //     unless the op's time is up, its peer is known down, or it runs once more (invariant 5);
 //     the answer is owner_verdict.h's: the rule RdmaClient's direct lanes answer by too, so an
 //     op fails with the same code and words on either.
+// 12. Manager invariant 24: a cancel (DeadlineStage::kCancelled) flushes the op's queue pairs
+//     as its timeout does, unless an op of another transfer is on one of them: then the op
+//     ends by its own completion (a success stands; a failure answers `cancelled`), and its
+//     timeout still flushes it should that come first.
 #pragma once
 
 #include <atomic>
@@ -117,6 +121,9 @@ protected:
   Status submit(OpId id, uint32_t chunk, const std::shared_ptr<QpEndpoint>& qp, RdmaOp rop,
                 const std::shared_ptr<std::atomic<bool>>& landed, uint8_t* old_value = nullptr,
                 bool slice = false);
+  /// Invariant 12: whether an op of another transfer (on either RDMA path) may be on one of
+  /// `qps`.
+  bool others_on(OpId id, const std::vector<std::shared_ptr<QpEndpoint>>& qps) const;
   /// Invariant 4: drops the op's QP if it is in ERR.
   void drop_if_broken(OpId id);
   /// The error path of a failed op: peer down, timeout, retry (invariant 5), the owner's

@@ -201,10 +201,13 @@ void StagedPath::settle(OpId id) {
     out = std::move(s.error->first);
     fault = s.error->second;
   } else {
-    // Timed out between chunks (a chunk that completed after the deadline is not enough).
-    const Transfer& t = m_.transfer_of(id);
-    out.code = static_cast<uint8_t>(ErrorCode::kTimeout);
-    out.message = timeout_message(o->op, o->length, t.timeout_ms);
+    // Timed out or cancelled between chunks (a chunk that completed after the deadline is not
+    // enough): none of its chunks is on the NIC any more.
+    out = m_.transfer_of(id).cancelled
+              ? m_.timed_out(id, "; none of its chunks is on the NIC any more, " +
+                                     std::to_string(s.chunks_done) + " of " +
+                                     std::to_string(s.chunks.size()) + " had landed")
+              : m_.flushed(id);
   }
   // The NIC is done with the bounce buffer: another transfer may have it while the owner is
   // asked why this one failed (rdma_path.h invariant 11).

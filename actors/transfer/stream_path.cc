@@ -89,10 +89,14 @@ void StreamPath::run(OpId id, StreamJob job) {
   s.job_tag = next_job_tag_++;
   job.tag = s.job_tag;
   s.streaming = true;
+  s.stop = std::make_shared<StopSignal>();  // invariant 5
+  job.stop = s.stop.get();
   caf::actor_addr me = m_.self()->address();
   const uint64_t local_id = o->op.local.id;
-  job.done = [me, id, local_id](const StreamEnd& end) {
+  job.done = [me, id, local_id, stop = s.stop](const StreamEnd& end) {
     TransferOutcome out = end.status.ok() ? TransferOutcome{} : outcome_of(end.status.error());
+    if (end.stopped)  // invariant 5: nothing of it moves any more
+      out.code = static_cast<uint8_t>(ErrorCode::kCancelled);
     if (auto h = caf::actor_cast<caf::actor>(me))
       caf::anon_send(h, StreamDone{id.ticket, id.index, local_id, std::move(out), end.refused});
   };
@@ -120,12 +124,14 @@ void StreamPath::job_ended(OpId id, uint64_t local_id, TransferOutcome outcome, 
     // (StreamClient::cancel_queued): that one is the peer's failure, not the deadline's.
     const bool job_timed_out =
         outcome.code == static_cast<uint8_t>(ErrorCode::kTimeout) && !down && m_.now() >= t.due;
-    if ((t.timed_out || job_timed_out) && !outcome.ok()) {
+    const bool stopped = outcome.code == static_cast<uint8_t>(ErrorCode::kCancelled);
+    if (t.cancelled && !outcome.ok() && (stopped || refused)) {
+      // Invariant 5: stopped by its cancel, or never taken by its owner: nothing moves now.
+      m_.finish_op(id, m_.stream_stopped(id, outcome.message));
+    } else if (((t.timed_out && !t.cancelled) || job_timed_out) && !outcome.ok()) {
       // Its transfer timed out and waited for the job to stop, or the job stopped at its
       // deadline (the transfer's) just before the transfer's own timeout: that is the error.
-      outcome.code = static_cast<uint8_t>(ErrorCode::kTimeout);
-      outcome.message = stream_timed_out_text(o->op, o->length, t.timeout_ms);
-      m_.finish_op(id, std::move(outcome));
+      m_.finish_op(id, m_.stream_stopped(id, outcome.message));
     } else if (outcome.ok()) {
       ++m_.counters().stream_ops;
       m_.finish_op(id, std::move(outcome));
@@ -173,8 +179,11 @@ bool StreamPath::deadline(OpId id, DeadlineStage stage) {
   if (it == ops_.end() || !it->second.streaming)
     return TransferPath::deadline(id, stage);
   // Invariant 1: a running job stops at this same deadline, a queued one is cancelled now;
-  // either way job_ended finishes the op once the job no longer touches the memory.
-  if (stage == DeadlineStage::kDue && m_.stream_client())
+  // either way job_ended finishes the op once the job no longer touches the memory. A cancel
+  // asks the job's stop (invariant 5), which ends it queued or running.
+  if (stage == DeadlineStage::kCancelled && it->second.stop)
+    it->second.stop->request();
+  else if (stage == DeadlineStage::kDue && m_.stream_client())
     (void)m_.stream_client()->cancel_queued(it->second.job_tag);
   return false;
 }

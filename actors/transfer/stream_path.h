@@ -21,9 +21,14 @@
 //     notify write (its owner must learn of it), ask for a grant, which teaches the endpoint.
 //     What the owner does not take by handle (refused, or "ask its manager") moved no byte and
 //     asks for a grant.
+//  5. Manager invariant 24: every job has a stop of its op's own; a cancel asks it
+//     (components/stream_client.h invariant 8), and the op answers `cancelled` once the job
+//     ended stopped (or was never taken by its owner); a job its owner was not heard ending
+//     answers that (peer_unavailable), never `cancelled`.
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include "actors/rdma_messages.h"
@@ -50,6 +55,8 @@ private:
     uint64_t job_tag = 0;    ///< its StreamJob's tag (to cancel it while queued)
     bool streaming = false;  ///< its job runs (the reply waits for it to stop)
     bool by_handle = false;  ///< its job goes by handle (invariant 4)
+    /// Its job's stop (invariant 5), kept alive by the job's end callback too.
+    std::shared_ptr<StopSignal> stop;
   };
 
   /// Milliseconds its transfer has left (at least 1).

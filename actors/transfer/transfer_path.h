@@ -45,10 +45,14 @@ enum class PathKind : uint8_t {
 /// The name a reply reports for the path (TransferReply::path).
 const char* reply_path(PathKind path);
 
-/// Which deadline of a transfer passed: its timeout, or the end of the flush that followed.
+/// Which deadline of a transfer passed: its timeout, or the end of the flush that followed, or
+/// its requester's cancel (manager invariant 24).
 enum class DeadlineStage : uint32_t {
   kDue = 0,           ///< the transfer's timeout: flush what the NIC holds, end the rest
   kDrainOverdue = 1,  ///< the flush did not finish within drain_timeout: destroy the QP
+  /// Cancelled: as kDue, except that a queue pair other transfers' ops are on is not flushed
+  /// for it (they would fail or run again): the op's own completion ends it.
+  kCancelled = 2,
 };
 
 class TransferPath {
@@ -62,7 +66,7 @@ public:
   virtual void start(OpId id) = 0;
   /// The op's transfer passed `stage`: ends the op, or returns true while a flush runs (then
   /// kDrainOverdue follows), or leaves it to end by itself (its reply waits for what is still
-  /// on its way: manager invariants 5 and 10).
+  /// on its way: manager invariants 5 and 10). kCancelled may come first, and kDue after it.
   virtual bool deadline(OpId id, DeadlineStage stage);
   /// The op ended: drop what the path keeps for it.
   virtual void forget(OpId id) { (void)id; }

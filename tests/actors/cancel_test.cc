@@ -22,6 +22,7 @@
 
 #include "actors/cancel_token.h"
 #include "actors/rdma_client.h"
+#include "tests/actors/cancel_checks.h"
 #include "tests/actors/two_node_test.h"
 
 namespace caf_rdma::testing {
@@ -30,43 +31,6 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using State = CancelResult::State;
-
-/// Waits until one of the first 4096 bytes at `at` is not 0, or `done` (bounded: 60 s): the
-/// mover's transfer is under way, so a cancel stops it mid-way. It looks on purpose at bytes
-/// that something else writes with no synchronisation (a NIC; on the fallback the owner's
-/// stream worker or its process_vm_*), read through volatile so the compiler may not cache
-/// them: a race ThreadSanitizer must not instrument here; the checks after the cancel are
-/// ordered by its answer.
-__attribute__((no_sanitize("thread"))) void wait_for_first_bytes(const uint8_t* at,
-                                                                 const std::atomic<bool>& done) {
-  const auto until = std::chrono::steady_clock::now() + seconds(60);
-  const volatile uint8_t* p = at;
-  while (!done.load() && std::chrono::steady_clock::now() < until) {
-    for (int i = 0; i < 4096; ++i)
-      if (p[i] != 0)
-        return;
-    std::this_thread::yield();
-  }
-}
-
-/// Over RDMA, where the NIC is the only writer: wait_for_first_bytes. On the fallback the tests
-/// that call it cancel as soon as the mover started (AStreamTransferStopsMidWayOnTheFallback
-/// waits for the first bytes there).
-void wait_for_first_nic_bytes(const uint8_t* at, const std::atomic<bool>& done) {
-  if (expected_path() == kPathRdma)
-    wait_for_first_bytes(at, done);
-}
-
-/// After a kCancelled answer: `m` does not change for a second (no byte lands late).
-void expect_still(const Memory& m, const char* what) {
-  const std::vector<uint8_t> then = m.bytes;
-  const auto until = std::chrono::steady_clock::now() + seconds(1);
-  do {
-    ASSERT_EQ(std::memcmp(then.data(), m.bytes.data(), then.size()), 0)
-        << what << " changed after cancel answered";
-    std::this_thread::yield();
-  } while (std::chrono::steady_clock::now() < until);
-}
 
 class CancelTest : public TwoNodeTest {};
 
@@ -177,7 +141,7 @@ TEST_F(CancelTest, ACancelWhileItRunsAgreesWithTheTransfer) {
       done.store(true);
     });
     started.get_future().wait();
-    wait_for_first_nic_bytes(dest.bytes.data(), done);
+    wait_for_first_nic_bytes(dest.bytes.data(), [&] { return done.load(); });
     CancelResult c = token.cancel(seconds(120));
     mover.join();
     std::printf("%s of %llu bytes: cancel said %s\n", push ? "write" : "read",
@@ -242,27 +206,11 @@ TEST_F(CancelTest, AStreamTransferStopsMidWayOnTheFallback) {
     for (bool push : {false, true}) {
       SCOPED_TRACE(push ? "write" : "read");
       Memory& dest = push ? theirs_in : mine;
-      const BufferHandle& remote = push ? into : out_of;
-      const uint32_t seed = push ? 13 : 12;
-      std::fill(dest.bytes.begin(), dest.bytes.end(), 0);
-      if (push)
-        for (uint64_t i = 0; i < n; ++i)
-          mine.bytes[i] = pattern(i, seed);
-      CancelToken token;
-      std::atomic<bool> done{false};
+      const uint32_t seed = arrange_direction(dest, mine, push);
       Result<TransferReply> got = Error(ErrorCode::kInternal, "not run");
-      std::thread mover([&] {
-        got = push ? me.write(local->handle(), remote, Range::whole(), seconds(60), token)
-                   : me.read(local->handle(), remote, Range::whole(), seconds(60), token);
-        done.store(true);
-      });
-      wait_for_first_bytes(dest.bytes.data(), done);
-      const auto asked = std::chrono::steady_clock::now();
-      CancelResult c = token.cancel(seconds(120));
-      const double ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - asked)
-              .count();
-      mover.join();
+      double ms = 0;
+      CancelResult c =
+          move_and_cancel(me, push, local->handle(), push ? into : out_of, dest, &got, &ms);
       std::printf("%s, %s of %llu bytes: cancel answered in %.2f ms: %s\n",
                   same_host ? "same-host" : "tcp", push ? "write" : "read",
                   static_cast<unsigned long long>(n), ms, c.to_string().c_str());
@@ -272,16 +220,11 @@ TEST_F(CancelTest, AStreamTransferStopsMidWayOnTheFallback) {
       if (c.state == State::kCancelled) {
         ASSERT_FALSE(got.ok());
         EXPECT_EQ(got.error().code(), ErrorCode::kCancelled) << got.error().to_string();
-        EXPECT_NE(got.error().message().find("cancelled on the stream lane"), std::string::npos)
+        EXPECT_NE(got.error().message().find("cancelled on the stream channel"), std::string::npos)
             << got.error().to_string();
         expect_still(dest, push ? "the remote buffer" : "the local buffer");
         uint64_t landed = 0;
-        for (uint64_t i = 0; i < n; ++i) {
-          if (dest.bytes[i] == 0)
-            continue;
-          ASSERT_EQ(dest.bytes[i], pattern(i, seed)) << "destination byte " << i;
-          ++landed;
-        }
+        ASSERT_TRUE(only_untouched_or_source(dest, seed, &landed));
         std::printf("  %llu of its bytes had landed (not 0)\n",
                     static_cast<unsigned long long>(landed));
         ++stopped_mid_way;
@@ -333,7 +276,8 @@ TEST_F(CancelTest, ACancelledListSaysWhatLandedAndNothingLandsLater) {
     done.store(true);
   });
   started.get_future().wait();
-  wait_for_first_nic_bytes(mine.bytes.data(), done);  // range 0 is the first 4 KiB
+  wait_for_first_nic_bytes(mine.bytes.data(),
+                           [&] { return done.load(); });  // range 0 is the first 4 KiB
   CancelResult c = token.cancel(seconds(120));
   poster.join();
   std::printf("list of %llu ranges: cancel said %s\n", static_cast<unsigned long long>(blocks),

@@ -49,6 +49,10 @@ struct Signature<caf::typed_mpi<caf::detail::type_list<Atom, Ts...>, caf::output
     if constexpr (answered) {
       self->request(dest, 5s, message())
           .receive([&](Rs&...) { a.value = true; }, [&](caf::error& e) { a.error = e; });
+    } else if (std::is_same<Atom, cancel_atom>::value) {
+      // No answer of its own, but asked as a request: an empty one, or the refusal.
+      self->request(dest, 5s, message())
+          .receive([&] { a.value = true; }, [&](caf::error& e) { a.error = e; });
     }
     return a;
   }
