@@ -42,7 +42,7 @@ StreamClient::~StreamClient() {
 }
 
 void StreamClient::stop() {
-  std::deque<StreamJob> left;
+  std::map<std::pair<Deadline, uint64_t>, StreamJob> left;
   std::vector<std::thread> workers;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -54,25 +54,81 @@ void StreamClient::stop() {
       ::shutdown(fd, copy_waits_.count(fd) != 0 ? SHUT_WR : SHUT_RDWR);
   }
   ready_.notify_all();
-  for (auto& job : left)
+  for (auto& [key, job] : left)
     job.done(StreamEnd{stopped_error()});
   for (auto& w : workers)
     w.join();
 }
 
-void StreamClient::submit(StreamJob job) {
+namespace {
+
+/// The bytes a job moves (a list: all its ranges).
+uint64_t bytes_of(const StreamJob& job) {
+  return job.entries != nullptr ? job.total : job.length;
+}
+
+std::string ms_text(std::chrono::nanoseconds t) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(t).count()) + " ms";
+}
+
+}  // namespace
+
+Status StreamClient::submit(StreamJob job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stopping_) {
+      if (Status admitted = admit_locked(bytes_of(job), job.deadline); !admitted.ok())
+        return admitted;  // invariant 9: not queued, `done` not called
       while (workers_.size() < threads_)
         workers_.emplace_back([this] { work(); });
-      queue_.push_back(std::move(job));
+      const Deadline due = job.deadline;
+      queue_.emplace(std::make_pair(due, next_seq_++), std::move(job));
       ready_.notify_one();
-      return;
+      return {};
     }
   }
   job.done(StreamEnd{
       Error(ErrorCode::kPeerUnavailable, "stream transfer refused: its manager stopped")});
+  return {};
+}
+
+Status StreamClient::admits(uint64_t bytes, Deadline deadline) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return admit_locked(bytes, deadline);
+}
+
+std::optional<double> StreamClient::bytes_per_second() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rate_.bytes_per_second();
+}
+
+Status StreamClient::admit_locked(uint64_t bytes, Deadline deadline) const {
+  // Invariant 9: only while every thread is busy (a free one takes it now), with a rate known.
+  const auto own = rate_.time_for(bytes);
+  if (running_ + queue_.size() < threads_ || !own || deadline == kNoDeadline)
+    return {};
+  uint64_t ahead = 0;
+  size_t jobs = 0;
+  for (const auto& [key, queued] : queue_) {
+    if (key.first > deadline)
+      break;
+    ahead += bytes_of(queued);
+    ++jobs;
+  }
+  const auto wait = *rate_.time_for(ahead) / static_cast<int64_t>(threads_);
+  const auto left = deadline - std::chrono::steady_clock::now();
+  if (wait + *own <= left)
+    return {};
+  return Error(ErrorCode::kResourceExhausted,
+               "stream transfer of " + std::to_string(bytes) +
+                   " bytes refused before it started: it has " +
+                   ms_text(std::max(left, std::chrono::steady_clock::duration::zero())) +
+                   " left, but " + std::to_string(ahead) + " bytes in " + std::to_string(jobs) +
+                   (jobs == 1 ? " job" : " jobs") + " due no later wait ahead of it for the " +
+                   std::to_string(threads_) + " stream threads, all busy, which at the recent " +
+                   std::to_string(static_cast<uint64_t>(*rate_.bytes_per_second() / 1e6)) +
+                   " MB/s per thread take about " + ms_text(wait) + ", and its own bytes about " +
+                   ms_text(*own) + ": give it a longer timeout or start fewer transfers at once");
 }
 
 bool StreamClient::cancel_queued(uint64_t tag, const std::string& why) {
@@ -80,11 +136,18 @@ bool StreamClient::cancel_queued(uint64_t tag, const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = std::find_if(queue_.begin(), queue_.end(),
-                           [tag](const StreamJob& j) { return j.tag == tag; });
+                           [tag](const auto& entry) { return entry.second.tag == tag; });
     if (it == queue_.end())
       return false;
-    job = std::move(*it);
+    job = std::move(it->second);
     queue_.erase(it);
+  }
+  if (stop_requested(job.stop)) {  // invariant 8: stopped before it took a connection
+    StreamEnd end{
+        Error(ErrorCode::kCancelled, "stream transfer stopped before it started: " + why)};
+    end.stopped = true;
+    job.done(std::move(end));
+    return true;
   }
   job.done(
       StreamEnd{Error(ErrorCode::kTimeout, "stream transfer cancelled before it started: " + why)});
@@ -107,10 +170,19 @@ void StreamClient::work() {
       ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
       if (stopping_)
         return;
-      job = std::move(queue_.front());
-      queue_.pop_front();
+      job = std::move(queue_.begin()->second);  // invariant 9: earliest deadline first
+      queue_.erase(queue_.begin());
+      ++running_;
     }
-    job.done(run_now(job));
+    const auto started = std::chrono::steady_clock::now();
+    StreamEnd end = run_now(job);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --running_;
+      if (end.status.ok())  // invariant 9's rate: jobs that ended well
+        rate_.record(bytes_of(job), std::chrono::steady_clock::now() - started);
+    }
+    job.done(std::move(end));
   }
 }
 

@@ -54,7 +54,15 @@
 //     that (a timeout); a read's owner may still read its own memory into the dead connection
 //     for a moment, as after a timeout (none of it lands). It is never tried again, and its
 //     connection is not pooled. Its end is what failed then (its caller names it
-//     `cancelled`), or its success if every byte had moved.
+//     `cancelled`), or its success if every byte had moved. A queued job that cancel_queued
+//     ends once its stop was asked ends `stopped` (kCancelled): it moved nothing.
+//  9. Submitted jobs wait for a thread earliest deadline first (equal deadlines in submission
+//     order). submit refuses (resource_exhausted, naming its deadline, what waits ahead of it,
+//     the threads and the rate) a job that cannot end by its deadline: every thread busy, a
+//     rate known (rate_estimate.h, from the jobs that ended well), and the bytes queued ahead
+//     of it (deadlines not later than its own) over all threads plus its own bytes on one take
+//     longer than it has left. A refused job is not queued and its `done` is not called; with
+//     a thread free or no rate known yet, every job is taken.
 #pragma once
 
 #include <atomic>
@@ -63,11 +71,13 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "components/rate_estimate.h"
 #include "components/socket_io.h"
 #include "components/stop_signal.h"
 #include "components/stream_protocol.h"
@@ -140,7 +150,13 @@ public:
   StreamClient(const StreamClient&) = delete;
   StreamClient& operator=(const StreamClient&) = delete;
 
-  void submit(StreamJob job);
+  /// Queues `job` for a thread (invariant 9), or refuses it (its `done` is not called).
+  [[nodiscard]] Status submit(StreamJob job);
+  /// Whether submit would take a job of `bytes` due at `deadline` now (invariant 9), asked
+  /// before its owner is asked for a grant.
+  Status admits(uint64_t bytes, Deadline deadline) const;
+  /// Invariant 9's rate: bytes per second per thread (none yet).
+  std::optional<double> bytes_per_second() const;
   /// Runs `job` on the calling thread (pooled connections, invariants 2-4 as for submitted
   /// jobs) and returns how it ended; `job.done` is not called. Any number of threads at once.
   StreamEnd run_now(const StreamJob& job);
@@ -165,6 +181,8 @@ private:
     kUnsettled,
   };
   void work();
+  /// Invariant 9's refusal of a job of `bytes` due at `deadline`, or ok.
+  Status admit_locked(uint64_t bytes, Deadline deadline) const;
   StreamEnd run(const StreamJob& job);
   /// Invariant 3's tries of `job` over TCP, or over its same-host endpoint (`local`);
   /// `*unanswered`: both tries failed before the owner answered.
@@ -201,7 +219,11 @@ private:
   mutable std::mutex mu_;
   std::condition_variable ready_;
   bool stopping_ = false;
-  std::deque<StreamJob> queue_;
+  /// Invariant 9: by (deadline, submission), earliest first.
+  std::map<std::pair<Deadline, uint64_t>, StreamJob> queue_;
+  uint64_t next_seq_ = 0;
+  size_t running_ = 0;                               ///< jobs the threads run now
+  RateEstimate rate_;                                ///< of the jobs that ended well, per thread
   std::map<std::string, std::vector<Socket>> idle_;  ///< "host:port" -> connections
   std::set<int> busy_fds_;                           ///< sockets a worker is using
   /// busy_fds_ whose owner may be copying by cross-memory attach: stop() shuts only their

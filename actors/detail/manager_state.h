@@ -69,7 +69,14 @@
 //     or repeat theirs) ends by its own completion, and an op whose bytes all landed before it
 //     could stop answers its success. Its timeout still applies after a cancel (kDue). A
 //     cancelled list's worker starts no further step and cancels the one in flight.
+// 25. Deadlines order the waits: ops waiting for this manager's stream threads
+//     (components/stream_client.h invariant 9), its bounce buffers (staged_path.h invariant 4)
+//     or an owner's fetch window (chunk_path.h invariant 2) take them earliest deadline first,
+//     equal deadlines in arrival order (enqueue_by_due); a stream op that cannot end by its
+//     deadline behind what waits ahead of it is refused up front (stream_path.h invariant 6).
 #pragma once
+
+#include <algorithm>
 
 #include "actors/detail/manager_tables.h"
 #include "actors/manager/buffer_table.h"
@@ -205,6 +212,20 @@ public:
   const Transfer& transfer_of(OpId id) const { return transfers_.at(id.ticket); }
   /// The RDMA path of that kind (null for the others).
   RdmaPath* rdma_path(PathKind kind);
+  /// Invariant 25: puts op `id` into `queue` (of OpIds) by its transfer's deadline, after the
+  /// ops due no later; an op whose transfer ended counts as due at once (it is skipped when
+  /// its turn comes).
+  template <class Queue>
+  void enqueue_by_due(Queue& queue, OpId id) const {
+    auto due = [this](OpId op) {
+      auto it = transfers_.find(op.ticket);
+      return it == transfers_.end() ? std::chrono::steady_clock::time_point::min() : it->second.due;
+    };
+    const auto mine = due(id);
+    queue.insert(std::upper_bound(queue.begin(), queue.end(), mine,
+                                  [&due](auto at, OpId other) { return at < due(other); }),
+                 id);
+  }
   // -- the one reply point (reply_point.cc) --
   /// Ends op `id` with `outcome` (its path forgets it), and replies once every op of its
   /// transfer ended (invariant 5).

@@ -76,7 +76,7 @@ void ChunkPath::pump(OpId id) {
     if (is_read && owner.fetching > 0 && owner.fetching + charge > opt.peer_window_bytes) {
       if (!c.fetch_queued) {
         c.fetch_queued = true;
-        owner.fetch_queue.push_back(id);
+        m_.enqueue_by_due(owner.fetch_queue, id);  // invariant 2: earliest deadline first
       }
       break;
     }

@@ -23,7 +23,7 @@ void StagedPath::start(OpId id) {
   if (!slot.ok())
     return m_.fail_op(id, to_caf_error(slot.error()));
   if (*slot < 0) {
-    waiters_.push_back(id);  // invariant 4
+    m_.enqueue_by_due(waiters_, id);  // invariant 4: earliest deadline first
     return;
   }
   s = StagedOp{};

@@ -12,8 +12,8 @@
 //     (completed, flushed, or its QP destroyed): no later transfer's bytes meet a late DMA.
 //  3. An op succeeds only when every chunk moved; it is never retried (its first chunks may
 //     have moved), and once a chunk was posted it is never rerouted to the fallback.
-//  4. At most staging_buffers slots exist; ops beyond wait for one in arrival order (their
-//     timeout still runs).
+//  4. At most staging_buffers slots exist; ops beyond wait for one earliest deadline first,
+//     equal deadlines in arrival order (manager invariant 25; their timeout still runs).
 #pragma once
 
 #include <map>

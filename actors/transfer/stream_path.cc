@@ -21,8 +21,13 @@ uint32_t StreamPath::time_left(OpId id) const {
 void StreamPath::start(OpId id) {
   if (m_.peer_table.reachable(id) == nullptr)
     return;  // failed (down) or parked until its link is made again
+  const OpRecord& o = *m_.op_record(id);
+  // Invariant 6: one that cannot end by its deadline behind the jobs queued ahead of it is
+  // refused now, before its owner is asked for a grant.
+  if (Status st = m_.stream_client()->admits(o.length, m_.transfer_of(id).due); !st.ok())
+    return refuse(id, st.error());
   StreamOp& s = ops_[id];
-  const TransferOp& op = m_.op_record(id)->op;
+  const TransferOp& op = o.op;
   if (op.notify || op.remote.stream_port == 0)
     return ask_grant(id);
   // Invariant 4: authorized by the handle, no grant round trip, at the endpoint its owner named.
@@ -100,7 +105,17 @@ void StreamPath::run(OpId id, StreamJob job) {
     if (auto h = caf::actor_cast<caf::actor>(me))
       caf::anon_send(h, StreamDone{id.ticket, id.index, local_id, std::move(out), end.refused});
   };
-  m_.stream_client()->submit(std::move(job));
+  if (Status st = m_.stream_client()->submit(std::move(job)); !st.ok()) {
+    s.streaming = false;  // invariant 6: refused, never queued: nothing of it ran
+    m_.buffer_table.buffer_done(local_id);
+    refuse(id, st.error());
+  }
+}
+
+void StreamPath::refuse(OpId id, const Error& why) {
+  // Invariant 6: no byte moved; never the chunks instead (they would wait behind the same).
+  const OpRecord& o = *m_.op_record(id);
+  m_.finish_op(id, outcome_of(Error(why.code(), fallback_failed_text(o.op, why.message()))));
 }
 
 void StreamPath::job_ended(OpId id, uint64_t local_id, TransferOutcome outcome, bool refused) {
@@ -181,9 +196,13 @@ bool StreamPath::deadline(OpId id, DeadlineStage stage) {
   // Invariant 1: a running job stops at this same deadline, a queued one is cancelled now;
   // either way job_ended finishes the op once the job no longer touches the memory. A cancel
   // asks the job's stop (invariant 5), which ends it queued or running.
-  if (stage == DeadlineStage::kCancelled && it->second.stop)
+  if (stage == DeadlineStage::kCancelled && it->second.stop) {
     it->second.stop->request();
-  else if (stage == DeadlineStage::kDue && m_.stream_client())
+    // Still waiting for a thread: it ends now, stopped (stream_client.h invariant 8).
+    if (m_.stream_client())
+      (void)m_.stream_client()->cancel_queued(it->second.job_tag,
+                                              "cancelled while it waited for a stream thread");
+  } else if (stage == DeadlineStage::kDue && m_.stream_client())
     (void)m_.stream_client()->cancel_queued(it->second.job_tag);
   return false;
 }

@@ -25,6 +25,10 @@
 //     (components/stream_client.h invariant 8), and the op answers `cancelled` once the job
 //     ended stopped (or was never taken by its owner); a job its owner was not heard ending
 //     answers that (peer_unavailable), never `cancelled`.
+//  6. Deadlines (components/stream_client.h invariant 9): the client runs the manager's jobs
+//     earliest deadline first; an op that cannot end by its deadline behind the jobs queued
+//     ahead of it is refused before its owner is asked for a grant (resource_exhausted, naming
+//     the estimate), and again if that changed by the time it was granted; no byte moved.
 #pragma once
 
 #include <map>
@@ -68,6 +72,8 @@ private:
   void run(OpId id, StreamJob job);
   /// The job ended with an error: the op fails (naming why), or goes to chunks (invariant 2).
   void job_failed(OpId id, TransferOutcome outcome, bool refused);
+  /// Invariant 6: the op is refused for its deadline (`why`), nothing moved.
+  void refuse(OpId id, const Error& why);
 
   std::map<OpId, StreamOp> ops_;
   uint64_t next_job_tag_ = 1;

@@ -38,7 +38,7 @@ StreamEnd run_job_end(StreamClient& client, StreamJob job) {
   auto p = std::make_shared<std::promise<StreamEnd>>();
   auto f = p->get_future();
   job.done = [p](StreamEnd end) { p->set_value(std::move(end)); };
-  client.submit(std::move(job));
+  EXPECT_TRUE(client.submit(std::move(job)).ok());
   if (f.wait_for(20s) != std::future_status::ready)
     return StreamEnd{Error(ErrorCode::kTimeout, "the stream job never finished (20 s)")};
   return f.get();
@@ -296,7 +296,7 @@ TEST_F(StreamChannelTest, AnOwnerThatStopsMidTransferFailsTheClientsJob) {
   StreamJob j =
       job_to("127.0.0.1", *port, 42, StreamDirection::kOutOfOwner, mine.data(), kSize, 60s);
   j.done = [&p](StreamEnd end) { p.set_value(std::move(end)); };
-  client.submit(std::move(j));
+  EXPECT_TRUE(client.submit(std::move(j)).ok());
   auto ready = f.wait_for(10s);
   (void)::write(stopper[1], "x", 1);
   fake_owner.join();
@@ -513,7 +513,7 @@ TEST_F(StreamChannelTest, AStoppedWriteEndsOnlyOnceItsOwnerEndedItsSide) {
                          kSize, hangs_up ? 60s : 4s);
     j.stop = &stop;
     j.done = [&p](StreamEnd end) { p.set_value(std::move(end)); };
-    client.submit(std::move(j));
+    EXPECT_TRUE(client.submit(std::move(j)).ok());
     const bool started = got_some.get_future().wait_for(10s) == std::future_status::ready;
     stop.request();
     const bool ended = f.wait_for(20s) == std::future_status::ready;
@@ -538,6 +538,120 @@ TEST_F(StreamChannelTest, AStoppedWriteEndsOnlyOnceItsOwnerEndedItsSide) {
   }
 }
 
+// Invariant 9: jobs waiting for the client's one thread run earliest deadline first (the owner
+// sees their requests in that order), whatever order they were submitted in.
+TEST_F(StreamChannelTest, QueuedJobsRunEarliestDeadlineFirst) {
+  std::promise<void> first_held, release;
+  auto released = release.get_future().share();
+  std::mutex mu;
+  std::vector<uint64_t> tokens;
+  FakeOwner owner([&](int i, Socket& c) {
+    auto req = read_request(c, Clock::now() + 10s);
+    if (!req.ok())
+      return;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      tokens.push_back(req->token);
+    }
+    if (i == 0) {  // holds the client's one thread until every other job is queued
+      first_held.set_value();
+      (void)released.wait_for(20s);
+    }
+    (void)write_status(c, Error(ErrorCode::kInvalidArgument, "fake owner: refused"),
+                       Clock::now() + 10s);
+  });
+  StreamClient client(1);
+  std::vector<uint8_t> mine(4096);
+  std::vector<std::future<StreamEnd>> ends;
+  auto submit = [&](uint64_t token, std::chrono::seconds due) {
+    auto p = std::make_shared<std::promise<StreamEnd>>();
+    ends.push_back(p->get_future());
+    StreamJob j = job_to("127.0.0.1", owner.port(), token, StreamDirection::kOutOfOwner,
+                         mine.data(), mine.size(), due);
+    j.done = [p](StreamEnd end) { p->set_value(std::move(end)); };
+    EXPECT_TRUE(client.submit(std::move(j)).ok());
+  };
+  submit(1, 60s);
+  ASSERT_EQ(first_held.get_future().wait_for(20s), std::future_status::ready);
+  submit(2, 30s);
+  submit(3, 10s);
+  submit(4, 20s);
+  release.set_value();
+  for (auto& f : ends)
+    ASSERT_EQ(f.wait_for(20s), std::future_status::ready);
+  owner.stop();
+  EXPECT_EQ(tokens, (std::vector<uint64_t>{1, 3, 4, 2}));
+}
+
+// Invariant 9: with every thread busy and a rate learned from jobs that ended well, a job that
+// cannot end by its deadline behind those queued ahead of it (due no later) is refused up front,
+// naming why, and never runs; with no rate yet, or a thread free, every job is taken. (The
+// refused jobs claim a terabyte: more than any rate here moves in a minute; they never run.)
+TEST_F(StreamChannelTest, AJobThatCannotEndByItsDeadlineIsRefusedUpFront) {
+  constexpr uint64_t kTerabyte = 1ull << 40;
+  StreamClient client(1);
+  EXPECT_TRUE(client.admits(kTerabyte, Clock::now() + 60s).ok()) << "refused with no rate known";
+  // Four reads of 1 MiB that end well: the rate.
+  auto owner_bytes = pattern(1 << 20, 31);
+  std::vector<uint8_t> mine(1 << 20);
+  for (int k = 0; k < 4; ++k) {
+    Served out;
+    uint64_t t = server_->grant(owner_bytes.data(), owner_bytes.size(),
+                                StreamDirection::kOutOfOwner, Clock::now() + 10s, out.fn());
+    ASSERT_TRUE(run_job(client, job_for(*server_, t, StreamDirection::kOutOfOwner, mine.data(),
+                                        mine.size()))
+                    .ok());
+    EXPECT_TRUE(std::equal(mine.begin(), mine.end(), owner_bytes.begin()));
+  }
+  // A thread free: taken, whatever it claims.
+  EXPECT_TRUE(client.admits(kTerabyte, Clock::now() + 60s).ok()) << "refused with a thread free";
+  // The one thread held by a silent owner until the end of the test.
+  auto silent = listen_tcp("127.0.0.1", 0);
+  ASSERT_TRUE(silent.ok());
+  auto held = std::make_shared<std::promise<StreamEnd>>();
+  StreamJob hold = job_to("127.0.0.1", *local_port(*silent), 1, StreamDirection::kOutOfOwner,
+                          mine.data(), mine.size(), 60s);
+  StopSignal stop_hold;
+  hold.stop = &stop_hold;
+  hold.done = [held](StreamEnd end) { held->set_value(std::move(end)); };
+  ASSERT_TRUE(client.submit(std::move(hold)).ok());
+  // Its own bytes cannot move in time: refused, not queued.
+  auto big = job_to("127.0.0.1", *local_port(*silent), 2, StreamDirection::kOutOfOwner, mine.data(),
+                    kTerabyte, 60s);
+  big.done = [](StreamEnd) { ADD_FAILURE() << "a refused job ended"; };
+  Status refused = client.submit(std::move(big));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), ErrorCode::kResourceExhausted);
+  EXPECT_NE(refused.error().message().find("refused before it started"), std::string::npos)
+      << refused.error().message();
+  EXPECT_NE(refused.error().message().find("MB/s per thread"), std::string::npos)
+      << refused.error().message();
+  // A terabyte queued ahead (never run: cancelled below), due in 1.5 times what it takes at the
+  // learned rate, so that it is taken: a second terabyte due at the same time is refused for
+  // what waits ahead of it; a small job due before it is taken (it does not count).
+  const auto rate = client.bytes_per_second();
+  ASSERT_TRUE(rate.has_value());
+  const auto due = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(1.5 * static_cast<double>(kTerabyte) / *rate));
+  StreamJob ahead = job_to("127.0.0.1", *local_port(*silent), 3, StreamDirection::kOutOfOwner,
+                           mine.data(), kTerabyte, 0s);
+  ahead.deadline = Clock::now() + due;
+  ahead.tag = 3;
+  auto ahead_end = std::make_shared<std::promise<StreamEnd>>();
+  ahead.done = [ahead_end](StreamEnd end) { ahead_end->set_value(std::move(end)); };
+  ASSERT_TRUE(client.submit(std::move(ahead)).ok());
+  Status behind = client.admits(kTerabyte, Clock::now() + due);
+  ASSERT_FALSE(behind.ok());
+  // Ahead of it: the terabyte (and the held job, while no thread took it yet).
+  EXPECT_NE(behind.error().message().find("due no later wait ahead of it"), std::string::npos)
+      << behind.error().message();
+  EXPECT_TRUE(client.admits(1 << 20, Clock::now() + due / 2).ok());
+  EXPECT_TRUE(client.cancel_queued(3));
+  ASSERT_EQ(ahead_end->get_future().wait_for(10s), std::future_status::ready);
+  stop_hold.request();  // the held job ends (stream_client.h invariant 8)
+  ASSERT_EQ(held->get_future().wait_for(20s), std::future_status::ready);
+}
+
 TEST_F(StreamChannelTest, StoppingTheClientFailsQueuedJobs) {
   std::vector<uint8_t> owner(4096), mine(4096);
   auto client = std::make_unique<StreamClient>(1);
@@ -554,8 +668,8 @@ TEST_F(StreamChannelTest, StoppingTheClientFailsQueuedJobs) {
   first.done = [&p1](StreamEnd end) { p1.set_value(std::move(end.status)); };
   StreamJob second = first;
   second.done = [&p2](StreamEnd end) { p2.set_value(std::move(end.status)); };
-  client->submit(std::move(first));
-  client->submit(std::move(second));
+  EXPECT_TRUE(client->submit(std::move(first)).ok());
+  EXPECT_TRUE(client->submit(std::move(second)).ok());
   std::this_thread::sleep_for(50ms);
   auto t0 = Clock::now();
   client.reset();
@@ -593,7 +707,7 @@ TEST_F(StreamChannelTest, AReadCompletesOnlyAfterTheOwnerSaysItIsDoneWithItsMemo
   StreamJob j =
       job_to("127.0.0.1", owner.port(), 42, StreamDirection::kOutOfOwner, mine.data(), kSize, 20s);
   j.done = [p](StreamEnd end) { p->set_value(std::move(end)); };
-  client.submit(std::move(j));
+  EXPECT_TRUE(client.submit(std::move(j)).ok());
   ASSERT_EQ(data_sent.get_future().wait_for(10s), std::future_status::ready);
   // Every byte is on its way, but the owner has not said it is done: the job is not complete.
   EXPECT_EQ(f.wait_for(300ms), std::future_status::timeout)

@@ -313,5 +313,41 @@ TEST_F(ManagerLogicTest, Inv5_RemoteBuffersWithoutADeviceMoveInChunksThroughThei
   EXPECT_TRUE(quiet());
 }
 
+// Invariant 25 (chunk_path.h invariant 2): reads waiting for an owner's fetch window are asked
+// earliest deadline first, not in the order they came.
+TEST_F(ManagerLogicTest, Inv25_ReadsWaitingForAWindowGoEarliestDeadlineFirst) {
+  SCOPED_TRACE("Invariant 25");
+  ManagerOptions o = fallback_options();
+  o.peer_window_bytes = kChunk;  // one fetch at a time to this owner
+  ASSERT_NO_FATAL_FAILURE(start_manager(o));
+  std::vector<uint8_t> mine(3 * kChunk, 0);
+  BufferHandle local = register_buffer(mine);
+  FakePeer& peer = add_peer(patterned(3 * kChunk, 6));
+  auto part = [](uint64_t k) {
+    return Range::of(kChunk).at_local(k * kChunk).at_remote(k * kChunk);
+  };
+  auto first = transfer(make_read(local, peer.handle(), part(0)), 10000);  // holds the window
+  auto later = transfer(make_read(local, peer.handle(), part(1)), 9000);
+  auto sooner = transfer(make_read(local, peer.handle(), part(2)), 5000);
+  auto asked = peer.log().of(fetch_atom::value, true);
+  ASSERT_EQ(asked.size(), 1u) << "more than the window asked";
+  EXPECT_EQ(peer.log().asked[asked[0]].offset, 0u);
+  for (uint64_t expected : {2 * kChunk, 1 * kChunk}) {
+    peer.answer(asked[0]);
+    run_jobs();
+    asked = peer.log().of(fetch_atom::value, true);
+    ASSERT_EQ(asked.size(), 1u);
+    EXPECT_EQ(peer.log().asked[asked[0]].offset, expected) << "not the waiting read due soonest";
+  }
+  peer.answer(asked[0]);
+  run_jobs();
+  for (auto* p : {&first, &later, &sooner}) {
+    auto r = reply(*p);
+    ASSERT_TRUE(r);
+    ASSERT_TRUE(*r) << error_message(r->error());
+  }
+  EXPECT_TRUE(same_bytes(mine, 0, peer.memory(), 0, 3 * kChunk));
+}
+
 }  // namespace
 }  // namespace caf_rdma::testing
