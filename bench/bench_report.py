@@ -314,6 +314,30 @@ def report_cancel(out):
     return ratios
 
 
+def report_load(out):
+    """Prints the latency-under-load figures (load.txt in the VM, native/load.txt); returns their
+    ratio lines (an 8-byte read's p99 while a bulk pull runs / idle, same run; issue 50's target
+    with priority classes: within 2)."""
+    ratios = []
+    for path in (os.path.join(out, "native", "load.txt"), os.path.join(out, "load.txt")):
+        if not os.path.exists(path):
+            continue
+        lines = [l.split() for l in open(path)]
+        # load TRANSPORT bulk B idle_p50_us A idle_p99_us B loaded_p50_us C loaded_p99_us D
+        # bulk_pulls N bulk_MBps M
+        rows = [p for p in lines if len(p) == 16 and p[0] == "load"]
+        if not rows:
+            continue
+        print(f"\nlatency under load ({os.path.relpath(path, out)}): 8-byte reads, same run")
+        for p in rows:
+            f = dict(zip(p[2::2], p[3::2]))
+            print(f"  {p[1]:10} p99 idle {float(f['idle_p99_us']):.0f} us, while a "
+                  f"{human(int(f['bulk']))} pull runs {float(f['loaded_p99_us']):.0f} us "
+                  f"({f['bulk_MBps']} MB/s pulled)")
+        ratios += [(p[1], float(p[2])) for p in lines if len(p) == 3 and p[0] == "ratio"]
+    return ratios
+
+
 def human(n):
     for unit, div in (("M", 1 << 20), ("K", 1 << 10)):
         if n >= div and n % div == 0:
@@ -434,6 +458,7 @@ def main():
     ratios += report_striping(out)
     ratios += report_kv_handoff(out, pbw)
     ratios += report_cancel(out)
+    ratios += report_load(out)
     ratios += report_native(os.path.join(out, "native"))
     ratios += report_kv(os.path.join(out, "native"))
     if "reg_first_us" in extra:

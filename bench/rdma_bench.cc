@@ -58,6 +58,7 @@
 #include "bench/bench_output.h"
 #include "bench/cancel_latency.h"
 #include "bench/kv_handoff.h"
+#include "bench/latency_under_load.h"
 #include "components/rdma_domain.h"
 #include "components/rdma_queue_pair.h"
 #include "primitives/cuda_driver.h"
@@ -71,13 +72,14 @@ namespace {
 constexpr const char* kUsage =
     "usage: rdma_bench [--paths "
     "components,actor,actor-busy,direct,fallback,fallback-lane,same-host,fallback-tls,tcp,\n"
-    "                  kv-handoff,cancel]\n"
+    "                  kv-handoff,cancel,load]\n"
     "                  [--sizes 4K,64K,1M] [--bytes-per-size BYTES] [--lat-iters N]\n"
     "                  [--peer-device NAME] [--scheduler-threads N] [--lat-only]\n"
     "                  [--tls CERT,KEY,CAFILE] [--memory host|allocated|gpu]\n"
     "                  [--busy-poll-us US] [--kv-pool BYTES] [--long]\n"
     "                  [--kv-transports same-host,stream,rdma,rdma-manager]\n"
     "                  [--cancel-bytes BYTES] [--cancel-transports same-host,stream,rdma]\n"
+    "                  [--load-bytes BYTES] [--load-transports same-host,stream,rdma]\n"
     "  Bandwidth (RDMA WRITE and READ) per message size and 8-byte latency (median, p99) for\n"
     "  each path; registration cache timing; peak RSS. The local side uses CAF_RDMA_DEVICE\n"
     "  (default: first active device), the remote side --peer-device (default: the same).\n"
@@ -101,6 +103,9 @@ constexpr const char* kUsage =
     "  each (--long: 50), on each transport of --cancel-transports this host has: the cancel's\n"
     "  latency beside the whole transfer's time, same run, every outcome checked\n"
     "  (bench/cancel_latency.h; not in the default paths).\n"
+    "  load: 8-byte reads idle and while another thread pulls --load-bytes (default 1G) over\n"
+    "  and over, on each transport of --load-transports this host has: p50/p99 of both and\n"
+    "  their ratio (bench/latency_under_load.h; not in the default paths).\n"
     "  --memory: the buffers of the paths through managers: host (default), std::vector memory\n"
     "  of the program registered with register_buffer; allocated, memory the library allocates\n"
     "  (RdmaClient::allocate_buffer: huge pages from 2 MiB); gpu, below.\n"
@@ -938,12 +943,13 @@ Result<std::vector<std::string>> split(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto flags = Flags::parse(
-      argc, argv,
-      {"--paths", "--sizes", "--bytes-per-size", "--lat-iters", "--peer-device",
-       "--scheduler-threads", "--tls", "--devices", "--peer-devices", "--stripe-qps", "--memory",
-       "--busy-poll-us", "--kv-pool", "--kv-transports", "--cancel-bytes", "--cancel-transports"},
-      {"--help", "-h", "--lat-only", "--long"});
+  auto flags =
+      Flags::parse(argc, argv,
+                   {"--paths", "--sizes", "--bytes-per-size", "--lat-iters", "--peer-device",
+                    "--scheduler-threads", "--tls", "--devices", "--peer-devices", "--stripe-qps",
+                    "--memory", "--busy-poll-us", "--kv-pool", "--kv-transports", "--cancel-bytes",
+                    "--cancel-transports", "--load-bytes", "--load-transports"},
+                   {"--help", "-h", "--lat-only", "--long"});
   if (!flags.ok()) {
     std::fprintf(stderr, "rdma_bench: %s\n%s", flags.error().message().c_str(), kUsage);
     return 2;
@@ -1023,10 +1029,18 @@ int main(int argc, char** argv) {
   cancel.bytes = *cancel_bytes;
   if (flags->has("--long"))
     cancel.trials = 50;
+  bench::LoadBenchOptions load;
+  auto load_bytes = flags->get_u64("--load-bytes", load.bulk_bytes);
+  if (!load_bytes.ok() || *load_bytes == 0) {
+    std::fprintf(stderr, "rdma_bench: bad --load-bytes\n");
+    return 2;
+  }
+  load.bulk_bytes = *load_bytes;
   for (auto [flag, list] : {std::pair{"--devices", &o.devices},
                             {"--peer-devices", &o.peer_devices},
                             {"--kv-transports", &kv_handoff.transports},
-                            {"--cancel-transports", &cancel.transports}})
+                            {"--cancel-transports", &cancel.transports},
+                            {"--load-transports", &load.transports}})
     if (flags->has(flag)) {
       auto names = split(flags->get(flag, ""));
       if (!names.ok()) {
@@ -1066,6 +1080,8 @@ int main(int argc, char** argv) {
       rc |= bench::bench_kv_handoff(kv_handoff);
     else if (p == "cancel")
       rc |= bench::bench_cancel(cancel);
+    else if (p == "load")
+      rc |= bench::bench_latency_under_load(load);
     else if (p == "striping")
       rc |= bench_striping(o);
     else {
