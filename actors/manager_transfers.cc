@@ -284,6 +284,10 @@ void ManagerState::op_timeout(uint64_t ticket, DeadlineStage stage) {
   if (it == transfers_.end())
     return;
   it->second.timed_out = true;
+  // Its time ran out after a cancel that left ops running (invariant 24): what ends now ends
+  // by the timeout, and says so.
+  if (stage == DeadlineStage::kDue)
+    it->second.cancelled = false;
   const size_t n = it->second.ops.size();
   bool flushing = false;
   for (uint32_t i = 0; i < n; ++i) {

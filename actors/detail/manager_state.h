@@ -213,8 +213,8 @@ public:
   /// The RDMA path of that kind (null for the others).
   RdmaPath* rdma_path(PathKind kind);
   /// Invariant 25: puts op `id` into `queue` (of OpIds) by its transfer's deadline, after the
-  /// ops due no later; an op whose transfer ended counts as due at once (it is skipped when
-  /// its turn comes).
+  /// ops due no later. The queue holds live ops only (a path's `forget` takes its op out), so
+  /// it stays sorted; one whose transfer ended would count as due at once.
   template <class Queue>
   void enqueue_by_due(Queue& queue, OpId id) const {
     auto due = [this](OpId op) {

@@ -200,6 +200,8 @@ void WriteNotices::after_write(OpId id, TransferOutcome written,
         caf::anon_send(h, FenceDone{id.ticket, id.index, std::move(out)});
     });
   }
+  if (st.ok())
+    written_[id].fence = q;  // until it completes: fences_on
   if (!st.ok()) {
     Error e(st.error().code(), fence_failed_text(ours, st.error().message()));
     return finish(id, &e);
@@ -214,6 +216,7 @@ void WriteNotices::fenced(OpId id, const TransferOutcome& fence) {
   }
   if (written_.count(id) == 0)
     return;
+  written_[id].fence.reset();
   if (!fence.ok()) {
     const OpRecord* o = m_.op_record(id);
     const bool ours = o->op.remote.owner.address() == m_.facade().address();
@@ -221,6 +224,18 @@ void WriteNotices::fenced(OpId id, const TransferOutcome& fence) {
     return finish(id, &e);
   }
   tell_owner(id);
+}
+
+bool WriteNotices::fences_on(uint64_t ticket,
+                             const std::vector<std::shared_ptr<QpEndpoint>>& qps) const {
+  for (const auto& [id, pending] : written_) {
+    if (id.ticket == ticket)
+      continue;
+    auto q = pending.fence.lock();
+    if (q && std::find(qps.begin(), qps.end(), q) != qps.end())
+      return true;
+  }
+  return false;
 }
 
 void WriteNotices::tell_owner(OpId id) {

@@ -37,6 +37,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "actors/detail/manager_tables.h"
 #include "actors/manager/manager_part.h"
@@ -72,6 +73,9 @@ public:
   /// Op `id`'s transfer timed out while its notice was on its way: ends it if no notice was
   /// sent yet (none will be); otherwise the owner's answer ends it (invariant 16).
   void deadline(OpId id);
+  /// Whether a fence of an op of another transfer than `ticket` is on one of `qps` (a cancel
+  /// flushes no queue pair another transfer uses: rdma_path.h invariant 12).
+  bool fences_on(uint64_t ticket, const std::vector<std::shared_ptr<QpEndpoint>>& qps) const;
   /// Whether op `id`'s notice is on its way (its end goes through `end`).
   bool waiting(OpId id) const { return written_.count(id) != 0; }
   /// Ends op `id`, whose notice is on its way, with `why` (its peer or device went): "not
@@ -96,6 +100,8 @@ private:
   struct Pending {
     TransferOutcome written;  ///< the write's own outcome (its bytes moved)
     bool asked = false;       ///< the notice left for the owner: only its answer is exact
+    /// The queue pair its fence is on, until the fence completed (fences_on).
+    std::weak_ptr<QpEndpoint> fence;
   };
   std::map<OpId, Pending> written_;
   /// Owner side: notices not answered yet, by writing node ("" for this node), and together.

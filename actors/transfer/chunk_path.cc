@@ -266,8 +266,8 @@ void ChunkPath::fetch_answered(const caf::actor_addr& key, uint64_t charge, uint
     return;  // asked over a link lost since: forgotten with it (invariant 2)
   Peer& owner = p->second;
   owner.fetching -= std::min(owner.fetching, charge);
-  // The reads waiting for this owner's window, each once (one that still does not fit queues
-  // again at the back).
+  // The reads waiting for this owner's window, earliest deadline first, each once; one that
+  // still does not fit queues again by its deadline, and the window is full.
   for (size_t n = owner.fetch_queue.size(); n > 0 && !owner.fetch_queue.empty(); --n) {
     if (owner.fetching > 0 && owner.fetching + kWindowMinCharge > m_.options().peer_window_bytes)
       break;
@@ -278,7 +278,24 @@ void ChunkPath::fetch_answered(const caf::actor_addr& key, uint64_t charge, uint
       continue;  // finished (timed out, failed) while it waited
     it->second.fetch_queued = false;
     pump(id);
+    if (auto again = ops_.find(id); again != ops_.end() && again->second.fetch_queued)
+      break;
   }
+}
+
+void ChunkPath::forget(OpId id) {
+  auto it = ops_.find(id);
+  if (it == ops_.end())
+    return;
+  if (it->second.fetch_queued) {
+    // Not waiting any more: the queue stays ordered by live deadlines (manager invariant 25).
+    auto p = m_.peer_table.peers().find(m_.transfer_of(id).ops[id.index].peer);
+    if (p != m_.peer_table.peers().end()) {
+      auto& q = p->second.fetch_queue;
+      q.erase(std::remove(q.begin(), q.end(), id), q.end());
+    }
+  }
+  ops_.erase(it);
 }
 
 bool ChunkPath::requests_out(OpId id) const {

@@ -45,7 +45,7 @@ public:
 
   void start(OpId id) override;
   bool deadline(OpId id, DeadlineStage stage) override;
-  void forget(OpId id) override { ops_.erase(id); }
+  void forget(OpId id) override;
   /// Takes over an op that the stream channel could not move (StreamPath): chunks from its
   /// first byte (the stream moved none).
   void take_over(OpId id);

@@ -287,8 +287,12 @@ bool RdmaPath::deadline(OpId id, DeadlineStage stage) {
       if (auto sq = slice.qp.lock(); sq && !slice.done && sq != qp &&
                                      std::find(others.begin(), others.end(), sq) == others.end())
         others.push_back(std::move(sq));
+  if (stage == DeadlineStage::kCancelled && u != nullptr && u->awaiting_owner)
+    return false;  // invariant 12: its RDMA is over; the owner's answer (a success) stands
   if (!qp && others.empty())
     return TransferPath::deadline(id, stage);
+  if (stage == DeadlineStage::kDrainOverdue && !u->flushed)
+    return false;  // invariant 12: a cancel left its shared queue pairs alone; kDue flushes them
   if (stage == DeadlineStage::kCancelled) {
     // Invariant 12: a queue pair another transfer's ops are on is not flushed for a cancel.
     std::vector<std::shared_ptr<QpEndpoint>> mine = others;
@@ -307,6 +311,7 @@ bool RdmaPath::deadline(OpId id, DeadlineStage stage) {
       (void)qp->abort(why);
     for (const auto& sq : others)
       (void)sq->abort(why);
+    u->flushed = true;
     return true;
   }
   // The flush did not finish in time: destroy the QPs so the NIC stops for sure (invariant 6).
@@ -341,7 +346,8 @@ bool RdmaPath::others_on(OpId id, const std::vector<std::shared_ptr<QpEndpoint>>
         if (!slice.done && among(slice.qp))
           return true;
     }
-  return false;
+  // A notify write's fence, posted after its path forgot it (write_notices.h invariant 15).
+  return m_.notices.fences_on(id.ticket, qps);
 }
 
 std::vector<OpId> RdmaPath::on_nic() const {

@@ -73,6 +73,9 @@ struct NicUse {
   std::weak_ptr<QpEndpoint> qp;  ///< the QP it was posted on (peers own QPs)
   bool retried = false;          ///< flushed once (another op's error) and posted again
   bool awaiting_owner = false;   ///< the NIC is done; waiting for the owner's answer
+  /// Its deadline or cancel flushed its queue pairs: kDrainOverdue may destroy them (a cancel
+  /// that left a shared queue pair alone did not: invariant 12).
+  bool flushed = false;
   /// A striped op's slices (empty: not striped), how many are still on the NIC, and the first
   /// error one ended with (the op's, once all ended).
   std::vector<OpSlice> slices;

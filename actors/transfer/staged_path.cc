@@ -2,6 +2,7 @@
 // staged_path.h).
 #include "actors/transfer/staged_path.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "actors/detail/manager_state.h"
@@ -138,6 +139,10 @@ void StagedPath::chunk_done(OpId id, StagedOp& s, uint32_t chunk, TransferOutcom
                             OpFault fault) {
   const OpRecord& o = *m_.op_record(id);
   const bool timed_out = m_.transfer_of(id).timed_out;
+  // A cancel that left its shared queue pair alone (rdma_path.h invariant 12): the chunks on
+  // the NIC still count (and a read's are copied in), so that what landed is said, and an op
+  // whose every chunk landed answers its success. No further chunk is posted.
+  const bool counts = !timed_out || m_.transfer_of(id).cancelled;
   const size_t half = chunk % halves();
   --s.chunks_on_nic;
   if (!outcome.ok()) {
@@ -146,7 +151,7 @@ void StagedPath::chunk_done(OpId id, StagedOp& s, uint32_t chunk, TransferOutcom
     // Its QP in ERR goes now: a chunk posted after the error (while we copied) would otherwise
     // wait in it for a recovery nobody runs; destroyed, it completes as flushed.
     drop_if_broken(id);
-  } else if (!s.error && !timed_out) {
+  } else if (!s.error && counts) {
     if (o.is_read()) {
       // Into the GPU from this half while the NIC may still fill the other one.
       if (s.chunks_on_nic > 0)
@@ -219,6 +224,8 @@ void StagedPath::settle(OpId id) {
 }
 
 void StagedPath::forget(OpId id) {
+  // Not waiting any more: the waiters stay ordered by live deadlines (manager invariant 25).
+  waiters_.erase(std::remove(waiters_.begin(), waiters_.end(), id), waiters_.end());
   auto it = ops_.find(id);
   if (it == ops_.end())
     return;
@@ -234,6 +241,7 @@ bool StagedPath::posted_any(OpId id) const {
 }
 
 void StagedPath::withdraw(OpId id) {
+  waiters_.erase(std::remove(waiters_.begin(), waiters_.end(), id), waiters_.end());
   auto it = ops_.find(id);
   if (it == ops_.end())
     return;

@@ -178,6 +178,46 @@ TEST_F(ManagerCancelTest, ACancelNeverFailsAnotherTransfer) {
   }
 }
 
+// A cancelled read beside another transfer's notify write to the same owner (over RDMA on the
+// same queue pair, whose fence follows the write there): the write's notice still reaches the
+// watcher once, and the write answers its success.
+TEST_F(ManagerCancelTest, ACancelNeverFailsAnotherTransfersNotice) {
+  const uint64_t n = transfer_bytes();
+  Memory theirs(n, 41), target(n, 0), mine(n, 0), src(n, 42);
+  BufferHandle out_of = remote_view(*owner_, *user_, theirs, "mcancel-notice-out");
+  BufferHandle into = remote_view(*owner_, *user_, target, "mcancel-notice-in");
+  RdmaClient owner_client(owner_->node().system(), owner_->manager());
+  ASSERT_TRUE(owner_client.watch_writes(into.id).ok());
+  auto local = user_->request_buffer(mine);
+  auto source = user_->request_buffer(src);
+  ASSERT_TRUE(local && source);
+  ASSERT_TRUE(user_->transfer(make_read(*local, out_of, Range::of(8))));  // warm
+  mine.bytes.assign(n, 0);
+  caf::scoped_actor writer{user_->node().system()};
+  auto written = writer->request(user_->manager(), seconds(120), transfer_atom::value,
+                                 make_notify_write(*source, into, 77, Range::whole()), kLongMs);
+  double ms = 0;
+  auto got = ask_and_cancel<TransferReply>(*user_, mine.bytes.data(), &ms, transfer_atom::value,
+                                           make_read(*local, out_of, Range::whole()), kLongMs);
+  std::printf("the cancelled read: %s\n", got ? "done" : error_message(got.error()).c_str());
+  bool ok = false;
+  written.receive([&](TransferReply&) { ok = true; },
+                  [&](caf::error& err) { ADD_FAILURE() << error_message(err); });
+  ASSERT_TRUE(ok) << "the notify write failed";
+  EXPECT_TRUE(holds_pattern(target, 0, n, 42, 0));
+  auto notice = owner_client.next_notice(seconds(10));
+  ASSERT_TRUE(notice.ok()) << notice.error().to_string();
+  EXPECT_EQ(notice->tag, 77u);
+  if (!got) {
+    ASSERT_EQ(error_code(got.error()), ErrorCode::kCancelled) << error_message(got.error());
+    expect_still(mine, "the cancelled read's buffer");
+    uint64_t landed = 0;
+    ASSERT_TRUE(only_untouched_or_source(mine, 41, &landed));
+  } else {
+    EXPECT_TRUE(holds_pattern(mine, 0, n, 41, 0));
+  }
+}
+
 // A notify write cancelled at once, or once its first bytes landed: a `cancelled` one notifies
 // nobody (its bytes may have landed: the answer says so), a finished one exactly once.
 TEST_F(ManagerCancelTest, ACancelledNotifyWriteNotifiesNobody) {
