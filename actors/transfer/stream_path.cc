@@ -140,12 +140,12 @@ void StreamPath::job_ended(OpId id, uint64_t local_id, TransferOutcome outcome, 
     const bool job_timed_out =
         outcome.code == static_cast<uint8_t>(ErrorCode::kTimeout) && !down && m_.now() >= t.due;
     const bool stopped = outcome.code == static_cast<uint8_t>(ErrorCode::kCancelled);
-    if (t.cancelled && !outcome.ok() && (stopped || refused)) {
-      // Invariant 5: stopped by its cancel, or never taken by its owner: nothing moves now.
-      m_.finish_op(id, m_.stream_stopped(id, outcome.message));
-    } else if (((t.timed_out && !t.cancelled) || job_timed_out) && !outcome.ok()) {
-      // Its transfer timed out and waited for the job to stop, or the job stopped at its
-      // deadline (the transfer's) just before the transfer's own timeout: that is the error.
+    // Invariant 5: stopped by its cancel, or never taken by its owner: nothing moves now. Or
+    // its transfer timed out and waited for the job to stop, or the job stopped at its
+    // deadline (the transfer's) just before the transfer's own timeout: that is the error.
+    const bool cancel_ended = t.cancelled && (stopped || refused);
+    const bool time_ended = (t.timed_out && !t.cancelled) || job_timed_out;
+    if (!outcome.ok() && (cancel_ended || time_ended)) {
       m_.finish_op(id, m_.stream_stopped(id, outcome.message));
     } else if (outcome.ok()) {
       ++m_.counters().stream_ops;
