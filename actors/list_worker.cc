@@ -123,8 +123,12 @@ list_worker_actor spawn_list_worker(caf::actor_system& sys, rdma_manager_actor m
                                                std::move(m.ranges));
                 if (!plan.ok())
                   return failed(plan.error());
+                const auto priority = priority_from_wire(m.priority);
+                if (!priority)
+                  return failed(Error(ErrorCode::kInvalidArgument,
+                                      "transfer list: " + unknown_priority_text(m.priority)));
                 WorkerSteps steps(self, manager, lane, stop);
-                return run_list(*plan, deadline, steps);
+                return run_list(plan->as(*priority), deadline, steps);
               } catch (const std::exception& e) {
                 return failed(Error(ErrorCode::kInternal,
                                     std::string("the transfer list's worker failed: ") + e.what()));

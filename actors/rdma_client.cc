@@ -237,6 +237,7 @@ Result<TransferReply> RdmaClient::transfer_scratch(TransferKind kind, const Buff
   scratch.remote = remote;
   scratch.remote_offset = range.remote_offset;
   scratch.length = range.length;
+  scratch.priority = static_cast<uint8_t>(range.priority);
   auto result = transfer(scratch, timeout_ms);
   scratch.local.owner = nullptr;  // hold no reference to either manager between calls
   scratch.remote.owner = nullptr;

@@ -82,7 +82,8 @@ std::future<ListOutcome> RdmaClient::post_async(const TransferPlan& plan,
   std::vector<ListRange> ranges(plan.size());
   for (size_t i = 0; i < ranges.size(); ++i)
     ranges[i] = plan.range(i);
-  TransferListMsg m{wire_kind(plan.kind()), plan.local(), plan.remote(), std::move(ranges)};
+  TransferListMsg m{wire_kind(plan.kind()), plan.local(), plan.remote(), std::move(ranges),
+                    static_cast<uint8_t>(plan.priority())};
   return detail::async_request<ListOutcome>(sys_, manager_, reply_wait(ms), "transfer list",
                                             outcome, transfer_list_atom::value, std::move(m), ms);
 }

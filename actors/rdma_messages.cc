@@ -49,6 +49,7 @@ TransferOp make_read(BufferHandle local, BufferHandle remote, Range range) {
   op.length = range.length;
   op.local_offset = range.local_offset;
   op.remote_offset = range.remote_offset;
+  op.priority = static_cast<uint8_t>(range.priority);
   return op;
 }
 

@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "components/priority.h"
 #include "primitives/status.h"
 
 namespace caf_rdma {
@@ -164,12 +165,16 @@ struct TransferOp {
   /// that. See docs/guarantees.md, "Write notifications".
   bool notify = false;
   uint64_t tag = 0;  ///< the writer's word for the notice (WriteNotice::tag)
+  /// Its priority class's wire value (components/priority.h: 0 bulk, 1 latency, 2
+  /// background): which waiting work goes first, its queue pairs and lanes, its copy
+  /// threads' nice value (docs/guarantees.md, "Priority classes"). Another value is refused.
+  uint8_t priority = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TransferOp& x) {
   return f(caf::meta::type_name("caf_rdma::TransferOp"), x.kind, x.local, x.local_offset, x.remote,
-           x.remote_offset, x.length, x.operand, x.compare, x.notify, x.tag);
+           x.remote_offset, x.length, x.operand, x.compare, x.notify, x.tag, x.priority);
 }
 
 /// What the watcher of a buffer (watch_writes) receives as `(write_notice_atom, WriteNotice)`,
@@ -253,6 +258,7 @@ struct Range {
   uint64_t length = kWholeSpan;  ///< kWholeSpan: from the offsets to the end of the shorter side
   uint64_t local_offset = 0;     ///< where in the local buffer
   uint64_t remote_offset = 0;    ///< where in the remote buffer
+  Priority priority = Priority::kBulk;  ///< its class (components/priority.h)
 
   static Range whole() { return Range{}; }
   static Range of(uint64_t bytes) {
@@ -270,7 +276,19 @@ struct Range {
     r.remote_offset = offset;
     return r;
   }
+  /// In class `p`: `read(mine, theirs, Range::of(8).as(Priority::kLatency))`.
+  Range as(Priority p) const {
+    Range r = *this;
+    r.priority = p;
+    return r;
+  }
 };
+
+/// The class of `op` (TransferOp::priority); a value that names none is bulk here, and refused
+/// by checked_length (actors/transfer_checks.h).
+inline Priority priority_of(const TransferOp& op) {
+  return priority_from_wire(op.priority).value_or(Priority::kBulk);
+}
 
 /// A read (remote -> local) or write (local -> remote) of `range`.
 TransferOp make_read(BufferHandle local, BufferHandle remote, Range range);
@@ -356,11 +374,13 @@ struct TransferListMsg {
   BufferHandle local;
   BufferHandle remote;
   std::vector<ListRange> ranges;
+  uint8_t priority = 0;  ///< its class, as TransferOp::priority
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TransferListMsg& x) {
-  return f(caf::meta::type_name("caf_rdma::TransferListMsg"), x.kind, x.local, x.remote, x.ranges);
+  return f(caf::meta::type_name("caf_rdma::TransferListMsg"), x.kind, x.local, x.remote, x.ranges,
+           x.priority);
 }
 
 /// How a transfer list ended (RdmaClient::post's answer, and the manager's to

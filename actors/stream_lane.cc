@@ -105,7 +105,8 @@ std::optional<Result<TransferReply>> StreamLane::transfer(const TransferOp& op, 
     record(op, length.error(), 0, started);
     return Result<TransferReply>(length.error());
   }
-  StreamJob job = job_by_handle(*endpoint, op.remote, op.remote_offset, timeout_ms);
+  StreamJob job =
+      job_by_handle(*endpoint, op.remote, op.remote_offset, timeout_ms, priority_of(op));
   job.direction = is_read(op) ? StreamDirection::kOutOfOwner : StreamDirection::kIntoOwner;
   job.addr = reinterpret_cast<uint8_t*>(entry->addr) + op.local_offset;
   job.length = *length;
@@ -182,7 +183,7 @@ std::optional<ListEnd> StreamLane::post_list(const TransferPlan& plan, size_t fr
       end.error = list_timeout_error(all.size(), plan.is_read(), plan.remote(), end.done);
       break;
     }
-    StreamJob job = job_by_handle(*endpoint, plan.remote(), lo, left);
+    StreamJob job = job_by_handle(*endpoint, plan.remote(), lo, left, plan.priority());
     job.direction = plan.is_read() ? StreamDirection::kOutOfOwner : StreamDirection::kIntoOwner;
     job.addr = reinterpret_cast<uint8_t*>(entry->addr);
     job.length = hi - lo;
@@ -236,8 +237,9 @@ void StreamLane::record(const TransferOp& op, const Status& st, uint64_t bytes,
 }
 
 StreamJob job_by_handle(const StreamEndpoint& endpoint, const BufferHandle& remote,
-                        uint64_t remote_offset, uint32_t timeout_ms) {
+                        uint64_t remote_offset, uint32_t timeout_ms, Priority priority) {
   StreamJob job;
+  job.priority = priority;
   job.host = endpoint.host;
   job.port = endpoint.port;
   job.unix_name = endpoint.unix_name;

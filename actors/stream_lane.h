@@ -106,10 +106,10 @@ private:
 
 /// A stream job to `remote`'s owner authorized by the handle ("CRH1"): to `endpoint`, the one
 /// the owner named in a grant (actors/stream_endpoints.h), with the handle's id and secret, at
-/// `remote_offset`, for `timeout_ms`. The caller fills in direction, memory, length and
-/// deadline. The lane's and the manager's stream path's requests by handle.
+/// `remote_offset`, for `timeout_ms`, of class `priority`. The caller fills in direction, memory,
+/// length and deadline. The lane's and the manager's stream path's requests by handle.
 StreamJob job_by_handle(const StreamEndpoint& endpoint, const BufferHandle& remote,
-                        uint64_t remote_offset, uint32_t timeout_ms);
+                        uint64_t remote_offset, uint32_t timeout_ms, Priority priority);
 
 /// The owner's side: checks a request by handle against the buffers of `registry` and holds
 /// the buffer until the stream server is done with it (a release stops it after the socket call

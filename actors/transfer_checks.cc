@@ -77,6 +77,8 @@ Result<uint64_t> checked_length(const TransferOp& op, uint64_t local_size,
     return Error(ErrorCode::kInvalidArgument,
                  "transfer kind " + std::to_string(op.kind) +
                      " is none of read (0), write (1), fetch-add (2), compare-swap (3)");
+  if (!priority_from_wire(op.priority))
+    return Error(ErrorCode::kInvalidArgument, "transfer " + unknown_priority_text(op.priority));
   if (op.notify && !is_write(op))
     return Error(ErrorCode::kInvalidArgument,
                  std::string("a ") + kind_name(op.kind) + " of " + describe(op.remote) +

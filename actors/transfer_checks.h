@@ -10,6 +10,7 @@
 //  3. An atomic takes the NIC only on a device whose atomic_cap is not IBV_ATOMIC_NONE
 //     (atomics_unsupported_text names the device and its atomic_cap otherwise).
 //  4. Only a write asks for a notice (TransferOp::notify).
+//  5. An op names a priority class (TransferOp::priority, components/priority.h).
 #pragma once
 
 #include <cstdint>

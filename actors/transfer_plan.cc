@@ -72,6 +72,7 @@ TransferOp TransferPlan::op(size_t i) const {
   op.remote = data_->remote;
   op.remote_offset = e.offset;
   op.length = e.length;
+  op.priority = static_cast<uint8_t>(priority_);
   return op;
 }
 

@@ -101,8 +101,17 @@ public:
   uint64_t max_length() const { return data_->max_length; }
   /// Range i (i < size()).
   ListRange range(size_t i) const;
-  /// Range i as one op (the single-op paths' form).
+  /// Range i as one op (the single-op paths' form), of the plan's class.
   TransferOp op(size_t i) const;
+  /// Its priority class (components/priority.h; bulk unless `as` said otherwise).
+  Priority priority() const { return priority_; }
+  /// The same plan (its ranges shared, nothing validated again) in class `p`:
+  /// `client.post(plan.as(Priority::kLatency))`.
+  TransferPlan as(Priority p) const {
+    TransferPlan copy = *this;
+    copy.priority_ = p;
+    return copy;
+  }
 
 private:
   struct Data;  // transfer_plan.cc
@@ -117,6 +126,7 @@ private:
   friend const std::vector<ListEntry>& detail::plan_entries(const TransferPlan& plan);
   friend std::shared_ptr<const std::vector<ListEntry>> detail::plan_table(const TransferPlan& plan);
   std::shared_ptr<const Head> data_;  ///< a Data
+  Priority priority_ = Priority::kBulk;
 };
 
 }  // namespace caf_rdma

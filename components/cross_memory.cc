@@ -28,16 +28,16 @@ std::string hex(uint64_t v) {
 Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64_t n,
                          bool to_remote, Deadline deadline, const std::string& subject,
                          bool* refused, const Withdrawal& withdrawal,
-                         const std::function<bool()>& requester_gone) {
+                         const std::function<bool()>& requester_gone, Priority priority) {
   const CopySpan one{local, remote_addr, n};
   return cross_memory_copy_list(pid, &one, 1, to_remote, deadline, subject, refused, withdrawal,
-                                requester_gone);
+                                requester_gone, priority);
 }
 
 Status cross_memory_copy_list(pid_t pid, const CopySpan* spans, size_t count, bool to_remote,
                               Deadline deadline, const std::string& subject, bool* refused,
                               const Withdrawal& withdrawal,
-                              const std::function<bool()>& requester_gone) {
+                              const std::function<bool()>& requester_gone, Priority priority) {
   *refused = false;
   uint64_t n = 0;
   for (size_t i = 0; i < count; ++i)
@@ -89,7 +89,8 @@ Status cross_memory_copy_list(pid_t pid, const CopySpan* spans, size_t count, bo
         return Error(ErrorCode::kTimeout, describe(moved.load()) + ": the deadline passed");
       const uint64_t piece =
           windows.fill(from, std::min(len - done, kCrossMemoryPiece), kMaxIov, mine, theirs);
-      const VmCopyJob job{mine.data(), mine.size(), theirs.data(), theirs.size(), to_remote};
+      const VmCopyJob job{mine.data(),   mine.size(), theirs.data(),
+                          theirs.size(), to_remote,   priority};
       // Invariant 6: in a task a stall cannot keep past the deadline or the withdrawal.
       const VmCopyEnd end =
           killable_vm_copy(pid, job, deadline, [&] { return withdrawn(withdrawal) || gone(); });

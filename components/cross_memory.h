@@ -45,6 +45,7 @@
 #include <string>
 
 #include "components/iov_windows.h"
+#include "components/priority.h"
 #include "components/socket_io.h"
 #include "components/withdrawal.h"
 
@@ -62,17 +63,20 @@ constexpr unsigned kCrossMemoryThreads = 4;
 /// Copies `n` bytes between `local` (this process) and `remote_addr` in process `pid`:
 /// into pid's memory when `to_remote` (a read served by the owner), else out of it (a write).
 /// `subject` names the owner's side for errors ("buffer 7 offset 4096", "grant 123").
-/// `requester_gone`: invariant 7 (none when empty).
+/// `requester_gone`: invariant 7 (none when empty). `priority`: the request's class, whose nice
+/// value the copy tasks run at (killable_copy.h invariant 6).
 Status cross_memory_copy(pid_t pid, uint8_t* local, uint64_t remote_addr, uint64_t n,
                          bool to_remote, Deadline deadline, const std::string& subject,
                          bool* refused, const Withdrawal& withdrawal = nullptr,
-                         const std::function<bool()>& requester_gone = {});
+                         const std::function<bool()>& requester_gone = {},
+                         Priority priority = Priority::kBulk);
 /// The same for a list of ranges (`spans`, in this order; the copy of one range is the list of
 /// one): each process_vm_* call takes up to kMaxIov of them and kCrossMemoryPiece bytes
 /// (iov_windows.h), and invariants 2-7 hold for the list's bytes as for one range's.
 Status cross_memory_copy_list(pid_t pid, const CopySpan* spans, size_t count, bool to_remote,
                               Deadline deadline, const std::string& subject, bool* refused,
                               const Withdrawal& withdrawal = nullptr,
-                              const std::function<bool()>& requester_gone = {});
+                              const std::function<bool()>& requester_gone = {},
+                              Priority priority = Priority::kBulk);
 
 }  // namespace caf_rdma

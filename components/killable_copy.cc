@@ -28,6 +28,7 @@ constexpr size_t kChildStack = 64 << 10;
 /// cost 60 us), ended with its thread or by a kill (invariant 3), made again after one.
 class CopyTask {
 public:
+  explicit CopyTask(int nice) : nice_(nice) {}
   ~CopyTask() { end(); }
 
   /// Starts the child unless it runs; errno on failure, else 0.
@@ -44,6 +45,7 @@ public:
       return errno;
     shared_ = std::make_unique<detail::CopyJobs>();
     shared_->creator = ::getpid();
+    shared_->nice = nice_;
     // Invariant 1: shares memory, files, filesystem and handlers (nothing copied); exit
     // signal 0: no SIGCHLD, reaped with __WCLONE.
     const int flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_PARENT_SETTID |
@@ -140,6 +142,7 @@ private:
     tid_ = 0;
   }
 
+  const int nice_;  ///< invariant 6
   void* stack_ = nullptr;
   std::unique_ptr<detail::CopyJobs> shared_;
   pid_t tid_ = 0;
@@ -162,8 +165,10 @@ VmCopyEnd killable_vm_copy(pid_t pid, const VmCopyJob& job, Deadline deadline,
   direct.err = direct.moved < 0 ? errno : 0;
   return direct;
 #else
-  thread_local CopyTask task;
-  return task.run(pid, job, deadline, stop);
+  // Invariant 6: a child per class.
+  thread_local CopyTask tasks[kPriorityClasses] = {CopyTask(kClassNice[0]), CopyTask(kClassNice[1]),
+                                                   CopyTask(kClassNice[2])};
+  return tasks[urgency(job.priority)].run(pid, job, deadline, stop);
 #endif
 }
 

@@ -31,6 +31,10 @@
 //  5. Except under ThreadSanitizer, whose clone() interceptor cannot run a task that shares
 //     its creator's thread state: there the call is made directly (the tsan lane checks
 //     everything else; tests/components/cross_memory_test skips its stalls there).
+//  6. Each thread keeps one child per priority class; a class's child runs at that class's nice
+//     value (priority.h invariant 3, kClassNice), set by the child on itself as it starts: a
+//     bulk copy yields its core to a latency-class one, and the calling thread's own priority
+//     never changes.
 #pragma once
 
 #include <sys/types.h>
@@ -38,6 +42,7 @@
 
 #include <functional>
 
+#include "components/priority.h"
 #include "components/socket_io.h"
 
 namespace caf_rdma {
@@ -59,6 +64,8 @@ struct VmCopyJob {
   const iovec* theirs = nullptr;
   unsigned long theirs_count = 0;
   bool to_remote = false;  ///< process_vm_writev (into the other process), else readv
+  /// Whose copy it is: the child task that runs it has the class's nice value (invariant 6).
+  Priority priority = Priority::kBulk;
 };
 
 /// `job` with process `pid`, in a child task (invariants 1-2); stopped by `stop()` or the

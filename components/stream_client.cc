@@ -34,27 +34,31 @@ Error stopped_running_error(const Error& how) {
 
 }  // namespace
 
-StreamClient::StreamClient(size_t threads, TlsContext tls, bool same_host)
-    : tls_(std::move(tls)), same_host_(same_host), threads_(std::max<size_t>(threads, 1)) {}
+StreamClient::StreamClient(size_t threads, TlsContext tls, bool same_host,
+                           std::chrono::nanoseconds aging)
+    : tls_(std::move(tls)),
+      same_host_(same_host),
+      queue_(aging),
+      threads_(std::max<size_t>(threads, 1)) {}
 
 StreamClient::~StreamClient() {
   stop();
 }
 
 void StreamClient::stop() {
-  std::map<std::pair<Deadline, uint64_t>, StreamJob> left;
+  std::vector<StreamJob> left;
   std::vector<std::thread> workers;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
     workers.swap(workers_);
     idle_.clear();  // their sockets close
-    left.swap(queue_);
+    left = queue_.take_all();
     for (int fd : busy_fds_)
       ::shutdown(fd, copy_waits_.count(fd) != 0 ? SHUT_WR : SHUT_RDWR);
   }
   ready_.notify_all();
-  for (auto& [key, job] : left)
+  for (auto& job : left)
     job.done(StreamEnd{stopped_error()});
   for (auto& w : workers)
     w.join();
@@ -77,13 +81,14 @@ Status StreamClient::submit(StreamJob job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stopping_) {
-      if (Status admitted = admit_locked(bytes_of(job), job.deadline); !admitted.ok())
+      if (Status admitted = admit_locked(bytes_of(job), job.deadline, job.priority); !admitted.ok())
         return admitted;  // invariant 9: not queued, `done` not called
-      while (workers_.size() < threads_)
+      while (workers_.size() < threads_ + 1)
         workers_.emplace_back([this] { work(); });
+      const Priority p = job.priority;
       const Deadline due = job.deadline;
-      queue_.emplace(std::make_pair(due, next_seq_++), std::move(job));
-      ready_.notify_one();
+      queue_.push(p, due, std::move(job));
+      ready_.notify_all();  // the one thread that may take it may be the latency thread
       return {};
     }
   }
@@ -92,9 +97,13 @@ Status StreamClient::submit(StreamJob job) {
   return {};
 }
 
-Status StreamClient::admits(uint64_t bytes, Deadline deadline) const {
+Status StreamClient::admits(uint64_t bytes, Deadline deadline, Priority p) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return admit_locked(bytes, deadline);
+  return admit_locked(bytes, deadline, p);
+}
+
+bool StreamClient::thread_free_locked(Priority p) const {
+  return running_ < threads_ || (p == Priority::kLatency && running_ < threads_ + 1);
 }
 
 std::optional<double> StreamClient::bytes_per_second() const {
@@ -102,45 +111,43 @@ std::optional<double> StreamClient::bytes_per_second() const {
   return rate_.bytes_per_second();
 }
 
-Status StreamClient::admit_locked(uint64_t bytes, Deadline deadline) const {
+Status StreamClient::admit_locked(uint64_t bytes, Deadline deadline, Priority p) const {
   // Invariant 9: only while every thread is busy (a free one takes it now), with a rate known.
   const auto own = rate_.time_for(bytes);
-  if (running_ + queue_.size() < threads_ || !own || deadline == kNoDeadline)
+  if ((queue_.empty() && thread_free_locked(p)) || running_ + queue_.size() < threads_ || !own ||
+      deadline == kNoDeadline)
     return {};
   uint64_t ahead = 0;
   size_t jobs = 0;
-  for (const auto& [key, queued] : queue_) {
-    if (key.first > deadline)
-      break;
+  queue_.for_each_ahead(p, deadline, [&](const StreamJob& queued) {
     ahead += bytes_of(queued);
     ++jobs;
-  }
+  });
   const auto wait = *rate_.time_for(ahead) / static_cast<int64_t>(threads_);
   const auto left = deadline - std::chrono::steady_clock::now();
   if (wait + *own <= left)
     return {};
-  return Error(ErrorCode::kResourceExhausted,
-               "stream transfer of " + std::to_string(bytes) +
-                   " bytes refused before it started: it has " +
-                   ms_text(std::max(left, std::chrono::steady_clock::duration::zero())) +
-                   " left, but " + std::to_string(ahead) + " bytes in " + std::to_string(jobs) +
-                   (jobs == 1 ? " job" : " jobs") + " due no later wait ahead of it for the " +
-                   std::to_string(threads_) + " stream threads, all busy, which at the recent " +
-                   std::to_string(static_cast<uint64_t>(*rate_.bytes_per_second() / 1e6)) +
-                   " MB/s per thread take about " + ms_text(wait) + ", and its own bytes about " +
-                   ms_text(*own) + ": give it a longer timeout or start fewer transfers at once");
+  return Error(
+      ErrorCode::kResourceExhausted,
+      "stream transfer of " + std::to_string(bytes) + " bytes refused before it started: it has " +
+          ms_text(std::max(left, std::chrono::steady_clock::duration::zero())) + " left, but " +
+          std::to_string(ahead) + " bytes in " + std::to_string(jobs) +
+          (jobs == 1 ? " job" : " jobs") + " due no later wait ahead of it (of its class, " +
+          priority_name(p) + ", or a more urgent one) for the " + std::to_string(threads_) +
+          " stream threads, all busy, which at the recent " +
+          std::to_string(static_cast<uint64_t>(*rate_.bytes_per_second() / 1e6)) +
+          " MB/s per thread take about " + ms_text(wait) + ", and its own bytes about " +
+          ms_text(*own) + ": give it a longer timeout or start fewer transfers at once");
 }
 
 bool StreamClient::cancel_queued(uint64_t tag, const std::string& why) {
   StreamJob job;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = std::find_if(queue_.begin(), queue_.end(),
-                           [tag](const auto& entry) { return entry.second.tag == tag; });
-    if (it == queue_.end())
+    auto taken = queue_.take_if([tag](const StreamJob& queued) { return queued.tag == tag; });
+    if (!taken)
       return false;
-    job = std::move(it->second);
-    queue_.erase(it);
+    job = std::move(*taken);
   }
   if (stop_requested(job.stop)) {  // invariant 8: stopped before it took a connection
     StreamEnd end{
@@ -167,11 +174,22 @@ void StreamClient::work() {
     StreamJob job;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      // Invariant 9: the next job by its class when a thread is free for every class, else the
+      // first latency-class job for the latency thread.
+      std::optional<Priority> take;
+      ready_.wait(lock, [this, &take] {
+        if (stopping_ || queue_.empty())
+          return stopping_;
+        const auto now = std::chrono::steady_clock::now();
+        if (running_ < threads_)
+          take = queue_.next_class(now);
+        else if (thread_free_locked(Priority::kLatency) && queue_.size(Priority::kLatency) > 0)
+          take = Priority::kLatency;
+        return take.has_value();
+      });
       if (stopping_)
         return;
-      job = std::move(queue_.begin()->second);  // invariant 9: earliest deadline first
-      queue_.erase(queue_.begin());
+      job = queue_.pop_class(*take);
       ++running_;
     }
     const auto started = std::chrono::steady_clock::now();
@@ -182,6 +200,7 @@ void StreamClient::work() {
       if (end.status.ok())  // invariant 9's rate: jobs that ended well
         rate_.record(bytes_of(job), std::chrono::steady_clock::now() - started);
     }
+    ready_.notify_all();  // a thread is free: the job for it may not be the latency thread's
     job.done(std::move(end));
   }
 }
@@ -510,6 +529,7 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
   StreamRequest request{job.direction, job.token, job.length};
   request.by_handle = job.by_handle;
   request.handle = job.handle;
+  request.priority = job.priority;
   if (job.count > 0) {
     request.list = true;
     request.count = job.count;

@@ -56,13 +56,17 @@
 //     connection is not pooled. Its end is what failed then (its caller names it
 //     `cancelled`), or its success if every byte had moved. A queued job that cancel_queued
 //     ends once its stop was asked ends `stopped` (kCancelled): it moved nothing.
-//  9. Submitted jobs wait for a thread earliest deadline first (equal deadlines in submission
-//     order). submit refuses (resource_exhausted, naming its deadline, what waits ahead of it,
-//     the threads and the rate) a job that cannot end by its deadline: every thread busy, a
-//     rate known (rate_estimate.h, from the jobs that ended well), and the bytes queued ahead
-//     of it (deadlines not later than its own) over all threads plus its own bytes on one take
+//  9. Submitted jobs wait for a thread by their priority class (StreamJob::priority), strict
+//     priority with aging (class_queue.h), earliest deadline first within a class (equal
+//     deadlines in submission order). One thread beyond `threads` takes latency-class jobs only,
+//     so a latency job never waits for a bulk one to end. submit refuses (resource_exhausted,
+//     naming its deadline, what waits ahead of it, the threads and the rate) a job that cannot
+//     end by its deadline: every thread busy, a rate known (rate_estimate.h, from the jobs that
+//     ended well), and the bytes queued ahead of it (those of more urgent classes, and of its
+//     own due no later: aging's turns aside) over all threads plus its own bytes on one take
 //     longer than it has left. A refused job is not queued and its `done` is not called; with
-//     a thread free or no rate known yet, every job is taken.
+//     a thread free (for a latency job, the latency thread) or no rate known yet, every job is
+//     taken.
 #pragma once
 
 #include <atomic>
@@ -77,6 +81,8 @@
 #include <thread>
 #include <vector>
 
+#include "components/class_queue.h"
+#include "components/priority.h"
 #include "components/rate_estimate.h"
 #include "components/socket_io.h"
 #include "components/stop_signal.h"
@@ -120,6 +126,9 @@ struct StreamJob {
   uint64_t total = 0;
   Deadline deadline = kNoDeadline;
   uint64_t tag = 0;  ///< the submitter's name for it (cancel_queued)
+  /// Its class (invariant 9; priority.h): the order it waits in, and the nice value of an
+  /// owner's cross-memory copy of it (the request carries it: stream_protocol.h).
+  Priority priority = Priority::kBulk;
   /// Asked from another thread to stop (invariant 8); null: it runs to its end or deadline.
   const StopSignal* stop = nullptr;
   /// Called exactly once, after the last access to the job's memory.
@@ -133,7 +142,9 @@ public:
   /// With `tls`, every connection is TLS: the owner must show a certificate the context's CA
   /// file vouches for, and this node shows its own.
   /// With `same_host` false every job runs over TCP (invariant 5).
-  explicit StreamClient(size_t threads = 4, TlsContext tls = nullptr, bool same_host = true);
+  /// `aging`: invariant 9's (class_queue.h), kAging unless a test says otherwise.
+  explicit StreamClient(size_t threads = 4, TlsContext tls = nullptr, bool same_host = true,
+                        std::chrono::nanoseconds aging = kAging);
   /// stop().
   ~StreamClient();
   /// Fails queued jobs, wakes running ones (their sockets are shut down) and joins the workers;
@@ -152,9 +163,9 @@ public:
 
   /// Queues `job` for a thread (invariant 9), or refuses it (its `done` is not called).
   [[nodiscard]] Status submit(StreamJob job);
-  /// Whether submit would take a job of `bytes` due at `deadline` now (invariant 9), asked
-  /// before its owner is asked for a grant.
-  Status admits(uint64_t bytes, Deadline deadline) const;
+  /// Whether submit would take a job of `bytes` of class `p` due at `deadline` now (invariant
+  /// 9), asked before its owner is asked for a grant.
+  Status admits(uint64_t bytes, Deadline deadline, Priority p = Priority::kBulk) const;
   /// Invariant 9's rate: bytes per second per thread (none yet).
   std::optional<double> bytes_per_second() const;
   /// Runs `job` on the calling thread (pooled connections, invariants 2-4 as for submitted
@@ -181,8 +192,10 @@ private:
     kUnsettled,
   };
   void work();
-  /// Invariant 9's refusal of a job of `bytes` due at `deadline`, or ok.
-  Status admit_locked(uint64_t bytes, Deadline deadline) const;
+  /// Invariant 9's refusal of a job of `bytes` of class `p` due at `deadline`, or ok.
+  Status admit_locked(uint64_t bytes, Deadline deadline, Priority p) const;
+  /// Whether a thread is free for a job of class `p` (invariant 9: the last one for latency).
+  bool thread_free_locked(Priority p) const;
   StreamEnd run(const StreamJob& job);
   /// Invariant 3's tries of `job` over TCP, or over its same-host endpoint (`local`);
   /// `*unanswered`: both tries failed before the owner answered.
@@ -219,9 +232,7 @@ private:
   mutable std::mutex mu_;
   std::condition_variable ready_;
   bool stopping_ = false;
-  /// Invariant 9: by (deadline, submission), earliest first.
-  std::map<std::pair<Deadline, uint64_t>, StreamJob> queue_;
-  uint64_t next_seq_ = 0;
+  ClassQueue<StreamJob> queue_;                      ///< invariant 9
   size_t running_ = 0;                               ///< jobs the threads run now
   RateEstimate rate_;                                ///< of the jobs that ended well, per thread
   std::map<std::string, std::vector<Socket>> idle_;  ///< "host:port" -> connections
@@ -233,7 +244,7 @@ private:
   /// never pooled.
   std::map<int, const StreamJob*> stoppable_;
   const size_t threads_;
-  std::vector<std::thread> workers_;  ///< started by the first submit
+  std::vector<std::thread> workers_;  ///< threads_ + 1 (invariant 9), started by the first submit
 };
 
 }  // namespace caf_rdma

@@ -62,7 +62,10 @@ const char* to_string(StreamDirection d) {
 
 Status write_request(const Socket& s, const StreamRequest& r, Deadline deadline) {
   uint8_t b[kMaxRequestBytes];
-  store_le(b + 4, static_cast<uint32_t>(r.direction), 4);
+  store_le(
+      b + 4,
+      static_cast<uint32_t>(r.direction) | (static_cast<uint32_t>(r.priority) << kPriorityShift),
+      4);
   if (!r.by_handle) {
     store_le(b, r.cross_memory ? kMagicCma : kMagic, 4);
     store_le(b + 8, r.token, 8);
@@ -141,13 +144,19 @@ Result<StreamRequest> parse_request(const uint8_t* b) {
       magic != kMagicList && magic != kMagicCmaList)
     return Error(ErrorCode::kInvalidArgument,
                  "not a caf-rdma stream request (bad magic): is another program connecting?");
-  uint64_t dir = load_le(b + 4, 4);
+  const uint64_t word = load_le(b + 4, 4);
+  const uint64_t dir = word & ((1u << kPriorityShift) - 1);
   if (dir != static_cast<uint32_t>(StreamDirection::kIntoOwner) &&
       dir != static_cast<uint32_t>(StreamDirection::kOutOfOwner))
     return Error(ErrorCode::kInvalidArgument,
                  "stream request with unknown direction " + std::to_string(dir));
+  const auto priority = priority_from_wire(static_cast<uint32_t>(word >> kPriorityShift));
+  if (!priority)
+    return Error(ErrorCode::kInvalidArgument,
+                 "stream request: " + unknown_priority_text(word >> kPriorityShift));
   StreamRequest r;
   r.direction = static_cast<StreamDirection>(dir);
+  r.priority = *priority;
   r.cross_memory = magic == kMagicCma || magic == kMagicCmaHandle || magic == kMagicCmaList;
   r.list = magic == kMagicList || magic == kMagicCmaList;
   if (magic == kMagicHandle || magic == kMagicCmaHandle || r.list) {

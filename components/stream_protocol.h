@@ -2,6 +2,8 @@
 // time; connections are reused).
 //
 //   client -> owner   request: magic "CRS2", direction (u32), token (u64), length (u64)
+//                     (the direction word's bits 8-15 carry the request's priority class,
+//                     priority.h: 0 bulk, 1 latency, 2 background; an owner refuses another)
 //                     or, authorized by a buffer handle instead of a grant (the stream lane,
 //                     no grant asked over CAF first): magic "CRH1", direction (u32),
 //                     length (u64), buffer id (u64), secret (2 x u64), offset (u64),
@@ -69,6 +71,7 @@
 #include <vector>
 
 #include "components/list_entry.h"
+#include "components/priority.h"
 #include "components/socket_io.h"
 #include "components/withdrawal.h"
 
@@ -80,6 +83,8 @@ enum class StreamDirection : uint32_t {
 };
 
 const char* to_string(StreamDirection d);
+/// Where the priority class sits in a request's direction word (the wire format above).
+constexpr unsigned kPriorityShift = 8;
 
 /// A buffer handle's part of a "CRH1" request: the owner checks it as it checks any access
 /// (secret, bounds, read-write for a write, not released).
@@ -105,6 +110,8 @@ struct StreamRequest {
       : direction(d), token(grant), length(bytes) {}
 
   StreamDirection direction = StreamDirection::kIntoOwner;
+  /// Its class (priority.h): the nice value of the owner's cross-memory copy of it.
+  Priority priority = Priority::kBulk;
   uint64_t token = 0;  ///< the grant ("CRS2"); 0 for a request by handle
   uint64_t length = 0;
   bool by_handle = false;  ///< "CRH1": `handle` authorizes it

@@ -86,8 +86,9 @@ bool StreamServer::serve_list(Connection& c, Grant& g) {
     bool refused = false;
     // cross_memory.h invariant 7: the requester waits in silence; a word or a hang-up from
     // it ends the copy.
-    st = cross_memory_copy_list(c.peer_pid, spans.data(), spans.size(), out, g.deadline, subject,
-                                &refused, g.withdrawal, [&s] { return peer_spoke_or_hung_up(s); });
+    st = cross_memory_copy_list(
+        c.peer_pid, spans.data(), spans.size(), out, g.deadline, subject, &refused, g.withdrawal,
+        [&s] { return peer_spoke_or_hung_up(s); }, req.priority);
     if (!refused) {
       ++cross_memory_served_;
       g.done(req.token, st, st.ok() ? req.total : 0);  // the copy returned: memory untouched

@@ -56,9 +56,10 @@ bool StreamServer::serve(Connection& c) {
     bool refused = false;
     // cross_memory.h invariant 7: the requester waits in silence; a word or a hang-up from
     // it ends the copy.
-    st = cross_memory_copy(c.peer_pid, g.addr, req.peer_addr, g.length,
-                           g.direction == StreamDirection::kOutOfOwner, g.deadline, subject,
-                           &refused, g.withdrawal, [&s] { return peer_spoke_or_hung_up(s); });
+    st = cross_memory_copy(
+        c.peer_pid, g.addr, req.peer_addr, g.length, g.direction == StreamDirection::kOutOfOwner,
+        g.deadline, subject, &refused, g.withdrawal, [&s] { return peer_spoke_or_hung_up(s); },
+        req.priority);
     if (refused) {
       c.cma_refused = true;  // remembered: no failed syscall per op on this connection
       st = Status{};

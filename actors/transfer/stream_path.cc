@@ -24,7 +24,8 @@ void StreamPath::start(OpId id) {
   const OpRecord& o = *m_.op_record(id);
   // Invariant 6: one that cannot end by its deadline behind the jobs queued ahead of it is
   // refused now, before its owner is asked for a grant.
-  if (Status st = m_.stream_client()->admits(o.length, m_.transfer_of(id).due); !st.ok())
+  if (Status st = m_.stream_client()->admits(o.length, m_.transfer_of(id).due, priority_of(o.op));
+      !st.ok())
     return refuse(id, st.error());
   StreamOp& s = ops_[id];
   const TransferOp& op = o.op;
@@ -35,7 +36,7 @@ void StreamPath::start(OpId id) {
   if (!endpoint)
     return ask_grant(id);
   s.by_handle = true;
-  run(id, job_by_handle(*endpoint, op.remote, op.remote_offset, time_left(id)));
+  run(id, job_by_handle(*endpoint, op.remote, op.remote_offset, time_left(id), priority_of(op)));
 }
 
 void StreamPath::ask_grant(OpId id) {
@@ -90,6 +91,7 @@ void StreamPath::run(OpId id, StreamJob job) {
   job.length = o->length;
   // The transfer's own deadline: the job stops by the time the transfer times out.
   job.deadline = m_.transfer_of(id).due;
+  job.priority = priority_of(o->op);  // its class orders the stream client's queue
   StreamOp& s = ops_[id];
   s.job_tag = next_job_tag_++;
   job.tag = s.job_tag;

@@ -36,6 +36,8 @@ struct CopyJobs {
   unsigned long theirs_count = 0;
   bool to_remote = false;
   pid_t creator = 0;  ///< the creating process (the child ends if it is not its parent)
+  /// The nice value the child sets on itself before its first job (priority.h invariant 3).
+  int nice = 0;
   // The child's.
   long result = 0;    ///< the last job's system call return: bytes moved, or -errno
   uint32_t done = 0;  ///< futex word: the last job done (its `req`)
@@ -45,8 +47,8 @@ struct CopyJobs {
 };
 
 /// The child's body, given to clone() with its CopyJobs as `arg`: dies with its creating thread
-/// (PR_SET_PDEATHSIG), runs each job it is given (process_vm_writev or process_vm_readv),
-/// publishes its result, then waits for the next. Never returns.
+/// (PR_SET_PDEATHSIG), takes its nice value, runs each job it is given (process_vm_writev or
+/// process_vm_readv), publishes its result, then waits for the next. Never returns.
 int run_copy_jobs(void* arg);
 
 }  // namespace caf_rdma::detail

@@ -583,6 +583,75 @@ TEST_F(StreamChannelTest, QueuedJobsRunEarliestDeadlineFirst) {
   EXPECT_EQ(tokens, (std::vector<uint64_t>{1, 3, 4, 2}));
 }
 
+// Invariant 9 with classes: while the client's one thread is held by a bulk job, a
+// latency-class job runs at once on the latency thread (every byte checked), and the queued
+// ones go by class before deadline: bulk due in 10 s before background due in 5 s. (Aging is
+// set to an hour here: the order must not depend on how long the test takes; class_queue_test
+// checks aging.)
+TEST_F(StreamChannelTest, ALatencyJobRunsWhileEveryThreadIsBusyAndTheQueueServesByClass) {
+  std::promise<void> first_held, release;
+  auto released = release.get_future().share();
+  std::mutex mu;
+  std::vector<uint64_t> tokens;
+  FakeOwner owner([&](int i, Socket& c) {
+    auto req = read_request(c, Clock::now() + 10s);
+    if (!req.ok())
+      return;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      tokens.push_back(req->token);
+    }
+    if (i == 0) {  // holds the client's one thread
+      first_held.set_value();
+      (void)released.wait_for(20s);
+    }
+    (void)write_status(c, Error(ErrorCode::kInvalidArgument, "fake owner: refused"),
+                       Clock::now() + 10s);
+  });
+  StreamClient client(1, nullptr, true, std::chrono::hours(1));
+  std::vector<uint8_t> mine(4096);
+  std::vector<std::future<StreamEnd>> ends;
+  auto submit = [&](uint64_t token, Priority p, std::chrono::seconds due) {
+    auto promise = std::make_shared<std::promise<StreamEnd>>();
+    ends.push_back(promise->get_future());
+    StreamJob j = job_to("127.0.0.1", owner.port(), token, StreamDirection::kOutOfOwner,
+                         mine.data(), mine.size(), due);
+    j.priority = p;
+    j.done = [promise](StreamEnd end) { promise->set_value(std::move(end)); };
+    EXPECT_TRUE(client.submit(std::move(j)).ok());
+  };
+  submit(1, Priority::kBulk, 60s);
+  ASSERT_EQ(first_held.get_future().wait_for(20s), std::future_status::ready);
+  submit(2, Priority::kBulk, 10s);
+  submit(3, Priority::kBackground, 5s);
+  // The latency job, to a real owner, while job 1 still holds the one thread.
+  auto owner_bytes = pattern(64 << 10, 41);
+  std::vector<uint8_t> got(owner_bytes.size());
+  Served out;
+  const uint64_t t = server_->grant(owner_bytes.data(), owner_bytes.size(),
+                                    StreamDirection::kOutOfOwner, Clock::now() + 10s, out.fn());
+  StreamJob urgent = job_for(*server_, t, StreamDirection::kOutOfOwner, got.data(), got.size());
+  urgent.priority = Priority::kLatency;
+  auto urgent_end = std::make_shared<std::promise<StreamEnd>>();
+  urgent.done = [urgent_end](StreamEnd end) { urgent_end->set_value(std::move(end)); };
+  ASSERT_TRUE(client.submit(std::move(urgent)).ok());
+  auto urgent_future = urgent_end->get_future();
+  ASSERT_EQ(urgent_future.wait_for(20s), std::future_status::ready)
+      << "the latency job waited for the bulk one";
+  const StreamEnd urgent_result = urgent_future.get();
+  ASSERT_TRUE(urgent_result.status.ok()) << urgent_result.status.error().to_string();
+  EXPECT_EQ(got, owner_bytes);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(tokens, (std::vector<uint64_t>{1})) << "job 1 no longer held";
+  }
+  release.set_value();
+  for (auto& f : ends)
+    ASSERT_EQ(f.wait_for(20s), std::future_status::ready);
+  owner.stop();
+  EXPECT_EQ(tokens, (std::vector<uint64_t>{1, 2, 3}));
+}
+
 // Invariant 9: with every thread busy and a rate learned from jobs that ended well, a job that
 // cannot end by its deadline behind those queued ahead of it (due no later) is refused up front,
 // naming why, and never runs; with no rate yet, or a thread free, every job is taken. (The
@@ -731,6 +800,39 @@ TEST(StreamProtocolTest, AClientOfTheOldProtocolIsToldToMatchReleases) {
   ASSERT_FALSE(answer->ok());
   EXPECT_EQ(answer->error().code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(answer->error().message().find("protocol version 1"), std::string::npos)
+      << answer->error().message();
+}
+
+// stream_protocol.h: the direction word carries the request's class; an owner reads it back,
+// and refuses a class it does not know, naming it.
+TEST(StreamProtocolTest, ARequestCarriesItsPriorityClassAndAnUnknownOneIsRefused) {
+  auto l = listen_tcp("127.0.0.1", 0);
+  ASSERT_TRUE(l.ok());
+  for (Priority p : {Priority::kLatency, Priority::kBulk, Priority::kBackground}) {
+    auto c = connect_tcp("127.0.0.1", *local_port(*l), Clock::now() + 5s);
+    ASSERT_TRUE(c.ok());
+    auto s = accept_tcp(*l, -1);
+    ASSERT_TRUE(s.ok());
+    StreamRequest r(StreamDirection::kOutOfOwner, 77, 4096);
+    r.priority = p;
+    ASSERT_TRUE(write_request(*c, r, Clock::now() + 5s).ok());
+    auto got = read_request(*s, Clock::now() + 5s);
+    ASSERT_TRUE(got.ok()) << got.error().to_string();
+    EXPECT_EQ(got->priority, p);
+    EXPECT_EQ(got->direction, StreamDirection::kOutOfOwner);
+    EXPECT_EQ(got->token, 77u);
+  }
+  auto server = StreamServer::start("127.0.0.1");
+  ASSERT_TRUE(server.ok());
+  auto sock = connect_tcp("127.0.0.1", (*server)->port(), Clock::now() + 5s);
+  ASSERT_TRUE(sock.ok());
+  const uint8_t unknown[kRequestBytes] = {'C', 'R', 'S', '2', 2, 7, 0, 0, 42};  // class 7
+  ASSERT_TRUE(send_all(*sock, unknown, sizeof(unknown), Clock::now() + 5s, "request").ok());
+  auto answer = read_status(*sock, Clock::now() + 5s, "answer");
+  ASSERT_TRUE(answer.ok()) << answer.error().to_string();
+  ASSERT_FALSE(answer->ok());
+  EXPECT_EQ(answer->error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(answer->error().message().find("priority class 7 is none of"), std::string::npos)
       << answer->error().message();
 }
 
