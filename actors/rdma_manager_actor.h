@@ -152,8 +152,12 @@ struct ManagerOptions {
   /// IPv4 address this manager's stream channel listens on and announces to peers; empty: no
   /// stream channel (RdmaNode sets its host here unless that is a wildcard).
   std::string stream_host;
-  /// Stream transfers this manager runs at once as requester (more wait).
+  /// Stream transfers this manager runs at once as requester (more wait, by priority class:
+  /// one more thread runs latency-class ones only).
   uint32_t stream_threads = 4;
+  /// How long a priority class waits unserved in this manager's queues while more urgent ones
+  /// are served before it gets a turn (components/priority.h invariant 2).
+  std::chrono::milliseconds priority_aging = kAging;
   /// Same host (components/same_host.h): the stream channel also listens on an abstract
   /// AF_UNIX endpoint its handles name, and this node's stream transfers to an owner on this
   /// host (same boot id and network namespace) go there instead of over TCP: the owner copies

@@ -9,7 +9,7 @@
 //     longest overdue goes first. So every entry is taken within a bounded time whatever
 //     arrives after it (priority.h invariant 2).
 //  2. Within a class: earliest deadline first, equal deadlines in arrival order.
-//  3. Every entry leaves once: by pop, pop_class, erase_if, take_if or take_all.
+//  3. Every entry leaves once: by pop, pop_class, erase_if, take_if, take_all or clear.
 #pragma once
 
 #include <chrono>
@@ -30,6 +30,9 @@ public:
   using Clock = std::chrono::steady_clock;
 
   explicit ClassQueue(std::chrono::nanoseconds aging = kAging) : aging_(aging) {}
+
+  /// Invariant 1's aging from now on.
+  void set_aging(std::chrono::nanoseconds aging) { aging_ = aging; }
 
   /// Queues `value` of class `p`, due at `due`, arrived `now`.
   void push(Priority p, Clock::time_point due, T value, Clock::time_point now = Clock::now()) {
@@ -130,6 +133,8 @@ public:
     return all;
   }
 
+  void clear() { (void)take_all(); }
+
   /// Calls `f(value)` for each entry served before a new one of class `p` due at `due` would
   /// be by strict priority (aging aside): every entry of a more urgent class and those of its
   /// own class due no later.
@@ -150,7 +155,7 @@ private:
     Clock::time_point last_turn{};                               ///< the last pop from this class
   };
 
-  const Clock::duration aging_;
+  Clock::duration aging_;
   Lane lanes_[kPriorityClasses];  ///< by urgency
   uint64_t next_seq_ = 0;
   size_t size_ = 0;

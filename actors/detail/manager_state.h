@@ -69,11 +69,13 @@
 //     or repeat theirs) ends by its own completion, and an op whose bytes all landed before it
 //     could stop answers its success. Its timeout still applies after a cancel (kDue). A
 //     cancelled list's worker starts no further step and cancels the one in flight.
-// 25. Deadlines order the waits: ops waiting for this manager's stream threads
+// 25. Classes and deadlines order the waits: ops waiting for this manager's stream threads
 //     (components/stream_client.h invariant 9), its bounce buffers (staged_path.h invariant 4)
-//     or an owner's fetch window (chunk_path.h invariant 2) take them earliest deadline first,
-//     equal deadlines in arrival order (enqueue_by_due); a stream op that cannot end by its
-//     deadline behind what waits ahead of it is refused up front (stream_path.h invariant 6).
+//     or an owner's fetch window (chunk_path.h invariant 2) take them by priority class,
+//     strict priority with aging (components/class_queue.h), earliest deadline first within a
+//     class, equal deadlines in arrival order (enqueue_waiting); a stream op that cannot end by
+//     its deadline behind what waits ahead of it is refused up front (stream_path.h invariant
+//     6).
 #pragma once
 
 #include <algorithm>
@@ -212,19 +214,12 @@ public:
   const Transfer& transfer_of(OpId id) const { return transfers_.at(id.ticket); }
   /// The RDMA path of that kind (null for the others).
   RdmaPath* rdma_path(PathKind kind);
-  /// Invariant 25: puts op `id` into `queue` (of OpIds) by its transfer's deadline, after the
-  /// ops due no later. The queue holds live ops only (a path's `forget` takes its op out), so
-  /// it stays sorted; one whose transfer ended would count as due at once.
-  template <class Queue>
-  void enqueue_by_due(Queue& queue, OpId id) const {
-    auto due = [this](OpId op) {
-      auto it = transfers_.find(op.ticket);
-      return it == transfers_.end() ? std::chrono::steady_clock::time_point::min() : it->second.due;
-    };
-    const auto mine = due(id);
-    queue.insert(std::upper_bound(queue.begin(), queue.end(), mine,
-                                  [&due](auto at, OpId other) { return at < due(other); }),
-                 id);
+  /// Invariant 25: puts open op `id` into `queue` by its class and its transfer's deadline.
+  /// The queue holds live ops only (a path's `forget` takes its op out).
+  void enqueue_waiting(ClassQueue<OpId>& queue, OpId id) const {
+    queue.set_aging(options_.priority_aging);
+    queue.push(priority_of(transfers_.at(id.ticket).ops.at(id.index).op), transfers_.at(id.ticket).due,
+               id);
   }
   // -- the one reply point (reply_point.cc) --
   /// Ends op `id` with `outcome` (its path forgets it), and replies once every op of its

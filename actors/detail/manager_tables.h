@@ -27,6 +27,7 @@
 #include "actors/transfer/transfer_path.h"
 #include "actors/transfer_checks.h"
 #include "actors/transport/rdma_links.h"
+#include "components/class_queue.h"
 #include "components/completion_poller.h"
 #include "components/device_monitor.h"
 #include "components/nic.h"
@@ -129,7 +130,7 @@ struct Peer {
   /// As requester (invariant 12): window charge of the fetches asked of it and not yet
   /// answered, and the fallback reads waiting to ask more (ChunkPath).
   uint64_t fetching = 0;
-  std::deque<OpId> fetch_queue;
+  ClassQueue<OpId> fetch_queue;
   /// Counts its lost links (invariant 13): `fetching` holds only fetches asked over the
   /// current one; answers to earlier ones (their requests' timeouts) release nothing.
   uint64_t link = 0;

@@ -76,7 +76,7 @@ void ChunkPath::pump(OpId id) {
     if (is_read && owner.fetching > 0 && owner.fetching + charge > opt.peer_window_bytes) {
       if (!c.fetch_queued) {
         c.fetch_queued = true;
-        m_.enqueue_by_due(owner.fetch_queue, id);  // invariant 2: earliest deadline first
+        m_.enqueue_waiting(owner.fetch_queue, id);  // invariant 2: by class, then deadline
       }
       break;
     }
@@ -266,13 +266,12 @@ void ChunkPath::fetch_answered(const caf::actor_addr& key, uint64_t charge, uint
     return;  // asked over a link lost since: forgotten with it (invariant 2)
   Peer& owner = p->second;
   owner.fetching -= std::min(owner.fetching, charge);
-  // The reads waiting for this owner's window, earliest deadline first, each once; one that
-  // still does not fit queues again by its deadline, and the window is full.
+  // The reads waiting for this owner's window, by class and deadline (manager invariant 25),
+  // each once; one that still does not fit queues again, and the window is full.
   for (size_t n = owner.fetch_queue.size(); n > 0 && !owner.fetch_queue.empty(); --n) {
     if (owner.fetching > 0 && owner.fetching + kWindowMinCharge > m_.options().peer_window_bytes)
       break;
-    OpId id = owner.fetch_queue.front();
-    owner.fetch_queue.pop_front();
+    OpId id = owner.fetch_queue.pop();
     auto it = ops_.find(id);
     if (m_.op_record(id) == nullptr || it == ops_.end())
       continue;  // finished (timed out, failed) while it waited
@@ -288,12 +287,10 @@ void ChunkPath::forget(OpId id) {
   if (it == ops_.end())
     return;
   if (it->second.fetch_queued) {
-    // Not waiting any more: the queue stays ordered by live deadlines (manager invariant 25).
+    // Not waiting any more: the queue holds live ops only (manager invariant 25).
     auto p = m_.peer_table.peers().find(m_.transfer_of(id).ops[id.index].peer);
-    if (p != m_.peer_table.peers().end()) {
-      auto& q = p->second.fetch_queue;
-      q.erase(std::remove(q.begin(), q.end(), id), q.end());
-    }
+    if (p != m_.peer_table.peers().end())
+      p->second.fetch_queue.erase_if([id](OpId w) { return w == id; });
   }
   ops_.erase(it);
 }

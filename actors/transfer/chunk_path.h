@@ -20,7 +20,7 @@
 //     A failed or timed-out read drops late data.
 //  2. Manager invariant 12, requester side: the fetches asked of one owner and not yet
 //     answered stay within peer_window_bytes (each charged at least kWindowMinCharge); reads
-//     beyond wait in the owner's Peer::fetch_queue, earliest deadline first (manager invariant
+//     beyond wait in the owner's Peer::fetch_queue, by class and deadline (manager invariant
 //     25), and ask more as answers come back. Answers
 //     to fetches asked over a link lost since release nothing (Peer::link).
 //  3. Every chunk of a read is checked for its size before it is copied in.

@@ -24,7 +24,7 @@ void StagedPath::start(OpId id) {
   if (!slot.ok())
     return m_.fail_op(id, to_caf_error(slot.error()));
   if (*slot < 0) {
-    m_.enqueue_by_due(waiters_, id);  // invariant 4: earliest deadline first
+    m_.enqueue_waiting(waiters_, id);  // invariant 4: by class, earliest deadline first
     return;
   }
   s = StagedOp{};
@@ -224,8 +224,8 @@ void StagedPath::settle(OpId id) {
 }
 
 void StagedPath::forget(OpId id) {
-  // Not waiting any more: the waiters stay ordered by live deadlines (manager invariant 25).
-  waiters_.erase(std::remove(waiters_.begin(), waiters_.end(), id), waiters_.end());
+  // Not waiting any more: the waiters hold live ops only (manager invariant 25).
+  waiters_.erase_if([id](OpId w) { return w == id; });
   auto it = ops_.find(id);
   if (it == ops_.end())
     return;
@@ -241,7 +241,7 @@ bool StagedPath::posted_any(OpId id) const {
 }
 
 void StagedPath::withdraw(OpId id) {
-  waiters_.erase(std::remove(waiters_.begin(), waiters_.end(), id), waiters_.end());
+  waiters_.erase_if([id](OpId w) { return w == id; });
   auto it = ops_.find(id);
   if (it == ops_.end())
     return;
@@ -260,8 +260,7 @@ void StagedPath::release_slot(int slot) {
   slots_[slot].busy = false;
   // A waiter may not take it (rerouted to the fallback): then the next one may.
   while (!waiters_.empty() && !slots_[slot].busy) {
-    OpId id = waiters_.front();
-    waiters_.erase(waiters_.begin());
+    OpId id = waiters_.pop();
     if (m_.op_record(id) == nullptr)
       continue;  // finished (timed out) while waiting
     return start(id);

@@ -12,8 +12,8 @@
 //     (completed, flushed, or its QP destroyed): no later transfer's bytes meet a late DMA.
 //  3. An op succeeds only when every chunk moved; it is never retried (its first chunks may
 //     have moved), and once a chunk was posted it is never rerouted to the fallback.
-//  4. At most staging_buffers slots exist; ops beyond wait for one earliest deadline first,
-//     equal deadlines in arrival order (manager invariant 25; their timeout still runs).
+//  4. At most staging_buffers slots exist; ops beyond wait for one by class, earliest deadline
+//     first within one (manager invariant 25; their timeout still runs).
 #pragma once
 
 #include <map>
@@ -23,6 +23,7 @@
 
 #include "actors/transfer/rdma_path.h"
 #include "components/bounce_buffer.h"
+#include "components/class_queue.h"
 #include "components/rdma_buffer.h"
 #include "components/staging_plan.h"
 
@@ -87,7 +88,7 @@ private:
 
   std::map<OpId, StagedOp> ops_;
   std::vector<Slot> slots_;
-  std::vector<OpId> waiters_;
+  ClassQueue<OpId> waiters_;
   bool lock_reported_ = false;  // "staging buffers stay pageable" said once
 };
 

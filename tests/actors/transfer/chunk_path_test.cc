@@ -349,5 +349,62 @@ TEST_F(ManagerLogicTest, Inv25_ReadsWaitingForAWindowGoEarliestDeadlineFirst) {
   EXPECT_TRUE(same_bytes(mine, 0, peer.memory(), 0, 3 * kChunk));
 }
 
+// Invariant 25 with classes: a latency-class read waiting for the window goes before a bulk
+// one due sooner, and background goes last though it is due soonest (aging is an hour here:
+// the order must not depend on the machine's speed; class_queue_test checks aging).
+TEST_F(ManagerLogicTest, Inv25_ReadsWaitingForAWindowGoByClassThenDeadline) {
+  SCOPED_TRACE("Invariant 25");
+  ManagerOptions o = fallback_options();
+  o.peer_window_bytes = kChunk;  // one fetch at a time to this owner
+  o.priority_aging = std::chrono::hours(1);
+  ASSERT_NO_FATAL_FAILURE(start_manager(o));
+  std::vector<uint8_t> mine(4 * kChunk, 0);
+  BufferHandle local = register_buffer(mine);
+  FakePeer& peer = add_peer(patterned(4 * kChunk, 7));
+  auto part = [](uint64_t k, Priority p) {
+    return Range::of(kChunk).at_local(k * kChunk).at_remote(k * kChunk).as(p);
+  };
+  auto first = transfer(make_read(local, peer.handle(), part(0, Priority::kBulk)), 10000);
+  auto background = transfer(make_read(local, peer.handle(), part(1, Priority::kBackground)), 3000);
+  auto bulk = transfer(make_read(local, peer.handle(), part(2, Priority::kBulk)), 5000);
+  auto latency = transfer(make_read(local, peer.handle(), part(3, Priority::kLatency)), 9000);
+  auto asked = peer.log().of(fetch_atom::value, true);
+  ASSERT_EQ(asked.size(), 1u) << "more than the window asked";
+  EXPECT_EQ(peer.log().asked[asked[0]].offset, 0u);
+  for (uint64_t expected : {3 * kChunk, 2 * kChunk, 1 * kChunk}) {
+    peer.answer(asked[0]);
+    run_jobs();
+    asked = peer.log().of(fetch_atom::value, true);
+    ASSERT_EQ(asked.size(), 1u);
+    EXPECT_EQ(peer.log().asked[asked[0]].offset, expected) << "not the next by class, then due";
+  }
+  peer.answer(asked[0]);
+  run_jobs();
+  for (auto* p : {&first, &background, &bulk, &latency}) {
+    auto r = reply(*p);
+    ASSERT_TRUE(r);
+    ASSERT_TRUE(*r) << error_message(r->error());
+  }
+  EXPECT_TRUE(same_bytes(mine, 0, peer.memory(), 0, 4 * kChunk));
+}
+
+// A priority class no release knows is refused, naming it; nothing moves.
+TEST_F(ManagerLogicTest, AnOpOfAnUnknownPriorityClassIsRefused) {
+  ASSERT_NO_FATAL_FAILURE(start_manager(fallback_options()));
+  std::vector<uint8_t> mine(kChunk, 0);
+  BufferHandle local = register_buffer(mine);
+  FakePeer& peer = add_peer(patterned(kChunk, 8));
+  TransferOp op = make_read(local, peer.handle(), Range::of(kChunk));
+  op.priority = 9;
+  auto asked = transfer(op, 5000);
+  auto r = reply(asked);
+  ASSERT_TRUE(r);
+  ASSERT_FALSE(*r);
+  EXPECT_NE(error_message(r->error()).find("priority class 9 is none of"), std::string::npos)
+      << error_message(r->error());
+  EXPECT_TRUE(peer.log().of(fetch_atom::value, true).empty()) << "a fetch was asked";
+  EXPECT_TRUE(std::all_of(mine.begin(), mine.end(), [](uint8_t b) { return b == 0; }));
+}
+
 }  // namespace
 }  // namespace caf_rdma::testing
