@@ -159,10 +159,9 @@ std::optional<Result<DirectLane::Prepared>> DirectLane::prepare(const TransferOp
 
 void DirectLane::record(const TransferOp& op, const TransferOutcome& out,
                         std::chrono::steady_clock::time_point started) const {
-  OpSample s;
+  OpSample s = sample_of(op);
   s.peer = owner_name_;
   s.path = out.path;
-  s.kind = op.kind;
   s.ok = out.ok();
   s.bytes = out.bytes;
   s.code = static_cast<ErrorCode>(out.code);

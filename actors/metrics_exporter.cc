@@ -148,6 +148,21 @@ void add_telemetry(Families& f, const ManagerTelemetry& t) {
                 "Latency of the transfer ops that succeeded, from request to reply, by path and "
                 "kind",
                 {{"path", h.path}, {"kind", kind_label(h.kind)}}, h);
+  for (const auto& c : t.classes) {
+    const Labels labels{{"class", c.priority}};
+    f.counter("caf_rdma_class_transfer_ops_total",
+              "Transfer ops that succeeded, by priority class (latency, bulk, background)", labels,
+              static_cast<double>(c.ops));
+    f.counter("caf_rdma_class_transfer_bytes_total",
+              "Bytes moved by transfer ops that succeeded, by priority class", labels,
+              static_cast<double>(c.bytes));
+    f.counter("caf_rdma_class_transfer_errors_total", "Transfer ops that failed, by priority class",
+              labels, static_cast<double>(c.errors));
+    f.histogram("caf_rdma_class_transfer_latency_seconds",
+                "Latency of the transfer ops that succeeded, from request to reply, by priority "
+                "class",
+                labels, c.latency);
+  }
   f.gauge("caf_rdma_stream_grants", "Stream grants made as owner and not yet used or withdrawn", {},
           static_cast<double>(t.stream_grants));
   f.gauge("caf_rdma_staging_buffers_busy", "Bounce buffers (rdma-staged) an op holds now", {},

@@ -10,7 +10,8 @@
 // next_notice() takes notices one thread at a time.
 //
 // Reads and writes between NIC-registered buffers go over direct lanes (actors/direct_lane.h):
-// the first transfer to an owner asks the manager for a queue pair of this client's own to it;
+// the first transfer to an owner (in each priority class: components/priority.h) asks the
+// manager for a queue pair of this client's own to it;
 // from then on the calling thread posts and polls itself, with no message per op. Everything
 // else (fallback, rdma-staged GPU memory, errors about unknown or released buffers) goes
 // through the manager as before. Without RDMA between the two buffers, reads and writes
@@ -196,7 +197,8 @@ public:
 
   /// Whether transfers may take direct lanes.
   bool direct() const { return direct_; }
-  /// Direct lanes this client holds (one per owner manager it moved bytes with).
+  /// Direct lanes this client holds (one per owner manager it moved bytes with and priority
+  /// class it moved them in).
   size_t lanes() const;
 
 private:
@@ -261,8 +263,14 @@ private:
   /// CancelToken's signal, checked before each way and watched by a lane's op.
   Result<TransferReply> transfer_until(const TransferOp& op, uint32_t timeout_ms,
                                        const StopSignal* stop);
-  /// Drops the lane to `owner` if it is `lane` (another thread may have replaced it).
-  void drop_lane(const caf::actor_addr& owner, const std::shared_ptr<DirectLane>& lane);
+  /// A direct lane's place in lanes_: its owner and the class of the ops it carries (each class
+  /// has a queue pair of its own: a latency-class op never waits behind a bulk one's).
+  using LaneKey = std::pair<caf::actor_addr, Priority>;
+  static LaneKey lane_key(const TransferOp& op) {
+    return {op.remote.owner.address(), priority_of(op)};
+  }
+  /// Drops the lane at `owner` if it is `lane` (another thread may have replaced it).
+  void drop_lane(const LaneKey& owner, const std::shared_ptr<DirectLane>& lane);
   /// After a lane op failed: drops a broken lane and names the cause by the manager's rule
   /// (actors/transfer/owner_verdict.h): a peer that is down (peer_unavailable), or the owner's
   /// reason for refusing the access (released, unknown_buffer, out_of_bounds, ...), asked
@@ -313,7 +321,7 @@ private:
   /// The node's busy-poll window (ManagerOptions::busy_poll; 0: block at once).
   std::chrono::microseconds busy_poll_{0};
   mutable std::mutex lanes_mu_;  ///< lanes_, stream_lane_, stream_lane_asked_
-  std::map<caf::actor_addr, LaneSlot> lanes_;
+  std::map<LaneKey, LaneSlot> lanes_;
   std::shared_ptr<StreamLane> stream_lane_;
   bool stream_lane_asked_ = false;  ///< the manager was asked (its answer may be no lane)
   std::mutex atomic_mu_;            ///< one atomic at a time owns the word and its registration

@@ -49,7 +49,7 @@ std::shared_ptr<DirectLane> RdmaClient::lane_for(const TransferOp* ops, size_t c
       return DirectLane::manager_stripes(o, s.stripe_min_bytes, s.stripes_one_device);
     });
   };
-  const caf::actor_addr owner = op.remote.owner.address();
+  const LaneKey owner = lane_key(op);
   auto now = std::chrono::steady_clock::now();
   std::shared_ptr<DirectLane> broken;  // dropped outside the lock (its destructor sends)
   {
@@ -118,7 +118,7 @@ std::optional<ListEnd> RdmaClient::rdma_list(const TransferPlan& plan, size_t fr
   return lane->post_list(plan, from, list_ms_left(deadline), verify, stop_flag(stop));
 }
 
-void RdmaClient::drop_lane(const caf::actor_addr& owner, const std::shared_ptr<DirectLane>& lane) {
+void RdmaClient::drop_lane(const LaneKey& owner, const std::shared_ptr<DirectLane>& lane) {
   std::shared_ptr<DirectLane> gone;  // its destructor runs outside the lock
   std::lock_guard<std::mutex> guard(lanes_mu_);
   auto it = lanes_.find(owner);
@@ -131,7 +131,7 @@ Error RdmaClient::lane_error(const TransferOp& op, Error error, OpFault fault,
   {
     std::shared_ptr<DirectLane> gone;  // its destructor runs outside the lock
     std::lock_guard<std::mutex> guard(lanes_mu_);
-    auto it = lanes_.find(op.remote.owner.address());
+    auto it = lanes_.find(lane_key(op));
     if (it != lanes_.end() && it->second.lane && it->second.lane->broken())
       gone = std::move(it->second.lane);
   }
@@ -227,7 +227,7 @@ std::optional<Result<TransferReply>> RdmaClient::lane_transfer(const TransferOp&
     // time ran out: the flush was the timeout's).
     if (fault == OpFault::kFlushed && r->error().code() != ErrorCode::kTimeout && attempt == 0 &&
         lane->broken()) {
-      drop_lane(op.remote.owner.address(), lane);
+      drop_lane(lane_key(op), lane);
       continue;
     }
     return Result<TransferReply>(lane_error(op, r->error(), fault, deadline, timeout_ms));

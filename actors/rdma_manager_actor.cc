@@ -476,9 +476,8 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<Nic> 
               r.bytes);
         });
       }
-      stream_client_ =
-          std::make_shared<StreamClient>(options_.stream_threads, tls, options_.same_host,
-                                         options_.priority_aging);
+      stream_client_ = std::make_shared<StreamClient>(options_.stream_threads, tls,
+                                                      options_.same_host, options_.priority_aging);
       if (!options_.verify)
         stream_lane_ = std::make_shared<StreamLane>(registry_, stream_endpoints_, stream_client_,
                                                     self_->address(), options_.stream_min_bytes);

@@ -565,6 +565,22 @@ typename Inspector::result_type inspect(Inspector& f, LatencyHistogram& x) {
            x.sum_ns);
 }
 
+/// Per priority class (components/priority.h): the ops of that class that ended, as requester
+/// (a manager's own and its lanes'), and the latency of those that succeeded.
+struct ClassCount {
+  std::string priority;      ///< priority_name(): "latency", "bulk", "background"
+  uint64_t ops = 0;          ///< succeeded
+  uint64_t bytes = 0;        ///< moved by those
+  uint64_t errors = 0;       ///< failed
+  LatencyHistogram latency;  ///< of the successes (path: "", kind: 0)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ClassCount& x) {
+  return f(caf::meta::type_name("caf_rdma::ClassCount"), x.priority, x.ops, x.bytes, x.errors,
+           x.latency);
+}
+
 /// What a manager counts per op (its own and its direct lanes'), since it started, and what it
 /// holds now for the metrics that ManagerStats's counters do not give.
 struct ManagerTelemetry {
@@ -574,9 +590,10 @@ struct ManagerTelemetry {
   std::vector<TrafficCount> served;
   std::vector<ErrorCount> errors;
   std::vector<LatencyHistogram> latencies;
-  uint64_t stream_grants = 0;    ///< stream grants made as owner, not yet used or withdrawn
-  uint64_t staging_busy = 0;     ///< bounce buffers (rdma-staged) an op holds now
-  uint64_t staging_buffers = 0;  ///< bounce buffers made (at most staging_buffers)
+  std::vector<ClassCount> classes;  ///< by priority class, most urgent first
+  uint64_t stream_grants = 0;       ///< stream grants made as owner, not yet used or withdrawn
+  uint64_t staging_busy = 0;        ///< bounce buffers (rdma-staged) an op holds now
+  uint64_t staging_buffers = 0;     ///< bounce buffers made (at most staging_buffers)
   /// Bytes of the live buffers registered with the manager, pinned by a device or not
   /// (ManagerStats::registered_bytes counts the device's memory regions: 0 without one).
   uint64_t buffer_bytes = 0;
@@ -585,7 +602,8 @@ struct ManagerTelemetry {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ManagerTelemetry& x) {
   return f(caf::meta::type_name("caf_rdma::ManagerTelemetry"), x.traffic, x.served, x.errors,
-           x.latencies, x.stream_grants, x.staging_busy, x.staging_buffers, x.buffer_bytes);
+           x.latencies, x.classes, x.stream_grants, x.staging_busy, x.staging_buffers,
+           x.buffer_bytes);
 }
 
 /// Per-manager counters.

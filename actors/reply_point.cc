@@ -97,12 +97,8 @@ void ManagerState::finish_op(OpId id, TransferOutcome outcome) {
     outcome.path = reply_path(o->path);
   }
   Transfer& t = transfer_of(id);
-  OpSample sample;
-  sample.peer = o->op.remote.owner_name;
+  OpSample sample = sample_of(o->op);
   sample.path = outcome.path;
-  sample.kind = o->op.kind;
-  sample.notify = o->op.notify;
-  sample.tag = o->op.tag;
   sample.ok = outcome.ok();
   sample.bytes = outcome.bytes;
   sample.code = static_cast<ErrorCode>(outcome.code);

@@ -221,10 +221,8 @@ std::optional<ListEnd> StreamLane::post_list(const TransferPlan& plan, size_t fr
 void StreamLane::record(const TransferOp& op, const Status& st, uint64_t bytes,
                         std::chrono::steady_clock::time_point started) {
   registry_->count_stream(st.ok(), bytes);
-  OpSample s;
-  s.peer = op.remote.owner_name;
+  OpSample s = sample_of(op);
   s.path = kPathFallback;
-  s.kind = op.kind;
   s.ok = st.ok();
   s.bytes = bytes;
   if (!s.ok) {

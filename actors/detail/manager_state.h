@@ -218,8 +218,8 @@ public:
   /// The queue holds live ops only (a path's `forget` takes its op out).
   void enqueue_waiting(ClassQueue<OpId>& queue, OpId id) const {
     queue.set_aging(options_.priority_aging);
-    queue.push(priority_of(transfers_.at(id.ticket).ops.at(id.index).op), transfers_.at(id.ticket).due,
-               id);
+    queue.push(priority_of(transfers_.at(id.ticket).ops.at(id.index).op),
+               transfers_.at(id.ticket).due, id);
   }
   // -- the one reply point (reply_point.cc) --
   /// Ends op `id` with `outcome` (its path forgets it), and replies once every op of its

@@ -31,6 +31,23 @@ LatencyHistogram& histogram(std::map<std::tuple<std::string, uint8_t>, LatencyHi
   return h;
 }
 
+/// Counts one success of `latency` in `h`.
+void add_latency(LatencyHistogram& h, std::chrono::nanoseconds latency) {
+  ++h.buckets[bucket_of(latency)];
+  ++h.count;
+  h.sum_ns += static_cast<uint64_t>(std::max<int64_t>(0, latency.count()));
+}
+
+/// Adds `more`'s counts to `into`'s.
+void add_histogram(LatencyHistogram& into, const LatencyHistogram& more) {
+  if (into.buckets.size() < more.buckets.size())
+    into.buckets.resize(more.buckets.size(), 0);
+  for (size_t i = 0; i < more.buckets.size(); ++i)
+    into.buckets[i] += more.buckets[i];
+  into.count += more.count;
+  into.sum_ns += more.sum_ns;
+}
+
 /// Adds `more`'s rows to `into`'s: rows of the same peer, path and kind add up.
 void add_counts(std::vector<TrafficCount>& into, const std::vector<TrafficCount>& more) {
   for (const auto& t : more) {
@@ -75,8 +92,33 @@ void trace(const OpSample& s) {
              to_string(s.code), s.message.c_str());
 }
 
+OpSample sample_of(const TransferOp& op) {
+  OpSample s;
+  s.peer = op.remote.owner_name;
+  s.kind = op.kind;
+  s.notify = op.notify;
+  s.tag = op.tag;
+  s.priority = op.priority;
+  return s;
+}
+
 void Telemetry::record(const OpSample& s) {
   trace(s);
+  {  // invariant 7
+    const Priority p = priority_from_wire(s.priority).value_or(Priority::kBulk);
+    ClassCount& c = classes_[urgency(p)];
+    if (c.priority.empty()) {
+      c.priority = priority_name(p);
+      c.latency.buckets.assign(kLatencyBuckets, 0);
+    }
+    if (s.ok) {
+      ++c.ops;
+      c.bytes += s.bytes;
+      add_latency(c.latency, s.latency);
+    } else {
+      ++c.errors;
+    }
+  }
   const std::string& peer = peers_.label(s.peer);
   const std::string path = s.path.empty() ? kNoPath : s.path;
   if (s.ok) {
@@ -86,10 +128,7 @@ void Telemetry::record(const OpSample& s) {
     t.kind = s.kind;
     ++t.ops;
     t.bytes += s.bytes;
-    auto& h = histogram(latencies_, path, s.kind);  // invariant 3: successes only
-    ++h.buckets[bucket_of(s.latency)];
-    ++h.count;
-    h.sum_ns += static_cast<uint64_t>(std::max<int64_t>(0, s.latency.count()));
+    add_latency(histogram(latencies_, path, s.kind), s.latency);  // invariant 3: successes only
     return;
   }
   std::string code = to_string(s.code);
@@ -110,6 +149,8 @@ ManagerTelemetry Telemetry::snapshot() const {
     out.errors.push_back(e);
   for (const auto& [key, h] : latencies_)
     out.latencies.push_back(h);
+  for (const auto& [key, c] : classes_)
+    out.classes.push_back(c);
   return out;
 }
 
@@ -129,15 +170,27 @@ void Telemetry::merge(ManagerTelemetry& into, const ManagerTelemetry& more) {
     auto it = std::find_if(
         into.latencies.begin(), into.latencies.end(),
         [&](const LatencyHistogram& x) { return x.path == h.path && x.kind == h.kind; });
-    if (it == into.latencies.end()) {
+    if (it == into.latencies.end())
       into.latencies.push_back(h);
+    else
+      add_histogram(*it, h);
+  }
+  for (const auto& c : more.classes) {
+    auto it = std::find_if(into.classes.begin(), into.classes.end(),
+                           [&](const ClassCount& x) { return x.priority == c.priority; });
+    if (it == into.classes.end()) {
+      into.classes.push_back(c);
       continue;
     }
-    for (size_t i = 0; i < it->buckets.size() && i < h.buckets.size(); ++i)
-      it->buckets[i] += h.buckets[i];
-    it->count += h.count;
-    it->sum_ns += h.sum_ns;
+    it->ops += c.ops;
+    it->bytes += c.bytes;
+    it->errors += c.errors;
+    add_histogram(it->latency, c.latency);
   }
+  std::sort(into.classes.begin(), into.classes.end(), [](const ClassCount& a, const ClassCount& b) {
+    return urgency(parse_priority(a.priority).value_or(Priority::kBulk)) <
+           urgency(parse_priority(b.priority).value_or(Priority::kBulk));
+  });
 }
 
 }  // namespace caf_rdma

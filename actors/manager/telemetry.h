@@ -17,6 +17,8 @@
 //     one with its mutex.
 //  6. At CAF_RDMA_LOG=debug, every op recorded is also traced: one line with its kind, bytes,
 //     peer, path and time, or its error (trace).
+//  7. Every op also counts in its priority class's row (ManagerTelemetry::classes): ops and
+//     bytes of its successes, its failures, and the successes' latencies (as in invariant 3).
 #pragma once
 
 #include <chrono>
@@ -43,12 +45,16 @@ struct OpSample {
   uint8_t kind = 0;     ///< TransferKind
   bool notify = false;  ///< a notify write (TransferOp::notify), with its tag
   uint64_t tag = 0;
+  uint8_t priority = 0;  ///< its class's wire value (TransferOp::priority)
   bool ok = false;
   uint64_t bytes = 0;                     ///< moved (successes)
   ErrorCode code = ErrorCode::kInternal;  ///< of a failure
   std::string message;  ///< of a failure: its work-completion status is read from it
   std::chrono::nanoseconds latency{0};
 };
+
+/// A sample of `op` (peer, kind, notify, tag, class); the caller fills in how it ended.
+OpSample sample_of(const TransferOp& op);
 
 /// The debug line of one op (invariant 6); nothing below debug level.
 void trace(const OpSample& s);
@@ -79,6 +85,7 @@ private:
   std::map<std::tuple<std::string, std::string, uint8_t>, TrafficCount> traffic_;
   std::map<std::tuple<std::string, std::string, std::string, std::string>, ErrorCount> errors_;
   std::map<std::tuple<std::string, uint8_t>, LatencyHistogram> latencies_;
+  std::map<size_t, ClassCount> classes_;  ///< by urgency (invariant 7)
 };
 
 }  // namespace caf_rdma

@@ -26,9 +26,10 @@
 //     ended stopped (or was never taken by its owner); a job its owner was not heard ending
 //     answers that (peer_unavailable), never `cancelled`.
 //  6. Classes and deadlines (components/stream_client.h invariant 9): the client runs the
-//     manager's jobs by class, earliest deadline first within one; an op that cannot end by its deadline behind the jobs queued
-//     ahead of it is refused before its owner is asked for a grant (resource_exhausted, naming
-//     the estimate), and again if that changed by the time it was granted; no byte moved.
+//     manager's jobs by class, earliest deadline first within one; an op that cannot end by its
+//     deadline behind the jobs queued ahead of it is refused before its owner is asked for a grant
+//     (resource_exhausted, naming the estimate), and again if that changed by the time it was
+//     granted; no byte moved.
 #pragma once
 
 #include <map>

@@ -160,7 +160,9 @@ protected:
 };
 
 // The counters are the work done, per path and kind, and per peer; errors carry their code;
-// histograms count the ops; registered bytes are what was registered (telemetry invariants 1, 3).
+// histograms count the ops; registered bytes are what was registered (telemetry invariants 1, 3);
+// each op counts in its priority class (telemetry invariant 7: the writes bulk, the reads
+// latency, the refused write background).
 TEST_F(MetricsTest, AScrapeShowsExactlyTheWorkDone) {
   owner_ = start_node();
   user_ = start_with_metrics();
@@ -187,13 +189,15 @@ TEST_F(MetricsTest, AScrapeShowsExactlyTheWorkDone) {
   }
   for (int i = 0; i < kReads; ++i) {
     const uint64_t at = i * kRead;
-    auto r = client.read(*d, remote, Range::of(kRead).at_local(at).at_remote(at));
+    auto r =
+        client.read(*d, remote, Range::of(kRead).at_local(at).at_remote(at).as(Priority::kLatency));
     ASSERT_TRUE(r.ok()) << r.error().to_string();
     EXPECT_EQ(r->path, expected_path());
     for (uint64_t b = at; b < at + kRead; ++b)
       ASSERT_EQ(dst.bytes[b], remote_mem.bytes[b]) << "read " << i << ", byte " << b;
   }
-  auto bad = client.write(*s, remote, Range::of(kWrite).at_remote(kSize - 100));
+  auto bad =
+      client.write(*s, remote, Range::of(kWrite).at_remote(kSize - 100).as(Priority::kBackground));
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().code(), ErrorCode::kOutOfBounds) << bad.error().to_string();
 
@@ -233,6 +237,17 @@ TEST_F(MetricsTest, AScrapeShowsExactlyTheWorkDone) {
     EXPECT_EQ(sum(all, "caf_rdma_transfer_latency_seconds_bucket", inf), n) << kind;
     EXPECT_GT(sum(all, "caf_rdma_transfer_latency_seconds_sum", of), 0) << kind;
   }
+  // By class (telemetry invariant 7).
+  EXPECT_EQ(sum(all, "caf_rdma_class_transfer_ops_total", {{"class", "bulk"}}), kWrites) << text;
+  EXPECT_EQ(sum(all, "caf_rdma_class_transfer_bytes_total", {{"class", "bulk"}}), kWrites * kWrite);
+  EXPECT_EQ(sum(all, "caf_rdma_class_transfer_ops_total", {{"class", "latency"}}), kReads);
+  EXPECT_EQ(sum(all, "caf_rdma_class_transfer_bytes_total", {{"class", "latency"}}),
+            kReads * kRead);
+  EXPECT_EQ(sum(all, "caf_rdma_class_transfer_latency_seconds_count", {{"class", "latency"}}),
+            kReads);
+  EXPECT_EQ(sum(all, "caf_rdma_class_transfer_ops_total", {{"class", "background"}}), 0);
+  EXPECT_EQ(sum(all, "caf_rdma_class_transfer_errors_total", {{"class", "background"}}), 1);
+  EXPECT_EQ(sum(all, "caf_rdma_class_transfer_errors_total"), 1);
   EXPECT_EQ(sum(all, "caf_rdma_registered_buffers"), 2);
   EXPECT_EQ(sum(all, "caf_rdma_registered_bytes"), 2 * kSize);
   if (path == kPathRdma) {
