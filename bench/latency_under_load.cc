@@ -24,10 +24,11 @@ constexpr uint64_t kPage = 4096;
 
 /// `iters` 8-byte reads of the page at `at`; their latencies (µs), sorted; empty after a
 /// failure (said in `*why`).
-std::vector<double> small_reads(NodePair& p, uint64_t at, int iters, std::string* why) {
+std::vector<double> small_reads(NodePair& p, uint64_t at, int iters, Priority priority,
+                                std::string* why) {
   std::vector<double> us;
   us.reserve(static_cast<size_t>(iters));
-  const Range r = Range::of(8).at_local(at).at_remote(at);
+  const Range r = Range::of(8).at_local(at).at_remote(at).as(priority);
   for (int i = 0; i < iters; ++i) {
     std::memset(p.mine() + at, 0, 8);
     const auto t0 = Clock::now();
@@ -50,16 +51,16 @@ double at_percent(const std::vector<double>& sorted, size_t percent) {
   return sorted[std::min(sorted.size() - 1, percent * sorted.size() / 100)];
 }
 
-bool run_transport(NodePair& p, const BenchTransport& t, const LoadBenchOptions& o) {
+/// One round: the small reads in class `priority` idle, then under the bulk-class pull; prints
+/// its line and ratio (`label`: "load_<transport>" or "load_<transport>_nocls").
+bool run_round(NodePair& p, const BenchTransport& t, const LoadBenchOptions& o, Priority priority,
+               const std::string& label) {
   auto fail = [&](const std::string& what) {
-    std::fprintf(stderr, "load %s: %s\n", t.name, what.c_str());
+    std::fprintf(stderr, "%s: %s\n", label.c_str(), what.c_str());
     return false;
   };
-  const uint64_t n = o.bulk_bytes + kPage;
-  for (uint64_t i = 0; i < n; ++i)
-    p.pool()[i] = pattern(i, 3);
   std::string why;
-  const auto idle = small_reads(p, o.bulk_bytes, o.iters, &why);
+  const auto idle = small_reads(p, o.bulk_bytes, o.iters, priority, &why);
   if (idle.empty())
     return fail("idle: " + why);
   // The bulk pull, over and over, from another thread of the same client, until the loaded
@@ -81,7 +82,7 @@ bool run_transport(NodePair& p, const BenchTransport& t, const LoadBenchOptions&
   });
   while (!started.load())
     std::this_thread::yield();
-  const auto loaded = small_reads(p, o.bulk_bytes, o.iters, &why);
+  const auto loaded = small_reads(p, o.bulk_bytes, o.iters, priority, &why);
   stop.store(true);
   bulk.join();
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -93,14 +94,25 @@ bool run_transport(NodePair& p, const BenchTransport& t, const LoadBenchOptions&
     return fail("the bulk pull's bytes differ from the owner's");
   const double idle_p99 = at_percent(idle, 99), loaded_p99 = at_percent(loaded, 99);
   std::printf(
-      "load %s bulk %llu idle_p50_us %.1f idle_p99_us %.1f loaded_p50_us %.1f loaded_p99_us "
-      "%.1f bulk_pulls %d bulk_MBps %.0f\n",
-      t.name, static_cast<unsigned long long>(o.bulk_bytes), at_percent(idle, 50), idle_p99,
-      at_percent(loaded, 50), loaded_p99, pulls.load(),
+      "load %s reads %s bulk %llu idle_p50_us %.1f idle_p99_us %.1f loaded_p50_us %.1f "
+      "loaded_p99_us %.1f bulk_pulls %d bulk_MBps %.0f\n",
+      t.name, priority_name(priority), static_cast<unsigned long long>(o.bulk_bytes),
+      at_percent(idle, 50), idle_p99, at_percent(loaded, 50), loaded_p99, pulls.load(),
       static_cast<double>(o.bulk_bytes) * pulls.load() / seconds / 1e6);
-  std::printf("ratio load_%s_read8_p99_loaded_vs_idle %.3f\n", t.name, loaded_p99 / idle_p99);
+  std::printf("ratio %s_read8_p99_loaded_vs_idle %.3f\n", label.c_str(), loaded_p99 / idle_p99);
   std::fflush(stdout);
   return true;
+}
+
+bool run_transport(NodePair& p, const BenchTransport& t, const LoadBenchOptions& o) {
+  const uint64_t n = o.bulk_bytes + kPage;
+  for (uint64_t i = 0; i < n; ++i)
+    p.pool()[i] = pattern(i, 3);
+  // Without classes first (the small reads bulk, as the pull: the baseline), then with them
+  // (the small reads latency-class): what the classes change, in one run.
+  const std::string label = std::string("load_") + t.name;
+  return run_round(p, t, o, Priority::kBulk, label + "_nocls") &&
+         run_round(p, t, o, Priority::kLatency, label);
 }
 
 }  // namespace
