@@ -7,11 +7,13 @@
 // RdmaClient's lanes choose by the manager's rule, actors/transfer/path_choice.h invariant 6;
 // 0.13.0: store and atomic carry the requester's time left, which their owner honours,
 // actors/transfer/chunk_path.h invariant 1; 0.14.0: cancel_atom stops a transfer, batch or list
-// its sender asked, actors/cancel_request.h).
+// its sender asked, actors/cancel_request.h; 0.15.0: priority classes, TransferOp::priority and
+// TransferListMsg::priority, a stream request's class in its direction word,
+// components/priority.h).
 #pragma once
 
 namespace caf_rdma {
 
-constexpr const char* kVersion = "0.14.0";
+constexpr const char* kVersion = "0.15.0";
 
 }  // namespace caf_rdma

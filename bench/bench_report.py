@@ -323,15 +323,15 @@ def report_load(out):
         if not os.path.exists(path):
             continue
         lines = [l.split() for l in open(path)]
-        # load TRANSPORT bulk B idle_p50_us A idle_p99_us B loaded_p50_us C loaded_p99_us D
-        # bulk_pulls N bulk_MBps M
-        rows = [p for p in lines if len(p) == 16 and p[0] == "load"]
+        # load TRANSPORT reads CLASS bulk B idle_p50_us A idle_p99_us B loaded_p50_us C
+        # loaded_p99_us D bulk_pulls N bulk_MBps M
+        rows = [p for p in lines if len(p) == 18 and p[0] == "load"]
         if not rows:
             continue
         print(f"\nlatency under load ({os.path.relpath(path, out)}): 8-byte reads, same run")
         for p in rows:
             f = dict(zip(p[2::2], p[3::2]))
-            print(f"  {p[1]:10} p99 idle {float(f['idle_p99_us']):.0f} us, while a "
+            print(f"  {p[1]:10} {f['reads'] + ' reads':16} p99 idle {float(f['idle_p99_us']):.0f} us, while a "
                   f"{human(int(f['bulk']))} pull runs {float(f['loaded_p99_us']):.0f} us "
                   f"({f['bulk_MBps']} MB/s pulled)")
         ratios += [(p[1], float(p[2])) for p in lines if len(p) == 3 and p[0] == "ratio"]
