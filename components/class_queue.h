@@ -46,6 +46,7 @@ public:
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
   size_t size(Priority p) const { return lanes_[urgency(p)].by_due.size(); }
+  bool empty(Priority p) const { return lanes_[urgency(p)].by_due.empty(); }
 
   /// The class pop() takes from at `now` (invariant 1); nothing when empty.
   std::optional<Priority> next_class(Clock::time_point now = Clock::now()) const {

@@ -183,7 +183,7 @@ void StreamClient::work() {
         const auto now = std::chrono::steady_clock::now();
         if (running_ < threads_)
           take = queue_.next_class(now);
-        else if (thread_free_locked(Priority::kLatency) && queue_.size(Priority::kLatency) > 0)
+        else if (thread_free_locked(Priority::kLatency) && !queue_.empty(Priority::kLatency))
           take = Priority::kLatency;
         return take.has_value();
       });
