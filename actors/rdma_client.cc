@@ -128,16 +128,39 @@ Result<TransferReply> RdmaClient::transfer_until(const TransferOp& op, uint32_t 
 
 std::future<Result<TransferReply>> RdmaClient::transfer_async(TransferOp op,
                                                               std::chrono::milliseconds timeout) {
-  auto as_is = [](Result<TransferReply> r) { return r; };
-  if (Status alive = node_alive(); !alive.ok()) {
-    std::promise<Result<TransferReply>> refused;
-    refused.set_value(alive.error());
-    return refused.get_future();
-  }
+  return transfer_async_until(std::move(op), timeout, nullptr);
+}
+
+std::future<Result<TransferReply>> RdmaClient::transfer_async(TransferOp op,
+                                                              std::chrono::milliseconds timeout,
+                                                              const CancelToken& cancel) {
+  return transfer_async_until(std::move(op), timeout, std::make_shared<CancelToken::Use>(cancel));
+}
+
+std::future<Result<TransferReply>> RdmaClient::transfer_async_until(
+    TransferOp op, std::chrono::milliseconds timeout, std::shared_ptr<CancelToken::Use> use) {
+  // Every answer passes here once: the token's use ends with it (CancelToken invariant 2).
+  auto ended = [use](Result<TransferReply> r) {
+    if (use)
+      use->end(r.ok() ? Status() : Status(r.error()), 0, r.ok() ? r->bytes : 0);
+    return r;
+  };
+  auto ready = [](Result<TransferReply> r) {
+    std::promise<Result<TransferReply>> now;
+    now.set_value(std::move(r));
+    return now.get_future();
+  };
+  if (use && use->refused() != nullptr)
+    return ready(*use->refused());  // CancelToken invariant 1: another transfer's token
+  if (use && use->stopped())        // CancelToken invariant 3
+    return ready(ended(Error(ErrorCode::kCancelled, cancelled_unstarted_text(op, true))));
+  if (Status alive = node_alive(); !alive.ok())
+    return ready(ended(alive.error()));
   const uint32_t ms = timeout_ms_of(timeout);
   const auto wait = reply_wait(ms, op.notify);  // before `op` is moved into the request
-  return detail::async_request<TransferReply>(sys_, manager_, wait, "transfer", as_is,
-                                              transfer_atom::value, std::move(op), ms);
+  return detail::async_request_until<TransferReply>(sys_, manager_, wait, "transfer",
+                                                    use ? use->signal() : nullptr, ended,
+                                                    transfer_atom::value, std::move(op), ms);
 }
 
 Result<uint64_t> RdmaClient::fetch_add(const BufferHandle& remote, uint64_t offset, uint64_t add,
@@ -185,6 +208,20 @@ std::future<Result<TransferReply>> RdmaClient::read_async(const BufferHandle& lo
                                                           const BufferHandle& remote, Range range,
                                                           std::chrono::milliseconds timeout) {
   return transfer_async(make_read(local, remote, range), timeout);
+}
+
+std::future<Result<TransferReply>> RdmaClient::write_async(const BufferHandle& local,
+                                                           const BufferHandle& remote, Range range,
+                                                           std::chrono::milliseconds timeout,
+                                                           const CancelToken& cancel) {
+  return transfer_async(make_write(local, remote, range), timeout, cancel);
+}
+
+std::future<Result<TransferReply>> RdmaClient::read_async(const BufferHandle& local,
+                                                          const BufferHandle& remote, Range range,
+                                                          std::chrono::milliseconds timeout,
+                                                          const CancelToken& cancel) {
+  return transfer_async(make_read(local, remote, range), timeout, cancel);
 }
 
 Result<TransferReply> RdmaClient::write(const BufferHandle& local, const BufferHandle& remote,

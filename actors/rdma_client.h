@@ -164,6 +164,11 @@ public:
   /// outcome comes (the node must stay).
   std::future<ListOutcome> post_async(const TransferPlan& plan,
                                       std::chrono::milliseconds timeout = kDefaultTimeout);
+  /// post_async() that `cancel` may stop from any thread: the manager's list stops between its
+  /// steps and cancels the one in flight (manager invariant 24); the outcome is then
+  /// `cancelled`, naming how many ranges landed, or the list's own if it ended first.
+  std::future<ListOutcome> post_async(const TransferPlan& plan, std::chrono::milliseconds timeout,
+                                      const CancelToken& cancel);
   /// Atomics on the 8-byte word at `offset` of `remote` (read-write, the word 8-byte aligned
   /// in its owner's memory): adds `add` (wrapping), or stores `desired` if the word equals
   /// `expected`; returns the word's old value (compare-swap swapped iff it equals `expected`).
@@ -191,6 +196,20 @@ public:
   std::future<Result<TransferReply>> read_async(
       const BufferHandle& local, const BufferHandle& remote, Range range = Range::whole(),
       std::chrono::milliseconds timeout = kDefaultTimeout);
+  /// The same that `cancel` may stop from any thread: the manager ends the transfer as at its
+  /// timeout and answers `cancelled`, or with its own answer where it could not stop it
+  /// (docs/guarantees.md, "Cancel"); the future holds that answer and `cancel` reports it.
+  std::future<Result<TransferReply>> transfer_async(TransferOp op,
+                                                    std::chrono::milliseconds timeout,
+                                                    const CancelToken& cancel);
+  std::future<Result<TransferReply>> write_async(const BufferHandle& local,
+                                                 const BufferHandle& remote, Range range,
+                                                 std::chrono::milliseconds timeout,
+                                                 const CancelToken& cancel);
+  std::future<Result<TransferReply>> read_async(const BufferHandle& local,
+                                                const BufferHandle& remote, Range range,
+                                                std::chrono::milliseconds timeout,
+                                                const CancelToken& cancel);
   Result<ManagerStats> stats();
   Status put(const std::string& name, const BufferHandle& handle);
   Result<BufferHandle> get(const std::string& name, uint32_t wait_ms);
@@ -253,6 +272,14 @@ private:
   std::optional<ListEnd> rdma_list(const TransferPlan& plan, size_t from,
                                    std::chrono::steady_clock::time_point deadline,
                                    const StopSignal* stop);
+  /// transfer_async's and post_async's one body (`use`: null, or the token's use, ended with
+  /// the answer).
+  std::future<Result<TransferReply>> transfer_async_until(TransferOp op,
+                                                          std::chrono::milliseconds timeout,
+                                                          std::shared_ptr<CancelToken::Use> use);
+  std::future<ListOutcome> post_async_until(const TransferPlan& plan,
+                                            std::chrono::milliseconds timeout,
+                                            std::shared_ptr<CancelToken::Use> use);
   /// post's walk (`stop`: null, or a CancelToken's signal).
   ListOutcome post_walk(const TransferPlan& plan, std::chrono::milliseconds timeout,
                         const StopSignal* stop);

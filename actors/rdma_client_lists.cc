@@ -65,27 +65,53 @@ uint32_t RdmaClient::timeout_ms_of(std::chrono::milliseconds timeout) {
 
 std::future<ListOutcome> RdmaClient::post_async(const TransferPlan& plan,
                                                 std::chrono::milliseconds timeout) {
-  auto outcome = [](Result<ListOutcome> r) {
+  return post_async_until(plan, timeout, nullptr);
+}
+
+std::future<ListOutcome> RdmaClient::post_async(const TransferPlan& plan,
+                                                std::chrono::milliseconds timeout,
+                                                const CancelToken& cancel) {
+  return post_async_until(plan, timeout, std::make_shared<CancelToken::Use>(cancel));
+}
+
+std::future<ListOutcome> RdmaClient::post_async_until(const TransferPlan& plan,
+                                                      std::chrono::milliseconds timeout,
+                                                      std::shared_ptr<CancelToken::Use> use) {
+  // Every answer passes here once: the token's use ends with it (CancelToken invariant 2).
+  auto outcome = [use](Result<ListOutcome> r) {
+    ListOutcome out;
     if (r.ok())
-      return std::move(*r);
-    ListOutcome failed;
-    failed.fail(r.error());
-    return failed;
+      out = std::move(*r);
+    else
+      out.fail(r.error());
+    if (use)
+      use->end(out.status(), out.landed, out.bytes);
+    return out;
   };
-  Status ready = list_ready(timeout);
-  if (!ready.ok()) {
-    std::promise<ListOutcome> refused;
-    refused.set_value(outcome(ready.error()));
-    return refused.get_future();
+  auto now = [](ListOutcome out) {
+    std::promise<ListOutcome> p;
+    p.set_value(std::move(out));
+    return p.get_future();
+  };
+  if (use && use->refused() != nullptr) {  // CancelToken invariant 1: another transfer's token
+    ListOutcome refused;
+    refused.fail(*use->refused());
+    return now(std::move(refused));
   }
+  if (use && use->stopped())  // CancelToken invariant 3
+    return now(outcome(list_cancelled_error(plan.size(), plan.is_read(), plan.remote(), 0, "")));
+  Status ready = list_ready(timeout);
+  if (!ready.ok())
+    return now(outcome(ready.error()));
   const uint32_t ms = timeout_ms_of(timeout);
   std::vector<ListRange> ranges(plan.size());
   for (size_t i = 0; i < ranges.size(); ++i)
     ranges[i] = plan.range(i);
   TransferListMsg m{wire_kind(plan.kind()), plan.local(), plan.remote(), std::move(ranges),
                     static_cast<uint8_t>(plan.priority())};
-  return detail::async_request<ListOutcome>(sys_, manager_, reply_wait(ms), "transfer list",
-                                            outcome, transfer_list_atom::value, std::move(m), ms);
+  return detail::async_request_until<ListOutcome>(sys_, manager_, reply_wait(ms), "transfer list",
+                                                  use ? use->signal() : nullptr, outcome,
+                                                  transfer_list_atom::value, std::move(m), ms);
 }
 
 }  // namespace caf_rdma

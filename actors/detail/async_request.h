@@ -7,6 +7,9 @@
 //     and a node's shutdown never waits for a pending request's timeout.
 //  2. Each request has an actor of its own: the answer may come after the client that asked is
 //     gone, and any thread may ask.
+//  3. A request asked with a stop signal (a CancelToken's) is cancelled at the manager once the
+//     signal is asked, until its answer (cancel_request.h, CancelOnStop); the answer is still
+//     the only one the future gets.
 #pragma once
 
 #include <caf/actor_system.hpp>
@@ -18,6 +21,7 @@
 #include <string>
 #include <utility>
 
+#include "actors/cancel_request.h"
 #include "actors/rdma_errors.h"
 #include "actors/rdma_manager_interface.h"
 #include "primitives/status.h"
@@ -25,10 +29,13 @@
 namespace caf_rdma::detail {
 
 /// Asks `manager` (`xs`) and waits up to `wait` for its answer, a T; the future holds
-/// `convert(Result<T>)`. `what` names the request in the error of a manager that stopped.
+/// `convert(Result<T>)` (called exactly once). `what` names the request in the error of a
+/// manager that stopped. `stop`: null, or a signal that cancels the request (invariant 3); it
+/// must live until convert was called.
 template <class T, class Convert, class... Ts>
-auto async_request(caf::actor_system& sys, const rdma_manager_actor& manager,
-                   std::chrono::milliseconds wait, const char* what, Convert convert, Ts... xs)
+auto async_request_until(caf::actor_system& sys, const rdma_manager_actor& manager,
+                         std::chrono::milliseconds wait, const char* what, const StopSignal* stop,
+                         Convert convert, Ts... xs)
     -> std::future<decltype(convert(std::declval<Result<T>>()))> {
   using R = decltype(convert(std::declval<Result<T>>()));
   struct Pending {
@@ -50,25 +57,36 @@ auto async_request(caf::actor_system& sys, const rdma_manager_actor& manager,
   };
   auto pending = std::make_shared<Pending>(std::move(convert), what);
   auto future = pending->promise.get_future();
-  sys.spawn([pending, manager, wait, xs...](caf::event_based_actor* self) {
-    self->monitor(manager);
-    self->set_down_handler([self, pending](caf::down_msg&) {
-      pending->answer(Error(ErrorCode::kPeerUnavailable,
-                            "the manager stopped before the " + pending->what + "'s reply came"));
+  sys.spawn([pending, manager, wait, stop, xs...](caf::event_based_actor* self) {
+    // Invariant 3: armed from the request to its answer.
+    auto cancel_on_stop = std::make_shared<std::unique_ptr<CancelOnStop>>();
+    auto settle = [self, pending, cancel_on_stop](Result<T> r) {
+      cancel_on_stop->reset();  // disarmed before the answer: no cancel after it
+      pending->answer(std::move(r));
       self->quit();
+    };
+    self->monitor(manager);
+    self->set_down_handler([settle, pending](caf::down_msg&) {
+      settle(Error(ErrorCode::kPeerUnavailable,
+                   "the manager stopped before the " + pending->what + "'s reply came"));
     });
-    self->request(manager, wait, xs...)
-        .then(
-            [self, pending](T& reply) {
-              pending->answer(std::move(reply));
-              self->quit();
-            },
-            [self, pending](caf::error& err) {
-              pending->answer(to_error(err));
-              self->quit();
-            });
+    auto handle = self->request(manager, wait, xs...);
+    if (stop != nullptr)
+      *cancel_on_stop = std::make_unique<CancelOnStop>(stop, caf::actor_cast<caf::actor>(self),
+                                                       manager, handle.id());
+    std::move(handle).then([settle](T& reply) { settle(std::move(reply)); },
+                           [settle](caf::error& err) { settle(to_error(err)); });
   });
   return future;
+}
+
+/// async_request_until without a stop signal.
+template <class T, class Convert, class... Ts>
+auto async_request(caf::actor_system& sys, const rdma_manager_actor& manager,
+                   std::chrono::milliseconds wait, const char* what, Convert convert, Ts... xs)
+    -> std::future<decltype(convert(std::declval<Result<T>>()))> {
+  return async_request_until<T>(sys, manager, wait, what, nullptr, std::move(convert),
+                                std::move(xs)...);
 }
 
 }  // namespace caf_rdma::detail

@@ -369,5 +369,98 @@ TEST_F(ManagerCancelTest, AClientsTokenStopsATransferTheManagerMoves) {
   EXPECT_GE(cancelled, 1) << "no transfer was cancelled";
 }
 
+// RdmaClient's async calls with a token (transfer_async, read_async, write_async, post_async:
+// the manager moves them, on each of its paths here): a token cancelled first moves nothing and
+// answers `cancelled` at once; cancelled once the first bytes landed, the future and the cancel
+// agree, and after `cancelled` nothing lands; a cancelled list says what landed, and it did.
+TEST_F(ManagerCancelTest, AClientsAsyncTransfersAndListsStopWithTheirToken) {
+  const uint64_t n = transfer_bytes();
+  for (const ManagerWay& way : manager_ways()) {
+    SCOPED_TRACE(way.name);
+    ASSERT_TRUE(restart(way.options));
+    RdmaClient me(user_->node().system(), user_->manager());
+    Memory theirs_out(n, 12), theirs_in(n, 0), mine(n, 0);
+    BufferHandle out_of = remote_view(*owner_, *user_, theirs_out, "mcancel-async-out");
+    BufferHandle into = remote_view(*owner_, *user_, theirs_in, "mcancel-async-in");
+    auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
+    ASSERT_TRUE(local.ok()) << local.error().to_string();
+    {  // CancelToken invariant 3: cancelled before it was asked, nothing moves
+      CancelToken first;
+      EXPECT_EQ(first.cancel(milliseconds(10)).state, CancelResult::State::kNotStarted);
+      auto r = me.read_async(local->handle(), out_of, Range::whole(), seconds(60), first).get();
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.error().code(), ErrorCode::kCancelled) << r.error().to_string();
+      EXPECT_TRUE(
+          std::all_of(mine.bytes.begin(), mine.bytes.end(), [](uint8_t b) { return b == 0; }));
+      EXPECT_EQ(first.cancel(milliseconds(10)).state, CancelResult::State::kCancelled);
+    }
+    int cancelled = 0;
+    for (bool push : {false, true}) {
+      SCOPED_TRACE(push ? "write" : "read");
+      Memory& dest = push ? theirs_in : mine;
+      const uint32_t seed = arrange_direction(dest, mine, push);
+      CancelToken token;
+      auto future =
+          push ? me.write_async(local->handle(), into, Range::whole(), seconds(60), token)
+               : me.read_async(local->handle(), out_of, Range::whole(), seconds(60), token);
+      wait_for_first_bytes(dest.bytes.data(), [&] {
+        return future.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+      });
+      const CancelResult c = token.cancel(seconds(120));
+      ASSERT_EQ(future.wait_for(seconds(10)), std::future_status::ready);
+      const Result<TransferReply> got = future.get();
+      std::printf("%s, async %s: %s\n", way.name, push ? "write" : "read", c.to_string().c_str());
+      ASSERT_NE(c.state, CancelResult::State::kStillRunning);
+      EXPECT_EQ(got.ok(), c.status.ok());
+      if (got.ok()) {
+        EXPECT_EQ(c.state, CancelResult::State::kFinished);
+        EXPECT_TRUE(holds_pattern(dest, 0, n, seed, 0));
+        continue;
+      }
+      ASSERT_EQ(got.error().code(), ErrorCode::kCancelled) << got.error().to_string();
+      EXPECT_EQ(c.state, CancelResult::State::kCancelled);
+      expect_still(dest, push ? "the remote buffer" : "the local buffer");
+      uint64_t landed = 0;
+      ASSERT_TRUE(only_untouched_or_source(dest, seed, &landed));
+      ++cancelled;
+    }
+    EXPECT_GE(cancelled, 1) << "no async transfer was cancelled";
+    // A list through post_async, cancelled once its first ranges landed.
+    const uint64_t block = 16384, blocks = n / block;
+    std::vector<ListRange> ranges;
+    for (uint64_t i = 0; i < blocks; ++i)
+      ranges.push_back(ListRange{i * block, (blocks - 1 - i) * block, block});
+    auto plan = me.prepare(TransferKind::kRead, local->handle(), out_of, std::move(ranges));
+    ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+    mine.bytes.assign(n, 0);
+    CancelToken token;
+    auto listed = me.post_async(*plan, seconds(60), token);
+    wait_for_first_bytes(mine.bytes.data(), [&] {
+      return listed.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+    });
+    const CancelResult c = token.cancel(seconds(120));
+    ASSERT_EQ(listed.wait_for(seconds(10)), std::future_status::ready);
+    const ListOutcome out = listed.get();
+    std::printf("%s, async list of %llu ranges: %llu landed, %s\n", way.name,
+                static_cast<unsigned long long>(blocks),
+                static_cast<unsigned long long>(out.landed), out.message.c_str());
+    EXPECT_EQ(out.ok(), c.status.ok());
+    EXPECT_EQ(out.landed, c.landed);
+    if (!out.ok()) {
+      EXPECT_EQ(out.code, static_cast<uint8_t>(ErrorCode::kCancelled)) << out.message;
+      expect_still(mine, "the local buffer");
+    } else {
+      EXPECT_EQ(out.landed, blocks);
+    }
+    for (uint64_t r = 0; r < out.landed; ++r)
+      ASSERT_EQ(
+          std::memcmp(&mine.bytes[r * block], &theirs_out.bytes[(blocks - 1 - r) * block], block),
+          0)
+          << "range " << r << " of the " << out.landed << " reported landed differs";
+    EXPECT_TRUE(owner_->release(out_of.id));
+    EXPECT_TRUE(owner_->release(into.id));
+  }
+}
+
 }  // namespace
 }  // namespace caf_rdma::testing
