@@ -385,6 +385,10 @@ Result<rdma_manager_actor> spawn_manager(caf::actor_system& sys, ManagerOptions 
   if (options.max_qps_per_node == 0 || options.max_qps == 0)
     return Error(ErrorCode::kInvalidArgument,
                  "ManagerOptions: max_qps_per_node and max_qps must be at least 1");
+  if (options.priority_aging < std::chrono::milliseconds(1) || options.priority_aging > kMaxAging)
+    return Error(ErrorCode::kInvalidArgument, "ManagerOptions: priority_aging must be in 1.." +
+                                                  std::to_string(kMaxAging.count()) + " ms, not " +
+                                                  std::to_string(options.priority_aging.count()));
   if (options.max_timeout.count() <= 0 || options.max_timeout.count() > UINT32_MAX)
     return Error(ErrorCode::kInvalidArgument,
                  "ManagerOptions: max_timeout must be in 1.." + std::to_string(UINT32_MAX) + " ms");

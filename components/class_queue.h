@@ -6,8 +6,10 @@
 //  1. pop() takes from the most urgent class with something waiting; except that a class whose
 //     turn is overdue goes first: one that has waited kAging (the queue's `aging`) since the
 //     later of its oldest entry's arrival and its own last turn. Of several overdue classes the
-//     longest overdue goes first. So every entry is taken within a bounded time whatever
-//     arrives after it (priority.h invariant 2).
+//     longest overdue goes first. So every class gets a turn at least once per `aging` while it
+//     has work waiting, whatever arrives in the others (priority.h invariant 2); a turn takes
+//     the class's entry by invariant 2, so within a class an entry due late waits for those due
+//     before it.
 //  2. Within a class: earliest deadline first, equal deadlines in arrival order.
 //  3. Every entry leaves once: by pop, pop_class, erase_if, take_if, take_all or clear.
 #pragma once

@@ -31,10 +31,10 @@
 //  5. Except under ThreadSanitizer, whose clone() interceptor cannot run a task that shares
 //     its creator's thread state: there the call is made directly (the tsan lane checks
 //     everything else; tests/components/cross_memory_test skips its stalls there).
-//  6. Each thread keeps one child per priority class; a class's child runs at that class's nice
-//     value (priority.h invariant 3, kClassNice), set by the child on itself as it starts: a
-//     bulk copy yields its core to a latency-class one, and the calling thread's own priority
-//     never changes.
+//  6. Each thread keeps one child per priority class; a class's child runs kClassNice above the
+//     process's nice value (priority.h invariant 3), set by the child on itself as it starts: a
+//     bulk copy is favoured less than a latency-class one on a busy core, and the calling
+//     thread's own priority never changes.
 #pragma once
 
 #include <sys/types.h>

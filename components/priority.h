@@ -9,11 +9,13 @@
 //     class is refused where it is read, never taken as another class.
 //  2. Strict priority with aging (class_queue.h): a waiting transfer of a more urgent class is
 //     served first, except that a class none of whose transfers was served for kAging while one
-//     of them waited gets the next turn: background never starves.
-//  3. The threads that copy a class's bytes on a same-host endpoint run at that class's nice
-//     value (kClassNice: latency 0, bulk 5, background 19), set by each copy task on itself
-//     (nice can only be raised without privileges), so a latency-class copy preempts a bulk one
-//     on a busy core and a bulk copy still gets most of an otherwise idle core.
+//     of them waited gets the next turn: no class starves (within a class, earliest deadline
+//     first).
+//  3. The tasks that copy a class's bytes on a same-host endpoint run kClassNice above the
+//     process's own nice value (latency +0, bulk +5, background +19, at most 19), set by each
+//     copy task on itself (nice can only be raised without privileges), so a latency-class
+//     copy is favoured over a bulk one on a busy core and a bulk copy still gets most of an
+//     otherwise idle core.
 #pragma once
 
 #include <array>
@@ -32,8 +34,10 @@ enum class Priority : uint8_t {
 };
 
 constexpr size_t kPriorityClasses = 3;
-/// Invariant 2: how long a class may wait unserved while more urgent ones are served.
+/// Invariant 2: how long a class may wait unserved while more urgent ones are served, and the
+/// longest aging a queue takes (ManagerOptions::priority_aging is refused beyond it).
 constexpr std::chrono::milliseconds kAging{50};
+constexpr std::chrono::milliseconds kMaxAging{24 * 3600 * 1000};
 /// Invariant 3: the nice value of a class's same-host copy tasks, by urgency().
 constexpr std::array<int, kPriorityClasses> kClassNice{0, 5, 19};
 

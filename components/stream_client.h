@@ -58,8 +58,8 @@
 //     ends once its stop was asked ends `stopped` (kCancelled): it moved nothing.
 //  9. Submitted jobs wait for a thread by their priority class (StreamJob::priority), strict
 //     priority with aging (class_queue.h), earliest deadline first within a class (equal
-//     deadlines in submission order). One thread beyond `threads` takes latency-class jobs only,
-//     so a latency job never waits for a bulk one to end. submit refuses (resource_exhausted,
+//     deadlines in submission order). One thread beyond `threads` takes latency-class jobs only:
+//     a latency job waits for a bulk one to end only when that thread is busy too. submit refuses (resource_exhausted,
 //     naming its deadline, what waits ahead of it, the threads and the rate) a job that cannot
 //     end by its deadline: every thread busy, a rate known (rate_estimate.h, from the jobs that
 //     ended well), and the bytes queued ahead of it (those of more urgent classes, and of its

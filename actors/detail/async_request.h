@@ -60,6 +60,8 @@ auto async_request_until(caf::actor_system& sys, const rdma_manager_actor& manag
   sys.spawn([pending, manager, wait, stop, xs...](caf::event_based_actor* self) {
     // Invariant 3: armed from the request to its answer.
     auto cancel_on_stop = std::make_shared<std::unique_ptr<CancelOnStop>>();
+    // Its CancelOnStop holds this actor: let go of it however the actor ends.
+    self->attach_functor([cancel_on_stop] { cancel_on_stop->reset(); });
     auto settle = [self, pending, cancel_on_stop](Result<T> r) {
       cancel_on_stop->reset();  // disarmed before the answer: no cancel after it
       pending->answer(std::move(r));

@@ -219,7 +219,7 @@ public:
   void enqueue_waiting(ClassQueue<OpId>& queue, OpId id) const {
     queue.set_aging(options_.priority_aging);
     queue.push(priority_of(transfers_.at(id.ticket).ops.at(id.index).op),
-               transfers_.at(id.ticket).due, id);
+               transfers_.at(id.ticket).due, id, now());  // the actor's clock, as `due`'s
   }
   // -- the one reply point (reply_point.cc) --
   /// Ends op `id` with `outcome` (its path forgets it), and replies once every op of its

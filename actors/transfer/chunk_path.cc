@@ -271,7 +271,7 @@ void ChunkPath::fetch_answered(const caf::actor_addr& key, uint64_t charge, uint
   for (size_t n = owner.fetch_queue.size(); n > 0 && !owner.fetch_queue.empty(); --n) {
     if (owner.fetching > 0 && owner.fetching + kWindowMinCharge > m_.options().peer_window_bytes)
       break;
-    OpId id = owner.fetch_queue.pop();
+    OpId id = owner.fetch_queue.pop(m_.now());
     auto it = ops_.find(id);
     if (m_.op_record(id) == nullptr || it == ops_.end())
       continue;  // finished (timed out, failed) while it waited

@@ -260,7 +260,7 @@ void StagedPath::release_slot(int slot) {
   slots_[slot].busy = false;
   // A waiter may not take it (rerouted to the fallback): then the next one may.
   while (!waiters_.empty() && !slots_[slot].busy) {
-    OpId id = waiters_.pop();
+    OpId id = waiters_.pop(m_.now());
     if (m_.op_record(id) == nullptr)
       continue;  // finished (timed out) while waiting
     return start(id);

@@ -52,8 +52,12 @@ int run_copy_jobs(void* arg) {
     raw_syscall(SYS_exit, 0, 0, 0, 0, 0, 0);
   // priority.h invariant 3: raising one's own nice value needs no privilege (and this task's
   // creator keeps its own).
-  if (s->nice != 0)
-    raw_syscall(SYS_setpriority, PRIO_PROCESS, 0, s->nice, 0, 0, 0);
+  if (s->nice != 0) {
+    // Above the process's own value (the system call answers 20 - nice), at most 19.
+    const long now = 20 - raw_syscall(SYS_getpriority, PRIO_PROCESS, 0, 0, 0, 0, 0);
+    const long target = now + s->nice > 19 ? 19 : now + s->nice;
+    raw_syscall(SYS_setpriority, PRIO_PROCESS, 0, target, 0, 0, 0);
+  }
   uint32_t seen = 0;
   for (;;) {
     uint32_t r;

@@ -36,7 +36,8 @@ struct CopyJobs {
   unsigned long theirs_count = 0;
   bool to_remote = false;
   pid_t creator = 0;  ///< the creating process (the child ends if it is not its parent)
-  /// The nice value the child sets on itself before its first job (priority.h invariant 3).
+  /// How far the child raises its nice value above its creator's before its first job
+  /// (priority.h invariant 3).
   int nice = 0;
   // The child's.
   long result = 0;    ///< the last job's system call return: bytes moved, or -errno

@@ -176,5 +176,21 @@ TEST_F(RequestAudienceTest, QuestionsAreAnsweredThroughTheFacade) {
   EXPECT_TRUE(state.value) << error_message(state.error);
 }
 
+// ManagerOptions::priority_aging out of its range (components/priority.h) is refused, naming it;
+// nothing is spawned.
+TEST_F(RequestAudienceTest, APriorityAgingOutOfRangeIsRefusedNamingIt) {
+  for (auto aging : {std::chrono::milliseconds(0), std::chrono::milliseconds(-5),
+                     kMaxAging + std::chrono::milliseconds(1)}) {
+    ManagerOptions o;
+    o.mode = TransportMode::kFallback;
+    o.priority_aging = aging;
+    auto m = spawn_manager(home_, o);
+    ASSERT_FALSE(m.ok()) << "priority_aging " << aging.count() << " ms was taken";
+    EXPECT_EQ(m.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(m.error().message().find("priority_aging must be in 1.."), std::string::npos)
+        << m.error().message();
+  }
+}
+
 }  // namespace
 }  // namespace caf_rdma
