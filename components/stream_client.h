@@ -59,12 +59,12 @@
 //  9. Submitted jobs wait for a thread by their priority class (StreamJob::priority), strict
 //     priority with aging (class_queue.h), earliest deadline first within a class (equal
 //     deadlines in submission order). One thread beyond `threads` takes latency-class jobs only:
-//     a latency job waits for a bulk one to end only when that thread is busy too. submit refuses (resource_exhausted,
-//     naming its deadline, what waits ahead of it, the threads and the rate) a job that cannot
-//     end by its deadline: every thread busy, a rate known (rate_estimate.h, from the jobs that
-//     ended well), and the bytes queued ahead of it (those of more urgent classes, and of its
-//     own due no later: aging's turns aside) over all threads plus its own bytes on one take
-//     longer than it has left. A refused job is not queued and its `done` is not called; with
+//     a latency job waits for a bulk one to end only when that thread is busy too. submit refuses
+//     (resource_exhausted, naming its deadline, what waits ahead of it, the threads and the rate) a
+//     job that cannot end by its deadline: every thread busy, a rate known (rate_estimate.h, from
+//     the jobs that ended well), and the bytes queued ahead of it (those of more urgent classes,
+//     and of its own due no later: aging's turns aside) over all threads plus its own bytes on one
+//     take longer than it has left. A refused job is not queued and its `done` is not called; with
 //     a thread free (for a latency job, the latency thread) or no rate known yet, every job is
 //     taken.
 #pragma once
