@@ -138,7 +138,8 @@ std::future<Result<TransferReply>> RdmaClient::transfer_async(TransferOp op,
 }
 
 std::future<Result<TransferReply>> RdmaClient::transfer_async_until(
-    TransferOp op, std::chrono::milliseconds timeout, std::shared_ptr<CancelToken::Use> use) {
+    TransferOp op, std::chrono::milliseconds timeout,
+    const std::shared_ptr<CancelToken::Use>& use) {
   // Every answer passes here once: the token's use ends with it (CancelToken invariant 2).
   auto ended = [use](Result<TransferReply> r) {
     if (use)

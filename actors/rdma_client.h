@@ -274,12 +274,12 @@ private:
                                    const StopSignal* stop);
   /// transfer_async's and post_async's one body (`use`: null, or the token's use, ended with
   /// the answer).
-  std::future<Result<TransferReply>> transfer_async_until(TransferOp op,
-                                                          std::chrono::milliseconds timeout,
-                                                          std::shared_ptr<CancelToken::Use> use);
+  std::future<Result<TransferReply>> transfer_async_until(
+      TransferOp op, std::chrono::milliseconds timeout,
+      const std::shared_ptr<CancelToken::Use>& use);
   std::future<ListOutcome> post_async_until(const TransferPlan& plan,
                                             std::chrono::milliseconds timeout,
-                                            std::shared_ptr<CancelToken::Use> use);
+                                            const std::shared_ptr<CancelToken::Use>& use);
   /// post's walk (`stop`: null, or a CancelToken's signal).
   ListOutcome post_walk(const TransferPlan& plan, std::chrono::milliseconds timeout,
                         const StopSignal* stop);

@@ -74,9 +74,9 @@ std::future<ListOutcome> RdmaClient::post_async(const TransferPlan& plan,
   return post_async_until(plan, timeout, std::make_shared<CancelToken::Use>(cancel));
 }
 
-std::future<ListOutcome> RdmaClient::post_async_until(const TransferPlan& plan,
-                                                      std::chrono::milliseconds timeout,
-                                                      std::shared_ptr<CancelToken::Use> use) {
+std::future<ListOutcome> RdmaClient::post_async_until(
+    const TransferPlan& plan, std::chrono::milliseconds timeout,
+    const std::shared_ptr<CancelToken::Use>& use) {
   // Every answer passes here once: the token's use ends with it (CancelToken invariant 2).
   auto outcome = [use](Result<ListOutcome> r) {
     ListOutcome out;
