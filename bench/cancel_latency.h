@@ -13,7 +13,8 @@ namespace caf_rdma::bench {
 struct CancelBenchOptions {
   uint64_t bytes = 256ull << 20;  ///< each transfer's size (--cancel-bytes)
   int trials = 20;                ///< cancels per transport and direction (--long: 50)
-  /// Of bench/node_pair.h's transports: those whose transfers stop mid-way.
+  /// Of bench/node_pair.h's transports ("rdma-manager": read_async/write_async with the token,
+  /// which the manager moves and cancels).
   std::vector<std::string> transports{"same-host", "stream", "rdma"};
 };
 
