@@ -146,17 +146,13 @@ std::future<Result<TransferReply>> RdmaClient::transfer_async_until(
       use->end(r.ok() ? Status() : Status(r.error()), 0, r.ok() ? r->bytes : 0);
     return r;
   };
-  auto ready = [](Result<TransferReply> r) {
-    std::promise<Result<TransferReply>> now;
-    now.set_value(std::move(r));
-    return now.get_future();
-  };
-  if (use && use->refused() != nullptr)
-    return ready(*use->refused());  // CancelToken invariant 1: another transfer's token
-  if (use && use->stopped())        // CancelToken invariant 3
-    return ready(ended(Error(ErrorCode::kCancelled, cancelled_unstarted_text(op, true))));
+  using detail::ready_future;
+  if (use && use->refused() != nullptr)  // CancelToken invariant 1: another transfer's token
+    return ready_future(Result<TransferReply>(*use->refused()));
+  if (use && use->stopped())  // CancelToken invariant 3
+    return ready_future(ended(Error(ErrorCode::kCancelled, cancelled_unstarted_text(op, true))));
   if (Status alive = node_alive(); !alive.ok())
-    return ready(ended(alive.error()));
+    return ready_future(ended(alive.error()));
   const uint32_t ms = timeout_ms_of(timeout);
   const auto wait = reply_wait(ms, op.notify);  // before `op` is moved into the request
   return detail::async_request_until<TransferReply>(sys_, manager_, wait, "transfer",

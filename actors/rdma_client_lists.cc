@@ -88,21 +88,18 @@ std::future<ListOutcome> RdmaClient::post_async_until(
       use->end(out.status(), out.landed, out.bytes);
     return out;
   };
-  auto now = [](ListOutcome out) {
-    std::promise<ListOutcome> p;
-    p.set_value(std::move(out));
-    return p.get_future();
-  };
+  using detail::ready_future;
   if (use && use->refused() != nullptr) {  // CancelToken invariant 1: another transfer's token
     ListOutcome refused;
     refused.fail(*use->refused());
-    return now(std::move(refused));
+    return ready_future(std::move(refused));
   }
   if (use && use->stopped())  // CancelToken invariant 3
-    return now(outcome(list_cancelled_error(plan.size(), plan.is_read(), plan.remote(), 0, "")));
+    return ready_future(
+        outcome(list_cancelled_error(plan.size(), plan.is_read(), plan.remote(), 0, "")));
   Status ready = list_ready(timeout);
   if (!ready.ok())
-    return now(outcome(ready.error()));
+    return ready_future(outcome(ready.error()));
   const uint32_t ms = timeout_ms_of(timeout);
   std::vector<ListRange> ranges(plan.size());
   for (size_t i = 0; i < ranges.size(); ++i)

@@ -82,6 +82,14 @@ auto async_request_until(caf::actor_system& sys, const rdma_manager_actor& manag
   return future;
 }
 
+/// A future that holds `value` already: an answer given before anything was asked.
+template <class R>
+std::future<R> ready_future(R value) {
+  std::promise<R> now;
+  now.set_value(std::move(value));
+  return now.get_future();
+}
+
 /// async_request_until without a stop signal.
 template <class T, class Convert, class... Ts>
 auto async_request(caf::actor_system& sys, const rdma_manager_actor& manager,
