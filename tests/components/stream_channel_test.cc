@@ -538,49 +538,84 @@ TEST_F(StreamChannelTest, AStoppedWriteEndsOnlyOnceItsOwnerEndedItsSide) {
   }
 }
 
-// Invariant 9: jobs waiting for the client's one thread run earliest deadline first (the owner
-// sees their requests in that order), whatever order they were submitted in.
-TEST_F(StreamChannelTest, QueuedJobsRunEarliestDeadlineFirst) {
-  std::promise<void> first_held, release;
-  auto released = release.get_future().share();
-  std::mutex mu;
-  std::vector<uint64_t> tokens;
-  FakeOwner owner([&](int i, Socket& c) {
+/// A FakeOwner that notes each request's token, in arrival order, and holds its first
+/// connection (so the client thread that made it) until release(); it refuses every request.
+/// submit() queues a 4 KiB read to it on `client`; wait_all() waits for every one submitted.
+class HoldingOwner {
+public:
+  HoldingOwner() : owner_([this](int i, Socket& c) { serve(i, c); }) {}
+  ~HoldingOwner() {
+    release();
+    owner_.stop();
+  }
+  /// Whether the first connection is held now (waits up to 20 s).
+  bool held() { return first_held_.get_future().wait_for(20s) == std::future_status::ready; }
+  void release() {
+    if (!released_) {
+      released_ = true;
+      release_.set_value();
+    }
+  }
+  void submit(StreamClient& client, uint64_t token, Priority p, std::chrono::seconds due) {
+    auto promise = std::make_shared<std::promise<StreamEnd>>();
+    ends_.push_back(promise->get_future());
+    StreamJob j = job_to("127.0.0.1", owner_.port(), token, StreamDirection::kOutOfOwner,
+                         mine_.data(), mine_.size(), due);
+    j.priority = p;
+    j.done = [promise](StreamEnd end) { promise->set_value(std::move(end)); };
+    EXPECT_TRUE(client.submit(std::move(j)).ok());
+  }
+  /// Releases the first connection, waits for every job to end and stops accepting.
+  void wait_all() {
+    release();
+    for (auto& f : ends_)
+      ASSERT_EQ(f.wait_for(20s), std::future_status::ready);
+    owner_.stop();
+  }
+  std::vector<uint64_t> tokens() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return tokens_;
+  }
+
+private:
+  void serve(int i, Socket& c) {
     auto req = read_request(c, Clock::now() + 10s);
     if (!req.ok())
       return;
     {
-      std::lock_guard<std::mutex> lock(mu);
-      tokens.push_back(req->token);
+      std::lock_guard<std::mutex> lock(mu_);
+      tokens_.push_back(req->token);
     }
-    if (i == 0) {  // holds the client's one thread until every other job is queued
-      first_held.set_value();
-      (void)released.wait_for(20s);
+    if (i == 0) {  // holds the client's thread
+      first_held_.set_value();
+      (void)released_wait_.wait_for(20s);
     }
     (void)write_status(c, Error(ErrorCode::kInvalidArgument, "fake owner: refused"),
                        Clock::now() + 10s);
-  });
+  }
+
+  std::promise<void> first_held_, release_;
+  std::shared_future<void> released_wait_ = release_.get_future().share();
+  bool released_ = false;
+  std::mutex mu_;
+  std::vector<uint64_t> tokens_;
+  std::vector<uint8_t> mine_ = std::vector<uint8_t>(4096);
+  std::vector<std::future<StreamEnd>> ends_;
+  FakeOwner owner_;  ///< last: its thread uses the members above
+};
+
+// Invariant 9: jobs waiting for the client's one thread run earliest deadline first (the owner
+// sees their requests in that order), whatever order they were submitted in.
+TEST_F(StreamChannelTest, QueuedJobsRunEarliestDeadlineFirst) {
+  HoldingOwner owner;
   StreamClient client(1);
-  std::vector<uint8_t> mine(4096);
-  std::vector<std::future<StreamEnd>> ends;
-  auto submit = [&](uint64_t token, std::chrono::seconds due) {
-    auto p = std::make_shared<std::promise<StreamEnd>>();
-    ends.push_back(p->get_future());
-    StreamJob j = job_to("127.0.0.1", owner.port(), token, StreamDirection::kOutOfOwner,
-                         mine.data(), mine.size(), due);
-    j.done = [p](StreamEnd end) { p->set_value(std::move(end)); };
-    EXPECT_TRUE(client.submit(std::move(j)).ok());
-  };
-  submit(1, 60s);
-  ASSERT_EQ(first_held.get_future().wait_for(20s), std::future_status::ready);
-  submit(2, 30s);
-  submit(3, 10s);
-  submit(4, 20s);
-  release.set_value();
-  for (auto& f : ends)
-    ASSERT_EQ(f.wait_for(20s), std::future_status::ready);
-  owner.stop();
-  EXPECT_EQ(tokens, (std::vector<uint64_t>{1, 3, 4, 2}));
+  owner.submit(client, 1, Priority::kBulk, 60s);
+  ASSERT_TRUE(owner.held());
+  owner.submit(client, 2, Priority::kBulk, 30s);
+  owner.submit(client, 3, Priority::kBulk, 10s);
+  owner.submit(client, 4, Priority::kBulk, 20s);
+  ASSERT_NO_FATAL_FAILURE(owner.wait_all());
+  EXPECT_EQ(owner.tokens(), (std::vector<uint64_t>{1, 3, 4, 2}));
 }
 
 // Invariant 9 with classes: while the client's one thread is held by a bulk job, a
@@ -589,41 +624,12 @@ TEST_F(StreamChannelTest, QueuedJobsRunEarliestDeadlineFirst) {
 // set to an hour here: the order must not depend on how long the test takes; class_queue_test
 // checks aging.)
 TEST_F(StreamChannelTest, ALatencyJobRunsWhileEveryThreadIsBusyAndTheQueueServesByClass) {
-  std::promise<void> first_held, release;
-  auto released = release.get_future().share();
-  std::mutex mu;
-  std::vector<uint64_t> tokens;
-  FakeOwner owner([&](int i, Socket& c) {
-    auto req = read_request(c, Clock::now() + 10s);
-    if (!req.ok())
-      return;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      tokens.push_back(req->token);
-    }
-    if (i == 0) {  // holds the client's one thread
-      first_held.set_value();
-      (void)released.wait_for(20s);
-    }
-    (void)write_status(c, Error(ErrorCode::kInvalidArgument, "fake owner: refused"),
-                       Clock::now() + 10s);
-  });
+  HoldingOwner owner;
   StreamClient client(1, nullptr, true, std::chrono::hours(1));
-  std::vector<uint8_t> mine(4096);
-  std::vector<std::future<StreamEnd>> ends;
-  auto submit = [&](uint64_t token, Priority p, std::chrono::seconds due) {
-    auto promise = std::make_shared<std::promise<StreamEnd>>();
-    ends.push_back(promise->get_future());
-    StreamJob j = job_to("127.0.0.1", owner.port(), token, StreamDirection::kOutOfOwner,
-                         mine.data(), mine.size(), due);
-    j.priority = p;
-    j.done = [promise](StreamEnd end) { promise->set_value(std::move(end)); };
-    EXPECT_TRUE(client.submit(std::move(j)).ok());
-  };
-  submit(1, Priority::kBulk, 60s);
-  ASSERT_EQ(first_held.get_future().wait_for(20s), std::future_status::ready);
-  submit(2, Priority::kBulk, 10s);
-  submit(3, Priority::kBackground, 5s);
+  owner.submit(client, 1, Priority::kBulk, 60s);
+  ASSERT_TRUE(owner.held());
+  owner.submit(client, 2, Priority::kBulk, 10s);
+  owner.submit(client, 3, Priority::kBackground, 5s);
   // The latency job, to a real owner, while job 1 still holds the one thread.
   auto owner_bytes = pattern(64 << 10, 41);
   std::vector<uint8_t> got(owner_bytes.size());
@@ -641,15 +647,9 @@ TEST_F(StreamChannelTest, ALatencyJobRunsWhileEveryThreadIsBusyAndTheQueueServes
   const StreamEnd urgent_result = urgent_future.get();
   ASSERT_TRUE(urgent_result.status.ok()) << urgent_result.status.error().to_string();
   EXPECT_EQ(got, owner_bytes);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    EXPECT_EQ(tokens, (std::vector<uint64_t>{1})) << "job 1 no longer held";
-  }
-  release.set_value();
-  for (auto& f : ends)
-    ASSERT_EQ(f.wait_for(20s), std::future_status::ready);
-  owner.stop();
-  EXPECT_EQ(tokens, (std::vector<uint64_t>{1, 2, 3}));
+  EXPECT_EQ(owner.tokens(), (std::vector<uint64_t>{1})) << "job 1 no longer held";
+  ASSERT_NO_FATAL_FAILURE(owner.wait_all());
+  EXPECT_EQ(owner.tokens(), (std::vector<uint64_t>{1, 2, 3}));
 }
 
 // Invariant 9: with every thread busy and a rate learned from jobs that ended well, a job that
