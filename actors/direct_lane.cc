@@ -110,7 +110,7 @@ bool DirectLane::manager_stripes(const TransferOp& op, uint64_t stripe_min_bytes
          detail::striped(detail::StripeFacts{
              *n, stripe_min_bytes, op.notify, op.local.owner.node() == op.remote.owner.node(),
              detail::shared_rails(op.local.rails.size(), op.remote.rails.size()),
-             stripes_one_device});
+             stripes_one_device, priority_of(op) == Priority::kBulk});
 }
 
 std::optional<Result<DirectLane::Prepared>> DirectLane::prepare(const TransferOp& op) {

@@ -42,7 +42,8 @@ public:
       return std::nullopt;
     if (probe.remote.owner.node() == manager_.node())
       return std::nullopt;  // buffers of one node: the manager's copies, no lane to open
-    auto grant = ask<LaneGrant>(left, lane_open_atom::value, plan.remote(), left);
+    auto grant = ask<LaneGrant>(left, lane_open_atom::value, plan.remote(), left,
+                                static_cast<uint8_t>(plan.priority()));
     if (!grant.ok() || !grant->lane ||
         DirectLane::manager_stripes(probe, grant->stripe_min_bytes, grant->stripes_one_device))
       return std::nullopt;  // striped ranges are the manager's

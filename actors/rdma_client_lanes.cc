@@ -70,7 +70,7 @@ std::shared_ptr<DirectLane> RdmaClient::lane_for(const TransferOp* ops, size_t c
   // Asked without the lock: another thread may open a lane to the same owner meanwhile; the
   // first one kept wins, the other goes (its destructor closes it).
   auto grant = call<LaneGrant>(std::chrono::milliseconds(timeout_ms) + kLaneBackstop,
-                               lane_open_atom::value, op.remote, timeout_ms);
+                               lane_open_atom::value, op.remote, timeout_ms, op.priority);
   std::lock_guard<std::mutex> guard(lanes_mu_);
   LaneSlot& slot = lanes_[owner];
   if (grant.ok() && grant->lane) {

@@ -135,6 +135,20 @@ Result<ManagerOptions> ManagerOptions::from_env() {
     o.ibverbs.near_pci_device = *bus;
   }
   CAF_RDMA_RETURN_IF_ERROR(number(kEnvStripeMin, 1, 1ull << 40, o.stripe_min_bytes));
+  // The classes' traffic: unset keeps -1 (the device's).
+  auto traffic = [&](const char* var, uint64_t hi, int& out) -> Status {
+    uint64_t n = UINT64_MAX;
+    CAF_RDMA_RETURN_IF_ERROR(number(var, 0, hi, n));
+    if (n != UINT64_MAX)
+      out = static_cast<int>(n);
+    return {};
+  };
+  CAF_RDMA_RETURN_IF_ERROR(traffic(kEnvLatencyTrafficClass, 255, o.latency_traffic.traffic_class));
+  CAF_RDMA_RETURN_IF_ERROR(traffic(kEnvLatencyServiceLevel, 15, o.latency_traffic.service_level));
+  CAF_RDMA_RETURN_IF_ERROR(
+      traffic(kEnvBackgroundTrafficClass, 255, o.background_traffic.traffic_class));
+  CAF_RDMA_RETURN_IF_ERROR(
+      traffic(kEnvBackgroundServiceLevel, 15, o.background_traffic.service_level));
   uint64_t stripe_qps = o.stripe_qps;
   CAF_RDMA_RETURN_IF_ERROR(number(kEnvStripeQps, 1, kMaxStripeQps, stripe_qps));
   o.stripe_qps = static_cast<uint32_t>(stripe_qps);
@@ -240,10 +254,11 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
           return err;
         return StreamLaneGrant{self->state.stream_lane()};
       },
-      [=](lane_open_atom a, BufferHandle remote, uint32_t timeout_ms) -> caf::result<LaneGrant> {
+      [=](lane_open_atom a, BufferHandle remote, uint32_t timeout_ms,
+          uint8_t priority) -> caf::result<LaneGrant> {
         if (auto err = refused(a))
           return err;
-        return self->state.lanes.open_lane(std::move(remote), timeout_ms);
+        return self->state.lanes.open_lane(std::move(remote), timeout_ms, priority);
       },
       [=](ask_check_atom a, const BufferHandle& remote, uint64_t offset, uint64_t length,
           uint8_t kind, uint32_t timeout_ms) -> caf::result<TransferOutcome> {
@@ -389,6 +404,8 @@ Result<rdma_manager_actor> spawn_manager(caf::actor_system& sys, ManagerOptions 
     return Error(ErrorCode::kInvalidArgument, "ManagerOptions: priority_aging must be in 1.." +
                                                   std::to_string(kMaxAging.count()) + " ms, not " +
                                                   std::to_string(options.priority_aging.count()));
+  CAF_RDMA_RETURN_IF_ERROR(options.latency_traffic.check("ManagerOptions::latency_traffic"));
+  CAF_RDMA_RETURN_IF_ERROR(options.background_traffic.check("ManagerOptions::background_traffic"));
   if (options.max_timeout.count() <= 0 || options.max_timeout.count() > UINT32_MAX)
     return Error(ErrorCode::kInvalidArgument,
                  "ManagerOptions: max_timeout must be in 1.." + std::to_string(UINT32_MAX) + " ms");

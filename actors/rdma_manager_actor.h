@@ -10,6 +10,8 @@
 
 #include "actors/rdma_manager_interface.h"
 #include "components/device_memory.h"
+#include "components/priority.h"
+#include "components/qp_traffic.h"
 #include "components/tls_credentials.h"
 #include "primitives/ibverbs_config.h"
 #include "primitives/status.h"
@@ -61,6 +63,11 @@ constexpr const char* kEnvMaxQps = "CAF_RDMA_MAX_QPS";
 constexpr const char* kEnvDevices = "CAF_RDMA_DEVICES";
 constexpr const char* kEnvStripeMin = "CAF_RDMA_STRIPE_MIN";
 constexpr const char* kEnvStripeQps = "CAF_RDMA_STRIPE_QPS";
+/// The classes' traffic (ManagerOptions::latency_traffic, background_traffic).
+constexpr const char* kEnvLatencyTrafficClass = "CAF_RDMA_LATENCY_TRAFFIC_CLASS";
+constexpr const char* kEnvLatencyServiceLevel = "CAF_RDMA_LATENCY_SERVICE_LEVEL";
+constexpr const char* kEnvBackgroundTrafficClass = "CAF_RDMA_BACKGROUND_TRAFFIC_CLASS";
+constexpr const char* kEnvBackgroundServiceLevel = "CAF_RDMA_BACKGROUND_SERVICE_LEVEL";
 /// At most this many queue pairs per pair of devices for striping, and rails per manager.
 constexpr uint32_t kMaxStripeQps = 8;
 constexpr size_t kMaxRails = 15;
@@ -158,6 +165,16 @@ struct ManagerOptions {
   /// How long a priority class waits unserved in this manager's queues while more urgent ones
   /// are served before it gets a turn (components/priority.h invariant 2).
   std::chrono::milliseconds priority_aging = kAging;
+  /// The traffic class and service level of the latency and the background class's queue
+  /// pairs (components/qp_traffic.h; -1: the device's, as the bulk class's, which is
+  /// `ibverbs`' traffic_class and service_level): the managers' class queue pairs
+  /// (actors/manager/rails.h invariant 26) and clients' direct lanes of the class, each end set
+  /// by its own manager's options. For fabrics that honour them (a lossless or a higher
+  /// priority for latency, a scavenger class for background). CAF_RDMA_LATENCY_TRAFFIC_CLASS,
+  /// CAF_RDMA_LATENCY_SERVICE_LEVEL, CAF_RDMA_BACKGROUND_TRAFFIC_CLASS,
+  /// CAF_RDMA_BACKGROUND_SERVICE_LEVEL.
+  QpTraffic latency_traffic;
+  QpTraffic background_traffic;
   /// Same host (components/same_host.h): the stream channel also listens on an abstract
   /// AF_UNIX endpoint its handles name, and this node's stream transfers to an owner on this
   /// host (same boot id and network namespace) go there instead of over TCP: the owner copies
@@ -232,10 +249,19 @@ struct ManagerOptions {
   /// CAF_RDMA_STREAM_MIN, CAF_RDMA_PEER_WINDOW, CAF_RDMA_TOTAL_WINDOW,
   /// CAF_RDMA_INLINE_POLL_US, CAF_RDMA_BUSY_POLL_US, CAF_RDMA_VERIFY, CAF_RDMA_RELEASE_ORPHANS,
   /// CAF_RDMA_GPU, CAF_RDMA_MAX_TIMEOUT_MS, CAF_RDMA_DEVICES, CAF_RDMA_STRIPE_MIN,
-  /// CAF_RDMA_STRIPE_QPS and the IbverbsConfig variables (CAF_RDMA_DEVICE, ...).
+  /// CAF_RDMA_STRIPE_QPS, the classes' traffic (CAF_RDMA_LATENCY_TRAFFIC_CLASS, ...) and the
+  /// IbverbsConfig variables (CAF_RDMA_DEVICE, ...).
   /// A malformed value is an error naming the variable and what it may be (e.g.
   /// "CAF_RDMA_TRANSPORT='bogus' must be auto, rdma or fallback").
   static Result<ManagerOptions> from_env();
+
+  /// The traffic of class `p`'s queue pairs (latency_traffic, background_traffic; bulk: the
+  /// device's).
+  QpTraffic traffic_of(Priority p) const {
+    return p == Priority::kLatency      ? latency_traffic
+           : p == Priority::kBackground ? background_traffic
+                                        : QpTraffic{};
+  }
 };
 
 /// CAF_RDMA_DEVICES's value as device names; empty for "all". Errors name the text.

@@ -91,7 +91,7 @@ using local_requests_actor = caf::typed_actor<
     /// drives itself (RdmaClient does). Errors: no_device (no RDMA here, fallback mode, the
     /// owner has no RDMA or is on another fabric), timeout, peer_unavailable,
     /// resource_exhausted (the owner has too many lanes from us).
-    caf::replies_to<lane_open_atom, BufferHandle, uint32_t>::with<LaneGrant>,
+    caf::replies_to<lane_open_atom, BufferHandle, uint32_t, uint8_t>::with<LaneGrant>,
 
     /// The stream lane of this process (same process only: the grant holds it), by which
     /// RdmaClient moves fallback reads and writes between host memory straight over owners'

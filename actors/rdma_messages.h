@@ -422,13 +422,17 @@ struct QpInfoMsg {
   /// (actors/manager/rails.h) on the initiator's and the acceptor's rail `rail`.
   uint32_t stripe = 0;
   uint32_t rail = 0;
+  /// The queue pair's priority class (components/priority.h wire value): a direct lane's, or a
+  /// class queue pair's (manager/rails.h invariant 26). Its acceptor's side carries that
+  /// class's traffic class and service level (ManagerOptions::traffic_of).
+  uint8_t priority = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, QpInfoMsg& x) {
   return f(caf::meta::type_name("caf_rdma::QpInfoMsg"), x.qp_num, x.lid, x.gid, x.psn, x.mtu,
            x.ethernet, x.device, x.manager, x.lane, x.max_dest_rd_atomic, x.incarnation, x.stripe,
-           x.rail);
+           x.rail, x.priority);
 }
 
 /// An owner's permission to move one byte range over its stream channel (fallback transport,

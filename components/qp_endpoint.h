@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "components/completion_router.h"
+#include "components/qp_traffic.h"
 #include "components/rdma_op.h"
 #include "primitives/qp_info.h"
 #include "primitives/status.h"
@@ -66,6 +67,9 @@ struct QpOptions {
   /// A completion queue shared with other QPs of the same device (Nic::shared_completions;
   /// RdmaQueuePair invariant 10); null: the QP takes its own completions.
   std::shared_ptr<CompletionRouter> completions;
+  /// Its packets' traffic class and service level, where not the device's (a priority class's
+  /// queue pairs: ManagerOptions::latency_traffic, background_traffic).
+  QpTraffic traffic;
 };
 
 class QpEndpoint {

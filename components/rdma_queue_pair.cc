@@ -59,6 +59,8 @@ Result<std::unique_ptr<RdmaQueuePair>> RdmaQueuePair::create(
                      " was made on another opening of a device (" +
                      options.completions->completion_queue()->context()->name() +
                      "): a QP and its CQ must share one device context");
+  CAF_RDMA_RETURN_IF_ERROR(options.traffic.check("the queue pair's traffic on " +
+                                                 domain->device_name()));
   std::unique_ptr<RdmaQueuePair> q(new RdmaQueuePair(domain, options));
   detail::QpState& s = q->state_;
   const IbverbsConfig& config = domain->config();
@@ -128,11 +130,27 @@ Status RdmaQueuePair::connect(const QpInfo& remote) {
                  s.name + " is already connected to " + to_string(s.remote));
   if (!s.qp)
     return Error(ErrorCode::kPeerUnavailable, s.name + " has no queue pair to connect");
-  CAF_RDMA_RETURN_IF_ERROR(
-      s.qp->connect(s.domain->config(), remote, s.local_psn, s.domain->gid_index()));
+  // Invariant 14: a traffic class and service level of its own where its options give them.
+  IbverbsConfig config = s.domain->config();
+  if (options_.traffic.traffic_class >= 0)
+    config.traffic_class = static_cast<uint8_t>(options_.traffic.traffic_class);
+  if (options_.traffic.service_level >= 0)
+    config.service_level = static_cast<uint8_t>(options_.traffic.service_level);
+  CAF_RDMA_RETURN_IF_ERROR(s.qp->connect(config, remote, s.local_psn, s.domain->gid_index()));
   s.remote = remote;
   s.connected = true;
   return {};
+}
+
+Result<QpTraffic> RdmaQueuePair::traffic() const {
+  std::lock_guard<std::mutex> guard(state_.mu);
+  if (!state_.qp || !state_.connected)
+    return Error(ErrorCode::kInvalidArgument, state_.name + " is not connected");
+  CAF_RDMA_ASSIGN_OR_RETURN(ibv_ah_attr ah, state_.qp->address());
+  QpTraffic t;
+  t.service_level = ah.sl;
+  t.traffic_class = ah.is_global ? ah.grh.traffic_class : -1;
+  return t;
 }
 
 Status RdmaQueuePair::connect_loopback() {

@@ -43,6 +43,8 @@
 //     `list_landed` is exact from below: every range on success; on failure (a timeout
 //     included, said after the flush) the ranges whose every work request completed before the
 //     first one that failed (RC completes in order), which are in place.
+// 14. Its packets carry Options::traffic's traffic class and service level where set (-1: the
+//     device's IbverbsConfig), from the moment it is connected (`traffic()` reads them back).
 #pragma once
 
 #include <atomic>
@@ -145,6 +147,9 @@ public:
   size_t pending_ops() const override;
   /// What the device granted (invariants 7 and 8: completion entries >= send + receive).
   Limits limits() const override;
+  /// The traffic class and service level the device holds for it once connected (ibv_query_qp;
+  /// invariant 14): Options::traffic where set, else the device's.
+  Result<QpTraffic> traffic() const;
 
 private:
   friend class QpBlocking;  // submits with an id, destroys the QP after a failed flush

@@ -166,6 +166,14 @@ Result<ibv_qp_state> QueuePair::state() const {
   return attr.qp_state;
 }
 
+Result<ibv_ah_attr> QueuePair::address() const {
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  if (int rc = ibv_query_qp(qp_, &attr, IBV_QP_AV, &init); rc != 0)
+    return ibverbs_error("ibv_query_qp", rc, describe());
+  return attr.ah_attr;
+}
+
 Result<uint8_t> QueuePair::max_rd_atomic() const {
   ibv_qp_attr attr{};
   ibv_qp_init_attr init{};

@@ -57,6 +57,10 @@ public:
   /// READs/atomics this QP may have outstanding as initiator (ibv_query_qp max_rd_atomic).
   Result<uint8_t> max_rd_atomic() const;
 
+  /// The address vector it was connected with (ibv_query_qp IBV_QP_AV): service level, and
+  /// the GRH's traffic class where it has one.
+  Result<ibv_ah_attr> address() const;
+
   /// ibv_post_send; the error names the failing work request id.
   Status post_send(ibv_send_wr* wr);
 

@@ -6,7 +6,8 @@
 
 namespace caf_rdma::detail {
 
-caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeout_ms) {
+caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeout_ms,
+                                            uint8_t priority) {
   auto refuse = [&](const std::string& why) {
     return make_rdma_error(ErrorCode::kNoDevice,
                            "no direct lane to the owner of " + describe(remote) + ": " + why);
@@ -27,10 +28,14 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
     return refuse(why);
   if (timeout_ms == 0)
     return make_rdma_error(ErrorCode::kInvalidArgument, "lane timeout must be > 0 ms");
+  const auto cls = priority_from_wire(priority);
+  if (!cls)
+    return make_rdma_error(ErrorCode::kInvalidArgument, unknown_priority_text(priority));
   timeout_ms = m_.capped(timeout_ms);
   // The client polls its lane in its own threads: a CQ of its own, not the shared one.
   QpOptions o;
   o.drain_timeout = m_.options().drain_timeout;
+  o.traffic = m_.options().traffic_of(*cls);
   auto created = QpHandshakes::make_qp(m_.nic().domain, o);
   if (!created.ok())
     return to_caf_error(created.error().with_context("creating a direct lane's queue pair"));
@@ -57,6 +62,7 @@ caf::result<LaneGrant> LaneTable::open_lane(BufferHandle remote, uint32_t timeou
   auto rp = m_.self()->make_response_promise<LaneGrant>();
   auto timeout = std::min(m_.options().handshake_timeout, std::chrono::milliseconds(timeout_ms));
   QpInfoMsg mine = m_.handshakes.to_msg(qp->local_info(), id);
+  mine.priority = priority;
   uint64_t held = m_.handshakes.hold_opening(std::move(qp));
   m_.peer_table.peer_request(p.manager, timeout, qp_connect_atom::value, std::move(mine))
       .then(
@@ -117,9 +123,14 @@ Result<QpInfoMsg> LaneTable::accept_lane(Peer& p, const QpInfoMsg& remote) {
     return Error(ErrorCode::kResourceExhausted, m_.options().name + " already has " +
                                                     std::to_string(kMaxLanesPerPeer) +
                                                     " direct lanes from " + p.name);
+  const auto cls = priority_from_wire(remote.priority);
+  if (!cls)
+    return Error(ErrorCode::kInvalidArgument, "direct lane " + std::to_string(remote.lane) +
+                                                  " from " + p.name + ": " +
+                                                  unknown_priority_text(remote.priority));
   CAF_RDMA_ASSIGN_OR_RETURN(
       std::shared_ptr<QpEndpoint> qp,
-      QpHandshakes::make_qp(m_.nic().domain, m_.handshakes.shared_qp_options()));
+      QpHandshakes::make_qp(m_.nic().domain, m_.handshakes.shared_qp_options(*cls)));
   Status st = qp->connect(from_msg(remote));
   if (!st.ok())
     return st.error().with_context("accepting direct lane " + std::to_string(remote.lane) +

@@ -1,6 +1,8 @@
 // LaneTable: direct lanes, the queue pairs a client of this process drives itself
 // (actors/direct_lane.h): opened with one handshake, accepted from peers (at most
-// kMaxLanesPerPeer each), dropped with their peer or device.
+// kMaxLanesPerPeer each), dropped with their peer or device. A lane is of one priority class
+// (RdmaClient keeps one per owner and class): both of its ends carry the class's traffic class and
+// service level, each from its own manager's options (QpInfoMsg::priority tells the acceptor).
 //
 // A part of the manager (actors/manager/manager_part.h); what is its own is below.
 #pragma once
@@ -14,7 +16,9 @@ class LaneTable : public ManagerPart {
 public:
   using ManagerPart::ManagerPart;
 
-  caf::result<LaneGrant> open_lane(BufferHandle remote, uint32_t timeout_ms);
+  /// A lane of class `priority` (a wire value; one naming no class is refused): its queue
+  /// pair, and the owner's side of it, carry the class's traffic (ManagerOptions::traffic_of).
+  caf::result<LaneGrant> open_lane(BufferHandle remote, uint32_t timeout_ms, uint8_t priority);
   void close_lane(uint64_t lane);
   /// The sender (a peer manager) closed its lane `lane`.
   void drop_lane(uint64_t lane);

@@ -55,14 +55,16 @@ QpInfo from_msg(const QpInfoMsg& m) {
   return info;
 }
 
-Result<QpOptions> QpHandshakes::shared_qp_options() {
-  return shared_qp_options(m_.nic().domain, m_.nic().completions);
+Result<QpOptions> QpHandshakes::shared_qp_options(Priority cls) {
+  return shared_qp_options(m_.nic().domain, m_.nic().completions, cls);
 }
 
 Result<QpOptions> QpHandshakes::shared_qp_options(const std::shared_ptr<Nic>& domain,
-                                                  std::shared_ptr<CompletionRouter>& completions) {
+                                                  std::shared_ptr<CompletionRouter>& completions,
+                                                  Priority cls) {
   QpOptions o;
   o.drain_timeout = m_.options().drain_timeout;
+  o.traffic = m_.options().traffic_of(cls);
   if (!completions) {
     // Room for 16 QPs' full send queues (each request holds an entry until retired); more
     // queue their requests until entries come back. 1 MiB on mlx5 (64-byte entries). A device

@@ -43,11 +43,14 @@ public:
   /// Options of a new queue pair on the primary device (RdmaLinks::domain) whose completions go to
   /// the device's shared completion queue (one poll per sweep for all peers; made here with the
   /// first). Direct lanes' own QPs, polled by their client's threads, keep a CQ of their own.
-  Result<QpOptions> shared_qp_options();
+  /// Its packets carry class `cls`'s traffic (ManagerOptions::traffic_of).
+  Result<QpOptions> shared_qp_options(Priority cls = Priority::kBulk);
   /// The same on device `domain`, whose shared completion queue is `completions` (made here
-  /// with the first QP): the rails' striping QPs (manager/rails.h).
+  /// with the first QP): the rails' striping QPs and the class queue pairs (manager/rails.h),
+  /// whose packets carry class `cls`'s traffic (ManagerOptions::traffic_of).
   Result<QpOptions> shared_qp_options(const std::shared_ptr<Nic>& domain,
-                                      std::shared_ptr<CompletionRouter>& completions);
+                                      std::shared_ptr<CompletionRouter>& completions,
+                                      Priority cls = Priority::kBulk);
   /// A new queue pair on `domain` with `options`, or why none: every queue pair this manager
   /// makes (its handshakes', the rails', the direct lanes', the loopback) is made here.
   static Result<std::shared_ptr<QpEndpoint>> make_qp(const std::shared_ptr<Nic>& domain,

@@ -101,7 +101,8 @@ bool Rails::stripes(OpId id, std::vector<StripeLane>* lanes) {
       static_cast<uint32_t>(shared_rails(local.rails.size(), o->op.remote.rails.size()));
   // Invariant 19's rule (path_choice.h invariant 7, RdmaClient's lanes ask it too).
   if (!striped(StripeFacts{o->length, m_.options().stripe_min_bytes, o->op.notify,
-                           o->peer == m_.facade().address(), rails, m_.options().stripe_qps > 1}))
+                           o->peer == m_.facade().address(), rails, m_.options().stripe_qps > 1,
+                           priority_of(o->op) == Priority::kBulk}))
     return false;
   auto it = m_.peer_table.peers().find(o->peer);
   if (it == m_.peer_table.peers().end())
@@ -160,6 +161,8 @@ StripeLane Rails::least_busy(OpId id, const std::shared_ptr<QpEndpoint>& primary
     const uint32_t rail = rail_of(s);
     if (fewest == 0)
       break;
+    if (is_class_stripe(s))
+      continue;  // a class's own (invariant 26)
     if (rail > 0 && (!rails_usable || rail > o->op.remote.rails.size() ||
                      o->op.remote.rails[rail - 1].device.empty() ||
                      local.rails[rail - 1].released() || !port_active(rail)))
@@ -174,13 +177,55 @@ StripeLane Rails::least_busy(OpId id, const std::shared_ptr<QpEndpoint>& primary
   return best;
 }
 
+bool Rails::class_lane(OpId id, std::shared_ptr<QpEndpoint>* qp) {
+  const OpRecord* o = m_.op_record(id);
+  if (o == nullptr)
+    return true;
+  const Priority cls = priority_of(o->op);
+  if (cls == Priority::kBulk || o->op.notify || o->peer == m_.facade().address())
+    return true;
+  auto it = m_.peer_table.peers().find(o->peer);
+  if (it == m_.peer_table.peers().end())
+    return true;
+  Peer& p = it->second;
+  const uint32_t s = class_stripe(cls);
+  if (auto q = p.qps.stripes.find(s); q != p.qps.stripes.end()) {
+    const uint64_t inc = o->op.remote.incarnation;
+    if (!q->second->needs_recovery()) {
+      if (inc == 0 || inc == q->second->remote_incarnation()) {
+        *qp = q->second;
+        return true;
+      }
+      // Connected to another opening of the owner's device than the op's handle names: the
+      // op runs on the managers' own (whose opening RdmaPath::qp_ready checked), and the next
+      // op of the class makes its queue pair again.
+      drop(o->peer, q->second);
+      return true;
+    }
+    drop(o->peer, q->second);  // in ERR: replaced now (invariant 26)
+  }
+  if (p.qps.stripes_opening.count(s) == 0) {
+    if (auto f = p.qps.stripe_failed.find(s); f != p.qps.stripe_failed.end()) {
+      if (m_.now() - f->second < kStripeRetry)
+        return true;  // the managers' own queue pair meanwhile
+      p.qps.stripe_failed.erase(f);
+    }
+    handshake(o->peer, s);
+    if (p.qps.stripes_opening.count(s) == 0)
+      return true;  // not even started (said, and held off for kStripeRetry)
+  }
+  p.qps.stripe_waiting.push_back(id);
+  return false;
+}
+
 void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
   Peer& p = m_.peer_table.peers().at(key);
   const uint32_t rail = rail_of(stripe);
   const auto& domain = domain_of(rail);
   std::shared_ptr<CompletionRouter>& cq =
       rail == 0 ? m_.nic().completions : m_.nic().rails.at(rail - 1).completions;
-  auto created = QpHandshakes::make_qp(domain, m_.handshakes.shared_qp_options(domain, cq));
+  const Priority cls = class_of_stripe(stripe);
+  auto created = QpHandshakes::make_qp(domain, m_.handshakes.shared_qp_options(domain, cq, cls));
   if (!created.ok()) {
     log_line(LogLevel::kWarn, "%s: no striping queue pair %u to %s on %s: %s",
              m_.options().name.c_str(), stripe, p.name.c_str(), domain->device_name().c_str(),
@@ -193,6 +238,7 @@ void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
   mine.device = domain->device_name();
   mine.stripe = stripe;
   mine.rail = rail;
+  mine.priority = static_cast<uint8_t>(cls);
   const uint64_t held = m_.handshakes.hold_opening(std::move(qp));
   p.qps.stripes_opening[stripe] = held;
   // The rail's device as it is now: a lost (and reopened) one's answer is not taken.
@@ -251,15 +297,22 @@ void Rails::handshake_ended(Peer& p) {
 
 Result<QpInfoMsg> Rails::accept(Peer& p, const QpInfoMsg& remote) {
   const uint32_t rail = remote.rail;
-  if (remote.stripe >= stripe_index(0, kMaxStripeQps) || rail_of(remote.stripe) != rail)
+  const auto cls = priority_from_wire(remote.priority);
+  // A class queue pair (invariant 26) names its class twice: by its stripe and its priority.
+  const bool of_class = is_class_stripe(remote.stripe);
+  if ((!of_class && remote.stripe >= stripe_index(0, kMaxStripeQps)) ||
+      rail_of(remote.stripe) != rail || !cls ||
+      (of_class ? class_stripe(*cls) != remote.stripe : *cls != Priority::kBulk))
     return Error(ErrorCode::kInvalidArgument,
                  "striping handshake from " + p.name + " with stripe " +
-                     std::to_string(remote.stripe) + " and rail " + std::to_string(rail) +
+                     std::to_string(remote.stripe) + ", rail " + std::to_string(rail) +
+                     " and class " + std::to_string(remote.priority) +
                      ", which do not match (at most " + std::to_string(kMaxStripeQps) +
-                     " queue pairs per pair of devices)");
-  // Bounded by this manager's own settings: at most (rails + 1) x stripe_qps per peer.
+                     " queue pairs per pair of devices, then one per class but bulk on rail 0)");
+  // Bounded by this manager's own settings: at most (rails + 1) x stripe_qps per peer, and
+  // one per class.
   const uint32_t j = remote.stripe / (static_cast<uint32_t>(kMaxRails) + 1);
-  if (j >= m_.options().stripe_qps)
+  if (!of_class && j >= m_.options().stripe_qps)
     return Error(ErrorCode::kInvalidArgument,
                  "striping handshake from " + p.name + " for queue pair " + std::to_string(j + 1) +
                      " of a pair of devices; " + m_.options().name + " takes " +
@@ -282,7 +335,7 @@ Result<QpInfoMsg> Rails::accept(Peer& p, const QpInfoMsg& remote) {
       rail == 0 ? m_.nic().completions : m_.nic().rails.at(rail - 1).completions;
   CAF_RDMA_ASSIGN_OR_RETURN(
       std::shared_ptr<QpEndpoint> qp,
-      QpHandshakes::make_qp(domain, m_.handshakes.shared_qp_options(domain, cq)));
+      QpHandshakes::make_qp(domain, m_.handshakes.shared_qp_options(domain, cq, *cls)));
   Status st = qp->connect(from_msg(remote));
   if (!st.ok())
     return st.error().with_context("accepting striping queue pair " +
@@ -293,6 +346,7 @@ Result<QpInfoMsg> Rails::accept(Peer& p, const QpInfoMsg& remote) {
   mine.device = domain->device_name();
   mine.stripe = remote.stripe;
   mine.rail = rail;
+  mine.priority = remote.priority;
   return mine;
 }
 
@@ -311,7 +365,8 @@ void Rails::drop(const caf::actor_addr& key, const std::shared_ptr<QpEndpoint>& 
       ++s;
       continue;
     }
-    p.qps.stripe_failed[s->first] = m_.now();  // it died: not made again for kStripeRetry
+    if (!is_class_stripe(s->first))  // a class's is replaced by its next op (invariant 26)
+      p.qps.stripe_failed[s->first] = m_.now();  // it died: not made again for kStripeRetry
     s = p.qps.stripes.erase(s);
   }
   for (auto s = p.qps.stripes_accepted.begin(); s != p.qps.stripes_accepted.end();)

@@ -36,6 +36,19 @@
 //     is let go of (queue pairs, every buffer's registration on it, its device) and not used
 //     again by this manager. A failed slice fails over whatever the error (a rail's key the
 //     owner no longer honours included): the managers' own queue pair's answer is the op's.
+// 26. Class queue pairs: an RDMA op of the latency or the background class to a peer (reads,
+//     writes and atomics; not a notify write, whose notice rides the managers' queue pair, nor
+//     an op between this node's own buffers, nor a staged one) runs whole on a queue pair of its
+//     class to that peer, on the primary devices (stripe number class_stripe), so it never
+//     waits behind a bulk op's posted work or a bulk slice; only bulk-class ops are striped
+//     (path_choice.h invariant 7) and least_busy never gives a bulk op a class queue pair.
+//     It is made on first use by a handshake as the striping ones (the op waits for it); one
+//     that failed is not tried again for kStripeRetry, and meanwhile the class's ops run on the
+//     managers' own queue pair; one in ERR is replaced by the next op of its class (as the
+//     managers' own: invariant 4). Both of its ends carry the class's traffic class and service
+//     level (ManagerOptions::latency_traffic, background_traffic: each side its own options').
+//     The acceptor takes one per class and peer, on its primary device, not counted against
+//     stripe_qps (counted against max_qps_per_node, as any it accepts: invariant 22).
 #pragma once
 
 #include <chrono>
@@ -45,6 +58,7 @@
 
 #include "actors/detail/manager_tables.h"
 #include "actors/manager/manager_part.h"
+#include "components/priority.h"
 
 namespace caf_rdma::detail {
 
@@ -57,6 +71,21 @@ constexpr uint32_t stripe_index(uint32_t rail, uint32_t j) {
 }
 constexpr uint32_t rail_of(uint32_t stripe) {
   return stripe % (static_cast<uint32_t>(kMaxRails) + 1);
+}
+/// The stripe number of class `p`'s queue pair between two managers' primary devices
+/// (invariant 26): past every striping queue pair's. Bulk has none (0: the managers' own).
+constexpr uint32_t class_stripe(Priority p) {
+  return p == Priority::kBulk ? 0 : stripe_index(0, kMaxStripeQps - 1 + static_cast<uint32_t>(p));
+}
+/// The class of the queue pair of `stripe` (bulk: the managers' own and the striping ones).
+constexpr Priority class_of_stripe(uint32_t stripe) {
+  return stripe != 0 && stripe == class_stripe(Priority::kLatency)      ? Priority::kLatency
+         : stripe != 0 && stripe == class_stripe(Priority::kBackground) ? Priority::kBackground
+                                                                        : Priority::kBulk;
+}
+/// Whether `stripe` is a class queue pair's (invariant 26).
+constexpr bool is_class_stripe(uint32_t stripe) {
+  return class_of_stripe(stripe) != Priority::kBulk;
 }
 
 /// One queue pair a striped op may put a slice on, and the rail it joins.
@@ -86,6 +115,10 @@ public:
   /// to its owner, among the managers' own (`primary`) and the striping ones whose rail both
   /// sides have, with the fewest ops pending (the primary on a tie); makes none (invariant 19).
   StripeLane least_busy(OpId id, const std::shared_ptr<QpEndpoint>& primary);
+  /// Invariant 26: where op `id` (about to be posted on the managers' queue pair `*qp`) runs.
+  /// False: it waits for its class queue pair's handshake and is connected again once that
+  /// ended. True: post it on `*qp`, now its class queue pair where it has one.
+  bool class_lane(OpId id, std::shared_ptr<QpEndpoint>* qp);
   /// A peer's striping handshake (QpInfoMsg::stripe != 0).
   Result<QpInfoMsg> accept(Peer& p, const QpInfoMsg& remote);
   /// Drops striping queue pair `qp` of peer `key` (in ERR: invariant 20).

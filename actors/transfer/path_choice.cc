@@ -83,7 +83,7 @@ size_t shared_rails(size_t local_rails, size_t remote_rails) {
 
 bool striped(const StripeFacts& f) {
   return f.stripe_min_bytes > 0 && f.bytes >= f.stripe_min_bytes && !f.notify && !f.same_node &&
-         (f.rails > 0 || f.several_qps);
+         f.bulk && (f.rails > 0 || f.several_qps);
 }
 
 PathChoice choose_path(const TransferOp& op, const PathFacts& f) {

@@ -31,8 +31,10 @@
 //  7. Striping, one rule for the manager (manager/rails.h invariant 19) and RdmaClient's lanes
 //     (an op the manager would stripe is not a lane's): an RDMA read or write is cut into slices
 //     when it moves at least stripe_min_bytes, is no notify write (its fence orders one queue
-//     pair only), is not between this node's own buffers, and both sides have rails or the
-//     manager stripes over several queue pairs of its one device (stripe_qps > 1).
+//     pair only), is not between this node's own buffers, is of the bulk class (a latency or
+//     background op runs whole on its class's queue pair: manager/rails.h invariant 26), and
+//     both sides have rails or the manager stripes over several queue pairs of its one device
+//     (stripe_qps > 1).
 #pragma once
 
 #include <string>
@@ -118,6 +120,7 @@ struct StripeFacts {
   bool same_node = false;         ///< between this node's own buffers
   size_t rails = 0;               ///< rails both sides have
   bool several_qps = false;       ///< the manager's stripe_qps > 1
+  bool bulk = true;               ///< a bulk-class op (only those are striped)
 };
 
 /// StripeFacts::rails from the count of each side's rail registrations (a handle's `rails`, or

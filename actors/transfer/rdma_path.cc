@@ -65,18 +65,23 @@ void RdmaPath::qp_ready(OpId id, const std::shared_ptr<QpEndpoint>& qp) {
   post(id, qp);
 }
 
-void RdmaPath::post(OpId id, const std::shared_ptr<QpEndpoint>& qp) {
+void RdmaPath::post(OpId id, const std::shared_ptr<QpEndpoint>& managers) {
   OpRecord& o = *m_.op_record(id);
   const TransferOp& op = o.op;
-  if (kind() == PathKind::kRdma && !is_atomic(op)) {
+  // Manager invariant 26: a latency or background op on its class's queue pair.
+  std::shared_ptr<QpEndpoint> qp = managers;
+  if (kind() == PathKind::kRdma && !m_.rails.class_lane(id, &qp))
+    return;  // waits for its class queue pair's handshake
+  if (kind() == PathKind::kRdma && !is_atomic(op) && qp == managers) {
     std::vector<StripeLane> lanes;
     if (m_.rails.stripes(id, &lanes)) {
       if (lanes.empty())
         return;  // waits for a striping handshake (manager/rails.h invariant 20)
       return post_striped(id, qp, lanes);
     }
-    if (o.length > kInlinePollMaxBytes) {
-      // Manager invariant 19: whole, on the least busy queue pair to the owner.
+    if (o.length > kInlinePollMaxBytes && priority_of(op) == Priority::kBulk) {
+      // Manager invariant 19: whole, on the least busy queue pair to the owner (a class's
+      // op whose queue pair is held off stays on the managers': invariant 26).
       StripeLane lane = m_.rails.least_busy(id, qp);
       if (lane.qp != qp)
         return post_striped(id, qp, {lane}, false);

@@ -114,7 +114,7 @@ protected:
   virtual const NicUse* use(OpId id) const;
   virtual std::vector<OpId> ops() const;
   /// Posts the op's work on `qp` (its incarnation checked).
-  virtual void post(OpId id, const std::shared_ptr<QpEndpoint>& qp);
+  virtual void post(OpId id, const std::shared_ptr<QpEndpoint>& managers);
   /// Whether an op flushed by another op's error may run once more (invariant 5).
   virtual bool may_retry() const { return true; }
 

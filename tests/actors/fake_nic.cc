@@ -35,10 +35,11 @@ OpResult failure(ErrorCode code, OpFault fault, std::string message) {
 
 // -- FakeQueuePair -------------------------------------------------------------------------------
 
-FakeQueuePair::FakeQueuePair(std::shared_ptr<FakeNic> nic, uint32_t number)
+FakeQueuePair::FakeQueuePair(std::shared_ptr<FakeNic> nic, uint32_t number, QpTraffic traffic)
     : nic_(std::move(nic)),
       name_(nic_->device_name() + " fake QP " + std::to_string(number)),
-      number_(number) {}
+      number_(number),
+      traffic_(traffic) {}
 
 FakeQueuePair::~FakeQueuePair() {
   CompletedOps done;
@@ -467,9 +468,11 @@ Result<std::shared_ptr<CompletionRouter>> FakeNic::shared_completions(int /*entr
   return std::shared_ptr<CompletionRouter>{};  // its queue pairs take their own completions
 }
 
-Result<std::shared_ptr<QpEndpoint>> FakeNic::make_qp(const QpOptions& /*options*/) {
+Result<std::shared_ptr<QpEndpoint>> FakeNic::make_qp(const QpOptions& options) {
+  CAF_RDMA_RETURN_IF_ERROR(options.traffic.check("the queue pair's traffic on " + name_));
   std::lock_guard<std::mutex> fabric_guard(fabric_->mu_);
-  auto qp = std::make_shared<FakeQueuePair>(shared_from_this(), ++fabric_->next_qp_);
+  auto qp =
+      std::make_shared<FakeQueuePair>(shared_from_this(), ++fabric_->next_qp_, options.traffic);
   fabric_->qps_[qp->local_info().qp_num] = qp;
   std::lock_guard<std::mutex> guard(mu_);
   ++qps_made_;

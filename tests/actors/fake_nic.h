@@ -65,7 +65,7 @@ private:
 
 class FakeQueuePair final : public QpEndpoint {
 public:
-  FakeQueuePair(std::shared_ptr<FakeNic> nic, uint32_t number);
+  FakeQueuePair(std::shared_ptr<FakeNic> nic, uint32_t number, QpTraffic traffic = {});
   /// Ops still outstanding complete with an error saying the queue pair went (invariant 1): on
   /// the test's thread at once, else through FakeNic::deliver_late.
   ~FakeQueuePair() override;
@@ -109,6 +109,8 @@ public:
   size_t flush();
   /// Calls of `progress()` on the test's thread (the manager polling inline).
   size_t progress_calls() const;
+  /// The traffic class and service level it was made with (QpOptions::traffic).
+  const QpTraffic& traffic() const { return traffic_; }
 
 private:
   struct Pending {
@@ -129,6 +131,7 @@ private:
   std::shared_ptr<FakeNic> nic_;
   const std::string name_;
   const uint32_t number_;
+  const QpTraffic traffic_;
   /// The NIC of the queue pair it is connected to (its own for loopback): the one whose keys
   /// its ops use.
   std::shared_ptr<FakeNic> peer_nic_;

@@ -169,7 +169,8 @@ TEST_F(HostilePeerTest, APeerCannotRegisterTheVictimsMemory) {
                                      uint8_t{0}, uint32_t{1000}));
   caf::expected<bool> lane{caf::error{}};
   (*self_)
-      ->request(proxy_, std::chrono::seconds(30), lane_open_atom::value, forged, uint32_t{1000})
+      ->request(proxy_, std::chrono::seconds(30), lane_open_atom::value, forged, uint32_t{1000},
+                uint8_t{0})
       .receive([&](caf::message&) { lane = true; }, [&](caf::error& e) { lane = std::move(e); });
   EXPECT_DENIED(lane);
   EXPECT_TRUE(secret_intact());

@@ -227,7 +227,7 @@ TEST(PathChoiceTest, Invariant6ADirectLaneTakesWhatBothHandlesShowRdmaFor) {
   EXPECT_EQ(lane_path(atomic), PathKind::kNone) << "atomics go through the manager";
 }
 
-TEST(PathChoiceTest, Invariant7AnOpIsStripedOnlyWhenLargeEnoughPlainRemoteAndWithSeveralQps) {
+TEST(PathChoiceTest, Invariant7AnOpIsStripedOnlyWhenLargeEnoughPlainRemoteBulkAndWithSeveralQps) {
   StripeFacts f;
   f.bytes = 4 << 20;
   f.stripe_min_bytes = 4 << 20;
@@ -247,6 +247,7 @@ TEST(PathChoiceTest, Invariant7AnOpIsStripedOnlyWhenLargeEnoughPlainRemoteAndWit
       {"a notify write (its fence orders one queue pair)", [](StripeFacts& x) { x.notify = true; }},
       {"this node's own buffers", [](StripeFacts& x) { x.same_node = true; }},
       {"no rail on both sides, one queue pair per device", [](StripeFacts& x) { x.rails = 0; }},
+      {"a latency or background op (its class's queue pair)", [](StripeFacts& x) { x.bulk = false; }},
   };
   for (const Case& c : whole) {
     SCOPED_TRACE(c.what);
