@@ -22,17 +22,25 @@ constexpr std::chrono::seconds kTimeout{120};
 /// The small reads' place: the last page of both buffers (the bulk pull moves the rest).
 constexpr uint64_t kPage = 4096;
 
+/// One read of `r` on `t`: the client's own lanes, or ("rdma-manager") through the manager,
+/// an actor's way.
+Result<TransferReply> read_on(NodePair& p, const BenchTransport& t, const Range& r) {
+  if (t.via_manager)
+    return p.me().read_async(p.local(), p.remote(), r, kTimeout).get();
+  return p.me().read(p.local(), p.remote(), r, kTimeout);
+}
+
 /// `iters` 8-byte reads of the page at `at`; their latencies (µs), sorted; empty after a
 /// failure (said in `*why`).
-std::vector<double> small_reads(NodePair& p, uint64_t at, int iters, Priority priority,
-                                std::string* why) {
+std::vector<double> small_reads(NodePair& p, const BenchTransport& t, uint64_t at, int iters,
+                                Priority priority, std::string* why) {
   std::vector<double> us;
   us.reserve(static_cast<size_t>(iters));
   const Range r = Range::of(8).at_local(at).at_remote(at).as(priority);
   for (int i = 0; i < iters; ++i) {
     std::memset(p.mine() + at, 0, 8);
     const auto t0 = Clock::now();
-    auto got = p.me().read(p.local(), p.remote(), r, kTimeout);
+    auto got = read_on(p, t, r);
     us.push_back(Us(Clock::now() - t0).count());
     if (!got.ok()) {
       *why = "8-byte read " + std::to_string(i) + ": " + got.error().to_string();
@@ -60,7 +68,7 @@ bool run_round(NodePair& p, const BenchTransport& t, const LoadBenchOptions& o, 
     return false;
   };
   std::string why;
-  const auto idle = small_reads(p, o.bulk_bytes, o.iters, priority, &why);
+  const auto idle = small_reads(p, t, o.bulk_bytes, o.iters, priority, &why);
   if (idle.empty())
     return fail("idle: " + why);
   // The bulk pull, over and over, from another thread of the same client, until the loaded
@@ -72,7 +80,7 @@ bool run_round(NodePair& p, const BenchTransport& t, const LoadBenchOptions& o, 
   std::thread bulk([&] {
     while (!stop.load()) {
       started.store(true);
-      auto r = p.me().read(p.local(), p.remote(), Range::of(o.bulk_bytes), kTimeout);
+      auto r = read_on(p, t, Range::of(o.bulk_bytes));
       if (!r.ok()) {
         bulk_error = r.error().to_string();
         return;
@@ -82,7 +90,7 @@ bool run_round(NodePair& p, const BenchTransport& t, const LoadBenchOptions& o, 
   });
   while (!started.load())
     std::this_thread::yield();
-  const auto loaded = small_reads(p, o.bulk_bytes, o.iters, priority, &why);
+  const auto loaded = small_reads(p, t, o.bulk_bytes, o.iters, priority, &why);
   stop.store(true);
   bulk.join();
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();

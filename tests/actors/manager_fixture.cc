@@ -109,6 +109,10 @@ std::unique_ptr<TestNode> start_node(const ManagerOptions& extra) {
     o.manager.stream_min_bytes = extra.stream_min_bytes;
   if (!extra.ibverbs.device_name.empty())
     o.manager.ibverbs.device_name = extra.ibverbs.device_name;
+  if (extra.latency_traffic != QpTraffic{})
+    o.manager.latency_traffic = extra.latency_traffic;
+  if (extra.background_traffic != QpTraffic{})
+    o.manager.background_traffic = extra.background_traffic;
   auto n = RdmaNode::start(o);
   EXPECT_TRUE(n.ok()) << n.error().to_string();
   return n.ok() ? std::make_unique<TestNode>(std::move(*n)) : nullptr;

@@ -192,5 +192,29 @@ TEST_F(RequestAudienceTest, APriorityAgingOutOfRangeIsRefusedNamingIt) {
   }
 }
 
+// A class's traffic (ManagerOptions::latency_traffic, background_traffic; components/
+// qp_traffic.h) out of its range is refused, naming the option, the field and the value.
+TEST_F(RequestAudienceTest, AClassTrafficOutOfRangeIsRefusedNamingIt) {
+  struct Case {
+    QpTraffic latency, background;
+    const char* said;
+  };
+  const Case cases[] = {
+      {{256, -1}, {}, "ManagerOptions::latency_traffic.traffic_class is 256"},
+      {{-1, 16}, {}, "ManagerOptions::latency_traffic.service_level is 16"},
+      {{}, {-2, -1}, "ManagerOptions::background_traffic.traffic_class is -2"},
+  };
+  for (const Case& c : cases) {
+    ManagerOptions o;
+    o.mode = TransportMode::kFallback;
+    o.latency_traffic = c.latency;
+    o.background_traffic = c.background;
+    auto m = spawn_manager(home_, o);
+    ASSERT_FALSE(m.ok()) << c.said << ": taken";
+    EXPECT_EQ(m.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(m.error().message().find(c.said), std::string::npos) << m.error().message();
+  }
+}
+
 }  // namespace
 }  // namespace caf_rdma

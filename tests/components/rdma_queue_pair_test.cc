@@ -152,6 +152,42 @@ TEST_P(RdmaQueuePairTest, LoopbackQueuePair) {
   expect_same(src, dst, 65536);
 }
 
+// Invariant 14: a queue pair made with a traffic class and service level of its own carries
+// them (the device holds them once it is connected); one made without carries the device's.
+TEST_P(RdmaQueuePairTest, ATrafficClassAndServiceLevelOfItsOwnAreTheOnesItCarries) {
+  RdmaQueuePair::Options options;
+  options.traffic = QpTraffic{106, 3};
+  auto q = make_qp(options);
+  ASSERT_TRUE(q->connect_loopback().ok());
+  auto t = q->traffic();
+  ASSERT_TRUE(t.ok()) << t.error().to_string();
+  // What the fabric reads: RoCE, the GRH's traffic class (Soft-RoCE keeps no service level: its
+  // packets carry none); InfiniBand, the service level (a GRH only across subnets).
+  if (domain_->port().is_ethernet)
+    EXPECT_EQ(t->traffic_class, 106);
+  else
+    EXPECT_EQ(t->service_level, 3);
+  Registered src = make(4096, 17);
+  Registered dst = make(4096, 0);
+  OpResult w = q->execute(RdmaOp::write({src.buffer, 0, 4096}, dst.buffer.remote()), kTimeout);
+  ASSERT_TRUE(w.status.ok()) << w.status.error().to_string();
+  expect_same(src, dst, 4096);
+  auto plain = make_qp();
+  ASSERT_TRUE(plain->connect_loopback().ok());
+  auto d = plain->traffic();
+  ASSERT_TRUE(d.ok()) << d.error().to_string();
+  if (domain_->port().is_ethernet)
+    EXPECT_EQ(d->traffic_class, domain_->config().traffic_class) << "the device's";
+  else
+    EXPECT_EQ(d->service_level, domain_->config().service_level) << "the device's";
+  // Out of range: refused, naming it.
+  options.traffic = QpTraffic{256, -1};
+  auto bad = RdmaQueuePair::create(domain_, options);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("traffic_class is 256"), std::string::npos)
+      << bad.error().message();
+}
+
 TEST_P(RdmaQueuePairTest, UnconnectedQueuePairRefusesWork) {
   auto q = make_qp();
   Registered src = make(64, 1);

@@ -111,5 +111,54 @@ TEST_F(RdmaPathTest, ConcurrentFirstTransfersMakeOneQueuePair) {
   }
 }
 
+TEST_F(RdmaPathTest, EachClassRunsOnQueuePairsOfItsOwnAndMovesEveryByte) {
+  SCOPED_TRACE("manager invariant 26 (manager/rails.h)");
+  // With a traffic class and service level set for the latency and background classes (what a
+  // fabric with QoS is given; Soft-RoCE takes and carries them).
+  ManagerOptions o;
+  o.latency_traffic = QpTraffic{106, 3};
+  o.background_traffic = QpTraffic{8, 1};
+  ASSERT_TRUE(restart(o));
+  constexpr uint64_t kN = 256 << 10;
+  Memory remote_mem(kN, 4), mine(kN, 31);
+  BufferHandle remote = owner_buffer(remote_mem, "classes");
+  auto local = user_->request_buffer(mine);
+  ASSERT_TRUE(local);
+  // A bulk write of the first quarter, a latency read of the second, a background write of the
+  // third: each on its class's queue pair over RDMA; the last quarter untouched on both sides.
+  const uint64_t q = kN / 4;
+  auto bulk = user_->transfer(make_write(*local, remote, Range::of(q)));
+  ASSERT_TRUE(bulk) << error_message(bulk.error());
+  auto urgent = user_->transfer(
+      make_read(*local, remote, Range::of(q).at_local(q).at_remote(q).as(Priority::kLatency)));
+  ASSERT_TRUE(urgent) << error_message(urgent.error());
+  auto quiet = user_->transfer(make_write(
+      *local, remote, Range::of(q).at_local(2 * q).at_remote(2 * q).as(Priority::kBackground)));
+  ASSERT_TRUE(quiet) << error_message(quiet.error());
+  for (uint64_t i = 0; i < kN; ++i) {
+    const bool written = i < q || (i >= 2 * q && i < 3 * q);
+    ASSERT_EQ(remote_mem.bytes[i], written ? pattern(i, 31) : pattern(i, 4))
+        << "owner's byte " << i;
+    const bool read = i >= q && i < 2 * q;
+    ASSERT_EQ(mine.bytes[i], read ? pattern(i, 4) : pattern(i, 31)) << "user's byte " << i;
+  }
+  auto s = user_->stats();
+  if (expected_path() == kPathRdma) {
+    EXPECT_EQ(bulk->path, kPathRdma);
+    EXPECT_EQ(urgent->path, kPathRdma);
+    EXPECT_EQ(quiet->path, kPathRdma);
+    EXPECT_EQ(s.handshakes, 3u) << "the managers' queue pair, the latency and background ones";
+    EXPECT_EQ(s.live_qps, 3u);
+    EXPECT_EQ(owner_->stats().live_qps, 3u) << "the owner accepted each";
+    // Again: no more handshakes, one queue pair per peer and class.
+    auto again = user_->transfer(
+        make_read(*local, remote, Range::of(8).at_local(q).at_remote(q).as(Priority::kLatency)));
+    ASSERT_TRUE(again) << error_message(again.error());
+    EXPECT_EQ(user_->stats().handshakes, 3u);
+  } else {
+    EXPECT_EQ(s.handshakes, 0u);
+  }
+}
+
 }  // namespace
 }  // namespace caf_rdma::testing
