@@ -5,9 +5,10 @@ namespace caf_rdma {
 
 Status QpTraffic::check(const std::string& whose) const {
   auto bad = [&](const char* field, int value, const char* range) {
-    return Error(ErrorCode::kInvalidArgument, whose + "." + field + " is " +
-                                                  std::to_string(value) + "; it must be -1 (the "
-                                                  "device's) or " + range);
+    return Error(ErrorCode::kInvalidArgument, whose + "." + field + " is " + std::to_string(value) +
+                                                  "; it must be -1 (the "
+                                                  "device's) or " +
+                                                  range);
   };
   if (traffic_class < -1 || traffic_class > 255)
     return bad("traffic_class", traffic_class, "0..255");

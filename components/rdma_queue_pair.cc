@@ -59,8 +59,8 @@ Result<std::unique_ptr<RdmaQueuePair>> RdmaQueuePair::create(
                      " was made on another opening of a device (" +
                      options.completions->completion_queue()->context()->name() +
                      "): a QP and its CQ must share one device context");
-  CAF_RDMA_RETURN_IF_ERROR(options.traffic.check("the queue pair's traffic on " +
-                                                 domain->device_name()));
+  CAF_RDMA_RETURN_IF_ERROR(
+      options.traffic.check("the queue pair's traffic on " + domain->device_name()));
   std::unique_ptr<RdmaQueuePair> q(new RdmaQueuePair(domain, options));
   detail::QpState& s = q->state_;
   const IbverbsConfig& config = domain->config();

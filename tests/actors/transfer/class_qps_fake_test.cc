@@ -67,7 +67,8 @@ protected:
   }
   /// A read of `n` bytes at `at` (both sides) in class `p`.
   Pending<TransferReply> read(uint64_t at, uint64_t n, Priority p) {
-    return transfer(make_read(local_, remote_, Range::of(n).at_local(at).at_remote(at).as(p)), 1000);
+    return transfer(make_read(local_, remote_, Range::of(n).at_local(at).at_remote(at).as(p)),
+                    1000);
   }
   /// The queue pairs of `nic` with ops outstanding.
   static std::vector<std::shared_ptr<FakeQueuePair>> busy(const FakeNic& nic) {
@@ -166,9 +167,9 @@ TEST_F(ClassQueuePairs, OnlyBulkOpsAreStripedAndEachOtherClassRunsWholeOnItsOwn)
   std::vector<uint8_t> source = patterned(kSize / 2, 52);
   std::copy(source.begin(), source.end(), mine_.begin() + kSize / 2);
   auto quiet_write = transfer(
-      make_write(local_, remote_,
-                 Range::of(kSize / 2).at_local(kSize / 2).at_remote(kSize / 2).as(
-                     Priority::kBackground)),
+      make_write(
+          local_, remote_,
+          Range::of(kSize / 2).at_local(kSize / 2).at_remote(kSize / 2).as(Priority::kBackground)),
       1000);
   run_jobs();
   auto background = with_traffic(*a_, kMyBackground);

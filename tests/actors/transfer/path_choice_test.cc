@@ -247,7 +247,8 @@ TEST(PathChoiceTest, Invariant7AnOpIsStripedOnlyWhenLargeEnoughPlainRemoteBulkAn
       {"a notify write (its fence orders one queue pair)", [](StripeFacts& x) { x.notify = true; }},
       {"this node's own buffers", [](StripeFacts& x) { x.same_node = true; }},
       {"no rail on both sides, one queue pair per device", [](StripeFacts& x) { x.rails = 0; }},
-      {"a latency or background op (its class's queue pair)", [](StripeFacts& x) { x.bulk = false; }},
+      {"a latency or background op (its class's queue pair)",
+       [](StripeFacts& x) { x.bulk = false; }},
   };
   for (const Case& c : whole) {
     SCOPED_TRACE(c.what);
