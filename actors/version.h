@@ -9,11 +9,12 @@
 // actors/transfer/chunk_path.h invariant 1; 0.14.0: cancel_atom stops a transfer, batch or list
 // its sender asked, actors/cancel_request.h; 0.15.0: priority classes, TransferOp::priority and
 // TransferListMsg::priority, a stream request's class in its direction word,
-// components/priority.h).
+// components/priority.h; 0.16.0: class queue pairs, QpInfoMsg::priority and lane_open's class,
+// ManagerOptions::latency_traffic and background_traffic, actors/manager/rails.h invariant 26).
 #pragma once
 
 namespace caf_rdma {
 
-constexpr const char* kVersion = "0.15.0";
+constexpr const char* kVersion = "0.16.0";
 
 }  // namespace caf_rdma

@@ -76,6 +76,9 @@
 //     class, equal deadlines in arrival order (enqueue_waiting); a stream op that cannot end by
 //     its deadline behind what waits ahead of it is refused up front (stream_path.h invariant
 //     6).
+// 26. Classes have queue pairs of their own: a latency or background RDMA op runs whole on its
+//     class's queue pair to its peer, never behind bulk work, and carries its class's traffic
+//     class and service level; only bulk ops are striped (manager/rails.h).
 #pragma once
 
 #include <algorithm>
