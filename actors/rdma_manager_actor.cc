@@ -484,6 +484,7 @@ void ManagerState::init(Self self, ManagerOptions options, std::shared_ptr<Nic> 
     if (usable) {
       StreamServer::Limits limits;
       limits.same_host = options_.same_host;
+      limits.priority_aging = options_.priority_aging;
       if (auto server = StreamServer::start(options_.stream_host, limits, tls); server.ok()) {
         stream_server_ = std::move(*server);
         stream_server_->set_authorizer(

@@ -1,6 +1,7 @@
 // ClassQueue: work waiting for a worker, in the three priority classes (priority.h): the stream
-// client's jobs (stream_client.h invariant 9), the manager's bounce-buffer waiters and fetch
-// windows (manager invariant 25). No locking (its owner's); no CAF here.
+// client's jobs (stream_client.h invariant 9), the stream server's connections waiting for a
+// worker (stream_server.h invariant 18), the manager's bounce-buffer waiters and fetch windows
+// (manager invariant 25). No locking (its owner's); no CAF here.
 //
 // Invariants:
 //  1. pop() takes from the most urgent class with something waiting; except that a class whose
@@ -11,7 +12,8 @@
 //     the class's entry by invariant 2, so within a class an entry due late waits for those due
 //     before it.
 //  2. Within a class: earliest deadline first, equal deadlines in arrival order.
-//  3. Every entry leaves once: by pop, pop_class, erase_if, take_if, take_all or clear.
+//  3. Every entry leaves once: by pop, pop_class, take_next_if, erase_if, take_if, take_all or
+//     clear.
 #pragma once
 
 #include <chrono>
@@ -104,6 +106,38 @@ public:
     }
     size_ -= n;
     return n;
+  }
+
+  /// Takes out the first entry `pred(value)` holds for, the classes in pop()'s order at `now`
+  /// (invariant 1: the one whose turn it is, then the others most urgent first), each by
+  /// invariant 2; the class taken from has had its turn. Nothing when `pred` holds for none.
+  template <class Pred>
+  std::optional<T> take_next_if(Pred pred, Clock::time_point now = Clock::now()) {
+    const std::optional<Priority> turn = next_class(now);
+    if (!turn)
+      return std::nullopt;
+    size_t order[kPriorityClasses + 1] = {urgency(*turn), 0, 1, 2};
+    for (size_t u : order) {
+      Lane& l = lanes_[u];
+      for (auto it = l.by_due.begin(); it != l.by_due.end(); ++it)
+        if (pred(static_cast<const T&>(it->second))) {
+          std::optional<T> value(std::move(it->second));
+          l.arrivals.erase(it->first.second);
+          l.by_due.erase(it);
+          l.last_turn = now;
+          --size_;
+          return value;
+        }
+    }
+    return std::nullopt;
+  }
+
+  /// Calls `f(value)` for every entry (most urgent class first, each by invariant 2).
+  template <class F>
+  void for_each(F f) const {
+    for (const Lane& l : lanes_)
+      for (const auto& entry : l.by_due)
+        f(entry.second);
   }
 
   /// Takes out the first entry (most urgent class first, each by invariant 2) that `pred(value)`

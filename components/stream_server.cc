@@ -89,7 +89,8 @@ StreamServer::StreamServer(std::string host, Socket listener, uint16_t port, Lim
       unix_name_(std::move(unix_name)),
       limits_(limits),
       tls_(std::move(tls)),
-      unauthenticated_(limits.max_unauthenticated, limits.max_unauthenticated_per_host) {}
+      unauthenticated_(limits.max_unauthenticated, limits.max_unauthenticated_per_host),
+      ready_(limits.priority_aging) {}
 
 Status StreamServer::start_threads() {
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
@@ -139,10 +140,11 @@ StreamServer::~StreamServer() {
   for (auto& w : workers_)
     w.join();
   // Claimed grants no worker took: their holds end here (invariant 6: `done` exactly once).
-  for (auto& c : ready_)
+  ready_.for_each([](const std::shared_ptr<Connection>& c) {
     if (c->grant.done)
       c->grant.done(c->request.token,
                     Error(ErrorCode::kPeerUnavailable, "the stream server stopped"), 0);
+  });
   connections_.clear();
   ready_.clear();
   for (int fd : {epoll_fd_, stop_read_, stop_write_})
@@ -188,6 +190,11 @@ uint64_t StreamServer::accepted() const {
 
 std::string StreamServer::host_id() const {
   return unix_name_.empty() ? std::string() : host_identity();
+}
+
+size_t StreamServer::waiting_for_worker() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ready_.size();
 }
 
 uint64_t StreamServer::evicted() const {
@@ -486,7 +493,8 @@ void StreamServer::hand_to_worker_locked(const std::shared_ptr<Connection>& c,
   (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->socket.fd(), nullptr);
   c->request = req;
   c->busy = true;
-  ready_.push_back(c);
+  // Invariant 18: by its request's class, then its grant's deadline.
+  ready_.push(req.priority, c->grant.deadline, c);
   ready_cv_.notify_one();
 }
 
@@ -594,13 +602,13 @@ size_t StreamServer::end_withdrawn_waiting() {
   std::vector<Ended> ended;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& c : ready_) {
+    ready_.for_each([&ended](const std::shared_ptr<Connection>& c) {
       Grant& g = c->grant;
       if (!withdrawn(g.withdrawal) || !g.done)
-        continue;
+        return;
       ended.push_back({c->request.token, g.length, std::move(g.done)});
       g.done = [](uint64_t, const Status&, uint64_t) {};  // its end was told here
-    }
+    });
   }
   for (auto& e : ended)  // outside the lock: `done` is the owner's
     e.done(e.token, released_midway_error(0, e.length), 0);
@@ -608,16 +616,16 @@ size_t StreamServer::end_withdrawn_waiting() {
 }
 
 std::shared_ptr<StreamServer::Connection> StreamServer::next_ready_locked() {
-  for (auto it = ready_.begin(); it != ready_.end(); ++it) {
-    size_t& serving = serving_per_host_[(*it)->peer_ip];
-    if (serving >= host_share())
-      continue;  // invariant 15: its address holds its share; a later one may go first
-    ++serving;
-    auto c = std::move(*it);
-    ready_.erase(it);
-    return c;
-  }
-  return nullptr;
+  // Invariant 18's order; invariant 15: one whose address holds its share waits, a later one
+  // (of another address) may go first.
+  auto c = ready_.take_next_if([this](const std::shared_ptr<Connection>& waiting) {
+    auto h = serving_per_host_.find(waiting->peer_ip);
+    return h == serving_per_host_.end() || h->second < host_share();
+  });
+  if (!c)
+    return nullptr;
+  ++serving_per_host_[(*c)->peer_ip];
+  return std::move(*c);
 }
 
 void StreamServer::work() {

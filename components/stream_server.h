@@ -113,12 +113,16 @@
 // 17. Every request that succeeds (its grant's `done` with ok), by grant or by handle, one
 //     range or a list, is told to the `set_served` observer once, on its worker, just before
 //     its `done`: the endpoint it came on, the requester's address, its direction and bytes.
+// 18. Claimed connections waiting for a worker are taken by their request's priority class
+//     (class_queue.h: strict priority with aging, so background still gets a turn every
+//     kAging), earliest grant deadline first within a class, subject to invariant 15's share
+//     per address: a latency-class request that arrives while the workers are busy is served
+//     before the bulk and background ones that came before it.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -130,6 +134,7 @@
 #include <vector>
 
 #include "components/admission_queue.h"
+#include "components/class_queue.h"
 #include "components/socket_io.h"
 #include "components/stream_protocol.h"
 
@@ -186,6 +191,9 @@ public:
     bool same_host = false;
     /// Invariant 11: false (a test hook, named so) answers cross-memory requests in-band.
     bool cross_memory = true;
+    /// Invariant 18: how long a class waits unserved while more urgent ones are served before it
+    /// gets a turn (priority.h invariant 2; the manager's priority_aging).
+    std::chrono::nanoseconds priority_aging = kAging;
   };
 
   /// Listens on host (IPv4), port chosen by the kernel; starts the event thread and the
@@ -228,6 +236,8 @@ public:
   size_t end_withdrawn_waiting();
   /// Grants not claimed yet.
   size_t pending_grants() const;
+  /// Claimed requests waiting for a worker (invariant 18).
+  size_t waiting_for_worker() const;
   /// Connections open now (idle, reading a header, or transferring).
   size_t connections() const;
   /// Authenticated connections open now (invariant 2).
@@ -343,8 +353,9 @@ private:
   uint64_t next_seq_ = 1;
   uint64_t accepted_ = 0;
   uint64_t evicted_ = 0;
-  std::deque<std::shared_ptr<Connection>> ready_;  ///< complete headers, for the workers
-  std::map<uint32_t, size_t> serving_per_host_;    ///< workers busy per address (invariant 15)
+  /// Complete headers, for the workers (invariant 18).
+  ClassQueue<std::shared_ptr<Connection>> ready_;
+  std::map<uint32_t, size_t> serving_per_host_;  ///< workers busy per address (invariant 15)
 };
 
 }  // namespace caf_rdma

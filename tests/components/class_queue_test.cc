@@ -42,6 +42,30 @@ TEST(ClassQueueTest, Inv2_EarliestDeadlineFirstWithinAClassEqualOnesInArrivalOrd
   EXPECT_EQ(order, (std::vector<int>{1, 20, 21, 3}));
 }
 
+// take_next_if (the stream server's workers: an entry whose address holds its share is passed
+// over): the classes in pop()'s order, the first entry the predicate takes; the class taken
+// from has had its turn.
+TEST(ClassQueueTest, Inv1_TakeNextIfKeepsTheOrderAndPassesOverWhatThePredicateRefuses) {
+  ClassQueue<std::string> q(milliseconds(50));
+  q.push(Priority::kBackground, kT0, "background", kT0);
+  q.push(Priority::kBulk, kT0 + milliseconds(2), "bulk-late", kT0);
+  q.push(Priority::kBulk, kT0 + milliseconds(1), "bulk-held", kT0);
+  q.push(Priority::kLatency, kT0, "latency-held", kT0);
+  auto not_held = [](const std::string& s) { return s.find("held") == std::string::npos; };
+  EXPECT_EQ(q.take_next_if(not_held, kT0 + milliseconds(30)), "bulk-late");
+  EXPECT_FALSE(q.take_next_if([](const std::string&) { return false; }, kT0).has_value());
+  // 60 ms on, background is overdue (bulk, served at 30 ms, is not): its turn comes before the
+  // latency class's.
+  EXPECT_EQ(q.take_next_if([](const std::string&) { return true; }, kT0 + milliseconds(60)),
+            "background");
+  EXPECT_EQ(q.take_next_if([](const std::string&) { return true; }, kT0 + milliseconds(60)),
+            "latency-held");
+  EXPECT_EQ(q.size(), 1u);
+  std::vector<std::string> left;
+  q.for_each([&left](const std::string& s) { left.push_back(s); });
+  EXPECT_EQ(left, (std::vector<std::string>{"bulk-held"}));
+}
+
 // The starvation test: a latency-class entry arrives every millisecond and one entry is taken
 // every millisecond, for ten seconds; ten background entries queued at the start are all taken,
 // each within its turn (aging 50 ms: the k-th by about k x 50 ms), and bulk ones too.

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <functional>
 #include <future>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -805,6 +807,92 @@ TEST(StreamProtocolTest, AClientOfTheOldProtocolIsToldToMatchReleases) {
 
 // stream_protocol.h: the direction word carries the request's class; an owner reads it back,
 // and refuses a class it does not know, naming it.
+// StreamServer invariant 18 (with 15): requests that wait for a worker are served by their
+// class, then by their grant's deadline, whatever order they came in. Two workers: one at a time
+// from this host's address (invariant 15), held by a write whose bytes have not come yet.
+TEST(StreamServerQueueTest, WaitingRequestsAreServedByClassThenDeadline) {
+  StreamServer::Limits limits;
+  limits.workers = 2;
+  limits.priority_aging = std::chrono::hours(1);  // strict priority: no class's turn is overdue
+  auto started = StreamServer::start("127.0.0.1", limits);
+  ASSERT_TRUE(started.ok()) << started.error().to_string();
+  StreamServer& server = **started;
+  constexpr uint64_t kPart = 4096;
+  struct Waiting {
+    const char* name;
+    Priority priority;
+    std::chrono::seconds due;
+  };
+  // The order they come in; the order expected is latency, bulk due in 5 s, bulk due in 9 s,
+  // background.
+  const Waiting waiting[] = {{"background", Priority::kBackground, 2s},
+                             {"bulk-9s", Priority::kBulk, 9s},
+                             {"latency", Priority::kLatency, 9s},
+                             {"bulk-5s", Priority::kBulk, 5s}};
+  constexpr size_t kWaiting = std::size(waiting);
+  std::vector<uint8_t> owner((kWaiting + 1) * kPart, 0);
+  std::mutex mu;
+  std::vector<std::string> order;
+  auto noted = [&](const std::string& name) {
+    return [&mu, &order, name](uint64_t, const Status& st, uint64_t) {
+      EXPECT_TRUE(st.ok()) << name << ": " << st.error().to_string();
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(name);
+    };
+  };
+  const auto t0 = Clock::now();
+  // The held write, its "go" read: the address's one worker is busy with it.
+  uint64_t held = server.grant(owner.data() + kWaiting * kPart, kPart, StreamDirection::kIntoOwner,
+                               t0 + 20s, noted("held"));
+  auto hold = connect_tcp("127.0.0.1", server.port(), t0 + 5s);
+  ASSERT_TRUE(hold.ok()) << hold.error().to_string();
+  ASSERT_TRUE(
+      write_request(*hold, StreamRequest{StreamDirection::kIntoOwner, held, kPart}, t0 + 5s).ok());
+  auto go = read_status(*hold, t0 + 5s, "go");
+  ASSERT_TRUE(go.ok() && go->ok());
+  // The others, each on a connection of its own, claimed and waiting for that worker.
+  std::vector<Socket> sockets;
+  for (size_t i = 0; i < kWaiting; ++i) {
+    uint64_t token = server.grant(owner.data() + i * kPart, kPart, StreamDirection::kIntoOwner,
+                                  t0 + waiting[i].due, noted(waiting[i].name));
+    auto c = connect_tcp("127.0.0.1", server.port(), t0 + 5s);
+    ASSERT_TRUE(c.ok()) << c.error().to_string();
+    StreamRequest r{StreamDirection::kIntoOwner, token, kPart};
+    r.priority = waiting[i].priority;
+    ASSERT_TRUE(write_request(*c, r, t0 + 5s).ok());
+    sockets.push_back(std::move(*c));
+  }
+  const auto until = Clock::now() + 10s;
+  while (server.waiting_for_worker() < kWaiting && Clock::now() < until)
+    std::this_thread::yield();
+  ASSERT_EQ(server.waiting_for_worker(), kWaiting) << "not every request is waiting for a worker";
+  // Each waiting client sends its bytes once its request is served ("go"); the held write's
+  // bytes free the worker.
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < kWaiting; ++i)
+    clients.emplace_back([&, i] {
+      auto their_go = read_status(sockets[i], t0 + 20s, "go");
+      ASSERT_TRUE(their_go.ok() && their_go->ok()) << waiting[i].name;
+      std::vector<uint8_t> bytes(kPart, static_cast<uint8_t>(i + 1));
+      ASSERT_TRUE(send_all(sockets[i], bytes.data(), kPart, t0 + 20s, "bytes").ok());
+      auto final_status = read_status(sockets[i], t0 + 20s, "final");
+      EXPECT_TRUE(final_status.ok() && final_status->ok()) << waiting[i].name;
+    });
+  std::vector<uint8_t> mine(kPart, 0xEE);
+  ASSERT_TRUE(send_all(*hold, mine.data(), kPart, t0 + 5s, "held bytes").ok());
+  for (auto& t : clients)
+    t.join();
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(order,
+            (std::vector<std::string>{"held", "latency", "bulk-5s", "bulk-9s", "background"}));
+  for (size_t i = 0; i < kWaiting; ++i)
+    for (uint64_t b = 0; b < kPart; ++b)
+      ASSERT_EQ(owner[i * kPart + b], static_cast<uint8_t>(i + 1))
+          << waiting[i].name << " byte " << b;
+  for (uint64_t b = 0; b < kPart; ++b)
+    ASSERT_EQ(owner[kWaiting * kPart + b], 0xEE) << "held byte " << b;
+}
+
 TEST(StreamProtocolTest, ARequestCarriesItsPriorityClassAndAnUnknownOneIsRefused) {
   auto l = listen_tcp("127.0.0.1", 0);
   ASSERT_TRUE(l.ok());
