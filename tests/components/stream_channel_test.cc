@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <future>
 #include <mutex>
@@ -805,8 +806,6 @@ TEST(StreamProtocolTest, AClientOfTheOldProtocolIsToldToMatchReleases) {
       << answer->error().message();
 }
 
-// stream_protocol.h: the direction word carries the request's class; an owner reads it back,
-// and refuses a class it does not know, naming it.
 // StreamServer invariant 18 (with 15): requests that wait for a worker are served by their
 // class, then by their grant's deadline, whatever order they came in. Two workers: one at a time
 // from this host's address (invariant 15), held by a write whose bytes have not come yet.
@@ -825,19 +824,21 @@ TEST(StreamServerQueueTest, WaitingRequestsAreServedByClassThenDeadline) {
   };
   // The order they come in; the order expected is latency, bulk due in 5 s, bulk due in 9 s,
   // background.
-  const Waiting waiting[] = {{"background", Priority::kBackground, 2s},
+  const Waiting waiting[] = {{"background", Priority::kBackground, 15s},
                              {"bulk-9s", Priority::kBulk, 9s},
                              {"latency", Priority::kLatency, 9s},
                              {"bulk-5s", Priority::kBulk, 5s}};
   constexpr size_t kWaiting = std::size(waiting);
   std::vector<uint8_t> owner((kWaiting + 1) * kPart, 0);
   std::mutex mu;
+  std::condition_variable noted_cv;
   std::vector<std::string> order;
   auto noted = [&](const std::string& name) {
-    return [&mu, &order, name](uint64_t, const Status& st, uint64_t) {
+    return [&mu, &noted_cv, &order, name](uint64_t, const Status& st, uint64_t) {
       EXPECT_TRUE(st.ok()) << name << ": " << st.error().to_string();
       std::lock_guard<std::mutex> lock(mu);
       order.push_back(name);
+      noted_cv.notify_all();
     };
   };
   const auto t0 = Clock::now();
@@ -882,7 +883,10 @@ TEST(StreamServerQueueTest, WaitingRequestsAreServedByClassThenDeadline) {
   ASSERT_TRUE(send_all(*hold, mine.data(), kPart, t0 + 5s, "held bytes").ok());
   for (auto& t : clients)
     t.join();
-  std::lock_guard<std::mutex> lock(mu);
+  // A grant's `done` runs after its final status was sent (the client may have read it first).
+  std::unique_lock<std::mutex> lock(mu);
+  ASSERT_TRUE(noted_cv.wait_until(lock, t0 + 20s, [&] { return order.size() == kWaiting + 1; }))
+      << "not every grant's done ran: " << order.size();
   EXPECT_EQ(order,
             (std::vector<std::string>{"held", "latency", "bulk-5s", "bulk-9s", "background"}));
   for (size_t i = 0; i < kWaiting; ++i)
@@ -893,6 +897,8 @@ TEST(StreamServerQueueTest, WaitingRequestsAreServedByClassThenDeadline) {
     ASSERT_EQ(owner[kWaiting * kPart + b], 0xEE) << "held byte " << b;
 }
 
+// stream_protocol.h: the direction word carries the request's class; an owner reads it back,
+// and refuses a class it does not know, naming it.
 TEST(StreamProtocolTest, ARequestCarriesItsPriorityClassAndAnUnknownOneIsRefused) {
   auto l = listen_tcp("127.0.0.1", 0);
   ASSERT_TRUE(l.ok());
