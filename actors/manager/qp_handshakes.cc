@@ -110,6 +110,7 @@ void QpHandshakes::drop_qp_of(const caf::actor_addr& key, const std::shared_ptr<
     m_.nic().loopback.reset();
   } else if (auto p = m_.peer_table.peers().find(key); p != m_.peer_table.peers().end()) {
     drop_qp(p->second, qp);
+    m_.rails.drop(key, qp);  // a class's or a stripe's queue pair (rails.h)
   }
 }
 

@@ -36,7 +36,8 @@ public:
   /// refused.
   Status accept_room(const caf::node_id& node, const std::string& who) const;
   void drop_qp(Peer& peer, const std::shared_ptr<QpEndpoint>& qp);
-  /// Drops `qp` (of peer `key`'s, or the loopback QP) so the NIC stops using it.
+  /// Drops `qp` (of peer `key`'s: the managers', a class's or a stripe's; or the loopback QP)
+  /// so the NIC stops using it.
   void drop_qp_of(const caf::actor_addr& key, const std::shared_ptr<QpEndpoint>& qp);
   void fail_waiting(Peer& peer, const caf::error& err);
   Result<std::shared_ptr<QpEndpoint>> loopback_qp();

@@ -9,6 +9,13 @@
 
 namespace caf_rdma::detail {
 
+std::string stripe_name(uint32_t stripe) {
+  if (is_class_stripe(stripe))
+    return std::string(priority_name(class_of_stripe(stripe))) + "-class queue pair";
+  return "striping queue pair " + std::to_string(stripe) + " (rail " +
+         std::to_string(rail_of(stripe)) + ")";
+}
+
 Result<std::vector<std::shared_ptr<Nic>>> open_rails(const ManagerOptions& options,
                                                      const std::string& primary) {
   std::vector<std::string> names = options.rail_devices;
@@ -214,7 +221,7 @@ bool Rails::class_lane(OpId id, std::shared_ptr<QpEndpoint>* qp) {
     if (p.qps.stripes_opening.count(s) == 0)
       return true;  // not even started (said, and held off for kStripeRetry)
   }
-  p.qps.stripe_waiting.push_back(id);
+  p.qps.class_waiting[s].push_back(id);  // woken by its own handshake's end, not by others'
   return false;
 }
 
@@ -227,8 +234,8 @@ void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
   const Priority cls = class_of_stripe(stripe);
   auto created = QpHandshakes::make_qp(domain, m_.handshakes.shared_qp_options(domain, cq, cls));
   if (!created.ok()) {
-    log_line(LogLevel::kWarn, "%s: no striping queue pair %u to %s on %s: %s",
-             m_.options().name.c_str(), stripe, p.name.c_str(), domain->device_name().c_str(),
+    log_line(LogLevel::kWarn, "%s: no %s to %s on %s: %s", m_.options().name.c_str(),
+             stripe_name(stripe).c_str(), p.name.c_str(), domain->device_name().c_str(),
              created.error().message().c_str());
     p.qps.stripe_failed[stripe] = m_.now();
     return;
@@ -272,11 +279,11 @@ void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
     }
     if (!failed.empty()) {
       // The op runs on the queue pairs there are (invariant 20); said once per failure.
-      log_line(LogLevel::kWarn, "%s: striping queue pair %u (rail %u) to %s failed: %s",
-               m_.options().name.c_str(), stripe, rail_of(stripe), p.name.c_str(), failed.c_str());
+      log_line(LogLevel::kWarn, "%s: %s to %s failed: %s", m_.options().name.c_str(),
+               stripe_name(stripe).c_str(), p.name.c_str(), failed.c_str());
       p.qps.stripe_failed[stripe] = m_.now();
     }
-    handshake_ended(p);
+    handshake_ended(p, stripe);
   };
   m_.peer_table
       .peer_request(p.manager, m_.options().handshake_timeout, qp_connect_atom::value,
@@ -285,11 +292,23 @@ void Rails::handshake(const caf::actor_addr& key, uint32_t stripe) {
             [ended](caf::error& err) { ended(nullptr, error_message(err)); });
 }
 
-void Rails::handshake_ended(Peer& p) {
-  if (!p.qps.stripes_opening.empty())
-    return;
-  auto waiting = std::move(p.qps.stripe_waiting);
-  p.qps.stripe_waiting.clear();
+void Rails::handshake_ended(Peer& p, uint32_t stripe) {
+  std::vector<OpId> waiting;
+  if (is_class_stripe(stripe)) {
+    // Only that class's ops waited for it (invariant 26).
+    auto w = p.qps.class_waiting.find(stripe);
+    if (w == p.qps.class_waiting.end())
+      return;
+    waiting = std::move(w->second);
+    p.qps.class_waiting.erase(w);
+  } else {
+    // A bulk op waits for every striping handshake it started or found (invariant 20).
+    for (const auto& [s, held] : p.qps.stripes_opening)
+      if (!is_class_stripe(s))
+        return;
+    waiting = std::move(p.qps.stripe_waiting);
+    p.qps.stripe_waiting.clear();
+  }
   for (OpId id : waiting)
     if (m_.op_record(id) != nullptr)
       m_.rdma_path().connect(id);
@@ -338,9 +357,8 @@ Result<QpInfoMsg> Rails::accept(Peer& p, const QpInfoMsg& remote) {
       QpHandshakes::make_qp(domain, m_.handshakes.shared_qp_options(domain, cq, *cls)));
   Status st = qp->connect(from_msg(remote));
   if (!st.ok())
-    return st.error().with_context("accepting striping queue pair " +
-                                   std::to_string(remote.stripe) + " from " + p.name + " on " +
-                                   domain->device_name());
+    return st.error().with_context("accepting " + stripe_name(remote.stripe) + " from " + p.name +
+                                   " on " + domain->device_name());
   p.qps.stripes_accepted[remote.stripe] = qp;  // replaces a stale one (the peer made it again)
   QpInfoMsg mine = m_.handshakes.to_msg(qp->local_info());
   mine.device = domain->device_name();
@@ -387,6 +405,9 @@ void Rails::drop_peer(Peer& p, const caf::error& err) {
   forget(p);
   auto waiting = std::move(p.qps.stripe_waiting);
   p.qps.stripe_waiting.clear();
+  for (auto& [s, ids] : p.qps.class_waiting)
+    waiting.insert(waiting.end(), ids.begin(), ids.end());
+  p.qps.class_waiting.clear();
   for (OpId id : waiting)
     m_.fail_op(id, err);
 }
@@ -394,7 +415,9 @@ void Rails::drop_peer(Peer& p, const caf::error& err) {
 void Rails::drop_all() {
   for (auto& [key, p] : m_.peer_table.peers()) {
     forget(p);
-    p.qps.stripe_waiting.clear();  // on the NIC's list (RdmaPath::on_nic): failed by the caller
+    // On the NIC's list (RdmaPath::on_nic): failed by the caller.
+    p.qps.stripe_waiting.clear();
+    p.qps.class_waiting.clear();
   }
 }
 

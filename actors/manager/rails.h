@@ -42,7 +42,8 @@
 //     class to that peer, on the primary devices (stripe number class_stripe), so it never
 //     waits behind a bulk op's posted work or a bulk slice; only bulk-class ops are striped
 //     (path_choice.h invariant 7) and least_busy never gives a bulk op a class queue pair.
-//     It is made on first use by a handshake as the striping ones (the op waits for it); one
+//     It is made on first use by a handshake as the striping ones (the op waits for it, and for
+//     no other handshake: not another class's, nor a bulk op's striping ones); one
 //     that failed is not tried again for kStripeRetry, and meanwhile the class's ops run on the
 //     managers' own queue pair; one in ERR is replaced by the next op of its class (as the
 //     managers' own: invariant 4). Both of its ends carry the class's traffic class and service
@@ -87,6 +88,10 @@ constexpr Priority class_of_stripe(uint32_t stripe) {
 constexpr bool is_class_stripe(uint32_t stripe) {
   return class_of_stripe(stripe) != Priority::kBulk;
 }
+
+/// How logs and errors name the queue pair of `stripe`: "latency-class queue pair" or
+/// "striping queue pair 3 (rail 1)".
+std::string stripe_name(uint32_t stripe);
 
 /// One queue pair a striped op may put a slice on, and the rail it joins.
 struct StripeLane {
@@ -150,8 +155,9 @@ private:
   /// Drops every striping queue pair of `p` and its handshakes in flight.
   void forget(Peer& p);
   void handshake(const caf::actor_addr& key, uint32_t stripe);
-  /// A striping handshake of `p` ended: ops that waited for it are connected again.
-  void handshake_ended(Peer& p);
+  /// The handshake of `p`'s `stripe` ended: the ops that waited for it (a class's for its own;
+  /// bulk ones once no striping handshake is open) are connected again.
+  void handshake_ended(Peer& p, uint32_t stripe);
   const std::shared_ptr<Nic>& domain_of(uint32_t rail) const;
   bool port_active(uint32_t rail) const;
 };

@@ -161,7 +161,7 @@ Result<uint64_t> WriteNotices::deliver(const BufferRef& ref, uint64_t offset, ui
 
 void WriteNotices::after_write(OpId id, TransferOutcome written,
                                const std::weak_ptr<QpEndpoint>& qp) {
-  written_[id] = Pending{std::move(written), false};
+  written_[id] = Pending{std::move(written), false, {}};
   auto q = qp.lock();
   if (!q)
     return tell_owner(id);  // the fallback (its owner stored the bytes: a receipt), or no QP

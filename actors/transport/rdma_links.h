@@ -51,7 +51,9 @@ struct PeerQps {
   std::map<uint32_t, std::shared_ptr<QpEndpoint>> stripes;
   std::map<uint32_t, std::shared_ptr<QpEndpoint>> stripes_accepted;
   std::map<uint32_t, uint64_t> stripes_opening;  ///< stripe -> its handshake's opening number
-  std::vector<OpId> stripe_waiting;
+  std::vector<OpId> stripe_waiting;              ///< bulk ops waiting for striping queue pairs
+  /// Ops waiting for their class's queue pair (rails.h invariant 26), by its stripe number.
+  std::map<uint32_t, std::vector<OpId>> class_waiting;
   std::map<uint32_t, std::chrono::steady_clock::time_point> stripe_failed;
 };
 

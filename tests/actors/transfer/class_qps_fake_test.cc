@@ -3,13 +3,16 @@
 // one fake fabric, the owner a real manager on the peer's node; the test decides when each op
 // completes. What a user relies on: a latency-class op is answered while a bulk op still holds
 // the managers' queue pair, each class's queue pairs carry the class's traffic class and service
-// level on both ends, only bulk ops are striped, and a class queue pair that broke is replaced
-// by the next op. The real path (ibverbs, Soft-RoCE) is class_qps_rdma_test's, in the VM.
+// level on both ends, only bulk ops are striped, a latency op waits for its class's handshake
+// and no other, a class queue pair that broke is replaced by the next op, and one whose flush
+// overran the drain is destroyed before the timed-out op is answered (no byte after it). The real
+// path (ibverbs, Soft-RoCE) is class_qps_rdma_test's, in the VM.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/actors/fake_nic.h"
@@ -69,6 +72,13 @@ protected:
   Pending<TransferReply> read(uint64_t at, uint64_t n, Priority p) {
     return transfer(make_read(local_, remote_, Range::of(n).at_local(at).at_remote(at).as(p)),
                     1000);
+  }
+  /// read, sent but not handled yet (no run_jobs: the test steps).
+  Pending<TransferReply> read_later(uint64_t at, uint64_t n, Priority p) {
+    auto h = self()->request(
+        manager(), caf::infinite, transfer_atom::value,
+        make_read(local_, remote_, Range::of(n).at_local(at).at_remote(at).as(p)), uint32_t{1000});
+    return Pending<TransferReply>{h.id()};
   }
   /// The queue pairs of `nic` with ops outstanding.
   static std::vector<std::shared_ptr<FakeQueuePair>> busy(const FakeNic& nic) {
@@ -226,6 +236,85 @@ TEST_F(ClassQueuePairs, AClassQueuePairInErrorIsReplacedByTheNextOp) {
   EXPECT_EQ(replaced->complete_all(), 1u);
   run_jobs();
   ASSERT_NO_FATAL_FAILURE(expect_done(first, 4096, "latency read run again"));
+  EXPECT_TRUE(same(0, 4096)) << "a byte of the latency read is wrong";
+  EXPECT_TRUE(quiet());
+}
+
+TEST_F(ClassQueuePairs, ALatencyOpWaitsForItsClassHandshakeOnlyNotForABulkOpsStripes) {
+  SCOPED_TRACE("rails.h invariant 26: the op waits for its class's handshake, and no other");
+  ASSERT_NO_FATAL_FAILURE(start_both([](ManagerOptions& o) { o.stripe_qps = 2; }));
+  // A latency read, then a striped bulk read: the class's handshake is asked for first, the
+  // bulk read's striping one after it; the owner answers them in that order.
+  auto urgent = read_later(kSize - 64, 8, Priority::kLatency);
+  auto whole = read_later(0, kSize / 2, Priority::kBulk);
+  // One message at a time: the latency read is on the NIC once its own handshake ended, the
+  // striping one still open (the bulk read not posted yet).
+  std::shared_ptr<FakeQueuePair> latency;
+  for (int i = 0; i < 10000 && !(latency && latency->pending_ops() > 0); ++i) {
+    ASSERT_TRUE(step()) << "nothing left to run, and the latency read is not on the NIC";
+    latency = with_traffic(*a_, kMyLatency);
+  }
+  ASSERT_NE(latency, nullptr) << "no queue pair with the latency class's traffic";
+  ASSERT_EQ(latency->pending_ops(), 1u) << "the latency read is not on its class's queue pair";
+  EXPECT_EQ(busy(*a_).size(), 1u)
+      << "the latency read was posted only with the bulk read: it waited for its stripes";
+  run_jobs();
+  EXPECT_EQ(latency->complete_all(), 1u);
+  for (auto& qp : busy(*a_))
+    qp->complete_all();
+  run_jobs();
+  ASSERT_NO_FATAL_FAILURE(expect_done(urgent, 8, "latency read"));
+  ASSERT_NO_FATAL_FAILURE(expect_done(whole, kSize / 2, "bulk read"));
+  EXPECT_TRUE(same(kSize - 64, 8) && same(0, kSize / 2)) << "a byte read is wrong";
+  auto stats = call<ManagerStats>(manager(), stats_atom::value);
+  ASSERT_TRUE(stats) << error_message(stats.error());
+  EXPECT_EQ(stats->striped_ops, 1u) << "the bulk read was not striped";
+  EXPECT_TRUE(quiet());
+}
+
+TEST_F(ClassQueuePairs, AClassQueuePairWhoseFlushOverrunsIsDestroyedBeforeTheReply) {
+  SCOPED_TRACE("rails.h invariant 26, rdma_path.h invariant 6: no write after the answer");
+  a_->set_flush_on_abort(false);  // the device does not flush in time
+  ASSERT_NO_FATAL_FAILURE(
+      start_both([](ManagerOptions& o) { o.drain_timeout = std::chrono::milliseconds(500); }));
+  auto r = transfer(make_read(local_, remote_, Range::of(4096).as(Priority::kLatency)), 100);
+  run_jobs();
+  std::weak_ptr<FakeQueuePair> latency = with_traffic(*a_, kMyLatency);
+  ASSERT_FALSE(latency.expired()) << "no queue pair with the latency class's traffic";
+  ASSERT_EQ(latency.lock()->pending_ops(), 1u) << "the latency read is not on its class's one";
+  // Its deadline: the queue pair is flushed, the reply waits for the flush.
+  advance(std::chrono::milliseconds(99));
+  ASSERT_TRUE(next_timeout()) << "no timer for the deadline";
+  EXPECT_TRUE(latency.lock()->needs_recovery()) << "not flushed at its deadline";
+  EXPECT_FALSE(reply(r).has_value()) << "replied before the NIC let go of the op";
+  // The flush never comes: at drain_timeout the class's queue pair is destroyed, then the reply.
+  advance(std::chrono::milliseconds(499));
+  ASSERT_TRUE(next_timeout()) << "no timer for the drain";
+  auto got = reply(r);
+  ASSERT_TRUE(got.has_value()) << "no reply once the flush overran drain_timeout";
+  EXPECT_RDMA_ERROR((*got), ErrorCode::kTimeout, "queue pair was destroyed");
+  // Only the completion poller's last sweep may still hold it, for a moment.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!latency.expired() && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  if (auto alive = latency.lock()) {
+    // Were it kept, the NIC could still finish the read after the answer said it timed out.
+    alive->complete_all();
+    FAIL() << "the latency class's queue pair outlived the reply of its timed-out op";
+  }
+  a_->deliver_late();  // the flushed op's completion, if the poller's sweep destroyed it
+  run_jobs();
+  EXPECT_TRUE(std::all_of(mine_.begin(), mine_.end(), [](uint8_t b) { return b == 0; }))
+      << "a byte landed after the timeout's answer";
+  EXPECT_TRUE(quiet()) << "a late completion made a second reply";
+  // The next latency op: a new queue pair of its class, every byte.
+  auto again = read(0, 4096, Priority::kLatency);
+  run_jobs();
+  auto fresh = with_traffic(*a_, kMyLatency);
+  ASSERT_NE(fresh, nullptr) << "the next latency read made no queue pair of its class";
+  EXPECT_EQ(fresh->complete_all(), 1u);
+  run_jobs();
+  ASSERT_NO_FATAL_FAILURE(expect_done(again, 4096, "latency read after the overrun"));
   EXPECT_TRUE(same(0, 4096)) << "a byte of the latency read is wrong";
   EXPECT_TRUE(quiet());
 }
