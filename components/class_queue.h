@@ -116,9 +116,11 @@ public:
     const std::optional<Priority> turn = next_class(now);
     if (!turn)
       return std::nullopt;
-    size_t order[kPriorityClasses + 1] = {urgency(*turn), 0, 1, 2};
-    for (size_t u : order) {
-      Lane& l = lanes_[u];
+    const size_t first = urgency(*turn);
+    for (size_t k = 0; k <= kPriorityClasses; ++k) {
+      if (k > 0 && k - 1 == first)
+        continue;  // the turn's lane, scanned first
+      Lane& l = lanes_[k == 0 ? first : k - 1];
       for (auto it = l.by_due.begin(); it != l.by_due.end(); ++it)
         if (pred(static_cast<const T&>(it->second))) {
           std::optional<T> value(std::move(it->second));

@@ -52,7 +52,8 @@ Result<std::unique_ptr<StreamServer>> StreamServer::start(const std::string& hos
                                                           TlsContext tls) {
   if (limits.workers == 0 || limits.max_connections == 0 || limits.max_per_host == 0 ||
       limits.max_unauthenticated == 0 || limits.max_unauthenticated_per_host == 0 ||
-      limits.header_timeout.count() <= 0 || limits.auth_timeout.count() <= 0)
+      limits.header_timeout.count() <= 0 || limits.auth_timeout.count() <= 0 ||
+      limits.priority_aging.count() <= 0)
     return Error(ErrorCode::kInvalidArgument,
                  "stream channel: workers, connection limits (max_connections " +
                      std::to_string(limits.max_connections) + ", max_per_host " +
@@ -60,7 +61,7 @@ Result<std::unique_ptr<StreamServer>> StreamServer::start(const std::string& hos
                      std::to_string(limits.max_unauthenticated) +
                      ", max_unauthenticated_per_host " +
                      std::to_string(limits.max_unauthenticated_per_host) +
-                     "), header_timeout and auth_timeout must be > 0");
+                     "), header_timeout, auth_timeout and priority_aging must be > 0");
   auto listener = listen_tcp(host, 0);
   if (!listener.ok())
     return listener.error().with_context("stream channel");

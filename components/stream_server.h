@@ -117,7 +117,9 @@
 //     (class_queue.h: strict priority with aging, so background still gets a turn every
 //     kAging), earliest grant deadline first within a class, subject to invariant 15's share
 //     per address: a latency-class request that arrives while the workers are busy is served
-//     before the bulk and background ones that came before it.
+//     before the bulk and background ones that came before it. The class is the requester's
+//     word (its manager's, or its client's): a client that names latency for everything
+//     competes with itself, and takes no more than its address's share (invariant 15).
 #pragma once
 
 #include <atomic>

@@ -71,7 +71,8 @@
 //     cancelled list's worker starts no further step and cancels the one in flight.
 // 25. Classes and deadlines order the waits: ops waiting for this manager's stream threads
 //     (components/stream_client.h invariant 9), its bounce buffers (staged_path.h invariant 4)
-//     or an owner's fetch window (chunk_path.h invariant 2) take them by priority class,
+//     or an owner's fetch window (chunk_path.h invariant 2), and ops parked while a lost link
+//     is made again (manager/link_recovery.h invariant 13), take them by priority class,
 //     strict priority with aging (components/class_queue.h), earliest deadline first within a
 //     class, equal deadlines in arrival order (enqueue_waiting); a stream op that cannot end by
 //     its deadline behind what waits ahead of it is refused up front (stream_path.h invariant

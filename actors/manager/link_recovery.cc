@@ -166,9 +166,12 @@ void LinkRecovery::adopt(Peer& p, const caf::actor& proxy) {
   p.reconnecting = false;
   p.link_lost.clear();
   p.down_reason.clear();
-  auto parked = std::move(p.parked);
+  ClassQueue<OpId> parked;  // by class, then deadline (manager invariant 25)
+  for (OpId id : p.parked)
+    if (m_.op_record(id) != nullptr)  // else it ended while it waited
+      m_.enqueue_waiting(parked, id);
   p.parked.clear();
-  for (OpId id : parked)
+  for (OpId id : parked.take_all())
     m_.resume_op(id);
 }
 

@@ -10,7 +10,8 @@
 //     (peer_unavailable naming the peer and the lost link), new ops wait (each until its own
 //     timeout), and the address is connected again, at most kReconnectAttempts times. Only a
 //     connect that reaches the same manager (same node id and actor id) makes the link again:
-//     the waiting ops resume on it, and every later message goes to the new proxy (handles
+//     the waiting ops resume on it (by class, then deadline: manager invariant 25), and every
+//     later message goes to the new proxy (handles
 //     keep naming the old one: peer_request and peer_send route by address). Nothing there,
 //     no answer, or another node at that address (the peer restarted: a new manager) after the
 //     last attempt declares the peer down for good. Any other end of a proxy (the peer's actor

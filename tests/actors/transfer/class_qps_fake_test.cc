@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "actors/manager/rails.h"
 #include "tests/actors/fake_nic.h"
 #include "tests/actors/manager_logic.h"
 
@@ -270,6 +271,45 @@ TEST_F(ClassQueuePairs, ALatencyOpWaitsForItsClassHandshakeOnlyNotForABulkOpsStr
   ASSERT_TRUE(stats) << error_message(stats.error());
   EXPECT_EQ(stats->striped_ops, 1u) << "the bulk read was not striped";
   EXPECT_TRUE(quiet());
+}
+
+TEST_F(ClassQueuePairs, AHandshakeWhoseStripeAndClassDisagreeIsRefusedAndMakesNoQueuePair) {
+  SCOPED_TRACE("rails.h invariant 26: a class queue pair names its class twice, both checked");
+  ASSERT_NO_FATAL_FAILURE(start_both());
+  using caf_rdma::detail::class_stripe;
+  using caf_rdma::detail::rail_of;
+  using caf_rdma::detail::stripe_index;
+  const size_t before = b_->queue_pairs().size();
+  struct Case {
+    const char* what;
+    uint32_t stripe;
+    uint8_t priority;
+  };
+  const Case cases[] = {
+      {"the latency class's stripe named bulk", class_stripe(Priority::kLatency), 0},
+      {"the background class's stripe named latency", class_stripe(Priority::kBackground), 1},
+      {"a striping queue pair named latency", stripe_index(0, 1), 1},
+      {"a class no one knows", class_stripe(Priority::kLatency), 7},
+  };
+  caf::scoped_actor hostile(sys(), true);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    QpInfoMsg m;
+    m.qp_num = 0x100;
+    m.gid.assign(16, 1);
+    m.psn = 1;
+    m.mtu = 3;
+    m.stripe = c.stripe;
+    m.rail = rail_of(c.stripe);
+    m.priority = c.priority;
+    auto p = ask_as<QpInfoMsg>(hostile, owner_, qp_connect_atom::value, m);
+    auto r = reply_to(hostile, p);
+    ASSERT_TRUE(r.has_value()) << "no answer";
+    ASSERT_FALSE(*r) << "the owner took it";
+    const std::string named = "stripe " + std::to_string(c.stripe);
+    EXPECT_RDMA_ERROR((*r), ErrorCode::kInvalidArgument, "do not match", named.c_str());
+  }
+  EXPECT_EQ(b_->queue_pairs().size(), before) << "a refused handshake made a queue pair";
 }
 
 TEST_F(ClassQueuePairs, AClassQueuePairWhoseFlushOverrunsIsDestroyedBeforeTheReply) {
