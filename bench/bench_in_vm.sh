@@ -78,9 +78,10 @@ CAF_RDMA_DEVICE=rxe1 timeout 600 "$bin" --paths cancel --cancel-transports rdma 
   > "$out/cancel.txt" 2>> "$out/rdma_bench.err" ||
   { echo "cancel failed"; rc=1; }
 cat "$out/cancel.txt"
-# Latency under load over the client's direct lane (bench/latency_under_load.h): 8-byte reads
-# idle and while a 16 MiB pull runs over and over between the same nodes.
-CAF_RDMA_DEVICE=rxe1 timeout 300 "$bin" --paths load --load-transports rdma --load-bytes 16M \
+# Latency under load through the manager (its class queue pairs) and over the client's direct
+# lane (bench/latency_under_load.h): 8-byte reads idle and while a 16 MiB pull runs over and
+# over between the same nodes.
+CAF_RDMA_DEVICE=rxe1 timeout 300 "$bin" --paths load --load-transports rdma-manager,rdma --load-bytes 16M \
   > "$out/load.txt" 2>> "$out/rdma_bench.err" ||
   { echo "load failed"; rc=1; }
 cat "$out/load.txt"
