@@ -15,7 +15,8 @@
 //     process's own nice value (latency +0, bulk +5, background +19, at most 19), set by each
 //     copy task on itself (nice can only be raised without privileges), so a latency-class
 //     copy is favoured over a bulk one on a busy core and a bulk copy still gets most of an
-//     otherwise idle core.
+//     otherwise idle core; a bulk or background copy also yields its core every 256 KiB
+//     (killable_copy.h invariant 6).
 #pragma once
 
 #include <array>

@@ -42,6 +42,80 @@ inline long raw_syscall(long n, long a1, long a2, long a3, long a4, long a5, lon
 #endif
 }
 
+/// A position in an iovec array: range `i`, `off` bytes into it.
+struct IovCursor {
+  const iovec* v;
+  unsigned long n;
+  unsigned long i = 0;
+  uint64_t off = 0;
+};
+
+/// How many bytes (at most `budget`) the next kRunIov ranges from `c` hold.
+uint64_t reach(IovCursor c, uint64_t budget) {
+  uint64_t total = 0;
+  for (unsigned long k = 0; c.i < c.n && k < kRunIov && total < budget; ++k, ++c.i, c.off = 0) {
+    const uint64_t left = c.v[c.i].iov_len - c.off;
+    total += left < budget - total ? left : budget - total;
+  }
+  return total;
+}
+
+/// Fills `out` with the next `bytes` bytes from `c` (reach said they fit in kRunIov ranges)
+/// and moves `c` past them; the number of ranges.
+unsigned long take(IovCursor& c, uint64_t bytes, iovec* out) {
+  unsigned long k = 0;
+  while (bytes > 0 && c.i < c.n) {
+    const uint64_t left = c.v[c.i].iov_len - c.off;
+    const uint64_t part = left < bytes ? left : bytes;
+    if (part > 0) {
+      out[k].iov_base = static_cast<char*>(c.v[c.i].iov_base) + c.off;
+      out[k].iov_len = part;
+      ++k;
+    }
+    bytes -= part;
+    c.off += part;
+    if (c.off == c.v[c.i].iov_len) {
+      ++c.i;
+      c.off = 0;
+    }
+  }
+  return k;
+}
+
+/// Runs one job in calls of at most kKernelRun bytes: the bytes moved up to the first short or
+/// failed call (a failure is returned, as -errno, only when nothing moved: the creator resumes
+/// a short count, and its next call meets the error).
+long run_job(const CopyJobs& s) {
+  const long call = s.to_remote ? SYS_process_vm_writev : SYS_process_vm_readv;
+  IovCursor mine{s.mine, s.mine_count};
+  IovCursor theirs{s.theirs, s.theirs_count};
+  iovec m[kRunIov];
+  iovec t[kRunIov];
+  long moved = 0;
+  for (;;) {
+    const uint64_t a = reach(mine, kKernelRun);
+    const uint64_t b = reach(theirs, kKernelRun);
+    const uint64_t bytes = a < b ? a : b;
+    if (bytes == 0)
+      return moved;
+    const unsigned long mk = take(mine, bytes, m);
+    const unsigned long tk = take(theirs, bytes, t);
+    const long r = raw_syscall(call, s.pid, reinterpret_cast<long>(m), static_cast<long>(mk),
+                               reinterpret_cast<long>(t), static_cast<long>(tk), 0);
+    if (r < 0)
+      return moved > 0 ? moved : r;
+    moved += r;
+    if (static_cast<uint64_t>(r) < bytes)
+      return moved;
+    // A bulk or background copy lets a task waiting for this core run first (the scheduler
+    // would let it finish its slice, 1.4 ms on 2 cores, before a latency-class copy, or the
+    // threads that serve and wait for one, ran: killable_copy.h invariant 6). Alone on its
+    // core, it goes on at once.
+    if (s.nice != 0)
+      raw_syscall(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
+  }
+}
+
 }  // namespace
 
 int run_copy_jobs(void* arg) {
@@ -68,10 +142,7 @@ int run_copy_jobs(void* arg) {
         raw_syscall(SYS_futex, reinterpret_cast<long>(&s->req), FUTEX_WAIT, seen, 0, 0, 0);
     }
     seen = r;
-    const long n = s->to_remote ? SYS_process_vm_writev : SYS_process_vm_readv;
-    const long result =
-        raw_syscall(n, s->pid, reinterpret_cast<long>(s->mine), static_cast<long>(s->mine_count),
-                    reinterpret_cast<long>(s->theirs), static_cast<long>(s->theirs_count), 0);
+    const long result = run_job(*s);
     __atomic_store_n(&s->result, result, __ATOMIC_RELAXED);
     __atomic_store_n(&s->done, r, __ATOMIC_RELEASE);
     raw_syscall(SYS_futex, reinterpret_cast<long>(&s->done), FUTEX_WAKE, 1, 0, 0, 0);

@@ -23,6 +23,15 @@ inline void cpu_relax() {
 #endif
 }
 
+/// Bytes per system call the child makes (a job is cut into calls of at most this many). The
+/// kernel copies a call's pinned pages (up to 4 MiB at a time) with no point where it may
+/// reschedule, and a kernel built without preemption (PREEMPT_NONE) reschedules a task only at
+/// such points; a call's return is one. With the yield between calls (run_copy_jobs) this bounds
+/// how long a bulk copy keeps a core from a task waking there (killable_copy.h invariant 6).
+constexpr uint64_t kKernelRun = 256 << 10;
+/// Ranges per side of one such call (its iovec arrays are on the child's stack).
+constexpr unsigned long kRunIov = 64;
+
 /// What a copy task and its creator share: the child writes `result` and `done`, and nothing
 /// else of this process's but the memory its calls move.
 struct CopyJobs {
@@ -40,7 +49,9 @@ struct CopyJobs {
   /// (priority.h invariant 3).
   int nice = 0;
   // The child's.
-  long result = 0;    ///< the last job's system call return: bytes moved, or -errno
+  /// The last job's bytes moved (its calls', up to the first short or failed one), or -errno
+  /// when its first call failed.
+  long result = 0;
   uint32_t done = 0;  ///< futex word: the last job done (its `req`)
   /// The child's tid while it lives; the kernel sets it before clone returns and clears it,
   /// with a futex wake, once the child released the address space.
@@ -49,7 +60,9 @@ struct CopyJobs {
 
 /// The child's body, given to clone() with its CopyJobs as `arg`: dies with its creating thread
 /// (PR_SET_PDEATHSIG), takes its nice value, runs each job it is given (process_vm_writev or
-/// process_vm_readv), publishes its result, then waits for the next. Never returns.
+/// process_vm_readv, in calls of at most kKernelRun bytes; a child whose nice value is raised,
+/// a bulk or background one, yields between them), publishes its result, then waits for the
+/// next. Never returns.
 int run_copy_jobs(void* arg);
 
 }  // namespace caf_rdma::detail
