@@ -25,6 +25,7 @@
 #include <optional>
 #include <vector>
 
+#include "components/cpu_share.h"
 #include "components/detail/tsan.h"
 #include "components/stop_signal.h"
 
@@ -337,6 +338,19 @@ private:
 /// the next byte lasts longer than `stall` (when > 0); with a `stop` flag, only until it is set
 /// (looked at before every call that touches the pieces, and at least every kStopLook while
 /// waiting): the bytes moved, all of them unless stopped.
+/// Cuts message `m` to its first `bytes` bytes (cpu_share.h invariant 1).
+void cut_message(msghdr& m, uint64_t bytes) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < m.msg_iovlen; ++i) {
+    if (m.msg_iov[i].iov_len >= bytes - total) {
+      m.msg_iov[i].iov_len = bytes - total;
+      m.msg_iovlen = i + 1;
+      return;
+    }
+    total += m.msg_iov[i].iov_len;
+  }
+}
+
 Result<uint64_t> move_all(const Socket& s, const iovec* pieces, size_t count, Deadline deadline,
                           const std::string& what, bool sending, std::chrono::milliseconds stall,
                           const std::atomic<bool>* stop) {
@@ -404,16 +418,20 @@ Result<uint64_t> move_all(const Socket& s, const iovec* pieces, size_t count, De
   }
   while (done < n && s.tls() == nullptr && !stopped()) {
     ssize_t k;
-    if (at.left_in_piece() == n - done) {  // one piece left: no message to build
-      k = sending ? ::send(s.fd(), at.here(), n - done, MSG_NOSIGNAL)
-                  : ::recv(s.fd(), at.here(), n - done, 0);
+    if (at.left_in_piece() == n - done) {               // one piece left: no message to build
+      const uint64_t run = CpuShare::run_of(n - done);  // cpu_share.h invariant 1
+      k = sending ? ::send(s.fd(), at.here(), run, MSG_NOSIGNAL)
+                  : ::recv(s.fd(), at.here(), run, 0);
     } else {
       msghdr m = at.next_message(scratch);
+      if (CpuShare::sharing())
+        cut_message(m, kShareRun);
       k = sending ? ::sendmsg(s.fd(), &m, MSG_NOSIGNAL) : ::recvmsg(s.fd(), &m, 0);
     }
     if (k > 0) {
       done += static_cast<uint64_t>(k);
       at.advance(static_cast<uint64_t>(k));
+      CpuShare::after_run();
       moved();
       if (out_of_time())
         return waited_out();

@@ -1,7 +1,9 @@
 // TCP sockets for the fallback's stream channel: an owning file descriptor (with its TLS
 // session when the nodes speak TLS) and I/O with a deadline. Every call is non-blocking underneath
 // (poll with the time left), so no wait is unbounded unless the caller asks for it (kNoDeadline,
-// used only for idle connections, which are woken by shutdown()).
+// used only for idle connections, which are woken by shutdown()). A thread moving a bulk or
+// background transfer moves its bytes in short calls and yields between them
+// (components/cpu_share.h).
 #pragma once
 
 #include <signal.h>

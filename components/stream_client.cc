@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "components/cpu_share.h"
 #include "components/list_cursor.h"
 #include "components/same_host.h"
 #include "components/withdrawal.h"
@@ -351,6 +352,7 @@ Status StreamClient::move_list(const Socket& s, const StreamJob& job) {
 }
 
 StreamEnd StreamClient::run(const StreamJob& job) {
+  const CpuShare::Scope share(job.priority);  // cpu_share.h invariant 1
   bool local = same_host_ && !job.unix_name.empty();
   if (local) {
     std::lock_guard<std::mutex> lock(mu_);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "components/cpu_share.h"
 #include "components/cross_memory.h"
 #include "components/stream_server.h"
 #include "components/withdrawable_move.h"
@@ -16,6 +17,7 @@ namespace caf_rdma {
 bool StreamServer::serve(Connection& c) {
   const Socket& s = c.socket;
   const StreamRequest& req = c.request;
+  const CpuShare::Scope share(req.priority);  // cpu_share.h invariant 1
   const Deadline io_limit =
       std::min(std::chrono::steady_clock::now() + std::chrono::seconds(5), c.grant.deadline);
   Grant g = std::move(c.grant);

@@ -201,7 +201,8 @@ Clock::duration legit_round_trip(StreamServer& server, StreamClient& client, siz
     auto end = std::make_shared<std::promise<StreamEnd>>();
     auto f_end = end->get_future();
     job.done = [end](StreamEnd e) { end->set_value(std::move(e)); };
-    client.submit(std::move(job));
+    const Status taken = client.submit(std::move(job));
+    ASSERT_TRUE(taken.ok()) << taken.error().to_string();
     ASSERT_EQ(f_end.wait_for(30s), std::future_status::ready) << "the job never ended";
     StreamEnd e = f_end.get();
     ASSERT_TRUE(e.status.ok()) << e.status.error().to_string();

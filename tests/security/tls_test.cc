@@ -391,7 +391,8 @@ Status run_job(StreamClient& client, StreamJob job) {
   auto result = std::make_shared<std::promise<Status>>();
   auto future = result->get_future();
   job.done = [result](StreamEnd end) { result->set_value(std::move(end.status)); };
-  client.submit(std::move(job));
+  if (Status taken = client.submit(std::move(job)); !taken.ok())
+    return taken;
   if (future.wait_for(std::chrono::seconds(30)) != std::future_status::ready)
     return Error(ErrorCode::kTimeout, "the stream job never finished");
   return future.get();
