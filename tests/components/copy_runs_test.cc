@@ -28,11 +28,9 @@ struct Layout {
   uint64_t bytes = 0;
 };
 
-/// `count` ranges: the first 24 of lengths around a run's and a page's, then (in a longer
-/// list) one past kCrossMemoryParallelMin and tiny ones; on this side back to back for the
-/// first half (they merge into one entry), a byte apart after; on the other side in the
-/// reverse order, a byte apart (never merged).
-Layout layout(uint8_t* local, uint8_t* remote, size_t count) {
+/// The lengths of `count` ranges: the first 24 around a run's and a page's, then (in a longer
+/// list) one past kCrossMemoryParallelMin and tiny ones.
+std::vector<uint64_t> lengths_of(size_t count) {
   const uint64_t around[] = {1,    7,    detail::kKernelRun + 5, 4096, 100, 64 << 10, 3,
                              4095, 4097, detail::kKernelRun - 1, 2,    512};
   const uint64_t tiny[] = {1, 7, 100, 3, 2, 512, 33};
@@ -41,6 +39,22 @@ Layout layout(uint8_t* local, uint8_t* remote, size_t count) {
     length[i] = i < 24    ? around[i % std::size(around)]
                 : i == 24 ? kCrossMemoryParallelMin + 4099
                           : tiny[i % std::size(tiny)];
+  return length;
+}
+
+/// Bytes either side of a list of `length` needs (each range and a byte after it).
+uint64_t extent(const std::vector<uint64_t>& length) {
+  uint64_t n = 1;
+  for (uint64_t l : length)
+    n += l + 1;
+  return n;
+}
+
+/// Ranges of `length`: on this side back to back for the first half (they merge into one
+/// entry), a byte apart after; on the other side in the reverse order, a byte apart (never
+/// merged).
+Layout layout(uint8_t* local, uint8_t* remote, const std::vector<uint64_t>& length) {
+  const size_t count = length.size();
   Layout out;
   out.spans.resize(count);
   uint64_t at = 0;
@@ -58,11 +72,6 @@ Layout layout(uint8_t* local, uint8_t* remote, size_t count) {
   return out;
 }
 
-/// Bytes a side of `layout` needs.
-uint64_t extent(const Layout& l) {
-  return l.bytes + l.spans.size() + 1;
-}
-
 TEST(CopyRuns, ListsOfEveryShapeArriveWholeInEveryClassAndNothingElseIsTouched) {
   struct Shape {
     size_t count;
@@ -76,9 +85,9 @@ TEST(CopyRuns, ListsOfEveryShapeArriveWholeInEveryClassAndNothingElseIsTouched) 
       for (bool to_remote : {false, true}) {
         SCOPED_TRACE(std::string(shape.what) + ", " + priority_name(p) +
                      (to_remote ? ", into the other side" : ", out of the other side"));
-        Layout probe = layout(nullptr, nullptr, shape.count);
-        std::vector<uint8_t> local(extent(probe)), remote(extent(probe));
-        Layout l = layout(local.data(), remote.data(), shape.count);
+        const std::vector<uint64_t> length = lengths_of(shape.count);
+        std::vector<uint8_t> local(extent(length)), remote(extent(length));
+        Layout l = layout(local.data(), remote.data(), length);
         if (shape.count > 12) {
           ASSERT_GT(l.bytes, kCrossMemoryParallelMin) << "the list would run in one part";
         }

@@ -65,7 +65,9 @@ TEST(CpuShare, Inv1_EveryByteArrivesInOrderInEveryClassOneRangeOrMany) {
   for (Priority p : {Priority::kLatency, Priority::kBulk, Priority::kBackground}) {
     for (bool pieces : {false, true}) {
       SCOPED_TRACE(std::string(priority_name(p)) + (pieces ? ", in pieces" : ", one range"));
-      auto [a, b] = socket_pair();
+      auto sockets = socket_pair();
+      Socket& a = sockets.first;
+      Socket& b = sockets.second;
       std::vector<uint8_t> got(kBytes, 0xEE);
       Status received;
       // The receiver shares as the sender does (both ends of a transfer run in its class).
