@@ -8,6 +8,7 @@ namespace caf_rdma {
 namespace {
 
 thread_local bool t_sharing = false;
+thread_local uint64_t t_since_yield = 0;  ///< bytes moved since this thread last yielded
 
 }  // namespace
 
@@ -23,9 +24,26 @@ bool CpuShare::sharing() {
   return t_sharing;
 }
 
-void CpuShare::after_run() {
-  if (t_sharing)
+void CpuShare::cut(msghdr& m, uint64_t bytes) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < m.msg_iovlen; ++i) {
+    if (m.msg_iov[i].iov_len >= bytes - total) {
+      m.msg_iov[i].iov_len = bytes - total;
+      m.msg_iovlen = i + 1;
+      return;
+    }
+    total += m.msg_iov[i].iov_len;
+  }
+}
+
+void CpuShare::after_run(uint64_t bytes, bool more) {
+  if (!t_sharing)
+    return;
+  t_since_yield += bytes;
+  if (more && t_since_yield >= kShareRun) {
     ::sched_yield();
+    t_since_yield = 0;
+  }
 }
 
 }  // namespace caf_rdma

@@ -1,6 +1,6 @@
-// KillableCopy: one process_vm_readv / process_vm_writev call run in a task of its own that
-// shares this process's memory, so that a call the other process keeps stuck in the kernel
-// can be ended at a deadline or a withdrawal. No CAF.
+// KillableCopy: one process_vm_readv / process_vm_writev copy (made in short calls, invariant
+// 6) run in a task of its own that shares this process's memory, so that a call the other
+// process keeps stuck in the kernel can be ended at a deadline or a withdrawal. No CAF.
 //
 // Why a task of its own: the kernel pins the other process's pages one by one, and a page the
 // other process keeps from faulting in (a userfaultfd range nobody serves) puts the caller to
@@ -35,12 +35,14 @@
 //     process's nice value (priority.h invariant 3), set by the child on itself as it starts: a
 //     bulk copy is favoured less than a latency-class one on a busy core, and the calling
 //     thread's own priority never changes. The child makes a job's copy in system calls of at
-//     most kKernelRun (256 KiB; copy_task_child.h), and a bulk or background child yields
-//     between them: a task that wakes on its core (a latency-class copy, the threads that
-//     serve it and wait for it) runs within one such call (about 30 us), not after the
-//     scheduler's slice (1.4 ms on 2 cores; a kernel without preemption cannot cut a call
-//     short). Measured: the 8-byte same-host read's p99 while a 1 GiB pull runs went from
-//     0.9-1.9 ms in most runs to 0.02-0.19 ms (bench/latency_under_load.h).
+//     most kKernelRun (256 KiB) and kRunIov ranges a side (copy_task_child.h), and a bulk or
+//     background child yields its core after each kKernelRun bytes while more remain: a task
+//     that wakes on its core (a latency-class copy, the threads that serve it and wait for it)
+//     runs within one such call (about 30 us), not after the scheduler's slice (1.4 ms on 2
+//     cores), when both are in one scheduling group (EEVDF's yield acts within the group: in
+//     another cgroup or autogroup, the group's own slice still holds). Measured: the 8-byte
+//     same-host read's p99 while a 1 GiB pull runs went from 0.9-1.9 ms in most runs to 0.02-0.19
+//     ms (bench/latency_under_load.h).
 #pragma once
 
 #include <sys/types.h>
@@ -53,7 +55,8 @@
 
 namespace caf_rdma {
 
-/// How one call ended: `moved` bytes (>= 0) or `err` (an errno; ECHILD: the task was killed by
+/// How one job ended: `moved` bytes (>= 0: its calls' up to the first short or failed one, which
+/// the caller resumes), or `err` (an errno of its first call; ECHILD: the task was killed by
 /// another, e.g. the OOM killer), or `stopped` (invariant 3).
 struct VmCopyEnd {
   ssize_t moved = 0;
@@ -62,8 +65,9 @@ struct VmCopyEnd {
   bool no_task = false;  ///< `err` is the copy task's creation's (invariant 4): nothing ran
 };
 
-/// One process_vm_* call's arguments: iovec arrays of this process (`mine`) and of the other
-/// (`theirs`), each at most IOV_MAX long, kept by the caller until the call returns.
+/// One copy job's arguments (as one process_vm_* call's; the child makes it in calls of at most
+/// kKernelRun bytes, invariant 6): iovec arrays of this process (`mine`) and of the other
+/// (`theirs`), each at most IOV_MAX long, kept by the caller until the job returns.
 struct VmCopyJob {
   const iovec* mine = nullptr;
   unsigned long mine_count = 0;

@@ -338,19 +338,6 @@ private:
 /// the next byte lasts longer than `stall` (when > 0); with a `stop` flag, only until it is set
 /// (looked at before every call that touches the pieces, and at least every kStopLook while
 /// waiting): the bytes moved, all of them unless stopped.
-/// Cuts message `m` to its first `bytes` bytes (cpu_share.h invariant 1).
-void cut_message(msghdr& m, uint64_t bytes) {
-  uint64_t total = 0;
-  for (size_t i = 0; i < m.msg_iovlen; ++i) {
-    if (m.msg_iov[i].iov_len >= bytes - total) {
-      m.msg_iov[i].iov_len = bytes - total;
-      m.msg_iovlen = i + 1;
-      return;
-    }
-    total += m.msg_iov[i].iov_len;
-  }
-}
-
 Result<uint64_t> move_all(const Socket& s, const iovec* pieces, size_t count, Deadline deadline,
                           const std::string& what, bool sending, std::chrono::milliseconds stall,
                           const std::atomic<bool>* stop) {
@@ -407,6 +394,7 @@ Result<uint64_t> move_all(const Socket& s, const iovec* pieces, size_t count, De
     done += *k;
     at.advance(*k);
     if (*k > 0) {
+      CpuShare::after_run(*k, done < n);  // cpu_share.h invariant 1 (a TLS record a call)
       moved();
       if (out_of_time())
         return waited_out();
@@ -425,13 +413,13 @@ Result<uint64_t> move_all(const Socket& s, const iovec* pieces, size_t count, De
     } else {
       msghdr m = at.next_message(scratch);
       if (CpuShare::sharing())
-        cut_message(m, kShareRun);
+        CpuShare::cut(m, kShareRun);
       k = sending ? ::sendmsg(s.fd(), &m, MSG_NOSIGNAL) : ::recvmsg(s.fd(), &m, 0);
     }
     if (k > 0) {
       done += static_cast<uint64_t>(k);
       at.advance(static_cast<uint64_t>(k));
-      CpuShare::after_run();
+      CpuShare::after_run(static_cast<uint64_t>(k), done < n);
       moved();
       if (out_of_time())
         return waited_out();

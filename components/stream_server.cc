@@ -53,7 +53,7 @@ Result<std::unique_ptr<StreamServer>> StreamServer::start(const std::string& hos
   if (limits.workers == 0 || limits.max_connections == 0 || limits.max_per_host == 0 ||
       limits.max_unauthenticated == 0 || limits.max_unauthenticated_per_host == 0 ||
       limits.header_timeout.count() <= 0 || limits.auth_timeout.count() <= 0 ||
-      limits.priority_aging.count() <= 0)
+      limits.priority_aging.count() <= 0 || limits.priority_aging > kMaxAging)
     return Error(ErrorCode::kInvalidArgument,
                  "stream channel: workers, connection limits (max_connections " +
                      std::to_string(limits.max_connections) + ", max_per_host " +
@@ -61,7 +61,9 @@ Result<std::unique_ptr<StreamServer>> StreamServer::start(const std::string& hos
                      std::to_string(limits.max_unauthenticated) +
                      ", max_unauthenticated_per_host " +
                      std::to_string(limits.max_unauthenticated_per_host) +
-                     "), header_timeout, auth_timeout and priority_aging must be > 0");
+                     "), header_timeout and auth_timeout must be > 0, priority_aging in 1 ns.." +
+                     std::to_string(kMaxAging.count()) + " ms (" +
+                     std::to_string(limits.priority_aging.count()) + " ns)");
   auto listener = listen_tcp(host, 0);
   if (!listener.ok())
     return listener.error().with_context("stream channel");

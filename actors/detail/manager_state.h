@@ -71,12 +71,12 @@
 //     cancelled list's worker starts no further step and cancels the one in flight.
 // 25. Classes and deadlines order the waits: ops waiting for this manager's stream threads
 //     (components/stream_client.h invariant 9), its bounce buffers (staged_path.h invariant 4)
-//     or an owner's fetch window (chunk_path.h invariant 2), and ops parked while a lost link
-//     is made again (manager/link_recovery.h invariant 13), take them by priority class,
+//     or an owner's fetch window (chunk_path.h invariant 2) take them by priority class,
 //     strict priority with aging (components/class_queue.h), earliest deadline first within a
 //     class, equal deadlines in arrival order (enqueue_waiting); a stream op that cannot end by
 //     its deadline behind what waits ahead of it is refused up front (stream_path.h invariant
-//     6).
+//     6). Ops parked while a lost link is made again (manager/link_recovery.h invariant 13)
+//     resume together, most urgent class first, each class by deadline.
 // 26. Classes have queue pairs of their own: a latency or background RDMA op runs whole on its
 //     class's queue pair to its peer, never behind bulk work, and carries its class's traffic
 //     class and service level; only bulk ops are striped (manager/rails.h).

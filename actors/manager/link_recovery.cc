@@ -166,7 +166,7 @@ void LinkRecovery::adopt(Peer& p, const caf::actor& proxy) {
   p.reconnecting = false;
   p.link_lost.clear();
   p.down_reason.clear();
-  ClassQueue<OpId> parked;  // by class, then deadline (manager invariant 25)
+  ClassQueue<OpId> parked;  // all of them, most urgent class first, by deadline (invariant 25)
   for (OpId id : p.parked)
     if (m_.op_record(id) != nullptr)  // else it ended while it waited
       m_.enqueue_waiting(parked, id);

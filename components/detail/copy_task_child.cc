@@ -42,20 +42,15 @@ inline long raw_syscall(long n, long a1, long a2, long a3, long a4, long a5, lon
 #endif
 }
 
-/// A position in an iovec array: range `i`, `off` bytes into it.
-struct IovCursor {
-  const iovec* v;
-  unsigned long n;
-  unsigned long i = 0;
-  uint64_t off = 0;
-};
-
-/// How many bytes (at most `budget`) the next kRunIov ranges from `c` hold.
+/// How many bytes (at most `budget`) the next kRunIov non-empty ranges from `c` hold.
 uint64_t reach(IovCursor c, uint64_t budget) {
   uint64_t total = 0;
-  for (unsigned long k = 0; c.i < c.n && k < kRunIov && total < budget; ++k, ++c.i, c.off = 0) {
+  for (unsigned long k = 0; c.i < c.n && k < kRunIov && total < budget; ++c.i, c.off = 0) {
     const uint64_t left = c.v[c.i].iov_len - c.off;
+    if (left == 0)
+      continue;  // an empty range takes no entry
     total += left < budget - total ? left : budget - total;
+    ++k;
   }
   return total;
 }
@@ -92,31 +87,41 @@ long run_job(const CopyJobs& s) {
   iovec m[kRunIov];
   iovec t[kRunIov];
   long moved = 0;
+  uint64_t since_yield = 0;
   for (;;) {
-    const uint64_t a = reach(mine, kKernelRun);
-    const uint64_t b = reach(theirs, kKernelRun);
-    const uint64_t bytes = a < b ? a : b;
+    unsigned long mk = 0, tk = 0;
+    const uint64_t bytes = next_run(mine, theirs, m, &mk, t, &tk);
     if (bytes == 0)
       return moved;
-    const unsigned long mk = take(mine, bytes, m);
-    const unsigned long tk = take(theirs, bytes, t);
+    // A bulk or background copy lets a task waiting for this core run first, once per
+    // kKernelRun bytes and only while more remain (killable_copy.h invariant 6). Alone on its
+    // core, it goes on at once.
+    if (s.nice != 0 && since_yield >= kKernelRun) {
+      raw_syscall(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
+      since_yield = 0;
+    }
     const long r = raw_syscall(call, s.pid, reinterpret_cast<long>(m), static_cast<long>(mk),
                                reinterpret_cast<long>(t), static_cast<long>(tk), 0);
     if (r < 0)
       return moved > 0 ? moved : r;
     moved += r;
+    since_yield += static_cast<uint64_t>(r);
     if (static_cast<uint64_t>(r) < bytes)
       return moved;
-    // A bulk or background copy lets a task waiting for this core run first (the scheduler
-    // would let it finish its slice, 1.4 ms on 2 cores, before a latency-class copy, or the
-    // threads that serve and wait for one, ran: killable_copy.h invariant 6). Alone on its
-    // core, it goes on at once.
-    if (s.nice != 0)
-      raw_syscall(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
   }
 }
 
 }  // namespace
+
+uint64_t next_run(IovCursor& mine, IovCursor& theirs, iovec* m, unsigned long* mk, iovec* t,
+                  unsigned long* tk) {
+  const uint64_t a = reach(mine, kKernelRun);
+  const uint64_t b = reach(theirs, kKernelRun);
+  const uint64_t bytes = a < b ? a : b;
+  *mk = bytes == 0 ? 0 : take(mine, bytes, m);
+  *tk = bytes == 0 ? 0 : take(theirs, bytes, t);
+  return bytes;
+}
 
 int run_copy_jobs(void* arg) {
   auto* s = static_cast<CopyJobs*>(arg);

@@ -23,14 +23,28 @@ inline void cpu_relax() {
 #endif
 }
 
-/// Bytes per system call the child makes (a job is cut into calls of at most this many). The
-/// kernel copies a call's pinned pages (up to 4 MiB at a time) with no point where it may
-/// reschedule, and a kernel built without preemption (PREEMPT_NONE) reschedules a task only at
-/// such points; a call's return is one. With the yield between calls (run_copy_jobs) this bounds
-/// how long a bulk copy keeps a core from a task waking there (killable_copy.h invariant 6).
+/// Bytes per system call the child makes (a job is made in calls of at most this many). The
+/// scheduler lets a running task keep its core for its slice (1.4 ms on 2 cores) when another
+/// task wakes there, and a kernel without preemption (PREEMPT_NONE) switches tasks only where
+/// a call reschedules or returns: a bulk child yields after each run while more remain
+/// (run_job), which ends its slice (killable_copy.h invariant 6).
 constexpr uint64_t kKernelRun = 256 << 10;
-/// Ranges per side of one such call (its iovec arrays are on the child's stack).
-constexpr unsigned long kRunIov = 64;
+/// Ranges per side of one such call (its iovec arrays are on the child's 64 KiB stack).
+constexpr unsigned long kRunIov = 256;
+
+/// A position in an iovec array: range `i`, `off` bytes into it.
+struct IovCursor {
+  const iovec* v = nullptr;
+  unsigned long n = 0;
+  unsigned long i = 0;
+  uint64_t off = 0;
+};
+
+/// The next run of a job from cursors `mine` and `theirs` (which it moves past it): at most
+/// kKernelRun bytes and kRunIov non-empty ranges a side, the same bytes on both sides, written
+/// to `m` and `t` (kRunIov entries each) with their counts; its bytes (0: the job is done).
+uint64_t next_run(IovCursor& mine, IovCursor& theirs, iovec* m, unsigned long* mk, iovec* t,
+                  unsigned long* tk);
 
 /// What a copy task and its creator share: the child writes `result` and `done`, and nothing
 /// else of this process's but the memory its calls move.

@@ -6,6 +6,8 @@
 // ranges that merge on one side only (the two sides' arrays differ), a copy large enough to run
 // in parts on several threads (cross_memory.h invariant 4). Copies within this process (its
 // own pid), both directions, every byte checked.
+#include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -119,6 +121,86 @@ TEST(CopyRuns, ListsOfEveryShapeArriveWholeInEveryClassAndNothingElseIsTouched) 
         }
       }
     }
+  }
+}
+
+TEST(CopyRuns, EachRunStaysWithinItsBytesAndRangesCoversTheJobInOrderAndSkipsEmptyRanges) {
+  // This side: an empty range, 10 bytes, 300 empty ranges, 300 KiB, 400 ranges of 1 byte, 5
+  // bytes; the other side: the same bytes as 2 ranges (one of them past a run) and an empty
+  // one between.
+  std::vector<uint8_t> a(10 + (300 << 10) + 400 + 5), b(a.size());
+  std::vector<iovec> mine{{a.data(), 0}, {a.data(), 10}};
+  for (int i = 0; i < 300; ++i)
+    mine.push_back({a.data() + 10, 0});
+  mine.push_back({a.data() + 10, 300 << 10});
+  uint64_t at = 10 + (300 << 10);
+  for (int i = 0; i < 400; ++i, ++at)
+    mine.push_back({a.data() + at, 1});
+  mine.push_back({a.data() + at, 5});
+  const std::vector<iovec> theirs{{b.data(), 7}, {b.data() + 7, 0}, {b.data() + 7, b.size() - 7}};
+  detail::IovCursor m{mine.data(), mine.size()}, t{theirs.data(), theirs.size()};
+  iovec mv[detail::kRunIov], tv[detail::kRunIov];
+  uint64_t a_at = 0, b_at = 0, runs = 0;
+  for (;;) {
+    unsigned long mk = 0, tk = 0;
+    const uint64_t bytes = detail::next_run(m, t, mv, &mk, tv, &tk);
+    if (bytes == 0)
+      break;
+    ++runs;
+    ASSERT_LE(bytes, detail::kKernelRun) << "run " << runs;
+    ASSERT_LE(mk, detail::kRunIov);
+    ASSERT_LE(tk, detail::kRunIov);
+    uint64_t ms = 0, ts = 0;
+    // Each side's entries continue the job where the last run ended, none empty.
+    for (unsigned long i = 0; i < mk; ++i) {
+      ASSERT_GT(mv[i].iov_len, 0u) << "an empty entry in run " << runs;
+      ASSERT_EQ(static_cast<uint8_t*>(mv[i].iov_base), a.data() + a_at) << "run " << runs;
+      a_at += mv[i].iov_len;
+      ms += mv[i].iov_len;
+    }
+    for (unsigned long i = 0; i < tk; ++i) {
+      ASSERT_GT(tv[i].iov_len, 0u) << "an empty entry in run " << runs;
+      ASSERT_EQ(static_cast<uint8_t*>(tv[i].iov_base), b.data() + b_at) << "run " << runs;
+      b_at += tv[i].iov_len;
+      ts += tv[i].iov_len;
+    }
+    ASSERT_EQ(ms, bytes);
+    ASSERT_EQ(ts, bytes);
+  }
+  EXPECT_EQ(a_at, a.size()) << "the runs did not cover the job";
+  EXPECT_EQ(b_at, b.size());
+  EXPECT_GE(runs, 3u) << "300 KiB and 400 ranges in fewer than 3 runs";
+}
+
+TEST(CopyRuns, ACopyThatMeetsAnUnmappedPageMovesTheBytesBeforeItThenSaysWhy) {
+  const uint64_t kPage = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t kBefore = 2 * detail::kKernelRun + 3 * kPage;  // past two runs
+  const uint64_t kLen = kBefore + 4 * kPage;
+  for (Priority p : {Priority::kLatency, Priority::kBulk}) {
+    SCOPED_TRACE(priority_name(p));
+    void* area = ::mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(area, MAP_FAILED);
+    auto* theirs = static_cast<uint8_t*>(area);
+    for (uint64_t i = 0; i < kLen; ++i)
+      theirs[i] = static_cast<uint8_t>((i * 131 + 7) % 251);
+    ASSERT_EQ(::munmap(theirs + kBefore, kPage), 0);  // the hole
+    std::vector<uint8_t> mine(kLen, 0xEE);
+    const CopySpan span{mine.data(), reinterpret_cast<uint64_t>(theirs), kLen};
+    bool refused = false;
+    Status st = cross_memory_copy_list(::getpid(), &span, 1, false,
+                                       std::chrono::steady_clock::now() + std::chrono::seconds(30),
+                                       "buffer 9 offset 0", &refused, nullptr, {}, p);
+    ASSERT_FALSE(st.ok()) << "a copy over an unmapped page succeeded";
+    EXPECT_FALSE(refused) << "bytes moved, yet it says the kernel refused before any";
+    EXPECT_EQ(st.error().code(), ErrorCode::kInvalidArgument) << st.error().message();
+    EXPECT_NE(st.error().message().find("buffer 9 offset 0"), std::string::npos)
+        << st.error().message();
+    for (uint64_t i = 0; i < kBefore; ++i)
+      ASSERT_EQ(mine[i], theirs[i]) << "byte " << i << ", before the hole, did not arrive";
+    for (uint64_t i = kBefore; i < kLen; ++i)
+      ASSERT_EQ(mine[i], 0xEE) << "byte " << i << ", at or past the hole, was written";
+    ::munmap(theirs, kBefore);
+    ::munmap(theirs + kBefore + kPage, kLen - kBefore - kPage);
   }
 }
 

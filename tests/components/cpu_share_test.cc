@@ -47,6 +47,27 @@ TEST(CpuShare, Inv1Inv2_BulkAndBackgroundScopesShareLatencyOnesDoNotAndScopesNes
   EXPECT_FALSE(other) << "a scope reached another thread";
 }
 
+TEST(CpuShare, Inv1_AMessageIsCutToItsFirstBytesAndAShorterOneIsLeftAsItIs) {
+  uint8_t bytes[64];
+  iovec v[3] = {{bytes, 10}, {bytes + 10, 20}, {bytes + 30, 30}};
+  msghdr m{};
+  m.msg_iov = v;
+  m.msg_iovlen = 3;
+  CpuShare::cut(m, 25);  // inside the second entry
+  EXPECT_EQ(m.msg_iovlen, 2u);
+  EXPECT_EQ(v[0].iov_len, 10u);
+  EXPECT_EQ(v[1].iov_len, 15u);
+  CpuShare::cut(m, 10);  // at the end of the first
+  EXPECT_EQ(m.msg_iovlen, 1u);
+  EXPECT_EQ(v[0].iov_len, 10u);
+  iovec w[2] = {{bytes, 10}, {bytes + 10, 20}};
+  m.msg_iov = w;
+  m.msg_iovlen = 2;
+  CpuShare::cut(m, 100);  // longer than the message
+  EXPECT_EQ(m.msg_iovlen, 2u);
+  EXPECT_EQ(w[0].iov_len + w[1].iov_len, 30u);
+}
+
 /// A connected pair of non-blocking stream sockets.
 std::pair<Socket, Socket> socket_pair() {
   int fds[2] = {-1, -1};
