@@ -12,7 +12,8 @@ namespace caf_rdma::bench {
 
 struct LoadBenchOptions {
   uint64_t bulk_bytes = 1ull << 30;  ///< the bulk pull's size (--load-bytes)
-  /// 8-byte reads idle, and again under load, per round (two rounds: the CI bench's time).
+  /// 8-byte reads idle, and again under load, per round (--load-reads; two rounds: the CI
+  /// bench's time).
   int iters = 1000;
   /// Of bench/node_pair.h's transports ("rdma-manager": the reads and the pull through the
   /// manager, read_async: an actor's way, on the managers' and the class queue pairs).

@@ -79,7 +79,7 @@ constexpr const char* kUsage =
     "                  [--busy-poll-us US] [--kv-pool BYTES] [--long]\n"
     "                  [--kv-transports same-host,stream,rdma,rdma-manager]\n"
     "                  [--cancel-bytes BYTES] [--cancel-transports same-host,stream,rdma]\n"
-    "                  [--load-bytes BYTES] [--load-transports "
+    "                  [--load-bytes BYTES] [--load-reads N] [--load-transports "
     "same-host,stream,rdma,rdma-manager]\n"
     "  Bandwidth (RDMA WRITE and READ) per message size and 8-byte latency (median, p99) for\n"
     "  each path; registration cache timing; peak RSS. The local side uses CAF_RDMA_DEVICE\n"
@@ -106,7 +106,8 @@ constexpr const char* kUsage =
     "  too (the async calls with a token) (bench/cancel_latency.h; not in the default paths).\n"
     "  load: 8-byte reads idle and while another thread pulls --load-bytes (default 1G) over\n"
     "  and over, on each transport of --load-transports this host has: p50/p99 of both and\n"
-    "  their ratio; rdma-manager too (both through the manager: read_async)\n"
+    "  their ratio; rdma-manager too (both through the manager: read_async); --load-reads\n"
+    "  small reads a round (default 1000)\n"
     "  (bench/latency_under_load.h; not in the default paths).\n"
     "  --memory: the buffers of the paths through managers: host (default), std::vector memory\n"
     "  of the program registered with register_buffer; allocated, memory the library allocates\n"
@@ -950,7 +951,7 @@ int main(int argc, char** argv) {
                    {"--paths", "--sizes", "--bytes-per-size", "--lat-iters", "--peer-device",
                     "--scheduler-threads", "--tls", "--devices", "--peer-devices", "--stripe-qps",
                     "--memory", "--busy-poll-us", "--kv-pool", "--kv-transports", "--cancel-bytes",
-                    "--cancel-transports", "--load-bytes", "--load-transports"},
+                    "--cancel-transports", "--load-bytes", "--load-reads", "--load-transports"},
                    {"--help", "-h", "--lat-only", "--long"});
   if (!flags.ok()) {
     std::fprintf(stderr, "rdma_bench: %s\n%s", flags.error().message().c_str(), kUsage);
@@ -1038,6 +1039,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   load.bulk_bytes = *load_bytes;
+  auto load_reads = flags->get_u64("--load-reads", static_cast<uint64_t>(load.iters));
+  if (!load_reads.ok() || *load_reads < 100 || *load_reads > 1000000) {
+    std::fprintf(stderr, "rdma_bench: bad --load-reads (100..1000000: a p99 needs 100)\n");
+    return 2;
+  }
+  load.iters = static_cast<int>(*load_reads);
   for (auto [flag, list] : {std::pair{"--devices", &o.devices},
                             {"--peer-devices", &o.peer_devices},
                             {"--kv-transports", &kv_handoff.transports},
