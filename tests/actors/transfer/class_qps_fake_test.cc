@@ -107,6 +107,12 @@ protected:
     ASSERT_TRUE(*r) << what << ": " << error_message(r->error());
     EXPECT_EQ((*r)->bytes, n) << what;
   }
+  /// The requester manager's stats into `out`, or a failed test.
+  void manager_stats(ManagerStats* out) {
+    auto stats = call<ManagerStats>(manager(), stats_atom::value);
+    ASSERT_TRUE(stats) << error_message(stats.error());
+    *out = *stats;
+  }
   /// Bytes [at, at + n) here are the owner's.
   bool same(uint64_t at, uint64_t n) const {
     return std::equal(mine_.begin() + static_cast<long>(at),
@@ -158,9 +164,9 @@ TEST_F(ClassQueuePairs, ALatencyReadIsAnsweredWhileABulkReadHoldsTheManagersQueu
   ASSERT_NO_FATAL_FAILURE(expect_done(again, 8, "second latency read"));
   ASSERT_NO_FATAL_FAILURE(expect_done(bulk, kSize / 2, "bulk read"));
   EXPECT_TRUE(same(kSize - 128, 8) && same(0, kSize / 2)) << "a byte read is wrong";
-  auto stats = call<ManagerStats>(manager(), stats_atom::value);
-  ASSERT_TRUE(stats) << error_message(stats.error());
-  EXPECT_EQ(stats->handshakes, 2u) << "the managers' queue pair and the latency class's";
+  ManagerStats stats;
+  ASSERT_NO_FATAL_FAILURE(manager_stats(&stats));
+  EXPECT_EQ(stats.handshakes, 2u) << "the managers' queue pair and the latency class's";
   EXPECT_TRUE(quiet());
 }
 
@@ -210,9 +216,9 @@ TEST_F(ClassQueuePairs, OnlyBulkOpsAreStripedAndEachOtherClassRunsWholeOnItsOwn)
   run_jobs();
   ASSERT_NO_FATAL_FAILURE(expect_done(whole, kSize, "striped bulk read"));
   EXPECT_TRUE(same(0, kSize)) << "a byte of the striped read is wrong";
-  auto stats = call<ManagerStats>(manager(), stats_atom::value);
-  ASSERT_TRUE(stats) << error_message(stats.error());
-  EXPECT_EQ(stats->striped_ops, 1u) << "only the bulk read is striped";
+  ManagerStats stats;
+  ASSERT_NO_FATAL_FAILURE(manager_stats(&stats));
+  EXPECT_EQ(stats.striped_ops, 1u) << "only the bulk read is striped";
   EXPECT_TRUE(quiet());
 }
 
@@ -267,9 +273,9 @@ TEST_F(ClassQueuePairs, ALatencyOpWaitsForItsClassHandshakeOnlyNotForABulkOpsStr
   ASSERT_NO_FATAL_FAILURE(expect_done(urgent, 8, "latency read"));
   ASSERT_NO_FATAL_FAILURE(expect_done(whole, kSize / 2, "bulk read"));
   EXPECT_TRUE(same(kSize - 64, 8) && same(0, kSize / 2)) << "a byte read is wrong";
-  auto stats = call<ManagerStats>(manager(), stats_atom::value);
-  ASSERT_TRUE(stats) << error_message(stats.error());
-  EXPECT_EQ(stats->striped_ops, 1u) << "the bulk read was not striped";
+  ManagerStats stats;
+  ASSERT_NO_FATAL_FAILURE(manager_stats(&stats));
+  EXPECT_EQ(stats.striped_ops, 1u) << "the bulk read was not striped";
   EXPECT_TRUE(quiet());
 }
 
@@ -376,9 +382,9 @@ TEST_F(ClassQueuePairs, AClassQueuePairTheOwnerRefusesLeavesTheClassOnTheManager
     ASSERT_NO_FATAL_FAILURE(expect_done(r, 4096, "latency read"));
     EXPECT_TRUE(same(at, 4096)) << "a byte of the latency read is wrong";
   }
-  auto stats = call<ManagerStats>(manager(), stats_atom::value);
-  ASSERT_TRUE(stats) << error_message(stats.error());
-  EXPECT_EQ(stats->handshakes, 2u) << "the refused class handshake was tried again at once";
+  ManagerStats stats;
+  ASSERT_NO_FATAL_FAILURE(manager_stats(&stats));
+  EXPECT_EQ(stats.handshakes, 2u) << "the refused class handshake was tried again at once";
   EXPECT_TRUE(quiet());
 }
 
