@@ -138,6 +138,7 @@ caf::result<std::vector<TransferOutcome>> ManagerState::batch(std::vector<Transf
     start_op(OpId{ticket, i});
   }
   nic_.batching = false;
+  chunks_.send_held();  // its small fallback ops, packed (chunk_path.h invariant 5)
   for (auto& qp : nic_.queued_on)
     qp->post_queued();
   if (!nic_.queued_on.empty())

@@ -45,7 +45,7 @@
 //     Questions (dir_get, stats, peer_state) may come sealed as well (RdmaClient seals those it
 //     asks another node's facade, and takes only the sealed answer); they are answered sealed.
 //  7. Arrival: a peer request that carries its requester's time left (carries_time_left in
-//     actors/request_audience.h: store, atomic) reaches the manager with that `left_ms`
+//     actors/request_audience.h: store, store_list, atomic) reaches the manager with that `left_ms`
 //     replaced by an OwnerDue stamped when the facade took the request, so the manager can
 //     refuse one it takes up after that time (actors/transfer/chunk_path.h invariant 1). Time
 //     the request spent before the facade took it (the network, the facade's own mailbox) is

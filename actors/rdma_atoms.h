@@ -64,6 +64,10 @@ using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
 using read_ack_atom = caf::atom_constant<caf::atom("read_ack")>;
 /// Fallback transport, owner side: (id, offset, bytes) -> bytes stored.
 using store_atom = caf::atom_constant<caf::atom("store")>;
+/// Fallback transport, owner side, a packed fetch: (id, ranges) -> their bytes, in order.
+using fetch_list_atom = caf::atom_constant<caf::atom("fetch_ls")>;
+/// Fallback transport, owner side, a packed store: (id, ranges, bytes) -> bytes stored.
+using store_list_atom = caf::atom_constant<caf::atom("store_ls")>;
 /// Fallback transport, owner side: (id, offset, length, kind, timeout ms) -> StreamGrantMsg.
 using stream_grant_atom = caf::atom_constant<caf::atom("str_grant")>;
 /// Manager to manager: the initiator (the sender) closed a lane (lane id).

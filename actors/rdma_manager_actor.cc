@@ -306,6 +306,9 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       [=](fetch_atom, const BufferRef& ref, uint64_t offset, uint64_t length) {
         return self->state.windows.fetch(ref, offset, length);
       },
+      [=](fetch_list_atom, const BufferRef& ref, std::vector<PackedRange>& ranges) {
+        return self->state.windows.fetch(ref, std::move(ranges));
+      },
       [=](read_ack_atom, uint64_t token) { return token; },
       // store and atomic from the facade carry their arrival (detail::OwnerDue, peer_facade.h
       // invariant 7); in the public shape (a sender of this process) they arrive now.
@@ -317,6 +320,15 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       [=](store_atom, const BufferRef& ref, uint64_t offset, const ByteChunk& bytes,
           uint64_t receipt, const detail::OwnerDue& due) {
         return self->state.buffer_table.store(ref, offset, bytes, receipt, due);
+      },
+      [=](store_list_atom, const BufferRef& ref, const std::vector<PackedRange>& ranges,
+          const ByteChunk& bytes, uint32_t left_ms) {
+        return self->state.buffer_table.store_ranges(ref, ranges, bytes,
+                                                     detail::OwnerDue{self->clock().now(), left_ms});
+      },
+      [=](store_list_atom, const BufferRef& ref, const std::vector<PackedRange>& ranges,
+          const ByteChunk& bytes, const detail::OwnerDue& due) {
+        return self->state.buffer_table.store_ranges(ref, ranges, bytes, due);
       },
       [=](stream_grant_atom, const BufferRef& ref, uint64_t offset, uint64_t length, uint8_t kind,
           uint32_t timeout_ms) {
@@ -622,6 +634,8 @@ ManagerStats ManagerState::stats() const {
   s.polled_cqs = nic_.poller ? nic_.poller->sources() : 0;
   s.staged_chunks = counters_.staged_chunks;
   s.staged_overlapped = counters_.staged_overlapped;
+  s.packed_chunks = counters_.packed_chunks;
+  s.packed_ops = counters_.packed_ops;
   s.links_lost = counters_.links_lost;
   s.reconnects = counters_.reconnects;
   s.registrants = registrants.stats();

@@ -175,6 +175,19 @@ using peer_protocol_actor = caf::typed_actor<
     /// answered already: actors/transfer/chunk_path.h invariant 1).
     caf::replies_to<store_atom, BufferRef, uint64_t, ByteChunk, uint64_t, uint32_t>::with<uint64_t>,
 
+    /// Fallback transport, packed (actors/transfer/chunk_path.h invariant 5): the owner reads
+    /// `ranges` of the buffer (1 to kMaxPackedRanges, at most kMaxChunkBytes in all) and answers
+    /// their bytes one after the other. Every range is checked before any byte is copied: one
+    /// bad range refuses the whole request, naming it. Windows as for fetch (charged the total).
+    caf::replies_to<fetch_list_atom, BufferRef, std::vector<PackedRange>>::with<ByteChunk>,
+
+    /// Fallback transport, packed: the owner writes `bytes` into `ranges` of the buffer, the
+    /// first range's length of them into the first range and so on (their lengths add up to the
+    /// chunk's size). All ranges are checked first, and a late request is refused whole, as for
+    /// store: every range is stored or none. Replies with the number of bytes stored.
+    caf::replies_to<store_list_atom, BufferRef, std::vector<PackedRange>, ByteChunk,
+                    uint32_t>::with<uint64_t>,
+
     /// Fallback transport (transfers of at least `stream_min_bytes`): the owner checks `length`
     /// bytes at `offset` of the buffer for a read (kind 0) or write (1), holds the buffer, and
     /// grants one stream transfer of them within `timeout ms` (cut to max_timeout). Errors as

@@ -161,6 +161,8 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<QpInfoMsg>("caf_rdma::QpInfoMsg");
   cfg.add_message_type<ManagerStats>("caf_rdma::ManagerStats");
   cfg.add_message_type<ByteChunk>("caf_rdma::ByteChunk");
+  cfg.add_message_type<PackedRange>("caf_rdma::PackedRange");
+  cfg.add_message_type<std::vector<PackedRange>>("std::vector<caf_rdma::PackedRange>");
   cfg.add_message_type<StreamGrantMsg>("caf_rdma::StreamGrantMsg");
   cfg.add_message_type<WriteNotice>("caf_rdma::WriteNotice");
 }

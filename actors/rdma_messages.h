@@ -457,6 +457,22 @@ typename Inspector::result_type inspect(Inspector& f, StreamGrantMsg& x) {
 /// an owner allocate with one message.
 constexpr uint64_t kMaxChunkBytes = 64ull << 20;
 
+/// One range of a packed fallback request (fetch_list, store_list: the small ops of one batch
+/// to one buffer in one message, actors/transfer/chunk_path.h invariant 5): `length` bytes at
+/// `offset` of the owner's buffer.
+struct PackedRange {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, PackedRange& x) {
+  return f(caf::meta::type_name("caf_rdma::PackedRange"), x.offset, x.length);
+}
+
+/// Most ranges one packed request may name (an owner refuses more).
+constexpr size_t kMaxPackedRanges = 1024;
+
 /// The bytes of one fallback chunk. The sender points `data` at memory it keeps alive as long as
 /// `pin` lives (its registered buffer: no copy before serialization; `pin` is shared by every
 /// copy of the chunk, so the memory is held until the message carrying it is destroyed, i.e.
@@ -680,6 +696,10 @@ struct ManagerStats {
   /// copies ran while another chunk of the same transfer was on the NIC (copy/RDMA overlap).
   uint64_t staged_chunks = 0;
   uint64_t staged_overlapped = 0;
+  /// Fallback requests (CAF chunks) that each carried the ranges of several small ops of one
+  /// batch to one buffer (fetch_list, store_list), and the ops they carried.
+  uint64_t packed_chunks = 0;
+  uint64_t packed_ops = 0;
   /// Links to peer managers lost while the peer may live (remote_link_unreachable), and links
   /// made again to the same manager afterwards (by this manager's reconnect, or by the peer).
   uint64_t links_lost = 0;
@@ -722,7 +742,8 @@ typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
            x.registered_buffers, x.registered_bytes, x.served_fallback_bytes, x.stream_ops,
            x.stream_refused, x.stream_grants_asked, x.direct_ops, x.stream_lane_ops, x.lanes,
            x.busy_buffers, x.device_losses, x.device_reopens, x.facade_dropped, x.forged_answers,
-           x.shared_cq_qps, x.polled_cqs, x.staged_chunks, x.staged_overlapped, x.links_lost,
+           x.shared_cq_qps, x.polled_cqs, x.staged_chunks, x.staged_overlapped, x.packed_chunks,
+           x.packed_ops, x.links_lost,
            x.reconnects, x.no_rdma_reason, x.window_bytes, x.fetches_waiting, x.registrants,
            x.orphaned_buffers, x.notices_sent, x.notices_pending, x.notices_refused,
            x.notified_writes, x.rails, x.striped_ops, x.stripe_slices, x.stripe_failovers,

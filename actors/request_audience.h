@@ -61,6 +61,8 @@ inline constexpr RequestInfo kRequests[] = {
     {fetch_atom::get_value(), "fetch", Audience::kPeer},
     {read_ack_atom::get_value(), "read_ack", Audience::kPeer},
     {store_atom::get_value(), "store", Audience::kPeer},
+    {fetch_list_atom::get_value(), "fetch_list", Audience::kPeer},
+    {store_list_atom::get_value(), "store_list", Audience::kPeer},
     {stream_grant_atom::get_value(), "stream_grant", Audience::kPeer},
     {lane_drop_atom::get_value(), "lane_drop", Audience::kPeer},
     {device_gone_atom::get_value(), "device_gone", Audience::kPeer},
@@ -74,7 +76,8 @@ inline constexpr RequestInfo kRequests[] = {
 /// owner's facade puts the request's arrival beside it (detail::OwnerDue, peer_facade.h
 /// invariant 7), and the owner applies none of them after that time.
 constexpr bool carries_time_left(caf::atom_value atom) {
-  return atom == store_atom::get_value() || atom == atomic_atom::get_value();
+  return atom == store_atom::get_value() || atom == store_list_atom::get_value() ||
+         atom == atomic_atom::get_value();
 }
 
 /// The row of `atom`; null for an atom the manager does not serve.

@@ -13,6 +13,7 @@ namespace {
 const BenchTransport kTransports[] = {
     BenchTransport{"same-host", TransportMode::kFallback, true},
     BenchTransport{"stream", TransportMode::kFallback, false},
+    BenchTransport{"chunks", TransportMode::kFallback, false, false, true},
     BenchTransport{"rdma", TransportMode::kRdma, false},
     BenchTransport{"rdma-manager", TransportMode::kRdma, false, true},
 };
@@ -26,7 +27,7 @@ const BenchTransport* find_transport(const std::string& name) {
 }
 
 const char* transport_names() {
-  return "same-host, stream, rdma, rdma-manager";
+  return "same-host, stream, chunks, rdma, rdma-manager";
 }
 
 Result<std::unique_ptr<NodePair>> NodePair::start(const BenchTransport& t, uint64_t bytes,
@@ -36,6 +37,8 @@ Result<std::unique_ptr<NodePair>> NodePair::start(const BenchTransport& t, uint6
   opts.manager = base;
   opts.manager.mode = t.mode;
   opts.manager.same_host = t.same_host;
+  if (t.chunks_only)
+    opts.manager.stream_min_bytes = 0;
   std::unique_ptr<NodePair> p(new NodePair());
   auto owner = RdmaNode::start(opts);
   auto user = owner.ok() ? RdmaNode::start(opts) : Result<std::unique_ptr<RdmaNode>>(owner.error());

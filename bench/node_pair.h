@@ -25,6 +25,8 @@ struct BenchTransport {
   bool same_host;  ///< the owner's same-host endpoint (cross-memory attach) may carry it
   /// Lists go to the manager (post_async: its transfer_list request, an actor's way).
   bool via_manager = false;
+  /// No stream channel (stream_min_bytes 0): the fallback's CAF chunks carry everything.
+  bool chunks_only = false;
 };
 
 /// The byte a shape's source holds at `i` for `seed` (the benches check every byte against it).
@@ -33,7 +35,7 @@ inline uint8_t pattern(uint64_t i, uint32_t seed) {
 }
 
 /// "same-host" (the fallback over the owner's same-host endpoint), "stream" (the fallback's
-/// stream lane over TCP), "rdma" (the client's direct lane) or "rdma-manager" (RDMA through the
+/// stream lane over TCP), "chunks" (the fallback's CAF chunks, no stream channel), "rdma" (the client's direct lane) or "rdma-manager" (RDMA through the
 /// manager); null: none of these.
 const BenchTransport* find_transport(const std::string& name);
 /// The names find_transport knows, for a usage or an error: "same-host, stream, ...".

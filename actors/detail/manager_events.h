@@ -193,6 +193,8 @@ using manager_events_actor = caf::typed_actor<
     caf::reacts_to<WindowRetry>, caf::reacts_to<UseConnector>, caf::reacts_to<Reconnect>,
     caf::reacts_to<OrphanCheck>, caf::replies_to<GetFacade>::with<caf::actor>,
     caf::replies_to<store_atom, BufferRef, uint64_t, ByteChunk, uint64_t, OwnerDue>::with<uint64_t>,
+    caf::replies_to<store_list_atom, BufferRef, std::vector<PackedRange>, ByteChunk,
+                    OwnerDue>::with<uint64_t>,
     caf::replies_to<atomic_atom, BufferRef, uint64_t, uint8_t, uint64_t, uint64_t,
                     OwnerDue>::with<uint64_t>>;
 

@@ -279,15 +279,52 @@ std::string BufferTable::requester(const caf::node_id* node) const {
   return caf::to_string(sender ? sender->node() : m_.self()->node());
 }
 
-Result<ByteChunk> BufferTable::fetch_chunk(const BufferRef& ref, uint64_t offset, uint64_t length,
+Result<LocalBuffer*> BufferTable::owner_ranges(const BufferRef& ref,
+                                               const std::vector<PackedRange>& ranges, bool write,
+                                               uint64_t* total) {
+  const std::string what = std::string(write ? "store" : "fetch") + " of buffer " +
+                           std::to_string(ref.id) + " of " + m_.options().name;
+  if (ranges.empty() || ranges.size() > kMaxPackedRanges)
+    return Error(ErrorCode::kInvalidArgument,
+                 what + " names " + std::to_string(ranges.size()) +
+                     " ranges: a request names 1 to kMaxPackedRanges (" +
+                     std::to_string(kMaxPackedRanges) + ")");
+  LocalBuffer* b = nullptr;
+  uint64_t sum = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const PackedRange& r = ranges[i];
+    const std::string which = "range " + std::to_string(i) + " of " + std::to_string(ranges.size());
+    if (r.length == 0 && ranges.size() > 1)
+      return Error(ErrorCode::kInvalidArgument, what + ": " + which + " is empty");
+    auto one = owner_access(ref, r.offset, r.length, write);
+    if (!one.ok())  // a plain fetch (one range) says it as before
+      return ranges.size() > 1 ? one.error().with_context(which) : one.error();
+    b = *one;
+    sum += r.length;  // no overflow: each range fits the buffer, and there are few of them
+    if (sum > kMaxChunkBytes)
+      return Error(ErrorCode::kInvalidArgument,
+                   what + ": its ranges hold more than kMaxChunkBytes (" +
+                       std::to_string(kMaxChunkBytes) + ") at " + which);
+  }
+  *total = sum;
+  return b;
+}
+
+Result<ByteChunk> BufferTable::fetch_chunk(const BufferRef& ref,
+                                           const std::vector<PackedRange>& ranges,
                                            const std::string& requester) {
-  CAF_RDMA_ASSIGN_OR_RETURN(LocalBuffer * b, owner_access(ref, offset, length, false));
+  uint64_t length = 0;
+  CAF_RDMA_ASSIGN_OR_RETURN(LocalBuffer * b, owner_ranges(ref, ranges, false, &length));
   // A copy (out of host or GPU memory): the reply may be serialized after the buffer was
   // released and freed.
   ByteChunk c = ByteChunk::allocate(length);
   if (!c.owned)
     return Error(ErrorCode::kResourceExhausted, ByteChunk::no_memory(length, "fetch chunk"));
-  CAF_RDMA_RETURN_IF_ERROR(copy_out(*b, offset, c.owned.get(), length));
+  uint64_t at = 0;
+  for (const PackedRange& r : ranges) {
+    CAF_RDMA_RETURN_IF_ERROR(copy_out(*b, r.offset, c.owned.get() + at, r.length));
+    at += r.length;
+  }
   m_.counters().served_fallback_bytes += length;
   m_.served()->record(requester, kServedChunks, wire_kind(TransferKind::kRead), length);
   return c;
@@ -325,6 +362,40 @@ caf::result<uint64_t> BufferTable::store(const BufferRef& ref, uint64_t offset,
   m_.counters().served_fallback_bytes += bytes.size;
   m_.served()->record(requester(), kServedChunks, wire_kind(TransferKind::kWrite), bytes.size);
   return bytes.size;
+}
+
+caf::result<uint64_t> BufferTable::store_ranges(const BufferRef& ref,
+                                                const std::vector<PackedRange>& ranges,
+                                                const ByteChunk& bytes, const OwnerDue& due) {
+  if (Status st = in_time(due,
+                          "store of " + std::to_string(bytes.size) + " bytes in " +
+                              std::to_string(ranges.size()) + " ranges of buffer " +
+                              std::to_string(ref.id),
+                          "nothing was stored");
+      !st.ok())
+    return to_caf_error(st.error());
+  uint64_t total = 0;
+  auto b = owner_ranges(ref, ranges, true, &total);
+  if (!b.ok())
+    return to_caf_error(b.error());
+  if (total != bytes.size)
+    return make_rdma_error(ErrorCode::kInvalidArgument,
+                           "store of buffer " + std::to_string(ref.id) + " of " +
+                               m_.options().name + ": its " + std::to_string(ranges.size()) +
+                               " ranges hold " + std::to_string(total) + " bytes, its chunk " +
+                               std::to_string(bytes.size) + "; nothing was stored");
+  uint64_t at = 0;
+  for (const PackedRange& r : ranges) {
+    // Host memory cannot fail a copy after the checks; GPU memory can (said, with what landed).
+    if (Status st = copy_in(**b, r.offset, bytes.data + at, r.length); !st.ok())
+      return to_caf_error(
+          st.error().with_context(std::to_string(at) + " of " + std::to_string(total) +
+                                  " bytes of the store were stored before"));
+    at += r.length;
+  }
+  m_.counters().served_fallback_bytes += total;
+  m_.served()->record(requester(), kServedChunks, wire_kind(TransferKind::kWrite), total);
+  return total;
 }
 
 Result<uint64_t> BufferTable::apply_atomic(const BufferRef& ref, uint64_t offset, uint8_t kind,

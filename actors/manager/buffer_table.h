@@ -38,15 +38,22 @@ public:
 
   caf::result<BufferHandle> request_buffer(uint64_t addr, uint64_t size, uint8_t access);
   caf::result<uint64_t> release_buffer(uint64_t id);
-  /// A copy of [offset, offset + length) of the buffer for a fetch answer of `requester` (a
-  /// name requester() gave), after the owner's checks (served_ledger.h counts it).
-  Result<ByteChunk> fetch_chunk(const BufferRef& ref, uint64_t offset, uint64_t length,
+  /// A copy of `ranges` of the buffer, one after the other, for a fetch answer of `requester`
+  /// (a name requester() gave), after the owner's checks of every range (owner_ranges;
+  /// served_ledger.h counts it).
+  Result<ByteChunk> fetch_chunk(const BufferRef& ref, const std::vector<PackedRange>& ranges,
                                 const std::string& requester);
   /// A peer's chunk of a write (the current sender's), after the owner's checks; one of a
   /// notify write (`receipt` not 0) is recorded for its notice (write_receipts.h). Past `due`
   /// (invariant 23) nothing is stored: `timeout`.
   caf::result<uint64_t> store(const BufferRef& ref, uint64_t offset, const ByteChunk& bytes,
                               uint64_t receipt, const OwnerDue& due);
+  /// A peer's packed store (store_list, the current sender's): `bytes` into `ranges`, each
+  /// range its length of them in order, after every range was checked (owner_ranges) and the
+  /// lengths found to add up to the chunk; past `due` (invariant 23) nothing is stored. Every
+  /// range is stored, or none.
+  caf::result<uint64_t> store_ranges(const BufferRef& ref, const std::vector<PackedRange>& ranges,
+                                     const ByteChunk& bytes, const OwnerDue& due);
   /// The owner's side of an atomic (a peer's `atomic` request, or a local op): owner_access
   /// for a write of the 8-byte word at `offset`, which must be 8-byte aligned and in host
   /// memory, then the CPU atomic on it (invariant 14). Returns the word's old value.
@@ -69,6 +76,11 @@ public:
   /// the secret is its own, it is writable for a write, and [offset, offset + length) fits it.
   Result<LocalBuffer*> owner_access(const BufferRef& ref, uint64_t offset, uint64_t length,
                                     bool write);
+  /// owner_access for each of `ranges` (1 to kMaxPackedRanges of them, none empty, at most
+  /// kMaxChunkBytes in all): the buffer, with their total in `total`, or the first refusal,
+  /// naming the range ("range i of n").
+  Result<LocalBuffer*> owner_ranges(const BufferRef& ref, const std::vector<PackedRange>& ranges,
+                                    bool write, uint64_t* total);
   /// Invariant 23: ok while `due` has not passed, else `timeout` naming `what` and `outcome`.
   Status in_time(const OwnerDue& due, const std::string& what, const char* outcome) const;
   /// A zero-copy store chunk's hold on local buffer `id` ended (ChunkSent).

@@ -32,19 +32,24 @@ uint64_t charge_of(uint64_t length) {
 }  // namespace
 
 caf::result<ByteChunk> FetchWindows::fetch(const BufferRef& ref, uint64_t offset, uint64_t length) {
-  // Checked now (a bad request is refused at once) and again when it is served.
-  if (auto b = m_.buffer_table.owner_access(ref, offset, length, false); !b.ok())
-    return to_caf_error(b.error());
   if (length > kMaxChunkBytes)
     return make_rdma_error(ErrorCode::kInvalidArgument,
                            "fetch of " + std::to_string(length) + " bytes of buffer " +
                                std::to_string(ref.id) + " of " + m_.options().name +
                                ": a chunk has at most kMaxChunkBytes (" +
                                std::to_string(kMaxChunkBytes) + ")");
+  return fetch(ref, std::vector<PackedRange>{PackedRange{offset, length}});
+}
+
+caf::result<ByteChunk> FetchWindows::fetch(const BufferRef& ref, std::vector<PackedRange> ranges) {
+  // Checked now (a bad request is refused at once) and again when it is served.
+  uint64_t length = 0;
+  if (auto b = m_.buffer_table.owner_ranges(ref, ranges, false, &length); !b.ok())
+    return to_caf_error(b.error());
   const auto& sender = m_.self()->current_sender();
   if (!sender || sender->node() == m_.self()->node()) {
     // This node's own actors: no connection holds the answer.
-    auto c = m_.buffer_table.fetch_chunk(ref, offset, length, m_.buffer_table.requester());
+    auto c = m_.buffer_table.fetch_chunk(ref, ranges, m_.buffer_table.requester());
     if (!c.ok())
       return to_caf_error(c.error());
     return std::move(*c);
@@ -59,7 +64,7 @@ caf::result<ByteChunk> FetchWindows::fetch(const BufferRef& ref, uint64_t offset
   const uint64_t charge = charge_of(length);
   if (w.waiting.empty() && window_fits(w, charge)) {
     auto rp = m_.self()->make_response_promise<ByteChunk>();
-    serve_fetch(node, ref, offset, length, rp);
+    serve_fetch(node, ref, ranges, length, rp);
     maybe_forget_window(node);
     return rp;
   }
@@ -88,7 +93,7 @@ caf::result<ByteChunk> FetchWindows::fetch(const BufferRef& ref, uint64_t offset
   }
   auto rp = m_.self()->make_response_promise<ByteChunk>();
   auto wait = std::min(m_.options().window_wait, m_.options().max_timeout);
-  w.waiting.push_back(WaitingFetch{ref, offset, length, rp, m_.now() + wait});
+  w.waiting.push_back(WaitingFetch{ref, std::move(ranges), length, rp, m_.now() + wait});
   w.waiting_charge += charge;
   windows_waiting_ += charge;
   if (!w.direct)
@@ -110,10 +115,11 @@ bool FetchWindows::window_fits(const PeerWindow& w, uint64_t charge) const {
   return peer_ok && total_ok && indirect_ok;
 }
 
-void FetchWindows::serve_fetch(const caf::node_id& node, const BufferRef& ref, uint64_t offset,
-                               uint64_t length, caf::typed_response_promise<ByteChunk> rp) {
+void FetchWindows::serve_fetch(const caf::node_id& node, const BufferRef& ref,
+                               const std::vector<PackedRange>& ranges, uint64_t length,
+                               caf::typed_response_promise<ByteChunk> rp) {
   // Checked again: the buffer may have been released while the fetch waited.
-  auto c = m_.buffer_table.fetch_chunk(ref, offset, length, m_.buffer_table.requester(&node));
+  auto c = m_.buffer_table.fetch_chunk(ref, ranges, m_.buffer_table.requester(&node));
   if (!c.ok()) {
     rp.deliver(to_caf_error(c.error()));
     return;
@@ -322,7 +328,7 @@ void FetchWindows::open_windows() {
       WaitingFetch f = std::move(w.waiting.front());
       w.waiting.pop_front();
       unwait(w, charge);
-      serve_fetch(node, f.ref, f.offset, f.length, f.rp);
+      serve_fetch(node, f.ref, f.ranges, f.length, f.rp);
       progress = true;
     }
   }

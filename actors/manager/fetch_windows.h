@@ -30,6 +30,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "actors/manager/manager_part.h"
 #include "actors/rdma_messages.h"
@@ -39,8 +40,8 @@ namespace caf_rdma::detail {
 /// A fetch beyond its peer's window (or the total), waiting for it to open (invariant 12).
 struct WaitingFetch {
   BufferRef ref;
-  uint64_t offset = 0;
-  uint64_t length = 0;
+  std::vector<PackedRange> ranges;  ///< one for a plain fetch
+  uint64_t length = 0;              ///< the ranges' total
   caf::typed_response_promise<ByteChunk> rp;
   std::chrono::steady_clock::time_point due;
 };
@@ -73,6 +74,9 @@ public:
 
   /// A peer's fetch: served now, or waiting for its window (invariants 1, 2, 5).
   caf::result<ByteChunk> fetch(const BufferRef& ref, uint64_t offset, uint64_t length);
+  /// A peer's packed fetch (fetch_list): as a fetch of the ranges' total, every range checked
+  /// first (BufferTable::owner_ranges).
+  caf::result<ByteChunk> fetch(const BufferRef& ref, std::vector<PackedRange> ranges);
   /// WindowExpire: the oldest fetches waiting for `node`'s window that reached their deadline
   /// fail.
   void window_expire(const caf::node_id& node);
@@ -93,7 +97,8 @@ private:
   /// indirect share cannot hold.
   void trim_indirect_waiting(const caf::node_id& node, PeerWindow& w);
   /// Serves a fetch now (deliver, then the read_ack behind it), or an error.
-  void serve_fetch(const caf::node_id& node, const BufferRef& ref, uint64_t offset, uint64_t length,
+  void serve_fetch(const caf::node_id& node, const BufferRef& ref,
+                   const std::vector<PackedRange>& ranges, uint64_t length,
                    caf::typed_response_promise<ByteChunk> rp);
   /// Whether a fetch of `charge` fits `w`'s window and the total now.
   bool window_fits(const PeerWindow& w, uint64_t charge) const;

@@ -2,6 +2,8 @@
 #include "actors/transfer/chunk_path.h"
 
 #include <algorithm>
+#include <tuple>
+#include <utility>
 
 #include "actors/detail/manager_state.h"
 #include "actors/op_texts.h"
@@ -12,7 +14,177 @@ void ChunkPath::start(OpId id) {
   if (m_.peer_table.reachable(id) == nullptr)
     return;  // failed (down) or parked until its link is made again
   ops_.try_emplace(id);
+  if (m_.nic().batching && packable(id)) {
+    held_.push_back(id);  // invariant 5: leaves with the batch's other small ops (send_held)
+    return;
+  }
   pump(id);
+}
+
+bool ChunkPath::packable(OpId id) const {
+  const OpRecord& o = *m_.op_record(id);
+  return !is_atomic(o.op) && !o.op.notify && o.length > 0 &&
+         o.length < m_.options().fallback_chunk_bytes;
+}
+
+void ChunkPath::send_held() {
+  std::vector<OpId> held;
+  held.swap(held_);
+  // One pack open per owner, buffer (id and secret) and direction; a full one leaves at once.
+  using Key = std::tuple<caf::actor_addr, uint64_t, uint64_t, uint64_t, bool>;
+  std::map<Key, Pack> open;
+  const uint64_t most = m_.options().fallback_chunk_bytes;
+  for (OpId id : held) {
+    const OpRecord* o = m_.op_record(id);
+    if (o == nullptr || ops_.count(id) == 0)
+      continue;  // ended while the batch started (its transfer failed)
+    const BufferRef ref = ref_of(o->op.remote);
+    Pack& p = open[Key{o->peer, ref.id, ref.secret_hi, ref.secret_lo, o->is_read()}];
+    if (!p.ops.empty() && (p.bytes + o->length > most || p.ops.size() == kMaxPackedRanges))
+      launch_pack(std::exchange(p, Pack{}));
+    p.ops.push_back(id);
+    p.bytes += o->length;
+  }
+  for (auto& [key, p] : open)
+    launch_pack(std::move(p));
+}
+
+void ChunkPath::launch_pack(Pack p) {
+  // Ops that ended while the pack waited (timed out, cancelled, failed) leave it.
+  auto ended = [this](OpId id) { return m_.op_record(id) == nullptr || ops_.count(id) == 0; };
+  p.ops.erase(std::remove_if(p.ops.begin(), p.ops.end(), ended), p.ops.end());
+  if (p.ops.empty())
+    return;
+  if (p.ops.size() == 1) {  // alone: a chunk of its own, as any op
+    ops_.at(p.ops.front()).next_offset = 0;
+    return pump(p.ops.front());
+  }
+  p.bytes = 0;
+  for (OpId id : p.ops) {
+    ops_.at(id).next_offset = m_.op_record(id)->length;  // its bytes leave in the pack only
+    p.bytes += m_.op_record(id)->length;
+  }
+  const OpId lead = p.ops.front();
+  const OpRecord& o = *m_.op_record(lead);
+  if (!o.is_read()) {
+    if (m_.now() >= m_.transfer_of(lead).due) {  // invariant 1: nothing leaves past it
+      for (OpId id : p.ops)
+        pump(id);  // each settles as past its deadline, nothing stored
+      return;
+    }
+    return send_store_pack(p);
+  }
+  Peer& owner = m_.peer_table.peers().at(o.peer);
+  const uint64_t charge = std::max(p.bytes, kWindowMinCharge);
+  if (owner.fetching > 0 && owner.fetching + charge > m_.options().peer_window_bytes) {
+    ops_.at(lead).fetch_queued = true;  // invariant 2, the pack as one entry
+    queued_packs_[lead] = std::move(p);
+    m_.enqueue_waiting(owner.fetch_queue, lead);
+    return;
+  }
+  owner.fetching += charge;
+  ask_fetch_pack(p, charge);
+}
+
+void ChunkPath::ask_fetch_pack(const Pack& p, uint64_t charge) {
+  const OpRecord& lead = *m_.op_record(p.ops.front());
+  const caf::actor_addr key = lead.peer;
+  const uint64_t link = m_.peer_table.peers().at(key).link;
+  std::vector<PackedRange> ranges;
+  std::vector<std::pair<OpId, uint64_t>> parts;  // each op and its length, in request order
+  ranges.reserve(p.ops.size());
+  parts.reserve(p.ops.size());
+  for (OpId id : p.ops) {
+    const OpRecord& o = *m_.op_record(id);
+    ranges.push_back(PackedRange{o.op.remote_offset, o.length});
+    parts.emplace_back(id, o.length);
+    ++ops_.at(id).in_flight;
+  }
+  ++m_.counters().packed_chunks;
+  m_.counters().packed_ops += p.ops.size();
+  m_.peer_table
+      .peer_request(lead.op.remote.owner, chunk_timeout(p.ops.front()), fetch_list_atom::value,
+                    ref_of(lead.op.remote), std::move(ranges))
+      .then(
+          [this, parts, total = p.bytes, key, charge, link](ByteChunk& data) {
+            fetch_answered(key, charge, link);
+            uint64_t at = 0;  // the answer holds each op's bytes in request order
+            for (const auto& [id, n] : parts) {
+              const uint64_t from = at;
+              at += n;
+              const OpRecord* o = m_.op_record(id);
+              if (o == nullptr || ops_.count(id) == 0)
+                continue;  // ended meanwhile: its late data is dropped (invariant 1)
+              if (data.size != total) {  // invariant 3
+                m_.finish_op(id, outcome_of(Error(
+                                     ErrorCode::kInternal,
+                                     "fallback read chunk of " + std::to_string(total) +
+                                         " bytes (a pack of " + std::to_string(parts.size()) +
+                                         " reads) came back with " + std::to_string(data.size))));
+                continue;
+              }
+              Status st = m_.buffer_table.copy_in(m_.buffer_table.buffers().at(o->op.local.id),
+                                                  o->op.local_offset, data.data + from, n);
+              if (!st.ok()) {
+                m_.finish_op(id, outcome_of(st.error()));
+                continue;
+              }
+              chunk_done(id, n);
+            }
+          },
+          [this, ops = p.ops, key, charge, link](caf::error& err) {
+            fetch_answered(key, charge, link);
+            for (OpId id : ops)
+              chunk_failed(id, err);
+          });
+}
+
+void ChunkPath::send_store_pack(const Pack& p) {
+  const OpRecord& lead = *m_.op_record(p.ops.front());
+  // A copy (the ops' bytes side by side), out of host or GPU memory alike.
+  ByteChunk bytes = ByteChunk::allocate(p.bytes);
+  std::optional<TransferOutcome> failed;
+  if (!bytes.owned)
+    failed = outcome_of(Error(ErrorCode::kResourceExhausted,
+                              ByteChunk::no_memory(p.bytes, "packed store chunk")));
+  std::vector<PackedRange> ranges;
+  ranges.reserve(p.ops.size());
+  uint64_t at = 0;
+  for (OpId id : p.ops) {
+    const OpRecord& o = *m_.op_record(id);
+    ranges.push_back(PackedRange{o.op.remote_offset, o.length});
+    ++ops_.at(id).in_flight;
+    if (!failed) {
+      Status st = m_.buffer_table.copy_out(m_.buffer_table.buffers().at(o.op.local.id),
+                                           o.op.local_offset, bytes.owned.get() + at, o.length);
+      if (!st.ok())
+        failed = outcome_of(st.error());
+    }
+    at += o.length;
+  }
+  if (failed) {  // nothing left: each op fails with it (stored 0)
+    for (OpId id : p.ops)
+      if (auto it = ops_.find(id); it != ops_.end() && m_.op_record(id) != nullptr)
+        write_chunk_failed(id, it->second, *failed);
+    return;
+  }
+  ++m_.counters().packed_chunks;
+  m_.counters().packed_ops += p.ops.size();
+  m_.peer_table
+      .peer_request(lead.op.remote.owner, chunk_timeout(p.ops.front()), store_list_atom::value,
+                    ref_of(lead.op.remote), std::move(ranges), std::move(bytes),
+                    left_ms(p.ops.front()))
+      .then(
+          [this, parts = p.ops](uint64_t) {
+            // The owner stores every range or none (invariant 5): all of them landed.
+            for (OpId id : parts)
+              if (const OpRecord* o = m_.op_record(id); o != nullptr)
+                chunk_done(id, o->length);
+          },
+          [this, ops = p.ops](caf::error& err) {
+            for (OpId id : ops)
+              chunk_failed(id, err);
+          });
 }
 
 void ChunkPath::take_over(OpId id) {
@@ -57,6 +229,11 @@ void ChunkPath::pump(OpId id) {
   }
   if (c.past_due)
     return;
+  if (auto pk = queued_packs_.find(id); pk != queued_packs_.end()) {  // its owner's window opened
+    Pack p = std::move(pk->second);
+    queued_packs_.erase(pk);
+    return launch_pack(std::move(p));
+  }
   if (is_atomic(o->op)) {  // invariant 4: one request
     if (c.in_flight == 0 && c.next_offset == 0) {
       c.next_offset = o->length;
@@ -291,6 +468,21 @@ void ChunkPath::forget(OpId id) {
     auto p = m_.peer_table.peers().find(m_.transfer_of(id).ops[id.index].peer);
     if (p != m_.peer_table.peers().end())
       p->second.fetch_queue.erase_if([id](OpId w) { return w == id; });
+    ops_.erase(it);
+    // A pack it stood for in the queue: the next of its ops that waits stands for it now.
+    if (auto pk = queued_packs_.find(id); pk != queued_packs_.end()) {
+      Pack rest = std::move(pk->second);
+      queued_packs_.erase(pk);
+      auto ended = [this](OpId w) { return m_.op_record(w) == nullptr || ops_.count(w) == 0; };
+      rest.ops.erase(std::remove_if(rest.ops.begin(), rest.ops.end(), ended), rest.ops.end());
+      if (!rest.ops.empty() && p != m_.peer_table.peers().end()) {
+        const OpId next = rest.ops.front();
+        ops_.at(next).fetch_queued = true;
+        queued_packs_[next] = std::move(rest);
+        m_.enqueue_waiting(p->second.fetch_queue, next);
+      }
+    }
+    return;
   }
   ops_.erase(it);
 }

@@ -27,11 +27,23 @@
 //  4. An atomic is one `atomic` request to its owner (who applies it with a CPU atomic), never
 //     chunks; its old value is copied into the local range when the answer comes, even past
 //     the deadline (invariant 1: the reply waits for it and then says it was applied).
+//  5. Packs: the reads and writes of one batch (ManagerState::batch, a list's batches included)
+//     that are smaller than a chunk, not notify writes, and whose owner, buffer and direction
+//     agree, leave together, in batch order, as packed requests (fetch_list, store_list) of at
+//     most fallback_chunk_bytes and kMaxPackedRanges ranges: one message and one answer for
+//     many ops. Each op keeps its own state and answer (invariants 1-3 hold per op, as if its
+//     chunk were one request): a pack's answer or error counts for each op still waiting for it,
+//     an op that ended meanwhile is skipped (a read's late data dropped). The owner checks
+//     every range before it copies one (a packed store lands whole or not at all), so one bad
+//     range fails every op of its pack with the owner's refusal naming that range. A packed
+//     fetch is charged to the owner's window as one fetch of its total (invariant 2) and, when
+//     the window is full, waits in the owner's fetch queue as one entry (its first live op's).
 #pragma once
 
 #include <chrono>
 #include <map>
 #include <optional>
+#include <vector>
 
 #include "actors/rdma_messages.h"
 #include "actors/transfer/transfer_path.h"
@@ -49,6 +61,9 @@ public:
   /// Takes over an op that the stream channel could not move (StreamPath): chunks from its
   /// first byte (the stream moved none).
   void take_over(OpId id);
+  /// The manager's batch started all its ops: the small ones it held back leave now, packed
+  /// (invariant 5). Called once after each batch's ops were started.
+  void send_held();
   /// Whether write or atomic `id` has requests on their way to its owner (invariant 1): a lost
   /// link's failure must then say that whether they took effect is unknown.
   bool requests_out(OpId id) const;
@@ -68,6 +83,19 @@ private:
     std::optional<TransferOutcome> error;
   };
 
+  /// The small ops of one batch with one owner, buffer and direction that leave as one request
+  /// (invariant 5), in batch order.
+  struct Pack {
+    std::vector<OpId> ops;
+    uint64_t bytes = 0;
+  };
+
+  /// Whether op `id`, started within a batch, waits to leave in a pack (invariant 5).
+  bool packable(OpId id) const;
+  /// Sends pack `p` (its ops that still wait), or queues it for its owner's window (reads).
+  void launch_pack(Pack p);
+  void ask_fetch_pack(const Pack& p, uint64_t charge);
+  void send_store_pack(const Pack& p);
   /// Sends the op's next chunks while its window (and its owner's, for reads) allows.
   void pump(OpId id);
   void ask_fetch(OpId id, uint64_t off, uint64_t n, uint64_t charge);
@@ -93,6 +121,10 @@ private:
   std::chrono::milliseconds chunk_timeout(OpId id) const;
 
   std::map<OpId, ChunkOp> ops_;
+  /// Ops a running batch started that wait to leave packed (invariant 5), in batch order.
+  std::vector<OpId> held_;
+  /// Packed fetches waiting in their owner's fetch queue, by the op that stands for them there.
+  std::map<OpId, Pack> queued_packs_;
 };
 
 }  // namespace caf_rdma::detail
