@@ -32,6 +32,9 @@ uint64_t charge_of(uint64_t length) {
 }  // namespace
 
 caf::result<ByteChunk> FetchWindows::fetch(const BufferRef& ref, uint64_t offset, uint64_t length) {
+  // The buffer's own refusal first (a range past its end is out_of_bounds whatever its size).
+  if (auto b = m_.buffer_table.owner_access(ref, offset, length, false); !b.ok())
+    return to_caf_error(b.error());
   if (length > kMaxChunkBytes)
     return make_rdma_error(ErrorCode::kInvalidArgument,
                            "fetch of " + std::to_string(length) + " bytes of buffer " +

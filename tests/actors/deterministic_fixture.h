@@ -92,7 +92,8 @@ struct PeerAsk {
   caf::atom_value kind{};  ///< fetch_atom::value, store_atom::value, read_ack_atom::value, ...
   BufferRef ref;
   uint64_t offset = 0;
-  uint64_t length = 0;         ///< fetch, buf_check: the length asked; store: the chunk's size
+  uint64_t length = 0;  ///< fetch, buf_check: the length asked; store: the chunk's size; packs: total
+  std::vector<PackedRange> ranges;  ///< fetch_list, store_list: the ranges, in order
   std::vector<uint8_t> bytes;  ///< store: the chunk (applied to `memory` when answered)
   uint64_t token = 0;          ///< read_ack
   uint32_t left_ms = 0;        ///< store, atomic: the time its requester had left
@@ -162,6 +163,27 @@ inline caf::behavior fake_peer(caf::event_based_actor* self,
         a.bytes.assign(c.data, c.data + c.size);  // the chunk's message (and pin) goes now
         return hold(std::move(a), n);
       },
+      [=](fetch_list_atom, const BufferRef& ref, const std::vector<PackedRange>& ranges,
+          const PeerNonce& n) {
+        PeerAsk a;
+        a.kind = fetch_list_atom::value;
+        a.ref = ref;
+        a.ranges = ranges;
+        for (const PackedRange& r : ranges)
+          a.length += r.length;
+        return hold(std::move(a), n);
+      },
+      [=](store_list_atom, const BufferRef& ref, const std::vector<PackedRange>& ranges,
+          const ByteChunk& c, uint32_t left_ms, const PeerNonce& n) {
+        PeerAsk a;
+        a.kind = store_list_atom::value;
+        a.ref = ref;
+        a.ranges = ranges;
+        a.length = c.size;
+        a.left_ms = left_ms;
+        a.bytes.assign(c.data, c.data + c.size);
+        return hold(std::move(a), n);
+      },
       [=](atomic_atom, const BufferRef& ref, uint64_t offset, uint8_t kind, uint64_t operand,
           uint64_t compare, uint32_t left_ms, const PeerNonce& n) {
         PeerAsk a;
@@ -210,6 +232,26 @@ inline caf::behavior fake_peer(caf::event_based_actor* self,
             return a.rp.deliver(make_rdma_error(ErrorCode::kOutOfBounds, "fake store"), a.nonce);
           std::memcpy(log->memory.data() + a.offset, a.bytes.data(), a.bytes.size());
           a.rp.deliver(uint64_t{a.bytes.size()}, a.nonce);
+        } else if (a.kind == fetch_list_atom::value || a.kind == store_list_atom::value) {
+          // As an owner does: every range checked first, then all of them moved.
+          for (const PackedRange& r : a.ranges)
+            if (!fits(r.offset, r.length))
+              return a.rp.deliver(make_rdma_error(ErrorCode::kOutOfBounds, "fake pack"), a.nonce);
+          const bool fetch = a.kind == fetch_list_atom::value;
+          std::vector<uint8_t> out;
+          uint64_t at = 0;
+          for (const PackedRange& r : a.ranges) {
+            uint8_t* mem = log->memory.data() + r.offset;
+            if (fetch)
+              out.insert(out.end(), mem, mem + r.length);
+            else
+              std::memcpy(mem, a.bytes.data() + at, r.length);
+            at += r.length;
+          }
+          if (fetch)
+            a.rp.deliver(ByteChunk::copy_of(out.data(), out.size()), a.nonce);
+          else
+            a.rp.deliver(uint64_t{at}, a.nonce);
         } else if (a.kind == atomic_atom::value) {
           if (!fits(a.offset, 8))
             return a.rp.deliver(make_rdma_error(ErrorCode::kOutOfBounds, "fake atomic"), a.nonce);
@@ -258,12 +300,12 @@ inline caf::behavior fake_peer(caf::event_based_actor* self,
                 },
             });
       },
-      [=](fake_fetch_atom, uint64_t tag, const caf::actor& dest, const BufferRef& ref,
-          uint64_t offset, uint64_t length) {
+      [=](fake_fetch_atom, uint64_t tag, const caf::actor& dest, caf::message& msg) {
         // Sealed as a peer's facade seals it; the answer counts only with the nonce back.
         PeerNonce nonce;
         secure_random(&nonce, sizeof(nonce));
-        auto h = self->request(dest, caf::infinite, fetch_atom::value, ref, offset, length, nonce);
+        auto h =
+            self->request(dest, caf::infinite, caf::message::concat(msg, caf::make_message(nonce)));
         auto same = [nonce](const PeerNonce& n) { return n.hi == nonce.hi && n.lo == nonce.lo; };
         self->add_multiplexed_response_handler(
             h.id(), caf::behavior{
@@ -322,7 +364,14 @@ public:
   /// Asks `dest` (a manager's facade) for [offset, offset + length) of `ref`, as a peer node.
   void fetch(uint64_t tag, const caf::actor& dest, const BufferRef& ref, uint64_t offset,
              uint64_t length) {
-    caf::anon_send(actor_, fake_fetch_atom::value, tag, dest, ref, offset, length);
+    caf::anon_send(actor_, fake_fetch_atom::value, tag, dest,
+                   caf::make_message(fetch_atom::value, ref, offset, length));
+  }
+  /// Asks `dest` (a manager's facade) for `ranges` of `ref` in one packed fetch, as a peer node.
+  void fetch_list(uint64_t tag, const caf::actor& dest, const BufferRef& ref,
+                  std::vector<PackedRange> ranges) {
+    caf::anon_send(actor_, fake_fetch_atom::value, tag, dest,
+                   caf::make_message(fetch_list_atom::value, ref, std::move(ranges)));
   }
   /// Sends `dest` (a manager's facade) the request `xs...` (a store or atomic: its answer is a
   /// uint64_t), sealed, as a peer node; the answer lands in log().asked_answers[tag].
