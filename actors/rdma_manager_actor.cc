@@ -323,8 +323,8 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
       },
       [=](store_list_atom, const BufferRef& ref, const std::vector<PackedRange>& ranges,
           const ByteChunk& bytes, uint32_t left_ms) {
-        return self->state.buffer_table.store_ranges(ref, ranges, bytes,
-                                                     detail::OwnerDue{self->clock().now(), left_ms});
+        return self->state.buffer_table.store_ranges(
+            ref, ranges, bytes, detail::OwnerDue{self->clock().now(), left_ms});
       },
       [=](store_list_atom, const BufferRef& ref, const std::vector<PackedRange>& ranges,
           const ByteChunk& bytes, const detail::OwnerDue& due) {

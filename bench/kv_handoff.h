@@ -12,12 +12,14 @@ namespace caf_rdma::bench {
 struct KvHandoffOptions {
   uint64_t pool_bytes = 64ull << 20;  ///< the owner's pool and the requester's copy of it
   bool long_mode = false;             ///< also 64 concurrent requests, more repetitions
-  /// The transports to run, of "same-host", "stream", "rdma", "rdma-manager" (all by default).
+  /// The transports to run, of "same-host", "stream", "chunks", "rdma", "rdma-manager" (all
+  /// but "chunks" by default).
   std::vector<std::string> transports{"same-host", "stream", "rdma", "rdma-manager"};
 };
 
 /// Runs the shape on each transport this host has: "same-host" (the owner's same-host
-/// endpoint, cross-memory attach), "stream" (the stream lane over TCP), "rdma" (when an RDMA
+/// endpoint, cross-memory attach), "stream" (the stream lane over TCP), "chunks" (no stream
+/// channel: the fallback's CAF messages, small ranges packed), "rdma" (when an RDMA
 /// device is there) and "rdma-manager" (the same lists moved by the manager: post_async, an
 /// actor's transfer_list; prepared plans only). For each: the pool pulled and pushed as blocks of
 /// 4, 16 and 64 KiB in a shuffled order, by 1 list (posted from the calling thread) or 8 (and 64)

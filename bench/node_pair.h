@@ -35,8 +35,8 @@ inline uint8_t pattern(uint64_t i, uint32_t seed) {
 }
 
 /// "same-host" (the fallback over the owner's same-host endpoint), "stream" (the fallback's
-/// stream lane over TCP), "chunks" (the fallback's CAF chunks, no stream channel), "rdma" (the client's direct lane) or "rdma-manager" (RDMA through the
-/// manager); null: none of these.
+/// stream lane over TCP), "chunks" (the fallback's CAF chunks, no stream channel), "rdma" (the
+/// client's direct lane) or "rdma-manager" (RDMA through the manager); null: none of these.
 const BenchTransport* find_transport(const std::string& name);
 /// The names find_transport knows, for a usage or an error: "same-host, stream, ...".
 const char* transport_names();

@@ -77,7 +77,7 @@ constexpr const char* kUsage =
     "                  [--peer-device NAME] [--scheduler-threads N] [--lat-only]\n"
     "                  [--tls CERT,KEY,CAFILE] [--memory host|allocated|gpu]\n"
     "                  [--busy-poll-us US] [--kv-pool BYTES] [--long]\n"
-    "                  [--kv-transports same-host,stream,rdma,rdma-manager]\n"
+    "                  [--kv-transports same-host,stream,chunks,rdma,rdma-manager]\n"
     "                  [--cancel-bytes BYTES] [--cancel-transports same-host,stream,rdma]\n"
     "                  [--load-bytes BYTES] [--load-reads N] [--load-transports "
     "same-host,stream,rdma,rdma-manager]\n"

@@ -367,11 +367,11 @@ caf::result<uint64_t> BufferTable::store(const BufferRef& ref, uint64_t offset,
 caf::result<uint64_t> BufferTable::store_ranges(const BufferRef& ref,
                                                 const std::vector<PackedRange>& ranges,
                                                 const ByteChunk& bytes, const OwnerDue& due) {
-  if (Status st = in_time(due,
-                          "store of " + std::to_string(bytes.size) + " bytes in " +
-                              std::to_string(ranges.size()) + " ranges of buffer " +
-                              std::to_string(ref.id),
-                          "nothing was stored");
+  if (Status st =
+          in_time(due,
+                  "store of " + std::to_string(bytes.size) + " bytes in " +
+                      std::to_string(ranges.size()) + " ranges of buffer " + std::to_string(ref.id),
+                  "nothing was stored");
       !st.ok())
     return to_caf_error(st.error());
   uint64_t total = 0;
@@ -388,9 +388,9 @@ caf::result<uint64_t> BufferTable::store_ranges(const BufferRef& ref,
   for (const PackedRange& r : ranges) {
     // Host memory cannot fail a copy after the checks; GPU memory can (said, with what landed).
     if (Status st = copy_in(**b, r.offset, bytes.data + at, r.length); !st.ok())
-      return to_caf_error(
-          st.error().with_context(std::to_string(at) + " of " + std::to_string(total) +
-                                  " bytes of the store were stored before"));
+      return to_caf_error(st.error().with_context(std::to_string(at) + " of " +
+                                                  std::to_string(total) +
+                                                  " bytes of the store were stored before"));
     at += r.length;
   }
   m_.counters().served_fallback_bytes += total;

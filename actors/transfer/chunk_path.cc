@@ -114,7 +114,7 @@ void ChunkPath::ask_fetch_pack(const Pack& p, uint64_t charge) {
               at += n;
               const OpRecord* o = m_.op_record(id);
               if (o == nullptr || ops_.count(id) == 0)
-                continue;  // ended meanwhile: its late data is dropped (invariant 1)
+                continue;                // ended meanwhile: its late data is dropped (invariant 1)
               if (data.size != total) {  // invariant 3
                 m_.finish_op(id, outcome_of(Error(
                                      ErrorCode::kInternal,
@@ -145,8 +145,8 @@ void ChunkPath::send_store_pack(const Pack& p) {
   ByteChunk bytes = ByteChunk::allocate(p.bytes);
   std::optional<TransferOutcome> failed;
   if (!bytes.owned)
-    failed = outcome_of(Error(ErrorCode::kResourceExhausted,
-                              ByteChunk::no_memory(p.bytes, "packed store chunk")));
+    failed = outcome_of(
+        Error(ErrorCode::kResourceExhausted, ByteChunk::no_memory(p.bytes, "packed store chunk")));
   std::vector<PackedRange> ranges;
   ranges.reserve(p.ops.size());
   uint64_t at = 0;

@@ -92,12 +92,13 @@ struct PeerAsk {
   caf::atom_value kind{};  ///< fetch_atom::value, store_atom::value, read_ack_atom::value, ...
   BufferRef ref;
   uint64_t offset = 0;
-  uint64_t length = 0;  ///< fetch, buf_check: the length asked; store: the chunk's size; packs: total
-  std::vector<PackedRange> ranges;  ///< fetch_list, store_list: the ranges, in order
-  std::vector<uint8_t> bytes;  ///< store: the chunk (applied to `memory` when answered)
-  uint64_t token = 0;          ///< read_ack
-  uint32_t left_ms = 0;        ///< store, atomic: the time its requester had left
-  uint8_t atomic_kind = 0;     ///< atomic: TransferKind (fetch-add, compare-swap)
+  uint64_t length =
+      0;  ///< fetch, buf_check: the length asked; store: the chunk's size; packs: total
+  std::vector<PackedRange> ranges;    ///< fetch_list, store_list: the ranges, in order
+  std::vector<uint8_t> bytes;         ///< store: the chunk (applied to `memory` when answered)
+  uint64_t token = 0;                 ///< read_ack
+  uint32_t left_ms = 0;               ///< store, atomic: the time its requester had left
+  uint8_t atomic_kind = 0;            ///< atomic: TransferKind (fetch-add, compare-swap)
   uint64_t operand = 0, compare = 0;  ///< atomic
   bool answered = false;
   caf::response_promise rp;

@@ -109,6 +109,45 @@ TEST_F(TransferListTest, ListsOfOneToAHundredThousandRangesMoveEveryByte) {
   }
 }
 
+// Without a stream channel the fallback moves a list's small ranges in CAF messages, packed
+// (chunk_path.h invariant 5): every byte lands both ways, and the user's manager sent far fewer
+// requests than there are ranges. (Over RDMA the list takes the direct lane: bytes only.)
+TEST_F(TransferListTest, WithoutAStreamChannelSmallRangesMoveInPackedRequests) {
+  ManagerOptions o;
+  o.stream_min_bytes = 0;
+  ASSERT_TRUE(restart(o));
+  RdmaClient me(user_->node().system(), user_->manager());
+  constexpr uint64_t kCount = 3000, kBlock = 1000, kBlocks = kCount + 11;
+  Memory theirs(kBlocks * kBlock, 3);
+  BufferHandle remote = remote_view(*owner_, *user_, theirs, "packed-list");
+  Memory mine(kCount * kBlock, 0);
+  auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
+  ASSERT_TRUE(local.ok()) << local.error().to_string();
+  const auto ranges = scattered(kCount, kBlock, kBlocks, 77);
+  const ManagerStats before = user_->stats();
+  auto pull = me.prepare(TransferKind::kRead, local->handle(), remote, ranges);
+  ASSERT_TRUE(pull.ok()) << pull.error().to_string();
+  ListOutcome got = me.post(*pull, seconds(60));
+  ASSERT_TRUE(got.ok()) << got.status().error().to_string();
+  EXPECT_EQ(got.landed, kCount);
+  EXPECT_EQ(compare(ranges, mine, theirs, true, 0), "");
+  for (uint64_t i = 0; i < mine.bytes.size(); ++i)
+    mine.bytes[i] = pattern(i, 5);
+  auto push = me.prepare(TransferKind::kWrite, local->handle(), remote, ranges);
+  ASSERT_TRUE(push.ok()) << push.error().to_string();
+  got = me.post(*push, seconds(60));
+  ASSERT_TRUE(got.ok()) << got.status().error().to_string();
+  EXPECT_EQ(got.landed, kCount);
+  EXPECT_EQ(compare(ranges, mine, theirs, false, 3), "");
+  if (expected_path() == kPathFallback) {
+    const ManagerStats after = user_->stats();
+    EXPECT_EQ(after.packed_ops - before.packed_ops, 2 * kCount) << "a small range left alone";
+    // 256 KiB chunks: 262 ranges of 1000 bytes fit one; a batch's last pack holds the rest.
+    EXPECT_LE(after.packed_chunks - before.packed_chunks, 2 * (kCount / 262 + 3));
+  }
+  ASSERT_TRUE(owner_->release(remote.id));
+}
+
 TEST_F(TransferListTest, StridedListsMoveEveryByte) {
   RdmaClient me(user_->node().system(), user_->manager());
   Memory theirs(1 << 20, 3);

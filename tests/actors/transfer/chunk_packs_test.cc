@@ -249,7 +249,8 @@ TEST_F(ChunkPacksTest, AnOwnerStoresAPackedStoreWholeOrNotAtAll) {
   auto answer = [&](uint64_t tag) -> caf::expected<uint64_t> {
     auto it = peer.log().asked_answers.find(tag);
     if (it == peer.log().asked_answers.end())
-      return make_rdma_error(ErrorCode::kInternal, "request " + std::to_string(tag) + " unanswered");
+      return make_rdma_error(ErrorCode::kInternal,
+                             "request " + std::to_string(tag) + " unanswered");
     return it->second;
   };
   using Ranges = std::vector<PackedRange>;
@@ -257,8 +258,8 @@ TEST_F(ChunkPacksTest, AnOwnerStoresAPackedStoreWholeOrNotAtAll) {
            Ranges{{0, 100}, {500, 100}, {4 * kChunk - 50, 100}}, chunk(300), uint32_t{1000});
   run_jobs();
   EXPECT_RDMA_ERROR(answer(1), ErrorCode::kOutOfBounds, "range 2 of 3");
-  peer.ask(2, facade(), store_list_atom::value, ref_of(h), Ranges{{0, 100}, {500, 100}},
-           chunk(300), uint32_t{1000});
+  peer.ask(2, facade(), store_list_atom::value, ref_of(h), Ranges{{0, 100}, {500, 100}}, chunk(300),
+           uint32_t{1000});
   run_jobs();
   EXPECT_RDMA_ERROR(answer(2), ErrorCode::kInvalidArgument, "hold 200 bytes, its chunk 300",
                     "nothing was stored");
