@@ -184,7 +184,9 @@ using peer_protocol_actor = caf::typed_actor<
     /// Fallback transport, packed: the owner writes `bytes` into `ranges` of the buffer, the
     /// first range's length of them into the first range and so on (their lengths add up to the
     /// chunk's size). All ranges are checked first, and a late request is refused whole, as for
-    /// store: every range is stored or none. Replies with the number of bytes stored.
+    /// store: into host memory every range is stored or none (into GPU memory a failed copy
+    /// says how many bytes landed before it; requesters pack no writes to GPU memory). Replies
+    /// with the number of bytes stored.
     caf::replies_to<store_list_atom, BufferRef, std::vector<PackedRange>, ByteChunk,
                     uint32_t>::with<uint64_t>,
 

@@ -742,11 +742,11 @@ typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
            x.registered_buffers, x.registered_bytes, x.served_fallback_bytes, x.stream_ops,
            x.stream_refused, x.stream_grants_asked, x.direct_ops, x.stream_lane_ops, x.lanes,
            x.busy_buffers, x.device_losses, x.device_reopens, x.facade_dropped, x.forged_answers,
-           x.shared_cq_qps, x.polled_cqs, x.staged_chunks, x.staged_overlapped, x.packed_chunks,
-           x.packed_ops, x.links_lost, x.reconnects, x.no_rdma_reason, x.window_bytes,
-           x.fetches_waiting, x.registrants, x.orphaned_buffers, x.notices_sent, x.notices_pending,
-           x.notices_refused, x.notified_writes, x.rails, x.striped_ops, x.stripe_slices,
-           x.stripe_failovers, x.spread_ops, x.telemetry, x.same_host_ops);
+           x.shared_cq_qps, x.polled_cqs, x.staged_chunks, x.staged_overlapped, x.links_lost,
+           x.reconnects, x.no_rdma_reason, x.window_bytes, x.fetches_waiting, x.registrants,
+           x.orphaned_buffers, x.notices_sent, x.notices_pending, x.notices_refused,
+           x.notified_writes, x.rails, x.striped_ops, x.stripe_slices, x.stripe_failovers,
+           x.spread_ops, x.telemetry, x.same_host_ops, x.packed_chunks, x.packed_ops);
 }
 
 /// Registers every message type above. Call on the config of every actor system that talks

@@ -10,11 +10,13 @@
 // its sender asked, actors/cancel_request.h; 0.15.0: priority classes, TransferOp::priority and
 // TransferListMsg::priority, a stream request's class in its direction word,
 // components/priority.h; 0.16.0: class queue pairs, QpInfoMsg::priority and lane_open's class,
-// ManagerOptions::latency_traffic and background_traffic, actors/manager/rails.h invariant 26).
+// ManagerOptions::latency_traffic and background_traffic, actors/manager/rails.h invariant 26;
+// 0.17.0: packed fallback requests, fetch_list and store_list, and ManagerStats::packed_chunks
+// and packed_ops, actors/transfer/chunk_path.h invariant 5).
 #pragma once
 
 namespace caf_rdma {
 
-constexpr const char* kVersion = "0.16.0";
+constexpr const char* kVersion = "0.17.0";
 
 }  // namespace caf_rdma

@@ -282,29 +282,33 @@ std::string BufferTable::requester(const caf::node_id* node) const {
 Result<LocalBuffer*> BufferTable::owner_ranges(const BufferRef& ref,
                                                const std::vector<PackedRange>& ranges, bool write,
                                                uint64_t* total) {
-  const std::string what = std::string(write ? "store" : "fetch") + " of buffer " +
-                           std::to_string(ref.id) + " of " + m_.options().name;
+  auto what_text = [&] {
+    return std::string(write ? "store" : "fetch") + " of buffer " + std::to_string(ref.id) +
+           " of " + m_.options().name;
+  };
   if (ranges.empty() || ranges.size() > kMaxPackedRanges)
     return Error(ErrorCode::kInvalidArgument,
-                 what + " names " + std::to_string(ranges.size()) +
+                 what_text() + " names " + std::to_string(ranges.size()) +
                      " ranges: a request names 1 to kMaxPackedRanges (" +
                      std::to_string(kMaxPackedRanges) + ")");
   LocalBuffer* b = nullptr;
   uint64_t sum = 0;
   for (size_t i = 0; i < ranges.size(); ++i) {
     const PackedRange& r = ranges[i];
-    const std::string which = "range " + std::to_string(i) + " of " + std::to_string(ranges.size());
+    auto which = [&] {
+      return "range " + std::to_string(i) + " of " + std::to_string(ranges.size());
+    };
     if (r.length == 0 && ranges.size() > 1)
-      return Error(ErrorCode::kInvalidArgument, what + ": " + which + " is empty");
+      return Error(ErrorCode::kInvalidArgument, what_text() + ": " + which() + " is empty");
     auto one = owner_access(ref, r.offset, r.length, write);
     if (!one.ok())  // a plain fetch (one range) says it as before
-      return ranges.size() > 1 ? one.error().with_context(which) : one.error();
+      return ranges.size() > 1 ? one.error().with_context(which()) : one.error();
     b = *one;
     sum += r.length;  // no overflow: each range fits the buffer, and there are few of them
     if (sum > kMaxChunkBytes)
       return Error(ErrorCode::kInvalidArgument,
-                   what + ": its ranges hold more than kMaxChunkBytes (" +
-                       std::to_string(kMaxChunkBytes) + ") at " + which);
+                   what_text() + ": its ranges hold more than kMaxChunkBytes (" +
+                       std::to_string(kMaxChunkBytes) + ") at " + which());
   }
   *total = sum;
   return b;

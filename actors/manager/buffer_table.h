@@ -51,7 +51,7 @@ public:
   /// A peer's packed store (store_list, the current sender's): `bytes` into `ranges`, each
   /// range its length of them in order, after every range was checked (owner_ranges) and the
   /// lengths found to add up to the chunk; past `due` (invariant 23) nothing is stored. Every
-  /// range is stored, or none.
+  /// range is stored, or none (GPU memory: a failed copy says how many bytes landed before it).
   caf::result<uint64_t> store_ranges(const BufferRef& ref, const std::vector<PackedRange>& ranges,
                                      const ByteChunk& bytes, const OwnerDue& due);
   /// The owner's side of an atomic (a peer's `atomic` request, or a local op): owner_access

@@ -23,15 +23,18 @@ void ChunkPath::start(OpId id) {
 
 bool ChunkPath::packable(OpId id) const {
   const OpRecord& o = *m_.op_record(id);
+  // A write into GPU memory could land in part (a failed copy at its owner): not whole or
+  // nothing, so not packed.
   return !is_atomic(o.op) && !o.op.notify && o.length > 0 &&
-         o.length < m_.options().fallback_chunk_bytes;
+         o.length < m_.options().fallback_chunk_bytes && (o.is_read() || !o.op.remote.on_gpu());
 }
 
 void ChunkPath::send_held() {
   std::vector<OpId> held;
   held.swap(held_);
-  // One pack open per owner, buffer (id and secret) and direction; a full one leaves at once.
-  using Key = std::tuple<caf::actor_addr, uint64_t, uint64_t, uint64_t, bool>;
+  // One pack open per owner, buffer (id and secret), direction and class (a pack waits for its
+  // owner's window as one: manager invariant 25); a full one leaves at once.
+  using Key = std::tuple<caf::actor_addr, uint64_t, uint64_t, uint64_t, bool, uint8_t>;
   std::map<Key, Pack> open;
   const uint64_t most = m_.options().fallback_chunk_bytes;
   for (OpId id : held) {
@@ -39,7 +42,8 @@ void ChunkPath::send_held() {
     if (o == nullptr || ops_.count(id) == 0)
       continue;  // ended while the batch started (its transfer failed)
     const BufferRef ref = ref_of(o->op.remote);
-    Pack& p = open[Key{o->peer, ref.id, ref.secret_hi, ref.secret_lo, o->is_read()}];
+    Pack& p = open[Key{o->peer, ref.id, ref.secret_hi, ref.secret_lo, o->is_read(),
+                       static_cast<uint8_t>(priority_of(o->op))}];
     if (!p.ops.empty() && (p.bytes + o->length > most || p.ops.size() == kMaxPackedRanges))
       launch_pack(std::exchange(p, Pack{}));
     p.ops.push_back(id);
@@ -175,8 +179,17 @@ void ChunkPath::send_store_pack(const Pack& p) {
                     ref_of(lead.op.remote), std::move(ranges), std::move(bytes),
                     left_ms(p.ops.front()))
       .then(
-          [this, parts = p.ops](uint64_t) {
+          [this, parts = p.ops, total = p.bytes](uint64_t stored) {
             // The owner stores every range or none (invariant 5): all of them landed.
+            if (stored != total) {
+              const caf::error wrong =
+                  make_rdma_error(ErrorCode::kInternal,
+                                  "the owner answered a packed store of " + std::to_string(total) +
+                                      " bytes with " + std::to_string(stored) + " bytes stored");
+              for (OpId id : parts)
+                chunk_failed(id, wrong);
+              return;
+            }
             for (OpId id : parts)
               if (const OpRecord* o = m_.op_record(id); o != nullptr)
                 chunk_done(id, o->length);
@@ -473,8 +486,11 @@ void ChunkPath::forget(OpId id) {
     if (auto pk = queued_packs_.find(id); pk != queued_packs_.end()) {
       Pack rest = std::move(pk->second);
       queued_packs_.erase(pk);
-      auto ended = [this](OpId w) { return m_.op_record(w) == nullptr || ops_.count(w) == 0; };
-      rest.ops.erase(std::remove_if(rest.ops.begin(), rest.ops.end(), ended), rest.ops.end());
+      // The first that still waits (ended ones further on are dropped when it leaves).
+      auto live = std::find_if(rest.ops.begin(), rest.ops.end(), [this](OpId w) {
+        return m_.op_record(w) != nullptr && ops_.count(w) != 0;
+      });
+      rest.ops.erase(rest.ops.begin(), live);
       if (!rest.ops.empty() && p != m_.peer_table.peers().end()) {
         const OpId next = rest.ops.front();
         ops_.at(next).fetch_queued = true;

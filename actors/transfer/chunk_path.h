@@ -28,8 +28,8 @@
 //     chunks; its old value is copied into the local range when the answer comes, even past
 //     the deadline (invariant 1: the reply waits for it and then says it was applied).
 //  5. Packs: the reads and writes of one batch (ManagerState::batch, a list's batches included)
-//     that are smaller than a chunk, not notify writes, and whose owner, buffer and direction
-//     agree, leave together, in batch order, as packed requests (fetch_list, store_list) of at
+//     that are smaller than a chunk, not notify writes nor writes into GPU memory, and whose
+//     owner, buffer, direction and priority class agree, leave together, in batch order, as packed requests (fetch_list, store_list) of at
 //     most fallback_chunk_bytes and kMaxPackedRanges ranges: one message and one answer for
 //     many ops. Each op keeps its own state and answer (invariants 1-3 hold per op, as if its
 //     chunk were one request): a pack's answer or error counts for each op still waiting for it,

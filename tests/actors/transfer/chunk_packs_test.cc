@@ -207,6 +207,48 @@ TEST_F(ChunkPacksTest, APackWhoseReadsTimedOutWhileItWaitedNeverLeaves) {
   EXPECT_TRUE(quiet());
 }
 
+// Packs keep to one priority class (a pack waits for its owner's window as one entry, by its
+// class: manager invariant 25), and writes into an owner's GPU memory are never packed (they
+// could land in part).
+TEST_F(ChunkPacksTest, PacksKeepToOneClassAndLeaveGpuWritesAlone) {
+  ASSERT_NO_FATAL_FAILURE(start_manager());
+  std::vector<uint8_t> mine = patterned(2 * kChunk, 27);
+  BufferHandle local = register_buffer(mine);
+  FakePeer& peer = add_peer(patterned(2 * kChunk, 28));
+  std::vector<TransferOp> ops;
+  for (uint64_t i = 0; i < 6; ++i) {
+    ops.push_back(make_read(local, peer.handle(), 300, i * 300, i * 300));
+    ops.back().priority = static_cast<uint8_t>(i % 2 == 0 ? Priority::kBulk : Priority::kLatency);
+  }
+  BufferHandle gpu = peer.handle();
+  gpu.memory = static_cast<uint8_t>(BufferMemory::kGpuDirect);
+  for (uint64_t i = 0; i < 2; ++i)
+    ops.push_back(make_write(local, gpu, 200, kChunk + i * 200, kChunk + i * 200));
+  auto p = batch(ops, 1000);
+  auto packs = peer.log().of(fetch_list_atom::value);
+  ASSERT_EQ(packs.size(), 2u) << "not one pack per class";
+  for (size_t k : packs) {
+    const PeerAsk& a = peer.log().asked[k];
+    ASSERT_EQ(a.ranges.size(), 3u);
+    const uint64_t first = a.ranges[0].offset / 300 % 2;
+    for (const PackedRange& r : a.ranges)
+      EXPECT_EQ(r.offset / 300 % 2, first) << "a pack mixes the classes";
+  }
+  EXPECT_TRUE(peer.log().of(store_list_atom::value).empty()) << "writes to GPU memory packed";
+  ASSERT_EQ(peer.log().of(store_atom::value).size(), 2u);
+  for (size_t i : peer.log().of(store_atom::value))
+    peer.answer(i);
+  for (size_t i : packs)
+    peer.answer(i);
+  run_jobs();
+  auto r = reply(p);
+  ASSERT_TRUE(r);
+  ASSERT_NO_FATAL_FAILURE(expect_all_ok(*r, ops.size()));
+  EXPECT_TRUE(same_bytes(mine, 0, peer.memory(), 0, 1800));
+  EXPECT_TRUE(same_bytes(peer.memory(), kChunk, mine, kChunk, 400));
+  EXPECT_TRUE(quiet());
+}
+
 // The owner's side: a packed fetch answers its ranges' bytes one after the other; one range
 // that does not fit refuses the whole request, naming that range; more than kMaxPackedRanges
 // ranges are refused.
