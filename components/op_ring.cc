@@ -1,0 +1,159 @@
+// OpRing (see op_ring.h).
+#include "components/op_ring.h"
+
+#include <cstring>
+#include <string>
+#include <thread>
+
+namespace caf_rdma {
+
+namespace {
+
+// The ring's words are shared with a producer this process may not control (a GPU kernel):
+// plain memory, read and written with the compiler's atomic builtins.
+uint64_t load_acquire(const uint64_t* p) {
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+void store_release(uint64_t* p, uint64_t v) {
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+std::string ring_state(const OpRing& r) {
+  return "(capacity " + std::to_string(r.capacity()) + ", taken " + std::to_string(r.consumed()) +
+         ", done " + std::to_string(r.done()) + ", failed " + std::to_string(r.failed()) + ")";
+}
+
+/// Waits until `ready()` or `timeout`, spinning briefly and then yielding the core.
+template <class Ready>
+bool wait_until(Ready ready, std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  for (uint32_t spins = 0; !ready(); ++spins) {
+    if (spins >= 64)
+      std::this_thread::yield();
+    if ((spins & 1023) == 0 && std::chrono::steady_clock::now() >= until)
+      return ready();
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<OpRing> OpRing::create(void* memory, uint64_t bytes, uint64_t capacity) {
+  if (capacity < 2 || (capacity & (capacity - 1)) != 0)
+    return Error(ErrorCode::kInvalidArgument,
+                 "an op ring's capacity is a power of two of at "
+                 "least 2, not " +
+                     std::to_string(capacity));
+  if (memory == nullptr || reinterpret_cast<uintptr_t>(memory) % alignof(OpRingHeader) != 0)
+    return Error(ErrorCode::kInvalidArgument, "an op ring's memory is 64-byte aligned");
+  if (capacity > (UINT64_MAX - sizeof(OpRingHeader)) / sizeof(OpRingSlot) ||
+      bytes < op_ring_bytes(capacity))
+    return Error(ErrorCode::kInvalidArgument, "an op ring of " + std::to_string(capacity) +
+                                                  " slots needs " +
+                                                  std::to_string(op_ring_bytes(capacity)) +
+                                                  " bytes, not " + std::to_string(bytes));
+  std::memset(memory, 0, op_ring_bytes(capacity));
+  auto* h = static_cast<OpRingHeader*>(memory);
+  h->capacity = capacity;
+  store_release(&h->magic, kOpRingMagic);
+  return OpRing(h, capacity);
+}
+
+Result<OpRing> OpRing::attach(void* memory, uint64_t bytes) {
+  if (memory == nullptr || reinterpret_cast<uintptr_t>(memory) % alignof(OpRingHeader) != 0 ||
+      bytes < sizeof(OpRingHeader))
+    return Error(ErrorCode::kInvalidArgument,
+                 "an op ring's memory is 64-byte aligned and holds its header (" +
+                     std::to_string(sizeof(OpRingHeader)) + " bytes)");
+  auto* h = static_cast<OpRingHeader*>(memory);
+  if (load_acquire(&h->magic) != kOpRingMagic)
+    return Error(ErrorCode::kInvalidArgument, "no op ring here (OpRing::create made none)");
+  const uint64_t capacity = h->capacity;
+  if (capacity < 2 || (capacity & (capacity - 1)) != 0 ||
+      capacity > (UINT64_MAX - sizeof(OpRingHeader)) / sizeof(OpRingSlot) ||
+      bytes < op_ring_bytes(capacity))
+    return Error(ErrorCode::kInvalidArgument, "the op ring's header says " +
+                                                  std::to_string(capacity) + " slots, which " +
+                                                  std::to_string(bytes) + " bytes cannot hold");
+  return OpRing(h, capacity);
+}
+
+std::optional<OpRingSlot> OpRing::take(uint64_t* ticket) {
+  OpRingSlot& s = slots_[next_ & (capacity_ - 1)];
+  if (load_acquire(&s.seq) != next_ + 1)
+    return std::nullopt;  // not published yet (invariant 1)
+  OpRingSlot copy;
+  std::memcpy(&copy, &s, sizeof(copy));
+  *ticket = next_++;
+  store_release(&header_->consumed, next_);  // its slot may be written again (invariant 2)
+  return copy;
+}
+
+void OpRing::finish(uint64_t ticket, bool ok, ErrorCode code) {
+  if (ok) {
+    __atomic_add_fetch(&header_->done, 1, __ATOMIC_RELEASE);
+    return;
+  }
+  uint64_t none = 0;
+  // The first failure keeps its ticket and code (its code before the ticket is visible).
+  if (__atomic_load_n(&header_->first_failed, __ATOMIC_RELAXED) == 0) {
+    const uint32_t c = static_cast<uint32_t>(code);
+    uint32_t zero = 0;
+    if (__atomic_compare_exchange_n(&header_->first_error, &zero, c, false, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED))
+      __atomic_compare_exchange_n(&header_->first_failed, &none, ticket + 1, false,
+                                  __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+  }
+  __atomic_add_fetch(&header_->failed, 1, __ATOMIC_RELEASE);
+}
+
+uint64_t OpRing::consumed() const {
+  return load_acquire(&header_->consumed);
+}
+uint64_t OpRing::done() const {
+  return load_acquire(&header_->done);
+}
+uint64_t OpRing::failed() const {
+  return load_acquire(&header_->failed);
+}
+
+std::optional<std::pair<uint64_t, ErrorCode>> OpRing::first_failure() const {
+  const uint64_t t = load_acquire(&header_->first_failed);
+  if (t == 0)
+    return std::nullopt;
+  return std::make_pair(
+      t - 1, static_cast<ErrorCode>(__atomic_load_n(&header_->first_error, __ATOMIC_ACQUIRE)));
+}
+
+Result<uint64_t> OpRingProducer::publish(RingOpKind kind, uint32_t pair, uint64_t local_offset,
+                                         uint64_t remote_offset, uint64_t length, uint64_t operand,
+                                         std::chrono::milliseconds timeout) {
+  const uint64_t t = reserve_->fetch_add(1, std::memory_order_relaxed);
+  const uint64_t cap = ring_.capacity();
+  // Invariant 2: room once the consumer took ticket t - capacity.
+  if (!wait_until([&] { return t < ring_.consumed() + cap; }, timeout))
+    return Error(ErrorCode::kTimeout,
+                 "op ring ticket " + std::to_string(t) + " found no room within " +
+                     std::to_string(timeout.count()) + " ms: its consumer took too few " +
+                     ring_state(ring_) +
+                     "; the ticket stays reserved, so the ring's later tickets wait behind it");
+  OpRingSlot& s = ring_.slots()[t & (cap - 1)];
+  s.kind = static_cast<uint32_t>(kind);
+  s.pair = pair;
+  s.local_offset = local_offset;
+  s.remote_offset = remote_offset;
+  s.length = length;
+  s.operand = operand;
+  store_release(&s.seq, t + 1);  // invariant 1: published last
+  return t;
+}
+
+Status OpRingProducer::wait_ended(uint64_t count, std::chrono::milliseconds timeout) const {
+  if (wait_until([&] { return ring_.done() + ring_.failed() >= count; }, timeout))
+    return {};
+  return Error(ErrorCode::kTimeout, "waited " + std::to_string(timeout.count()) + " ms for " +
+                                        std::to_string(count) + " op ring descriptors to end " +
+                                        ring_state(ring_));
+}
+
+}  // namespace caf_rdma

@@ -1,0 +1,139 @@
+// OpRing: a ring of transfer descriptors that a producer writes and one consumer drains, laid out
+// in plain memory both reach: a GPU kernel through host-mapped memory (the device side follows
+// this layout), or host threads. The consumer is the node's ring proxy (actors/ring_proxy.h),
+// which moves each descriptor on whatever path its buffers take and counts how it ended.
+//
+// Invariants:
+//  1. Layout (shared with device code; little-endian, 64-bit words): an OpRingHeader, then
+//     `capacity` OpRingSlots (a power of two); a producer's ticket t owns slot t % capacity.
+//     A slot is published by storing seq = t + 1 after every other field of it (release; on a
+//     GPU: the fields, a system-scope fence, then seq); the consumer reads its fields only after
+//     it saw that seq (acquire), so it never reads a half-written descriptor.
+//  2. Tickets come from a reservation counter the producers share (an atomic add; on a GPU it
+//     lives in device memory: no system-scope atomics over PCIe needed). A producer writes slot
+//     t only once t - consumed < capacity: the consumer has taken ticket t - capacity, so no
+//     descriptor is overwritten before it was read.
+//  3. The consumer takes tickets in order, one at a time, and stores `consumed` (release) after
+//     it copied a slot out. Every ticket taken ends exactly once, in `done` or in `failed`
+//     (release adds); the first failure's ticket and error code are kept. A producer waits for
+//     its work by comparing done + failed with the tickets it published: completions may end
+//     out of order, the counters do not say which.
+//  4. Every wait (a producer for room, a waiter for completions) has a deadline and says so
+//     when it passes (`timeout`, naming the ring's state); nothing waits forever on a consumer
+//     that went away.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+
+#include "primitives/status.h"
+
+namespace caf_rdma {
+
+/// What a descriptor asks (the consumer's table of buffer pairs names the buffers).
+enum class RingOpKind : uint32_t {
+  kPut = 1,       ///< write [local_offset, +length) of the pair's local buffer to its remote one
+  kGet = 2,       ///< read the remote range into the local one
+  kFetchAdd = 3,  ///< add `operand` to the remote 8-byte word; its old value lands locally
+};
+
+/// One descriptor (invariant 1). 64 bytes: one cache line, one PCIe write burst.
+struct alignas(64) OpRingSlot {
+  uint64_t seq;   ///< ticket + 1 once published; anything else: not (yet) this ticket's
+  uint32_t kind;  ///< RingOpKind
+  uint32_t pair;  ///< index in the consumer's table of (local, remote) buffers
+  uint64_t local_offset;
+  uint64_t remote_offset;
+  uint64_t length;   ///< bytes (8 for a fetch-add)
+  uint64_t operand;  ///< fetch-add: the addend
+  uint64_t reserved[2];
+};
+static_assert(sizeof(OpRingSlot) == 64, "a slot is one cache line (device code relies on it)");
+
+/// The ring's header (invariant 1), each counter on its own cache line.
+struct alignas(64) OpRingHeader {
+  uint64_t magic;     ///< kOpRingMagic once initialised
+  uint64_t capacity;  ///< slots, a power of two
+  uint64_t pad0[6];
+  uint64_t consumed;  ///< tickets the consumer took (written by the consumer)
+  uint64_t pad1[7];
+  uint64_t done;  ///< tickets that ended well
+  uint64_t pad2[7];
+  uint64_t failed;        ///< tickets that ended in an error
+  uint64_t first_failed;  ///< ticket + 1 of the first failure (0: none)
+  uint32_t first_error;   ///< its ErrorCode
+  uint32_t pad3;
+  uint64_t pad4[5];
+};
+static_assert(sizeof(OpRingHeader) == 256, "the header is four cache lines");
+
+inline constexpr uint64_t kOpRingMagic = 0x63616672696e6731ull;  // "cafring1"
+
+/// Bytes of a ring of `capacity` slots (header included).
+constexpr uint64_t op_ring_bytes(uint64_t capacity) {
+  return sizeof(OpRingHeader) + capacity * sizeof(OpRingSlot);
+}
+
+/// A view of a ring in memory someone else owns (host-mapped memory, or a test's buffer).
+class OpRing {
+public:
+  /// Initialises `bytes` of `memory` (64-byte aligned, at least op_ring_bytes(capacity)) as an
+  /// empty ring of `capacity` slots, a power of two of at least 2; an error names what is wrong.
+  static Result<OpRing> create(void* memory, uint64_t bytes, uint64_t capacity);
+  /// A view of a ring `create` initialised (checked: its magic and capacity fit `bytes`).
+  static Result<OpRing> attach(void* memory, uint64_t bytes);
+
+  uint64_t capacity() const { return capacity_; }
+  OpRingHeader* header() const { return header_; }
+  OpRingSlot* slots() const { return slots_; }
+
+  // -- the consumer's side (one thread) ------------------------------------------------------
+
+  /// The next published descriptor, copied out, and its ticket; nothing when the next ticket's
+  /// slot is not published yet. Advances `consumed` (invariant 3).
+  std::optional<OpRingSlot> take(uint64_t* ticket);
+  /// Ticket `ticket` ended: well, or with `code` (invariant 3).
+  void finish(uint64_t ticket, bool ok, ErrorCode code = ErrorCode::kInternal);
+
+  // -- counters, for anyone -------------------------------------------------------------------
+
+  uint64_t consumed() const;
+  uint64_t done() const;
+  uint64_t failed() const;
+  /// The first failure: its ticket and code; nothing when none failed.
+  std::optional<std::pair<uint64_t, ErrorCode>> first_failure() const;
+
+private:
+  OpRing(OpRingHeader* h, uint64_t capacity)
+      : header_(h), slots_(reinterpret_cast<OpRingSlot*>(h + 1)), capacity_(capacity) {}
+
+  OpRingHeader* header_;
+  OpRingSlot* slots_;
+  uint64_t capacity_;
+  uint64_t next_ = 0;  ///< the consumer's next ticket
+};
+
+/// A producer on the host (a thread standing in for a kernel, or host code that shares a GPU
+/// kernel's ring): what the device side does, with host atomics. Any number of threads may use
+/// one, and the reservation counter may be shared with other producers (invariant 2).
+class OpRingProducer {
+public:
+  /// Produces into `ring` with tickets from `reserve` (shared by every producer of the ring).
+  OpRingProducer(OpRing ring, std::atomic<uint64_t>* reserve) : ring_(ring), reserve_(reserve) {}
+
+  /// Publishes one descriptor (its seq is set here); waits for room up to `timeout`
+  /// (invariant 4). Returns its ticket.
+  Result<uint64_t> publish(RingOpKind kind, uint32_t pair, uint64_t local_offset,
+                           uint64_t remote_offset, uint64_t length, uint64_t operand,
+                           std::chrono::milliseconds timeout);
+  /// Waits until at least `count` tickets ended (done + failed) or `timeout` passed.
+  Status wait_ended(uint64_t count, std::chrono::milliseconds timeout) const;
+
+private:
+  OpRing ring_;
+  std::atomic<uint64_t>* reserve_;
+};
+
+}  // namespace caf_rdma
