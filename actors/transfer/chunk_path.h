@@ -29,15 +29,16 @@
 //     the deadline (invariant 1: the reply waits for it and then says it was applied).
 //  5. Packs: the reads and writes of one batch (ManagerState::batch, a list's batches included)
 //     that are smaller than a chunk, not notify writes nor writes into GPU memory, and whose
-//     owner, buffer, direction and priority class agree, leave together, in batch order, as packed requests (fetch_list, store_list) of at
-//     most fallback_chunk_bytes and kMaxPackedRanges ranges: one message and one answer for
-//     many ops. Each op keeps its own state and answer (invariants 1-3 hold per op, as if its
-//     chunk were one request): a pack's answer or error counts for each op still waiting for it,
-//     an op that ended meanwhile is skipped (a read's late data dropped). The owner checks
-//     every range before it copies one (a packed store lands whole or not at all), so one bad
-//     range fails every op of its pack with the owner's refusal naming that range. A packed
-//     fetch is charged to the owner's window as one fetch of its total (invariant 2) and, when
-//     the window is full, waits in the owner's fetch queue as one entry (its first live op's).
+//     owner, buffer, direction and priority class agree, leave together, in batch order, as packed
+//     requests (fetch_list, store_list) of at most fallback_chunk_bytes and kMaxPackedRanges
+//     ranges: one message and one answer for many ops. Each op keeps its own state and answer
+//     (invariants 1-3 hold per op, as if its chunk were one request): a pack's answer or error
+//     counts for each op still waiting for it, an op that ended meanwhile is skipped (a read's late
+//     data dropped). The owner checks every range before it copies one (a packed store lands whole
+//     or not at all), so one bad range fails every op of its pack with the owner's refusal naming
+//     that range. A packed fetch is charged to the owner's window as one fetch of its total
+//     (invariant 2) and, when the window is full, waits in the owner's fetch queue as one entry
+//     (its first live op's).
 #pragma once
 
 #include <chrono>
