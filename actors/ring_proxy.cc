@@ -68,6 +68,7 @@ RingProxy::RingProxy(caf::actor_system& sys, rdma_manager_actor manager, OpRing 
     : sys_(sys),
       manager_(std::move(manager)),
       ring_(ring),
+      consumer_(ring),
       pairs_(std::move(pairs)),
       options_(options),
       shared_(std::make_shared<Shared>(ring)),
@@ -126,7 +127,7 @@ void RingProxy::run() {
         return;
     }
     uint64_t ticket = 0;
-    std::optional<OpRingSlot> s = ring_.take(&ticket);
+    std::optional<OpRingSlot> s = consumer_.take(&ticket);
     if (!s) {
       idle = std::min(idle + 1, kBusyRounds);
       if (idle < kBusyRounds && idle > 64)

@@ -84,6 +84,7 @@ private:
   caf::actor_system& sys_;
   rdma_manager_actor manager_;
   OpRing ring_;
+  OpRingConsumer consumer_;  ///< its thread's
   std::vector<BufferPair> pairs_;
   Options options_;
   std::shared_ptr<Shared> shared_;

@@ -78,18 +78,18 @@ Result<OpRing> OpRing::attach(void* memory, uint64_t bytes) {
   return OpRing(h, capacity);
 }
 
-std::optional<OpRingSlot> OpRing::take(uint64_t* ticket) {
-  OpRingSlot& s = slots_[next_ & (capacity_ - 1)];
+std::optional<OpRingSlot> OpRingConsumer::take(uint64_t* ticket) {
+  OpRingSlot& s = ring_.slots()[next_ & (ring_.capacity() - 1)];
   if (load_acquire(&s.seq) != next_ + 1)
     return std::nullopt;  // not published yet (invariant 1)
   OpRingSlot copy;
   std::memcpy(&copy, &s, sizeof(copy));
   *ticket = next_++;
-  store_release(&header_->consumed, next_);  // its slot may be written again (invariant 2)
+  store_release(&ring_.header()->consumed, next_);  // its slot may be written again (invariant 2)
   return copy;
 }
 
-void OpRing::finish(uint64_t ticket, bool ok, ErrorCode code) {
+void OpRing::finish(uint64_t ticket, bool ok, ErrorCode code) const {
   if (ok) {
     __atomic_add_fetch(&header_->done, 1, __ATOMIC_RELEASE);
     return;

@@ -89,13 +89,8 @@ public:
   OpRingHeader* header() const { return header_; }
   OpRingSlot* slots() const { return slots_; }
 
-  // -- the consumer's side (one thread) ------------------------------------------------------
-
-  /// The next published descriptor, copied out, and its ticket; nothing when the next ticket's
-  /// slot is not published yet. Advances `consumed` (invariant 3).
-  std::optional<OpRingSlot> take(uint64_t* ticket);
-  /// Ticket `ticket` ended: well, or with `code` (invariant 3).
-  void finish(uint64_t ticket, bool ok, ErrorCode code = ErrorCode::kInternal);
+  /// Ticket `ticket` ended: well, or with `code` (invariant 3). Any thread (each ticket once).
+  void finish(uint64_t ticket, bool ok, ErrorCode code = ErrorCode::kInternal) const;
 
   // -- counters, for anyone -------------------------------------------------------------------
 
@@ -112,7 +107,21 @@ private:
   OpRingHeader* header_;
   OpRingSlot* slots_;
   uint64_t capacity_;
-  uint64_t next_ = 0;  ///< the consumer's next ticket
+};
+
+/// The ring's one consumer (one thread at a time): takes the descriptors in ticket order.
+class OpRingConsumer {
+public:
+  explicit OpRingConsumer(OpRing ring) : ring_(ring) {}
+
+  /// The next published descriptor, copied out, and its ticket; nothing when the next ticket's
+  /// slot is not published yet. Advances `consumed` (invariant 3).
+  std::optional<OpRingSlot> take(uint64_t* ticket);
+  const OpRing& ring() const { return ring_; }
+
+private:
+  OpRing ring_;
+  uint64_t next_ = 0;  ///< the next ticket
 };
 
 /// A producer on the host (a thread standing in for a kernel, or host code that shares a GPU

@@ -76,13 +76,14 @@ TEST(OpRingTest, ProducersAndAConsumerMeetEveryDescriptorOnceThroughAWrappingRin
           ++producer_errors;
       }
     });
+  OpRingConsumer consumer(*ring);
   std::vector<std::vector<bool>> seen(kThreads, std::vector<bool>(kPerThread, false));
   uint64_t expected_ticket = 0, failed = 0, first_failed = UINT64_MAX;
   std::string bad;
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (expected_ticket < kThreads * kPerThread && std::chrono::steady_clock::now() < until) {
     uint64_t t = 0;
-    auto s = ring->take(&t);
+    auto s = consumer.take(&t);
     if (!s) {
       std::this_thread::yield();
       continue;
