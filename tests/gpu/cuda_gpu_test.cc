@@ -18,8 +18,12 @@
 #include <string>
 #include <thread>
 
+#include "actors/rdma_client.h"
+#include "actors/ring_proxy.h"
 #include "components/bounce_buffer.h"
 #include "components/dmabuf_span.h"
+#include "components/op_ring.h"
+#include "examples/gpu_ring_kernels_ptx.h"
 #include "primitives/cuda_driver.h"
 #include "tests/actors/manager_fixture.h"
 #include "tests/gpu/cuda_test_api.h"
@@ -448,6 +452,92 @@ TEST_F(CudaGpuTest, BounceBuffersArePageLockedForTheCopyEngines) {
       "GPU->host copies of 8 MiB: page-locked bounce buffer %.1f GB/s, pageable %.1f "
       "GB/s (ratio %.2f)\n",
       pinned_gbs, pageable_gbs, pinned_gbs / pageable_gbs);
+}
+
+// A kernel starts transfers itself (components/op_ring_device.cuh, examples/gpu_ring_kernels.cu,
+// compiled to PTX at build time): 10,000 puts of 8 bytes published from GPU threads into a
+// host-mapped OpRing, moved to a peer node by the RingProxy; every byte lands and the ring's
+// counters say 10,000 done. Then one GPU thread's 8-byte put and wait for it, 101 times: the
+// median printed beside a CPU-initiated 8-byte write's (for the record, not asserted).
+TEST_F(CudaGpuTest, PutsAKernelPublishesInARingLandAndTheirLatencyIsPrinted) {
+#ifdef CAF_RDMA_WITH_CUDA
+  ASSERT_NE(kGpuRingKernelsPtx[0], '\0') << "built with --config=cuda but without ring kernels";
+  constexpr uint64_t kPuts = 10000, kRounds = 101, kCapacity = 1024;
+  auto real = cuda_device_memory();
+  auto owner = node(real), user = node(real);
+  ASSERT_TRUE(owner && user);
+  Memory theirs((kPuts + kRounds) * 8, 0), mine(kPuts * 8, 5);
+  BufferHandle remote = remote_view(*owner, *user, theirs, "gpu-ring");
+  RdmaClient me(user->node().system(), user->manager());
+  auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
+  ASSERT_TRUE(local.ok()) << local.error().to_string();
+  uint64_t ring_device = 0;
+  auto ring_host = api_.host_alloc_mapped(op_ring_bytes(kCapacity), &ring_device);
+  ASSERT_TRUE(ring_host.ok()) << ring_host.error().to_string();
+  struct FreeHost {
+    const CudaTestApi& api;
+    void* p;
+    ~FreeHost() { (void)api.free_host(p); }
+  } free_ring{api_, *ring_host};
+  auto ring = OpRing::create(*ring_host, op_ring_bytes(kCapacity), kCapacity);
+  ASSERT_TRUE(ring.ok()) << ring.error().to_string();
+  const uint64_t counters = gpu_alloc(16, 0);  // the reservation counter and no_room, zeroed
+  ASSERT_NE(counters, 0u);
+  auto proxy = RingProxy::start(user->node().system(), user->manager(), *ring,
+                                {RingProxy::BufferPair{local->handle(), remote}});
+  ASSERT_TRUE(proxy.ok()) << proxy.error().to_string();
+  OpRingDevice dev{reinterpret_cast<OpRingHeader*>(ring_device),
+                   reinterpret_cast<unsigned long long*>(counters), kCapacity};
+  auto puts = api_.kernel(kGpuRingKernelsPtx, "caf_rdma_ring_puts");
+  ASSERT_TRUE(puts.ok()) << puts.error().to_string();
+  unsigned long long n = kPuts;  // NOLINT(google-runtime-int)
+  auto* no_room = reinterpret_cast<unsigned long long*>(counters + 8);  // NOLINT
+  void* put_args[] = {&dev, &n, &no_room};
+  ASSERT_TRUE(api_.run(*puts, 40, 256, put_args).ok());
+  std::atomic<uint64_t> unused{0};
+  Status ended = OpRingProducer(*ring, &unused).wait_ended(kPuts, std::chrono::seconds(60));
+  ASSERT_TRUE(ended.ok()) << ended.error().to_string();
+  const std::vector<uint8_t> room = gpu_read(counters + 8, 8);
+  EXPECT_EQ(std::count(room.begin(), room.end(), 0), 8) << "puts found no room in the ring";
+  EXPECT_EQ(ring->done(), kPuts);
+  EXPECT_EQ(ring->failed(), 0u);
+  for (uint64_t i = 0; i < kPuts * 8; ++i)
+    ASSERT_EQ(theirs.bytes[i], mine.bytes[i]) << "byte " << i;
+  // Latency, GPU-initiated: one thread, put and wait, kRounds times.
+  auto latency = api_.kernel(kGpuRingKernelsPtx, "caf_rdma_ring_put_latency");
+  ASSERT_TRUE(latency.ok()) << latency.error().to_string();
+  const uint64_t out = gpu_alloc(kRounds * 8, 0);
+  unsigned long long rounds = kRounds, at = kPuts, before = kPuts;  // NOLINT(google-runtime-int)
+  auto* out_ns = reinterpret_cast<unsigned long long*>(out);        // NOLINT
+  void* lat_args[] = {&dev, &rounds, &at, &before, &out_ns};
+  ASSERT_TRUE(api_.run(*latency, 1, 1, lat_args).ok());
+  std::vector<uint64_t> gpu_ns(kRounds);
+  ASSERT_TRUE(cuda_->copy_to_host(gpu_ns.data(), out, kRounds * 8, 0).ok());
+  EXPECT_EQ(std::count(gpu_ns.begin(), gpu_ns.end(), 0u), 0) << "a put's wait timed out";
+  EXPECT_EQ(ring->done(), kPuts + kRounds);
+  for (uint64_t r = 0; r < kRounds; ++r)
+    ASSERT_EQ(std::memcmp(theirs.bytes.data() + (kPuts + r) * 8, mine.bytes.data(), 8), 0)
+        << "round " << r;
+  // Latency, CPU-initiated: the same 8 bytes written by the client, kRounds times.
+  std::vector<uint64_t> cpu_ns;
+  for (uint64_t r = 0; r < kRounds; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto w = me.write(local->handle(), remote, Range::of(8).at_remote((kPuts + r) * 8));
+    ASSERT_TRUE(w.ok()) << w.error().to_string();
+    cpu_ns.push_back(static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count()));
+  }
+  std::sort(gpu_ns.begin(), gpu_ns.end());
+  std::sort(cpu_ns.begin(), cpu_ns.end());
+  std::printf("ring_put_8B_median_us gpu_initiated %.1f cpu_initiated %.1f (path %s)\n",
+              gpu_ns[kRounds / 2] / 1e3, cpu_ns[kRounds / 2] / 1e3,
+              me.write(local->handle(), remote, Range::of(8))->path.c_str());
+  proxy->reset();
+  ASSERT_TRUE(owner->release(remote.id));
+#else
+  GTEST_SKIP() << "built without --config=cuda: no ring kernels";
+#endif
 }
 
 }  // namespace

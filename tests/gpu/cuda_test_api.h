@@ -76,7 +76,10 @@ public:
         sym(lib, "cuModuleGetFunction", api.get_function_) &&
         sym(lib, "cuLaunchKernel", api.launch_) && sym(lib, "cuMemAllocAsync", api.alloc_async_) &&
         sym(lib, "cuMemFreeAsync", api.free_async_) &&
-        sym(lib, "cuStreamSynchronize", api.stream_sync_);
+        sym(lib, "cuStreamSynchronize", api.stream_sync_) &&
+        sym(lib, "cuMemHostAlloc", api.host_alloc_) &&
+        sym(lib, "cuMemHostGetDevicePointer_v2", api.host_device_ptr_) &&
+        sym(lib, "cuMemFreeHost", api.free_host_);
     if (!ok)
       return Error(ErrorCode::kCuda, std::string("missing CUDA entry point: ") + dlerror());
     CAF_RDMA_RETURN_IF_ERROR(api.use_gpu0());
@@ -101,6 +104,52 @@ public:
       return Error(ErrorCode::kCuda, "cuLaunchKernel(fill) failed: " + std::to_string(r));
     if (CUresult r = ctx_sync_(); r != CUDA_SUCCESS)
       return Error(ErrorCode::kCuda, "cuCtxSynchronize after fill failed: " + std::to_string(r));
+    return {};
+  }
+
+  /// n bytes of page-locked host memory mapped into GPU 0 (what a kernel's OpRing lives in):
+  /// the host pointer, and the device pointer of the same bytes in `device`.
+  Result<void*> host_alloc_mapped(uint64_t n, uint64_t* device) const {
+    CAF_RDMA_RETURN_IF_ERROR(use_gpu0());
+    void* p = nullptr;
+    if (CUresult r = host_alloc_(&p, n, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+        r != CUDA_SUCCESS)
+      return Error(ErrorCode::kCuda, "cuMemHostAlloc failed: " + std::to_string(r));
+    CUdeviceptr d = 0;
+    if (CUresult r = host_device_ptr_(&d, p, 0); r != CUDA_SUCCESS) {
+      (void)free_host_(p);
+      return Error(ErrorCode::kCuda, "cuMemHostGetDevicePointer failed: " + std::to_string(r));
+    }
+    *device = static_cast<uint64_t>(d);
+    return p;
+  }
+  Status free_host(void* p) const {
+    CAF_RDMA_RETURN_IF_ERROR(use_gpu0());
+    if (CUresult r = free_host_(p); r != CUDA_SUCCESS)
+      return Error(ErrorCode::kCuda, "cuMemFreeHost failed: " + std::to_string(r));
+    return {};
+  }
+  /// Kernel `name` of PTX text `ptx` (JIT-compiled by the driver).
+  Result<CUfunction> kernel(const char* ptx, const char* name) const {
+    CAF_RDMA_RETURN_IF_ERROR(use_gpu0());
+    CUmodule module = nullptr;
+    if (CUresult r = module_load_(&module, ptx); r != CUDA_SUCCESS)
+      return Error(ErrorCode::kCuda, "cuModuleLoadData failed: " + std::to_string(r));
+    CUfunction f = nullptr;
+    if (CUresult r = get_function_(&f, module, name); r != CUDA_SUCCESS)
+      return Error(ErrorCode::kCuda,
+                   std::string("cuModuleGetFunction(") + name + ") failed: " + std::to_string(r));
+    return f;
+  }
+  /// Runs `f` on `grid` blocks of `block` threads with `args`, and waits for it.
+  Status run(CUfunction f, unsigned grid, unsigned block, void** args) const {
+    CAF_RDMA_RETURN_IF_ERROR(use_gpu0());
+    if (CUresult r = launch_(f, grid, 1, 1, block, 1, 1, 0, nullptr, args, nullptr);
+        r != CUDA_SUCCESS)
+      return Error(ErrorCode::kCuda, "cuLaunchKernel failed: " + std::to_string(r));
+    if (CUresult r = ctx_sync_(); r != CUDA_SUCCESS)
+      return Error(ErrorCode::kCuda,
+                   "cuCtxSynchronize after a kernel failed: " + std::to_string(r));
     return {};
   }
 
@@ -148,6 +197,9 @@ private:
   decltype(&::cuMemAllocAsync) alloc_async_ = nullptr;
   decltype(&::cuMemFreeAsync) free_async_ = nullptr;
   decltype(&::cuStreamSynchronize) stream_sync_ = nullptr;
+  decltype(&::cuMemHostAlloc) host_alloc_ = nullptr;
+  decltype(&::cuMemHostGetDevicePointer) host_device_ptr_ = nullptr;
+  decltype(&::cuMemFreeHost) free_host_ = nullptr;
   CUfunction fill_ = nullptr;
 };
 
