@@ -148,7 +148,7 @@ void RingProxy::run() {
       std::lock_guard<std::mutex> g(shared_->mu);
       ++shared_->in_flight;
     }
-    auto ended = [shared = shared_, ticket](Result<TransferReply> r) {
+    auto ended = [shared = shared_, ticket](const Result<TransferReply>& r) {
       shared->ended(ticket, r.ok(), r.ok() ? ErrorCode::kInternal : r.error().code());
       return 0;
     };
