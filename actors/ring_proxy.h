@@ -17,7 +17,8 @@
 //  3. Every ticket taken ends exactly once: each request waits at most its timeout plus the
 //     manager's backstop, and a node that stops answers what it still had (peer_unavailable).
 //     The destructor stops taking descriptors and returns once every ticket taken ended, so the
-//     ring's memory may go right after it.
+//     ring's memory may go right after it (past that bound, which only a starved scheduler
+//     reaches, it says so on stderr, and answers that come later no longer touch the ring).
 //  4. A proxy is one of its node's objects (actors/detail/node_objects.h): a node destroyed
 //     while it lives neither hangs nor leaves it dangling; the descriptors it takes afterwards
 //     fail at once (peer_unavailable).
@@ -31,6 +32,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -71,6 +73,9 @@ public:
 
   /// Descriptors taken so far.
   uint64_t taken() const { return taken_.load(std::memory_order_acquire); }
+  /// The error of the first descriptor that failed, its text naming what was wrong (the ring
+  /// itself keeps only its ticket and code); nothing while none did.
+  std::optional<Error> first_error() const;
 
 private:
   struct Shared;

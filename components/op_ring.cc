@@ -90,21 +90,14 @@ std::optional<OpRingSlot> OpRingConsumer::take(uint64_t* ticket) {
 }
 
 void OpRing::finish(uint64_t ticket, bool ok, ErrorCode code) const {
-  if (ok) {
-    __atomic_add_fetch(&header_->done, 1, __ATOMIC_RELEASE);
-    return;
+  if (!ok) {
+    // The first to fail keeps its ticket and code, in one word (invariant 3).
+    uint64_t none = 0;
+    const uint64_t word = (ticket + 1) << 8 | static_cast<uint8_t>(code);
+    __atomic_compare_exchange_n(&header_->first_failure, &none, word, false, __ATOMIC_RELEASE,
+                                __ATOMIC_RELAXED);
   }
-  uint64_t none = 0;
-  // The first failure keeps its ticket and code (its code before the ticket is visible).
-  if (__atomic_load_n(&header_->first_failed, __ATOMIC_RELAXED) == 0) {
-    const uint32_t c = static_cast<uint32_t>(code);
-    uint32_t zero = 0;
-    if (__atomic_compare_exchange_n(&header_->first_error, &zero, c, false, __ATOMIC_RELAXED,
-                                    __ATOMIC_RELAXED))
-      __atomic_compare_exchange_n(&header_->first_failed, &none, ticket + 1, false,
-                                  __ATOMIC_RELEASE, __ATOMIC_RELAXED);
-  }
-  __atomic_add_fetch(&header_->failed, 1, __ATOMIC_RELEASE);
+  __atomic_add_fetch(ok ? &header_->done : &header_->failed, 1, __ATOMIC_RELEASE);
 }
 
 uint64_t OpRing::consumed() const {
@@ -118,25 +111,32 @@ uint64_t OpRing::failed() const {
 }
 
 std::optional<std::pair<uint64_t, ErrorCode>> OpRing::first_failure() const {
-  const uint64_t t = load_acquire(&header_->first_failed);
-  if (t == 0)
+  const uint64_t w = load_acquire(&header_->first_failure);
+  if (w == 0)
     return std::nullopt;
-  return std::make_pair(
-      t - 1, static_cast<ErrorCode>(__atomic_load_n(&header_->first_error, __ATOMIC_ACQUIRE)));
+  return std::make_pair((w >> 8) - 1, static_cast<ErrorCode>(w & 0xff));
 }
 
 Result<uint64_t> OpRingProducer::publish(RingOpKind kind, uint32_t pair, uint64_t local_offset,
                                          uint64_t remote_offset, uint64_t length, uint64_t operand,
                                          std::chrono::milliseconds timeout) {
-  const uint64_t t = reserve_->fetch_add(1, std::memory_order_relaxed);
   const uint64_t cap = ring_.capacity();
-  // Invariant 2: room once the consumer took ticket t - capacity.
-  if (!wait_until([&] { return t < ring_.consumed() + cap; }, timeout))
-    return Error(ErrorCode::kTimeout,
-                 "op ring ticket " + std::to_string(t) + " found no room within " +
-                     std::to_string(timeout.count()) + " ms: its consumer took too few " +
-                     ring_state(ring_) +
-                     "; the ticket stays reserved, so the ring's later tickets wait behind it");
+  // Invariant 2: a ticket only with room for it, so giving up holds none.
+  uint64_t t = reserve_->load(std::memory_order_relaxed);
+  const bool got = wait_until(
+      [&] {
+        if (t >= ring_.consumed() + cap) {
+          t = reserve_->load(std::memory_order_relaxed);
+          return false;
+        }
+        return reserve_->compare_exchange_weak(t, t + 1, std::memory_order_relaxed);
+      },
+      timeout);
+  if (!got)
+    return Error(ErrorCode::kTimeout, "an op ring descriptor found no room within " +
+                                          std::to_string(timeout.count()) +
+                                          " ms: its consumer took too few " + ring_state(ring_) +
+                                          "; nothing was published");
   OpRingSlot& s = ring_.slots()[t & (cap - 1)];
   s.kind = static_cast<uint32_t>(kind);
   s.pair = pair;

@@ -9,13 +9,18 @@
 //     A slot is published by storing seq = t + 1 after every other field of it (release; on a
 //     GPU: the fields, a system-scope fence, then seq); the consumer reads its fields only after
 //     it saw that seq (acquire), so it never reads a half-written descriptor.
-//  2. Tickets come from a reservation counter the producers share (an atomic add; on a GPU it
-//     lives in device memory: no system-scope atomics over PCIe needed). A producer writes slot
-//     t only once t - consumed < capacity: the consumer has taken ticket t - capacity, so no
-//     descriptor is overwritten before it was read.
-//  3. The consumer takes tickets in order, one at a time, and stores `consumed` (release) after
-//     it copied a slot out. Every ticket taken ends exactly once, in `done` or in `failed`
-//     (release adds); the first failure's ticket and error code are kept. A producer waits for
+//  2. Tickets come from one reservation counter all the ring's producers share (one ticket
+//     source per ring: a GPU's producers use a counter in device memory, host producers a
+//     host atomic, never both on one ring; no system-scope atomics over PCIe needed). A
+//     producer takes ticket t only when t < consumed + capacity (a compare-and-swap from t to
+//     t + 1 after it read `consumed`): the consumer has taken ticket t - capacity, so no
+//     descriptor is overwritten before it was read, and a producer that gives up waiting for
+//     room holds no ticket (the ring stays usable).
+//  3. The ring has one consumer at a time, which starts at `consumed` (a new consumer of a ring
+//     goes on where the last stopped: nothing is taken twice) and takes tickets in order, one at
+//     a time, storing `consumed` (release) after it copied a slot out. Every ticket taken ends
+//     exactly once, in `done` or in `failed` (release adds); the first to fail keeps its ticket
+//     and error code in one word. A producer waits for
 //     its work by comparing done + failed with the tickets it published: completions may end
 //     out of order, the counters do not say which.
 //  4. Every wait (a producer for room, a waiter for completions) has a deadline and says so
@@ -54,7 +59,7 @@ public:
   uint64_t consumed() const;
   uint64_t done() const;
   uint64_t failed() const;
-  /// The first failure: its ticket and code; nothing when none failed.
+  /// The first ticket to fail (the first to end so): its ticket and code; nothing when none did.
   std::optional<std::pair<uint64_t, ErrorCode>> first_failure() const;
 
 private:
@@ -69,7 +74,8 @@ private:
 /// The ring's one consumer (one thread at a time): takes the descriptors in ticket order.
 class OpRingConsumer {
 public:
-  explicit OpRingConsumer(OpRing ring) : ring_(ring) {}
+  /// Goes on from the ring's `consumed` (invariant 3).
+  explicit OpRingConsumer(OpRing ring) : ring_(ring), next_(ring.consumed()) {}
 
   /// The next published descriptor, copied out, and its ticket; nothing when the next ticket's
   /// slot is not published yet. Advances `consumed` (invariant 3).
@@ -78,12 +84,13 @@ public:
 
 private:
   OpRing ring_;
-  uint64_t next_ = 0;  ///< the next ticket
+  uint64_t next_;  ///< the next ticket
 };
 
-/// A producer on the host (a thread standing in for a kernel, or host code that shares a GPU
-/// kernel's ring): what the device side does, with host atomics. Any number of threads may use
-/// one, and the reservation counter may be shared with other producers (invariant 2).
+/// A producer on the host (a thread standing in for a kernel, or host code that drives a ring
+/// of its own): what the device side does, with host atomics. Any number of threads may use
+/// one, and its reservation counter may be shared with other host producers of the ring, never
+/// with a GPU's (invariant 2).
 class OpRingProducer {
 public:
   /// Produces into `ring` with tickets from `reserve` (shared by every producer of the ring).

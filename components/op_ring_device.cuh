@@ -2,8 +2,9 @@
 // transfers itself. The ring's header and slots are host-mapped memory (cudaHostAlloc with
 // cudaHostAllocMapped, or cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP: the device pointer of
 // that memory goes here); the reservation counter is device memory, zeroed before the first
-// kernel, shared by every producer of the ring (op_ring.h invariant 2: no system-scope atomics
-// over PCIe are needed). The node's RingProxy (actors/ring_proxy.h) drains the ring.
+// kernel, shared by every producer of the ring and by no host producer (op_ring.h invariant 2:
+// one ticket source per ring; no system-scope atomics over PCIe are needed). The node's RingProxy
+// (actors/ring_proxy.h) drains the ring.
 //
 //   __global__ void k(caf_rdma::OpRingDevice ring, ...) {
 //     caf_rdma::op_ring_put(ring, 0, my_offset, their_offset, 8);
@@ -14,9 +15,10 @@
 // Invariants (those of op_ring.h, device side):
 //  1. A descriptor's fields are stored, then a system-scope fence, then its seq: the proxy
 //     never reads a half-written descriptor (op_ring.h invariant 1).
-//  2. A producer writes its slot only once the proxy took the ticket a capacity before it, and
-//     every wait here ends by its deadline (nanoseconds on the GPU's global timer), returning
-//     what it found: a kernel never spins for ever on a proxy that went away.
+//  2. A producer takes a ticket only once the proxy took the one a capacity before it (so one
+//     that gives up holds none: op_ring.h invariant 2), and every wait here ends by its deadline
+//     (nanoseconds on the GPU's global timer), returning what it found: a kernel never spins for
+//     ever on a proxy that went away.
 #pragma once
 
 #include "components/op_ring_layout.h"
@@ -30,23 +32,35 @@ __device__ inline unsigned long long op_ring_now() {
   return t;
 }
 
+/// A counter of the host-mapped header, read with system-scope acquire (PTX ld.acquire.sys):
+/// what the host wrote before it is seen after it.
 __device__ inline unsigned long long op_ring_load(const uint64_t* p) {
-  return *reinterpret_cast<const volatile unsigned long long*>(p);
+  unsigned long long v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
 }
 
 /// Publishes one descriptor; its ticket, or ~0ull when no room came within `timeout_ns`
-/// (invariant 2: the ticket then stays reserved and the ring's later tickets wait behind it).
+/// (invariant 2: a ticket is taken only with room for it, so giving up holds none).
 __device__ inline unsigned long long op_ring_publish(const OpRingDevice& r, RingOpKind kind,
                                                      uint32_t pair, uint64_t local_offset,
                                                      uint64_t remote_offset, uint64_t length,
                                                      uint64_t operand,
                                                      unsigned long long timeout_ns) {
-  const unsigned long long t = atomicAdd(r.reserve, 1ull);
   const unsigned long long start = op_ring_now();
-  while (t >= op_ring_load(&r.header->consumed) + r.capacity) {
+  unsigned long long t = *reinterpret_cast<volatile unsigned long long*>(r.reserve);
+  for (;;) {
+    if (t < op_ring_load(&r.header->consumed) + r.capacity) {
+      const unsigned long long seen = atomicCAS(r.reserve, t, t + 1);
+      if (seen == t)
+        break;  // ticket t is ours, and its slot is free
+      t = seen;
+      continue;
+    }
     if (op_ring_now() - start > timeout_ns)
       return ~0ull;
     __nanosleep(256);
+    t = *reinterpret_cast<volatile unsigned long long*>(r.reserve);
   }
   OpRingSlot* s = reinterpret_cast<OpRingSlot*>(r.header + 1) + (t & (r.capacity - 1));
   s->kind = static_cast<uint32_t>(kind);

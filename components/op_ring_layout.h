@@ -36,11 +36,11 @@ struct alignas(64) OpRingHeader {
   uint64_t pad1[7];
   uint64_t done;  ///< tickets that ended well
   uint64_t pad2[7];
-  uint64_t failed;        ///< tickets that ended in an error
-  uint64_t first_failed;  ///< ticket + 1 of the first failure (0: none)
-  uint32_t first_error;   ///< its ErrorCode
-  uint32_t pad3;
-  uint64_t pad4[5];
+  uint64_t failed;  ///< tickets that ended in an error
+  /// The first ticket to end in an error (the first to end so, not the lowest): (ticket + 1)
+  /// << 8 | its ErrorCode, in one word (0: none).
+  uint64_t first_failure;
+  uint64_t pad3[6];
 };
 static_assert(sizeof(OpRingHeader) == 256, "the header is four cache lines");
 

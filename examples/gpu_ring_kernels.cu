@@ -5,15 +5,16 @@
 #include "components/op_ring_device.cuh"
 
 // Puts i = 0..n-1: the 8 bytes at 8i of pair 0's local buffer to 8i of its remote buffer, one
-// per thread in a grid-stride loop. A put that found no room within a second counts in
-// *no_room (the host then sees fewer descriptors end).
+// per thread in a grid-stride loop. A put that found no room within `timeout_ns` counts in
+// *no_room (and was not published).
 extern "C" __global__ void caf_rdma_ring_puts(caf_rdma::OpRingDevice ring, unsigned long long n,
+                                              unsigned long long timeout_ns,
                                               unsigned long long* no_room) {
   const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
   for (unsigned long long i =
            static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x;
        i < n; i += stride)
-    if (caf_rdma::op_ring_put(ring, 0, i * 8, i * 8, 8) == ~0ull)
+    if (caf_rdma::op_ring_put(ring, 0, i * 8, i * 8, 8, timeout_ns) == ~0ull)
       atomicAdd(no_room, 1ull);
 }
 

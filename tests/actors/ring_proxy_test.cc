@@ -141,6 +141,10 @@ TEST_F(RingProxyTest, BadDescriptorsFailWithTheirCodeAndTheRestLand) {
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(first->first, 1u);
   EXPECT_EQ(first->second, ErrorCode::kInvalidArgument);
+  auto why = (*proxy)->first_error();
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->message().find("names buffer pair 3, but its proxy has 1"), std::string::npos)
+      << why->message();
   for (uint64_t i = 0; i < 4096; ++i) {
     const bool put = i < 100 || (i >= 200 && i < 300);
     ASSERT_EQ(theirs.bytes[i], put ? mine.bytes[i] : 0) << "byte " << i;
@@ -169,10 +173,18 @@ TEST_F(RingProxyTest, AProxyDestroyedWithWorkOnItsWayReturnsOnceEachEnded) {
   for (uint64_t i = 0; i < 64; ++i)
     ASSERT_TRUE(
         p.publish(RingOpKind::kPut, 0, i * 16384, i * 16384, 16384, 0, milliseconds(5000)).ok());
+  // At least one taken (its answer may still be on its way) before the proxy goes.
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       ring->consumed() == 0 && std::chrono::steady_clock::now() < until;)
+    std::this_thread::yield();
+  ASSERT_GT(ring->consumed(), 0u) << "the proxy took nothing in 30 s";
   proxy->reset();  // some may still be on their way: the destructor waits for them
   const uint64_t taken = ring->consumed();
   EXPECT_EQ(ring->done() + ring->failed(), taken) << "the proxy returned before its work ended";
   EXPECT_EQ(ring->failed(), 0u);
+  // Nothing is taken after it: a descriptor published now stays in the ring.
+  ASSERT_TRUE(p.publish(RingOpKind::kPut, 0, 0, 0, 8, 0, milliseconds(5000)).ok());
+  EXPECT_EQ(ring->consumed(), taken);
   for (uint64_t i = 0; i < taken * 16384; ++i)
     ASSERT_EQ(theirs.bytes[i], mine.bytes[i]) << "byte " << i;
   ASSERT_TRUE(owner_->release(remote.id));

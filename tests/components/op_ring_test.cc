@@ -144,10 +144,50 @@ TEST(OpRingTest, WaitsEndAtTheirDeadlineSayingWhy) {
       << full.error().message();
   EXPECT_NE(full.error().message().find("capacity 2, taken 0"), std::string::npos)
       << full.error().message();
+  EXPECT_NE(full.error().message().find("nothing was published"), std::string::npos);
   Status waited = producer.wait_ended(1, milliseconds(50));
   ASSERT_FALSE(waited.ok());
   EXPECT_EQ(waited.error().code(), ErrorCode::kTimeout);
   EXPECT_FALSE(ring->first_failure().has_value());
+  // Invariant 2: the producer that gave up holds no ticket: once one is taken, the next
+  // descriptor goes into the free slot and the consumer meets it in order.
+  OpRingConsumer consumer(*ring);
+  uint64_t t = 0;
+  ASSERT_TRUE(consumer.take(&t).has_value());
+  auto again = producer.publish(RingOpKind::kPut, 1, 2, 3, 4, 0, milliseconds(1000));
+  ASSERT_TRUE(again.ok()) << again.error().to_string();
+  EXPECT_EQ(*again, 2u);
+  ASSERT_TRUE(consumer.take(&t).has_value());
+  auto third = consumer.take(&t);
+  ASSERT_TRUE(third.has_value()) << "the ring stalled behind a ticket nobody published";
+  EXPECT_EQ(t, 2u);
+  EXPECT_EQ(third->pair, 1u);
+}
+
+// Invariant 3: a new consumer of a ring goes on where the last one stopped; nothing is taken
+// twice.
+TEST(OpRingTest, ANewConsumerGoesOnWhereTheLastStopped) {
+  RingMemory m(8);
+  auto ring = OpRing::create(m.mem.get(), m.bytes, 8);
+  ASSERT_TRUE(ring.ok());
+  std::atomic<uint64_t> reserve{0};
+  OpRingProducer producer(*ring, &reserve);
+  for (uint64_t i = 0; i < 5; ++i)
+    ASSERT_TRUE(producer.publish(RingOpKind::kGet, 0, i, i, 8, 0, milliseconds(1000)).ok());
+  uint64_t t = 0;
+  {
+    OpRingConsumer first(*ring);
+    for (int i = 0; i < 3; ++i)
+      ASSERT_TRUE(first.take(&t).has_value());
+  }
+  OpRingConsumer second(*ring);
+  auto next = second.take(&t);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(t, 3u);
+  EXPECT_EQ(next->local_offset, 3u);
+  ASSERT_TRUE(second.take(&t).has_value());
+  EXPECT_FALSE(second.take(&t).has_value());
+  EXPECT_EQ(ring->consumed(), 5u);
 }
 
 }  // namespace

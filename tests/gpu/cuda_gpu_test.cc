@@ -492,13 +492,14 @@ TEST_F(CudaGpuTest, PutsAKernelPublishesInARingLandAndTheirLatencyIsPrinted) {
   ASSERT_TRUE(puts.ok()) << puts.error().to_string();
   unsigned long long n = kPuts;  // NOLINT(google-runtime-int)
   auto* no_room = reinterpret_cast<unsigned long long*>(counters + 8);  // NOLINT
-  void* put_args[] = {&dev, &n, &no_room};
+  unsigned long long room_wait_ns = 60000000000ull;  // NOLINT(google-runtime-int)
+  void* put_args[] = {&dev, &n, &room_wait_ns, &no_room};
   ASSERT_TRUE(api_.run(*puts, 40, 256, put_args).ok());
+  const std::vector<uint8_t> room = gpu_read(counters + 8, 8);
+  ASSERT_EQ(std::count(room.begin(), room.end(), 0), 8) << "puts found no room in the ring";
   std::atomic<uint64_t> unused{0};
   Status ended = OpRingProducer(*ring, &unused).wait_ended(kPuts, std::chrono::seconds(60));
   ASSERT_TRUE(ended.ok()) << ended.error().to_string();
-  const std::vector<uint8_t> room = gpu_read(counters + 8, 8);
-  EXPECT_EQ(std::count(room.begin(), room.end(), 0), 8) << "puts found no room in the ring";
   EXPECT_EQ(ring->done(), kPuts);
   EXPECT_EQ(ring->failed(), 0u);
   for (uint64_t i = 0; i < kPuts * 8; ++i)
@@ -530,9 +531,10 @@ TEST_F(CudaGpuTest, PutsAKernelPublishesInARingLandAndTheirLatencyIsPrinted) {
   }
   std::sort(gpu_ns.begin(), gpu_ns.end());
   std::sort(cpu_ns.begin(), cpu_ns.end());
+  auto path = me.write(local->handle(), remote, Range::of(8));
+  ASSERT_TRUE(path.ok()) << path.error().to_string();
   std::printf("ring_put_8B_median_us gpu_initiated %.1f cpu_initiated %.1f (path %s)\n",
-              gpu_ns[kRounds / 2] / 1e3, cpu_ns[kRounds / 2] / 1e3,
-              me.write(local->handle(), remote, Range::of(8))->path.c_str());
+              gpu_ns[kRounds / 2] / 1e3, cpu_ns[kRounds / 2] / 1e3, path->path.c_str());
   proxy->reset();
   ASSERT_TRUE(owner->release(remote.id));
 #else
