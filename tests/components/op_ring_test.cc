@@ -11,22 +11,12 @@
 #include <thread>
 #include <vector>
 
+#include "tests/ring_memory.h"
+
 namespace caf_rdma {
 namespace {
 
 using std::chrono::milliseconds;
-
-/// 64-byte aligned memory for a ring of `capacity` slots.
-struct RingMemory {
-  explicit RingMemory(uint64_t capacity) : bytes(op_ring_bytes(capacity)) {
-    mem.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
-  }
-  struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
-  uint64_t bytes;
-  std::unique_ptr<uint8_t, Free> mem;
-};
 
 TEST(OpRingTest, ABadRingIsRefusedNamingWhatIsWrong) {
   RingMemory m(8);
