@@ -636,6 +636,7 @@ ManagerStats ManagerState::stats() const {
   s.staged_overlapped = counters_.staged_overlapped;
   s.packed_chunks = counters_.packed_chunks;
   s.packed_ops = counters_.packed_ops;
+  s.staged_pieces = counters_.staged_pieces;
   s.links_lost = counters_.links_lost;
   s.reconnects = counters_.reconnects;
   s.registrants = registrants.stats();

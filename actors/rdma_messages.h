@@ -700,6 +700,9 @@ struct ManagerStats {
   /// batch to one buffer (fetch_list, store_list), and the ops they carried.
   uint64_t packed_chunks = 0;
   uint64_t packed_ops = 0;
+  /// Rdma-staged transfers of one chunk or less that took a piece of a bounce buffer shared
+  /// with others (a list's small ranges gathered into one buffer, staged_path.h invariant 5).
+  uint64_t staged_pieces = 0;
   /// Links to peer managers lost while the peer may live (remote_link_unreachable), and links
   /// made again to the same manager afterwards (by this manager's reconnect, or by the peer).
   uint64_t links_lost = 0;
@@ -746,7 +749,8 @@ typename Inspector::result_type inspect(Inspector& f, ManagerStats& x) {
            x.reconnects, x.no_rdma_reason, x.window_bytes, x.fetches_waiting, x.registrants,
            x.orphaned_buffers, x.notices_sent, x.notices_pending, x.notices_refused,
            x.notified_writes, x.rails, x.striped_ops, x.stripe_slices, x.stripe_failovers,
-           x.spread_ops, x.telemetry, x.same_host_ops, x.packed_chunks, x.packed_ops);
+           x.spread_ops, x.telemetry, x.same_host_ops, x.packed_chunks, x.packed_ops,
+           x.staged_pieces);
 }
 
 /// Registers every message type above. Call on the config of every actor system that talks

@@ -12,11 +12,12 @@
 // components/priority.h; 0.16.0: class queue pairs, QpInfoMsg::priority and lane_open's class,
 // ManagerOptions::latency_traffic and background_traffic, actors/manager/rails.h invariant 26;
 // 0.17.0: packed fallback requests, fetch_list and store_list, and ManagerStats::packed_chunks
-// and packed_ops, actors/transfer/chunk_path.h invariant 5).
+// and packed_ops, actors/transfer/chunk_path.h invariant 5; 0.18.0: ManagerStats::staged_pieces,
+// actors/transfer/staged_path.h invariant 5).
 #pragma once
 
 namespace caf_rdma {
 
-constexpr const char* kVersion = "0.17.0";
+constexpr const char* kVersion = "0.18.0";
 
 }  // namespace caf_rdma

@@ -165,7 +165,8 @@ struct Counters {
   uint64_t rdma_ops = 0, rdma_bytes = 0, fallback_ops = 0, fallback_bytes = 0, errors = 0;
   uint64_t handshakes = 0, served_fallback_bytes = 0, stream_ops = 0, stream_refused = 0,
            stream_grants_asked = 0;
-  uint64_t staged_chunks = 0, staged_overlapped = 0, packed_chunks = 0, packed_ops = 0;
+  uint64_t staged_chunks = 0, staged_overlapped = 0, packed_chunks = 0, packed_ops = 0,
+           staged_pieces = 0;
   uint64_t links_lost = 0, reconnects = 0;
   uint64_t notices_sent = 0, notices_refused = 0, notified_writes = 0;
   uint64_t striped_ops = 0, stripe_slices = 0, stripe_failovers = 0, spread_ops = 0;

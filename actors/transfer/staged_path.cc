@@ -20,17 +20,60 @@ void StagedPath::start(OpId id) {
   StagedOp& s = ops_[id];
   if (s.slot >= 0)
     return connect(id);  // it waited for a lost link (TransferPath invariant 3)
-  auto slot = take_slot(m_.buffer_table.buffers().at(o.op.local.id).gpu);
-  if (!slot.ok())
-    return m_.fail_op(id, to_caf_error(slot.error()));
-  if (*slot < 0) {
+  const int gpu = m_.buffer_table.buffers().at(o.op.local.id).gpu;
+  s = StagedOp{};
+  if (o.length <= chunk_bytes()) {
+    auto piece = take_piece(s, o.length, gpu);  // invariant 5
+    if (!piece.ok())
+      return m_.fail_op(id, to_caf_error(piece.error()));
+  } else {
+    auto slot = take_slot(gpu);
+    if (!slot.ok())
+      return m_.fail_op(id, to_caf_error(slot.error()));
+    s.slot = *slot;
+  }
+  if (s.slot < 0) {
     m_.enqueue_waiting(waiters_, id);  // invariant 4: by class, earliest deadline first
     return;
   }
-  s = StagedOp{};
-  s.slot = *slot;
   s.chunks = plan_staging(o.length, chunk_bytes());
   connect(id);
+}
+
+uint64_t StagedPath::piece_bytes(uint64_t length) const {
+  constexpr uint64_t kAlign = 64;
+  const uint64_t aligned = (std::max<uint64_t>(length, 1) + kAlign - 1) / kAlign * kAlign;
+  return std::min(aligned, m_.options().staging_bytes);
+}
+
+Result<bool> StagedPath::take_piece(StagedOp& s, uint64_t length, int gpu) {
+  const uint64_t bytes = piece_bytes(length);
+  if (open_ >= 0 && slots_[open_].cut + bytes > m_.options().staging_bytes)
+    open_ = -1;  // full: it goes back when its last op leaves it
+  if (open_ < 0) {
+    auto slot = take_slot(gpu);
+    if (!slot.ok())
+      return slot.error();
+    if (*slot < 0)
+      return false;
+    open_ = *slot;
+  }
+  Slot& slot = slots_[open_];
+  s.slot = open_;
+  s.base = slot.cut;
+  slot.cut += bytes;
+  ++slot.tenants;
+  ++m_.counters().staged_pieces;
+  return true;
+}
+
+bool StagedPath::room_for(uint64_t length) const {
+  if (length <= chunk_bytes() && open_ >= 0 &&
+      slots_[open_].cut + piece_bytes(length) <= m_.options().staging_bytes)
+    return true;
+  if (slots_.size() < m_.options().staging_buffers)
+    return true;
+  return std::any_of(slots_.begin(), slots_.end(), [](const Slot& x) { return !x.busy; });
 }
 
 Result<int> StagedPath::take_slot(int gpu) {
@@ -88,7 +131,7 @@ void StagedPath::post_chunks(OpId id, StagedOp& s, const std::shared_ptr<QpEndpo
     const auto chunk = static_cast<uint32_t>(s.next_chunk);
     const StagingChunk& c = s.chunks[chunk];
     const size_t half = chunk % n_halves;
-    const uint64_t at = half * bytes;
+    const uint64_t at = s.base + half * bytes;
     Slot& slot = slots_[s.slot];
     if (!is_read) {
       // Out of the GPU into this half while the NIC may still move the other half's chunk.
@@ -159,7 +202,7 @@ void StagedPath::chunk_done(OpId id, StagedOp& s, uint32_t chunk, TransferOutcom
       const StagingChunk& c = s.chunks[chunk];
       Status st = m_.buffer_table.copy_in(
           m_.buffer_table.buffers().at(o.op.local.id), o.op.local_offset + c.offset,
-          slots_[s.slot].memory->data() + half * chunk_bytes(), c.length);
+          slots_[s.slot].memory->data() + s.base + half * chunk_bytes(), c.length);
       if (!st.ok())
         s.error.emplace(
             outcome_of(st.error().with_context("rdma-staged read into " + describe(o.op.local))),
@@ -197,7 +240,7 @@ void StagedPath::settle(OpId id) {
     // computes its checksum.
     int slot = s.slot;
     s.slot = -1;
-    release_slot(slot);
+    leave_slot(slot);
     return verify(id);
   }
   TransferOutcome out;
@@ -219,7 +262,7 @@ void StagedPath::settle(OpId id) {
   const int slot = s.slot;
   s.slot = -1;
   if (slot >= 0)
-    release_slot(slot);
+    leave_slot(slot);
   failed(id, std::move(out), fault);
 }
 
@@ -232,7 +275,7 @@ void StagedPath::forget(OpId id) {
   const int slot = it->second.slot;
   ops_.erase(it);
   if (slot >= 0)
-    release_slot(slot);  // the NIC is done with it: the op completed or was flushed
+    leave_slot(slot);  // the NIC is done with it: the op completed or was flushed
 }
 
 bool StagedPath::posted_any(OpId id) const {
@@ -251,32 +294,56 @@ void StagedPath::withdraw(OpId id) {
     return;
   // Freed now, handed to a waiter from the next message: handing it over here could nest (the
   // waiter may be rerouted too, freeing it again) as deep as there are waiters.
-  slots_[slot].busy = false;
+  Slot& x = slots_[slot];
+  if (x.tenants > 0 && --x.tenants > 0)
+    return;  // other ops still hold pieces of it
+  x.busy = false;
+  x.cut = 0;
+  if (open_ == slot)
+    open_ = -1;
   if (!waiters_.empty())
     m_.self()->send(m_.self(), StagingFreed{});
 }
 
-void StagedPath::release_slot(int slot) {
-  slots_[slot].busy = false;
-  // A waiter may not take it (rerouted to the fallback): then the next one may.
-  while (!waiters_.empty() && !slots_[slot].busy) {
-    OpId id = waiters_.pop(m_.now());
-    if (m_.op_record(id) == nullptr)
-      continue;  // finished (timed out) while waiting
-    return start(id);
+void StagedPath::leave_slot(int slot) {
+  Slot& x = slots_[slot];
+  if (x.tenants > 0 && --x.tenants > 0)
+    return;  // other ops still hold pieces of it (invariant 2)
+  x.busy = false;
+  x.cut = 0;
+  if (open_ == slot)
+    open_ = -1;
+  hand_on();
+}
+
+void StagedPath::hand_on() {
+  // A waiter may not take what it was given (rerouted to the fallback, or failed): then the
+  // next one that fits may. One that fits always takes its slot or piece (or leaves), so this
+  // ends.
+  const auto now = m_.now();
+  while (!waiters_.empty()) {
+    auto id = waiters_.take_next_if(
+        [this](OpId w) {
+          const OpRecord* o = m_.op_record(w);
+          return o == nullptr || room_for(o->length);  // an ended one just leaves
+        },
+        now);
+    if (!id)
+      return;
+    if (m_.op_record(*id) != nullptr)
+      start(*id);
   }
 }
 
 void StagedPath::slots_freed() {
-  for (size_t i = 0; i < slots_.size(); ++i)
-    if (!slots_[i].busy)
-      release_slot(static_cast<int>(i));
+  hand_on();
 }
 
 void StagedPath::drop_device() {
   // No op may give back a slot that is gone (one waiting for its owner's answer after a refused
   // access still holds its slot).
   waiters_.clear();
+  open_ = -1;
   for (auto& [id, s] : ops_)
     s.slot = -1;
   slots_.clear();

@@ -5,15 +5,22 @@
 // completion.
 //
 // Invariants (manager invariant 9):
-//  1. An op holds one bounce buffer (a slot), used as staging_halves() halves, chunk i in half
-//     i % 2, so the GPU copy of one chunk runs while the NIC moves the other; chunks may
-//     complete in any order (each completion names its chunk).
-//  2. The slot goes back, and the op is answered, only once no chunk of it is on the NIC
-//     (completed, flushed, or its QP destroyed): no later transfer's bytes meet a late DMA.
+//  1. An op longer than one chunk (half a bounce buffer) holds a bounce buffer (a slot) of its
+//     own, used as two halves, chunk i in half i % 2, so the GPU copy of one chunk runs while the
+//     NIC moves the other; chunks may complete in any order (each completion names its chunk).
+//  2. A slot goes back only once no chunk of any op holding it (or a piece of it) is on the NIC
+//     (completed, flushed, or its QP destroyed), and an op is answered only once none of its
+//     own is: no later transfer's bytes meet a late DMA. A piece is never cut twice: a shared
+//     slot is cut afresh only after its last op left it.
 //  3. An op succeeds only when every chunk moved; it is never retried (its first chunks may
 //     have moved), and once a chunk was posted it is never rerouted to the fallback.
 //  4. At most staging_buffers slots exist; ops beyond wait for one by class, earliest deadline
-//     first within one (manager invariant 25; their timeout still runs).
+//     first within one (manager invariant 25; their timeout still runs). A freed slot, or room
+//     in the open shared one, goes to the first waiter in that order it can serve.
+//  5. An op of one chunk or less takes a piece of a shared slot instead: pieces are cut one
+//     after the other from the slot's start (64-byte aligned) until the next does not fit; then
+//     the next small op opens another slot. So the small ranges of a list (or batch) gather into
+//     a few bounce buffers, all on the NIC at once, instead of each holding a whole slot.
 #pragma once
 
 #include <map>
@@ -46,7 +53,7 @@ public:
   void slots_freed();
   /// Manager invariant 8: the device is gone, and with it every bounce buffer's registration.
   void drop_device();
-  /// Bounce buffers an op holds now, and all that exist (ManagerTelemetry).
+  /// Bounce buffers an op holds (or pieces of) now, and all that exist (ManagerTelemetry).
   uint64_t slots_busy() const;
   uint64_t slots_made() const { return slots_.size(); }
 
@@ -55,9 +62,12 @@ private:
     std::unique_ptr<BounceBuffer> memory;  // destroyed after `rdma` (its registration)
     RdmaBuffer rdma;
     bool busy = false;
+    uint32_t tenants = 0;  ///< ops holding a piece of it (invariant 5); 0: one op or none
+    uint64_t cut = 0;      ///< bytes cut into pieces so far
   };
   struct StagedOp : NicUse {
-    int slot = -1;  ///< bounce buffer held, -1 while waiting for one
+    int slot = -1;      ///< bounce buffer held, -1 while waiting for one
+    uint64_t base = 0;  ///< where its part of the slot starts (a piece's offset, else 0)
     std::vector<StagingChunk> chunks;
     size_t next_chunk = 0;       ///< the next chunk to post
     size_t chunks_done = 0;      ///< chunks moved (and, for a read, copied into the GPU)
@@ -76,18 +86,29 @@ private:
 
   /// A free slot (made if fewer than staging_buffers exist), -1 when all are busy, or an error.
   Result<int> take_slot(int gpu);
+  /// Gives the op a piece of `length` bytes of the open shared slot, or of a new one
+  /// (invariant 5): false when none is to be had now, or an error.
+  Result<bool> take_piece(StagedOp& s, uint64_t length, int gpu);
+  /// Whether an op of `length` bytes would get its slot or piece now.
+  bool room_for(uint64_t length) const;
+  /// A piece's bytes: `length` rounded up to 64, within one slot.
+  uint64_t piece_bytes(uint64_t length) const;
+  /// The op is done with its slot or piece: the slot goes back once no op holds it.
+  void leave_slot(int slot);
+  /// Free slots and room go to the ops waiting (invariant 4).
+  void hand_on();
   /// Posts the op's next chunks while a half of its slot is free.
   void post_chunks(OpId id, StagedOp& s, const std::shared_ptr<QpEndpoint>& qp);
   /// A chunk came back: copy it into the GPU (a read), post the next ones.
   void chunk_done(OpId id, StagedOp& s, uint32_t chunk, TransferOutcome outcome, OpFault fault);
   /// Answers the op once no chunk of it is on the NIC (invariant 2).
   void settle(OpId id);
-  void release_slot(int slot);
   size_t halves() const;
   uint64_t chunk_bytes() const;
 
   std::map<OpId, StagedOp> ops_;
   std::vector<Slot> slots_;
+  int open_ = -1;  ///< the shared slot pieces are cut from now (invariant 5), -1 none
   ClassQueue<OpId> waiters_;
   bool lock_reported_ = false;  // "staging buffers stay pageable" said once
 };

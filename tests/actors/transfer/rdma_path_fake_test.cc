@@ -293,5 +293,81 @@ TEST_F(RdmaPathOnFakeNic,
   EXPECT_TRUE(quiet());
 }
 
+TEST_F(RdmaPathOnFakeNic, StagedPath_SmallOpsOfABatchGatherIntoSharedBounceBuffers) {
+  SCOPED_TRACE("StagedPath invariants 2, 4 and 5");
+  // One bounce buffer of 2 * kChunk bytes: 8 pieces of 1000 bytes (1024 each, aligned). A batch
+  // of 12 small GPU writes puts 8 on the NIC at once from that one buffer; the other 4 wait
+  // until every piece's chunk is back (none is cut twice), then go. Then a big read takes the
+  // whole buffer while small reads wait behind it.
+  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  ManagerOptions o = options();
+  o.device_memory = gpu;
+  o.staging_bytes = 2 * kChunk;
+  o.staging_buffers = 1;
+  ASSERT_NO_FATAL_FAILURE(start_manager(o));
+  constexpr uint64_t kOps = 12, kSmall = 1000, kPerBuffer = 8;
+  std::vector<uint8_t> g = patterned(kOps * kSmall + 3 * kChunk, 41);
+  std::vector<uint8_t> host(kOps * kSmall + 3 * kChunk, 0);
+  gpu->add_gpu_range(g.data(), g.size());
+  BufferHandle hg = register_buffer(g);
+  BufferHandle hh = register_buffer(host);
+  ASSERT_EQ(hg.memory, static_cast<uint8_t>(BufferMemory::kGpuStaged));
+  // Op i: GPU range i to host range kOps - 1 - i (so a piece's place is not the range's).
+  std::vector<TransferOp> writes;
+  for (uint64_t i = 0; i < kOps; ++i)
+    writes.push_back(make_write(hg, hh, kSmall, i * kSmall, (kOps - 1 - i) * kSmall));
+  auto w = ask<std::vector<TransferOutcome>>(manager(), batch_atom::value, writes, uint32_t{1000});
+  run_jobs();
+  auto qp = newest_qp();
+  ASSERT_NE(qp, nullptr);
+  EXPECT_EQ(qp->pending_ops(), kPerBuffer) << "the batch's small ops did not share the buffer";
+  for (uint64_t i = 0; i + 1 < kPerBuffer; ++i)
+    ASSERT_TRUE(qp->complete_next());
+  run_jobs();
+  EXPECT_EQ(qp->pending_ops(), 1u) << "a piece was cut again while a chunk was on the NIC";
+  EXPECT_FALSE(reply(w).has_value());
+  ASSERT_TRUE(qp->complete_next());  // the buffer's last chunk: the waiters take pieces
+  run_jobs();
+  EXPECT_EQ(qp->pending_ops(), kOps - kPerBuffer);
+  EXPECT_EQ(qp->complete_all(), kOps - kPerBuffer);
+  run_jobs();
+  auto rw = reply(w);
+  ASSERT_TRUE(rw && *rw) << (rw ? error_message(rw->error()) : "no reply");
+  ASSERT_EQ((*rw)->size(), kOps);
+  for (const TransferOutcome& out : **rw)
+    EXPECT_TRUE(out.ok()) << out.message;
+  for (uint64_t i = 0; i < kOps; ++i)
+    EXPECT_TRUE(same_bytes(host, (kOps - 1 - i) * kSmall, g, i * kSmall, kSmall)) << "op " << i;
+  EXPECT_TRUE(all_zero(host, kOps * kSmall, 3 * kChunk));
+  EXPECT_EQ(gpu->to_host_bytes.load(), kOps * kSmall);
+  // Back into the GPU: a read longer than a chunk holds the buffer (both halves); three small
+  // reads queued behind it get pieces once it is done.
+  for (size_t i = 0; i < host.size(); ++i)
+    host[i] = det_pattern(i, 42);
+  std::vector<TransferOp> reads{make_read(hg, hh, 3 * kChunk, kOps * kSmall, kOps * kSmall)};
+  for (uint64_t i = 0; i < 3; ++i)
+    reads.push_back(make_read(hg, hh, kSmall, i * kSmall, (5 + i) * kSmall));
+  auto r = ask<std::vector<TransferOutcome>>(manager(), batch_atom::value, reads, uint32_t{1000});
+  run_jobs();
+  EXPECT_EQ(qp->pending_ops(), 2u) << "the big read's two halves, and nothing else";
+  std::optional<caf::expected<std::vector<TransferOutcome>>> rr;
+  for (int i = 0; i < 16 && !rr; ++i) {
+    qp->complete_all();
+    run_jobs();
+    rr = reply(r);
+  }
+  ASSERT_TRUE(rr && *rr) << (rr ? error_message(rr->error()) : "no reply");
+  for (const TransferOutcome& out : **rr)
+    EXPECT_TRUE(out.ok()) << out.message;
+  EXPECT_TRUE(same_bytes(g, kOps * kSmall, host, kOps * kSmall, 3 * kChunk));
+  for (uint64_t i = 0; i < 3; ++i)
+    EXPECT_TRUE(same_bytes(g, i * kSmall, host, (5 + i) * kSmall, kSmall)) << "read " << i;
+  auto st = ask<ManagerStats>(manager(), stats_atom::value);
+  auto stats = reply(st);
+  ASSERT_TRUE(stats && *stats);
+  EXPECT_EQ((*stats)->staged_pieces, kOps + 3);
+  EXPECT_TRUE(quiet());
+}
+
 }  // namespace
 }  // namespace caf_rdma::testing

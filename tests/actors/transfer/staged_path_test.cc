@@ -6,6 +6,7 @@
 
 #include <thread>
 
+#include "actors/rdma_client.h"
 #include "tests/actors/gpu_node_test.h"
 
 namespace caf_rdma::testing {
@@ -266,6 +267,61 @@ TEST_F(StagedPathTest, MoreStagedTransfersThanBounceBuffersQueueAndAllComplete) 
     EXPECT_TRUE((*out)[i].ok()) << i << ": " << (*out)[i].message;
     EXPECT_EQ((*out)[i].path, staged_path());
     EXPECT_EQ(hosts[i]->bytes, devs[i]->bytes) << "op " << i;
+  }
+}
+
+// A list of 500 small GPU ranges: on the rdma-staged path each range takes a piece of a shared
+// bounce buffer (16 of 4 KiB in each 64 KiB buffer), not a buffer of its own; every byte lands
+// both ways, in scattered places, and the bytes between the ranges stay as they were.
+TEST_F(StagedPathTest, AListsSmallRangesGatherIntoSharedBounceBuffersAndMoveEveryByte) {
+  SCOPED_TRACE("StagedPath invariant 5");
+  constexpr uint64_t kCount = 500, kBlock = 4096, kGap = 100;
+  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  Memory device_mem(kCount * (kBlock + kGap), 7), host(kCount * kBlock, 0);
+  gpu->add_gpu_range(device_mem.bytes.data(), device_mem.bytes.size(), 0);
+  auto a = node(gpu), b = node(nullptr);
+  ASSERT_TRUE(a && b);
+  auto g = a->request_buffer(device_mem);
+  auto h = b->request_buffer(host);
+  ASSERT_TRUE(g && h) << (g ? "" : error_message(g.error()));
+  // GPU block i (kGap bytes apart) to host block kCount - 1 - i.
+  std::vector<ListRange> ranges;
+  for (uint64_t i = 0; i < kCount; ++i)
+    ranges.push_back(ListRange{i * (kBlock + kGap), (kCount - 1 - i) * kBlock, kBlock});
+  RdmaClient me(a->node().system(), a->manager());
+  const ManagerStats before = a->stats();
+  auto push = me.prepare(TransferKind::kWrite, *g, *h, ranges);
+  ASSERT_TRUE(push.ok()) << push.error().to_string();
+  ListOutcome got = me.post(*push, std::chrono::seconds(60));
+  ASSERT_TRUE(got.ok()) << got.status().error().to_string();
+  EXPECT_EQ(got.landed, kCount);
+  EXPECT_EQ(got.path, staged_path());
+  for (uint64_t i = 0; i < kCount; ++i)
+    ASSERT_TRUE(std::equal(host.bytes.begin() + (kCount - 1 - i) * kBlock,
+                           host.bytes.begin() + (kCount - i) * kBlock,
+                           device_mem.bytes.begin() + i * (kBlock + kGap)))
+        << "range " << i;
+  // Back from another pattern into the GPU's blocks; the gaps keep theirs.
+  for (uint64_t i = 0; i < host.bytes.size(); ++i)
+    host.bytes[i] = pattern(i, 8);
+  auto pull = me.prepare(TransferKind::kRead, *g, *h, ranges);
+  ASSERT_TRUE(pull.ok()) << pull.error().to_string();
+  got = me.post(*pull, std::chrono::seconds(60));
+  ASSERT_TRUE(got.ok()) << got.status().error().to_string();
+  EXPECT_EQ(got.landed, kCount);
+  for (uint64_t i = 0; i < kCount; ++i) {
+    const uint64_t at = i * (kBlock + kGap);
+    for (uint64_t k = 0; k < kBlock; ++k)
+      ASSERT_EQ(device_mem.bytes[at + k], pattern((kCount - 1 - i) * kBlock + k, 8))
+          << "range " << i << " byte " << k;
+    for (uint64_t k = kBlock; k < kBlock + kGap; ++k)
+      ASSERT_EQ(device_mem.bytes[at + k], pattern(at + k, 7)) << "gap byte " << at + k;
+  }
+  if (staged_path() == kPathRdmaStaged) {
+    const ManagerStats after = a->stats();
+    EXPECT_EQ(after.staged_pieces - before.staged_pieces, 2 * kCount)
+        << "a small range took a bounce buffer of its own";
+    EXPECT_EQ(after.staged_chunks - before.staged_chunks, 2 * kCount);
   }
 }
 
