@@ -43,11 +43,19 @@ std::shared_ptr<DirectLane> RdmaClient::lane_for(const TransferOp* ops, size_t c
     return nullptr;
   const TransferOp& op = ops[0];  // all of one owner (batch checks it)
   // Ops the manager would stripe (path_choice.h invariant 7) go to the manager: a batch with
-  // any, as the manager decides for each op of a batch.
+  // any, as the manager decides for each op of a batch, or one whose ops it would stripe by
+  // what they move together.
   auto striped = [ops, count](const LaneSlot& s) {
-    return std::any_of(ops, ops + count, [&s](const TransferOp& o) {
-      return DirectLane::manager_stripes(o, s.stripe_min_bytes, s.stripes_one_device);
-    });
+    TransferOp together = ops[0];
+    together.length = 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (DirectLane::manager_stripes(ops[i], s.stripe_min_bytes, s.stripes_one_device))
+        return true;
+      if (detail::counts_together(ops[i]))
+        together.length += ops[i].length;
+    }
+    return count > 1 && together.length > 0 &&
+           DirectLane::manager_stripes(together, s.stripe_min_bytes, s.stripes_one_device);
   };
   const LaneKey owner = lane_key(op);
   auto now = std::chrono::steady_clock::now();

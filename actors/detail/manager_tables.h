@@ -82,6 +82,10 @@ struct OpRecord {
   bool notifying = false;  ///< its bytes moved; its notice is on its way (write_notices.h)
   /// A notify write: the receipt its notice claims at the owner (manager/write_receipts.h).
   uint64_t receipt = 0;
+  /// What the reads and writes of its batch (a list's) move to its owner together, when the
+  /// manager stripes: the striping rule's size for an op smaller than that (manager/rails.h
+  /// invariant 19). 0: not in a batch, or nothing is striped here.
+  uint64_t batch_bytes = 0;
 
   bool is_read() const { return caf_rdma::is_read(op); }
 };

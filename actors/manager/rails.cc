@@ -1,6 +1,8 @@
 // Rails (see rails.h).
 #include "actors/manager/rails.h"
 
+#include <map>
+
 #include "actors/detail/manager_state.h"
 #include "actors/op_texts.h"
 #include "actors/transport/open_device.h"
@@ -97,8 +99,31 @@ bool Rails::on_every_rail(const LocalBuffer& local) const {
   return !m_.nic().rails.empty() && local.rails.size() == m_.nic().rails.size();
 }
 
-bool Rails::stripes(OpId id, std::vector<StripeLane>* lanes) {
+void Rails::count_batch(std::vector<OpRecord>& ops) {
+  std::map<caf::actor_addr, uint64_t> per_owner;
+  for (const OpRecord& r : ops)
+    if (counts_together(r.op))
+      per_owner[r.op.remote.owner.address()] += r.op.length;
+  for (OpRecord& r : ops)
+    if (counts_together(r.op))
+      r.batch_bytes = per_owner[r.op.remote.owner.address()];
+}
+
+StripeLane Rails::least_busy_of(const std::shared_ptr<QpEndpoint>& primary,
+                                const std::vector<StripeLane>& lanes) {
+  StripeLane best{primary, 0};
+  size_t fewest = primary->pending_ops();
+  for (const StripeLane& l : lanes)
+    if (size_t n = l.qp->pending_ops(); n < fewest) {
+      fewest = n;
+      best = l;
+    }
+  return best;
+}
+
+bool Rails::stripes(OpId id, std::vector<StripeLane>* lanes, bool* whole) {
   const OpRecord* o = m_.op_record(id);
+  *whole = false;
   if (o == nullptr)
     return false;
   // The rails both sides have (none: the op may still take stripe_qps queue pairs of the
@@ -106,11 +131,18 @@ bool Rails::stripes(OpId id, std::vector<StripeLane>* lanes) {
   const LocalBuffer& local = m_.buffer_table.buffers().at(o->op.local.id);
   const auto rails =
       static_cast<uint32_t>(shared_rails(local.rails.size(), o->op.remote.rails.size()));
-  // Invariant 19's rule (path_choice.h invariant 7, RdmaClient's lanes ask it too).
-  if (!striped(StripeFacts{o->length, m_.options().stripe_min_bytes, o->op.notify,
-                           o->peer == m_.facade().address(), rails, m_.options().stripe_qps > 1,
-                           priority_of(o->op) == Priority::kBulk}))
-    return false;
+  // Invariant 19's rule (path_choice.h invariant 7, RdmaClient's lanes ask it too): by the
+  // op's size, else by its batch's to the same owner (then it goes whole on one queue pair).
+  auto rule = [&](uint64_t bytes) {
+    return striped(StripeFacts{bytes, m_.options().stripe_min_bytes, o->op.notify,
+                               o->peer == m_.facade().address(), rails, m_.options().stripe_qps > 1,
+                               priority_of(o->op) == Priority::kBulk});
+  };
+  if (!rule(o->length)) {
+    if (o->batch_bytes <= o->length || !rule(o->batch_bytes))
+      return false;
+    *whole = true;
+  }
   auto it = m_.peer_table.peers().find(o->peer);
   if (it == m_.peer_table.peers().end())
     return false;

@@ -19,7 +19,11 @@
 //     usable queue pair: the managers' own and the striping queue pairs to that peer on the
 //     primary devices and on rails both sides have, whose local port is ACTIVE. A smaller one
 //     (above kInlinePollMaxBytes: the latency path stays on the managers' queue pair) goes
-//     whole to the one of those already made with the fewest ops pending. Its reply comes
+//     whole to the one of those already made with the fewest ops pending. The reads and writes
+//     of one batch (a transfer list's batch) to one owner stripe by what they move together:
+//     when that would be striped, each of them smaller than stripe_min_bytes goes whole on the
+//     least busy of those queue pairs (made, or waited for, as for a striped op), so a list of
+//     small ranges spreads over the rails. Its reply comes
 //     only once every slice completed (no byte of it lands after the reply). A slice that fails on
 //     a rail runs once more on the managers' own queue pair (failover: the op still moves every
 //     byte); the op fails only when a slice fails there, with that error.
@@ -111,11 +115,19 @@ public:
 
   /// Invariant 18: registers host buffer `entry` on every rail and lists the keys in `h`.
   void register_buffer(LocalBuffer& entry, BufferHandle& h, Access access);
+  /// Sets each read's and write's OpRecord::batch_bytes: what the batch's reads and writes
+  /// to its owner move together (invariant 19).
+  static void count_batch(std::vector<OpRecord>& ops);
   /// Whether op `id` (about to be posted on the managers' queue pair) is striped: false: post
   /// it as one. True with `lanes` empty: it waits for a striping handshake and is connected
   /// again once that ended (invariant 20). True with `lanes`: its slices go on `lanes` besides
-  /// the managers' queue pair.
-  bool stripes(OpId id, std::vector<StripeLane>* lanes);
+  /// the managers' queue pair, or, with `*whole` (an op of a batch that stripes by its bytes
+  /// together), the op goes whole on the least busy of them and the managers' queue pair.
+  bool stripes(OpId id, std::vector<StripeLane>* lanes, bool* whole);
+  /// Of `primary` and `lanes`, the queue pair with the fewest ops pending (the primary on a
+  /// tie).
+  static StripeLane least_busy_of(const std::shared_ptr<QpEndpoint>& primary,
+                                  const std::vector<StripeLane>& lanes);
   /// For op `id` below stripe_min_bytes (and above kInlinePollMaxBytes): the ready queue pair
   /// to its owner, among the managers' own (`primary`) and the striping ones whose rail both
   /// sides have, with the fewest ops pending (the primary on a tie); makes none (invariant 19).

@@ -86,6 +86,12 @@ bool striped(const StripeFacts& f) {
          f.bulk && (f.rails > 0 || f.several_qps);
 }
 
+bool counts_together(const TransferOp& op) {
+  return (op.kind == wire_kind(TransferKind::kRead) ||
+          op.kind == wire_kind(TransferKind::kWrite)) &&
+         !op.notify && op.length != kWholeSpan && priority_of(op) == Priority::kBulk;
+}
+
 PathChoice choose_path(const TransferOp& op, const PathFacts& f) {
   if (f.same_node && f.ranges_overlap)
     return {PathKind::kLocalCopy, ErrorCode::kNoDevice, "the two ranges overlap"};

@@ -34,7 +34,10 @@
 //     pair only), is not between this node's own buffers, is of the bulk class (a latency or
 //     background op runs whole on its class's queue pair: manager/rails.h invariant 26), and
 //     both sides have rails or the manager stripes over several queue pairs of its one device
-//     (stripe_qps > 1).
+//     (stripe_qps > 1). A batch's (a transfer list's) reads and writes to one owner are
+//     measured together: when what they move would be striped, the smaller ones go whole on
+//     the striping queue pairs, spread (manager/rails.h invariant 19), and a client's list of
+//     that size is the manager's, not a lane's (DirectLane::list_probe).
 #pragma once
 
 #include <string>
@@ -131,6 +134,11 @@ size_t shared_rails(size_t local_rails, size_t remote_rails);
 
 /// Invariant 7: whether the op is cut into slices.
 bool striped(const StripeFacts& facts);
+
+/// Invariant 7: whether `op`'s bytes count toward what its batch moves to its owner together
+/// (a bulk read or write of an explicit length, no notify write); the manager (Rails) and
+/// RdmaClient's lanes count so.
+bool counts_together(const TransferOp& op);
 
 /// Chooses the path of `op` (invariants 1-5).
 PathChoice choose_path(const TransferOp& op, const PathFacts& facts);

@@ -74,12 +74,17 @@ void RdmaPath::post(OpId id, const std::shared_ptr<QpEndpoint>& managers) {
     return;  // waits for its class queue pair's handshake
   if (kind() == PathKind::kRdma && !is_atomic(op) && qp == managers) {
     std::vector<StripeLane> lanes;
-    if (m_.rails.stripes(id, &lanes)) {
+    bool whole = false;
+    if (m_.rails.stripes(id, &lanes, &whole)) {
       if (lanes.empty())
         return;  // waits for a striping handshake (manager/rails.h invariant 20)
-      return post_striped(id, qp, lanes);
-    }
-    if (o.length > kInlinePollMaxBytes && priority_of(op) == Priority::kBulk) {
+      if (!whole)
+        return post_striped(id, qp, lanes);
+      // Manager invariant 19: an op of a batch that stripes by its bytes together.
+      StripeLane lane = Rails::least_busy_of(qp, lanes);
+      if (lane.qp != qp)
+        return post_striped(id, qp, {lane}, false);
+    } else if (o.length > kInlinePollMaxBytes && priority_of(op) == Priority::kBulk) {
       // Manager invariant 19: whole, on the least busy queue pair to the owner (a class's
       // op whose queue pair is held off stays on the managers': invariant 26).
       StripeLane lane = m_.rails.least_busy(id, qp);

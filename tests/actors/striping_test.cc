@@ -173,6 +173,61 @@ TEST_F(StripingTest, LargeReadsAndWritesMoveEveryByteOverBothRails) {
   EXPECT_EQ(a_->stats().striped_ops, 8u) << "the batch's large op was not striped";
 }
 
+// Invariant 19 for lists: a client's list of small ranges that moves kStripeMin or more
+// together is the manager's, which spreads its ranges whole over both rails' queue pairs; a
+// smaller list takes the client's direct lane. Every byte both ways.
+TEST_F(StripingTest, AListOfSmallRangesThatMovesEnoughTogetherSpreadsOverBothRails) {
+  constexpr uint64_t kBlock = 4096, kBlocks = 1024;  // 4 MiB together
+  RdmaClient client(a_->node().system(), a_->manager());
+  Memory theirs(kBlocks * kBlock, 31), mine(kBlocks * kBlock);
+  BufferHandle remote = remote_view(*b_, *a_, theirs, "pool");
+  auto local = client.request_buffer(mine.bytes.data(), mine.bytes.size());
+  ASSERT_TRUE(local.ok()) << local.error().to_string();
+  // Local block i is the owner's block (i * 389) % kBlocks (389 is prime: a permutation).
+  auto ranges = [&](uint64_t n) {
+    std::vector<ListRange> r;
+    for (uint64_t i = 0; i < n; ++i)
+      r.push_back(ListRange{i * kBlock, (i * 389) % kBlocks * kBlock, kBlock});
+    return r;
+  };
+  auto expect_moved = [&](uint64_t n, bool read) {
+    for (uint64_t i = 0; i < n; ++i)
+      ASSERT_TRUE(std::equal(mine.bytes.begin() + i * kBlock, mine.bytes.begin() + (i + 1) * kBlock,
+                             theirs.bytes.begin() + (i * 389) % kBlocks * kBlock))
+          << (read ? "read" : "write") << ", block " << i;
+  };
+  // A list under kStripeMin: the client's direct lane, one op.
+  const ManagerStats s0 = a_->stats();
+  auto few = client.prepare(TransferKind::kRead, *local, remote, ranges(64));
+  ASSERT_TRUE(few.ok()) << few.error().to_string();
+  ListOutcome got = client.post(*few, std::chrono::seconds(60));
+  ASSERT_TRUE(got.ok()) << got.status().error().to_string();
+  ASSERT_NO_FATAL_FAILURE(expect_moved(64, true));
+  const ManagerStats s1 = a_->stats();
+  EXPECT_EQ(s1.direct_ops - s0.direct_ops, 1u) << "a small list did not take the lane";
+  EXPECT_EQ(s1.spread_ops, s0.spread_ops);
+  // The whole pool as a list: the manager's, spread over the rails, each range whole.
+  auto all = client.prepare(TransferKind::kRead, *local, remote, ranges(kBlocks));
+  ASSERT_TRUE(all.ok()) << all.error().to_string();
+  got = client.post(*all, std::chrono::seconds(60));
+  ASSERT_TRUE(got.ok()) << got.status().error().to_string();
+  EXPECT_EQ(got.landed, kBlocks);
+  ASSERT_NO_FATAL_FAILURE(expect_moved(kBlocks, true));
+  const ManagerStats s2 = a_->stats();
+  EXPECT_EQ(s2.direct_ops, s1.direct_ops) << "a list the manager stripes took the lane";
+  EXPECT_GE(s2.spread_ops - s1.spread_ops, kBlocks / 8) << "the list did not spread";
+  EXPECT_EQ(s2.striped_ops, s1.striped_ops) << "a 4 KiB range was cut in slices";
+  // And back the other way, from a new pattern.
+  for (uint64_t i = 0; i < mine.bytes.size(); ++i)
+    mine.bytes[i] = pattern(i, 32);
+  auto push = client.prepare(TransferKind::kWrite, *local, remote, ranges(kBlocks));
+  ASSERT_TRUE(push.ok()) << push.error().to_string();
+  got = client.post(*push, std::chrono::seconds(60));
+  ASSERT_TRUE(got.ok()) << got.status().error().to_string();
+  ASSERT_NO_FATAL_FAILURE(expect_moved(kBlocks, false));
+  EXPECT_GE(a_->stats().spread_ops - s2.spread_ops, kBlocks / 8);
+}
+
 // Invariant 19: an op is answered by its slices together: one whose slices fail on every queue
 // pair (the owner released the buffer, so every rail's key and the primary's are refused, and
 // each failover fails too) fails with `released`, never succeeds with bytes missing; no byte

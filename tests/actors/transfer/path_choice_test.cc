@@ -266,6 +266,27 @@ TEST(PathChoiceTest, Invariant7TheRailsBothSidesHaveAreCountedFromTheirRegistrat
   EXPECT_EQ(shared_rails(2, 0), 0u) << "the remote one is on none: none";
 }
 
+TEST(PathChoiceTest, Invariant7ABatchCountsItsBulkReadsAndWritesOfAnExplicitLengthTogether) {
+  TransferOp w = remote_op();
+  w.length = 4096;
+  EXPECT_TRUE(counts_together(w));
+  TransferOp r = w;
+  r.kind = static_cast<uint8_t>(TransferKind::kRead);
+  EXPECT_TRUE(counts_together(r));
+  TransferOp notify = w;
+  notify.notify = true;
+  EXPECT_FALSE(counts_together(notify)) << "a notify write is never striped";
+  TransferOp add = w;
+  add.kind = static_cast<uint8_t>(TransferKind::kFetchAdd);
+  EXPECT_FALSE(counts_together(add)) << "an atomic";
+  TransferOp whole = w;
+  whole.length = kWholeSpan;
+  EXPECT_FALSE(counts_together(whole)) << "a whole span (the manager counts explicit lengths)";
+  TransferOp urgent = w;
+  urgent.priority = static_cast<uint8_t>(Priority::kLatency);
+  EXPECT_FALSE(counts_together(urgent)) << "a latency-class op runs whole on its class's pair";
+}
+
 TEST(PathChoiceTest, RepliesNameThePathThatMovedTheBytes) {
   EXPECT_STREQ(reply_path(PathKind::kRdma), kPathRdma);
   EXPECT_STREQ(reply_path(PathKind::kRdmaStaged), kPathRdmaStaged);

@@ -176,5 +176,64 @@ TEST_F(StripingOnFakeNics, ARailWhosePortGoesDownFailsOverAtOnceAndGetsNoSlices)
   EXPECT_TRUE(quiet());
 }
 
+TEST_F(StripingOnFakeNics, ABatchOfSmallReadsThatMovesEnoughTogetherSpreadsOverTheRails) {
+  SCOPED_TRACE("rails.h invariant 19 (a batch stripes by its bytes together)");
+  start_both();
+  theirs_ = patterned(kSize, 44);
+  mine_.assign(kSize, 0);
+  remote_ = register_on_owner(theirs_);
+  local_ = register_buffer(mine_);
+  // 8 blocks of 4 KiB (32 KiB together, under stripe_min_bytes): all on the primary device.
+  constexpr uint64_t kBlock = 4096;
+  auto blocks = [&](uint64_t first, uint64_t n) {
+    std::vector<TransferOp> ops;
+    for (uint64_t i = first; i < first + n; ++i)  // local block i from the owner's block 255 - i
+      ops.push_back(make_read(local_, remote_, kBlock, i * kBlock, (255 - i) * kBlock));
+    return ops;
+  };
+  auto finish = [&](Pending<std::vector<TransferOutcome>>& p, size_t n) {
+    std::optional<caf::expected<std::vector<TransferOutcome>>> r;
+    for (int round = 0; round < 8 && !r; ++round) {
+      for (auto& nic : {a0_, a1_})
+        for (auto& qp : nic->queue_pairs())
+          qp->complete_all();
+      run_jobs();
+      r = reply(p);
+    }
+    ASSERT_TRUE(r && *r) << (r ? error_message(r->error()) : "no reply");
+    ASSERT_EQ((*r)->size(), n);
+    for (const TransferOutcome& out : **r)
+      EXPECT_TRUE(out.ok()) << out.message;
+  };
+  auto small =
+      ask<std::vector<TransferOutcome>>(manager(), batch_atom::value, blocks(0, 8), uint32_t{1000});
+  run_jobs();
+  for (auto& qp : a1_->queue_pairs())
+    EXPECT_EQ(qp->pending_ops(), 0u) << "a small batch went to the rail";
+  ASSERT_NO_FATAL_FAILURE(finish(small, 8));
+  // 64 blocks (256 KiB together): spread over the primary device and the rail, each whole.
+  auto big = ask<std::vector<TransferOutcome>>(manager(), batch_atom::value, blocks(8, 64),
+                                               uint32_t{1000});
+  run_jobs();
+  size_t on_rail = 0, on_primary = 0;
+  for (auto& qp : a1_->queue_pairs())
+    on_rail += qp->pending_ops();
+  for (auto& qp : a0_->queue_pairs())
+    on_primary += qp->pending_ops();
+  EXPECT_EQ(on_rail + on_primary, 64u) << "an op was cut in slices, or is missing";
+  EXPECT_GE(on_rail, 16u) << "the batch did not spread over the rail";
+  EXPECT_GE(on_primary, 16u);
+  ASSERT_NO_FATAL_FAILURE(finish(big, 64));
+  for (uint64_t i = 0; i < 72; ++i)
+    ASSERT_TRUE(same_bytes(mine_, i * kBlock, theirs_, (255 - i) * kBlock, kBlock))
+        << "block " << i;
+  EXPECT_TRUE(all_zero(mine_, 72 * kBlock, kSize - 72 * kBlock));
+  auto stats = call<ManagerStats>(manager(), stats_atom::value);
+  ASSERT_TRUE(stats) << error_message(stats.error());
+  EXPECT_EQ(stats->striped_ops, 0u) << "a 4 KiB op was cut in slices";
+  EXPECT_EQ(stats->spread_ops, on_rail);
+  EXPECT_TRUE(quiet());
+}
+
 }  // namespace
 }  // namespace caf_rdma::testing
