@@ -235,5 +235,45 @@ TEST_F(StripingOnFakeNics, ABatchOfSmallReadsThatMovesEnoughTogetherSpreadsOverT
   EXPECT_TRUE(quiet());
 }
 
+TEST_F(StripingOnFakeNics, ABatchSpreadOverARailThatFailsMovesEveryOpOnThePrimary) {
+  SCOPED_TRACE("rails.h invariants 19 and 21 (a spread batch's failover)");
+  start_both();
+  theirs_.assign(kSize, 0);
+  mine_ = patterned(kSize, 45);  // written into the owner's zeros
+  remote_ = register_on_owner(theirs_);
+  local_ = register_buffer(mine_);
+  constexpr uint64_t kBlock = 8192, kOps = 32;  // 256 KiB together
+  std::vector<TransferOp> ops;
+  for (uint64_t i = 0; i < kOps; ++i)
+    ops.push_back(make_write(local_, remote_, kBlock, (kOps - 1 - i) * kBlock, i * kBlock));
+  auto p = ask<std::vector<TransferOutcome>>(manager(), batch_atom::value, ops, uint32_t{1000});
+  run_jobs();
+  rail_ = busy_qp(*a1_);
+  primary_ = busy_qp(*a0_);
+  ASSERT_TRUE(rail_ && primary_);
+  const size_t on_rail = rail_->pending_ops();
+  ASSERT_GE(on_rail, 2u);
+  // The rail's link is pulled under its first op: it fails, the rest of the rail's are flushed,
+  // and each of them runs again on the primary queue pair. No reply before that.
+  ASSERT_TRUE(rail_->fail_next(OpFault::kOther, "the rail's link was pulled"));
+  run_jobs();
+  EXPECT_FALSE(reply(p).has_value()) << "answered while ops were still moving";
+  EXPECT_EQ(rail_->pending_ops(), 0u);
+  EXPECT_EQ(primary_->pending_ops(), kOps) << "a rail's op did not fail over";
+  EXPECT_EQ(primary_->complete_all(), kOps);
+  run_jobs();
+  auto r = reply(p);
+  ASSERT_TRUE(r && *r) << (r ? error_message(r->error()) : "no reply");
+  for (const TransferOutcome& out : **r)
+    EXPECT_TRUE(out.ok()) << out.message;
+  for (uint64_t i = 0; i < kOps; ++i)
+    ASSERT_TRUE(same_bytes(theirs_, i * kBlock, mine_, (kOps - 1 - i) * kBlock, kBlock))
+        << "block " << i;
+  auto stats = call<ManagerStats>(manager(), stats_atom::value);
+  ASSERT_TRUE(stats) << error_message(stats.error());
+  EXPECT_EQ(stats->stripe_failovers, on_rail);
+  EXPECT_TRUE(quiet());
+}
+
 }  // namespace
 }  // namespace caf_rdma::testing
