@@ -225,7 +225,7 @@ std::optional<Result<TransferReply>> DirectLane::transfer(const TransferOp& op, 
 
 TransferOp DirectLane::list_probe(const TransferPlan& plan, size_t from) {
   TransferOp probe = plan.op(from);
-  probe.length = plan.bytes();
+  probe.length = detail::plan_batch_bytes(plan);
   return probe;
 }
 

@@ -82,8 +82,9 @@ public:
   std::optional<ListEnd> post_list(const TransferPlan& plan, size_t from, uint32_t timeout_ms,
                                    bool verify, const std::atomic<bool>* stop = nullptr);
   /// The op a lane for ranges [from, plan.size()) of `plan` is chosen by: its first range, as
-  /// long as the whole list (the manager stripes a list by what it moves together: a list it
-  /// would stripe is not a lane's, path_choice.h invariant 7).
+  /// long as the most any batch of the list moves (the manager stripes a batch by what it
+  /// moves together: a list with a batch it would stripe is not a lane's, path_choice.h
+  /// invariant 7).
   static TransferOp list_probe(const TransferPlan& plan, size_t from);
   /// The queue pair failed (remote access error, timeout, the owner vanished) or the lane was
   /// retired: drop the lane. While another thread's op runs on it, only retirement is seen.

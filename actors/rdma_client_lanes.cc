@@ -46,8 +46,10 @@ std::shared_ptr<DirectLane> RdmaClient::lane_for(const TransferOp* ops, size_t c
   // any, as the manager decides for each op of a batch, or one whose ops it would stripe by
   // what they move together.
   auto striped = [ops, count](const LaneSlot& s) {
-    TransferOp together = ops[0];
+    TransferOp together = ops[0];  // bulk, no notify: as the manager counts (counts_together)
     together.length = 0;
+    together.notify = false;
+    together.priority = static_cast<uint8_t>(Priority::kBulk);
     for (size_t i = 0; i < count; ++i) {
       if (DirectLane::manager_stripes(ops[i], s.stripe_min_bytes, s.stripes_one_device))
         return true;

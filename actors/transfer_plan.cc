@@ -12,7 +12,12 @@ namespace caf_rdma {
 
 struct TransferPlan::Data : TransferPlan::Head {
   std::vector<ListEntry> entries;
+  uint64_t batch_bytes = 0;  ///< detail::plan_batch_bytes
 };
+
+uint64_t detail::plan_batch_bytes(const TransferPlan& plan) {
+  return static_cast<const TransferPlan::Data&>(*plan.data_).batch_bytes;
+}
 
 const std::vector<ListEntry>& detail::plan_entries(const TransferPlan& plan) {
   return static_cast<const TransferPlan::Data&>(*plan.data_).entries;
@@ -97,6 +102,7 @@ Result<TransferPlan> TransferPlan::make(TransferKind kind, const BufferHandle& l
   scratch.local = local;
   scratch.remote = remote;
   const auto access = static_cast<BufferAccess>(local.access);
+  uint64_t window = 0;  // the bytes of the batch range i is in, up to it
   for (size_t i = 0; i < ranges.size(); ++i) {
     const ListRange& r = ranges[i];
     if (r.length == 0 || r.length == kWholeSpan)
@@ -113,6 +119,8 @@ Result<TransferPlan> TransferPlan::make(TransferKind kind, const BufferHandle& l
     data->entries.push_back(ListEntry{r.remote_offset, r.local_offset, r.length});
     data->bytes += r.length;
     data->max_length = std::max(data->max_length, r.length);
+    window = i % kListBatch == 0 ? r.length : window + r.length;
+    data->batch_bytes = std::max(data->batch_bytes, window);
   }
   // Invariant 1: destinations do not overlap (sorted by where they start; a list whose
   // destinations come in order, as a paged copy into one region's does, needs no sort).

@@ -40,6 +40,9 @@ namespace detail {
 const std::vector<ListEntry>& plan_entries(const TransferPlan& plan);
 /// The same table, shared with the plan (no copy): what a queue pair's list op holds.
 std::shared_ptr<const std::vector<ListEntry>> plan_table(const TransferPlan& plan);
+/// The most bytes any of the plan's batches moves (kListBatch ranges each, cut from its first
+/// range): what the striping rule measures a list by (path_choice.h invariant 7).
+uint64_t plan_batch_bytes(const TransferPlan& plan);
 }  // namespace detail
 
 /// How far a list went on a lane (StreamLane::post_list, DirectLane::post_list).
@@ -125,6 +128,7 @@ private:
   explicit TransferPlan(std::shared_ptr<const Head> data) : data_(std::move(data)) {}
   friend const std::vector<ListEntry>& detail::plan_entries(const TransferPlan& plan);
   friend std::shared_ptr<const std::vector<ListEntry>> detail::plan_table(const TransferPlan& plan);
+  friend uint64_t detail::plan_batch_bytes(const TransferPlan& plan);
   std::shared_ptr<const Head> data_;  ///< a Data
   Priority priority_ = Priority::kBulk;
 };

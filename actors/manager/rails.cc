@@ -100,10 +100,14 @@ bool Rails::on_every_rail(const LocalBuffer& local) const {
 }
 
 void Rails::count_batch(std::vector<OpRecord>& ops) {
+  // Lengths as asked (each op checks its own when it starts): a sum that would pass 2^64
+  // stops there.
   std::map<caf::actor_addr, uint64_t> per_owner;
   for (const OpRecord& r : ops)
-    if (counts_together(r.op))
-      per_owner[r.op.remote.owner.address()] += r.op.length;
+    if (counts_together(r.op)) {
+      uint64_t& sum = per_owner[r.op.remote.owner.address()];
+      sum = r.op.length > UINT64_MAX - sum ? UINT64_MAX : sum + r.op.length;
+    }
   for (OpRecord& r : ops)
     if (counts_together(r.op))
       r.batch_bytes = per_owner[r.op.remote.owner.address()];

@@ -128,9 +128,10 @@ public:
   /// tie).
   static StripeLane least_busy_of(const std::shared_ptr<QpEndpoint>& primary,
                                   const std::vector<StripeLane>& lanes);
-  /// For op `id` below stripe_min_bytes (and above kInlinePollMaxBytes): the ready queue pair
-  /// to its owner, among the managers' own (`primary`) and the striping ones whose rail both
-  /// sides have, with the fewest ops pending (the primary on a tie); makes none (invariant 19).
+  /// For op `id` below stripe_min_bytes (and above kInlinePollMaxBytes), whose batch is not
+  /// striped by its bytes together: the ready queue pair to its owner, among the managers' own
+  /// (`primary`) and the striping ones whose rail both sides have, with the fewest ops pending
+  /// (the primary on a tie); makes none (invariant 19).
   StripeLane least_busy(OpId id, const std::shared_ptr<QpEndpoint>& primary);
   /// Invariant 26: where op `id` (about to be posted on the managers' queue pair `*qp`) runs.
   /// False: it waits for its class queue pair's handshake and is connected again once that

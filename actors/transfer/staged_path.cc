@@ -12,6 +12,17 @@
 namespace caf_rdma::detail {
 
 void StagedPath::start(OpId id) {
+  auto it = ops_.find(id);
+  if ((it == ops_.end() || it->second.slot < 0) && !waiters_.empty()) {
+    // Invariant 4: behind the ops waiting, in their order: the first it can serve of them,
+    // this one included, takes what there is now.
+    m_.enqueue_waiting(waiters_, id);
+    return hand_on();
+  }
+  begin(id);
+}
+
+void StagedPath::begin(OpId id) {
   if (!m_.nic().domain ||
       !m_.nic().port_down.empty())  // lost (or port down) while it waited for a slot
     return m_.reroute(id, rdma_unusable_text(m_.nic().domain != nullptr, m_.nic().no_rdma_reason,
@@ -48,15 +59,13 @@ uint64_t StagedPath::piece_bytes(uint64_t length) const {
 
 Result<bool> StagedPath::take_piece(StagedOp& s, uint64_t length, int gpu) {
   const uint64_t bytes = piece_bytes(length);
-  if (open_ >= 0 && slots_[open_].cut + bytes > m_.options().staging_bytes)
-    open_ = -1;  // full: it goes back when its last op leaves it
-  if (open_ < 0) {
+  if (open_ < 0 || slots_[open_].cut + bytes > m_.options().staging_bytes) {
     auto slot = take_slot(gpu);
     if (!slot.ok())
       return slot.error();
     if (*slot < 0)
-      return false;
-    open_ = *slot;
+      return false;  // the open one keeps its room for smaller ops
+    open_ = *slot;   // the full one goes back when its last op leaves it
   }
   Slot& slot = slots_[open_];
   s.slot = open_;
@@ -331,7 +340,7 @@ void StagedPath::hand_on() {
     if (!id)
       return;
     if (m_.op_record(*id) != nullptr)
-      start(*id);
+      begin(*id);
   }
 }
 

@@ -16,7 +16,8 @@
 //     have moved), and once a chunk was posted it is never rerouted to the fallback.
 //  4. At most staging_buffers slots exist; ops beyond wait for one by class, earliest deadline
 //     first within one (manager invariant 25; their timeout still runs). A freed slot, or room
-//     in the open shared one, goes to the first waiter in that order it can serve.
+//     in the open shared one, goes to the first waiter in that order it can serve; an op that
+//     comes while others wait queues behind them and takes its turn the same way.
 //  5. An op of one chunk or less takes a piece of a shared slot instead: pieces are cut one
 //     after the other from the slot's start (64-byte aligned) until the next does not fit; then
 //     the next small op opens another slot. So the small ranges of a list (or batch) gather into
@@ -97,6 +98,8 @@ private:
   void leave_slot(int slot);
   /// Free slots and room go to the ops waiting (invariant 4).
   void hand_on();
+  /// Takes the op's slot or piece, and connects it; or queues it (invariant 4).
+  void begin(OpId id);
   /// Posts the op's next chunks while a half of its slot is free.
   void post_chunks(OpId id, StagedOp& s, const std::shared_ptr<QpEndpoint>& qp);
   /// A chunk came back: copy it into the GPU (a read), post the next ones.

@@ -249,6 +249,37 @@ TEST_F(TransferListTest, PrepareRefusesABadListWholeNamingTheRange) {
   EXPECT_EQ(compare({}, mine, theirs, true, 0), "") << "a refused list moved bytes";
 }
 
+// What the striping rule measures a list by (path_choice.h invariant 7): the most bytes of
+// any of its batches, cut as they are posted (kListBatch ranges from the first), not its total.
+TEST_F(TransferListTest, APlanMeasuresItsBatchesAsTheyAreCut) {
+  RdmaClient me(user_->node().system(), user_->manager());
+  Memory theirs(1 << 20, 3), mine(1 << 20, 0);
+  BufferHandle remote = remote_view(*owner_, *user_, theirs, "batches");
+  auto local = me.register_buffer(mine.bytes.data(), mine.bytes.size());
+  ASSERT_TRUE(local.ok()) << local.error().to_string();
+  // kListBatch ranges of 10 bytes, kListBatch of 30, then 5 of 1000: batches of 10240, 30720
+  // and 5000 bytes.
+  std::vector<ListRange> ranges;
+  uint64_t at = 0;
+  auto add = [&](size_t n, uint64_t length) {
+    for (size_t i = 0; i < n; ++i, at += length)
+      ranges.push_back(ListRange{at, at, length});
+  };
+  add(kListBatch, 10);
+  add(kListBatch, 30);
+  add(5, 1000);
+  auto plan = me.prepare(TransferKind::kRead, local->handle(), remote, ranges);
+  ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+  EXPECT_EQ(plan->bytes(), kListBatch * 40 + 5000);
+  EXPECT_EQ(plan->max_length(), 1000u);
+  EXPECT_EQ(detail::plan_batch_bytes(*plan), kListBatch * 30);
+  // One range: its length.
+  auto one = me.prepare(TransferKind::kRead, local->handle(), remote, {ListRange{0, 0, 777}});
+  ASSERT_TRUE(one.ok()) << one.error().to_string();
+  EXPECT_EQ(detail::plan_batch_bytes(*one), 777u);
+  ASSERT_TRUE(owner_->release(remote.id));
+}
+
 TEST_F(TransferListTest, APlanPostedAfterReleaseFailsReleasedTouchingNothing) {
   for (bool direct : {true, false}) {
     SCOPED_TRACE(direct ? "lanes" : "manager only");

@@ -369,5 +369,49 @@ TEST_F(RdmaPathOnFakeNic, StagedPath_SmallOpsOfABatchGatherIntoSharedBounceBuffe
   EXPECT_TRUE(quiet());
 }
 
+TEST_F(RdmaPathOnFakeNic, StagedPath_ASmallOpPassesALargeWaiterOnlyWithRoomTheWaiterCannotUse) {
+  SCOPED_TRACE("StagedPath invariants 4 and 5");
+  // One bounce buffer: a small write takes a piece of it; a large write (a whole buffer) then
+  // waits; a small write after it queues behind it and takes the room the large one cannot
+  // use. The large one gets the buffer once both small ones are done with it.
+  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  ManagerOptions o = options();
+  o.device_memory = gpu;
+  o.staging_bytes = 2 * kChunk;
+  o.staging_buffers = 1;
+  ASSERT_NO_FATAL_FAILURE(start_manager(o));
+  std::vector<uint8_t> g = patterned(6 * kChunk, 43), host(6 * kChunk, 0);
+  gpu->add_gpu_range(g.data(), g.size());
+  BufferHandle hg = register_buffer(g);
+  BufferHandle hh = register_buffer(host);
+  const std::vector<TransferOp> ops{make_write(hg, hh, 1000, 0, 5 * kChunk),
+                                    make_write(hg, hh, 3 * kChunk, kChunk, 0),
+                                    make_write(hg, hh, 1000, 5 * kChunk, 4 * kChunk)};
+  auto w = ask<std::vector<TransferOutcome>>(manager(), batch_atom::value, ops, uint32_t{1000});
+  run_jobs();
+  auto qp = newest_qp();
+  ASSERT_NE(qp, nullptr);
+  EXPECT_EQ(qp->pending_ops(), 2u) << "the two small writes, and not the large one";
+  EXPECT_EQ(qp->complete_all(), 2u);
+  run_jobs();
+  EXPECT_EQ(qp->pending_ops(), 2u) << "the large write's two halves, once the buffer was free";
+  std::optional<caf::expected<std::vector<TransferOutcome>>> r;
+  for (int i = 0; i < 8 && !r; ++i) {
+    qp->complete_all();
+    run_jobs();
+    r = reply(w);
+  }
+  ASSERT_TRUE(r && *r) << (r ? error_message(r->error()) : "no reply");
+  for (const TransferOutcome& out : **r)
+    EXPECT_TRUE(out.ok()) << out.message;
+  EXPECT_TRUE(same_bytes(host, 5 * kChunk, g, 0, 1000));
+  EXPECT_TRUE(same_bytes(host, 0, g, kChunk, 3 * kChunk));
+  EXPECT_TRUE(same_bytes(host, 4 * kChunk, g, 5 * kChunk, 1000));
+  EXPECT_TRUE(all_zero(host, 3 * kChunk, kChunk));
+  EXPECT_TRUE(all_zero(host, 4 * kChunk + 1000, kChunk - 1000));
+  EXPECT_TRUE(all_zero(host, 5 * kChunk + 1000, kChunk - 1000));
+  EXPECT_TRUE(quiet());
+}
+
 }  // namespace
 }  // namespace caf_rdma::testing
