@@ -131,7 +131,7 @@ caf::result<std::vector<TransferOutcome>> ManagerState::batch(std::vector<Transf
     t.ops.push_back(std::move(record));
   }
   if (!nic_.rails.empty() || options_.stripe_qps > 1)
-    rails.count_batch(t.ops);  // manager/rails.h invariant 19: a list stripes by its bytes
+    Rails::count_batch(t.ops);  // manager/rails.h invariant 19: a list stripes by its bytes
   uint64_t ticket = new_transfer(std::move(t));
   nic_.batching = true;
   for (uint32_t i = 0; i < ops.size(); ++i) {
