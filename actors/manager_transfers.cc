@@ -206,8 +206,7 @@ PathFacts ManagerState::path_facts(const OpRecord& o, const LocalBuffer& local) 
   f.stream_fits = !is_atomic(op) && stream_client_ && options_.stream_min_bytes > 0 &&
                   (stream_size_fits(o.length, options_.stream_min_bytes) || learns_endpoint()) &&
                   (p == peer_table.peers().end() || !p->second.no_stream) &&
-                  local.memory == BufferMemory::kHost &&
-                  op.remote.memory == static_cast<uint8_t>(BufferMemory::kHost);
+                  (local.memory == BufferMemory::kHost || options_.device_memory);
   return f;
 }
 

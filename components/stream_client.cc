@@ -76,9 +76,20 @@ std::string ms_text(std::chrono::nanoseconds t) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(t).count()) + " ms";
 }
 
+/// Invariant 10: GPU memory moves by grant, one range at a time.
+Status staged_job_check(const StreamJob& job) {
+  if (job.staged && (job.count > 0 || job.by_handle))
+    return Error(ErrorCode::kInvalidArgument,
+                 std::string("a stream job of GPU memory ") +
+                     (job.count > 0 ? "for a list" : "by handle") +
+                     " (GPU memory moves by grant, one range at a time)");
+  return {};
+}
+
 }  // namespace
 
 Status StreamClient::submit(StreamJob job) {
+  CAF_RDMA_RETURN_IF_ERROR(staged_job_check(job));
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stopping_) {
@@ -207,6 +218,8 @@ void StreamClient::work() {
 }
 
 StreamEnd StreamClient::run_now(const StreamJob& job) {
+  if (Status st = staged_job_check(job); !st.ok())
+    return StreamEnd{st, /*refused=*/true};
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_)
@@ -528,6 +541,18 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
       idle_.erase(endpoint);  // the others may be just as dead
     return st;
   };
+  // The job's bytes on the connection: straight from or into its memory, or through this
+  // thread's bounce buffer (invariant 10).
+  auto move_bytes = [&s, &job](bool sending) -> Status {
+    if (!job.staged)
+      return sending ? send_all(s, job.addr, job.length, job.deadline, "stream data")
+                     : recv_all(s, job.addr, job.length, job.deadline, "stream data");
+    // A failed GPU copy ends the job, its connection dropped (out of step: the owner sees it
+    // close), with the copy's error.
+    auto moved = move_staged(s, job.staged, reinterpret_cast<uint64_t>(job.addr), job.length,
+                             sending, job.deadline, "stream data", {}, nullptr);
+    return !moved.ok() ? Status(moved.error()) : moved->copy;
+  };
   StreamRequest request{job.direction, job.token, job.length};
   request.by_handle = job.by_handle;
   request.handle = job.handle;
@@ -538,7 +563,8 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
     request.total = job.total;
     request.entries = job.entries;
   }
-  if (local && (request.list ? job.total : job.length) > kEagerBytes) {
+  if (local && !job.staged && !job.owner_gpu &&
+      (request.list ? job.total : job.length) > kEagerBytes) {
     // Invariant 5: the owner copies (unless it said its kernel refuses).
     std::lock_guard<std::mutex> lock(mu_);
     request.cross_memory = inband_only_.count(endpoint) == 0;
@@ -565,7 +591,7 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
     const bool asked = st.ok();
     eager_sent = asked;
     if (st.ok())
-      st = send_all(s, job.addr, job.length, job.deadline, "stream data");
+      st = move_bytes(true);
     // Sent the request but not all its bytes: the owner may have refused it and closed the
     // connection between our two sends (its answer then waits on the socket, unread).
     Result<Status> end = asked ? read_status(s, job.deadline + kEagerAnswerGrace, "stream answer")
@@ -626,8 +652,7 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
   }
   reach = Reach::kTaken;  // from here bytes move (invariant 2)
   const bool into_owner = job.direction == StreamDirection::kIntoOwner;
-  st = into_owner ? send_all(s, job.addr, job.length, job.deadline, "stream data")
-                  : recv_all(s, job.addr, job.length, job.deadline, "stream data");
+  st = move_bytes(into_owner);
   if (!st.ok())
     return fail(st);
   return final_status(s, job, endpoint, into_owner ? "stream confirmation" : "stream end", fail);

@@ -67,6 +67,12 @@
 //     take longer than it has left. A refused job is not queued and its `done` is not called; with
 //     a thread free (for a latency job, the latency thread) or no rate known yet, every job is
 //     taken.
+// 10. A job of GPU memory (StreamJob::staged) moves its bytes through its thread's bounce buffer
+//     (staged_socket_move.h): its memory is touched by the GPU's copies only, never by a socket
+//     call or the owner's cross-memory attach (it asks for none over a same-host endpoint: its
+//     bytes travel in-band; nor does a job whose owner's range is GPU memory, owner_gpu).
+//     submit and run_now refuse such a job for a list or by handle (invalid_argument): it
+//     moves by grant, so the CPU never sends its bytes with the request (eager_write).
 #pragma once
 
 #include <atomic>
@@ -85,6 +91,7 @@
 #include "components/priority.h"
 #include "components/rate_estimate.h"
 #include "components/socket_io.h"
+#include "components/staged_socket_move.h"
 #include "components/stop_signal.h"
 #include "components/stream_protocol.h"
 
@@ -131,6 +138,11 @@ struct StreamJob {
   Priority priority = Priority::kBulk;
   /// Asked from another thread to stop (invariant 8); null: it runs to its end or deadline.
   const StopSignal* stop = nullptr;
+  /// GPU memory at `addr` (one range by grant, no list, not by handle): invariant 10.
+  StagedMemory staged;
+  /// The owner's range is GPU memory, which its worker moves in-band only (stream_server.h
+  /// invariant 19): no cross-memory attach is asked for (invariant 10).
+  bool owner_gpu = false;
   /// Called exactly once, after the last access to the job's memory.
   std::function<void(StreamEnd)> done;
 };

@@ -156,13 +156,15 @@ StreamServer::~StreamServer() {
 }
 
 uint64_t StreamServer::grant(uint8_t* addr, uint64_t length, StreamDirection direction,
-                             Deadline deadline, DoneFn done, Withdrawal withdrawal) {
+                             Deadline deadline, DoneFn done, Withdrawal withdrawal,
+                             StagedMemory staged) {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t token = 0;
   while (token == 0 || grants_.count(token) != 0)
     token = secure_random_u64();
   grants_.emplace(token,
-                  Grant{addr, length, direction, deadline, std::move(done), std::move(withdrawal)});
+                  Grant{addr, length, direction, deadline, std::move(done), std::move(withdrawal),
+                        std::move(staged)});
   return token;
 }
 

@@ -120,6 +120,15 @@
 //     before the bulk and background ones that came before it. The class is the requester's
 //     word (its manager's, or its client's): a client that names latency for everything
 //     competes with itself, and takes no more than its address's share (invariant 15).
+// 19. A grant of GPU memory (its StagedMemory) moves its bytes in-band only, through this
+//     worker's bounce buffer (staged_socket_move.h), its withdrawal looked at before each piece
+//     (invariant 14 at the piece's granularity): a cross-memory request on it is answered
+//     "in-band go" (the kernel cannot copy GPU memory), and a request that would touch its
+//     memory with the CPU (a list, an eager write, a small read sent in one go: requests by
+//     handle, which are host memory's only) is refused, nothing moved. A GPU copy that fails
+//     ends the transfer in step, as a release does: its `done` runs at once (the memory is
+//     not touched after the copy), the rest crosses the wire without the memory, and the final
+//     status is the copy's error (naming the GPU and the byte).
 #pragma once
 
 #include <atomic>
@@ -138,6 +147,7 @@
 #include "components/admission_queue.h"
 #include "components/class_queue.h"
 #include "components/socket_io.h"
+#include "components/staged_socket_move.h"
 #include "components/stream_protocol.h"
 
 namespace caf_rdma {
@@ -221,10 +231,11 @@ public:
 
   /// Allows one client to move `length` bytes into or out of [addr, addr + length) before the
   /// deadline. The memory must stay valid until `done` is called or `revoke` returns true;
-  /// setting `withdrawal` makes a claimed transfer stop early (invariant 14).
+  /// setting `withdrawal` makes a claimed transfer stop early (invariant 14). GPU memory
+  /// (`staged`) moves through a bounce buffer (invariant 19).
   /// Returns the grant's token (never 0).
   uint64_t grant(uint8_t* addr, uint64_t length, StreamDirection direction, Deadline deadline,
-                 DoneFn done, Withdrawal withdrawal = nullptr);
+                 DoneFn done, Withdrawal withdrawal = nullptr, StagedMemory staged = {});
   /// Serve requests by handle with `authorize` (without one they are refused).
   void set_authorizer(Authorizer authorize);
   /// Invariant 17: `served` hears of every request that succeeds from now on.
@@ -261,6 +272,7 @@ private:
     Deadline deadline{};
     DoneFn done;
     Withdrawal withdrawal;  ///< invariant 14
+    StagedMemory staged;    ///< GPU memory: through a bounce buffer (invariant 19)
   };
   struct Connection {
     Socket socket;

@@ -33,6 +33,11 @@ bool StreamServer::serve(Connection& c) {
     verdict = Error(ErrorCode::kInvalidArgument,
                     "cross-memory stream request on a TCP connection (only same-host "
                     "connections may ask for it)");
+  else if (g.staged && (req.list || eager_write(req)))  // invariant 19: the CPU would touch it
+    verdict = Error(ErrorCode::kInvalidArgument,
+                    std::string(req.list ? "a list" : "an eager write") +
+                        " stream request on GPU memory (it moves in-band through a bounce buffer "
+                        "only)");
   else if (std::chrono::steady_clock::now() >= g.deadline)
     verdict = Error(ErrorCode::kTimeout,
                     "stream grant of " + std::to_string(g.length) +
@@ -50,7 +55,8 @@ bool StreamServer::serve(Connection& c) {
   bool answered = false;       // a cross-memory request's one answer was sent
   bool keep_on_error = false;  // failed, but answered in step (invariant 14): still usable
   bool done_early = false;     // `done` ran once the memory was no longer touched (invariant 14)
-  if (req.cross_memory && limits_.cross_memory && !c.cma_refused) {
+  // Invariant 19: GPU memory is not the kernel's to copy: "in-band go" below.
+  if (req.cross_memory && limits_.cross_memory && !c.cma_refused && !g.staged) {
     // Invariant 11: the owner copies, into or out of the SO_PEERCRED pid's memory only.
     const std::string subject = req.by_handle ? "buffer " + std::to_string(req.handle.id) +
                                                     " offset " + std::to_string(req.handle.offset)
@@ -80,29 +86,40 @@ bool StreamServer::serve(Connection& c) {
   auto answer_by = [&] { return std::min(g.deadline, std::chrono::steady_clock::now() + stall); };
   // Invariant 14: the bytes until withdrawn, then the final status; a withdrawn transfer lets
   // its release go (`done`) before the rest crosses the wire without the memory.
+  // Invariant 19: GPU memory the same way, through this worker's bounce buffer; a failed GPU
+  // copy ends it in step as a release does, with the copy's error.
   auto in_band = [&]() -> Status {
     const std::string what = std::string("stream data ") + to_string(g.direction);
-    auto moved = move_until_withdrawn(s, g.addr, g.length, g.direction, g.deadline, stall,
-                                      g.withdrawal, what);
-    if (!moved.ok())
-      return moved.error();
-    if (*moved == g.length)
+    StagedMove moved;
+    if (g.staged) {
+      CAF_RDMA_ASSIGN_OR_RETURN(
+          moved, move_staged(s, g.staged, reinterpret_cast<uint64_t>(g.addr), g.length,
+                             g.direction == StreamDirection::kOutOfOwner, g.deadline, what, stall,
+                             g.withdrawal.get()));
+    } else {
+      CAF_RDMA_ASSIGN_OR_RETURN(moved.wire, move_until_withdrawn(s, g.addr, g.length, g.direction,
+                                                                 g.deadline, stall, g.withdrawal,
+                                                                 what));
+      moved.memory = moved.wire;
+    }
+    if (moved.copy.ok() && moved.memory == g.length)
       return write_status(s, Status{}, answer_by());  // sent once the memory is not touched
-    Status released = released_midway_error(*moved, g.length);
-    g.done(req.token, released, *moved);
+    Status ended =
+        moved.copy.ok() ? Status(released_midway_error(moved.memory, g.length)) : moved.copy;
+    g.done(req.token, ended, moved.memory);
     done_early = true;
     Status rest =
-        move_rest_without_memory(s, g.length - *moved, g.direction, g.deadline, stall, what);
+        move_rest_without_memory(s, g.length - moved.wire, g.direction, g.deadline, stall, what);
     if (rest.ok())
-      rest = write_status(s, released, answer_by());
+      rest = write_status(s, ended, answer_by());
     keep_on_error = rest.ok();
-    return rest.ok() ? released : rest;
+    return rest.ok() ? ended : rest;
   };
   if (answered) {
     // Done above.
   } else if (eager_write(req)) {
     st = in_band();  // its bytes follow the request (stream_protocol.h): no "go"
-  } else if (req.by_handle && !req.cross_memory && g.length <= kEagerBytes) {
+  } else if (req.by_handle && !req.cross_memory && g.length <= kEagerBytes && !g.staged) {
     // A small read by handle: go, the bytes and the final status in one send (invariant 14:
     // zeros and `released` once withdrawn).
     const bool gone = withdrawn(g.withdrawal);

@@ -19,7 +19,8 @@ caf::result<StreamGrantMsg> StreamGrants::stream_grant(const BufferRef& ref, uin
   if (!b.ok())
     return to_caf_error(b.error());
   LocalBuffer& buf = **b;
-  if (!m_.stream_server() || buf.memory != BufferMemory::kHost)
+  const bool gpu = buf.memory != BufferMemory::kHost;
+  if (!m_.stream_server() || (gpu && !m_.options().device_memory))
     return StreamGrantMsg{};  // port 0: use fetch/store chunks
   // Counted per node (a node can speak through many actors).
   const auto& sender = m_.self()->current_sender();
@@ -46,7 +47,8 @@ caf::result<StreamGrantMsg> StreamGrants::stream_grant(const BufferRef& ref, uin
         if (auto h = caf::actor_cast<caf::actor>(me))
           caf::anon_send(h, StreamServed{token, bytes});
       },
-      buf.withdrawal);
+      buf.withdrawal,
+      gpu ? StagedMemory{m_.options().device_memory, buf.gpu} : StagedMemory{});
   // Held (released only after the grant was used or withdrawn), by its token.
   ++buf.in_use;
   ++buf.grants;

@@ -1,6 +1,8 @@
 // StreamGrants: the owner side of the fallback's stream channel: a grant is a token for one
 // access to one buffer, held on the buffer until used, withdrawn or expired (bounded per buffer
 // and per peer node, and by max_timeout: manager invariant 7; withdrawn at release: invariant 2).
+// GPU memory is granted too where this manager stages it (ManagerOptions::device_memory): the
+// server moves its bytes through bounce buffers (components/stream_server.h invariant 19).
 //
 // A part of the manager (actors/manager/manager_part.h); what is its own is below.
 #pragma once

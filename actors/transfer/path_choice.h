@@ -11,7 +11,9 @@
 //  3. With TransportMode::kRdma nothing takes the fallback: the choice is an error (no_device)
 //     naming why RDMA cannot be used.
 //  4. The fallback of an op between this node's own buffers is the local copy; of a remote op,
-//     the stream channel when both sides' memory is host memory, the op is at least
+//     the stream channel (host memory straight, GPU memory through each side's bounce
+//     buffers: components/stream_server.h invariant 19, stream_client.h invariant 10) when the
+//     op is at least
 //     stream_min_bytes (or, once per owner and link, its owner's stream endpoint is not known
 //     here yet: the grant names it, actors/stream_endpoints.h) and the owner takes streams,
 //     else CAF chunks. An atomic never takes the stream channel.
@@ -22,7 +24,8 @@
 //     choose_path gives it from what the two handles show, with the manager's own thresholds
 //     (its stream lane carries its stream_min_bytes): a direct lane when both handles carry
 //     RDMA (invariant 1; the lane's grant checks device, port, fabric and mode), the stream lane
-//     under invariant 4's rule of memory and size (stream_size_fits, the manager's rule too);
+//     under invariant 4's rule of size (stream_size_fits, the manager's rule too) for host
+//     memory on both sides (GPU memory's stream transfers are the manager's, which stages them);
 //     anything else (atomics, notify writes, GPU memory a NIC cannot register, an op below the
 //     threshold) goes to the manager, which chooses with every fact it has. This node's own
 //     buffers take its loopback lane (RDMA, as the manager's loopback queue pair), except two

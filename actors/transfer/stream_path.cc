@@ -29,7 +29,11 @@ void StreamPath::start(OpId id) {
     return refuse(id, st.error());
   StreamOp& s = ops_[id];
   const TransferOp& op = o.op;
-  if (op.notify || op.remote.stream_port == 0)
+  // GPU memory on either side moves by grant (stream_client.h invariant 10, stream_server.h
+  // invariant 19): the handle alone authorizes host memory only.
+  if (op.notify || op.remote.stream_port == 0 ||
+      op.remote.memory != static_cast<uint8_t>(BufferMemory::kHost) ||
+      m_.buffer_table.buffers().at(op.local.id).memory != BufferMemory::kHost)
     return ask_grant(id);
   // Invariant 4: authorized by the handle, no grant round trip, at the endpoint its owner named.
   auto endpoint = m_.stream_endpoints()->find(op.remote.owner.address());
@@ -89,6 +93,10 @@ void StreamPath::run(OpId id, StreamJob job) {
   job.direction = o->is_read() ? StreamDirection::kOutOfOwner : StreamDirection::kIntoOwner;
   job.addr = reinterpret_cast<uint8_t*>(local.addr) + o->op.local_offset;
   job.length = o->length;
+  // GPU memory moves through the stream threads' bounce buffers (stream_client.h invariant 10).
+  if (local.memory != BufferMemory::kHost)
+    job.staged = StagedMemory{m_.options().device_memory, local.gpu};
+  job.owner_gpu = o->op.remote.memory != static_cast<uint8_t>(BufferMemory::kHost);
   // The transfer's own deadline: the job stops by the time the transfer times out.
   job.deadline = m_.transfer_of(id).due;
   job.priority = priority_of(o->op);  // its class orders the stream client's queue

@@ -1,7 +1,8 @@
 // StreamPath: the fallback's TCP stream channel, requester side: the op goes to the owner's
 // stream server authorized by its handle, or with a token the owner granted for it
 // (stream_grant), and this node's StreamClient moves the bytes between the local buffer and
-// that server, straight from and into the buffers' memory.
+// that server, straight from and into the buffers' memory (GPU memory through its threads'
+// bounce buffers).
 // The owner side (grants, the server) is actors/manager/stream_grants.h.
 //
 // Invariants:
@@ -17,8 +18,9 @@
 //  4. An op whose owner's stream endpoint is known here (actors/stream_endpoints.h: learned
 //     from that owner's earlier grant, never from the handle's fields) goes by handle, as
 //     RdmaClient's stream lane does ("CRH1": the owner checks secret, bounds, access and
-//     release itself), with no grant round trip over CAF; the first op to an owner, and a
-//     notify write (its owner must learn of it), ask for a grant, which teaches the endpoint.
+//     release itself), with no grant round trip over CAF; the first op to an owner, a notify
+//     write (its owner must learn of it) and an op of GPU memory on either side (moved through
+//     bounce buffers: stream_client.h invariant 10) ask for a grant, which teaches the endpoint.
 //     What the owner does not take by handle (refused, or "ask its manager") moved no byte and
 //     asks for a grant.
 //  5. Manager invariant 24: every job has a stop of its op's own; a cancel asks it

@@ -1,8 +1,9 @@
 // The manager with GPU memory it registers or refuses, using FakeDeviceMemory
 // (tests/fake_device_memory.h) so it runs without a GPU: GPUDirect registration when the NIC
 // accepts GPU memory, owner-assisted access to a remote GPU buffer its NIC cannot register,
-// allocations and classification the driver refuses, copy errors. Staging through bounce
-// buffers is tests/actors/transfer/staged_path_test.cc; the real CUDA path is
+// allocations and classification the driver refuses, copy errors, GPU memory over the stream
+// channel through bounce buffers. Staging RDMA through bounce buffers is
+// tests/actors/transfer/staged_path_test.cc; the real CUDA path is
 // tests/gpu/cuda_gpu_test.cc (tag gpu).
 #include <gtest/gtest.h>
 
@@ -122,6 +123,111 @@ TEST_F(GpuMemoryTest, MemoryTheDriverCannotClassifyIsRefusedNotTakenForHost) {
   ASSERT_TRUE(g) << error_message(g.error());
   EXPECT_EQ(g->memory, static_cast<uint8_t>(BufferMemory::kGpuStaged));
   EXPECT_EQ(g->gpu, 0);
+}
+
+// Without RDMA, GPU memory takes the stream channel through bounce buffers on each side that
+// has it (stream_client.h invariant 10, stream_server.h invariant 19), by grant: GPU to host,
+// host to GPU, GPU to GPU, both directions, several 1 MiB pieces and a ragged end, every byte;
+// each GPU's memory touched by its copies only (counted), none of it in CAF chunks. The nodes
+// share this host, so a host range then still takes the owner's cross-memory copy.
+TEST_F(GpuMemoryTest, WithoutRdmaGpuMemoryTakesTheStreamChannelThroughBounceBuffers) {
+  auto gpu_a = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  auto gpu_c = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  auto a = node(gpu_a, TransportMode::kFallback), b = node(nullptr, TransportMode::kFallback),
+       c = node(gpu_c, TransportMode::kFallback);
+  ASSERT_TRUE(a && b && c);
+  constexpr uint64_t kSize = (5 << 20) + 333;
+  Memory ga(kSize, 11), gc(kSize, 0), host(kSize, 0);
+  gpu_a->add_gpu_range(ga.bytes.data(), kSize, 0);
+  gpu_c->add_gpu_range(gc.bytes.data(), kSize, 1);
+  auto hga = a->request_buffer(ga);
+  auto hgc = c->request_buffer(gc);
+  auto hh = b->request_buffer(host);
+  ASSERT_TRUE(hga && hgc && hh);
+  ASSERT_EQ(hga->memory, static_cast<uint8_t>(BufferMemory::kGpuStaged));
+  struct Step {
+    const char* what;
+    TestNode* by;
+    TransferOp op;
+    Memory* from;
+    Memory* to;
+  };
+  const Step steps[] = {
+      {"GPU a -> host b, a writes", a.get(), make_write(*hga, *hh), &ga, &host},
+      {"host b <- GPU a, b reads", b.get(), make_read(*hh, *hga), &ga, &host},
+      {"GPU a -> GPU c, a writes", a.get(), make_write(*hga, *hgc), &ga, &gc},
+      {"GPU c <- GPU a, c reads", c.get(), make_read(*hgc, *hga), &ga, &gc},
+      {"host b -> GPU c, b writes", b.get(), make_write(*hh, *hgc), &host, &gc},
+  };
+  uint32_t seed = 20;
+  for (const Step& step : steps) {
+    SCOPED_TRACE(step.what);
+    // A fresh pattern at the source, zeros at the destination.
+    auto& src = step.from->bytes;
+    auto& dst = step.to->bytes;
+    for (uint64_t i = 0; i < kSize; ++i)
+      src[i] = pattern(i, seed);
+    std::fill(dst.begin(), dst.end(), 0);
+    ++seed;
+    const ManagerStats before = step.by->stats();
+    const uint64_t out_a = gpu_a->to_host_bytes, in_c = gpu_c->to_device_bytes;
+    auto r = step.by->transfer(step.op, 60000);
+    ASSERT_TRUE(r) << error_message(r.error());
+    EXPECT_EQ(r->path, kPathFallback);
+    EXPECT_EQ(r->bytes, kSize);
+    ASSERT_TRUE(dst == src) << "a byte differs";
+    const ManagerStats after = step.by->stats();
+    EXPECT_EQ(after.stream_ops - before.stream_ops, 1u) << "not over the stream channel";
+    EXPECT_EQ(after.fallback_ops - before.fallback_ops, 1u);
+    if (step.from == &ga)
+      EXPECT_EQ(gpu_a->to_host_bytes - out_a, kSize) << "GPU a's bytes not through its copies";
+    if (step.to == &gc)
+      EXPECT_EQ(gpu_c->to_device_bytes - in_c, kSize) << "GPU c's bytes not through its copies";
+  }
+  // Host to host with the GPU owner's server after all that: still by cross-memory copy where
+  // the host allows it (a GPU grant's in-band answers did not turn the endpoint in-band).
+  Memory other(kSize, 30), mine(kSize, 0);
+  auto ho = a->request_buffer(other);
+  auto hm = b->request_buffer(mine);
+  ASSERT_TRUE(ho && hm);
+  auto r = b->transfer(make_read(*hm, *ho), 60000);
+  ASSERT_TRUE(r) << error_message(r.error());
+  EXPECT_TRUE(mine.bytes == other.bytes);
+  EXPECT_EQ(gpu_a->pageable_copy_bytes.load(), 0u) << "a copy of GPU memory was not page-locked";
+}
+
+// A GPU copy that fails in the middle of a stream transfer fails it with the copy's error
+// (naming the GPU and the byte), on either side; the next transfers move every byte.
+TEST_F(GpuMemoryTest, AGpuCopyFailingMidStreamFailsTheTransferNamingTheCopy) {
+  auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  auto a = node(gpu, TransportMode::kFallback), b = node(nullptr, TransportMode::kFallback);
+  ASSERT_TRUE(a && b);
+  constexpr uint64_t kSize = 4 << 20;
+  Memory g(kSize, 12), host(kSize, 13);
+  gpu->add_gpu_range(g.bytes.data(), kSize, 0);
+  auto hg = a->request_buffer(g);
+  auto hh = b->request_buffer(host);
+  ASSERT_TRUE(hg && hh);
+  for (TestNode* by : {a.get(), b.get()}) {
+    for (bool write : {true, false}) {
+      SCOPED_TRACE(std::string(by == a.get() ? "the GPU's node" : "the host's node") +
+                   (write ? " writes" : " reads"));
+      // a's GPU is the source when a writes or b reads.
+      TransferOp op = by == a.get() ? (write ? make_write(*hg, *hh) : make_read(*hg, *hh))
+                                    : (write ? make_write(*hh, *hg) : make_read(*hh, *hg));
+      gpu->fail_copies_after(2);  // the third 1 MiB piece's copy fails
+      auto x = by->transfer(op, 60000);
+      EXPECT_RDMA_ERROR(x, ErrorCode::kCuda, "memory at byte 2097152");
+      gpu->fail_copies(false);
+      for (uint64_t i = 0; i < kSize; ++i) {
+        g.bytes[i] = pattern(i, 40);
+        host.bytes[i] = pattern(i, 41);
+      }
+      auto y = by->transfer(op, 60000);
+      ASSERT_TRUE(y) << error_message(y.error());
+      EXPECT_TRUE(g.bytes == host.bytes);
+    }
+  }
 }
 
 }  // namespace
