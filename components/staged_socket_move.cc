@@ -23,9 +23,8 @@ Result<BounceBuffer*> thread_bounce(const StagedMemory& memory) {
 }  // namespace
 
 Result<StagedMove> move_staged(const Socket& s, const StagedMemory& memory, uint64_t addr,
-                               uint64_t n, bool sending, Deadline deadline,
-                               const std::string& what, std::chrono::milliseconds stall,
-                               const std::atomic<bool>* stop) {
+                               uint64_t n, bool sending, Deadline deadline, const std::string& what,
+                               std::chrono::milliseconds stall, const std::atomic<bool>* stop) {
   auto bounce = thread_bounce(memory);
   if (!bounce.ok())
     return bounce.error();
@@ -36,10 +35,9 @@ Result<StagedMove> move_staged(const Socket& s, const StagedMemory& memory, uint
       return out;  // invariant 2: no piece starts once it is set
     const uint64_t piece = std::min(n - out.memory, kStagedPiece);
     auto copy_failed = [&](const Error& e) {
-      out.copy = e.with_context(what + ": copying " + std::to_string(piece) + " bytes " +
-                                (sending ? "out of" : "into") + " GPU " +
-                                std::to_string(memory.gpu) + " memory at byte " +
-                                std::to_string(out.memory));
+      out.copy = e.with_context(
+          what + ": copying " + std::to_string(piece) + " bytes " + (sending ? "out of" : "into") +
+          " GPU " + std::to_string(memory.gpu) + " memory at byte " + std::to_string(out.memory));
       return out;
     };
     if (sending) {

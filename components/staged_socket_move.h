@@ -55,8 +55,7 @@ struct StagedMove {
 /// (invariants 1-3); `stop` may be null. Every byte moved (wire and memory n) unless stopped or
 /// a copy failed; the socket's error (as send_all / recv_all's) is the result's error.
 Result<StagedMove> move_staged(const Socket& s, const StagedMemory& memory, uint64_t addr,
-                               uint64_t n, bool sending, Deadline deadline,
-                               const std::string& what, std::chrono::milliseconds stall,
-                               const std::atomic<bool>* stop);
+                               uint64_t n, bool sending, Deadline deadline, const std::string& what,
+                               std::chrono::milliseconds stall, const std::atomic<bool>* stop);
 
 }  // namespace caf_rdma

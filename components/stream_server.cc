@@ -162,9 +162,8 @@ uint64_t StreamServer::grant(uint8_t* addr, uint64_t length, StreamDirection dir
   uint64_t token = 0;
   while (token == 0 || grants_.count(token) != 0)
     token = secure_random_u64();
-  grants_.emplace(token,
-                  Grant{addr, length, direction, deadline, std::move(done), std::move(withdrawal),
-                        std::move(staged)});
+  grants_.emplace(token, Grant{addr, length, direction, deadline, std::move(done),
+                               std::move(withdrawal), std::move(staged)});
   return token;
 }
 

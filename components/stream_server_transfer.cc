@@ -97,9 +97,9 @@ bool StreamServer::serve(Connection& c) {
                              g.direction == StreamDirection::kOutOfOwner, g.deadline, what, stall,
                              g.withdrawal.get()));
     } else {
-      CAF_RDMA_ASSIGN_OR_RETURN(moved.wire, move_until_withdrawn(s, g.addr, g.length, g.direction,
-                                                                 g.deadline, stall, g.withdrawal,
-                                                                 what));
+      CAF_RDMA_ASSIGN_OR_RETURN(
+          moved.wire, move_until_withdrawn(s, g.addr, g.length, g.direction, g.deadline, stall,
+                                           g.withdrawal, what));
       moved.memory = moved.wire;
     }
     if (moved.copy.ok() && moved.memory == g.length)

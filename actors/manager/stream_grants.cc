@@ -47,8 +47,7 @@ caf::result<StreamGrantMsg> StreamGrants::stream_grant(const BufferRef& ref, uin
         if (auto h = caf::actor_cast<caf::actor>(me))
           caf::anon_send(h, StreamServed{token, bytes});
       },
-      buf.withdrawal,
-      gpu ? StagedMemory{m_.options().device_memory, buf.gpu} : StagedMemory{});
+      buf.withdrawal, gpu ? StagedMemory{m_.options().device_memory, buf.gpu} : StagedMemory{});
   // Held (released only after the grant was used or withdrawn), by its token.
   ++buf.in_use;
   ++buf.grants;
