@@ -1,6 +1,7 @@
 // The RdmaManagerActor interface: one manager per actor system (node). Actors send their
 // requests to their own node's manager; the manager initiates one-sided RDMA (or, on the
-// fallback path, moves the bytes over its stream channel for host memory, or in CAF messages)
+// fallback path, moves the bytes over its stream channel, GPU memory through bounce buffers, or in
+// CAF messages)
 // and replies when the data is in place.
 //
 // The interface is three typed interfaces, one per audience, composed with `extend_with`:

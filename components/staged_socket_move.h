@@ -9,17 +9,22 @@
 // Invariants:
 //  1. The GPU memory is touched only by DeviceMemory's copies, never by a socket call or the
 //     CPU; the socket calls touch only the bounce buffer.
-//  2. With a stop flag (the owner's withdrawal): it is looked at before each piece, and once
-//     it is set no further piece starts; the piece under way ends whole (its copy included),
-//     so what moved on the wire and what the GPU memory gave or took are the same count.
+//  2. With a stop flag (the owner's withdrawal): it is looked at before each piece and, as
+//     move_until_stopped does (socket_io.h), while the socket waits for the peer, so a peer that
+//     trickles or stalls holds a withdrawal no longer than kStopLook and the call under way.
+//     Once it is set nothing more moves: a piece received in part is not copied into the GPU
+//     memory; a piece sent in part counts as far as it crossed the socket.
 //  3. A copy that fails ends the move at once, the socket untouched after it: the result says
 //     what crossed the socket (a received piece whose copy into the GPU failed included), what
-//     the GPU memory gave or took (the pieces before the failed one), and the copy's error,
-//     naming the GPU and the byte the piece started at. The caller keeps the connection in step
-//     (the rest without the memory, then that error: stream_server.h invariant 19) or drops it.
-//  4. One bounce buffer of kStagedPiece bytes per thread, made on the thread's first staged move
-//     (page-locked through that move's DeviceMemory, or pageable where that fails) and kept for
-//     the thread's life: no allocation or page-lock per move.
+//     of the GPU memory crossed it or landed in it (the pieces before the failed one), and the
+//     copy's error, naming the GPU and the byte of the range the piece started at. The caller
+//     keeps the connection in step (the rest without the memory, then that error:
+//     stream_server.h invariant 19) or ends it (stream_client.h invariant 10).
+//  4. One bounce buffer of kStagedPiece bytes per thread, made by staged_ready (or the
+//     thread's first staged move) through that move's DeviceMemory, page-locked where it can be
+//     (else pageable), and kept for the thread's life: no allocation or page-lock per move. A
+//     move through another DeviceMemory (a thread serves one manager, so only in a test) makes
+//     it again.
 #pragma once
 
 #include <atomic>
@@ -46,10 +51,15 @@ struct StagedMemory {
 
 /// What a staged move did (invariants 2 and 3).
 struct StagedMove {
-  uint64_t wire = 0;    ///< bytes sent or received on the socket
-  uint64_t memory = 0;  ///< bytes the GPU memory gave (sending) or took (receiving)
-  Status copy;          ///< the failed copy that ended it early (ok: none failed)
+  uint64_t wire = 0;  ///< bytes sent or received on the socket
+  /// Bytes of the GPU memory that crossed the socket (sending) or landed in it (receiving).
+  uint64_t memory = 0;
+  Status copy;  ///< the failed copy that ended it early (ok: none failed)
 };
+
+/// Makes this thread's bounce buffer for `memory` if it has none (invariant 4), so that a
+/// transfer can refuse before any byte moves; errors name the GPU.
+Status staged_ready(const StagedMemory& memory);
 
 /// Sends (`sending`) or receives n bytes of the GPU memory at `addr` on `s`, piece by piece
 /// (invariants 1-3); `stop` may be null. Every byte moved (wire and memory n) unless stopped or

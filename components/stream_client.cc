@@ -413,6 +413,11 @@ StreamEnd StreamClient::run_on(const StreamJob& job, bool local, bool* unanswere
       end.status = stopped_running_error(end.status.error());
     return end;
   };
+  if (job.staged) {
+    // Invariant 10: without a bounce buffer the owner is not asked; chunks may move it.
+    if (Status ready = staged_ready(job.staged); !ready.ok())
+      return StreamEnd{std::move(ready), /*refused=*/true};
+  }
   Reach reach = Reach::kNoAnswer;
   Status st = attempt(job, /*fresh=*/false, local, reach);
   if (st.ok() || reach == Reach::kTaken || reach == Reach::kUnsettled)
@@ -518,40 +523,47 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
   std::string endpoint = endpoint_of(job, local);
   bool pooled = false;
   CAF_RDMA_ASSIGN_OR_RETURN(Socket s, take_connection(job, fresh, local, pooled));
-  bool eager_sent = false;  // an eager write's request left, its bytes behind it
+  bool eager_sent = false;   // an eager write's request left, its bytes behind it
+  bool copy_failed = false;  // a GPU copy failed, the connection healthy (invariant 10)
   auto fail = [&](Status st) {
     const bool stopped = stop_requested(job.stop);
-    if (stopped && job.direction == StreamDirection::kIntoOwner &&
+    if ((stopped || copy_failed) && job.direction == StreamDirection::kIntoOwner &&
         (reach == Reach::kTaken || eager_sent)) {
-      // Invariant 8: the owner's worker may still be storing bytes that were on their way;
-      // its hang-up says it ended (shut here too: the stop may not have reached wake() yet).
+      // Invariants 8 and 10: the owner's worker may still be storing bytes that were on their
+      // way; its hang-up says it ended (shut here too: the stop may not have reached wake()
+      // yet).
       ::shutdown(s.fd(), SHUT_WR);
-      Status ended = await_hang_up(s, job.deadline + kEagerAnswerGrace, "stopped stream write");
+      Status ended = await_hang_up(s, job.deadline + kEagerAnswerGrace,
+                                   stopped ? "stopped stream write" : "stream write ended early");
       if (!ended.ok()) {
         reach = Reach::kUnsettled;
         st = Error(ErrorCode::kPeerUnavailable,
-                   "stopped, but its owner did not end it in time: bytes of it already sent may "
-                   "still be stored (" +
+                   (stopped ? std::string("stopped") : st.error().message()) +
+                       ", but its owner did not end it in time: bytes of it already sent may "
+                       "still be stored (" +
                        ended.error().message() + ")");
       }
     }
     std::lock_guard<std::mutex> lock(mu_);
     forget_busy_locked(s.fd());
-    if (pooled && !stopped)
+    if (pooled && !stopped && !copy_failed)
       idle_.erase(endpoint);  // the others may be just as dead
     return st;
   };
   // The job's bytes on the connection: straight from or into its memory, or through this
   // thread's bounce buffer (invariant 10).
-  auto move_bytes = [&s, &job](bool sending) -> Status {
+  auto move_bytes = [&s, &job, &copy_failed](bool sending) -> Status {
     if (!job.staged)
       return sending ? send_all(s, job.addr, job.length, job.deadline, "stream data")
                      : recv_all(s, job.addr, job.length, job.deadline, "stream data");
-    // A failed GPU copy ends the job, its connection dropped (out of step: the owner sees it
-    // close), with the copy's error.
+    // A failed GPU copy ends the job with the copy's error, its connection dropped (out of
+    // step); a write's owner is first heard ending (fail above).
     auto moved = move_staged(s, job.staged, reinterpret_cast<uint64_t>(job.addr), job.length,
                              sending, job.deadline, "stream data", {}, nullptr);
-    return !moved.ok() ? Status(moved.error()) : moved->copy;
+    if (!moved.ok())
+      return moved.error();
+    copy_failed = !moved->copy.ok();
+    return moved->copy;
   };
   StreamRequest request{job.direction, job.token, job.length};
   request.by_handle = job.by_handle;

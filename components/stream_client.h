@@ -1,6 +1,6 @@
 // The requester's side of the fallback's stream channel: worker threads that run granted
 // transfers over pooled TCP connections to owners' StreamServers, straight from or into the
-// requester's registered buffer. No CAF here: `done` is called on a worker thread.
+// requester's registered buffer (GPU memory through a bounce buffer: invariant 10). No CAF here: `done` is called on a worker thread.
 //
 // Invariants:
 //  1. A job's `done` is called exactly once, after the last access to its memory.
@@ -27,7 +27,7 @@
 //  5. Same host: a job naming its owner's same-host endpoint (StreamJob::unix_name, set only
 //     when the owner's host identity is this process's: same_host.h) runs over that AF_UNIX
 //     endpoint, never TLS, when the client was made with `same_host` (CAF_RDMA_SAME_HOST, read
-//     by ManagerOptions). Jobs over kEagerBytes ask the owner to move the bytes by cross-memory
+//     by ManagerOptions). Jobs over kEagerBytes (of host memory on both sides: invariant 10) ask the owner to move the bytes by cross-memory
 //     attach ("CMS2"/"CMH2": the job's address goes in the request, the owner copies);
 //     smaller ones travel in-band on the socket (the bytes ride in the answer's one send, which
 //     costs less than the kernel's page walk for a few KiB). An owner that answers "in-band
@@ -72,7 +72,12 @@
 //     call or the owner's cross-memory attach (it asks for none over a same-host endpoint: its
 //     bytes travel in-band; nor does a job whose owner's range is GPU memory, owner_gpu).
 //     submit and run_now refuse such a job for a list or by handle (invalid_argument): it
-//     moves by grant, so the CPU never sends its bytes with the request (eager_write).
+//     moves by grant, so the CPU never sends its bytes with the request (eager_write). A
+//     thread without a bounce buffer that cannot make one ends the job `refused` before its
+//     owner is asked (no byte moved). A GPU copy that fails ends the job with the copy's
+//     error (naming the GPU and the byte) and drops its connection; a write first shuts its
+//     sending side and waits for the owner's hang-up, as a stopped one does (invariant 8), so
+//     no byte of it lands after the job's end (peer_unavailable where the owner is not heard).
 #pragma once
 
 #include <atomic>

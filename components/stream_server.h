@@ -121,14 +121,16 @@
 //     word (its manager's, or its client's): a client that names latency for everything
 //     competes with itself, and takes no more than its address's share (invariant 15).
 // 19. A grant of GPU memory (its StagedMemory) moves its bytes in-band only, through this
-//     worker's bounce buffer (staged_socket_move.h), its withdrawal looked at before each piece
-//     (invariant 14 at the piece's granularity): a cross-memory request on it is answered
-//     "in-band go" (the kernel cannot copy GPU memory), and a request that would touch its
-//     memory with the CPU (a list, an eager write, a small read sent in one go: requests by
-//     handle, which are host memory's only) is refused, nothing moved. A GPU copy that fails
-//     ends the transfer in step, as a release does: its `done` runs at once (the memory is
-//     not touched after the copy), the rest crosses the wire without the memory, and the final
-//     status is the copy's error (naming the GPU and the byte).
+//     worker's bounce buffer (staged_socket_move.h), its withdrawal looked at as invariant 14
+//     says (the bounce buffer's part-received piece is not copied into the memory): a
+//     cross-memory request on it is answered "in-band go" (the kernel cannot copy GPU
+//     memory). Requests by handle are host memory's only (the authorizer takes host buffers),
+//     so no list, eager write or small read sent in one go reaches GPU memory; as a guard, a
+//     list or eager write on a GPU grant is refused, nothing moved. A worker that has no bounce
+//     buffer and cannot make one refuses the request in step, nothing moved. A GPU copy that
+//     fails ends the transfer in step, as a release does: its `done` runs at once (the memory
+//     is not touched after the copy), the rest crosses the wire without the memory, and the
+//     final status is the copy's error (naming the GPU and the byte of the range).
 #pragma once
 
 #include <atomic>

@@ -43,6 +43,8 @@ bool StreamServer::serve(Connection& c) {
                     "stream grant of " + std::to_string(g.length) +
                         " bytes was claimed after its deadline (the grant's, or the requester's "
                         "for a cross-memory copy)");
+  if (verdict.ok() && g.staged)
+    verdict = staged_ready(g.staged);  // invariant 19: refused in step, no byte moved
   if (!verdict.ok()) {
     g.done(req.token, verdict, 0);
     // An eager write's bytes sit unread on the connection, and a list's client waits for its

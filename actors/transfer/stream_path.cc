@@ -69,7 +69,9 @@ void StreamPath::granted(OpId id, const StreamGrantMsg& grant) {
   if (o == nullptr)
     return;  // timed out: the owner withdraws the grant at its deadline
   if (grant.port == 0) {
-    m_.peer_table.peers().at(o->peer).no_stream = true;  // invariant 3: chunks from now on
+    // Invariant 3: chunks from now on, or for this op only where it asked for GPU memory.
+    if (o->op.remote.memory == static_cast<uint8_t>(BufferMemory::kHost))
+      m_.peer_table.peers().at(o->peer).no_stream = true;
     return m_.chunk_path().take_over(id);
   }
   if (o->op.notify)

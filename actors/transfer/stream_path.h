@@ -14,7 +14,9 @@
 //     unless its transfer timed out meanwhile or its peer is known to be down (or its link
 //     lost). A job that failed after its owner took the request is not redone.
 //  3. An owner without a stream channel (grant port 0), or with enough grants out
-//     (resource_exhausted), gets chunks: the first from then on, the second for this op.
+//     (resource_exhausted), gets chunks: the first from then on, the second for this op; a
+//     grant of GPU memory answered port 0 (an owner that does not stage it on its stream
+//     channel) for this op only.
 //  4. An op whose owner's stream endpoint is known here (actors/stream_endpoints.h: learned
 //     from that owner's earlier grant, never from the handle's fields) goes by handle, as
 //     RdmaClient's stream lane does ("CRH1": the owner checks secret, bounds, access and

@@ -7,7 +7,9 @@
 // tests/gpu/cuda_gpu_test.cc (tag gpu).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
+#include <vector>
 
 #include "tests/actors/gpu_node_test.h"
 
@@ -197,7 +199,9 @@ TEST_F(GpuMemoryTest, WithoutRdmaGpuMemoryTakesTheStreamChannelThroughBounceBuff
 }
 
 // A GPU copy that fails in the middle of a stream transfer fails it with the copy's error
-// (naming the GPU and the byte), on either side; the next transfers move every byte.
+// (naming the GPU and the byte), on either side, answered once nothing more of it lands (a
+// write's owner heard ending: stream_client.h invariant 10); the next transfers move every
+// byte.
 TEST_F(GpuMemoryTest, AGpuCopyFailingMidStreamFailsTheTransferNamingTheCopy) {
   auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
   auto a = node(gpu, TransportMode::kFallback), b = node(nullptr, TransportMode::kFallback);
@@ -212,13 +216,25 @@ TEST_F(GpuMemoryTest, AGpuCopyFailingMidStreamFailsTheTransferNamingTheCopy) {
     for (bool write : {true, false}) {
       SCOPED_TRACE(std::string(by == a.get() ? "the GPU's node" : "the host's node") +
                    (write ? " writes" : " reads"));
-      // a's GPU is the source when a writes or b reads.
       TransferOp op = by == a.get() ? (write ? make_write(*hg, *hh) : make_read(*hg, *hh))
                                     : (write ? make_write(*hh, *hg) : make_read(*hh, *hg));
+      // a's GPU is the source when a writes or b reads.
+      const bool gpu_source = (by == a.get()) == write;
+      const std::vector<uint8_t>& src = gpu_source ? g.bytes : host.bytes;
+      const std::vector<uint8_t>& dst = gpu_source ? host.bytes : g.bytes;
+      const std::vector<uint8_t> dst_before = dst;
       gpu->fail_copies_after(2);  // the third 1 MiB piece's copy fails
       auto x = by->transfer(op, 60000);
       EXPECT_RDMA_ERROR(x, ErrorCode::kCuda, "memory at byte 2097152");
       gpu->fail_copies(false);
+      // Answered once nothing more lands: the two pieces before the failed copy, and (but
+      // where the owner's worker sends the rest of a read without its memory) nothing else.
+      constexpr uint64_t kLanded = 2 << 20;
+      EXPECT_TRUE(std::equal(src.begin(), src.begin() + kLanded, dst.begin()))
+          << "the pieces before the failed copy did not land";
+      if (!(by == b.get() && !write))
+        EXPECT_TRUE(std::equal(dst.begin() + kLanded, dst.end(), dst_before.begin() + kLanded))
+            << "a byte past the failed copy's piece landed";
       for (uint64_t i = 0; i < kSize; ++i) {
         g.bytes[i] = pattern(i, 40);
         host.bytes[i] = pattern(i, 41);
