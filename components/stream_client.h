@@ -1,6 +1,7 @@
 // The requester's side of the fallback's stream channel: worker threads that run granted
 // transfers over pooled TCP connections to owners' StreamServers, straight from or into the
-// requester's registered buffer (GPU memory through a bounce buffer: invariant 10). No CAF here: `done` is called on a worker thread.
+// requester's registered buffer (GPU memory through a bounce buffer: invariant 10). No CAF here:
+// `done` is called on a worker thread.
 //
 // Invariants:
 //  1. A job's `done` is called exactly once, after the last access to its memory.
@@ -27,16 +28,16 @@
 //  5. Same host: a job naming its owner's same-host endpoint (StreamJob::unix_name, set only
 //     when the owner's host identity is this process's: same_host.h) runs over that AF_UNIX
 //     endpoint, never TLS, when the client was made with `same_host` (CAF_RDMA_SAME_HOST, read
-//     by ManagerOptions). Jobs over kEagerBytes (of host memory on both sides: invariant 10) ask the owner to move the bytes by cross-memory
-//     attach ("CMS2"/"CMH2": the job's address goes in the request, the owner copies);
-//     smaller ones travel in-band on the socket (the bytes ride in the answer's one send, which
-//     costs less than the kernel's page walk for a few KiB). An owner that answers "in-band
-//     go" (its kernel refused) gets plain requests on that endpoint from then on. A listener
-//     of another uid gets nothing but the connect (same_host.h invariant 5: not the owner, e.g.
-//     a process that took the name of a dead owner's endpoint). An endpoint that cannot be
-//     reached (invariant 3's two tries), whose listener is of another uid, or that refuses
-//     this uid is given up for the client's life and the job runs over TCP, as if no endpoint
-//     had been named (a dead owner's TCP port then answers peer_unavailable).
+//     by ManagerOptions). Jobs over kEagerBytes (of host memory on both sides: invariant 10) ask
+//     the owner to move the bytes by cross-memory attach ("CMS2"/"CMH2": the job's address goes in
+//     the request, the owner copies); smaller ones travel in-band on the socket (the bytes ride in
+//     the answer's one send, which costs less than the kernel's page walk for a few KiB). An owner
+//     that answers "in-band go" (its kernel refused) gets plain requests on that endpoint from then
+//     on. A listener of another uid gets nothing but the connect (same_host.h invariant 5: not the
+//     owner, e.g. a process that took the name of a dead owner's endpoint). An endpoint that cannot
+//     be reached (invariant 3's two tries), whose listener is of another uid, or that refuses this
+//     uid is given up for the client's life and the job runs over TCP, as if no endpoint had been
+//     named (a dead owner's TCP port then answers peer_unavailable).
 //  6. A job its owner's release stopped (the answer `released`, in step: stream_server.h
 //     invariant 14) ends with that answer and its connection goes back to the pool.
 //  7. A list job moves its ranges in table order: over a same-host endpoint the owner copies
