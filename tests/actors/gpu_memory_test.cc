@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "tests/actors/gpu_node_test.h"
@@ -203,25 +205,35 @@ TEST_F(GpuMemoryTest, WithoutRdmaGpuMemoryTakesTheStreamChannelThroughBounceBuff
 // write's owner heard ending: stream_client.h invariant 10); the next transfers move every
 // byte.
 TEST_F(GpuMemoryTest, AGpuCopyFailingMidStreamFailsTheTransferNamingTheCopy) {
+  // Every case takes fresh memory, kept to the end (before the nodes, so it outlives them): a
+  // read's owner may still be sending its host bytes when its requester's copy failed.
+  std::vector<std::unique_ptr<Memory>> kept;
   auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
   auto a = node(gpu, TransportMode::kFallback), b = node(nullptr, TransportMode::kFallback);
   ASSERT_TRUE(a && b);
   constexpr uint64_t kSize = 4 << 20;
-  Memory g(kSize, 12), host(kSize, 13);
-  gpu->add_gpu_range(g.bytes.data(), kSize, 0);
-  auto hg = a->request_buffer(g);
-  auto hh = b->request_buffer(host);
-  ASSERT_TRUE(hg && hh);
+  uint8_t fill = 12;
+  // GPU memory on a, host memory on b, registered; the op `by` makes between them.
+  auto pair_for = [&](TestNode* by, bool write) {
+    Memory& g = *kept.emplace_back(std::make_unique<Memory>(kSize, fill++));
+    Memory& host = *kept.emplace_back(std::make_unique<Memory>(kSize, fill++));
+    gpu->add_gpu_range(g.bytes.data(), kSize, 0);
+    auto hg = a->request_buffer(g);
+    auto hh = b->request_buffer(host);
+    EXPECT_TRUE(hg && hh);
+    TransferOp op = by == a.get() ? (write ? make_write(*hg, *hh) : make_read(*hg, *hh))
+                                  : (write ? make_write(*hh, *hg) : make_read(*hh, *hg));
+    return std::make_tuple(&g, &host, op);
+  };
   for (TestNode* by : {a.get(), b.get()}) {
     for (bool write : {true, false}) {
       SCOPED_TRACE(std::string(by == a.get() ? "the GPU's node" : "the host's node") +
                    (write ? " writes" : " reads"));
-      TransferOp op = by == a.get() ? (write ? make_write(*hg, *hh) : make_read(*hg, *hh))
-                                    : (write ? make_write(*hh, *hg) : make_read(*hh, *hg));
+      auto [g, host, op] = pair_for(by, write);
       // a's GPU is the source when a writes or b reads.
       const bool gpu_source = (by == a.get()) == write;
-      const std::vector<uint8_t>& src = gpu_source ? g.bytes : host.bytes;
-      const std::vector<uint8_t>& dst = gpu_source ? host.bytes : g.bytes;
+      const std::vector<uint8_t>& src = gpu_source ? g->bytes : host->bytes;
+      const std::vector<uint8_t>& dst = gpu_source ? host->bytes : g->bytes;
       const std::vector<uint8_t> dst_before = dst;
       gpu->fail_copies_after(2);  // the third 1 MiB piece's copy fails
       auto x = by->transfer(op, 60000);
@@ -235,13 +247,15 @@ TEST_F(GpuMemoryTest, AGpuCopyFailingMidStreamFailsTheTransferNamingTheCopy) {
       if (!(by == b.get() && !write))
         EXPECT_TRUE(std::equal(dst.begin() + kLanded, dst.end(), dst_before.begin() + kLanded))
             << "a byte past the failed copy's piece landed";
+      // The next transfer, of fresh memory, moves every byte.
+      auto [g2, host2, op2] = pair_for(by, write);
       for (uint64_t i = 0; i < kSize; ++i) {
-        g.bytes[i] = pattern(i, 40);
-        host.bytes[i] = pattern(i, 41);
+        g2->bytes[i] = pattern(i, 40);
+        host2->bytes[i] = pattern(i, 41);
       }
-      auto y = by->transfer(op, 60000);
+      auto y = by->transfer(op2, 60000);
       ASSERT_TRUE(y) << error_message(y.error());
-      EXPECT_TRUE(g.bytes == host.bytes);
+      EXPECT_TRUE(g2->bytes == host2->bytes);
     }
   }
 }
