@@ -13,7 +13,8 @@
 // ManagerOptions::latency_traffic and background_traffic, actors/manager/rails.h invariant 26;
 // 0.17.0: packed fallback requests, fetch_list and store_list, and ManagerStats::packed_chunks
 // and packed_ops, actors/transfer/chunk_path.h invariant 5; 0.18.0: ManagerStats::staged_pieces,
-// actors/transfer/staged_path.h invariant 5).
+// actors/transfer/staged_path.h invariant 5, and stream grants of GPU memory, which an owner
+// before it answers with port 0: components/stream_server.h invariant 19).
 #pragma once
 
 namespace caf_rdma {
