@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "tests/actors/fake_nic.h"
@@ -25,6 +26,15 @@ protected:
     o.mode = TransportMode::kRdma;
     o.open_nic = nic_->opener();
     o.drain_timeout = std::chrono::milliseconds(500);
+    return o;
+  }
+  /// options() staging GPU memory `gpu` (which the fake NIC cannot register) through one
+  /// bounce buffer of 2 * kChunk bytes: a chunk is a half, kChunk bytes.
+  ManagerOptions staged_options(std::shared_ptr<FakeDeviceMemory> gpu) {
+    ManagerOptions o = options();
+    o.device_memory = std::move(gpu);
+    o.staging_bytes = 2 * kChunk;
+    o.staging_buffers = 1;
     return o;
   }
   /// The queue pair made last (the loopback QP), or a failed test.
@@ -247,11 +257,7 @@ TEST_F(RdmaPathOnFakeNic,
   // bounce buffer and the NIC moves it from there (a write), or lands there and is copied in
   // (a read). The chunks reach the NIC one by one, as the test completes them.
   auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
-  ManagerOptions o = options();
-  o.device_memory = gpu;
-  o.staging_bytes = 2 * kChunk;  // a chunk is a half: kChunk bytes
-  o.staging_buffers = 1;
-  ASSERT_NO_FATAL_FAILURE(start_manager(o));
+  ASSERT_NO_FATAL_FAILURE(start_manager(staged_options(gpu)));
   std::vector<uint8_t> g = patterned(6 * kChunk, 36), host(6 * kChunk, 0);
   gpu->add_gpu_range(g.data(), g.size());
   BufferHandle hg = register_buffer(g);
@@ -300,11 +306,7 @@ TEST_F(RdmaPathOnFakeNic, StagedPath_SmallOpsOfABatchGatherIntoSharedBounceBuffe
   // until every piece's chunk is back (none is cut twice), then go. Then a big read takes the
   // whole buffer while small reads wait behind it.
   auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
-  ManagerOptions o = options();
-  o.device_memory = gpu;
-  o.staging_bytes = 2 * kChunk;
-  o.staging_buffers = 1;
-  ASSERT_NO_FATAL_FAILURE(start_manager(o));
+  ASSERT_NO_FATAL_FAILURE(start_manager(staged_options(gpu)));
   constexpr uint64_t kOps = 12, kSmall = 1000, kPerBuffer = 8;
   std::vector<uint8_t> g = patterned(kOps * kSmall + 3 * kChunk, 41);
   std::vector<uint8_t> host(kOps * kSmall + 3 * kChunk, 0);
@@ -375,11 +377,7 @@ TEST_F(RdmaPathOnFakeNic, StagedPath_ASmallOpPassesALargeWaiterOnlyWithRoomTheWa
   // waits; a small write after it queues behind it and takes the room the large one cannot
   // use. The large one gets the buffer once both small ones are done with it.
   auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
-  ManagerOptions o = options();
-  o.device_memory = gpu;
-  o.staging_bytes = 2 * kChunk;
-  o.staging_buffers = 1;
-  ASSERT_NO_FATAL_FAILURE(start_manager(o));
+  ASSERT_NO_FATAL_FAILURE(start_manager(staged_options(gpu)));
   std::vector<uint8_t> g = patterned(6 * kChunk, 43), host(6 * kChunk, 0);
   gpu->add_gpu_range(g.data(), g.size());
   BufferHandle hg = register_buffer(g);
