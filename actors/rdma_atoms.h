@@ -70,6 +70,9 @@ using fetch_list_atom = caf::atom_constant<caf::atom("fetch_ls")>;
 using store_list_atom = caf::atom_constant<caf::atom("store_ls")>;
 /// Fallback transport, owner side: (id, offset, length, kind, timeout ms) -> StreamGrantMsg.
 using stream_grant_atom = caf::atom_constant<caf::atom("str_grant")>;
+/// Close your imports of this GPU export (its owner released the buffer): (export handle) ->
+/// imports closed (actors/manager/gpu_exports.h invariant 3).
+using gpu_close_atom = caf::atom_constant<caf::atom("gpu_close")>;
 /// Manager to manager: the initiator (the sender) closed a lane (lane id).
 using lane_drop_atom = caf::atom_constant<caf::atom("lane_drop")>;
 /// Manager to manager: the sender's RDMA device went away (why).

@@ -334,6 +334,9 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
           uint32_t timeout_ms) {
         return self->state.grants.stream_grant(ref, offset, length, kind, timeout_ms);
       },
+      [=](gpu_close_atom, const std::string& handle) {
+        return self->state.exports.close_imports(handle);
+      },
       [=](lane_drop_atom, uint64_t lane) { self->state.lanes.drop_lane(lane); },
       [=](device_gone_atom, const std::string& what) { self->state.device.peer_device_gone(what); },
       [=](buf_check_atom, const BufferRef& ref, uint64_t offset, uint64_t length, uint8_t kind) {
@@ -374,7 +377,9 @@ detail::manager_impl_actor::behavior_type manager(detail::ManagerState::Self sel
         self->state.stream_done(detail::OpId{e.ticket, e.index}, e.local_id, std::move(e.outcome),
                                 e.refused);
       },
-      [=](const detail::StreamServed& e) { self->state.grants.stream_served(e.token, e.bytes); },
+      [=](const detail::StreamServed& e) {
+        self->state.grants.stream_served(e.token, e.bytes, e.exported);
+      },
       [=](const detail::StreamExpire& e) { self->state.grants.stream_expire(e.token); },
       [=](const detail::ChunkSent& e) { self->state.buffer_table.chunk_sent(e.id); },
       [=](const detail::LaneClosed& e) { self->state.lanes.close_lane(e.id); },

@@ -198,6 +198,11 @@ using peer_protocol_actor = caf::typed_actor<
     caf::replies_to<stream_grant_atom, BufferRef, uint64_t, uint64_t, uint8_t,
                     uint32_t>::with<StreamGrantMsg>,
 
+    /// The owner of a GPU buffer the sender's host shares released it: close this node's imports
+    /// of its export (the handle's bytes), waiting a moment for copies that hold one; replies
+    /// with how many it closed (actors/manager/gpu_exports.h invariant 3).
+    caf::replies_to<gpu_close_atom, std::string>::with<uint64_t>,
+
     /// The initiator (the sender) closed its direct lane `id`; drop our side.
     caf::reacts_to<lane_drop_atom, uint64_t>,
 

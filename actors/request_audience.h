@@ -64,6 +64,7 @@ inline constexpr RequestInfo kRequests[] = {
     {fetch_list_atom::get_value(), "fetch_list", Audience::kPeer},
     {store_list_atom::get_value(), "store_list", Audience::kPeer},
     {stream_grant_atom::get_value(), "stream_grant", Audience::kPeer},
+    {gpu_close_atom::get_value(), "gpu_close", Audience::kPeer},
     {lane_drop_atom::get_value(), "lane_drop", Audience::kPeer},
     {device_gone_atom::get_value(), "device_gone", Audience::kPeer},
     {buf_check_atom::get_value(), "buf_check", Audience::kPeer},

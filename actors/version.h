@@ -14,11 +14,12 @@
 // 0.17.0: packed fallback requests, fetch_list and store_list, and ManagerStats::packed_chunks
 // and packed_ops, actors/transfer/chunk_path.h invariant 5; 0.18.0: ManagerStats::staged_pieces,
 // actors/transfer/staged_path.h invariant 5, and stream grants of GPU memory, which an owner
-// before it answers with port 0: components/stream_server.h invariant 19).
+// before it answers with port 0: components/stream_server.h invariant 19; 0.19.0: same-host GPU
+// copy requests, "CGS1", which an owner before it refuses unread: stream_server.h invariant 20).
 #pragma once
 
 namespace caf_rdma {
 
-constexpr const char* kVersion = "0.18.0";
+constexpr const char* kVersion = "0.19.0";
 
 }  // namespace caf_rdma

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "components/device_memory.h"
 #include "components/socket_io.h"
@@ -44,8 +45,19 @@ constexpr uint64_t kStagedPiece = 1ull << 20;
 /// GPU memory a stream transfer moves through a bounce buffer; `device` null: host memory, which
 /// the socket calls move straight.
 struct StagedMemory {
+  StagedMemory() = default;
+  StagedMemory(std::shared_ptr<DeviceMemory> memory, int on_gpu)
+      : device(std::move(memory)), gpu(on_gpu) {}
+
   std::shared_ptr<DeviceMemory> device;
   int gpu = -1;  ///< the GPU the memory is on
+  /// Its owner's export of it, for a requester of its host to copy it GPU to GPU
+  /// (stream_server.h invariant 20; null: none), and where the range starts in the export.
+  std::shared_ptr<const GpuExport> exported;
+  uint64_t in_export = 0;
+  /// Set by the owner's worker once it handed the export to a requester (its manager then
+  /// counts that requester among the export's importers).
+  std::shared_ptr<std::atomic<bool>> handed_out;
   explicit operator bool() const { return device != nullptr; }
 };
 

@@ -8,18 +8,29 @@
 #include <limits>
 
 #include "components/cpu_share.h"
+#include "components/detail/stream_client_parts.h"
 #include "components/list_cursor.h"
 #include "components/same_host.h"
 #include "components/withdrawal.h"
 
 namespace caf_rdma {
 
-namespace {
+namespace detail {
 
-/// A job the stopping client ends before it moved a byte (stop()).
 Error stopped_error() {
   return Error(ErrorCode::kPeerUnavailable, "stream transfer cancelled: its manager stopped");
 }
+
+std::string endpoint_of(const StreamJob& job, bool local) {
+  return local ? "unix:" + job.unix_name : job.host + ":" + std::to_string(job.port);
+}
+
+}  // namespace detail
+
+using detail::endpoint_of;
+using detail::stopped_error;
+
+namespace {
 
 /// A job its stop signal stopped before it took a connection (invariant 8).
 Error stopped_first_error() {
@@ -56,13 +67,15 @@ void StreamClient::stop() {
     idle_.clear();  // their sockets close
     left = queue_.take_all();
     for (int fd : busy_fds_)
-      ::shutdown(fd, copy_waits_.count(fd) != 0 ? SHUT_WR : SHUT_RDWR);
+      if (gpu_copying_.count(fd) == 0)  // invariant 11: its copy ends, then its exchange
+        ::shutdown(fd, copy_waits_.count(fd) != 0 ? SHUT_WR : SHUT_RDWR);
   }
   ready_.notify_all();
   for (auto& job : left)
     job.done(StreamEnd{stopped_error()});
   for (auto& w : workers)
     w.join();
+  imports_.close_all();  // no copy of ours runs now (but run_now's, which keep theirs)
 }
 
 namespace {
@@ -239,10 +252,6 @@ StreamEnd StreamClient::run_now(const StreamJob& job) {
 namespace {
 
 /// The pool's key of a job's endpoint.
-std::string endpoint_of(const StreamJob& job, bool local) {
-  return local ? "unix:" + job.unix_name : job.host + ":" + std::to_string(job.port);
-}
-
 }  // namespace
 
 Result<Socket> StreamClient::take_connection(const StreamJob& job, bool fresh, bool local,
@@ -308,7 +317,7 @@ void StreamClient::forget_busy_locked(int fd) {
 void StreamClient::wake(const StreamJob& job) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [fd, running] : stoppable_) {
-    if (running != &job)
+    if (running != &job || gpu_copying_.count(fd) != 0)  // invariant 11
       continue;
     // Invariant 8: while its owner may still touch memory (a write's bytes on their way, a
     // copy until its answer) only the sending side: the owner sees it, stops and answers or
@@ -319,9 +328,12 @@ void StreamClient::wake(const StreamJob& job) {
   }
 }
 
-void StreamClient::copy_answered(int fd) {
+void StreamClient::copy_answered(int fd, bool copying) {
   std::lock_guard<std::mutex> lock(mu_);
   copy_waits_.erase(fd);
+  if (copying)
+    return;  // invariant 11: not shut before the word after the copy
+  gpu_copying_.erase(fd);
   if (stopping_ && busy_fds_.count(fd) != 0)
     ::shutdown(fd, SHUT_RDWR);  // what stop() would have done, now that no copy runs
 }
@@ -440,234 +452,6 @@ StreamEnd StreamClient::run_on(const StreamJob& job, bool local, bool* unanswere
           /*refused=*/true};
   }
   return ended(st, reach, unknown_grant(st, reach));
-}
-
-Status StreamClient::attempt_list(Socket& s, const StreamJob& job, const StreamRequest& request,
-                                  const std::string& endpoint, const Status& sent, Reach& reach,
-                                  const std::function<Status(Status)>& fail) {
-  // The first "go": the owner allowed the request and waits for its table (stream_protocol.h).
-  Result<Status> go =
-      sent.ok() ? read_status(s, job.deadline, "stream answer") : Result<Status>(sent.error());
-  if (!go.ok())
-    return fail(go.error());
-  if (!go->ok()) {
-    reach = Reach::kAnswered;  // refused before the table: nothing of it is on the connection
-    (void)fail(Status{});
-    return *go;
-  }
-  reach = Reach::kTaken;  // taken: not tried again (invariant 3), though no byte moved yet
-  if (request.cross_memory) {
-    // The owner copies once it has the table: from here a stop() shuts the sending side only.
-    bool stopping = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping = stopping_;
-      if (!stopping)
-        copy_waits_.insert(s.fd());
-    }
-    if (stopping)
-      return fail(stopped_error());
-  }
-  Status st = write_list_table(s, request, job.deadline);
-  if (!st.ok())
-    return fail(st);
-  // The table's answer.
-  Status answer;
-  bool inband = true;
-  if (request.cross_memory) {
-    // Awaited past the deadline: the owner may be copying into the job's memory until it answers.
-    auto a = read_cross_memory_answer(s, job.deadline + kEagerAnswerGrace, "stream answer");
-    copy_answered(s.fd());
-    if (!a.ok())
-      return fail(a.error());
-    inband = a->inband;
-    answer = a->status;
-    if (inband) {
-      std::lock_guard<std::mutex> lock(mu_);
-      inband_only_.insert(endpoint);  // the next requests ask for nothing it refuses
-    }
-  } else {
-    auto a = read_status(s, job.deadline, "stream answer");
-    if (!a.ok())
-      return fail(a.error());
-    answer = *a;
-    inband = a->ok();
-  }
-  if (!inband) {
-    // The owner's answer ends the request: copied, released in step (invariant 6), or failed.
-    if (answer.ok() || ended_by_withdrawal(answer))
-      give_back(endpoint, std::move(s));
-    else
-      (void)fail(Status{});
-    return answer;
-  }
-  st = move_list(s, job);
-  if (!st.ok())
-    return fail(st);
-  return final_status(s, job, endpoint, "stream end", fail);
-}
-
-Status StreamClient::final_status(Socket& s, const StreamJob& job, const std::string& endpoint,
-                                  const char* what, const std::function<Status(Status)>& fail) {
-  auto end = read_status(s, job.deadline, what);
-  if (!end.ok())
-    return fail(end.error());
-  if (!end->ok() && !ended_by_withdrawal(*end))  // in step: invariant 6
-    return fail(*end);
-  give_back(endpoint, std::move(s));
-  return *end;
-}
-
-Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach& reach) {
-  reach = Reach::kNoAnswer;
-  std::string endpoint = endpoint_of(job, local);
-  bool pooled = false;
-  CAF_RDMA_ASSIGN_OR_RETURN(Socket s, take_connection(job, fresh, local, pooled));
-  bool eager_sent = false;   // an eager write's request left, its bytes behind it
-  bool copy_failed = false;  // a GPU copy failed, the connection healthy (invariant 10)
-  auto fail = [&](Status st) {
-    const bool stopped = stop_requested(job.stop);
-    if ((stopped || copy_failed) && job.direction == StreamDirection::kIntoOwner &&
-        (reach == Reach::kTaken || eager_sent)) {
-      // Invariants 8 and 10: the owner's worker may still be storing bytes that were on their
-      // way; its hang-up says it ended (shut here too: the stop may not have reached wake()
-      // yet).
-      ::shutdown(s.fd(), SHUT_WR);
-      Status ended = await_hang_up(s, job.deadline + kEagerAnswerGrace,
-                                   stopped ? "stopped stream write" : "stream write ended early");
-      if (!ended.ok()) {
-        reach = Reach::kUnsettled;
-        st = Error(ErrorCode::kPeerUnavailable,
-                   (stopped ? std::string("stopped") : st.error().message()) +
-                       ", but its owner did not end it in time: bytes of it already sent may "
-                       "still be stored (" +
-                       ended.error().message() + ")");
-      }
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    forget_busy_locked(s.fd());
-    if (pooled && !stopped && !copy_failed)
-      idle_.erase(endpoint);  // the others may be just as dead
-    return st;
-  };
-  // The job's bytes on the connection: straight from or into its memory, or through this
-  // thread's bounce buffer (invariant 10).
-  auto move_bytes = [&s, &job, &copy_failed](bool sending) -> Status {
-    if (!job.staged)
-      return sending ? send_all(s, job.addr, job.length, job.deadline, "stream data")
-                     : recv_all(s, job.addr, job.length, job.deadline, "stream data");
-    // A failed GPU copy ends the job with the copy's error, its connection dropped (out of
-    // step); a write's owner is first heard ending (fail above).
-    auto moved = move_staged(s, job.staged, reinterpret_cast<uint64_t>(job.addr), job.length,
-                             sending, job.deadline, "stream data", {}, nullptr);
-    if (!moved.ok())
-      return moved.error();
-    copy_failed = !moved->copy.ok();
-    return moved->copy;
-  };
-  StreamRequest request{job.direction, job.token, job.length};
-  request.by_handle = job.by_handle;
-  request.handle = job.handle;
-  request.priority = job.priority;
-  if (job.count > 0) {
-    request.list = true;
-    request.count = job.count;
-    request.total = job.total;
-    request.entries = job.entries;
-  }
-  if (local && !job.staged && !job.owner_gpu &&
-      (request.list ? job.total : job.length) > kEagerBytes) {
-    // Invariant 5: the owner copies (unless it said its kernel refuses).
-    std::lock_guard<std::mutex> lock(mu_);
-    request.cross_memory = inband_only_.count(endpoint) == 0;
-    // From its sending to its answer (stop()); a list's, from its table on (attempt_list).
-    if (request.cross_memory && !request.list)
-      copy_waits_.insert(s.fd());
-    request.peer_addr = reinterpret_cast<uint64_t>(job.addr);
-    // The owner's copy ends by this job's deadline (stream_protocol.h): the answer is awaited
-    // kEagerAnswerGrace past it, never a copy.
-    request.peer_deadline_ns = steady_ns(job.deadline);
-  }
-  if (request.by_handle) {
-    // The time this attempt has left (a retry has less than the first).
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        job.deadline - std::chrono::steady_clock::now());
-    request.handle.timeout_ms = static_cast<uint32_t>(
-        std::clamp<int64_t>(left.count(), 1, std::numeric_limits<uint32_t>::max()));
-  }
-  Status st = write_request(s, request, job.deadline);
-  if (request.list)
-    return attempt_list(s, job, request, endpoint, st, reach, fail);
-  if (eager_write(request)) {
-    // The bytes right after the request (stream_protocol.h); the one answer says how it ended.
-    const bool asked = st.ok();
-    eager_sent = asked;
-    if (st.ok())
-      st = move_bytes(true);
-    // Sent the request but not all its bytes: the owner may have refused it and closed the
-    // connection between our two sends (its answer then waits on the socket, unread).
-    Result<Status> end = asked ? read_status(s, job.deadline + kEagerAnswerGrace, "stream answer")
-                               : Result<Status>(st.error());
-    if (end.ok() && end->ok() && !st.ok())
-      end = Result<Status>(st.error());  // a success that cannot be: the bytes did not all go
-    if (!end.ok())
-      return fail(end.error());  // no answer: it may be tried again (a write, idempotent)
-    if (!end->ok()) {
-      reach = Reach::kAnswered;                  // refused: the owner stored nothing
-      if (st.ok() && ended_by_withdrawal(*end))  // in step: invariant 6
-        give_back(endpoint, std::move(s));
-      else
-        (void)fail(Status{});
-      return *end;
-    }
-    reach = Reach::kTaken;
-    give_back(endpoint, std::move(s));
-    return {};
-  }
-  if (request.cross_memory) {
-    // One answer: the owner copied (or failed, or refused), or "in-band go" (stream_protocol.h).
-    // Awaited past the deadline: the owner may be copying into job.addr until it answers.
-    auto answer =
-        st.ok() ? read_cross_memory_answer(s, job.deadline + kEagerAnswerGrace, "stream answer")
-                : Result<CrossMemoryAnswer>(st.error());
-    copy_answered(s.fd());
-    if (!answer.ok())
-      return fail(answer.error());
-    if (!answer->inband) {
-      if (ended_by_withdrawal(answer->status)) {  // in step: invariant 6
-        reach = Reach::kTaken;                    // its owner's release stopped the copy part-way
-        give_back(endpoint, std::move(s));
-        return answer->status;
-      }
-      if (!answer->status.ok()) {
-        reach = Reach::kAnswered;
-        (void)fail(Status{});
-        return answer->status;
-      }
-      reach = Reach::kTaken;
-      give_back(endpoint, std::move(s));
-      return {};
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    inband_only_.insert(endpoint);  // the next requests ask for nothing it refuses
-  } else {
-    Result<Status> go =
-        st.ok() ? read_status(s, job.deadline, "stream answer") : Result<Status>(st.error());
-    if (!go.ok())
-      return fail(go.error());
-    if (!go->ok()) {
-      // The owner refused (and closes the connection when the request named no grant).
-      reach = Reach::kAnswered;
-      (void)fail(Status{});
-      return *go;
-    }
-  }
-  reach = Reach::kTaken;  // from here bytes move (invariant 2)
-  const bool into_owner = job.direction == StreamDirection::kIntoOwner;
-  st = move_bytes(into_owner);
-  if (!st.ok())
-    return fail(st);
-  return final_status(s, job, endpoint, into_owner ? "stream confirmation" : "stream end", fail);
 }
 
 }  // namespace caf_rdma

@@ -20,7 +20,8 @@
 //     submitter may move its bytes another way. A timeout is never retried (the deadline is
 //     the transfer's) and never `refused`; nor is anything after "go".
 //  4. Every wait ends by the job's deadline (or when the client stops: it shuts the sockets
-//     of running jobs down); idle pooled connections are not waited on. Except the one answer
+//     of running jobs down, but a GPU copy's: invariant 11); idle pooled connections are not
+//     waited on. Except the one answer
 //     to a cross-memory request (invariant 5), awaited up to kEagerAnswerGrace longer: the
 //     owner may be copying into the job's memory until it answers, and ends that copy by the
 //     job's deadline, which the request carries (stream_protocol.h), so no copy outlasts the
@@ -79,6 +80,27 @@
 //     error (naming the GPU and the byte) and drops its connection; a write first shuts its
 //     sending side and waits for the owner's hang-up, as a stopped one does (invariant 8), so
 //     no byte of it lands after the job's end (peer_unavailable where the owner is not heard).
+// 11. Same host, GPU to GPU (a job of GPU memory whose owner's range is GPU memory too, over its
+//     owner's same-host endpoint): the job asks for a GPU copy ("CGS1", stream_protocol.h) and,
+//     given an export of the owner's memory, holds an import of it (gpu_imports.h: opened with
+//     its own DeviceMemory at its first copy, kept open for the next), copies the bytes GPU to
+//     GPU on its own GPU's stream, and only then tells the owner how the copy went: the owner
+//     lets its memory go after that word, never while the copy runs. The import stays open
+//     until the owner's release has this client close it (close_imports, asked by the owner's
+//     manager before the release returns), it is the least recently used of
+//     GpuImports::kMaxOpen, or the client stops. A job whose deadline passed before the copy copies
+//     nothing and says so. Neither stop() nor a stop signal shuts its socket while the copy runs
+//     (the owner would let its memory go at the hang-up): it ends, then the exchange does, with the
+//     owner's answer. An export it cannot open gets "in-band go" back and the bytes move through
+//     the bounce buffers (invariant 10); that endpoint is not asked for GPU copies again, as an
+//     owner that answers "in-band go" (it cannot export that memory) is asked each time. From
+//     the request's sending to that word (or the "in-band go") its socket is shut by neither
+//     stop() nor a stop signal (a hang-up would let the owner's memory go while this side may
+//     copy): the job waits for the owner's answer (its deadline plus kEagerAnswerGrace), then
+//     copies nothing if asked to stop meanwhile or if the earlier of its deadline and the
+//     owner's (sent with the go) passed, and says so in the word; the owner's answer ends it. An
+//     owner of an older release refuses the request unread (is_unknown_request): the job is
+//     asked again plainly on a fresh connection, and that endpoint is asked for none again.
 #pragma once
 
 #include <atomic>
@@ -94,6 +116,7 @@
 #include <vector>
 
 #include "components/class_queue.h"
+#include "components/gpu_imports.h"
 #include "components/priority.h"
 #include "components/rate_estimate.h"
 #include "components/socket_io.h"
@@ -196,6 +219,12 @@ public:
                                        "thread");
   /// Idle pooled connections (all endpoints).
   size_t idle_connections() const;
+  /// Invariant 11: closes this client's imports of the GPU export `handle` (its owner released
+  /// the memory), waiting up to `limit` for copies that hold one (GpuImports::close).
+  Result<size_t> close_imports(const std::vector<uint8_t>& handle,
+                               std::chrono::milliseconds limit) {
+    return imports_.close(handle, limit);
+  }
   /// Jobs that ended well over a same-host endpoint (invariant 5).
   uint64_t same_host_ops() const { return same_host_ops_.load(); }
 
@@ -231,6 +260,11 @@ private:
   /// `fail` (attempt()'s) drops it.
   Status final_status(Socket& s, const StreamJob& job, const std::string& endpoint,
                       const char* what, const std::function<Status(Status)>& fail);
+  /// Invariant 11: copies `job`'s bytes from the owner's export `e` (GPU copy go read on `s`)
+  /// and tells the owner how that went; `inband` set when the export could not be opened and
+  /// the owner was told to move the bytes in-band instead (returns ok then).
+  Status copy_from_export(const Socket& s, const StreamJob& job, const std::string& endpoint,
+                          const CrossMemoryAnswer& go, bool& inband);
   /// Invariant 7: the in-band bytes of list job `job` on `s`, after "go".
   Status move_list(const Socket& s, const StreamJob& job);
   Result<Socket> take_connection(const StreamJob& job, bool fresh, bool local, bool& pooled);
@@ -238,8 +272,9 @@ private:
   void forget_busy_locked(int fd);
   /// Invariant 8: shuts down the socket of `job`, which its stop signal asked to stop.
   void wake(const StreamJob& job);
-  /// The cross-memory answer on `fd` was read (or will not be): a stop() shuts it whole now.
-  void copy_answered(int fd);
+  /// The cross-memory answer on `fd` was read (or will not be): a stop() shuts it whole now;
+  /// unless `copying`: a GPU copy go, after which the job copies (invariant 11).
+  void copy_answered(int fd, bool copying = false);
   void give_back(const std::string& endpoint, Socket s);
 
   const TlsContext tls_;  ///< null: plain TCP
@@ -247,6 +282,9 @@ private:
   std::atomic<uint64_t> same_host_ops_{0};
   std::set<std::string> inband_only_;    ///< same-host endpoints that answered "in-band go"
   std::set<std::string> unusable_unix_;  ///< same-host endpoints given up (invariant 5)
+  std::set<std::string> no_gpu_copy_;    ///< whose exports could not be opened (invariant 11)
+  std::set<int> gpu_copying_;            ///< sockets of jobs copying GPU to GPU (invariant 11)
+  GpuImports imports_;                   ///< invariant 11
   mutable std::mutex mu_;
   std::condition_variable ready_;
   bool stopping_ = false;

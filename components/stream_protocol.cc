@@ -27,14 +27,22 @@ constexpr uint32_t kMagicCma = 0x32534d43;     // "CMS2": "CRS2" by cross-memory
 constexpr uint32_t kMagicCmaHandle = 0x32484d43;  // "CMH2": "CRH1" by cross-memory attach
 constexpr uint32_t kMagicList = 0x314c5243;       // "CRL1": a list of ranges by handle
 constexpr uint32_t kMagicCmaList = 0x324c4d43;    // "CML2": "CRL1" by cross-memory attach
+constexpr uint32_t kMagicGpuCopy = 0x31534743;    // "CGS1": "CRS2", the requester's GPU copies
 /// "CMS1", "CMH1", "CML1": the cross-memory requests of a release whose requests carried no
 /// deadline (refused: the owner could not end its copy by the requester's deadline).
 constexpr uint32_t kMagicCmaV1 = 0x31534d43;
 constexpr uint32_t kMagicCmaHandleV1 = 0x31484d43;
 constexpr uint32_t kMagicCmaListV1 = 0x314c4d43;
 constexpr size_t kListEntryBytes = 24;
+constexpr const char* kUnknownRequestText =
+    "not a caf-rdma stream request (bad magic): is another program connecting?";
 
 }  // namespace
+
+bool is_unknown_request(const Status& answer) {
+  return !answer.ok() && answer.error().code() == ErrorCode::kInvalidArgument &&
+         answer.error().message().find(kUnknownRequestText) != std::string::npos;
+}
 
 uint64_t steady_ns(Deadline t) {
   const auto ns =
@@ -66,6 +74,13 @@ Status write_request(const Socket& s, const StreamRequest& r, Deadline deadline)
       b + 4,
       static_cast<uint32_t>(r.direction) | (static_cast<uint32_t>(r.priority) << kPriorityShift),
       4);
+  if (!r.by_handle && r.gpu_copy) {
+    store_le(b, kMagicGpuCopy, 4);
+    store_le(b + 8, r.token, 8);
+    store_le(b + 16, r.length, 8);
+    store_le(b + kRequestBytes, r.peer_deadline_ns, 8);
+    return send_all(s, b, kGpuCopyRequestBytes, deadline, "stream request");
+  }
   if (!r.by_handle) {
     store_le(b, r.cross_memory ? kMagicCma : kMagic, 4);
     store_le(b + 8, r.token, 8);
@@ -117,6 +132,8 @@ size_t request_bytes(const uint8_t* magic4) {
       return kListRequestBytes;
     case kMagicCmaList:
       return kCrossMemoryListRequestBytes;
+    case kMagicGpuCopy:
+      return kGpuCopyRequestBytes;
     default:
       return kRequestBytes;
   }
@@ -141,9 +158,8 @@ Result<StreamRequest> parse_request(const uint8_t* b) {
                  "\"CML1\", an older release); this owner serves \"CMS2\", \"CMH2\" and "
                  "\"CML2\": run the same caf-rdma release on every node");
   if (magic != kMagic && magic != kMagicHandle && magic != kMagicCma && magic != kMagicCmaHandle &&
-      magic != kMagicList && magic != kMagicCmaList)
-    return Error(ErrorCode::kInvalidArgument,
-                 "not a caf-rdma stream request (bad magic): is another program connecting?");
+      magic != kMagicList && magic != kMagicCmaList && magic != kMagicGpuCopy)
+    return Error(ErrorCode::kInvalidArgument, kUnknownRequestText);
   const uint64_t word = load_le(b + 4, 4);
   const uint64_t dir = word & ((1u << kPriorityShift) - 1);
   if (dir != static_cast<uint32_t>(StreamDirection::kIntoOwner) &&
@@ -188,6 +204,11 @@ Result<StreamRequest> parse_request(const uint8_t* b) {
   }
   r.token = load_le(b + 8, 8);
   r.length = load_le(b + 16, 8);
+  if (magic == kMagicGpuCopy) {
+    r.gpu_copy = true;
+    r.peer_deadline_ns = load_le(b + kRequestBytes, 8);
+    return r;
+  }
   if (r.cross_memory) {
     r.peer_addr = load_le(b + kRequestBytes, 8);
     r.peer_deadline_ns = load_le(b + kRequestBytes + 8, 8);
@@ -302,13 +323,38 @@ Status write_inband_go(const Socket& s, Deadline deadline) {
   return send_all(s, b, sizeof(b), deadline, "stream status");
 }
 
+Status write_gpu_copy_go(const Socket& s, const GpuExport& e, Deadline copy_by, Deadline deadline) {
+  if (e.handle.empty() || e.handle.size() > kMaxExportBytes)
+    return Error(ErrorCode::kInternal, "a GPU export of " + std::to_string(e.handle.size()) +
+                                           " bytes (from 1 to " + std::to_string(kMaxExportBytes) +
+                                           ")");
+  std::vector<uint8_t> b(24);
+  store_le(b.data(), kGpuCopyGoCode, 4);
+  store_le(b.data() + 4, 16 + e.handle.size(), 4);
+  store_le(b.data() + 8, e.offset, 8);
+  store_le(b.data() + 16, steady_ns(copy_by), 8);
+  b.insert(b.end(), e.handle.begin(), e.handle.end());
+  return send_all(s, b.data(), b.size(), deadline, "stream status");
+}
+
 Result<CrossMemoryAnswer> read_cross_memory_answer(const Socket& s, Deadline deadline,
-                                                   const std::string& what) {
+                                                   const std::string& what, bool gpu_copy_go) {
   CAF_RDMA_ASSIGN_OR_RETURN(RawStatus r, read_raw_status(s, deadline, what));
   CrossMemoryAnswer a;
   a.inband = r.code == kInbandGoCode;
-  if (!a.inband)
+  if (r.code == kGpuCopyGoCode) {
+    if (!gpu_copy_go || r.message.size() <= 16 || r.message.size() > 16 + kMaxExportBytes)
+      return Error(ErrorCode::kInternal, what + ": GPU copy go of " +
+                                             std::to_string(r.message.size()) +
+                                             " bytes (garbled stream)");
+    a.gpu_copy = true;
+    const auto* m = reinterpret_cast<const uint8_t*>(r.message.data());
+    a.gpu.offset = load_le(m, 8);
+    a.gpu_deadline = from_steady_ns(load_le(m + 8, 8));
+    a.gpu.handle.assign(m + 16, m + r.message.size());
+  } else if (!a.inband) {
     a.status = to_status(r);
+  }
   return a;
 }
 

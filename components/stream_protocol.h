@@ -16,6 +16,9 @@
 //                     cross-memory attach): "CRH1" whose offset and length are the span the
 //                     ranges lie in, + range count (u32) + total bytes (u64) ["CML2": + the
 //                     requester's address (u64) + its deadline (u64)]
+//                     or, on a same-host connection, a request by grant whose GPU memory the
+//                     requester copies itself, GPU to GPU (stream_server.h invariant 20):
+//                     "CGS1" = "CRS2" + the requester's deadline (u64)
 //                     A cross-memory request's deadline is the requester's, in nanoseconds of
 //                     CLOCK_MONOTONIC (std::chrono::steady_clock), a clock every process of one
 //                     host shares: the owner's copy into or out of the requester's memory ends
@@ -49,6 +52,19 @@
 // plain request ("go" was that answer; bytes, then the final status). A client waits for that
 // one answer past its deadline by kEagerAnswerGrace, as for an eager write: the owner may be
 // copying into its memory until it answers.
+// A GPU copy request ("CGS1") gets one answer too: a refusal, "in-band go" (the owner cannot
+// export the memory: the exchange goes on as for "CRS2"), or "GPU copy go" (code
+// kGpuCopyGoCode, its message the offset (u64) of the granted range in the export, the owner's
+// deadline for the copy (u64, as a cross-memory request's: the earlier of the grant's and the
+// requester's), then the export's handle: DeviceMemory::export_range; a requester starts no
+// copy after that deadline). After "GPU copy go" the requester opens the
+// export, copies GPU to GPU, closes it, and says how that went in one status: ok (every byte
+// copied), an error (its copy failed: the owner ends the grant with it), or "in-band go" (it
+// could not open the export: the bytes follow in-band as for "CRS2", then the final status).
+// The owner answers an ok or an error with the final status (the same), after which it lets its
+// memory go; it waits for the requester's status until that deadline plus kEagerAnswerGrace
+// plus the copy's time at its slowest, for the requester's copy touches the memory until it
+// sends it.
 // A list request ("CRL1", "CML2") sends its table only once the owner allowed the request (its
 // first "go", a plain status for both): count x (offset in the buffer (u64), offset at the
 // requester (u64), length (u64)), each range not empty and inside the span, their lengths
@@ -70,6 +86,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "components/device_memory.h"
 #include "components/list_entry.h"
 #include "components/priority.h"
 #include "components/socket_io.h"
@@ -123,6 +140,9 @@ struct StreamRequest {
   /// A cross-memory request's: the requester's deadline (steady_clock_ns; 0: none). The owner's
   /// copy ends by it (see the wire format above).
   uint64_t peer_deadline_ns = 0;
+  /// "CGS1" (by grant, same-host connections only): the requester copies the GPU memory itself
+  /// from an export of it; `peer_deadline_ns` is its deadline.
+  bool gpu_copy = false;
   /// "CRL1"/"CML2" (by handle only): `handle.offset` and `length` are the span the ranges lie
   /// in; `count` ranges of `total` bytes follow the request as its table.
   bool list = false;
@@ -174,12 +194,17 @@ constexpr size_t kCrossMemoryHandleRequestBytes = kHandleRequestBytes + 16;
 /// table.
 constexpr size_t kListRequestBytes = kHandleRequestBytes + 12;
 constexpr size_t kCrossMemoryListRequestBytes = kListRequestBytes + 16;
+/// A GPU copy request ("CGS1": "CRS2" and the requester's deadline).
+constexpr size_t kGpuCopyRequestBytes = kRequestBytes + 8;
 constexpr size_t kMaxRequestBytes = kCrossMemoryListRequestBytes;
 /// Bytes of the request whose first 4 bytes are `magic4` (kRequestBytes for an unknown magic:
 /// parse_request then says what is wrong).
 size_t request_bytes(const uint8_t* magic4);
 /// Reads a request; an unknown magic or direction is an invalid_argument error.
 Result<StreamRequest> read_request(const Socket& s, Deadline deadline);
+/// Whether an owner's answer says it does not know the request's magic (an older release: one
+/// before "CGS1" refuses a GPU copy request so, its grant unclaimed).
+bool is_unknown_request(const Status& answer);
 /// Parses the request_bytes(b) bytes of a request (errors as read_request).
 Result<StreamRequest> parse_request(const uint8_t* b);
 /// Bytes of list request `r`'s table on the wire.
@@ -200,13 +225,25 @@ Result<Status> read_status(const Socket& s, Deadline deadline, const std::string
 /// the connection after all); never an ErrorCode.
 constexpr uint32_t kInbandGoCode = 0xFFFFFFFFu;
 Status write_inband_go(const Socket& s, Deadline deadline);
-/// The one answer to a cross-memory request: `inband` (go on as for the plain request), or
-/// `status` (the final status, or the refusal).
+/// The status code of "GPU copy go" (the answer to a "CGS1" whose memory the requester copies
+/// itself, with the export to copy from); never an ErrorCode.
+constexpr uint32_t kGpuCopyGoCode = 0xFFFFFFFEu;
+Status write_gpu_copy_go(const Socket& s, const GpuExport& e, Deadline copy_by, Deadline deadline);
+/// The one answer to a cross-memory or GPU copy request: `inband` (go on as for the plain
+/// request), `gpu_copy` (copy from `gpu`), or `status` (the final status, or the refusal).
 struct CrossMemoryAnswer {
   bool inband = false;
+  bool gpu_copy = false;
+  GpuExport gpu;
+  /// "GPU copy go": the owner's deadline for the copy (it waits for the requester's status until
+  /// then, plus kEagerAnswerGrace and the copy's time at its slowest).
+  Deadline gpu_deadline = kNoDeadline;
   Status status;
 };
+/// `gpu_copy_go`: whether "GPU copy go" may be the answer (a "CGS1" was sent); else it is a
+/// garbled stream's.
 Result<CrossMemoryAnswer> read_cross_memory_answer(const Socket& s, Deadline deadline,
-                                                   const std::string& what);
+                                                   const std::string& what,
+                                                   bool gpu_copy_go = false);
 
 }  // namespace caf_rdma

@@ -472,9 +472,9 @@ bool StreamServer::read_header(const std::shared_ptr<Connection>& c) {
 
 Result<StreamServer::Grant> StreamServer::claim(const StreamRequest& req) {
   Result<Grant> g = req.by_handle ? grant_by_handle(req) : take_grant(req.token);
-  // Invariant 11: a cross-memory copy ends by the requester's deadline too (stream_protocol.h),
-  // which only ever shortens the grant's.
-  if (g.ok() && req.cross_memory)
+  // Invariants 11 and 20: a cross-memory copy, or a requester's GPU copy, ends by the
+  // requester's deadline too (stream_protocol.h), which only ever shortens the grant's.
+  if (g.ok() && (req.cross_memory || req.gpu_copy))
     g->deadline = std::min(g->deadline, from_steady_ns(req.peer_deadline_ns));
   return g;
 }

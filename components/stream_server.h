@@ -46,7 +46,8 @@
 //     the handshake runs in the event thread without blocking, within `auth_timeout`, and a
 //     client that fails it is closed. The bytes then travel encrypted.
 //  8. Every wait is bounded: the event thread wakes for the earliest deadline (at least once
-//     a second), a worker's transfer ends by its grant's deadline.
+//     a second), a worker's transfer ends by its grant's deadline (a requester's GPU copy by
+//     that deadline and the allowance invariant 20 gives it).
 //  9. A request by handle ("CRH1", stream_protocol.h) is a grant the authorizer makes on the
 //     spot: it checks the handle (as the owner checks any access) and holds the memory until
 //     the grant's `done`; its deadline is the request's timeout, cut to the authorizer's
@@ -131,6 +132,22 @@
 //     fails ends the transfer in step, as a release does: its `done` runs at once (the memory
 //     is not touched after the copy), the rest crosses the wire without the memory, and the
 //     final status is the copy's error (naming the GPU and the byte of the range).
+// 20. Same host, GPU to GPU: a GPU copy request ("CGS1", stream_protocol.h; same-host
+//     connections only, so the requester runs as this uid: invariant 12) on a grant of GPU
+//     memory that carries its owner's export of it (StagedMemory::exported: CUDA IPC, made
+//     once per buffer by the owner's manager) is answered with that export, and the requester
+//     copies the bytes itself, GPU to GPU (starting none after its deadline); the worker waits
+//     for its status (until the requester's deadline plus kEagerAnswerGrace plus the time the
+//     copy takes at kSlowestGpuCopy: the requester's copy touches the memory until then),
+//     answers it as the final status, and only then runs `done`. So a release of the buffer
+//     waits for that one device copy, which its owner cannot stop (but a server that stops,
+//     at its node's end, shuts its connections without waiting for their requesters). The
+//     requester keeps its import open for its next copies: the owner's manager has it closed
+//     before the release returns (actors/manager/gpu_exports.h invariant 2). A worker that gets
+//     no status by then (or a hang-up) ends the grant with that error. A grant without an
+//     export (another DeviceMemory, pool or VMM memory, no same-host endpoint) answers "in-band
+//     go" and the bytes move as invariant 19 says; so do they where the requester says it could
+//     not open the export.
 #pragma once
 
 #include <atomic>
@@ -182,6 +199,9 @@ public:
     uint64_t bytes = 0;
   };
   using ServedFn = std::function<void(const Served&)>;
+  /// Invariant 20: the slowest a requester's GPU copy is taken to run, bytes per second (a
+  /// copy between GPUs without peer access, through host memory, runs at several GB/s).
+  static constexpr uint64_t kSlowestGpuCopy = 1ull << 30;
   /// Invariant 10: how long a worker waits for a connection's next request, and for its rest.
   static constexpr std::chrono::microseconds kLinger{200};
   static constexpr std::chrono::milliseconds kLingerHeader{1000};
@@ -265,6 +285,8 @@ public:
   /// (invariant 11).
   uint64_t cross_memory_served() const { return cross_memory_served_.load(); }
   uint64_t inband_served() const { return inband_served_.load(); }
+  /// GPU copy requests whose requester copied every byte from an export (invariant 20).
+  uint64_t gpu_copies_served() const { return gpu_copies_served_.load(); }
 
 private:
   struct Grant {
@@ -348,6 +370,7 @@ private:
   const std::string unix_name_;
   std::atomic<uint64_t> cross_memory_served_{0};
   std::atomic<uint64_t> inband_served_{0};
+  std::atomic<uint64_t> gpu_copies_served_{0};
   const Limits limits_;
   const TlsContext tls_;  ///< null: plain TCP
   int epoll_fd_ = -1;

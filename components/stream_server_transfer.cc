@@ -1,7 +1,7 @@
 // The owner's side of one claimed stream transfer: StreamServer::serve, which moves the bytes
-// of a claimed grant on its connection or by cross-memory attach and answers (stream_server.h,
-// invariants 6, 9, 11, 13 and 14). The rest of the server (accepting, slots, claims, workers)
-// is stream_server.cc.
+// of a claimed grant on its connection, by cross-memory attach or by its requester's GPU copy,
+// and answers (stream_server.h, invariants 6, 9, 11, 13, 14, 19 and 20). The rest of the server
+// (accepting, slots, claims, workers) is stream_server.cc.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -13,6 +13,15 @@
 #include "components/withdrawal.h"
 
 namespace caf_rdma {
+
+namespace {
+
+/// Invariant 20: how long a requester's GPU copy of `bytes` may take, at kSlowestGpuCopy.
+std::chrono::milliseconds gpu_copy_allowance(uint64_t bytes) {
+  return std::chrono::milliseconds(1 + bytes / (StreamServer::kSlowestGpuCopy / 1000));
+}
+
+}  // namespace
 
 bool StreamServer::serve(Connection& c) {
   const Socket& s = c.socket;
@@ -29,10 +38,11 @@ bool StreamServer::serve(Connection& c) {
                     "stream request " + std::string(to_string(req.direction)) + " of " +
                         std::to_string(req.length) + " bytes does not match its grant (" +
                         to_string(g.direction) + ", " + std::to_string(g.length) + " bytes)");
-  else if (req.cross_memory && !c.same_host)  // before the deadline: it may be another host's
+  else if ((req.cross_memory || req.gpu_copy) && !c.same_host)  // it may be another host's
     verdict = Error(ErrorCode::kInvalidArgument,
-                    "cross-memory stream request on a TCP connection (only same-host "
-                    "connections may ask for it)");
+                    std::string(req.gpu_copy ? "GPU copy" : "cross-memory") +
+                        " stream request on a TCP connection (only same-host connections may "
+                        "ask for it)");
   else if (g.staged && (req.list || eager_write(req)))  // invariant 19: the CPU would touch it
     verdict = Error(ErrorCode::kInvalidArgument,
                     std::string(req.list ? "a list" : "an eager write") +
@@ -57,6 +67,37 @@ bool StreamServer::serve(Connection& c) {
   bool answered = false;       // a cross-memory request's one answer was sent
   bool keep_on_error = false;  // failed, but answered in step (invariant 14): still usable
   bool done_early = false;     // `done` ran once the memory was no longer touched (invariant 14)
+  bool go_sent = false;        // the requester's own "in-band go" stands for ours (invariant 20)
+  if (req.gpu_copy && g.staged.exported && !withdrawn(g.withdrawal)) {
+    // Invariant 20: the requester copies from its owner's export of the memory, GPU to GPU.
+    GpuExport e{g.staged.exported->handle, g.staged.in_export};
+    if (g.staged.handed_out)  // before `done`: the requester may import it from now on
+      g.staged.handed_out->store(true, std::memory_order_release);
+    st = write_gpu_copy_go(
+        s, e, g.deadline,
+        std::min(g.deadline, std::chrono::steady_clock::now() + limits_.stall_timeout));
+    // The requester's copy touches the memory until its status: awaited past its deadline
+    // (it starts none after it), by as long as the copy takes at kSlowestGpuCopy.
+    auto word = st.ok() ? read_cross_memory_answer(
+                              s, g.deadline + kEagerAnswerGrace + gpu_copy_allowance(g.length),
+                              "the requester's GPU copy")
+                        : Result<CrossMemoryAnswer>(st.error());
+    if (!word.ok()) {
+      st = word.error();
+      answered = true;
+    } else if (word->inband) {
+      go_sent = true;  // it could not open the export: the bytes follow in-band
+    } else {
+      st = word->status;
+      if (st.ok())
+        ++gpu_copies_served_;
+      Status sent = write_status(s, st, std::chrono::steady_clock::now() + kEagerAnswerGrace);
+      keep_on_error = sent.ok();
+      if (st.ok())
+        st = sent;
+      answered = true;
+    }
+  }
   // Invariant 19: GPU memory is not the kernel's to copy: "in-band go" below.
   if (req.cross_memory && limits_.cross_memory && !c.cma_refused && !g.staged) {
     // Invariant 11: the owner copies, into or out of the SO_PEERCRED pid's memory only.
@@ -119,8 +160,10 @@ bool StreamServer::serve(Connection& c) {
   };
   if (answered) {
     // Done above.
-  } else if (eager_write(req)) {
-    st = in_band();  // its bytes follow the request (stream_protocol.h): no "go"
+  } else if (go_sent || eager_write(req)) {
+    // No "go" of ours: the requester's "in-band go" stood for it (invariant 20), or an eager
+    // write's bytes follow its request (stream_protocol.h).
+    st = in_band();
   } else if (req.by_handle && !req.cross_memory && g.length <= kEagerBytes && !g.staged) {
     // A small read by handle: go, the bytes and the final status in one send (invariant 14:
     // zeros and `released` once withdrawn).
@@ -140,10 +183,10 @@ bool StreamServer::serve(Connection& c) {
       st = end;
   } else {
     // "go" (for a cross-memory request the kernel or the owner refused: "in-band go").
-    if (req.cross_memory)
+    const bool one_answer = req.cross_memory || req.gpu_copy;
+    if (one_answer)
       ++inband_served_;
-    st =
-        req.cross_memory ? write_inband_go(s, answer_by()) : write_status(s, Status{}, answer_by());
+    st = one_answer ? write_inband_go(s, answer_by()) : write_status(s, Status{}, answer_by());
     if (st.ok())
       st = in_band();
   }

@@ -58,6 +58,15 @@ Status CudaDriver::copy_to_device(uint64_t, const void*, uint64_t, int) const {
 Status CudaDriver::copy_on_device(uint64_t, uint64_t, uint64_t, int) const {
   return not_built();
 }
+Result<std::vector<uint8_t>> CudaDriver::ipc_handle(uint64_t, int) const {
+  return not_built();
+}
+Result<uint64_t> CudaDriver::ipc_open(const std::vector<uint8_t>&, int) const {
+  return not_built();
+}
+Status CudaDriver::ipc_close(uint64_t, int) const {
+  return not_built();
+}
 Status CudaDriver::host_register(void*, uint64_t, int) const {
   return not_built();
 }
@@ -108,11 +117,14 @@ struct CudaDriver::Api {
   decltype(&::cuMemFree_v2) mem_free = nullptr;
   decltype(&::cuMemHostRegister_v2) mem_host_register = nullptr;
   decltype(&::cuMemHostUnregister) mem_host_unregister = nullptr;
+  decltype(&::cuIpcGetMemHandle) ipc_get_mem_handle = nullptr;
+  decltype(&::cuIpcOpenMemHandle_v2) ipc_open_mem_handle = nullptr;
+  decltype(&::cuIpcCloseMemHandle) ipc_close_mem_handle = nullptr;
 
   int devices = 0;
   std::vector<CUcontext> contexts;  // primary context per device (retained lazily)
   std::vector<CUstream> streams;    // one copy stream per device
-  std::vector<std::unique_ptr<std::mutex> > device_mutex;
+  std::vector<std::unique_ptr<std::mutex>> device_mutex;
 
   Error error(const std::string& call, CUresult r) const {
     const char* name = nullptr;
@@ -168,7 +180,7 @@ bool load(void* lib, const char* name, F& fn) {
   return fn != nullptr;
 }
 
-Result<std::unique_ptr<CudaDriver::Api> > load_api() {
+Result<std::unique_ptr<CudaDriver::Api>> load_api() {
   auto api = std::make_unique<CudaDriver::Api>();
   api->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (api->lib == nullptr)
@@ -195,6 +207,11 @@ Result<std::unique_ptr<CudaDriver::Api> > load_api() {
             load(api->lib, "cuMemFree_v2", api->mem_free) &&
             load(api->lib, "cuMemHostRegister_v2", api->mem_host_register) &&
             load(api->lib, "cuMemHostUnregister", api->mem_host_unregister);
+  // CUDA IPC is optional: without it GPU memory moves between processes through bounce buffers.
+  if (!load(api->lib, "cuIpcGetMemHandle", api->ipc_get_mem_handle) ||
+      !load(api->lib, "cuIpcOpenMemHandle_v2", api->ipc_open_mem_handle) ||
+      !load(api->lib, "cuIpcCloseMemHandle", api->ipc_close_mem_handle))
+    api->ipc_get_mem_handle = nullptr;
   if (!ok)
     return Error(ErrorCode::kCuda,
                  std::string("the CUDA driver lacks an entry point: ") + dlerror());
@@ -297,6 +314,40 @@ Status CudaDriver::copy_to_device(uint64_t dst, const void* src, uint64_t n, int
 Status CudaDriver::copy_on_device(uint64_t dst, uint64_t src, uint64_t n, int device) const {
   return api_->copy(device, "cuMemcpyDtoDAsync", n,
                     [&](CUstream s) { return api_->memcpy_dtod_async(dst, src, n, s); });
+}
+
+Result<std::vector<uint8_t>> CudaDriver::ipc_handle(uint64_t base, int device) const {
+  static_assert(sizeof(CUipcMemHandle) == kIpcHandleBytes);
+  if (api_->ipc_get_mem_handle == nullptr)
+    return Error(ErrorCode::kCuda, "this CUDA driver has no IPC (cuIpcGetMemHandle)");
+  CAF_RDMA_RETURN_IF_ERROR(api_->use_device(device));
+  CUipcMemHandle h;
+  if (CUresult r = api_->ipc_get_mem_handle(&h, base); r != CUDA_SUCCESS)
+    return api_->error("cuIpcGetMemHandle", r);
+  const auto* b = reinterpret_cast<const uint8_t*>(&h);
+  return std::vector<uint8_t>(b, b + sizeof(h));
+}
+
+Result<uint64_t> CudaDriver::ipc_open(const std::vector<uint8_t>& handle, int device) const {
+  if (handle.size() != kIpcHandleBytes)
+    return Error(ErrorCode::kInvalidArgument, "a CUDA IPC handle of " +
+                                                  std::to_string(handle.size()) + " bytes (not " +
+                                                  std::to_string(kIpcHandleBytes) + ")");
+  CAF_RDMA_RETURN_IF_ERROR(api_->use_device(device));
+  CUipcMemHandle h;
+  std::copy(handle.begin(), handle.end(), reinterpret_cast<uint8_t*>(&h));
+  CUdeviceptr p = 0;
+  if (CUresult r = api_->ipc_open_mem_handle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+      r != CUDA_SUCCESS)
+    return api_->error("cuIpcOpenMemHandle", r);
+  return static_cast<uint64_t>(p);
+}
+
+Status CudaDriver::ipc_close(uint64_t p, int device) const {
+  CAF_RDMA_RETURN_IF_ERROR(api_->use_device(device));
+  if (CUresult r = api_->ipc_close_mem_handle(p); r != CUDA_SUCCESS)
+    return api_->error("cuIpcCloseMemHandle", r);
+  return {};
 }
 
 Status CudaDriver::host_register(void* p, uint64_t n, int device) const {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "primitives/memory_kind.h"
 #include "primitives/status.h"
@@ -42,6 +43,14 @@ public:
   Status copy_to_device(uint64_t dst, const void* src, uint64_t n, int device) const;
   /// Copies between two allocations of `device` (cuMemcpyDtoDAsync), waiting for the copy.
   Status copy_on_device(uint64_t dst, uint64_t src, uint64_t n, int device) const;
+  /// CUDA IPC (legacy, for cuMemAlloc memory): the handle of the allocation starting at `base`
+  /// (kIpcHandleBytes), opened in another process of this host with ipc_open (mapped into
+  /// `device`'s context there, peer access enabled as needed) and closed with ipc_close, which
+  /// must come before the exporter frees the allocation.
+  static constexpr size_t kIpcHandleBytes = 64;
+  Result<std::vector<uint8_t>> ipc_handle(uint64_t base, int device) const;
+  Result<uint64_t> ipc_open(const std::vector<uint8_t>& handle, int device) const;
+  Status ipc_close(uint64_t p, int device) const;
   /// Page-locks host memory [p, p + n) for every GPU (cuMemHostRegister, PORTABLE), with
   /// `device`'s context current: copies between it and GPU memory then run as DMA, without the
   /// driver's copy through its own pinned staging memory. Undone by host_unregister(p, device).

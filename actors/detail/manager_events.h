@@ -87,6 +87,8 @@ struct StreamDone {
 struct StreamServed {
   uint64_t token = 0;
   uint64_t bytes = 0;
+  /// Its requester was handed the buffer's GPU export (manager/gpu_exports.h invariant 2).
+  bool exported = false;
 };
 
 /// Timer: grant `token` reached its deadline; withdraw it if nobody claimed it.

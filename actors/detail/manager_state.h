@@ -89,6 +89,7 @@
 #include "actors/manager/device_watch.h"
 #include "actors/manager/directory.h"
 #include "actors/manager/fetch_windows.h"
+#include "actors/manager/gpu_exports.h"
 #include "actors/manager/lane_table.h"
 #include "actors/manager/link_recovery.h"
 #include "actors/manager/peer_table.h"
@@ -141,6 +142,7 @@ public:
   QpHandshakes handshakes{*this};
   LinkRecovery links{*this};
   StreamGrants grants{*this};
+  GpuExports exports{*this};  ///< same-host GPU copies' exports and imports
   LaneTable lanes{*this};
   DeviceWatch device{*this};
   Directory directory{*this};

@@ -68,6 +68,11 @@ struct LocalBuffer {
   std::shared_ptr<std::atomic<bool>> withdrawal = std::make_shared<std::atomic<bool>>(false);
   std::vector<caf::typed_response_promise<uint64_t>> release_waiters;
   caf::actor watcher;  ///< told of notify writes into it (manager/write_notices.h); none: null
+  /// GPU memory: its export to peers of this host, made once (manager/gpu_exports.h
+  /// invariant 1; null: none), and the peer managers that may have imported it (invariant 2).
+  bool export_tried = false;
+  std::shared_ptr<const GpuExport> gpu_export;
+  std::vector<caf::actor> importers;
 };
 
 /// One op of a transfer as the front sees it; what its path keeps for it lives in the path
@@ -150,6 +155,7 @@ struct GrantHold {
   /// A write grant: where its bytes land (a receipt once they all did: write_receipts.h).
   bool write = false;
   uint64_t offset = 0, length = 0;
+  caf::actor requester;  ///< who asked (its manager's facade): a GPU export's importer
 };
 
 /// A directory entry and the (local) actor that put it, for diagnostics.

@@ -196,7 +196,8 @@ caf::result<uint64_t> BufferTable::release_buffer(uint64_t id) {
   buf->watcher = nullptr;  // nobody is told of writes it refuses from now on
   bool lanes_idle = m_.registry()->release(id);
   uint64_t size = buf->size;
-  if (buf->in_use == 0 && lanes_idle) {
+  // Its GPU export's importers close their imports first (gpu_exports.h invariant 2).
+  if (buf->in_use == 0 && lanes_idle && !m_.exports.close_importers(id, *buf)) {
     buffers_.erase(id);
     return size;
   }
@@ -225,6 +226,8 @@ void BufferTable::maybe_finish_release(uint64_t id) {
   LocalBuffer& b = it->second;
   if (!b.released || b.in_use > 0 || m_.registry()->busy(id))
     return;
+  if (m_.exports.close_importers(id, b))
+    return;  // gpu_exports.h invariant 2: once they all answered
   for (auto& rp : b.release_waiters)
     rp.deliver(b.size);
   buffers_.erase(it);

@@ -37,22 +37,35 @@ caf::result<StreamGrantMsg> StreamGrants::stream_grant(const BufferRef& ref, uin
                  ? "the buffer has " + std::to_string(kMaxGrantsPerBuffer) + " grants outstanding"
                  : "the peer has " + std::to_string(kMaxGrantsPerPeer) + " grants outstanding"));
   }
+  // Same host, GPU to GPU: the grant carries the buffer's export (gpu_exports.h invariant 1).
+  StagedMemory staged;
+  if (gpu) {
+    staged = StagedMemory{m_.options().device_memory, buf.gpu};
+    if (!m_.stream_server()->unix_name().empty())
+      if (auto e = m_.exports.export_of(buf)) {
+        staged.exported = e;
+        staged.in_export = e->offset + offset;
+        staged.handed_out = std::make_shared<std::atomic<bool>>(false);
+      }
+  }
   const uint32_t limit_ms = m_.capped(timeout_ms);
   caf::actor_addr me = m_.self()->address();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limit_ms);
   uint64_t token = m_.stream_server()->grant(
       reinterpret_cast<uint8_t*>(buf.addr) + offset, length,
       write ? StreamDirection::kIntoOwner : StreamDirection::kOutOfOwner, deadline,
-      [me](uint64_t token, const Status&, uint64_t bytes) {
+      [me, handed = staged.handed_out](uint64_t token, const Status&, uint64_t bytes) {
+        const bool exported = handed && handed->load(std::memory_order_acquire);
         if (auto h = caf::actor_cast<caf::actor>(me))
-          caf::anon_send(h, StreamServed{token, bytes});
+          caf::anon_send(h, StreamServed{token, bytes, exported});
       },
-      buf.withdrawal, gpu ? StagedMemory{m_.options().device_memory, buf.gpu} : StagedMemory{});
+      buf.withdrawal, staged);
   // Held (released only after the grant was used or withdrawn), by its token.
   ++buf.in_use;
   ++buf.grants;
   ++peer_grants;
-  grants_.emplace(token, GrantHold{ref.id, peer, write, offset, length});
+  grants_.emplace(
+      token, GrantHold{ref.id, peer, write, offset, length, caf::actor_cast<caf::actor>(sender)});
   // Withdrawn if nobody claims it in time (the requester timed out or died).
   m_.self()->delayed_send(m_.self(), std::chrono::milliseconds(limit_ms) + kRequestBackstop,
                           StreamExpire{token});
@@ -87,10 +100,14 @@ void StreamGrants::revoke_unclaimed_grants(uint64_t buffer) {
       end_grant(token);
 }
 
-void StreamGrants::stream_served(uint64_t token, uint64_t bytes) {
+void StreamGrants::stream_served(uint64_t token, uint64_t bytes, bool exported) {
   auto it = grants_.find(token);
   if (it == grants_.end())
     return;
+  if (exported)
+    if (auto b = m_.buffer_table.buffers().find(it->second.buffer);
+        b != m_.buffer_table.buffers().end())
+      m_.exports.imported(b->second, it->second.requester);
   m_.counters().served_fallback_bytes += bytes;
   const GrantHold& g = it->second;
   if (g.write && bytes == g.length)  // every byte landed: what a notice may claim

@@ -18,7 +18,8 @@ public:
 
   caf::result<StreamGrantMsg> stream_grant(const BufferRef& ref, uint64_t offset, uint64_t length,
                                            uint8_t kind, uint32_t timeout_ms);
-  void stream_served(uint64_t token, uint64_t bytes);
+  /// `exported`: its requester was handed the buffer's GPU export (gpu_exports.h invariant 2).
+  void stream_served(uint64_t token, uint64_t bytes, bool exported);
   void stream_expire(uint64_t token);
   /// Ends grant `token`'s hold on its buffer (once).
   void end_grant(uint64_t token);

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
+#include <future>
 #include <memory>
 #include <thread>
 #include <tuple>
@@ -175,6 +177,7 @@ TEST_F(GpuMemoryTest, WithoutRdmaGpuMemoryTakesTheStreamChannelThroughBounceBuff
     ++seed;
     const ManagerStats before = step.by->stats();
     const uint64_t out_a = gpu_a->to_host_bytes, in_c = gpu_c->to_device_bytes;
+    const uint64_t between = gpu_a->between_gpus_bytes.load() + gpu_c->between_gpus_bytes.load();
     auto r = step.by->transfer(step.op, 60000);
     ASSERT_TRUE(r) << error_message(r.error());
     EXPECT_EQ(r->path, kPathFallback);
@@ -183,11 +186,22 @@ TEST_F(GpuMemoryTest, WithoutRdmaGpuMemoryTakesTheStreamChannelThroughBounceBuff
     const ManagerStats after = step.by->stats();
     EXPECT_EQ(after.stream_ops - before.stream_ops, 1u) << "not over the stream channel";
     EXPECT_EQ(after.fallback_ops - before.fallback_ops, 1u);
-    if (step.from == &ga)
+    if (step.from == &ga && step.to == &gc) {
+      // GPU to GPU on one host: one device copy from an export (stream_server.h invariant 20).
+      EXPECT_EQ(gpu_a->between_gpus_bytes + gpu_c->between_gpus_bytes - between, kSize);
+      EXPECT_EQ(gpu_a->to_host_bytes - out_a, 0u) << "GPU a's bytes went through a bounce buffer";
+      continue;
+    }
+    if (step.from == &ga) {
       EXPECT_EQ(gpu_a->to_host_bytes - out_a, kSize) << "GPU a's bytes not through its copies";
-    if (step.to == &gc)
+    }
+    if (step.to == &gc) {
       EXPECT_EQ(gpu_c->to_device_bytes - in_c, kSize) << "GPU c's bytes not through its copies";
+    }
   }
+  // Each GPU to GPU step imported once (a's requester, c's requester), kept for the next.
+  EXPECT_EQ(gpu_a->imports_opened.load(), 1u);
+  EXPECT_EQ(gpu_c->imports_opened.load(), 1u);
   // Host to host with the GPU owner's server after all that: still by cross-memory copy where
   // the host allows it (a GPU grant's in-band answers did not turn the endpoint in-band).
   Memory other(kSize, 30), mine(kSize, 0);
@@ -258,6 +272,180 @@ TEST_F(GpuMemoryTest, AGpuCopyFailingMidStreamFailsTheTransferNamingTheCopy) {
       EXPECT_TRUE(g2->bytes == host2->bytes);
     }
   }
+}
+
+// GPU to GPU between nodes of one host: the requester copies from its owner's export of the
+// memory, one device copy, imported once and kept open until the owner's release closes it
+// (stream_server.h invariant 20, stream_client.h invariant 11, actors/manager/gpu_exports.h);
+// a released buffer is refused; where the owner cannot export or the requester cannot open the
+// export, the bytes take the bounce buffers; a device copy that fails fails the transfer,
+// naming it.
+TEST_F(GpuMemoryTest, OnOneHostGpuToGpuIsOneDeviceCopyFromAnExportImportedOnceUntilRelease) {
+  auto gpu_a = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  auto gpu_c = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  auto a = node(gpu_a, TransportMode::kFallback), c = node(gpu_c, TransportMode::kFallback);
+  ASSERT_TRUE(a && c);
+  constexpr uint64_t kSize = (3 << 20) + 77;
+  std::vector<std::unique_ptr<Memory>> kept;  // outlive the nodes
+  // A GPU buffer on a (a's GPU 0) and one on c (c's GPU 1), registered.
+  using Pair = std::tuple<Memory*, Memory*, BufferHandle, BufferHandle>;
+  auto pair = [&]() -> Pair {
+    Memory& ga = *kept.emplace_back(std::make_unique<Memory>(kSize, 0));
+    Memory& gc = *kept.emplace_back(std::make_unique<Memory>(kSize, 0));
+    gpu_a->add_gpu_range(ga.bytes.data(), kSize, 0);
+    gpu_c->add_gpu_range(gc.bytes.data(), kSize, 1);
+    auto ha = a->request_buffer(ga);
+    auto hc = c->request_buffer(gc);
+    EXPECT_TRUE(ha && hc);
+    return {&ga, &gc, ha ? *ha : BufferHandle{}, hc ? *hc : BufferHandle{}};
+  };
+  uint32_t seed = 50;
+  // c reads a's buffer, then writes it back changed; every byte checked both ways. How the
+  // bytes went is `check`'s to say.
+  auto round = [&](const char* what, const Pair& p,
+                   const std::function<void(uint64_t copied_gpu, uint64_t staged)>& check) {
+    SCOPED_TRACE(what);
+    auto [ga, gc, ha, hc] = p;
+    for (bool write : {false, true}) {
+      std::vector<uint8_t>& src = write ? gc->bytes : ga->bytes;
+      std::vector<uint8_t>& dst = write ? ga->bytes : gc->bytes;
+      for (uint64_t i = 0; i < kSize; ++i)
+        src[i] = pattern(i, seed);
+      ++seed;
+      std::fill(dst.begin(), dst.end(), 0);
+      const uint64_t between = gpu_c->between_gpus_bytes;
+      const uint64_t staged = gpu_a->to_host_bytes + gpu_a->to_device_bytes;
+      auto r = c->transfer(write ? make_write(hc, ha) : make_read(hc, ha), 60000);
+      ASSERT_TRUE(r) << error_message(r.error());
+      ASSERT_TRUE(dst == src) << "a byte differs (" << (write ? "write" : "read") << ")";
+      check(gpu_c->between_gpus_bytes - between,
+            gpu_a->to_host_bytes + gpu_a->to_device_bytes - staged);
+    }
+  };
+  auto by_export = [&](uint64_t copied, uint64_t staged) {
+    EXPECT_EQ(copied, kSize) << "not one device copy from the export";
+    EXPECT_EQ(staged, 0u) << "the owner's GPU bytes went through a bounce buffer";
+  };
+  auto by_bounce = [&](uint64_t copied, uint64_t staged) {
+    EXPECT_EQ(copied, 0u);
+    EXPECT_EQ(staged, kSize) << "not through the owner's bounce buffer";
+  };
+  const uint64_t opened = gpu_c->imports_opened;
+  const Pair first = pair();
+  round("from an export", first, by_export);
+  const BufferHandle& ha = std::get<2>(first);
+  const BufferHandle& hc = std::get<3>(first);
+  EXPECT_EQ(gpu_c->imports_opened - opened, 1u) << "not one import for both transfers";
+  EXPECT_EQ(gpu_a->exports.load(), 1u) << "not one export per buffer";
+  EXPECT_EQ(gpu_c->imports_open.load(), 1) << "the import was not kept for the next copy";
+
+  // Released: the release returns once the requester closed its import; the buffer is refused.
+  auto released = a->release(ha.id);
+  ASSERT_TRUE(released) << error_message(released.error());
+  EXPECT_EQ(gpu_c->imports_open.load(), 0) << "the release returned with the import open";
+  const uint64_t exports = gpu_a->exports;
+  auto late = c->transfer(make_read(hc, ha), 20000);
+  EXPECT_FALSE(late) << "a released buffer was read";
+  EXPECT_EQ(gpu_a->exports.load(), exports);
+
+  // A device copy that fails fails the transfer, naming it; the import is closed all the same.
+  {
+    const auto fresh = pair();
+    gpu_c->fail_copies(true);
+    auto x = c->transfer(make_read(std::get<3>(fresh), std::get<2>(fresh)), 20000);
+    gpu_c->fail_copies(false);
+    EXPECT_RDMA_ERROR(x, ErrorCode::kCuda, "GPU copy");
+  }
+
+  // The owner cannot export this memory (pool or VMM memory): through the bounce buffers.
+  gpu_a->fail_exports(true);
+  round("the owner cannot export", pair(), by_bounce);
+  gpu_a->fail_exports(false);
+  round("from an export again", pair(), by_export);
+
+  // The requester cannot open the owner's exports: through the bounce buffers, and from then on
+  // it asks that owner for none.
+  gpu_c->fail_imports(true);
+  round("the requester cannot import", pair(), by_bounce);
+  gpu_c->fail_imports(false);
+  const uint64_t before = gpu_c->imports_opened;
+  round("not asked again", pair(), by_bounce);
+  EXPECT_EQ(gpu_c->imports_opened.load(), before) << "asked for an export again";
+}
+
+// A release of the owner's GPU buffer while a requester copies from its export returns only
+// once that copy ended and its import was closed (stream_server.h invariant 20,
+// actors/manager/gpu_exports.h invariant 2): the owner may free the memory when release
+// returns. The copy is held in the stand-in GPU for the purpose.
+TEST_F(GpuMemoryTest, AReleaseDuringAGpuCopyFromItsExportReturnsOnceTheImportIsClosed) {
+  auto gpu_a = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  auto gpu_c = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  constexpr uint64_t kSize = 1 << 20;
+  Memory ga(kSize, 61), gc(kSize, 0);  // outlive the nodes
+  auto a = node(gpu_a, TransportMode::kFallback), c = node(gpu_c, TransportMode::kFallback);
+  ASSERT_TRUE(a && c);
+  gpu_a->add_gpu_range(ga.bytes.data(), kSize, 0);
+  gpu_c->add_gpu_range(gc.bytes.data(), kSize, 1);
+  auto ha = a->request_buffer(ga);
+  auto hc = c->request_buffer(gc);
+  ASSERT_TRUE(ha && hc);
+  gpu_c->hold_gpu_copies(true);
+  caf::expected<TransferReply> read{caf::error{}};
+  std::thread reader([&] { read = c->transfer(make_read(*hc, *ha), 60000); });
+  ASSERT_TRUE(gpu_c->wait_held(1)) << "the GPU copy did not start";
+  int64_t open_when_released = -1;
+  std::promise<void> released;
+  auto released_future = released.get_future();
+  std::thread releaser([&] {
+    auto r = a->release(ha->id);
+    open_when_released = gpu_c->imports_open.load();
+    EXPECT_TRUE(r) << error_message(r.error());
+    released.set_value();
+  });
+  // The release waits for the copy (a release that did not would be seen here, or below with
+  // the import still open).
+  EXPECT_EQ(released_future.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
+      << "the release returned while the copy from its export ran";
+  gpu_c->hold_gpu_copies(false);
+  reader.join();
+  releaser.join();
+  EXPECT_EQ(open_when_released, 0) << "the release returned with the import open";
+  ASSERT_TRUE(read) << error_message(read.error());
+  EXPECT_TRUE(gc.bytes == ga.bytes);
+}
+
+// Two buffers over one GPU allocation share its export: releasing one closes the requester's
+// import (the owner may free that memory), and the other buffer's next transfer opens it
+// again and moves every byte.
+TEST_F(GpuMemoryTest, ReleasingOneOfTwoBuffersOverAnAllocationLeavesTheOtherCopying) {
+  auto gpu_a = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  auto gpu_c = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
+  constexpr uint64_t kHalf = 1 << 20;
+  Memory ga(2 * kHalf, 71), gc(kHalf, 0);  // outlive the nodes
+  auto a = node(gpu_a, TransportMode::kFallback), c = node(gpu_c, TransportMode::kFallback);
+  ASSERT_TRUE(a && c);
+  gpu_a->add_gpu_range(ga.bytes.data(), 2 * kHalf, 0);  // one allocation, two buffers over it
+  gpu_c->add_gpu_range(gc.bytes.data(), kHalf, 0);
+  auto first = a->request_buffer(ga.addr(), kHalf);
+  auto second = a->request_buffer(ga.addr() + kHalf, kHalf);
+  auto mine = c->request_buffer(gc);
+  ASSERT_TRUE(first && second && mine);
+  auto read_from = [&](const BufferHandle& h, uint64_t at) {
+    std::fill(gc.bytes.begin(), gc.bytes.end(), 0);
+    auto r = c->transfer(make_read(*mine, h), 60000);
+    ASSERT_TRUE(r) << error_message(r.error());
+    EXPECT_TRUE(std::equal(gc.bytes.begin(), gc.bytes.end(), ga.bytes.begin() + at))
+        << "a byte differs";
+  };
+  read_from(*first, 0);
+  read_from(*second, kHalf);
+  EXPECT_EQ(gpu_c->imports_opened.load(), 1u) << "not one import of the shared allocation";
+  auto released = a->release(first->id);
+  ASSERT_TRUE(released) << error_message(released.error());
+  EXPECT_EQ(gpu_c->imports_open.load(), 0) << "the release returned with the import open";
+  read_from(*second, kHalf);
+  EXPECT_EQ(gpu_c->imports_opened.load(), 2u) << "the other buffer's copy did not reopen it";
+  EXPECT_EQ(gpu_c->between_gpus_bytes.load(), 3 * kHalf) << "not by device copies";
 }
 
 }  // namespace
