@@ -15,7 +15,9 @@
 // and packed_ops, actors/transfer/chunk_path.h invariant 5; 0.18.0: ManagerStats::staged_pieces,
 // actors/transfer/staged_path.h invariant 5, and stream grants of GPU memory, which an owner
 // before it answers with port 0: components/stream_server.h invariant 19; 0.19.0: same-host GPU
-// copy requests, "CGS1", which an owner before it refuses unread: stream_server.h invariant 20).
+// copy requests, "CGS1", which an owner before it refuses unread: stream_server.h invariant 20;
+// and cross-memory requests on an owner's GPU memory, which an owner before it answers in-band:
+// invariant 19).
 #pragma once
 
 namespace caf_rdma {

@@ -29,16 +29,19 @@
 //  5. Same host: a job naming its owner's same-host endpoint (StreamJob::unix_name, set only
 //     when the owner's host identity is this process's: same_host.h) runs over that AF_UNIX
 //     endpoint, never TLS, when the client was made with `same_host` (CAF_RDMA_SAME_HOST, read
-//     by ManagerOptions). Jobs over kEagerBytes (of host memory on both sides: invariant 10) ask
+//     by ManagerOptions). Jobs over kEagerBytes of host memory on this side (invariant 10) ask
 //     the owner to move the bytes by cross-memory attach ("CMS2"/"CMH2": the job's address goes in
-//     the request, the owner copies); smaller ones travel in-band on the socket (the bytes ride in
-//     the answer's one send, which costs less than the kernel's page walk for a few KiB). An owner
-//     that answers "in-band go" (its kernel refused) gets plain requests on that endpoint from then
-//     on. A listener of another uid gets nothing but the connect (same_host.h invariant 5: not the
-//     owner, e.g. a process that took the name of a dead owner's endpoint). An endpoint that cannot
-//     be reached (invariant 3's two tries), whose listener is of another uid, or that refuses this
-//     uid is given up for the client's life and the job runs over TCP, as if no endpoint had been
-//     named (a dead owner's TCP port then answers peer_unavailable).
+//     the request, the owner copies, its GPU memory through its staging buffer: stream_server.h
+//     invariant 19); smaller ones travel in-band on the socket (the bytes ride in the answer's
+//     one send, which costs less than the kernel's page walk for a few KiB). An owner that
+//     answers "in-band go" for host memory (its kernel refused) gets plain requests on that
+//     endpoint from then on (for GPU memory an owner of an older release answers so too: that
+//     answer leaves the endpoint as it was). A listener of another uid gets nothing but the connect
+//     (same_host.h invariant 5: not the owner, e.g. a process that took the name of a dead owner's
+//     endpoint). An endpoint that cannot be reached (invariant 3's two tries), whose listener is of
+//     another uid, or that refuses this uid is given up for the client's life and the job runs over
+//     TCP, as if no endpoint had been named (a dead owner's TCP port then answers
+//     peer_unavailable).
 //  6. A job its owner's release stopped (the answer `released`, in step: stream_server.h
 //     invariant 14) ends with that answer and its connection goes back to the pool.
 //  7. A list job moves its ranges in table order: over a same-host endpoint the owner copies
@@ -72,7 +75,7 @@
 // 10. A job of GPU memory (StreamJob::staged) moves its bytes through its thread's bounce buffer
 //     (staged_socket_move.h): its memory is touched by the GPU's copies only, never by a socket
 //     call or the owner's cross-memory attach (it asks for none over a same-host endpoint: its
-//     bytes travel in-band; nor does a job whose owner's range is GPU memory, owner_gpu).
+//     bytes travel in-band, or GPU to GPU: invariant 11).
 //     submit and run_now refuse such a job for a list or by handle (invalid_argument): it
 //     moves by grant, so the CPU never sends its bytes with the request (eager_write). A
 //     thread without a bounce buffer that cannot make one ends the job `refused` before its

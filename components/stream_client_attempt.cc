@@ -149,9 +149,9 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
     request.total = job.total;
     request.entries = job.entries;
   }
-  if (local && !job.staged && !job.owner_gpu &&
-      (request.list ? job.total : job.length) > kEagerBytes) {
-    // Invariant 5: the owner copies (unless it said its kernel refuses).
+  if (local && !job.staged && (request.list ? job.total : job.length) > kEagerBytes) {
+    // Invariant 5: the owner copies (unless it said its kernel refuses), its GPU memory through
+    // its staging buffer (stream_server.h invariant 19).
     std::lock_guard<std::mutex> lock(mu_);
     request.cross_memory = inband_only_.count(endpoint) == 0;
     // From its sending to its answer (stop()); a list's, from its table on (attempt_list).
@@ -249,9 +249,11 @@ Status StreamClient::attempt(const StreamJob& job, bool fresh, bool local, Reach
       give_back(endpoint, std::move(s));
       return {};
     }
-    if (request.cross_memory) {
+    if (request.cross_memory && !job.owner_gpu) {
+      // The next requests ask for nothing it refuses; an owner of an older release answers so
+      // for GPU memory alone (invariant 5).
       std::lock_guard<std::mutex> lock(mu_);
-      inband_only_.insert(endpoint);  // the next requests ask for nothing it refuses
+      inband_only_.insert(endpoint);
     }
   } else {
     Result<Status> go =

@@ -8,6 +8,7 @@
 
 #include "components/cpu_share.h"
 #include "components/cross_memory.h"
+#include "components/staged_cross_memory.h"
 #include "components/stream_server.h"
 #include "components/withdrawable_move.h"
 #include "components/withdrawal.h"
@@ -98,8 +99,8 @@ bool StreamServer::serve(Connection& c) {
       answered = true;
     }
   }
-  // Invariant 19: GPU memory is not the kernel's to copy: "in-band go" below.
-  if (req.cross_memory && limits_.cross_memory && !c.cma_refused && !g.staged) {
+  // Invariant 19: GPU memory through this worker's staging buffer (staged_cross_memory.h).
+  if (req.cross_memory && limits_.cross_memory && !c.cma_refused) {
     // Invariant 11: the owner copies, into or out of the SO_PEERCRED pid's memory only.
     const std::string subject = req.by_handle ? "buffer " + std::to_string(req.handle.id) +
                                                     " offset " + std::to_string(req.handle.offset)
@@ -107,10 +108,14 @@ bool StreamServer::serve(Connection& c) {
     bool refused = false;
     // cross_memory.h invariant 7: the requester waits in silence; a word or a hang-up from
     // it ends the copy.
-    st = cross_memory_copy(
-        c.peer_pid, g.addr, req.peer_addr, g.length, g.direction == StreamDirection::kOutOfOwner,
-        g.deadline, subject, &refused, g.withdrawal, [&s] { return peer_spoke_or_hung_up(s); },
-        req.priority);
+    const bool to_requester = g.direction == StreamDirection::kOutOfOwner;
+    auto gone = [&s] { return peer_spoke_or_hung_up(s); };
+    st = g.staged
+             ? staged_cross_memory_copy(c.peer_pid, g.staged, reinterpret_cast<uint64_t>(g.addr),
+                                        req.peer_addr, g.length, to_requester, g.deadline, subject,
+                                        &refused, g.withdrawal, gone, req.priority)
+             : cross_memory_copy(c.peer_pid, g.addr, req.peer_addr, g.length, to_requester,
+                                 g.deadline, subject, &refused, g.withdrawal, gone, req.priority);
     if (refused) {
       c.cma_refused = true;  // remembered: no failed syscall per op on this connection
       st = Status{};

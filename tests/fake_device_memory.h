@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <mutex>
@@ -40,6 +41,12 @@ public:
     copies_left_ = n;
     counting_ = true;
     fail_copies_ = true;
+  }
+  /// Runs `f` after each copy between host and GPU memory that succeeded, on the copying thread:
+  /// a test's moment to act in the middle of a transfer (empty: nothing).
+  void after_each_copy(std::function<void()> f) {
+    std::lock_guard<std::mutex> g(mu_);
+    after_copy_ = std::move(f);
   }
   /// Makes page_lock fail like a driver that refuses cuMemHostRegister.
   void fail_locks(bool fail) { fail_locks_ = fail; }
@@ -93,6 +100,7 @@ public:
     std::memcpy(dst, reinterpret_cast<const void*>(src), n);
     to_host_bytes += n;
     count_host_side(dst, n);
+    copied();
     return {};
   }
 
@@ -102,6 +110,7 @@ public:
     std::memcpy(reinterpret_cast<void*>(dst), src, n);
     to_device_bytes += n;
     count_host_side(src, n);
+    copied();
     return {};
   }
 
@@ -210,6 +219,15 @@ private:
     }
     return left == 0;
   }
+  void copied() const {
+    std::function<void()> f;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      f = after_copy_;
+    }
+    if (f)
+      f();
+  }
   void count_host_side(const void* p, uint64_t n) const {
     auto a = reinterpret_cast<uint64_t>(p);
     std::lock_guard<std::mutex> g(mu_);
@@ -229,8 +247,9 @@ private:
   std::atomic<bool> fail_classify_{false};
   mutable std::mutex mu_;
   mutable std::condition_variable held_cv_;
-  bool hold_ = false;          // hold_gpu_copies
-  mutable uint64_t held_ = 0;  // copies between GPUs that came to the hold (held or not)
+  bool hold_ = false;                 // hold_gpu_copies
+  mutable uint64_t held_ = 0;         // copies between GPUs that came to the hold (held or not)
+  std::function<void()> after_copy_;  // after_each_copy
   std::map<uint64_t, std::pair<uint64_t, int>> ranges_;
   mutable std::map<uint64_t, uint64_t> locked_;  // page-locked host ranges: start -> size
 };

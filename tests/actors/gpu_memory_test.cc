@@ -11,10 +11,13 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
 
+#include "components/staged_cross_memory.h"
+#include "components/staged_socket_move.h"
 #include "tests/actors/gpu_node_test.h"
 
 namespace caf_rdma::testing {
@@ -225,10 +228,14 @@ TEST_F(GpuMemoryTest, AGpuCopyFailingMidStreamFailsTheTransferNamingTheCopy) {
   auto gpu = std::make_shared<FakeDeviceMemory>(/*direct=*/false);
   auto a = node(gpu, TransportMode::kFallback), b = node(nullptr, TransportMode::kFallback);
   ASSERT_TRUE(a && b);
-  constexpr uint64_t kSize = 4 << 20;
   uint8_t fill = 12;
+  // The GPU copies' pieces: a's requests go through bounce buffers (staged_socket_move.h); b's,
+  // of host memory on a's host, by cross-memory attach through a's staging buffer
+  // (staged_cross_memory.h). Four of them per transfer.
+  auto piece_of = [&](TestNode* by) { return by == a.get() ? kStagedPiece : kStagedCrossPiece; };
   // GPU memory on a, host memory on b, registered; the op `by` makes between them.
   auto pair_for = [&](TestNode* by, bool write) {
+    const uint64_t kSize = 4 * piece_of(by);
     Memory& g = *kept.emplace_back(std::make_unique<Memory>(kSize, fill++));
     Memory& host = *kept.emplace_back(std::make_unique<Memory>(kSize, fill++));
     gpu->add_gpu_range(g.bytes.data(), kSize, 0);
@@ -249,13 +256,15 @@ TEST_F(GpuMemoryTest, AGpuCopyFailingMidStreamFailsTheTransferNamingTheCopy) {
       const std::vector<uint8_t>& src = gpu_source ? g->bytes : host->bytes;
       const std::vector<uint8_t>& dst = gpu_source ? host->bytes : g->bytes;
       const std::vector<uint8_t> dst_before = dst;
-      gpu->fail_copies_after(2);  // the third 1 MiB piece's copy fails
+      const uint64_t kSize = src.size();
+      gpu->fail_copies_after(2);  // the third piece's copy fails
       auto x = by->transfer(op, 60000);
-      EXPECT_RDMA_ERROR(x, ErrorCode::kCuda, "memory at byte 2097152");
+      const uint64_t kLanded = 2 * piece_of(by);
+      const std::string at = "memory at byte " + std::to_string(kLanded);
+      EXPECT_RDMA_ERROR(x, ErrorCode::kCuda, at.c_str());
       gpu->fail_copies(false);
       // Answered once nothing more lands: the two pieces before the failed copy, and (but
       // where the owner's worker sends the rest of a read without its memory) nothing else.
-      constexpr uint64_t kLanded = 2 << 20;
       EXPECT_TRUE(std::equal(src.begin(), src.begin() + kLanded, dst.begin()))
           << "the pieces before the failed copy did not land";
       if (!(by == b.get() && !write))
