@@ -21,10 +21,17 @@ struct ThreadStaging {
   const DeviceMemory* made_by = nullptr;
 };
 
-Result<uint8_t*> thread_staging(const StagedMemory& memory) {
+ThreadStaging& thread_staging() {
   thread_local ThreadStaging staging;
+  return staging;
+}
+
+}  // namespace
+
+Status staged_cross_ready(const StagedMemory& memory) {
+  ThreadStaging& staging = thread_staging();
   if (staging.buffer && staging.made_by == memory.device.get())
-    return staging.buffer->data();
+    return {};
   staging.buffer.reset();  // unlocked by the DeviceMemory that locked it
   staging.made_by = nullptr;
   auto made = BounceBuffer::allocate(2 * kStagedCrossPiece, memory.device, memory.gpu);
@@ -33,8 +40,10 @@ Result<uint8_t*> thread_staging(const StagedMemory& memory) {
                                      std::to_string(memory.gpu) + " memory");
   staging.buffer = std::move(*made);
   staging.made_by = memory.device.get();
-  return staging.buffer->data();
+  return {};
 }
+
+namespace {
 
 /// Invariant 3: one thread that runs one GPU copy at a time beside its creator's work; joined
 /// when it is destroyed. wait() follows each start().
@@ -97,12 +106,8 @@ Status staged_cross_memory_copy(pid_t pid, const StagedMemory& memory, uint64_t 
                                 const Withdrawal& withdrawal,
                                 const std::function<bool()>& requester_gone, Priority priority) {
   *refused = false;
-  Result<uint8_t*> made = thread_staging(memory);
-  if (!made.ok()) {
-    *refused = true;  // invariant 5: nothing moved
-    return made.error();
-  }
-  uint8_t* const staging = *made;
+  CAF_RDMA_RETURN_IF_ERROR(staged_cross_ready(memory));
+  uint8_t* const staging = thread_staging().buffer->data();
   uint8_t* const half[2] = {staging, staging + kStagedCrossPiece};
   const uint64_t pieces = (n + kStagedCrossPiece - 1) / kStagedCrossPiece;
   auto at = [](uint64_t k) { return k * kStagedCrossPiece; };
@@ -132,7 +137,7 @@ Status staged_cross_memory_copy(pid_t pid, const StagedMemory& memory, uint64_t 
                           subject, &piece_refused, withdrawal, requester_gone, priority);
     *refused = piece_refused && k == 0;  // invariant 5
     if (ended_by_withdrawal(st))
-      return released_midway_error(landed, n);
+      return released_midway_error(landed, n).with_context(subject);
     if (!st.ok() && k > 0)
       return st.error().with_context("piece at byte " + std::to_string(at(k)));
     return st;
@@ -142,6 +147,8 @@ Status staged_cross_memory_copy(pid_t pid, const StagedMemory& memory, uint64_t 
     helper.emplace();
   if (to_remote) {
     // Out of the GPU: piece k+1 is copied out while piece k goes to the requester.
+    if (withdrawn(withdrawal))  // invariant 4: no piece starts
+      return released_midway_error(0, n).with_context(subject);
     CAF_RDMA_RETURN_IF_ERROR(gpu_copy(0));
     for (uint64_t k = 0; k < pieces; ++k) {
       const bool next = k + 1 < pieces && !withdrawn(withdrawal);
@@ -152,7 +159,7 @@ Status staged_cross_memory_copy(pid_t pid, const StagedMemory& memory, uint64_t 
       CAF_RDMA_RETURN_IF_ERROR(sent);
       CAF_RDMA_RETURN_IF_ERROR(copied);
       if (k + 1 < pieces && !next)
-        return released_midway_error(at(k + 1), n);
+        return released_midway_error(at(k + 1), n).with_context(subject);
     }
     return {};
   }
@@ -160,7 +167,7 @@ Status staged_cross_memory_copy(pid_t pid, const StagedMemory& memory, uint64_t 
   CAF_RDMA_RETURN_IF_ERROR(remote_copy(0, 0));
   for (uint64_t k = 0; k < pieces; ++k) {
     if (withdrawn(withdrawal))  // invariant 4: a piece received is not copied in
-      return released_midway_error(at(k), n);
+      return released_midway_error(at(k), n).with_context(subject);
     if (k + 1 == pieces)
       return gpu_copy(k);
     helper->start([&gpu_copy, k] { return gpu_copy(k); });
@@ -168,7 +175,7 @@ Status staged_cross_memory_copy(pid_t pid, const StagedMemory& memory, uint64_t 
     Status copied = helper->wait();
     CAF_RDMA_RETURN_IF_ERROR(copied);
     if (ended_by_withdrawal(got))
-      return released_midway_error(at(k + 1), n);
+      return released_midway_error(at(k + 1), n).with_context(subject);
     CAF_RDMA_RETURN_IF_ERROR(got);
   }
   return {};

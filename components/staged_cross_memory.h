@@ -11,8 +11,9 @@
 //     withdrawal, a requester that stops waiting, the request's class) hold for every piece.
 //  2. Two halves of kStagedCrossPiece bytes per worker thread, page-locked through the grant's
 //     DeviceMemory where it can be, made at the thread's first such copy and kept for its life;
-//     a copy through another DeviceMemory (only in a test) makes them again. When they cannot
-//     be made the copy is refused (invariant 5), with an error naming the GPU.
+//     a copy through another DeviceMemory (only in a test) makes them again. staged_cross_ready
+//     makes them before a request is served: when they cannot be made (an error naming the
+//     GPU), its caller moves the bytes in-band, nothing moved.
 //  3. Pipelined: a copy of more than one piece runs its GPU copies on a helper thread of its own
 //     while this thread runs the cross-memory copies: out of the GPU, piece k+1 is copied out
 //     while piece k goes to the requester; into the GPU, piece k is copied in while piece k+1
@@ -23,8 +24,8 @@
 //     The result is released_midway_error with the bytes that landed (withdrawn), or the first
 //     failure: a GPU copy's names the GPU and the byte of the range its piece starts at.
 //  5. `refused` (cross_memory.h invariant 3) is set only when the first piece's cross-memory
-//     copy was refused before any byte moved, or the staging buffer could not be made: nothing
-//     landed in the GPU memory or the requester's, and the caller may move the bytes in-band.
+//     copy was refused before any byte moved: nothing landed in the GPU memory or the
+//     requester's, and the caller may move the bytes in-band.
 #pragma once
 
 #include <sys/types.h>
@@ -43,6 +44,9 @@ namespace caf_rdma {
 /// Invariant 2: bytes per piece (each half of the staging buffer), as large as a cross-memory
 /// copy needs to run on several threads (kCrossMemoryParallelMin).
 constexpr uint64_t kStagedCrossPiece = 8ull << 20;
+
+/// Makes this thread's staging buffer for `memory` if it has none (invariant 2).
+Status staged_cross_ready(const StagedMemory& memory);
 
 /// Copies `n` bytes between GPU memory `memory` at `gpu_addr` and `remote_addr` in process `pid`
 /// (into pid's memory when `to_remote`: a read served by the owner; else out of it), with

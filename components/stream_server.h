@@ -127,14 +127,14 @@
 //     cross-memory request on it (a same-host requester's host memory) is served through this
 //     worker's page-locked staging buffer instead, a GPU copy and a cross-memory copy per piece,
 //     pipelined (staged_cross_memory.h; the kernel cannot copy GPU memory), or answered "in-band
-//     go" as invariant 11 says when the kernel refuses. Requests by handle are host memory's only
-//     (the authorizer takes host buffers), so no list, eager write or small read sent in one go
-//     reaches GPU memory; as a guard, a list or eager write on a GPU grant is refused, nothing
-//     moved. A worker that has no bounce buffer and cannot make one refuses the request in step,
-//     nothing moved. A GPU copy that fails ends the transfer in step, as a release does: its `done`
-//     runs at once (the memory is not touched after the copy), the rest crosses the wire without
-//     the memory, and the final status is the copy's error (naming the GPU and the byte of the
-//     range).
+//     go" as invariant 11 says when the kernel refuses (or the staging buffer cannot be made).
+//     Requests by handle are host memory's only (the authorizer takes host buffers), so no list,
+//     eager write or small read sent in one go reaches GPU memory; as a guard, a list or eager
+//     write on a GPU grant is refused, nothing moved. A worker that has no bounce buffer and cannot
+//     make one refuses the request in step, nothing moved. A GPU copy that fails ends the transfer
+//     in step, as a release does: its `done` runs at once (the memory is not touched after the
+//     copy), the rest crosses the wire without the memory, and the final status is the copy's error
+//     (naming the GPU and the byte of the range).
 // 20. Same host, GPU to GPU: a GPU copy request ("CGS1", stream_protocol.h; same-host
 //     connections only, so the requester runs as this uid: invariant 12) on a grant of GPU
 //     memory that carries its owner's export of it (StagedMemory::exported: CUDA IPC, made

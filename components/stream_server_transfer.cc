@@ -100,7 +100,9 @@ bool StreamServer::serve(Connection& c) {
     }
   }
   // Invariant 19: GPU memory through this worker's staging buffer (staged_cross_memory.h).
-  if (req.cross_memory && limits_.cross_memory && !c.cma_refused) {
+  // A staging buffer that cannot be made sends the bytes in-band, this once.
+  if (req.cross_memory && limits_.cross_memory && !c.cma_refused &&
+      (!g.staged || staged_cross_ready(g.staged).ok())) {
     // Invariant 11: the owner copies, into or out of the SO_PEERCRED pid's memory only.
     const std::string subject = req.by_handle ? "buffer " + std::to_string(req.handle.id) +
                                                     " offset " + std::to_string(req.handle.offset)
